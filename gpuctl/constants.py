@@ -1,0 +1,146 @@
+"""Every label key, object name and magic string gpuctl uses, in one place.
+
+Other modules import from here instead of spelling strings: a renamed label is a one-line change,
+and `grep` finds every user of a key.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class Kind(StrEnum):
+    """The YAML `kind:` values gpuctl accepts (`resource` is the earlier spelling of `pool`)."""
+
+    TRAINING = "training"
+    INFERENCE = "inference"
+    NOTEBOOK = "notebook"
+    COMPUTE = "compute"
+    POOL = "pool"
+    QUOTA = "quota"
+
+
+JOB_KINDS: Final = (Kind.TRAINING, Kind.INFERENCE, Kind.NOTEBOOK, Kind.COMPUTE)
+KIND_ALIASES: Final = {"resource": Kind.POOL}
+
+# Kubernetes object kind that carries each job kind.
+KIND_TO_RESOURCE: Final = {
+    Kind.TRAINING: "Job",
+    Kind.INFERENCE: "Deployment",
+    Kind.COMPUTE: "Deployment",
+    Kind.NOTEBOOK: "StatefulSet",
+}
+# Kinds that also get a NodePort Service named svc-<name>.
+SERVICE_KINDS: Final = (Kind.INFERENCE, Kind.COMPUTE, Kind.NOTEBOOK)
+
+
+class Priority(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+DEFAULT_PRIORITY: Final = Priority.MEDIUM
+# Kueue WorkloadPriorityClass name and value per gpuctl priority. Values match the earlier gpuctl's
+# PriorityClasses so that dashboards and habits carry over.
+PRIORITY_CLASS: Final = {p: f"gpuctl-{p.value}" for p in Priority}
+PRIORITY_VALUE: Final = {Priority.HIGH: 1_000_000, Priority.MEDIUM: 500_000, Priority.LOW: 100}
+# Work that borrows from other teams may preempt their borrowed work only up to this priority
+# (Kueue's borrowWithinCohort.maxPriorityThreshold): medium and low can be taken back, high never.
+BORROW_PREEMPT_THRESHOLD: Final = PRIORITY_VALUE[Priority.MEDIUM]
+
+
+class Labels:
+    """Label and annotation keys. `runwhere.ai/*` keys are gpuctl's; the others belong to Kubernetes
+    or Kueue and are listed so no module spells them by hand."""
+
+    PREFIX: Final = "runwhere.ai/"
+    JOB_TYPE: Final = "runwhere.ai/job-type"
+    PRIORITY: Final = "runwhere.ai/priority"
+    POOL: Final = "runwhere.ai/pool"
+    NAMESPACE: Final = "runwhere.ai/namespace"
+    GPU_TYPE: Final = "runwhere.ai/gpu-type"
+    # Older spelling of the GPU type key, still found on nodes; read, never written.
+    GPU_TYPE_LEGACY: Final = "runwhere.ai/gpuType"
+    QUOTA: Final = "runwhere.ai/quota"
+    PORT: Final = "runwhere.ai/port"
+    DESCRIPTION: Final = "runwhere.ai/description"  # annotation
+    TEAM: Final = "runwhere.ai/team"
+
+    APP: Final = "app"
+    JOB_NAME: Final = "job-name"  # set on pods by the Job controller
+    BATCH_JOB_NAME: Final = "batch.kubernetes.io/job-name"
+    MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+    NS_NAME: Final = "kubernetes.io/metadata.name"
+
+    KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"
+    KUEUE_PRIORITY: Final = "kueue.x-k8s.io/priority-class"
+    KUEUE_JOB_UID: Final = "kueue.x-k8s.io/job-uid"
+    KUEUE_CQ: Final = "kueue.x-k8s.io/cluster-queue-name"
+
+
+# Every runwhere.ai/ key gpuctl knows; the webhook denies others with the nearest of these.
+KNOWN_RUNWHERE_KEYS: Final = (
+    Labels.JOB_TYPE,
+    Labels.PRIORITY,
+    Labels.POOL,
+    Labels.NAMESPACE,
+    Labels.GPU_TYPE,
+    Labels.GPU_TYPE_LEGACY,
+    Labels.QUOTA,
+    Labels.PORT,
+    Labels.DESCRIPTION,
+    Labels.TEAM,
+)
+
+MANAGED_BY_VALUE: Final = "gpuctl"
+FIELD_MANAGER: Final = "gpuctl"
+# Namespace marker (same key and value as the earlier gpuctl, which the console relies on).
+NAMESPACE_MARKER_VALUE: Final = "true"
+
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+CPU_RESOURCE: Final = "cpu"
+MEMORY_RESOURCE: Final = "memory"
+
+DEFAULT_NAMESPACE: Final = "default"
+DEFAULT_POOL: Final = "default"
+SERVICE_PREFIX: Final = "svc-"
+CONTAINER_NAME: Final = "main"
+NOTEBOOK_PORT: Final = 8888
+DEFAULT_SERVICE_PORT: Final = 8000
+
+# Kueue objects gpuctl owns.
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KUEUE_VERSION: Final = "v1beta2"
+KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+COHORT_NAME: Final = "gpuctl"
+LOCAL_QUEUE_NAME: Final = "default"
+BUDGET_FLAVOR: Final = "gpuctl-budget"
+# Virtual resources that Kueue derives from every pod's requests (resources.transformations in
+# manifests/kueue/configuration.yaml); a team's quota is its nominal quota of these.
+QUOTA_GPU: Final = "runwhere.ai/quota-gpu"
+QUOTA_CPU: Final = "runwhere.ai/quota-cpu"
+QUOTA_MEMORY: Final = "runwhere.ai/quota-memory"
+QUOTA_RESOURCES: Final = {GPU_RESOURCE: QUOTA_GPU, CPU_RESOURCE: QUOTA_CPU, MEMORY_RESOURCE: QUOTA_MEMORY}
+# Nominal quota used where a quota leaves a resource unlimited.
+UNLIMITED: Final = {QUOTA_GPU: "1M", QUOTA_CPU: "1M", QUOTA_MEMORY: "1Ei"}
+
+# storage.workdirs host paths that are refused unless the config allows them.
+DENIED_HOST_PATHS: Final = ("/", "/etc", "/proc", "/sys", "/root", "/var/lib/kubelet", "/var/run", "/run")
+
+# Container waiting reasons shown as-is in STATUS (earlier gpuctl's vocabulary).
+CONTAINER_WAITING_REASONS: Final = frozenset(
+    {
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "CrashLoopBackOff",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "ContainerCreating",
+        "InvalidImageName",
+        "ImageInspectError",
+        "RegistryUnavailable",
+        "RunInitContainerError",
+    }
+)
