@@ -1,0 +1,89 @@
+"""Render Kueue's own manifests for an off-cluster Kueue process (what envtest does in Go).
+
+    kueue_manifests.py crds KUEUE_DIR URL CA_B64       CRDs, 5 with conversion webhooks by URL
+    kueue_manifests.py webhooks KUEUE_DIR URL CA_B64   Kueue's admission webhooks by URL
+    kueue_manifests.py config FILE PORT CERTDIR HEALTH METRICS VISPORT   local overrides of gpuctl's Configuration
+
+Kueue ships webhook configurations that point at an in-cluster Service; the local cluster has no
+Service networking, so every clientConfig becomes `url: https://127.0.0.1:<port><path>` with the
+testbed CA. Everything else (names, rules, failurePolicy, selectors) is Kueue's, read from the module.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+# CRDs that Kueue's kustomization patches with a conversion webhook (config/components/crd).
+CONVERTED = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
+SYSTEM_NS_SELECTOR = {
+    "matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kueue-system"]}
+    ]
+}
+TESTBED_LABEL = {"gpuctl.runwhere.ai/testbed": "true"}
+
+
+def crds(kueue_dir: str, url: str, ca: str) -> list[dict]:
+    out = []
+    for f in sorted((Path(kueue_dir) / "config/components/crd/bases").glob("*.yaml")):
+        crd = yaml.safe_load(f.read_text())
+        if crd["spec"]["names"]["plural"] in CONVERTED:
+            crd["spec"]["conversion"] = {
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": {"url": f"{url}/convert", "caBundle": ca},
+                    "conversionReviewVersions": ["v1"],
+                },
+            }
+        out.append(crd)
+    return out
+
+
+def webhooks(kueue_dir: str, url: str, ca: str) -> list[dict]:
+    docs = [
+        d
+        for d in yaml.safe_load_all((Path(kueue_dir) / "config/components/webhook/manifests.yaml").read_text())
+        if d
+    ]
+    for d in docs:
+        prefix = "kueue-mutating" if d["kind"].startswith("Mutating") else "kueue-validating"
+        d["metadata"] = {"name": f"{prefix}-webhook-configuration", "labels": dict(TESTBED_LABEL)}
+        for w in d["webhooks"]:
+            path = w["clientConfig"]["service"]["path"]
+            w["clientConfig"] = {"url": f"{url}{path}", "caBundle": ca}
+            # Job-framework webhooks skip system namespaces (Kueue's webhook kustomization);
+            # Kueue's own kinds (kueue.x-k8s.io) are cluster-wide.
+            groups = {g for r in w.get("rules", []) for g in r.get("apiGroups", [])}
+            if "kueue.x-k8s.io" not in groups:
+                w["namespaceSelector"] = SYSTEM_NS_SELECTOR
+    return docs
+
+
+def config(path: str, port: str, cert_dir: str, health: str, metrics: str, vis_port: str) -> dict:
+    cfg = yaml.safe_load(Path(path).read_text())
+    cfg["webhook"] = {"host": "127.0.0.1", "port": int(port), "certDir": cert_dir}
+    cfg["health"] = {"healthProbeBindAddress": health}
+    cfg["metrics"] = {**cfg.get("metrics", {}), "bindAddress": metrics}
+    cfg["leaderElection"] = {"leaderElect": False}
+    cfg["internalCertManagement"] = {"enable": False}
+    cfg["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": int(vis_port)}
+    return cfg
+
+
+def main(argv: list[str]) -> None:
+    cmd, *args = argv
+    if cmd == "crds":
+        yaml.safe_dump_all(crds(*args), sys.stdout, sort_keys=False)
+    elif cmd == "webhooks":
+        yaml.safe_dump_all(webhooks(*args), sys.stdout, sort_keys=False)
+    elif cmd == "config":
+        yaml.safe_dump(config(*args), sys.stdout, sort_keys=False)
+    else:
+        raise SystemExit(f"unknown command {cmd!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Start the local gpuctl test cluster as plain processes on loopback:
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK (fake GPU nodes whose pods
+#   really go Running/Succeeded) and the real Kueue controller with its webhooks registered by URL.
+#
+#   hack/cluster/up.sh            build what is missing (build.sh), start, wait until ready
+#   export KUBECONFIG=$(hack/cluster/up.sh --print-kubeconfig)
+#
+# Environment:
+#   GPUCTL_TESTBED_CACHE   binaries and scratch modules (default ~/.cache/gpuctl-testbed)
+#   GPUCTL_TESTBED_RUN     state of this cluster: pki, etcd data, logs, pids, kubeconfig
+#                          (default $CACHE/run); two clusters need two RUN dirs and port offsets
+#   GPUCTL_TESTBED_PORT_OFFSET  added to every port (default 0)
+#   GPUCTL_TESTBED_NODES   node list to create (default hack/cluster/nodes.yaml; "none" for no nodes)
+# On failure it prints the tail of every log, stops what it started and exits non-zero.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+source "$HERE/versions.env"
+CACHE="${GPUCTL_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuctl-testbed}"
+RUN="${GPUCTL_TESTBED_RUN:-$CACHE/run}"
+OFF="${GPUCTL_TESTBED_PORT_OFFSET:-0}"
+NODES="${GPUCTL_TESTBED_NODES:-$HERE/nodes.yaml}"
+PY="${GPUCTL_PYTHON:-$(command -v python3)}"
+
+if [[ "${1:-}" == "--print-kubeconfig" ]]; then echo "$RUN/kubeconfig"; exit 0; fi
+
+P_ETCD=$((23790 + OFF)); P_PEER=$((23800 + OFF)); P_API=$((36443 + OFF))
+P_KCM=$((10257 + OFF)); P_SCHED=$((10259 + OFF)); P_KWOK=$((10250 + OFF))
+P_KQ_HEALTH=$((8081 + OFF)); P_KQ_METRICS=$((8443 + OFF)); P_KQ_HOOK=$((9443 + OFF)); P_KQ_VIS=$((8082 + OFF))
+
+"$HERE/build.sh"
+source "$CACHE/dirs.env"
+K8SBIN="$CACHE/bin/k8s-$K8S_VERSION"; ETCD="$CACHE/bin/etcd-$ETCD_VERSION/etcd"
+KWOK="$CACHE/bin/kwok-$KWOK_VERSION/kwok"; KUEUE="$CACHE/bin/kueue-$KUEUE_VERSION/kueue"
+KUBECTL="$K8SBIN/kubectl"
+KC="$RUN/kubeconfig"
+
+if [[ -f "$RUN/pids/kube-apiserver" ]] && kill -0 "$(cat "$RUN/pids/kube-apiserver")" 2>/dev/null; then
+  echo "up: a cluster already runs from $RUN (hack/cluster/down.sh stops it)"; echo "export KUBECONFIG=$KC"; exit 0
+fi
+
+T0=$(date +%s)
+rm -rf "$RUN"; mkdir -p "$RUN"/{pki,logs,pids,etcd,kueue-webhook,kwok}
+log() { echo "up: [$(( $(date +%s) - T0 ))s] $*"; }
+
+fail() {
+  echo "up: FAILED: $*" >&2
+  for f in "$RUN"/logs/*.log; do echo "----- $f (last 40 lines)" >&2; tail -n 40 "$f" >&2 || true; done
+  "$HERE/down.sh" >&2 || true
+  exit 1
+}
+trap 'fail "line $LINENO"' ERR
+
+start() { # start NAME CMD...  (own session, output to logs/NAME.log, PID to pids/NAME)
+  local name=$1; shift
+  setsid "$@" >"$RUN/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$RUN/pids/$name"
+}
+
+wait_for() { # wait_for WHAT SECONDS CMD...
+  local what=$1 secs=$2; shift 2
+  local end=$(( $(date +%s) + secs ))
+  until "$@" >/dev/null 2>&1; do
+    if (( $(date +%s) > end )); then fail "timed out after ${secs}s waiting for $what"; fi
+    sleep 0.3
+  done
+  log "$what ready"
+}
+
+# ---- PKI: one CA signs every serving and client certificate. ----
+PKI="$RUN/pki"
+openssl_q() { openssl "$@" >/dev/null 2>&1; }
+openssl_q req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=gpuctl-testbed-ca" -keyout "$PKI/ca.key" -out "$PKI/ca.crt"
+cert() { # cert NAME SUBJECT [SAN]
+  local n=$1 subj=$2 san=${3:-}
+  openssl_q req -newkey rsa:2048 -nodes -subj "$subj" -keyout "$PKI/$n.key" -out "$PKI/$n.csr"
+  if [[ -n "$san" ]]; then printf "subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n" "$san" >"$PKI/$n.ext"
+  else printf "extendedKeyUsage=clientAuth\n" >"$PKI/$n.ext"; fi
+  openssl_q x509 -req -in "$PKI/$n.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial -days 3650 -extfile "$PKI/$n.ext" -out "$PKI/$n.crt"
+}
+cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc,IP:10.0.0.1"
+cert admin "/O=system:masters/CN=admin"
+cert kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+cert webhook "/CN=webhooks" "IP:127.0.0.1,DNS:localhost"
+openssl_q genrsa -out "$PKI/sa.key" 2048; openssl_q rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
+cp "$PKI/webhook.crt" "$RUN/kueue-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/kueue-webhook/tls.key"
+# Kueue with internalCertManagement off reads its metrics and visibility certs from fixed paths.
+for d in /etc/kueue/metrics/certs /visibility; do
+  mkdir -p "$d"; cp "$PKI/webhook.crt" "$d/tls.crt"; cp "$PKI/webhook.key" "$d/tls.key"
+done
+"$KUBECTL" config --kubeconfig="$KC" set-cluster testbed --server="https://127.0.0.1:$P_API" \
+  --certificate-authority="$PKI/ca.crt" --embed-certs=true >/dev/null
+"$KUBECTL" config --kubeconfig="$KC" set-credentials admin --client-certificate="$PKI/admin.crt" \
+  --client-key="$PKI/admin.key" --embed-certs=true >/dev/null
+"$KUBECTL" config --kubeconfig="$KC" set-context testbed --cluster=testbed --user=admin >/dev/null
+"$KUBECTL" config --kubeconfig="$KC" use-context testbed >/dev/null
+kc() { "$KUBECTL" --kubeconfig="$KC" "$@"; }
+log "certificates and kubeconfig written"
+
+# ---- etcd ----
+start etcd "$ETCD" --name testbed --data-dir "$RUN/etcd" \
+  --listen-client-urls "http://127.0.0.1:$P_ETCD" --advertise-client-urls "http://127.0.0.1:$P_ETCD" \
+  --listen-peer-urls "http://127.0.0.1:$P_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$P_PEER" \
+  --initial-cluster "testbed=http://127.0.0.1:$P_PEER" --unsafe-no-fsync --log-level warn \
+  --quota-backend-bytes 4294967296
+wait_for etcd 30 curl -fs "http://127.0.0.1:$P_ETCD/health"
+
+# ---- kube-apiserver ----
+start kube-apiserver "$K8SBIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$P_ETCD" \
+  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$P_API" \
+  --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+  --client-ca-file="$PKI/ca.crt" \
+  --kubelet-client-certificate="$PKI/kubelet-client.crt" --kubelet-client-key="$PKI/kubelet-client.key" \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+  --service-cluster-ip-range=10.0.0.0/24 --service-node-port-range=30000-32767 \
+  --authorization-mode=Node,RBAC --allow-privileged=true --profiling=false \
+  --enable-admission-plugins=NamespaceLifecycle,ServiceAccount,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+  --max-requests-inflight=800 --max-mutating-requests-inflight=400
+wait_for kube-apiserver 120 curl -fsk "https://127.0.0.1:$P_API/readyz"
+
+# ---- controller-manager, scheduler ----
+start kube-controller-manager "$K8SBIN/kube-controller-manager" --kubeconfig="$KC" \
+  --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC" --leader-elect=false \
+  --bind-address=127.0.0.1 --secure-port="$P_KCM" --root-ca-file="$PKI/ca.crt" \
+  --service-account-private-key-file="$PKI/sa.key" --use-service-account-credentials=false \
+  --controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route' \
+  --kube-api-qps=200 --kube-api-burst=400 --concurrent-job-syncs=10
+cat >"$RUN/scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: "$KC", qps: 200, burst: 400}
+leaderElection: {leaderElect: false}
+EOF
+start kube-scheduler "$K8SBIN/kube-scheduler" --config="$RUN/scheduler.yaml" \
+  --bind-address=127.0.0.1 --secure-port="$P_SCHED" \
+  --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC"
+wait_for kube-controller-manager 60 curl -fsk "https://127.0.0.1:$P_KCM/healthz"
+wait_for kube-scheduler 60 curl -fsk "https://127.0.0.1:$P_SCHED/healthz"
+
+# ---- KWOK: fake kubelets for nodes annotated kwok.x-k8s.io/node=fake ----
+echo "fake workload started by KWOK" >"$RUN/kwok/container.log"
+for i in $(seq 1 20); do echo "step $i: loss=$(awk "BEGIN{print 1/$i}")" >>"$RUN/kwok/container.log"; done
+cat >"$RUN/kwok/logs.yaml" <<EOF
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata: {name: gpuctl-fake-logs}
+spec:
+  logs:
+  - logsFile: "$RUN/kwok/container.log"
+    follow: false
+EOF
+KWOK_CFG=()
+for f in "$HERE"/kwok/*.yaml "$RUN/kwok/logs.yaml"; do KWOK_CFG+=(--config "$f"); done
+start kwok "$KWOK" --kubeconfig="$KC" "${KWOK_CFG[@]}" \
+  --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+  --manage-nodes-with-label-selector= --manage-single-node= \
+  --cidr=10.244.0.0/16 --node-ip=127.0.0.1 --node-port="$P_KWOK" --node-lease-duration-seconds=40 \
+  --server-address="127.0.0.1:$P_KWOK" --tls-cert-file="$PKI/webhook.crt" --tls-private-key-file="$PKI/webhook.key"
+wait_for kwok 30 curl -fsk "https://127.0.0.1:$P_KWOK/healthz"
+
+# ---- Kueue: CRDs (conversion webhook by URL), controller, then its admission webhooks ----
+CA_B64=$(base64 -w0 <"$PKI/ca.crt")
+kc create namespace kueue-system >/dev/null
+"$PY" "$HERE/kueue_manifests.py" crds "$KUEUE_DIR" "https://127.0.0.1:$P_KQ_HOOK" "$CA_B64" >"$RUN/kueue-crds.yaml"
+kc apply --server-side --force-conflicts -f "$RUN/kueue-crds.yaml" >/dev/null
+kc wait --for=condition=Established crd --all --timeout=60s >/dev/null
+log "Kueue CRDs established"
+"$PY" "$HERE/kueue_manifests.py" config "$ROOT/manifests/kueue/configuration.yaml" \
+  "$P_KQ_HOOK" "$RUN/kueue-webhook" "127.0.0.1:$P_KQ_HEALTH" "127.0.0.1:$P_KQ_METRICS" "$P_KQ_VIS" >"$RUN/kueue-config.yaml"
+start kueue "$KUEUE" --config="$RUN/kueue-config.yaml" --kubeconfig="$KC" --zap-log-level=info
+wait_for kueue 120 curl -fs "http://127.0.0.1:$P_KQ_HEALTH/readyz"
+"$PY" "$HERE/kueue_manifests.py" webhooks "$KUEUE_DIR" "https://127.0.0.1:$P_KQ_HOOK" "$CA_B64" >"$RUN/kueue-webhooks.yaml"
+kc apply -f "$RUN/kueue-webhooks.yaml" >/dev/null
+log "Kueue webhooks registered"
+
+# ---- fake nodes ----
+if [[ "$NODES" != "none" ]]; then
+  kc apply -f "$NODES" >/dev/null
+  wait_for "fake nodes Ready" 60 bash -c \
+    "! '$KUBECTL' --kubeconfig='$KC' get nodes --no-headers | grep -v ' Ready '"
+fi
+# Smoke test of the webhook path: an object that passes through Kueue's webhooks by URL.
+kc apply -f - >/dev/null <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: testbed-smoke}
+EOF
+kc delete resourceflavor testbed-smoke >/dev/null
+trap - ERR
+echo "$(date +%s)" >"$RUN/started"
+log "cluster ready in $(( $(date +%s) - T0 ))s"
+echo "export KUBECONFIG=$KC"
