@@ -1,0 +1,72 @@
+"""Kubernetes resource quantities (`500m`, `16Gi`, `1e3`), parsed exactly as the API server does.
+
+Parsing here rather than letting the API server reject a bad value means the user sees the file, document
+and field of the mistake instead of a 422 from some later object. Other modules (quota maths, the admission
+webhook) reuse `parse_quantity`, so it is exact (Decimal, no floats) and cached.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Context, Decimal, InvalidOperation
+from functools import lru_cache
+
+__all__ = ["QuantityError", "is_quantity", "parse_quantity"]
+
+# <signedNumber><suffix> where suffix is a binary SI suffix, a decimal SI suffix or a decimal exponent
+# (k8s.io/apimachinery/pkg/api/resource/quantity.go). The exponent is tried first so that `1E3` is 1000 while
+# a bare `1E` is one exa. Lowercase `k` only: `1K` is rejected by Kubernetes and here.
+_QUANTITY_RE = re.compile(
+    r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>[eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?"
+)
+
+_BINARY: dict[str, int] = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_EXP: dict[str, int] = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+# Enough digits that no legal quantity is rounded (1Ei has 19 digits, users rarely write more than a few).
+_CTX = Context(prec=80, Emax=10_000, Emin=-10_000)
+# Kubernetes caps exponents far lower; this only keeps `1e99999999` from building an absurd number.
+_MAX_EXP = 1000
+
+
+class QuantityError(ValueError):
+    """Raised for a string that is not a Kubernetes quantity; the message quotes the input."""
+
+
+@lru_cache(maxsize=4096)
+def parse_quantity(s: str) -> Decimal:
+    """Return the exact value of Kubernetes quantity `s` (`"500m"` → 0.5, `"1Gi"` → 1073741824).
+
+    Negative values parse (Kubernetes accepts them syntactically); callers that need a positive amount check
+    the sign themselves. Raises QuantityError for anything the API server would reject, including
+    surrounding whitespace, `1GiB`, `1K` and the empty string.
+    """
+    if not isinstance(s, str):
+        raise QuantityError(f"quantity must be a string, got {type(s).__name__}")
+    m = _QUANTITY_RE.fullmatch(s)
+    if m is None:
+        raise QuantityError(f"{s!r} is not a Kubernetes quantity")
+    number = Decimal(m.group("num"))
+    suffix = m.group("suffix")
+    if not suffix:
+        return number
+    if suffix in _BINARY:
+        return _CTX.multiply(number, Decimal(_BINARY[suffix]))
+    exp = int(suffix[1:]) if suffix[0] in "eE" and len(suffix) > 1 else _DECIMAL_EXP[suffix]
+    if abs(exp) > _MAX_EXP:
+        raise QuantityError(f"{s!r}: exponent {exp} is out of range")
+    try:
+        return number.scaleb(exp, _CTX)
+    except InvalidOperation as exc:  # pragma: no cover - guarded by _MAX_EXP
+        raise QuantityError(f"{s!r} is out of range") from exc
+
+
+def is_quantity(s: object) -> bool:
+    """True if `s` is a string Kubernetes would accept as a quantity."""
+    if not isinstance(s, str):
+        return False
+    try:
+        parse_quantity(s)
+    except QuantityError:
+        return False
+    return True
