@@ -125,7 +125,7 @@ start kube-controller-manager "$K8SBIN/kube-controller-manager" --kubeconfig="$K
   --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC" --leader-elect=false \
   --bind-address=127.0.0.1 --secure-port="$P_KCM" --root-ca-file="$PKI/ca.crt" \
   --service-account-private-key-file="$PKI/sa.key" --use-service-account-credentials=false \
-  --controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route' \
+  --controllers='*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route' \
   --kube-api-qps=200 --kube-api-burst=400 --concurrent-job-syncs=10
 cat >"$RUN/scheduler.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -178,8 +178,10 @@ log "Kueue webhooks registered"
 # ---- fake nodes ----
 if [[ "$NODES" != "none" ]]; then
   kc apply -f "$NODES" >/dev/null
-  wait_for "fake nodes Ready" 60 bash -c \
-    "! '$KUBECTL' --kubeconfig='$KC' get nodes --no-headers | grep -v ' Ready '"
+  # Ready, and the node-lifecycle controller has lifted the not-ready taint the scheduler honours.
+  wait_for "fake nodes" 60 bash -c \
+    "! '$KUBECTL' --kubeconfig='$KC' get nodes --no-headers | grep -v ' Ready ' && \
+     [ -z \"\$('$KUBECTL' --kubeconfig='$KC' get nodes -o jsonpath='{.items[*].spec.taints}')\" ]"
 fi
 # Smoke test of the webhook path: an object that passes through Kueue's webhooks by URL.
 kc apply -f - >/dev/null <<EOF

@@ -1,0 +1,141 @@
+"""Pieces every job kind shares: labels, the pod template, the NodePort Service."""
+
+from __future__ import annotations
+
+from gpuctl.constants import (
+    CONTAINER_NAME,
+    DEFAULT_POOL,
+    GPU_RESOURCE,
+    LOCAL_QUEUE_NAME,
+    MANAGED_BY_VALUE,
+    PRIORITY_CLASS,
+    SERVICE_PREFIX,
+    Labels,
+    Priority,
+)
+from gpuctl.spec import JobSpec
+
+
+def service_name(job_name: str) -> str:
+    return f"{SERVICE_PREFIX}{job_name}"
+
+
+def job_labels(spec: JobSpec, namespace: str) -> dict[str, str]:
+    """Labels of the workload object (Job/Deployment/StatefulSet).
+
+    The two Kueue labels put the workload in the team's LocalQueue at the WorkloadPriorityClass of its
+    priority; Kueue, not gpuctl, then decides when it runs.
+    """
+    priority = Priority(spec.job.priority)
+    return {
+        Labels.KUEUE_QUEUE: LOCAL_QUEUE_NAME,
+        Labels.KUEUE_PRIORITY: PRIORITY_CLASS[priority],
+        **gpuctl_labels(spec, namespace),
+    }
+
+
+def gpuctl_labels(spec: JobSpec, namespace: str) -> dict[str, str]:
+    return {
+        Labels.JOB_TYPE: str(spec.kind),
+        Labels.PRIORITY: Priority(spec.job.priority).value,
+        Labels.POOL: spec.resources.pool or DEFAULT_POOL,
+        Labels.NAMESPACE: namespace,
+        Labels.MANAGED_BY: MANAGED_BY_VALUE,
+    }
+
+
+def annotations(spec: JobSpec) -> dict[str, str]:
+    return {Labels.DESCRIPTION: spec.job.description} if spec.job.description else {}
+
+
+def metadata(spec: JobSpec, namespace: str, labels: dict[str, str], name: str | None = None) -> dict:
+    meta: dict = {"name": name or spec.job.name, "namespace": namespace, "labels": labels}
+    if ann := annotations(spec):
+        meta["annotations"] = ann
+    return meta
+
+
+def resources(spec: JobSpec) -> dict:
+    """requests = limits (Guaranteed QoS), the GPU only when asked for; Kueue charges the requests."""
+    amounts = {"cpu": spec.resources.cpu, "memory": spec.resources.memory}
+    if spec.resources.gpu:
+        amounts[GPU_RESOURCE] = str(spec.resources.gpu)
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def node_selector(spec: JobSpec) -> dict[str, str]:
+    """Pins the pods to their pool, which also tells Kueue which flavor (pool) to charge."""
+    selector = {Labels.POOL: spec.resources.pool or DEFAULT_POOL}
+    if spec.resources.gpu_type:
+        selector[Labels.GPU_TYPE] = spec.resources.gpu_type
+    return selector
+
+
+def pod_template(
+    spec: JobSpec,
+    namespace: str,
+    *,
+    app_label: bool,
+    container_port: int | None = None,
+    restart_policy: str | None = None,
+) -> dict:
+    env = spec.environment
+    container: dict = {"name": CONTAINER_NAME, "image": env.image, "imagePullPolicy": "IfNotPresent"}
+    if env.command:
+        container["command"] = list(env.command)
+    if env.args:
+        container["args"] = list(env.args)
+    if env.env:
+        container["env"] = [{"name": e.name, "value": e.value} for e in env.env]
+    if container_port:
+        container["ports"] = [{"containerPort": container_port, "protocol": "TCP"}]
+    container["resources"] = resources(spec)
+    workdirs = spec.storage.workdirs if spec.storage else []
+    if workdirs:
+        container["volumeMounts"] = [{"name": f"workdir-{i}", "mountPath": w.path} for i, w in enumerate(workdirs)]
+    health = getattr(getattr(spec, "service", None), "health_check", None)
+    if health and container_port:
+        probe = {"httpGet": {"path": health, "port": container_port}}
+        container["livenessProbe"] = {**probe, "initialDelaySeconds": 30, "periodSeconds": 10}
+        container["readinessProbe"] = {**probe, "initialDelaySeconds": 5, "periodSeconds": 10}
+
+    pod_spec: dict = {"containers": [container], "nodeSelector": node_selector(spec)}
+    if restart_policy:
+        pod_spec["restartPolicy"] = restart_policy
+    if env.image_pull_secret:
+        pod_spec["imagePullSecrets"] = [{"name": env.image_pull_secret}]
+    if workdirs:
+        pod_spec["volumes"] = [
+            {"name": f"workdir-{i}", "hostPath": {"path": w.path, "type": "DirectoryOrCreate"}}
+            for i, w in enumerate(workdirs)
+        ]
+    labels = gpuctl_labels(spec, namespace)
+    if app_label:
+        labels[Labels.APP] = spec.job.name
+    return {"metadata": {"labels": labels, **({"annotations": annotations(spec)} if annotations(spec) else {})},
+            "spec": pod_spec}
+
+
+def service_port(spec: JobSpec) -> tuple[int, int]:
+    """(Service port, container/target port). They are equal unless the YAML sets targetPort."""
+    svc = spec.service
+    return svc.port, svc.target_port or svc.port
+
+
+def node_port_service(spec: JobSpec, namespace: str) -> dict:
+    """NodePort Service svc-<name> selecting the job's pods by `app=<name>`.
+
+    nodePort is left to Kubernetes; server-side apply keeps the allocated one on later applies.
+    """
+    port, target = service_port(spec)
+    labels = {k: v for k, v in gpuctl_labels(spec, namespace).items() if k != Labels.PRIORITY}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(spec, namespace, labels, name=service_name(spec.job.name)),
+        "spec": {
+            "type": "NodePort",
+            "selector": {Labels.APP: spec.job.name},
+            "ports": [{"name": "main", "port": port, "targetPort": target, "protocol": "TCP"}],
+        },
+    }

@@ -1,0 +1,11 @@
+"""compute -> apps/v1 Deployment + NodePort Service, labelled with its port (earlier gpuctl did)."""
+
+from __future__ import annotations
+
+from gpuctl.builders.deployment import build_deployment
+from gpuctl.constants import Labels
+from gpuctl.spec import ComputeSpec
+
+
+def build(spec: ComputeSpec, namespace: str) -> list[dict]:
+    return build_deployment(spec, namespace, extra_labels={Labels.PORT: str(spec.service.port)})

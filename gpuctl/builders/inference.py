@@ -1,0 +1,10 @@
+"""inference -> apps/v1 Deployment (replicas from service.replicas) + NodePort Service svc-<name>."""
+
+from __future__ import annotations
+
+from gpuctl.builders.deployment import build_deployment
+from gpuctl.spec import InferenceSpec
+
+
+def build(spec: InferenceSpec, namespace: str) -> list[dict]:
+    return build_deployment(spec, namespace, extra_labels={})

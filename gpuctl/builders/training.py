@@ -1,0 +1,26 @@
+"""training -> batch/v1 Job, created suspended; Kueue unsuspends it on admission."""
+
+from __future__ import annotations
+
+from gpuctl.builders.common import job_labels, metadata, pod_template
+from gpuctl.spec import TrainingSpec
+
+BACKOFF_LIMIT = 3
+
+
+def build(spec: TrainingSpec, namespace: str) -> list[dict]:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(spec, namespace, job_labels(spec, namespace)),
+        "spec": {
+            # Kueue's webhook would set it anyway; saying it keeps the intent visible in dry runs.
+            "suspend": True,
+            "parallelism": 1,
+            "completions": 1,
+            "backoffLimit": BACKOFF_LIMIT,
+            # No ttlSecondsAfterFinished: finished jobs and their logs stay until the user deletes them.
+            "template": pod_template(spec, namespace, app_label=False, restart_policy="Never"),
+        },
+    }
+    return [job]

@@ -1,0 +1,297 @@
+"""A small JSON client for the Kubernetes API, the way kubectl talks to it.
+
+Why not the generated `kubernetes` API classes: they deserialise every list into model objects, which
+costs more than the network for big lists (2,000 pods: seconds). We reuse the official package for
+what it does well (kubeconfig, exec credential plugins, in-cluster config, TLS) and speak plain JSON
+over its urllib3 pool: paged lists with `limit`/`continue`, server-side apply with field manager
+`gpuctl`, merge patches, watches as line-delimited JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from gpuctl.cluster.config import in_cluster, kubeconfig_files
+from gpuctl.cluster.paths import object_path, path
+from gpuctl.constants import FIELD_MANAGER
+
+PAGE_SIZE = 500
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server; `message` is the server's own explanation."""
+
+    def __init__(self, status: int, reason: str, message: str, body: dict | None = None):
+        super().__init__(f"{message} ({status} {reason})" if message else f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+
+class Cluster:
+    """One connection to one cluster. `connect()` returns the same instance for the same config."""
+
+    _instances: dict[tuple[str | None, str | None], Cluster] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, configuration: k8s_client.Configuration, namespace: str | None = None):
+        self.configuration = configuration
+        self.host = configuration.host.rstrip("/")
+        self.context_namespace = namespace
+        self._rest = k8s_client.rest.RESTClientObject(configuration)
+        self._pool: urllib3.PoolManager = self._rest.pool_manager
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Cluster:
+        key = (kubeconfig, context)
+        with cls._lock:
+            if key not in cls._instances:
+                cls._instances[key] = cls._load(kubeconfig, context)
+            return cls._instances[key]
+
+    @classmethod
+    def _load(cls, kubeconfig: str | None, context: str | None) -> Cluster:
+        cfg = k8s_client.Configuration()
+        files = kubeconfig_files(kubeconfig)
+        if kubeconfig and not files:
+            raise FileNotFoundError(f"kubeconfig {kubeconfig} not found")
+        namespace = None
+        if files:
+            try:
+                k8s_config.load_kube_config(config_file=files[0], context=context, client_configuration=cfg)
+            except k8s_config.ConfigException as e:
+                raise ConnectionError(f"cannot use kubeconfig {files[0]}: {e}") from None
+            try:
+                contexts, current = k8s_config.list_kube_config_contexts(config_file=files[0])
+                ctx = next((c for c in contexts if c["name"] == context), None) if context else current
+                namespace = (ctx or {}).get("context", {}).get("namespace")
+            except k8s_config.ConfigException:
+                pass
+        elif in_cluster():
+            k8s_config.load_incluster_config(client_configuration=cfg)
+        else:
+            raise ConnectionError(
+                "no cluster configured: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config "
+                "(hack/cluster/up.sh starts a local cluster)"
+            )
+        return cls(cfg, namespace)
+
+    # ---------------------------------------------------------------- raw HTTP
+    def _headers(self, content_type: str | None = None, accept: str = "application/json") -> dict[str, str]:
+        h = {"Accept": accept, "User-Agent": "gpuctl"}
+        token = self.configuration.get_api_key_with_prefix("BearerToken") or self.configuration.get_api_key_with_prefix(
+            "authorization"
+        )
+        if token:
+            h["Authorization"] = token
+        if content_type:
+            h["Content-Type"] = content_type
+        return h
+
+    def request(
+        self,
+        method: str,
+        api_path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        stream: bool = False,
+        timeout: float | tuple[float, float] | None = 30,
+        raw: bool = False,
+    ) -> Any:
+        """Send one request; return the decoded JSON (or the urllib3 response when streaming/raw)."""
+        url = self.host + api_path
+        q = {k: v for k, v in (query or {}).items() if v is not None and v is not False}
+        if q:
+            url += "?" + urlencode(q)
+        data = None
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        tmo = urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple) else (
+            urllib3.Timeout(connect=10, read=timeout) if timeout else urllib3.Timeout(connect=10, read=None)
+        )
+        resp = self._pool.request(
+            method,
+            url,
+            body=data,
+            headers=self._headers(content_type if body is not None else None),
+            preload_content=not stream,
+            timeout=tmo,
+            retries=False,
+        )
+        if resp.status >= 400:
+            payload = resp.data if not stream else resp.read()
+            if stream:
+                resp.release_conn()
+            try:
+                status_body = json.loads(payload)
+                msg = status_body.get("message", "")
+            except (ValueError, AttributeError):
+                status_body, msg = None, payload.decode(errors="replace")[:500] if payload else ""
+            raise ApiError(resp.status, resp.reason or "", msg, status_body)
+        if stream or raw:
+            return resp
+        return json.loads(resp.data) if resp.data else {}
+
+    # ---------------------------------------------------------------- verbs
+    def get(self, api_path: str, **query: Any) -> dict:
+        return self.request("GET", api_path, query=query)
+
+    def get_or_none(self, api_path: str, **query: Any) -> dict | None:
+        try:
+            return self.get(api_path, **query)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def list(
+        self,
+        api_path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = PAGE_SIZE,
+    ) -> list[dict]:
+        """All items, fetched in pages of `limit` (kubectl's chunking), as plain dicts."""
+        items: list[dict] = []
+        cont = None
+        while True:
+            page = self.get(
+                api_path,
+                labelSelector=label_selector,
+                fieldSelector=field_selector,
+                limit=limit,
+                **({"continue": cont} if cont else {}),
+            )
+            items.extend(page.get("items") or [])
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return items
+
+    def list_with_version(self, api_path: str, *, label_selector: str | None = None) -> tuple[list[dict], str]:
+        """Like list(), plus the resourceVersion to start a watch from."""
+        items: list[dict] = []
+        cont = None
+        rv = ""
+        while True:
+            page = self.get(api_path, labelSelector=label_selector, limit=PAGE_SIZE, **({"continue": cont} if cont else {}))
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            rv = meta.get("resourceVersion", rv)
+            cont = meta.get("continue")
+            if not cont:
+                return items, rv
+
+    def create(self, obj: dict, *, dry_run: bool = False) -> dict:
+        meta = obj["metadata"]
+        return self.request(
+            "POST",
+            path(obj["kind"], None, meta.get("namespace")),
+            query={"fieldManager": FIELD_MANAGER, "dryRun": "All" if dry_run else None},
+            body=obj,
+        )
+
+    def apply(self, obj: dict, *, force: bool = True, dry_run: bool = False) -> dict:
+        """Server-side apply with field manager `gpuctl`: gpuctl owns exactly the fields it sends."""
+        return self.request(
+            "PATCH",
+            object_path(obj),
+            query={
+                "fieldManager": FIELD_MANAGER,
+                "force": "true" if force else None,
+                "dryRun": "All" if dry_run else None,
+            },
+            body=obj,
+            content_type="application/apply-patch+yaml",
+        )
+
+    def merge_patch(self, api_path: str, patch: dict, *, dry_run: bool = False) -> dict:
+        return self.request(
+            "PATCH",
+            api_path,
+            query={"fieldManager": FIELD_MANAGER, "dryRun": "All" if dry_run else None},
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+
+    def delete(
+        self,
+        api_path: str,
+        *,
+        propagation: str = "Background",
+        grace_seconds: int | None = None,
+        dry_run: bool = False,
+        precondition_uid: str | None = None,
+    ) -> bool:
+        """Delete; False if it was already gone."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        if precondition_uid:
+            body["preconditions"] = {"uid": precondition_uid}
+        if dry_run:
+            body["dryRun"] = ["All"]
+        try:
+            self.request("DELETE", api_path, body=body)
+            return True
+        except ApiError as e:
+            if e.status == 404:
+                return False
+            raise
+
+    def watch(
+        self,
+        api_path: str,
+        *,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[tuple[str, dict]]:
+        """Yield (type, object) events until the server closes the watch. BOOKMARKs are filtered."""
+        resp = self.request(
+            "GET",
+            api_path,
+            query={
+                "watch": "true",
+                "resourceVersion": resource_version,
+                "labelSelector": label_selector,
+                "fieldSelector": field_selector,
+                "timeoutSeconds": timeout_seconds,
+                "allowWatchBookmarks": "true",
+            },
+            stream=True,
+            timeout=(10, timeout_seconds + 30),
+        )
+        try:
+            buf = b""
+            for chunk in resp.stream(65536, decode_content=True):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    if ev.get("type") == "BOOKMARK":
+                        continue
+                    if ev.get("type") == "ERROR":
+                        st = ev.get("object") or {}
+                        raise ApiError(int(st.get("code") or 500), st.get("reason", ""), st.get("message", ""), st)
+                    yield ev["type"], ev["object"]
+        finally:
+            resp.release_conn()
+
+    def server_version(self) -> str:
+        return self.get("/version").get("gitVersion", "")
