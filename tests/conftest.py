@@ -1,0 +1,102 @@
+"""Shared test fixtures.
+
+Integration tests (tests/integration, marker `integration`) run against the local cluster of
+hack/cluster/up.sh: the `cluster` fixture reuses the cluster that $GPUCTL_TEST_KUBECONFIG (or
+$KUBECONFIG, when it points at that cluster's file) names, else starts one for the session in its own
+run directory and stops it at the end. Nothing is built inside a test: up.sh builds only what
+hack/cluster/build.sh has not cached (CI runs the build first).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("GPUCTL_TESTBED_CACHE", Path.home() / ".cache" / "gpuctl-testbed"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.integration)
+
+
+def _reachable(kubeconfig: str) -> bool:
+    from gpuctl.cluster import Cluster
+
+    try:
+        Cluster.connect(kubeconfig=kubeconfig).server_version()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[str]:
+    """Path of a kubeconfig for the local test cluster; also exported as $KUBECONFIG."""
+    existing = os.environ.get("GPUCTL_TEST_KUBECONFIG")
+    if not existing and "gpuctl-testbed" in os.environ.get("KUBECONFIG", ""):
+        existing = os.environ["KUBECONFIG"]
+    if existing:
+        if not _reachable(existing):
+            pytest.fail(f"the cluster of {existing} does not answer; start it with hack/cluster/up.sh")
+        os.environ["KUBECONFIG"] = existing
+        yield existing
+        return
+    run = Path(os.environ.get("GPUCTL_TESTBED_RUN_PYTEST", f"/tmp/gpuctl-pytest-{os.getpid()}"))
+    env = {**os.environ, "GPUCTL_TESTBED_RUN": str(run),
+           "GPUCTL_TESTBED_PORT_OFFSET": os.environ.get("GPUCTL_TESTBED_PORT_OFFSET", "100")}
+    up = subprocess.run([str(ROOT / "hack/cluster/up.sh")], env=env, capture_output=True, text=True)
+    if up.returncode != 0:
+        pytest.fail(f"hack/cluster/up.sh failed:\n{up.stdout[-4000:]}\n{up.stderr[-4000:]}")
+    kubeconfig = str(run / "kubeconfig")
+    os.environ["KUBECONFIG"] = kubeconfig
+    try:
+        yield kubeconfig
+    finally:
+        subprocess.run([str(ROOT / "hack/cluster/down.sh")], env=env, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: str):
+    """The gpuctl JSON client on the test cluster."""
+    from gpuctl.cluster import Cluster
+
+    return Cluster.connect(kubeconfig=cluster)
+
+
+@pytest.fixture(scope="session")
+def kubectl_bin() -> str:
+    versions = dict(
+        line.split("=", 1) for line in (ROOT / "hack/cluster/versions.env").read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    )
+    return str(CACHE / "bin" / f"k8s-{versions['K8S_VERSION']}" / "kubectl")
+
+
+@pytest.fixture
+def kubectl(cluster: str, kubectl_bin: str):
+    """Run kubectl on the test cluster: kubectl("get", "pods", check=False) -> CompletedProcess."""
+
+    def run(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        p = subprocess.run([kubectl_bin, "--kubeconfig", cluster, *args], input=input, capture_output=True, text=True)
+        if check and p.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {p.stderr}")
+        return p
+
+    return run
+
+
+@pytest.fixture
+def namespace(kube) -> Iterator[str]:
+    """A fresh namespace (unique name), deleted after the test. Not a team namespace by itself."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    kube.delete(f"/api/v1/namespaces/{name}")

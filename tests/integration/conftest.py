@@ -1,0 +1,47 @@
+"""Integration fixtures: cluster-wide gpuctl state is reset after each test that uses `clean_cluster`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from gpuctl.cluster import path
+from gpuctl.constants import Labels
+
+MANAGED = f"{Labels.MANAGED_BY}=gpuctl"
+
+
+def reset_gpuctl_state(kube) -> None:
+    """Delete every gpuctl-managed cluster-scoped Kueue object and gpuctl's node labels."""
+    for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass"):
+        for obj in kube.list(path(kind), label_selector=MANAGED):
+            name = obj["metadata"]["name"]
+            if obj["metadata"].get("finalizers"):
+                kube.merge_patch(path(kind, name), {"metadata": {"finalizers": None}})
+            kube.delete(path(kind, name))
+    for node in kube.list(path("Node")):
+        labels = node["metadata"].get("labels", {})
+        drop = {k: None for k in (Labels.POOL, Labels.GPU_TYPE) if k in labels}
+        if drop:
+            kube.merge_patch(path("Node", node["metadata"]["name"]), {"metadata": {"labels": drop}})
+
+
+@pytest.fixture
+def clean_cluster(kube) -> Iterator[None]:
+    reset_gpuctl_state(kube)
+    yield
+    reset_gpuctl_state(kube)
+
+
+def wait_until(check: Callable[[], object], timeout: float = 60, interval: float = 0.5, what: str = "") -> object:
+    """Poll until check() returns something truthy; fail with `what` and the last value after timeout."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or check}: last={last!r}")
