@@ -319,6 +319,22 @@ _LEAF_EXAMPLES: dict[str, str] = {
     "memory": "16Gi",
     "path": "/data/<team>",
     "value": "<value>",
+    "service": "{port: 8000}",
+    "storage": "{workdirs: [{path: /data/<team>}]}",
+    "nodes": "{gpu-node-1: {gpu-type: A100-80G}}",
+    "namespace": "{team-a: {cpu: 16, memory: 64Gi, gpu: 8}}",
+    "namespaces": "{team-a: {cpu: 16, memory: 64Gi, gpu: 8}}",
+    "default": "{cpu: 20, memory: 40Gi, gpu: 2}",
+    "pools": "{training-pool: {gpu: 2}}",
+    "model": "{name: llama-3-8b}",
+}
+# Example of one item of a list or free-form mapping, keyed by the list's or mapping's field name.
+_ITEM_EXAMPLES: dict[str, str] = {
+    "workdirs": "{path: /data/<team>}",
+    "nodes": "{gpu-type: A100-80G}",
+    "namespace": "{cpu: 16, memory: 64Gi, gpu: 8}",
+    "namespaces": "{cpu: 16, memory: 64Gi, gpu: 8}",
+    "pools": "{gpu: 2}",
 }
 
 
@@ -379,14 +395,15 @@ def _translate(err: Any, raw: Any) -> tuple[str, str, str]:
             return path, f"expected a name, got {_show(got)}", NAME_FIX.format(example="my-job")
         return path, f"expected text, got {_show(got)}", f'quote the value, e.g. {leaf or "value"}: "..."'
     if etype in ("model_type", "model_attributes_type", "dict_type"):
+        message = f"expected a mapping, got {_show(got)}"
+        if isinstance(loc[-1], int) or parent in _ITEM_EXAMPLES:
+            container = leaf if isinstance(loc[-1], int) else parent
+            example = _ITEM_EXAMPLES.get(container, "{key: value}")
+            return path, message, f"write each `{container}` entry as a mapping, e.g. {example}"
         example = _LEAF_EXAMPLES.get(leaf, "{key: value}")
         if not example.startswith("{"):
             example = "{key: value}"
-        return (
-            path,
-            f"expected a mapping, got {_show(got)}",
-            f"write `{leaf}` as a mapping, e.g. {leaf}: {example}",
-        )
+        return path, message, f"write `{leaf}` as a mapping, e.g. {leaf}: {example}"
     if etype in ("list_type", "tuple_type"):
         return path, f"expected a list, got {_show(got)}", f"write `{leaf}` as a list, e.g. {leaf}: [a, b]"
     if etype == "literal_error":

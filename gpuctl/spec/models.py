@@ -151,13 +151,17 @@ def _dns_label_key(value: str) -> str:
     return value
 
 
-def _dns_subdomain(value: str) -> str:
+def _dns_subdomain(value: str, info: ValidationInfo) -> str:
     if not is_dns_subdomain(value):
+        if info.field_name == "image_pull_secret":
+            example = "e.g. regcred (the name of a docker-registry Secret in the job's namespace)"
+        else:
+            example = "e.g. gpu-node-1 (the name `kubectl get nodes` shows)"
         raise _fail(
             "dns_subdomain",
             f"{_show(value)} is not a valid Kubernetes object name",
-            "use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, "
-            "e.g. gpu-node-1 (the name `kubectl get nodes` shows)",
+            f"use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, "
+            f"{example}",
         )
     return value
 
@@ -286,6 +290,12 @@ class JobMeta(_Model):
     batch_size: PositiveInt | None = Field(
         None, validation_alias=_aliases("batch_size", "batchSize", "batch-size")
     )
+
+    @field_validator("namespace", mode="before")
+    @classmethod
+    def _empty_namespace(cls, value: Any) -> Any:
+        """`namespace: ""` (a template left blank) means "use -n", like leaving it out."""
+        return None if value == "" else value
 
     @field_validator("priority", mode="before")
     @classmethod
