@@ -1,0 +1,57 @@
+"""The desired root Cohort, derived from what the cluster holds (pure).
+
+Used by every path that changes capacity (gpuctl pool/label commands, and the `gpuctl serve`
+reconciler, which reacts to node changes made by anyone), so capacity is computed one way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpuctl.constants import BUDGET_FLAVOR, CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE, Labels
+from gpuctl.service.capacity import pool_capacities
+from gpuctl.service.convert import is_gpuctl_object
+from queues import PoolGuarantee, TeamQuota, cohort
+
+
+def pool_names(flavors: Iterable[dict]) -> list[str]:
+    """Pools = gpuctl's ResourceFlavors except the budget flavor."""
+    return sorted(
+        f["metadata"]["name"]
+        for f in flavors
+        if is_gpuctl_object(f) and f["metadata"]["name"] != BUDGET_FLAVOR
+    )
+
+
+def guarantees_from_cluster_queues(cluster_queues: Iterable[dict]) -> list[TeamQuota]:
+    """Per-pool guarantees as written in gpuctl's team ClusterQueues (nominal quota on pool flavors)."""
+    teams = []
+    for cq in cluster_queues:
+        if not is_gpuctl_object(cq):
+            continue
+        pools: dict[str, PoolGuarantee] = {}
+        for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+            if GPU_RESOURCE not in group.get("coveredResources", []):
+                continue
+            for fl in group.get("flavors") or []:
+                q = {r["name"]: str(r.get("nominalQuota", "0")) for r in fl.get("resources") or []}
+                pools[fl["name"]] = PoolGuarantee(
+                    gpu=int(float(q.get(GPU_RESOURCE, "0"))),
+                    cpu=q.get(CPU_RESOURCE, "0"),
+                    memory=q.get(MEMORY_RESOURCE, "0"),
+                )
+        labels = cq["metadata"].get("labels", {})
+        teams.append(TeamQuota(namespace=cq["metadata"]["name"], quota_name=labels.get(Labels.QUOTA, ""), pools=pools))
+    return teams
+
+
+def desired_cohort(nodes: Iterable[dict], flavors: Iterable[dict], cluster_queues: Iterable[dict]) -> dict:
+    pools = pool_capacities(list(nodes), pool_names(flavors))
+    return cohort(pools, guarantees_from_cluster_queues(cluster_queues))
+
+
+def cohort_spec_equal(a: dict | None, b: dict) -> bool:
+    """Whether the cohort in the cluster already has the desired resource groups (quantities as text)."""
+    if a is None:
+        return False
+    return (a.get("spec") or {}).get("resourceGroups") == (b.get("spec") or {}).get("resourceGroups")
