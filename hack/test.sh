@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The project's test command (README): install into .venv, lint, build or reuse the cluster binaries,
+# run unit and integration tests. Exits non-zero on any failure, including "no tests ran" (pytest 5).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${PYTHON:-python3}
+[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+.venv/bin/pip install -q --upgrade pip >/dev/null
+.venv/bin/pip install -q -e '.[dev]'
+export GPUCTL_PYTHON="$PWD/.venv/bin/python"
+# Prometheus (metrics tests) and promtool come from Debian's package.
+if ! command -v prometheus >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
+    || echo "test: could not install prometheus; metrics tests will fail" >&2
+fi
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+hack/cluster/build.sh
+.venv/bin/python -m pytest "$@"

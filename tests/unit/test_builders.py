@@ -1,0 +1,108 @@
+"""Builders: each kind's manifests against a golden file, plus the rules every workload must keep."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuctl.builders import build
+from gpuctl.spec import load_file, load_text
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).parent / "golden" / "builders"
+KINDS = ["training", "inference", "notebook", "compute"]
+
+
+def _objects(kind: str) -> list[dict]:
+    (doc,) = load_file(str(ROOT / "examples" / f"{kind}.yaml"))
+    return build(doc.spec, doc.spec.job.namespace)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_golden_manifests(kind: str) -> None:
+    rendered = yaml.safe_dump_all(_objects(kind), sort_keys=False)
+    golden = GOLDEN / f"{kind}.yaml"
+    if os.environ.get("GPUCTL_UPDATE_GOLDEN"):
+        golden.write_text(rendered)
+    assert rendered == golden.read_text(), f"{kind} manifests changed; GPUCTL_UPDATE_GOLDEN=1 regenerates"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_workload_is_queued_pinned_and_guaranteed(kind: str) -> None:
+    workload = _objects(kind)[0]
+    labels = workload["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "default"
+    assert labels["kueue.x-k8s.io/priority-class"] == f"gpuctl-{labels['runwhere.ai/priority']}"
+    for key in ("runwhere.ai/job-type", "runwhere.ai/priority", "runwhere.ai/pool", "runwhere.ai/namespace"):
+        assert key in labels
+    assert labels["runwhere.ai/job-type"] == kind
+    pod = workload["spec"]["template"]["spec"]
+    assert pod["nodeSelector"]["runwhere.ai/pool"] == labels["runwhere.ai/pool"]
+    res = pod["containers"][0]["resources"]
+    assert res["requests"] == res["limits"]
+    assert set(res["requests"]) >= {"cpu", "memory"}
+
+
+def test_training_job_is_suspended_with_gpu_and_type_selector() -> None:
+    (job,) = _objects("training")
+    assert (job["apiVersion"], job["kind"], job["spec"]["suspend"]) == ("batch/v1", "Job", True)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert pod["nodeSelector"] == {"runwhere.ai/pool": "training-pool", "runwhere.ai/gpu-type": "A100-100G"}
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    assert {"name": "NCCL_DEBUG", "value": "INFO"} in pod["containers"][0]["env"]
+    assert pod["volumes"] == [{"name": "workdir-0", "hostPath": {"path": "/data/team-a/output", "type": "DirectoryOrCreate"}}]
+    assert "ttlSecondsAfterFinished" not in job["spec"]
+
+
+def test_inference_deployment_and_nodeport_service() -> None:
+    deploy, svc = _objects("inference")
+    assert (deploy["kind"], deploy["spec"]["replicas"]) == ("Deployment", 2)
+    assert deploy["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    assert deploy["spec"]["selector"]["matchLabels"] == {"app": "llm-serving"}
+    c = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert c["ports"] == [{"containerPort": 8000, "protocol": "TCP"}]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
+    assert svc["metadata"]["name"] == "svc-llm-serving"
+    assert svc["spec"]["type"] == "NodePort"
+    assert svc["spec"]["ports"][0]["port"] == svc["spec"]["ports"][0]["targetPort"] == 8000
+    assert svc["spec"]["selector"] == {"app": "llm-serving"}
+    assert "nodePort" not in svc["spec"]["ports"][0]
+
+
+def test_notebook_statefulset_service_port_matches_container_port() -> None:
+    sts, svc = _objects("notebook")
+    assert (sts["kind"], sts["spec"]["replicas"], sts["spec"]["serviceName"]) == ("StatefulSet", 1, "svc-alice-notebook")
+    port = sts["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
+    assert port == svc["spec"]["ports"][0]["port"] == svc["spec"]["ports"][0]["targetPort"] == 8888
+
+
+def test_notebook_default_port_is_8888_everywhere() -> None:
+    (doc,) = load_text(
+        "kind: notebook\njob: {name: nb}\nenvironment: {image: jupyter}\nresources: {cpu: 1, memory: 1Gi}\n"
+    )
+    sts, svc = build(doc.spec, "team-a")
+    assert sts["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] == 8888
+    assert svc["spec"]["ports"][0]["port"] == 8888
+
+
+def test_compute_labels_port_and_has_no_gpu() -> None:
+    deploy, svc = _objects("compute")
+    assert deploy["metadata"]["labels"]["runwhere.ai/port"] == "80"
+    assert svc["metadata"]["labels"]["runwhere.ai/port"] == "80"
+    assert "nvidia.com/gpu" not in deploy["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert {"name": "NGINX_PORT", "value": "80"} in deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+
+
+def test_priority_maps_to_workload_priority_class() -> None:
+    for prio in ("high", "medium", "low"):
+        (doc,) = load_text(
+            f"kind: training\njob: {{name: j, priority: {prio}}}\nenvironment: {{image: x}}\n"
+            "resources: {cpu: 1, memory: 1Gi}\n"
+        )
+        (job,) = build(doc.spec, "ns")
+        assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == f"gpuctl-{prio}"
+        assert job["spec"]["template"]["spec"]["nodeSelector"] == {"runwhere.ai/pool": "default"}

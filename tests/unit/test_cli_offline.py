@@ -1,0 +1,96 @@
+"""The CLI without a cluster: dry-run printing, version, errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuctl.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EX = ROOT / "examples"
+
+
+@pytest.fixture(autouse=True)
+def no_cluster(monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+def test_training_dry_run_yaml(capsys) -> None:
+    assert main(["create", "-f", str(EX / "training.yaml"), "--dry-run=client", "-o", "yaml"]) == 0
+    (job,) = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert job["kind"] == "Job" and job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "gpuctl-medium"
+    assert job["spec"]["template"]["spec"]["nodeSelector"]["runwhere.ai/pool"] == "training-pool"
+
+
+def test_repeated_f_keeps_every_file(capsys) -> None:
+    rc = main(["apply", "-f", str(EX / "training.yaml"), "-f", str(EX / "compute.yaml"), str(EX / "notebook.yaml"),
+               "--dry-run=client", "-o", "json"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "List"
+    assert [o["kind"] for o in doc["items"]] == ["Job", "Deployment", "Service", "StatefulSet", "Service"]
+
+
+def test_pool_and_quota_dry_run_print_kueue_objects(capsys) -> None:
+    assert main(["create", "-f", str(EX / "pools.yaml"), "-f", str(EX / "quota.yaml"), "--dry-run=client", "-o", "yaml"]) == 0
+    objs = list(yaml.safe_load_all(capsys.readouterr().out))
+    kinds = [o["kind"] for o in objs]
+    assert kinds.count("ResourceFlavor") == 4
+    assert kinds.count("ClusterQueue") == 2 and kinds.count("LocalQueue") == 2
+    nodes = {o["metadata"]["name"]: o["metadata"]["labels"] for o in objs if o["kind"] == "Node"}
+    assert nodes["gpu-node-1"] == {"runwhere.ai/pool": "training-pool", "runwhere.ai/gpu-type": "A100-100G"}
+    assert nodes["cpu-node-1"]["runwhere.ai/pool"] == "compute-pool"
+    cq = next(o for o in objs if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "team-b")
+    budget = cq["spec"]["resourceGroups"][-1]["flavors"][0]["resources"]
+    assert {"name": "runwhere.ai/quota-gpu", "nominalQuota": "8", "borrowingLimit": "0"} in budget
+
+
+def test_broken_file_names_file_field_and_fix(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: training\njob: {name: Bad_Name}\nenvironment: {image: x}\nresources: {cpu: abc, memory: 1Gi}\n")
+    assert main(["create", "-f", str(bad), "--dry-run=client", "-o", "yaml"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err
+    assert str(bad) in err and "document 1" in err
+    assert "job.name" in err and "resources.cpu" in err
+    assert "fix:" in err
+
+
+def test_one_bad_document_prints_nothing_of_the_good_ones(tmp_path, capsys) -> None:
+    f = tmp_path / "two.yaml"
+    f.write_text((EX / "compute.yaml").read_text() + "\n---\nkind: training\njob: {name: x}\n")
+    assert main(["create", "-f", str(f), "--dry-run=client", "-o", "yaml"]) == 1
+    assert capsys.readouterr().out == ""
+
+
+def test_missing_file_exits_1(capsys) -> None:
+    assert main(["create", "-f", "/nonexistent.yaml", "--dry-run=client", "-o", "yaml"]) == 1
+    assert "/nonexistent.yaml" in capsys.readouterr().err
+
+
+def test_version_client(capsys) -> None:
+    assert main(["version", "--client"]) == 0
+    assert capsys.readouterr().out.startswith("gpuctl version: ")
+
+
+def test_no_cluster_gives_a_clear_error(capsys) -> None:
+    assert main(["create", "-f", str(EX / "training.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+
+
+def test_unknown_key_warns_and_strict_fails(tmp_path, capsys) -> None:
+    f = tmp_path / "typo.yaml"
+    f.write_text("kind: compute\njob: {name: web}\nenvironment: {image: nginx}\nresources: {cpu: 1, memory: 1Gi, gpus: 1}\n")
+    assert main(["create", "-f", str(f), "--dry-run=client", "-o", "yaml"]) == 0
+    assert "gpus" in capsys.readouterr().err
+    assert main(["create", "-f", str(f), "--dry-run=client", "-o", "yaml", "--strict"]) == 1
