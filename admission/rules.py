@@ -1,0 +1,904 @@
+"""gpuctl's admission rules as pure functions: an AdmissionReview `request` and a snapshot in, a Verdict out.
+
+Nothing here does I/O, so every rule is unit-testable with plain dicts and the request path costs only the
+evaluation itself. The rules keep the cluster to gpuctl's conventions however work arrives (`gpuctl`,
+`kubectl apply`, a CI bot):
+
+- `gpu-queue`       GPU work names a LocalQueue of its namespace (`kueue.x-k8s.io/queue-name`): no way
+                    around Kueue.
+- `pool-exists`     every `runwhere.ai/pool` (label or nodeSelector) names a pool that exists.
+- `pool-placement`  nodeSelector, required node affinity and nodeName keep the pods on their pool's nodes.
+- `priority`        `runwhere.ai/priority` is high/medium/low and agrees with `kueue.x-k8s.io/priority-class`.
+- `job-type`        `runwhere.ai/job-type` is one of gpuctl's four job kinds.
+- `unknown-key`     no `runwhere.ai/` label or annotation key gpuctl does not know (typos would be ignored).
+- `gpu-fits-node`   a pod asks for no more GPUs than the largest node of its pool has (else it never runs).
+- `host-path`       hostPath volumes stay out of the deny list unless the admin allowed them.
+- `node-pool`       a Node's `runwhere.ai/pool` label names an existing pool.
+
+Rules apply to Pods, Jobs, Deployments, StatefulSets and ReplicaSets in namespaces gpuctl manages, and to
+Nodes. Pods whose controller is a Job, ReplicaSet or StatefulSet (and ReplicaSets a Deployment controls)
+are checked once, at their owner: the owner's template is what they are made from, and checking every pod
+a controller creates would put the webhook on the path of every scale-up for nothing.
+
+On UPDATE only violations the old object did not already have are denied (compared by `Violation.key`):
+controllers such as Kueue update objects created before the webhook existed (or in warn mode), and
+refusing those updates would wedge the object instead of protecting anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from enum import StrEnum
+from typing import Any, Final
+
+from admission.state import ClusterState, NodeInfo
+from gpuctl.constants import (
+    GPU_RESOURCE,
+    JOB_KINDS,
+    KNOWN_RUNWHERE_KEYS,
+    PRIORITY_CLASS,
+    Labels,
+    Priority,
+)
+from gpuctl.spec.models import normalise_host_path, path_denied
+from gpuctl.spec.quantity import QuantityError, parse_quantity
+from gpuctl.spec.suggest import closest
+
+__all__ = [
+    "RULES",
+    "AdmissionConfig",
+    "Malformed",
+    "Mode",
+    "Verdict",
+    "Violation",
+    "pod_gpus",
+    "review",
+]
+
+
+class Mode(StrEnum):
+    ENFORCE = "enforce"  # violations deny the request
+    WARN = "warn"  # violations become AdmissionReview warnings; everything is allowed
+
+
+# Rule names, as they appear in denials, warnings and metrics.
+GPU_QUEUE: Final = "gpu-queue"
+POOL_EXISTS: Final = "pool-exists"
+POOL_PLACEMENT: Final = "pool-placement"
+PRIORITY: Final = "priority"
+JOB_TYPE: Final = "job-type"
+UNKNOWN_KEY: Final = "unknown-key"
+GPU_FITS_NODE: Final = "gpu-fits-node"
+HOST_PATH: Final = "host-path"
+NODE_POOL: Final = "node-pool"
+RULES: Final = (
+    GPU_QUEUE,
+    POOL_EXISTS,
+    POOL_PLACEMENT,
+    PRIORITY,
+    JOB_TYPE,
+    UNKNOWN_KEY,
+    GPU_FITS_NODE,
+    HOST_PATH,
+    NODE_POOL,
+)
+
+# Kubernetes truncates longer warnings; one violation per warning keeps each readable.
+MAX_WARNING_CHARS: Final = 256
+_PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
+_JOB_TYPES: Final = tuple(k.value for k in JOB_KINDS)
+_KNOWN_KEYS: Final = frozenset(KNOWN_RUNWHERE_KEYS)
+_PRIORITY_CLASSES: Final = frozenset(PRIORITY_CLASS.values())
+_CLASS_PREFIX: Final = PRIORITY_CLASS[Priority.HIGH].removesuffix(Priority.HIGH.value)  # "gpuctl-"
+_QUEUE_ANNOTATION: Final = Labels.KUEUE_QUEUE  # Kueue still reads the (deprecated) annotation too
+
+# (apiGroup, kind) of the objects reviewed. Template kinds carry a pod template at spec.template.
+_POD: Final = ("", "Pod")
+_NODE: Final = ("", "Node")
+_TEMPLATE_KINDS: Final = frozenset(
+    {("batch", "Job"), ("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")}
+)
+# A pod controlled by one of these is made from a template already reviewed at its owner.
+_CHECKED_OWNERS: Final = frozenset({("batch", "Job"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
+# A ReplicaSet controlled by a Deployment is made from the Deployment's (reviewed) template.
+_CHECKED_RS_OWNERS: Final = frozenset({("apps", "Deployment")})
+
+_EMPTY: Final[Mapping[str, Any]] = {}
+_NO_QUEUE: Final = (
+    "namespace {ns} has no LocalQueue: create the team with gpuctl (it creates LocalQueue default)"
+)
+
+
+class Malformed(ValueError):
+    """Not a well-formed AdmissionReview request; the server answers HTTP 400 with this text."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionConfig:
+    """Webhook settings that change verdicts."""
+
+    mode: Mode = Mode.ENFORCE
+    # hostPath prefixes the admin allows despite constants.DENIED_HOST_PATHS (normalised absolute paths).
+    allowed_host_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken rule: what is wrong and how to fix it, in words a `kubectl apply` user can act on.
+
+    `key` identifies the violation across an UPDATE's old and new object (see module docstring); it defaults
+    to the rule name.
+    """
+
+    rule: str
+    message: str
+    fix: str
+    key: str = ""
+
+    @property
+    def identity(self) -> str:
+        return self.key or self.rule
+
+    def text(self) -> str:
+        return f"[{self.rule}] {self.message}. Fix: {self.fix}"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer to one request. `violations` are what the rules found whatever the mode; `allowed` applies
+    the mode; `warnings` are what the API server will show the client (kubectl prints them)."""
+
+    allowed: bool
+    subject: str = ""
+    violations: tuple[Violation, ...] = ()
+    warnings: tuple[str, ...] = ()
+    # Why no rule ran (unmanaged namespace, pod checked at its owner, ...), for logs and metrics.
+    skipped: str = ""
+    # HTTP-style code and reason of the AdmissionResponse status when denied.
+    code: int = 200
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v.rule for v in self.violations))
+
+    def message(self) -> str:
+        """The denial text (kubectl prints it after `admission webhook ... denied the request:`)."""
+        if not self.violations:
+            return ""
+        parts = "; ".join(v.text() for v in self.violations)
+        return f"gpuctl: {self.subject} breaks {len(self.violations)} rule(s): {parts}"
+
+
+ALLOW: Final = Verdict(allowed=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Typed access to untrusted JSON. The API server sends schema-valid objects, but the webhook must answer
+# anything with a 400, never a 500, so every access checks the type it relies on.
+
+
+def _m(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    v = parent.get(key)
+    if v is None:
+        return _EMPTY
+    if type(v) is not dict:
+        raise Malformed(f"{where}.{key} must be an object, not {type(v).__name__}")
+    return v
+
+
+def _l(parent: Mapping[str, Any], key: str, where: str) -> list:
+    v = parent.get(key)
+    if v is None:
+        return []
+    if type(v) is not list:
+        raise Malformed(f"{where}.{key} must be a list, not {type(v).__name__}")
+    return v
+
+
+def _s(parent: Mapping[str, Any], key: str, where: str) -> str:
+    v = parent.get(key)
+    if v is None:
+        return ""
+    if type(v) is not str:
+        raise Malformed(f"{where}.{key} must be a string, not {type(v).__name__}")
+    return v
+
+
+def _item(v: Any, where: str) -> Mapping[str, Any]:
+    if type(v) is not dict:
+        raise Malformed(f"{where} must be an object, not {type(v).__name__}")
+    return v
+
+
+def _strmap(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, str]:
+    m = _m(parent, key, where)
+    for k, v in m.items():
+        if type(v) is not str:
+            raise Malformed(f"{where}.{key}[{k!r}] must be a string, not {type(v).__name__}")
+    return m
+
+
+def _gpus(value: Any, where: str) -> int:
+    """GPU count of one resources entry, rounded up (the API server only accepts whole extended resources)."""
+    if type(value) is str:
+        if value.isascii() and value.isdigit():
+            return int(value)
+        try:
+            q = parse_quantity(value)
+        except QuantityError as exc:
+            raise Malformed(f"{where}: {exc}") from None
+        if not q.is_finite() or q > 1_000_000:
+            return 1_000_000
+        return max(0, math.ceil(q))
+    if type(value) is int:
+        return max(0, value)
+    if type(value) is float and math.isfinite(value):
+        return max(0, math.ceil(value))
+    raise Malformed(f"{where} must be a quantity string, not {type(value).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The object under review, reduced to what the rules read.
+
+
+@dataclass(slots=True)
+class _Work:
+    kind: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    tmpl_labels: Mapping[str, str]  # pod template metadata; empty for a Pod
+    tmpl_annotations: Mapping[str, str]
+    spec: Mapping[str, Any]  # the pod spec
+    spec_path: str
+    has_template: bool
+
+
+def _work(kind: str, obj: Mapping[str, Any], where: str) -> _Work:
+    meta = _m(obj, "metadata", where)
+    mw = f"{where}.metadata"
+    labels = _strmap(meta, "labels", mw)
+    annotations = _strmap(meta, "annotations", mw)
+    spec = _m(obj, "spec", where)
+    if kind == "Pod":
+        return _Work(kind, labels, annotations, _EMPTY, _EMPTY, spec, "spec", False)
+    tmpl = _m(spec, "template", f"{where}.spec")
+    tw = f"{where}.spec.template"
+    tmeta = _m(tmpl, "metadata", tw)
+    return _Work(
+        kind,
+        labels,
+        annotations,
+        _strmap(tmeta, "labels", f"{tw}.metadata"),
+        _strmap(tmeta, "annotations", f"{tw}.metadata"),
+        _m(tmpl, "spec", tw),
+        "spec.template.spec",
+        True,
+    )
+
+
+def _containers(spec: Mapping[str, Any], where: str) -> tuple[list, list]:
+    return _l(spec, "containers", where), _l(spec, "initContainers", where)
+
+
+def _container_gpus(c: Any, where: str) -> int:
+    c = _item(c, where)
+    res = _m(c, "resources", where)
+    if not res:
+        return 0
+    requests = _m(res, "requests", f"{where}.resources")
+    v = requests.get(GPU_RESOURCE)
+    if v is None:
+        v = _m(res, "limits", f"{where}.resources").get(GPU_RESOURCE)
+        if v is None:
+            return 0
+    return _gpus(v, f"{where}.resources[{GPU_RESOURCE}]")
+
+
+def pod_gpus(spec: Mapping[str, Any], where: str = "spec") -> int:
+    """GPUs one pod holds: the sum over containers and sidecars, or the largest init container if larger
+    (Kubernetes' effective request; init containers run one at a time)."""
+    containers, inits = _containers(spec, where)
+    total = 0
+    for i, c in enumerate(containers):
+        total += _container_gpus(c, f"{where}.containers[{i}]")
+    biggest_init = 0
+    for i, c in enumerate(inits):
+        n = _container_gpus(c, f"{where}.initContainers[{i}]")
+        if _item(c, f"{where}.initContainers[{i}]").get("restartPolicy") == "Always":
+            total += n  # a sidecar runs next to the containers
+        elif n > biggest_init:
+            biggest_init = n
+    return max(total, biggest_init)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Node selection, evaluated against the cached nodes.
+
+
+def _required_terms(spec: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
+    aff = _m(_m(spec, "affinity", where), "nodeAffinity", f"{where}.affinity")
+    req = _m(aff, "requiredDuringSchedulingIgnoredDuringExecution", f"{where}.affinity.nodeAffinity")
+    path = f"{where}.affinity.nodeAffinity.required"
+    return [
+        _item(t, f"{path}.nodeSelectorTerms[{i}]") for i, t in enumerate(_l(req, "nodeSelectorTerms", path))
+    ]
+
+
+def _expr_ok(expr: Mapping[str, Any], value: str | None) -> bool:
+    """A nodeSelectorRequirement against one label value (None: the node lacks the label)."""
+    op = expr.get("operator")
+    values = expr.get("values") or ()
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        try:
+            a, b = int(value or ""), int(values[0])
+        except (ValueError, IndexError, TypeError):
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
+
+
+def _term_ok(term: Mapping[str, Any], node: NodeInfo, skip_pool: bool) -> bool:
+    for e in term.get("matchExpressions") or ():
+        if type(e) is not dict or (skip_pool and e.get("key") == Labels.POOL):
+            continue
+        if not _expr_ok(e, node.labels.get(e.get("key"))):  # type: ignore[arg-type]
+            return False
+    for e in term.get("matchFields") or ():
+        if type(e) is dict and e.get("key") == "metadata.name" and not _expr_ok(e, node.name):
+            return False
+    return True
+
+
+def _node_ok(node: NodeInfo, selector: Mapping[str, str], terms: list, skip_pool: bool) -> bool:
+    for k, v in selector.items():
+        if skip_pool and k == Labels.POOL:
+            continue
+        if node.labels.get(k) != v:
+            return False
+    if not terms:
+        return True
+    return any(_term_ok(t, node, skip_pool) for t in terms)
+
+
+def _term_admits_pool(term: Mapping[str, Any], pool: str) -> bool:
+    """Whether a term's conditions on the pool label alone allow nodes of `pool`."""
+    for e in term.get("matchExpressions") or ():
+        if type(e) is dict and e.get("key") == Labels.POOL and not _expr_ok(e, pool):
+            return False
+    return True
+
+
+def _typed_terms(terms: list[Mapping[str, Any]], where: str) -> list[Mapping[str, Any]]:
+    """Type-check the parts of the terms the matchers read, once, so matching can trust them."""
+    for i, t in enumerate(terms):
+        for part in ("matchExpressions", "matchFields"):
+            for j, e in enumerate(_l(t, part, f"{where}[{i}]")):
+                ew = f"{where}[{i}].{part}[{j}]"
+                e = _item(e, ew)
+                _s(e, "key", ew)
+                _s(e, "operator", ew)
+                for k, v in enumerate(_l(e, "values", ew)):
+                    if type(v) is not str:
+                        raise Malformed(f"{ew}.values[{k}] must be a string")
+    return terms
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The rules.
+
+
+@lru_cache(maxsize=4096)
+def _closest(word: str, candidates: frozenset[str] | tuple[str, ...]) -> str | None:
+    """closest(), memoised: difflib costs tens of microseconds and the same typo tends to come back."""
+    return closest(word, candidates if isinstance(candidates, tuple) else sorted(candidates))
+
+
+def _did_you_mean(word: str, candidates: frozenset[str] | tuple[str, ...]) -> str:
+    hit = _closest(word, candidates)
+    return f' (did you mean "{hit}"?)' if hit else ""
+
+
+def _names(items: Iterable[str], limit: int = 8) -> str:
+    items = sorted(items)
+    if not items:
+        return "none"
+    more = f", … {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def _check_keys(w: _Work, out: list[Violation]) -> None:
+    """unknown-key, job-type, priority."""
+    places = (
+        ("metadata.labels", w.labels),
+        ("metadata.annotations", w.annotations),
+        ("spec.template.metadata.labels", w.tmpl_labels),
+        ("spec.template.metadata.annotations", w.tmpl_annotations),
+    )
+    for where, m in places:
+        for key in m:
+            if key.startswith(Labels.PREFIX) and key not in _KNOWN_KEYS:
+                hit = _closest(key, KNOWN_RUNWHERE_KEYS)
+                fix = (
+                    f"rename it to {hit}" if hit else f"remove it (gpuctl's keys: {_names(_KNOWN_KEYS, 12)})"
+                )
+                hint = f' (did you mean "{hit}"?)' if hit else ""
+                out.append(
+                    Violation(UNKNOWN_KEY, f"unknown key {key} in {where}{hint}", fix, f"{UNKNOWN_KEY}={key}")
+                )
+
+    for where, m in (("metadata.labels", w.labels), ("spec.template.metadata.labels", w.tmpl_labels)):
+        jt = m.get(Labels.JOB_TYPE)
+        if jt is not None and jt not in _JOB_TYPES:
+            out.append(
+                Violation(
+                    JOB_TYPE,
+                    f'{where}[{Labels.JOB_TYPE}] is "{jt}"{_did_you_mean(jt, _JOB_TYPES)}',
+                    f"use one of {', '.join(_JOB_TYPES)}",
+                )
+            )
+
+    # Priority: each level that says one must say a valid one, the levels must agree, and Kueue's
+    # priority class (what Kueue actually schedules by) must be the matching gpuctl class.
+    said: str | None = None
+    for where, m in (("metadata.labels", w.labels), ("spec.template.metadata.labels", w.tmpl_labels)):
+        p = m.get(Labels.PRIORITY)
+        if p is None:
+            continue
+        if p not in _PRIORITY_VALUES:
+            out.append(
+                Violation(
+                    PRIORITY,
+                    f'{where}[{Labels.PRIORITY}] is "{p}"{_did_you_mean(p, _PRIORITY_VALUES)}',
+                    f"use one of {', '.join(_PRIORITY_VALUES)}",
+                )
+            )
+            return
+        if said is not None and p != said:
+            out.append(
+                Violation(
+                    PRIORITY,
+                    f'{Labels.PRIORITY} is "{said}" on the object but "{p}" on its pod template',
+                    "use the same priority in both places",
+                )
+            )
+            return
+        said = p
+    for where, m in (("metadata.labels", w.labels), ("spec.template.metadata.labels", w.tmpl_labels)):
+        cls = m.get(Labels.KUEUE_PRIORITY)
+        if cls is None:
+            continue
+        if cls.startswith(_CLASS_PREFIX) and cls not in _PRIORITY_CLASSES:
+            out.append(
+                Violation(
+                    PRIORITY,
+                    f'{where}[{Labels.KUEUE_PRIORITY}] is "{cls}", not a gpuctl priority class'
+                    f"{_did_you_mean(cls, _PRIORITY_CLASSES)}",
+                    f"use one of {', '.join(sorted(_PRIORITY_CLASSES))}",
+                )
+            )
+            return
+        if said is not None and cls != PRIORITY_CLASS[Priority(said)]:
+            out.append(
+                Violation(
+                    PRIORITY,
+                    f'{Labels.PRIORITY} is "{said}" but {where}[{Labels.KUEUE_PRIORITY}] is "{cls}"',
+                    f"set {Labels.KUEUE_PRIORITY}: {PRIORITY_CLASS[Priority(said)]} "
+                    f"(or change {Labels.PRIORITY})",
+                )
+            )
+            return
+    if said is not None and Labels.KUEUE_PRIORITY not in w.labels:
+        out.append(
+            Violation(
+                PRIORITY,
+                f'{Labels.PRIORITY} is "{said}" but the object has no {Labels.KUEUE_PRIORITY} label, '
+                f"so Kueue would schedule it at the default priority",
+                f"add label {Labels.KUEUE_PRIORITY}: {PRIORITY_CLASS[Priority(said)]}",
+            )
+        )
+
+
+def _queue_name(w: _Work) -> str:
+    """The queue Kueue will use: Jobs, Deployments, StatefulSets and Pods carry it on the object; the pods of
+    a bare ReplicaSet are Kueue-managed pods, so there it is the template's."""
+    src, ann = (w.tmpl_labels, w.tmpl_annotations) if w.kind == "ReplicaSet" else (w.labels, w.annotations)
+    return src.get(Labels.KUEUE_QUEUE) or ann.get(_QUEUE_ANNOTATION) or ""
+
+
+def _check_queue(
+    w: _Work, ns: str, gpus: int, state: ClusterState, out: list[Violation], warn: list[str]
+) -> None:
+    queues = state.local_queues.get(ns, _EMPTY)
+    name = _queue_name(w)
+    where = "spec.template.metadata.labels" if w.kind == "ReplicaSet" else "metadata.labels"
+    if not name:
+        fix = (
+            f"add label {Labels.KUEUE_QUEUE}: {_names(queues)} in {where}"
+            if queues
+            else _NO_QUEUE.format(ns=ns)
+        )
+        out.append(
+            Violation(GPU_QUEUE, f"requests {gpus} {GPU_RESOURCE} without a {Labels.KUEUE_QUEUE} label", fix)
+        )
+        return
+    cq = queues.get(name)
+    if cq is None:
+        fix = (
+            f"use {Labels.KUEUE_QUEUE}: {_closest(name, frozenset(queues)) or sorted(queues)[0]} "
+            f"(LocalQueues here: {_names(queues)})"
+            if queues
+            else _NO_QUEUE.format(ns=ns)
+        )
+        out.append(
+            Violation(
+                GPU_QUEUE,
+                f'requests {gpus} {GPU_RESOURCE} but {Labels.KUEUE_QUEUE} "{name}" is not a LocalQueue in '
+                f"namespace {ns}",
+                fix,
+                f"{GPU_QUEUE}={name}",
+            )
+        )
+        return
+    if cq and cq not in state.cluster_queues:
+        warn.append(
+            f'LocalQueue {ns}/{name} points at ClusterQueue "{cq}", which does not exist: Kueue will not '
+            f"admit this work until it does"
+        )
+
+
+def _check_pool(
+    w: _Work, gpus: int, state: ClusterState, out: list[Violation], warn: list[str], ns: str
+) -> None:
+    """pool-exists, pool-placement and gpu-fits-node."""
+    spec, sp = w.spec, w.spec_path
+    selector = _strmap(spec, "nodeSelector", sp)
+    sources: list[tuple[str, str]] = []
+    for where, m in (
+        ("metadata.labels", w.labels),
+        ("spec.template.metadata.labels", w.tmpl_labels),
+        (f"{sp}.nodeSelector", selector),
+    ):
+        v = m.get(Labels.POOL)
+        if v is not None:
+            sources.append((where, v))
+    terms = _typed_terms(_required_terms(spec, sp), f"{sp}.affinity...nodeSelectorTerms")
+    node_name = _s(spec, "nodeName", sp)
+
+    pool: str | None = None
+    if sources:
+        bad = False
+        for where, v in dict((v, (where, v)) for where, v in sources).values():
+            if v not in state.pools:
+                bad = True
+                out.append(
+                    Violation(
+                        POOL_EXISTS,
+                        f'{where}[{Labels.POOL}] names pool "{v}", which does not exist'
+                        f"{_did_you_mean(v, state.pools)}",
+                        f"use an existing pool ({_names(state.pools)}); `gpuctl get pools` lists them",
+                        f"{POOL_EXISTS}={v}",
+                    )
+                )
+        values = {v for _, v in sources}
+        if len(values) > 1:
+            said = ", ".join(f'{where} says "{v}"' for where, v in sources)
+            out.append(
+                Violation(
+                    POOL_PLACEMENT,
+                    f"the pool is ambiguous: {said}",
+                    "use one pool everywhere",
+                    POOL_PLACEMENT,
+                )
+            )
+            return
+        if bad:
+            return
+        pool = sources[0][1]
+
+    if pool is not None:
+        pin = f"{sp}.nodeSelector[{Labels.POOL}]: {pool}"
+        if Labels.POOL not in selector and not (terms and all(_pins_pool(t) for t in terms)):
+            out.append(
+                Violation(
+                    POOL_PLACEMENT,
+                    f'labelled pool "{pool}" but nothing keeps the pods there: Kueue may run them on '
+                    f"any pool",
+                    f"add {pin}",
+                    POOL_PLACEMENT,
+                )
+            )
+        if terms and not any(_term_admits_pool(t, pool) for t in terms):
+            out.append(
+                Violation(
+                    POOL_PLACEMENT,
+                    f'required node affinity excludes pool "{pool}"',
+                    f"remove the {Labels.POOL} condition from the affinity or make it allow {pool}",
+                    POOL_PLACEMENT,
+                )
+            )
+        if node_name:
+            node = state.nodes.get(node_name)
+            if node is not None and node.pool != pool:
+                where = f'pool "{node.pool}"' if node.pool else "no pool"
+                out.append(
+                    Violation(
+                        POOL_PLACEMENT,
+                        f'{sp}.nodeName {node_name} is a node of {where}, not of pool "{pool}"',
+                        f"remove nodeName (the scheduler picks a node of {pool}) or name one of its nodes",
+                        POOL_PLACEMENT,
+                    )
+                )
+        members = state.pool_nodes.get(pool, ())
+        extra = any(k != Labels.POOL for k in selector) or any(_has_other_conditions(t) for t in terms)
+        if extra and members and not any(_node_ok(n, selector, terms, False) for n in members):
+            elsewhere = sorted(
+                {
+                    n.pool
+                    for n in state.nodes.values()
+                    if n.pool and n.pool != pool and _node_ok(n, selector, terms, True)
+                }
+            )
+            if elsewhere:
+                out.append(
+                    Violation(
+                        POOL_PLACEMENT,
+                        f'nodeSelector/affinity match no node of pool "{pool}", only nodes of pool(s) '
+                        f"{', '.join(elsewhere)}",
+                        f"change the pool to {elsewhere[0]} or the selector to match nodes of {pool}",
+                        POOL_PLACEMENT,
+                    )
+                )
+            else:
+                warn.append(
+                    f'no node of pool "{pool}" matches the nodeSelector/affinity: the pods stay Pending '
+                    f"until one does"
+                )
+
+    if gpus:
+        _check_gpus(gpus, pool, state, out)
+
+
+def _pins_pool(term: Mapping[str, Any]) -> bool:
+    return any(
+        type(e) is dict and e.get("key") == Labels.POOL and e.get("operator") == "In"
+        for e in term.get("matchExpressions") or ()
+    )
+
+
+def _has_other_conditions(term: Mapping[str, Any]) -> bool:
+    return bool(term.get("matchFields")) or any(
+        type(e) is dict and e.get("key") != Labels.POOL for e in term.get("matchExpressions") or ()
+    )
+
+
+def _check_gpus(gpus: int, pool: str | None, state: ClusterState, out: list[Violation]) -> None:
+    if pool is not None:
+        if not state.pool_nodes.get(pool):
+            return  # no nodes yet (or scaled to zero): nothing proves it can never run
+        biggest = state.pool_max_gpu.get(pool, 0)
+        if gpus > biggest:
+            out.append(
+                Violation(
+                    GPU_FITS_NODE,
+                    f'a pod asks for {gpus} GPUs but the largest node of pool "{pool}" has {biggest}, '
+                    f"so it could never run",
+                    f"ask for at most {biggest} GPUs per pod (split the work across pods) or use a pool with "
+                    f"bigger nodes",
+                )
+            )
+        return
+    if not state.pool_max_gpu:
+        return
+    best_pool, biggest = max(state.pool_max_gpu.items(), key=lambda kv: (kv[1], kv[0]))
+    if gpus > biggest:
+        out.append(
+            Violation(
+                GPU_FITS_NODE,
+                f"a pod asks for {gpus} GPUs but no pool has a node that big (largest: {biggest} in pool "
+                f'"{best_pool}"), so it could never run',
+                f"ask for at most {biggest} GPUs per pod",
+            )
+        )
+
+
+def _check_host_paths(w: _Work, config: AdmissionConfig, out: list[Violation]) -> None:
+    for i, vol in enumerate(_l(w.spec, "volumes", w.spec_path)):
+        where = f"{w.spec_path}.volumes[{i}]"
+        vol = _item(vol, where)
+        hp = vol.get("hostPath")
+        if hp is None:
+            continue
+        raw = _s(_item(hp, f"{where}.hostPath"), "path", f"{where}.hostPath")
+        if not raw.startswith("/"):
+            out.append(
+                Violation(
+                    HOST_PATH,
+                    f"volume {_vol_name(vol)}: hostPath {raw!r} is not an absolute path",
+                    "use an absolute host path such as /data/<team>",
+                    f"{HOST_PATH}={raw}",
+                )
+            )
+            continue
+        norm = normalise_host_path(raw)
+        denied = path_denied(norm, config.allowed_host_paths)
+        if denied is not None:
+            inside = "" if denied == norm else f" (inside {denied})"
+            allowed = f" (allowed: {_names(config.allowed_host_paths)})" if config.allowed_host_paths else ""
+            out.append(
+                Violation(
+                    HOST_PATH,
+                    f"volume {_vol_name(vol)}: mounting host path {norm}{inside} is not allowed",
+                    f"mount a directory outside {denied}{allowed}, or ask an admin to allow it "
+                    f"(--allowed-host-path on the webhook)",
+                    f"{HOST_PATH}={norm}",
+                )
+            )
+
+
+def _vol_name(vol: Mapping[str, Any]) -> str:
+    n = vol.get("name")
+    return n if type(n) is str and n else "?"
+
+
+def _work_violations(
+    w: _Work, ns: str, state: ClusterState, config: AdmissionConfig
+) -> tuple[list[Violation], list[str]]:
+    out: list[Violation] = []
+    warn: list[str] = []
+    gpus = pod_gpus(w.spec, w.spec_path)
+    if gpus:
+        _check_queue(w, ns, gpus, state, out, warn)
+    _check_pool(w, gpus, state, out, warn, ns)
+    _check_keys(w, out)
+    _check_host_paths(w, config, out)
+    return out, warn
+
+
+def _node_violations(obj: Mapping[str, Any], where: str, state: ClusterState) -> list[Violation]:
+    labels = _strmap(_m(obj, "metadata", where), "labels", f"{where}.metadata")
+    pool = labels.get(Labels.POOL)
+    if pool is None or pool in state.pools:
+        return []
+    return [
+        Violation(
+            NODE_POOL,
+            f"label {Labels.POOL}={pool} names a pool that does not exist{_did_you_mean(pool, state.pools)}",
+            f"create the pool first (gpuctl create -f pool.yaml) or use an existing one "
+            f"({_names(state.pools)})",
+            f"{NODE_POOL}={pool}",
+        )
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Entry point.
+
+
+def _controller(meta: Mapping[str, Any], where: str) -> tuple[str, str] | None:
+    """(apiGroup, kind) of the object's controller owner, if any."""
+    for i, ref in enumerate(_l(meta, "ownerReferences", where)):
+        ref = _item(ref, f"{where}.ownerReferences[{i}]")
+        if ref.get("controller") is True:
+            api = ref.get("apiVersion")
+            kind = ref.get("kind")
+            if type(api) is str and type(kind) is str:
+                return (api.rpartition("/")[0] if "/" in api else "", kind)
+    return None
+
+
+def _subject(kind: str, ns: str, obj: Mapping[str, Any], request: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = request.get("name") or ""
+    if not name and type(meta) is dict:
+        name = meta.get("name") or (f"{meta.get('generateName')}*" if meta.get("generateName") else "")
+    name = name if type(name) is str and name else "<unnamed>"
+    return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+
+
+def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionConfig) -> Verdict:
+    """Judge one AdmissionReview `request` against the cluster as the cache last saw it.
+
+    Returns a Verdict, or raises Malformed (HTTP 400) for input no API server would send; never anything
+    else. Unmanaged namespaces, other kinds and other operations are allowed untouched.
+    """
+    if type(request) is not dict:
+        raise Malformed("request must be an object")
+    kind_ref = _m(request, "kind", "request")
+    group, kind = _s(kind_ref, "group", "request.kind"), _s(kind_ref, "kind", "request.kind")
+    if not kind:
+        raise Malformed("request.kind.kind is missing")
+    op = _s(request, "operation", "request")
+    if op not in ("CREATE", "UPDATE"):
+        if op in ("DELETE", "CONNECT"):
+            return Verdict(allowed=True, skipped=f"operation {op}")
+        raise Malformed(f"request.operation {op!r} is not CREATE, UPDATE, DELETE or CONNECT")
+    obj = request.get("object")
+    if type(obj) is not dict:
+        raise Malformed(f"request.object must be an object for {op}")
+    old = request.get("oldObject") if op == "UPDATE" else None
+    if old is not None and type(old) is not dict:
+        raise Malformed("request.oldObject must be an object")
+
+    gk = (group, kind)
+    if not state.synced:
+        return _not_ready(config, _subject(kind, "", obj, request))
+
+    if gk == _NODE:
+        subject = _subject(kind, "", obj, request)
+        found = _node_violations(obj, "request.object", state)
+        before = _node_violations(old, "request.oldObject", state) if old else []
+        return _decide(subject, found, [], before, config)
+
+    if gk != _POD and gk not in _TEMPLATE_KINDS:
+        return Verdict(allowed=True, skipped=f"kind {group}/{kind} is not reviewed")
+
+    ns = _s(request, "namespace", "request") or _s(
+        _m(obj, "metadata", "request.object"), "namespace", "metadata"
+    )
+    subject = _subject(kind, ns, obj, request)
+    managed = state.namespaces.get(ns)
+    # A namespace the cache has not seen yet: the API server only calls for namespaces the webhook's
+    # namespaceSelector matches, so treat it as managed rather than let work slip through a watch delay.
+    if managed is False:
+        return Verdict(allowed=True, subject=subject, skipped="namespace not managed by gpuctl")
+
+    owner = _controller(_m(obj, "metadata", "request.object"), "request.object.metadata")
+    if owner is not None and (
+        (gk == _POD and owner in _CHECKED_OWNERS) or (kind == "ReplicaSet" and owner in _CHECKED_RS_OWNERS)
+    ):
+        return Verdict(allowed=True, subject=subject, skipped=f"checked at its owner ({owner[1]})")
+
+    found, warn = _work_violations(_work(kind, obj, "request.object"), ns, state, config)
+    before: list[Violation] = []
+    if old:
+        try:
+            before, _ = _work_violations(_work(kind, old, "request.oldObject"), ns, state, config)
+        except Malformed:
+            before = []  # judge the new object on its own
+    return _decide(subject, found, warn, before, config)
+
+
+def _decide(
+    subject: str, found: list[Violation], warn: list[str], before: list[Violation], config: AdmissionConfig
+) -> Verdict:
+    if before:
+        known = {v.identity for v in before}
+        kept = [v for v in found if v.identity in known]
+        found = [v for v in found if v.identity not in known]
+        warn = warn + [f"not denied because the object already had it: {v.text()}" for v in kept]
+    if not found:
+        return (
+            Verdict(allowed=True, subject=subject, warnings=_clip(warn)) if warn else Verdict(True, subject)
+        )
+    if config.mode is Mode.WARN:
+        texts = [f"gpuctl would deny {subject}: {v.text()}" for v in found]
+        return Verdict(allowed=True, subject=subject, violations=tuple(found), warnings=_clip(texts + warn))
+    return Verdict(allowed=False, subject=subject, violations=tuple(found), warnings=_clip(warn), code=403)
+
+
+def _not_ready(config: AdmissionConfig, subject: str) -> Verdict:
+    text = "the gpuctl webhook has not loaded the cluster state yet; retry in a few seconds"
+    if config.mode is Mode.WARN:
+        return Verdict(
+            allowed=True,
+            subject=subject,
+            warnings=(f"gpuctl could not check {subject}: {text}",),
+            skipped="cache not synced",
+        )
+    v = Violation("not-ready", text, "retry; if it persists, check the webhook pods' logs")
+    return Verdict(allowed=False, subject=subject, violations=(v,), skipped="cache not synced", code=503)
+
+
+def _clip(texts: list[str]) -> tuple[str, ...]:
+    return tuple(t if len(t) <= MAX_WARNING_CHARS else t[: MAX_WARNING_CHARS - 1] + "…" for t in texts)
