@@ -14,7 +14,7 @@ G=.venv/bin/gpuctl
 $G apply -f examples/pools.yaml
 $G apply -f examples/quota.yaml
 $G apply -f examples/demo/
-sleep 5
+sleep 10   # let Kueue settle: admissions and preemptions take a few seconds
 echo; echo "\$ gpuctl get pools"; $G get pools
 echo; echo "\$ gpuctl get jobs -A -o wide"; $G get jobs -A -o wide
 echo

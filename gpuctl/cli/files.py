@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.output import print_objects
@@ -37,13 +38,28 @@ def add_file_flags(p: argparse.ArgumentParser, *, required: bool = True) -> None
 def load(args: argparse.Namespace) -> list[Document]:
     """Load and validate every document of every file, or fail with all problems at once."""
     try:
-        docs = load_files(args.files, SpecConfig.from_env(strict=args.strict))
+        docs = load_files(expand(args.files), SpecConfig.from_env(strict=args.strict))
     except SpecError as e:
         raise CommandError(str(e)) from None
     for d in docs:
         for w in d.warnings:
             print(f"warning: {w}", file=sys.stderr)
     return docs
+
+
+def expand(paths: list[str]) -> list[str]:
+    """A directory stands for its *.yaml and *.yml files, in name order (as kubectl -f DIR)."""
+    out = []
+    for p in paths:
+        d = Path(p)
+        if p != "-" and d.is_dir():
+            found = sorted(str(f) for f in d.iterdir() if f.suffix in (".yaml", ".yml") and f.is_file())
+            if not found:
+                raise CommandError(f"{p}: no .yaml or .yml files in this directory")
+            out += found
+        else:
+            out.append(p)
+    return out
 
 
 def default_namespace(args: argparse.Namespace) -> str:

@@ -68,3 +68,22 @@ def age(seconds: float | None) -> str:
     if s < 86400 * 2:
         return f"{s // 3600}h"
     return f"{s // 86400}d"
+
+
+def bytes_quantity(value: object) -> str:
+    """Kueue reports memory in bytes; print it in the largest binary unit that keeps it readable."""
+    from decimal import Decimal
+
+    from gpuctl.spec.quantity import parse_quantity
+
+    if value in (None, ""):
+        return "0"
+    try:
+        b = parse_quantity(str(value))
+    except Exception:  # noqa: BLE001 - not a quantity: show it as it is
+        return str(value)
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if b >= size:
+            q = (b / Decimal(size)).quantize(Decimal("0.1"))
+            return f"{q.normalize():f}{unit}"
+    return f"{b.normalize():f}"

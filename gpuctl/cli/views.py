@@ -1,3 +1,393 @@
-"""Read commands (get, describe, logs, label): cluster calls through gpuctl.service, printing here."""
+"""Read commands (get, describe, logs, label): the work is in gpuctl.service, the printing is here."""
 
 from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from gpuctl.cli.errors import CommandError
+from gpuctl.cli.output import age, bytes_quantity, print_data, table
+from gpuctl.service.errors import ServiceError
+
+
+def _cluster(args: argparse.Namespace):
+    from gpuctl.cluster import Cluster
+
+    return Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
+
+
+def _ns(args: argparse.Namespace) -> str:
+    from gpuctl.cluster.config import default_namespace
+
+    return default_namespace(args.namespace, kubeconfig=args.kubeconfig, context=args.context)
+
+
+def _guard(fn):
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except ServiceError as e:
+            raise CommandError(str(e)) from None
+
+    return wrapper
+
+
+# ----------------------------------------------------------------------------- get jobs
+JOB_COLUMNS = ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"]
+WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION"]
+
+
+def _job_cells(r, wide: bool) -> list:
+    cells = [r.job_id, r.name, r.namespace, r.kind, r.status, r.ready, r.node, r.ip, age(r.age)]
+    if wide:
+        cells += [r.pool, r.priority, r.queue, r.position if r.position else "-"]
+    return cells
+
+
+@_guard
+def get_jobs(args: argparse.Namespace) -> int:
+    from gpuctl.service.jobs import list_job_rows
+
+    cluster = _cluster(args)
+    # The earlier gpuctl listed every gpuctl namespace without -n; so do we (and -A says it explicitly).
+    namespace = None if args.all_namespaces or not args.namespace else _ns(args)
+    rows = list_job_rows(cluster, namespace, pool=args.pool, kind=args.kind, selector=args.selector)
+    if args.name:
+        rows = [r for r in rows if r.name == args.name]
+    wide = args.output == "wide"
+    if args.output in ("json", "yaml"):
+        print_data([r.as_dict() for r in rows], args.output)
+    elif not rows:
+        print("No jobs found." if not namespace else f"No jobs found in {namespace} namespace.", file=sys.stderr)
+    else:
+        table(JOB_COLUMNS + (WIDE_COLUMNS if wide else []), [_job_cells(r, wide) for r in rows])
+    if args.watch:
+        _watch_jobs(args, cluster, namespace, rows, wide)
+    return 0
+
+
+def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
+    """Like kubectl -w: after the list, print a row whenever a job's pod or status changes."""
+    from gpuctl.service.jobs import list_job_rows
+
+    seen = {(r.namespace, r.job_id): _job_cells(r, wide) for r in rows}
+    try:
+        while True:
+            time.sleep(1.0)
+            for r in list_job_rows(cluster, namespace, pool=args.pool, kind=args.kind, selector=args.selector):
+                cells = _job_cells(r, wide)
+                key = (r.namespace, r.job_id)
+                if seen.get(key, [None] * 5)[:6] != cells[:6] or seen.get(key, [])[9:] != cells[9:]:
+                    table([""] * len(cells), [cells]) if False else print("   ".join(str(c) for c in cells))
+                    sys.stdout.flush()
+                seen[key] = cells
+    except KeyboardInterrupt:
+        return
+
+
+# ----------------------------------------------------------------------------- get pools
+@_guard
+def get_pools(args: argparse.Namespace) -> int:
+    from gpuctl.service.pools import list_pools
+
+    pools = list_pools(_cluster(args))
+    if args.name:
+        pools = [p for p in pools if p.name == args.name]
+        if not pools:
+            raise CommandError(f"pool {args.name} not found")
+    if args.output in ("json", "yaml"):
+        print_data([p.as_dict() for p in pools], args.output)
+        return 0
+    headers = ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "NODE COUNT"]
+    wide = args.output == "wide"
+    if wide:
+        headers += ["GPU RESERVED", "GPU QUEUED", "GPU TYPES"]
+    rows = []
+    for p in pools:
+        r = [p.name, p.status, p.capacity, max(p.used, p.reserved), p.free, len(p.nodes)]
+        if wide:
+            r += [p.reserved, p.queued, ",".join(p.gpu_types) or "-"]
+        rows.append(r)
+    if not rows:
+        print("No pools found: create one with `gpuctl create -f pool.yaml`.", file=sys.stderr)
+        return 0
+    table(headers, rows)
+    return 0
+
+
+# ----------------------------------------------------------------------------- get nodes / labels
+@_guard
+def get_nodes(args: argparse.Namespace) -> int:
+    from gpuctl.service.nodes import list_nodes
+
+    rows = list_nodes(_cluster(args), pool=args.pool, gpu_type=args.gpu_type)
+    if args.name:
+        rows = [r for r in rows if r["name"] == args.name]
+    if args.output in ("json", "yaml"):
+        print_data(rows, args.output)
+        return 0
+    table(["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "IP", "POOL"],
+          [[r["name"], r["status"], r["gpu_total"], r["gpu_used"], r["gpu_free"], r["gpu_type"] or "-", r["ip"],
+            r["pool"] or "-"] for r in rows])
+    return 0
+
+
+@_guard
+def get_labels(args: argparse.Namespace) -> int:
+    from gpuctl.service.nodes import node_labels
+
+    rows = node_labels(_cluster(args), args.name, args.key)
+    if args.output in ("json", "yaml"):
+        print_data(rows if not args.name else rows[0]["labels"], args.output)
+        return 0
+    if args.name and args.key:
+        for k, v in rows[0]["labels"].items():
+            print(f"{args.name} {k}={v}")
+        return 0
+    table(["NODE", "LABELS"], [[r["node"], ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or "<none>"]
+                               for r in rows])
+    return 0
+
+
+# ----------------------------------------------------------------------------- get quotas / ns
+def _quota_gpu(q: dict) -> str:
+    g = q["gpu"]
+    total = "unlimited" if g["quota"] is None else g["quota"]
+    return f"{g['used']}/{total}"
+
+
+@_guard
+def get_quotas(args: argparse.Namespace) -> int:
+    from gpuctl.service.quotas import quota_rows
+
+    rows = quota_rows(_cluster(args), args.name or (args.namespace if args.namespace else None))
+    if args.output in ("json", "yaml"):
+        print_data(rows, args.output)
+        return 0
+    if not rows:
+        print("No quotas found.", file=sys.stderr)
+        return 0 if not args.name else 1
+    table(["QUOTA NAME", "NAMESPACE", "GPU (USED/QUOTA)", "BORROWED", "BORROW LIMIT", "CPU", "MEMORY", "PENDING",
+           "STATUS"],
+          [[q["name"], q["namespace"], _quota_gpu(q), q["gpu"]["borrowed"],
+            "none" if q["gpu"]["borrowing_limit"] is None else q["gpu"]["borrowing_limit"],
+            f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}",
+            f"{bytes_quantity(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}", q["pending_workloads"], q["status"]]
+           for q in rows])
+    return 0
+
+
+@_guard
+def get_namespaces(args: argparse.Namespace) -> int:
+    from gpuctl.cluster import path
+    from gpuctl.constants import Labels
+
+    cluster = _cluster(args)
+    items = cluster.list(path("Namespace"), label_selector=f"{Labels.NAMESPACE}=true")
+    from gpuctl.service.jobs import age_seconds
+
+    rows = [{"name": n["metadata"]["name"], "status": (n.get("status") or {}).get("phase", ""),
+             "quota": (n["metadata"].get("labels") or {}).get(Labels.QUOTA, ""), "age": age_seconds(n)} for n in items]
+    if args.output in ("json", "yaml"):
+        print_data(rows, args.output)
+        return 0
+    table(["NAME", "STATUS", "QUOTA", "AGE"], [[r["name"], r["status"], r["quota"], age(r["age"])] for r in rows])
+    return 0
+
+
+# ----------------------------------------------------------------------------- describe
+def _kv(pairs: list[tuple[str, object]], indent: int = 0) -> None:
+    width = max((len(k) for k, _ in pairs), default=0) + 2
+    for k, v in pairs:
+        print(" " * indent + f"{k + ':':<{width}}{'' if v is None else v}")
+
+
+@_guard
+def describe_job(args: argparse.Namespace) -> int:
+    from gpuctl.service.inventory import Inventory
+    from gpuctl.service.jobs import explain, find_job
+    from gpuctl.service.status import workload_gpus
+
+    cluster = _cluster(args)
+    ns = _ns(args) if args.namespace else None
+    inv = Inventory(cluster, ns)
+    job = find_job(cluster, args.name, ns, inventory=inv)
+    why = explain(cluster, job, Inventory(cluster, None))
+    labels = job.labels
+    c = job.obj["spec"]["template"]["spec"]["containers"][0]
+    res = (c.get("resources") or {}).get("requests") or {}
+    wl = job.workload
+    data = {
+        "name": job.name, "namespace": job.namespace, "kind": job.kind, "resource_type": job.resource,
+        "status": job.status, "why": why, "position": job.position, "pool": labels.get("runwhere.ai/pool"),
+        "priority": labels.get("runwhere.ai/priority"), "queue": labels.get("kueue.x-k8s.io/queue-name"),
+        "image": c.get("image"), "resources": res, "gpus": workload_gpus(wl) if wl else None,
+        "workload": wl["metadata"]["name"] if wl else None,
+        "conditions": [{k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
+                       for cond in ((wl or {}).get("status") or {}).get("conditions") or []],
+        "pods": [{"name": p["metadata"]["name"], "node": p["spec"].get("nodeName"),
+                  "phase": (p.get("status") or {}).get("phase")} for p in job.pods],
+        "env": c.get("env") or [],
+        "service": None,
+    }
+    if job.service:
+        port = job.service["spec"]["ports"][0]
+        data["service"] = {"name": job.service["metadata"]["name"], "type": job.service["spec"].get("type"),
+                           "port": port.get("port"), "targetPort": port.get("targetPort"),
+                           "nodePort": port.get("nodePort")}
+    if args.output in ("json", "yaml"):
+        print_data(data, args.output)
+        return 0
+    _kv([("Name", job.name), ("Namespace", job.namespace), ("Kind", job.kind),
+         ("Resource", f"{job.resource}/{job.name}"), ("Status", job.status),
+         ("Pool", data["pool"]), ("Priority", data["priority"]), ("Queue", data["queue"]),
+         ("Position", job.position or "-"), ("Image", data["image"]),
+         ("Requests", ", ".join(f"{k}={v}" for k, v in res.items()))])
+    if why:
+        _kv([("Why not running", why)])
+    if data["service"]:
+        s = data["service"]
+        _kv([("Service", f"{s['name']} {s['type']} {s['port']}->{s['targetPort']} nodePort {s['nodePort']}")])
+    if data["env"]:
+        print("Env:")
+        for e in data["env"]:
+            print(f"  {e.get('name')}={e.get('value', '')}")
+    print(f"Kueue Workload: {data['workload'] or '<none yet>'}")
+    if data["conditions"]:
+        table(["  TYPE", "STATUS", "REASON", "MESSAGE"],
+              [[f"  {x['type']}", x["status"], x["reason"] or "", (x["message"] or "")[:120]] for x in data["conditions"]])
+    print("Pods:" if job.pods else "Pods: <none>")
+    for p in data["pods"]:
+        print(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}")
+    return 0
+
+
+@_guard
+def describe_pool(args: argparse.Namespace) -> int:
+    from gpuctl.service.pools import describe_pool as svc
+
+    d = svc(_cluster(args), args.name)
+    if args.output in ("json", "yaml"):
+        print_data(d, args.output)
+        return 0
+    _kv([("Name", d["name"]), ("Description", d["description"] or "-"), ("Status", d["status"]),
+         ("GPU Total", d["gpu_total"]), ("GPU Used", d["gpu_used"]), ("GPU Reserved", d["gpu_reserved"]),
+         ("GPU Free", d["gpu_free"]), ("GPU Queued", d["gpu_queued"]),
+         ("GPU Types", ", ".join(d["gpu_types"]) or "-"), ("Node Count", len(d["nodes"]))])
+    print("Nodes:")
+    table(["  NAME", "READY", "GPUS", "GPU TYPE"],
+          [[f"  {n['name']}", n["ready"], n["gpus"], n["gpu_type"] or "-"] for n in d["nodes"]])
+    if d["teams"]:
+        print("Teams:")
+        table(["  TEAM", "GPUS IN USE", "GUARANTEED"], [[f"  {t['team']}", t["gpus_in_use"], t["guaranteed"]]
+                                                       for t in d["teams"]])
+    for title, key in (("Running jobs", "running"), ("Queued jobs", "queued")):
+        print(f"{title}:" if d[key] else f"{title}: <none>")
+        if d[key]:
+            table(["  NAME", "NAMESPACE", "KIND", "STATUS", "GPUS", "POSITION"],
+                  [[f"  {j['name']}", j["namespace"], j["kind"], j["status"], j["gpus"], j["position"] or "-"]
+                   for j in d[key]])
+    return 0
+
+
+@_guard
+def describe_node(args: argparse.Namespace) -> int:
+    from gpuctl.service.nodes import describe_node as svc
+
+    d = svc(_cluster(args), args.name)
+    if args.output in ("json", "yaml"):
+        print_data(d, args.output)
+        return 0
+    _kv([("Name", d["name"]), ("Status", d["status"]), ("Pool", d["pool"] or "-"), ("IP", d["ip"]),
+         ("GPU Type", d["gpu_type"] or "-"), ("GPU Total", d["gpu_total"]), ("GPU Used", d["gpu_used"]),
+         ("GPU Free", d["gpu_free"]),
+         ("Capacity", ", ".join(f"{k}={v}" for k, v in sorted(d["capacity"].items())))])
+    print("Labels:")
+    for k, v in sorted(d["labels"].items()):
+        print(f"  {k}={v}")
+    print("Conditions:")
+    for cond in d["conditions"]:
+        print(f"  {cond['type']}={cond['status']} {cond['reason']}")
+    print("Jobs:" if d["jobs"] else "Jobs: <none>")
+    for j in d["jobs"]:
+        print(f"  {j['namespace']}/{j['pod']}  {j['kind']}  {j['job']}")
+    return 0
+
+
+@_guard
+def describe_quota(args: argparse.Namespace) -> int:
+    from gpuctl.service.quotas import quota_rows
+
+    rows = [q for q in quota_rows(_cluster(args)) if args.name in (q["namespace"], q["name"])]
+    if not rows:
+        raise CommandError(f"quota {args.name} not found (give a team namespace or a quota name)")
+    if args.output in ("json", "yaml"):
+        print_data(rows if len(rows) > 1 else rows[0], args.output)
+        return 0
+    for q in rows:
+        _kv([("Quota", q["name"]), ("Namespace", q["namespace"]), ("Status", q["status"]),
+             ("GPU", f"{_quota_gpu(q)} (borrowed {q['gpu']['borrowed']}, borrow limit "
+                     f"{'none' if q['gpu']['borrowing_limit'] is None else q['gpu']['borrowing_limit']})"),
+             ("CPU", f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}"),
+             ("Memory", f"{bytes_quantity(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}"),
+             ("Guaranteed", ", ".join(f"{p}={g}" for p, g in q["guarantees"].items()) or "-"),
+             ("Workloads", f"{q['admitted_workloads']} admitted, {q['pending_workloads']} pending")])
+    return 0
+
+
+@_guard
+def describe_namespace(args: argparse.Namespace) -> int:
+    args.name = args.name
+    return describe_quota(args)
+
+
+# ----------------------------------------------------------------------------- logs
+@_guard
+def logs(args: argparse.Namespace) -> int:
+    from gpuctl.service.jobs import job_pods_for_logs, read_logs
+
+    cluster = _cluster(args)
+    ns = _ns(args) if args.namespace else None
+    _, pods = job_pods_for_logs(cluster, args.job, ns)
+    targets = pods if args.all_pods else pods[:1]
+    if args.follow:
+        pod = targets[0]
+        resp = read_logs(cluster, pod, tail=args.tail, timestamps=args.timestamps, follow=True, stream=True)
+        try:
+            for chunk in resp.stream(4096, decode_content=True):
+                sys.stdout.write(chunk.decode(errors="replace"))
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            resp.release_conn()
+        return 0
+    out = {}
+    for pod in targets:
+        out[pod["metadata"]["name"]] = read_logs(cluster, pod, tail=args.tail, timestamps=args.timestamps)
+    if args.output == "json":
+        name, text = next(iter(out.items()))
+        print_data({"pod_name": name, "namespace": targets[0]["metadata"]["namespace"],
+                    "logs": text.splitlines()} if not args.all_pods else
+                   [{"pod_name": n, "logs": t.splitlines()} for n, t in out.items()], "json")
+        return 0
+    for name, text in out.items():
+        for line in text.splitlines():
+            print(f"[{name}] {line}" if args.all_pods else line)
+    return 0
+
+
+# ----------------------------------------------------------------------------- label
+@_guard
+def label(args: argparse.Namespace) -> int:
+    from gpuctl.service.nodes import label_nodes, parse_label_args
+
+    nodes, changes = parse_label_args(args.args, args.delete)
+    lines = label_nodes(_cluster(args), nodes, changes, overwrite=args.overwrite, dry_run=args.dry_run == "server")
+    if args.output in ("json", "yaml"):
+        print_data([{"node": n, "labels": changes, "success": True} for n in nodes], args.output)
+    else:
+        for line in lines:
+            print(line)
+    return 0

@@ -55,3 +55,33 @@ def cohort_spec_equal(a: dict | None, b: dict) -> bool:
     if a is None:
         return False
     return (a.get("spec") or {}).get("resourceGroups") == (b.get("spec") or {}).get("resourceGroups")
+
+
+def team_from_cluster_queue(cq: dict) -> TeamQuota:
+    """Read a gpuctl team ClusterQueue back into the TeamQuota it was made from."""
+    from gpuctl.constants import QUOTA_CPU, QUOTA_GPU, QUOTA_MEMORY, UNLIMITED
+
+    (base,) = guarantees_from_cluster_queues([cq]) or [TeamQuota(namespace=cq["metadata"]["name"], quota_name="")]
+    budget: dict[str, dict] = {}
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for fl in group.get("flavors") or []:
+            if fl["name"] == BUDGET_FLAVOR:
+                budget = {r["name"]: r for r in fl.get("resources") or []}
+
+    def nominal(res: str) -> str | None:
+        v = str((budget.get(res) or {}).get("nominalQuota", UNLIMITED[res]))
+        return None if v == UNLIMITED[res] else v
+
+    gpu = nominal(QUOTA_GPU)
+    borrow = (budget.get(QUOTA_GPU) or {}).get("borrowingLimit")
+    meta = cq["metadata"]
+    return TeamQuota(
+        namespace=meta["name"],
+        quota_name=(meta.get("labels") or {}).get(Labels.QUOTA, ""),
+        gpu=None if gpu is None else int(float(gpu)),
+        cpu=nominal(QUOTA_CPU),
+        memory=nominal(QUOTA_MEMORY),
+        borrowing_limit=None if borrow is None else int(float(str(borrow))),
+        pools={k: v for k, v in base.pools.items() if v.gpu or v.cpu not in ("0", "") or v.memory not in ("0", "")},
+        description=(meta.get("annotations") or {}).get(Labels.DESCRIPTION),
+    )

@@ -112,6 +112,7 @@ start kube-apiserver "$K8SBIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$
   --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
   --client-ca-file="$PKI/ca.crt" \
   --kubelet-client-certificate="$PKI/kubelet-client.crt" --kubelet-client-key="$PKI/kubelet-client.key" \
+  --kubelet-preferred-address-types=InternalIP,Hostname \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
   --service-cluster-ip-range=10.0.0.0/24 --service-node-port-range=30000-32767 \

@@ -1,0 +1,166 @@
+"""`gpuctl serve`: one process, one port, each part behind a flag.
+
+    gpuctl serve [--kubeconfig K] [--context C] [--address 0.0.0.0] [--metrics-port 9090]
+                 [--metrics/--no-metrics] [--reconcile/--no-reconcile] [--api/--no-api]
+
+Why one process: the reconciler, the metrics and the REST API all read the same objects, and a
+watch cache of 20,000 pods is the service's biggest cost; keeping one per process keeps the API
+server's load and the memory down. Every part reads `ServerContext.cache`.
+
+Endpoints: /metrics (with --metrics), /healthz (alive), /readyz (every informer has listed once).
+
+Extending (the REST API): `create_app(ctx, mounts=[...])` calls each mount(app, ctx) after the built-in
+routes; `--api` imports gpuctl.server.api and calls its `mount(app: FastAPI, ctx: ServerContext)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from gpuctl.server.cache import Cache, default_cache
+from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
+from gpuctl.server.reconciler import Reconciler
+
+log = logging.getLogger("gpuctl.server")
+
+API_MODULE = "gpuctl.server.api"
+
+
+@dataclass
+class ServerContext:
+    """What the parts of the service share; handed to every mounted app."""
+
+    cluster: Any
+    cache: Cache
+    options: argparse.Namespace
+    registry: CollectorRegistry | None = None
+    collector: GpuctlCollector | None = None
+    tracker: WorkloadTracker | None = None
+    reconciler: Reconciler | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+Mount = Callable[[FastAPI, ServerContext], None]
+
+
+def create_app(ctx: ServerContext, mounts: Sequence[Mount] = ()) -> FastAPI:
+    app = FastAPI(title="gpuctl", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.gpuctl = ctx
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict:
+        return {"ok": True}
+
+    @app.get("/readyz", include_in_schema=False)
+    def readyz() -> Response:
+        pending = [k for k, i in ctx.cache.informers.items() if not i.synced.is_set()]
+        if pending:
+            return Response(f"waiting for the first list of {', '.join(pending)}\n", status_code=503)
+        return Response("ok\n")
+
+    if ctx.registry is not None:
+        registry = ctx.registry
+
+        # A plain def: FastAPI runs it in its thread pool, so a scrape never blocks the event loop.
+        @app.get("/metrics", include_in_schema=False)
+        def metrics() -> Response:
+            return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    for mount in mounts:
+        mount(app, ctx)
+    return app
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gpuctl serve",
+        description="Run gpuctl's service: pool capacity reconciler, Prometheus /metrics, REST API.",
+    )
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--address", default="0.0.0.0", help="listen address (default 0.0.0.0)")
+    p.add_argument("--metrics-port", "--port", type=int, default=9090, help="listen port (default 9090)")
+    p.add_argument(
+        "--metrics", action=argparse.BooleanOptionalAction, default=True, help="serve /metrics (default on)"
+    )
+    p.add_argument(
+        "--reconcile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep the Cohort's capacity equal to the pools' nodes (default on)",
+    )
+    p.add_argument(
+        "--api",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help=f"mount the REST API ({API_MODULE})",
+    )
+    p.add_argument("--debounce", type=float, default=0.5, help="seconds of quiet before a reconcile (0.5)")
+    p.add_argument("--resync", type=float, default=60.0, help="seconds between periodic reconciles (60)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
+    """Cache, reconciler and registry for these flags; nothing started yet."""
+    cache = default_cache(cluster, metrics=args.metrics or args.api)
+    ctx = ServerContext(cluster=cluster, cache=cache, options=args)
+    if args.reconcile:
+        ctx.reconciler = Reconciler(cluster, cache, debounce=args.debounce, resync=args.resync)
+    if args.metrics:
+        ctx.registry, ctx.collector, ctx.tracker = build_registry(cache, ctx.reconciler)
+    return ctx
+
+
+def _mounts(args: argparse.Namespace) -> list[Mount]:
+    if not args.api:
+        return []
+    try:
+        api = importlib.import_module(API_MODULE)
+    except ModuleNotFoundError as e:
+        if e.name != API_MODULE:
+            raise
+        raise SystemExit(f"error: --api: {API_MODULE} is not part of this build") from None
+    return [api.mount]
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    import uvicorn
+
+    from gpuctl.cluster import Cluster
+
+    try:
+        cluster = Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
+    except (ConnectionError, FileNotFoundError) as e:
+        print(f"error: {e}")
+        return 1
+    ctx = build_context(args, cluster)
+    app = create_app(ctx, _mounts(args))
+    ctx.cache.start()
+    if ctx.reconciler is not None:
+        ctx.reconciler.start(ctx.stop)
+    parts = [
+        n for n, on in (("metrics", args.metrics), ("reconcile", args.reconcile), ("api", args.api)) if on
+    ]
+    log.info("serving %s on %s:%d", ", ".join(parts) or "health only", args.address, args.metrics_port)
+    try:
+        uvicorn.run(
+            app, host=args.address, port=args.metrics_port, log_level=args.log_level, access_log=False
+        )
+    finally:
+        ctx.stop.set()
+        ctx.cache.stop()
+    return 0

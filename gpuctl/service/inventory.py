@@ -1,0 +1,116 @@
+"""Reading what the cluster holds, with as few list calls as a command needs.
+
+Each `Inventory` field is fetched lazily once per command; `get jobs -A` costs one list per kind
+(pods, Jobs, Deployments, StatefulSets, Workloads) whatever the number of namespaces.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from gpuctl.cluster import Cluster, path
+from gpuctl.constants import BUDGET_FLAVOR, MANAGED_BY_VALUE, Labels
+from gpuctl.service.convert import is_gpuctl_object
+
+JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl workload and pod, including the earlier gpuctl's
+MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
+CONTROLLER_KINDS = ("Job", "Deployment", "StatefulSet")
+
+
+class Inventory:
+    def __init__(self, cluster: Cluster, namespace: str | None = None):
+        """namespace None = every namespace."""
+        self.cluster = cluster
+        self.namespace = namespace
+
+    # -------------------------------------------------------------- cluster-scoped
+    @cached_property
+    def nodes(self) -> list[dict]:
+        return self.cluster.list(path("Node"))
+
+    @cached_property
+    def flavors(self) -> list[dict]:
+        return self.cluster.list(path("ResourceFlavor"))
+
+    @cached_property
+    def pools(self) -> list[str]:
+        return sorted(
+            f["metadata"]["name"] for f in self.flavors if is_gpuctl_object(f) and f["metadata"]["name"] != BUDGET_FLAVOR
+        )
+
+    @cached_property
+    def cluster_queues(self) -> list[dict]:
+        return self.cluster.list(path("ClusterQueue"), label_selector=MANAGED_SELECTOR)
+
+    @cached_property
+    def team_queues(self) -> dict[str, dict]:
+        """Team namespace -> its ClusterQueue."""
+        return {cq["metadata"]["name"]: cq for cq in self.cluster_queues}
+
+    @cached_property
+    def cohort(self) -> dict | None:
+        from gpuctl.constants import COHORT_NAME
+
+        return self.cluster.get_or_none(path("Cohort", COHORT_NAME))
+
+    # -------------------------------------------------------------- namespaced
+    def _list(self, kind: str, selector: str | None = None) -> list[dict]:
+        return self.cluster.list(path(kind, namespace=self.namespace), label_selector=selector)
+
+    @cached_property
+    def pods(self) -> list[dict]:
+        return self._list("Pod", JOB_SELECTOR)
+
+    @cached_property
+    def controllers(self) -> list[tuple[str, dict]]:
+        out = []
+        for kind in CONTROLLER_KINDS:
+            out += [(kind, o) for o in self._list(kind, JOB_SELECTOR)]
+        return out
+
+    @cached_property
+    def workloads(self) -> list[dict]:
+        return self._list("Workload")
+
+    @cached_property
+    def workloads_all(self) -> list[dict]:
+        """Every Workload of the cluster (queue positions are per ClusterQueue, across namespaces)."""
+        if self.namespace is None:
+            return self.workloads
+        return self.cluster.list(path("Workload"))
+
+    # -------------------------------------------------------------- joins
+    @cached_property
+    def workloads_by_owner_uid(self) -> dict[str, list[dict]]:
+        """Owner UID -> Workloads (a Deployment's pods each have one, owned by the pod)."""
+        out: dict[str, list[dict]] = {}
+        for wl in self.workloads:
+            for ref in wl["metadata"].get("ownerReferences") or []:
+                out.setdefault(ref["uid"], []).append(wl)
+        return out
+
+    def pods_of(self, kind: str, obj: dict) -> list[dict]:
+        ns = obj["metadata"]["namespace"]
+        name = obj["metadata"]["name"]
+        key, value = (Labels.JOB_NAME, name) if kind == "Job" else (Labels.APP, name)
+        return [
+            p
+            for p in self.pods
+            if p["metadata"]["namespace"] == ns and (p["metadata"].get("labels") or {}).get(key) == value
+        ]
+
+    def workload_of(self, kind: str, obj: dict, pods: list[dict] | None = None) -> dict | None:
+        """The Kueue Workload of a job. Deployments have one per pod; the least advanced one counts."""
+        uid = obj["metadata"]["uid"]
+        direct = self.workloads_by_owner_uid.get(uid)
+        if direct:
+            return direct[0]
+        if kind == "Deployment":
+            wls = [w for p in (pods if pods is not None else self.pods_of(kind, obj))
+                   for w in self.workloads_by_owner_uid.get(p["metadata"]["uid"], [])]
+            if wls:
+                from gpuctl.service.status import is_true
+
+                pending = [w for w in wls if not is_true(w, "Admitted")]
+                return pending[0] if pending else wls[0]
+        return None

@@ -1,0 +1,404 @@
+"""Jobs: listing, finding by job.name, explaining, deleting, logs. Shared by the CLI and the API."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.constants import (
+    GPU_RESOURCE,
+    KIND_TO_RESOURCE,
+    MANAGED_BY_VALUE,
+    PRIORITY_VALUE,
+    QUOTA_GPU,
+    BUDGET_FLAVOR,
+    SERVICE_PREFIX,
+    Kind,
+    Labels,
+    Priority,
+)
+from gpuctl.service.errors import NotFound, ServiceError
+from gpuctl.service.inventory import Inventory
+from gpuctl.service.status import (
+    State,
+    condition,
+    is_true,
+    job_status,
+    pod_ready,
+    pod_state,
+    unschedulable_message,
+    workload_gpus,
+    workload_state,
+)
+
+
+def _ts(s: str | None) -> datetime | None:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")) if s else None
+
+
+def age_seconds(obj: dict, now: datetime | None = None) -> float | None:
+    t = _ts((obj.get("metadata") or {}).get("creationTimestamp"))
+    return ((now or datetime.now(UTC)) - t).total_seconds() if t else None
+
+
+@dataclass
+class JobRow:
+    """One row of `get jobs`: a pod, or a job that has no pod yet (queued). Earlier gpuctl's JSON keys."""
+
+    job_id: str
+    name: str
+    namespace: str
+    kind: str
+    status: str
+    ready: str
+    node: str
+    ip: str
+    age: float | None
+    pool: str = ""
+    priority: str = ""
+    queue: str = ""
+    position: int | None = None
+    gpus: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Job:
+    """A gpuctl job: its controller, Kueue Workload, pods, Service."""
+
+    kind: str  # training | inference | notebook | compute
+    resource: str  # Job | Deployment | StatefulSet
+    obj: dict
+    workload: dict | None
+    pods: list[dict]
+    status: str
+    reason: str = ""
+    position: int | None = None
+    service: dict | None = None
+    events: list[dict] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.obj["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str:
+        return self.obj["metadata"]["namespace"]
+
+    @property
+    def labels(self) -> dict:
+        return self.obj["metadata"].get("labels") or {}
+
+
+# ----------------------------------------------------------------------------- queue positions
+def _priority(wl: dict) -> int:
+    return int((wl.get("spec") or {}).get("priority") or 0)
+
+
+def queue_positions(workloads: list[dict]) -> dict[str, int]:
+    """Workload UID -> 1-based position among its ClusterQueue's pending Workloads.
+
+    Kueue's BestEffortFIFO order: higher priority first, then older (eviction time when requeued).
+    The queue is the LocalQueue's ClusterQueue, which for gpuctl is the team namespace.
+    """
+    queues: dict[str, list[tuple[int, str, str]]] = {}
+    for wl in workloads:
+        if workload_state(wl) not in (State.QUEUED, State.PREEMPTED):
+            continue
+        ns = wl["metadata"]["namespace"]
+        evicted = condition(wl, "Evicted")
+        ts = evicted.get("lastTransitionTime") if evicted.get("status") == "True" else None
+        ts = ts or wl["metadata"].get("creationTimestamp", "")
+        queues.setdefault(ns, []).append((-_priority(wl), ts, wl["metadata"]["uid"]))
+    out = {}
+    for entries in queues.values():
+        for i, (_, _, uid) in enumerate(sorted(entries), start=1):
+            out[uid] = i
+    return out
+
+
+# ----------------------------------------------------------------------------- building Jobs
+def _kind_of(obj: dict) -> str:
+    return (obj["metadata"].get("labels") or {}).get(Labels.JOB_TYPE, "")
+
+
+def collect_jobs(inv: Inventory) -> list[Job]:
+    positions = queue_positions(inv.workloads)
+    jobs = []
+    for resource, obj in inv.controllers:
+        pods = inv.pods_of(resource, obj)
+        wl = inv.workload_of(resource, obj, pods)
+        st = job_status(resource, obj, wl, pods)
+        pos = positions.get(wl["metadata"]["uid"]) if wl else None
+        jobs.append(Job(_kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos))
+    return jobs
+
+
+def list_job_rows(
+    cluster: Cluster,
+    namespace: str | None,
+    *,
+    pool: str | None = None,
+    kind: str | None = None,
+    selector: str | None = None,
+    inventory: Inventory | None = None,
+) -> list[JobRow]:
+    """Rows of `get jobs`: every pod of every gpuctl job, plus one row per job without pods."""
+    inv = inventory or Inventory(cluster, namespace)
+    wanted = _selector_filter(selector)
+    rows: list[JobRow] = []
+    for job in collect_jobs(inv):
+        labels = job.labels
+        if kind and job.kind != kind:
+            continue
+        if pool and labels.get(Labels.POOL) != pool:
+            continue
+        if not wanted(labels):
+            continue
+        common = {
+            "name": job.name,
+            "namespace": job.namespace,
+            "kind": job.kind,
+            "pool": labels.get(Labels.POOL, ""),
+            "priority": labels.get(Labels.PRIORITY, ""),
+            "queue": labels.get(Labels.KUEUE_QUEUE, ""),
+        }
+        live = [p for p in job.pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        shown = job.pods if job.resource == "Job" else (live or job.pods)
+        if not shown:
+            rows.append(
+                JobRow(
+                    job_id=job.name, status=job.status, ready="0/0", node="<none>", ip="<none>",
+                    age=age_seconds(job.obj), position=job.position,
+                    gpus=workload_gpus(job.workload) if job.workload else 0, **common,
+                )
+            )
+            continue
+        for pod in sorted(shown, key=lambda p: p["metadata"]["name"]):
+            r, t = pod_ready(pod)
+            st = pod_state(pod)
+            if job.resource == "Job" and job.status in (State.QUEUED, State.PREEMPTED) and st in ("Pending", "Queued"):
+                st = job.status
+            wl_pos = None
+            if st == State.QUEUED:
+                pod_wls = inv.workloads_by_owner_uid.get(pod["metadata"]["uid"], [])
+                positions = queue_positions(inv.workloads)
+                wl_pos = next((positions.get(w["metadata"]["uid"]) for w in pod_wls), None) or job.position
+            rows.append(
+                JobRow(
+                    job_id=pod["metadata"]["name"], status=st, ready=f"{r}/{t}",
+                    node=(pod.get("spec") or {}).get("nodeName") or "<none>",
+                    ip=(pod.get("status") or {}).get("podIP") or "<none>",
+                    age=age_seconds(pod), position=wl_pos, gpus=_pod_gpus(pod), **common,
+                )
+            )
+    rows.sort(key=lambda r: (r.namespace, r.name, r.job_id))
+    return rows
+
+
+def _pod_gpus(pod: dict) -> int:
+    n = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        v = ((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE)
+        n += int(float(v)) if v else 0
+    return n
+
+
+_SEL = re.compile(r"^\s*([^=!\s]+)\s*(==|=|!=)?\s*([^\s]*)\s*$")
+
+
+def _selector_filter(selector: str | None):
+    """A label-selector matcher for equality selectors (k=v, k!=v, k) joined by commas."""
+    if not selector:
+        return lambda labels: True
+    terms = []
+    for part in selector.split(","):
+        m = _SEL.match(part)
+        if not m:
+            raise ServiceError(f"invalid label selector {selector!r}: use key=value[,key!=value]")
+        terms.append(m.groups())
+
+    def match(labels: dict) -> bool:
+        for key, op, value in terms:
+            if op is None and key not in labels:
+                return False
+            if op in ("=", "==") and labels.get(key) != value:
+                return False
+            if op == "!=" and labels.get(key) == value:
+                return False
+        return True
+
+    return match
+
+
+# ----------------------------------------------------------------------------- finding one job
+def find_job(cluster: Cluster, name: str, namespace: str | None, *, inventory: Inventory | None = None) -> Job:
+    """The gpuctl job whose job.name is `name`: in `namespace` if given, else in every namespace.
+
+    Never matched by prefix; several matches across namespaces is an error naming them.
+    """
+    inv = inventory or Inventory(cluster, namespace)
+    matches = [j for j in collect_jobs(inv) if j.name == name]
+    if not matches:
+        where = f" in namespace {namespace}" if namespace else ""
+        raise NotFound(f"job {name} not found{where}")
+    if len(matches) > 1:
+        where = ", ".join(sorted(f"{j.namespace} ({j.kind})" for j in matches))
+        raise ServiceError(f"job {name} exists in several places: {where}; pass -n NAMESPACE")
+    job = matches[0]
+    if job.kind in (Kind.INFERENCE, Kind.COMPUTE, Kind.NOTEBOOK):
+        job.service = cluster.get_or_none(path("Service", SERVICE_PREFIX + job.name, job.namespace))
+    return job
+
+
+# ----------------------------------------------------------------------------- why not running
+def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
+    """One line answering "why is it not running?" (empty when it runs or ran)."""
+    inv = inv or Inventory(cluster, job.namespace)
+    pool = job.labels.get(Labels.POOL, "")
+    if job.status in (State.RUNNING, State.SUCCEEDED):
+        return ""
+    if pool and pool not in inv.pools:
+        return f"pool {pool} does not exist: create it (kind: pool) or change resources.pool"
+    if job.workload is None:
+        if job.namespace not in inv.team_queues:
+            return f"namespace {job.namespace} has no quota: create one (kind: quota) so Kueue queues its work"
+        return "waiting for Kueue to create its Workload"
+    if job.status == State.PREEMPTED:
+        msg = condition(job.workload, "Preempted").get("message") or condition(job.workload, "Evicted").get("message")
+        return f"preempted by higher-priority work, back in the queue{': ' + msg if msg else ''}"
+    if job.status == State.QUEUED:
+        msg = condition(job.workload, "QuotaReserved").get("message", "")
+        pos = f", {_ordinal(job.position)} in queue" if job.position else ""
+        short = {f: r for r, f in re.findall(r"insufficient (?:unused )?quota for (\S+) in flavor ([^,\s]+)", msg)}
+        if pool in short:
+            resource = short[pool]
+            need = workload_gpus(job.workload) if resource == GPU_RESOURCE else None
+            what = f"{need} {resource}" if need is not None else resource
+            return f"waiting for {what} in pool {pool}: {pool_free_gpus(inv, pool)} free{pos}"
+        if BUDGET_FLAVOR in short:
+            used, total = team_gpu_usage(inv.team_queues.get(job.namespace))
+            return f"{job.namespace} quota exhausted: {used}/{total} GPUs in use{pos}"
+        if "doesn't exist" in msg or "is inactive" in msg or "Inadmissible" in condition(job.workload, "QuotaReserved").get("reason", ""):
+            return msg
+        return (msg or "waiting in the queue") + pos
+    for pod in job.pods:
+        un = unschedulable_message(pod)
+        if un:
+            return f"pod {pod['metadata']['name']} cannot be scheduled: {un}"
+        st = pod_state(pod)
+        if st not in ("Running", "Succeeded", "Pending", "Queued"):
+            return f"pod {pod['metadata']['name']}: {st}"
+    if job.status == State.ADMITTED:
+        return "admitted by Kueue; pods are starting"
+    return job.reason
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def team_gpu_usage(cq: dict | None) -> tuple[int, str]:
+    """(GPUs in use, budget) of a team ClusterQueue from Kueue's status and spec."""
+    if not cq:
+        return 0, "?"
+    used = 0
+    for fu in (cq.get("status") or {}).get("flavorsReservation") or []:
+        if fu.get("name") == BUDGET_FLAVOR:
+            for r in fu.get("resources") or []:
+                if r.get("name") == QUOTA_GPU:
+                    used = int(float(str(r.get("total", "0"))))
+    total = "unlimited"
+    for g in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for fl in g.get("flavors") or []:
+            if fl.get("name") == BUDGET_FLAVOR:
+                for r in fl.get("resources") or []:
+                    if r.get("name") == QUOTA_GPU:
+                        total = str(r.get("nominalQuota"))
+    from gpuctl.constants import UNLIMITED
+
+    if total == UNLIMITED[QUOTA_GPU]:
+        total = "unlimited"
+    return used, total
+
+
+def pool_free_gpus(inv: Inventory, pool: str) -> int:
+    """Pool capacity (Cohort + team guarantees) minus GPUs Kueue has reserved in it."""
+    from gpuctl.service.pools import pool_usage
+
+    u = pool_usage(inv).get(pool)
+    return max(u.capacity - u.reserved, 0) if u else 0
+
+
+# ----------------------------------------------------------------------------- delete
+def delete_job(cluster: Cluster, name: str, namespace: str | None, *, force: bool = False, dry_run: bool = False) -> list[str]:
+    """Delete a gpuctl job and its Service. Only objects carrying gpuctl's labels are touched."""
+    job = find_job(cluster, name, namespace)
+    done = []
+    grace = 0 if force else None
+    if cluster.delete(path(job.resource, job.name, job.namespace), propagation="Background",
+                      grace_seconds=grace, dry_run=dry_run, precondition_uid=job.obj["metadata"]["uid"]):
+        done.append(f"{job.resource.lower()}.{_group(job.resource)}/{job.name} deleted")
+    svc = job.service
+    if svc and (svc["metadata"].get("labels") or {}).get(Labels.JOB_TYPE):
+        if cluster.delete(path("Service", svc["metadata"]["name"], job.namespace), dry_run=dry_run):
+            done.append(f"service/{svc['metadata']['name']} deleted")
+    if force and not dry_run:
+        for pod in job.pods:
+            cluster.delete(path("Pod", pod["metadata"]["name"], job.namespace), grace_seconds=0)
+    return done
+
+
+def _group(resource: str) -> str:
+    return "batch" if resource == "Job" else "apps"
+
+
+# ----------------------------------------------------------------------------- logs
+def job_pods_for_logs(cluster: Cluster, name: str, namespace: str | None) -> tuple[Job, list[dict]]:
+    job = find_job(cluster, name, namespace)
+    pods = sorted(job.pods, key=lambda p: (pod_state(p) != "Running", p["metadata"]["name"]))
+    if not pods:
+        raise NotFound(f"job {name} has no pods yet (status {job.status}); nothing to show")
+    return job, pods
+
+
+def read_logs(cluster: Cluster, pod: dict, *, tail: int | None, timestamps: bool, follow: bool = False, stream: bool = False):
+    """A pod's log text (or, with stream=True, the raw response to iterate)."""
+    query = {
+        "container": (pod["spec"]["containers"][0]["name"]),
+        "tailLines": tail if tail is not None and tail >= 0 else None,
+        "timestamps": "true" if timestamps else None,
+        "follow": "true" if follow else None,
+    }
+    p = path("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"], "log")
+    try:
+        resp = cluster.request("GET", p, query=query, stream=stream, raw=True, timeout=None if follow else 60)
+    except ApiError as e:
+        raise ServiceError(f"logs of pod {pod['metadata']['name']}: {e.message or e}") from None
+    if stream:
+        return resp
+    return resp.data.decode(errors="replace")
+
+
+def priority_value(p: str) -> int:
+    return PRIORITY_VALUE.get(Priority(p), 0) if p in Priority._value2member_map_ else 0
+
+
+__all__ = [
+    "KIND_TO_RESOURCE",
+    "MANAGED_BY_VALUE",
+    "Job",
+    "JobRow",
+    "collect_jobs",
+    "delete_job",
+    "explain",
+    "find_job",
+    "list_job_rows",
+    "queue_positions",
+    "read_logs",
+]

@@ -1,0 +1,281 @@
+"""create / apply / delete of YAML documents, and delete by name: the write path of CLI and API.
+
+Order inside one submission: pools, then quotas, then jobs, so one file can hold all three. Every
+document is checked against the cluster before anything is written; a job whose second object fails
+is rolled back, so nothing is left half created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+
+from gpuctl.builders import build
+from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.constants import JOB_KINDS, KIND_TO_RESOURCE, SERVICE_PREFIX, Kind, Labels
+from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception
+from gpuctl.service.inventory import Inventory
+from gpuctl.service.pools import apply_pool, delete_pool
+from gpuctl.service.quotas import apply_quota, delete_quota
+from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
+
+SPEC_HASH = "runwhere.ai/spec-hash"
+
+
+@dataclass
+class Result:
+    """Outcome of one document or one name."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+    source: str | None = None
+    action: str = ""
+    lines: list[str] = field(default_factory=list)
+    error: str | None = None
+    objects: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        d = {"file": self.source, "kind": self.kind, "name": self.name, "namespace": self.namespace,
+             "status": "error" if self.error else self.action, "message": self.error or "; ".join(self.lines)}
+        if self.objects:
+            d["objects"] = [f"{o['kind']}/{o['metadata']['name']}" for o in self.objects]
+        return d
+
+
+def _spec_hash(obj: dict) -> str:
+    return hashlib.sha256(json.dumps(obj.get("spec"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- pre-checks
+def _precheck_jobs(cluster: Cluster, docs: list[Document], default_ns: str, action: str) -> dict[int, list[dict]]:
+    """Check every job against the cluster before writing anything; return its objects by doc index."""
+    inv = Inventory(cluster, None)
+    new_pools = {d.spec.pool.name for d in docs if isinstance(d.spec, PoolSpec)}
+    new_teams = {ns for d in docs if isinstance(d.spec, QuotaSpec) for ns in d.spec.entries()}
+    pools = set(inv.pools) | new_pools
+    teams = set(inv.team_queues) | new_teams
+    planned: dict[int, list[dict]] = {}
+    for i, doc in enumerate(docs):
+        spec = doc.spec
+        if Kind(spec.kind) not in JOB_KINDS:
+            continue
+        ns = spec_namespace(spec, default_ns)
+        where = f"{doc.source}: job {spec.job.name}"
+        if ns not in teams:
+            if cluster.get_or_none(path("Namespace", ns)) is None:
+                raise NotFound(f"{where}: namespace {ns} does not exist; create a quota for it (kind: quota)")
+            raise ServiceError(
+                f"{where}: namespace {ns} has no quota, so Kueue would not queue its work; "
+                "create a quota for it first (kind: quota)"
+            )
+        pool = spec.resources.pool
+        if pool not in pools:
+            raise NotFound(f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool")
+        objs = build(spec, ns)
+        if action == "create":
+            for resource in ("Job", "Deployment", "StatefulSet"):
+                other = cluster.get_or_none(path(resource, spec.job.name, ns))
+                if other is not None:
+                    kind = (other["metadata"].get("labels") or {}).get(Labels.JOB_TYPE, resource)
+                    raise Conflict(
+                        f"{where}: job {spec.job.name} already exists in namespace {ns} (kind: {kind}); "
+                        f"use `gpuctl apply -f {doc.source}` to update it, or delete it first"
+                    )
+        for o in objs:
+            if o["kind"] == "Service":
+                svc = cluster.get_or_none(path("Service", o["metadata"]["name"], ns))
+                if svc is not None and not (svc["metadata"].get("labels") or {}).get(Labels.JOB_TYPE):
+                    raise Conflict(f"{where}: Service {o['metadata']['name']} exists and is not gpuctl's")
+        planned[i] = objs
+    return planned
+
+
+# ----------------------------------------------------------------------------- submit
+def submit(
+    cluster: Cluster, docs: list[Document], default_ns: str, *, action: str, dry_run: str = "none", force: bool = False
+) -> list[Result]:
+    """create | apply | delete the documents. Stops at the first failure (later documents untouched)."""
+    server_dry = dry_run == "server"
+    if action == "delete":
+        return [_delete_doc(cluster, d, default_ns, server_dry) for d in _ordered(docs, reverse=True)]
+    results: list[Result] = []
+    try:
+        planned = _precheck_jobs(cluster, docs, default_ns, action)
+    except ServiceError as e:
+        return [Result(kind="job", name="", error=str(e))]
+    order = sorted(range(len(docs)), key=lambda i: _rank(docs[i]))
+    for i in order:
+        doc = docs[i]
+        spec = doc.spec
+        r = Result(kind=str(spec.kind), name=_name(spec), source=doc.source)
+        try:
+            if isinstance(spec, PoolSpec):
+                r.lines = apply_pool(cluster, spec, create=action == "create", dry_run=server_dry)
+            elif isinstance(spec, QuotaSpec):
+                r.lines = apply_quota(cluster, spec, create=action == "create", dry_run=server_dry)
+            else:
+                r.namespace = spec_namespace(spec, default_ns)
+                r.objects = planned[i]
+                r.lines = _write_job(cluster, planned[i], action=action, dry_run=server_dry, force=force)
+            r.action = "created" if action == "create" else "applied"
+        except (ServiceError, ApiError, OSError) as e:
+            r.error = f"{doc.source}: {r.kind} {r.name}: {describe_exception(e) if isinstance(e, ApiError) else e}"
+            results.append(r)
+            break
+        results.append(r)
+    return results
+
+
+def _rank(doc: Document) -> int:
+    return 0 if isinstance(doc.spec, PoolSpec) else 1 if isinstance(doc.spec, QuotaSpec) else 2
+
+
+def _ordered(docs: list[Document], reverse: bool = False) -> list[Document]:
+    return sorted(docs, key=_rank, reverse=reverse)
+
+
+def _name(spec) -> str:
+    if isinstance(spec, PoolSpec):
+        return spec.pool.name
+    if isinstance(spec, QuotaSpec):
+        return spec.quota.name
+    return spec.job.name
+
+
+def _label(obj: dict) -> str:
+    group = {"Job": "job.batch", "Deployment": "deployment.apps", "StatefulSet": "statefulset.apps"}
+    return f"{group.get(obj['kind'], obj['kind'].lower())}/{obj['metadata']['name']}"
+
+
+def _write_job(cluster: Cluster, objs: list[dict], *, action: str, dry_run: bool, force: bool) -> list[str]:
+    for o in objs:
+        o["metadata"].setdefault("annotations", {})[SPEC_HASH] = _spec_hash(o)
+    if action == "create":
+        done: list[dict] = []
+        try:
+            for o in objs:
+                cluster.create(o, dry_run=dry_run)
+                done.append(o)
+        except Exception:
+            if not dry_run:
+                for o in reversed(done):
+                    cluster.delete(path(o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]))
+            raise
+        return [f"{_label(o)} created" for o in objs]
+    lines = []
+    for o in objs:
+        meta = o["metadata"]
+        existing = cluster.get_or_none(path(o["kind"], meta["name"], meta["namespace"]))
+        if existing is None:
+            cluster.create(o, dry_run=dry_run)
+            lines.append(f"{_label(o)} created")
+            continue
+        if (existing["metadata"].get("annotations") or {}).get(SPEC_HASH) == meta["annotations"][SPEC_HASH]:
+            lines.append(f"{_label(o)} unchanged")
+            continue
+        if o["kind"] == "Job":
+            lines.append(_replace_job(cluster, existing, o, dry_run=dry_run, force=force))
+        else:
+            try:
+                cluster.apply(o, dry_run=dry_run)
+                lines.append(f"{_label(o)} configured")
+            except ApiError as e:
+                if o["kind"] == "StatefulSet" and e.status in (400, 403, 422):
+                    raise ServiceError(
+                        f"notebook {meta['name']}: Kueue keeps a queued StatefulSet's pod template fixed; "
+                        f"delete it (gpuctl delete job {meta['name']} -n {meta['namespace']}) and create it again "
+                        f"({e.message})"
+                    ) from None
+                raise
+    return lines
+
+
+def _replace_job(cluster: Cluster, existing: dict, desired: dict, *, dry_run: bool, force: bool) -> str:
+    """A Job's pod template is immutable: re-create it, but not while it runs unless forced."""
+    meta = desired["metadata"]
+    st = existing.get("status") or {}
+    running = not (existing.get("spec") or {}).get("suspend") and int(st.get("active") or 0) > 0
+    if running and not force:
+        raise ServiceError(
+            f"job {meta['name']} is running and its pod template changed; Kubernetes cannot change a running "
+            "Job in place: pass --force to re-create it (the run restarts) or wait until it finishes"
+        )
+    if dry_run:
+        return f"{_label(desired)} replaced (dry run)"
+    p = path("Job", meta["name"], meta["namespace"])
+    cluster.delete(p, propagation="Foreground", precondition_uid=existing["metadata"]["uid"])
+    deadline = time.monotonic() + 60
+    while cluster.get_or_none(p) is not None:
+        if time.monotonic() > deadline:
+            raise ServiceError(f"job {meta['name']}: the old Job was not gone after 60s; try again")
+        time.sleep(0.3)
+    cluster.create(desired)
+    return f"{_label(desired)} replaced"
+
+
+# ----------------------------------------------------------------------------- delete
+def _delete_doc(cluster: Cluster, doc: Document, default_ns: str, dry_run: bool) -> Result:
+    spec = doc.spec
+    r = Result(kind=str(spec.kind), name=_name(spec), source=doc.source, action="deleted")
+    try:
+        if isinstance(spec, PoolSpec):
+            r.lines = delete_pool(cluster, spec.pool.name, dry_run=dry_run)
+        elif isinstance(spec, QuotaSpec):
+            r.lines = delete_quota(cluster, spec.quota.name, dry_run=dry_run, namespaces=list(spec.entries()))
+        else:
+            from gpuctl.service.jobs import delete_job
+
+            r.namespace = spec_namespace(spec, default_ns)
+            r.lines = delete_job(cluster, spec.job.name, r.namespace, dry_run=dry_run)
+    except (ServiceError, ApiError) as e:
+        r.error = f"{doc.source}: {r.kind} {r.name}: {describe_exception(e) if isinstance(e, ApiError) else e}"
+    return r
+
+
+def delete_by_name(
+    cluster: Cluster, kind: str, names: list[str], *, namespace: str | None, force: bool = False,
+    delete_namespace: bool = False, dry_run: str = "none",
+) -> list[Result]:
+    server_dry = dry_run == "server"
+    results = []
+    for name in names:
+        r = Result(kind=kind, name=name, namespace=namespace, action="deleted")
+        try:
+            if kind == "job":
+                from gpuctl.service.jobs import delete_job
+
+                r.lines = delete_job(cluster, name, namespace, force=force, dry_run=server_dry)
+            elif kind == "pool":
+                r.lines = delete_pool(cluster, name, dry_run=server_dry)
+            elif kind == "quota":
+                r.lines = delete_quota(cluster, name, delete_namespace=delete_namespace, dry_run=server_dry)
+            elif kind == "namespace":
+                r.lines = _delete_namespace(cluster, name, dry_run=server_dry)
+            else:
+                raise ServiceError(f"cannot delete {kind}")
+        except (ServiceError, ApiError) as e:
+            r.error = describe_exception(e) if isinstance(e, ApiError) else str(e)
+        results.append(r)
+    return results
+
+
+def _delete_namespace(cluster: Cluster, name: str, *, dry_run: bool) -> list[str]:
+    from gpuctl.constants import MANAGED_BY_VALUE
+
+    ns = cluster.get_or_none(path("Namespace", name))
+    if ns is None:
+        raise NotFound(f"namespace {name} not found")
+    if (ns["metadata"].get("labels") or {}).get(Labels.MANAGED_BY) != MANAGED_BY_VALUE:
+        raise Conflict(f"namespace {name} was not created by gpuctl; gpuctl does not delete it")
+    cq = cluster.get_or_none(path("ClusterQueue", name))
+    if cq is not None:
+        q = (cq["metadata"].get("labels") or {}).get(Labels.QUOTA, "")
+        delete_quota(cluster, q, dry_run=dry_run, namespaces=[name])
+    cluster.delete(path("Namespace", name), dry_run=dry_run)
+    return [f"namespace/{name} deleted"]
+
+
+__all__ = ["KIND_TO_RESOURCE", "SERVICE_PREFIX", "Result", "delete_by_name", "submit"]

@@ -1,0 +1,166 @@
+"""Nodes: listing with GPU use, and kubectl-style labelling that keeps pool capacity in sync."""
+
+from __future__ import annotations
+
+import re
+
+from gpuctl.cluster import Cluster, path
+from gpuctl.constants import GPU_RESOURCE, Labels
+from gpuctl.service.capacity import node_gpu_type, node_gpus, node_pool, node_ready
+from gpuctl.service.errors import Conflict, NotFound, ServiceError
+from gpuctl.service.inventory import Inventory
+
+
+def _gpu_used_by_node(cluster: Cluster) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for pod in cluster.list(path("Pod"), field_selector="status.phase!=Succeeded,status.phase!=Failed"):
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            continue
+        for c in pod["spec"].get("containers") or []:
+            v = ((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE)
+            used[node] = used.get(node, 0) + (int(float(v)) if v else 0)
+    return used
+
+
+def _internal_ip(node: dict) -> str:
+    for a in (node.get("status") or {}).get("addresses") or []:
+        if a.get("type") == "InternalIP":
+            return a.get("address", "")
+    return ""
+
+
+def node_row(node: dict, used: int) -> dict:
+    total = node_gpus(node, "capacity")
+    return {
+        "name": node["metadata"]["name"],
+        "status": "active" if node_ready(node) else "not_ready",
+        "gpu_total": total,
+        "gpu_used": used,
+        "gpu_free": max(node_gpus(node) - used, 0),
+        "gpu_type": node_gpu_type(node),
+        "ip": _internal_ip(node),
+        "pool": node_pool(node) or "",
+    }
+
+
+def list_nodes(cluster: Cluster, *, pool: str | None = None, gpu_type: str | None = None) -> list[dict]:
+    used = _gpu_used_by_node(cluster)
+    rows = [node_row(n, used.get(n["metadata"]["name"], 0)) for n in Inventory(cluster).nodes]
+    if pool:
+        rows = [r for r in rows if r["pool"] == pool]
+    if gpu_type:
+        rows = [r for r in rows if r["gpu_type"] == gpu_type]
+    return sorted(rows, key=lambda r: r["name"])
+
+
+def get_node(cluster: Cluster, name: str) -> dict:
+    node = cluster.get_or_none(path("Node", name))
+    if node is None:
+        raise NotFound(f"node {name} not found")
+    return node
+
+
+def describe_node(cluster: Cluster, name: str) -> dict:
+    node = get_node(cluster, name)
+    pods = cluster.list(path("Pod"), field_selector=f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed")
+    used = sum(
+        int(float(((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE, 0)))
+        for p in pods for c in p["spec"].get("containers") or []
+    )
+    row = node_row(node, used)
+    st = node.get("status") or {}
+    row.update(
+        labels=node["metadata"].get("labels") or {},
+        capacity=st.get("capacity") or {},
+        allocatable=st.get("allocatable") or {},
+        conditions=[{"type": c["type"], "status": c["status"], "reason": c.get("reason", "")}
+                    for c in st.get("conditions") or []],
+        taints=(node.get("spec") or {}).get("taints") or [],
+        jobs=[
+            {"pod": p["metadata"]["name"], "namespace": p["metadata"]["namespace"],
+             "job": (p["metadata"].get("labels") or {}).get(Labels.APP)
+             or (p["metadata"].get("labels") or {}).get(Labels.JOB_NAME, ""),
+             "kind": (p["metadata"].get("labels") or {}).get(Labels.JOB_TYPE, "")}
+            for p in pods
+        ],
+    )
+    return row
+
+
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def normalize_key(key: str) -> str:
+    """`pool` -> runwhere.ai/pool; `gpuType` -> runwhere.ai/gpu-type; prefixed keys stay as they are."""
+    if "/" in key:
+        return key
+    return Labels.PREFIX + _CAMEL.sub("-", key).lower()
+
+
+def parse_label_args(args: list[str], deletes: list[str]) -> tuple[list[str], dict[str, str | None]]:
+    """`[node] NODE... KEY=VALUE... KEY-` -> (nodes, {key: value or None to remove})."""
+    items = list(args)
+    if items and items[0] in ("node", "nodes", "no"):
+        items = items[1:]
+    nodes, changes = [], {}
+    for a in items:
+        if "=" in a:
+            k, v = a.split("=", 1)
+            changes[normalize_key(k)] = v
+        elif a.endswith("-") and len(a) > 1 and (changes or nodes):
+            changes[normalize_key(a[:-1])] = None
+        else:
+            if changes:
+                raise ServiceError(f"unexpected {a!r} after labels: give nodes first, then KEY=VALUE")
+            nodes.append(a)
+    for k in deletes:
+        changes[normalize_key(k)] = None
+    if not nodes:
+        raise ServiceError("no node given: gpuctl label node NODE KEY=VALUE")
+    if not changes:
+        raise ServiceError("no label given: gpuctl label node NODE KEY=VALUE (or KEY- to remove)")
+    return nodes, changes
+
+
+def label_nodes(
+    cluster: Cluster, nodes: list[str], changes: dict[str, str | None], *, overwrite: bool, dry_run: bool = False
+) -> list[str]:
+    """kubectl label semantics; a pool label must name an existing pool, and capacity follows."""
+    inv = Inventory(cluster)
+    objs = {}
+    for n in nodes:
+        objs[n] = get_node(cluster, n)
+    if changes.get(Labels.POOL) and changes[Labels.POOL] not in inv.pools:
+        raise NotFound(f"pool {changes[Labels.POOL]} does not exist; create it first (kind: pool)")
+    for n, obj in objs.items():
+        labels = obj["metadata"].get("labels") or {}
+        for k, v in changes.items():
+            if v is not None and k in labels and labels[k] != v and not overwrite:
+                raise Conflict(f"node {n} already has {k}={labels[k]}; pass --overwrite to change it")
+    lines = []
+    for n in nodes:
+        cluster.merge_patch(path("Node", n), {"metadata": {"labels": changes}}, dry_run=dry_run)
+        for k, v in changes.items():
+            lines.append(f"node/{n} {'labeled ' + k + '=' + v if v is not None else 'unlabeled ' + k}")
+    if not dry_run and (Labels.POOL in changes):
+        from gpuctl.service.pools import sync_cohort
+
+        sync_cohort(cluster)
+    return lines
+
+
+def node_labels(cluster: Cluster, node: str | None, key: str | None) -> list[dict]:
+    nodes = [get_node(cluster, node)] if node else Inventory(cluster).nodes
+    out = []
+    for n in nodes:
+        labels = n["metadata"].get("labels") or {}
+        if key:
+            k = normalize_key(key)
+            sel = {k: labels[k]} if k in labels else {}
+        else:
+            sel = {k: v for k, v in labels.items() if k.startswith(Labels.PREFIX)}
+        out.append({"node": n["metadata"]["name"], "labels": sel})
+    if node and key and not out[0]["labels"]:
+        raise NotFound(f"label {normalize_key(key)} not found on node {node}")
+    return out

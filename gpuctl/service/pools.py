@@ -1,0 +1,271 @@
+"""Pools: create/apply/delete (node labels + Kueue flavor + capacity), listing and describing."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.constants import BUDGET_FLAVOR, DEFAULT_POOL, GPU_RESOURCE, Labels
+from gpuctl.service.capacity import node_gpu_type, node_gpus, node_pool, node_ready, pool_capacities
+from gpuctl.service.convert import is_gpuctl_object, node_label_patch
+from gpuctl.service.errors import Conflict, NotFound, ServiceError
+from gpuctl.service.inventory import Inventory
+from gpuctl.service.reconcile import cohort_spec_equal, desired_cohort, team_from_cluster_queue
+from gpuctl.service.status import State, workload_gpus, workload_state
+from gpuctl.spec import PoolSpec
+from queues import budget_flavor, cluster_queue, resource_flavor, workload_priority_classes
+
+
+@dataclass
+class PoolUsage:
+    name: str
+    capacity: int = 0  # GPUs of Ready nodes
+    total: int = 0  # GPUs of all nodes (capacity field), Ready or not
+    used: int = 0  # GPUs requested by pods bound to the pool's nodes
+    reserved: int = 0  # GPUs Kueue reserved for admitted workloads in this pool
+    queued: int = 0  # GPUs requested by workloads waiting for this pool
+    nodes: list[str] = field(default_factory=list)
+    nodes_ready: int = 0
+    gpu_types: list[str] = field(default_factory=list)
+    description: str = ""
+    status: str = "active"
+
+    @property
+    def free(self) -> int:
+        return max(self.capacity - max(self.used, self.reserved), 0)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.update(gpu_total=self.capacity, gpu_used=self.used, gpu_free=self.free, gpu_reserved=self.reserved,
+                 gpu_queued=self.queued)
+        return d
+
+
+def _bound_pods(cluster: Cluster) -> list[dict]:
+    return cluster.list(path("Pod"), field_selector="status.phase!=Succeeded,status.phase!=Failed")
+
+
+def pool_usage(inv: Inventory, pods: list[dict] | None = None) -> dict[str, PoolUsage]:
+    """Per pool: capacity (Ready nodes), pod use, Kueue reservations and queued GPUs."""
+    pools = list(inv.pools)
+    caps = {c.name: c for c in pool_capacities(inv.nodes, pools)}
+    descr = {f["metadata"]["name"]: (f["metadata"].get("annotations") or {}).get(Labels.DESCRIPTION, "")
+             for f in inv.flavors}
+    out = {p: PoolUsage(name=p, capacity=caps[p].gpu, nodes=list(caps[p].nodes), description=descr.get(p, ""))
+           for p in pools}
+    node_to_pool = {}
+    for n in inv.nodes:
+        p = node_pool(n)
+        if p in out:
+            node_to_pool[n["metadata"]["name"]] = p
+            u = out[p]
+            u.total += node_gpus(n, "capacity")
+            u.nodes_ready += 1 if node_ready(n) else 0
+            t = node_gpu_type(n)
+            if t and t not in u.gpu_types:
+                u.gpu_types.append(t)
+    if pods is not None:
+        for pod in pods:
+            p = node_to_pool.get((pod.get("spec") or {}).get("nodeName") or "")
+            if p:
+                for c in pod["spec"].get("containers") or []:
+                    v = ((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE)
+                    out[p].used += int(float(v)) if v else 0
+    for cq in inv.cluster_queues:
+        for fr in (cq.get("status") or {}).get("flavorsReservation") or []:
+            if fr.get("name") in out:
+                for r in fr.get("resources") or []:
+                    if r.get("name") == GPU_RESOURCE:
+                        out[fr["name"]].reserved += int(float(str(r.get("total", "0"))))
+    for wl in inv.workloads_all:
+        if workload_state(wl) in (State.QUEUED, State.PREEMPTED):
+            p = (wl["metadata"].get("labels") or {}).get(Labels.POOL)
+            if p in out:
+                out[p].queued += workload_gpus(wl)
+    for u in out.values():
+        if not u.nodes:
+            u.status = "empty"
+        elif u.nodes_ready < len(u.nodes):
+            u.status = "degraded"
+    return out
+
+
+def list_pools(cluster: Cluster) -> list[PoolUsage]:
+    inv = Inventory(cluster, None)
+    usage = pool_usage(inv, _bound_pods(cluster))
+    return [usage[p] for p in sorted(usage)]
+
+
+def describe_pool(cluster: Cluster, name: str) -> dict:
+    inv = Inventory(cluster, None)
+    if name not in inv.pools:
+        raise NotFound(f"pool {name} not found")
+    u = pool_usage(inv, _bound_pods(cluster))[name]
+    nodes = [n for n in inv.nodes if node_pool(n) == name]
+    teams = []
+    for cq in inv.cluster_queues:
+        reserved = 0
+        for fr in (cq.get("status") or {}).get("flavorsReservation") or []:
+            if fr.get("name") == name:
+                reserved = sum(int(float(str(r.get("total", "0")))) for r in fr.get("resources") or []
+                               if r.get("name") == GPU_RESOURCE)
+        guaranteed = team_from_cluster_queue(cq).pools.get(name)
+        teams.append({"team": cq["metadata"]["name"], "gpus_in_use": reserved,
+                      "guaranteed": guaranteed.gpu if guaranteed else 0})
+    from gpuctl.service.jobs import collect_jobs
+
+    jobs = [
+        {"name": j.name, "namespace": j.namespace, "kind": j.kind, "status": j.status, "position": j.position,
+         "gpus": workload_gpus(j.workload) if j.workload else 0}
+        for j in collect_jobs(inv) if j.labels.get(Labels.POOL) == name
+    ]
+    return {
+        **u.as_dict(),
+        "nodes": [
+            {"name": n["metadata"]["name"], "ready": node_ready(n), "gpus": node_gpus(n, "capacity"),
+             "gpu_type": node_gpu_type(n)}
+            for n in nodes
+        ],
+        "teams": sorted(teams, key=lambda t: t["team"]),
+        "running": [j for j in jobs if j["status"] not in (State.QUEUED, State.PREEMPTED, State.PENDING)],
+        "queued": [j for j in jobs if j["status"] in (State.QUEUED, State.PREEMPTED)],
+    }
+
+
+# ----------------------------------------------------------------------------- writes
+def ensure_bootstrap(cluster: Cluster, *, dry_run: bool = False) -> None:
+    """The priority classes and the budget flavor every gpuctl cluster needs (idempotent)."""
+    for obj in [*workload_priority_classes(), budget_flavor()]:
+        existing = cluster.get_or_none(path(obj["kind"], obj["metadata"]["name"]))
+        if existing is None:
+            cluster.apply(obj, dry_run=dry_run)
+
+
+def sync_queues(cluster: Cluster, *, dry_run: bool = False, pools: list[str] | None = None) -> None:
+    """Make every team ClusterQueue list exactly the current pools, and the Cohort hold capacity."""
+    inv = Inventory(cluster, None)
+    pool_list = inv.pools if pools is None else pools
+    for cq in inv.cluster_queues:
+        desired = cluster_queue(team_from_cluster_queue(cq), pool_list)
+        if (cq.get("spec") or {}).get("resourceGroups") != desired["spec"]["resourceGroups"]:
+            cluster.apply(desired, dry_run=dry_run)
+    sync_cohort(cluster, dry_run=dry_run, pools=pool_list)
+
+
+def sync_cohort(cluster: Cluster, *, dry_run: bool = False, pools: list[str] | None = None) -> dict:
+    inv = Inventory(cluster, None)
+    flavors = inv.flavors
+    if pools is not None:
+        flavors = [resource_flavor(p) for p in pools]
+    desired = desired_cohort(inv.nodes, flavors, inv.cluster_queues)
+    if not cohort_spec_equal(inv.cohort, desired):
+        cluster.apply(desired, dry_run=dry_run)
+    return desired
+
+
+def check_pool_name(name: str) -> None:
+    if name == BUDGET_FLAVOR:
+        raise ServiceError(f"pool name {name} is reserved by gpuctl: choose another name")
+
+
+def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: bool = False) -> list[str]:
+    """Label the pool's nodes, create its flavor, update capacity. All or nothing."""
+    name = spec.pool.name
+    check_pool_name(name)
+    inv = Inventory(cluster, None)
+    nodes = {n["metadata"]["name"]: n for n in inv.nodes}
+    missing = sorted(set(spec.nodes) - set(nodes))
+    if missing:
+        raise NotFound(f"pool {name}: nodes not found: {', '.join(missing)} (gpuctl get nodes lists them)")
+    for n in sorted(spec.nodes):
+        other = node_pool(nodes[n])
+        if other and other != name:
+            raise Conflict(
+                f"pool {name}: node {n} is in pool {other}; remove it from {other} first "
+                f"(gpuctl apply -f the {other} file without it) or move it with "
+                f"`gpuctl label node {n} {Labels.POOL}={name} --overwrite`"
+            )
+    flavor = cluster.get_or_none(path("ResourceFlavor", name))
+    if flavor is not None and not is_gpuctl_object(flavor):
+        raise Conflict(f"pool {name}: a ResourceFlavor {name} exists that gpuctl did not create; choose another name")
+    if create and flavor is not None:
+        raise Conflict(f"pool {name} already exists: use `gpuctl apply -f` to change it")
+    leaving = sorted(n for n, obj in nodes.items() if node_pool(obj) == name and n not in spec.nodes)
+
+    previous = {n: {k: (nodes[n]["metadata"].get("labels") or {}).get(k) for k in (Labels.POOL, Labels.GPU_TYPE)}
+                for n in [*spec.nodes, *leaving]}
+    touched: list[str] = []
+    created_flavor = False
+    try:
+        ensure_bootstrap(cluster, dry_run=dry_run)
+        rf = resource_flavor(name)
+        if spec.pool.description:
+            rf["metadata"]["annotations"] = {Labels.DESCRIPTION: spec.pool.description}
+        cluster.apply(rf, dry_run=dry_run)
+        created_flavor = flavor is None
+        for n, node in sorted(spec.nodes.items()):
+            patch = node_label_patch(n, name, node.gpu_type)
+            cluster.merge_patch(path("Node", n), {"metadata": patch["metadata"]}, dry_run=dry_run)
+            touched.append(n)
+        for n in leaving:
+            cluster.merge_patch(path("Node", n), {"metadata": {"labels": {Labels.POOL: None, Labels.GPU_TYPE: None}}},
+                                dry_run=dry_run)
+            touched.append(n)
+        if not dry_run:
+            sync_queues(cluster)
+    except Exception:
+        if not dry_run:
+            for n in touched:
+                try:
+                    cluster.merge_patch(path("Node", n), {"metadata": {"labels": previous[n]}})
+                except ApiError:
+                    pass
+            if created_flavor:
+                cluster.delete(path("ResourceFlavor", name))
+        raise
+    lines = [f"pool/{name} {'created' if flavor is None else 'configured'}"]
+    lines += [f"node/{n} labeled {Labels.POOL}={name}" for n in sorted(spec.nodes)]
+    lines += [f"node/{n} unlabeled (left pool {name})" for n in leaving]
+    return lines
+
+
+def jobs_using_pool(inv: Inventory, name: str) -> list[str]:
+    from gpuctl.service.jobs import collect_jobs
+
+    return sorted(f"{j.namespace}/{j.name}" for j in collect_jobs(inv) if j.labels.get(Labels.POOL) == name)
+
+
+def delete_pool(cluster: Cluster, name: str, *, dry_run: bool = False) -> list[str]:
+    """Remove a pool: refuses while jobs use it; only gpuctl's flavor and labels are removed."""
+    check_pool_name(name)
+    inv = Inventory(cluster, None)
+    flavor = cluster.get_or_none(path("ResourceFlavor", name))
+    if flavor is None:
+        if name == DEFAULT_POOL:
+            raise NotFound("pool default has not been created (jobs without a pool wait for it)")
+        raise NotFound(f"pool {name} not found")
+    if not is_gpuctl_object(flavor):
+        raise Conflict(f"ResourceFlavor {name} was not created by gpuctl; gpuctl leaves it alone")
+    users = jobs_using_pool(inv, name)
+    admitted = sorted(
+        f"{w['metadata']['namespace']}/{w['metadata']['name']}"
+        for w in inv.workloads_all
+        if workload_state(w) == State.ADMITTED
+        and any(name in (a.get("flavors") or {}).values()
+                for a in ((w.get("status") or {}).get("admission") or {}).get("podSetAssignments") or [])
+    )
+    if users or admitted:
+        raise Conflict(
+            f"pool {name} is in use by {', '.join(users or admitted)}; delete those jobs first (gpuctl delete job NAME -n NS)"
+        )
+    nodes = [n["metadata"]["name"] for n in inv.nodes if node_pool(n) == name]
+    remaining = [p for p in inv.pools if p != name]
+    if not dry_run:
+        sync_queues(cluster, pools=remaining)
+    cluster.delete(path("ResourceFlavor", name), dry_run=dry_run)
+    for n in nodes:
+        cluster.merge_patch(path("Node", n), {"metadata": {"labels": {Labels.POOL: None, Labels.GPU_TYPE: None}}},
+                            dry_run=dry_run)
+    if not dry_run:
+        sync_cohort(cluster)
+    return [f"pool/{name} deleted"] + [f"node/{n} unlabeled" for n in nodes]

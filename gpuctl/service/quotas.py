@@ -1,0 +1,151 @@
+"""Team quotas: a ClusterQueue + LocalQueue per team namespace, enforced by Kueue."""
+
+from __future__ import annotations
+
+from gpuctl.cluster import Cluster, path
+from gpuctl.constants import LOCAL_QUEUE_NAME, MANAGED_BY_VALUE, QUOTA_CPU, QUOTA_GPU, QUOTA_MEMORY, Labels
+from gpuctl.service.capacity import pool_capacities
+from gpuctl.service.convert import is_gpuctl_object, team_quotas
+from gpuctl.service.errors import Conflict, NotFound, ServiceError
+from gpuctl.service.inventory import Inventory
+from gpuctl.service.pools import ensure_bootstrap, sync_cohort
+from gpuctl.service.reconcile import team_from_cluster_queue
+from gpuctl.spec import QuotaSpec
+from queues import TeamQuota, cluster_queue, local_queue, team_namespace
+
+
+def apply_quota(cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: bool = False) -> list[str]:
+    """Create or update every team of a quota document. Checks everything before the first write."""
+    teams = team_quotas(spec)
+    inv = Inventory(cluster, None)
+    existing = inv.team_queues
+    for t in teams:
+        cq = cluster.get_or_none(path("ClusterQueue", t.namespace))
+        if cq is not None and not is_gpuctl_object(cq):
+            raise Conflict(f"namespace {t.namespace}: a ClusterQueue {t.namespace} exists that gpuctl did not create")
+        if cq is not None and create:
+            owner = (cq["metadata"].get("labels") or {}).get(Labels.QUOTA, "?")
+            raise Conflict(
+                f"namespace {t.namespace} already has quota {owner}: use `gpuctl apply -f` to change it"
+            )
+        unknown = sorted(set(t.pools) - set(inv.pools))
+        if unknown:
+            raise NotFound(f"quota {spec.quota.name}: namespace {t.namespace}: pool {', '.join(unknown)} does not exist")
+    # Guarantees must fit the pools' capacity, counting other teams' guarantees too.
+    caps = {c.name: c.gpu for c in pool_capacities(inv.nodes, inv.pools)}
+    new = {t.namespace for t in teams}
+    others = [team_from_cluster_queue(cq) for ns, cq in existing.items() if ns not in new]
+    for pool, cap in caps.items():
+        total = sum(t.pools[pool].gpu for t in [*teams, *others] if pool in t.pools)
+        if total > cap:
+            raise ServiceError(
+                f"quota {spec.quota.name}: teams are guaranteed {total} GPUs in pool {pool}, which has {cap}; "
+                "lower the `pools:` guarantees"
+            )
+
+    created: list[tuple[str, str | None]] = []
+    lines = []
+    try:
+        ensure_bootstrap(cluster, dry_run=dry_run)
+        for t in teams:
+            ns = cluster.get_or_none(path("Namespace", t.namespace))
+            if ns is None:
+                cluster.create(team_namespace(t), dry_run=dry_run)
+                created.append(("Namespace", t.namespace))
+                lines.append(f"namespace/{t.namespace} created")
+            else:
+                labels = team_namespace(t, created_by_gpuctl=False)["metadata"]["labels"]
+                cluster.merge_patch(path("Namespace", t.namespace), {"metadata": {"labels": labels}}, dry_run=dry_run)
+            was = t.namespace in existing
+            cluster.apply(cluster_queue(t, inv.pools), dry_run=dry_run)
+            if not was:
+                created.append(("ClusterQueue", t.namespace))
+            cluster.apply(local_queue(t.namespace), dry_run=dry_run)
+            lines.append(f"quota/{spec.quota.name} {'configured' if was else 'created'} for namespace {t.namespace}")
+        if not dry_run:
+            sync_cohort(cluster)
+    except Exception:
+        if not dry_run:
+            for kind, name in reversed(created):
+                if kind == "ClusterQueue":
+                    cluster.delete(path("LocalQueue", LOCAL_QUEUE_NAME, name))
+                cluster.delete(path(kind, name))
+        raise
+    return lines
+
+
+def delete_quota(
+    cluster: Cluster, name: str, *, delete_namespace: bool = False, dry_run: bool = False, namespaces: list[str] | None = None
+) -> list[str]:
+    """Remove a quota's queues. Namespaces stay unless delete_namespace and gpuctl created them."""
+    cqs = [cq for cq in Inventory(cluster, None).cluster_queues
+           if (cq["metadata"].get("labels") or {}).get(Labels.QUOTA) == name
+           and (namespaces is None or cq["metadata"]["name"] in namespaces)]
+    if not cqs:
+        raise NotFound(f"quota {name} not found")
+    lines = []
+    for cq in cqs:
+        ns = cq["metadata"]["name"]
+        lq = cluster.get_or_none(path("LocalQueue", LOCAL_QUEUE_NAME, ns))
+        if lq is not None and is_gpuctl_object(lq):
+            cluster.delete(path("LocalQueue", LOCAL_QUEUE_NAME, ns), dry_run=dry_run)
+        cluster.delete(path("ClusterQueue", ns), dry_run=dry_run)
+        lines.append(f"quota/{name} deleted for namespace {ns}")
+        nsobj = cluster.get_or_none(path("Namespace", ns))
+        if nsobj is None:
+            continue
+        ours = (nsobj["metadata"].get("labels") or {}).get(Labels.MANAGED_BY) == MANAGED_BY_VALUE
+        if delete_namespace and ours:
+            cluster.delete(path("Namespace", ns), dry_run=dry_run)
+            lines.append(f"namespace/{ns} deleted")
+        else:
+            cluster.merge_patch(path("Namespace", ns),
+                                {"metadata": {"labels": {Labels.NAMESPACE: None, Labels.QUOTA: None}}}, dry_run=dry_run)
+            if delete_namespace:
+                lines.append(f"namespace/{ns} kept: gpuctl did not create it")
+    if not dry_run:
+        sync_cohort(cluster)
+    return lines
+
+
+def quota_rows(cluster: Cluster, namespace: str | None = None) -> list[dict]:
+    """One row per team: budget and Kueue's usage (reserved), borrowing, guarantees."""
+    inv = Inventory(cluster, None)
+    rows = []
+    for ns, cq in sorted(inv.team_queues.items()):
+        if namespace and ns != namespace:
+            continue
+        t = team_from_cluster_queue(cq)
+        usage = _budget_usage(cq)
+        st = cq.get("status") or {}
+        active = next((c for c in st.get("conditions") or [] if c.get("type") == "Active"), {})
+        rows.append({
+            "name": t.quota_name,
+            "namespace": ns,
+            "gpu": {"used": usage.get(QUOTA_GPU, ("0", "0"))[0], "quota": t.gpu, "borrowed": usage.get(QUOTA_GPU, ("0", "0"))[1],
+                    "borrowing_limit": t.borrowing_limit},
+            "cpu": {"used": usage.get(QUOTA_CPU, ("0", "0"))[0], "quota": t.cpu},
+            "memory": {"used": usage.get(QUOTA_MEMORY, ("0", "0"))[0], "quota": t.memory},
+            "guarantees": {p: g.gpu for p, g in t.pools.items()},
+            "pending_workloads": st.get("pendingWorkloads", 0),
+            "admitted_workloads": st.get("admittedWorkloads", 0),
+            "status": "Active" if active.get("status") == "True" else (active.get("reason") or "Inactive"),
+            "description": t.description,
+        })
+    return rows
+
+
+def _budget_usage(cq: dict) -> dict[str, tuple[str, str]]:
+    from gpuctl.constants import BUDGET_FLAVOR
+
+    out = {}
+    for fu in (cq.get("status") or {}).get("flavorsReservation") or []:
+        if fu.get("name") == BUDGET_FLAVOR:
+            for r in fu.get("resources") or []:
+                out[r["name"]] = (str(r.get("total", "0")), str(r.get("borrowed", "0")))
+    return out
+
+
+def team_of(inv: Inventory, namespace: str) -> TeamQuota | None:
+    cq = inv.team_queues.get(namespace)
+    return team_from_cluster_queue(cq) if cq else None
