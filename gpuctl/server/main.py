@@ -134,6 +134,9 @@ def _mounts(args: argparse.Namespace) -> list[Mount]:
 
 
 def main(argv: list[str]) -> int:
+    # `gpuctl serve -- --flag` reaches us with the separator (argparse REMAINDER keeps it).
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -164,3 +167,9 @@ def main(argv: list[str]) -> int:
         ctx.stop.set()
         ctx.cache.stop()
     return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
