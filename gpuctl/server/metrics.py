@@ -348,17 +348,20 @@ def _team_quota(cq: dict) -> tuple[dict[str, float], float | None, float | None]
     return guaranteed, budget, limit
 
 
-def _team_usage(cq: dict) -> tuple[dict[str, float], float]:
-    """Kueue's own accounting from ClusterQueue status: GPUs used per pool, budget GPUs borrowed."""
+def _team_usage(cq: dict) -> tuple[dict[str, float], dict[str, float], float]:
+    """Kueue's own accounting from ClusterQueue status: GPUs used per pool, GPUs used beyond the
+    pool guarantee (borrowed from the cohort), and budget GPUs used beyond the team's quota."""
     used: dict[str, float] = {}
-    borrowed = 0.0
+    borrowed: dict[str, float] = {}
+    over_quota = 0.0
     for fu in (cq.get("status") or {}).get("flavorsUsage") or []:
         for r in fu.get("resources") or []:
             if fu.get("name") == BUDGET_FLAVOR and r.get("name") == QUOTA_GPU:
-                borrowed = _qty(r.get("borrowed"))
+                over_quota = _qty(r.get("borrowed"))
             elif fu.get("name") != BUDGET_FLAVOR and r.get("name") == GPU_RESOURCE:
                 used[fu["name"]] = _qty(r.get("total"))
-    return used, borrowed
+                borrowed[fu["name"]] = _qty(r.get("borrowed"))
+    return used, borrowed, over_quota
 
 
 class GpuctlCollector(Collector):
@@ -564,7 +567,13 @@ class GpuctlCollector(Collector):
         )
         t_borrow = GaugeMetricFamily(
             "gpuctl_team_borrowed_gpus",
-            "GPUs the team uses beyond its budget, borrowed from idle teams (ClusterQueue status)",
+            "GPUs the team uses in a pool beyond its guarantee there, borrowed from the cohort (Kueue's "
+            "ClusterQueue status)",
+            labels=["namespace", "pool"],
+        )
+        t_over = GaugeMetricFamily(
+            "gpuctl_team_over_quota_gpus",
+            "GPUs the team uses beyond its budget, borrowed from idle teams' budgets (ClusterQueue status)",
             labels=["namespace"],
         )
         t_alloc = GaugeMetricFamily(
@@ -577,17 +586,18 @@ class GpuctlCollector(Collector):
             labels = cq["metadata"].get("labels") or {}
             t_info.add_metric([ns, ns, LOCAL_QUEUE_NAME, labels.get(Labels.QUOTA, "")], 1)
             guaranteed, budget, limit = _team_quota(cq)
-            used, borrowed = _team_usage(cq)
+            used, borrowed, over_quota = _team_usage(cq)
             if budget is not None:
                 t_quota.add_metric([ns], budget)
             if limit is not None:
                 t_limit.add_metric([ns], limit)
-            t_borrow.add_metric([ns], borrowed)
+            t_over.add_metric([ns], over_quota)
             for p in sp:
                 t_guar.add_metric([ns, p], guaranteed.get(p, 0.0))
                 t_used.add_metric([ns, p], used.get(p, 0.0))
+                t_borrow.add_metric([ns, p], borrowed.get(p, 0.0))
                 t_alloc.add_metric([ns, p], team_allocated.get((ns, p), 0.0))
-        yield from (t_info, t_quota, t_limit, t_guar, t_used, t_borrow, t_alloc)
+        yield from (t_info, t_quota, t_limit, t_guar, t_used, t_borrow, t_over, t_alloc)
 
     def _health(self) -> Iterator:
         b = GaugeMetricFamily("gpuctl_build_info", "gpuctl's version (=1)", labels=["version"])

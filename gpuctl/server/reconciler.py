@@ -161,7 +161,7 @@ class Reconciler:
         result = self._reconcile()
         self.results[result] += 1
         self.duration.observe(self.clock() - t0)
-        if result in ("applied", "unchanged"):
+        if result not in ("error", "not_synced"):
             self.last_success = time.time()
         if result == "applied":
             self.last_applied = time.time()
