@@ -30,12 +30,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any, Final
 
 from admission.state import ClusterState, NodeInfo
 from gpuctl.constants import (
+    FIELD_MANAGER,
     GPU_RESOURCE,
     JOB_KINDS,
     KNOWN_RUNWHERE_KEYS,
@@ -74,6 +75,9 @@ UNKNOWN_KEY: Final = "unknown-key"
 GPU_FITS_NODE: Final = "gpu-fits-node"
 HOST_PATH: Final = "host-path"
 NODE_POOL: Final = "node-pool"
+# Rules whose verdict depends on what the cache has seen: a denial by these alone may be watch lag (a pool
+# created a millisecond before its nodes are labelled), so the server re-checks it once the cache moves.
+CACHE_RULES: Final = frozenset({GPU_QUEUE, POOL_EXISTS, POOL_PLACEMENT, GPU_FITS_NODE, NODE_POOL})
 RULES: Final = (
     GPU_QUEUE,
     POOL_EXISTS,
@@ -91,6 +95,7 @@ MAX_WARNING_CHARS: Final = 256
 _PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
 _JOB_TYPES: Final = tuple(k.value for k in JOB_KINDS)
 _KNOWN_KEYS: Final = frozenset(KNOWN_RUNWHERE_KEYS)
+_KNOWN_SUFFIXES: Final = tuple(k.removeprefix(Labels.PREFIX) for k in KNOWN_RUNWHERE_KEYS)
 _PRIORITY_CLASSES: Final = frozenset(PRIORITY_CLASS.values())
 _CLASS_PREFIX: Final = PRIORITY_CLASS[Priority.HIGH].removesuffix(Priority.HIGH.value)  # "gpuctl-"
 _QUEUE_ANNOTATION: Final = Labels.KUEUE_QUEUE  # Kueue still reads the (deprecated) annotation too
@@ -159,6 +164,12 @@ class Verdict:
     skipped: str = ""
     # HTTP-style code and reason of the AdmissionResponse status when denied.
     code: int = 200
+
+    @property
+    def cache_dependent(self) -> bool:
+        """Denied only by rules that read the cache (see CACHE_RULES)."""
+        found = self.violations
+        return not self.allowed and bool(found) and all(v.rule in CACHE_RULES for v in found)
 
     @property
     def rules(self) -> tuple[str, ...]:
@@ -428,7 +439,9 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
     for where, m in places:
         for key in m:
             if key.startswith(Labels.PREFIX) and key not in _KNOWN_KEYS:
-                hit = _closest(key, KNOWN_RUNWHERE_KEYS)
+                # Compare what follows the shared prefix, or every key looks "close" to every other.
+                hit = _closest(key.removeprefix(Labels.PREFIX), _KNOWN_SUFFIXES)
+                hit = f"{Labels.PREFIX}{hit}" if hit else None
                 fix = (
                     f"rename it to {hit}" if hit else f"remove it (gpuctl's keys: {_names(_KNOWN_KEYS, 12)})"
                 )
@@ -797,6 +810,12 @@ def _controller(meta: Mapping[str, Any], where: str) -> tuple[str, str] | None:
     return None
 
 
+def _field_manager(request: Mapping[str, Any]) -> str:
+    options = request.get("options")
+    fm = options.get("fieldManager") if type(options) is dict else None
+    return fm if type(fm) is str else ""
+
+
 def _subject(kind: str, ns: str, obj: Mapping[str, Any], request: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     name = request.get("name") or ""
@@ -837,6 +856,10 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     if gk == _NODE:
         subject = _subject(kind, "", obj, request)
         found = _node_violations(obj, "request.object", state)
+        if found and request.get("dryRun") is True and _field_manager(request) == FIELD_MANAGER:
+            # gpuctl's server-side dry run of a new pool labels the nodes after "creating" the flavor in
+            # the same dry run, which persisted nothing: the pool cannot exist yet. Say so, don't deny.
+            return Verdict(True, subject, warnings=_clip([f"dry run: {v.text()}" for v in found]))
         before = _node_violations(old, "request.oldObject", state) if old else []
         return _decide(subject, found, [], before, config)
 

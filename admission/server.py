@@ -22,6 +22,7 @@ import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -42,6 +43,9 @@ MAX_BODY_BYTES: Final = 16 * 1024 * 1024
 # closes idle connections first: a server-side close racing a reused connection fails that admission call.
 KEEP_ALIVE_SECONDS: Final = 120
 CERT_RELOAD_SECONDS: Final = 30.0
+# How long a cache-dependent denial waits for the cache to catch up (handle_async), and how often it looks.
+STALE_WAIT_SECONDS: Final = 1.0
+STALE_POLL_SECONDS: Final = 0.01
 # Bounded label values: request kinds come from the (untrusted) body.
 _KINDS: Final = frozenset({"Pod", "Job", "Deployment", "StatefulSet", "ReplicaSet", "Node"})
 _OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
@@ -91,6 +95,18 @@ class _Metrics:
         self.objects.labels("namespaces").set(len(state.namespaces))
 
 
+@dataclass(slots=True)
+class _Result:
+    t0: float
+    uid: str = ""
+    request: dict[str, Any] = field(default_factory=dict)
+    kind: str = "unknown"
+    op: str = "unknown"
+    dry: str = "false"
+    verdict: Verdict | None = None
+    error: str = ""
+
+
 class BadRequest(Exception):
     """Answered with HTTP 400 and this text."""
 
@@ -138,7 +154,9 @@ class AdmissionApp:
         registry: CollectorRegistry | None = None,
         background: Sequence[Callable[[], Awaitable[None]]] = (),
         max_body: int = MAX_BODY_BYTES,
+        stale_wait: float = STALE_WAIT_SECONDS,
     ) -> None:
+        self.stale_wait = stale_wait
         self.source = source
         self.config = config
         self.registry = registry or CollectorRegistry()
@@ -152,36 +170,71 @@ class AdmissionApp:
 
     # -- the core
     def handle(self, body: bytes) -> tuple[int, bytes, bytes]:
-        """(HTTP status, body, content type) for one POST /validate body."""
-        t0 = time.perf_counter()
-        kind = op = "unknown"
+        """(HTTP status, body, content type) for one POST /validate body, judged on the current snapshot."""
+        return self._finish(self._evaluate(body))
+
+    async def handle_async(self, body: bytes) -> tuple[int, bytes, bytes]:
+        """handle(), except that a denial only cache-dependent rules made is re-checked when the cache moves,
+        for up to `stale_wait` seconds: a pool created just before its nodes are labelled (gpuctl does
+        exactly that) may not have reached this replica's watch yet, and a false denial would roll the
+        whole pool creation back. Genuine mistakes are still denied, just that much later."""
+        result = self._evaluate(body)
+        verdict = result.verdict
+        if verdict is not None and verdict.cache_dependent and self.stale_wait > 0 and result.request:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.stale_wait
+            seen = self.source.state.generation
+            while loop.time() < deadline:
+                await asyncio.sleep(STALE_POLL_SECONDS)
+                state = self.source.state
+                if state.generation == seen:
+                    continue
+                seen = state.generation
+                result = self._evaluate_request(result, state)
+                if result.verdict is None or not result.verdict.cache_dependent:
+                    break
+        return self._finish(result)
+
+    def _evaluate(self, body: bytes) -> _Result:
+        r = _Result(time.perf_counter())
         try:
-            uid, request = parse_review(body)
-            k = request.get("kind")
-            kind = k.get("kind") if type(k) is dict and k.get("kind") in _KINDS else "other"
-            op = request.get("operation") if request.get("operation") in _OPERATIONS else "other"
-            verdict = review(request, self.source.state, self.config)
-        except (BadRequest, Malformed) as exc:
-            self.metrics.requests.labels(kind, op, "error", "", "false").inc()
-            log.info("400 for a malformed request: %s", exc)
-            return 400, f"bad AdmissionReview: {exc}\n".encode(), _TEXT
-        except Exception as exc:
-            self.metrics.requests.labels(kind, op, "error", "", "false").inc()
+            r.uid, r.request = parse_review(body)
+            k = r.request.get("kind")
+            r.kind = k.get("kind") if type(k) is dict and k.get("kind") in _KINDS else "other"
+            op = r.request.get("operation")
+            r.op = op if op in _OPERATIONS else "other"
+            r.dry = "true" if r.request.get("dryRun") is True else "false"
+        except BadRequest as exc:
+            r.error = f"bad AdmissionReview: {exc}"
+            return r
+        return self._evaluate_request(r, self.source.state)
+
+    def _evaluate_request(self, r: _Result, state: ClusterState) -> _Result:
+        try:
+            r.verdict = review(r.request, state, self.config)
+        except Malformed as exc:
+            r.error = f"bad AdmissionReview: {exc}"
+        except Exception as exc:  # a bug must not become a 500 that blocks every pod
             log.exception("could not evaluate a request")
-            return (
-                400,
-                f"could not evaluate this AdmissionReview: {type(exc).__name__}: {exc}\n".encode(),
-                _TEXT,
-            )
-        out = response_body(uid, verdict)
-        dry = "true" if request.get("dryRun") is True else "false"
+            r.error = f"could not evaluate this AdmissionReview: {type(exc).__name__}: {exc}"
+        return r
+
+    def _finish(self, r: _Result) -> tuple[int, bytes, bytes]:
+        if r.verdict is None:
+            self.metrics.requests.labels(r.kind, r.op, "error", "", r.dry).inc()
+            log.info("400: %s", r.error)
+            return 400, f"{r.error}\n".encode(), _TEXT
+        verdict = r.verdict
+        out = response_body(r.uid, verdict)
         if verdict.violations:
             decision = "warn" if verdict.allowed else "deny"
-            self.metrics.requests.labels(kind, op, decision, verdict.violations[0].rule, dry).inc()
-            log.info("%s %s (dryRun=%s uid=%s): %s", decision, verdict.subject, dry, uid, verdict.message())
+            self.metrics.requests.labels(r.kind, r.op, decision, verdict.violations[0].rule, r.dry).inc()
+            log.info(
+                "%s %s (dryRun=%s uid=%s): %s", decision, verdict.subject, r.dry, r.uid, verdict.message()
+            )
         else:
-            self.metrics.requests.labels(kind, op, "allow", "", dry).inc()
-        self.metrics.duration.labels(kind, op).observe(time.perf_counter() - t0)
+            self.metrics.requests.labels(r.kind, r.op, "allow", "", r.dry).inc()
+        self.metrics.duration.labels(r.kind, r.op).observe(time.perf_counter() - r.t0)
         return 200, out, _JSON
 
     def ready(self) -> tuple[bool, str]:
@@ -207,7 +260,7 @@ class AdmissionApp:
             if body is None:
                 await _reply(send, 413, b"request body too large\n", _TEXT)
                 return
-            status, out, ctype = self.handle(body)
+            status, out, ctype = await self.handle_async(body)
             await _reply(send, status, out, ctype)
         elif path == "/healthz":
             await _reply(send, 200, b"ok\n", _TEXT)
@@ -335,6 +388,14 @@ def _parser() -> argparse.ArgumentParser:
         help=f"hostPath prefix allowed despite the deny list (repeatable; also ${HOST_PATHS_ENV}, "
         "colon-separated)",
     )
+    p.add_argument(
+        "--stale-wait",
+        type=float,
+        default=STALE_WAIT_SECONDS,
+        metavar="SECONDS",
+        help="how long a denial that depends on cached state waits for the cache to catch up "
+        f"(default {STALE_WAIT_SECONDS}; 0 disables)",
+    )
     p.add_argument("--static-state", metavar="FILE", help=argparse.SUPPRESS)  # JSON/YAML objects; benchmarks
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
@@ -402,7 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         source = WatchCache.connect(kubeconfig=args.kubeconfig, context=args.context)
     reloader = CertReloader(args.tls_cert, args.tls_key)
-    app = AdmissionApp(source, config, background=(reloader.run,))
+    app = AdmissionApp(source, config, background=(reloader.run,), stale_wait=max(0.0, args.stale_wait))
     log.info(
         "serving on %s:%d, mode %s, allowed host paths: %s",
         args.host,

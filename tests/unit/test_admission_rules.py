@@ -1,0 +1,632 @@
+"""Every admission rule on AdmissionReview fixtures: what passes, what is denied and with which message and
+fix, warn mode, dry runs, UPDATEs judged against the old object, and malformed input."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from admission.rules import (
+    CACHE_RULES,
+    GPU_FITS_NODE,
+    GPU_QUEUE,
+    HOST_PATH,
+    JOB_TYPE,
+    NODE_POOL,
+    POOL_EXISTS,
+    POOL_PLACEMENT,
+    PRIORITY,
+    RULES,
+    UNKNOWN_KEY,
+    AdmissionConfig,
+    Malformed,
+    Mode,
+    Verdict,
+    pod_gpus,
+)
+from admission.rules import review as judge
+from admission.state import ClusterState
+from gpuctl.constants import FIELD_MANAGER, GPU_RESOURCE, Labels
+from tests.unit.test_admission_fixtures import (
+    GPU_TYPE_A100,
+    OTHER_TEAM,
+    PLAIN,
+    TEAM,
+    gpuctl_workload,
+    node,
+    pod_spec,
+    queued_pod,
+    raw_pod,
+    review,
+    state,
+    training_job,
+)
+
+ENFORCE = AdmissionConfig()
+WARN = AdmissionConfig(mode=Mode.WARN)
+STATE = state()
+
+
+def check(obj: dict, config: AdmissionConfig = ENFORCE, st: ClusterState = STATE, **kw) -> Verdict:
+    return judge(review(obj, **kw)["request"], st, config)
+
+
+def denied(obj: dict, rule: str, **kw) -> Verdict:
+    """Assert `obj` is denied, among others, by `rule`; return the verdict."""
+    v = check(obj, **kw)
+    assert not v.allowed, f"expected a denial by {rule}, got {v}"
+    assert rule in v.rules, f"expected {rule} in {v.rules}: {v.message()}"
+    assert f"[{rule}]" in v.message() and "Fix: " in v.message()
+    return v
+
+
+def only(obj: dict, rule: str, **kw) -> Verdict:
+    """Assert `obj` is denied by `rule` and nothing else."""
+    v = denied(obj, rule, **kw)
+    assert v.rules == (rule,), v.message()
+    return v
+
+
+def allowed(obj: dict, **kw) -> Verdict:
+    v = check(obj, **kw)
+    assert v.allowed and not v.violations, v.message()
+    return v
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What must pass.
+
+
+@pytest.mark.parametrize("kind", ["training", "inference", "notebook", "compute"])
+def test_gpuctl_own_workloads_pass_with_no_warning(kind):
+    v = allowed(gpuctl_workload(kind))
+    assert v.warnings == ()
+
+
+def test_a_raw_pod_that_follows_the_rules_passes():
+    allowed(queued_pod(gpus=8))
+
+
+def test_cpu_only_pod_without_any_gpuctl_label_passes():
+    allowed(raw_pod())
+
+
+def test_unmanaged_namespace_is_not_checked():
+    bad = raw_pod(namespace=PLAIN, gpus=64, labels={Labels.POOL: "nope", "runwhere.ai/typo": "x"})
+    v = allowed(bad)
+    assert v.skipped == "namespace not managed by gpuctl"
+
+
+def test_namespace_missing_from_the_cache_is_treated_as_managed():
+    # The API server only calls for namespaces its selector matches; a watch delay must not open a hole.
+    only(raw_pod(namespace="brand-new", gpus=1), GPU_QUEUE)
+
+
+def test_kinds_and_operations_without_rules_are_allowed():
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": TEAM}}
+    assert check(cm).allowed
+    bad = raw_pod(gpus=99)
+    v = judge(review(bad, op="DELETE")["request"], STATE, ENFORCE)
+    assert v.allowed and v.skipped == "operation DELETE"
+
+
+def test_every_rule_name_is_documented_and_unique():
+    assert len(set(RULES)) == len(RULES)
+    assert set(RULES) >= CACHE_RULES
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rule 1: GPU work goes through a LocalQueue.
+
+
+def test_gpu_pod_without_queue_label_is_denied_and_told_the_queue():
+    v = only(raw_pod(gpus=1), GPU_QUEUE)
+    assert f"add label {Labels.KUEUE_QUEUE}: default" in v.message()
+
+
+def test_gpu_pod_in_a_namespace_without_localqueue_is_told_to_create_the_team():
+    v = only(raw_pod(namespace=OTHER_TEAM, gpus=1), GPU_QUEUE)
+    assert f"namespace {OTHER_TEAM} has no LocalQueue" in v.message()
+
+
+def test_gpu_pod_naming_a_missing_localqueue_is_denied_with_the_existing_ones():
+    pod = queued_pod()
+    pod["metadata"]["labels"][Labels.KUEUE_QUEUE] = "defualt"
+    v = only(pod, GPU_QUEUE)
+    assert '"defualt" is not a LocalQueue in namespace team-a' in v.message()
+    assert f"use {Labels.KUEUE_QUEUE}: default" in v.message()
+
+
+def test_queue_name_annotation_counts_like_kueue_reads_it():
+    pod = queued_pod()
+    del pod["metadata"]["labels"][Labels.KUEUE_QUEUE]
+    pod["metadata"]["annotations"] = {Labels.KUEUE_QUEUE: "default"}
+    allowed(pod)
+
+
+def test_zero_gpus_is_not_gpu_work():
+    pod = raw_pod()
+    pod["spec"]["containers"][0]["resources"]["limits"][GPU_RESOURCE] = "0"
+    allowed(pod)
+
+
+def test_gpu_in_limits_only_or_in_an_init_container_is_gpu_work():
+    pod = raw_pod()
+    pod["spec"]["containers"][0]["resources"] = {"limits": {GPU_RESOURCE: "2"}}
+    only(pod, GPU_QUEUE)
+    pod = raw_pod()
+    pod["spec"]["initContainers"] = [
+        {"name": "warm", "image": "x", "resources": {"limits": {GPU_RESOURCE: "1"}}}
+    ]
+    only(pod, GPU_QUEUE)
+
+
+def test_job_without_queue_label_is_denied_at_the_job():
+    job = training_job()
+    del job["metadata"]["labels"][Labels.KUEUE_QUEUE]
+    only(job, GPU_QUEUE)
+
+
+def test_bare_replicaset_reads_the_queue_from_its_pod_template():
+    rs = _replicaset(queued_pod())
+    allowed(rs)
+    del rs["spec"]["template"]["metadata"]["labels"][Labels.KUEUE_QUEUE]
+    rs["metadata"]["labels"] = {Labels.KUEUE_QUEUE: "default"}  # Kueue ignores a ReplicaSet's own labels
+    only(rs, GPU_QUEUE)
+
+
+def test_localqueue_of_a_missing_clusterqueue_is_a_warning_not_a_denial():
+    s = state(cluster_queues={})
+    v = allowed(queued_pod(), st=s)
+    assert any("does not exist: Kueue will not admit" in w for w in v.warnings)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rule 2: pools exist and placement stays on the pool.
+
+
+def test_pool_label_naming_a_missing_pool_is_denied_with_a_suggestion():
+    pod = queued_pod(pool="a1000")
+    v = only(pod, POOL_EXISTS)
+    assert 'names pool "a1000", which does not exist (did you mean "a100"?)' in v.message()
+    assert "a10, a100, empty" in v.message()
+
+
+def test_node_selector_alone_naming_a_missing_pool_is_denied():
+    only(raw_pod(node_selector={Labels.POOL: "h100"}), POOL_EXISTS)
+
+
+@pytest.mark.parametrize("name", ["gpuctl-budget", "foreign"])
+def test_flavors_that_are_not_gpuctl_pools_are_not_pools(name):
+    only(queued_pod(pool=name), POOL_EXISTS)
+
+
+def test_label_and_node_selector_naming_different_pools_is_denied():
+    pod = queued_pod(pool="a100")
+    pod["spec"]["nodeSelector"][Labels.POOL] = "a10"
+    v = only(pod, POOL_PLACEMENT)
+    assert 'metadata.labels says "a100"' in v.message() and 'nodeSelector says "a10"' in v.message()
+
+
+def test_pool_label_without_anything_keeping_pods_there_is_denied():
+    pod = queued_pod()
+    del pod["spec"]["nodeSelector"]
+    v = only(pod, POOL_PLACEMENT)
+    assert f"add spec.nodeSelector[{Labels.POOL}]: a100" in v.message()
+
+
+def test_required_affinity_pinning_the_pool_replaces_the_node_selector():
+    pod = queued_pod()
+    del pod["spec"]["nodeSelector"]
+    pod["spec"]["affinity"] = _affinity([{"key": Labels.POOL, "operator": "In", "values": ["a100"]}])
+    allowed(pod)
+
+
+def test_required_affinity_excluding_the_pool_is_denied():
+    pod = queued_pod()
+    pod["spec"]["affinity"] = _affinity([{"key": Labels.POOL, "operator": "In", "values": ["a10"]}])
+    v = only(pod, POOL_PLACEMENT)
+    assert 'required node affinity excludes pool "a100"' in v.message()
+
+
+def test_node_name_on_another_pools_node_is_denied_and_on_its_own_allowed():
+    v = only(queued_pod(nodeName="a10-1"), POOL_PLACEMENT)
+    assert 'a10-1 is a node of pool "a10", not of pool "a100"' in v.message()
+    allowed(queued_pod(nodeName="a100-2", gpus=4))
+    only(queued_pod(nodeName="cpu-1"), POOL_PLACEMENT)
+    allowed(queued_pod(nodeName="not-yet-registered"))
+
+
+def test_selector_matching_only_another_pools_nodes_is_denied():
+    pod = queued_pod()
+    pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] = "a10-1"
+    v = only(pod, POOL_PLACEMENT)
+    assert 'match no node of pool "a100", only nodes of pool(s) a10' in v.message()
+
+
+def test_affinity_matching_only_another_pools_nodes_is_denied():
+    pod = queued_pod()
+    pod["spec"]["affinity"] = _affinity([{"key": Labels.GPU_TYPE, "operator": "In", "values": ["a10-24g"]}])
+    only(pod, POOL_PLACEMENT)
+    pod["spec"]["affinity"] = _affinity(
+        [{"key": Labels.GPU_TYPE, "operator": "In", "values": [GPU_TYPE_A100]}]
+    )
+    allowed(pod)
+
+
+def test_selector_matching_no_node_at_all_is_only_a_warning():
+    pod = queued_pod()
+    pod["spec"]["nodeSelector"][Labels.GPU_TYPE] = "h100"
+    v = allowed(pod)
+    assert any('no node of pool "a100" matches' in w for w in v.warnings)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rule 3: gpuctl's own label keys and values.
+
+
+def test_priority_must_be_one_of_three():
+    job = training_job()
+    job["metadata"]["labels"][Labels.PRIORITY] = "urgent"
+    v = only(job, PRIORITY)
+    assert "use one of high, medium, low" in v.message()
+
+
+def test_priority_must_agree_with_kueue_priority_class():
+    job = training_job()  # high
+    job["metadata"]["labels"][Labels.KUEUE_PRIORITY] = "gpuctl-low"
+    v = only(job, PRIORITY)
+    assert f"set {Labels.KUEUE_PRIORITY}: gpuctl-high" in v.message()
+
+
+def test_priority_without_kueue_priority_class_is_denied():
+    job = training_job()
+    del job["metadata"]["labels"][Labels.KUEUE_PRIORITY]
+    v = only(job, PRIORITY)
+    assert f"add label {Labels.KUEUE_PRIORITY}: gpuctl-high" in v.message()
+
+
+def test_misspelt_gpuctl_priority_class_is_denied_with_a_suggestion():
+    pod = queued_pod(labels={Labels.KUEUE_PRIORITY: "gpuctl-hihg"})
+    v = only(pod, PRIORITY)
+    assert '(did you mean "gpuctl-high"?)' in v.message()
+    allowed(queued_pod(labels={Labels.KUEUE_PRIORITY: "team-special"}))  # not gpuctl's: not ours to judge
+
+
+def test_template_priority_must_match_the_objects():
+    job = training_job()
+    job["spec"]["template"]["metadata"]["labels"][Labels.PRIORITY] = "low"
+    v = only(job, PRIORITY)
+    assert 'is "high" on the object but "low" on its pod template' in v.message()
+
+
+def test_job_type_must_be_a_gpuctl_kind():
+    job = training_job()
+    job["metadata"]["labels"][Labels.JOB_TYPE] = "trainig"
+    v = only(job, JOB_TYPE)
+    assert '(did you mean "training"?)' in v.message()
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "suggestion"),
+    [
+        ("labels", "runwhere.ai/gpu_type", "runwhere.ai/gpu-type"),
+        ("annotations", "runwhere.ai/descripton", "runwhere.ai/description"),
+        ("template-labels", "runwhere.ai/poool", "runwhere.ai/pool"),
+    ],
+)
+def test_unknown_runwhere_key_is_denied_with_the_nearest_known_key(where, key, suggestion):
+    job = training_job()
+    meta = job["spec"]["template"]["metadata"] if where.startswith("template") else job["metadata"]
+    meta.setdefault("annotations" if where == "annotations" else "labels", {})[key] = "x"
+    v = only(job, UNKNOWN_KEY)
+    assert f"unknown key {key}" in v.message() and f"rename it to {suggestion}" in v.message()
+
+
+def test_unknown_runwhere_key_far_from_any_known_one_lists_them():
+    v = only(queued_pod(labels={"runwhere.ai/zzzzzzzz": "1"}), UNKNOWN_KEY)
+    assert "remove it (gpuctl's keys:" in v.message()
+
+
+def test_known_keys_and_foreign_prefixes_pass():
+    pod = queued_pod(labels={Labels.TEAM: TEAM, "example.com/runwhere.ai-ish": "x"})
+    pod["metadata"]["annotations"] = {Labels.DESCRIPTION: "hello"}
+    allowed(pod)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rule 4: a pod never asks for more GPUs than the pool's largest node has.
+
+
+def test_more_gpus_than_the_largest_pool_node_is_denied():
+    v = only(queued_pod(gpus=9), GPU_FITS_NODE)
+    assert 'largest node of pool "a100" has 8' in v.message()
+    allowed(queued_pod(gpus=8))
+    only(queued_pod(pool="a10", gpus=5), GPU_FITS_NODE)
+
+
+def test_gpu_limit_is_checked_on_the_template_of_a_job():
+    job = training_job()
+    res = job["spec"]["template"]["spec"]["containers"][0]["resources"]
+    res["requests"][GPU_RESOURCE] = res["limits"][GPU_RESOURCE] = "16"
+    only(job, GPU_FITS_NODE)
+
+
+def test_pool_without_nodes_does_not_deny_on_size():
+    allowed(queued_pod(pool="empty", gpus=64))
+
+
+def test_without_a_pool_the_largest_node_of_any_pool_is_the_limit():
+    pod = raw_pod(gpus=9, labels={Labels.KUEUE_QUEUE: "default"})
+    v = only(pod, GPU_FITS_NODE)
+    assert 'no pool has a node that big (largest: 8 in pool "a100")' in v.message()
+    allowed(raw_pod(gpus=8, labels={Labels.KUEUE_QUEUE: "default"}))
+
+
+def test_pod_gpus_counts_containers_sidecars_and_the_largest_init_container():
+    c = lambda n: {"name": "c", "resources": {"limits": {GPU_RESOURCE: str(n)}}}  # noqa: E731
+    assert pod_gpus({"containers": [c(1), c(2)]}) == 3
+    assert pod_gpus({"containers": [c(1)], "initContainers": [c(5), c(2)]}) == 5
+    sidecar = {**c(2), "restartPolicy": "Always"}
+    assert pod_gpus({"containers": [c(1)], "initContainers": [sidecar, c(2)]}) == 3
+    assert pod_gpus({"containers": [{"name": "x", "resources": {"requests": {GPU_RESOURCE: "1e1"}}}]}) == 10
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rule 5: hostPath.
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc", "/etc/kubernetes", "/", "/var/run/docker.sock", "/data/../proc/1", "//etc/ssl", "/root/"]
+)
+def test_host_paths_in_the_deny_list_are_denied(path):
+    v = only(queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}]), HOST_PATH)
+    assert "is not allowed" in v.message() and "--allowed-host-path" in v.message()
+
+
+@pytest.mark.parametrize("path", ["/data", "/data/team-a", "/mnt/datasets", "/etcetera", "/var/lib/datasets"])
+def test_other_host_paths_are_allowed(path):
+    allowed(queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}]))
+
+
+def test_allow_list_overrides_the_deny_list_for_the_path_and_below():
+    config = AdmissionConfig(allowed_host_paths=("/var/run/nvidia",))
+    pod = queued_pod(volumes=[{"name": "h", "hostPath": {"path": "/var/run/nvidia/driver"}}])
+    allowed(pod, config=config)
+    other = queued_pod(volumes=[{"name": "h", "hostPath": {"path": "/var/run/docker.sock"}}])
+    v = only(other, HOST_PATH, config=config)
+    assert "(allowed: /var/run/nvidia)" in v.message()
+
+
+def test_relative_host_path_is_denied():
+    only(queued_pod(volumes=[{"name": "h", "hostPath": {"path": "data"}}]), HOST_PATH)
+
+
+def test_host_path_is_checked_in_pod_templates():
+    job = training_job()
+    job["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"] = "/proc"
+    only(job, HOST_PATH)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rule 6: Nodes.
+
+
+def test_node_pool_label_must_name_an_existing_pool():
+    v = only(node("gpu-9", "a1000", 8), NODE_POOL)
+    assert '(did you mean "a100"?)' in v.message()
+    allowed(node("gpu-9", "a100", 8))
+    allowed(node("gpu-9", None, 8))
+
+
+def test_node_update_is_denied_only_when_the_pool_label_changes_to_a_missing_pool():
+    old = node("gpu-9", "a100", 8)
+    only(node("gpu-9", "nope", 8), NODE_POOL, op="UPDATE", old=old)
+    stale = node("gpu-9", "retired", 8)
+    v = check(node("gpu-9", "retired", 8), op="UPDATE", old=stale)  # e.g. kubelet touching labels
+    assert v.allowed and any("already had it" in w for w in v.warnings)
+
+
+def test_gpuctls_own_dry_run_of_a_new_pool_is_warned_not_denied():
+    options = {"kind": "PatchOptions", "fieldManager": FIELD_MANAGER, "dryRun": ["All"]}
+    v = check(
+        node("gpu-9", "newpool", 8), op="UPDATE", old=node("gpu-9", None, 8), dry_run=True, options=options
+    )
+    assert v.allowed and v.warnings and "dry run" in v.warnings[0]
+    # The same dry run from kubectl is judged like the real thing.
+    denied(node("gpu-9", "newpool", 8), NODE_POOL, op="UPDATE", old=node("gpu-9", None, 8), dry_run=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checked once, at the owner.
+
+
+def _owned(obj: dict, kind: str, api: str, controller: bool = True) -> dict:
+    obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": api, "kind": kind, "name": "o", "uid": "u-1", "controller": controller}
+    ]
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("kind", "api"), [("Job", "batch/v1"), ("ReplicaSet", "apps/v1"), ("StatefulSet", "apps/v1")]
+)
+def test_pods_made_by_reviewed_controllers_are_skipped(kind, api):
+    bad = _owned(raw_pod(gpus=64), kind, api)
+    v = allowed(bad)
+    assert v.skipped == f"checked at its owner ({kind})"
+
+
+def test_pods_of_other_owners_or_non_controller_refs_are_checked():
+    only(_owned(raw_pod(gpus=1), "DaemonSet", "apps/v1"), GPU_QUEUE)
+    only(_owned(raw_pod(gpus=1), "Job", "batch/v1", controller=False), GPU_QUEUE)
+    only(_owned(raw_pod(gpus=1), "Job", "example.com/v1"), GPU_QUEUE)
+
+
+def test_replicasets_of_deployments_are_skipped_bare_ones_checked():
+    rs = _replicaset(raw_pod(gpus=1))
+    only(rs, GPU_QUEUE)
+    assert allowed(_owned(rs, "Deployment", "apps/v1")).skipped == "checked at its owner (Deployment)"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Modes, dry runs, UPDATE.
+
+
+def test_warn_mode_allows_and_returns_one_warning_per_violation():
+    bad = queued_pod(pool="a1000", labels={"runwhere.ai/poool": "x"})
+    v = check(bad, config=WARN)
+    assert v.allowed
+    assert set(v.rules) == {POOL_EXISTS, UNKNOWN_KEY}
+    assert len(v.warnings) == 2
+    assert all(w.startswith("gpuctl would deny Pod team-a/p: [") for w in v.warnings)
+    assert all(len(w) <= 256 for w in v.warnings)
+
+
+def test_dry_run_gets_the_same_verdict():
+    bad = raw_pod(gpus=1)
+    assert check(bad, dry_run=True) == check(bad)
+    good = queued_pod()
+    assert check(good, dry_run=True).allowed
+
+
+def test_update_adding_a_violation_is_denied():
+    old = queued_pod()
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["runwhere.ai/gpu_type"] = "x"
+    only(new, UNKNOWN_KEY, op="UPDATE", old=old)
+
+
+def test_update_keeping_an_existing_violation_is_allowed_with_a_warning():
+    # An object created before the webhook (or in warn mode) must stay updatable, e.g. by Kueue.
+    old = raw_pod(gpus=1)  # no queue label
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["app"] = "x"
+    v = check(new, op="UPDATE", old=old)
+    assert v.allowed and any("already had it" in w and GPU_QUEUE in w for w in v.warnings)
+
+
+def test_kueue_injecting_a_flavor_into_a_legacy_job_is_not_blocked():
+    legacy = training_job()
+    del legacy["spec"]["template"]["spec"]["nodeSelector"]  # labelled a100, nothing pinning it
+    assert POOL_PLACEMENT in check(legacy).rules
+    admitted = copy.deepcopy(legacy)
+    admitted["spec"]["template"]["spec"]["nodeSelector"] = {Labels.POOL: "a10"}  # Kueue picked a10
+    admitted["spec"]["suspend"] = False
+    assert check(admitted, op="UPDATE", old=legacy).allowed
+
+
+def test_update_with_a_malformed_old_object_is_judged_on_its_own():
+    old = queued_pod()
+    old["metadata"]["labels"] = ["not", "a", "map"]
+    new = raw_pod(gpus=1)
+    only(new, GPU_QUEUE, op="UPDATE", old=old)
+    allowed(queued_pod(), op="UPDATE", old=old)
+
+
+def test_not_synced_cache_denies_in_enforce_and_warns_in_warn_mode():
+    empty = ClusterState()
+    v = judge(review(queued_pod())["request"], empty, ENFORCE)
+    assert not v.allowed and v.code == 503 and "not loaded the cluster state" in v.message()
+    w = judge(review(queued_pod())["request"], empty, WARN)
+    assert w.allowed and "could not check" in w.warnings[0]
+
+
+def test_cache_dependent_flag_covers_only_cache_rules():
+    assert check(queued_pod(pool="nope")).cache_dependent
+    assert not check(queued_pod(labels={"runwhere.ai/x": "1"})).cache_dependent
+    assert not check(queued_pod()).cache_dependent  # allowed
+
+
+def test_one_message_lists_every_broken_rule():
+    bad = raw_pod(
+        gpus=64,
+        labels={Labels.POOL: "a100", Labels.PRIORITY: "urgent", "runwhere.ai/poool": "x"},
+        node_selector={Labels.POOL: "a100"},
+        volumes=[{"name": "h", "hostPath": {"path": "/etc"}}],
+    )
+    v = check(bad)
+    assert set(v.rules) == {GPU_QUEUE, GPU_FITS_NODE, PRIORITY, UNKNOWN_KEY, HOST_PATH}
+    assert v.message().startswith("gpuctl: Pod team-a/p breaks 5 rule(s): ")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Malformed input is Malformed (HTTP 400), never another exception.
+
+
+@pytest.mark.parametrize(
+    ("mutate", "text"),
+    [
+        (lambda r: r.update(kind="Pod"), "request.kind must be an object"),
+        (lambda r: r.update(kind={}), "request.kind.kind is missing"),
+        (lambda r: r.update(operation="PATCH"), "request.operation 'PATCH'"),
+        (lambda r: r.update(object=None), "request.object must be an object"),
+        (lambda r: r.update(operation="UPDATE", oldObject=[1]), "request.oldObject must be an object"),
+        (lambda r: r["object"]["metadata"].update(labels=[]), "metadata.labels must be an object"),
+        (lambda r: r["object"]["metadata"]["labels"].update(x=1), "must be a string"),
+        (lambda r: r["object"]["spec"].update(containers={}), "spec.containers must be a list"),
+        (lambda r: r["object"]["spec"]["containers"].append("x"), "containers[1] must be an object"),
+        (lambda r: _gpu(r, "lots"), "is not a Kubernetes quantity"),
+        (
+            lambda r: (
+                _gpu(r, None)
+                or r["object"]["spec"]["containers"][0]["resources"]["limits"].update({GPU_RESOURCE: []})
+            ),
+            "must be a quantity string",
+        ),
+        (
+            lambda r: r["object"]["spec"].update(volumes=[{"hostPath": {"path": 1}}]),
+            "hostPath.path must be a string",
+        ),
+        (lambda r: r["object"]["spec"].update(affinity=_affinity([{"key": 1}])), "key must be a string"),
+    ],
+)
+def test_malformed_requests_raise_malformed_with_the_place(mutate, text):
+    request = review(queued_pod())["request"]
+    mutate(request)
+    with pytest.raises(Malformed, match=None) as exc:
+        judge(request, STATE, ENFORCE)
+    assert text in str(exc.value)
+
+
+def test_non_dict_request_is_malformed():
+    with pytest.raises(Malformed):
+        judge([], STATE, ENFORCE)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Helpers.
+
+
+def _affinity(exprs: list[dict]) -> dict:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": exprs}]
+            }
+        }
+    }
+
+
+def _gpu(request: dict, value) -> None:
+    res = request["object"]["spec"]["containers"][0]["resources"]
+    res["requests"].pop(GPU_RESOURCE, None)
+    if value is None:
+        res["limits"].pop(GPU_RESOURCE, None)
+    else:
+        res["limits"][GPU_RESOURCE] = value
+
+
+def _replicaset(pod: dict) -> dict:
+    meta = pod["metadata"]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "rs", "namespace": meta["namespace"]},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "rs"}},
+            "template": {"metadata": {"labels": {**meta["labels"], "app": "rs"}}, "spec": pod_spec(pod)},
+        },
+    }
