@@ -1,0 +1,602 @@
+"""`gpuctl serve` against the local cluster, scraped by a real Prometheus (Debian's `prometheus`).
+
+The service runs as a subprocess with the ServiceAccount and ClusterRole of manifests/serve/rbac.yaml
+(a token from the TokenRequest API), so a missing permission fails here. Prometheus scrapes it every
+second, loads manifests/prometheus/rules.yaml and also scrapes a stand-in dcgm-exporter (a static page
+in DCGM's format, with the pod-label it would copy) so the DCGM panel has something to join.
+
+The steps run in file order and build on each other, like an operator's afternoon:
+pools and teams are set up, a job is admitted (reserved GPUs rise), a node joins, loses GPUs, goes
+NotReady and comes back (capacity and the Kueue Cohort follow; the latency is printed), a team borrows
+the whole pool and the owner takes its guarantee back (preemptions, borrowing, queued demand), and
+finally every query of every dashboard is evaluated against this Prometheus.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuctl.cluster import Cluster, path
+from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels
+from gpuctl.service.capacity import pool_capacities
+from queues import PoolGuarantee, TeamQuota, desired_objects, local_queue, team_namespace
+from tests.integration.conftest import reset_gpuctl_state, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAINING, INFERENCE = "training-pool", "inference-pool"
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+SERVE_NS, SERVE_SA = "gpuctl-system", "gpuctl-serve"
+# How long a node change may take to reach the Cohort (debounce 0.5 s + watch + apply).
+RECONCILE_DEADLINE = 5.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _job(name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING) -> dict:
+    """A Job as gpuctl's builders make it: queue, priority and pool labels, the pool's nodeSelector."""
+    res = {"cpu": "1", "memory": "1Gi", GPU_RESOURCE: str(gpus)}
+    labels = {
+        Labels.KUEUE_QUEUE: "default",
+        Labels.KUEUE_PRIORITY: f"gpuctl-{priority}",
+        Labels.PRIORITY: priority,
+        Labels.POOL: pool,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "suspend": True,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {Labels.POOL: pool}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {Labels.POOL: pool},
+                    # No GPUCTL_FAKE_RUNTIME: KWOK keeps the pod Running for 10 minutes.
+                    "containers": [
+                        {"name": "main", "image": "busybox", "resources": {"requests": res, "limits": res}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+# ---------------------------------------------------------------------------- the stack
+class _DcgmHandler(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@dataclass
+class Stack:
+    kube: Cluster
+    team_a: str
+    team_b: str
+    prom_url: str
+    metrics_url: str
+    started: float
+    service: subprocess.Popen
+    service_log: Path
+    latencies: dict[str, float] = field(default_factory=dict)
+
+    def query(self, expr: str) -> list[dict]:
+        url = f"{self.prom_url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def value(self, expr: str) -> float | None:
+        """The single value of an instant query (None if empty; fails if several series)."""
+        res = self.query(expr)
+        if not res:
+            return None
+        assert len(res) == 1, f"{expr} returned {len(res)} series: {res}"
+        return float(res[0]["value"][1])
+
+    def wait_value(self, expr: str, expected: float, timeout: float = 30) -> None:
+        wait_until(lambda: self.value(expr) == expected, timeout, 0.5, what=f"{expr} == {expected}")
+
+    def service_alive(self) -> None:
+        if self.service.poll() is not None:
+            pytest.fail(f"gpuctl serve exited:\n{self.service_log.read_text()[-4000:]}")
+
+    def cohort_gpus(self, pool: str) -> int | None:
+        cohort = self.kube.get_or_none(path("Cohort", COHORT_NAME))
+        for group in ((cohort or {}).get("spec") or {}).get("resourceGroups") or []:
+            for fl in group.get("flavors") or []:
+                if fl["name"] == pool:
+                    for r in fl["resources"]:
+                        if r["name"] == GPU_RESOURCE:
+                            return int(r["nominalQuota"])
+        return None
+
+
+def _service_account_kubeconfig(kube: Cluster, kubectl_bin: str, cluster_kubeconfig: str, out: Path) -> Path:
+    """Apply manifests/serve/rbac.yaml and write a kubeconfig that authenticates as its ServiceAccount."""
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SERVE_NS}})
+    subprocess.run(
+        [
+            kubectl_bin,
+            "--kubeconfig",
+            cluster_kubeconfig,
+            "apply",
+            "-f",
+            str(ROOT / "manifests/serve/rbac.yaml"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    token = kube.request(
+        "POST",
+        path("ServiceAccount", SERVE_SA, SERVE_NS, "token"),
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 7200},
+        },
+    )["status"]["token"]
+    admin = yaml.safe_load(Path(cluster_kubeconfig).read_text())
+    cl = admin["clusters"][0]["cluster"]
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cl}],
+        "users": [{"name": SERVE_SA, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": SERVE_SA}}],
+        "current-context": "sa",
+    }
+    if "certificate-authority" in cl:  # make the file self-contained
+        cl["certificate-authority-data"] = base64.b64encode(
+            Path(cl.pop("certificate-authority")).read_bytes()
+        ).decode()
+    out.write_text(yaml.safe_dump(cfg))
+    return out
+
+
+def _restore_node(kube: Cluster, name: str, gpus: str) -> None:
+    """Give the node back to KWOK (which reports it Ready) with its GPUs."""
+    kube.merge_patch(path("Node", name), {"metadata": {"annotations": {"kwok.x-k8s.io/node": "fake"}}})
+    kube.merge_patch(
+        path("Node", name, subresource="status"),
+        {"status": {"allocatable": {GPU_RESOURCE: gpus}, "capacity": {GPU_RESOURCE: gpus}}},
+    )
+
+
+def _clear_gpu_work(kube: Cluster, nodes: list[str]) -> None:
+    """Remove GPU pods other tests left running on our nodes (KWOK runs them 10 minutes), with their Jobs,
+    so the GPU counts below start from zero. Only the throwaway test cluster is touched."""
+    for node in nodes:
+        for pod in kube.list(path("Pod"), field_selector=f"spec.nodeName={node}"):
+            if pod["status"].get("phase") in ("Succeeded", "Failed"):
+                continue
+            if not any(
+                GPU_RESOURCE in (c.get("resources", {}).get("requests") or {})
+                for c in pod["spec"]["containers"]
+            ):
+                continue
+            ns = pod["metadata"]["namespace"]
+            for owner in pod["metadata"].get("ownerReferences") or []:
+                if owner.get("kind") == "Job":
+                    kube.delete(path("Job", owner["name"], ns))
+            kube.delete(path("Pod", pod["metadata"]["name"], ns), grace_seconds=0)
+
+    def gone() -> bool:
+        return not any(
+            p["status"].get("phase") not in ("Succeeded", "Failed")
+            for n in nodes
+            for p in kube.list(path("Pod"), field_selector=f"spec.nodeName={n}")
+            if any(
+                GPU_RESOURCE in (c.get("resources", {}).get("requests") or {})
+                for c in p["spec"]["containers"]
+            )
+        )
+
+    wait_until(gone, 60, 0.5, what="GPU pods of earlier tests gone from the test nodes")
+
+
+@pytest.fixture(scope="module")
+def stack(
+    cluster: str, kube: Cluster, kubectl_bin: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    if not os.path.exists(PROMETHEUS):
+        msg = "Prometheus is not installed: apt-get install -y prometheus"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    tmp = tmp_path_factory.mktemp("metrics")
+    reset_gpuctl_state(kube)
+    _clear_gpu_work(kube, ["gpu-node-1", "gpu-node-2", "gpu-node-3", "gpu-node-4"])
+    run = uuid.uuid4().hex[:6]
+    team_a, team_b = f"t-{run}-a", f"t-{run}-b"
+
+    # Pools: training-pool = gpu-node-1, -2 (16 GPUs); inference-pool = gpu-node-3 (4 GPUs).
+    for node, pool in (("gpu-node-1", TRAINING), ("gpu-node-2", TRAINING), ("gpu-node-3", INFERENCE)):
+        kube.merge_patch(path("Node", node), {"metadata": {"labels": {Labels.POOL: pool}}})
+    # Team A: 32-GPU budget, no guarantee. Team B: 16-GPU budget, 8 GPUs guaranteed in training-pool.
+    a = TeamQuota(namespace=team_a, quota_name="metrics-test", gpu=32)
+    b = TeamQuota(
+        namespace=team_b,
+        quota_name="metrics-test",
+        gpu=16,
+        pools={TRAINING: PoolGuarantee(gpu=8, cpu="16", memory="64Gi")},
+    )
+    pools = pool_capacities(kube.list(path("Node")), [TRAINING, INFERENCE])
+    for obj in [
+        *desired_objects(pools, [a, b]),
+        team_namespace(a),
+        team_namespace(b),
+        local_queue(team_a),
+        local_queue(team_b),
+    ]:
+        kube.apply(obj)
+
+    sa_kubeconfig = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig")
+    port = _free_port()
+    log_path = tmp / "serve.log"
+    log_file = log_path.open("w")
+    service = subprocess.Popen(
+        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa_kubeconfig),
+         "--address", "127.0.0.1", "--metrics-port", str(port), "--resync", "10"],
+        stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT,
+    )  # fmt: skip
+
+    # A stand-in dcgm-exporter: one GPU of gpu-node-1, busy 60 %, labelled with the pod's pool the way
+    # dcgm-exporter --kubernetes-enable-pod-labels copies runwhere.ai/pool.
+    _DcgmHandler.body = (
+        "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-0",device="nvidia0",modelName="NVIDIA A100",'
+        'Hostname="gpu-node-1",'
+        f'namespace="{team_a}",pod="a0-x",container="main",runwhere_ai_pool="{TRAINING}"}} 60\n'
+    ).encode()
+    dcgm = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _DcgmHandler)
+    threading.Thread(target=dcgm.serve_forever, daemon=True).start()
+
+    prom_port = _free_port()
+    (tmp / "prometheus.yml").write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(ROOT / "manifests/prometheus/rules.yaml")],
+                "scrape_configs": [
+                    {"job_name": "gpuctl", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]},
+                    {"job_name": "dcgm", "static_configs": [{"targets": [f"127.0.0.1:{dcgm.server_port}"]}]},
+                ],
+            }
+        )
+    )
+    prom_log = (tmp / "prometheus.log").open("w")
+    prom = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{prom_port}"],
+        stdout=prom_log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    st = Stack(
+        kube=kube,
+        team_a=team_a,
+        team_b=team_b,
+        prom_url=f"http://127.0.0.1:{prom_port}",
+        metrics_url=f"http://127.0.0.1:{port}/metrics",
+        started=time.time(),
+        service=service,
+        service_log=log_path,
+    )
+
+    def up() -> bool:
+        st.service_alive()
+        if prom.poll() is not None:
+            pytest.fail(f"prometheus exited:\n{(tmp / 'prometheus.log').read_text()[-3000:]}")
+        try:
+            return (
+                st.value('up{job="gpuctl"}') == 1 and st.value('min(gpuctl_cache_synced{job="gpuctl"})') == 1
+            )
+        except OSError:
+            return False
+
+    try:
+        wait_until(up, 60, 0.5, what="Prometheus scraping a synced gpuctl serve")
+        yield st
+    finally:
+        for proc in (service, prom):
+            proc.terminate()
+        for proc in (service, prom):
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        dcgm.shutdown()
+        log_file.close()
+        prom_log.close()
+        if st.latencies:
+            print("\nreconcile latency node change -> Cohort updated:", json.dumps(st.latencies))
+        _restore_node(kube, "gpu-node-4", "4")
+        for ns in (team_a, team_b):
+            kube.delete(path("Namespace", ns))
+        reset_gpuctl_state(kube)
+        subprocess.run(
+            [kubectl_bin, "--kubeconfig", cluster, "delete", "--ignore-not-found", "-f",
+             str(ROOT / "manifests/serve/rbac.yaml")],
+            capture_output=True,
+        )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- the steps
+def test_capacity_and_quota_metrics_match_the_cluster(stack: Stack) -> None:
+    s = stack
+    s.wait_value(f'gpuctl_pool_allocatable_gpus{{pool="{TRAINING}"}}', 16)
+    assert s.value(f'gpuctl_pool_capacity_gpus{{pool="{TRAINING}"}}') == 16
+    assert s.value(f'gpuctl_pool_allocatable_gpus{{pool="{INFERENCE}"}}') == 4
+    assert s.value(f'gpuctl_pool_nodes{{pool="{TRAINING}", state="ready"}}') == 2
+    assert s.value(f'gpuctl_pool_nodes{{pool="{TRAINING}", state="not_ready"}}') == 0
+    # Workloads of earlier tests may still be on their way out.
+    s.wait_value(f'gpuctl_pool_reserved_gpus{{pool="{TRAINING}"}}', 0)
+    s.wait_value(f'gpuctl_pool_free_gpus{{pool="{TRAINING}"}}', 16)
+    assert s.value(f'gpuctl_pool_info{{pool="{TRAINING}"}}') == 1
+    assert s.query(f'gpuctl_pool_info{{pool="{TRAINING}"}}')[0]["metric"]["gpu_type"] == "A100"
+    assert s.value(f'gpuctl_team_quota_gpus{{namespace="{s.team_a}"}}') == 32
+    assert s.value(f'gpuctl_team_guaranteed_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}') == 8
+    assert s.value(f'gpuctl_team_guaranteed_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}') == 0
+    info = s.query(f'gpuctl_team_info{{namespace="{s.team_b}"}}')[0]["metric"]
+    assert info["cluster_queue"] == s.team_b and info["local_queue"] == "default"
+    # The Cohort was written with the same capacity: the reconciler found nothing to change.
+    assert s.cohort_gpus(TRAINING) == 16 - 8
+    assert s.value('gpuctl_reconcile_runs_total{result="error"}') == 0
+    assert s.value('gpuctl_reconcile_runs_total{result="unchanged"}') >= 1
+
+
+def test_admitted_job_raises_reserved_gpus(stack: Stack) -> None:
+    s = stack
+    s.kube.create(_job("a-0", s.team_a, 4, "low"))
+    s.wait_value(f'gpuctl_pool_reserved_gpus{{pool="{TRAINING}"}}', 4)
+    # Its pod starts on a training-pool node (KWOK): allocated follows, free drops.
+    s.wait_value(f'gpuctl_pool_allocated_gpus{{pool="{TRAINING}"}}', 4)
+    s.wait_value(f'gpuctl_pool_free_gpus{{pool="{TRAINING}"}}', 12)
+    s.wait_value(
+        f'gpuctl_workloads{{namespace="{s.team_a}", pool="{TRAINING}", priority="low", state="running"}}', 1
+    )
+    s.wait_value(f'gpuctl_team_used_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 4)
+    s.wait_value(f'gpuctl_team_allocated_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 4)
+    # Nothing guaranteed to A in the pool: all 4 GPUs are borrowed from the cohort.
+    s.wait_value(f'gpuctl_team_borrowed_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 4)
+    s.wait_value(f'gpuctl_queue_wait_seconds_count{{pool="{TRAINING}", priority="low"}}', 1)
+    wait = s.value(f'gpuctl_queue_wait_seconds_sum{{pool="{TRAINING}", priority="low"}}')
+    assert wait is not None and 0 <= wait < 60
+    assert s.value(f'gpuctl_pool_allocatable_gpus{{pool="{TRAINING}"}}') == 16
+
+
+def _timed_change(s: Stack, what: str, change, pool: str, expected_cohort: int) -> None:
+    t0 = time.monotonic()
+    change()
+    wait_until(lambda: s.cohort_gpus(pool) == expected_cohort, 20, 0.05, what=f"Cohort after {what}")
+    s.latencies[what] = round(time.monotonic() - t0, 3)
+    assert s.latencies[what] <= RECONCILE_DEADLINE, s.latencies
+
+
+KWOK_MANAGED = "kwok.x-k8s.io/node"
+
+
+def _set_node_status(s: Stack, name: str, *, ready: bool | None = None, gpus: str | None = None) -> None:
+    """Change a fake node's status as its kubelet or device plugin would.
+
+    KWOK puts Ready back at once on the nodes it manages, so a node that goes NotReady is first taken
+    out of KWOK's hands (its annotation removed), like a kubelet that stopped; Ready again = KWOK
+    manages it again and reports it Ready.
+    """
+    if ready is True:
+        s.kube.merge_patch(path("Node", name), {"metadata": {"annotations": {KWOK_MANAGED: "fake"}}})
+        return
+    if ready is False:
+        s.kube.merge_patch(path("Node", name), {"metadata": {"annotations": {KWOK_MANAGED: None}}})
+    node = s.kube.get(path("Node", name))
+    patch: dict = {}
+    if ready is False:
+        conds = node["status"]["conditions"]
+        for c in conds:
+            if c["type"] == "Ready":
+                c["status"], c["reason"] = "False", "KubeletNotReady"
+        patch["conditions"] = conds
+    if gpus is not None:
+        patch["allocatable"] = {GPU_RESOURCE: gpus}
+    s.kube.merge_patch(path("Node", name, subresource="status"), {"status": patch})
+
+
+def test_node_changes_move_capacity_and_the_kueue_quota(stack: Stack) -> None:
+    s = stack
+    s.service_alive()
+    pool_expr = f'gpuctl_pool_allocatable_gpus{{pool="{TRAINING}"}}'
+    # A 4-GPU node joins training-pool (by anyone: here a plain label patch, not gpuctl).
+    _timed_change(
+        s,
+        "node joins pool",
+        lambda: s.kube.merge_patch(
+            path("Node", "gpu-node-4"), {"metadata": {"labels": {Labels.POOL: TRAINING}}}
+        ),
+        TRAINING,
+        16 + 4 - 8,
+    )
+    s.wait_value(pool_expr, 20)
+    s.wait_value(f'gpuctl_pool_capacity_gpus{{pool="{TRAINING}"}}', 20)
+    # The node loses two GPUs (a failed device: the device plugin lowers allocatable).
+    _timed_change(s, "node loses GPUs", lambda: _set_node_status(s, "gpu-node-4", gpus="2"), TRAINING, 10)
+    s.wait_value(pool_expr, 18)
+    s.wait_value(f'gpuctl_pool_capacity_gpus{{pool="{TRAINING}"}}', 20)
+    _timed_change(s, "GPUs come back", lambda: _set_node_status(s, "gpu-node-4", gpus="4"), TRAINING, 12)
+    # NotReady: out of the capacity, counted as not_ready.
+    _timed_change(s, "node NotReady", lambda: _set_node_status(s, "gpu-node-4", ready=False), TRAINING, 8)
+    s.wait_value(f'gpuctl_pool_nodes{{pool="{TRAINING}", state="not_ready"}}', 1)
+    s.wait_value(pool_expr, 16)
+    _timed_change(s, "node Ready again", lambda: _set_node_status(s, "gpu-node-4", ready=True), TRAINING, 12)
+    s.wait_value(f'gpuctl_pool_nodes{{pool="{TRAINING}", state="not_ready"}}', 0)
+    s.wait_value(f'gpuctl_pool_nodes{{pool="{TRAINING}", state="ready"}}', 3)
+    s.wait_value(pool_expr, 20)
+    wait_until(
+        lambda: not s.kube.get(path("Node", "gpu-node-4"))["spec"].get("taints"),
+        30,
+        what="not-ready taints lifted",
+    )
+    # Someone edits the Cohort by hand: it is put back.
+    cohort = s.kube.get(path("Cohort", COHORT_NAME))
+    for fl in cohort["spec"]["resourceGroups"][0]["flavors"]:
+        if fl["name"] == TRAINING:
+            for r in fl["resources"]:
+                if r["name"] == GPU_RESOURCE:
+                    r["nominalQuota"] = "100"
+    s.kube.request("PUT", path("Cohort", COHORT_NAME), body=cohort)
+    wait_until(lambda: s.cohort_gpus(TRAINING) == 12, 10, 0.1, what="hand edit of the Cohort reverted")
+    assert s.cohort_gpus(INFERENCE) == 4
+    # Six changes, six applies, each with its latency observed; no errors.
+    wait_until(
+        lambda: (s.value('gpuctl_reconcile_runs_total{result="applied"}') or 0) >= 6,
+        10,
+        what="six applies scraped",
+    )
+    assert (s.value("gpuctl_reconcile_latency_seconds_count") or 0) >= 6
+    assert s.value('gpuctl_reconcile_runs_total{result="error"}') == 0
+
+
+def test_reclaim_preempts_borrowers_and_queue_metrics_follow(stack: Stack) -> None:
+    s = stack
+    # A borrows the whole pool: 4 more 4-GPU jobs next to a-0 (20 GPUs = 12 of the cohort + B's 8).
+    for i in range(1, 5):
+        s.kube.create(_job(f"a-{i}", s.team_a, 4, "low"))
+    s.wait_value(f'gpuctl_pool_reserved_gpus{{pool="{TRAINING}"}}', 20)
+    s.wait_value(f'gpuctl_pool_free_gpus{{pool="{TRAINING}"}}', 0)
+    s.wait_value(f'gpuctl_team_borrowed_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 20)
+    s.wait_value(f'gpuctl_queue_wait_seconds_count{{pool="{TRAINING}", priority="low"}}', 5)
+    assert s.query("gpuctl_workload_preemptions_total") == []
+
+    # B takes its guarantee back: 8 GPUs, high priority. Kueue preempts two of A's 4-GPU jobs.
+    s.kube.create(_job("b-0", s.team_b, 8, "high"))
+    labels = f'namespace="{s.team_a}", pool="{TRAINING}", priority="low"'
+    s.wait_value(f'sum(gpuctl_workload_preemptions_total{{{labels}, reason="InCohortReclamation"}})', 2)
+    s.wait_value(f'gpuctl_workloads{{{labels}, state="preempted"}}', 2)
+    s.wait_value(f'gpuctl_workloads{{{labels}, state="running"}}', 3)
+    s.wait_value(f'gpuctl_pool_requested_gpus{{pool="{TRAINING}", priority="low"}}', 8)
+    s.wait_value(f'gpuctl_pool_requested_gpus{{pool="{TRAINING}", priority="high"}}', 0)
+    s.wait_value(f'gpuctl_team_used_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 8)
+    s.wait_value(f'gpuctl_team_borrowed_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 0)
+    s.wait_value(f'gpuctl_team_borrowed_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 12)
+    s.wait_value(f'gpuctl_queue_wait_seconds_count{{pool="{TRAINING}", priority="high"}}', 1)
+    s.wait_value(f'gpuctl_pool_reserved_gpus{{pool="{TRAINING}"}}', 20)
+    # Two independent sources agree: Workload admissions (pool) and ClusterQueue status (teams).
+    s.wait_value(f'sum(gpuctl_team_used_gpus{{pool="{TRAINING}"}})', 20)
+    oldest = s.value(f'gpuctl_queue_oldest_pending_seconds{{pool="{TRAINING}", priority="low"}}')
+    assert oldest is not None and 0 <= oldest < 120
+    # The preempted pods go away and B's pod starts: pods hold 12 (A) + 8 (B).
+    s.wait_value(f'gpuctl_pool_allocated_gpus{{pool="{TRAINING}"}}', 20, timeout=60)
+    s.wait_value(f'gpuctl_team_allocated_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 8, timeout=60)
+
+
+def _dashboards() -> list[tuple[str, dict]]:
+    return [(p.name, json.loads(p.read_text())) for p in sorted((ROOT / "manifests/grafana").glob("*.json"))]
+
+
+def _targets(board: dict) -> Iterator[tuple[str, str]]:
+    for panel in board["panels"]:
+        for t in panel.get("targets") or []:
+            yield panel["title"], t["expr"]
+
+
+def _substitute(expr: str, window: str, **variables: str) -> str:
+    expr = expr.replace("$__rate_interval", window).replace("$__range", window).replace("$__interval", "15s")
+    for name, value in sorted(variables.items(), key=lambda kv: -len(kv[0])):
+        expr = expr.replace(f"${{{name}}}", value).replace(f"${name}", value)
+    assert "$" not in expr.replace('"$1"', ""), f"unsubstituted variable in {expr}"
+    return expr
+
+
+@pytest.mark.parametrize("selection", ["all", "one pool, team and priority"])
+def test_every_dashboard_query_returns_data(stack: Stack, selection: str) -> None:
+    s = stack
+    variables = (
+        {"pool": ".*", "team": ".*", "priority": ".*"}
+        if selection == "all"
+        else {"pool": TRAINING, "team": s.team_a, "priority": "low"}
+    )
+    # A window that covers everything since Prometheus started scraping.
+    window = f"{int(time.time() - s.started) + 30}s"
+    empty = []
+    checked = 0
+    for name, board in _dashboards():
+        for title, expr in _targets(board):
+            q = _substitute(expr, window, **variables)
+            res = s.query(q)
+            finite = [r for r in res if math.isfinite(float(r["value"][1]))]
+            checked += 1
+            if not finite:
+                empty.append(f"{name} / {title}: {q} -> {res}")
+    assert checked >= 40
+    assert not empty, "panel queries without data:\n" + "\n".join(empty)
+
+
+def test_rules_load_and_evaluate_in_prometheus(stack: Stack) -> None:
+    s = stack
+    with urllib.request.urlopen(f"{s.prom_url}/api/v1/rules", timeout=10) as r:
+        groups = json.load(r)["data"]["groups"]
+    names = {rule["name"] for g in groups for rule in g["rules"]}
+    assert {
+        "GpuctlPoolSaturated",
+        "GpuctlWorkQueuedTooLong",
+        "GpuctlPoolNodeNotReady",
+        "GpuctlServiceDown",
+        "GpuctlReconcileFailing",
+        "pool:gpuctl_gpu_allocation:ratio",
+    } <= names
+    bad = [
+        (rule["name"], rule.get("lastError")) for g in groups for rule in g["rules"] if rule["health"] != "ok"
+    ]
+    assert not bad
+    s.wait_value(f'pool:gpuctl_gpu_reservation:ratio{{pool="{TRAINING}"}}', 1)
+    # training-pool has had 0 free GPUs for less than 30 minutes: pending, not firing.
+    alerts = s.query('ALERTS{alertname="GpuctlPoolSaturated"}')
+    assert [a["metric"]["alertstate"] for a in alerts if a["metric"]["pool"] == TRAINING] == ["pending"]
+    assert s.query('ALERTS{alertname="GpuctlServiceDown"}') == []
+
+
+def test_scrape_is_fast_and_has_no_pod_or_job_labels(stack: Stack) -> None:
+    s = stack
+    durations = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(s.metrics_url, timeout=10) as r:
+            text = r.read().decode()
+        durations.append(time.perf_counter() - t0)
+    assert sorted(durations)[10] < 0.1, durations
+    for line in text.splitlines():
+        if line.startswith("gpuctl_"):
+            assert 'pod="' not in line and 'job_name="' not in line and "a-0" not in line, line
+    scrape = s.value('scrape_duration_seconds{job="gpuctl"}')
+    assert scrape is not None and scrape < 0.1
