@@ -137,14 +137,20 @@ def cluster_queue(team: TeamQuota, pools: Sequence[str]) -> dict:
                 ],
             }
         )
-    gpu_budget: dict = {"name": QUOTA_GPU, "nominalQuota": UNLIMITED[QUOTA_GPU] if team.gpu is None else str(team.gpu)}
+    gpu_budget: dict = {
+        "name": QUOTA_GPU,
+        "nominalQuota": UNLIMITED[QUOTA_GPU] if team.gpu is None else str(team.gpu),
+    }
     if team.borrowing_limit is not None:
         gpu_budget["borrowingLimit"] = str(team.borrowing_limit)
     budget = {
         "name": BUDGET_FLAVOR,
         "resources": [
             {"name": QUOTA_CPU, "nominalQuota": UNLIMITED[QUOTA_CPU] if team.cpu is None else str(team.cpu)},
-            {"name": QUOTA_MEMORY, "nominalQuota": UNLIMITED[QUOTA_MEMORY] if team.memory is None else str(team.memory)},
+            {
+                "name": QUOTA_MEMORY,
+                "nominalQuota": UNLIMITED[QUOTA_MEMORY] if team.memory is None else str(team.memory),
+            },
             gpu_budget,
         ],
     }
@@ -172,7 +178,10 @@ def cluster_queue(team: TeamQuota, pools: Sequence[str]) -> dict:
                 "reclaimWithinCohort": "Any",
                 # Work that borrows may preempt other teams' over-quota work of lower priority, up
                 # to medium: high work is never preempted by another team's borrowing.
-                "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": BORROW_PREEMPT_THRESHOLD},
+                "borrowWithinCohort": {
+                    "policy": "LowerPriority",
+                    "maxPriorityThreshold": BORROW_PREEMPT_THRESHOLD,
+                },
             },
             "resourceGroups": groups,
         },

@@ -33,7 +33,7 @@ def _reachable(kubeconfig: str) -> bool:
     try:
         Cluster.connect(kubeconfig=kubeconfig).server_version()
         return True
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -50,8 +50,11 @@ def cluster() -> Iterator[str]:
         yield existing
         return
     run = Path(os.environ.get("GPUCTL_TESTBED_RUN_PYTEST", f"/tmp/gpuctl-pytest-{os.getpid()}"))
-    env = {**os.environ, "GPUCTL_TESTBED_RUN": str(run),
-           "GPUCTL_TESTBED_PORT_OFFSET": os.environ.get("GPUCTL_TESTBED_PORT_OFFSET", "100")}
+    env = {
+        **os.environ,
+        "GPUCTL_TESTBED_RUN": str(run),
+        "GPUCTL_TESTBED_PORT_OFFSET": os.environ.get("GPUCTL_TESTBED_PORT_OFFSET", "100"),
+    }
     up = subprocess.run([str(ROOT / "hack/cluster/up.sh")], env=env, capture_output=True, text=True)
     if up.returncode != 0:
         pytest.fail(f"hack/cluster/up.sh failed:\n{up.stdout[-4000:]}\n{up.stderr[-4000:]}")
@@ -74,7 +77,8 @@ def kube(cluster: str):
 @pytest.fixture(scope="session")
 def kubectl_bin() -> str:
     versions = dict(
-        line.split("=", 1) for line in (ROOT / "hack/cluster/versions.env").read_text().splitlines()
+        line.split("=", 1)
+        for line in (ROOT / "hack/cluster/versions.env").read_text().splitlines()
         if "=" in line and not line.startswith("#")
     )
     return str(CACHE / "bin" / f"k8s-{versions['K8S_VERSION']}" / "kubectl")
@@ -85,7 +89,9 @@ def kubectl(cluster: str, kubectl_bin: str):
     """Run kubectl on the test cluster: kubectl("get", "pods", check=False) -> CompletedProcess."""
 
     def run(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        p = subprocess.run([kubectl_bin, "--kubeconfig", cluster, *args], input=input, capture_output=True, text=True)
+        p = subprocess.run(
+            [kubectl_bin, "--kubeconfig", cluster, *args], input=input, capture_output=True, text=True
+        )
         if check and p.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {p.stderr}")
         return p

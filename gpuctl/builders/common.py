@@ -92,7 +92,9 @@ def pod_template(
     container["resources"] = resources(spec)
     workdirs = spec.storage.workdirs if spec.storage else []
     if workdirs:
-        container["volumeMounts"] = [{"name": f"workdir-{i}", "mountPath": w.path} for i, w in enumerate(workdirs)]
+        container["volumeMounts"] = [
+            {"name": f"workdir-{i}", "mountPath": w.path} for i, w in enumerate(workdirs)
+        ]
     health = getattr(getattr(spec, "service", None), "health_check", None)
     if health and container_port:
         probe = {"httpGet": {"path": health, "port": container_port}}
@@ -112,8 +114,10 @@ def pod_template(
     labels = gpuctl_labels(spec, namespace)
     if app_label:
         labels[Labels.APP] = spec.job.name
-    return {"metadata": {"labels": labels, **({"annotations": annotations(spec)} if annotations(spec) else {})},
-            "spec": pod_spec}
+    return {
+        "metadata": {"labels": labels, **({"annotations": annotations(spec)} if annotations(spec) else {})},
+        "spec": pod_spec,
+    }
 
 
 def service_port(spec: JobSpec) -> tuple[int, int]:

@@ -7,7 +7,9 @@ from gpuctl.constants import Labels
 from gpuctl.spec import ComputeSpec, InferenceSpec
 
 
-def build_deployment(spec: InferenceSpec | ComputeSpec, namespace: str, extra_labels: dict[str, str]) -> list[dict]:
+def build_deployment(
+    spec: InferenceSpec | ComputeSpec, namespace: str, extra_labels: dict[str, str]
+) -> list[dict]:
     _, target = service_port(spec)
     labels = {**job_labels(spec, namespace), **extra_labels}
     template = pod_template(spec, namespace, app_label=True, container_port=target)

@@ -5,7 +5,14 @@ Kueue admits the StatefulSet as one gang Workload; scaling it to 0 releases the 
 
 from __future__ import annotations
 
-from gpuctl.builders.common import job_labels, metadata, node_port_service, pod_template, service_name, service_port
+from gpuctl.builders.common import (
+    job_labels,
+    metadata,
+    node_port_service,
+    pod_template,
+    service_name,
+    service_port,
+)
 from gpuctl.constants import Labels
 from gpuctl.spec import NotebookSpec
 

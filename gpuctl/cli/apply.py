@@ -10,7 +10,9 @@ from gpuctl.cli.files import add_file_flags
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p = sub.add_parser(
-        "apply", help="create or update jobs, pools and quotas from YAML", parents=[common["cluster"], common["output"](("json", "yaml"))]
+        "apply",
+        help="create or update jobs, pools and quotas from YAML",
+        parents=[common["cluster"], common["output"](("json", "yaml"))],
     )
     add_file_flags(p)
     p.add_argument("--force", action="store_true", help="re-create a running Job whose pod template changed")

@@ -10,7 +10,9 @@ from gpuctl.cli.report import print_results
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p = sub.add_parser(
-        "create", help="create jobs, pools and quotas from YAML", parents=[common["cluster"], common["output"](("json", "yaml"))]
+        "create",
+        help="create jobs, pools and quotas from YAML",
+        parents=[common["cluster"], common["output"](("json", "yaml"))],
     )
     add_file_flags(p)
     p.set_defaults(run=run, action="create")
@@ -23,8 +25,14 @@ def run(args: argparse.Namespace) -> int:
     from gpuctl.service.lifecycle import submit
 
     session = _session(args)
-    results = submit(session, docs, default_namespace(args), action=args.action, dry_run=args.dry_run,
-                     force=getattr(args, "force", False))
+    results = submit(
+        session,
+        docs,
+        default_namespace(args),
+        action=args.action,
+        dry_run=args.dry_run,
+        force=getattr(args, "force", False),
+    )
     return print_results(args, results)
 
 

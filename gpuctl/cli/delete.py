@@ -13,23 +13,33 @@ from gpuctl.cli.files import add_file_flags, default_namespace
 from gpuctl.cli.report import print_results
 
 TYPES = {
-    "job": "job", "jobs": "job",
-    "pool": "pool", "pools": "pool",
-    "quota": "quota", "quotas": "quota",
-    "ns": "namespace", "namespace": "namespace", "namespaces": "namespace",
+    "job": "job",
+    "jobs": "job",
+    "pool": "pool",
+    "pools": "pool",
+    "quota": "quota",
+    "quotas": "quota",
+    "ns": "namespace",
+    "namespace": "namespace",
+    "namespaces": "namespace",
 }
 
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p = sub.add_parser(
-        "delete", help="delete jobs, pools, quotas (from YAML or by name)", parents=[common["cluster"], common["output"](("json", "yaml"))]
+        "delete",
+        help="delete jobs, pools, quotas (from YAML or by name)",
+        parents=[common["cluster"], common["output"](("json", "yaml"))],
     )
     p.add_argument("type", nargs="?", choices=sorted(TYPES), metavar="TYPE", help="job, pool, quota or ns")
     p.add_argument("names", nargs="*", metavar="NAME")
     add_file_flags(p, required=False)
     p.add_argument("--force", action="store_true", help="jobs: delete pods immediately (grace period 0)")
-    p.add_argument("--delete-namespace", action="store_true",
-                   help="quota: also delete the team namespaces that gpuctl created for it")
+    p.add_argument(
+        "--delete-namespace",
+        action="store_true",
+        help="quota: also delete the team namespaces that gpuctl created for it",
+    )
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(run=run, action="delete")
 

@@ -5,14 +5,25 @@ from __future__ import annotations
 import argparse
 
 TYPES = {
-    "job": "job", "jobs": "job", "pool": "pool", "pools": "pool", "node": "node", "nodes": "node",
-    "quota": "quota", "quotas": "quota", "ns": "namespace", "namespace": "namespace",
+    "job": "job",
+    "jobs": "job",
+    "pool": "pool",
+    "pools": "pool",
+    "node": "node",
+    "nodes": "node",
+    "quota": "quota",
+    "quotas": "quota",
+    "ns": "namespace",
+    "namespace": "namespace",
 }
 
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
-    p = sub.add_parser("describe", help="show one job, pool, node, quota or namespace in detail",
-                       parents=[common["cluster"], common["output"](("json", "yaml"))])
+    p = sub.add_parser(
+        "describe",
+        help="show one job, pool, node, quota or namespace in detail",
+        parents=[common["cluster"], common["output"](("json", "yaml"))],
+    )
     p.add_argument("type", choices=sorted(TYPES), metavar="TYPE")
     p.add_argument("name", metavar="NAME")
     p.set_defaults(run=run)

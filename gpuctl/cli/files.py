@@ -65,7 +65,9 @@ def expand(paths: list[str]) -> list[str]:
 def default_namespace(args: argparse.Namespace) -> str:
     from gpuctl.cluster.config import default_namespace as ns
 
-    return ns(args.namespace, kubeconfig=getattr(args, "kubeconfig", None), context=getattr(args, "context", None))
+    return ns(
+        args.namespace, kubeconfig=getattr(args, "kubeconfig", None), context=getattr(args, "context", None)
+    )
 
 
 def print_client_dry_run(args: argparse.Namespace, docs: list[Document]) -> int:

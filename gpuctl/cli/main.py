@@ -25,7 +25,9 @@ def cluster_flags() -> argparse.ArgumentParser:
     g.add_argument("--kubeconfig", help="path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     g.add_argument("--context", help="kubeconfig context to use")
     g.add_argument(
-        "-n", "--namespace", help="namespace (default: the context's namespace, or $DEFAULT_NAMESPACE, or default)"
+        "-n",
+        "--namespace",
+        help="namespace (default: the context's namespace, or $DEFAULT_NAMESPACE, or default)",
     )
     return p
 
@@ -67,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # noqa: BLE001 - last line of defence: a message and exit 1, never a trace
+    except Exception as e:
         from gpuctl.service.errors import describe_exception
 
         print(f"error: {describe_exception(e)}", file=sys.stderr)

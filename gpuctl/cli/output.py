@@ -31,7 +31,9 @@ def print_objects(objects: Sequence[dict], fmt: str, out: IO[str] | None = None)
     `---`; JSON as the object itself, or a v1 List when there are several."""
     out = out or sys.stdout
     if fmt == "json":
-        doc: Any = objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+        doc: Any = (
+            objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+        )
         out.write(json.dumps(doc, indent=2) + "\n")
     else:
         out.write("---\n".join(to_yaml(o) for o in objects))
@@ -80,7 +82,7 @@ def bytes_quantity(value: object) -> str:
         return "0"
     try:
         b = parse_quantity(str(value))
-    except Exception:  # noqa: BLE001 - not a quantity: show it as it is
+    except Exception:
         return str(value)
     for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
         if b >= size:

@@ -14,7 +14,9 @@ def print_results(args: argparse.Namespace, results: list) -> int:
     if args.output in ("json", "yaml"):
         print_data([r.as_dict() for r in results], args.output)
     else:
-        suffix = {"client": " (dry run)", "server": " (server dry run)"}.get(getattr(args, "dry_run", "none"), "")
+        suffix = {"client": " (dry run)", "server": " (server dry run)"}.get(
+            getattr(args, "dry_run", "none"), ""
+        )
         for r in results:
             if r.error:
                 print(f"error: {r.error}", file=sys.stderr)

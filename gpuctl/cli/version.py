@@ -9,7 +9,11 @@ from gpuctl.cli.output import print_data
 
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
-    p = sub.add_parser("version", help="print gpuctl's version", parents=[common["cluster"], common["output"](("json", "yaml"))])
+    p = sub.add_parser(
+        "version",
+        help="print gpuctl's version",
+        parents=[common["cluster"], common["output"](("json", "yaml"))],
+    )
     p.add_argument("--client", action="store_true", help="client version only (no cluster access)")
     p.set_defaults(run=run)
 
@@ -22,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
             cluster = Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
             info["serverVersion"] = cluster.server_version()
-        except Exception as e:  # noqa: BLE001 - version must print even without a cluster
+        except Exception as e:
             info["serverVersion"] = None
             info["serverError"] = str(e).splitlines()[0] if str(e) else type(e).__name__
     if args.output:
@@ -30,5 +34,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"gpuctl version: {__version__}")
     if not args.client:
-        print(f"server version: {info.get('serverVersion') or 'unreachable (' + info.get('serverError', '') + ')'}")
+        server = info.get("serverVersion") or f"unreachable ({info.get('serverError', '')})"
+        print(f"server version: {server}")
     return 0

@@ -59,7 +59,9 @@ def get_jobs(args: argparse.Namespace) -> int:
     if args.output in ("json", "yaml"):
         print_data([r.as_dict() for r in rows], args.output)
     elif not rows:
-        print("No jobs found." if not namespace else f"No jobs found in {namespace} namespace.", file=sys.stderr)
+        print(
+            "No jobs found." if not namespace else f"No jobs found in {namespace} namespace.", file=sys.stderr
+        )
     else:
         table(JOB_COLUMNS + (WIDE_COLUMNS if wide else []), [_job_cells(r, wide) for r in rows])
     if args.watch:
@@ -75,7 +77,9 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
     try:
         while True:
             time.sleep(1.0)
-            for r in list_job_rows(cluster, namespace, pool=args.pool, kind=args.kind, selector=args.selector):
+            for r in list_job_rows(
+                cluster, namespace, pool=args.pool, kind=args.kind, selector=args.selector
+            ):
                 cells = _job_cells(r, wide)
                 key = (r.namespace, r.job_id)
                 if seen.get(key, [None] * 5)[:6] != cells[:6] or seen.get(key, [])[9:] != cells[9:]:
@@ -127,9 +131,22 @@ def get_nodes(args: argparse.Namespace) -> int:
     if args.output in ("json", "yaml"):
         print_data(rows, args.output)
         return 0
-    table(["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "IP", "POOL"],
-          [[r["name"], r["status"], r["gpu_total"], r["gpu_used"], r["gpu_free"], r["gpu_type"] or "-", r["ip"],
-            r["pool"] or "-"] for r in rows])
+    table(
+        ["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "IP", "POOL"],
+        [
+            [
+                r["name"],
+                r["status"],
+                r["gpu_total"],
+                r["gpu_used"],
+                r["gpu_free"],
+                r["gpu_type"] or "-",
+                r["ip"],
+                r["pool"] or "-",
+            ]
+            for r in rows
+        ],
+    )
     return 0
 
 
@@ -145,8 +162,10 @@ def get_labels(args: argparse.Namespace) -> int:
         for k, v in rows[0]["labels"].items():
             print(f"{args.name} {k}={v}")
         return 0
-    table(["NODE", "LABELS"], [[r["node"], ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or "<none>"]
-                               for r in rows])
+    table(
+        ["NODE", "LABELS"],
+        [[r["node"], ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or "<none>"] for r in rows],
+    )
     return 0
 
 
@@ -168,13 +187,33 @@ def get_quotas(args: argparse.Namespace) -> int:
     if not rows:
         print("No quotas found.", file=sys.stderr)
         return 0 if not args.name else 1
-    table(["QUOTA NAME", "NAMESPACE", "GPU (USED/QUOTA)", "BORROWED", "BORROW LIMIT", "CPU", "MEMORY", "PENDING",
-           "STATUS"],
-          [[q["name"], q["namespace"], _quota_gpu(q), q["gpu"]["borrowed"],
-            "none" if q["gpu"]["borrowing_limit"] is None else q["gpu"]["borrowing_limit"],
-            f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}",
-            f"{bytes_quantity(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}", q["pending_workloads"], q["status"]]
-           for q in rows])
+    table(
+        [
+            "QUOTA NAME",
+            "NAMESPACE",
+            "GPU (USED/QUOTA)",
+            "BORROWED",
+            "BORROW LIMIT",
+            "CPU",
+            "MEMORY",
+            "PENDING",
+            "STATUS",
+        ],
+        [
+            [
+                q["name"],
+                q["namespace"],
+                _quota_gpu(q),
+                q["gpu"]["borrowed"],
+                "none" if q["gpu"]["borrowing_limit"] is None else q["gpu"]["borrowing_limit"],
+                f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}",
+                f"{bytes_quantity(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}",
+                q["pending_workloads"],
+                q["status"],
+            ]
+            for q in rows
+        ],
+    )
     return 0
 
 
@@ -187,12 +226,22 @@ def get_namespaces(args: argparse.Namespace) -> int:
     items = cluster.list(path("Namespace"), label_selector=f"{Labels.NAMESPACE}=true")
     from gpuctl.service.jobs import age_seconds
 
-    rows = [{"name": n["metadata"]["name"], "status": (n.get("status") or {}).get("phase", ""),
-             "quota": (n["metadata"].get("labels") or {}).get(Labels.QUOTA, ""), "age": age_seconds(n)} for n in items]
+    rows = [
+        {
+            "name": n["metadata"]["name"],
+            "status": (n.get("status") or {}).get("phase", ""),
+            "quota": (n["metadata"].get("labels") or {}).get(Labels.QUOTA, ""),
+            "age": age_seconds(n),
+        }
+        for n in items
+    ]
     if args.output in ("json", "yaml"):
         print_data(rows, args.output)
         return 0
-    table(["NAME", "STATUS", "QUOTA", "AGE"], [[r["name"], r["status"], r["quota"], age(r["age"])] for r in rows])
+    table(
+        ["NAME", "STATUS", "QUOTA", "AGE"],
+        [[r["name"], r["status"], r["quota"], age(r["age"])] for r in rows],
+    )
     return 0
 
 
@@ -219,31 +268,62 @@ def describe_job(args: argparse.Namespace) -> int:
     res = (c.get("resources") or {}).get("requests") or {}
     wl = job.workload
     data = {
-        "name": job.name, "namespace": job.namespace, "kind": job.kind, "resource_type": job.resource,
-        "status": job.status, "why": why, "position": job.position, "pool": labels.get("runwhere.ai/pool"),
-        "priority": labels.get("runwhere.ai/priority"), "queue": labels.get("kueue.x-k8s.io/queue-name"),
-        "image": c.get("image"), "resources": res, "gpus": workload_gpus(wl) if wl else None,
+        "name": job.name,
+        "namespace": job.namespace,
+        "kind": job.kind,
+        "resource_type": job.resource,
+        "status": job.status,
+        "why": why,
+        "position": job.position,
+        "pool": labels.get("runwhere.ai/pool"),
+        "priority": labels.get("runwhere.ai/priority"),
+        "queue": labels.get("kueue.x-k8s.io/queue-name"),
+        "image": c.get("image"),
+        "resources": res,
+        "gpus": workload_gpus(wl) if wl else None,
         "workload": wl["metadata"]["name"] if wl else None,
-        "conditions": [{k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
-                       for cond in ((wl or {}).get("status") or {}).get("conditions") or []],
-        "pods": [{"name": p["metadata"]["name"], "node": p["spec"].get("nodeName"),
-                  "phase": (p.get("status") or {}).get("phase")} for p in job.pods],
+        "conditions": [
+            {k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
+            for cond in ((wl or {}).get("status") or {}).get("conditions") or []
+        ],
+        "pods": [
+            {
+                "name": p["metadata"]["name"],
+                "node": p["spec"].get("nodeName"),
+                "phase": (p.get("status") or {}).get("phase"),
+            }
+            for p in job.pods
+        ],
         "env": c.get("env") or [],
         "service": None,
     }
     if job.service:
         port = job.service["spec"]["ports"][0]
-        data["service"] = {"name": job.service["metadata"]["name"], "type": job.service["spec"].get("type"),
-                           "port": port.get("port"), "targetPort": port.get("targetPort"),
-                           "nodePort": port.get("nodePort")}
+        data["service"] = {
+            "name": job.service["metadata"]["name"],
+            "type": job.service["spec"].get("type"),
+            "port": port.get("port"),
+            "targetPort": port.get("targetPort"),
+            "nodePort": port.get("nodePort"),
+        }
     if args.output in ("json", "yaml"):
         print_data(data, args.output)
         return 0
-    _kv([("Name", job.name), ("Namespace", job.namespace), ("Kind", job.kind),
-         ("Resource", f"{job.resource}/{job.name}"), ("Status", job.status),
-         ("Pool", data["pool"]), ("Priority", data["priority"]), ("Queue", data["queue"]),
-         ("Position", job.position or "-"), ("Image", data["image"]),
-         ("Requests", ", ".join(f"{k}={v}" for k, v in res.items()))])
+    _kv(
+        [
+            ("Name", job.name),
+            ("Namespace", job.namespace),
+            ("Kind", job.kind),
+            ("Resource", f"{job.resource}/{job.name}"),
+            ("Status", job.status),
+            ("Pool", data["pool"]),
+            ("Priority", data["priority"]),
+            ("Queue", data["queue"]),
+            ("Position", job.position or "-"),
+            ("Image", data["image"]),
+            ("Requests", ", ".join(f"{k}={v}" for k, v in res.items())),
+        ]
+    )
     if why:
         _kv([("Why not running", why)])
     if data["service"]:
@@ -255,8 +335,13 @@ def describe_job(args: argparse.Namespace) -> int:
             print(f"  {e.get('name')}={e.get('value', '')}")
     print(f"Kueue Workload: {data['workload'] or '<none yet>'}")
     if data["conditions"]:
-        table(["  TYPE", "STATUS", "REASON", "MESSAGE"],
-              [[f"  {x['type']}", x["status"], x["reason"] or "", (x["message"] or "")[:120]] for x in data["conditions"]])
+        table(
+            ["  TYPE", "STATUS", "REASON", "MESSAGE"],
+            [
+                [f"  {x['type']}", x["status"], x["reason"] or "", (x["message"] or "")[:120]]
+                for x in data["conditions"]
+            ],
+        )
     print("Pods:" if job.pods else "Pods: <none>")
     for p in data["pods"]:
         print(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}")
@@ -271,23 +356,48 @@ def describe_pool(args: argparse.Namespace) -> int:
     if args.output in ("json", "yaml"):
         print_data(d, args.output)
         return 0
-    _kv([("Name", d["name"]), ("Description", d["description"] or "-"), ("Status", d["status"]),
-         ("GPU Total", d["gpu_total"]), ("GPU Used", d["gpu_used"]), ("GPU Reserved", d["gpu_reserved"]),
-         ("GPU Free", d["gpu_free"]), ("GPU Queued", d["gpu_queued"]),
-         ("GPU Types", ", ".join(d["gpu_types"]) or "-"), ("Node Count", len(d["nodes"]))])
+    _kv(
+        [
+            ("Name", d["name"]),
+            ("Description", d["description"] or "-"),
+            ("Status", d["status"]),
+            ("GPU Total", d["gpu_total"]),
+            ("GPU Used", d["gpu_used"]),
+            ("GPU Reserved", d["gpu_reserved"]),
+            ("GPU Free", d["gpu_free"]),
+            ("GPU Queued", d["gpu_queued"]),
+            ("GPU Types", ", ".join(d["gpu_types"]) or "-"),
+            ("Node Count", len(d["nodes"])),
+        ]
+    )
     print("Nodes:")
-    table(["  NAME", "READY", "GPUS", "GPU TYPE"],
-          [[f"  {n['name']}", n["ready"], n["gpus"], n["gpu_type"] or "-"] for n in d["nodes"]])
+    table(
+        ["  NAME", "READY", "GPUS", "GPU TYPE"],
+        [[f"  {n['name']}", n["ready"], n["gpus"], n["gpu_type"] or "-"] for n in d["nodes"]],
+    )
     if d["teams"]:
         print("Teams:")
-        table(["  TEAM", "GPUS IN USE", "GUARANTEED"], [[f"  {t['team']}", t["gpus_in_use"], t["guaranteed"]]
-                                                       for t in d["teams"]])
+        table(
+            ["  TEAM", "GPUS IN USE", "GUARANTEED"],
+            [[f"  {t['team']}", t["gpus_in_use"], t["guaranteed"]] for t in d["teams"]],
+        )
     for title, key in (("Running jobs", "running"), ("Queued jobs", "queued")):
         print(f"{title}:" if d[key] else f"{title}: <none>")
         if d[key]:
-            table(["  NAME", "NAMESPACE", "KIND", "STATUS", "GPUS", "POSITION"],
-                  [[f"  {j['name']}", j["namespace"], j["kind"], j["status"], j["gpus"], j["position"] or "-"]
-                   for j in d[key]])
+            table(
+                ["  NAME", "NAMESPACE", "KIND", "STATUS", "GPUS", "POSITION"],
+                [
+                    [
+                        f"  {j['name']}",
+                        j["namespace"],
+                        j["kind"],
+                        j["status"],
+                        j["gpus"],
+                        j["position"] or "-",
+                    ]
+                    for j in d[key]
+                ],
+            )
     return 0
 
 
@@ -299,10 +409,19 @@ def describe_node(args: argparse.Namespace) -> int:
     if args.output in ("json", "yaml"):
         print_data(d, args.output)
         return 0
-    _kv([("Name", d["name"]), ("Status", d["status"]), ("Pool", d["pool"] or "-"), ("IP", d["ip"]),
-         ("GPU Type", d["gpu_type"] or "-"), ("GPU Total", d["gpu_total"]), ("GPU Used", d["gpu_used"]),
-         ("GPU Free", d["gpu_free"]),
-         ("Capacity", ", ".join(f"{k}={v}" for k, v in sorted(d["capacity"].items())))])
+    _kv(
+        [
+            ("Name", d["name"]),
+            ("Status", d["status"]),
+            ("Pool", d["pool"] or "-"),
+            ("IP", d["ip"]),
+            ("GPU Type", d["gpu_type"] or "-"),
+            ("GPU Total", d["gpu_total"]),
+            ("GPU Used", d["gpu_used"]),
+            ("GPU Free", d["gpu_free"]),
+            ("Capacity", ", ".join(f"{k}={v}" for k, v in sorted(d["capacity"].items()))),
+        ]
+    )
     print("Labels:")
     for k, v in sorted(d["labels"].items()):
         print(f"  {k}={v}")
@@ -326,13 +445,22 @@ def describe_quota(args: argparse.Namespace) -> int:
         print_data(rows if len(rows) > 1 else rows[0], args.output)
         return 0
     for q in rows:
-        _kv([("Quota", q["name"]), ("Namespace", q["namespace"]), ("Status", q["status"]),
-             ("GPU", f"{_quota_gpu(q)} (borrowed {q['gpu']['borrowed']}, borrow limit "
-                     f"{'none' if q['gpu']['borrowing_limit'] is None else q['gpu']['borrowing_limit']})"),
-             ("CPU", f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}"),
-             ("Memory", f"{bytes_quantity(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}"),
-             ("Guaranteed", ", ".join(f"{p}={g}" for p, g in q["guarantees"].items()) or "-"),
-             ("Workloads", f"{q['admitted_workloads']} admitted, {q['pending_workloads']} pending")])
+        _kv(
+            [
+                ("Quota", q["name"]),
+                ("Namespace", q["namespace"]),
+                ("Status", q["status"]),
+                (
+                    "GPU",
+                    f"{_quota_gpu(q)} (borrowed {q['gpu']['borrowed']}, borrow limit "
+                    f"{'none' if q['gpu']['borrowing_limit'] is None else q['gpu']['borrowing_limit']})",
+                ),
+                ("CPU", f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}"),
+                ("Memory", f"{bytes_quantity(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}"),
+                ("Guaranteed", ", ".join(f"{p}={g}" for p, g in q["guarantees"].items()) or "-"),
+                ("Workloads", f"{q['admitted_workloads']} admitted, {q['pending_workloads']} pending"),
+            ]
+        )
     return 0
 
 
@@ -368,9 +496,12 @@ def logs(args: argparse.Namespace) -> int:
         out[pod["metadata"]["name"]] = read_logs(cluster, pod, tail=args.tail, timestamps=args.timestamps)
     if args.output == "json":
         name, text = next(iter(out.items()))
-        print_data({"pod_name": name, "namespace": targets[0]["metadata"]["namespace"],
-                    "logs": text.splitlines()} if not args.all_pods else
-                   [{"pod_name": n, "logs": t.splitlines()} for n, t in out.items()], "json")
+        print_data(
+            {"pod_name": name, "namespace": targets[0]["metadata"]["namespace"], "logs": text.splitlines()}
+            if not args.all_pods
+            else [{"pod_name": n, "logs": t.splitlines()} for n, t in out.items()],
+            "json",
+        )
         return 0
     for name, text in out.items():
         for line in text.splitlines():
@@ -384,7 +515,9 @@ def label(args: argparse.Namespace) -> int:
     from gpuctl.service.nodes import label_nodes, parse_label_args
 
     nodes, changes = parse_label_args(args.args, args.delete)
-    lines = label_nodes(_cluster(args), nodes, changes, overwrite=args.overwrite, dry_run=args.dry_run == "server")
+    lines = label_nodes(
+        _cluster(args), nodes, changes, overwrite=args.overwrite, dry_run=args.dry_run == "server"
+    )
     if args.output in ("json", "yaml"):
         print_data([{"node": n, "labels": changes, "success": True} for n in nodes], args.output)
     else:

@@ -89,9 +89,9 @@ class Cluster:
     # ---------------------------------------------------------------- raw HTTP
     def _headers(self, content_type: str | None = None, accept: str = "application/json") -> dict[str, str]:
         h = {"Accept": accept, "User-Agent": "gpuctl"}
-        token = self.configuration.get_api_key_with_prefix("BearerToken") or self.configuration.get_api_key_with_prefix(
-            "authorization"
-        )
+        token = self.configuration.get_api_key_with_prefix(
+            "BearerToken"
+        ) or self.configuration.get_api_key_with_prefix("authorization")
         if token:
             h["Authorization"] = token
         if content_type:
@@ -118,8 +118,14 @@ class Cluster:
         data = None
         if body is not None:
             data = body if isinstance(body, (bytes, str)) else json.dumps(body)
-        tmo = urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple) else (
-            urllib3.Timeout(connect=10, read=timeout) if timeout else urllib3.Timeout(connect=10, read=None)
+        tmo = (
+            urllib3.Timeout(connect=timeout[0], read=timeout[1])
+            if isinstance(timeout, tuple)
+            else (
+                urllib3.Timeout(connect=10, read=timeout)
+                if timeout
+                else urllib3.Timeout(connect=10, read=None)
+            )
         )
         resp = self._pool.request(
             method,
@@ -180,13 +186,20 @@ class Cluster:
             if not cont:
                 return items
 
-    def list_with_version(self, api_path: str, *, label_selector: str | None = None) -> tuple[list[dict], str]:
+    def list_with_version(
+        self, api_path: str, *, label_selector: str | None = None
+    ) -> tuple[list[dict], str]:
         """Like list(), plus the resourceVersion to start a watch from."""
         items: list[dict] = []
         cont = None
         rv = ""
         while True:
-            page = self.get(api_path, labelSelector=label_selector, limit=PAGE_SIZE, **({"continue": cont} if cont else {}))
+            page = self.get(
+                api_path,
+                labelSelector=label_selector,
+                limit=PAGE_SIZE,
+                **({"continue": cont} if cont else {}),
+            )
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
             rv = meta.get("resourceVersion", rv)
@@ -288,7 +301,9 @@ class Cluster:
                         continue
                     if ev.get("type") == "ERROR":
                         st = ev.get("object") or {}
-                        raise ApiError(int(st.get("code") or 500), st.get("reason", ""), st.get("message", ""), st)
+                        raise ApiError(
+                            int(st.get("code") or 500), st.get("reason", ""), st.get("message", ""), st
+                        )
                     yield ev["type"], ev["object"]
         finally:
             resp.release_conn()

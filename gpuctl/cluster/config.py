@@ -19,9 +19,10 @@ def kubeconfig_files(kubeconfig: str | None) -> list[str]:
 
 
 def in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and Path(
-        "/var/run/secrets/kubernetes.io/serviceaccount/token"
-    ).exists()
+    return (
+        bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        and Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists()
+    )
 
 
 def default_namespace(flag: str | None, kubeconfig: str | None = None, context: str | None = None) -> str:
@@ -38,7 +39,7 @@ def default_namespace(flag: str | None, kubeconfig: str | None = None, context: 
             ns = (ctx or {}).get("context", {}).get("namespace")
             if ns:
                 return ns
-        except Exception:  # noqa: BLE001 - a broken kubeconfig is reported when connecting, not here
+        except Exception:
             pass
     elif in_cluster():
         p = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

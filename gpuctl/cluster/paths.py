@@ -35,7 +35,9 @@ RESOURCES: dict[str, Resource] = {
 }
 
 
-def path(kind: str, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
+def path(
+    kind: str, name: str | None = None, namespace: str | None = None, subresource: str | None = None
+) -> str:
     """`/api/v1/namespaces/ns/pods/name`; namespace None on a namespaced kind means all namespaces."""
     r = RESOURCES[kind]
     base = "/api/v1" if r.api_version == "v1" else f"/apis/{r.api_version}"

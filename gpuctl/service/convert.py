@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuctl.constants import Labels, MANAGED_BY_VALUE
+from gpuctl.constants import MANAGED_BY_VALUE, Labels
 from gpuctl.spec import PoolSpec, QuotaSpec
 from queues import PoolGuarantee, TeamQuota
 

@@ -35,7 +35,9 @@ class Inventory:
     @cached_property
     def pools(self) -> list[str]:
         return sorted(
-            f["metadata"]["name"] for f in self.flavors if is_gpuctl_object(f) and f["metadata"]["name"] != BUDGET_FLAVOR
+            f["metadata"]["name"]
+            for f in self.flavors
+            if is_gpuctl_object(f) and f["metadata"]["name"] != BUDGET_FLAVOR
         )
 
     @cached_property
@@ -106,8 +108,11 @@ class Inventory:
         if direct:
             return direct[0]
         if kind == "Deployment":
-            wls = [w for p in (pods if pods is not None else self.pods_of(kind, obj))
-                   for w in self.workloads_by_owner_uid.get(p["metadata"]["uid"], [])]
+            wls = [
+                w
+                for p in (pods if pods is not None else self.pods_of(kind, obj))
+                for w in self.workloads_by_owner_uid.get(p["metadata"]["uid"], [])
+            ]
             if wls:
                 from gpuctl.service.status import is_true
 

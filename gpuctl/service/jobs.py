@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import (
+    BUDGET_FLAVOR,
     GPU_RESOURCE,
     KIND_TO_RESOURCE,
     MANAGED_BY_VALUE,
     PRIORITY_VALUE,
     QUOTA_GPU,
-    BUDGET_FLAVOR,
     SERVICE_PREFIX,
     Kind,
     Labels,
@@ -24,7 +24,6 @@ from gpuctl.service.inventory import Inventory
 from gpuctl.service.status import (
     State,
     condition,
-    is_true,
     job_status,
     pod_ready,
     pod_state,
@@ -172,16 +171,26 @@ def list_job_rows(
         if not shown:
             rows.append(
                 JobRow(
-                    job_id=job.name, status=job.status, ready="0/0", node="<none>", ip="<none>",
-                    age=age_seconds(job.obj), position=job.position,
-                    gpus=workload_gpus(job.workload) if job.workload else 0, **common,
+                    job_id=job.name,
+                    status=job.status,
+                    ready="0/0",
+                    node="<none>",
+                    ip="<none>",
+                    age=age_seconds(job.obj),
+                    position=job.position,
+                    gpus=workload_gpus(job.workload) if job.workload else 0,
+                    **common,
                 )
             )
             continue
         for pod in sorted(shown, key=lambda p: p["metadata"]["name"]):
             r, t = pod_ready(pod)
             st = pod_state(pod)
-            if job.resource == "Job" and job.status in (State.QUEUED, State.PREEMPTED) and st in ("Pending", "Queued"):
+            if (
+                job.resource == "Job"
+                and job.status in (State.QUEUED, State.PREEMPTED)
+                and st in ("Pending", "Queued")
+            ):
                 st = job.status
             wl_pos = None
             if st == State.QUEUED:
@@ -190,10 +199,15 @@ def list_job_rows(
                 wl_pos = next((positions.get(w["metadata"]["uid"]) for w in pod_wls), None) or job.position
             rows.append(
                 JobRow(
-                    job_id=pod["metadata"]["name"], status=st, ready=f"{r}/{t}",
+                    job_id=pod["metadata"]["name"],
+                    status=st,
+                    ready=f"{r}/{t}",
                     node=(pod.get("spec") or {}).get("nodeName") or "<none>",
                     ip=(pod.get("status") or {}).get("podIP") or "<none>",
-                    age=age_seconds(pod), position=wl_pos, gpus=_pod_gpus(pod), **common,
+                    age=age_seconds(pod),
+                    position=wl_pos,
+                    gpus=_pod_gpus(pod),
+                    **common,
                 )
             )
     rows.sort(key=lambda r: (r.namespace, r.name, r.job_id))
@@ -236,7 +250,9 @@ def _selector_filter(selector: str | None):
 
 
 # ----------------------------------------------------------------------------- finding one job
-def find_job(cluster: Cluster, name: str, namespace: str | None, *, inventory: Inventory | None = None) -> Job:
+def find_job(
+    cluster: Cluster, name: str, namespace: str | None, *, inventory: Inventory | None = None
+) -> Job:
     """The gpuctl job whose job.name is `name`: in `namespace` if given, else in every namespace.
 
     Never matched by prefix; several matches across namespaces is an error naming them.
@@ -266,24 +282,43 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
         return f"pool {pool} does not exist: create it (kind: pool) or change resources.pool"
     if job.workload is None:
         if job.namespace not in inv.team_queues:
-            return f"namespace {job.namespace} has no quota: create one (kind: quota) so Kueue queues its work"
+            return (
+                f"namespace {job.namespace} has no quota: create one (kind: quota) so Kueue queues its work"
+            )
         return "waiting for Kueue to create its Workload"
     if job.status == State.PREEMPTED:
-        msg = condition(job.workload, "Preempted").get("message") or condition(job.workload, "Evicted").get("message")
+        msg = condition(job.workload, "Preempted").get("message") or condition(job.workload, "Evicted").get(
+            "message"
+        )
         return f"preempted by higher-priority work, back in the queue{': ' + msg if msg else ''}"
     if job.status == State.QUEUED:
         msg = condition(job.workload, "QuotaReserved").get("message", "")
         pos = f", {_ordinal(job.position)} in queue" if job.position else ""
-        short = {f: r for r, f in re.findall(r"insufficient (?:unused )?quota for (\S+) in flavor ([^,\s]+)", msg)}
+        if not msg:
+            return f"queued; Kueue has not evaluated it yet{pos}"
+        short = {
+            f: r for r, f in re.findall(r"insufficient (?:unused )?quota for (\S+) in flavor ([^,\s]+)", msg)
+        }
+        need = workload_gpus(job.workload)
+        free = pool_free_gpus(inv, pool)
+        if short.get(pool) == GPU_RESOURCE or (
+            pool not in short and BUDGET_FLAVOR not in short and need > free
+        ):
+            return f"waiting for {need} {GPU_RESOURCE} in pool {pool}: {free} free{pos}"
         if pool in short:
-            resource = short[pool]
-            need = workload_gpus(job.workload) if resource == GPU_RESOURCE else None
-            what = f"{need} {resource}" if need is not None else resource
-            return f"waiting for {what} in pool {pool}: {pool_free_gpus(inv, pool)} free{pos}"
-        if BUDGET_FLAVOR in short:
-            used, total = team_gpu_usage(inv.team_queues.get(job.namespace))
+            return f"waiting for {short[pool]} in pool {pool}{pos}"
+        # Kueue's message may name only the flavors it tried last; the team's own numbers decide.
+        cq = inv.team_queues.get(job.namespace)
+        used, total = team_gpu_usage(cq)
+        limit = _borrowing_limit(cq)
+        over_budget = total != "unlimited" and limit is not None and used + need > int(total) + limit
+        if BUDGET_FLAVOR in short or over_budget:
             return f"{job.namespace} quota exhausted: {used}/{total} GPUs in use{pos}"
-        if "doesn't exist" in msg or "is inactive" in msg or "Inadmissible" in condition(job.workload, "QuotaReserved").get("reason", ""):
+        if (
+            "doesn't exist" in msg
+            or "is inactive" in msg
+            or "Inadmissible" in condition(job.workload, "QuotaReserved").get("reason", "")
+        ):
             return msg
         return (msg or "waiting in the queue") + pos
     for pod in job.pods:
@@ -327,6 +362,14 @@ def team_gpu_usage(cq: dict | None) -> tuple[int, str]:
     return used, total
 
 
+def _borrowing_limit(cq: dict | None) -> int | None:
+    if not cq:
+        return None
+    from gpuctl.service.reconcile import team_from_cluster_queue
+
+    return team_from_cluster_queue(cq).borrowing_limit
+
+
 def pool_free_gpus(inv: Inventory, pool: str) -> int:
     """Pool capacity (Cohort + team guarantees) minus GPUs Kueue has reserved in it."""
     from gpuctl.service.pools import pool_usage
@@ -336,18 +379,25 @@ def pool_free_gpus(inv: Inventory, pool: str) -> int:
 
 
 # ----------------------------------------------------------------------------- delete
-def delete_job(cluster: Cluster, name: str, namespace: str | None, *, force: bool = False, dry_run: bool = False) -> list[str]:
+def delete_job(
+    cluster: Cluster, name: str, namespace: str | None, *, force: bool = False, dry_run: bool = False
+) -> list[str]:
     """Delete a gpuctl job and its Service. Only objects carrying gpuctl's labels are touched."""
     job = find_job(cluster, name, namespace)
     done = []
     grace = 0 if force else None
-    if cluster.delete(path(job.resource, job.name, job.namespace), propagation="Background",
-                      grace_seconds=grace, dry_run=dry_run, precondition_uid=job.obj["metadata"]["uid"]):
+    if cluster.delete(
+        path(job.resource, job.name, job.namespace),
+        propagation="Background",
+        grace_seconds=grace,
+        dry_run=dry_run,
+        precondition_uid=job.obj["metadata"]["uid"],
+    ):
         done.append(f"{job.resource.lower()}.{_group(job.resource)}/{job.name} deleted")
     svc = job.service
-    if svc and (svc["metadata"].get("labels") or {}).get(Labels.JOB_TYPE):
-        if cluster.delete(path("Service", svc["metadata"]["name"], job.namespace), dry_run=dry_run):
-            done.append(f"service/{svc['metadata']['name']} deleted")
+    ours = svc is not None and (svc["metadata"].get("labels") or {}).get(Labels.JOB_TYPE)
+    if ours and cluster.delete(path("Service", svc["metadata"]["name"], job.namespace), dry_run=dry_run):
+        done.append(f"service/{svc['metadata']['name']} deleted")
     if force and not dry_run:
         for pod in job.pods:
             cluster.delete(path("Pod", pod["metadata"]["name"], job.namespace), grace_seconds=0)
@@ -367,7 +417,15 @@ def job_pods_for_logs(cluster: Cluster, name: str, namespace: str | None) -> tup
     return job, pods
 
 
-def read_logs(cluster: Cluster, pod: dict, *, tail: int | None, timestamps: bool, follow: bool = False, stream: bool = False):
+def read_logs(
+    cluster: Cluster,
+    pod: dict,
+    *,
+    tail: int | None,
+    timestamps: bool,
+    follow: bool = False,
+    stream: bool = False,
+):
     """A pod's log text (or, with stream=True, the raw response to iterate)."""
     query = {
         "container": (pod["spec"]["containers"][0]["name"]),

@@ -38,8 +38,14 @@ class Result:
     objects: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        d = {"file": self.source, "kind": self.kind, "name": self.name, "namespace": self.namespace,
-             "status": "error" if self.error else self.action, "message": self.error or "; ".join(self.lines)}
+        d = {
+            "file": self.source,
+            "kind": self.kind,
+            "name": self.name,
+            "namespace": self.namespace,
+            "status": "error" if self.error else self.action,
+            "message": self.error or "; ".join(self.lines),
+        }
         if self.objects:
             d["objects"] = [f"{o['kind']}/{o['metadata']['name']}" for o in self.objects]
         return d
@@ -50,7 +56,9 @@ def _spec_hash(obj: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- pre-checks
-def _precheck_jobs(cluster: Cluster, docs: list[Document], default_ns: str, action: str) -> dict[int, list[dict]]:
+def _precheck_jobs(
+    cluster: Cluster, docs: list[Document], default_ns: str, action: str
+) -> dict[int, list[dict]]:
     """Check every job against the cluster before writing anything; return its objects by doc index."""
     inv = Inventory(cluster, None)
     new_pools = {d.spec.pool.name for d in docs if isinstance(d.spec, PoolSpec)}
@@ -73,7 +81,9 @@ def _precheck_jobs(cluster: Cluster, docs: list[Document], default_ns: str, acti
             )
         pool = spec.resources.pool
         if pool not in pools:
-            raise NotFound(f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool")
+            raise NotFound(
+                f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
+            )
         objs = build(spec, ns)
         if action == "create":
             for resource in ("Job", "Deployment", "StatefulSet"):
@@ -95,7 +105,13 @@ def _precheck_jobs(cluster: Cluster, docs: list[Document], default_ns: str, acti
 
 # ----------------------------------------------------------------------------- submit
 def submit(
-    cluster: Cluster, docs: list[Document], default_ns: str, *, action: str, dry_run: str = "none", force: bool = False
+    cluster: Cluster,
+    docs: list[Document],
+    default_ns: str,
+    *,
+    action: str,
+    dry_run: str = "none",
+    force: bool = False,
 ) -> list[Result]:
     """create | apply | delete the documents. Stops at the first failure (later documents untouched)."""
     server_dry = dry_run == "server"
@@ -122,7 +138,9 @@ def submit(
                 r.lines = _write_job(cluster, planned[i], action=action, dry_run=server_dry, force=force)
             r.action = "created" if action == "create" else "applied"
         except (ServiceError, ApiError, OSError) as e:
-            r.error = f"{doc.source}: {r.kind} {r.name}: {describe_exception(e) if isinstance(e, ApiError) else e}"
+            r.error = (
+                f"{doc.source}: {r.kind} {r.name}: {describe_exception(e) if isinstance(e, ApiError) else e}"
+            )
             results.append(r)
             break
         results.append(r)
@@ -186,8 +204,8 @@ def _write_job(cluster: Cluster, objs: list[dict], *, action: str, dry_run: bool
                 if o["kind"] == "StatefulSet" and e.status in (400, 403, 422):
                     raise ServiceError(
                         f"notebook {meta['name']}: Kueue keeps a queued StatefulSet's pod template fixed; "
-                        f"delete it (gpuctl delete job {meta['name']} -n {meta['namespace']}) and create it again "
-                        f"({e.message})"
+                        f"delete it (gpuctl delete job {meta['name']} -n {meta['namespace']}) "
+                        f"and create it again ({e.message})"
                     ) from None
                 raise
     return lines
@@ -231,13 +249,21 @@ def _delete_doc(cluster: Cluster, doc: Document, default_ns: str, dry_run: bool)
             r.namespace = spec_namespace(spec, default_ns)
             r.lines = delete_job(cluster, spec.job.name, r.namespace, dry_run=dry_run)
     except (ServiceError, ApiError) as e:
-        r.error = f"{doc.source}: {r.kind} {r.name}: {describe_exception(e) if isinstance(e, ApiError) else e}"
+        r.error = (
+            f"{doc.source}: {r.kind} {r.name}: {describe_exception(e) if isinstance(e, ApiError) else e}"
+        )
     return r
 
 
 def delete_by_name(
-    cluster: Cluster, kind: str, names: list[str], *, namespace: str | None, force: bool = False,
-    delete_namespace: bool = False, dry_run: str = "none",
+    cluster: Cluster,
+    kind: str,
+    names: list[str],
+    *,
+    namespace: str | None,
+    force: bool = False,
+    delete_namespace: bool = False,
+    dry_run: str = "none",
 ) -> list[Result]:
     server_dry = dry_run == "server"
     results = []

@@ -63,10 +63,13 @@ def get_node(cluster: Cluster, name: str) -> dict:
 
 def describe_node(cluster: Cluster, name: str) -> dict:
     node = get_node(cluster, name)
-    pods = cluster.list(path("Pod"), field_selector=f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed")
+    pods = cluster.list(
+        path("Pod"), field_selector=f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed"
+    )
     used = sum(
         int(float(((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE, 0)))
-        for p in pods for c in p["spec"].get("containers") or []
+        for p in pods
+        for c in p["spec"].get("containers") or []
     )
     row = node_row(node, used)
     st = node.get("status") or {}
@@ -74,14 +77,19 @@ def describe_node(cluster: Cluster, name: str) -> dict:
         labels=node["metadata"].get("labels") or {},
         capacity=st.get("capacity") or {},
         allocatable=st.get("allocatable") or {},
-        conditions=[{"type": c["type"], "status": c["status"], "reason": c.get("reason", "")}
-                    for c in st.get("conditions") or []],
+        conditions=[
+            {"type": c["type"], "status": c["status"], "reason": c.get("reason", "")}
+            for c in st.get("conditions") or []
+        ],
         taints=(node.get("spec") or {}).get("taints") or [],
         jobs=[
-            {"pod": p["metadata"]["name"], "namespace": p["metadata"]["namespace"],
-             "job": (p["metadata"].get("labels") or {}).get(Labels.APP)
-             or (p["metadata"].get("labels") or {}).get(Labels.JOB_NAME, ""),
-             "kind": (p["metadata"].get("labels") or {}).get(Labels.JOB_TYPE, "")}
+            {
+                "pod": p["metadata"]["name"],
+                "namespace": p["metadata"]["namespace"],
+                "job": (p["metadata"].get("labels") or {}).get(Labels.APP)
+                or (p["metadata"].get("labels") or {}).get(Labels.JOB_NAME, ""),
+                "kind": (p["metadata"].get("labels") or {}).get(Labels.JOB_TYPE, ""),
+            }
             for p in pods
         ],
     )
@@ -124,7 +132,12 @@ def parse_label_args(args: list[str], deletes: list[str]) -> tuple[list[str], di
 
 
 def label_nodes(
-    cluster: Cluster, nodes: list[str], changes: dict[str, str | None], *, overwrite: bool, dry_run: bool = False
+    cluster: Cluster,
+    nodes: list[str],
+    changes: dict[str, str | None],
+    *,
+    overwrite: bool,
+    dry_run: bool = False,
 ) -> list[str]:
     """kubectl label semantics; a pool label must name an existing pool, and capacity follows."""
     inv = Inventory(cluster)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass, field
 
 from gpuctl.cluster import ApiError, Cluster, path
@@ -36,8 +37,13 @@ class PoolUsage:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d.update(gpu_total=self.capacity, gpu_used=self.used, gpu_free=self.free, gpu_reserved=self.reserved,
-                 gpu_queued=self.queued)
+        d.update(
+            gpu_total=self.capacity,
+            gpu_used=self.used,
+            gpu_free=self.free,
+            gpu_reserved=self.reserved,
+            gpu_queued=self.queued,
+        )
         return d
 
 
@@ -49,10 +55,14 @@ def pool_usage(inv: Inventory, pods: list[dict] | None = None) -> dict[str, Pool
     """Per pool: capacity (Ready nodes), pod use, Kueue reservations and queued GPUs."""
     pools = list(inv.pools)
     caps = {c.name: c for c in pool_capacities(inv.nodes, pools)}
-    descr = {f["metadata"]["name"]: (f["metadata"].get("annotations") or {}).get(Labels.DESCRIPTION, "")
-             for f in inv.flavors}
-    out = {p: PoolUsage(name=p, capacity=caps[p].gpu, nodes=list(caps[p].nodes), description=descr.get(p, ""))
-           for p in pools}
+    descr = {
+        f["metadata"]["name"]: (f["metadata"].get("annotations") or {}).get(Labels.DESCRIPTION, "")
+        for f in inv.flavors
+    }
+    out = {
+        p: PoolUsage(name=p, capacity=caps[p].gpu, nodes=list(caps[p].nodes), description=descr.get(p, ""))
+        for p in pools
+    }
     node_to_pool = {}
     for n in inv.nodes:
         p = node_pool(n)
@@ -107,23 +117,42 @@ def describe_pool(cluster: Cluster, name: str) -> dict:
         reserved = 0
         for fr in (cq.get("status") or {}).get("flavorsReservation") or []:
             if fr.get("name") == name:
-                reserved = sum(int(float(str(r.get("total", "0")))) for r in fr.get("resources") or []
-                               if r.get("name") == GPU_RESOURCE)
+                reserved = sum(
+                    int(float(str(r.get("total", "0"))))
+                    for r in fr.get("resources") or []
+                    if r.get("name") == GPU_RESOURCE
+                )
         guaranteed = team_from_cluster_queue(cq).pools.get(name)
-        teams.append({"team": cq["metadata"]["name"], "gpus_in_use": reserved,
-                      "guaranteed": guaranteed.gpu if guaranteed else 0})
+        teams.append(
+            {
+                "team": cq["metadata"]["name"],
+                "gpus_in_use": reserved,
+                "guaranteed": guaranteed.gpu if guaranteed else 0,
+            }
+        )
     from gpuctl.service.jobs import collect_jobs
 
     jobs = [
-        {"name": j.name, "namespace": j.namespace, "kind": j.kind, "status": j.status, "position": j.position,
-         "gpus": workload_gpus(j.workload) if j.workload else 0}
-        for j in collect_jobs(inv) if j.labels.get(Labels.POOL) == name
+        {
+            "name": j.name,
+            "namespace": j.namespace,
+            "kind": j.kind,
+            "status": j.status,
+            "position": j.position,
+            "gpus": workload_gpus(j.workload) if j.workload else 0,
+        }
+        for j in collect_jobs(inv)
+        if j.labels.get(Labels.POOL) == name
     ]
     return {
         **u.as_dict(),
         "nodes": [
-            {"name": n["metadata"]["name"], "ready": node_ready(n), "gpus": node_gpus(n, "capacity"),
-             "gpu_type": node_gpu_type(n)}
+            {
+                "name": n["metadata"]["name"],
+                "ready": node_ready(n),
+                "gpus": node_gpus(n, "capacity"),
+                "gpu_type": node_gpu_type(n),
+            }
             for n in nodes
         ],
         "teams": sorted(teams, key=lambda t: t["team"]),
@@ -187,13 +216,17 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: bool 
             )
     flavor = cluster.get_or_none(path("ResourceFlavor", name))
     if flavor is not None and not is_gpuctl_object(flavor):
-        raise Conflict(f"pool {name}: a ResourceFlavor {name} exists that gpuctl did not create; choose another name")
+        raise Conflict(
+            f"pool {name}: a ResourceFlavor {name} exists that gpuctl did not create; choose another name"
+        )
     if create and flavor is not None:
         raise Conflict(f"pool {name} already exists: use `gpuctl apply -f` to change it")
     leaving = sorted(n for n, obj in nodes.items() if node_pool(obj) == name and n not in spec.nodes)
 
-    previous = {n: {k: (nodes[n]["metadata"].get("labels") or {}).get(k) for k in (Labels.POOL, Labels.GPU_TYPE)}
-                for n in [*spec.nodes, *leaving]}
+    previous = {
+        n: {k: (nodes[n]["metadata"].get("labels") or {}).get(k) for k in (Labels.POOL, Labels.GPU_TYPE)}
+        for n in [*spec.nodes, *leaving]
+    }
     touched: list[str] = []
     created_flavor = False
     try:
@@ -208,18 +241,19 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: bool 
             cluster.merge_patch(path("Node", n), {"metadata": patch["metadata"]}, dry_run=dry_run)
             touched.append(n)
         for n in leaving:
-            cluster.merge_patch(path("Node", n), {"metadata": {"labels": {Labels.POOL: None, Labels.GPU_TYPE: None}}},
-                                dry_run=dry_run)
+            cluster.merge_patch(
+                path("Node", n),
+                {"metadata": {"labels": {Labels.POOL: None, Labels.GPU_TYPE: None}}},
+                dry_run=dry_run,
+            )
             touched.append(n)
         if not dry_run:
             sync_queues(cluster)
     except Exception:
         if not dry_run:
             for n in touched:
-                try:
+                with contextlib.suppress(ApiError):
                     cluster.merge_patch(path("Node", n), {"metadata": {"labels": previous[n]}})
-                except ApiError:
-                    pass
             if created_flavor:
                 cluster.delete(path("ResourceFlavor", name))
         raise
@@ -251,12 +285,15 @@ def delete_pool(cluster: Cluster, name: str, *, dry_run: bool = False) -> list[s
         f"{w['metadata']['namespace']}/{w['metadata']['name']}"
         for w in inv.workloads_all
         if workload_state(w) == State.ADMITTED
-        and any(name in (a.get("flavors") or {}).values()
-                for a in ((w.get("status") or {}).get("admission") or {}).get("podSetAssignments") or [])
+        and any(
+            name in (a.get("flavors") or {}).values()
+            for a in ((w.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+        )
     )
     if users or admitted:
         raise Conflict(
-            f"pool {name} is in use by {', '.join(users or admitted)}; delete those jobs first (gpuctl delete job NAME -n NS)"
+            f"pool {name} is in use by {', '.join(users or admitted)}; "
+            "delete those jobs first (gpuctl delete job NAME -n NS)"
         )
     nodes = [n["metadata"]["name"] for n in inv.nodes if node_pool(n) == name]
     remaining = [p for p in inv.pools if p != name]
@@ -264,8 +301,11 @@ def delete_pool(cluster: Cluster, name: str, *, dry_run: bool = False) -> list[s
         sync_queues(cluster, pools=remaining)
     cluster.delete(path("ResourceFlavor", name), dry_run=dry_run)
     for n in nodes:
-        cluster.merge_patch(path("Node", n), {"metadata": {"labels": {Labels.POOL: None, Labels.GPU_TYPE: None}}},
-                            dry_run=dry_run)
+        cluster.merge_patch(
+            path("Node", n),
+            {"metadata": {"labels": {Labels.POOL: None, Labels.GPU_TYPE: None}}},
+            dry_run=dry_run,
+        )
     if not dry_run:
         sync_cohort(cluster)
     return [f"pool/{name} deleted"] + [f"node/{n} unlabeled" for n in nodes]

@@ -22,7 +22,9 @@ def apply_quota(cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: boo
     for t in teams:
         cq = cluster.get_or_none(path("ClusterQueue", t.namespace))
         if cq is not None and not is_gpuctl_object(cq):
-            raise Conflict(f"namespace {t.namespace}: a ClusterQueue {t.namespace} exists that gpuctl did not create")
+            raise Conflict(
+                f"namespace {t.namespace}: a ClusterQueue {t.namespace} exists that gpuctl did not create"
+            )
         if cq is not None and create:
             owner = (cq["metadata"].get("labels") or {}).get(Labels.QUOTA, "?")
             raise Conflict(
@@ -30,7 +32,9 @@ def apply_quota(cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: boo
             )
         unknown = sorted(set(t.pools) - set(inv.pools))
         if unknown:
-            raise NotFound(f"quota {spec.quota.name}: namespace {t.namespace}: pool {', '.join(unknown)} does not exist")
+            raise NotFound(
+                f"quota {spec.quota.name}: namespace {t.namespace}: pool {', '.join(unknown)} does not exist"
+            )
     # Guarantees must fit the pools' capacity, counting other teams' guarantees too.
     caps = {c.name: c.gpu for c in pool_capacities(inv.nodes, inv.pools)}
     new = {t.namespace for t in teams}
@@ -39,7 +43,8 @@ def apply_quota(cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: boo
         total = sum(t.pools[pool].gpu for t in [*teams, *others] if pool in t.pools)
         if total > cap:
             raise ServiceError(
-                f"quota {spec.quota.name}: teams are guaranteed {total} GPUs in pool {pool}, which has {cap}; "
+                f"quota {spec.quota.name}: teams are guaranteed {total} GPUs in pool {pool}, "
+                f"which has {cap}; "
                 "lower the `pools:` guarantees"
             )
 
@@ -55,13 +60,17 @@ def apply_quota(cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: boo
                 lines.append(f"namespace/{t.namespace} created")
             else:
                 labels = team_namespace(t, created_by_gpuctl=False)["metadata"]["labels"]
-                cluster.merge_patch(path("Namespace", t.namespace), {"metadata": {"labels": labels}}, dry_run=dry_run)
+                cluster.merge_patch(
+                    path("Namespace", t.namespace), {"metadata": {"labels": labels}}, dry_run=dry_run
+                )
             was = t.namespace in existing
             cluster.apply(cluster_queue(t, inv.pools), dry_run=dry_run)
             if not was:
                 created.append(("ClusterQueue", t.namespace))
             cluster.apply(local_queue(t.namespace), dry_run=dry_run)
-            lines.append(f"quota/{spec.quota.name} {'configured' if was else 'created'} for namespace {t.namespace}")
+            lines.append(
+                f"quota/{spec.quota.name} {'configured' if was else 'created'} for namespace {t.namespace}"
+            )
         if not dry_run:
             sync_cohort(cluster)
     except Exception:
@@ -75,12 +84,20 @@ def apply_quota(cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: boo
 
 
 def delete_quota(
-    cluster: Cluster, name: str, *, delete_namespace: bool = False, dry_run: bool = False, namespaces: list[str] | None = None
+    cluster: Cluster,
+    name: str,
+    *,
+    delete_namespace: bool = False,
+    dry_run: bool = False,
+    namespaces: list[str] | None = None,
 ) -> list[str]:
     """Remove a quota's queues. Namespaces stay unless delete_namespace and gpuctl created them."""
-    cqs = [cq for cq in Inventory(cluster, None).cluster_queues
-           if (cq["metadata"].get("labels") or {}).get(Labels.QUOTA) == name
-           and (namespaces is None or cq["metadata"]["name"] in namespaces)]
+    cqs = [
+        cq
+        for cq in Inventory(cluster, None).cluster_queues
+        if (cq["metadata"].get("labels") or {}).get(Labels.QUOTA) == name
+        and (namespaces is None or cq["metadata"]["name"] in namespaces)
+    ]
     if not cqs:
         raise NotFound(f"quota {name} not found")
     lines = []
@@ -99,8 +116,11 @@ def delete_quota(
             cluster.delete(path("Namespace", ns), dry_run=dry_run)
             lines.append(f"namespace/{ns} deleted")
         else:
-            cluster.merge_patch(path("Namespace", ns),
-                                {"metadata": {"labels": {Labels.NAMESPACE: None, Labels.QUOTA: None}}}, dry_run=dry_run)
+            cluster.merge_patch(
+                path("Namespace", ns),
+                {"metadata": {"labels": {Labels.NAMESPACE: None, Labels.QUOTA: None}}},
+                dry_run=dry_run,
+            )
             if delete_namespace:
                 lines.append(f"namespace/{ns} kept: gpuctl did not create it")
     if not dry_run:
@@ -119,19 +139,27 @@ def quota_rows(cluster: Cluster, namespace: str | None = None) -> list[dict]:
         usage = _budget_usage(cq)
         st = cq.get("status") or {}
         active = next((c for c in st.get("conditions") or [] if c.get("type") == "Active"), {})
-        rows.append({
-            "name": t.quota_name,
-            "namespace": ns,
-            "gpu": {"used": usage.get(QUOTA_GPU, ("0", "0"))[0], "quota": t.gpu, "borrowed": usage.get(QUOTA_GPU, ("0", "0"))[1],
-                    "borrowing_limit": t.borrowing_limit},
-            "cpu": {"used": usage.get(QUOTA_CPU, ("0", "0"))[0], "quota": t.cpu},
-            "memory": {"used": usage.get(QUOTA_MEMORY, ("0", "0"))[0], "quota": t.memory},
-            "guarantees": {p: g.gpu for p, g in t.pools.items()},
-            "pending_workloads": st.get("pendingWorkloads", 0),
-            "admitted_workloads": st.get("admittedWorkloads", 0),
-            "status": "Active" if active.get("status") == "True" else (active.get("reason") or "Inactive"),
-            "description": t.description,
-        })
+        rows.append(
+            {
+                "name": t.quota_name,
+                "namespace": ns,
+                "gpu": {
+                    "used": usage.get(QUOTA_GPU, ("0", "0"))[0],
+                    "quota": t.gpu,
+                    "borrowed": usage.get(QUOTA_GPU, ("0", "0"))[1],
+                    "borrowing_limit": t.borrowing_limit,
+                },
+                "cpu": {"used": usage.get(QUOTA_CPU, ("0", "0"))[0], "quota": t.cpu},
+                "memory": {"used": usage.get(QUOTA_MEMORY, ("0", "0"))[0], "quota": t.memory},
+                "guarantees": {p: g.gpu for p, g in t.pools.items()},
+                "pending_workloads": st.get("pendingWorkloads", 0),
+                "admitted_workloads": st.get("admittedWorkloads", 0),
+                "status": "Active"
+                if active.get("status") == "True"
+                else (active.get("reason") or "Inactive"),
+                "description": t.description,
+            }
+        )
     return rows
 
 

@@ -41,7 +41,9 @@ def guarantees_from_cluster_queues(cluster_queues: Iterable[dict]) -> list[TeamQ
                     memory=q.get(MEMORY_RESOURCE, "0"),
                 )
         labels = cq["metadata"].get("labels", {})
-        teams.append(TeamQuota(namespace=cq["metadata"]["name"], quota_name=labels.get(Labels.QUOTA, ""), pools=pools))
+        teams.append(
+            TeamQuota(namespace=cq["metadata"]["name"], quota_name=labels.get(Labels.QUOTA, ""), pools=pools)
+        )
     return teams
 
 
@@ -61,7 +63,9 @@ def team_from_cluster_queue(cq: dict) -> TeamQuota:
     """Read a gpuctl team ClusterQueue back into the TeamQuota it was made from."""
     from gpuctl.constants import QUOTA_CPU, QUOTA_GPU, QUOTA_MEMORY, UNLIMITED
 
-    (base,) = guarantees_from_cluster_queues([cq]) or [TeamQuota(namespace=cq["metadata"]["name"], quota_name="")]
+    (base,) = guarantees_from_cluster_queues([cq]) or [
+        TeamQuota(namespace=cq["metadata"]["name"], quota_name="")
+    ]
     budget: dict[str, dict] = {}
     for group in (cq.get("spec") or {}).get("resourceGroups") or []:
         for fl in group.get("flavors") or []:
@@ -82,6 +86,10 @@ def team_from_cluster_queue(cq: dict) -> TeamQuota:
         cpu=nominal(QUOTA_CPU),
         memory=nominal(QUOTA_MEMORY),
         borrowing_limit=None if borrow is None else int(float(str(borrow))),
-        pools={k: v for k, v in base.pools.items() if v.gpu or v.cpu not in ("0", "") or v.memory not in ("0", "")},
+        pools={
+            k: v
+            for k, v in base.pools.items()
+            if v.gpu or v.cpu not in ("0", "") or v.memory not in ("0", "")
+        },
         description=(meta.get("annotations") or {}).get(Labels.DESCRIPTION),
     )

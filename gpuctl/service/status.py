@@ -65,7 +65,9 @@ def workload_gpus(wl: dict) -> int:
         per_pod = 0
         for c in ((ps.get("template") or {}).get("spec") or {}).get("containers") or []:
             res = c.get("resources") or {}
-            v = (res.get("requests") or {}).get("nvidia.com/gpu") or (res.get("limits") or {}).get("nvidia.com/gpu")
+            v = (res.get("requests") or {}).get("nvidia.com/gpu") or (res.get("limits") or {}).get(
+                "nvidia.com/gpu"
+            )
             per_pod += int(float(v)) if v else 0
         total += per_pod * int(ps.get("count", 1))
     return total

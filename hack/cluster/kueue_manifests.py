@@ -2,7 +2,8 @@
 
     kueue_manifests.py crds KUEUE_DIR URL CA_B64       CRDs, 5 with conversion webhooks by URL
     kueue_manifests.py webhooks KUEUE_DIR URL CA_B64   Kueue's admission webhooks by URL
-    kueue_manifests.py config FILE PORT CERTDIR HEALTH METRICS VISPORT   local overrides of gpuctl's Configuration
+    kueue_manifests.py config FILE PORT CERTDIR HEALTH METRICS VISPORT
+        local overrides of gpuctl's Configuration
 
 Kueue ships webhook configurations that point at an in-cluster Service; the local cluster has no
 Service networking, so every clientConfig becomes `url: https://127.0.0.1:<port><path>` with the
@@ -45,7 +46,9 @@ def crds(kueue_dir: str, url: str, ca: str) -> list[dict]:
 def webhooks(kueue_dir: str, url: str, ca: str) -> list[dict]:
     docs = [
         d
-        for d in yaml.safe_load_all((Path(kueue_dir) / "config/components/webhook/manifests.yaml").read_text())
+        for d in yaml.safe_load_all(
+            (Path(kueue_dir) / "config/components/webhook/manifests.yaml").read_text()
+        )
         if d
     ]
     for d in docs:

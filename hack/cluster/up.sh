@@ -141,8 +141,13 @@ wait_for kube-controller-manager 60 curl -fsk "https://127.0.0.1:$P_KCM/healthz"
 wait_for kube-scheduler 60 curl -fsk "https://127.0.0.1:$P_SCHED/healthz"
 
 # ---- KWOK: fake kubelets for nodes annotated kwok.x-k8s.io/node=fake ----
-echo "fake workload started by KWOK" >"$RUN/kwok/container.log"
-for i in $(seq 1 20); do echo "step $i: loss=$(awk "BEGIN{print 1/$i}")" >>"$RUN/kwok/container.log"; done
+# KWOK serves this file as every container's log; it must be in the CRI log format.
+{
+  echo "2026-01-01T00:00:00.000000000Z stdout F fake workload started by KWOK"
+  for i in $(seq 1 20); do
+    printf '2026-01-01T00:00:%02d.000000000Z stdout F step %d: loss=%s\n' "$i" "$i" "$(awk "BEGIN{print 1/$i}")"
+  done
+} >"$RUN/kwok/container.log"
 cat >"$RUN/kwok/logs.yaml" <<EOF
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: ClusterLogs

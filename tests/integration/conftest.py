@@ -35,7 +35,9 @@ def clean_cluster(kube) -> Iterator[None]:
     reset_gpuctl_state(kube)
 
 
-def wait_until(check: Callable[[], object], timeout: float = 60, interval: float = 0.5, what: str = "") -> object:
+def wait_until(
+    check: Callable[[], object], timeout: float = 60, interval: float = 0.5, what: str = ""
+) -> object:
     """Poll until check() returns something truthy; fail with `what` and the last value after timeout."""
     deadline = time.monotonic() + timeout
     last: object = None

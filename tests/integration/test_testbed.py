@@ -49,21 +49,33 @@ def test_job_admitted_scheduled_run_and_over_quota_waits(kube, namespace, clean_
     for node in ("gpu-node-1", "gpu-node-2"):
         kube.merge_patch(path("Node", node), {"metadata": {"labels": {Labels.POOL: "training-pool"}}})
     team = TeamQuota(namespace=namespace, quota_name="t", gpu=8, borrowing_limit=0)
-    for obj in [*desired_objects([PoolCapacity("training-pool", 16, "192", "2Ti")], [team]),
-                team_namespace(team), local_queue(namespace)]:
+    for obj in [
+        *desired_objects([PoolCapacity("training-pool", 16, "192", "2Ti")], [team]),
+        team_namespace(team),
+        local_queue(namespace),
+    ]:
         kube.apply(obj)
 
     job = kube.create(_job("fits", namespace, 4, "3s"))
-    wl = wait_until(lambda: _workload_for(kube, namespace, job["metadata"]["uid"]), 30, what="Workload created")
+    wl = wait_until(
+        lambda: _workload_for(kube, namespace, job["metadata"]["uid"]), 30, what="Workload created"
+    )
     wait_until(
-        lambda: _condition(kube.get(path("Workload", wl["metadata"]["name"], namespace)), "Admitted").get("status")
-        == "True",
+        lambda: (
+            _condition(kube.get(path("Workload", wl["metadata"]["name"], namespace)), "Admitted").get(
+                "status"
+            )
+            == "True"
+        ),
         30,
         what="Workload Admitted",
     )
     pods = wait_until(
-        lambda: [p for p in kube.list(path("Pod", namespace=namespace), label_selector="job-name=fits")
-                 if p["status"].get("phase") == "Running"],
+        lambda: [
+            p
+            for p in kube.list(path("Pod", namespace=namespace), label_selector="job-name=fits")
+            if p["status"].get("phase") == "Running"
+        ],
         30,
         what="pod Running",
     )
@@ -71,14 +83,18 @@ def test_job_admitted_scheduled_run_and_over_quota_waits(kube, namespace, clean_
     assert pod["spec"]["nodeSelector"] == {Labels.POOL: "training-pool"}
     assert pod["spec"]["nodeName"] in ("gpu-node-1", "gpu-node-2")
     wait_until(
-        lambda: any(c["type"] == "Complete" and c["status"] == "True"
-                    for c in (kube.get(path("Job", "fits", namespace)).get("status") or {}).get("conditions", [])),
+        lambda: any(
+            c["type"] == "Complete" and c["status"] == "True"
+            for c in (kube.get(path("Job", "fits", namespace)).get("status") or {}).get("conditions", [])
+        ),
         60,
         what="Job Complete",
     )
 
     big = kube.create(_job("too-big", namespace, 12, "3s"))
-    wl = wait_until(lambda: _workload_for(kube, namespace, big["metadata"]["uid"]), 30, what="Workload created")
+    wl = wait_until(
+        lambda: _workload_for(kube, namespace, big["metadata"]["uid"]), 30, what="Workload created"
+    )
     reserved = wait_until(
         lambda: _condition(kube.get(path("Workload", wl["metadata"]["name"], namespace)), "QuotaReserved"),
         30,

@@ -54,7 +54,9 @@ def test_training_job_is_suspended_with_gpu_and_type_selector() -> None:
     assert pod["nodeSelector"] == {"runwhere.ai/pool": "training-pool", "runwhere.ai/gpu-type": "A100-100G"}
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert {"name": "NCCL_DEBUG", "value": "INFO"} in pod["containers"][0]["env"]
-    assert pod["volumes"] == [{"name": "workdir-0", "hostPath": {"path": "/data/team-a/output", "type": "DirectoryOrCreate"}}]
+    assert pod["volumes"] == [
+        {"name": "workdir-0", "hostPath": {"path": "/data/team-a/output", "type": "DirectoryOrCreate"}}
+    ]
     assert "ttlSecondsAfterFinished" not in job["spec"]
 
 
@@ -75,7 +77,11 @@ def test_inference_deployment_and_nodeport_service() -> None:
 
 def test_notebook_statefulset_service_port_matches_container_port() -> None:
     sts, svc = _objects("notebook")
-    assert (sts["kind"], sts["spec"]["replicas"], sts["spec"]["serviceName"]) == ("StatefulSet", 1, "svc-alice-notebook")
+    assert (sts["kind"], sts["spec"]["replicas"], sts["spec"]["serviceName"]) == (
+        "StatefulSet",
+        1,
+        "svc-alice-notebook",
+    )
     port = sts["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
     assert port == svc["spec"]["ports"][0]["port"] == svc["spec"]["ports"][0]["targetPort"] == 8888
 
@@ -93,7 +99,9 @@ def test_compute_labels_port_and_has_no_gpu() -> None:
     deploy, svc = _objects("compute")
     assert deploy["metadata"]["labels"]["runwhere.ai/port"] == "80"
     assert svc["metadata"]["labels"]["runwhere.ai/port"] == "80"
-    assert "nvidia.com/gpu" not in deploy["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert (
+        "nvidia.com/gpu" not in deploy["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    )
     assert {"name": "NGINX_PORT", "value": "80"} in deploy["spec"]["template"]["spec"]["containers"][0]["env"]
 
 

@@ -31,8 +31,19 @@ def test_training_dry_run_yaml(capsys) -> None:
 
 
 def test_repeated_f_keeps_every_file(capsys) -> None:
-    rc = main(["apply", "-f", str(EX / "training.yaml"), "-f", str(EX / "compute.yaml"), str(EX / "notebook.yaml"),
-               "--dry-run=client", "-o", "json"])
+    rc = main(
+        [
+            "apply",
+            "-f",
+            str(EX / "training.yaml"),
+            "-f",
+            str(EX / "compute.yaml"),
+            str(EX / "notebook.yaml"),
+            "--dry-run=client",
+            "-o",
+            "json",
+        ]
+    )
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "List"
@@ -40,7 +51,21 @@ def test_repeated_f_keeps_every_file(capsys) -> None:
 
 
 def test_pool_and_quota_dry_run_print_kueue_objects(capsys) -> None:
-    assert main(["create", "-f", str(EX / "pools.yaml"), "-f", str(EX / "quota.yaml"), "--dry-run=client", "-o", "yaml"]) == 0
+    assert (
+        main(
+            [
+                "create",
+                "-f",
+                str(EX / "pools.yaml"),
+                "-f",
+                str(EX / "quota.yaml"),
+                "--dry-run=client",
+                "-o",
+                "yaml",
+            ]
+        )
+        == 0
+    )
     objs = list(yaml.safe_load_all(capsys.readouterr().out))
     kinds = [o["kind"] for o in objs]
     assert kinds.count("ResourceFlavor") == 4
@@ -55,7 +80,9 @@ def test_pool_and_quota_dry_run_print_kueue_objects(capsys) -> None:
 
 def test_broken_file_names_file_field_and_fix(tmp_path, capsys) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("kind: training\njob: {name: Bad_Name}\nenvironment: {image: x}\nresources: {cpu: abc, memory: 1Gi}\n")
+    bad.write_text(
+        "kind: training\njob: {name: Bad_Name}\nenvironment: {image: x}\nresources: {cpu: abc, memory: 1Gi}\n"
+    )
     assert main(["create", "-f", str(bad), "--dry-run=client", "-o", "yaml"]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -90,7 +117,10 @@ def test_no_cluster_gives_a_clear_error(capsys) -> None:
 
 def test_unknown_key_warns_and_strict_fails(tmp_path, capsys) -> None:
     f = tmp_path / "typo.yaml"
-    f.write_text("kind: compute\njob: {name: web}\nenvironment: {image: nginx}\nresources: {cpu: 1, memory: 1Gi, gpus: 1}\n")
+    f.write_text(
+        "kind: compute\njob: {name: web}\nenvironment: {image: nginx}\n"
+        "resources: {cpu: 1, memory: 1Gi, gpus: 1}\n"
+    )
     assert main(["create", "-f", str(f), "--dry-run=client", "-o", "yaml"]) == 0
     assert "gpus" in capsys.readouterr().err
     assert main(["create", "-f", str(f), "--dry-run=client", "-o", "yaml", "--strict"]) == 1

@@ -1,0 +1,305 @@
+"""gpuctl's main job on the real cluster: pools, team quotas and jobs through Kueue, via the CLI."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from gpuctl.cli.main import main
+from gpuctl.cluster import path
+from gpuctl.constants import COHORT_NAME, Labels
+from tests.integration.conftest import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def gpuctl(cluster, capsys):
+    """Run the CLI in-process: gpuctl("get", "pools") -> (exit code, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        rc = main([*args, "--kubeconfig", cluster])
+        out = capsys.readouterr()
+        return rc, out.out, out.err
+
+    return run
+
+
+@pytest.fixture
+def teams(tmp_path, gpuctl, kube):
+    """Two fresh team namespaces with quotas (a: 16 GPUs, borrow 8, 8 guaranteed in training-pool;
+    b: 8 GPUs, hard cap); deleted with their namespaces afterwards."""
+    a, b = f"ta-{uuid.uuid4().hex[:6]}", f"tb-{uuid.uuid4().hex[:6]}"
+    q = tmp_path / "quota.yaml"
+    q.write_text(
+        f"kind: quota\nquota: {{name: q-{a}}}\nnamespace:\n"
+        f"  {a}: {{cpu: 256, memory: 2Ti, gpu: 16, borrowingLimit: 8, "
+        "pools: {{training-pool: {{gpu: 8}}}}}}\n"
+        f"  {b}: {{cpu: 128, memory: 1Ti, gpu: 8, borrowingLimit: 0}}\n"
+    )
+    rc, _, err = gpuctl("create", "-f", str(q))
+    assert rc == 0, err
+    yield a, b
+    gpuctl("delete", "quota", f"q-{a}", "--delete-namespace")
+    for ns in (a, b):
+        wait_until(
+            lambda ns=ns: kube.get_or_none(path("Namespace", ns)) is None, 60, what=f"namespace {ns} gone"
+        )
+
+
+@pytest.fixture
+def pools(clean_cluster, gpuctl):
+    rc, out, err = gpuctl("create", "-f", str(ROOT / "examples" / "pools.yaml"))
+    assert rc == 0, err
+    return out
+
+
+def _cohort_gpus(kube) -> dict[str, str]:
+    cohort = kube.get(path("Cohort", COHORT_NAME))
+    out = {}
+    for fl in cohort["spec"]["resourceGroups"][0]["flavors"]:
+        out[fl["name"]] = next(r["nominalQuota"] for r in fl["resources"] if r["name"] == "nvidia.com/gpu")
+    return out
+
+
+def _training(
+    tmp_path,
+    name: str,
+    ns: str,
+    gpus: int,
+    priority: str = "medium",
+    pool: str = "training-pool",
+    runtime: str = "30m",
+) -> str:
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(
+        f"kind: training\njob: {{name: {name}, namespace: {ns}, priority: {priority}}}\n"
+        f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {runtime}}}]}}\n"
+        f"resources: {{pool: {pool}, gpu: {gpus}, cpu: 2, memory: 8Gi}}\n"
+    )
+    return str(f)
+
+
+def _status(gpuctl, name: str, ns: str) -> dict:
+    rc, out, err = gpuctl("describe", "job", name, "-n", ns, "-o", "json")
+    assert rc == 0, err
+    return json.loads(out)
+
+
+# ----------------------------------------------------------------------------- pools
+def test_four_pools_capacity_and_node_moves(pools, gpuctl, kube):
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kube.list(path("Node"))}
+    assert nodes["gpu-node-1"][Labels.POOL] == "training-pool"
+    assert nodes["gpu-node-1"][Labels.GPU_TYPE] == "A100-100G"
+    assert nodes["cpu-node-2"][Labels.POOL] == "compute-pool"
+    assert Labels.GPU_TYPE not in nodes["cpu-node-2"]
+    assert _cohort_gpus(kube) == {
+        "compute-pool": "0",
+        "dev-pool": "4",
+        "inference-pool": "8",
+        "training-pool": "16",
+    }
+    rc, out, _ = gpuctl("get", "pools", "-o", "json")
+    got = {p["name"]: (p["gpu_total"], len(p["nodes"])) for p in json.loads(out)}
+    assert got == {
+        "compute-pool": (0, 2),
+        "dev-pool": (4, 1),
+        "inference-pool": (8, 2),
+        "training-pool": (16, 2),
+    }
+
+    # kubectl semantics: changing a value needs --overwrite; the GPUs move with the node.
+    rc, _, err = gpuctl("label", "node", "gpu-node-4", "runwhere.ai/pool=dev-pool")
+    assert rc == 1 and "--overwrite" in err
+    assert _cohort_gpus(kube)["dev-pool"] == "4"
+    rc, _, err = gpuctl("label", "node", "gpu-node-4", "runwhere.ai/pool=dev-pool", "--overwrite")
+    assert rc == 0, err
+    caps = _cohort_gpus(kube)
+    assert (caps["dev-pool"], caps["inference-pool"]) == ("8", "4")
+    # A pool label must name an existing pool.
+    rc, _, err = gpuctl("label", "node", "gpu-node-4", "pool=nope", "--overwrite")
+    assert rc == 1 and "pool nope does not exist" in err
+
+    # apply removes a node from a pool and its capacity with it.
+    rc, _, err = gpuctl("apply", "-f", str(ROOT / "examples" / "pool.yaml"))  # training-pool, same nodes
+    assert rc == 0, err
+    assert "pool/training-pool configured" in _
+    gpuctl("label", "node", "gpu-node-2", "pool-", "gpu-type-")
+    assert _cohort_gpus(kube)["training-pool"] == "8"
+
+
+def test_pool_delete_refuses_while_used_and_spares_foreign_objects(pools, teams, gpuctl, kube, tmp_path):
+    a, _ = teams
+    rc, _, err = gpuctl("create", "-f", _training(tmp_path, "busy", a, 1, pool="dev-pool"))
+    assert rc == 0, err
+    rc, _, err = gpuctl("delete", "pool", "dev-pool")
+    assert rc == 1 and f"{a}/busy" in err
+    assert kube.get_or_none(path("ResourceFlavor", "dev-pool")) is not None
+    # A flavor gpuctl did not create is never touched.
+    kube.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "foreign"},
+            "spec": {},
+        }
+    )
+    try:
+        rc, _, err = gpuctl("delete", "pool", "foreign")
+        assert rc == 1 and "not created by gpuctl" in err
+        assert kube.get_or_none(path("ResourceFlavor", "foreign")) is not None
+    finally:
+        kube.delete(path("ResourceFlavor", "foreign"))
+    gpuctl("delete", "job", "busy", "-n", a)
+    rc, _, err = gpuctl("delete", "pool", "dev-pool")
+    assert rc == 0, err
+    assert kube.get_or_none(path("ResourceFlavor", "dev-pool")) is None
+    assert Labels.POOL not in kube.get(path("Node", "gpu-node-5"))["metadata"]["labels"]
+
+
+# ----------------------------------------------------------------------------- quotas and queueing
+def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, kube, tmp_path):
+    a, b = teams
+    for name in ("big1", "big2"):  # 8 GPUs each: the two A100 nodes are full
+        assert gpuctl("create", "-f", _training(tmp_path, name, a, 8))[0] == 0
+    for name in ("big1", "big2"):
+        wait_until(
+            lambda name=name: _status(gpuctl, name, a)["status"] == "Running", 60, what=f"{name} Running"
+        )
+    nodes = {p["spec"]["nodeName"] for p in kube.list(path("Pod", namespace=a))}
+    assert nodes == {"gpu-node-1", "gpu-node-2"}
+
+    assert gpuctl("create", "-f", _training(tmp_path, "wait", b, 4))[0] == 0
+    st = wait_until(
+        lambda: (s := _status(gpuctl, "wait", b))["status"] == "Queued" and "in pool" in s["why"] and s,
+        30,
+        what="wait Queued for the pool",
+    )
+    assert st["why"].startswith("waiting for 4 nvidia.com/gpu in pool training-pool: 0 free"), (
+        st["why"] + " | " + str(st["conditions"])
+    )
+    rc, out, _ = gpuctl("get", "jobs", "-n", b, "-o", "wide")
+    assert rc == 0 and "Queued" in out and "POSITION" in out
+
+    assert gpuctl("delete", "job", "big1", "-n", a)[0] == 0
+    wait_until(
+        lambda: _status(gpuctl, "wait", b)["status"] == "Running",
+        60,
+        what="wait Running after capacity freed",
+    )
+
+
+def test_job_beyond_team_quota_waits_with_quota_reason(pools, teams, gpuctl, tmp_path):
+    _, b = teams
+    assert gpuctl("create", "-f", _training(tmp_path, "b1", b, 8))[0] == 0
+    wait_until(lambda: _status(gpuctl, "b1", b)["status"] == "Running", 60, what="b1 Running")
+    assert gpuctl("create", "-f", _training(tmp_path, "b2", b, 2, pool="dev-pool"))[0] == 0
+    st = wait_until(
+        lambda: (s := _status(gpuctl, "b2", b))["conditions"] and "quota" in s["why"] and s,
+        30,
+        what="b2 reason",
+    )
+    assert st["status"] == "Queued"
+    assert st["why"].startswith(f"{b} quota exhausted: 8/8 GPUs in use")
+
+
+def test_high_priority_preempts_low(pools, teams, gpuctl, tmp_path):
+    a, _ = teams
+    for name in ("low1", "low2"):
+        assert gpuctl("create", "-f", _training(tmp_path, name, a, 8, priority="low"))[0] == 0
+    for name in ("low1", "low2"):
+        wait_until(
+            lambda name=name: _status(gpuctl, name, a)["status"] == "Running", 60, what=f"{name} Running"
+        )
+    assert gpuctl("create", "-f", _training(tmp_path, "urgent", a, 8, priority="high"))[0] == 0
+    wait_until(lambda: _status(gpuctl, "urgent", a)["status"] == "Running", 60, what="high Running")
+    states = sorted(_status(gpuctl, n, a)["status"] for n in ("low1", "low2"))
+    assert states[1] == "Running" and states[0] in ("Preempted", "Queued"), states
+    victim = next(n for n in ("low1", "low2") if _status(gpuctl, n, a)["status"] != "Running")
+    assert "preempted" in _status(gpuctl, victim, a)["why"]
+
+
+# ----------------------------------------------------------------------------- the service kinds
+def test_inference_compute_notebook_admitted_reachable_logs_describe(pools, teams, gpuctl, kube, tmp_path):
+    a, b = teams
+    for kind, ns in (("inference", a), ("compute", b), ("notebook", b)):
+        text = (ROOT / "examples" / f"{kind}.yaml").read_text().replace("team-a", ns).replace("team-b", ns)
+        f = tmp_path / f"{kind}.yaml"
+        f.write_text(text)
+        rc, _, err = gpuctl("create", "-f", str(f))
+        assert rc == 0, err
+    for name, ns, port in (("llm-serving", a, 8000), ("nginx-web", b, 80), ("alice-notebook", b, 8888)):
+        wait_until(
+            lambda name=name, ns=ns: _status(gpuctl, name, ns)["status"] == "Running",
+            60,
+            what=f"{name} Running",
+        )
+        svc = kube.get(path("Service", f"svc-{name}", ns))
+        assert svc["spec"]["type"] == "NodePort" and svc["spec"]["selector"] == {"app": name}
+        assert svc["spec"]["ports"][0]["targetPort"] == port and svc["spec"]["ports"][0]["nodePort"] >= 30000
+        pods = kube.list(path("Pod", namespace=ns), label_selector=f"app={name}")
+        assert pods and all(p["status"]["phase"] == "Running" for p in pods)
+        rc, out, err = gpuctl("logs", name, "-n", ns, "--tail", "2")
+        assert rc == 0, err
+        assert "step 20" in out
+        rc, out, err = gpuctl("describe", "job", name, "-n", ns)
+        assert rc == 0 and f"svc-{name}" in out
+    # apply keeps the NodePort of a Service.
+    before = kube.get(path("Service", "svc-nginx-web", b))["spec"]["ports"][0]["nodePort"]
+    text = (tmp_path / "compute.yaml").read_text().replace("replicas: 1", "replicas: 2")
+    (tmp_path / "compute.yaml").write_text(text)
+    assert gpuctl("apply", "-f", str(tmp_path / "compute.yaml"))[0] == 0
+    assert kube.get(path("Deployment", "nginx-web", b))["spec"]["replicas"] == 2
+    assert kube.get(path("Service", "svc-nginx-web", b))["spec"]["ports"][0]["nodePort"] == before
+
+
+# ----------------------------------------------------------------------------- bad input leaves nothing
+def _gpuctl_objects(kube, ns: str) -> list[str]:
+    return sorted(
+        f"{k}/{o['metadata']['name']}"
+        for k in ("Job", "Deployment", "StatefulSet", "Service")
+        for o in kube.list(path(k, namespace=ns))
+    )
+
+
+def test_bad_input_is_refused_and_changes_nothing(pools, teams, gpuctl, kube, tmp_path):
+    a, _ = teams
+    before = _gpuctl_objects(kube, a)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        f"kind: training\njob: {{name: Bad_Name, namespace: {a}}}\nenvironment: {{image: x}}\n"
+        "resources: {cpu: 1, memory: lots}\n"
+    )
+    rc, _, err = gpuctl("create", "-f", str(bad))
+    assert rc == 1 and str(bad) in err and "resources.memory" in err and "fix:" in err
+
+    rc, _, err = gpuctl("create", "-f", _training(tmp_path, "nopool", a, 1, pool="no-such-pool"))
+    assert rc == 1 and "pool no-such-pool does not exist" in err
+
+    rc, _, err = gpuctl("create", "-f", _training(tmp_path, "nons", "no-such-namespace", 1))
+    assert rc == 1 and "namespace no-such-namespace does not exist" in err
+
+    # Two documents: the second is bad, so the first is not created either.
+    two = tmp_path / "two.yaml"
+    two.write_text(
+        Path(_training(tmp_path, "first", a, 1)).read_text()
+        + "---\n"
+        + Path(_training(tmp_path, "second", a, 1, pool="no-such-pool")).read_text()
+    )
+    rc, _, err = gpuctl("create", "-f", str(two))
+    assert rc == 1
+    assert _gpuctl_objects(kube, a) == before
+
+    assert gpuctl("create", "-f", _training(tmp_path, "dup", a, 1))[0] == 0
+    rc, _, err = gpuctl("create", "-f", _training(tmp_path, "dup", a, 2))
+    assert rc == 1 and "already exists" in err and "apply" in err
+    assert (
+        kube.get(path("Job", "dup", a))["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+            "nvidia.com/gpu"
+        ]
+        == "1"
+    )
