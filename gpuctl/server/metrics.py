@@ -314,7 +314,9 @@ class WorkloadTracker:
         info = workload_summary(new)
         pool = info.pool or ANY_POOL
         with self._lock:
-            if info.reserved_at is not None and info.uid not in self._observed:
+            # Finished Workloads are history (Kueue keeps them until their job is deleted): a restart
+            # must not pour them into the histogram again.
+            if info.reserved_at is not None and info.state is not None and info.uid not in self._observed:
                 self._observed.add(info.uid)
                 self.wait.labels(pool, info.priority).observe(max(info.reserved_at - info.created, 0.0))
             before = self._preempted.get(info.uid)

@@ -1,0 +1,392 @@
+"""Benchmark `gpuctl serve` at scale: 2,000 fake nodes, 20,000 pods, queued and admitted Kueue work.
+
+    /work/venv/bin/python bench/metrics.py                  # starts its own cluster, stops it at the end
+    /work/venv/bin/python bench/metrics.py --kubeconfig K   # uses a running cluster (nodes are added)
+    options: --nodes 2000 --pods 20000 --jobs 400 --keep --json out.json
+
+What it builds (KWOK fake nodes; nothing is scheduled for real):
+- N nodes in 10 pools (8 GPUs each, two GPU types), gpuctl's flavors and Cohort, 20 team
+  namespaces with an 8-GPU budget and a LocalQueue each;
+- P plain pods bound straight to the nodes (7 of every 10 take 1 GPU, the rest CPU only), in
+  non-team namespaces so Kueue leaves them alone; KWOK marks them Running;
+- J one-GPU Jobs through Kueue (20 per team): 8 per team admitted, the rest queued.
+
+What it measures, for a service started before the objects (the watch path) and for a fresh one
+started after (the initial-list path):
+- scrape time of /metrics (client wall time over 30 sequential scrapes: min, p50, p95, max) and the
+  collector's own time; the exposition's size;
+- resident memory (VmRSS) and its peak (VmHWM) from /proc;
+- time from start to /readyz;
+- reconcile latency at this scale: a node moved from one pool to another -> Cohort updated.
+Targets (the issue): scrape <= 100 ms, RSS <= 300 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
+from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels  # noqa: E402
+from gpuctl.service.capacity import pool_capacities  # noqa: E402
+from queues import TeamQuota, desired_objects, local_queue, team_namespace  # noqa: E402
+
+POOLS = [f"pool-{i:02d}" for i in range(10)]
+TEAMS = [f"bench-team-{i:02d}" for i in range(20)]
+POD_NAMESPACES = [f"bench-pods-{i:02d}" for i in range(20)]
+RUN_DIR = "/tmp/gpuctl-bench-metrics"
+PORT_OFFSET = "450"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node(i: int) -> dict:
+    name = f"bench-node-{i:04d}"
+    res = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU_RESOURCE: "8"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                Labels.POOL: POOLS[i % len(POOLS)],
+                Labels.GPU_TYPE: "H100" if i % 2 else "A100",
+            },
+        },
+        "status": {
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "capacity": res,
+            "allocatable": res,
+        },
+    }
+
+
+def pod(i: int, nodes: int) -> dict:
+    gpu = i % 10 < 7
+    req = {"cpu": "100m", "memory": "128Mi", **({GPU_RESOURCE: "1"} if gpu else {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"bench-pod-{i:05d}",
+            "namespace": POD_NAMESPACES[i % len(POD_NAMESPACES)],
+            "labels": {"app": "bench", "bench-shard": str(i % 50)},
+        },
+        "spec": {
+            "nodeName": f"bench-node-{(i // 10) % nodes:04d}",
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": req, "limits": req}}
+            ],
+        },
+    }
+
+
+def job(i: int) -> dict:
+    team = TEAMS[i % len(TEAMS)]
+    pool = POOLS[i % len(POOLS)]
+    res = {"cpu": "1", "memory": "1Gi", GPU_RESOURCE: "1"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"bench-job-{i:04d}",
+            "namespace": team,
+            "labels": {
+                Labels.KUEUE_QUEUE: "default",
+                Labels.KUEUE_PRIORITY: "gpuctl-medium",
+                Labels.PRIORITY: "medium",
+                Labels.POOL: pool,
+            },
+        },
+        "spec": {
+            "suspend": True,
+            "template": {
+                "metadata": {"labels": {Labels.POOL: pool}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {Labels.POOL: pool},
+                    "containers": [
+                        {"name": "main", "image": "busybox", "resources": {"requests": res, "limits": res}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def create_all(kube: Cluster, objs, workers: int = 24) -> None:
+    def one(o: dict) -> None:
+        for attempt in range(5):
+            try:
+                kube.create(o)
+                return
+            except ApiError as e:
+                if e.status == 409:
+                    return
+                if e.status in (429, 500, 503, 504) and attempt < 4:
+                    time.sleep(0.5 * (attempt + 1))
+                    continue
+                raise
+
+    with ThreadPoolExecutor(workers) as ex:
+        list(ex.map(one, objs))
+
+
+class Service:
+    """`gpuctl serve` as a subprocess, with /proc memory readings."""
+
+    def __init__(self, kubeconfig: str, name: str):
+        self.port = free_port()
+        self.name = name
+        self.log = open(f"/tmp/gpuctl-bench-serve-{name}.log", "w")  # noqa: SIM115
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", kubeconfig, "--address", "127.0.0.1",
+             "--metrics-port", str(self.port), "--log-level", "warning"],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT,
+        )  # fmt: skip
+        self.ready_after: float | None = None
+
+    def get(self, p: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{p}", timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, b""
+
+    def wait_ready(self, timeout: float = 600) -> float:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.name}: gpuctl serve exited; see {self.log.name}")
+            try:
+                if self.get("/readyz")[0] == 200:
+                    self.ready_after = time.monotonic() - self.t0
+                    return self.ready_after
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise SystemExit(f"{self.name}: not ready after {timeout}s")
+
+    def metric(self, name: str, labels: str = "") -> float:
+        text = self.get("/metrics")[1].decode()
+        total = 0.0
+        for line in text.splitlines():
+            if (
+                line.startswith(name + ("{" if labels or "{" in line.split(" ")[0] else " "))
+                and labels in line
+            ):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def memory(self) -> dict[str, float]:
+        out = {}
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0]) / 1024  # MiB
+        return out
+
+    def scrape_times(self, n: int = 30) -> dict:
+        times, size = [], 0
+        for _ in range(n):
+            t0 = time.perf_counter()
+            status, body = self.get("/metrics")
+            times.append((time.perf_counter() - t0) * 1000)
+            assert status == 200
+            size = len(body)
+        collect = self.metric("gpuctl_collect_duration_seconds") * 1000
+        times.sort()
+        return {
+            "scrapes": n,
+            "min_ms": round(times[0], 1),
+            "p50_ms": round(statistics.median(times), 1),
+            "p95_ms": round(times[int(0.95 * (n - 1))], 1),
+            "max_ms": round(times[-1], 1),
+            "collector_ms": round(collect, 1),
+            "bytes": size,
+            "series": sum(1 for ln in body.decode().splitlines() if ln and not ln.startswith("#")),
+        }
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def wait_settled(svc: Service, pods: int, quiet: float = 10, timeout: float = 1800) -> None:
+    """Wait until the service holds every pod and pod/Workload events have stopped for `quiet` s."""
+    end = time.monotonic() + timeout
+    last_events, last_change = -1.0, time.monotonic()
+    while time.monotonic() < end:
+        held = svc.metric("gpuctl_cache_objects", 'resource="Pod"')
+        events = svc.metric("gpuctl_cache_events_total", 'resource="Pod"') + svc.metric(
+            "gpuctl_cache_events_total", 'resource="Workload"'
+        )
+        if events != last_events:
+            last_events, last_change = events, time.monotonic()
+        if held >= pods and time.monotonic() - last_change >= quiet:
+            return
+        time.sleep(2)
+    log("warning: events never settled; measuring anyway")
+
+
+def cohort_gpus(kube: Cluster, pool: str) -> int:
+    c = kube.get(path("Cohort", COHORT_NAME))
+    for fl in c["spec"]["resourceGroups"][0]["flavors"]:
+        if fl["name"] == pool:
+            return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == GPU_RESOURCE))
+    return -1
+
+
+def reconcile_latency(kube: Cluster, rounds: int = 5) -> list[float]:
+    """Move bench-node-0000 between pool-00 and pool-01 and time the Cohort following."""
+    out = []
+    for r in range(rounds):
+        dst = POOLS[1] if r % 2 == 0 else POOLS[0]
+        before = cohort_gpus(kube, dst)
+        t0 = time.monotonic()
+        kube.merge_patch(path("Node", "bench-node-0000"), {"metadata": {"labels": {Labels.POOL: dst}}})
+        while cohort_gpus(kube, dst) != before + 8:
+            if time.monotonic() - t0 > 30:
+                raise SystemExit("Cohort did not follow the node within 30 s")
+            time.sleep(0.02)
+        out.append(round(time.monotonic() - t0, 3))
+        time.sleep(1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kubeconfig", help="use this cluster instead of starting one")
+    ap.add_argument("--nodes", type=int, default=2000)
+    ap.add_argument("--pods", type=int, default=20000)
+    ap.add_argument("--jobs", type=int, default=400)
+    ap.add_argument("--port-offset", default=PORT_OFFSET, help="testbed port offset of the cluster it starts")
+    ap.add_argument("--keep", action="store_true", help="leave the cluster and objects in place")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+
+    env = {**os.environ, "GPUCTL_TESTBED_RUN": RUN_DIR, "GPUCTL_TESTBED_PORT_OFFSET": args.port_offset,
+           "GPUCTL_TESTBED_NODES": "none"}  # fmt: skip
+    started_cluster = False
+    kubeconfig = args.kubeconfig
+    if not kubeconfig:
+        log("starting a node-less local cluster (hack/cluster/up.sh)")
+        subprocess.run([str(ROOT / "hack/cluster/up.sh")], env=env, check=True, stdout=subprocess.DEVNULL)
+        kubeconfig, started_cluster = f"{RUN_DIR}/kubeconfig", True
+    kube = Cluster.connect(kubeconfig=kubeconfig)
+    results: dict = {"nodes": args.nodes, "pods": args.pods, "jobs": args.jobs}
+    services: list[Service] = []
+    try:
+        # gpuctl objects first (so the watching service sees pools from the start).
+        teams = [TeamQuota(namespace=t, quota_name="bench", gpu=8) for t in TEAMS]
+        for o in [*desired_objects(pool_capacities([], POOLS), teams)]:
+            kube.apply(o)
+        for t in teams:
+            kube.apply(team_namespace(t))
+            kube.apply(local_queue(t.namespace))
+        for ns in POD_NAMESPACES:
+            kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+        watching = Service(kubeconfig, "watching")
+        services.append(watching)
+        log(f"service (watch path) ready in {watching.wait_ready():.1f}s")
+
+        t0 = time.monotonic()
+        create_all(kube, (node(i) for i in range(args.nodes)))
+        results["create_nodes_s"] = round(time.monotonic() - t0, 1)
+        log(f"{args.nodes} nodes created in {results['create_nodes_s']}s")
+        t0 = time.monotonic()
+        create_all(kube, (pod(i, args.nodes) for i in range(args.pods)))
+        results["create_pods_s"] = round(time.monotonic() - t0, 1)
+        log(f"{args.pods} pods created in {results['create_pods_s']}s")
+        t0 = time.monotonic()
+        create_all(kube, (job(i) for i in range(args.jobs)), workers=8)
+        log(f"{args.jobs} Kueue jobs created in {time.monotonic() - t0:.1f}s; waiting for KWOK and Kueue")
+        wait_settled(watching, args.pods)
+        gpus = watching.metric("gpuctl_pool_allocatable_gpus")
+        results["pool_allocatable_gpus"] = gpus
+        results["pool_allocated_gpus"] = watching.metric("gpuctl_pool_allocated_gpus")
+        results["workloads"] = {
+            st: watching.metric("gpuctl_workloads", f'state="{st}"')
+            for st in ("queued", "admitted", "running")
+        }
+        log(f"settled: allocatable {gpus:.0f} GPUs, allocated {results['pool_allocated_gpus']:.0f}, "
+            f"workloads {results['workloads']}")  # fmt: skip
+
+        results["watch_path"] = {"scrape": watching.scrape_times(), "memory_mib": watching.memory()}
+        log(f"watch path: {results['watch_path']}")
+
+        fresh = Service(kubeconfig, "fresh")
+        services.append(fresh)
+        ready = fresh.wait_ready()
+        time.sleep(2)
+        results["list_path"] = {
+            "ready_s": round(ready, 1),
+            "scrape": fresh.scrape_times(),
+            "memory_mib": fresh.memory(),
+        }
+        log(f"list path: {results['list_path']}")
+        fresh.stop()
+        services.remove(fresh)
+
+        results["reconcile_latency_s"] = reconcile_latency(kube)
+        log(
+            f"reconcile latency (node moved to another pool -> Cohort updated): {results['reconcile_latency_s']}"
+        )
+        results["watch_path"]["memory_mib_end"] = watching.memory()
+    finally:
+        for s in services:
+            s.stop()
+        if started_cluster and not args.keep:
+            log("stopping the cluster")
+            subprocess.run([str(ROOT / "hack/cluster/down.sh")], env=env, stdout=subprocess.DEVNULL)
+
+    scr = [results[k]["scrape"]["p95_ms"] for k in ("watch_path", "list_path")]
+    rss = [results[k]["memory_mib"]["VmRSS"] for k in ("watch_path", "list_path")]
+    hwm = [results[k]["memory_mib"]["VmHWM"] for k in ("watch_path", "list_path")]
+    print()
+    print(f"gpuctl serve with {args.nodes} nodes, {args.pods} pods, {args.jobs} Kueue jobs")
+    p50 = [results[k]["scrape"]["p50_ms"] for k in ("watch_path", "list_path")]
+    print(f"  scrape p95: {max(scr):.1f} ms (target <= 100 ms), p50: {max(p50):.1f} ms")
+    print(f"  RSS: {max(rss):.0f} MiB, peak {max(hwm):.0f} MiB (target <= 300 MB)")
+    print(f"  ready after initial list: {results['list_path']['ready_s']} s")
+    print(f"  reconcile latency node -> Cohort: median {statistics.median(results['reconcile_latency_s'])} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    ok = max(scr) <= 100 and max(rss) <= 300
+    print("  targets met" if ok else "  TARGETS MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
