@@ -1,0 +1,189 @@
+"""The watch cache: paged lists, watch events, re-list on 410 Gone, trimming, handler isolation."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from gpuctl.cluster import ApiError
+from gpuctl.server.cache import Informer, trim_node, trim_pod, trim_workload
+from tests.unit.test_metrics import node_obj, pod_obj, workload_obj
+
+
+def _pod(name: str, rv: str = "1") -> dict:
+    p = pod_obj(name, "ns", "n1", 1)
+    p["metadata"]["resourceVersion"] = rv
+    return p
+
+
+class ScriptedCluster:
+    """Lists come from `lists` (one per full list, paged by `limit`); watches from a queue of events."""
+
+    def __init__(self, lists: list[list[dict]]):
+        self.lists = lists
+        self.list_calls: list[dict] = []
+        self.watch_calls: list[str | None] = []
+        self.events: queue.Queue = queue.Queue()
+
+    def get(self, api_path: str, **query: Any) -> dict:
+        self.list_calls.append(query)
+        items = self.lists[
+            min(len([q for q in self.list_calls if "continue" not in q]) - 1, len(self.lists) - 1)
+        ]
+        start = int(query.get("continue") or 0)
+        size = query["limit"]
+        page = items[start : start + size]
+        meta: dict = {"resourceVersion": f"list-{len(self.list_calls)}"}
+        if start + size < len(items):
+            meta["continue"] = str(start + size)
+        return {"items": page, "metadata": meta}
+
+    def watch(
+        self, api_path: str, *, resource_version: str | None = None, **kw: Any
+    ) -> Iterator[tuple[str, dict]]:
+        self.watch_calls.append(resource_version)
+        while True:
+            ev = self.events.get()
+            if ev is None:
+                return
+            if isinstance(ev, Exception):
+                raise ev
+            yield ev
+
+
+def test_relist_pages_through_continue_tokens_and_trims() -> None:
+    pods = [_pod(f"p{i}") for i in range(5)]
+    for p in pods:
+        p["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+    c = ScriptedCluster([pods])
+    inf = Informer(c, "Pod", "/api/v1/pods", transform=trim_pod, page_size=2)
+    rv = inf.relist()
+    assert len(c.list_calls) == 3 and [q.get("continue") for q in c.list_calls] == [None, "2", "4"]
+    assert all(q["limit"] == 2 for q in c.list_calls)
+    assert rv == "list-3"
+    assert sorted(p["metadata"]["name"] for p in inf.list()) == [f"p{i}" for i in range(5)]
+    assert "managedFields" not in inf.get("ns/p0")["metadata"]
+    assert inf.synced.is_set()
+
+
+def test_watch_events_update_the_store_and_call_handlers() -> None:
+    c = ScriptedCluster([[_pod("a")]])
+    inf = Informer(c, "Pod", "/api/v1/pods", transform=trim_pod)
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    def rv(o: dict | None) -> str | None:
+        return o and o["metadata"]["resourceVersion"]
+
+    inf.add_handler(lambda t, old, new: seen.append((t, rv(old), rv(new))))
+    inf.relist()
+    inf.apply_event("MODIFIED", _pod("a", "2"))
+    inf.apply_event("ADDED", _pod("b", "3"))
+    inf.apply_event("DELETED", _pod("a", "4"))
+    inf.apply_event("DELETED", _pod("never-seen", "5"))  # nothing to tell anyone
+    assert seen == [
+        ("ADDED", None, "1"),
+        ("MODIFIED", "1", "2"),
+        ("ADDED", None, "3"),
+        ("DELETED", "2", None),
+    ]
+    assert [p["metadata"]["name"] for p in inf.list()] == ["b"]
+    assert inf.stats.events == 4
+
+
+def test_410_gone_relists_and_reports_the_difference() -> None:
+    """While the watch was down, a was deleted, b changed and c appeared: handlers see exactly that."""
+    c = ScriptedCluster([[_pod("a"), _pod("b")], [_pod("b", "7"), _pod("c", "8")]])
+    inf = Informer(c, "Pod", "/api/v1/pods", transform=trim_pod)
+    seen: list[tuple[str, str]] = []
+    done = threading.Event()
+
+    def handler(t: str, old: dict | None, new: dict | None) -> None:
+        seen.append((t, (new or old)["metadata"]["name"]))
+        if len(seen) == 5:
+            done.set()
+
+    inf.add_handler(handler)
+    stop = threading.Event()
+    c.events.put(ApiError(410, "Gone", "too old resource version"))
+    t = threading.Thread(target=inf.run, args=(stop,), daemon=True)
+    t.start()
+    assert done.wait(5)
+    stop.set()
+    c.events.put(None)
+    t.join(5)
+    assert seen[:2] == [("ADDED", "a"), ("ADDED", "b")]
+    assert sorted(seen[2:]) == [("ADDED", "c"), ("DELETED", "a"), ("MODIFIED", "b")]
+    assert sorted(p["metadata"]["name"] for p in inf.list()) == ["b", "c"]
+    assert inf.stats.lists == 2 and inf.stats.errors_by_reason == {"410": 1}
+    # The second watch starts from the second list's resourceVersion.
+    assert c.watch_calls[:2] == ["list-1", "list-2"]
+
+
+def test_a_closed_watch_resumes_from_the_last_resource_version() -> None:
+    c = ScriptedCluster([[_pod("a")]])
+    inf = Informer(c, "Pod", "/api/v1/pods", transform=trim_pod)
+    stop = threading.Event()
+    c.events.put(("MODIFIED", _pod("a", "42")))
+    c.events.put(None)  # server closes the watch (timeoutSeconds)
+    t = threading.Thread(target=inf.run, args=(stop,), daemon=True)
+    t.start()
+    for _ in range(100):
+        if len(c.watch_calls) >= 2:
+            break
+        threading.Event().wait(0.02)
+    stop.set()
+    c.events.put(None)
+    t.join(5)
+    assert c.watch_calls[:2] == ["list-1", "42"]
+    assert inf.stats.lists == 1  # no re-list needed
+
+
+def test_a_failing_handler_does_not_stop_the_cache() -> None:
+    inf = Informer(ScriptedCluster([[]]), "Pod", "/api/v1/pods", transform=trim_pod)
+    got = []
+
+    def bad(*_: Any) -> None:
+        raise RuntimeError("boom")
+
+    inf.add_handler(bad)
+    inf.add_handler(lambda t, o, n: got.append(t))
+    inf.apply_event("ADDED", _pod("a"))
+    assert got == ["ADDED"] and inf.get("ns/a") is not None
+
+
+def test_summaries_follow_the_objects() -> None:
+    inf = Informer(ScriptedCluster([[]]), "Pod", "/api/v1/pods", transform=trim_pod,
+                   summarize=lambda p: p["metadata"]["resourceVersion"])  # fmt: skip
+    inf.apply_event("ADDED", _pod("a", "1"))
+    inf.apply_event("MODIFIED", _pod("a", "2"))
+    inf.apply_event("ADDED", _pod("b", "3"))
+    assert sorted(inf.summaries()) == ["2", "3"]
+    inf.apply_event("DELETED", _pod("a", "4"))
+    assert inf.summaries() == ["3"]
+
+
+def test_heartbeats_leave_a_trimmed_node_unchanged() -> None:
+    """Nodes report status every few seconds to minutes; only real changes should look like changes."""
+    a, b = node_obj("n", "p"), node_obj("n", "p")
+    b["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T01:00:00Z"
+    b["status"]["conditions"][0]["message"] = "kubelet is posting ready status (again)"
+    b["metadata"]["resourceVersion"] = a["metadata"]["resourceVersion"]
+    assert trim_node(a) == trim_node(b)
+    b["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+    assert trim_node(a) != trim_node(b)
+
+
+def test_trimmed_workload_keeps_what_metrics_read() -> None:
+    wl = workload_obj("w", "ns")
+    wl["spec"]["podSets"][0]["template"]["spec"]["volumes"] = [{"name": "big", "emptyDir": {}}]
+    wl["status"]["resourceRequests"] = [{"name": "main", "resources": {"cpu": "1"}}]
+    t = trim_workload(wl)
+    assert "volumes" not in t["spec"]["podSets"][0]["template"]["spec"]
+    assert (
+        t["spec"]["podSets"][0]["template"]["spec"]["containers"]
+        == wl["spec"]["podSets"][0]["template"]["spec"]["containers"]
+    )
+    assert t["spec"]["priorityClassRef"] == wl["spec"]["priorityClassRef"]
+    assert t["metadata"]["labels"] == wl["metadata"]["labels"]
