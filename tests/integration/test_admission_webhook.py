@@ -1,0 +1,633 @@
+"""The webhook on the local cluster, registered by URL next to Kueue's own webhooks.
+
+The module starts two webhook servers on 127.0.0.1 (one `enforce`, one `warn`) with a certificate from a CA
+made here, and registers them with the shipped manifests' rules and matchConditions (only clientConfig and
+selectors changed, so that they see only this module's namespaces and nodes and cannot disturb other
+tests). Then: raw `kubectl apply` of each bad object is denied with its rule and fix, good objects and
+gpuctl's own submissions pass (a gpuctl training Job runs to completion through Kueue), `--dry-run=server`
+works, UPDATEs are judged against the old object, and warn mode lets objects through with kubectl warnings.
+The webhook configurations are deleted first in teardown: a dangling failurePolicy=Fail webhook would
+break the cluster for everyone (they also carry the testbed label that hack/cluster/down.sh cleans up).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import json
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuctl.builders import build
+from gpuctl.cluster import ApiError, path
+from gpuctl.constants import GPU_RESOURCE, PRIORITY_CLASS, Labels, Priority
+from gpuctl.spec import load_text
+from queues import (
+    PoolGuarantee,
+    TeamQuota,
+    budget_flavor,
+    cluster_queue,
+    local_queue,
+    resource_flavor,
+    team_namespace,
+    workload_priority_classes,
+)
+from tests.integration.conftest import wait_until
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests" / "admission"
+TESTBED_LABEL = {"gpuctl.runwhere.ai/testbed": "true"}
+ALLOWED_HOST_PATH = "/var/run/gpuctl-test"  # inside the deny list (/var/run), allowed by flag
+
+
+@dataclass
+class Env:
+    sfx: str
+    team: str  # managed, LocalQueue default, enforce webhook
+    noq: str  # managed, no LocalQueue, enforce webhook
+    warn: str  # managed, LocalQueue default, warn webhook
+    big: str  # pool with an 8-GPU node
+    small: str  # pool with a 4-GPU node
+    nodes: tuple[str, str]
+    kubectl_bin: str
+    kubeconfig: str
+    configs: tuple[str, ...]
+
+    def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [self.kubectl_bin, "--kubeconfig", self.kubeconfig, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+        )
+
+    def apply(self, obj: dict | list[dict], *extra: str) -> subprocess.CompletedProcess:
+        docs = obj if isinstance(obj, list) else [obj]
+        return self.kubectl("apply", *extra, "-f", "-", input=yaml.safe_dump_all(docs))
+
+
+def _openssl(*args: object) -> None:
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+
+def _certs(d: Path) -> tuple[Path, Path, Path]:
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    _openssl(
+        "req",
+        "-x509",
+        *ec,
+        "-days",
+        "2",
+        "-subj",
+        "/CN=gpuctl-admission-test-ca",
+        "-keyout",
+        d / "ca.key",
+        "-out",
+        d / "ca.crt",
+    )
+    _openssl("req", *ec, "-subj", "/CN=127.0.0.1", "-keyout", d / "tls.key", "-out", d / "tls.csr")
+    (d / "ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        d / "tls.csr",
+        "-CA",
+        d / "ca.crt",
+        "-CAkey",
+        d / "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        d / "ext",
+        "-out",
+        d / "tls.crt",
+    )
+    return d / "ca.crt", d / "tls.crt", d / "tls.key"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(port: int, ca: Path, route: str) -> tuple[int, str]:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}{route}", context=ctx, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _start_server(port: int, crt: Path, key: Path, kubeconfig: str, mode: str, log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "admission",
+            "serve",
+            "--tls-cert",
+            str(crt),
+            "--tls-key",
+            str(key),
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--mode",
+            mode,
+            "--kubeconfig",
+            kubeconfig,
+            "--allowed-host-path",
+            ALLOWED_HOST_PATH,
+        ],
+        cwd=ROOT,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _webhook_config(
+    name: str, url: str, ca_b64: str, namespaces: list[str], node_label: dict, prefix: str
+) -> dict:
+    """The shipped configuration, pointed at `url` and narrowed to this module's namespaces and nodes."""
+    vwc = yaml.safe_load((MANIFESTS / "webhook.yaml").read_text())
+    vwc["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
+    for w in vwc["webhooks"]:
+        w["name"] = prefix + w["name"]
+        w["clientConfig"] = {"url": url, "caBundle": ca_b64}
+        if "namespaceSelector" in w:
+            w["namespaceSelector"] = copy.deepcopy(w["namespaceSelector"])
+            w["namespaceSelector"]["matchExpressions"].append(
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
+            )
+        else:
+            w["objectSelector"] = {"matchLabels": node_label}
+    return vwc
+
+
+def _fake_node(name: str, pool: str, gpus: int, sfx: str) -> dict:
+    alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU_RESOURCE: str(gpus)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "type": "kwok",
+                Labels.POOL: pool,
+                "admission-test": sfx,
+            },
+        },
+        "status": {
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "capacity": dict(alloc),
+            "allocatable": alloc,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make the webhook's certificate")
+    sfx = uuid.uuid4().hex[:6]
+    tmp = tmp_path_factory.mktemp("admission")
+    ca, crt, key = _certs(tmp)
+    ca_b64 = base64.b64encode(ca.read_bytes()).decode()
+    e = Env(
+        sfx,
+        f"adm-{sfx}",
+        f"adm-{sfx}-noq",
+        f"adm-{sfx}-warn",
+        f"adm-{sfx}-big",
+        f"adm-{sfx}-small",
+        (f"adm-{sfx}-n1", f"adm-{sfx}-n2"),
+        kubectl_bin,
+        cluster,
+        (),
+    )
+    created: list[str] = []  # API paths to delete, in reverse
+    procs: list[subprocess.Popen] = []
+    try:
+        for obj in [*workload_priority_classes(), budget_flavor()]:
+            if kube.get_or_none(path(obj["kind"], obj["metadata"]["name"])) is None:
+                kube.apply(obj)
+                created.append(path(obj["kind"], obj["metadata"]["name"]))
+        for pool in (e.big, e.small):
+            kube.apply(resource_flavor(pool))
+            created.append(path("ResourceFlavor", pool))
+        for name, pool, gpus in ((e.nodes[0], e.big, 8), (e.nodes[1], e.small, 4)):
+            kube.create(_fake_node(name, pool, gpus, sfx))
+            created.append(path("Node", name))
+        pools = {
+            e.big: PoolGuarantee(gpu=8, cpu="96", memory="1Ti"),
+            e.small: PoolGuarantee(gpu=4, cpu="96", memory="1Ti"),
+        }
+        for ns, with_queue in ((e.team, True), (e.noq, False), (e.warn, True)):
+            team = TeamQuota(namespace=ns, quota_name=f"q-{sfx}", pools=pools)
+            kube.apply(team_namespace(team))
+            created.append(path("Namespace", ns))
+            if with_queue:
+                kube.apply(cluster_queue(team, [e.big, e.small]))
+                created.append(path("ClusterQueue", ns))
+                kube.apply(local_queue(ns))
+
+        servers = {}
+        for mode in ("enforce", "warn"):
+            port = _free_port()
+            procs.append(_start_server(port, crt, key, cluster, mode, tmp / f"{mode}.log"))
+            servers[mode] = port
+        for mode, port in servers.items():
+            wait_until(lambda p=port: _ready(p, ca), 30, 0.2, what=f"{mode} webhook ready")
+
+        configs = []
+        for mode, port, namespaces, prefix in (
+            ("enforce", servers["enforce"], [e.team, e.noq], ""),
+            ("warn", servers["warn"], [e.warn], "warn-"),
+        ):
+            name = f"gpuctl-admission-test-{mode}-{sfx}"
+            vwc = _webhook_config(
+                name,
+                f"https://127.0.0.1:{port}/validate",
+                ca_b64,
+                namespaces,
+                {"admission-test": sfx} if mode == "enforce" else {"admission-test": "none"},
+                prefix,
+            )
+            kube.apply(vwc)
+            configs.append(name)
+        e.configs = tuple(configs)
+        # The API server picks webhook configurations up asynchronously: wait until a bad object is denied.
+        probe = _pod(
+            "probe",
+            e.team,
+            gpus=1,
+            labels={Labels.KUEUE_QUEUE: "default", Labels.POOL: "nope"},
+            selector={Labels.POOL: "nope"},
+        )
+        wait_until(
+            lambda: "[pool-exists]" in e.apply(probe, "--dry-run=server").stderr,
+            30,
+            0.5,
+            what="webhook registered with the API server",
+        )
+        yield e
+    finally:
+        for name in e.configs:  # first: nothing else may run while a Fail webhook points at a dead server
+            kube.delete(path("ValidatingWebhookConfiguration", name))
+        for p in procs:
+            p.terminate()
+            p.wait(10)
+        for api_path in reversed(created):
+            with contextlib.suppress(ApiError):
+                kube.delete(api_path)
+        for log in tmp.glob("*.log"):
+            print(f"----- {log.name}\n{log.read_text()[-3000:]}")
+
+
+def _ready(port: int, ca: Path) -> bool:
+    try:
+        return _get(port, ca, "/readyz")[0] == 200
+    except OSError:
+        return False
+
+
+def _pod(
+    name: str, ns: str, *, gpus: int = 0, labels: dict | None = None, selector: dict | None = None, **spec
+) -> dict:
+    res = {"cpu": "1", "memory": "1Gi"}
+    if gpus:
+        res[GPU_RESOURCE] = str(gpus)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+        "spec": {
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": res, "limits": dict(res)}}
+            ],
+            **spec,
+        },
+    }
+    if selector:
+        pod["spec"]["nodeSelector"] = selector
+    return pod
+
+
+def _job(
+    name: str,
+    ns: str,
+    *,
+    gpus: int = 1,
+    labels: dict | None = None,
+    selector: dict | None = None,
+    tmpl_labels: dict | None = None,
+) -> dict:
+    pod = _pod(name, ns, gpus=gpus, selector=selector)
+    pod["spec"]["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+        "spec": {
+            "suspend": True,
+            "template": {"metadata": {"labels": tmpl_labels or {}}, "spec": pod["spec"]},
+        },
+    }
+
+
+def _good_labels(e: Env, pool: str | None = None) -> dict:
+    return {Labels.KUEUE_QUEUE: "default", Labels.POOL: pool or e.big}
+
+
+def _bad_objects(e: Env) -> dict[str, tuple[dict, str]]:
+    """rule -> (object, webhook name that must deny it)."""
+    good = _good_labels(e)
+    sel = {Labels.POOL: e.big}
+    return {
+        "gpu-queue": (_pod("no-queue", e.noq, gpus=1), "pods.admission.runwhere.ai"),
+        "gpu-queue(missing)": (
+            _job("wrong-queue", e.team, labels={**good, Labels.KUEUE_QUEUE: "fast"}, selector=sel),
+            "workloads.admission.runwhere.ai",
+        ),
+        "pool-exists": (
+            _job("no-pool", e.team, labels=_good_labels(e, f"{e.big}x"), selector={Labels.POOL: f"{e.big}x"}),
+            "workloads.admission.runwhere.ai",
+        ),
+        "pool-placement": (
+            _pod("elsewhere", e.team, gpus=1, labels=good, selector={Labels.POOL: e.small}),
+            "pods.admission.runwhere.ai",
+        ),
+        "priority": (
+            _job(
+                "prio",
+                e.team,
+                labels={**good, Labels.PRIORITY: "high", Labels.KUEUE_PRIORITY: PRIORITY_CLASS[Priority.LOW]},
+                selector=sel,
+            ),
+            "workloads.admission.runwhere.ai",
+        ),
+        "job-type": (
+            _job("jt", e.team, labels={**good, Labels.JOB_TYPE: "trainig"}, selector=sel),
+            "workloads.admission.runwhere.ai",
+        ),
+        "unknown-key": (
+            _pod("typo", e.team, gpus=1, labels={**good, "runwhere.ai/gpu_type": "a100"}, selector=sel),
+            "pods.admission.runwhere.ai",
+        ),
+        "gpu-fits-node": (
+            _pod("huge", e.team, gpus=16, labels=good, selector=sel),
+            "pods.admission.runwhere.ai",
+        ),
+        "host-path": (
+            _pod(
+                "etc",
+                e.team,
+                labels=good,
+                selector=sel,
+                volumes=[{"name": "h", "hostPath": {"path": "/etc/kubernetes"}}],
+            ),
+            "pods.admission.runwhere.ai",
+        ),
+    }
+
+
+RULE_CASES = [
+    "gpu-queue",
+    "gpu-queue(missing)",
+    "pool-exists",
+    "pool-placement",
+    "priority",
+    "job-type",
+    "unknown-key",
+    "gpu-fits-node",
+    "host-path",
+]
+
+
+@pytest.mark.parametrize("case", RULE_CASES)
+def test_raw_kubectl_apply_of_a_bad_object_is_denied_with_its_rule_and_fix(env, case):
+    obj, webhook = _bad_objects(env)[case]
+    rule = case.split("(")[0]
+    p = env.apply(obj)
+    assert p.returncode != 0, p.stdout
+    assert f'admission webhook "{webhook}" denied the request' in p.stderr, p.stderr
+    assert f"[{rule}]" in p.stderr and "Fix: " in p.stderr
+    kind, name, ns = obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"]
+    assert env.kubectl("get", kind.lower(), name, "-n", ns).returncode != 0  # nothing was created
+
+
+def test_node_label_naming_a_missing_pool_is_denied(env):
+    p = env.kubectl("label", "node", env.nodes[0], f"{Labels.POOL}={env.big}-typo", "--overwrite")
+    assert p.returncode != 0
+    assert 'admission webhook "nodes.admission.runwhere.ai" denied the request' in p.stderr
+    assert "[node-pool]" in p.stderr and f'did you mean "{env.big}"' in p.stderr
+    # Moving a node between existing pools, or touching other labels, is fine.
+    assert env.kubectl("label", "node", env.nodes[1], "example.com/x=1", "--overwrite").returncode == 0
+
+
+def test_a_pool_created_just_before_its_node_is_labelled_is_not_refused(env, kube):
+    # gpuctl creates the flavor and labels the nodes right after: the webhook's watch may lag behind.
+    pool = f"adm-{env.sfx}-fresh"
+    kube.apply(resource_flavor(pool))
+    try:
+        p = env.kubectl("label", "node", env.nodes[1], f"{Labels.POOL}={pool}", "--overwrite")
+        assert p.returncode == 0, p.stderr
+    finally:
+        env.kubectl("label", "node", env.nodes[1], f"{Labels.POOL}={env.small}", "--overwrite")
+        kube.delete(path("ResourceFlavor", pool))
+
+
+def test_good_raw_objects_pass(env):
+    sel = {Labels.POOL: env.big}
+    pod = _pod("ok-pod", env.team, gpus=2, labels=_good_labels(env), selector=sel)
+    cpu_pod = _pod("ok-cpu", env.team)  # no GPU, no gpuctl label: the API server does not even call
+    job = _job(
+        "ok-job", env.team, gpus=8, labels={Labels.POOL: env.big}, selector=sel
+    )  # Kueue adds the queue
+    for obj in (pod, cpu_pod, job):
+        p = env.apply(obj)
+        assert p.returncode == 0, p.stderr
+    # Kueue's defaulting ran before this webhook: the Job got LocalQueue default.
+    got = json.loads(env.kubectl("get", "job", "ok-job", "-n", env.team, "-o", "json").stdout)
+    assert got["metadata"]["labels"][Labels.KUEUE_QUEUE] == "default"
+
+
+def test_gpuctl_submissions_pass_and_a_training_job_runs_to_completion(env, kube):
+    specs = {
+        "training": f"""
+kind: training
+job: {{name: g-train, priority: high}}
+environment: {{image: busybox, command: [sh, -c, "true"], env: [{{GPUCTL_FAKE_RUNTIME: 1s}}]}}
+resources: {{pool: {env.big}, gpu: 4, cpu: 4, memory: 16Gi}}
+storage: {{workdirs: [/data/{env.team}]}}
+""",
+        "inference": f"""
+kind: inference
+job: {{name: g-llm, priority: medium}}
+environment: {{image: vllm/vllm-openai:v0.12.0}}
+service: {{replicas: 1, port: 8000}}
+resources: {{pool: {env.small}, gpu: 1, cpu: 8, memory: 32Gi}}
+""",
+        "notebook": f"""
+kind: notebook
+job: {{name: g-nb, priority: low}}
+environment: {{image: quay.io/jupyter/scipy-notebook}}
+service: {{port: 8888}}
+resources: {{pool: {env.big}, gpu: 1, cpu: 2, memory: 8Gi}}
+""",
+        "compute": f"""
+kind: compute
+job: {{name: g-web}}
+environment: {{image: nginx:latest}}
+service: {{replicas: 1, port: 80}}
+resources: {{pool: {env.small}, gpu: 0, cpu: 1, memory: 512Mi}}
+""",
+    }
+    for text in specs.values():
+        for obj in build(load_text(text)[0].spec, env.team):
+            kube.apply(obj)  # what gpuctl sends: server-side apply, field manager gpuctl
+    # Kueue admits the Job, the Job controller makes its pod (not reviewed again), KWOK runs it.
+    try:
+        wait_until(
+            lambda: any(
+                c["type"] == "Complete" and c["status"] == "True"
+                for c in (kube.get(path("Job", "g-train", env.team)).get("status") or {}).get("conditions", [])
+            ),
+            90,
+            what="gpuctl training Job Complete",
+        )
+    except AssertionError as exc:
+        diag = env.kubectl("get", "workloads,jobs,pods", "-n", env.team, "-o", "yaml").stdout
+        raise AssertionError(f"{exc}\n{diag[-6000:]}") from None
+    pods = kube.list(path("Pod", namespace=env.team), label_selector="job-name=g-train")
+    assert pods and pods[0]["spec"]["nodeName"] == env.nodes[0]
+    # The Deployments' ReplicaSets and pods were created (checked once, at the Deployment).
+    wait_until(
+        lambda: kube.list(path("Pod", namespace=env.team), label_selector="app=g-web"),
+        30,
+        what="compute pod created",
+    )
+    wait_until(
+        lambda: kube.list(path("Pod", namespace=env.team), label_selector="app=g-nb"),
+        30,
+        what="notebook pod created",
+    )
+
+
+def test_dry_run_server_runs_the_webhook_and_persists_nothing(env):
+    obj, _ = _bad_objects(env)["gpu-fits-node"]
+    p = env.apply(obj, "--dry-run=server")
+    assert p.returncode != 0 and "[gpu-fits-node]" in p.stderr
+    good = _pod("dry-ok", env.team, gpus=1, labels=_good_labels(env), selector={Labels.POOL: env.big})
+    p = env.apply(good, "--dry-run=server")
+    assert p.returncode == 0 and "(server dry run)" in p.stdout, p.stderr
+    assert env.kubectl("get", "pod", "dry-ok", "-n", env.team).returncode != 0
+
+
+def test_update_is_judged_against_the_old_object(env):
+    pod = _pod("upd", env.team, gpus=1, labels=_good_labels(env), selector={Labels.POOL: env.big})
+    assert env.apply(pod).returncode == 0
+    bad = env.kubectl("label", "pod", "upd", "-n", env.team, "runwhere.ai/poool=x")
+    assert bad.returncode != 0 and "[unknown-key]" in bad.stderr
+    assert env.kubectl("label", "pod", "upd", "-n", env.team, "app=x").returncode == 0
+
+
+def test_advisory_warnings_reach_kubectl(env):
+    pod = _pod(
+        "warned",
+        env.team,
+        gpus=1,
+        labels=_good_labels(env),
+        selector={Labels.POOL: env.big, Labels.GPU_TYPE: "h100"},
+    )
+    p = env.apply(pod)
+    assert p.returncode == 0, p.stderr
+    assert f'Warning: no node of pool "{env.big}" matches the nodeSelector/affinity' in p.stderr
+
+
+def test_warn_mode_lets_bad_objects_through_with_warnings(env):
+    obj = _pod(
+        "warn-me",
+        env.warn,
+        gpus=16,
+        labels={**_good_labels(env), "runwhere.ai/poool": "x"},
+        selector={Labels.POOL: env.big},
+    )
+    p = env.apply(obj)
+    assert p.returncode == 0, p.stderr
+    assert "Warning: gpuctl would deny Pod" in p.stderr
+    assert "[gpu-fits-node]" in p.stderr and "[unknown-key]" in p.stderr
+    assert env.kubectl("get", "pod", "warn-me", "-n", env.warn).returncode == 0
+
+
+def test_api_server_reports_this_webhook_next_to_kueues(env, kube):
+    # The numbers bench/webhook.py compares: both webhooks appear in the API server's own histogram.
+    text = kube.request("GET", "/metrics", raw=True).data.decode()
+    series = [
+        line
+        for line in text.splitlines()
+        if line.startswith("apiserver_admission_webhook_admission_duration_seconds_count")
+    ]
+    assert any('name="pods.admission.runwhere.ai"' in s and 'rejected="true"' in s for s in series)
+    assert any('name="vpod.kb.io"' in s for s in series)
+
+
+def test_shipped_manifests_pass_server_side_dry_run(env, kube):
+    created_ns = kube.get_or_none(path("Namespace", "gpuctl-system")) is None
+    if created_ns:  # namespaced objects cannot be dry-run into a namespace that does not exist
+        assert env.kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml")).returncode == 0
+    try:
+        files = ["rbac.yaml", "deployment.yaml", "webhook.yaml"]
+        args = [a for f in files for a in ("-f", str(MANIFESTS / f))]
+        p = env.kubectl("apply", "--dry-run=server", *args)
+        assert p.returncode == 0, p.stderr
+        for kind in (
+            "serviceaccount",
+            "clusterrole",
+            "clusterrolebinding",
+            "deployment.apps",
+            "poddisruptionbudget.policy",
+            "service",
+            "validatingwebhookconfiguration",
+        ):
+            assert f"{kind}" in p.stdout
+    finally:
+        if created_ns:
+            env.kubectl("delete", "namespace", "gpuctl-system", "--wait=false")
+
+
+def test_cert_manager_manifests_pass_server_side_dry_run(env, kube):
+    if env.kubectl("get", "crd", "certificates.cert-manager.io", "issuers.cert-manager.io").returncode != 0:
+        pytest.skip("cert-manager's CRDs are not installed on this cluster")
+    created_ns = kube.get_or_none(path("Namespace", "gpuctl-system")) is None
+    if created_ns:
+        assert env.kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml")).returncode == 0
+    try:
+        p = env.kubectl("apply", "--dry-run=server", "-f", str(MANIFESTS / "certificate.yaml"))
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.count("(server dry run)") == 4
+    finally:
+        if created_ns:
+            env.kubectl("delete", "namespace", "gpuctl-system", "--wait=false")
