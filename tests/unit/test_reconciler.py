@@ -1,0 +1,223 @@
+"""The pool capacity reconciler: what triggers it, what it writes, and what it never touches."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels
+from gpuctl.server.cache import default_cache
+from gpuctl.server.reconciler import Reconciler, capacity_fingerprint
+from gpuctl.service.reconcile import desired_cohort
+from queues import PoolCapacity, PoolGuarantee, TeamQuota, cluster_queue, cohort, resource_flavor
+from tests.unit.test_metrics import node_obj
+
+
+class RecordingCluster:
+    """Lists nothing, watches nothing; records applies (optionally failing the first `fail` ones)."""
+
+    def __init__(self, fail: int = 0):
+        self.applied: list[dict] = []
+        self.fail = fail
+        self.lock = threading.Lock()
+
+    def get(self, api_path: str, **query: Any) -> dict:
+        return {"items": [], "metadata": {"resourceVersion": "1"}}
+
+    def watch(self, api_path: str, **kw: Any):
+        return iter(())
+
+    def apply(self, obj: dict) -> dict:
+        with self.lock:
+            if self.fail > 0:
+                self.fail -= 1
+                raise ConnectionError("apiserver unavailable")
+            self.applied.append(obj)
+        return obj
+
+
+TEAM = TeamQuota("team-b", "q", pools={"training-pool": PoolGuarantee(gpu=8)})
+
+
+def make(fail: int = 0, *, cohort_obj: dict | str | None = "default", debounce: float = 0.5, **kw: Any):
+    c = RecordingCluster(fail)
+    cache = default_cache(c, metrics=False)
+    rec = Reconciler(c, cache, debounce=debounce, **kw)
+    for inf in cache.informers.values():
+        inf.relist()
+    cache["ResourceFlavor"].apply_event("ADDED", resource_flavor("training-pool"))
+    cache["ClusterQueue"].apply_event("ADDED", cluster_queue(TEAM, ["training-pool"]))
+    for i in (1, 2):
+        cache["Node"].apply_event("ADDED", node_obj(f"g{i}", "training-pool", 8))
+    if cohort_obj == "default":
+        cohort_obj = cohort([PoolCapacity("training-pool", 16, "192", "2199023255552")], [TEAM])
+    if cohort_obj is not None:
+        cohort_obj = {**cohort_obj, "metadata": {**cohort_obj["metadata"], "resourceVersion": "1"}}
+        cache["Cohort"].apply_event("ADDED", cohort_obj)
+    return c, cache, rec
+
+
+def gpus_of(c: dict, pool: str) -> int:
+    for fl in c["spec"]["resourceGroups"][0]["flavors"]:
+        if fl["name"] == pool:
+            return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == GPU_RESOURCE))
+    raise KeyError(pool)
+
+
+def test_unchanged_capacity_writes_nothing() -> None:
+    c, _, rec = make()
+    assert rec.reconcile_once() == "unchanged"
+    assert c.applied == []
+
+
+def test_a_node_joining_writes_the_desired_cohort() -> None:
+    c, cache, rec = make()
+    cache["Node"].apply_event("ADDED", node_obj("g3", "training-pool", 4))
+    assert rec.reconcile_once() == "applied"
+    (applied,) = c.applied
+    assert applied == desired_cohort(
+        cache["Node"].list(), cache["ResourceFlavor"].list(), cache["ClusterQueue"].list()
+    )
+    assert gpus_of(applied, "training-pool") == 16 + 4 - 8  # the team's guarantee stays with the team
+    assert applied["metadata"]["labels"][Labels.MANAGED_BY] == "gpuctl"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda n: n["metadata"]["labels"].update({Labels.POOL: "other-pool"}),
+        lambda n: n["status"]["conditions"][0].update({"status": "False"}),
+        lambda n: n["spec"].update({"unschedulable": True}),
+        lambda n: n["status"]["allocatable"].update({GPU_RESOURCE: "4"}),
+        lambda n: n["status"]["allocatable"].update({"memory": "512Gi"}),
+    ],
+    ids=["pool label", "NotReady", "cordoned", "GPUs", "memory"],
+)
+def test_capacity_changes_move_the_fingerprint(change) -> None:
+    a, b = node_obj("n", "training-pool"), node_obj("n", "training-pool")
+    change(b)
+    assert capacity_fingerprint(a) != capacity_fingerprint(b)
+
+
+def test_heartbeats_and_other_labels_do_not_trigger() -> None:
+    _, cache, rec = make()
+    n = node_obj("g1", "training-pool", 8)
+    n["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T02:00:00Z"
+    n["metadata"]["labels"]["team"] = "x"
+    rec._first_trigger = None
+    cache["Node"].apply_event("MODIFIED", n)
+    assert rec._first_trigger is None
+    n["status"]["allocatable"][GPU_RESOURCE] = "2"
+    cache["Node"].apply_event("MODIFIED", n)
+    assert rec._first_trigger is not None and "g1" in rec.last_reason
+
+
+def test_a_missing_cohort_is_not_created() -> None:
+    c, _, rec = make(cohort_obj=None)
+    assert rec.reconcile_once() == "missing"
+    assert c.applied == []
+
+
+def test_a_cohort_not_managed_by_gpuctl_is_never_written() -> None:
+    foreign = cohort([PoolCapacity("training-pool", 1)])
+    foreign["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "someone-else"}
+    c, cache, rec = make(cohort_obj=foreign)
+    cache["Node"].apply_event("ADDED", node_obj("g3", "training-pool", 4))
+    assert rec.reconcile_once() == "foreign"
+    assert c.applied == []
+
+
+def test_objects_without_the_managed_by_label_are_ignored() -> None:
+    """A ResourceFlavor or ClusterQueue that is not gpuctl's adds no pool and no guarantee."""
+    c, cache, rec = make()
+    assert c.applied == []
+    stranger = resource_flavor("stranger-pool")
+    stranger["metadata"]["labels"] = {}
+    cache["ResourceFlavor"].apply_event("ADDED", stranger)
+    cq = cluster_queue(TeamQuota("x", "q", pools={"training-pool": PoolGuarantee(gpu=4)}), ["training-pool"])
+    cq["metadata"]["labels"] = {}
+    cache["ClusterQueue"].apply_event("ADDED", cq)
+    assert rec.reconcile_once() == "unchanged"
+    assert c.applied == []
+
+
+def test_nothing_happens_before_every_informer_has_listed() -> None:
+    c = RecordingCluster()
+    cache = default_cache(c, metrics=False)
+    rec = Reconciler(c, cache)
+    cache["Cohort"].apply_event("ADDED", cohort([PoolCapacity("training-pool", 99)]))
+    assert rec.reconcile_once() == "not_synced"
+    assert c.applied == []
+
+
+def test_a_failed_apply_is_counted_and_retried() -> None:
+    c, cache, rec = make(fail=1)
+    cache["Node"].apply_event("ADDED", node_obj("g3", "training-pool", 4))
+    assert rec.reconcile_once() == "error"
+    assert rec.reconcile_once() == "applied"
+    assert rec.results["error"] == 1 and rec.results["applied"] == 1
+    assert len(c.applied) == 1
+
+
+def test_bursts_are_debounced_into_one_apply() -> None:
+    c, cache, rec = make(debounce=0.2, max_delay=5, resync=3600)
+    stop = threading.Event()
+    rec.start(stop)
+    try:
+        # The start-up reconcile finds nothing to do.
+        deadline = time.monotonic() + 5
+        while rec.results["unchanged"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert rec.results["unchanged"] == 1
+        t0 = time.monotonic()
+        for i in range(3, 23):  # a rack of 20 nodes joins, one every 20 ms
+            cache["Node"].apply_event("ADDED", node_obj(f"g{i}", "training-pool", 8))
+            time.sleep(0.02)
+        while not c.applied and time.monotonic() - t0 < 5:
+            time.sleep(0.01)
+        time.sleep(0.5)
+        assert len(c.applied) == 1
+        assert gpus_of(c.applied[0], "training-pool") == 22 * 8 - 8
+        # About 0.4 s of events, then the 0.2 s debounce.
+        assert rec.latency._sum.get() == pytest.approx(0.6, abs=0.3)
+    finally:
+        stop.set()
+
+
+def test_a_long_burst_is_applied_after_max_delay() -> None:
+    c, cache, rec = make(debounce=0.2, max_delay=0.5, resync=3600)
+    stop = threading.Event()
+    rec.start(stop)
+    try:
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        i = 3
+        while not c.applied and time.monotonic() - t0 < 3:  # a change every 50 ms, never 200 ms of quiet
+            cache["Node"].apply_event("ADDED", node_obj(f"g{i}", "training-pool", 8))
+            i += 1
+            time.sleep(0.05)
+        assert c.applied, "max_delay did not bound the wait"
+        assert time.monotonic() - t0 < 1.5
+    finally:
+        stop.set()
+
+
+def test_a_hand_edit_of_the_cohort_triggers_a_reconcile() -> None:
+    c, cache, rec = make(debounce=0.05, resync=3600)
+    stop = threading.Event()
+    rec.start(stop)
+    try:
+        time.sleep(0.3)
+        edited = cohort([PoolCapacity("training-pool", 100, "192", "2199023255552")], [TEAM])
+        edited["metadata"]["resourceVersion"] = "2"
+        cache["Cohort"].apply_event("MODIFIED", edited)
+        deadline = time.monotonic() + 3
+        while not c.applied and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert c.applied and gpus_of(c.applied[0], "training-pool") == 8
+        assert COHORT_NAME in rec.last_reason
+    finally:
+        stop.set()
