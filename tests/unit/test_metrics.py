@@ -21,6 +21,7 @@ from gpuctl.server.metrics import (
     pod_summary,
     workload_summary,
 )
+from gpuctl.server.reconciler import Reconciler
 from gpuctl.service.capacity import pool_capacities
 from queues import PoolCapacity, PoolGuarantee, TeamQuota, cluster_queue, resource_flavor
 
@@ -286,11 +287,11 @@ def test_preempted_workload_waits_since_its_eviction() -> None:
 
 
 # ---------------------------------------------------------------------------- the collector
-@pytest.fixture
-def populated() -> tuple[Cache, Any]:
-    """Two pools, two teams, pods and Workloads in every state."""
+def populated_cache(with_reconciler: bool = False) -> tuple[Cache, Any]:
+    """Two pools, two teams, pods and Workloads in every state (also used by the manifest tests)."""
     cache = default_cache(NoCluster())
-    registry, _, _ = build_registry(cache, process=False)
+    reconciler = Reconciler(NoCluster(), cache) if with_reconciler else None
+    registry, _, _ = build_registry(cache, reconciler, process=False)
     for inf in cache.informers.values():
         inf.relist()  # empty lists: every informer synced, trackers past their first list
     feed(cache, "ResourceFlavor", resource_flavor("training-pool"), resource_flavor("inference-pool"))
@@ -344,6 +345,11 @@ def populated() -> tuple[Cache, Any]:
         ),
     )
     return cache, registry
+
+
+@pytest.fixture
+def populated() -> tuple[Cache, Any]:
+    return populated_cache()
 
 
 def test_pool_gauges(populated) -> None:

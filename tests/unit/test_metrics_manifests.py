@@ -1,0 +1,236 @@
+"""Dashboards, Prometheus rules and the service's manifests agree with each other and with the code.
+
+- every gpuctl_* name a dashboard or rule uses is one the service exports (a renamed metric fails here,
+  not on a platform team's screen);
+- PrometheusRule carries exactly rules.yaml's groups;
+- `promtool check rules` and `promtool test rules` pass (Debian package `prometheus`);
+- the RBAC stays least-privilege, and Deployment, Service and ServiceMonitor agree on ports and job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuctl.server.main import build_parser, create_app
+from tests.unit.test_metrics import populated_cache
+
+ROOT = Path(__file__).resolve().parents[2]
+GRAFANA = ROOT / "manifests/grafana"
+PROM = ROOT / "manifests/prometheus"
+SERVE = ROOT / "manifests/serve"
+METRIC_RE = re.compile(r"\bgpuctl_[a-z0-9_]+")
+
+
+def _dashboards() -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in sorted(GRAFANA.glob("*.json"))}
+
+
+def _exprs(board: dict) -> list[str]:
+    return [t["expr"] for p in board["panels"] for t in p.get("targets") or []]
+
+
+def _exported_names() -> set[str]:
+    from prometheus_client import generate_latest
+
+    _, registry = populated_cache(with_reconciler=True)
+    names = set()
+    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
+        names.update(s.name for s in fam.samples)
+    return names
+
+
+def _docs(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _promtool() -> str:
+    tool = shutil.which("promtool")
+    if not tool:
+        if os.environ.get("CI"):
+            pytest.fail("promtool missing: apt-get install -y prometheus")
+        pytest.skip("promtool not installed (apt-get install -y prometheus)")
+    return tool
+
+
+def test_three_dashboards_with_pool_and_team_variables() -> None:
+    boards = _dashboards()
+    assert set(boards) == {"gpu-pools.json", "teams.json", "queue.json"}
+    assert len({b["uid"] for b in boards.values()}) == 3
+    for name, b in boards.items():
+        variables = {v["name"] for v in b["templating"]["list"]}
+        assert {"datasource", "pool", "team"} <= variables, name
+        ids = [p["id"] for p in b["panels"]]
+        assert len(ids) == len(set(ids)), name
+        for p in b["panels"]:
+            if p["type"] == "row":
+                continue
+            assert p["targets"], (name, p["title"])
+            assert p.get("description"), (name, p["title"])
+            for t in p["targets"]:
+                assert t["datasource"]["uid"] == "${datasource}", (name, p["title"])
+        # Each dashboard filters by its variables somewhere.
+        text = json.dumps(_exprs(b))
+        assert "$pool" in text and "$team" in text, name
+
+
+def test_every_metric_used_by_dashboards_and_rules_is_exported() -> None:
+    exported = _exported_names()
+    used: dict[str, set[str]] = {}
+    for name, b in _dashboards().items():
+        for e in _exprs(b):
+            for m in METRIC_RE.findall(e):
+                used.setdefault(m, set()).add(name)
+    for g in yaml.safe_load((PROM / "rules.yaml").read_text())["groups"]:
+        for r in g["rules"]:
+            for m in METRIC_RE.findall(r["expr"]):
+                used.setdefault(m, set()).add("rules.yaml")
+    # Recording rules produce names with a colon: those are not expected from the service.
+    missing = {m: sorted(w) for m, w in used.items() if m not in exported}
+    assert not missing, f"used but not exported: {missing}"
+    assert len(used) >= 15
+
+
+def test_prometheusrule_carries_the_rules_file() -> None:
+    rules = yaml.safe_load((PROM / "rules.yaml").read_text())["groups"]
+    (pr,) = _docs(PROM / "prometheusrule.yaml")
+    assert pr["kind"] == "PrometheusRule" and pr["apiVersion"] == "monitoring.coreos.com/v1"
+    assert pr["spec"]["groups"] == rules
+    alerts = {r["alert"] for g in rules for r in g["rules"] if "alert" in r}
+    assert {
+        "GpuctlPoolSaturated",
+        "GpuctlWorkQueuedTooLong",
+        "GpuctlPoolNodeNotReady",
+        "GpuctlServiceDown",
+    } <= alerts
+
+
+def test_every_alert_has_a_promtool_unit_test() -> None:
+    rules = yaml.safe_load((PROM / "rules.yaml").read_text())["groups"]
+    alerts = {r["alert"] for g in rules for r in g["rules"] if "alert" in r}
+    tested = set()
+    for f in (PROM / "tests").glob("*.yaml"):
+        for t in yaml.safe_load(f.read_text())["tests"]:
+            for a in t.get("alert_rule_test") or []:
+                if a.get("exp_alerts"):
+                    tested.add(a["alertname"])
+    assert alerts <= tested, f"alerts without a firing test: {alerts - tested}"
+
+
+def test_promtool_check_rules() -> None:
+    p = subprocess.run(
+        [_promtool(), "check", "rules", str(PROM / "rules.yaml")], capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_promtool_test_rules() -> None:
+    files = sorted(str(f) for f in (PROM / "tests").glob("*.yaml"))
+    p = subprocess.run([_promtool(), "test", "rules", *files], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_cluster_role_is_least_privilege() -> None:
+    (role,) = [d for d in _docs(SERVE / "rbac.yaml") if d["kind"] == "ClusterRole"]
+    writes = []
+    for rule in role["rules"]:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+        assert "secrets" not in rule["resources"]
+        extra = set(rule["verbs"]) - {"list", "watch"}
+        if extra:
+            writes.append((rule["apiGroups"], rule["resources"], sorted(extra), rule.get("resourceNames")))
+    # The only write: server-side apply of the Cohort `gpuctl`, by name.
+    assert writes == [(["kueue.x-k8s.io"], ["cohorts"], ["patch"], ["gpuctl"])]
+    read = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert read == {
+        ("", "nodes"),
+        ("", "pods"),
+        ("kueue.x-k8s.io", "resourceflavors"),
+        ("kueue.x-k8s.io", "clusterqueues"),
+        ("kueue.x-k8s.io", "localqueues"),
+        ("kueue.x-k8s.io", "workloads"),
+        ("kueue.x-k8s.io", "cohorts"),
+    }
+    (binding,) = [d for d in _docs(SERVE / "rbac.yaml") if d["kind"] == "ClusterRoleBinding"]
+    (sa,) = [d for d in _docs(SERVE / "rbac.yaml") if d["kind"] == "ServiceAccount"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                    "namespace": sa["metadata"]["namespace"]}]  # fmt: skip
+
+
+def test_deployment_service_and_servicemonitor_agree() -> None:
+    docs = {d["kind"]: d for d in _docs(SERVE / "deployment.yaml")}
+    dep, svc = docs["Deployment"], docs["Service"]
+    (rbac_sa,) = [d for d in _docs(SERVE / "rbac.yaml") if d["kind"] == "ServiceAccount"]
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == rbac_sa["metadata"]["name"]
+    (c,) = pod["containers"]
+    args = build_parser().parse_args(c["args"])
+    assert c["command"][-1] == "gpuctl.server.main"
+    assert args.metrics and args.reconcile
+    assert c["ports"] == [{"name": "metrics", "containerPort": args.metrics_port, "protocol": "TCP"}]
+    routes = {r.path for r in create_app(_ctx()).routes}
+    assert {
+        c["readinessProbe"]["httpGet"]["path"],
+        c["livenessProbe"]["httpGet"]["path"],
+        "/metrics",
+    } <= routes
+    assert dep["spec"]["replicas"] == 1
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    (sm,) = _docs(PROM / "servicemonitor.yaml")
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["endpoints"][0]["port"] == svc["spec"]["ports"][0]["name"]
+    assert sm["spec"]["namespaceSelector"]["matchNames"] == [svc["metadata"]["namespace"]]
+    # The Operator names the job after the Service: the alerts expect job="gpuctl".
+    assert svc["metadata"]["name"] == "gpuctl"
+    assert 'job="gpuctl"' in (PROM / "rules.yaml").read_text()
+
+
+def _ctx():
+    from gpuctl.server.main import build_context
+    from tests.unit.test_metrics import NoCluster
+
+    return build_context(build_parser().parse_args([]), NoCluster())
+
+
+def test_serve_flags_and_the_cli_separator() -> None:
+    a = build_parser().parse_args(["--no-metrics", "--no-reconcile", "--api", "--metrics-port", "9191"])
+    assert (a.metrics, a.reconcile, a.api, a.metrics_port) == (False, False, True, 9191)
+    ctx = _ctx()
+    assert ctx.reconciler is not None and ctx.registry is not None
+    assert {"Node", "Pod", "Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort"} == set(
+        ctx.cache.informers
+    )
+
+
+def test_mounted_apps_see_the_shared_context() -> None:
+    """The hook the REST API uses: mount(app, ctx) after the built-in routes."""
+    from fastapi.testclient import TestClient
+
+    ctx = _ctx()
+    seen = {}
+
+    def mount(app, c) -> None:
+        seen["ctx"] = c
+
+        @app.get("/api/v1/ping")
+        def ping() -> dict:
+            return {"objects": len(c.cache["Node"])}
+
+    app = create_app(ctx, [mount])
+    client = TestClient(app)
+    assert seen["ctx"] is ctx
+    assert client.get("/api/v1/ping").json() == {"objects": 0}
+    assert client.get("/readyz").status_code == 503  # nothing listed yet
+    for inf in ctx.cache.informers.values():
+        inf.relist()
+    assert client.get("/readyz").status_code == 200
+    r = client.get("/metrics")
+    assert r.status_code == 200 and "gpuctl_cache_synced" in r.text
