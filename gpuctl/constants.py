@@ -123,8 +123,11 @@ QUOTA_GPU: Final = "runwhere.ai/quota-gpu"
 QUOTA_CPU: Final = "runwhere.ai/quota-cpu"
 QUOTA_MEMORY: Final = "runwhere.ai/quota-memory"
 QUOTA_RESOURCES: Final = {GPU_RESOURCE: QUOTA_GPU, CPU_RESOURCE: QUOTA_CPU, MEMORY_RESOURCE: QUOTA_MEMORY}
+# quota-cpu counts milli-CPUs (Kueue rounds every resource but `cpu` up to whole units, so 500m
+# would cost a whole CPU of budget otherwise): the transformation multiplies cpu by 1000.
+QUOTA_CPU_PER_CORE: Final = 1000
 # Nominal quota used where a quota leaves a resource unlimited.
-UNLIMITED: Final = {QUOTA_GPU: "1M", QUOTA_CPU: "1M", QUOTA_MEMORY: "1Ei"}
+UNLIMITED: Final = {QUOTA_GPU: "1M", QUOTA_CPU: "1T", QUOTA_MEMORY: "1Ei"}
 
 # storage.workdirs host paths that are refused unless the config allows them.
 DENIED_HOST_PATHS: Final = ("/", "/etc", "/proc", "/sys", "/root", "/var/lib/kubelet", "/var/run", "/run")

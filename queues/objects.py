@@ -19,6 +19,7 @@ from gpuctl.constants import (
     PRIORITY_CLASS,
     PRIORITY_VALUE,
     QUOTA_CPU,
+    QUOTA_CPU_PER_CORE,
     QUOTA_GPU,
     QUOTA_MEMORY,
     UNLIMITED,
@@ -86,6 +87,11 @@ def _fmt(d: Decimal) -> str:
     return f"{int(milli)}m"
 
 
+def _milli(cpu: str) -> str:
+    """CPU quantity -> milli-CPUs, the unit of runwhere.ai/quota-cpu."""
+    return str(int(parse_quantity(str(cpu)) * QUOTA_CPU_PER_CORE))
+
+
 def _guarantee_totals(pool: str, teams: Iterable[TeamQuota]) -> PoolGuarantee:
     gpu, cpu, mem = 0, Decimal(0), Decimal(0)
     for t in teams:
@@ -143,17 +149,15 @@ def cluster_queue(team: TeamQuota, pools: Sequence[str]) -> dict:
     }
     if team.borrowing_limit is not None:
         gpu_budget["borrowingLimit"] = str(team.borrowing_limit)
-    budget = {
-        "name": BUDGET_FLAVOR,
-        "resources": [
-            {"name": QUOTA_CPU, "nominalQuota": UNLIMITED[QUOTA_CPU] if team.cpu is None else str(team.cpu)},
-            {
-                "name": QUOTA_MEMORY,
-                "nominalQuota": UNLIMITED[QUOTA_MEMORY] if team.memory is None else str(team.memory),
-            },
-            gpu_budget,
-        ],
-    }
+    # A CPU or memory quota is a hard cap, as the earlier gpuctl's ResourceQuota was; GPUs may be
+    # borrowed up to borrowingLimit.
+    cpu_budget: dict = {"name": QUOTA_CPU, "nominalQuota": UNLIMITED[QUOTA_CPU]}
+    if team.cpu is not None:
+        cpu_budget = {"name": QUOTA_CPU, "nominalQuota": _milli(team.cpu), "borrowingLimit": "0"}
+    mem_budget: dict = {"name": QUOTA_MEMORY, "nominalQuota": UNLIMITED[QUOTA_MEMORY]}
+    if team.memory is not None:
+        mem_budget = {"name": QUOTA_MEMORY, "nominalQuota": str(team.memory), "borrowingLimit": "0"}
+    budget = {"name": BUDGET_FLAVOR, "resources": [cpu_budget, mem_budget, gpu_budget]}
     groups = []
     if pool_flavors:
         groups.append({"coveredResources": list(POOL_RESOURCES), "flavors": pool_flavors})

@@ -9,7 +9,7 @@ from gpuctl.service.convert import is_gpuctl_object, team_quotas
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.pools import ensure_bootstrap, sync_cohort
-from gpuctl.service.reconcile import team_from_cluster_queue
+from gpuctl.service.reconcile import _cores, team_from_cluster_queue
 from gpuctl.spec import QuotaSpec
 from queues import TeamQuota, cluster_queue, local_queue, team_namespace
 
@@ -36,7 +36,9 @@ def apply_quota(cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: boo
                 f"quota {spec.quota.name}: namespace {t.namespace}: pool {', '.join(unknown)} does not exist"
             )
     # Guarantees must fit the pools' capacity, counting other teams' guarantees too.
-    caps = {c.name: c.gpu for c in pool_capacities(inv.nodes, inv.pools)}
+    capacity = {c.name: c for c in pool_capacities(inv.nodes, inv.pools)}
+    teams = [with_proportional_guarantees(t, capacity) for t in teams]
+    caps = {name: c.gpu for name, c in capacity.items()}
     new = {t.namespace for t in teams}
     others = [team_from_cluster_queue(cq) for ns, cq in existing.items() if ns not in new]
     for pool, cap in caps.items():
@@ -81,6 +83,29 @@ def apply_quota(cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: boo
                 cluster.delete(path(kind, name))
         raise
     return lines
+
+
+def with_proportional_guarantees(team: TeamQuota, capacity: dict) -> TeamQuota:
+    """Give a GPU guarantee the pool's CPU and memory per GPU when the YAML names only GPUs.
+
+    Kueue reclaims a guarantee from borrowers only if the whole request (cpu and memory too) fits in
+    the team's own nominal quota (QuantitiesFitInQuota in Kueue's hierarchical preemption); a
+    GPU-only guarantee would never be reclaimed.
+    """
+    from dataclasses import replace
+    from decimal import Decimal
+
+    from gpuctl.spec.quantity import parse_quantity
+    from queues.objects import _fmt
+
+    pools = {}
+    for name, g in team.pools.items():
+        cap = capacity.get(name)
+        if cap and cap.gpu and g.gpu and parse_quantity(g.cpu) == 0 and parse_quantity(g.memory) == 0:
+            share = Decimal(g.gpu) / Decimal(cap.gpu)
+            g = replace(g, cpu=_fmt(parse_quantity(cap.cpu) * share), memory=_fmt(parse_quantity(cap.memory) * share))
+        pools[name] = g
+    return replace(team, pools=pools)
 
 
 def delete_quota(
@@ -149,7 +174,7 @@ def quota_rows(cluster: Cluster, namespace: str | None = None) -> list[dict]:
                     "borrowed": usage.get(QUOTA_GPU, ("0", "0"))[1],
                     "borrowing_limit": t.borrowing_limit,
                 },
-                "cpu": {"used": usage.get(QUOTA_CPU, ("0", "0"))[0], "quota": t.cpu},
+                "cpu": {"used": _cores(usage.get(QUOTA_CPU, ("0", "0"))[0]), "quota": t.cpu},
                 "memory": {"used": usage.get(QUOTA_MEMORY, ("0", "0"))[0], "quota": t.memory},
                 "guarantees": {p: g.gpu for p, g in t.pools.items()},
                 "pending_workloads": st.get("pendingWorkloads", 0),

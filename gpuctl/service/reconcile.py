@@ -59,6 +59,16 @@ def cohort_spec_equal(a: dict | None, b: dict) -> bool:
     return (a.get("spec") or {}).get("resourceGroups") == (b.get("spec") or {}).get("resourceGroups")
 
 
+def _cores(milli: str) -> str:
+    from decimal import Decimal
+
+    from gpuctl.constants import QUOTA_CPU_PER_CORE
+    from gpuctl.spec.quantity import parse_quantity
+
+    v = (parse_quantity(milli) / Decimal(QUOTA_CPU_PER_CORE)).normalize()
+    return f"{v:f}"
+
+
 def team_from_cluster_queue(cq: dict) -> TeamQuota:
     """Read a gpuctl team ClusterQueue back into the TeamQuota it was made from."""
     from gpuctl.constants import QUOTA_CPU, QUOTA_GPU, QUOTA_MEMORY, UNLIMITED
@@ -83,7 +93,7 @@ def team_from_cluster_queue(cq: dict) -> TeamQuota:
         namespace=meta["name"],
         quota_name=(meta.get("labels") or {}).get(Labels.QUOTA, ""),
         gpu=None if gpu is None else int(float(gpu)),
-        cpu=nominal(QUOTA_CPU),
+        cpu=None if nominal(QUOTA_CPU) is None else _cores(nominal(QUOTA_CPU)),
         memory=nominal(QUOTA_MEMORY),
         borrowing_limit=None if borrow is None else int(float(str(borrow))),
         pools={

@@ -256,8 +256,9 @@ def test_cluster_queue_budget_is_the_quota() -> None:
     team = TeamQuota("team-a", "q", gpu=16, cpu="128", memory="1Ti", borrowing_limit=8)
     budget = _flavor(cluster_queue(team, [])["spec"], "gpuctl-budget")
     assert budget == {
-        "runwhere.ai/quota-cpu": {"nominalQuota": "128"},
-        "runwhere.ai/quota-memory": {"nominalQuota": "1Ti"},
+        # milli-CPUs, and a CPU/memory quota is a hard cap
+        "runwhere.ai/quota-cpu": {"nominalQuota": "128000", "borrowingLimit": "0"},
+        "runwhere.ai/quota-memory": {"nominalQuota": "1Ti", "borrowingLimit": "0"},
         "runwhere.ai/quota-gpu": {"nominalQuota": "16", "borrowingLimit": "8"},
     }
 
@@ -265,7 +266,7 @@ def test_cluster_queue_budget_is_the_quota() -> None:
 def test_cluster_queue_unset_quota_is_unlimited_without_borrowing_limit() -> None:
     budget = _flavor(cluster_queue(TeamQuota("team-a", "q"), ["dev-pool"])["spec"], "gpuctl-budget")
     assert budget == {
-        "runwhere.ai/quota-cpu": {"nominalQuota": "1M"},
+        "runwhere.ai/quota-cpu": {"nominalQuota": "1T"},
         "runwhere.ai/quota-memory": {"nominalQuota": "1Ei"},
         "runwhere.ai/quota-gpu": {"nominalQuota": "1M"},
     }
