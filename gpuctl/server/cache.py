@@ -467,7 +467,7 @@ def default_cache(cluster: ClusterLike, *, metrics: bool = True) -> Cache:
     cache.add("ClusterQueue", label_selector=MANAGED_SELECTOR)
     cache.add("Cohort", field_selector=f"metadata.name={COHORT_NAME}")
     if metrics:
-        cache.add("Pod", transform=trim_pod, summarize=m.pod_summary)
+        cache.add("Pod", transform=trim_pod)  # GPU sums: metrics.PodGpus, from the events
         cache.add("Workload", transform=trim_workload, summarize=m.workload_summary)
         cache.add("LocalQueue")
     return cache

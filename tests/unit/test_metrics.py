@@ -533,3 +533,39 @@ def test_pool_capacity_helper_is_unchanged() -> None:
     assert pool_capacities([node_obj("n", "p", 8)], ["p"])[0] == PoolCapacity(
         "p", 8, "96", "1099511627776", ("n",)
     )
+
+
+def test_incremental_pod_gpus_equal_a_recount() -> None:
+    """Random adds, moves, phase changes, re-lists and deletes: the running sums always equal a recount."""
+    import random
+
+    from gpuctl.server.metrics import PodGpus
+
+    rng = random.Random(7)
+    agg = PodGpus()
+    live: dict[str, dict] = {}
+    for step in range(3000):
+        name = f"p{rng.randrange(60)}"
+        ns = f"ns{rng.randrange(3)}"
+        key = f"{ns}/{name}"
+        old = live.get(key)
+        if old is not None and rng.random() < 0.25:
+            agg.handle("DELETED", old, None)
+            del live[key]
+            continue
+        node = rng.choice([None, "n1", "n2", "n3"])
+        phase = rng.choice(["Pending", "Running", "Running", "Succeeded", "Failed"])
+        new = trim_pod(pod_obj(name, ns, node, rng.choice([0, 1, 2, 8]), phase))
+        agg.handle("MODIFIED" if old else "ADDED", old, new)
+        live[key] = new
+        if step % 500 == 0:
+            expected: dict[str, dict[str, float]] = {}
+            for p in live.values():
+                info = pod_summary(p)
+                if info:
+                    expected.setdefault(info.node, {}).setdefault(info.namespace, 0.0)
+                    expected[info.node][info.namespace] += info.gpus
+            assert agg.by_node() == expected
+    for p in list(live.values()):
+        agg.handle("DELETED", p, None)
+    assert agg.by_node() == {}
