@@ -103,7 +103,9 @@ def with_proportional_guarantees(team: TeamQuota, capacity: dict) -> TeamQuota:
         cap = capacity.get(name)
         if cap and cap.gpu and g.gpu and parse_quantity(g.cpu) == 0 and parse_quantity(g.memory) == 0:
             share = Decimal(g.gpu) / Decimal(cap.gpu)
-            g = replace(g, cpu=_fmt(parse_quantity(cap.cpu) * share), memory=_fmt(parse_quantity(cap.memory) * share))
+            g = replace(
+                g, cpu=_fmt(parse_quantity(cap.cpu) * share), memory=_fmt(parse_quantity(cap.memory) * share)
+            )
         pools[name] = g
     return replace(team, pools=pools)
 

@@ -38,7 +38,7 @@ def teams(tmp_path, gpuctl, kube):
     q.write_text(
         f"kind: quota\nquota: {{name: q-{a}}}\nnamespace:\n"
         f"  {a}: {{cpu: 256, memory: 2Ti, gpu: 16, borrowingLimit: 8, "
-        "pools: {{training-pool: {{gpu: 8}}}}}}\n"
+        "pools: {training-pool: {gpu: 8}}}\n"
         f"  {b}: {{cpu: 128, memory: 1Ti, gpu: 8, borrowingLimit: 0}}\n"
     )
     rc, _, err = gpuctl("create", "-f", str(q))
