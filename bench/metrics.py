@@ -360,9 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         services.remove(fresh)
 
         results["reconcile_latency_s"] = reconcile_latency(kube)
-        log(
-            f"reconcile latency (node moved to another pool -> Cohort updated): {results['reconcile_latency_s']}"
-        )
+        log(f"reconcile latency (node moved to another pool -> Cohort): {results['reconcile_latency_s']}")
         results["watch_path"]["memory_mib_end"] = watching.memory()
     finally:
         for s in services:
