@@ -513,7 +513,9 @@ resources: {{pool: {env.small}, gpu: 0, cpu: 1, memory: 512Mi}}
         wait_until(
             lambda: any(
                 c["type"] == "Complete" and c["status"] == "True"
-                for c in (kube.get(path("Job", "g-train", env.team)).get("status") or {}).get("conditions", [])
+                for c in (kube.get(path("Job", "g-train", env.team)).get("status") or {}).get(
+                    "conditions", []
+                )
             ),
             90,
             what="gpuctl training Job Complete",
@@ -594,40 +596,79 @@ def test_api_server_reports_this_webhook_next_to_kueues(env, kube):
     assert any('name="vpod.kb.io"' in s for s in series)
 
 
-def test_shipped_manifests_pass_server_side_dry_run(env, kube):
-    created_ns = kube.get_or_none(path("Namespace", "gpuctl-system")) is None
-    if created_ns:  # namespaced objects cannot be dry-run into a namespace that does not exist
+@pytest.fixture(scope="module")
+def system_ns(env, kube) -> Iterator[str]:
+    """gpuctl-system, Active (namespaced objects cannot be dry-run into a namespace that does not exist)."""
+    name = "gpuctl-system"
+    wait_until(
+        lambda: (
+            (kube.get_or_none(path("Namespace", name)) or {}).get("status", {}).get("phase") != "Terminating"
+        ),
+        60,
+        0.5,
+        what=f"{name} not terminating",
+    )
+    created = kube.get_or_none(path("Namespace", name)) is None
+    if created:
         assert env.kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml")).returncode == 0
+    yield name
+    if created:
+        env.kubectl("delete", "namespace", name, "--wait=false")
+
+
+def test_shipped_manifests_pass_server_side_dry_run(env, system_ns):
+    files = ["rbac.yaml", "deployment.yaml", "webhook.yaml"]
+    args = [a for f in files for a in ("-f", str(MANIFESTS / f))]
+    p = env.kubectl("apply", "--dry-run=server", *args)
+    assert p.returncode == 0, p.stderr
+    for kind in (
+        "serviceaccount",
+        "clusterrole.rbac.authorization.k8s.io",
+        "clusterrolebinding.rbac.authorization.k8s.io",
+        "deployment.apps",
+        "poddisruptionbudget.policy",
+        "service",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io",
+    ):
+        assert f"{kind}/gpuctl-admission created (server dry run)" in p.stdout, p.stdout
+
+
+def _cert_manager_crds() -> list[Path]:
+    """cert-manager's Certificate and Issuer CRDs from the Go module cache, if a cert-manager module is there
+    (`go mod download github.com/cert-manager/cert-manager@v1.21.2` puts them there; nothing is fetched)."""
     try:
-        files = ["rbac.yaml", "deployment.yaml", "webhook.yaml"]
-        args = [a for f in files for a in ("-f", str(MANIFESTS / f))]
-        p = env.kubectl("apply", "--dry-run=server", *args)
-        assert p.returncode == 0, p.stderr
-        for kind in (
-            "serviceaccount",
-            "clusterrole",
-            "clusterrolebinding",
-            "deployment.apps",
-            "poddisruptionbudget.policy",
-            "service",
-            "validatingwebhookconfiguration",
-        ):
-            assert f"{kind}" in p.stdout
-    finally:
-        if created_ns:
-            env.kubectl("delete", "namespace", "gpuctl-system", "--wait=false")
+        cache = subprocess.run(
+            ["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    dirs = sorted(Path(cache, "github.com", "cert-manager").glob("cert-manager@v1.*/deploy/crds"))
+    if not dirs:
+        return []
+    return [dirs[-1] / f"cert-manager.io_{n}.yaml" for n in ("certificates", "issuers")]
 
 
-def test_cert_manager_manifests_pass_server_side_dry_run(env, kube):
+def test_cert_manager_manifests_pass_server_side_dry_run(env, system_ns):
+    installed: list[Path] = []
     if env.kubectl("get", "crd", "certificates.cert-manager.io", "issuers.cert-manager.io").returncode != 0:
-        pytest.skip("cert-manager's CRDs are not installed on this cluster")
-    created_ns = kube.get_or_none(path("Namespace", "gpuctl-system")) is None
-    if created_ns:
-        assert env.kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml")).returncode == 0
+        crds = _cert_manager_crds()
+        if not crds:
+            pytest.skip("cert-manager's CRDs are neither installed nor in the Go module cache")
+        for crd in crds:
+            p = env.kubectl("apply", "--server-side", "-f", str(crd))
+            assert p.returncode == 0, p.stderr
+            installed.append(crd)
+        env.kubectl(
+            "wait",
+            "--for=condition=Established",
+            "crd/certificates.cert-manager.io",
+            "crd/issuers.cert-manager.io",
+            "--timeout=30s",
+        )
     try:
         p = env.kubectl("apply", "--dry-run=server", "-f", str(MANIFESTS / "certificate.yaml"))
         assert p.returncode == 0, p.stderr
         assert p.stdout.count("(server dry run)") == 4
     finally:
-        if created_ns:
-            env.kubectl("delete", "namespace", "gpuctl-system", "--wait=false")
+        for crd in installed:
+            env.kubectl("delete", "-f", str(crd), "--wait=false")
