@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from admission.state import ClusterState, NodeInfo
 from gpuctl.constants import (
+    EXTRA_RUNWHERE_KEYS,
     FIELD_MANAGER,
     GPU_RESOURCE,
     JOB_KINDS,
@@ -94,8 +95,9 @@ RULES: Final = (
 MAX_WARNING_CHARS: Final = 256
 _PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
 _JOB_TYPES: Final = tuple(k.value for k in JOB_KINDS)
-_KNOWN_KEYS: Final = frozenset(KNOWN_RUNWHERE_KEYS)
-_KNOWN_SUFFIXES: Final = tuple(k.removeprefix(Labels.PREFIX) for k in KNOWN_RUNWHERE_KEYS)
+_ALL_KEYS: Final = (*KNOWN_RUNWHERE_KEYS, *EXTRA_RUNWHERE_KEYS)
+_KNOWN_KEYS: Final = frozenset(_ALL_KEYS)
+_KNOWN_SUFFIXES: Final = tuple(k.removeprefix(Labels.PREFIX) for k in _ALL_KEYS)
 _PRIORITY_CLASSES: Final = frozenset(PRIORITY_CLASS.values())
 _CLASS_PREFIX: Final = PRIORITY_CLASS[Priority.HIGH].removesuffix(Priority.HIGH.value)  # "gpuctl-"
 _QUEUE_ANNOTATION: Final = Labels.KUEUE_QUEUE  # Kueue still reads the (deprecated) annotation too

@@ -147,3 +147,8 @@ CONTAINER_WAITING_REASONS: Final = frozenset(
         "RunInitContainerError",
     }
 )
+
+# Annotation gpuctl writes on the workloads it submits: a hash of the spec, so `apply` can say "unchanged".
+SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
+# runwhere.ai/ keys gpuctl writes that were added after KNOWN_RUNWHERE_KEYS; the webhook accepts both tuples.
+EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)

@@ -30,7 +30,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuctl.builders import build
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import GPU_RESOURCE, PRIORITY_CLASS, Labels, Priority
 from gpuctl.spec import load_text
@@ -62,7 +61,7 @@ class Env:
     warn: str  # managed, LocalQueue default, warn webhook
     big: str  # pool with an 8-GPU node
     small: str  # pool with a 4-GPU node
-    nodes: tuple[str, str]
+    nodes: tuple[str, str, str]  # in pool big, in pool small, in no pool
     kubectl_bin: str
     kubeconfig: str
     configs: tuple[str, ...]
@@ -183,21 +182,23 @@ def _webhook_config(
     return vwc
 
 
-def _fake_node(name: str, pool: str, gpus: int, sfx: str) -> dict:
+def _fake_node(name: str, pool: str | None, gpus: int, sfx: str) -> dict:
     alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU_RESOURCE: str(gpus)}
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "type": "kwok",
+        "admission-test": sfx,
+    }
+    if pool:
+        labels[Labels.POOL] = pool
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "type": "kwok",
-                Labels.POOL: pool,
-                "admission-test": sfx,
-            },
+            "labels": labels,
         },
         "status": {
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
@@ -222,7 +223,7 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
         f"adm-{sfx}-warn",
         f"adm-{sfx}-big",
         f"adm-{sfx}-small",
-        (f"adm-{sfx}-n1", f"adm-{sfx}-n2"),
+        (f"adm-{sfx}-n1", f"adm-{sfx}-n2", f"adm-{sfx}-n3"),
         kubectl_bin,
         cluster,
         (),
@@ -237,7 +238,7 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
         for pool in (e.big, e.small):
             kube.apply(resource_flavor(pool))
             created.append(path("ResourceFlavor", pool))
-        for name, pool, gpus in ((e.nodes[0], e.big, 8), (e.nodes[1], e.small, 4)):
+        for name, pool, gpus in ((e.nodes[0], e.big, 8), (e.nodes[1], e.small, 4), (e.nodes[2], None, 2)):
             kube.create(_fake_node(name, pool, gpus, sfx))
             created.append(path("Node", name))
         pools = {
@@ -459,6 +460,30 @@ def test_a_pool_created_just_before_its_node_is_labelled_is_not_refused(env, kub
         kube.delete(path("ResourceFlavor", pool))
 
 
+def test_gpuctl_creates_a_pool_through_the_webhook_dry_run_and_for_real(env, kube):
+    # gpuctl creates the flavor, then labels the nodes; in a server dry run the flavor is not persisted,
+    # so the node label names a pool that does not exist yet: the webhook must not refuse gpuctl's plan.
+    from gpuctl.service.pools import apply_pool
+
+    name = f"adm-{env.sfx}-svc"
+    spec = load_text(f"kind: pool\npool: {{name: {name}}}\nnodes:\n  {env.nodes[2]}: {{}}\n")[0].spec
+    try:
+        apply_pool(kube, spec, create=True, dry_run=True)
+        assert kube.get_or_none(path("ResourceFlavor", name)) is None
+        apply_pool(kube, spec, create=True)
+        node = kube.get(path("Node", env.nodes[2]))
+        assert node["metadata"]["labels"][Labels.POOL] == name
+        # The same label from kubectl, for a pool that does not exist, is still refused in a dry run.
+        p = env.kubectl(
+            "label", "node", env.nodes[2], f"{Labels.POOL}={name}-x", "--overwrite", "--dry-run=server"
+        )
+        assert p.returncode != 0 and "[node-pool]" in p.stderr
+    finally:
+        kube.merge_patch(path("Node", env.nodes[2]), {"metadata": {"labels": {Labels.POOL: None}}})
+        with contextlib.suppress(ApiError):
+            kube.delete(path("ResourceFlavor", name))
+
+
 def test_good_raw_objects_pass(env):
     sel = {Labels.POOL: env.big}
     pod = _pod("ok-pod", env.team, gpus=2, labels=_good_labels(env), selector=sel)
@@ -505,9 +530,15 @@ service: {{replicas: 1, port: 80}}
 resources: {{pool: {env.small}, gpu: 0, cpu: 1, memory: 512Mi}}
 """,
     }
-    for text in specs.values():
-        for obj in build(load_text(text)[0].spec, env.team):
-            kube.apply(obj)  # what gpuctl sends: server-side apply, field manager gpuctl
+    # Through gpuctl's own submission path (what `gpuctl create -f` runs): builders, the spec-hash
+    # annotation, field manager gpuctl.
+    from gpuctl.service.lifecycle import submit
+
+    docs = [doc for text in specs.values() for doc in load_text(text)]
+    results = submit(kube, docs, env.team, action="create", dry_run="server")
+    assert [r.error for r in results] == [None] * 4, [r.as_dict() for r in results]
+    results = submit(kube, docs, env.team, action="create")
+    assert [r.error for r in results] == [None] * 4, [r.as_dict() for r in results]
     # Kueue admits the Job, the Job controller makes its pod (not reviewed again), KWOK runs it.
     try:
         wait_until(

@@ -630,3 +630,12 @@ def _replicaset(pod: dict) -> dict:
             "template": {"metadata": {"labels": {**meta["labels"], "app": "rs"}}, "spec": pod_spec(pod)},
         },
     }
+
+
+def test_every_runwhere_key_gpuctl_itself_writes_is_known():
+    # gpuctl's submission path annotates workloads with a spec hash; refusing it would refuse gpuctl.
+    from gpuctl.service.lifecycle import SPEC_HASH
+
+    job = training_job()
+    job["metadata"]["annotations"] = {SPEC_HASH: "0123abcd"}
+    allowed(job)
