@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 import orjson
+from urllib3.exceptions import ReadTimeoutError
 
 from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, KUEUE_GROUP, KUEUE_VERSION, MANAGED_BY_VALUE, Labels
 
@@ -268,6 +269,10 @@ class Gone(Exception):
     """The watch window was lost (HTTP 410 or an ERROR event): list again."""
 
 
+class _Quiet(Exception):
+    """The watch connection said nothing for too long."""
+
+
 ListFn = Callable[..., Any]
 
 
@@ -282,8 +287,12 @@ class Informer:
         on_change: Callable[[str, dict], None],
         *,
         watch_timeout: int = 300,
+        read_timeout: float = 90.0,
         page_size: int = 500,
     ) -> None:
+        # The API server ends each watch after watch_timeout seconds and sends bookmarks about every
+        # minute; read_timeout bounds how long a silently dead connection can leave the cache stale.
+        self._read_timeout = read_timeout
         self.resource = resource
         self._list_fn = list_fn
         self._on_change = on_change
@@ -326,6 +335,10 @@ class Informer:
                 log.info("%s: watch window lost (410), listing again", self.resource.name)
                 self._rv = ""
                 self.relists += 1
+            except _Quiet:
+                # No event, not even a bookmark, for read_timeout seconds: the connection may be dead
+                # without a FIN. Watch again from the same version (cheap) rather than trust it.
+                log.debug("%s: watch idle for %ss, reconnecting", self.resource.name, self._read_timeout)
             except Exception as exc:
                 if self._stop.is_set():
                     break
@@ -379,7 +392,7 @@ class Informer:
             resource_version=self._rv,
             allow_watch_bookmarks=True,
             timeout_seconds=self._watch_timeout,
-            _request_timeout=(10, self._watch_timeout + 30),
+            _request_timeout=(10, self._read_timeout),
         )
         self._resp = resp
         try:
@@ -387,6 +400,8 @@ class Informer:
                 if self._stop.is_set():
                     return
                 self.handle(orjson.loads(line))
+        except ReadTimeoutError as exc:
+            raise _Quiet() from exc
         finally:
             self._resp = None
             _release(resp)

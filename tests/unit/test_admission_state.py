@@ -10,6 +10,7 @@ from types import MappingProxyType
 
 import orjson
 import pytest
+from urllib3.exceptions import ReadTimeoutError
 
 from admission.state import (
     RESOURCES,
@@ -226,6 +227,24 @@ def test_other_errors_back_off_and_resume_from_the_same_version():
     watches = [c for c in script.calls if c.get("watch")]
     assert [w["resource_version"] for w in watches[:2]] == ["10", "10"]
     assert inf.relists == 0
+
+
+class _SilentResp(FakeResp):
+    def stream(self, amt=None, decode_content=True):
+        raise ReadTimeoutError(None, "/api/v1/nodes", "Read timed out.")
+        yield b""  # pragma: no cover
+
+
+def test_a_silent_watch_is_reopened_from_the_same_version_at_once():
+    script = Script([listing([node("a", "p", 1)], "10")], [_SilentResp(), events()])
+    inf = Informer(NODES, script, lambda n, s: None, read_timeout=0.01)
+    t0 = time.monotonic()
+    run_until_done(inf, script)
+    watches = [c for c in script.calls if c.get("watch")]
+    assert [w["resource_version"] for w in watches[:2]] == ["10", "10"]
+    assert watches[0]["_request_timeout"] == (10, 0.01)
+    assert inf.relists == 0 and len([c for c in script.calls if not c.get("watch")]) == 1
+    assert time.monotonic() - t0 < 0.5  # no back-off: silence is not an error
 
 
 def test_failed_initial_list_is_retried_until_it_works():
