@@ -16,6 +16,7 @@ routes; `--api` imports gpuctl.server.api and calls its `mount(app: FastAPI, ctx
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import threading
@@ -121,6 +122,24 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
     return ctx
 
 
+def freeze_heap(cache: Cache, stop: threading.Event, interval: float = 300.0) -> None:
+    """Move the cache's long-lived objects out of the cyclic garbage collector's sight.
+
+    Why: at 20,000 pods the cache is about a million dicts and lists; every full (generation 2)
+    collection walks them all, tens of milliseconds during which a scrape stalls. Frozen objects are
+    still freed by reference counting when an object leaves the cache (trimmed objects hold no
+    cycles), so this costs no memory. Done once the caches are synced, then every `interval` seconds
+    for what arrived since.
+    """
+    while not stop.is_set() and not cache.wait_synced(timeout=1.0):
+        pass
+    while not stop.is_set():
+        gc.collect()
+        gc.freeze()
+        if stop.wait(interval):
+            return
+
+
 def _mounts(args: argparse.Namespace) -> list[Mount]:
     if not args.api:
         return []
@@ -155,6 +174,7 @@ def main(argv: list[str]) -> int:
     ctx.cache.start()
     if ctx.reconciler is not None:
         ctx.reconciler.start(ctx.stop)
+    threading.Thread(target=freeze_heap, args=(ctx.cache, ctx.stop), name="gc-freeze", daemon=True).start()
     parts = [
         n for n, on in (("metrics", args.metrics), ("reconcile", args.reconcile), ("api", args.api)) if on
     ]

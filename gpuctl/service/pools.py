@@ -81,12 +81,10 @@ def pool_usage(inv: Inventory, pods: list[dict] | None = None) -> dict[str, Pool
                 for c in pod["spec"].get("containers") or []:
                     v = ((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE)
                     out[p].used += int(float(v)) if v else 0
-    for cq in inv.cluster_queues:
-        for fr in (cq.get("status") or {}).get("flavorsReservation") or []:
-            if fr.get("name") in out:
-                for r in fr.get("resources") or []:
-                    if r.get("name") == GPU_RESOURCE:
-                        out[fr["name"]].reserved += int(float(str(r.get("total", "0"))))
+    for wl in inv.workloads_all:
+        for pool, gpus in reserved_gpus(wl).items():
+            if pool in out:
+                out[pool].reserved += gpus
     for wl in inv.workloads_all:
         if workload_state(wl) in (State.QUEUED, State.PREEMPTED):
             p = (wl["metadata"].get("labels") or {}).get(Labels.POOL)
@@ -97,6 +95,21 @@ def pool_usage(inv: Inventory, pods: list[dict] | None = None) -> dict[str, Pool
             u.status = "empty"
         elif u.nodes_ready < len(u.nodes):
             u.status = "degraded"
+    return out
+
+
+def reserved_gpus(wl: dict) -> dict[str, int]:
+    """GPUs a Workload holds per pool, from its own status.admission (ClusterQueue status lags it)."""
+    from gpuctl.service.status import is_true
+
+    if not is_true(wl, "QuotaReserved") or is_true(wl, "Finished"):
+        return {}
+    out: dict[str, int] = {}
+    for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+        pool = (psa.get("flavors") or {}).get(GPU_RESOURCE)
+        used = (psa.get("resourceUsage") or {}).get(GPU_RESOURCE)
+        if pool and used:
+            out[pool] = out.get(pool, 0) + int(float(str(used)))
     return out
 
 
@@ -285,6 +298,7 @@ def delete_pool(cluster: Cluster, name: str, *, dry_run: bool = False) -> list[s
         f"{w['metadata']['namespace']}/{w['metadata']['name']}"
         for w in inv.workloads_all
         if workload_state(w) == State.ADMITTED
+        and not w["metadata"].get("deletionTimestamp")
         and any(
             name in (a.get("flavors") or {}).values()
             for a in ((w.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
