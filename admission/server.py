@@ -477,7 +477,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.static_state:
         source = StaticState(load_static_state(args.static_state))
     else:
-        source = WatchCache.connect(kubeconfig=args.kubeconfig, context=args.context)
+        try:
+            source = WatchCache.connect(kubeconfig=args.kubeconfig, context=args.context)
+        except Exception as exc:  # a bad kubeconfig is a usage error, not a traceback
+            print(f"gpuctl admission: cannot load the cluster configuration: {exc}", file=sys.stderr)
+            return 2
     reloader = CertReloader(args.tls_cert, args.tls_key)
     app = AdmissionApp(source, config, background=(reloader.run,), stale_wait=max(0.0, args.stale_wait))
     log.info(

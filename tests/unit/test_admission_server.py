@@ -438,3 +438,12 @@ def test_main_rejects_relative_allowed_host_paths(tmp_path, capsys):
 def test_main_rejects_unreadable_tls_files(tmp_path, capsys):
     code = server_mod.main(["--tls-cert", str(tmp_path / "none"), "--tls-key", str(tmp_path / "none")])
     assert code == 2 and "cannot read" in capsys.readouterr().err
+
+
+def test_main_reports_an_unusable_kubeconfig(tmp_path, capsys):
+    crt = tmp_path / "c"
+    crt.write_text("x")
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("not: [a kubeconfig")
+    code = server_mod.main(["serve", "--tls-cert", str(crt), "--tls-key", str(crt), "--kubeconfig", str(bad)])
+    assert code == 2 and "cannot load the cluster configuration" in capsys.readouterr().err
