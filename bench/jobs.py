@@ -1,0 +1,131 @@
+"""`gpuctl get jobs -A` against `kubectl get pods -A` on the same cluster with 2,000 gpuctl pods.
+
+    python bench/jobs.py [--pods 2000] [--runs 5] [--keep]
+
+Starts its own local cluster (hack/cluster/up.sh, run dir /tmp/gpuctl-bench-jobs, port offset 500)
+with 25 fake nodes of 110 pods each, creates a pool and a team quota through gpuctl, then 20 compute
+jobs (Deployments) whose pods Kueue admits one by one, waits until all pods run, and times both
+commands as whole processes (what a user waits for), median of --runs, plus gpuctl's own list in-process.
+Prints the figures and the ratio gpuctl/kubectl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RUN = "/tmp/gpuctl-bench-jobs"
+ENV = {**os.environ, "GPUCTL_TESTBED_RUN": RUN, "GPUCTL_TESTBED_PORT_OFFSET": "500", "GPUCTL_TESTBED_NODES": "none"}
+NODES = 25
+
+
+def sh(*cmd: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=env or ENV, capture_output=True, text=True, check=check)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pods", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--keep", action="store_true", help="leave the cluster running")
+    args = ap.parse_args()
+    versions = dict(
+        line.split("=", 1) for line in (ROOT / "hack/cluster/versions.env").read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    )
+    cache = Path(os.environ.get("GPUCTL_TESTBED_CACHE", Path.home() / ".cache" / "gpuctl-testbed"))
+    kubectl = str(cache / "bin" / f"k8s-{versions['K8S_VERSION']}" / "kubectl")
+    gpuctl = str(Path(sys.executable).parent / "gpuctl")
+    kc = f"{RUN}/kubeconfig"
+    t0 = time.monotonic()
+    sh(str(ROOT / "hack/cluster/up.sh"))
+    try:
+        env = {**os.environ, "KUBECONFIG": kc}
+        nodes = {"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Node",
+             "metadata": {"name": f"bench-{i}", "annotations": {"kwok.x-k8s.io/node": "fake"},
+                          "labels": {"kubernetes.io/hostname": f"bench-{i}", "type": "kwok"}},
+             "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
+                                      {"type": "Hostname", "address": f"bench-{i}"}],
+                        "capacity": {"cpu": "1000", "memory": "4Ti", "pods": "110"},
+                        "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": "110"}}}
+            for i in range(NODES)]}
+        subprocess.run([kubectl, "--kubeconfig", kc, "apply", "-f", "-"], input=json.dumps(nodes), text=True,
+                       capture_output=True, check=True)
+        with tempfile.TemporaryDirectory() as d:
+            pool = Path(d, "pool.yaml")
+            pool.write_text("kind: pool\npool: {name: bench-pool}\nnodes:\n" +
+                            "".join(f"  bench-{i}: {{}}\n" for i in range(NODES)))
+            quota = Path(d, "quota.yaml")
+            quota.write_text("kind: quota\nquota: {name: bench}\nnamespace:\n  bench-team: {}\n")
+            time.sleep(3)  # nodes Ready
+            sh(gpuctl, "create", "-f", str(pool), "-f", str(quota), env=env)
+            jobs = 20
+            per = args.pods // jobs
+            for j in range(jobs):
+                f = Path(d, f"job{j}.yaml")
+                f.write_text(f"kind: compute\njob: {{name: web-{j}, namespace: bench-team}}\n"
+                             f"environment: {{image: nginx}}\nservice: {{replicas: {per}, port: 80}}\n"
+                             "resources: {pool: bench-pool, cpu: 10m, memory: 16Mi}\n")
+                sh(gpuctl, "create", "-f", str(f), env=env)
+        print(f"setup: cluster and {args.pods} pods requested in {time.monotonic() - t0:.0f}s", flush=True)
+        deadline = time.monotonic() + 900
+        while True:
+            out = sh(kubectl, "--kubeconfig", kc, "get", "pods", "-n", "bench-team", "-o", "name", env=env).stdout
+            existing = len(out.split())
+            if existing >= args.pods or time.monotonic() > deadline:
+                break
+            time.sleep(3)
+        phases = sh(kubectl, "--kubeconfig", kc, "get", "pods", "-n", "bench-team", "--no-headers", env=env).stdout
+        running = sum(1 for line in phases.splitlines() if " Running " in line)
+        # Kueue admits Deployment pods one Workload at a time; the rest wait SchedulingGated. Both
+        # commands list all 2,000 pods either way, and run interleaved under the same background load.
+        print(f"pods: {existing} ({running} running, the rest queued) after {time.monotonic() - t0:.0f}s", flush=True)
+
+        cmds = {
+            "kubectl": [kubectl, "--kubeconfig", kc, "get", "pods", "-A"],
+            "gpuctl": [gpuctl, "--kubeconfig", kc, "get", "jobs", "-A"],
+            "wide": [gpuctl, "--kubeconfig", kc, "get", "jobs", "-A", "-o", "wide"],
+        }
+        samples: dict[str, list[float]] = {k: [] for k in cmds}
+        lines: dict[str, int] = {}
+        for _ in range(args.runs):
+            for name, cmd in cmds.items():
+                s = time.perf_counter()
+                p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+                samples[name].append(time.perf_counter() - s)
+                lines[name] = len(p.stdout.splitlines())
+        k, klines = statistics.median(samples["kubectl"]), lines["kubectl"]
+        g, glines = statistics.median(samples["gpuctl"]), lines["gpuctl"]
+        gw = statistics.median(samples["wide"])
+        from gpuctl.cluster import Cluster
+        from gpuctl.service.jobs import list_job_rows
+
+        cluster = Cluster.connect(kubeconfig=kc)
+        inproc = []
+        for _ in range(args.runs):
+            s = time.perf_counter()
+            list_job_rows(cluster, None)
+            inproc.append(time.perf_counter() - s)
+        print(f"kubectl get pods -A:        {k * 1000:7.0f} ms  ({klines - 1} rows)")
+        print(f"gpuctl get jobs -A:         {g * 1000:7.0f} ms  ({glines - 1} rows)")
+        print(f"gpuctl get jobs -A -o wide: {gw * 1000:7.0f} ms")
+        print(f"gpuctl list in-process:     {statistics.median(inproc) * 1000:7.0f} ms (no interpreter start)")
+        print(f"ratio gpuctl/kubectl:       {g / k:.2f}x")
+    finally:
+        if not args.keep:
+            sh(str(ROOT / "hack/cluster/down.sh"), check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
