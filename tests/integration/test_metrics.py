@@ -55,8 +55,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _job(name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING) -> dict:
-    """A Job as gpuctl's builders make it: queue, priority and pool labels, the pool's nodeSelector."""
+def _job(name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING, pods: int = 1) -> dict:
+    """A Job as gpuctl's builders make it: queue, priority and pool labels, the pool's nodeSelector;
+    `pods` pods of `gpus` GPUs each."""
     res = {"cpu": "1", "memory": "1Gi", GPU_RESOURCE: str(gpus)}
     labels = {
         Labels.KUEUE_QUEUE: "default",
@@ -71,6 +72,8 @@ def _job(name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING) -> 
         "spec": {
             "suspend": True,
             "backoffLimit": 0,
+            "parallelism": pods,
+            "completions": pods,
             "template": {
                 "metadata": {"labels": {Labels.POOL: pool}},
                 "spec": {
@@ -498,8 +501,9 @@ def test_reclaim_preempts_borrowers_and_queue_metrics_follow(stack: Stack) -> No
     s.wait_value(f'gpuctl_queue_wait_seconds_count{{pool="{TRAINING}", priority="low"}}', 5)
     assert s.query("gpuctl_workload_preemptions_total") == []
 
-    # B takes its guarantee back: 8 GPUs, high priority. Kueue preempts two of A's 4-GPU jobs.
-    s.kube.create(_job("b-0", s.team_b, 8, "high"))
+    # B takes its guarantee back: 8 GPUs (two 4-GPU pods, so they fit wherever A's pods were),
+    # high priority. Kueue preempts two of A's 4-GPU jobs.
+    s.kube.create(_job("b-0", s.team_b, 4, "high", pods=2))
     labels = f'namespace="{s.team_a}", pool="{TRAINING}", priority="low"'
     s.wait_value(f'sum(gpuctl_workload_preemptions_total{{{labels}, reason="InCohortReclamation"}})', 2)
     s.wait_value(f'gpuctl_workloads{{{labels}, state="preempted"}}', 2)
