@@ -11,6 +11,8 @@ Endpoints: /metrics (with --metrics), /healthz (alive), /readyz (every informer 
 
 Extending (the REST API): `create_app(ctx, mounts=[...])` calls each mount(app, ctx) after the built-in
 routes; `--api` imports gpuctl.server.api and calls its `mount(app: FastAPI, ctx: ServerContext)`.
+The cache starts after mounting, so a mount may still `ctx.cache.add(...)` informers of its own and
+`add_handler` on existing ones; it must treat cached objects as read-only (they are shared).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import gc
 import importlib
 import logging
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -167,7 +170,7 @@ def main(argv: list[str]) -> int:
     try:
         cluster = Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
     except (ConnectionError, FileNotFoundError) as e:
-        print(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
         return 1
     ctx = build_context(args, cluster)
     app = create_app(ctx, _mounts(args))
@@ -190,6 +193,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(main(sys.argv[1:]))
