@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpuctl {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log API calls (-vv: more)")
+    # kubectl also takes these before the verb (`gpuctl --kubeconfig K get jobs`); the verb's own
+    # flags win when both are given.
+    parser.add_argument("--kubeconfig", dest="global_kubeconfig", help=argparse.SUPPRESS)
+    parser.add_argument("--context", dest="global_context", help=argparse.SUPPRESS)
+    parser.add_argument("-n", "--namespace", dest="global_namespace", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
     sub.required = True
     common = {"cluster": cluster_flags(), "output": output_flags}
@@ -57,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    for name in ("kubeconfig", "context", "namespace"):
+        if getattr(args, name, None) is None and getattr(args, f"global_{name}", None) is not None:
+            setattr(args, name, getattr(args, f"global_{name}"))
     if getattr(args, "json", False) and not getattr(args, "output", None):
         args.output = "json"
     logging.basicConfig(

@@ -104,6 +104,15 @@ def test_missing_file_exits_1(capsys) -> None:
     assert "/nonexistent.yaml" in capsys.readouterr().err
 
 
+def test_cluster_flags_before_the_verb(capsys) -> None:
+    from gpuctl.cli.main import build_parser
+
+    args = build_parser().parse_args(["--kubeconfig", "/k", "-n", "team-a", "get", "jobs"])
+    assert (args.global_kubeconfig, args.global_namespace, args.kubeconfig) == ("/k", "team-a", None)
+    assert main(["--kubeconfig", "/nonexistent", "get", "pools"]) == 1
+    assert "kubeconfig /nonexistent not found" in capsys.readouterr().err
+
+
 def test_version_client(capsys) -> None:
     assert main(["version", "--client"]) == 0
     assert capsys.readouterr().out.startswith("gpuctl version: ")
