@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -63,7 +64,7 @@ class Cluster:
     def _load(cls, kubeconfig: str | None, context: str | None) -> Cluster:
         cfg = k8s_client.Configuration()
         files = kubeconfig_files(kubeconfig)
-        if kubeconfig and not files:
+        if kubeconfig and not Path(kubeconfig).exists():
             raise FileNotFoundError(f"kubeconfig {kubeconfig} not found")
         namespace = None
         if files:
