@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from gpuctl.cluster import ApiError, path
-from gpuctl.constants import GPU_RESOURCE, PRIORITY_CLASS, Labels, Priority
+from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, PRIORITY_CLASS, Labels, Priority
 from gpuctl.spec import load_text
 from queues import (
     PoolGuarantee,
@@ -235,6 +235,9 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
             if kube.get_or_none(path(obj["kind"], obj["metadata"]["name"])) is None:
                 kube.apply(obj)
                 created.append(path(obj["kind"], obj["metadata"]["name"]))
+        # gpuctl's pool creation (a test below) writes the root Cohort; remove it after if it is new.
+        if kube.get_or_none(path("Cohort", COHORT_NAME)) is None:
+            created.append(path("Cohort", COHORT_NAME))
         for pool in (e.big, e.small):
             kube.apply(resource_flavor(pool))
             created.append(path("ResourceFlavor", pool))
