@@ -35,6 +35,9 @@ class Result:
     action: str = ""
     lines: list[str] = field(default_factory=list)
     error: str | None = None
+    # HTTP-style status of the error (ServiceError.status, or the API server's for ApiError), so the
+    # REST API can answer 404/409/403 instead of a blanket 400; None for other errors.
+    error_status: int | None = None
     objects: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -121,7 +124,7 @@ def submit(
     try:
         planned = _precheck_jobs(cluster, docs, default_ns, action)
     except ServiceError as e:
-        return [Result(kind="job", name="", error=str(e))]
+        return [Result(kind="job", name="", error=str(e), error_status=e.status)]
     order = sorted(range(len(docs)), key=lambda i: _rank(docs[i]))
     for i in order:
         doc = docs[i]
@@ -141,6 +144,7 @@ def submit(
             r.error = (
                 f"{doc.source}: {r.kind} {r.name}: {describe_exception(e) if isinstance(e, ApiError) else e}"
             )
+            r.error_status = getattr(e, "status", None)
             results.append(r)
             break
         results.append(r)
@@ -252,6 +256,7 @@ def _delete_doc(cluster: Cluster, doc: Document, default_ns: str, dry_run: bool)
         r.error = (
             f"{doc.source}: {r.kind} {r.name}: {describe_exception(e) if isinstance(e, ApiError) else e}"
         )
+        r.error_status = e.status
     return r
 
 
@@ -284,6 +289,7 @@ def delete_by_name(
                 raise ServiceError(f"cannot delete {kind}")
         except (ServiceError, ApiError) as e:
             r.error = describe_exception(e) if isinstance(e, ApiError) else str(e)
+            r.error_status = e.status
         results.append(r)
     return results
 
