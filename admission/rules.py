@@ -572,9 +572,7 @@ def _check_queue(
         )
 
 
-def _check_pool(
-    w: _Work, gpus: int, state: ClusterState, out: list[Violation], warn: list[str], ns: str
-) -> None:
+def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], warn: list[str]) -> None:
     """pool-exists, pool-placement and gpu-fits-node."""
     spec, sp = w.spec, w.spec_path
     selector = _strmap(spec, "nodeSelector", sp)
@@ -774,7 +772,7 @@ def _work_violations(
     gpus = pod_gpus(w.spec, w.spec_path)
     if gpus:
         _check_queue(w, ns, gpus, state, out, warn)
-    _check_pool(w, gpus, state, out, warn, ns)
+    _check_pool(w, gpus, state, out, warn)
     _check_keys(w, out)
     _check_host_paths(w, config, out)
     return out, warn
