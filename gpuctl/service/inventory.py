@@ -91,15 +91,28 @@ class Inventory:
                 out.setdefault(ref["uid"], []).append(wl)
         return out
 
+    @cached_property
+    def positions(self) -> dict[str, int]:
+        """Workload UID -> position in its queue, computed once per command."""
+        from gpuctl.service.jobs import queue_positions
+
+        return queue_positions(self.workloads)
+
+    @cached_property
+    def _pods_by_owner_key(self) -> dict[tuple[str, str, str], list[dict]]:
+        """(namespace, label key, value) -> pods; Job pods by job-name, the others by app."""
+        index: dict[tuple[str, str, str], list[dict]] = {}
+        for p in self.pods:
+            labels = p["metadata"].get("labels") or {}
+            ns = p["metadata"]["namespace"]
+            for key in (Labels.JOB_NAME, Labels.APP):
+                if key in labels:
+                    index.setdefault((ns, key, labels[key]), []).append(p)
+        return index
+
     def pods_of(self, kind: str, obj: dict) -> list[dict]:
-        ns = obj["metadata"]["namespace"]
-        name = obj["metadata"]["name"]
-        key, value = (Labels.JOB_NAME, name) if kind == "Job" else (Labels.APP, name)
-        return [
-            p
-            for p in self.pods
-            if p["metadata"]["namespace"] == ns and (p["metadata"].get("labels") or {}).get(key) == value
-        ]
+        key = Labels.JOB_NAME if kind == "Job" else Labels.APP
+        return self._pods_by_owner_key.get((obj["metadata"]["namespace"], key, obj["metadata"]["name"]), [])
 
     def workload_of(self, kind: str, obj: dict, pods: list[dict] | None = None) -> dict | None:
         """The Kueue Workload of a job. Deployments have one per pod; the least advanced one counts."""

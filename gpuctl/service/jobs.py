@@ -126,7 +126,7 @@ def _kind_of(obj: dict) -> str:
 
 
 def collect_jobs(inv: Inventory) -> list[Job]:
-    positions = queue_positions(inv.workloads)
+    positions = inv.positions
     jobs = []
     for resource, obj in inv.controllers:
         pods = inv.pods_of(resource, obj)
@@ -195,8 +195,9 @@ def list_job_rows(
             wl_pos = None
             if st == State.QUEUED:
                 pod_wls = inv.workloads_by_owner_uid.get(pod["metadata"]["uid"], [])
-                positions = queue_positions(inv.workloads)
-                wl_pos = next((positions.get(w["metadata"]["uid"]) for w in pod_wls), None) or job.position
+                wl_pos = (
+                    next((inv.positions.get(w["metadata"]["uid"]) for w in pod_wls), None) or job.position
+                )
             rows.append(
                 JobRow(
                     job_id=pod["metadata"]["name"],
