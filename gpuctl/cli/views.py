@@ -52,7 +52,15 @@ def get_jobs(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     # The earlier gpuctl listed every gpuctl namespace without -n; so do we (and -A says it explicitly).
     namespace = None if args.all_namespaces or not args.namespace else _ns(args)
-    rows = list_job_rows(cluster, namespace, pool=args.pool, kind=args.kind, selector=args.selector)
+    wide = args.output == "wide"
+    rows = list_job_rows(
+        cluster,
+        namespace,
+        pool=args.pool,
+        kind=args.kind,
+        selector=args.selector,
+        positions=wide or args.output in ("json", "yaml"),
+    )
     if args.name:
         rows = [r for r in rows if r.name == args.name]
     wide = args.output == "wide"

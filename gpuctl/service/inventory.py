@@ -74,6 +74,25 @@ class Inventory:
     def workloads(self) -> list[dict]:
         return self._list("Workload")
 
+    def use_workloads_of_suspended_jobs(self) -> None:
+        """Fetch only the Workloads that a plain `get jobs` table needs: those of suspended Jobs (to tell
+        Queued from Preempted). Listing every Workload costs more than listing every pod (each carries
+        a pod template and is served as JSON), and running pods need none. Queue positions then cover
+        only these Workloads, so callers that print positions must not use this."""
+        uids = [
+            o["metadata"]["uid"]
+            for kind, o in self.controllers
+            if kind == "Job" and (o.get("spec") or {}).get("suspend")
+        ]
+        found: list[dict] = []
+        for i in range(0, len(uids), 100):
+            chunk = ",".join(uids[i : i + 100])
+            found += self.cluster.list(
+                path("Workload", namespace=self.namespace),
+                label_selector=f"{Labels.KUEUE_JOB_UID} in ({chunk})",
+            )
+        self.__dict__["workloads"] = found
+
     @cached_property
     def workloads_all(self) -> list[dict]:
         """Every Workload of the cluster (queue positions are per ClusterQueue, across namespaces)."""

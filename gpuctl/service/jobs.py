@@ -145,9 +145,16 @@ def list_job_rows(
     kind: str | None = None,
     selector: str | None = None,
     inventory: Inventory | None = None,
+    positions: bool = True,
 ) -> list[JobRow]:
-    """Rows of `get jobs`: every pod of every gpuctl job, plus one row per job without pods."""
+    """Rows of `get jobs`: every pod of every gpuctl job, plus one row per job without pods.
+
+    positions=False skips the queue positions, and with them the list of every Workload (the cost of
+    `get jobs` at scale): the plain table does not show them.
+    """
     inv = inventory or Inventory(cluster, namespace)
+    if not positions and inventory is None:
+        inv.use_workloads_of_suspended_jobs()
     wanted = _selector_filter(selector)
     rows: list[JobRow] = []
     for job in collect_jobs(inv):
