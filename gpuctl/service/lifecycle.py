@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 
 from gpuctl.builders import build
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import JOB_KINDS, KIND_TO_RESOURCE, SERVICE_PREFIX, Kind, Labels
+from gpuctl.constants import JOB_KINDS, KIND_TO_RESOURCE, SERVICE_PREFIX, SPEC_HASH_ANNOTATION, Kind, Labels
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.pools import apply_pool, delete_pool
 from gpuctl.service.quotas import apply_quota, delete_quota
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 
-SPEC_HASH = "runwhere.ai/spec-hash"
+SPEC_HASH = SPEC_HASH_ANNOTATION  # the webhook knows this key
 
 
 @dataclass

@@ -628,17 +628,3 @@ def test_relative_env_host_path_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setenv("GPUCTL_ALLOWED_HOST_PATHS", "data")
     with pytest.raises(SpecError, match="GPUCTL_ALLOWED_HOST_PATHS"):
         SpecConfig.from_env()
-
-
-# --- speed ----------------------------------------------------------------------------------------------
-
-
-def test_hundred_documents_load_fast() -> None:
-    base = (SPECDATA / "upstream_2_3" / "training.yaml").read_text()
-    text = "\n---\n".join(base.replace("simple-training", f"job-{i}") for i in range(100))
-    load_text(text)  # warm caches (schema introspection, regexes)
-    start = time.perf_counter()
-    docs: list[Document] = load_text(text)
-    elapsed = time.perf_counter() - start
-    assert len(docs) == 100
-    assert elapsed < 0.1, f"{elapsed * 1000:.1f} ms"
