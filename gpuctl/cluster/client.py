@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import threading
-
-import orjson
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import orjson
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
