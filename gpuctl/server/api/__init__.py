@@ -1,0 +1,30 @@
+"""gpuctl's REST API: `create_app(cluster_factory, auth)`, and `mount(app, ctx)` for `gpuctl serve --api`.
+
+Run alone with `python -m gpuctl.server.api --port 8080`; docs/api.md describes routes, authentication
+and deployment.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from gpuctl.server.api.app import create_app
+from gpuctl.server.api.auth import API_KEYS_ENV, ApiKeys, Authenticator
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from gpuctl.server.main import ServerContext
+
+
+def mount(app: FastAPI, ctx: ServerContext) -> None:
+    """The hook `gpuctl serve --api` calls: serve the API from the same process and port, with the
+    service's cluster connection. API keys come from $GPUCTL_API_KEYS_FILE (serve has no flag)."""
+    keys_file = os.environ.get(API_KEYS_ENV)
+    auth = Authenticator(lambda: ctx.cluster, api_keys=ApiKeys(keys_file) if keys_file else None)
+    # Mounted at the root after serve's own routes (/metrics, /healthz, /readyz), which keep priority.
+    app.mount("", create_app(lambda: ctx.cluster, auth))
+
+
+__all__ = ["ApiKeys", "Authenticator", "create_app", "mount"]

@@ -1,0 +1,106 @@
+"""`python -m gpuctl.server.api`: the REST API alone (no metrics, no reconciler).
+
+python -m gpuctl.server.api [--port 8080] [--address 0.0.0.0] [--kubeconfig K] [--context C]
+                            [--api-keys-file F] [--auth-cache-seconds 10] [--audience A]
+                            [--tls-cert-file C --tls-key-file K] [--workers-threads 64]
+python -m gpuctl.server.api --new-api-key NAME     # print a key and its entry for the keys file
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from gpuctl.server.api import deps
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gpuctl.server.api", description="gpuctl's REST API")
+    p.add_argument("--address", default="0.0.0.0", help="listen address (default 0.0.0.0)")
+    p.add_argument("--port", type=int, default=8080, help="listen port (default 8080)")
+    p.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--api-keys-file", help="YAML file of hashed static API keys (see docs/api.md)")
+    p.add_argument(
+        "--auth-cache-seconds",
+        type=float,
+        default=10.0,
+        help="how long TokenReview and SubjectAccessReview answers are reused (default 10; 0 = never)",
+    )
+    p.add_argument(
+        "--audience", action="append", default=[], help="tokens must be issued for this audience (repeatable)"
+    )
+    p.add_argument("--tls-cert-file", help="serve HTTPS with this certificate")
+    p.add_argument("--tls-key-file", help="... and this key")
+    p.add_argument("--threads", type=int, default=deps.THREADS, help="worker threads for cluster calls (64)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--new-api-key", metavar="NAME", help="print a new API key and its keys-file entry, then exit"
+    )
+    return p
+
+
+def connect(kubeconfig: str | None, context: str | None, pool_size: int):
+    """The cluster connection, with an HTTP connection pool as large as the worker pool (the default,
+    CPUs x 5, would make busy threads open and drop connections)."""
+    from gpuctl.cluster import Cluster
+
+    base = Cluster._load(kubeconfig, context)
+    base.configuration.connection_pool_maxsize = pool_size
+    return Cluster(base.configuration, base.context_namespace)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
+
+    if args.new_api_key:
+        key = new_api_key()
+        print(f"key (give it to the client; it is not stored): {key}")
+        print("entry for the keys file:")
+        print(f"- name: {args.new_api_key}\n  sha256: {hash_key(key)}\n  groups: []")
+        return 0
+    if bool(args.tls_cert_file) != bool(args.tls_key_file):
+        print("error: --tls-cert-file and --tls-key-file go together", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    import uvicorn
+
+    from gpuctl.server.api.app import create_app
+    from gpuctl.spec import SpecError
+
+    deps.THREADS = args.threads
+    try:
+        cluster = connect(args.kubeconfig, args.context, args.threads)
+        keys = ApiKeys(args.api_keys_file) if args.api_keys_file else None
+        auth = Authenticator(
+            lambda: cluster, api_keys=keys, ttl=args.auth_cache_seconds, audiences=args.audience
+        )
+        app = create_app(lambda: cluster, auth)
+    except (ConnectionError, FileNotFoundError, OSError, ValueError, SpecError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    logging.getLogger("gpuctl.api").info(
+        "gpuctl API on %s:%d (%s)",
+        args.address,
+        args.port,
+        f"{len(keys)} API keys" if keys else "no API keys",
+    )
+    uvicorn.run(
+        app,
+        host=args.address,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=False,
+        ssl_certfile=args.tls_cert_file,
+        ssl_keyfile=args.tls_key_file,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

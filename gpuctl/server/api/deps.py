@@ -1,0 +1,171 @@
+"""What every route shares: the thread pool for blocking service calls, the caller, permission checks.
+
+Why a thread pool: the service layer and the cluster client are synchronous (the CLI uses them too),
+and an `async def` route that called them directly would stop every other request while the API
+server answers. `run()` moves each call to a worker thread of a bounded pool. Authentication and
+authorisation first try their caches on the event loop, so a warm request costs no thread hop for
+them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+from fastapi import Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gpuctl.cluster import Cluster
+from gpuctl.server.api.auth import MISS, Access, Authenticator, AuthError, Caller, bearer_token
+from gpuctl.server.api.errors import error
+from gpuctl.spec import SpecConfig
+
+T = TypeVar("T")
+
+# Worker threads for blocking calls. The cluster client's connection pool is sized to match.
+THREADS = 64
+_limiter: anyio.CapacityLimiter | None = None
+
+
+def limiter() -> anyio.CapacityLimiter:
+    # Created lazily: a CapacityLimiter belongs to the event loop that first uses it.
+    global _limiter
+    if _limiter is None:
+        _limiter = anyio.CapacityLimiter(THREADS)
+    return _limiter
+
+
+async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call a blocking function in the worker pool and await its result."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=limiter())
+
+
+@dataclass
+class ApiState:
+    """Held by `app.state.api`: how to reach the cluster, who checks callers, the site's YAML rules."""
+
+    cluster_factory: Callable[[], Cluster]
+    auth: Authenticator
+    spec_config: SpecConfig
+
+    def cluster(self) -> Cluster:
+        return self.cluster_factory()
+
+
+def state(request: Request) -> ApiState:
+    return request.app.state.api
+
+
+# ----------------------------------------------------------------------------- authentication
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    description="A Kubernetes bearer token (ServiceAccount token, OIDC id token...) or a gpuctl API key "
+    "(gpk_...). RBAC decides what it may do.",
+)
+
+
+def credential(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The token of `Authorization: Bearer` or, for API keys, `X-API-Key`."""
+    authz = api_key = None
+    for k, v in headers:
+        if k == b"authorization":
+            authz = v.decode("latin-1")
+        elif k == b"x-api-key":
+            api_key = v.decode("latin-1").strip() or None
+    return bearer_token(authz) or api_key
+
+
+async def authenticate(auth: Authenticator, token: str | None) -> Caller:
+    """The caller behind a token, from the cache when possible; AuthError(401/503) otherwise."""
+    if not token:
+        raise AuthError(401, "authentication required: send Authorization: Bearer <Kubernetes token>")
+    cached = auth.cached_caller(token)
+    if isinstance(cached, Caller):
+        return cached
+    if cached is None:
+        raise AuthError(401, "invalid or expired token")
+    return await run(auth.authenticate, token)
+
+
+class AuthMiddleware:
+    """Authenticate every /api/ request before anything else reads it (so an anonymous request gets
+    401, whatever its body). The caller is left in the request's state for the routes."""
+
+    def __init__(self, app: ASGIApp, auth: Authenticator, prefix: str = "/api/"):
+        self.app = app
+        self.auth = auth
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
+            await self.app(scope, receive, send)
+            return
+        try:
+            caller = await authenticate(self.auth, credential(scope["headers"]))
+        except AuthError as e:
+            headers = {"WWW-Authenticate": 'Bearer realm="gpuctl"'} if e.status == 401 else None
+            await error(e.status, e.message, headers=headers)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["caller"] = caller
+        await self.app(scope, receive, send)
+
+
+async def current_caller(
+    request: Request, _: HTTPAuthorizationCredentials | None = Security(bearer_scheme)
+) -> Caller:
+    """The authenticated caller (AuthMiddleware did the work; the Security() documents it in OpenAPI)."""
+    caller = getattr(request.state, "caller", None)
+    if caller is None:  # a route outside the middleware's prefix asked for a caller: a wiring bug
+        raise AuthError(401, "authentication required")
+    return caller
+
+
+# ----------------------------------------------------------------------------- authorisation
+async def allowed(auth: Authenticator, caller: Caller, access: Access) -> bool:
+    cached = auth.cached_decision(caller, access)
+    if cached is not None:
+        return cached
+    return await run(auth.allowed, caller, access)
+
+
+async def require(request: Request, caller: Caller, *accesses: Access) -> None:
+    """403 unless RBAC allows the caller every one of `accesses` (checked in order, cached)."""
+    auth = state(request).auth
+    for access in dict.fromkeys(accesses):
+        if not await allowed(auth, caller, access):
+            raise AuthError(
+                403, f"forbidden: {caller.username} may not {access.describe()} (Kubernetes RBAC)"
+            )
+
+
+async def visible(request: Request, caller: Caller, access: Access, namespaces: Iterable[str]) -> set[str]:
+    """Of `namespaces`, those where the caller has `access` (its namespace field is replaced).
+
+    One cluster-wide check first: a cluster admin costs one review, a team member one per namespace
+    that holds something (cached).
+    """
+    auth = state(request).auth
+    spaces = set(namespaces)
+    if await allowed(auth, caller, replace(access, namespace=None)):
+        return spaces
+    return {ns for ns in sorted(spaces) if await allowed(auth, caller, replace(access, namespace=ns))}
+
+
+__all__ = [
+    "MISS",
+    "ApiState",
+    "AuthMiddleware",
+    "allowed",
+    "authenticate",
+    "credential",
+    "current_caller",
+    "require",
+    "run",
+    "state",
+    "visible",
+]

@@ -1,0 +1,91 @@
+"""YAML in, service-layer results out: what the create/apply routes of jobs, pools and quotas share.
+
+The documents are read by the same loader as `gpuctl create -f` (gpuctl.spec.load_text), with the
+*server's* site settings (allowed hostPaths come from the API server's environment, never from the
+caller), and submitted through gpuctl.service.lifecycle.submit, so the API applies the CLI's rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+import yaml
+
+from gpuctl.constants import Kind
+from gpuctl.server.api.errors import ApiProblem
+from gpuctl.service.lifecycle import Result
+from gpuctl.spec import Document, SpecConfig, load_text
+
+# YAML aliases can make a 1 KB document expand into billions of nodes (the "billion laughs"): the
+# loader would spend minutes of CPU on it. Count the expanded size before loading.
+MAX_EXPANDED_NODES = 200_000
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def expanded_size(text: str, limit: int = MAX_EXPANDED_NODES) -> int:
+    """How many nodes the documents have once aliases are expanded (stops counting past `limit`)."""
+    memo: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in memo:
+            return memo[key]
+        memo[key] = 1  # a recursive alias counts once (the loader rejects or bounds it)
+        n = 1
+        if isinstance(node, yaml.SequenceNode):
+            n += sum(size(c) for c in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            n += sum(size(k) + size(v) for k, v in node.value)
+        memo[key] = min(n, limit + 1)
+        return memo[key]
+
+    total = 0
+    try:
+        for doc in yaml.compose_all(text, Loader=_Loader):
+            if doc is not None:
+                total += size(doc)
+            if total > limit:
+                break
+    except yaml.YAMLError:
+        return 0  # not YAML: the loader reports it with a line number
+    return total
+
+
+def load(text: str, config: SpecConfig, *, strict: bool = False, source: str = "<request>") -> list[Document]:
+    """Validate every document (SpecError -> 400 with every problem listed). Blocking: CPU-bound."""
+    if expanded_size(text) > MAX_EXPANDED_NODES:
+        raise ApiProblem(
+            400, f"{source}: the YAML expands to more than {MAX_EXPANDED_NODES} nodes (aliases); write it out"
+        )
+    if strict:
+        config = SpecConfig(allowed_host_paths=config.allowed_host_paths, strict=True)
+    return load_text(text, source, config)
+
+
+def only_kinds(docs: list[Document], kinds: Iterable[str], route: str) -> None:
+    """400 unless every document is one of `kinds` (jobs go to /jobs, pools to /pools...)."""
+    allowed = {str(k) for k in kinds}
+    for d in docs:
+        kind = str(d.spec.kind)
+        if kind not in allowed:
+            other = {Kind.POOL: "/api/v1/pools", Kind.QUOTA: "/api/v1/quotas"}.get(Kind(kind), "/api/v1/jobs")
+            raise ApiProblem(400, f"{d.source}: kind {kind} is not accepted by {route}: send it to {other}")
+
+
+def warnings(docs: list[Document]) -> list[str]:
+    return [w for d in docs for w in d.warnings]
+
+
+def check_results(results: list[Result]) -> None:
+    """Raise the first failure with its status (404 missing, 409 exists/in use, 400 otherwise)."""
+    failed = [r for r in results if r.error]
+    if failed:
+        first = failed[0]
+        status = first.error_status or 400
+        status = 502 if status >= 500 else status
+        raise ApiProblem(status, first.error or "failed", results=[r.as_dict() for r in results])
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

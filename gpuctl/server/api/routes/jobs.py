@@ -1,0 +1,528 @@
+"""/api/v1/jobs: submit, list, describe, delete, logs (and live logs over a WebSocket).
+
+Every operation is the CLI's: list_job_rows (`get jobs`), find_job + explain (`describe job`),
+submit (`create/apply -f`), delete_by_name (`delete job`), job_pods_for_logs + read_logs (`logs`).
+What the API adds is who may do it: the namespace each document or job is in decides which RBAC
+permission is reviewed, so a team-a token cannot see, create or delete anything in team-b.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+from typing import Annotated, Any
+
+import anyio
+from fastapi import APIRouter, Depends, Query, Request, WebSocket
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from gpuctl.cli.output import age
+from gpuctl.cluster import ApiError
+from gpuctl.constants import JOB_KINDS, Kind, Labels
+from gpuctl.server.api import perms
+from gpuctl.server.api.auth import Access, AuthError, Caller
+from gpuctl.server.api.deps import (
+    allowed,
+    authenticate,
+    credential,
+    current_caller,
+    require,
+    run,
+    state,
+    visible,
+)
+from gpuctl.server.api.documents import check_results, load, now, only_kinds, warnings
+from gpuctl.server.api.errors import JSON, ApiProblem, api_error_status, error
+from gpuctl.server.api.logstream import start_reader
+from gpuctl.server.api.models import (
+    DNS_LABEL,
+    BatchSubmit,
+    JobName,
+    NamespaceQ,
+    Page,
+    PageSize,
+    Submit,
+    dry_run_mode,
+    paged,
+)
+from gpuctl.service.errors import NotFound, ServiceError, describe_exception
+from gpuctl.service.inventory import Inventory
+from gpuctl.service.jobs import (
+    Job,
+    JobRow,
+    collect_jobs,
+    explain,
+    find_job,
+    job_pods_for_logs,
+    list_job_rows,
+    read_logs,
+)
+from gpuctl.service.lifecycle import Result, delete_by_name, submit
+from gpuctl.service.plan import plan_documents
+from gpuctl.service.status import workload_gpus
+from gpuctl.spec import SpecError
+
+router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+ws_router = APIRouter(tags=["jobs"])
+Me = Annotated[Caller, Depends(current_caller)]
+
+COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "invalid YAML or a gpuctl rule not met; `error` says what to fix"},
+    401: {"description": "no or invalid token"},
+    403: {"description": "RBAC does not allow it"},
+    404: {"description": "not found"},
+    409: {"description": "exists already / in use"},
+    422: {"description": "invalid parameters"},
+}
+
+
+# ----------------------------------------------------------------------------- shapes
+def row_item(r: JobRow) -> dict:
+    """A row of `gpuctl get jobs -o json` in the earlier API's keys (jobId, age as `5m`)."""
+    return {
+        "jobId": r.job_id,
+        "name": r.name,
+        "namespace": r.namespace,
+        "kind": r.kind,
+        "status": r.status,
+        "ready": r.ready,
+        "node": r.node,
+        "ip": r.ip,
+        "age": age(r.age),
+        "ageSeconds": r.age,
+        "pool": r.pool,
+        "priority": r.priority,
+        "queue": r.queue,
+        "position": r.position,
+        "gpus": r.gpus,
+    }
+
+
+def describe_data(job: Job, why: str) -> dict:
+    """The data of `gpuctl describe job -o json` (same keys), plus the earlier API's job_id."""
+    labels = job.labels
+    c = job.obj["spec"]["template"]["spec"]["containers"][0]
+    wl = job.workload
+    data: dict[str, Any] = {
+        "job_id": job.name,
+        "name": job.name,
+        "namespace": job.namespace,
+        "kind": job.kind,
+        "resource_type": job.resource,
+        "status": job.status,
+        "reason": job.reason,
+        "why": why,
+        "position": job.position,
+        "pool": labels.get(Labels.POOL),
+        "priority": labels.get(Labels.PRIORITY),
+        "queue": labels.get(Labels.KUEUE_QUEUE),
+        "image": c.get("image"),
+        "resources": (c.get("resources") or {}).get("requests") or {},
+        "gpus": workload_gpus(wl) if wl else None,
+        "workload": wl["metadata"]["name"] if wl else None,
+        "conditions": [
+            {k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
+            for cond in ((wl or {}).get("status") or {}).get("conditions") or []
+        ],
+        "pods": [
+            {
+                "name": p["metadata"]["name"],
+                "node": p["spec"].get("nodeName"),
+                "phase": (p.get("status") or {}).get("phase"),
+            }
+            for p in job.pods
+        ],
+        "env": c.get("env") or [],
+        "service": None,
+        "created_at": job.obj["metadata"].get("creationTimestamp"),
+    }
+    if job.service:
+        port = job.service["spec"]["ports"][0]
+        data["service"] = {
+            "name": job.service["metadata"]["name"],
+            "type": job.service["spec"].get("type"),
+            "port": port.get("port"),
+            "targetPort": port.get("targetPort"),
+            "nodePort": port.get("nodePort"),
+        }
+    return data
+
+
+# ----------------------------------------------------------------------------- finding a job
+def _namespaces_holding(cluster: Any, name: str) -> list[str]:
+    return sorted({j.namespace for j in collect_jobs(Inventory(cluster, None)) if j.name == name})
+
+
+async def resolve(request: Request, caller: Caller, name: str, namespace: str | None) -> Job:
+    """find_job, limited to where the caller may read jobs.
+
+    With a namespace: 403 unless the caller may get jobs there. Without one (the earlier API searched
+    everywhere): a caller allowed cluster-wide searches every namespace; anyone else only the
+    namespaces they may read, so neither the job nor the names of other teams' namespaces leak.
+    """
+    cluster = state(request).cluster()
+    if namespace:
+        await require(request, caller, perms.jobs("get", namespace))
+        return await run(find_job, cluster, name, namespace)
+    if await allowed(state(request).auth, caller, perms.jobs("get", None)):
+        return await run(find_job, cluster, name, None)
+    spaces = await visible(
+        request, caller, perms.jobs("get", None), await run(_namespaces_holding, cluster, name)
+    )
+    if not spaces:
+        raise NotFound(f"job {name} not found")
+    if len(spaces) > 1:
+        raise ServiceError(
+            f"job {name} exists in several namespaces: {', '.join(sorted(spaces))}; pass namespace"
+        )
+    return await run(find_job, cluster, name, spaces.pop())
+
+
+# ----------------------------------------------------------------------------- list / get
+@router.get("", responses=COMMON_ERRORS, summary="List jobs (one row per pod, as `gpuctl get jobs`)")
+async def list_jobs(
+    request: Request,
+    caller: Me,
+    namespace: NamespaceQ = None,
+    kind: Annotated[Kind | None, Query(description="training, inference, notebook or compute")] = None,
+    pool: Annotated[str | None, Query(max_length=63, pattern=DNS_LABEL)] = None,
+    status: Annotated[str | None, Query(max_length=64, description="e.g. Running, Queued (any case)")] = None,
+    selector: Annotated[str | None, Query(max_length=1024, description="label selector k=v,k!=v")] = None,
+    page: Page = 1,
+    page_size: PageSize = 20,
+) -> JSON:
+    if kind is not None and kind not in JOB_KINDS:
+        raise ApiProblem(400, f"kind {kind} is not a job kind: use training, inference, notebook or compute")
+    cluster = state(request).cluster()
+    if namespace:
+        await require(request, caller, perms.jobs("list", namespace))
+    rows = await run(list_job_rows, cluster, namespace, pool=pool, kind=kind, selector=selector)
+    if not namespace:
+        seen = await visible(request, caller, perms.jobs("list", None), {r.namespace for r in rows})
+        rows = [r for r in rows if r.namespace in seen]
+    if status:
+        rows = [r for r in rows if r.status.lower() == status.lower()]
+    return JSON(paged([row_item(r) for r in rows], page, page_size))
+
+
+@router.get("/{jobId}", responses=COMMON_ERRORS, summary="Describe a job (as `gpuctl describe job -o json`)")
+async def get_job(request: Request, caller: Me, jobId: JobName, namespace: NamespaceQ = None) -> JSON:
+    job = await resolve(request, caller, jobId, namespace)
+    cluster = state(request).cluster()
+    why = await run(explain, cluster, job, None)
+    return JSON(describe_data(job, why))
+
+
+# ----------------------------------------------------------------------------- create / apply
+def _create_accesses(objects: list[dict], action: str, force: bool) -> list[Access]:
+    """The RBAC verbs the submitted objects need: create; apply also patches (server-side apply) and
+    may re-create a Job whose pod template changed (delete)."""
+    out = []
+    for o in objects:
+        out.append(perms.on_object("create", o))
+        if action == "apply":
+            out.append(perms.on_object("patch", o))
+            if o["kind"] == "Job":
+                out.append(perms.on_object("delete", o))
+    return out
+
+
+async def _submit(
+    request: Request,
+    caller: Caller,
+    body: Submit | BatchSubmit,
+    text: str,
+    action: str,
+    force: bool,
+    source: str,
+) -> tuple[int, dict]:
+    st = state(request)
+    docs = await run(load, text, st.spec_config, strict=body.strict, source=source)
+    only_kinds(docs, JOB_KINDS, "/api/v1/jobs")
+    default_ns = body.namespace or "default"
+    plan = plan_documents(docs, default_ns)
+    await require(request, caller, *_create_accesses(plan.objects, action, force))
+    mode = dry_run_mode(body.dryRun)
+    if mode == "client":
+        return 200, {"dryRun": "client", "objects": plan.objects, "warnings": warnings(docs)}
+    results: list[Result] = await run(
+        submit, st.cluster(), docs, default_ns, action=action, dry_run=mode, force=force
+    )
+    check_results(results)
+    first = results[0]
+    return 201 if action == "create" else 200, {
+        "jobId": first.name,
+        "name": first.name,
+        "kind": first.kind,
+        "namespace": first.namespace,
+        "status": first.action,
+        "createdAt": now(),
+        "dryRun": mode == "server",
+        "message": "; ".join(line for r in results for line in r.lines),
+        "results": [r.as_dict() for r in results],
+        "warnings": warnings(docs),
+    }
+
+
+@router.post(
+    "",
+    status_code=201,
+    responses={**COMMON_ERRORS, 200: {"description": "dryRun client: the objects"}},
+    summary="Create jobs from gpuctl YAML (as `gpuctl create -f`)",
+)
+async def create_jobs(request: Request, caller: Me, body: Submit) -> JSON:
+    code, data = await _submit(request, caller, body, body.yamlContent, "create", False, "<request>")
+    return JSON(data, status_code=code)
+
+
+@router.put("/{jobId}", responses=COMMON_ERRORS, summary="Apply a job's YAML (as `gpuctl apply -f`)")
+async def apply_job(request: Request, caller: Me, jobId: JobName, body: Submit) -> JSON:
+    st = state(request)
+    docs = await run(load, body.yamlContent, st.spec_config, strict=body.strict)
+    names = [getattr(getattr(d.spec, "job", None), "name", None) for d in docs]
+    if names != [jobId]:
+        raise ApiProblem(400, f"PUT /api/v1/jobs/{jobId} takes one document whose job.name is {jobId}")
+    code, data = await _submit(request, caller, body, body.yamlContent, "apply", body.force, "<request>")
+    return JSON(data, status_code=code)
+
+
+@router.post(
+    "/batch", responses=COMMON_ERRORS, summary="Create jobs from several YAML texts, each on its own"
+)
+async def create_batch(request: Request, caller: Me, body: BatchSubmit) -> JSON:
+    """Each text succeeds or fails alone. 201 when all were created, 207 when some failed, else the
+    first failure's status."""
+    success: list[dict] = []
+    failed: list[dict] = []
+    for i, text in enumerate(body.yamlContents):
+        try:
+            _, data = await _submit(request, caller, body, text, "create", False, f"yamlContents[{i}]")
+        except (ApiProblem, AuthError, ServiceError, SpecError, ApiError) as e:
+            failed.append({"index": i, "error": _message(e), "status": _status(e)})
+            continue
+        created = data.get("results") or [
+            {"name": o["metadata"]["name"], "namespace": o["metadata"].get("namespace")}
+            for o in data.get("objects", [])
+        ]
+        for r in created:
+            success.append(
+                {"index": i, "jobId": r["name"], "name": r["name"], "namespace": r.get("namespace")}
+            )
+    code = 201 if not failed else 207 if success else failed[0]["status"]
+    return JSON({"success": success, "failed": failed}, status_code=code)
+
+
+def _message(e: Exception) -> str:
+    if isinstance(e, ApiError):
+        return f"Kubernetes: {e.message or e}"
+    return getattr(e, "message", None) or str(e)
+
+
+def _status(e: Exception) -> int:
+    if isinstance(e, SpecError):
+        return 400
+    if isinstance(e, ApiError):
+        return api_error_status(e)
+    return int(getattr(e, "status", 400) or 400)
+
+
+# ----------------------------------------------------------------------------- delete
+@router.delete(
+    "/{jobId}", responses=COMMON_ERRORS, summary="Delete a job and its Service (as `gpuctl delete job`)"
+)
+async def delete_job_route(
+    request: Request,
+    caller: Me,
+    jobId: JobName,
+    namespace: NamespaceQ = None,
+    force: Annotated[bool, Query(description="delete the pods at once (grace period 0)")] = False,
+    dryRun: Annotated[bool, Query(description="server-side dry run")] = False,
+) -> JSON:
+    job = await resolve(request, caller, jobId, namespace)
+    needs = [perms.on_kind("delete", job.resource, job.namespace, job.name)]
+    if job.service is not None:
+        needs.append(perms.on_kind("delete", "Service", job.namespace, job.service["metadata"]["name"]))
+    if force:
+        needs.append(perms.on_kind("delete", "Pod", job.namespace))
+    await require(request, caller, *needs)
+    results = await run(
+        delete_by_name,
+        state(request).cluster(),
+        "job",
+        [job.name],
+        namespace=job.namespace,
+        force=force,
+        dry_run="server" if dryRun else "none",
+    )
+    check_results(results)
+    r = results[0]
+    return JSON(
+        {
+            "jobId": job.name,
+            "namespace": job.namespace,
+            "status": "terminating" if not dryRun else "unchanged (dry run)",
+            "message": "; ".join(r.lines),
+        }
+    )
+
+
+# ----------------------------------------------------------------------------- logs
+async def _log_target(
+    request_or_ws: Any, caller: Caller, name: str, namespace: str | None, pod: str | None
+) -> dict:
+    cluster = request_or_ws.app.state.api.cluster()
+    job = await resolve(request_or_ws, caller, name, namespace)
+    await require(request_or_ws, caller, perms.pod_logs(job.namespace))
+    _, pods = await run(job_pods_for_logs, cluster, job.name, job.namespace)
+    if pod is None:
+        return pods[0]
+    chosen = next((p for p in pods if p["metadata"]["name"] == pod), None)
+    if chosen is None:
+        names = ", ".join(p["metadata"]["name"] for p in pods)
+        raise NotFound(f"pod {pod} is not a pod of job {name}; its pods: {names}")
+    return chosen
+
+
+PodQ = Annotated[
+    str | None,
+    Query(
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="one pod of the job (default: the first running)",
+    ),
+]
+TailQ = Annotated[int, Query(ge=-1, le=1_000_000, description="lines from the end; -1 for all")]
+
+
+@router.get("/{jobId}/logs", responses=COMMON_ERRORS, summary="A job's recent log lines (as `gpuctl logs`)")
+async def get_logs(
+    request: Request,
+    caller: Me,
+    jobId: JobName,
+    namespace: NamespaceQ = None,
+    tail: TailQ = 100,
+    pod: PodQ = None,
+    timestamps: bool = True,
+    follow: bool = False,
+) -> JSON:
+    if follow:
+        raise ApiProblem(400, f"follow: use the WebSocket /api/v1/jobs/{jobId}/logs/ws")
+    target = await _log_target(request, caller, jobId, namespace, pod)
+    text = await run(read_logs, state(request).cluster(), target, tail=tail, timestamps=timestamps)
+    lines = text.splitlines()
+    last = lines[-1].split(" ", 1)[0] if (timestamps and lines) else None
+    return JSON(
+        {
+            "logs": lines,
+            "podName": target["metadata"]["name"],
+            "namespace": target["metadata"]["namespace"],
+            "lastTimestamp": last,
+        }
+    )
+
+
+# ----------------------------------------------------------------------------- live logs
+BEARER_PROTOCOL = "base64url.bearer.authorization.k8s.io."
+LOG_PROTOCOL = "gpuctl.logs.v1"
+
+
+def ws_token(ws: WebSocket) -> tuple[str | None, str | None]:
+    """(token, subprotocol to answer). Browsers cannot set headers on a WebSocket, so the token may
+    also come as Kubernetes' subprotocol `base64url.bearer.authorization.k8s.io.<base64url token>`."""
+    token = credential(ws.scope["headers"])
+    offered = ws.scope.get("subprotocols") or []
+    for proto in offered:
+        if proto.startswith(BEARER_PROTOCOL) and token is None:
+            raw = proto[len(BEARER_PROTOCOL) :]
+            with contextlib.suppress(binascii.Error, ValueError):
+                token = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode() or None
+    return token, (LOG_PROTOCOL if LOG_PROTOCOL in offered else None)
+
+
+async def _deny(ws: WebSocket, status: int, message: str) -> None:
+    """Refuse the handshake with an HTTP status when the server can (ASGI denial response), else
+    accept and close with 4000+status after one error message."""
+    if "websocket.http.response" in (ws.scope.get("extensions") or {}):
+        headers = {"WWW-Authenticate": 'Bearer realm="gpuctl"'} if status == 401 else None
+        await ws.send_denial_response(error(status, message, headers=headers))
+        return
+    await ws.accept()
+    await ws.send_json({"type": "error", "status": status, "message": message})
+    await ws.close(code=4000 + status, reason=message[:120])
+
+
+@ws_router.websocket("/api/v1/jobs/{jobId}/logs/ws")
+async def follow_logs(
+    ws: WebSocket,
+    jobId: str,
+    namespace: str | None = None,
+    tail: int = 100,
+    pod: str | None = None,
+    timestamps: bool = True,
+) -> None:
+    """Stream a job's log: `{"type": "log", "data": line, "pod": name}` per line, in order and once
+    each, then `{"type": "end"}` when the pod's log ends (or `{"type": "error", ...}`)."""
+    import re
+
+    from gpuctl.server.api.models import DNS_LABEL as LABEL
+
+    st = ws.app.state.api
+    bad = [
+        what
+        for what, value in (("jobId", jobId), ("namespace", namespace), ("pod", pod))
+        if value is not None
+        and (
+            len(value) > 253
+            or not re.match(LABEL if what != "pod" else r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", value)
+        )
+    ]
+    if bad or tail < -1:
+        await _deny(ws, 422, f"invalid {', '.join(bad) or 'tail'}")
+        return
+    token, subprotocol = ws_token(ws)
+    try:
+        caller = await authenticate(st.auth, token)
+        target = await _log_target(ws, caller, jobId, namespace, pod)
+        resp = await run(
+            read_logs, st.cluster(), target, tail=tail, timestamps=timestamps, follow=True, stream=True
+        )
+    except AuthError as e:
+        await _deny(ws, e.status, e.message)
+        return
+    except ServiceError as e:
+        await _deny(ws, e.status, str(e))
+        return
+    except Exception as e:
+        await _deny(ws, 502, f"cannot read the log: {describe_exception(e)}")
+        return
+
+    await ws.accept(subprotocol=subprotocol)
+    pod_name = target["metadata"]["name"]
+    events, stop = start_reader(resp, describe_exception)
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def until_client_leaves() -> None:
+                with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                    while (await ws.receive())["type"] != "websocket.disconnect":
+                        pass
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(until_client_leaves)
+            async with events:
+                async for kind, data in events:
+                    if kind == "log":
+                        await ws.send_json({"type": "log", "data": data, "pod": pod_name})
+                    elif kind == "end":
+                        await ws.send_json({"type": "end", "pod": pod_name})
+                    else:
+                        await ws.send_json({"type": "error", "status": 502, "message": data})
+            tg.cancel_scope.cancel()
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        stop()
+        if ws.client_state == WebSocketState.CONNECTED:
+            with contextlib.suppress(Exception):
+                await ws.close(code=1000)
