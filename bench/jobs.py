@@ -24,7 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RUN = "/tmp/gpuctl-bench-jobs"
-ENV = {**os.environ, "GPUCTL_TESTBED_RUN": RUN, "GPUCTL_TESTBED_PORT_OFFSET": "500", "GPUCTL_TESTBED_NODES": "none"}
+ENV = {
+    **os.environ,
+    "GPUCTL_TESTBED_RUN": RUN,
+    "GPUCTL_TESTBED_PORT_OFFSET": "500",
+    "GPUCTL_TESTBED_NODES": "none",
+}
 NODES = 25
 
 
@@ -39,7 +44,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     args = ap.parse_args()
     versions = dict(
-        line.split("=", 1) for line in (ROOT / "hack/cluster/versions.env").read_text().splitlines()
+        line.split("=", 1)
+        for line in (ROOT / "hack/cluster/versions.env").read_text().splitlines()
         if "=" in line and not line.startswith("#")
     )
     cache = Path(os.environ.get("GPUCTL_TESTBED_CACHE", Path.home() / ".cache" / "gpuctl-testbed"))
@@ -50,21 +56,43 @@ def main() -> int:
     sh(str(ROOT / "hack/cluster/up.sh"))
     try:
         env = {**os.environ, "KUBECONFIG": kc}
-        nodes = {"apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": "v1", "kind": "Node",
-             "metadata": {"name": f"bench-{i}", "annotations": {"kwok.x-k8s.io/node": "fake"},
-                          "labels": {"kubernetes.io/hostname": f"bench-{i}", "type": "kwok"}},
-             "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
-                                      {"type": "Hostname", "address": f"bench-{i}"}],
+        nodes = {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": f"bench-{i}",
+                        "annotations": {"kwok.x-k8s.io/node": "fake"},
+                        "labels": {"kubernetes.io/hostname": f"bench-{i}", "type": "kwok"},
+                    },
+                    "status": {
+                        "addresses": [
+                            {"type": "InternalIP", "address": "127.0.0.1"},
+                            {"type": "Hostname", "address": f"bench-{i}"},
+                        ],
                         "capacity": {"cpu": "1000", "memory": "4Ti", "pods": "110"},
-                        "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": "110"}}}
-            for i in range(NODES)]}
-        subprocess.run([kubectl, "--kubeconfig", kc, "apply", "-f", "-"], input=json.dumps(nodes), text=True,
-                       capture_output=True, check=True)
+                        "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": "110"},
+                    },
+                }
+                for i in range(NODES)
+            ],
+        }
+        subprocess.run(
+            [kubectl, "--kubeconfig", kc, "apply", "-f", "-"],
+            input=json.dumps(nodes),
+            text=True,
+            capture_output=True,
+            check=True,
+        )
         with tempfile.TemporaryDirectory() as d:
             pool = Path(d, "pool.yaml")
-            pool.write_text("kind: pool\npool: {name: bench-pool}\nnodes:\n" +
-                            "".join(f"  bench-{i}: {{}}\n" for i in range(NODES)))
+            pool.write_text(
+                "kind: pool\npool: {name: bench-pool}\nnodes:\n"
+                + "".join(f"  bench-{i}: {{}}\n" for i in range(NODES))
+            )
             quota = Path(d, "quota.yaml")
             quota.write_text("kind: quota\nquota: {name: bench}\nnamespace:\n  bench-team: {}\n")
             time.sleep(3)  # nodes Ready
@@ -73,23 +101,32 @@ def main() -> int:
             per = args.pods // jobs
             for j in range(jobs):
                 f = Path(d, f"job{j}.yaml")
-                f.write_text(f"kind: compute\njob: {{name: web-{j}, namespace: bench-team}}\n"
-                             f"environment: {{image: nginx}}\nservice: {{replicas: {per}, port: 80}}\n"
-                             "resources: {pool: bench-pool, cpu: 10m, memory: 16Mi}\n")
+                f.write_text(
+                    f"kind: compute\njob: {{name: web-{j}, namespace: bench-team}}\n"
+                    f"environment: {{image: nginx}}\nservice: {{replicas: {per}, port: 80}}\n"
+                    "resources: {pool: bench-pool, cpu: 10m, memory: 16Mi}\n"
+                )
                 sh(gpuctl, "create", "-f", str(f), env=env)
         print(f"setup: cluster and {args.pods} pods requested in {time.monotonic() - t0:.0f}s", flush=True)
         deadline = time.monotonic() + 900
         while True:
-            out = sh(kubectl, "--kubeconfig", kc, "get", "pods", "-n", "bench-team", "-o", "name", env=env).stdout
+            out = sh(
+                kubectl, "--kubeconfig", kc, "get", "pods", "-n", "bench-team", "-o", "name", env=env
+            ).stdout
             existing = len(out.split())
             if existing >= args.pods or time.monotonic() > deadline:
                 break
             time.sleep(3)
-        phases = sh(kubectl, "--kubeconfig", kc, "get", "pods", "-n", "bench-team", "--no-headers", env=env).stdout
+        phases = sh(
+            kubectl, "--kubeconfig", kc, "get", "pods", "-n", "bench-team", "--no-headers", env=env
+        ).stdout
         running = sum(1 for line in phases.splitlines() if " Running " in line)
         # Kueue admits Deployment pods one Workload at a time; the rest wait SchedulingGated. Both
         # commands list all 2,000 pods either way, and run interleaved under the same background load.
-        print(f"pods: {existing} ({running} running, the rest queued) after {time.monotonic() - t0:.0f}s", flush=True)
+        print(
+            f"pods: {existing} ({running} running, the rest queued) after {time.monotonic() - t0:.0f}s",
+            flush=True,
+        )
 
         cmds = {
             "kubectl": [kubectl, "--kubeconfig", kc, "get", "pods", "-A"],
@@ -119,7 +156,9 @@ def main() -> int:
         print(f"kubectl get pods -A:        {k * 1000:7.0f} ms  ({klines - 1} rows)")
         print(f"gpuctl get jobs -A:         {g * 1000:7.0f} ms  ({glines - 1} rows)")
         print(f"gpuctl get jobs -A -o wide: {gw * 1000:7.0f} ms")
-        print(f"gpuctl list in-process:     {statistics.median(inproc) * 1000:7.0f} ms (no interpreter start)")
+        print(
+            f"gpuctl list in-process:     {statistics.median(inproc) * 1000:7.0f} ms (no interpreter start)"
+        )
         print(f"ratio gpuctl/kubectl:       {g / k:.2f}x")
     finally:
         if not args.keep:

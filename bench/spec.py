@@ -41,7 +41,9 @@ def main() -> int:
 
     ours = median(lambda: load_text(text))
     floor = median(lambda: list(yaml.load_all(text, Loader=yaml.CSafeLoader)))
-    print(f"gpuctl.spec.load_text, {args.docs} documents: {ours * 1000:.1f} ms ({args.docs / ours:,.0f} docs/s)")
+    print(
+        f"gpuctl.spec.load_text, {args.docs} documents: {ours * 1000:.1f} ms ({args.docs / ours:,.0f} docs/s)"
+    )
     print(f"PyYAML (libyaml) parsing alone:           {floor * 1000:.1f} ms")
     print(f"ratio:                                    {ours / floor:.2f}x")
     return 0

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import io
-import time
 from pathlib import Path
 
 import pytest
 
 from gpuctl.spec import (
     ComputeSpec,
-    Document,
     InferenceSpec,
     NotebookSpec,
     PoolSpec,
