@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.output import age, bytes_quantity, print_data, table
@@ -78,22 +77,41 @@ def get_jobs(args: argparse.Namespace) -> int:
 
 
 def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
-    """Like kubectl -w: after the list, print a row whenever a job's pod or status changes."""
+    """Like kubectl -w: after the list, print a job's row again whenever it changes.
+
+    A watch on gpuctl's pods (and their Kueue gates) wakes us; rows are then recomputed through the
+    same service call as the list, so -w shows exactly what `get jobs` would.
+    """
+    from gpuctl.cluster import ApiError, path
+    from gpuctl.service.inventory import JOB_SELECTOR
     from gpuctl.service.jobs import list_job_rows
 
     seen = {(r.namespace, r.job_id): _job_cells(r, wide) for r in rows}
+    pods = path("Pod", namespace=namespace)
     try:
         while True:
-            time.sleep(1.0)
-            for r in list_job_rows(
-                cluster, namespace, pool=args.pool, kind=args.kind, selector=args.selector
-            ):
-                cells = _job_cells(r, wide)
-                key = (r.namespace, r.job_id)
-                if seen.get(key, [None] * 5)[:6] != cells[:6] or seen.get(key, [])[9:] != cells[9:]:
-                    table([""] * len(cells), [cells]) if False else print("   ".join(str(c) for c in cells))
-                    sys.stdout.flush()
-                seen[key] = cells
+            _, rv = cluster.list_with_version(pods, label_selector=JOB_SELECTOR)
+            try:
+                for _event in cluster.watch(
+                    pods, resource_version=rv, label_selector=JOB_SELECTOR, timeout_seconds=60
+                ):
+                    for r in list_job_rows(
+                        cluster,
+                        namespace,
+                        pool=args.pool,
+                        kind=args.kind,
+                        selector=args.selector,
+                        positions=wide,
+                    ):
+                        cells = _job_cells(r, wide)
+                        key = (r.namespace, r.job_id)
+                        old = seen.get(key)
+                        if old is None or old[:8] != cells[:8] or old[9:] != cells[9:]:
+                            print("   ".join(str(c) for c in cells), flush=True)
+                        seen[key] = cells
+            except ApiError as e:
+                if e.status != 410:  # 410 Gone: our resourceVersion expired; list again
+                    raise
     except KeyboardInterrupt:
         return
 
