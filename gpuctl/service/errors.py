@@ -26,6 +26,8 @@ class Forbidden(ServiceError):
 def describe_exception(e: BaseException) -> str:
     """One line for any exception: the API server's message for ApiException, else str(e)."""
     body = getattr(e, "body", None)
+    if isinstance(body, dict):  # gpuctl.cluster.ApiError: the API server's Status, already decoded
+        return str(body.get("message") or getattr(e, "message", "") or e)
     if body:
         try:
             return str(json.loads(body).get("message") or body)
