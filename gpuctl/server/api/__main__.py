@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         key = new_api_key()
         print(f"key (give it to the client; it is not stored): {key}")
         print("entry for the keys file:")
-        print(f"- name: {args.new_api_key}\n  sha256: {hash_key(key)}\n  groups: []")
+        print(f'- name: {args.new_api_key}\n  sha256: "{hash_key(key)}"\n  groups: []')
         return 0
     if bool(args.tls_cert_file) != bool(args.tls_key_file):
         print("error: --tls-cert-file and --tls-key-file go together", file=sys.stderr)

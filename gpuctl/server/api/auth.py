@@ -170,7 +170,7 @@ class ApiKeys:
 
         keys:
         - name: ci-bot                      # for logs and the default user name
-          sha256: 9f86d08...                 # hex SHA-256 of the key (--new-api-key prints it)
+          sha256: "9f86d08..."               # hex SHA-256 of the key, quoted (--new-api-key prints it)
           user: gpuctl:apikey:ci-bot         # optional; the default is gpuctl:apikey:<name>
           groups: [gpuctl-automation]        # optional
     """
@@ -199,9 +199,13 @@ class ApiKeys:
         for i, e in enumerate(entries):
             if not isinstance(e, dict) or not isinstance(e.get("name"), str) or not e["name"]:
                 raise ValueError(f"{source}: keys[{i}]: needs a name")
-            digest = str(e.get("sha256", "")).lower()
+            raw = e.get("sha256")
+            digest = raw.lower() if isinstance(raw, str) else ""
             if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-                raise ValueError(f"{source}: keys[{i}] ({e['name']}): sha256 must be 64 hex digits")
+                # Unquoted, YAML may read a hex digest as a number (all digits, or 12e34...).
+                raise ValueError(
+                    f"{source}: keys[{i}] ({e['name']}): sha256 must be 64 hex digits, quoted as a string"
+                )
             groups = e.get("groups") or []
             if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
                 raise ValueError(f"{source}: keys[{i}] ({e['name']}): groups must be a list of strings")

@@ -1,0 +1,242 @@
+"""The REST API without a cluster: authentication first, errors as JSON, permission reviews per request."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from types import SimpleNamespace
+
+import pytest
+from fastapi.testclient import TestClient
+from starlette.testclient import WebSocketDenialResponse
+
+from gpuctl.server.api import create_app, mount
+from gpuctl.server.api.auth import SAR_PATH, TOKEN_REVIEW_PATH, Authenticator
+from gpuctl.server.main import ServerContext
+from gpuctl.server.main import create_app as create_serve_app
+from gpuctl.spec import SpecConfig
+
+USER = {"username": "alice", "uid": "1", "groups": ["team-a"]}
+
+
+class FakeKube:
+    """TokenReview knows one token; SubjectAccessReview allows what `grants` lists. Anything else the
+    service layer would ask raises `other` (nothing in these tests may reach the cluster)."""
+
+    def __init__(self) -> None:
+        self.reviews: list[dict] = []
+        self.grants: list[dict] = []
+        self.other: Exception = AssertionError("no cluster call expected")
+
+    def request(self, method: str, path: str, *, body: dict | None = None, **_: object) -> dict:
+        if path == TOKEN_REVIEW_PATH:
+            ok = body["spec"]["token"] == "good"
+            return {"status": {"authenticated": ok, **({"user": USER} if ok else {})}}
+        if path == SAR_PATH:
+            attrs = body["spec"]["resourceAttributes"]
+            self.reviews.append(attrs)
+            return {
+                "status": {"allowed": any(all(attrs.get(k) == v for k, v in g.items()) for g in self.grants)}
+            }
+        raise self.other
+
+    def get(self, *a, **k):
+        raise self.other
+
+    def get_or_none(self, *a, **k):
+        raise self.other
+
+    def list(self, *a, **k):
+        raise self.other
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+@pytest.fixture
+def client(kube) -> TestClient:
+    app = create_app(lambda: kube, Authenticator(lambda: kube), spec_config=SpecConfig())
+    return TestClient(app, raise_server_exceptions=False)
+
+
+GOOD = {"Authorization": "Bearer good"}
+TRAINING = (
+    "kind: training\njob: {name: t1, namespace: team-b}\nenvironment: {image: busybox}\n"
+    "resources: {pool: p, gpu: 1, cpu: 1, memory: 1Gi}\n"
+)
+
+
+def _operations(client: TestClient) -> list[tuple[str, str]]:
+    spec = client.get("/openapi.json").json()
+    out = []
+    for p, ops in spec["paths"].items():
+        concrete = (
+            p.replace("{jobId}", "j1")
+            .replace("{poolName}", "p1")
+            .replace("{nodeName}", "n1")
+            .replace("{namespaceName}", "team-a")
+            .replace("{key}", "pool")
+        )
+        out += [(m.upper(), concrete) for m in ops]
+    return out
+
+
+def test_health_docs_and_openapi_need_no_token(client):
+    assert client.get("/health").json()["status"] == "healthy"
+    assert client.get("/").json()["message"] == "GPU Control API"
+    assert client.get("/docs").status_code == 200
+    spec = client.get("/openapi.json").json()
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    for p, ops in spec["paths"].items():
+        for op in ops.values():
+            assert ("security" in op) == p.startswith("/api/"), p
+
+
+def test_every_api_operation_answers_401_without_a_valid_token(client, kube):
+    ops = [(m, p) for m, p in _operations(client) if p.startswith("/api/")]
+    assert len(ops) >= 30
+    for method, p in ops:
+        for headers in ({}, {"Authorization": "Bearer bad"}, {"Authorization": "Basic Zm9vOmJhcg=="}):
+            # A broken body must not get past authentication either.
+            r = client.request(
+                method, p, headers={**headers, "content-type": "application/json"}, content=b"{"
+            )
+            assert r.status_code == 401, (method, p, r.text)
+            assert r.headers["www-authenticate"].startswith("Bearer")
+            assert "error" in r.json()
+    assert kube.reviews == []
+
+
+def test_validation_errors_are_422_with_a_message(client):
+    r = client.get("/api/v1/jobs?pageSize=1000&namespace=Bad_NS", headers=GOOD)
+    assert r.status_code == 422
+    body = r.json()
+    assert body["error"].startswith("invalid request: ") and "pageSize" in body["error"]
+    assert {tuple(d["loc"]) for d in body["detail"]} == {("query", "pageSize"), ("query", "namespace")}
+    r = client.post("/api/v1/jobs", headers=GOOD, content=b"{not json")
+    assert r.status_code == 422 and "error" in r.json()
+
+
+def test_bad_yaml_is_400_with_every_issue_before_any_permission_review(client, kube):
+    r = client.post(
+        "/api/v1/jobs",
+        headers=GOOD,
+        json={"yamlContent": "kind: training\njob: {name: Bad_Name}\nresources: {cpu: 1, memory: lots}\n"},
+    )
+    assert r.status_code == 400
+    body = r.json()
+    assert "resources.memory" in body["error"] and "environment" in body["error"]
+    assert len(body["issues"]) >= 3
+    assert kube.reviews == []
+
+
+def test_jobs_route_takes_only_job_kinds(client):
+    r = client.post(
+        "/api/v1/jobs", headers=GOOD, json={"yamlContent": "kind: pool\npool: {name: p}\nnodes: {n1: {}}\n"}
+    )
+    assert r.status_code == 400 and "/api/v1/pools" in r.json()["error"]
+
+
+def test_the_yaml_namespace_decides_which_permission_is_reviewed(client, kube):
+    kube.grants = [{"verb": "create", "namespace": "team-a"}]
+    r = client.post("/api/v1/jobs", headers=GOOD, json={"yamlContent": TRAINING, "namespace": "team-a"})
+    assert r.status_code == 403
+    assert (
+        r.json()["error"]
+        == "forbidden: alice may not create jobs.batch in namespace team-b (Kubernetes RBAC)"
+    )
+    assert kube.reviews == [{"verb": "create", "resource": "jobs", "group": "batch", "namespace": "team-b"}]
+
+
+def test_client_dry_run_returns_the_objects_without_touching_the_cluster(client, kube):
+    kube.grants = [{"verb": "create", "namespace": "team-b"}]
+    r = client.post("/api/v1/jobs", headers=GOOD, json={"yamlContent": TRAINING, "dryRun": "client"})
+    assert r.status_code == 200, r.text
+    assert [o["kind"] for o in r.json()["objects"]] == ["Job"]
+
+
+def test_yaml_alias_bombs_are_refused_quickly(client):
+    lines = ['a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
+    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    lines += ["kind: training", "job: {name: x}", "environment: {image: x, command: *a8}"]
+    t0 = time.monotonic()
+    r = client.post("/api/v1/jobs", headers=GOOD, json={"yamlContent": "\n".join(lines)})
+    assert r.status_code == 400 and "aliases" in r.json()["error"]
+    assert time.monotonic() - t0 < 2
+
+
+def test_admin_routes_are_refused_without_cluster_rights(client, kube):
+    cases = [
+        (
+            "POST",
+            "/api/v1/pools",
+            {"name": "p1", "nodes": ["n1"]},
+            "create resourceflavors.kueue.x-k8s.io p1",
+        ),
+        ("DELETE", "/api/v1/pools/p1", None, "delete resourceflavors.kueue.x-k8s.io p1"),
+        ("POST", "/api/v1/nodes/n1/labels", {"key": "a", "value": "b"}, "patch nodes n1"),
+        ("DELETE", "/api/v1/quotas/team-a", None, "delete clusterqueues.kueue.x-k8s.io team-a"),
+        ("DELETE", "/api/v1/namespaces/team-a", None, "delete namespaces team-a in namespace team-a"),
+        ("GET", "/api/v1/nodes", None, "list nodes cluster-wide"),
+    ]
+    for method, p, body, what in cases:
+        r = client.request(method, p, headers=GOOD, json=body)
+        assert r.status_code == 403, (p, r.text)
+        assert what in r.json()["error"], r.json()
+
+
+def test_unmapped_errors_are_500_without_internals_and_unreachable_is_503(kube):
+    app = create_app(lambda: kube, Authenticator(lambda: kube), spec_config=SpecConfig())
+
+    @app.get("/api/v1/boom")
+    async def boom() -> dict:
+        raise KeyError("secret internals")
+
+    @app.get("/api/v1/down")
+    async def down() -> dict:
+        raise ConnectionRefusedError("refused")
+
+    client = TestClient(app, raise_server_exceptions=False)
+    r = client.get("/api/v1/boom", headers=GOOD)
+    assert r.status_code == 500
+    assert r.json()["error"].startswith("internal error (reference ")
+    assert "secret" not in r.text and "Traceback" not in r.text
+    r = client.get("/api/v1/down", headers=GOOD)
+    assert r.status_code == 503 and "cannot reach" in r.json()["error"]
+
+
+def test_cluster_unreachable_during_a_route_is_503(client, kube):
+    import urllib3
+
+    kube.grants = [{"verb": "list"}]
+    kube.other = urllib3.exceptions.MaxRetryError(None, "/api/v1/pods", "refused")
+    r = client.get("/api/v1/jobs", headers=GOOD)
+    assert r.status_code == 503, r.text
+
+
+def test_websocket_refuses_before_the_handshake(client):
+    for headers, status in (({}, 401), ({"Authorization": "Bearer bad"}, 401)):
+        with (
+            pytest.raises(WebSocketDenialResponse) as e,
+            client.websocket_connect("/api/v1/jobs/j1/logs/ws", headers=headers),
+        ):
+            pass
+        assert e.value.status_code == status
+    with (
+        pytest.raises(WebSocketDenialResponse) as e,
+        client.websocket_connect("/api/v1/jobs/Bad_Name/logs/ws", headers=GOOD),
+    ):
+        pass
+    assert e.value.status_code == 422
+
+
+def test_mounted_into_gpuctl_serve(kube):
+    ctx = ServerContext(cluster=kube, cache=SimpleNamespace(informers={}), options=argparse.Namespace())
+    client = TestClient(create_serve_app(ctx, [mount]))
+    assert client.get("/healthz").json() == {"ok": True}  # serve's own routes keep priority
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/api/v1/whoami").status_code == 401
+    assert client.get("/api/v1/whoami", headers=GOOD).json()["username"] == "alice"
+    assert "/api/v1/jobs" in client.get("/openapi.json").json()["paths"]
