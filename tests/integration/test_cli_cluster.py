@@ -174,6 +174,9 @@ def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, 
         )
     nodes = {p["spec"]["nodeName"] for p in kube.list(path("Pod", namespace=a))}
     assert nodes == {"gpu-node-1", "gpu-node-2"}
+    # Training pods are found by job-name (not by name prefix) for logs.
+    rc, out, err = gpuctl("logs", "big1", "-n", a, "--tail", "1", "--no-timestamps")
+    assert (rc, out.strip()) == (0, "step 20: loss=0.05"), err
 
     assert gpuctl("create", "-f", _training(tmp_path, "wait", b, 4))[0] == 0
     st = wait_until(
