@@ -60,6 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # The long-running services own their flags: pass everything after the verb straight through
+    # (argparse would otherwise try to read `--metrics-port` itself).
+    if argv[:1] == ["serve"]:
+        from gpuctl.server.main import main as serve_main
+
+        return int(serve_main(argv[1:]) or 0)
+    if argv[:2] == ["admission", "serve"]:
+        from admission.server import main as admission_main
+
+        return int(admission_main(argv[2:]) or 0)
     parser = build_parser()
     args = parser.parse_args(argv)
     for name in ("kubeconfig", "context", "namespace"):

@@ -113,6 +113,21 @@ def test_cluster_flags_before_the_verb(capsys) -> None:
     assert "kubeconfig /nonexistent not found" in capsys.readouterr().err
 
 
+def test_service_verbs_get_their_flags_untouched(monkeypatch) -> None:
+    import admission.server
+    import gpuctl.server.main
+
+    seen = {}
+    monkeypatch.setattr(gpuctl.server.main, "main", lambda argv: seen.setdefault("serve", argv) and 0)
+    monkeypatch.setattr(admission.server, "main", lambda argv: seen.setdefault("admission", argv) and 0)
+    assert main(["serve", "--metrics-port", "9090", "--no-reconcile"]) == 0
+    assert main(["admission", "serve", "--port", "8443", "--mode", "warn"]) == 0
+    assert seen == {
+        "serve": ["--metrics-port", "9090", "--no-reconcile"],
+        "admission": ["--port", "8443", "--mode", "warn"],
+    }
+
+
 def test_version_client(capsys) -> None:
     assert main(["version", "--client"]) == 0
     assert capsys.readouterr().out.startswith("gpuctl version: ")
