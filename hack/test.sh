@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 export GPUCTL_PYTHON="$PWD/.venv/bin/python"
 # Prometheus (metrics tests) and promtool come from Debian's package.
 if ! command -v prometheus >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
     || echo "test: could not install prometheus; metrics tests will fail" >&2
 fi
 .venv/bin/ruff check .
