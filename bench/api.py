@@ -1,0 +1,342 @@
+"""Job list and job create through the REST API, next to the same operations with the CLI.
+
+    python bench/api.py [--kubeconfig K] [--duration 10] [--concurrency 8] [--creates 200]
+                        [--cli-runs 40] [--jobs 50] [--start-cluster]
+
+Against the local cluster of $KUBECONFIG (or --kubeconfig; --start-cluster starts its own with
+hack/cluster/up.sh in /tmp/gpuctl-bench-api, port offset 600). It creates a team namespace with a
+quota, `--jobs` training jobs in it (so a list has rows), a ServiceAccount bound to the shipped
+`gpuctl-user` role, and runs `python -m gpuctl.server.api` as a separate process. The caller is that
+ServiceAccount, so every request pays for authentication and authorisation (TokenReview and
+SubjectAccessReview, cached 10 s like in production).
+
+  API   `--concurrency` clients (httpx, keep-alive) for `--duration` seconds:
+        GET /api/v1/jobs?namespace=NS&pageSize=100, then POST /api/v1/jobs until `--creates` jobs.
+  CLI   the same operations as whole processes (what a script calling gpuctl pays), `--concurrency`
+        at a time: `gpuctl get jobs -n NS -o json` `--cli-runs` times, `gpuctl create -f` as often.
+
+Prints requests per second and p50/p99 latency of each. Everything created is deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RUN = "/tmp/gpuctl-bench-api"
+CLI = [sys.executable, "-m", "gpuctl.cli.main"]
+
+
+def sh(*cmd: str, env: dict | None = None, check: bool = True, stdin: str | None = None) -> str:
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, input=stdin)
+    if check and p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:6])}... failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (p99 of 40 samples is the largest but one, not an interpolation)."""
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = max(min(round(q / 100 * len(s) + 0.5) - 1, len(s) - 1), 0)
+    return s[k]
+
+
+def job_yaml(name: str, ns: str) -> str:
+    return (
+        f"kind: training\njob: {{name: {name}, namespace: {ns}, priority: low}}\n"
+        "environment: {image: busybox, env: [{GPUCTL_FAKE_RUNTIME: 5s}]}\n"
+        "resources: {pool: training-pool, gpu: 0, cpu: 10m, memory: 16Mi}\n"
+    )
+
+
+class Report:
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+
+    def add(self, op: str, client: str, latencies: list[float], wall: float, errors: int) -> None:
+        n = len(latencies)
+        self.rows.append(
+            (
+                op,
+                client,
+                n,
+                errors,
+                n / wall if wall else 0.0,
+                statistics.median(latencies) * 1000 if latencies else float("nan"),
+                percentile(latencies, 99) * 1000,
+            )
+        )
+        p99 = percentile(latencies, 99) * 1000
+        print(f"  {op:<11} {client:<24} n={n:<5} {n / wall:8.1f} req/s  p99 {p99:8.1f} ms", flush=True)
+
+    def print(self) -> None:
+        print()
+        head = ("OPERATION", "CLIENT", "N", "ERRORS", "REQ/S", "P50 MS", "P99 MS")
+        print("{:<11}  {:<24}  {:>5}  {:>6}  {:>8}  {:>8}  {:>8}".format(*head))
+        for op, client, n, err, rps, p50, p99 in self.rows:
+            print(f"{op:<11}  {client:<24}  {n:>5}  {err:>6}  {rps:>8.1f}  {p50:>8.1f}  {p99:>8.1f}")
+
+
+# ----------------------------------------------------------------------------- API load
+async def api_load(
+    url: str, token: str, concurrency: int, make_request, stop
+) -> tuple[list[float], float, int]:
+    import httpx
+
+    latencies: list[float] = []
+    errors = 0
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {token}"}, limits=limits, timeout=120
+    ) as c:
+
+        async def worker(w: int) -> None:
+            nonlocal errors
+            i = 0
+            while not stop(len(latencies) + errors):
+                t = time.perf_counter()
+                r = await make_request(c, w, i)
+                dt = time.perf_counter() - t
+                i += 1
+                if r.status_code >= 400:
+                    errors += 1
+                    if errors <= 3:
+                        print(f"    error {r.status_code}: {r.text[:200]}", file=sys.stderr)
+                else:
+                    latencies.append(dt)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(concurrency)))
+        return latencies, time.perf_counter() - t0, errors
+
+
+# ----------------------------------------------------------------------------- CLI load
+def cli_load(commands: list[list[str]], concurrency: int, env: dict) -> tuple[list[float], float, int]:
+    latencies: list[float] = []
+    errors = 0
+
+    def one(cmd: list[str]) -> tuple[float, int]:
+        t = time.perf_counter()
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"    cli error: {p.stderr[:200]}", file=sys.stderr)
+        return time.perf_counter() - t, p.returncode
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        for dt, rc in pool.map(one, commands):
+            if rc:
+                errors += 1
+            else:
+                latencies.append(dt)
+    return latencies, time.perf_counter() - t0, errors
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    ap.add_argument("--start-cluster", action="store_true", help="start (and stop) a local cluster")
+    ap.add_argument("--duration", type=float, default=10.0, help="seconds of API job list load")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8], help="client counts (1 8)")
+    ap.add_argument("--creates", type=int, default=100, help="jobs created through the API per concurrency")
+    ap.add_argument("--cli-runs", type=int, default=40, help="CLI invocations per operation")
+    ap.add_argument("--jobs", type=int, default=50, help="jobs in the namespace before the list runs")
+    args = ap.parse_args()
+
+    cluster_env = {**os.environ, "GPUCTL_TESTBED_RUN": RUN, "GPUCTL_TESTBED_PORT_OFFSET": "600"}
+    if args.start_cluster:
+        sh(str(ROOT / "hack/cluster/up.sh"), env=cluster_env)
+        args.kubeconfig = f"{RUN}/kubeconfig"
+    if not args.kubeconfig:
+        raise SystemExit("no cluster: pass --kubeconfig, set KUBECONFIG, or --start-cluster")
+    kc = args.kubeconfig
+    env = {**os.environ, "KUBECONFIG": kc, "PYTHONPATH": str(ROOT)}
+
+    from gpuctl.cluster import Cluster, path
+    from gpuctl.service.jobs import list_job_rows
+
+    kube = Cluster.connect(kubeconfig=kc)
+    ns = f"bench-api-{uuid.uuid4().hex[:6]}"
+    quota_name = f"q-{ns}"
+    tmp = Path(tempfile.mkdtemp(prefix="gpuctl-bench-api-"))
+    server = None
+    binding = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/bench"
+    report = Report()
+    try:
+        # ---- setup: pools (if missing), a team, a caller, some jobs
+        if kube.get_or_none(path("ResourceFlavor", "training-pool")) is None:
+            sh(*CLI, "create", "-f", str(ROOT / "examples/pools.yaml"), env=env)
+        q = tmp / "quota.yaml"
+        q.write_text(
+            f"kind: quota\nquota: {{name: {quota_name}}}\nnamespace:\n  {ns}: {{cpu: 1000, memory: 4Ti}}\n"
+        )
+        sh(*CLI, "create", "-f", str(q), env=env)
+        import yaml
+
+        for doc in yaml.safe_load_all((ROOT / "manifests/api/rbac.yaml").read_text()):
+            if doc and doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuctl-user":
+                kube.request(
+                    "PATCH",
+                    "/apis/rbac.authorization.k8s.io/v1/clusterroles/gpuctl-user",
+                    query={"fieldManager": "gpuctl-bench", "force": "true"},
+                    body=doc,
+                    content_type="application/apply-patch+yaml",
+                )
+        kube.create(
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "bench", "namespace": ns}}
+        )
+        kube.request(
+            "POST",
+            binding.rsplit("/", 1)[0],
+            body={
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "bench", "namespace": ns},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "gpuctl-user",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": ns}],
+            },
+        )
+        token = kube.request(
+            "POST",
+            path("ServiceAccount", "bench", ns, "token"),
+            body={
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 3600},
+            },
+        )["status"]["token"]
+        for i in range(args.jobs):
+            f = tmp / f"seed-{i}.yaml"
+            f.write_text(job_yaml(f"seed-{i}", ns))
+        sh(
+            *CLI,
+            "create",
+            *[a for i in range(args.jobs) for a in ("-f", str(tmp / f"seed-{i}.yaml"))],
+            env=env,
+        )
+        time.sleep(3)
+        rows = list_job_rows(kube, ns)
+        print(f"setup: namespace {ns}, {args.jobs} jobs, {len(rows)} rows in `get jobs`", flush=True)
+
+        port = free_port()
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gpuctl.server.api",
+                "--port",
+                str(port),
+                "--address",
+                "127.0.0.1",
+                "--kubeconfig",
+                kc,
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp / "api.log").open("w"),
+        )
+        url = f"http://127.0.0.1:{port}"
+        import httpx
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("the API did not start")
+            time.sleep(0.2)
+        print(f"API at {url}", flush=True)
+
+        # ---- job list (while the namespace holds the seed jobs only)
+        async def get_jobs(client, w, i):
+            return await client.get("/api/v1/jobs", params={"namespace": ns, "pageSize": 100})
+
+        for c in args.concurrency:
+            asyncio.run(api_load(url, token, c, get_jobs, lambda n, c=c: n >= c * 5))  # warm caches
+            end = time.monotonic() + args.duration
+            lat, wall, err = asyncio.run(
+                api_load(url, token, c, get_jobs, lambda n, end=end: time.monotonic() >= end)
+            )
+            report.add("job list", f"API (HTTP), c={c}", lat, wall, err)
+            cmd = [*CLI, "get", "jobs", "-n", ns, "-o", "json"]
+            lat, wall, err = cli_load([cmd] * args.cli_runs, c, env)
+            report.add("job list", f"CLI (process), c={c}", lat, wall, err)
+        t = []
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < min(args.duration, 5):
+            s = time.perf_counter()
+            list_job_rows(kube, ns)
+            t.append(time.perf_counter() - s)
+        report.add("job list", "service call, c=1", t, time.perf_counter() - t0, 0)
+
+        # ---- job create
+        run = uuid.uuid4().hex[:4]
+        for c in args.concurrency:
+
+            async def create(client, w, i, c=c):
+                return await client.post(
+                    "/api/v1/jobs", json={"yamlContent": job_yaml(f"api-{run}-{c}-{w}-{i}", ns)}
+                )
+
+            lat, wall, err = asyncio.run(api_load(url, token, c, create, lambda n: n >= args.creates))
+            report.add("job create", f"API (HTTP), c={c}", lat, wall, err)
+            files = []
+            for i in range(args.cli_runs):
+                f = tmp / f"cli-{c}-{i}.yaml"
+                f.write_text(job_yaml(f"cli-{run}-{c}-{i}", ns))
+                files.append([*CLI, "create", "-f", str(f)])
+            lat, wall, err = cli_load(files, c, env)
+            report.add("job create", f"CLI (process), c={c}", lat, wall, err)
+
+        report.print()
+        total = len(list_job_rows(kube, ns))
+        print(
+            f"\n`get jobs -n {ns}` had {len(rows)} rows during the list runs, {total} at the end. "
+            "c = concurrent clients: keep-alive HTTP clients of one API process, or CLI processes "
+            "at a time. The service call is list_job_rows in this process, without HTTP or auth."
+        )
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        kube.delete(binding)
+        sh(*CLI, "delete", "quota", quota_name, "--delete-namespace", env=env, check=False)
+        if args.start_cluster:
+            sh(str(ROOT / "hack/cluster/down.sh"), env=cluster_env, check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
