@@ -240,3 +240,18 @@ def test_mounted_into_gpuctl_serve(kube):
     assert client.get("/api/v1/whoami").status_code == 401
     assert client.get("/api/v1/whoami", headers=GOOD).json()["username"] == "alice"
     assert "/api/v1/jobs" in client.get("/openapi.json").json()["paths"]
+
+
+def test_oversized_bodies_are_refused_before_they_are_read(client):
+    big = b'{"yamlContent": "' + b"x" * (9 * 1024 * 1024) + b'"}'
+    r = client.post("/api/v1/jobs", headers={**GOOD, "content-type": "application/json"}, content=big)
+    assert r.status_code == 413 and "request body over" in r.json()["error"]
+
+    def chunks():
+        for _ in range(10):
+            yield b"x" * (1024 * 1024)
+
+    r = client.post("/api/v1/jobs", headers={**GOOD, "content-type": "application/json"}, content=chunks())
+    assert r.status_code == 413 and "request body over" in r.json()["error"]
+    # Anonymous callers still get 401 first.
+    assert client.post("/api/v1/jobs", content=big).status_code == 401

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from gpuctl import __version__
 from gpuctl.cluster import Cluster
 from gpuctl.server.api.auth import Authenticator
-from gpuctl.server.api.deps import ApiState, AuthMiddleware
+from gpuctl.server.api.deps import ApiState, AuthMiddleware, BodyLimitMiddleware
 from gpuctl.server.api.errors import GuardMiddleware, install
 from gpuctl.server.api.routes import health, jobs, namespaces, nodes, pools, quotas
 from gpuctl.spec import SpecConfig
@@ -58,7 +58,9 @@ def create_app(
     app.include_router(nodes.router)
     app.include_router(quotas.router)
     app.include_router(namespaces.router)
-    # Added last = outermost: the guard also catches what authentication raises.
+    # Added last = outermost: the guard also catches what authentication raises, and authentication
+    # comes before anything reads the body.
+    app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(AuthMiddleware, auth=auth)
     app.add_middleware(GuardMiddleware)
     return app

@@ -258,13 +258,6 @@ class ApiKeys:
 
 
 # ----------------------------------------------------------------------------- the authenticator
-@dataclass
-class AuthStats:
-    token_reviews: int = 0
-    access_reviews: int = 0
-    cache_hits: int = 0
-
-
 class Authenticator:
     """TokenReview + SubjectAccessReview with a short cache. Blocking methods: call them in a thread.
 
@@ -286,7 +279,6 @@ class Authenticator:
         self.audiences = list(audiences)
         self._tokens = TTLCache(ttl, max_entries)
         self._decisions = TTLCache(ttl, max_entries)
-        self.stats = AuthStats()
 
     # ---------------------------------------------------------------- authentication
     @staticmethod
@@ -299,8 +291,6 @@ class Authenticator:
         if token.startswith(API_KEY_PREFIX):
             return self._api_key_caller(token)
         value = self._tokens.get(self._token_key(token))
-        if value is not MISS:
-            self.stats.cache_hits += 1
         return value
 
     def _api_key_caller(self, key: str) -> Caller | None:
@@ -327,7 +317,6 @@ class Authenticator:
         }
         if self.audiences:
             body["spec"]["audiences"] = self.audiences
-        self.stats.token_reviews += 1
         try:
             review = self.cluster_factory().request("POST", TOKEN_REVIEW_PATH, body=body)
         except ApiError as e:
@@ -352,7 +341,6 @@ class Authenticator:
         value = self._decisions.get((caller, access))
         if value is MISS:
             return None
-        self.stats.cache_hits += 1
         return bool(value)
 
     def allowed(self, caller: Caller, access: Access) -> bool:
@@ -365,7 +353,6 @@ class Authenticator:
             "kind": "SubjectAccessReview",
             "spec": {**caller.sar_user(), "resourceAttributes": access.attributes()},
         }
-        self.stats.access_reviews += 1
         try:
             review = self.cluster_factory().request("POST", SAR_PATH, body=body)
         except ApiError as e:

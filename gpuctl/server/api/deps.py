@@ -9,16 +9,18 @@ them.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-from fastapi import Request, Security
+from fastapi import HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpuctl.cluster import Cluster
 from gpuctl.server.api.auth import MISS, Access, Authenticator, AuthError, Caller, bearer_token
@@ -29,15 +31,18 @@ T = TypeVar("T")
 
 # Worker threads for blocking calls. The cluster client's connection pool is sized to match.
 THREADS = 64
-_limiter: anyio.CapacityLimiter | None = None
+# One limiter per event loop: a limiter belongs to the loop it waits on (tests run several loops).
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def limiter() -> anyio.CapacityLimiter:
-    # Created lazily: a CapacityLimiter belongs to the event loop that first uses it.
-    global _limiter
-    if _limiter is None:
-        _limiter = anyio.CapacityLimiter(THREADS)
-    return _limiter
+    loop = asyncio.get_running_loop()
+    lim = _limiters.get(loop)
+    if lim is None:
+        lim = _limiters[loop] = anyio.CapacityLimiter(THREADS)
+    return lim
 
 
 async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -115,6 +120,39 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
+MAX_BODY = 8 * 1024 * 1024
+
+
+class BodyLimitMiddleware:
+    """Refuse request bodies over `limit` bytes (413) before they are read into memory: the routes
+    validate sizes (1 MiB of YAML), but only after FastAPI has read the whole body."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await error(413, f"request body over {self.limit} bytes")(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:  # chunked bodies have no Content-Length
+                    raise HTTPException(413, f"request body over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
 async def current_caller(
     request: Request, _: HTTPAuthorizationCredentials | None = Security(bearer_scheme)
 ) -> Caller:
@@ -153,13 +191,24 @@ async def visible(request: Request, caller: Caller, access: Access, namespaces: 
     spaces = set(namespaces)
     if await allowed(auth, caller, replace(access, namespace=None)):
         return spaces
-    return {ns for ns in sorted(spaces) if await allowed(auth, caller, replace(access, namespace=ns))}
+    out: set[str] = set()
+
+    async def check(ns: str) -> None:
+        if await allowed(auth, caller, replace(access, namespace=ns)):
+            out.add(ns)
+
+    # Concurrently: a cold cache with many namespaces would otherwise cost one round trip after another.
+    async with anyio.create_task_group() as tg:
+        for ns in sorted(spaces):
+            tg.start_soon(check, ns)
+    return out
 
 
 __all__ = [
     "MISS",
     "ApiState",
     "AuthMiddleware",
+    "BodyLimitMiddleware",
     "allowed",
     "authenticate",
     "credential",
