@@ -77,8 +77,12 @@ def start_reader(
     send: MemoryObjectSendStream[Event]
     send, receive = anyio.create_memory_object_stream[Event](max_buffer_size=BUFFER_LINES)
     token = anyio.lowlevel.current_token()
+    stopped = threading.Event()
 
     def put(event: Event) -> None:
+        # After stop() nobody reads, and the event loop may be gone: never wait on it then.
+        if stopped.is_set():
+            raise anyio.ClosedResourceError
         anyio.from_thread.run(send.send, event, token=token)
 
     def worker() -> None:
@@ -92,9 +96,13 @@ def start_reader(
                 put(("error", describe_error(e)))
         finally:
             with contextlib.suppress(Exception):
-                anyio.from_thread.run_sync(send.close, token=token)
+                if stopped.is_set():
+                    send.close()
+                else:
+                    anyio.from_thread.run_sync(send.close, token=token)
 
     def stop() -> None:
+        stopped.set()
         shutdown = getattr(resp, "shutdown", None)
         with contextlib.suppress(Exception):
             if shutdown is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import re
 from typing import Annotated, Any
 
 import anyio
@@ -61,7 +62,7 @@ from gpuctl.service.jobs import (
 from gpuctl.service.lifecycle import Result, delete_by_name, submit
 from gpuctl.service.plan import plan_documents
 from gpuctl.service.status import workload_gpus
-from gpuctl.spec import SpecError
+from gpuctl.spec import Document, SpecError
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 ws_router = APIRouter(tags=["jobs"])
@@ -215,7 +216,7 @@ async def get_job(request: Request, caller: Me, jobId: JobName, namespace: Names
 
 
 # ----------------------------------------------------------------------------- create / apply
-def _create_accesses(objects: list[dict], action: str, force: bool) -> list[Access]:
+def _create_accesses(objects: list[dict], action: str) -> list[Access]:
     """The RBAC verbs the submitted objects need: create; apply also patches (server-side apply) and
     may re-create a Job whose pod template changed (delete)."""
     out = []
@@ -232,17 +233,16 @@ async def _submit(
     request: Request,
     caller: Caller,
     body: Submit | BatchSubmit,
-    text: str,
+    docs: list[Document],
     action: str,
-    force: bool,
-    source: str,
+    force: bool = False,
 ) -> tuple[int, dict]:
+    """Review the caller's right to every object the documents make, then lifecycle.submit them."""
     st = state(request)
-    docs = await run(load, text, st.spec_config, strict=body.strict, source=source)
     only_kinds(docs, JOB_KINDS, "/api/v1/jobs")
     default_ns = body.namespace or "default"
     plan = plan_documents(docs, default_ns)
-    await require(request, caller, *_create_accesses(plan.objects, action, force))
+    await require(request, caller, *_create_accesses(plan.objects, action))
     mode = dry_run_mode(body.dryRun)
     if mode == "client":
         return 200, {"dryRun": "client", "objects": plan.objects, "warnings": warnings(docs)}
@@ -272,18 +272,18 @@ async def _submit(
     summary="Create jobs from gpuctl YAML (as `gpuctl create -f`)",
 )
 async def create_jobs(request: Request, caller: Me, body: Submit) -> JSON:
-    code, data = await _submit(request, caller, body, body.yamlContent, "create", False, "<request>")
+    docs = await run(load, body.yamlContent, state(request).spec_config, strict=body.strict)
+    code, data = await _submit(request, caller, body, docs, "create")
     return JSON(data, status_code=code)
 
 
 @router.put("/{jobId}", responses=COMMON_ERRORS, summary="Apply a job's YAML (as `gpuctl apply -f`)")
 async def apply_job(request: Request, caller: Me, jobId: JobName, body: Submit) -> JSON:
-    st = state(request)
-    docs = await run(load, body.yamlContent, st.spec_config, strict=body.strict)
+    docs = await run(load, body.yamlContent, state(request).spec_config, strict=body.strict)
     names = [getattr(getattr(d.spec, "job", None), "name", None) for d in docs]
     if names != [jobId]:
         raise ApiProblem(400, f"PUT /api/v1/jobs/{jobId} takes one document whose job.name is {jobId}")
-    code, data = await _submit(request, caller, body, body.yamlContent, "apply", body.force, "<request>")
+    code, data = await _submit(request, caller, body, docs, "apply", body.force)
     return JSON(data, status_code=code)
 
 
@@ -297,7 +297,10 @@ async def create_batch(request: Request, caller: Me, body: BatchSubmit) -> JSON:
     failed: list[dict] = []
     for i, text in enumerate(body.yamlContents):
         try:
-            _, data = await _submit(request, caller, body, text, "create", False, f"yamlContents[{i}]")
+            docs = await run(
+                load, text, state(request).spec_config, strict=body.strict, source=f"yamlContents[{i}]"
+            )
+            _, data = await _submit(request, caller, body, docs, "create")
         except (ApiProblem, AuthError, ServiceError, SpecError, ApiError) as e:
             failed.append({"index": i, "error": _message(e), "status": _status(e)})
             continue
@@ -384,11 +387,12 @@ async def _log_target(
     return chosen
 
 
+POD = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 PodQ = Annotated[
     str | None,
     Query(
         max_length=253,
-        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        pattern=POD,
         description="one pod of the job (default: the first running)",
     ),
 ]
@@ -463,19 +467,16 @@ async def follow_logs(
 ) -> None:
     """Stream a job's log: `{"type": "log", "data": line, "pod": name}` per line, in order and once
     each, then `{"type": "end"}` when the pod's log ends (or `{"type": "error", ...}`)."""
-    import re
-
-    from gpuctl.server.api.models import DNS_LABEL as LABEL
-
     st = ws.app.state.api
+    # The same rules as the HTTP routes' parameters (FastAPI does not apply Query patterns here).
     bad = [
         what
-        for what, value in (("jobId", jobId), ("namespace", namespace), ("pod", pod))
-        if value is not None
-        and (
-            len(value) > 253
-            or not re.match(LABEL if what != "pod" else r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", value)
+        for what, value, pattern in (
+            ("jobId", jobId, DNS_LABEL),
+            ("namespace", namespace, DNS_LABEL),
+            ("pod", pod, POD),
         )
+        if value is not None and (len(value) > 253 or not re.match(pattern, value))
     ]
     if bad or tail < -1:
         await _deny(ws, 422, f"invalid {', '.join(bad) or 'tail'}")
