@@ -255,3 +255,13 @@ def test_oversized_bodies_are_refused_before_they_are_read(client):
     assert r.status_code == 413 and "request body over" in r.json()["error"]
     # Anonymous callers still get 401 first.
     assert client.post("/api/v1/jobs", content=big).status_code == 401
+
+
+@pytest.mark.parametrize("text", ["---\n", "# nothing\n", "\n\n", "---\n---\n"])
+def test_yaml_without_documents_is_400(client, text):
+    r = client.post("/api/v1/jobs", headers=GOOD, json={"yamlContent": text})
+    assert r.status_code == 400 and "no YAML document" in r.json()["error"]
+    r = client.post("/api/v1/jobs/batch", headers=GOOD, json={"yamlContents": [text]})
+    assert r.status_code == 400 and r.json()["failed"][0]["status"] == 400
+    r = client.post("/api/v1/quotas", headers=GOOD, json={"yamlContent": text})
+    assert r.status_code == 400

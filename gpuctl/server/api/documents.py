@@ -60,7 +60,10 @@ def load(text: str, config: SpecConfig, *, strict: bool = False, source: str = "
         )
     if strict:
         config = SpecConfig(allowed_host_paths=config.allowed_host_paths, strict=True)
-    return load_text(text, source, config)
+    docs = load_text(text, source, config)
+    if not docs:
+        raise ApiProblem(400, f"{source}: no YAML document (only comments, `---` or blank)")
+    return docs
 
 
 def only_kinds(docs: list[Document], kinds: Iterable[str], route: str) -> None:
