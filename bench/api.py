@@ -180,6 +180,8 @@ def main() -> int:
     quota_name = f"q-{ns}"
     tmp = Path(tempfile.mkdtemp(prefix="gpuctl-bench-api-"))
     server = None
+    role_created = False
+    role_path = ""
     binding = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/bench"
     report = Report()
     try:
@@ -193,6 +195,8 @@ def main() -> int:
         sh(*CLI, "create", "-f", str(q), env=env)
         import yaml
 
+        role_path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/gpuctl-user"
+        role_created = kube.get_or_none(role_path) is None
         for doc in yaml.safe_load_all((ROOT / "manifests/api/rbac.yaml").read_text()):
             if doc and doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == "gpuctl-user":
                 kube.request(
@@ -332,6 +336,8 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 server.kill()
         kube.delete(binding)
+        if role_created:
+            kube.delete(role_path)
         sh(*CLI, "delete", "quota", quota_name, "--delete-namespace", env=env, check=False)
         if args.start_cluster:
             sh(str(ROOT / "hack/cluster/down.sh"), env=cluster_env, check=False)

@@ -112,6 +112,7 @@ class Env:
     system: str
     tokens: dict[str, str]
     api_key: str
+    quota: str
     kube: Cluster
     cleanup: list[str] = field(default_factory=list)
 
@@ -245,7 +246,7 @@ def _setup(cluster: str, kube: Cluster, tmp: Path, undo: list) -> Env:
     thread.start()
     undo.append(lambda: (setattr(server, "should_exit", True), thread.join(10)))
     wait_until(lambda: server.started, 20, 0.05, what="API server started")
-    e = Env(f"http://127.0.0.1:{port}", cluster, str(api_kc), a, b, system, tokens, key, kube)
+    e = Env(f"http://127.0.0.1:{port}", cluster, str(api_kc), a, b, system, tokens, key, f"q-{s}", kube)
     undo.append(lambda: [kube.delete(path("Namespace", n)) for n in e.cleanup])
     return e
 
@@ -477,7 +478,9 @@ def test_only_admins_change_pools_quotas_labels_and_namespaces(env):
     assert admin.get("/api/v1/nodes/gpu-node-1/labels/team").status_code == 404
 
     # Quotas: apply changes a budget; a new team's quota and namespace come and go.
-    q = f"kind: quota\nquota: {{name: q-x}}\nnamespace:\n  {env.a}: {{cpu: 64, memory: 256Gi, gpu: 8}}\n"
+    # Same quota name: the namespace stays in the fixture's quota (and goes with it at the end).
+    q = f"kind: quota\nquota: {{name: {env.quota}}}\nnamespace:\n"
+    q += f"  {env.a}: {{cpu: 64, memory: 256Gi, gpu: 8}}\n"
     r = admin.put("/api/v1/quotas", json={"yamlContent": q.replace("gpu: 8", "gpu: 6")})
     assert r.status_code == 200, r.text
     assert admin.get(f"/api/v1/quotas/{env.a}").json()["gpu"]["quota"] == 6
