@@ -265,3 +265,19 @@ def test_yaml_without_documents_is_400(client, text):
     assert r.status_code == 400 and r.json()["failed"][0]["status"] == 400
     r = client.post("/api/v1/quotas", headers=GOOD, json={"yamlContent": text})
     assert r.status_code == 400
+
+
+def test_a_quota_needs_the_right_to_create_or_label_its_namespace(kube):
+    # No cache: the grants change between the requests.
+    app = create_app(lambda: kube, Authenticator(lambda: kube, ttl=0), spec_config=SpecConfig())
+    client = TestClient(app, raise_server_exceptions=False)
+    kube.grants = [{"resource": "clusterqueues"}]
+    existing = {"/api/v1/namespaces/team-a"}
+    kube.get_or_none = lambda p, **_: {"metadata": {}} if p in existing else None
+    text = "kind: quota\nquota: {name: q}\nnamespace: {team-a: {gpu: 1}, team-new: {gpu: 1}}\n"
+    r = client.post("/api/v1/quotas", headers=GOOD, json={"yamlContent": text})
+    assert r.status_code == 403
+    assert "may not patch namespaces team-a in namespace team-a" in r.json()["error"]
+    kube.grants.append({"resource": "namespaces", "verb": "patch", "namespace": "team-a"})
+    r = client.post("/api/v1/quotas", headers=GOOD, json={"yamlContent": text})
+    assert r.status_code == 403 and "may not create namespaces cluster-wide" in r.json()["error"]

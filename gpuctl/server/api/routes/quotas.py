@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from gpuctl.cluster import Cluster, path
 from gpuctl.constants import Kind
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import AuthError, Caller
@@ -57,14 +58,22 @@ async def get_quota(request: Request, caller: Me, namespaceName: NamespaceP) -> 
     return JSON(rows[0])
 
 
+def _existing_namespaces(cluster: Cluster, names: list[str]) -> set[str]:
+    return {n for n in names if cluster.get_or_none(path("Namespace", n)) is not None}
+
+
 async def _write(request: Request, caller: Caller, body: QuotaBody, action: str) -> JSON:
     docs = await run(load, body.yamlContent, state(request).spec_config, strict=body.strict)
     only_kinds(docs, [Kind.QUOTA], "/api/v1/quotas")
     verb = "create" if action == "create" else "update"
+    spaces = sorted({ns for d in docs for ns in d.spec.entries()})
+    await require(request, caller, *[perms.quotas(verb, ns) for ns in spaces] or [perms.quotas(verb)])
+    # A quota also creates its team namespace, or labels it when it exists: RBAC must allow that too.
+    existing = await run(_existing_namespaces, state(request).cluster(), spaces)
     await require(
         request,
         caller,
-        *[perms.quotas(verb, ns) for d in docs for ns in d.spec.entries()] or [perms.quotas(verb)],
+        *[perms.namespaces("patch", ns) if ns in existing else perms.namespaces("create") for ns in spaces],
     )
     mode = dry_run_mode(body.dryRun)
     if mode == "client":
