@@ -27,7 +27,6 @@ refusing those updates would wedge the object instead of protecting anything.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -45,8 +44,8 @@ from gpuctl.constants import (
     Labels,
     Priority,
 )
+from gpuctl.domain.gpus import ShapeError, pod_spec_gpus
 from gpuctl.spec.models import normalise_host_path, path_denied
-from gpuctl.spec.quantity import QuantityError, parse_quantity
 from gpuctl.spec.suggest import closest
 
 __all__ = [
@@ -234,25 +233,6 @@ def _strmap(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, str
     return m
 
 
-def _gpus(value: Any, where: str) -> int:
-    """GPU count of one resources entry, rounded up (the API server only accepts whole extended resources)."""
-    if type(value) is str:
-        if value.isascii() and value.isdigit():
-            return int(value)
-        try:
-            q = parse_quantity(value)
-        except QuantityError as exc:
-            raise Malformed(f"{where}: {exc}") from None
-        if not q.is_finite() or q > 1_000_000:
-            return 1_000_000
-        return max(0, math.ceil(q))
-    if type(value) is int:
-        return max(0, value)
-    if type(value) is float and math.isfinite(value):
-        return max(0, math.ceil(value))
-    raise Malformed(f"{where} must be a quantity string, not {type(value).__name__}")
-
-
 # ---------------------------------------------------------------------------------------------------------
 # The object under review, reduced to what the rules read.
 
@@ -292,39 +272,13 @@ def _work(kind: str, obj: Mapping[str, Any], where: str) -> _Work:
     )
 
 
-def _containers(spec: Mapping[str, Any], where: str) -> tuple[list, list]:
-    return _l(spec, "containers", where), _l(spec, "initContainers", where)
-
-
-def _container_gpus(c: Any, where: str) -> int:
-    c = _item(c, where)
-    res = _m(c, "resources", where)
-    if not res:
-        return 0
-    requests = _m(res, "requests", f"{where}.resources")
-    v = requests.get(GPU_RESOURCE)
-    if v is None:
-        v = _m(res, "limits", f"{where}.resources").get(GPU_RESOURCE)
-        if v is None:
-            return 0
-    return _gpus(v, f"{where}.resources[{GPU_RESOURCE}]")
-
-
 def pod_gpus(spec: Mapping[str, Any], where: str = "spec") -> int:
-    """GPUs one pod holds: the sum over containers and sidecars, or the largest init container if larger
-    (Kubernetes' effective request; init containers run one at a time)."""
-    containers, inits = _containers(spec, where)
-    total = 0
-    for i, c in enumerate(containers):
-        total += _container_gpus(c, f"{where}.containers[{i}]")
-    biggest_init = 0
-    for i, c in enumerate(inits):
-        n = _container_gpus(c, f"{where}.initContainers[{i}]")
-        if _item(c, f"{where}.initContainers[{i}]").get("restartPolicy") == "Always":
-            total += n  # a sidecar runs next to the containers
-        elif n > biggest_init:
-            biggest_init = n
-    return max(total, biggest_init)
+    """GPUs one pod holds (gpuctl.domain.gpus.pod_spec_gpus: containers and sidecars, or the init phase's
+    peak if larger); a value of the wrong shape is Malformed."""
+    try:
+        return pod_spec_gpus(spec, where)
+    except ShapeError as exc:
+        raise Malformed(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -27,7 +27,9 @@ from typing import Any, Final, Protocol
 import orjson
 from urllib3.exceptions import ReadTimeoutError
 
-from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, KUEUE_GROUP, KUEUE_VERSION, MANAGED_BY_VALUE, Labels
+from gpuctl.constants import KUEUE_GROUP, KUEUE_VERSION, MANAGED_BY_VALUE, NAMESPACE_MARKER_VALUE, Labels
+from gpuctl.domain.pools import is_pool_flavor, node_gpus
+from gpuctl.domain.teams import cluster_queue_flavors
 
 log = logging.getLogger("gpuctl.admission.state")
 
@@ -133,35 +135,14 @@ def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
     return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def _int_quantity(v: Any) -> int:
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.isascii() and v.isdigit():
-        return int(v)
-    if isinstance(v, str):
-        from gpuctl.spec.quantity import QuantityError, parse_quantity
-
-        try:
-            return int(parse_quantity(v))
-        except (QuantityError, ValueError, ArithmeticError):
-            return 0
-    return 0
-
-
 def reduce_flavor(obj: Mapping[str, Any]) -> tuple[str, bool | None]:
-    name = _meta(obj).get("name", "")
-    pool = _labels(obj).get(Labels.MANAGED_BY) == MANAGED_BY_VALUE and name != BUDGET_FLAVOR
-    return name, (True if pool else None)
+    return _meta(obj).get("name", ""), (True if is_pool_flavor(obj) else None)
 
 
 def reduce_node(obj: Mapping[str, Any]) -> tuple[str, NodeInfo]:
     name = _meta(obj).get("name", "")
     labels = _labels(obj)
-    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
-    alloc = status.get("allocatable") if isinstance(status.get("allocatable"), dict) else {}
-    return name, NodeInfo(
-        name, MappingProxyType(labels), _int_quantity(alloc.get(GPU_RESOURCE, 0)), labels.get(Labels.POOL)
-    )
+    return name, NodeInfo(name, MappingProxyType(labels), node_gpus(obj), labels.get(Labels.POOL))
 
 
 def reduce_local_queue(obj: Mapping[str, Any]) -> tuple[tuple[str, str], str]:
@@ -172,19 +153,10 @@ def reduce_local_queue(obj: Mapping[str, Any]) -> tuple[tuple[str, str], str]:
 
 
 def reduce_cluster_queue(obj: Mapping[str, Any]) -> tuple[str, frozenset[str]]:
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    flavors = set()
-    for group in spec.get("resourceGroups") or ():
-        if isinstance(group, dict):
-            for f in group.get("flavors") or ():
-                if isinstance(f, dict) and isinstance(f.get("name"), str):
-                    flavors.add(f["name"])
-    return _meta(obj).get("name", ""), frozenset(flavors)
+    return _meta(obj).get("name", ""), cluster_queue_flavors(obj)
 
 
 def reduce_namespace(obj: Mapping[str, Any]) -> tuple[str, bool]:
-    from gpuctl.constants import NAMESPACE_MARKER_VALUE
-
     return _meta(obj).get("name", ""), _labels(obj).get(Labels.NAMESPACE) == NAMESPACE_MARKER_VALUE
 
 

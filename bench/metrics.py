@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
 from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels  # noqa: E402
-from gpuctl.service.capacity import node_ready, pool_capacities  # noqa: E402
+from gpuctl.domain.pools import node_ready, pool_capacities  # noqa: E402
 from queues import TeamQuota, desired_objects, local_queue, team_namespace  # noqa: E402
 
 POOLS = [f"pool-{i:02d}" for i in range(10)]

@@ -26,7 +26,7 @@ from gpuctl.constants import (
     Labels,
     Priority,
 )
-from gpuctl.spec.quantity import parse_quantity
+from gpuctl.quantity import format_quantity, parse_quantity
 from queues.model import PoolCapacity, PoolGuarantee, TeamQuota
 
 POOL_RESOURCES = (CPU_RESOURCE, MEMORY_RESOURCE, GPU_RESOURCE)
@@ -75,16 +75,7 @@ def workload_priority_classes() -> list[dict]:
 def _sub(a: str, b: str) -> str:
     """a - b for Kubernetes quantities, floored at 0, as a plain decimal string."""
     d = parse_quantity(a) - parse_quantity(b)
-    return _fmt(max(d, Decimal(0)))
-
-
-def _fmt(d: Decimal) -> str:
-    d = d.normalize()
-    if d == d.to_integral_value():
-        return str(int(d))
-    # Kueue accepts milli-units; round down so the cohort never holds more than the pool has.
-    milli = (d * 1000).to_integral_value(rounding="ROUND_FLOOR")
-    return f"{int(milli)}m"
+    return format_quantity(max(d, Decimal(0)))
 
 
 def _milli(cpu: str) -> str:
@@ -100,7 +91,7 @@ def _guarantee_totals(pool: str, teams: Iterable[TeamQuota]) -> PoolGuarantee:
             gpu += g.gpu
             cpu += parse_quantity(g.cpu)
             mem += parse_quantity(g.memory)
-    return PoolGuarantee(gpu=gpu, cpu=_fmt(cpu), memory=_fmt(mem))
+    return PoolGuarantee(gpu=gpu, cpu=format_quantity(cpu), memory=format_quantity(mem))
 
 
 def cohort(pools: Sequence[PoolCapacity], teams: Sequence[TeamQuota] = ()) -> dict:
@@ -137,8 +128,8 @@ def cluster_queue(team: TeamQuota, pools: Sequence[str]) -> dict:
             {
                 "name": pool,
                 "resources": [
-                    {"name": CPU_RESOURCE, "nominalQuota": _fmt(parse_quantity(g.cpu))},
-                    {"name": MEMORY_RESOURCE, "nominalQuota": _fmt(parse_quantity(g.memory))},
+                    {"name": CPU_RESOURCE, "nominalQuota": format_quantity(parse_quantity(g.cpu))},
+                    {"name": MEMORY_RESOURCE, "nominalQuota": format_quantity(parse_quantity(g.memory))},
                     {"name": GPU_RESOURCE, "nominalQuota": str(g.gpu)},
                 ],
             }

@@ -76,7 +76,7 @@ def bytes_quantity(value: object) -> str:
     """Kueue reports memory in bytes; print it in the largest binary unit that keeps it readable."""
     from decimal import Decimal
 
-    from gpuctl.spec.quantity import parse_quantity
+    from gpuctl.quantity import parse_quantity
 
     if value in (None, ""):
         return "0"

@@ -282,7 +282,7 @@ def _kv(pairs: list[tuple[str, object]], indent: int = 0) -> None:
 def describe_job(args: argparse.Namespace) -> int:
     from gpuctl.service.inventory import Inventory
     from gpuctl.service.jobs import explain, find_job
-    from gpuctl.service.status import workload_gpus
+    from gpuctl.domain.gpus import workload_gpus
 
     cluster = _cluster(args)
     ns = _ns(args) if args.namespace else None

@@ -25,96 +25,39 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuctl import __version__
-from gpuctl.constants import (
-    BUDGET_FLAVOR,
-    CPU_RESOURCE,
-    GPU_RESOURCE,
-    LOCAL_QUEUE_NAME,
-    PRIORITY_CLASS,
-    QUOTA_GPU,
-    Labels,
-    Priority,
+from gpuctl.constants import LOCAL_QUEUE_NAME, Labels
+from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus, workload_gpus
+from gpuctl.domain.objects import is_gpuctl_object, labels, name, parse_time
+from gpuctl.domain.pools import NODE_STATES, node_gpu_type, node_gpus, node_pool, node_ready, node_state
+from gpuctl.domain.pools import pool_names as flavor_pool_names
+from gpuctl.domain.teams import team_from_cluster_queue, team_usage
+from gpuctl.domain.workload import (
+    NO_PRIORITY,
+    PRIORITIES,
+    metric_state,
+    pending_since,
+    preemptions,
+    quota_reserved_at,
+    reserved_pools,
+    workload_pool,
+    workload_priority,
 )
-from gpuctl.service.capacity import node_gpu_type, node_gpus, node_pool, node_ready
-from gpuctl.service.convert import is_gpuctl_object
-from gpuctl.spec.quantity import QuantityError, parse_quantity
 
 if TYPE_CHECKING:
     from gpuctl.server.cache import Cache, Informer
     from gpuctl.server.reconciler import Reconciler
 
 ANY_POOL = "*"
-NO_PRIORITY = "none"
-PRIORITIES = frozenset(p.value for p in Priority)
-_CLASS_TO_PRIORITY = {cls: p.value for p, cls in PRIORITY_CLASS.items()}
 # Queue wait: seconds to a day, roughly x2-x3 apart (Kueue's own buckets stop at ~2.8 h).
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 86400)
-# Team budgets at or above this are gpuctl's "unlimited" (queues.objects UNLIMITED = 1M).
-UNLIMITED_GPUS = 1_000_000
 WORKLOAD_STATES = ("queued", "admitted", "running", "preempted", "inactive")
-NODE_STATES = ("ready", "not_ready", "cordoned")
-
-
-# -------------------------------------------------------------------- small helpers
-def _qty(v: Any) -> float:
-    if v is None:
-        return 0.0
-    try:
-        return float(parse_quantity(str(v)))
-    except QuantityError:
-        return 0.0
-
-
-def parse_time(ts: str | None) -> float | None:
-    """RFC 3339 (as the API server writes it) -> epoch seconds."""
-    if not ts:
-        return None
-    try:
-        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def _cond(obj: dict, ctype: str) -> dict | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            return c
-    return None
-
-
-def _true(obj: dict, ctype: str) -> bool:
-    c = _cond(obj, ctype)
-    return bool(c) and c.get("status") == "True"
-
-
-def _container_gpus(c: dict) -> float:
-    res = c.get("resources") or {}
-    v = (res.get("requests") or {}).get(GPU_RESOURCE)
-    if v is None:  # extended resources: a limit alone sets the request
-        v = (res.get("limits") or {}).get(GPU_RESOURCE)
-    return _qty(v)
-
-
-def pod_spec_gpus(spec: dict) -> float:
-    """GPUs a pod spec requests, as the scheduler counts them: the larger of the app containers
-    (plus sidecars) and the biggest classic init container."""
-    main = sum(_container_gpus(c) for c in spec.get("containers") or [])
-    init_peak, sidecars = 0.0, 0.0
-    for c in spec.get("initContainers") or []:
-        g = _container_gpus(c)
-        if c.get("restartPolicy") == "Always":
-            sidecars += g
-        else:
-            init_peak = max(init_peak, g + sidecars)
-    return max(main + sidecars, init_peak)
 
 
 # -------------------------------------------------------------------- summaries
@@ -128,18 +71,13 @@ class NodeInfo(NamedTuple):
 
 
 def node_summary(node: dict) -> NodeInfo:
-    """Per-node inputs of the pool gauges; `allocatable_gpus` uses the same functions as
-    gpuctl.service.capacity.pool_capacities, so the gauge and the Cohort agree by construction."""
+    """Per-node inputs of the pool gauges; the same domain functions as the Cohort's capacity
+    (gpuctl.domain.pools.pool_capacities), so the gauge and the Cohort agree by construction."""
     ready = node_ready(node)
-    if ready:
-        state = "ready"
-    else:
-        c = _cond(node, "Ready")
-        state = "cordoned" if c and c.get("status") == "True" else "not_ready"
     return NodeInfo(
-        name=node["metadata"]["name"],
+        name=name(node),
         pool=node_pool(node),
-        state=state,
+        state=node_state(node),
         capacity_gpus=node_gpus(node, "capacity"),
         allocatable_gpus=node_gpus(node) if ready else 0,
         gpu_type=node_gpu_type(node),
@@ -154,14 +92,12 @@ class PodInfo(NamedTuple):
 
 def pod_summary(pod: dict) -> PodInfo | None:
     """Only bound, unfinished pods that request GPUs hold GPUs; everything else summarises to None."""
-    spec = pod.get("spec") or {}
-    node = spec.get("nodeName")
-    if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+    if not pod_holds_gpus(pod):
         return None
-    gpus = pod_spec_gpus(spec)
+    gpus = pod_spec_gpus(pod.get("spec"))
     if gpus <= 0:
         return None
-    return PodInfo(pod["metadata"].get("namespace", ""), node, gpus)
+    return PodInfo(pod["metadata"].get("namespace", ""), pod["spec"]["nodeName"], gpus)
 
 
 class PodGpus:
@@ -218,98 +154,22 @@ class WorkloadInfo(NamedTuple):
     preempt_reason: str
 
 
-def workload_priority(wl: dict) -> str:
-    labels = wl["metadata"].get("labels") or {}
-    p = labels.get(Labels.PRIORITY)
-    if p in PRIORITIES:
-        return p
-    ref = ((wl.get("spec") or {}).get("priorityClassRef") or {}).get("name")
-    return _CLASS_TO_PRIORITY.get(ref, NO_PRIORITY)
-
-
-def _assignment_pools(wl: dict) -> list[tuple[str, float]]:
-    """(pool, GPUs) per admitted pod set: the flavor Kueue assigned for nvidia.com/gpu (or for cpu
-    when the pod set has no GPUs)."""
-    out = []
-    for a in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
-        flavors = a.get("flavors") or {}
-        pool = flavors.get(GPU_RESOURCE) or flavors.get(CPU_RESOURCE)
-        if pool and pool != BUDGET_FLAVOR:
-            out.append((pool, _qty((a.get("resourceUsage") or {}).get(GPU_RESOURCE))))
-    return out
-
-
-def workload_pool(wl: dict) -> str | None:
-    """runwhere.ai/pool (Kueue copies it via labelKeysToCopy), else the admitted flavor, else the
-    pool the pod template selects."""
-    labels = wl["metadata"].get("labels") or {}
-    if labels.get(Labels.POOL):
-        return labels[Labels.POOL]
-    assigned = _assignment_pools(wl)
-    if assigned:
-        return assigned[0][0]
-    for ps in (wl.get("spec") or {}).get("podSets") or []:
-        sel = ((ps.get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
-        if sel.get(Labels.POOL):
-            return sel[Labels.POOL]
-    return None
-
-
-def workload_preemptions(wl: dict) -> tuple[int, str]:
-    """How often the Workload was preempted, and the latest reason (InClusterQueue, InCohort...)."""
-    n = sum(
-        int(e.get("count") or 0)
-        for e in ((wl.get("status") or {}).get("schedulingStats") or {}).get("evictions") or []
-        if e.get("reason") == "Preempted"
-    )
-    pc = _cond(wl, "Preempted")
-    ev = _cond(wl, "Evicted")
-    if n == 0 and ((pc and pc.get("status") == "True") or (ev and ev.get("reason") == "Preempted")):
-        n = 1
-    reason = (pc or {}).get("reason") or "Preempted"
-    return n, reason
-
-
 def workload_summary(wl: dict) -> WorkloadInfo:
-    spec = wl.get("spec") or {}
-    requested = sum(
-        pod_spec_gpus((ps.get("template") or {}).get("spec") or {}) * int(ps.get("count") or 1)
-        for ps in spec.get("podSets") or []
-    )
-    created = parse_time(wl["metadata"].get("creationTimestamp")) or 0.0
-    reserved_c = _cond(wl, "QuotaReserved")
-    reserved = bool(reserved_c) and reserved_c.get("status") == "True"
-    evicted = _cond(wl, "Evicted")
-    preemptions, reason = workload_preemptions(wl)
-    if _true(wl, "Finished"):
-        state = None
-    elif reserved:
-        state = "running" if _true(wl, "PodsReady") else "admitted"
-    elif spec.get("active") is False:
-        state = "inactive"
-    elif (evicted and evicted.get("status") == "True" and evicted.get("reason") == "Preempted") or _true(
-        wl, "Preempted"
-    ):
-        state = "preempted"
-    else:
-        state = "queued"
-    pending_since = None
-    if state in ("queued", "preempted"):
-        pending_since = created
-        if evicted and evicted.get("status") == "True":
-            pending_since = max(created, parse_time(evicted.get("lastTransitionTime")) or created)
+    """What the gauges need of one Workload, read through gpuctl.domain.workload."""
+    state = metric_state(wl)
+    n, reason = preemptions(wl)
     return WorkloadInfo(
         uid=wl["metadata"].get("uid") or "",
         namespace=wl["metadata"].get("namespace", ""),
         pool=workload_pool(wl),
         priority=workload_priority(wl),
         state=state,
-        requested_gpus=requested,
-        reserved=tuple(_assignment_pools(wl)) if reserved and state is not None else (),
-        created=created,
-        reserved_at=parse_time(reserved_c.get("lastTransitionTime")) if reserved else None,
-        pending_since=pending_since,
-        preemptions=preemptions,
+        requested_gpus=workload_gpus(wl),
+        reserved=tuple(reserved_pools(wl)) if state is not None else (),
+        created=parse_time(wl["metadata"].get("creationTimestamp")) or 0.0,
+        reserved_at=quota_reserved_at(wl),
+        pending_since=pending_since(wl),
+        preemptions=n,
         preempt_reason=reason,
     )
 
@@ -370,41 +230,6 @@ class WorkloadTracker:
 
 
 # -------------------------------------------------------------------- the collector
-def _team_quota(cq: dict) -> tuple[dict[str, float], float | None, float | None]:
-    """(guaranteed GPUs per pool, budget GPUs or None if unlimited, borrowing limit or None)."""
-    guaranteed: dict[str, float] = {}
-    budget: float | None = None
-    limit: float | None = None
-    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-        for fl in group.get("flavors") or []:
-            for r in fl.get("resources") or []:
-                if fl.get("name") == BUDGET_FLAVOR and r.get("name") == QUOTA_GPU:
-                    budget = _qty(r.get("nominalQuota"))
-                    if budget >= UNLIMITED_GPUS:
-                        budget = None
-                    if r.get("borrowingLimit") is not None:
-                        limit = _qty(r.get("borrowingLimit"))
-                elif fl.get("name") != BUDGET_FLAVOR and r.get("name") == GPU_RESOURCE:
-                    guaranteed[fl["name"]] = _qty(r.get("nominalQuota"))
-    return guaranteed, budget, limit
-
-
-def _team_usage(cq: dict) -> tuple[dict[str, float], dict[str, float], float]:
-    """Kueue's own accounting from ClusterQueue status: GPUs used per pool, GPUs used beyond the
-    pool guarantee (borrowed from the cohort), and budget GPUs used beyond the team's quota."""
-    used: dict[str, float] = {}
-    borrowed: dict[str, float] = {}
-    over_quota = 0.0
-    for fu in (cq.get("status") or {}).get("flavorsUsage") or []:
-        for r in fu.get("resources") or []:
-            if fu.get("name") == BUDGET_FLAVOR and r.get("name") == QUOTA_GPU:
-                over_quota = _qty(r.get("borrowed"))
-            elif fu.get("name") != BUDGET_FLAVOR and r.get("name") == GPU_RESOURCE:
-                used[fu["name"]] = _qty(r.get("total"))
-                borrowed[fu["name"]] = _qty(r.get("borrowed"))
-    return used, borrowed, over_quota
-
-
 class GpuctlCollector(Collector):
     """Everything but the two event-driven series, computed from the cache on each scrape."""
 
@@ -435,11 +260,7 @@ class GpuctlCollector(Collector):
     def _pools_and_teams(self) -> Iterator:
         now = time.time()
         flavors = self._list("ResourceFlavor")
-        flavor_pools = {
-            f["metadata"]["name"]
-            for f in flavors
-            if is_gpuctl_object(f) and f["metadata"]["name"] != BUDGET_FLAVOR
-        }
+        flavor_pools = set(flavor_pool_names(flavors))
         nodes: list[NodeInfo] = self._summaries("Node")
         node_pool_of: dict[str, str] = {}
         pools: set[str] = set(flavor_pools)
@@ -625,19 +446,19 @@ class GpuctlCollector(Collector):
         )
         for cq in sorted(cqs, key=lambda c: c["metadata"]["name"]):
             ns = cq["metadata"]["name"]
-            labels = cq["metadata"].get("labels") or {}
-            t_info.add_metric([ns, ns, LOCAL_QUEUE_NAME, labels.get(Labels.QUOTA, "")], 1)
-            guaranteed, budget, limit = _team_quota(cq)
-            used, borrowed, over_quota = _team_usage(cq)
-            if budget is not None:
-                t_quota.add_metric([ns], budget)
-            if limit is not None:
-                t_limit.add_metric([ns], limit)
-            t_over.add_metric([ns], over_quota)
+            t_info.add_metric([ns, ns, LOCAL_QUEUE_NAME, labels(cq).get(Labels.QUOTA, "")], 1)
+            team = team_from_cluster_queue(cq)
+            usage = team_usage(cq)
+            if team.gpu is not None:
+                t_quota.add_metric([ns], team.gpu)
+            if team.borrowing_limit is not None:
+                t_limit.add_metric([ns], team.borrowing_limit)
+            t_over.add_metric([ns], usage.gpus_over_quota)
             for p in sp:
-                t_guar.add_metric([ns, p], guaranteed.get(p, 0.0))
-                t_used.add_metric([ns, p], used.get(p, 0.0))
-                t_borrow.add_metric([ns, p], borrowed.get(p, 0.0))
+                g = team.pools.get(p)
+                t_guar.add_metric([ns, p], g.gpu if g else 0)
+                t_used.add_metric([ns, p], usage.pool_gpus.get(p, 0))
+                t_borrow.add_metric([ns, p], usage.pool_borrowed.get(p, 0))
                 t_alloc.add_metric([ns, p], team_allocated.get((ns, p), 0.0))
         yield from (t_info, t_quota, t_limit, t_guar, t_used, t_borrow, t_over, t_alloc)
 

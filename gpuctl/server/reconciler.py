@@ -11,7 +11,7 @@ Rules:
   ClusterQueues or the Cohort itself (someone edited it by hand: put it back);
 - triggers are debounced (0.5 s after the last one, 2 s at most after the first) so a rack of nodes
   joining makes one update;
-- the Cohort is computed with gpuctl.service.reconcile.desired_cohort (the one definition of capacity)
+- the Cohort is computed with gpuctl.domain.teams.desired_cohort (the one definition of capacity)
   and server-side applied only when `cohort_spec_equal` says it differs;
 - only an existing Cohort labelled app.kubernetes.io/managed-by=gpuctl is touched: a missing Cohort is
   left to `gpuctl create pool` (creating it here would race with `gpuctl delete`), a foreign one is
@@ -32,10 +32,10 @@ from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gpuctl.constants import COHORT_NAME, CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE
+from gpuctl.domain.objects import is_gpuctl_object
+from gpuctl.domain.pools import node_pool, node_ready
+from gpuctl.domain.teams import cohort_spec_equal, desired_cohort
 from gpuctl.server.cache import Cache
-from gpuctl.service.capacity import node_pool, node_ready
-from gpuctl.service.convert import is_gpuctl_object
-from gpuctl.service.reconcile import cohort_spec_equal, desired_cohort
 
 log = logging.getLogger(__name__)
 

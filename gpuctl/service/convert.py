@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuctl.constants import MANAGED_BY_VALUE, Labels
+from gpuctl.constants import Labels
 from gpuctl.spec import PoolSpec, QuotaSpec
 from queues import PoolGuarantee, TeamQuota
 
@@ -43,8 +43,3 @@ def node_label_patch(node: str, pool: str | None, gpu_type: str | None) -> dict:
 
 def pool_node_patches(spec: PoolSpec) -> list[dict]:
     return [node_label_patch(n, spec.pool.name, node.gpu_type) for n, node in sorted(spec.nodes.items())]
-
-
-def is_gpuctl_object(obj: dict) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(Labels.MANAGED_BY) == MANAGED_BY_VALUE

@@ -9,8 +9,11 @@ from __future__ import annotations
 from functools import cached_property
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import BUDGET_FLAVOR, MANAGED_BY_VALUE, Labels
-from gpuctl.service.convert import is_gpuctl_object
+from gpuctl.constants import COHORT_NAME, MANAGED_BY_VALUE, Labels
+from gpuctl.domain.objects import is_true
+from gpuctl.domain.pools import pool_names
+from gpuctl.domain.teams import team_queues
+from gpuctl.domain.workload import queue_positions
 
 JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl workload and pod, including the earlier gpuctl's
 MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
@@ -34,11 +37,7 @@ class Inventory:
 
     @cached_property
     def pools(self) -> list[str]:
-        return sorted(
-            f["metadata"]["name"]
-            for f in self.flavors
-            if is_gpuctl_object(f) and f["metadata"]["name"] != BUDGET_FLAVOR
-        )
+        return pool_names(self.flavors)
 
     @cached_property
     def cluster_queues(self) -> list[dict]:
@@ -47,13 +46,16 @@ class Inventory:
     @cached_property
     def team_queues(self) -> dict[str, dict]:
         """Team namespace -> its ClusterQueue."""
-        return {cq["metadata"]["name"]: cq for cq in self.cluster_queues}
+        return dict(team_queues(self.cluster_queues))
 
     @cached_property
     def cohort(self) -> dict | None:
-        from gpuctl.constants import COHORT_NAME
-
         return self.cluster.get_or_none(path("Cohort", COHORT_NAME))
+
+    @cached_property
+    def bound_pods(self) -> list[dict]:
+        """Every unfinished pod of the cluster (what holds GPUs on nodes), gpuctl's or not."""
+        return self.cluster.list(path("Pod"), field_selector="status.phase!=Succeeded,status.phase!=Failed")
 
     # -------------------------------------------------------------- namespaced
     def _list(self, kind: str, selector: str | None = None) -> list[dict]:
@@ -113,8 +115,6 @@ class Inventory:
     @cached_property
     def positions(self) -> dict[str, int]:
         """Workload UID -> position in its queue, computed once per command."""
-        from gpuctl.service.jobs import queue_positions
-
         return queue_positions(self.workloads)
 
     @cached_property
@@ -146,8 +146,6 @@ class Inventory:
                 for w in self.workloads_by_owner_uid.get(p["metadata"]["uid"], [])
             ]
             if wls:
-                from gpuctl.service.status import is_true
-
                 pending = [w for w in wls if not is_true(w, "Admitted")]
                 return pending[0] if pending else wls[0]
         return None

@@ -4,42 +4,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import (
-    BUDGET_FLAVOR,
-    GPU_RESOURCE,
-    KIND_TO_RESOURCE,
-    MANAGED_BY_VALUE,
-    PRIORITY_VALUE,
-    QUOTA_GPU,
-    SERVICE_PREFIX,
-    Kind,
-    Labels,
-    Priority,
-)
-from gpuctl.service.errors import NotFound, ServiceError
-from gpuctl.service.inventory import Inventory
-from gpuctl.service.status import (
+from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, SERVICE_PREFIX, Kind, Labels
+from gpuctl.domain.gpus import pod_gpus, workload_gpus
+from gpuctl.domain.objects import age_seconds, condition
+from gpuctl.domain.status import (
+    WAITING_STATES,
     State,
-    condition,
     job_status,
     pod_ready,
-    pod_state,
+    pod_status,
     unschedulable_message,
-    workload_gpus,
-    workload_state,
 )
-
-
-def _ts(s: str | None) -> datetime | None:
-    return datetime.fromisoformat(s.replace("Z", "+00:00")) if s else None
-
-
-def age_seconds(obj: dict, now: datetime | None = None) -> float | None:
-    t = _ts((obj.get("metadata") or {}).get("creationTimestamp"))
-    return ((now or datetime.now(UTC)) - t).total_seconds() if t else None
+from gpuctl.domain.teams import team_from_cluster_queue, team_usage
+from gpuctl.service.errors import NotFound, ServiceError
+from gpuctl.service.inventory import Inventory
+from gpuctl.service.usage import pool_usage
 
 
 @dataclass
@@ -91,33 +72,6 @@ class Job:
     @property
     def labels(self) -> dict:
         return self.obj["metadata"].get("labels") or {}
-
-
-# ----------------------------------------------------------------------------- queue positions
-def _priority(wl: dict) -> int:
-    return int((wl.get("spec") or {}).get("priority") or 0)
-
-
-def queue_positions(workloads: list[dict]) -> dict[str, int]:
-    """Workload UID -> 1-based position among its ClusterQueue's pending Workloads.
-
-    Kueue's BestEffortFIFO order: higher priority first, then older (eviction time when requeued).
-    The queue is the LocalQueue's ClusterQueue, which for gpuctl is the team namespace.
-    """
-    queues: dict[str, list[tuple[int, str, str]]] = {}
-    for wl in workloads:
-        if workload_state(wl) not in (State.QUEUED, State.PREEMPTED):
-            continue
-        ns = wl["metadata"]["namespace"]
-        evicted = condition(wl, "Evicted")
-        ts = evicted.get("lastTransitionTime") if evicted.get("status") == "True" else None
-        ts = ts or wl["metadata"].get("creationTimestamp", "")
-        queues.setdefault(ns, []).append((-_priority(wl), ts, wl["metadata"]["uid"]))
-    out = {}
-    for entries in queues.values():
-        for i, (_, _, uid) in enumerate(sorted(entries), start=1):
-            out[uid] = i
-    return out
 
 
 # ----------------------------------------------------------------------------- building Jobs
@@ -192,19 +146,15 @@ def list_job_rows(
             continue
         for pod in sorted(shown, key=lambda p: p["metadata"]["name"]):
             r, t = pod_ready(pod)
-            st = pod_state(pod)
-            if (
-                job.resource == "Job"
-                and job.status in (State.QUEUED, State.PREEMPTED)
-                and st in ("Pending", "Queued")
-            ):
+            # A Deployment's pod has a Workload of its own; a Job's or StatefulSet's pods share the job's.
+            own = inv.workloads_by_owner_uid.get(pod["metadata"]["uid"], [])
+            pod_wl = own[0] if own else job.workload
+            st = pod_status(pod, pod_wl)
+            if job.resource == "Job" and job.status in WAITING_STATES and st in (State.PENDING, State.QUEUED):
                 st = job.status
             wl_pos = None
-            if st == State.QUEUED:
-                pod_wls = inv.workloads_by_owner_uid.get(pod["metadata"]["uid"], [])
-                wl_pos = (
-                    next((inv.positions.get(w["metadata"]["uid"]) for w in pod_wls), None) or job.position
-                )
+            if st in WAITING_STATES:
+                wl_pos = (inv.positions.get(pod_wl["metadata"]["uid"]) if pod_wl else None) or job.position
             rows.append(
                 JobRow(
                     job_id=pod["metadata"]["name"],
@@ -214,20 +164,12 @@ def list_job_rows(
                     ip=(pod.get("status") or {}).get("podIP") or "<none>",
                     age=age_seconds(pod),
                     position=wl_pos,
-                    gpus=_pod_gpus(pod),
+                    gpus=pod_gpus(pod),
                     **common,
                 )
             )
     rows.sort(key=lambda r: (r.namespace, r.name, r.job_id))
     return rows
-
-
-def _pod_gpus(pod: dict) -> int:
-    n = 0
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        v = ((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE)
-        n += int(float(v)) if v else 0
-    return n
 
 
 _SEL = re.compile(r"^\s*([^=!\s]+)\s*(==|=|!=)?\s*([^\s]*)\s*$")
@@ -299,6 +241,13 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
             "message"
         )
         return f"preempted by higher-priority work, back in the queue{': ' + msg if msg else ''}"
+    if job.status == State.INACTIVE:
+        msg = condition(job.workload, "Evicted").get("message") or ""
+        return (
+            f"Kueue deactivated it (spec.active=false); it waits until reactivated{': ' + msg if msg else ''}"
+        )
+    if job.status == State.QUOTA_RESERVED:
+        return "quota reserved; Kueue admits it once its admission checks pass"
     if job.status == State.QUEUED:
         msg = condition(job.workload, "QuotaReserved").get("message", "")
         pos = f", {_ordinal(job.position)} in queue" if job.position else ""
@@ -333,7 +282,7 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
         un = unschedulable_message(pod)
         if un:
             return f"pod {pod['metadata']['name']} cannot be scheduled: {un}"
-        st = pod_state(pod)
+        st = pod_status(pod)
         if st not in ("Running", "Succeeded", "Pending", "Queued"):
             return f"pod {pod['metadata']['name']}: {st}"
     if job.status == State.ADMITTED:
@@ -347,41 +296,19 @@ def _ordinal(n: int) -> str:
 
 
 def team_gpu_usage(cq: dict | None) -> tuple[int, str]:
-    """(GPUs in use, budget) of a team ClusterQueue from Kueue's status and spec."""
+    """(GPUs in use, budget) of a team ClusterQueue; budget "unlimited" or "?" without a queue."""
     if not cq:
         return 0, "?"
-    used = 0
-    for fu in (cq.get("status") or {}).get("flavorsReservation") or []:
-        if fu.get("name") == BUDGET_FLAVOR:
-            for r in fu.get("resources") or []:
-                if r.get("name") == QUOTA_GPU:
-                    used = int(float(str(r.get("total", "0"))))
-    total = "unlimited"
-    for g in (cq.get("spec") or {}).get("resourceGroups") or []:
-        for fl in g.get("flavors") or []:
-            if fl.get("name") == BUDGET_FLAVOR:
-                for r in fl.get("resources") or []:
-                    if r.get("name") == QUOTA_GPU:
-                        total = str(r.get("nominalQuota"))
-    from gpuctl.constants import UNLIMITED
-
-    if total == UNLIMITED[QUOTA_GPU]:
-        total = "unlimited"
-    return used, total
+    team = team_from_cluster_queue(cq)
+    return team_usage(cq).gpus, "unlimited" if team.gpu is None else str(team.gpu)
 
 
 def _borrowing_limit(cq: dict | None) -> int | None:
-    if not cq:
-        return None
-    from gpuctl.service.reconcile import team_from_cluster_queue
-
-    return team_from_cluster_queue(cq).borrowing_limit
+    return team_from_cluster_queue(cq).borrowing_limit if cq else None
 
 
 def pool_free_gpus(inv: Inventory, pool: str) -> int:
     """Pool capacity (Cohort + team guarantees) minus GPUs Kueue has reserved in it."""
-    from gpuctl.service.pools import pool_usage
-
     u = pool_usage(inv).get(pool)
     return max(u.capacity - u.reserved, 0) if u else 0
 
@@ -419,7 +346,7 @@ def _group(resource: str) -> str:
 # ----------------------------------------------------------------------------- logs
 def job_pods_for_logs(cluster: Cluster, name: str, namespace: str | None) -> tuple[Job, list[dict]]:
     job = find_job(cluster, name, namespace)
-    pods = sorted(job.pods, key=lambda p: (pod_state(p) != "Running", p["metadata"]["name"]))
+    pods = sorted(job.pods, key=lambda p: (pod_status(p) != "Running", p["metadata"]["name"]))
     if not pods:
         raise NotFound(f"job {name} has no pods yet (status {job.status}); nothing to show")
     return job, pods
@@ -451,13 +378,7 @@ def read_logs(
     return resp.data.decode(errors="replace")
 
 
-def priority_value(p: str) -> int:
-    return PRIORITY_VALUE.get(Priority(p), 0) if p in Priority._value2member_map_ else 0
-
-
 __all__ = [
-    "KIND_TO_RESOURCE",
-    "MANAGED_BY_VALUE",
     "Job",
     "JobRow",
     "collect_jobs",
@@ -465,6 +386,5 @@ __all__ = [
     "explain",
     "find_job",
     "list_job_rows",
-    "queue_positions",
     "read_logs",
 ]

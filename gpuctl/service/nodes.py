@@ -5,21 +5,20 @@ from __future__ import annotations
 import re
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import GPU_RESOURCE, Labels
-from gpuctl.service.capacity import node_gpu_type, node_gpus, node_pool, node_ready
+from gpuctl.constants import Labels
+from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus
+from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 
 
-def _gpu_used_by_node(cluster: Cluster) -> dict[str, int]:
+def gpus_by_node(pods: list[dict]) -> dict[str, int]:
+    """GPUs held by bound, unfinished pods, per node."""
     used: dict[str, int] = {}
-    for pod in cluster.list(path("Pod"), field_selector="status.phase!=Succeeded,status.phase!=Failed"):
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node:
-            continue
-        for c in pod["spec"].get("containers") or []:
-            v = ((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE)
-            used[node] = used.get(node, 0) + (int(float(v)) if v else 0)
+    for pod in pods:
+        if pod_holds_gpus(pod):
+            node = pod["spec"]["nodeName"]
+            used[node] = used.get(node, 0) + pod_gpus(pod)
     return used
 
 
@@ -45,8 +44,9 @@ def node_row(node: dict, used: int) -> dict:
 
 
 def list_nodes(cluster: Cluster, *, pool: str | None = None, gpu_type: str | None = None) -> list[dict]:
-    used = _gpu_used_by_node(cluster)
-    rows = [node_row(n, used.get(n["metadata"]["name"], 0)) for n in Inventory(cluster).nodes]
+    inv = Inventory(cluster)
+    used = gpus_by_node(inv.bound_pods)
+    rows = [node_row(n, used.get(n["metadata"]["name"], 0)) for n in inv.nodes]
     if pool:
         rows = [r for r in rows if r["pool"] == pool]
     if gpu_type:
@@ -66,12 +66,7 @@ def describe_node(cluster: Cluster, name: str) -> dict:
     pods = cluster.list(
         path("Pod"), field_selector=f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed"
     )
-    used = sum(
-        int(float(((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE, 0)))
-        for p in pods
-        for c in p["spec"].get("containers") or []
-    )
-    row = node_row(node, used)
+    row = node_row(node, gpus_by_node(pods).get(name, 0))
     st = node.get("status") or {}
     row.update(
         labels=node["metadata"].get("labels") or {},

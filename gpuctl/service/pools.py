@@ -3,119 +3,26 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict, dataclass, field
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import BUDGET_FLAVOR, DEFAULT_POOL, GPU_RESOURCE, Labels
-from gpuctl.service.capacity import node_gpu_type, node_gpus, node_pool, node_ready, pool_capacities
-from gpuctl.service.convert import is_gpuctl_object, node_label_patch
+from gpuctl.constants import BUDGET_FLAVOR, DEFAULT_POOL, Labels
+from gpuctl.domain.gpus import workload_gpus
+from gpuctl.domain.objects import is_gpuctl_object
+from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
+from gpuctl.domain.status import WAITING_STATES, State
+from gpuctl.domain.teams import cohort_spec_equal, desired_cohort, team_from_cluster_queue, team_usage
+from gpuctl.domain.workload import WorkloadState, assigned_flavors, workload_state
+from gpuctl.service.convert import node_label_patch
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.reconcile import cohort_spec_equal, desired_cohort, team_from_cluster_queue
-from gpuctl.service.status import State, workload_gpus, workload_state
+from gpuctl.service.jobs import collect_jobs
+from gpuctl.service.usage import PoolUsage, pool_usage
 from gpuctl.spec import PoolSpec
 from queues import budget_flavor, cluster_queue, resource_flavor, workload_priority_classes
 
 
-@dataclass
-class PoolUsage:
-    name: str
-    capacity: int = 0  # GPUs of Ready nodes
-    total: int = 0  # GPUs of all nodes (capacity field), Ready or not
-    used: int = 0  # GPUs requested by pods bound to the pool's nodes
-    reserved: int = 0  # GPUs Kueue reserved for admitted workloads in this pool
-    queued: int = 0  # GPUs requested by workloads waiting for this pool
-    nodes: list[str] = field(default_factory=list)
-    nodes_ready: int = 0
-    gpu_types: list[str] = field(default_factory=list)
-    description: str = ""
-    status: str = "active"
-
-    @property
-    def free(self) -> int:
-        return max(self.capacity - max(self.used, self.reserved), 0)
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d.update(
-            gpu_total=self.capacity,
-            gpu_used=self.used,
-            gpu_free=self.free,
-            gpu_reserved=self.reserved,
-            gpu_queued=self.queued,
-        )
-        return d
-
-
-def _bound_pods(cluster: Cluster) -> list[dict]:
-    return cluster.list(path("Pod"), field_selector="status.phase!=Succeeded,status.phase!=Failed")
-
-
-def pool_usage(inv: Inventory, pods: list[dict] | None = None) -> dict[str, PoolUsage]:
-    """Per pool: capacity (Ready nodes), pod use, Kueue reservations and queued GPUs."""
-    pools = list(inv.pools)
-    caps = {c.name: c for c in pool_capacities(inv.nodes, pools)}
-    descr = {
-        f["metadata"]["name"]: (f["metadata"].get("annotations") or {}).get(Labels.DESCRIPTION, "")
-        for f in inv.flavors
-    }
-    out = {
-        p: PoolUsage(name=p, capacity=caps[p].gpu, nodes=list(caps[p].nodes), description=descr.get(p, ""))
-        for p in pools
-    }
-    node_to_pool = {}
-    for n in inv.nodes:
-        p = node_pool(n)
-        if p in out:
-            node_to_pool[n["metadata"]["name"]] = p
-            u = out[p]
-            u.total += node_gpus(n, "capacity")
-            u.nodes_ready += 1 if node_ready(n) else 0
-            t = node_gpu_type(n)
-            if t and t not in u.gpu_types:
-                u.gpu_types.append(t)
-    if pods is not None:
-        for pod in pods:
-            p = node_to_pool.get((pod.get("spec") or {}).get("nodeName") or "")
-            if p:
-                for c in pod["spec"].get("containers") or []:
-                    v = ((c.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE)
-                    out[p].used += int(float(v)) if v else 0
-    for wl in inv.workloads_all:
-        for pool, gpus in reserved_gpus(wl).items():
-            if pool in out:
-                out[pool].reserved += gpus
-    for wl in inv.workloads_all:
-        if workload_state(wl) in (State.QUEUED, State.PREEMPTED):
-            p = (wl["metadata"].get("labels") or {}).get(Labels.POOL)
-            if p in out:
-                out[p].queued += workload_gpus(wl)
-    for u in out.values():
-        if not u.nodes:
-            u.status = "empty"
-        elif u.nodes_ready < len(u.nodes):
-            u.status = "degraded"
-    return out
-
-
-def reserved_gpus(wl: dict) -> dict[str, int]:
-    """GPUs a Workload holds per pool, from its own status.admission (ClusterQueue status lags it)."""
-    from gpuctl.service.status import is_true
-
-    if not is_true(wl, "QuotaReserved") or is_true(wl, "Finished"):
-        return {}
-    out: dict[str, int] = {}
-    for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
-        pool = (psa.get("flavors") or {}).get(GPU_RESOURCE)
-        used = (psa.get("resourceUsage") or {}).get(GPU_RESOURCE)
-        if pool and used:
-            out[pool] = out.get(pool, 0) + int(float(str(used)))
-    return out
-
-
 def list_pools(cluster: Cluster) -> list[PoolUsage]:
-    inv = Inventory(cluster, None)
-    usage = pool_usage(inv, _bound_pods(cluster))
+    usage = pool_usage(Inventory(cluster, None), with_pods=True)
     return [usage[p] for p in sorted(usage)]
 
 
@@ -123,28 +30,18 @@ def describe_pool(cluster: Cluster, name: str) -> dict:
     inv = Inventory(cluster, None)
     if name not in inv.pools:
         raise NotFound(f"pool {name} not found")
-    u = pool_usage(inv, _bound_pods(cluster))[name]
+    u = pool_usage(inv, with_pods=True)[name]
     nodes = [n for n in inv.nodes if node_pool(n) == name]
     teams = []
-    for cq in inv.cluster_queues:
-        reserved = 0
-        for fr in (cq.get("status") or {}).get("flavorsReservation") or []:
-            if fr.get("name") == name:
-                reserved = sum(
-                    int(float(str(r.get("total", "0"))))
-                    for r in fr.get("resources") or []
-                    if r.get("name") == GPU_RESOURCE
-                )
+    for ns, cq in inv.team_queues.items():
         guaranteed = team_from_cluster_queue(cq).pools.get(name)
         teams.append(
             {
-                "team": cq["metadata"]["name"],
-                "gpus_in_use": reserved,
+                "team": ns,
+                "gpus_in_use": team_usage(cq).pool_gpus.get(name, 0),
                 "guaranteed": guaranteed.gpu if guaranteed else 0,
             }
         )
-    from gpuctl.service.jobs import collect_jobs
-
     jobs = [
         {
             "name": j.name,
@@ -169,8 +66,8 @@ def describe_pool(cluster: Cluster, name: str) -> dict:
             for n in nodes
         ],
         "teams": sorted(teams, key=lambda t: t["team"]),
-        "running": [j for j in jobs if j["status"] not in (State.QUEUED, State.PREEMPTED, State.PENDING)],
-        "queued": [j for j in jobs if j["status"] in (State.QUEUED, State.PREEMPTED)],
+        "running": [j for j in jobs if j["status"] not in (*WAITING_STATES, State.PENDING)],
+        "queued": [j for j in jobs if j["status"] in WAITING_STATES],
     }
 
 
@@ -277,8 +174,6 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: bool 
 
 
 def jobs_using_pool(inv: Inventory, name: str) -> list[str]:
-    from gpuctl.service.jobs import collect_jobs
-
     return sorted(f"{j.namespace}/{j.name}" for j in collect_jobs(inv) if j.labels.get(Labels.POOL) == name)
 
 
@@ -297,12 +192,9 @@ def delete_pool(cluster: Cluster, name: str, *, dry_run: bool = False) -> list[s
     admitted = sorted(
         f"{w['metadata']['namespace']}/{w['metadata']['name']}"
         for w in inv.workloads_all
-        if workload_state(w) == State.ADMITTED
+        if workload_state(w) in (WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED)
         and not w["metadata"].get("deletionTimestamp")
-        and any(
-            name in (a.get("flavors") or {}).values()
-            for a in ((w.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
-        )
+        and name in assigned_flavors(w)
     )
     if users or admitted:
         raise Conflict(

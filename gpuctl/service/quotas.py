@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from decimal import Decimal
+
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import LOCAL_QUEUE_NAME, MANAGED_BY_VALUE, QUOTA_CPU, QUOTA_GPU, QUOTA_MEMORY, Labels
-from gpuctl.service.capacity import pool_capacities
-from gpuctl.service.convert import is_gpuctl_object, team_quotas
+from gpuctl.domain.objects import is_gpuctl_object
+from gpuctl.domain.pools import pool_capacities
+from gpuctl.domain.teams import cores, team_from_cluster_queue, team_usage
+from gpuctl.quantity import format_quantity, parse_quantity
+from gpuctl.service.convert import team_quotas
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.pools import ensure_bootstrap, sync_cohort
-from gpuctl.service.reconcile import _cores, team_from_cluster_queue
 from gpuctl.spec import QuotaSpec
 from queues import TeamQuota, cluster_queue, local_queue, team_namespace
 
@@ -92,19 +97,15 @@ def with_proportional_guarantees(team: TeamQuota, capacity: dict) -> TeamQuota:
     the team's own nominal quota (QuantitiesFitInQuota in Kueue's hierarchical preemption); a
     GPU-only guarantee would never be reclaimed.
     """
-    from dataclasses import replace
-    from decimal import Decimal
-
-    from gpuctl.spec.quantity import parse_quantity
-    from queues.objects import _fmt
-
     pools = {}
     for name, g in team.pools.items():
         cap = capacity.get(name)
         if cap and cap.gpu and g.gpu and parse_quantity(g.cpu) == 0 and parse_quantity(g.memory) == 0:
             share = Decimal(g.gpu) / Decimal(cap.gpu)
             g = replace(
-                g, cpu=_fmt(parse_quantity(cap.cpu) * share), memory=_fmt(parse_quantity(cap.memory) * share)
+                g,
+                cpu=format_quantity(parse_quantity(cap.cpu) * share),
+                memory=format_quantity(parse_quantity(cap.memory) * share),
             )
         pools[name] = g
     return replace(team, pools=pools)
@@ -163,44 +164,24 @@ def quota_rows(cluster: Cluster, namespace: str | None = None) -> list[dict]:
         if namespace and ns != namespace:
             continue
         t = team_from_cluster_queue(cq)
-        usage = _budget_usage(cq)
-        st = cq.get("status") or {}
-        active = next((c for c in st.get("conditions") or [] if c.get("type") == "Active"), {})
+        u = team_usage(cq)
         rows.append(
             {
                 "name": t.quota_name,
                 "namespace": ns,
                 "gpu": {
-                    "used": usage.get(QUOTA_GPU, ("0", "0"))[0],
+                    "used": u.budget_used.get(QUOTA_GPU, "0"),
                     "quota": t.gpu,
-                    "borrowed": usage.get(QUOTA_GPU, ("0", "0"))[1],
+                    "borrowed": u.budget_borrowed.get(QUOTA_GPU, "0"),
                     "borrowing_limit": t.borrowing_limit,
                 },
-                "cpu": {"used": _cores(usage.get(QUOTA_CPU, ("0", "0"))[0]), "quota": t.cpu},
-                "memory": {"used": usage.get(QUOTA_MEMORY, ("0", "0"))[0], "quota": t.memory},
+                "cpu": {"used": cores(u.budget_used.get(QUOTA_CPU, "0")), "quota": t.cpu},
+                "memory": {"used": u.budget_used.get(QUOTA_MEMORY, "0"), "quota": t.memory},
                 "guarantees": {p: g.gpu for p, g in t.pools.items()},
-                "pending_workloads": st.get("pendingWorkloads", 0),
-                "admitted_workloads": st.get("admittedWorkloads", 0),
-                "status": "Active"
-                if active.get("status") == "True"
-                else (active.get("reason") or "Inactive"),
+                "pending_workloads": u.pending,
+                "admitted_workloads": u.admitted,
+                "status": "Active" if u.active else u.inactive_reason,
                 "description": t.description,
             }
         )
     return rows
-
-
-def _budget_usage(cq: dict) -> dict[str, tuple[str, str]]:
-    from gpuctl.constants import BUDGET_FLAVOR
-
-    out = {}
-    for fu in (cq.get("status") or {}).get("flavorsReservation") or []:
-        if fu.get("name") == BUDGET_FLAVOR:
-            for r in fu.get("resources") or []:
-                out[r["name"]] = (str(r.get("total", "0")), str(r.get("borrowed", "0")))
-    return out
-
-
-def team_of(inv: Inventory, namespace: str) -> TeamQuota | None:
-    cq = inv.team_queues.get(namespace)
-    return team_from_cluster_queue(cq) if cq else None

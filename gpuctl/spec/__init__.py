@@ -5,6 +5,7 @@ Everything other packages need is re-exported here so they import from `gpuctl.s
 
 from __future__ import annotations
 
+from gpuctl.quantity import QuantityError, is_quantity, parse_quantity
 from gpuctl.spec.loader import (
     Document,
     SpecConfig,
@@ -41,7 +42,6 @@ from gpuctl.spec.models import (
     spec_namespace,
 )
 from gpuctl.spec.names import is_dns_label, is_dns_subdomain, is_env_name, is_label_value
-from gpuctl.spec.quantity import QuantityError, is_quantity, parse_quantity
 from gpuctl.spec.suggest import closest
 
 __all__ = [

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpuctl.constants import KIND_ALIASES, Kind
+from gpuctl.quantity import QuantityError, parse_quantity
 from gpuctl.spec.models import (
     KIND_MODELS,
     NAME_FIX,
@@ -32,7 +33,6 @@ from gpuctl.spec.models import (
     QuotaSpec,
     normalise_host_path,
 )
-from gpuctl.spec.quantity import QuantityError, parse_quantity
 from gpuctl.spec.suggest import closest
 
 __all__ = [

@@ -38,8 +38,8 @@ from gpuctl.constants import (
     Kind,
     Priority,
 )
+from gpuctl.quantity import QuantityError, parse_quantity
 from gpuctl.spec.names import is_dns_label, is_dns_subdomain, is_env_name, is_label_value
-from gpuctl.spec.quantity import QuantityError, parse_quantity
 from gpuctl.spec.suggest import closest
 
 __all__ = [

@@ -37,7 +37,7 @@ import yaml
 
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels
-from gpuctl.service.capacity import pool_capacities
+from gpuctl.domain.pools import pool_capacities
 from queues import PoolGuarantee, TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 

@@ -12,6 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, QUOTA_GPU, Labels
+from gpuctl.domain.pools import pool_capacities
 from gpuctl.server.cache import Cache, default_cache, trim_node, trim_pod, trim_workload
 from gpuctl.server.metrics import (
     ANY_POOL,
@@ -22,7 +23,6 @@ from gpuctl.server.metrics import (
     workload_summary,
 )
 from gpuctl.server.reconciler import Reconciler
-from gpuctl.service.capacity import pool_capacities
 from queues import PoolCapacity, PoolGuarantee, TeamQuota, cluster_queue, resource_flavor
 
 T0 = "2026-01-01T00:00:00Z"
@@ -168,7 +168,7 @@ def with_usage(cq: dict, used: dict[str, tuple[int, int]], over_quota: int = 0) 
     usage.append(
         {"name": BUDGET_FLAVOR, "resources": [{"name": QUOTA_GPU, "total": "0", "borrowed": str(over_quota)}]}
     )
-    return {**cq, "status": {"flavorsUsage": usage}}
+    return {**cq, "status": {"flavorsReservation": usage}}
 
 
 def feed(cache: Cache, kind: str, *objs: dict) -> None:

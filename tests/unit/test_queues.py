@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, PRIORITY_VALUE, Priority
-from gpuctl.spec.quantity import parse_quantity
+from gpuctl.quantity import parse_quantity
 from queues import (
     PoolCapacity,
     PoolGuarantee,

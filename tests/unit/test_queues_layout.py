@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuctl.quantity import parse_quantity
 from gpuctl.service.convert import team_quotas
 from gpuctl.spec import load_text
-from gpuctl.spec.quantity import parse_quantity
 from queues import (
     PoolCapacity,
     PoolGuarantee,

@@ -61,7 +61,7 @@ from gpuctl.service.jobs import (
 )
 from gpuctl.service.lifecycle import Result, delete_by_name, submit
 from gpuctl.service.plan import plan_documents
-from gpuctl.service.status import workload_gpus
+from gpuctl.domain.gpus import workload_gpus
 from gpuctl.spec import Document, SpecError
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])

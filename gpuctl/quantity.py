@@ -11,7 +11,7 @@ import re
 from decimal import Context, Decimal, InvalidOperation
 from functools import lru_cache
 
-__all__ = ["QuantityError", "is_quantity", "parse_quantity"]
+__all__ = ["QuantityError", "format_quantity", "is_quantity", "parse_quantity"]
 
 # <signedNumber><suffix> where suffix is a binary SI suffix, a decimal SI suffix or a decimal exponent
 # (k8s.io/apimachinery/pkg/api/resource/quantity.go). The exponent is tried first so that `1E3` is 1000 while
@@ -70,3 +70,13 @@ def is_quantity(s: object) -> bool:
     except QuantityError:
         return False
     return True
+
+
+def format_quantity(d: Decimal) -> str:
+    """A Decimal as the shortest quantity Kueue accepts: whole units, else milli-units rounded down
+    (so a sum of capacities never claims more than the nodes have)."""
+    d = d.normalize()
+    if d == d.to_integral_value():
+        return str(int(d))
+    milli = (d * 1000).to_integral_value(rounding="ROUND_FLOOR")
+    return f"{int(milli)}m"

@@ -1,22 +1,31 @@
-"""The one way to compute a job's status, used by `get jobs`, `describe job` and the REST API.
+"""A gpuctl job's status word, from its controller, its Kueue Workload and its pods (pure).
 
-A job's status combines three sources, in this order of authority:
-1. its Kueue Workload (Queued until Kueue reserves quota; Preempted after an eviction; Finished),
-2. its controller (Job counts; Deployment/StatefulSet ready replicas),
-3. its pods (waiting reasons such as ImagePullBackOff, OOMKilled, unschedulable).
+Order of authority:
+1. the controller's own terminal conditions (a Job that completed or failed),
+2. the Kueue Workload (domain.workload.workload_state: Finished > Admitted > QuotaReserved >
+   Pending, with Pending split into Queued, Preempted and Inactive),
+3. the pods (waiting reasons such as ImagePullBackOff, OOMKilled, unschedulable).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from gpuctl.constants import CONTAINER_WAITING_REASONS
+from gpuctl.domain.objects import condition, meta
+from gpuctl.domain.workload import WorkloadState, finished_failed, workload_state
+
+KUEUE_GATE = "kueue.x-k8s.io/admission"
 
 
 class State(StrEnum):
     QUEUED = "Queued"
+    QUOTA_RESERVED = "QuotaReserved"
     ADMITTED = "Admitted"
+    INACTIVE = "Inactive"
     PENDING = "Pending"
     RUNNING = "Running"
     PARTIALLY_RUNNING = "Partially Running"
@@ -27,62 +36,43 @@ class State(StrEnum):
     UNKNOWN = "Unknown"
 
 
-KUEUE_GATE = "kueue.x-k8s.io/admission"
+# Waiting for Kueue: a job in one of these states holds no quota.
+WAITING_STATES = frozenset({State.QUEUED, State.PREEMPTED, State.INACTIVE})
+
+_WORKLOAD_WORD: Mapping[WorkloadState, State] = {
+    WorkloadState.PENDING: State.QUEUED,
+    WorkloadState.PREEMPTED: State.PREEMPTED,
+    WorkloadState.INACTIVE: State.INACTIVE,
+    WorkloadState.QUOTA_RESERVED: State.QUOTA_RESERVED,
+    WorkloadState.ADMITTED: State.ADMITTED,
+}
 
 
-def condition(obj: dict | None, ctype: str) -> dict:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            return c
-    return {}
-
-
-def is_true(obj: dict | None, ctype: str) -> bool:
-    return condition(obj, ctype).get("status") == "True"
-
-
-# ----------------------------------------------------------------------------- workloads
-def workload_state(wl: dict | None) -> State | None:
-    """Kueue's view, or None when Kueue has not created a Workload yet."""
-    if not wl:
+def workload_word(wl: Mapping[str, Any] | None) -> State | None:
+    """The status word of a Workload on its own (None without one)."""
+    st = workload_state(wl)
+    if st is None:
         return None
-    if is_true(wl, "Finished"):
-        return State.FAILED if condition(wl, "Finished").get("reason") == "Failed" else State.SUCCEEDED
-    if is_true(wl, "Admitted"):
-        return State.ADMITTED
-    evicted = condition(wl, "Evicted")
-    if evicted.get("status") == "True" and evicted.get("reason") == "Preempted":
-        return State.PREEMPTED
-    if is_true(wl, "Preempted") and not is_true(wl, "QuotaReserved"):
-        return State.PREEMPTED
-    return State.QUEUED
-
-
-def workload_gpus(wl: dict) -> int:
-    """GPUs a Workload asks for: sum over pod sets of count x per-pod nvidia.com/gpu."""
-    total = 0
-    for ps in (wl.get("spec") or {}).get("podSets") or []:
-        per_pod = 0
-        for c in ((ps.get("template") or {}).get("spec") or {}).get("containers") or []:
-            res = c.get("resources") or {}
-            v = (res.get("requests") or {}).get("nvidia.com/gpu") or (res.get("limits") or {}).get(
-                "nvidia.com/gpu"
-            )
-            per_pod += int(float(v)) if v else 0
-        total += per_pod * int(ps.get("count", 1))
-    return total
+    if st == WorkloadState.FINISHED:
+        return State.FAILED if finished_failed(wl or {}) else State.SUCCEEDED
+    return _WORKLOAD_WORD[st]
 
 
 # ----------------------------------------------------------------------------- pods
-def pod_state(pod: dict) -> str:
-    """A pod's status word: Kueue's gate shows as Queued; container reasons as the earlier gpuctl did."""
-    meta = pod.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
+def is_gated(pod: Mapping[str, Any]) -> bool:
+    return any(g.get("name") == KUEUE_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+def pod_status(pod: Mapping[str, Any], wl: Mapping[str, Any] | None = None) -> str:
+    """A pod's status word. A pod held by Kueue's scheduling gate shows its Workload's state (Queued
+    without one); container reasons use the earlier gpuctl's vocabulary."""
+    if meta(pod).get("deletionTimestamp"):
         return State.TERMINATING
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
-    if any(g.get("name") == KUEUE_GATE for g in spec.get("schedulingGates") or []):
-        return State.QUEUED
+    if is_gated(pod):
+        word = workload_word(wl)
+        return word if word in _WORKLOAD_WORD.values() else State.QUEUED
     phase = status.get("phase") or "Unknown"
     statuses = status.get("containerStatuses") or []
     if statuses:
@@ -113,13 +103,13 @@ def waiting_reason(reason: str, message: str = "") -> str:
     return reason or "Waiting"
 
 
-def pod_ready(pod: dict) -> tuple[int, int]:
+def pod_ready(pod: Mapping[str, Any]) -> tuple[int, int]:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     total = len(statuses) or len((pod.get("spec") or {}).get("containers") or [])
     return sum(1 for s in statuses if s.get("ready")), total
 
 
-def unschedulable_message(pod: dict) -> str | None:
+def unschedulable_message(pod: Mapping[str, Any]) -> str | None:
     c = condition(pod, "PodScheduled")
     if c.get("status") == "False" and c.get("reason") == "Unschedulable":
         return c.get("message")
@@ -133,14 +123,22 @@ class JobStatus:
     reason: str = ""  # the pod-level reason that explains the state, if any
 
 
-def job_status(kind: str, obj: dict, wl: dict | None, pods: list[dict]) -> JobStatus:
+_PLAIN = frozenset(
+    {"Running", "Succeeded", "Pending", "Terminating", "Unknown", "Failed", *_WORKLOAD_WORD.values()}
+)
+
+
+def job_status(
+    kind: str, obj: Mapping[str, Any], wl: Mapping[str, Any] | None, pods: list[Mapping[str, Any]]
+) -> JobStatus:
     """Status of one gpuctl job (kind = Job | Deployment | StatefulSet)."""
-    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+    if meta(obj).get("deletionTimestamp"):
         return JobStatus(State.TERMINATING)
     spec = obj.get("spec") or {}
     st = obj.get("status") or {}
-    kstate = workload_state(wl)
-    bad = next((s for s in (pod_state(p) for p in pods) if s not in _PLAIN), None)
+    word = workload_word(wl)
+    pod_words = [pod_status(p) for p in pods]
+    bad = next((s for s in pod_words if s not in _PLAIN), None)
 
     if kind == "Job":
         for c in st.get("conditions") or []:
@@ -148,13 +146,15 @@ def job_status(kind: str, obj: dict, wl: dict | None, pods: list[dict]) -> JobSt
                 return JobStatus(State.SUCCEEDED)
             if c.get("status") == "True" and c.get("type") in ("Failed", "FailureTarget"):
                 return JobStatus(State.FAILED, c.get("reason", ""))
-        if kstate in (State.SUCCEEDED, State.FAILED, State.PREEMPTED):
-            return JobStatus(kstate)
-        if spec.get("suspend") or kstate == State.QUEUED or kstate is None:
-            return JobStatus(State.QUEUED if kstate else State.PENDING)
+        if word is None:
+            return JobStatus(State.PENDING)
+        if word in (State.SUCCEEDED, State.FAILED, *WAITING_STATES, State.QUOTA_RESERVED):
+            return JobStatus(word)
+        if spec.get("suspend"):
+            return JobStatus(State.ADMITTED)  # admitted, not yet unsuspended by Kueue
         if bad:
             return JobStatus(bad, bad)
-        if int(st.get("ready") or 0) > 0 or any(pod_state(p) == "Running" for p in pods):
+        if int(st.get("ready") or 0) > 0 or "Running" in pod_words:
             return JobStatus(State.RUNNING)
         return JobStatus(State.ADMITTED)
 
@@ -169,13 +169,8 @@ def job_status(kind: str, obj: dict, wl: dict | None, pods: list[dict]) -> JobSt
         return JobStatus(State.PARTIALLY_RUNNING, bad or "")
     if bad:
         return JobStatus(bad, bad)
-    if kstate == State.PREEMPTED:
-        return JobStatus(State.PREEMPTED)
-    if any(pod_state(p) == State.QUEUED for p in pods) or kstate == State.QUEUED:
+    if word in (*WAITING_STATES, State.QUOTA_RESERVED, State.ADMITTED):
+        return JobStatus(word)
+    if any(is_gated(p) for p in pods):
         return JobStatus(State.QUEUED)
-    if kstate == State.ADMITTED:
-        return JobStatus(State.ADMITTED)
     return JobStatus(State.PENDING)
-
-
-_PLAIN = frozenset({"Running", "Succeeded", "Pending", "Queued", "Terminating", "Unknown", "Failed"})

@@ -1,0 +1,129 @@
+"""A pod's GPUs, counted the way kube-scheduler and Kueue count them.
+
+- A container's GPUs are its `requests[nvidia.com/gpu]`, or its limit when only a limit is set (for
+  extended resources the API server copies the limit into the request; objects reviewed before that
+  defaulting, and Workload templates, may carry only the limit).
+- Sidecars (init containers with `restartPolicy: Always`) run next to the app containers and add up.
+- Classic init containers run one at a time before the app containers: the pod needs the largest of
+  them plus the sidecars started before it, if that is more than the app containers plus sidecars
+  (the pod's effective request, k8s.io/component-helpers/resource PodRequests).
+- Extended resources are whole numbers; a fraction (only possible in objects the API server has not
+  validated yet) counts rounded up.
+
+The objects may be untrusted (the admission webhook reads what a client sent): a value of the wrong
+type raises ShapeError naming the field, which the webhook answers with a 400.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from gpuctl.constants import GPU_RESOURCE
+from gpuctl.quantity import QuantityError, parse_quantity
+
+# Anything larger is absurd for one pod; capping keeps `1e999` from becoming a giant integer.
+MAX_GPUS = 1_000_000
+
+
+class ShapeError(ValueError):
+    """An object field has the wrong type or an unreadable value; the message names the field."""
+
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _map(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    v = parent.get(key)
+    if v is None:
+        return _EMPTY
+    if type(v) is not dict:
+        raise ShapeError(f"{where}.{key} must be an object, not {type(v).__name__}")
+    return v
+
+
+def _list(parent: Mapping[str, Any], key: str, where: str) -> list:
+    v = parent.get(key)
+    if v is None:
+        return []
+    if type(v) is not list:
+        raise ShapeError(f"{where}.{key} must be a list, not {type(v).__name__}")
+    return v
+
+
+def quantity_gpus(value: Any, where: str = "value") -> int:
+    """GPU count of one resources entry, rounded up."""
+    if type(value) is str:
+        if value.isascii() and value.isdigit():
+            return min(int(value), MAX_GPUS)
+        try:
+            q = parse_quantity(value)
+        except QuantityError as exc:
+            raise ShapeError(f"{where}: {exc}") from None
+        if not q.is_finite() or q > MAX_GPUS:
+            return MAX_GPUS
+        return max(0, math.ceil(q))
+    if type(value) is int:
+        return min(max(0, value), MAX_GPUS)
+    if type(value) is float and math.isfinite(value):
+        return min(max(0, math.ceil(value)), MAX_GPUS)
+    raise ShapeError(f"{where} must be a quantity string, not {type(value).__name__}")
+
+
+def container_gpus(c: Any, where: str = "container") -> int:
+    """GPUs of one container: its request, else its limit."""
+    if type(c) is not dict:
+        raise ShapeError(f"{where} must be an object, not {type(c).__name__}")
+    res = _map(c, "resources", where)
+    if not res:
+        return 0
+    v = _map(res, "requests", f"{where}.resources").get(GPU_RESOURCE)
+    if v is None:
+        v = _map(res, "limits", f"{where}.resources").get(GPU_RESOURCE)
+        if v is None:
+            return 0
+    return quantity_gpus(v, f"{where}.resources[{GPU_RESOURCE}]")
+
+
+def pod_spec_gpus(spec: Mapping[str, Any] | None, where: str = "spec") -> int:
+    """GPUs one pod with this spec holds: max(app containers + sidecars, peak of the init phase)."""
+    if not spec:
+        return 0
+    if type(spec) is not dict:
+        raise ShapeError(f"{where} must be an object, not {type(spec).__name__}")
+    main = sum(
+        container_gpus(c, f"{where}.containers[{i}]") for i, c in enumerate(_list(spec, "containers", where))
+    )
+    sidecars = 0
+    init_peak = 0
+    for i, c in enumerate(_list(spec, "initContainers", where)):
+        cw = f"{where}.initContainers[{i}]"
+        g = container_gpus(c, cw)
+        if c.get("restartPolicy") == "Always":
+            sidecars += g
+        else:
+            init_peak = max(init_peak, g + sidecars)
+    return max(main + sidecars, init_peak)
+
+
+def pod_gpus(pod: Mapping[str, Any]) -> int:
+    """GPUs a Pod object holds."""
+    return pod_spec_gpus(pod.get("spec"))
+
+
+def pod_holds_gpus(pod: Mapping[str, Any]) -> bool:
+    """Bound to a node and not finished: its GPUs are taken on that node."""
+    spec = pod.get("spec") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    return bool(spec.get("nodeName")) and phase not in ("Succeeded", "Failed")
+
+
+def workload_gpus(wl: Mapping[str, Any] | None) -> int:
+    """GPUs a Kueue Workload asks for: over its pod sets, count x the pod template's GPUs."""
+    total = 0
+    for ps in ((wl or {}).get("spec") or {}).get("podSets") or []:
+        tmpl = (ps.get("template") or {}).get("spec") or {}
+        count = ps.get("count")
+        total += pod_spec_gpus(tmpl) * (1 if count is None else int(count))
+    return total

@@ -1,0 +1,68 @@
+"""Reading metadata and status conditions of any object, and whether gpuctl made it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from gpuctl.constants import MANAGED_BY_VALUE, Labels
+
+
+def meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    return meta(obj).get("labels") or {}
+
+
+def annotations(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    return meta(obj).get("annotations") or {}
+
+
+def name(obj: Mapping[str, Any]) -> str:
+    return meta(obj).get("name") or ""
+
+
+def namespace(obj: Mapping[str, Any]) -> str:
+    return meta(obj).get("namespace") or ""
+
+
+def uid(obj: Mapping[str, Any]) -> str:
+    return meta(obj).get("uid") or ""
+
+
+def condition(obj: Mapping[str, Any] | None, ctype: str) -> Mapping[str, Any]:
+    """The status condition of this type, or {}."""
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return {}
+
+
+def is_true(obj: Mapping[str, Any] | None, ctype: str) -> bool:
+    return condition(obj, ctype).get("status") == "True"
+
+
+def is_gpuctl_object(obj: Mapping[str, Any] | None) -> bool:
+    """Made by gpuctl: carries app.kubernetes.io/managed-by=gpuctl. gpuctl deletes nothing else."""
+    return labels(obj).get(Labels.MANAGED_BY) == MANAGED_BY_VALUE
+
+
+def parse_time(ts: str | None) -> float | None:
+    """RFC 3339 as the API server writes it -> epoch seconds (None when absent or unreadable)."""
+    if not ts:
+        return None
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def age_seconds(obj: Mapping[str, Any], now: float | None = None) -> float | None:
+    """Seconds since the object's creationTimestamp."""
+    t = parse_time(meta(obj).get("creationTimestamp"))
+    if t is None:
+        return None
+    return (now if now is not None else datetime.now(UTC).timestamp()) - t

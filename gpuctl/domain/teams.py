@@ -1,0 +1,179 @@
+"""What a gpuctl team ClusterQueue means, read back from Kueue's objects, and the desired Cohort.
+
+A team is a ClusterQueue named after its namespace (made by queues.cluster_queue): its budget of
+virtual resources runwhere.ai/quota-{gpu,cpu,memory} on the budget flavor, optional per-pool
+guarantees (nominal quota on pool flavors), and Kueue's accounting of both in `status`. The root
+Cohort holds every pool's capacity less what teams are guaranteed there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from gpuctl.constants import (
+    BUDGET_FLAVOR,
+    CPU_RESOURCE,
+    GPU_RESOURCE,
+    MEMORY_RESOURCE,
+    QUOTA_CPU,
+    QUOTA_CPU_PER_CORE,
+    QUOTA_GPU,
+    QUOTA_MEMORY,
+    UNLIMITED,
+    Labels,
+)
+from gpuctl.domain.gpus import quantity_gpus
+from gpuctl.domain.objects import annotations, condition, is_gpuctl_object, labels, name
+from gpuctl.domain.pools import pool_capacities, pool_names
+from gpuctl.quantity import QuantityError, parse_quantity
+from queues.model import PoolGuarantee, TeamQuota
+from queues.objects import cohort
+
+
+def _gpus(v: Any) -> int:
+    try:
+        return quantity_gpus(str(v)) if v is not None else 0
+    except ValueError:
+        return 0
+
+
+def cores(milli: str) -> str:
+    """runwhere.ai/quota-cpu (milli-CPUs) -> cores as a plain decimal string."""
+    try:
+        v = (parse_quantity(str(milli)) / Decimal(QUOTA_CPU_PER_CORE)).normalize()
+    except QuantityError:
+        return "0"
+    return f"{v:f}"
+
+
+def _resources(cq: Mapping[str, Any], flavor_is_budget: bool) -> dict[str, dict[str, Mapping[str, Any]]]:
+    """flavor -> resource -> its spec entry (nominalQuota, borrowingLimit) for budget or pool flavors."""
+    out: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for fl in group.get("flavors") or []:
+            if (fl.get("name") == BUDGET_FLAVOR) == flavor_is_budget:
+                out[fl.get("name", "")] = {r.get("name", ""): r for r in fl.get("resources") or []}
+    return out
+
+
+def cluster_queue_flavors(cq: Mapping[str, Any]) -> frozenset[str]:
+    """Every flavor a ClusterQueue has quota in (any ClusterQueue, gpuctl's or not)."""
+    return frozenset(
+        fl["name"]
+        for group in (cq.get("spec") or {}).get("resourceGroups") or []
+        for fl in group.get("flavors") or []
+        if isinstance(fl, dict) and isinstance(fl.get("name"), str)
+    )
+
+
+def pool_guarantees(cq: Mapping[str, Any]) -> dict[str, PoolGuarantee]:
+    """Per-pool guarantees as written in a team ClusterQueue (nominal quota on pool flavors); pools
+    with nothing guaranteed are left out."""
+    out = {}
+    for flavor, res in _resources(cq, flavor_is_budget=False).items():
+        g = PoolGuarantee(
+            gpu=_gpus((res.get(GPU_RESOURCE) or {}).get("nominalQuota")),
+            cpu=str((res.get(CPU_RESOURCE) or {}).get("nominalQuota", "0")),
+            memory=str((res.get(MEMORY_RESOURCE) or {}).get("nominalQuota", "0")),
+        )
+        if g.gpu or g.cpu not in ("0", "") or g.memory not in ("0", ""):
+            out[flavor] = g
+    return out
+
+
+def team_from_cluster_queue(cq: Mapping[str, Any]) -> TeamQuota:
+    """Read a gpuctl team ClusterQueue back into the TeamQuota it was made from."""
+    budget = _resources(cq, flavor_is_budget=True).get(BUDGET_FLAVOR, {})
+
+    def nominal(res: str) -> str | None:
+        v = str((budget.get(res) or {}).get("nominalQuota", UNLIMITED[res]))
+        return None if v == UNLIMITED[res] else v
+
+    gpu, cpu = nominal(QUOTA_GPU), nominal(QUOTA_CPU)
+    borrow = (budget.get(QUOTA_GPU) or {}).get("borrowingLimit")
+    return TeamQuota(
+        namespace=name(cq),
+        quota_name=labels(cq).get(Labels.QUOTA, ""),
+        gpu=None if gpu is None else _gpus(gpu),
+        cpu=None if cpu is None else cores(cpu),
+        memory=nominal(QUOTA_MEMORY),
+        borrowing_limit=None if borrow is None else _gpus(borrow),
+        pools=pool_guarantees(cq),
+        description=annotations(cq).get(Labels.DESCRIPTION),
+    )
+
+
+@dataclass(frozen=True)
+class TeamUsage:
+    """Kueue's accounting of a team ClusterQueue (status.flavorsReservation: quota held by Workloads
+    that reserved it, which is what keeps others out)."""
+
+    budget_used: dict[str, str] = field(default_factory=dict)  # quota-* resource -> total
+    budget_borrowed: dict[str, str] = field(default_factory=dict)  # quota-* resource -> beyond nominal
+    pool_gpus: dict[str, int] = field(default_factory=dict)  # pool -> GPUs reserved
+    pool_borrowed: dict[str, int] = field(default_factory=dict)  # pool -> GPUs beyond its guarantee
+    pending: int = 0
+    admitted: int = 0
+    active: bool = False
+    inactive_reason: str = ""
+
+    @property
+    def gpus(self) -> int:
+        return _gpus(self.budget_used.get(QUOTA_GPU, "0"))
+
+    @property
+    def gpus_over_quota(self) -> int:
+        return _gpus(self.budget_borrowed.get(QUOTA_GPU, "0"))
+
+
+def team_usage(cq: Mapping[str, Any]) -> TeamUsage:
+    st = cq.get("status") or {}
+    used: dict[str, str] = {}
+    borrowed: dict[str, str] = {}
+    pool_gpus: dict[str, int] = {}
+    pool_borrowed: dict[str, int] = {}
+    for fr in st.get("flavorsReservation") or []:
+        for r in fr.get("resources") or []:
+            if fr.get("name") == BUDGET_FLAVOR:
+                used[r.get("name", "")] = str(r.get("total", "0"))
+                borrowed[r.get("name", "")] = str(r.get("borrowed", "0"))
+            elif r.get("name") == GPU_RESOURCE:
+                pool_gpus[fr.get("name", "")] = _gpus(r.get("total"))
+                pool_borrowed[fr.get("name", "")] = _gpus(r.get("borrowed"))
+    active = condition(cq, "Active")
+    return TeamUsage(
+        budget_used=used,
+        budget_borrowed=borrowed,
+        pool_gpus=pool_gpus,
+        pool_borrowed=pool_borrowed,
+        pending=int(st.get("pendingWorkloads") or 0),
+        admitted=int(st.get("admittedWorkloads") or 0),
+        active=active.get("status") == "True",
+        inactive_reason=active.get("reason") or "Inactive",
+    )
+
+
+def team_queues(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Team namespace -> its gpuctl ClusterQueue (foreign ClusterQueues are not teams)."""
+    return {name(cq): cq for cq in cluster_queues if is_gpuctl_object(cq)}
+
+
+def desired_cohort(
+    nodes: Iterable[Mapping[str, Any]],
+    flavors: Iterable[Mapping[str, Any]],
+    cluster_queues: Iterable[Mapping[str, Any]],
+) -> dict:
+    """The root Cohort for these nodes, pool flavors and team ClusterQueues."""
+    pools = pool_capacities(list(nodes), pool_names(flavors))
+    teams = [team_from_cluster_queue(cq) for cq in cluster_queues if is_gpuctl_object(cq)]
+    return cohort(pools, teams)
+
+
+def cohort_spec_equal(a: Mapping[str, Any] | None, b: Mapping[str, Any]) -> bool:
+    """Whether the Cohort in the cluster already has the desired resource groups."""
+    if a is None:
+        return False
+    return (a.get("spec") or {}).get("resourceGroups") == (b.get("spec") or {}).get("resourceGroups")

@@ -1,0 +1,187 @@
+"""A Kueue Workload's state, pool, priority and reservations: one reading for every consumer.
+
+State follows Kueue's own order (pkg/workload/workload.go `Status`): Finished > Admitted >
+QuotaReserved > Pending. gpuctl splits Pending three ways because users act differently on each:
+Inactive (spec.active=false: Kueue will not consider it), Preempted (pending again after Kueue
+evicted it to make room) and plain Pending (waiting for quota).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from typing import Any
+
+from gpuctl.constants import BUDGET_FLAVOR, CPU_RESOURCE, GPU_RESOURCE, PRIORITY_CLASS, Labels, Priority
+from gpuctl.domain.gpus import quantity_gpus
+from gpuctl.domain.objects import condition, is_true, labels, meta, parse_time
+
+
+class WorkloadState(StrEnum):
+    PENDING = "Pending"
+    PREEMPTED = "Preempted"
+    INACTIVE = "Inactive"
+    QUOTA_RESERVED = "QuotaReserved"
+    ADMITTED = "Admitted"
+    FINISHED = "Finished"
+
+
+WAITING = frozenset({WorkloadState.PENDING, WorkloadState.PREEMPTED})
+HOLDING_QUOTA = frozenset({WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED})
+
+NO_PRIORITY = "none"
+PRIORITIES = frozenset(p.value for p in Priority)
+_CLASS_TO_PRIORITY = {cls: p.value for p, cls in PRIORITY_CLASS.items()}
+
+
+def workload_state(wl: Mapping[str, Any] | None) -> WorkloadState | None:
+    """Kueue's view of a Workload, or None when there is no Workload (yet)."""
+    if not wl:
+        return None
+    if is_true(wl, "Finished"):
+        return WorkloadState.FINISHED
+    if is_true(wl, "Admitted"):
+        return WorkloadState.ADMITTED
+    if is_true(wl, "QuotaReserved"):
+        return WorkloadState.QUOTA_RESERVED
+    if (wl.get("spec") or {}).get("active") is False:
+        return WorkloadState.INACTIVE
+    if was_preempted(wl):
+        return WorkloadState.PREEMPTED
+    return WorkloadState.PENDING
+
+
+def was_preempted(wl: Mapping[str, Any]) -> bool:
+    """Evicted to make room for other work (and not holding quota again since)."""
+    ev = condition(wl, "Evicted")
+    if ev.get("status") == "True" and ev.get("reason") == "Preempted":
+        return True
+    return is_true(wl, "Preempted")
+
+
+def finished_failed(wl: Mapping[str, Any]) -> bool:
+    return condition(wl, "Finished").get("reason") == "Failed"
+
+
+def metric_state(wl: Mapping[str, Any]) -> str | None:
+    """The `state` label of gpuctl_workloads: queued | preempted | inactive | admitted | running;
+    None for finished Workloads (not counted). `admitted` means holding quota (QuotaReserved or
+    Admitted); `running` adds that its pods are ready (PodsReady)."""
+    st = workload_state(wl)
+    if st is None or st == WorkloadState.FINISHED:
+        return None
+    if st in HOLDING_QUOTA:
+        return "running" if is_true(wl, "PodsReady") else "admitted"
+    return {WorkloadState.PENDING: "queued", WorkloadState.PREEMPTED: "preempted"}.get(st, "inactive")
+
+
+def reserved_pools(wl: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(pool, GPUs) per pod set Kueue assigned, from the Workload's own status.admission (a
+    ClusterQueue's status lags it). The pool is the flavor assigned for nvidia.com/gpu, or for cpu
+    when the pod set has no GPUs. Empty unless the Workload holds quota."""
+    if workload_state(wl) not in HOLDING_QUOTA:
+        return []
+    out = []
+    for a in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+        flavors = a.get("flavors") or {}
+        pool = flavors.get(GPU_RESOURCE) or flavors.get(CPU_RESOURCE)
+        if pool and pool != BUDGET_FLAVOR:
+            used = (a.get("resourceUsage") or {}).get(GPU_RESOURCE)
+            out.append((pool, quantity_gpus(str(used)) if used is not None else 0))
+    return out
+
+
+def reserved_gpus(wl: Mapping[str, Any]) -> dict[str, int]:
+    """GPUs the Workload holds, per pool."""
+    out: dict[str, int] = {}
+    for pool, gpus in reserved_pools(wl):
+        out[pool] = out.get(pool, 0) + gpus
+    return out
+
+
+def assigned_flavors(wl: Mapping[str, Any]) -> set[str]:
+    """Every flavor named in the Workload's admission (whatever it holds)."""
+    out: set[str] = set()
+    for a in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+        out.update((a.get("flavors") or {}).values())
+    return out
+
+
+def workload_pool(wl: Mapping[str, Any]) -> str | None:
+    """runwhere.ai/pool (Kueue copies it via labelKeysToCopy), else the admitted flavor, else the pool
+    the pod template selects."""
+    p = labels(wl).get(Labels.POOL)
+    if p:
+        return p
+    assigned = reserved_pools(wl)
+    if assigned:
+        return assigned[0][0]
+    for ps in (wl.get("spec") or {}).get("podSets") or []:
+        sel = ((ps.get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
+        if sel.get(Labels.POOL):
+            return sel[Labels.POOL]
+    return None
+
+
+def workload_priority(wl: Mapping[str, Any]) -> str:
+    """high | medium | low from runwhere.ai/priority or the WorkloadPriorityClass; `none` otherwise."""
+    p = labels(wl).get(Labels.PRIORITY)
+    if p in PRIORITIES:
+        return p
+    ref = ((wl.get("spec") or {}).get("priorityClassRef") or {}).get("name")
+    return _CLASS_TO_PRIORITY.get(ref, NO_PRIORITY)
+
+
+def priority_value(wl: Mapping[str, Any]) -> int:
+    return int((wl.get("spec") or {}).get("priority") or 0)
+
+
+def pending_since(wl: Mapping[str, Any]) -> float | None:
+    """When a waiting Workload started waiting: its creation, or its last eviction if later."""
+    if workload_state(wl) not in WAITING:
+        return None
+    created = parse_time(meta(wl).get("creationTimestamp")) or 0.0
+    ev = condition(wl, "Evicted")
+    if ev.get("status") == "True":
+        return max(created, parse_time(ev.get("lastTransitionTime")) or created)
+    return created
+
+
+def quota_reserved_at(wl: Mapping[str, Any]) -> float | None:
+    c = condition(wl, "QuotaReserved")
+    return parse_time(c.get("lastTransitionTime")) if c.get("status") == "True" else None
+
+
+def preemptions(wl: Mapping[str, Any]) -> tuple[int, str]:
+    """How often the Workload was preempted, and the latest reason (InClusterQueue, InCohort...)."""
+    n = sum(
+        int(e.get("count") or 0)
+        for e in ((wl.get("status") or {}).get("schedulingStats") or {}).get("evictions") or []
+        if e.get("reason") == "Preempted"
+    )
+    if n == 0 and was_preempted(wl):
+        n = 1
+    return n, condition(wl, "Preempted").get("reason") or "Preempted"
+
+
+def queue_positions(workloads: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Workload UID -> 1-based position among its ClusterQueue's waiting Workloads.
+
+    Kueue's BestEffortFIFO order: higher priority first, then older (eviction time when requeued).
+    A gpuctl team's ClusterQueue is named after its namespace, so the namespace keys the queue.
+    """
+    queues: dict[str, list[tuple[int, str, str]]] = {}
+    for wl in workloads:
+        if workload_state(wl) not in WAITING:
+            continue
+        m = meta(wl)
+        ev = condition(wl, "Evicted")
+        ts = (ev.get("lastTransitionTime") if ev.get("status") == "True" else None) or m.get(
+            "creationTimestamp", ""
+        )
+        queues.setdefault(m.get("namespace", ""), []).append((-priority_value(wl), ts, m.get("uid", "")))
+    out = {}
+    for entries in queues.values():
+        for i, (_, _, uid) in enumerate(sorted(entries), start=1):
+            out[uid] = i
+    return out

@@ -1,0 +1,85 @@
+"""A pool's numbers (capacity, pod use, Kueue reservations, queued GPUs), for `get pools`,
+`describe pool` and "why is my job waiting"."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from gpuctl.constants import Labels
+from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, workload_gpus
+from gpuctl.domain.objects import annotations, name
+from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready, pool_capacities
+from gpuctl.domain.workload import WAITING, reserved_gpus, workload_pool, workload_state
+from gpuctl.service.inventory import Inventory
+
+
+@dataclass
+class PoolUsage:
+    name: str
+    capacity: int = 0  # GPUs of Ready nodes
+    total: int = 0  # GPUs of all nodes (capacity field), Ready or not
+    used: int = 0  # GPUs requested by pods bound to the pool's nodes
+    reserved: int = 0  # GPUs Kueue reserved for admitted workloads in this pool
+    queued: int = 0  # GPUs requested by workloads waiting for this pool
+    nodes: list[str] = field(default_factory=list)
+    nodes_ready: int = 0
+    gpu_types: list[str] = field(default_factory=list)
+    description: str = ""
+    status: str = "active"
+
+    @property
+    def free(self) -> int:
+        return max(self.capacity - max(self.used, self.reserved), 0)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.update(
+            gpu_total=self.capacity,
+            gpu_used=self.used,
+            gpu_free=self.free,
+            gpu_reserved=self.reserved,
+            gpu_queued=self.queued,
+        )
+        return d
+
+
+def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsage]:
+    """Per pool: capacity (Ready nodes), Kueue reservations, queued GPUs and, with_pods, what bound
+    pods hold (one more list of every unfinished pod)."""
+    pools = list(inv.pools)
+    caps = {c.name: c for c in pool_capacities(inv.nodes, pools)}
+    descr = {name(f): annotations(f).get(Labels.DESCRIPTION, "") for f in inv.flavors}
+    out = {
+        p: PoolUsage(name=p, capacity=caps[p].gpu, nodes=list(caps[p].nodes), description=descr.get(p, ""))
+        for p in pools
+    }
+    node_to_pool = {}
+    for n in inv.nodes:
+        p = node_pool(n)
+        if p in out:
+            node_to_pool[n["metadata"]["name"]] = p
+            u = out[p]
+            u.total += node_gpus(n, "capacity")
+            u.nodes_ready += 1 if node_ready(n) else 0
+            t = node_gpu_type(n)
+            if t and t not in u.gpu_types:
+                u.gpu_types.append(t)
+    if with_pods:
+        for pod in inv.bound_pods:
+            p = node_to_pool.get((pod.get("spec") or {}).get("nodeName") or "")
+            if p and pod_holds_gpus(pod):
+                out[p].used += pod_gpus(pod)
+    for wl in inv.workloads_all:
+        for pool, gpus in reserved_gpus(wl).items():
+            if pool in out:
+                out[pool].reserved += gpus
+        if workload_state(wl) in WAITING:
+            p = workload_pool(wl)
+            if p in out:
+                out[p].queued += workload_gpus(wl)
+    for u in out.values():
+        if not u.nodes:
+            u.status = "empty"
+        elif u.nodes_ready < len(u.nodes):
+            u.status = "degraded"
+    return out
