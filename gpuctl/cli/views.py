@@ -245,29 +245,15 @@ def get_quotas(args: argparse.Namespace) -> int:
 
 @_guard
 def get_namespaces(args: argparse.Namespace) -> int:
-    from gpuctl.cluster import path
-    from gpuctl.constants import Labels
+    from gpuctl.service.views import list_namespaces
 
-    cluster = _cluster(args)
-    items = cluster.list(path("Namespace"), label_selector=f"{Labels.NAMESPACE}=true")
-    from gpuctl.service.jobs import age_seconds
-
-    rows = [
-        {
-            "name": n["metadata"]["name"],
-            "status": (n.get("status") or {}).get("phase", ""),
-            "quota": (n["metadata"].get("labels") or {}).get(Labels.QUOTA, ""),
-            "age": age_seconds(n),
-        }
-        for n in items
-    ]
+    rows = list_namespaces(_cluster(args))
+    if args.name:
+        rows = [r for r in rows if r.name == args.name]
     if args.output in ("json", "yaml"):
-        print_data(rows, args.output)
+        print_data([r.as_dict() for r in rows], args.output)
         return 0
-    table(
-        ["NAME", "STATUS", "QUOTA", "AGE"],
-        [[r["name"], r["status"], r["quota"], age(r["age"])] for r in rows],
-    )
+    table(["NAME", "STATUS", "QUOTA", "AGE"], [[r.name, r.status, r.quota, age(r.age)] for r in rows])
     return 0
 
 
@@ -280,78 +266,31 @@ def _kv(pairs: list[tuple[str, object]], indent: int = 0) -> None:
 
 @_guard
 def describe_job(args: argparse.Namespace) -> int:
-    from gpuctl.service.inventory import Inventory
-    from gpuctl.service.jobs import explain, find_job
-    from gpuctl.domain.gpus import workload_gpus
+    from gpuctl.service.views import describe_job as svc
 
-    cluster = _cluster(args)
-    ns = _ns(args) if args.namespace else None
-    inv = Inventory(cluster, ns)
-    job = find_job(cluster, args.name, ns, inventory=inv)
-    why = explain(cluster, job, Inventory(cluster, None))
-    labels = job.labels
-    c = job.obj["spec"]["template"]["spec"]["containers"][0]
-    res = (c.get("resources") or {}).get("requests") or {}
-    wl = job.workload
-    data = {
-        "name": job.name,
-        "namespace": job.namespace,
-        "kind": job.kind,
-        "resource_type": job.resource,
-        "status": job.status,
-        "why": why,
-        "position": job.position,
-        "pool": labels.get("runwhere.ai/pool"),
-        "priority": labels.get("runwhere.ai/priority"),
-        "queue": labels.get("kueue.x-k8s.io/queue-name"),
-        "image": c.get("image"),
-        "resources": res,
-        "gpus": workload_gpus(wl) if wl else None,
-        "workload": wl["metadata"]["name"] if wl else None,
-        "conditions": [
-            {k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
-            for cond in ((wl or {}).get("status") or {}).get("conditions") or []
-        ],
-        "pods": [
-            {
-                "name": p["metadata"]["name"],
-                "node": p["spec"].get("nodeName"),
-                "phase": (p.get("status") or {}).get("phase"),
-            }
-            for p in job.pods
-        ],
-        "env": c.get("env") or [],
-        "service": None,
-    }
-    if job.service:
-        port = job.service["spec"]["ports"][0]
-        data["service"] = {
-            "name": job.service["metadata"]["name"],
-            "type": job.service["spec"].get("type"),
-            "port": port.get("port"),
-            "targetPort": port.get("targetPort"),
-            "nodePort": port.get("nodePort"),
-        }
+    d = svc(_cluster(args), args.name, _ns(args) if args.namespace else None)
+    data = d.as_dict()
     if args.output in ("json", "yaml"):
         print_data(data, args.output)
         return 0
     _kv(
         [
-            ("Name", job.name),
-            ("Namespace", job.namespace),
-            ("Kind", job.kind),
-            ("Resource", f"{job.resource}/{job.name}"),
-            ("Status", job.status),
-            ("Pool", data["pool"]),
-            ("Priority", data["priority"]),
-            ("Queue", data["queue"]),
-            ("Position", job.position or "-"),
-            ("Image", data["image"]),
-            ("Requests", ", ".join(f"{k}={v}" for k, v in res.items())),
+            ("Name", d.name),
+            ("Namespace", d.namespace),
+            ("Kind", d.kind),
+            ("Resource", f"{d.resource_type}/{d.name}"),
+            ("Status", d.status),
+            ("Pool", d.pool),
+            ("Priority", d.priority),
+            ("Queue", d.queue),
+            ("Position", d.position or "-"),
+            ("GPUs", d.gpus),
+            ("Image", d.image),
+            ("Requests", ", ".join(f"{k}={v}" for k, v in d.resources.items())),
         ]
     )
-    if why:
-        _kv([("Why not running", why)])
+    if d.why:
+        _kv([("Why not running", d.why)])
     if data["service"]:
         s = data["service"]
         _kv([("Service", f"{s['name']} {s['type']} {s['port']}->{s['targetPort']} nodePort {s['nodePort']}")])
@@ -368,7 +307,7 @@ def describe_job(args: argparse.Namespace) -> int:
                 for x in data["conditions"]
             ],
         )
-    print("Pods:" if job.pods else "Pods: <none>")
+    print("Pods:" if d.pods else "Pods: <none>")
     for p in data["pods"]:
         print(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}")
     return 0
@@ -460,40 +399,55 @@ def describe_node(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_quota(q: dict) -> None:
+    _kv(
+        [
+            ("Quota", q["name"]),
+            ("Namespace", q["namespace"]),
+            ("Status", q["status"]),
+            (
+                "GPU",
+                f"{_quota_gpu(q)} (borrowed {q['gpu']['borrowed']}, borrow limit "
+                f"{'none' if q['gpu']['borrowing_limit'] is None else q['gpu']['borrowing_limit']})",
+            ),
+            ("CPU", f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}"),
+            ("Memory", f"{bytes_quantity(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}"),
+            ("Guaranteed", ", ".join(f"{p}={g}" for p, g in q["guarantees"].items()) or "-"),
+            ("Workloads", f"{q['admitted_workloads']} admitted, {q['pending_workloads']} pending"),
+        ]
+    )
+
+
 @_guard
 def describe_quota(args: argparse.Namespace) -> int:
-    from gpuctl.service.quotas import quota_rows
+    from gpuctl.service.views import describe_quota as svc
 
-    rows = [q for q in quota_rows(_cluster(args)) if args.name in (q["namespace"], q["name"])]
-    if not rows:
-        raise CommandError(f"quota {args.name} not found (give a team namespace or a quota name)")
+    rows = svc(_cluster(args), args.name)
     if args.output in ("json", "yaml"):
         print_data(rows if len(rows) > 1 else rows[0], args.output)
         return 0
     for q in rows:
-        _kv(
-            [
-                ("Quota", q["name"]),
-                ("Namespace", q["namespace"]),
-                ("Status", q["status"]),
-                (
-                    "GPU",
-                    f"{_quota_gpu(q)} (borrowed {q['gpu']['borrowed']}, borrow limit "
-                    f"{'none' if q['gpu']['borrowing_limit'] is None else q['gpu']['borrowing_limit']})",
-                ),
-                ("CPU", f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}"),
-                ("Memory", f"{bytes_quantity(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}"),
-                ("Guaranteed", ", ".join(f"{p}={g}" for p, g in q["guarantees"].items()) or "-"),
-                ("Workloads", f"{q['admitted_workloads']} admitted, {q['pending_workloads']} pending"),
-            ]
-        )
+        _print_quota(q)
     return 0
 
 
 @_guard
 def describe_namespace(args: argparse.Namespace) -> int:
-    args.name = args.name
-    return describe_quota(args)
+    from gpuctl.service.views import describe_namespace as svc
+
+    d = svc(_cluster(args), args.name)
+    if args.output in ("json", "yaml"):
+        print_data(d.as_dict(), args.output)
+        return 0
+    _kv([("Name", d.namespace.name), ("Status", d.namespace.status), ("Age", age(d.namespace.age))])
+    print("Labels:")
+    for k, v in sorted(d.namespace.labels.items()):
+        print(f"  {k}={v}")
+    if d.quota:
+        _print_quota(d.quota)
+    else:
+        print("Quota: <none> (create one with kind: quota)")
+    return 0
 
 
 # ----------------------------------------------------------------------------- logs

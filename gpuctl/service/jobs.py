@@ -200,15 +200,29 @@ def _selector_filter(selector: str | None):
 
 
 # ----------------------------------------------------------------------------- finding one job
+def matching_jobs(jobs: list[Job], name: str) -> list[Job]:
+    """Jobs named `name`; else the jobs owning a pod named `name`."""
+    return [j for j in jobs if j.name == name] or [
+        j for j in jobs if any(p["metadata"]["name"] == name for p in j.pods)
+    ]
+
+
+def namespaces_holding(cluster: Cluster, name: str) -> list[str]:
+    """Namespaces where a job (or a job's pod) has this name."""
+    return sorted({j.namespace for j in matching_jobs(collect_jobs(Inventory(cluster, None)), name)})
+
+
 def find_job(
     cluster: Cluster, name: str, namespace: str | None, *, inventory: Inventory | None = None
 ) -> Job:
-    """The gpuctl job whose job.name is `name`: in `namespace` if given, else in every namespace.
+    """The gpuctl job whose job.name is `name`, or that owns the pod `name` (the JOB ID column of
+    `get jobs` shows pod names, and users of the earlier gpuctl pass those): in `namespace` if given,
+    else in every namespace.
 
     Never matched by prefix; several matches across namespaces is an error naming them.
     """
     inv = inventory or Inventory(cluster, namespace)
-    matches = [j for j in collect_jobs(inv) if j.name == name]
+    matches = matching_jobs(collect_jobs(inv), name)
     if not matches:
         where = f" in namespace {namespace}" if namespace else ""
         raise NotFound(f"job {name} not found{where}")
@@ -346,7 +360,11 @@ def _group(resource: str) -> str:
 # ----------------------------------------------------------------------------- logs
 def job_pods_for_logs(cluster: Cluster, name: str, namespace: str | None) -> tuple[Job, list[dict]]:
     job = find_job(cluster, name, namespace)
-    pods = sorted(job.pods, key=lambda p: (pod_status(p) != "Running", p["metadata"]["name"]))
+    # The pod named on the command line first, then running pods, then by name.
+    pods = sorted(
+        job.pods,
+        key=lambda p: (p["metadata"]["name"] != name, pod_status(p) != "Running", p["metadata"]["name"]),
+    )
     if not pods:
         raise NotFound(f"job {name} has no pods yet (status {job.status}); nothing to show")
     return job, pods

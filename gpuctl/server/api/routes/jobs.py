@@ -18,9 +18,8 @@ import anyio
 from fastapi import APIRouter, Depends, Query, Request, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from gpuctl.cli.output import age
 from gpuctl.cluster import ApiError
-from gpuctl.constants import JOB_KINDS, Kind, Labels
+from gpuctl.constants import JOB_KINDS, Kind
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Access, AuthError, Caller
 from gpuctl.server.api.deps import (
@@ -48,20 +47,18 @@ from gpuctl.server.api.models import (
     paged,
 )
 from gpuctl.service.errors import NotFound, ServiceError, describe_exception
-from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import (
     Job,
     JobRow,
-    collect_jobs,
-    explain,
     find_job,
     job_pods_for_logs,
     list_job_rows,
+    namespaces_holding,
     read_logs,
 )
 from gpuctl.service.lifecycle import Result, delete_by_name, submit
 from gpuctl.service.plan import plan_documents
-from gpuctl.domain.gpus import workload_gpus
+from gpuctl.service.views import describe_job, short_age
 from gpuctl.spec import Document, SpecError
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
@@ -90,7 +87,7 @@ def row_item(r: JobRow) -> dict:
         "ready": r.ready,
         "node": r.node,
         "ip": r.ip,
-        "age": age(r.age),
+        "age": short_age(r.age),
         "ageSeconds": r.age,
         "pool": r.pool,
         "priority": r.priority,
@@ -100,61 +97,7 @@ def row_item(r: JobRow) -> dict:
     }
 
 
-def describe_data(job: Job, why: str) -> dict:
-    """The data of `gpuctl describe job -o json` (same keys), plus the earlier API's job_id."""
-    labels = job.labels
-    c = job.obj["spec"]["template"]["spec"]["containers"][0]
-    wl = job.workload
-    data: dict[str, Any] = {
-        "job_id": job.name,
-        "name": job.name,
-        "namespace": job.namespace,
-        "kind": job.kind,
-        "resource_type": job.resource,
-        "status": job.status,
-        "reason": job.reason,
-        "why": why,
-        "position": job.position,
-        "pool": labels.get(Labels.POOL),
-        "priority": labels.get(Labels.PRIORITY),
-        "queue": labels.get(Labels.KUEUE_QUEUE),
-        "image": c.get("image"),
-        "resources": (c.get("resources") or {}).get("requests") or {},
-        "gpus": workload_gpus(wl) if wl else None,
-        "workload": wl["metadata"]["name"] if wl else None,
-        "conditions": [
-            {k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
-            for cond in ((wl or {}).get("status") or {}).get("conditions") or []
-        ],
-        "pods": [
-            {
-                "name": p["metadata"]["name"],
-                "node": p["spec"].get("nodeName"),
-                "phase": (p.get("status") or {}).get("phase"),
-            }
-            for p in job.pods
-        ],
-        "env": c.get("env") or [],
-        "service": None,
-        "created_at": job.obj["metadata"].get("creationTimestamp"),
-    }
-    if job.service:
-        port = job.service["spec"]["ports"][0]
-        data["service"] = {
-            "name": job.service["metadata"]["name"],
-            "type": job.service["spec"].get("type"),
-            "port": port.get("port"),
-            "targetPort": port.get("targetPort"),
-            "nodePort": port.get("nodePort"),
-        }
-    return data
-
-
 # ----------------------------------------------------------------------------- finding a job
-def _namespaces_holding(cluster: Any, name: str) -> list[str]:
-    return sorted({j.namespace for j in collect_jobs(Inventory(cluster, None)) if j.name == name})
-
-
 async def resolve(request: Request, caller: Caller, name: str, namespace: str | None) -> Job:
     """find_job, limited to where the caller may read jobs.
 
@@ -169,7 +112,7 @@ async def resolve(request: Request, caller: Caller, name: str, namespace: str | 
     if await allowed(state(request).auth, caller, perms.jobs("get", None)):
         return await run(find_job, cluster, name, None)
     spaces = await visible(
-        request, caller, perms.jobs("get", None), await run(_namespaces_holding, cluster, name)
+        request, caller, perms.jobs("get", None), await run(namespaces_holding, cluster, name)
     )
     if not spaces:
         raise NotFound(f"job {name} not found")
@@ -210,9 +153,7 @@ async def list_jobs(
 @router.get("/{jobId}", responses=COMMON_ERRORS, summary="Describe a job (as `gpuctl describe job -o json`)")
 async def get_job(request: Request, caller: Me, jobId: JobName, namespace: NamespaceQ = None) -> JSON:
     job = await resolve(request, caller, jobId, namespace)
-    cluster = state(request).cluster()
-    why = await run(explain, cluster, job, None)
-    return JSON(describe_data(job, why))
+    return JSON((await run(describe_job, state(request).cluster(), job.name, job.namespace)).as_dict())
 
 
 # ----------------------------------------------------------------------------- create / apply

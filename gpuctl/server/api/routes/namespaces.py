@@ -11,9 +11,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from gpuctl.cli.output import age
-from gpuctl.cluster import Cluster, path
-from gpuctl.constants import Labels
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Caller
 from gpuctl.server.api.deps import allowed, current_caller, require, run, state
@@ -21,56 +18,34 @@ from gpuctl.server.api.documents import check_results
 from gpuctl.server.api.errors import JSON
 from gpuctl.server.api.models import NamespaceP
 from gpuctl.server.api.routes.jobs import COMMON_ERRORS
-from gpuctl.service.errors import NotFound
-from gpuctl.service.jobs import age_seconds
+from gpuctl.service import views
 from gpuctl.service.lifecycle import delete_by_name
-from gpuctl.service.quotas import quota_rows
+from gpuctl.service.views import NamespaceRow, describe_namespace, short_age
 
 router = APIRouter(prefix="/api/v1/namespaces", tags=["namespaces"])
 Me = Annotated[Caller, Depends(current_caller)]
 
 
-def ns_item(n: dict) -> dict:
-    """A row of `gpuctl get ns -o json`, plus the earlier API's age string."""
-    seconds = age_seconds(n)
-    return {
-        "name": n["metadata"]["name"],
-        "status": (n.get("status") or {}).get("phase", ""),
-        "quota": (n["metadata"].get("labels") or {}).get(Labels.QUOTA, ""),
-        "age": age(seconds),
-        "ageSeconds": seconds,
-        "createdAt": n["metadata"].get("creationTimestamp"),
-    }
-
-
-def _team_namespaces(cluster: Cluster) -> list[dict]:
-    return cluster.list(path("Namespace"), label_selector=f"{Labels.NAMESPACE}=true")
+def ns_item(r: NamespaceRow) -> dict:
+    """A row of `gpuctl get ns -o json`, plus the earlier API's age string and camelCase time."""
+    return {**r.as_dict(), "age": short_age(r.age), "ageSeconds": r.age, "createdAt": r.created_at}
 
 
 @router.get("", responses=COMMON_ERRORS, summary="gpuctl's team namespaces (as `gpuctl get ns`)")
 async def list_namespaces(request: Request, caller: Me) -> JSON:
-    items = await run(_team_namespaces, state(request).cluster())
+    items = await run(views.list_namespaces, state(request).cluster())
     auth = state(request).auth
     if not await allowed(auth, caller, perms.namespaces("list")):
-        items = [
-            n for n in items if await allowed(auth, caller, perms.namespaces("get", n["metadata"]["name"]))
-        ]
+        items = [n for n in items if await allowed(auth, caller, perms.namespaces("get", n.name))]
     rows = [ns_item(n) for n in items]
     return JSON({"total": len(rows), "items": rows})
-
-
-def _describe(cluster: Cluster, name: str) -> dict:
-    n = cluster.get_or_none(path("Namespace", name))
-    if n is None:
-        raise NotFound(f"namespace {name} not found")
-    quota = quota_rows(cluster, name)
-    return {**ns_item(n), "labels": n["metadata"].get("labels") or {}, "quota": quota[0] if quota else None}
 
 
 @router.get("/{namespaceName}", responses=COMMON_ERRORS, summary="A namespace with its labels and quota")
 async def get_namespace(request: Request, caller: Me, namespaceName: NamespaceP) -> JSON:
     await require(request, caller, perms.namespaces("get", namespaceName))
-    return JSON(await run(_describe, state(request).cluster(), namespaceName))
+    d = await run(describe_namespace, state(request).cluster(), namespaceName)
+    return JSON({**d.as_dict(), **ns_item(d.namespace)})
 
 
 @router.delete(

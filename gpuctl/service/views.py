@@ -1,0 +1,186 @@
+"""One response model per view, used by the CLI's printers and the REST API's routes alike.
+
+Each model is a dataclass whose `as_dict()` is the JSON both print (`gpuctl describe job -o json`
+and `GET /api/v1/jobs/{name}` give the same keys); the functions here are the only place the view's
+data is assembled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuctl.cluster import Cluster, path
+from gpuctl.constants import Labels
+from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
+from gpuctl.domain.objects import age_seconds, labels, meta
+from gpuctl.service.errors import NotFound
+from gpuctl.service.inventory import Inventory
+from gpuctl.service.jobs import explain, find_job
+from gpuctl.service.quotas import quota_rows
+
+
+def short_age(seconds: float | None) -> str:
+    """kubectl's short ages: 45s, 12m, 5h, 3d (floors; the earlier gpuctl's format)."""
+    if seconds is None:
+        return "<unknown>"
+    s = max(int(seconds), 0)
+    if s < 120:
+        return f"{s}s"
+    if s < 3600 * 2:
+        return f"{s // 60}m"
+    if s < 86400 * 2:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+# ----------------------------------------------------------------------------- describe job
+@dataclass
+class JobDescription:
+    job_id: str
+    name: str
+    namespace: str
+    kind: str
+    resource_type: str
+    status: str
+    reason: str
+    why: str
+    position: int | None
+    pool: str | None
+    priority: str | None
+    queue: str | None
+    image: str | None
+    resources: dict[str, Any]
+    gpus: int
+    workload: str | None
+    conditions: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+    env: list[dict[str, Any]]
+    service: dict[str, Any] | None
+    created_at: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def describe_job(cluster: Cluster, name: str, namespace: str | None) -> JobDescription:
+    """A job found by its name (or the name of one of its pods, as `get jobs` prints them), with
+    the one-line answer to "why is it not running"."""
+    job = find_job(cluster, name, namespace)
+    why = explain(cluster, job, Inventory(cluster, None))
+    lb = job.labels
+    tmpl = job.obj["spec"]["template"]["spec"]
+    c = tmpl["containers"][0]
+    wl = job.workload
+    svc = None
+    if job.service:
+        port = job.service["spec"]["ports"][0]
+        svc = {
+            "name": job.service["metadata"]["name"],
+            "type": job.service["spec"].get("type"),
+            "port": port.get("port"),
+            "targetPort": port.get("targetPort"),
+            "nodePort": port.get("nodePort"),
+        }
+    spec = job.obj["spec"]
+    if job.resource == "Job":
+        replicas = int(spec.get("parallelism") or 1)
+    else:
+        replicas = int(spec["replicas"]) if spec.get("replicas") is not None else 1
+    return JobDescription(
+        job_id=job.name,
+        name=job.name,
+        namespace=job.namespace,
+        kind=job.kind,
+        resource_type=job.resource,
+        status=job.status,
+        reason=job.reason,
+        why=why,
+        position=job.position,
+        pool=lb.get(Labels.POOL),
+        priority=lb.get(Labels.PRIORITY),
+        queue=lb.get(Labels.KUEUE_QUEUE),
+        image=c.get("image"),
+        resources=(c.get("resources") or {}).get("requests") or {},
+        # The Workload's count when Kueue made one; else what the pods would ask for.
+        gpus=workload_gpus(wl) if wl else pod_spec_gpus(tmpl) * replicas,
+        workload=wl["metadata"]["name"] if wl else None,
+        conditions=[
+            {k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
+            for cond in ((wl or {}).get("status") or {}).get("conditions") or []
+        ],
+        pods=[
+            {
+                "name": p["metadata"]["name"],
+                "node": p["spec"].get("nodeName"),
+                "phase": (p.get("status") or {}).get("phase"),
+            }
+            for p in job.pods
+        ],
+        env=c.get("env") or [],
+        service=svc,
+        created_at=meta(job.obj).get("creationTimestamp"),
+    )
+
+
+# ----------------------------------------------------------------------------- namespaces
+@dataclass
+class NamespaceRow:
+    name: str
+    status: str
+    quota: str
+    age: float | None
+    created_at: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "quota": self.quota,
+            "age": self.age,
+            "created_at": self.created_at,
+        }
+
+
+def _namespace_row(n: dict) -> NamespaceRow:
+    return NamespaceRow(
+        name=n["metadata"]["name"],
+        status=(n.get("status") or {}).get("phase", ""),
+        quota=labels(n).get(Labels.QUOTA, ""),
+        age=age_seconds(n),
+        created_at=meta(n).get("creationTimestamp"),
+        labels=dict(labels(n)),
+    )
+
+
+def list_namespaces(cluster: Cluster) -> list[NamespaceRow]:
+    """gpuctl's team namespaces (labelled runwhere.ai/namespace=true), by name."""
+    items = cluster.list(path("Namespace"), label_selector=f"{Labels.NAMESPACE}=true")
+    return sorted((_namespace_row(n) for n in items), key=lambda r: r.name)
+
+
+@dataclass
+class NamespaceDescription:
+    namespace: NamespaceRow
+    quota: dict[str, Any] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.namespace.as_dict(), "labels": self.namespace.labels, "quota": self.quota}
+
+
+def describe_namespace(cluster: Cluster, name: str) -> NamespaceDescription:
+    n = cluster.get_or_none(path("Namespace", name))
+    if n is None:
+        raise NotFound(f"namespace {name} not found")
+    rows = quota_rows(cluster, name)
+    return NamespaceDescription(_namespace_row(n), rows[0] if rows else None)
+
+
+# ----------------------------------------------------------------------------- quotas
+def describe_quota(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    """The teams of a quota, found by quota name or by team namespace."""
+    rows = [q for q in quota_rows(cluster) if name in (q["namespace"], q["name"])]
+    if not rows:
+        raise NotFound(f"quota {name} not found (give a team namespace or a quota name)")
+    return rows
