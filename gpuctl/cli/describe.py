@@ -30,6 +30,13 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuctl.cli import views
+    from gpuctl.cli import views  # noqa: PLC0415 - lazy: CLI start-up
 
-    return getattr(views, f"describe_{TYPES[args.type]}")(args)
+    handlers = {
+        "job": views.describe_job,
+        "pool": views.describe_pool,
+        "node": views.describe_node,
+        "quota": views.describe_quota,
+        "namespace": views.describe_namespace,
+    }
+    return handlers[TYPES[args.type]](args)

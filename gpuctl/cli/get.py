@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from gpuctl.cli.errors import CommandError
 from gpuctl.constants import JOB_KINDS
 
 TYPES = {
@@ -48,10 +47,14 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuctl.cli import views
+    from gpuctl.cli import views  # noqa: PLC0415 - lazy: CLI start-up
 
-    kind = TYPES[args.type]
-    handler = getattr(views, f"get_{kind}", None)
-    if handler is None:
-        raise CommandError(f"get {args.type} is not supported")
-    return handler(args)
+    handlers = {
+        "jobs": views.get_jobs,
+        "pools": views.get_pools,
+        "nodes": views.get_nodes,
+        "labels": views.get_labels,
+        "quotas": views.get_quotas,
+        "namespaces": views.get_namespaces,
+    }
+    return handlers[TYPES[args.type]](args)

@@ -25,6 +25,6 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuctl.cli import views
+    from gpuctl.cli import views  # noqa: PLC0415 - lazy: CLI start-up
 
     return views.logs(args)

@@ -1,22 +1,34 @@
-"""`gpuctl` entry point: the argparse tree and the error/exit-code policy.
+"""The gpuctl CLI: the argparse tree and the error/exit-code policy.
 
 Every verb module exposes `register(subparsers, common)` and a `run(args) -> int`. Flags shared by all
 verbs live in `common` parents so they work after the verb (`gpuctl get jobs -n team-a -o wide`), the
 way kubectl reads them. Exit codes: 0 success, 1 any failure (kubectl's convention).
+
+Start-up cost: every command builds the whole tree, so this module and the verb modules import only
+the standard library, argparse and gpuctl.constants at module level. Everything else (spec/pydantic,
+yaml, the cluster client, the service layer, the views) is imported inside `run`, marked
+`# noqa: PLC0415 - lazy: CLI start-up`. tests/unit/test_cli_startup.py keeps it that way and
+bench/cli.py measures it against `kubectl version --client`.
+
+The console script is gpuctl.main, which sits above gpuctl.cli, gpuctl.server and admission: it runs
+`gpuctl serve` and `gpuctl admission serve` itself and passes them in as `services`, since this
+package must not import the server or the webhook.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gpuctl import __version__
 from gpuctl.cli import admission_cmd, apply, create, delete, describe, get, label, logs, serve, version
 from gpuctl.cli.errors import CommandError
 
 VERBS = (create, apply, delete, get, describe, logs, label, version, admission_cmd, serve)
+
+# `gpuctl serve ...` / `gpuctl admission serve ...`: argv after the verb -> exit code (see gpuctl.main).
+Services = Mapping[str, Callable[[list[str]], int]]
 
 
 def cluster_flags() -> argparse.ArgumentParser:
@@ -59,28 +71,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _configure_logging(verbose: int) -> None:
+    import logging  # noqa: PLC0415 - lazy: CLI start-up (not needed by --help)
+
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(verbose, 2), format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+def main(argv: Sequence[str] | None = None, services: Services | None = None) -> int:
+    """Run one CLI command; `services` runs `serve` and `admission serve` (given by gpuctl.main)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # The long-running services own their flags: pass everything after the verb straight through
-    # (argparse would otherwise try to read `--metrics-port` itself).
-    if argv[:1] == ["serve"]:
-        from gpuctl.server.main import main as serve_main
-
-        return int(serve_main(argv[1:]) or 0)
-    if argv[:2] == ["admission", "serve"]:
-        from admission.server import main as admission_main
-
-        return int(admission_main(argv[2:]) or 0)
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.services = dict(services or {})
     for name in ("kubeconfig", "context", "namespace"):
         if getattr(args, name, None) is None and getattr(args, f"global_{name}", None) is not None:
             setattr(args, name, getattr(args, f"global_{name}"))
     if getattr(args, "json", False) and not getattr(args, "output", None):
         args.output = "json"
-    logging.basicConfig(
-        level=logging.WARNING - 10 * min(args.verbose, 2), format="%(levelname)s %(name)s: %(message)s"
-    )
+    _configure_logging(args.verbose)
     try:
         return int(args.run(args) or 0)
     except CommandError as e:
@@ -89,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:
-        from gpuctl.service.errors import describe_exception
+        from gpuctl.service.errors import describe_exception  # noqa: PLC0415 - lazy: CLI start-up
 
         print(f"error: {describe_exception(e)}", file=sys.stderr)
         if args.verbose:
@@ -98,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entrypoint() -> None:
+    """Kept for `python -m gpuctl.cli.main`; the console script is gpuctl.main:entrypoint."""
     sys.exit(main())
 
 
