@@ -9,19 +9,20 @@ over its urllib3 pool: paged lists with `limit`/`continue`, server-side apply wi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 import orjson
 import urllib3
 from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
+from urllib3.exceptions import ReadTimeoutError
 
-from gpuctl.cluster.config import in_cluster, kubeconfig_files
+from gpuctl.cluster.config import POOL_SIZE
+from gpuctl.cluster.config import load as load_config
 from gpuctl.cluster.paths import object_path, path
 from gpuctl.constants import FIELD_MANAGER
 
@@ -39,6 +40,35 @@ class ApiError(Exception):
         self.body = body or {}
 
 
+class WatchIdle(TimeoutError):
+    """A watch said nothing, not even a bookmark, for its read timeout: the connection may be dead."""
+
+
+def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Newline-delimited JSON lines from a stream of chunks (a line may span chunks)."""
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        while True:
+            i = buf.find(b"\n")
+            if i < 0:
+                break
+            line, buf = buf[:i], buf[i + 1 :]
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
+
+
+def _close(resp: Any) -> None:
+    """Release a streaming response; closing a socket another thread reads may raise anything."""
+    for name in ("release_conn", "close"):
+        fn = getattr(resp, name, None)
+        if fn is not None:
+            with contextlib.suppress(Exception):
+                fn()
+
+
 class Cluster:
     """One connection to one cluster. `connect()` returns the same instance for the same config."""
 
@@ -54,38 +84,19 @@ class Cluster:
 
     # ---------------------------------------------------------------- construction
     @classmethod
-    def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Cluster:
+    def connect(
+        cls, kubeconfig: str | None = None, context: str | None = None, *, pool_size: int = POOL_SIZE
+    ) -> Cluster:
+        """The process's connection to the cluster of (kubeconfig, context), made once."""
         key = (kubeconfig, context)
         with cls._lock:
             if key not in cls._instances:
-                cls._instances[key] = cls._load(kubeconfig, context)
+                cls._instances[key] = cls._load(kubeconfig, context, pool_size=pool_size)
             return cls._instances[key]
 
     @classmethod
-    def _load(cls, kubeconfig: str | None, context: str | None) -> Cluster:
-        cfg = k8s_client.Configuration()
-        files = kubeconfig_files(kubeconfig)
-        if kubeconfig and not Path(kubeconfig).exists():
-            raise FileNotFoundError(f"kubeconfig {kubeconfig} not found")
-        namespace = None
-        if files:
-            try:
-                k8s_config.load_kube_config(config_file=files[0], context=context, client_configuration=cfg)
-            except k8s_config.ConfigException as e:
-                raise ConnectionError(f"cannot use kubeconfig {files[0]}: {e}") from None
-            try:
-                contexts, current = k8s_config.list_kube_config_contexts(config_file=files[0])
-                ctx = next((c for c in contexts if c["name"] == context), None) if context else current
-                namespace = (ctx or {}).get("context", {}).get("namespace")
-            except k8s_config.ConfigException:
-                pass
-        elif in_cluster():
-            k8s_config.load_incluster_config(client_configuration=cfg)
-        else:
-            raise ConnectionError(
-                "no cluster configured: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config "
-                "(hack/cluster/up.sh starts a local cluster)"
-            )
+    def _load(cls, kubeconfig: str | None, context: str | None, *, pool_size: int = POOL_SIZE) -> Cluster:
+        cfg, namespace = load_config(kubeconfig, context, pool_size=pool_size)
         return cls(cfg, namespace)
 
     # ---------------------------------------------------------------- raw HTTP
@@ -275,8 +286,18 @@ class Cluster:
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: int = 300,
+        read_timeout: float | None = None,
+        raw: bool = False,
+        on_open: Callable[[Callable[[], None]], None] | None = None,
     ) -> Iterator[tuple[str, dict]]:
-        """Yield (type, object) events until the server closes the watch. BOOKMARKs are filtered."""
+        """Yield (type, object) watch events until the server closes the watch: the line reader.
+
+        raw=False (a command following changes): BOOKMARKs are skipped and an ERROR event raises
+        ApiError. raw=True (gpuctl.cluster.informer, which owns the protocol): every event as sent,
+        BOOKMARK and ERROR included. `read_timeout` bounds the silence between two lines (bookmarks
+        come about once a minute), after which WatchIdle is raised; `on_open(close)` hands the caller
+        a function that aborts the stream from another thread.
+        """
         resp = self.request(
             "GET",
             api_path,
@@ -289,27 +310,27 @@ class Cluster:
                 "allowWatchBookmarks": "true",
             },
             stream=True,
-            timeout=(10, timeout_seconds + 30),
+            timeout=(10, read_timeout or timeout_seconds + 30),
         )
+        if on_open is not None:
+            on_open(lambda: _close(resp))
         try:
-            buf = b""
-            for chunk in resp.stream(65536, decode_content=True):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if not line.strip():
+            for line in iter_lines(resp.stream(65536, decode_content=True)):
+                ev = orjson.loads(line)
+                etype = ev.get("type", "")
+                if not raw:
+                    if etype == "BOOKMARK":
                         continue
-                    ev = orjson.loads(line)
-                    if ev.get("type") == "BOOKMARK":
-                        continue
-                    if ev.get("type") == "ERROR":
+                    if etype == "ERROR":
                         st = ev.get("object") or {}
                         raise ApiError(
                             int(st.get("code") or 500), st.get("reason", ""), st.get("message", ""), st
                         )
-                    yield ev["type"], ev["object"]
+                yield etype, ev.get("object") or {}
+        except ReadTimeoutError as e:
+            raise WatchIdle(f"no watch event for {read_timeout}s on {api_path}") from e
         finally:
-            resp.release_conn()
+            _close(resp)
 
     def server_version(self) -> str:
         return self.get("/version").get("gitVersion", "")
