@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 from typing import IO, Any
 
 import yaml
+
+from gpuctl.quantity import parse_quantity
 
 
 class _Dumper(yaml.SafeDumper):
@@ -74,10 +77,6 @@ def age(seconds: float | None) -> str:
 
 def bytes_quantity(value: object) -> str:
     """Kueue reports memory in bytes; print it in the largest binary unit that keeps it readable."""
-    from decimal import Decimal
-
-    from gpuctl.quantity import parse_quantity
-
     if value in (None, ""):
         return "0"
     try:

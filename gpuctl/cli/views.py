@@ -1,4 +1,8 @@
-"""Read commands (get, describe, logs, label): the work is in gpuctl.service, the printing is here."""
+"""Read commands (get, describe, logs, label): the work is in gpuctl.service, the printing is here.
+
+Imported only when one of these verbs runs (gpuctl.cli.get/describe/logs import it inside `run`),
+so its imports of the service layer cost nothing at start-up of other commands.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,25 @@ import sys
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.output import age, bytes_quantity, print_data, table
+from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.cluster.config import default_namespace
+from gpuctl.service import nodes as nodes_svc
+from gpuctl.service import pools as pools_svc
+from gpuctl.service import views as views_svc
 from gpuctl.service.errors import ServiceError
+from gpuctl.service.inventory import JOB_SELECTOR
+from gpuctl.service.jobs import job_pods_for_logs, list_job_rows, read_logs
+from gpuctl.service.nodes import label_nodes, list_nodes, node_labels, parse_label_args
+from gpuctl.service.pools import list_pools
+from gpuctl.service.quotas import quota_rows
 
 
 def _cluster(args: argparse.Namespace):
-    from gpuctl.cluster import Cluster
 
     return Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
 
 
 def _ns(args: argparse.Namespace) -> str:
-    from gpuctl.cluster.config import default_namespace
 
     return default_namespace(args.namespace, kubeconfig=args.kubeconfig, context=args.context)
 
@@ -46,7 +58,6 @@ def _job_cells(r, wide: bool) -> list:
 
 @_guard
 def get_jobs(args: argparse.Namespace) -> int:
-    from gpuctl.service.jobs import list_job_rows
 
     cluster = _cluster(args)
     # The earlier gpuctl listed every gpuctl namespace without -n; so do we (and -A says it explicitly).
@@ -82,9 +93,6 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
     A watch on gpuctl's pods (and their Kueue gates) wakes us; rows are then recomputed through the
     same service call as the list, so -w shows exactly what `get jobs` would.
     """
-    from gpuctl.cluster import ApiError, path
-    from gpuctl.service.inventory import JOB_SELECTOR
-    from gpuctl.service.jobs import list_job_rows
 
     seen = {(r.namespace, r.job_id): _job_cells(r, wide) for r in rows}
     pods = path("Pod", namespace=namespace)
@@ -119,7 +127,6 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
 # ----------------------------------------------------------------------------- get pools
 @_guard
 def get_pools(args: argparse.Namespace) -> int:
-    from gpuctl.service.pools import list_pools
 
     pools = list_pools(_cluster(args))
     if args.name:
@@ -149,7 +156,6 @@ def get_pools(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- get nodes / labels
 @_guard
 def get_nodes(args: argparse.Namespace) -> int:
-    from gpuctl.service.nodes import list_nodes
 
     rows = list_nodes(_cluster(args), pool=args.pool, gpu_type=args.gpu_type)
     if args.name:
@@ -178,7 +184,6 @@ def get_nodes(args: argparse.Namespace) -> int:
 
 @_guard
 def get_labels(args: argparse.Namespace) -> int:
-    from gpuctl.service.nodes import node_labels
 
     rows = node_labels(_cluster(args), args.name, args.key)
     if args.output in ("json", "yaml"):
@@ -204,7 +209,6 @@ def _quota_gpu(q: dict) -> str:
 
 @_guard
 def get_quotas(args: argparse.Namespace) -> int:
-    from gpuctl.service.quotas import quota_rows
 
     rows = quota_rows(_cluster(args), args.name or (args.namespace if args.namespace else None))
     if args.output in ("json", "yaml"):
@@ -245,9 +249,8 @@ def get_quotas(args: argparse.Namespace) -> int:
 
 @_guard
 def get_namespaces(args: argparse.Namespace) -> int:
-    from gpuctl.service.views import list_namespaces
 
-    rows = list_namespaces(_cluster(args))
+    rows = views_svc.list_namespaces(_cluster(args))
     if args.name:
         rows = [r for r in rows if r.name == args.name]
     if args.output in ("json", "yaml"):
@@ -266,9 +269,8 @@ def _kv(pairs: list[tuple[str, object]], indent: int = 0) -> None:
 
 @_guard
 def describe_job(args: argparse.Namespace) -> int:
-    from gpuctl.service.views import describe_job as svc
 
-    d = svc(_cluster(args), args.name, _ns(args) if args.namespace else None)
+    d = views_svc.describe_job(_cluster(args), args.name, _ns(args) if args.namespace else None)
     data = d.as_dict()
     if args.output in ("json", "yaml"):
         print_data(data, args.output)
@@ -315,9 +317,8 @@ def describe_job(args: argparse.Namespace) -> int:
 
 @_guard
 def describe_pool(args: argparse.Namespace) -> int:
-    from gpuctl.service.pools import describe_pool as svc
 
-    d = svc(_cluster(args), args.name)
+    d = pools_svc.describe_pool(_cluster(args), args.name)
     if args.output in ("json", "yaml"):
         print_data(d, args.output)
         return 0
@@ -368,9 +369,8 @@ def describe_pool(args: argparse.Namespace) -> int:
 
 @_guard
 def describe_node(args: argparse.Namespace) -> int:
-    from gpuctl.service.nodes import describe_node as svc
 
-    d = svc(_cluster(args), args.name)
+    d = nodes_svc.describe_node(_cluster(args), args.name)
     if args.output in ("json", "yaml"):
         print_data(d, args.output)
         return 0
@@ -420,9 +420,8 @@ def _print_quota(q: dict) -> None:
 
 @_guard
 def describe_quota(args: argparse.Namespace) -> int:
-    from gpuctl.service.views import describe_quota as svc
 
-    rows = svc(_cluster(args), args.name)
+    rows = views_svc.describe_quota(_cluster(args), args.name)
     if args.output in ("json", "yaml"):
         print_data(rows if len(rows) > 1 else rows[0], args.output)
         return 0
@@ -433,9 +432,8 @@ def describe_quota(args: argparse.Namespace) -> int:
 
 @_guard
 def describe_namespace(args: argparse.Namespace) -> int:
-    from gpuctl.service.views import describe_namespace as svc
 
-    d = svc(_cluster(args), args.name)
+    d = views_svc.describe_namespace(_cluster(args), args.name)
     if args.output in ("json", "yaml"):
         print_data(d.as_dict(), args.output)
         return 0
@@ -453,7 +451,6 @@ def describe_namespace(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- logs
 @_guard
 def logs(args: argparse.Namespace) -> int:
-    from gpuctl.service.jobs import job_pods_for_logs, read_logs
 
     cluster = _cluster(args)
     ns = _ns(args) if args.namespace else None
@@ -492,7 +489,6 @@ def logs(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- label
 @_guard
 def label(args: argparse.Namespace) -> int:
-    from gpuctl.service.nodes import label_nodes, parse_label_args
 
     nodes, changes = parse_label_args(args.args, args.delete)
     lines = label_nodes(

@@ -27,7 +27,14 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    gc_collector,
+    platform_collector,
+    process_collector,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -499,8 +506,6 @@ def build_registry(
 ) -> tuple[CollectorRegistry, GpuctlCollector, WorkloadTracker | None]:
     """A registry with gpuctl's collector, the Workload tracker (hooked to the Workload informer,
     which must not have started yet) and the process collectors (process_resident_memory_bytes...)."""
-    from prometheus_client import gc_collector, platform_collector, process_collector
-
     registry = CollectorRegistry(auto_describe=False)
     pod_gpus = None
     if "Pod" in cache:

@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 import orjson
+import urllib3.exceptions
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -141,8 +142,6 @@ class GuardMiddleware:
                     "error after the response started: %s %s", scope.get("method"), scope.get("path")
                 )
                 return
-            import urllib3.exceptions
-
             if isinstance(e, (*UNREACHABLE, urllib3.exceptions.HTTPError)):
                 log.warning("cluster unreachable: %s %s: %s", scope.get("method"), scope.get("path"), e)
                 response = error(503, f"cannot reach the Kubernetes API server: {type(e).__name__}")
