@@ -24,4 +24,5 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(
             f"`gpuctl admission {args.action}` is run by the gpuctl command (gpuctl.main), not by gpuctl.cli"
         )
-    return runner(list(args.rest))
+    rest = list(args.rest)
+    return runner(rest[1:] if rest[:1] == ["--"] else rest)  # `gpuctl -v serve -- --flag ...`

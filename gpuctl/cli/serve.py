@@ -21,4 +21,5 @@ def run(args: argparse.Namespace) -> int:
     runner = getattr(args, "services", {}).get("serve")
     if runner is None:
         raise CommandError("`gpuctl serve` is run by the gpuctl command (gpuctl.main), not by gpuctl.cli")
-    return runner(list(args.rest))
+    rest = list(args.rest)
+    return runner(rest[1:] if rest[:1] == ["--"] else rest)  # `gpuctl -v serve -- --flag ...`
