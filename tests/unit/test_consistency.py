@@ -1,0 +1,497 @@
+"""One rule, one answer: the same Pods, Workloads and Nodes fed to every consumer give the same status
+and GPU count.
+
+Consumers, each through its real entry point:
+- the CLI: `gpuctl get jobs -A -o json` (gpuctl.cli.main.main) on a fake API server;
+- the REST API: `GET /api/v1/jobs` through FastAPI, on the same fake API server;
+- the metrics: `gpuctl serve`'s informers filled with the objects as watch events (trimmed as in
+  production), then a scrape of gpuctl_workloads and the pool GPU gauges;
+- the webhook: admission.rules.pod_gpus on the pod (or the controller's pod template) it would review.
+
+The fake API server answers lists and gets from a dict, filtering with the same selector semantics
+the API server has (gpuctl.cluster.reader); nothing here talks to a network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from fastapi.testclient import TestClient
+
+from admission.rules import pod_gpus as webhook_pod_gpus
+from gpuctl.cli.main import main as cli_main
+from gpuctl.cluster import Cluster
+from gpuctl.cluster.paths import RESOURCES
+from gpuctl.cluster.reader import fields_match, labels_match, parse_field_selector, parse_label_selector
+from gpuctl.constants import (
+    BUDGET_FLAVOR,
+    GPU_RESOURCE,
+    KUEUE_API_VERSION,
+    LOCAL_QUEUE_NAME,
+    QUOTA_GPU,
+    Labels,
+)
+from gpuctl.server.api import create_app
+from gpuctl.server.api.auth import SAR_PATH, TOKEN_REVIEW_PATH, Authenticator
+from gpuctl.server.metrics import build_registry
+from gpuctl.spec import SpecConfig
+from queues import TeamQuota, cluster_queue, resource_flavor
+
+NS = "team-a"
+POOL = "training-pool"
+T0 = "2026-01-01T00:00:00Z"
+USER = {"username": "admin", "uid": "1", "groups": ["system:masters"]}
+
+# --------------------------------------------------------------------------------------------- objects
+
+
+def _gpu(n: int | None, *, limits_only: bool = False) -> dict:
+    if n is None:
+        return {}
+    key = "limits" if limits_only else "requests"
+    return {"resources": {key: {GPU_RESOURCE: str(n), "cpu": "1"}}}
+
+
+def pod_spec(main: int, *, limits_only: bool = False, sidecar: int = 0, init: int = 0) -> dict:
+    spec: dict = {
+        "containers": [{"name": "main", "image": "busybox", **_gpu(main, limits_only=limits_only)}],
+        "nodeSelector": {Labels.POOL: POOL},
+    }
+    inits = []
+    if init:
+        inits.append({"name": "init", "image": "busybox", **_gpu(init)})
+    if sidecar:
+        inits.append({"name": "side", "image": "busybox", "restartPolicy": "Always", **_gpu(sidecar)})
+    if inits:
+        spec["initContainers"] = inits
+    return spec
+
+
+def _labels(name: str, kind: str) -> dict:
+    return {
+        Labels.JOB_TYPE: kind,
+        Labels.POOL: POOL,
+        Labels.PRIORITY: "medium",
+        Labels.KUEUE_QUEUE: LOCAL_QUEUE_NAME,
+        Labels.MANAGED_BY: "gpuctl",
+    }
+
+
+def job_obj(name: str, spec: dict, *, suspend: bool, status: dict | None = None) -> dict:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "labels": _labels(name, "training"),
+            "creationTimestamp": T0,
+        },
+        "spec": {
+            "suspend": suspend,
+            "parallelism": 1,
+            "template": {"metadata": {"labels": _labels(name, "training")}, "spec": spec},
+        },
+        "status": status or {},
+    }
+
+
+def deployment_obj(name: str, spec: dict) -> dict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "labels": _labels(name, "inference"),
+            "creationTimestamp": T0,
+        },
+        "spec": {
+            "replicas": 1,
+            "template": {
+                "metadata": {"labels": {**_labels(name, "inference"), Labels.APP: name}},
+                "spec": spec,
+            },
+        },
+        "status": {},
+    }
+
+
+def pod_obj(name: str, owner: dict, spec: dict, *, gated: bool, node: str | None, phase: str) -> dict:
+    labels = {**_labels(owner["metadata"]["name"], owner["metadata"]["labels"][Labels.JOB_TYPE])}
+    labels[Labels.JOB_NAME if owner["kind"] == "Job" else Labels.APP] = owner["metadata"]["name"]
+    s = dict(spec)
+    if gated:
+        s["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    if node:
+        s["nodeName"] = node
+    status: dict = {"phase": phase}
+    if phase == "Running":
+        status["containerStatuses"] = [{"name": "main", "ready": True, "state": {"running": {}}}]
+        status["podIP"] = "10.0.0.9"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "labels": labels,
+            "creationTimestamp": T0,
+            "ownerReferences": [
+                {
+                    "kind": owner["kind"],
+                    "name": owner["metadata"]["name"],
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": s,
+        "status": status,
+    }
+
+
+def cond(ctype: str, status: str = "True", reason: str = "", message: str = "") -> dict:
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason or ctype,
+        "message": message,
+        "lastTransitionTime": T0,
+    }
+
+
+def workload_obj(
+    name: str,
+    owner: dict,
+    spec: dict,
+    conditions: list[dict],
+    *,
+    active: bool = True,
+    reserved: int | None = None,
+) -> dict:
+    wl: dict = {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "labels": {
+                Labels.POOL: POOL,
+                Labels.PRIORITY: "medium",
+                Labels.KUEUE_JOB_UID: owner["metadata"]["uid"],
+            },
+            "creationTimestamp": T0,
+            "ownerReferences": [
+                {
+                    "kind": owner["kind"],
+                    "name": owner["metadata"]["name"],
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "queueName": LOCAL_QUEUE_NAME,
+            "priority": 500000,
+            "priorityClassRef": {"name": "gpuctl-medium"},
+            "active": active,
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": spec}}],
+        },
+        "status": {"conditions": conditions},
+    }
+    if reserved is not None:
+        wl["status"]["admission"] = {
+            "clusterQueue": NS,
+            "podSetAssignments": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "flavors": {GPU_RESOURCE: POOL, "cpu": POOL, QUOTA_GPU: BUDGET_FLAVOR},
+                    "resourceUsage": {GPU_RESOURCE: str(reserved), "cpu": "1"},
+                }
+            ],
+        }
+    return wl
+
+
+def node_obj() -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "gpu-node-1", "uid": "uid-n1", "labels": {Labels.POOL: POOL}},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "96", "memory": "1Ti", GPU_RESOURCE: "8"},
+            "allocatable": {"cpu": "96", "memory": "1Ti", GPU_RESOURCE: "8"},
+            "conditions": [cond("Ready", reason="KubeletReady")],
+        },
+    }
+
+
+def namespace_obj() -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": NS, "uid": "uid-ns", "labels": {Labels.NAMESPACE: "true"}},
+    }
+
+
+# --------------------------------------------------------------------------------------------- cases
+
+
+@dataclass
+class Case:
+    """One job; `subject` is the pod (or, without one, the controller) whose row is compared."""
+
+    id: str
+    objects: list[dict]
+    status: str  # the job row's STATUS
+    gpus: int  # GPUs of that row, of the webhook's count, and of the metrics
+    metric_state: str | None  # gpuctl_workloads state label (None: not counted, finished)
+    holds_quota: bool  # metrics count the GPUs as reserved (else as requested)
+    webhook_spec: dict = field(default_factory=dict)
+
+
+def _cases() -> list[Case]:
+    out = []
+    # The issue's example: QuotaReserved (not yet Admitted), GPUs only in limits, a GPU sidecar.
+    spec = pod_spec(4, limits_only=True, sidecar=1)
+    j = job_obj("qr", spec, suspend=True)
+    wl = workload_obj("job-qr", j, spec, [cond("QuotaReserved")], reserved=5)
+    out.append(Case("quota-reserved-limits-sidecar", [j, wl], "QuotaReserved", 5, "admitted", True, spec))
+
+    # Waiting for quota, a classic init container bigger than the app container.
+    spec = pod_spec(1, init=2)
+    j = job_obj("queued", spec, suspend=True)
+    wl = workload_obj("job-queued", j, spec, [cond("QuotaReserved", "False", "Pending", "insufficient")])
+    out.append(Case("queued-init-container", [j, wl], "Queued", 2, "queued", False, spec))
+
+    # Deactivated by Kueue (spec.active=false): not queued any more.
+    spec = pod_spec(2)
+    j = job_obj("inactive", spec, suspend=True)
+    wl = workload_obj(
+        "job-inactive",
+        j,
+        spec,
+        [cond("QuotaReserved", "False", "Inactive"), cond("Evicted", "True", "InactiveWorkload")],
+        active=False,
+    )
+    out.append(Case("inactive", [j, wl], "Inactive", 2, "inactive", False, spec))
+
+    # Evicted by preemption, back in the queue.
+    spec = pod_spec(3)
+    j = job_obj("evicted", spec, suspend=True)
+    wl = workload_obj(
+        "job-evicted",
+        j,
+        spec,
+        [
+            cond("QuotaReserved", "False", "Pending"),
+            cond("Evicted", "True", "Preempted"),
+            cond("Preempted", "True", "InCohortReclamation"),
+        ],
+    )
+    out.append(Case("evicted-preempted", [j, wl], "Preempted", 3, "preempted", False, spec))
+
+    # Finished: the Job completed; its pod is gone.
+    spec = pod_spec(2)
+    j = job_obj("done", spec, suspend=False, status={"conditions": [cond("Complete")], "succeeded": 1})
+    wl = workload_obj(
+        "job-done",
+        j,
+        spec,
+        [cond("QuotaReserved"), cond("Admitted"), cond("Finished", reason="Succeeded")],
+        reserved=2,
+    )
+    out.append(Case("finished", [j, wl], "Succeeded", 2, None, False, spec))
+
+    # Admitted and running on a node, GPUs only in limits.
+    spec = pod_spec(2, limits_only=True)
+    j = job_obj("run", spec, suspend=False, status={"active": 1, "ready": 1})
+    wl = workload_obj(
+        "job-run", j, spec, [cond("QuotaReserved"), cond("Admitted"), cond("PodsReady")], reserved=2
+    )
+    p = pod_obj("run-abcde", j, spec, gated=False, node="gpu-node-1", phase="Running")
+    out.append(Case("admitted-running", [j, wl, p], "Running", 2, "running", True, p["spec"]))
+
+    # A Deployment's pod: gated, its own Workload QuotaReserved, a sidecar.
+    spec = pod_spec(1, sidecar=1)
+    d = deployment_obj("svc", spec)
+    p = pod_obj("svc-7d9f-x1", d, spec, gated=True, node=None, phase="Pending")
+    wl = workload_obj("pod-svc-7d9f-x1", p, spec, [cond("QuotaReserved")], reserved=2)
+    out.append(
+        Case("deployment-pod-quota-reserved", [d, p, wl], "QuotaReserved", 2, "admitted", True, p["spec"])
+    )
+    return out
+
+
+CASES = _cases()
+
+# --------------------------------------------------------------------------------------------- fake API
+
+
+def _team_objects() -> list[dict]:
+    team = TeamQuota(namespace=NS, quota_name="q", gpu=8)
+    return [namespace_obj(), node_obj(), resource_flavor(POOL), cluster_queue(team, [POOL])]
+
+
+_PLURAL = {r.plural: kind for kind, r in RESOURCES.items()}
+
+
+class FakeApiServer:
+    """Answers the Cluster client's reads (list/get by REST path) from a list of objects, and the
+    API's TokenReview/SubjectAccessReview (one admin token, everything allowed)."""
+
+    def __init__(self, objects: list[dict]):
+        self.objects = objects
+
+    def _parse(self, api_path: str) -> tuple[str, str | None, str | None]:
+        parts = api_path.strip("/").split("/")
+        parts = parts[2:] if parts[0] == "api" else parts[3:]
+        ns = None
+        if parts[0] == "namespaces" and len(parts) >= 3:
+            ns, parts = parts[1], parts[2:]
+        return _PLURAL[parts[0]], ns, parts[1] if len(parts) > 1 else None
+
+    def list(self, api_path: str, *, label_selector=None, field_selector=None, **_) -> list[dict]:
+        kind, ns, _name = self._parse(api_path)
+        lreq, freq = parse_label_selector(label_selector), parse_field_selector(field_selector)
+        return [
+            json.loads(json.dumps(o))
+            for o in self.objects
+            if o["kind"] == kind
+            and (ns is None or o["metadata"].get("namespace") == ns)
+            and labels_match(lreq, o["metadata"].get("labels"))
+            and fields_match(freq, o)
+        ]
+
+    def get_or_none(self, api_path: str, **_) -> dict | None:
+        kind, ns, name = self._parse(api_path)
+        return next(
+            (
+                o
+                for o in self.objects
+                if o["kind"] == kind
+                and o["metadata"]["name"] == name
+                and (ns is None or o["metadata"].get("namespace") == ns)
+            ),
+            None,
+        )
+
+    def get(self, api_path: str, **query) -> dict:
+        _kind, _ns, name = self._parse(api_path)
+        if name:
+            return self.get_or_none(api_path) or {}
+        return {
+            "items": self.list(
+                api_path, label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector")
+            ),
+            "metadata": {},
+        }
+
+    def request(self, method: str, path: str, *, body: dict | None = None, **_) -> dict:
+        if path == TOKEN_REVIEW_PATH:
+            return {"status": {"authenticated": True, "user": USER}}
+        if path == SAR_PATH:
+            return {"status": {"allowed": True}}
+        raise AssertionError(f"unexpected {method} {path}")
+
+
+@pytest.fixture(params=CASES, ids=[c.id for c in CASES])
+def case(request) -> Case:
+    return request.param
+
+
+@pytest.fixture
+def fake(case: Case) -> FakeApiServer:
+    return FakeApiServer(_team_objects() + case.objects)
+
+
+@contextlib.contextmanager
+def _cli_cluster(monkeypatch, fake: FakeApiServer) -> Iterator[None]:
+    monkeypatch.setattr(Cluster, "connect", classmethod(lambda cls, **_: fake))
+    yield
+
+
+def _only_row(rows: list[dict]) -> dict:
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+# --------------------------------------------------------------------------------------------- consumers
+
+
+def cli_row(monkeypatch, fake: FakeApiServer, case: Case) -> dict:
+    out = io.StringIO()
+    with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
+        assert cli_main(["get", "jobs", "-A", "-o", "json"]) == 0
+    return _only_row(json.loads(out.getvalue()))
+
+
+def api_row(fake: FakeApiServer, case: Case) -> dict:
+    app = create_app(lambda: fake, Authenticator(lambda: fake), spec_config=SpecConfig())
+    with TestClient(app) as client:
+        r = client.get("/api/v1/jobs", params={"page_size": 100}, headers={"Authorization": "Bearer t"})
+    assert r.status_code == 200, r.text
+    return _only_row(r.json()["items"])
+
+
+def metrics(case: Case) -> dict[str, dict[tuple, float]]:
+    """Scrape of a collector whose informers received every object as an ADDED watch event."""
+    from gpuctl.server import main as serve_main
+
+    cache = serve_main.default_cache(None, metrics=True)
+    registry, _, _ = build_registry(cache, None, process=False)
+    for obj in _team_objects() + case.objects:
+        if obj["kind"] in cache:
+            cache[obj["kind"]].apply_event("ADDED", obj)
+    out: dict[str, dict[tuple, float]] = {}
+    for fam in registry.collect():
+        for s in fam.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def _sum(m: dict, name: str, **want: str) -> float:
+    return sum(
+        v for labels, v in m.get(name, {}).items() if all(dict(labels).get(k) == w for k, w in want.items())
+    )
+
+
+# --------------------------------------------------------------------------------------------- the test
+
+
+def test_every_consumer_gives_the_same_status_and_gpus(case: Case, fake: FakeApiServer, monkeypatch) -> None:
+    cli = cli_row(monkeypatch, fake, case)
+    api = api_row(fake, case)
+    m = metrics(case)
+    webhook = webhook_pod_gpus(case.webhook_spec)
+
+    assert (cli["status"], api["status"]) == (case.status, case.status)
+    assert (cli["gpus"], api["gpus"], webhook) == (case.gpus, case.gpus, case.gpus)
+
+    states = {
+        dict(k)["state"]: v for k, v in m["gpuctl_workloads"].items() if dict(k)["namespace"] == NS and v
+    }
+    if case.metric_state is None:
+        assert states == {}
+    else:
+        assert states == {case.metric_state: 1}
+    reserved = _sum(m, "gpuctl_pool_reserved_gpus", pool=POOL)
+    requested = _sum(m, "gpuctl_pool_requested_gpus", pool=POOL)
+    if case.holds_quota:
+        assert (reserved, requested) == (case.gpus, 0)
+    elif case.metric_state in ("queued", "preempted"):  # waiting for quota: requested
+        assert (reserved, requested) == (0, case.gpus)
+    else:  # finished, or inactive (Kueue does not consider it): neither
+        assert (reserved, requested) == (0, 0)
