@@ -1,4 +1,9 @@
-"""`gpuctl create -f FILE...`: create jobs, pools and quotas; refuse what already exists."""
+"""`gpuctl create -f FILE...`: create jobs, pools and quotas; refuse what already exists.
+
+`--dry-run` (args.dry_run, a DryRun resolved by the flag's `type`) is passed to every write:
+client prints what would be done and writes nothing (with -o yaml|json: the objects, offline; a
+create of jobs needs no cluster at all), server sends every write with dryRun=All.
+"""
 
 from __future__ import annotations
 
@@ -19,14 +24,19 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    docs = load(args)
-    if args.dry_run == "client" and args.output in ("json", "yaml"):
-        return print_client_dry_run(args, docs)
-    from gpuctl.service.lifecycle import submit
+    """create, apply and delete -f."""
+    from gpuctl.domain.dryrun import DryRun  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.plan import needs_cluster  # noqa: PLC0415 - lazy: CLI start-up
 
-    session = _session(args)
+    docs = load(args)
+    if args.dry_run is DryRun.CLIENT and (
+        args.output in ("json", "yaml") or not needs_cluster(docs, args.action)
+    ):
+        return print_client_dry_run(args, docs)
+    from gpuctl.service.lifecycle import submit  # noqa: PLC0415 - lazy: CLI start-up
+
     results = submit(
-        session,
+        _session(args),
         docs,
         default_namespace(args),
         action=args.action,
@@ -37,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _session(args: argparse.Namespace):
-    from gpuctl.cluster import Cluster
+    from gpuctl.cluster import Cluster  # noqa: PLC0415 - lazy: CLI start-up
 
     return Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)

@@ -51,16 +51,15 @@ def run(args: argparse.Namespace) -> int:
         return create.run(args)
     if not args.type or not args.names:
         raise CommandError("nothing to delete: use -f FILE, or TYPE NAME (job, pool, quota, ns)")
-    from gpuctl.service import lifecycle
+    from gpuctl.service.lifecycle import delete_by_name  # noqa: PLC0415 - lazy: CLI start-up
 
-    session = create._session(args)
-    results = lifecycle.delete_by_name(
-        session,
+    results = delete_by_name(
+        create._session(args),
         TYPES[args.type],
         args.names,
         namespace=default_namespace(args) if args.namespace else None,
         force=args.force,
         delete_namespace=args.delete_namespace,
-        dry_run=args.dry_run,
+        dry_run=args.dry_run,  # a DryRun (files.add_dry_run_flag); client only reads
     )
     return print_results(args, results)

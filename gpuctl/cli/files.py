@@ -1,14 +1,48 @@
-"""What create, apply and delete -f share: file flags, loading, dry-run printing."""
+"""What create, apply, delete -f and label share: file flags, the --dry-run flag, loading, printing.
+
+Module level imports only the standard library (CLI start-up); the spec loader (pydantic), YAML and
+the service layer are imported when a command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuctl.cli.errors import CommandError
-from gpuctl.cli.output import print_objects
-from gpuctl.spec import Document, SpecConfig, SpecError, load_files
+
+if TYPE_CHECKING:
+    from gpuctl.domain.dryrun import DryRun
+    from gpuctl.spec import Document
+
+DRY_RUN_CHOICES = ("none", "client", "server")
+
+
+def parse_dry_run(value: str) -> DryRun:
+    """argparse `type=` of --dry-run: the one place a flag value becomes a DryRun."""
+    from gpuctl.domain.dryrun import DryRun  # noqa: PLC0415 - lazy: CLI start-up
+
+    try:
+        return DryRun.parse(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_dry_run_flag(p: argparse.ArgumentParser) -> None:
+    """`--dry-run` alone is client (kubectl); argparse passes const and default through `type` too,
+    so args.dry_run is always a DryRun."""
+    p.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        default="none",
+        type=parse_dry_run,
+        choices=DRY_RUN_CHOICES,
+        help="client: print what would be done (or the objects, with -o yaml|json) and change nothing; "
+        "server: send every write with dryRun=All (validated by the API server, not stored)",
+    )
 
 
 def add_file_flags(p: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -24,19 +58,14 @@ def add_file_flags(p: argparse.ArgumentParser, *, required: bool = True) -> None
         metavar="FILE",
         help="YAML file(s); repeat -f or list several; '-' reads stdin",
     )
-    p.add_argument(
-        "--dry-run",
-        nargs="?",
-        const="client",
-        default="none",
-        choices=["none", "client", "server"],
-        help="client: print the objects without sending them; server: send them for validation only",
-    )
+    add_dry_run_flag(p)
     p.add_argument("--strict", action="store_true", help="unknown YAML keys are errors, not warnings")
 
 
 def load(args: argparse.Namespace) -> list[Document]:
     """Load and validate every document of every file, or fail with all problems at once."""
+    from gpuctl.spec import SpecConfig, SpecError, load_files  # noqa: PLC0415 - lazy: CLI start-up
+
     try:
         docs = load_files(expand(args.files), SpecConfig.from_env(strict=args.strict))
     except SpecError as e:
@@ -63,7 +92,7 @@ def expand(paths: list[str]) -> list[str]:
 
 
 def default_namespace(args: argparse.Namespace) -> str:
-    from gpuctl.cluster.config import default_namespace as ns
+    from gpuctl.cluster.config import default_namespace as ns  # noqa: PLC0415 - lazy: CLI start-up
 
     return ns(
         args.namespace, kubeconfig=getattr(args, "kubeconfig", None), context=getattr(args, "context", None)
@@ -71,10 +100,16 @@ def default_namespace(args: argparse.Namespace) -> str:
 
 
 def print_client_dry_run(args: argparse.Namespace, docs: list[Document]) -> int:
-    from gpuctl.service.plan import plan_documents
+    """`--dry-run=client`, offline: the objects with -o yaml|json, else the lines of what would be done."""
+    from gpuctl.cli.output import print_objects  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.plan import plan_documents  # noqa: PLC0415 - lazy: CLI start-up
 
     plan = plan_documents(docs, default_namespace(args))
     for note in plan.notes:
         print(f"note: {note}", file=sys.stderr)
-    print_objects(plan.objects, "json" if args.output == "json" else "yaml")
+    if args.output in ("json", "yaml"):
+        print_objects(plan.objects, args.output)
+    else:
+        for line in plan.lines:
+            print(line + args.dry_run.suffix())
     return 0

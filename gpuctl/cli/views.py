@@ -19,7 +19,7 @@ from gpuctl.service import views as views_svc
 from gpuctl.service.errors import ServiceError
 from gpuctl.service.inventory import JOB_SELECTOR
 from gpuctl.service.jobs import job_pods_for_logs, list_job_rows, read_logs
-from gpuctl.service.nodes import label_nodes, list_nodes, node_labels, parse_label_args
+from gpuctl.service.nodes import list_nodes, node_labels
 from gpuctl.service.pools import list_pools
 from gpuctl.service.quotas import quota_rows
 
@@ -483,20 +483,4 @@ def logs(args: argparse.Namespace) -> int:
     for name, text in out.items():
         for line in text.splitlines():
             print(f"[{name}] {line}" if args.all_pods else line)
-    return 0
-
-
-# ----------------------------------------------------------------------------- label
-@_guard
-def label(args: argparse.Namespace) -> int:
-
-    nodes, changes = parse_label_args(args.args, args.delete)
-    lines = label_nodes(
-        _cluster(args), nodes, changes, overwrite=args.overwrite, dry_run=args.dry_run == "server"
-    )
-    if args.output in ("json", "yaml"):
-        print_data([{"node": n, "labels": changes, "success": True} for n in nodes], args.output)
-    else:
-        for line in lines:
-            print(line)
     return 0

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, SERVICE_PREFIX, Kind, Labels
+from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, condition
 from gpuctl.domain.status import (
@@ -329,25 +330,37 @@ def pool_free_gpus(inv: Inventory, pool: str) -> int:
 
 # ----------------------------------------------------------------------------- delete
 def delete_job(
-    cluster: Cluster, name: str, namespace: str | None, *, force: bool = False, dry_run: bool = False
+    cluster: Cluster,
+    name: str,
+    namespace: str | None,
+    *,
+    force: bool = False,
+    dry_run: DryRun = DryRun.NONE,
 ) -> list[str]:
-    """Delete a gpuctl job and its Service. Only objects carrying gpuctl's labels are touched."""
+    """Delete a gpuctl job and its Service. Only objects carrying gpuctl's labels are touched.
+
+    CLIENT: find the job (reads only) and say what would go; SERVER: the deletes with dryRun=All."""
+    dry_run = DryRun(dry_run)
+    server_dry = dry_run is DryRun.SERVER
     job = find_job(cluster, name, namespace)
     done = []
     grace = 0 if force else None
-    if cluster.delete(
+    if dry_run is DryRun.CLIENT or cluster.delete(
         path(job.resource, job.name, job.namespace),
         propagation="Background",
         grace_seconds=grace,
-        dry_run=dry_run,
+        dry_run=server_dry,
         precondition_uid=job.obj["metadata"]["uid"],
     ):
         done.append(f"{job.resource.lower()}.{_group(job.resource)}/{job.name} deleted")
     svc = job.service
     ours = svc is not None and (svc["metadata"].get("labels") or {}).get(Labels.JOB_TYPE)
-    if ours and cluster.delete(path("Service", svc["metadata"]["name"], job.namespace), dry_run=dry_run):
+    if ours and (
+        dry_run is DryRun.CLIENT
+        or cluster.delete(path("Service", svc["metadata"]["name"], job.namespace), dry_run=server_dry)
+    ):
         done.append(f"service/{svc['metadata']['name']} deleted")
-    if force and not dry_run:
+    if force and dry_run.persists:
         for pod in job.pods:
             cluster.delete(path("Pod", pod["metadata"]["name"], job.namespace), grace_seconds=0)
     return done

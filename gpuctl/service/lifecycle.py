@@ -3,6 +3,10 @@
 Order inside one submission: pools, then quotas, then jobs, so one file can hold all three. Every
 document is checked against the cluster before anything is written; a job whose second object fails
 is rolled back, so nothing is left half created.
+
+Every function takes a gpuctl.domain.dryrun.DryRun: CLIENT runs every check (reads only) and returns
+the lines of what would be done before the first write; SERVER sends every write with dryRun=All
+(the API server persists nothing); only NONE rolls back, re-creates Jobs or syncs the queues.
 """
 
 from __future__ import annotations
@@ -14,9 +18,20 @@ from dataclasses import dataclass, field
 
 from gpuctl.builders import build
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import JOB_KINDS, KIND_TO_RESOURCE, SERVICE_PREFIX, SPEC_HASH_ANNOTATION, Kind, Labels
+from gpuctl.constants import (
+    JOB_KINDS,
+    KIND_TO_RESOURCE,
+    MANAGED_BY_VALUE,
+    SERVICE_PREFIX,
+    SPEC_HASH_ANNOTATION,
+    Kind,
+    Labels,
+)
+from gpuctl.domain.dryrun import DryRun
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception
 from gpuctl.service.inventory import Inventory
+from gpuctl.service.jobs import delete_job
+from gpuctl.service.plan import object_label
 from gpuctl.service.pools import apply_pool, delete_pool
 from gpuctl.service.quotas import apply_quota, delete_quota
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
@@ -113,13 +128,13 @@ def submit(
     default_ns: str,
     *,
     action: str,
-    dry_run: str = "none",
+    dry_run: DryRun = DryRun.NONE,
     force: bool = False,
 ) -> list[Result]:
     """create | apply | delete the documents. Stops at the first failure (later documents untouched)."""
-    server_dry = dry_run == "server"
+    dry_run = DryRun(dry_run)
     if action == "delete":
-        return [_delete_doc(cluster, d, default_ns, server_dry) for d in _ordered(docs, reverse=True)]
+        return [_delete_doc(cluster, d, default_ns, dry_run) for d in _ordered(docs, reverse=True)]
     results: list[Result] = []
     try:
         planned = _precheck_jobs(cluster, docs, default_ns, action)
@@ -132,13 +147,13 @@ def submit(
         r = Result(kind=str(spec.kind), name=_name(spec), source=doc.source)
         try:
             if isinstance(spec, PoolSpec):
-                r.lines = apply_pool(cluster, spec, create=action == "create", dry_run=server_dry)
+                r.lines = apply_pool(cluster, spec, create=action == "create", dry_run=dry_run)
             elif isinstance(spec, QuotaSpec):
-                r.lines = apply_quota(cluster, spec, create=action == "create", dry_run=server_dry)
+                r.lines = apply_quota(cluster, spec, create=action == "create", dry_run=dry_run)
             else:
                 r.namespace = spec_namespace(spec, default_ns)
                 r.objects = planned[i]
-                r.lines = _write_job(cluster, planned[i], action=action, dry_run=server_dry, force=force)
+                r.lines = _write_job(cluster, planned[i], action=action, dry_run=dry_run, force=force)
             r.action = "created" if action == "create" else "applied"
         except (ServiceError, ApiError, OSError) as e:
             r.error = (
@@ -167,22 +182,22 @@ def _name(spec) -> str:
     return spec.job.name
 
 
-def _label(obj: dict) -> str:
-    group = {"Job": "job.batch", "Deployment": "deployment.apps", "StatefulSet": "statefulset.apps"}
-    return f"{group.get(obj['kind'], obj['kind'].lower())}/{obj['metadata']['name']}"
+_label = object_label
 
 
-def _write_job(cluster: Cluster, objs: list[dict], *, action: str, dry_run: bool, force: bool) -> list[str]:
+def _write_job(cluster: Cluster, objs: list[dict], *, action: str, dry_run: DryRun, force: bool) -> list[str]:
     for o in objs:
         o["metadata"].setdefault("annotations", {})[SPEC_HASH] = _spec_hash(o)
+    writes, server_dry = dry_run.writes, dry_run is DryRun.SERVER
     if action == "create":
         done: list[dict] = []
         try:
             for o in objs:
-                cluster.create(o, dry_run=dry_run)
+                if writes:
+                    cluster.create(o, dry_run=server_dry)
                 done.append(o)
         except Exception:
-            if not dry_run:
+            if dry_run.persists:
                 for o in reversed(done):
                     cluster.delete(path(o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]))
             raise
@@ -192,7 +207,8 @@ def _write_job(cluster: Cluster, objs: list[dict], *, action: str, dry_run: bool
         meta = o["metadata"]
         existing = cluster.get_or_none(path(o["kind"], meta["name"], meta["namespace"]))
         if existing is None:
-            cluster.create(o, dry_run=dry_run)
+            if writes:
+                cluster.create(o, dry_run=server_dry)
             lines.append(f"{_label(o)} created")
             continue
         if (existing["metadata"].get("annotations") or {}).get(SPEC_HASH) == meta["annotations"][SPEC_HASH]:
@@ -200,9 +216,11 @@ def _write_job(cluster: Cluster, objs: list[dict], *, action: str, dry_run: bool
             continue
         if o["kind"] == "Job":
             lines.append(_replace_job(cluster, existing, o, dry_run=dry_run, force=force))
+        elif not writes:
+            lines.append(f"{_label(o)} configured")
         else:
             try:
-                cluster.apply(o, dry_run=dry_run)
+                cluster.apply(o, dry_run=server_dry)
                 lines.append(f"{_label(o)} configured")
             except ApiError as e:
                 if o["kind"] == "StatefulSet" and e.status in (400, 403, 422):
@@ -215,7 +233,7 @@ def _write_job(cluster: Cluster, objs: list[dict], *, action: str, dry_run: bool
     return lines
 
 
-def _replace_job(cluster: Cluster, existing: dict, desired: dict, *, dry_run: bool, force: bool) -> str:
+def _replace_job(cluster: Cluster, existing: dict, desired: dict, *, dry_run: DryRun, force: bool) -> str:
     """A Job's pod template is immutable: re-create it, but not while it runs unless forced."""
     meta = desired["metadata"]
     st = existing.get("status") or {}
@@ -225,9 +243,14 @@ def _replace_job(cluster: Cluster, existing: dict, desired: dict, *, dry_run: bo
             f"job {meta['name']} is running and its pod template changed; Kubernetes cannot change a running "
             "Job in place: pass --force to re-create it (the run restarts) or wait until it finishes"
         )
-    if dry_run:
-        return f"{_label(desired)} replaced (dry run)"
     p = path("Job", meta["name"], meta["namespace"])
+    if not dry_run.persists:
+        # Only the delete can be checked by the API server: the new Job's create would meet the old one.
+        if dry_run is DryRun.SERVER:
+            cluster.delete(
+                p, propagation="Foreground", precondition_uid=existing["metadata"]["uid"], dry_run=True
+            )
+        return f"{_label(desired)} replaced"
     cluster.delete(p, propagation="Foreground", precondition_uid=existing["metadata"]["uid"])
     deadline = time.monotonic() + 60
     while cluster.get_or_none(p) is not None:
@@ -239,7 +262,7 @@ def _replace_job(cluster: Cluster, existing: dict, desired: dict, *, dry_run: bo
 
 
 # ----------------------------------------------------------------------------- delete
-def _delete_doc(cluster: Cluster, doc: Document, default_ns: str, dry_run: bool) -> Result:
+def _delete_doc(cluster: Cluster, doc: Document, default_ns: str, dry_run: DryRun) -> Result:
     spec = doc.spec
     r = Result(kind=str(spec.kind), name=_name(spec), source=doc.source, action="deleted")
     try:
@@ -248,8 +271,6 @@ def _delete_doc(cluster: Cluster, doc: Document, default_ns: str, dry_run: bool)
         elif isinstance(spec, QuotaSpec):
             r.lines = delete_quota(cluster, spec.quota.name, dry_run=dry_run, namespaces=list(spec.entries()))
         else:
-            from gpuctl.service.jobs import delete_job
-
             r.namespace = spec_namespace(spec, default_ns)
             r.lines = delete_job(cluster, spec.job.name, r.namespace, dry_run=dry_run)
     except (ServiceError, ApiError) as e:
@@ -268,23 +289,22 @@ def delete_by_name(
     namespace: str | None,
     force: bool = False,
     delete_namespace: bool = False,
-    dry_run: str = "none",
+    dry_run: DryRun = DryRun.NONE,
 ) -> list[Result]:
-    server_dry = dry_run == "server"
+    """`delete job|pool|quota|namespace NAME...`: each name on its own; CLIENT only reads."""
+    dry_run = DryRun(dry_run)
     results = []
     for name in names:
         r = Result(kind=kind, name=name, namespace=namespace, action="deleted")
         try:
             if kind == "job":
-                from gpuctl.service.jobs import delete_job
-
-                r.lines = delete_job(cluster, name, namespace, force=force, dry_run=server_dry)
+                r.lines = delete_job(cluster, name, namespace, force=force, dry_run=dry_run)
             elif kind == "pool":
-                r.lines = delete_pool(cluster, name, dry_run=server_dry)
+                r.lines = delete_pool(cluster, name, dry_run=dry_run)
             elif kind == "quota":
-                r.lines = delete_quota(cluster, name, delete_namespace=delete_namespace, dry_run=server_dry)
+                r.lines = delete_quota(cluster, name, delete_namespace=delete_namespace, dry_run=dry_run)
             elif kind == "namespace":
-                r.lines = _delete_namespace(cluster, name, dry_run=server_dry)
+                r.lines = _delete_namespace(cluster, name, dry_run=dry_run)
             else:
                 raise ServiceError(f"cannot delete {kind}")
         except (ServiceError, ApiError) as e:
@@ -294,20 +314,24 @@ def delete_by_name(
     return results
 
 
-def _delete_namespace(cluster: Cluster, name: str, *, dry_run: bool) -> list[str]:
-    from gpuctl.constants import MANAGED_BY_VALUE
-
+def _delete_namespace(cluster: Cluster, name: str, *, dry_run: DryRun) -> list[str]:
     ns = cluster.get_or_none(path("Namespace", name))
     if ns is None:
         raise NotFound(f"namespace {name} not found")
     if (ns["metadata"].get("labels") or {}).get(Labels.MANAGED_BY) != MANAGED_BY_VALUE:
         raise Conflict(f"namespace {name} was not created by gpuctl; gpuctl does not delete it")
+    lines = []
     cq = cluster.get_or_none(path("ClusterQueue", name))
     if cq is not None:
         q = (cq["metadata"].get("labels") or {}).get(Labels.QUOTA, "")
-        delete_quota(cluster, q, dry_run=dry_run, namespaces=[name])
-    cluster.delete(path("Namespace", name), dry_run=dry_run)
-    return [f"namespace/{name} deleted"]
+        lines += [
+            line
+            for line in delete_quota(cluster, q, dry_run=dry_run, namespaces=[name])
+            if not line.startswith(f"namespace/{name} ")
+        ]
+    if dry_run.writes:
+        cluster.delete(path("Namespace", name), dry_run=dry_run is DryRun.SERVER)
+    return [*lines, f"namespace/{name} deleted"]
 
 
 __all__ = ["KIND_TO_RESOURCE", "SERVICE_PREFIX", "Result", "delete_by_name", "submit"]

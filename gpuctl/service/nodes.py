@@ -6,10 +6,12 @@ import re
 
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import Labels
+from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus
 from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
+from gpuctl.service.pools import sync_cohort
 
 
 def gpus_by_node(pods: list[dict]) -> dict[str, int]:
@@ -132,9 +134,12 @@ def label_nodes(
     changes: dict[str, str | None],
     *,
     overwrite: bool,
-    dry_run: bool = False,
+    dry_run: DryRun = DryRun.NONE,
 ) -> list[str]:
-    """kubectl label semantics; a pool label must name an existing pool, and capacity follows."""
+    """kubectl label semantics; a pool label must name an existing pool, and capacity follows.
+
+    CLIENT: the checks and the lines, no write; SERVER: the patches with dryRun=All."""
+    dry_run = DryRun(dry_run)
     inv = Inventory(cluster)
     objs = {}
     for n in nodes:
@@ -148,12 +153,13 @@ def label_nodes(
                 raise Conflict(f"node {n} already has {k}={labels[k]}; pass --overwrite to change it")
     lines = []
     for n in nodes:
-        cluster.merge_patch(path("Node", n), {"metadata": {"labels": changes}}, dry_run=dry_run)
+        if dry_run.writes:
+            cluster.merge_patch(
+                path("Node", n), {"metadata": {"labels": changes}}, dry_run=dry_run is DryRun.SERVER
+            )
         for k, v in changes.items():
             lines.append(f"node/{n} {'labeled ' + k + '=' + v if v is not None else 'unlabeled ' + k}")
-    if not dry_run and (Labels.POOL in changes):
-        from gpuctl.service.pools import sync_cohort
-
+    if dry_run.persists and Labels.POOL in changes:
         sync_cohort(cluster)
     return lines
 

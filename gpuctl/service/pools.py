@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import BUDGET_FLAVOR, DEFAULT_POOL, Labels
+from gpuctl.constants import BUDGET_FLAVOR, COHORT_NAME, DEFAULT_POOL, Labels
+from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import workload_gpus
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
@@ -72,33 +73,56 @@ def describe_pool(cluster: Cluster, name: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- writes
-def ensure_bootstrap(cluster: Cluster, *, dry_run: bool = False) -> None:
+# Every write function takes a DryRun: NONE writes, SERVER sends each write with dryRun=All (nothing
+# persists, so the follow-up syncs that read the cluster back are skipped), CLIENT runs every check
+# (reads only) and returns what it would do before its first write.
+def ensure_bootstrap(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> None:
     """The priority classes and the budget flavor every gpuctl cluster needs (idempotent)."""
+    dry_run = DryRun(dry_run)
+    if not dry_run.writes:
+        return
     for obj in [*workload_priority_classes(), budget_flavor()]:
         existing = cluster.get_or_none(path(obj["kind"], obj["metadata"]["name"]))
         if existing is None:
-            cluster.apply(obj, dry_run=dry_run)
+            cluster.apply(obj, dry_run=dry_run is DryRun.SERVER)
 
 
-def sync_queues(cluster: Cluster, *, dry_run: bool = False, pools: list[str] | None = None) -> None:
+def sync_queues(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[str] | None = None) -> None:
     """Make every team ClusterQueue list exactly the current pools, and the Cohort hold capacity."""
+    dry_run = DryRun(dry_run)
+    if not dry_run.writes:
+        return
     inv = Inventory(cluster, None)
     pool_list = inv.pools if pools is None else pools
     for cq in inv.cluster_queues:
         desired = cluster_queue(team_from_cluster_queue(cq), pool_list)
         if (cq.get("spec") or {}).get("resourceGroups") != desired["spec"]["resourceGroups"]:
-            cluster.apply(desired, dry_run=dry_run)
+            cluster.apply(desired, dry_run=dry_run is DryRun.SERVER)
     sync_cohort(cluster, dry_run=dry_run, pools=pool_list)
 
 
-def sync_cohort(cluster: Cluster, *, dry_run: bool = False, pools: list[str] | None = None) -> dict:
+def sync_cohort(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[str] | None = None) -> dict:
+    """Apply the desired Cohort; with no pool left, delete gpuctl's Cohort instead.
+
+    An empty `spec: {}` cannot be applied (the API server stores it as null and rejects the object),
+    and a Cohort without resource groups holds nothing: the team ClusterQueues keep naming it (Kueue
+    treats a missing Cohort as an implicit, empty one) and the next pool creates it again. `gpuctl
+    serve`'s reconciler leaves a missing Cohort alone.
+    """
+    dry_run = DryRun(dry_run)
     inv = Inventory(cluster, None)
     flavors = inv.flavors
     if pools is not None:
         flavors = [resource_flavor(p) for p in pools]
     desired = desired_cohort(inv.nodes, flavors, inv.cluster_queues)
+    if not dry_run.writes:
+        return desired
+    if not (desired.get("spec") or {}).get("resourceGroups"):
+        if inv.cohort is not None and is_gpuctl_object(inv.cohort):
+            cluster.delete(path("Cohort", COHORT_NAME), dry_run=dry_run is DryRun.SERVER)
+        return desired
     if not cohort_spec_equal(inv.cohort, desired):
-        cluster.apply(desired, dry_run=dry_run)
+        cluster.apply(desired, dry_run=dry_run is DryRun.SERVER)
     return desired
 
 
@@ -107,8 +131,9 @@ def check_pool_name(name: str) -> None:
         raise ServiceError(f"pool name {name} is reserved by gpuctl: choose another name")
 
 
-def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: bool = False) -> list[str]:
+def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRun = DryRun.NONE) -> list[str]:
     """Label the pool's nodes, create its flavor, update capacity. All or nothing."""
+    dry_run = DryRun(dry_run)
     name = spec.pool.name
     check_pool_name(name)
     inv = Inventory(cluster, None)
@@ -132,7 +157,13 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: bool 
     if create and flavor is not None:
         raise Conflict(f"pool {name} already exists: use `gpuctl apply -f` to change it")
     leaving = sorted(n for n, obj in nodes.items() if node_pool(obj) == name and n not in spec.nodes)
+    lines = [f"pool/{name} {'created' if flavor is None else 'configured'}"]
+    lines += [f"node/{n} labeled {Labels.POOL}={name}" for n in sorted(spec.nodes)]
+    lines += [f"node/{n} unlabeled (left pool {name})" for n in leaving]
+    if dry_run is DryRun.CLIENT:
+        return lines
 
+    server_dry = dry_run is DryRun.SERVER
     previous = {
         n: {k: (nodes[n]["metadata"].get("labels") or {}).get(k) for k in (Labels.POOL, Labels.GPU_TYPE)}
         for n in [*spec.nodes, *leaving]
@@ -144,32 +175,29 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: bool 
         rf = resource_flavor(name)
         if spec.pool.description:
             rf["metadata"]["annotations"] = {Labels.DESCRIPTION: spec.pool.description}
-        cluster.apply(rf, dry_run=dry_run)
+        cluster.apply(rf, dry_run=server_dry)
         created_flavor = flavor is None
         for n, node in sorted(spec.nodes.items()):
             patch = node_label_patch(n, name, node.gpu_type)
-            cluster.merge_patch(path("Node", n), {"metadata": patch["metadata"]}, dry_run=dry_run)
+            cluster.merge_patch(path("Node", n), {"metadata": patch["metadata"]}, dry_run=server_dry)
             touched.append(n)
         for n in leaving:
             cluster.merge_patch(
                 path("Node", n),
                 {"metadata": {"labels": {Labels.POOL: None, Labels.GPU_TYPE: None}}},
-                dry_run=dry_run,
+                dry_run=server_dry,
             )
             touched.append(n)
-        if not dry_run:
+        if dry_run.persists:
             sync_queues(cluster)
     except Exception:
-        if not dry_run:
+        if dry_run.persists:
             for n in touched:
                 with contextlib.suppress(ApiError):
                     cluster.merge_patch(path("Node", n), {"metadata": {"labels": previous[n]}})
             if created_flavor:
                 cluster.delete(path("ResourceFlavor", name))
         raise
-    lines = [f"pool/{name} {'created' if flavor is None else 'configured'}"]
-    lines += [f"node/{n} labeled {Labels.POOL}={name}" for n in sorted(spec.nodes)]
-    lines += [f"node/{n} unlabeled (left pool {name})" for n in leaving]
     return lines
 
 
@@ -177,8 +205,9 @@ def jobs_using_pool(inv: Inventory, name: str) -> list[str]:
     return sorted(f"{j.namespace}/{j.name}" for j in collect_jobs(inv) if j.labels.get(Labels.POOL) == name)
 
 
-def delete_pool(cluster: Cluster, name: str, *, dry_run: bool = False) -> list[str]:
+def delete_pool(cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
     """Remove a pool: refuses while jobs use it; only gpuctl's flavor and labels are removed."""
+    dry_run = DryRun(dry_run)
     check_pool_name(name)
     inv = Inventory(cluster, None)
     flavor = cluster.get_or_none(path("ResourceFlavor", name))
@@ -202,16 +231,20 @@ def delete_pool(cluster: Cluster, name: str, *, dry_run: bool = False) -> list[s
             "delete those jobs first (gpuctl delete job NAME -n NS)"
         )
     nodes = [n["metadata"]["name"] for n in inv.nodes if node_pool(n) == name]
+    lines = [f"pool/{name} deleted"] + [f"node/{n} unlabeled" for n in nodes]
+    if dry_run is DryRun.CLIENT:
+        return lines
+    server_dry = dry_run is DryRun.SERVER
     remaining = [p for p in inv.pools if p != name]
-    if not dry_run:
-        sync_queues(cluster, pools=remaining)
-    cluster.delete(path("ResourceFlavor", name), dry_run=dry_run)
+    # The queues stop naming the pool first (a server dry run validates these writes too).
+    sync_queues(cluster, pools=remaining, dry_run=dry_run)
+    cluster.delete(path("ResourceFlavor", name), dry_run=server_dry)
     for n in nodes:
         cluster.merge_patch(
             path("Node", n),
             {"metadata": {"labels": {Labels.POOL: None, Labels.GPU_TYPE: None}}},
-            dry_run=dry_run,
+            dry_run=server_dry,
         )
-    if not dry_run:
+    if dry_run.persists:
         sync_cohort(cluster)
-    return [f"pool/{name} deleted"] + [f"node/{n} unlabeled" for n in nodes]
+    return lines

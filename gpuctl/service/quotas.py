@@ -7,6 +7,7 @@ from decimal import Decimal
 
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import LOCAL_QUEUE_NAME, MANAGED_BY_VALUE, QUOTA_CPU, QUOTA_GPU, QUOTA_MEMORY, Labels
+from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.domain.teams import cores, team_from_cluster_queue, team_usage
@@ -19,8 +20,14 @@ from gpuctl.spec import QuotaSpec
 from queues import TeamQuota, cluster_queue, local_queue, team_namespace
 
 
-def apply_quota(cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: bool = False) -> list[str]:
-    """Create or update every team of a quota document. Checks everything before the first write."""
+def apply_quota(
+    cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: DryRun = DryRun.NONE
+) -> list[str]:
+    """Create or update every team of a quota document. Checks everything before the first write.
+
+    CLIENT: the checks and the lines, no write; SERVER: every write with dryRun=All."""
+    dry_run = DryRun(dry_run)
+    writes, server_dry = dry_run.writes, dry_run is DryRun.SERVER
     teams = team_quotas(spec)
     inv = Inventory(cluster, None)
     existing = inv.team_queues
@@ -62,26 +69,28 @@ def apply_quota(cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: boo
         for t in teams:
             ns = cluster.get_or_none(path("Namespace", t.namespace))
             if ns is None:
-                cluster.create(team_namespace(t), dry_run=dry_run)
-                created.append(("Namespace", t.namespace))
+                if writes:
+                    cluster.create(team_namespace(t), dry_run=server_dry)
+                    created.append(("Namespace", t.namespace))
                 lines.append(f"namespace/{t.namespace} created")
-            else:
+            elif writes:
                 labels = team_namespace(t, created_by_gpuctl=False)["metadata"]["labels"]
                 cluster.merge_patch(
-                    path("Namespace", t.namespace), {"metadata": {"labels": labels}}, dry_run=dry_run
+                    path("Namespace", t.namespace), {"metadata": {"labels": labels}}, dry_run=server_dry
                 )
             was = t.namespace in existing
-            cluster.apply(cluster_queue(t, inv.pools), dry_run=dry_run)
-            if not was:
-                created.append(("ClusterQueue", t.namespace))
-            cluster.apply(local_queue(t.namespace), dry_run=dry_run)
+            if writes:
+                cluster.apply(cluster_queue(t, inv.pools), dry_run=server_dry)
+                if not was:
+                    created.append(("ClusterQueue", t.namespace))
+                cluster.apply(local_queue(t.namespace), dry_run=server_dry)
             lines.append(
                 f"quota/{spec.quota.name} {'configured' if was else 'created'} for namespace {t.namespace}"
             )
-        if not dry_run:
+        if dry_run.persists:
             sync_cohort(cluster)
     except Exception:
-        if not dry_run:
+        if dry_run.persists:
             for kind, name in reversed(created):
                 if kind == "ClusterQueue":
                     cluster.delete(path("LocalQueue", LOCAL_QUEUE_NAME, name))
@@ -116,10 +125,12 @@ def delete_quota(
     name: str,
     *,
     delete_namespace: bool = False,
-    dry_run: bool = False,
+    dry_run: DryRun = DryRun.NONE,
     namespaces: list[str] | None = None,
 ) -> list[str]:
     """Remove a quota's queues. Namespaces stay unless delete_namespace and gpuctl created them."""
+    dry_run = DryRun(dry_run)
+    writes, server_dry = dry_run.writes, dry_run is DryRun.SERVER
     cqs = [
         cq
         for cq in Inventory(cluster, None).cluster_queues
@@ -132,26 +143,29 @@ def delete_quota(
     for cq in cqs:
         ns = cq["metadata"]["name"]
         lq = cluster.get_or_none(path("LocalQueue", LOCAL_QUEUE_NAME, ns))
-        if lq is not None and is_gpuctl_object(lq):
-            cluster.delete(path("LocalQueue", LOCAL_QUEUE_NAME, ns), dry_run=dry_run)
-        cluster.delete(path("ClusterQueue", ns), dry_run=dry_run)
+        if writes:
+            if lq is not None and is_gpuctl_object(lq):
+                cluster.delete(path("LocalQueue", LOCAL_QUEUE_NAME, ns), dry_run=server_dry)
+            cluster.delete(path("ClusterQueue", ns), dry_run=server_dry)
         lines.append(f"quota/{name} deleted for namespace {ns}")
         nsobj = cluster.get_or_none(path("Namespace", ns))
         if nsobj is None:
             continue
         ours = (nsobj["metadata"].get("labels") or {}).get(Labels.MANAGED_BY) == MANAGED_BY_VALUE
         if delete_namespace and ours:
-            cluster.delete(path("Namespace", ns), dry_run=dry_run)
+            if writes:
+                cluster.delete(path("Namespace", ns), dry_run=server_dry)
             lines.append(f"namespace/{ns} deleted")
         else:
-            cluster.merge_patch(
-                path("Namespace", ns),
-                {"metadata": {"labels": {Labels.NAMESPACE: None, Labels.QUOTA: None}}},
-                dry_run=dry_run,
-            )
+            if writes:
+                cluster.merge_patch(
+                    path("Namespace", ns),
+                    {"metadata": {"labels": {Labels.NAMESPACE: None, Labels.QUOTA: None}}},
+                    dry_run=server_dry,
+                )
             if delete_namespace:
                 lines.append(f"namespace/{ns} kept: gpuctl did not create it")
-    if not dry_run:
+    if dry_run.persists:
         sync_cohort(cluster)
     return lines
 

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpuctl.domain.dryrun import DryRun
+
 # Kubernetes name rules (apimachinery validation): DNS-1123 label (namespaces), subdomain (most objects).
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -42,20 +44,20 @@ LabelKeyP = Annotated[
 Page = Annotated[int, Query(ge=1, le=1_000_000, description="1-based page number")]
 PageSize = Annotated[int, Query(alias="pageSize", ge=1, le=100, description="items per page (at most 100)")]
 DryRunValue = bool | Literal["none", "client", "server"]
+DRY_RUN_HELP = (
+    "none/false: write; client/true: check and answer what would be done, write nothing; "
+    "server: every write with dryRun=All (the API server validates, stores nothing)"
+)
+DryRunQ = Annotated[DryRunValue, Query(description=DRY_RUN_HELP)]
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
 
-def dry_run_mode(value: DryRunValue) -> str:
-    """`true` is a server-side dry run (the API server validates, nothing is stored); `client` only
-    computes the objects."""
-    if value is True:
-        return "server"
-    if value is False:
-        return "none"
-    return value
+def dry_run_mode(value: DryRunValue) -> DryRun:
+    """The request's `dryRun` as the one dry-run type (`true` is client, as `--dry-run` alone)."""
+    return DryRun.parse(value)
 
 
 class Submit(_Body):
@@ -65,7 +67,7 @@ class Submit(_Body):
     namespace: str | None = Field(
         None, max_length=63, pattern=DNS_LABEL, description="for documents without job.namespace"
     )
-    dryRun: DryRunValue = Field(False, description="true/server: validate only; client: return the objects")
+    dryRun: DryRunValue = Field(False, description=DRY_RUN_HELP + "; client answers with the objects")
     force: bool = Field(False, description="apply: re-create a running Job whose pod template changed")
     strict: bool = Field(False, description="unknown YAML keys are errors, not warnings")
 

@@ -38,6 +38,8 @@ from gpuctl.server.api.logstream import start_reader
 from gpuctl.server.api.models import (
     DNS_LABEL,
     BatchSubmit,
+    DryRun,
+    DryRunQ,
     JobName,
     NamespaceQ,
     Page,
@@ -185,7 +187,7 @@ async def _submit(
     plan = plan_documents(docs, default_ns)
     await require(request, caller, *_create_accesses(plan.objects, action))
     mode = dry_run_mode(body.dryRun)
-    if mode == "client":
+    if mode is DryRun.CLIENT:
         return 200, {"dryRun": "client", "objects": plan.objects, "warnings": warnings(docs)}
     results: list[Result] = await run(
         submit, st.cluster(), docs, default_ns, action=action, dry_run=mode, force=force
@@ -199,8 +201,8 @@ async def _submit(
         "namespace": first.namespace,
         "status": first.action,
         "createdAt": now(),
-        "dryRun": mode == "server",
-        "message": "; ".join(line for r in results for line in r.lines),
+        "dryRun": not mode.persists,
+        "message": "; ".join(line + mode.suffix() for r in results for line in r.lines),
         "results": [r.as_dict() for r in results],
         "warnings": warnings(docs),
     }
@@ -281,8 +283,9 @@ async def delete_job_route(
     jobId: JobName,
     namespace: NamespaceQ = None,
     force: Annotated[bool, Query(description="delete the pods at once (grace period 0)")] = False,
-    dryRun: Annotated[bool, Query(description="server-side dry run")] = False,
+    dryRun: DryRunQ = False,
 ) -> JSON:
+    mode = dry_run_mode(dryRun)
     job = await resolve(request, caller, jobId, namespace)
     needs = [perms.on_kind("delete", job.resource, job.namespace, job.name)]
     if job.service is not None:
@@ -297,7 +300,7 @@ async def delete_job_route(
         [job.name],
         namespace=job.namespace,
         force=force,
-        dry_run="server" if dryRun else "none",
+        dry_run=mode,
     )
     check_results(results)
     r = results[0]
@@ -305,8 +308,9 @@ async def delete_job_route(
         {
             "jobId": job.name,
             "namespace": job.namespace,
-            "status": "terminating" if not dryRun else "unchanged (dry run)",
-            "message": "; ".join(r.lines),
+            "status": "terminating" if mode.persists else "unchanged (dry run)",
+            "dryRun": not mode.persists,
+            "message": "; ".join(line + mode.suffix() for line in r.lines),
         }
     )
 

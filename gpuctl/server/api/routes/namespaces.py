@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Request
 
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Caller
 from gpuctl.server.api.deps import allowed, current_caller, require, run, state
 from gpuctl.server.api.documents import check_results
 from gpuctl.server.api.errors import JSON
-from gpuctl.server.api.models import NamespaceP
+from gpuctl.server.api.models import DryRunQ, NamespaceP, dry_run_mode
 from gpuctl.server.api.routes.jobs import COMMON_ERRORS
 from gpuctl.service import views
 from gpuctl.service.lifecycle import delete_by_name
@@ -55,8 +55,9 @@ async def delete_namespace(
     request: Request,
     caller: Me,
     namespaceName: NamespaceP,
-    dryRun: Annotated[bool, Query(description="server-side dry run")] = False,
+    dryRun: DryRunQ = False,
 ) -> JSON:
+    mode = dry_run_mode(dryRun)
     await require(
         request, caller, perms.namespaces("delete", namespaceName), perms.quotas("delete", namespaceName)
     )
@@ -66,9 +67,14 @@ async def delete_namespace(
         "namespace",
         [namespaceName],
         namespace=None,
-        dry_run="server" if dryRun else "none",
+        dry_run=mode,
     )
     check_results(results)
     return JSON(
-        {"name": namespaceName, "status": "deleted", "dryRun": dryRun, "message": "; ".join(results[0].lines)}
+        {
+            "name": namespaceName,
+            "status": "deleted",
+            "dryRun": not mode.persists,
+            "message": "; ".join(line + mode.suffix() for line in results[0].lines),
+        }
     )

@@ -22,6 +22,8 @@ from gpuctl.server.api.models import (
     DNS_LABEL,
     LABEL_KEY,
     BatchLabel,
+    DryRun,
+    DryRunQ,
     LabelBody,
     LabelKeyP,
     LabelValueBody,
@@ -70,19 +72,19 @@ async def _label(
     changes: dict[str, str | None],
     *,
     overwrite: bool,
-    dry_run: str,
+    dry_run: DryRun,
 ) -> list[str]:
+    """label_nodes; client: its checks (reads only) and lines, server: the patches with dryRun=All."""
     await require(request, caller, *_label_accesses(changes, nodes))
-    if dry_run == "client":
-        return [f"node/{n} would be patched: {changes}" for n in nodes]
-    return await run(
+    lines = await run(
         label_nodes,
         state(request).cluster(),
         nodes,
         changes,
         overwrite=overwrite,
-        dry_run=dry_run == "server",
+        dry_run=dry_run,
     )
+    return [line + dry_run.suffix() for line in lines]
 
 
 # ----------------------------------------------------------------------------- listing (static paths first)
@@ -197,7 +199,7 @@ async def remove_from_pool(
     caller: Me,
     nodeName: NodeName,
     poolName: PoolName,
-    dryRun: Annotated[bool, Query(description="server-side dry run")] = False,
+    dryRun: DryRunQ = False,
 ) -> JSON:
     await require(request, caller, perms.nodes("get", nodeName))
     rows = await run(node_labels, state(request).cluster(), nodeName, None)
@@ -210,7 +212,7 @@ async def remove_from_pool(
         [nodeName],
         {Labels.POOL: None, Labels.GPU_TYPE: None},
         overwrite=True,
-        dry_run="server" if dryRun else "none",
+        dry_run=dry_run_mode(dryRun),
     )
     return JSON({"node": nodeName, "pool": poolName, "message": "; ".join(lines)})
 
@@ -267,12 +269,10 @@ async def delete_node_label(
     caller: Me,
     nodeName: NodeName,
     key: LabelKeyP,
-    dryRun: Annotated[bool, Query(description="server-side dry run")] = False,
+    dryRun: DryRunQ = False,
 ) -> JSON:
     k = normalize_key(key)
     await require(request, caller, perms.nodes("get", nodeName))
     await run(node_labels, state(request).cluster(), nodeName, k)  # 404 when the node lacks it
-    lines = await _label(
-        request, caller, [nodeName], {k: None}, overwrite=True, dry_run="server" if dryRun else "none"
-    )
+    lines = await _label(request, caller, [nodeName], {k: None}, overwrite=True, dry_run=dry_run_mode(dryRun))
     return JSON({"nodeName": nodeName, "label": k, "message": "; ".join(lines)})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import yaml
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Request
 
 from gpuctl.constants import Kind
 from gpuctl.server.api import perms
@@ -19,7 +19,7 @@ from gpuctl.server.api.auth import Caller
 from gpuctl.server.api.deps import current_caller, require, run, state
 from gpuctl.server.api.documents import check_results, load, only_kinds, warnings
 from gpuctl.server.api.errors import JSON, ApiProblem
-from gpuctl.server.api.models import PoolBody, PoolName, dry_run_mode
+from gpuctl.server.api.models import DryRun, DryRunQ, PoolBody, PoolName, dry_run_mode
 from gpuctl.server.api.routes.jobs import COMMON_ERRORS
 from gpuctl.service.lifecycle import delete_by_name, submit
 from gpuctl.service.plan import plan_documents
@@ -97,7 +97,7 @@ async def _write(request: Request, caller: Caller, body: PoolBody, name: str | N
     verb = "create" if action == "create" else "update"
     await require(request, caller, *[perms.pools(verb, d.spec.pool.name) for d in docs], perms.nodes("patch"))
     mode = dry_run_mode(body.dryRun)
-    if mode == "client":
+    if mode is DryRun.CLIENT:
         return JSON({"dryRun": "client", "objects": plan_documents(docs, "default").objects})
     results = await run(submit, state(request).cluster(), docs, "default", action=action, dry_run=mode)
     check_results(results)
@@ -105,8 +105,8 @@ async def _write(request: Request, caller: Caller, body: PoolBody, name: str | N
         {
             "name": results[0].name,
             "status": results[0].action,
-            "dryRun": mode == "server",
-            "message": "; ".join(line for r in results for line in r.lines),
+            "dryRun": not mode.persists,
+            "message": "; ".join(line + mode.suffix() for r in results for line in r.lines),
             "results": [r.as_dict() for r in results],
             "warnings": warnings(docs),
         },
@@ -129,8 +129,9 @@ async def remove_pool(
     request: Request,
     caller: Me,
     poolName: PoolName,
-    dryRun: Annotated[bool, Query(description="server-side dry run")] = False,
+    dryRun: DryRunQ = False,
 ) -> JSON:
+    mode = dry_run_mode(dryRun)
     await require(request, caller, perms.pools("delete", poolName), perms.nodes("patch"))
     results = await run(
         delete_by_name,
@@ -138,9 +139,14 @@ async def remove_pool(
         "pool",
         [poolName],
         namespace=None,
-        dry_run="server" if dryRun else "none",
+        dry_run=mode,
     )
     check_results(results)
     return JSON(
-        {"name": poolName, "status": "deleted", "dryRun": dryRun, "message": "; ".join(results[0].lines)}
+        {
+            "name": poolName,
+            "status": "deleted",
+            "dryRun": not mode.persists,
+            "message": "; ".join(line + mode.suffix() for line in results[0].lines),
+        }
     )

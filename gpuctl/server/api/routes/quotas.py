@@ -18,7 +18,7 @@ from gpuctl.server.api.auth import AuthError, Caller
 from gpuctl.server.api.deps import allowed, current_caller, require, run, state
 from gpuctl.server.api.documents import check_results, load, only_kinds, warnings
 from gpuctl.server.api.errors import JSON
-from gpuctl.server.api.models import NamespaceP, NamespaceQ, QuotaBody, dry_run_mode
+from gpuctl.server.api.models import DryRun, DryRunQ, NamespaceP, NamespaceQ, QuotaBody, dry_run_mode
 from gpuctl.server.api.routes.jobs import COMMON_ERRORS
 from gpuctl.service.errors import NotFound
 from gpuctl.service.lifecycle import Result, submit
@@ -76,7 +76,7 @@ async def _write(request: Request, caller: Caller, body: QuotaBody, action: str)
         *[perms.namespaces("patch", ns) if ns in existing else perms.namespaces("create") for ns in spaces],
     )
     mode = dry_run_mode(body.dryRun)
-    if mode == "client":
+    if mode is DryRun.CLIENT:
         return JSON({"dryRun": "client", "objects": plan_documents(docs, "default").objects})
     results: list[Result] = await run(
         submit, state(request).cluster(), docs, "default", action=action, dry_run=mode
@@ -86,8 +86,8 @@ async def _write(request: Request, caller: Caller, body: QuotaBody, action: str)
         {
             "name": results[0].name,
             "status": results[0].action,
-            "dryRun": mode == "server",
-            "message": "; ".join(line for r in results for line in r.lines),
+            "dryRun": not mode.persists,
+            "message": "; ".join(line + mode.suffix() for r in results for line in r.lines),
             "results": [r.as_dict() for r in results],
             "warnings": warnings(docs),
         },
@@ -117,8 +117,9 @@ async def remove_quota(
     deleteNamespace: Annotated[
         bool, Query(description="also delete the namespace, if gpuctl created it")
     ] = False,
-    dryRun: Annotated[bool, Query(description="server-side dry run")] = False,
+    dryRun: DryRunQ = False,
 ) -> JSON:
+    mode = dry_run_mode(dryRun)
     needs = [perms.quotas("delete", namespaceName)]
     if deleteNamespace:
         needs.append(perms.namespaces("delete", namespaceName))
@@ -132,7 +133,7 @@ async def remove_quota(
         cluster,
         rows[0]["name"],
         delete_namespace=deleteNamespace,
-        dry_run=dryRun,
+        dry_run=mode,
         namespaces=[namespaceName],
     )
     return JSON(
@@ -140,6 +141,7 @@ async def remove_quota(
             "namespace": namespaceName,
             "quota": rows[0]["name"],
             "status": "deleted",
-            "message": "; ".join(lines),
+            "dryRun": not mode.persists,
+            "message": "; ".join(line + mode.suffix() for line in lines),
         }
     )
