@@ -7,26 +7,26 @@ Namespaces), reduce each object to the fields the rules read, and after every ch
 ClusterState by a single reference assignment. A request reads `cache.state` once and works on that
 snapshot: no locks, no torn reads.
 
-Watches resume from the last resourceVersion (bookmarks keep it fresh); a 410 Gone, or any error event,
-means the window was lost, so the informer lists again and replaces its store wholesale, which also drops
-objects deleted while it was not watching.
+The watching is gpuctl.cluster.informer's, the same informer `gpuctl serve` uses, over the same
+gpuctl.cluster.Cluster transport: watches resume from the last resourceVersion (bookmarks keep it
+fresh); a 410 Gone, or any error event, means the window was lost, so the informer lists again and
+replaces its store, which also drops objects deleted while it was not watching. Here each informer's
+transform is the kind's reduce function, and every batch that changes a store publishes a new
+ClusterState.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Protocol
 
-import orjson
-from urllib3.exceptions import ReadTimeoutError
-
+from gpuctl.cluster import Cluster
+from gpuctl.cluster.informer import Gone, Informer, Transport
 from gpuctl.constants import KUEUE_GROUP, KUEUE_VERSION, MANAGED_BY_VALUE, NAMESPACE_MARKER_VALUE, Labels
 from gpuctl.domain.pools import is_pool_flavor, node_gpus
 from gpuctl.domain.teams import cluster_queue_flavors
@@ -237,247 +237,61 @@ class StaticState:
         pass
 
 
-class Gone(Exception):
-    """The watch window was lost (HTTP 410 or an ERROR event): list again."""
+def _reduced(resource: Resource) -> tuple[Callable[[dict], Any], Callable[[dict], Any]]:
+    """The informer's key and transform for a Resource: both halves of its reduce function."""
+
+    def key(obj: dict) -> Any:
+        return resource.reduce(obj)[0]
+
+    def transform(obj: dict) -> Any:
+        return resource.reduce(obj)[1]
+
+    return key, transform
 
 
-class _Quiet(Exception):
-    """The watch connection said nothing for too long."""
+def resource_path(resource: Resource) -> str:
+    if resource.custom:
+        group, version, plural = resource.custom
+        return f"/apis/{group}/{version}/{plural}"
+    return f"/api/v1/{resource.name}"
 
 
-ListFn = Callable[..., Any]
+def informer(cluster: Transport, resource: Resource, **kwargs: Any) -> Informer:
+    """The gpuctl.cluster.informer for one watched kind, storing reduced values (None = absent)."""
+    key, transform = _reduced(resource)
+    return Informer(
+        cluster,
+        resource.name,
+        resource_path(resource),
+        label_selector=resource.label_selector,
+        key=key,
+        transform=transform,
+        **kwargs,
+    )
 
 
-class Informer:
-    """List-then-watch one resource into a store, calling `on_change(store)` with a fresh copy whenever the
-    reduced content changes (Node heartbeats change nothing the rules read, so they cost no rebuild)."""
-
-    def __init__(
-        self,
-        resource: Resource,
-        list_fn: ListFn,
-        on_change: Callable[[str, dict], None],
-        *,
-        watch_timeout: int = 300,
-        read_timeout: float = 90.0,
-        page_size: int = 500,
-    ) -> None:
-        # The API server ends each watch after watch_timeout seconds and sends bookmarks about every
-        # minute; read_timeout bounds how long a silently dead connection can leave the cache stale.
-        self._read_timeout = read_timeout
-        self.resource = resource
-        self._list_fn = list_fn
-        self._on_change = on_change
-        self._watch_timeout = watch_timeout
-        self._page_size = page_size
-        self._store: dict[Any, Any] = {}
-        self._rv = ""
-        self.synced = False
-        self.relists = 0
-        self.last_event = 0.0
-        self._stop = threading.Event()
-        self._resp: Any = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name=f"watch-{self.resource.name}", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        resp = self._resp
-        if resp is not None:
-            with contextlib.suppress(Exception):  # closing a socket another thread reads may raise anything
-                resp.close()
-
-    def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def run(self) -> None:
-        backoff = 0.5
-        while not self._stop.is_set():
-            try:
-                if not self._rv:
-                    self.list()
-                self.watch()
-                backoff = 0.5
-            except Gone:
-                log.info("%s: watch window lost (410), listing again", self.resource.name)
-                self._rv = ""
-                self.relists += 1
-            except _Quiet:
-                # No event, not even a bookmark, for read_timeout seconds: the connection may be dead
-                # without a FIN. Watch again from the same version (cheap) rather than trust it.
-                log.debug("%s: watch idle for %ss, reconnecting", self.resource.name, self._read_timeout)
-            except Exception as exc:
-                if self._stop.is_set():
-                    break
-                status = getattr(exc, "status", None)
-                if status == 410:
-                    self._rv = ""
-                    self.relists += 1
-                    continue
-                log.warning("%s: %s; retrying in %.1fs", self.resource.name, _short(exc), backoff)
-                self._stop.wait(backoff * (0.5 + random.random()))
-                backoff = min(backoff * 2, 30.0)
-
-    # -- list and watch
-    def _call(self, **kwargs: Any) -> Any:
-        r = self.resource
-        if r.label_selector:
-            kwargs["label_selector"] = r.label_selector
-        return self._list_fn(_preload_content=False, **kwargs)
-
-    def list(self) -> None:
-        store: dict[Any, Any] = {}
-        token = ""
-        while True:
-            kwargs: dict[str, Any] = {"limit": self._page_size}
-            if token:
-                kwargs["_continue"] = token
-            resp = self._call(**kwargs)
-            try:
-                body = orjson.loads(resp.data)
-            finally:
-                _release(resp)
-            for obj in body.get("items") or ():
-                key, value = self.resource.reduce(obj)
-                if value is not None:
-                    store[key] = value
-            meta = body.get("metadata") or {}
-            token = meta.get("continue") or ""
-            if not token:
-                self._rv = meta.get("resourceVersion") or ""
-                break
-        changed = store != self._store or not self.synced
-        self._store = store
-        self.synced = True
-        self.last_event = time.monotonic()
-        if changed:
-            self._on_change(self.resource.name, dict(store))
-
-    def watch(self) -> None:
-        resp = self._call(
-            watch=True,
-            resource_version=self._rv,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_timeout,
-            _request_timeout=(10, self._read_timeout),
-        )
-        self._resp = resp
-        try:
-            for line in _lines(resp):
-                if self._stop.is_set():
-                    return
-                self.handle(orjson.loads(line))
-        except ReadTimeoutError as exc:
-            raise _Quiet() from exc
-        finally:
-            self._resp = None
-            _release(resp)
-
-    def handle(self, event: Mapping[str, Any]) -> None:
-        """Apply one watch event (public for tests)."""
-        etype = event.get("type")
-        obj = event.get("object") or {}
-        self.last_event = time.monotonic()
-        if etype == "ERROR":
-            raise Gone(obj.get("message", "watch error"))
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        if rv:
-            self._rv = rv
-        if etype == "BOOKMARK":
-            return
-        key, value = self.resource.reduce(obj)
-        if etype == "DELETED" or value is None:
-            if key not in self._store:
-                return
-            del self._store[key]
-        else:
-            if self._store.get(key) == value:
-                return
-            self._store[key] = value
-        self._on_change(self.resource.name, dict(self._store))
-
-
-def _release(resp: Any) -> None:
-    for name in ("release_conn", "close"):
-        fn = getattr(resp, name, None)
-        if fn is not None:
-            with contextlib.suppress(Exception):
-                fn()
-
-
-def _lines(resp: Any) -> Iterator[bytes]:
-    """Newline-delimited watch events from a streaming urllib3 response."""
-    buf = b""
-    for chunk in resp.stream(amt=None, decode_content=True) if hasattr(resp, "stream") else resp:
-        buf += chunk
-        while True:
-            i = buf.find(b"\n")
-            if i < 0:
-                break
-            line, buf = buf[:i], buf[i + 1 :]
-            if line.strip():
-                yield line
-    if buf.strip():
-        yield buf
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
-
-
-@dataclass
 class WatchCache:
-    """Informers for every kind the rules read, publishing one ClusterState after every change."""
+    """Informers for every kind the rules read, publishing one ClusterState after every change.
 
-    list_fns: Mapping[str, ListFn]
-    watch_timeout: int = 300
-    informers: dict[str, Informer] = field(default_factory=dict)
+    The informers (gpuctl.cluster.informer: paged list, watch with bookmarks, 410 -> re-list, back-off
+    with jitter, read timeout) store reduced values, so a Node heartbeat changes nothing and costs no
+    rebuild; each batch that changes a store recomposes the snapshot."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, cluster: Transport, *, watch_timeout: int = 300, **informer_kwargs: Any) -> None:
+        self.cluster = cluster
         self._lock = threading.Lock()
-        self._stores: dict[str, dict] = {r.name: {} for r in RESOURCES}
         self._state = ClusterState()
         self._listeners: list[Callable[[ClusterState], None]] = []
+        self.informers: dict[str, Informer] = {}
         for r in RESOURCES:
-            self.informers[r.name] = Informer(
-                r, self.list_fns[r.name], self._changed, watch_timeout=self.watch_timeout
-            )
+            inf = informer(cluster, r, watch_timeout=watch_timeout, **informer_kwargs)
+            inf.add_listener(self._changed)
+            self.informers[r.name] = inf
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None, **kwargs: Any) -> WatchCache:
         """Informers on the cluster of `kubeconfig` (in-cluster config when running in a pod)."""
-        from kubernetes import client, config
-
-        configuration = client.Configuration()
-        if kubeconfig or not _in_cluster():
-            config.load_kube_config(
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
-        else:
-            config.load_incluster_config(client_configuration=configuration)
-        fns: dict[str, ListFn] = {}
-        for r in RESOURCES:
-            api = client.ApiClient(configuration)  # one connection pool per watch: they block for minutes
-            if r.custom:
-                group, version, plural = r.custom
-                custom = client.CustomObjectsApi(api)
-
-                def fn(
-                    *, _g: str = group, _v: str = version, _p: str = plural, _c: Any = custom, **kw: Any
-                ) -> Any:
-                    return _c.list_cluster_custom_object(_g, _v, _p, **kw)
-
-                fns[r.name] = fn
-            else:
-                core = client.CoreV1Api(api)
-                fns[r.name] = core.list_node if r.name == "nodes" else core.list_namespace
-        return cls(fns, **kwargs)
+        return cls(Cluster.connect(kubeconfig, context), **kwargs)
 
     @property
     def state(self) -> ClusterState:
@@ -487,11 +301,11 @@ class WatchCache:
         """Called (from a watch thread) after every new snapshot; the server uses it to update gauges."""
         self._listeners.append(fn)
 
-    def _changed(self, name: str, store: dict) -> None:
+    def _changed(self, _: Informer | None = None) -> None:
         with self._lock:
-            self._stores[name] = store
-            synced = all(i.synced for i in self.informers.values())
-            state = compose(self._stores, synced=synced, generation=self._state.generation + 1)
+            stores = {name: inf.items() for name, inf in self.informers.items()}
+            synced = all(i.synced.is_set() for i in self.informers.values())
+            state = compose(stores, synced=synced, generation=self._state.generation + 1)
             self._state = state  # the one atomic publication
         for fn in self._listeners:
             try:
@@ -507,6 +321,10 @@ class WatchCache:
         for i in self.informers.values():
             i.stop()
 
+    def join(self, timeout: float | None = None) -> None:
+        for i in self.informers.values():
+            i.join(timeout)
+
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -516,24 +334,17 @@ class WatchCache:
         return self._state.synced
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        now = time.monotonic()
+        now = time.time()
         return {
             name: {
-                "synced": i.synced,
-                "objects": len(i._store),
-                "relists": i.relists,
-                "age_seconds": (now - i.last_event) if i.last_event else None,
+                "synced": i.synced.is_set(),
+                "objects": len(i),
+                "relists": i.stats.relists,
+                "errors": i.stats.errors,
+                "age_seconds": (now - i.stats.last_event) if i.stats.last_event else None,
             }
             for name, i in self.informers.items()
         }
-
-
-def _in_cluster() -> bool:
-    import os
-
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
-        "/var/run/secrets/kubernetes.io/serviceaccount/token"
-    )
 
 
 __all__ = [

@@ -1,266 +1,48 @@
-"""A watch-based cache of the objects `gpuctl serve` reads (client-go's informer, in small).
+"""The watch cache of `gpuctl serve`: one informer per kind, trimmed objects, and a Reader over them.
 
-Why not list on demand: a scrape or a reconcile must not cost a 20,000-pod list, and the reconciler
-must hear about a node change within seconds. Each `Informer` lists once (paged, so a big cluster never
-sits in memory as one JSON document), then watches from the list's resourceVersion and applies every
-event to a dict; a 410 Gone (history compacted) or a broken watch leads to a fresh list, diffed
-against what it held so handlers still see every change.
+Why not list on demand: a scrape or a reconcile must not cost a 20,000-pod list, the reconciler must
+hear about a node change within seconds, and the REST API's job list must not cost five lists per
+request. Each kind is a gpuctl.cluster.informer.Informer (list, watch, 410 -> re-list, back-off); this
+module adds what the service keeps of each object and how the parts read it.
 
-Objects are trimmed as they arrive (`transform`): managedFields, heartbeat times and the parts of pod
-specs nobody reads are dropped, which is most of the memory. An optional `summarize` function keeps a
-small precomputed record per object next to it, so a scrape loops over tuples instead of walking
-20,000 nested dicts. Readers get copies of the value lists (`list()`, `summaries()`): the lists are
-new, the objects are shared and must be treated as read-only.
+Objects are trimmed as they arrive (`transform`): managedFields, heartbeat times and the parts of specs
+nobody reads are dropped, which is most of the memory. What is kept is exactly what the readers use:
+the metrics and the reconciler, and the REST API's list views (gpuctl.service.jobs.list_job_rows and
+gpuctl.domain.status read a pod's container states, IP, scheduling gates and conditions; a job's
+Workload is found through its ownerReferences). Describe views read the cluster, not the cache.
+
+`CacheReader` is the gpuctl.cluster.reader.Reader over the cache: it answers a list or get of a kind
+the cache holds (filtering namespace, label and field selectors in memory) and passes anything else,
+or anything asked before the first list, to the cluster.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any
 
-from gpuctl.cluster import ApiError
+from gpuctl.cluster.informer import Informer, InformerStats, Transport, object_key, strip_metadata
 from gpuctl.cluster.paths import path as kind_path
-from gpuctl.constants import COHORT_NAME, MANAGED_BY_VALUE, Labels
-
-log = logging.getLogger(__name__)
-
-PAGE_SIZE = 500
-WATCH_TIMEOUT_SECONDS = 300
-# Backoff after a failed list or watch: doubles from MIN to MAX, reset by a successful list.
-BACKOFF_MIN, BACKOFF_MAX = 0.5, 30.0
-
-Handler = Callable[[str, Any, Any], None]
-"""handler(event_type, old, new): ADDED (old None), MODIFIED, DELETED (new None); trimmed objects."""
-
-
-class ClusterLike(Protocol):
-    """The part of gpuctl.cluster.Cluster an informer uses (tests pass a fake)."""
-
-    def get(self, api_path: str, **query: Any) -> dict: ...
-
-    def watch(
-        self,
-        api_path: str,
-        *,
-        resource_version: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        timeout_seconds: int = 300,
-    ) -> Iterator[tuple[str, dict]]: ...
-
-
-def object_key(obj: dict) -> str:
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
-
-
-@dataclass
-class InformerStats:
-    """What the service reports about its own health (gpuctl_cache_* metrics)."""
-
-    lists: int = 0
-    watch_restarts: int = 0
-    errors: int = 0
-    events: int = 0
-    last_event: float = 0.0
-    last_list: float = 0.0
-    errors_by_reason: dict[str, int] = field(default_factory=dict)
-
-
-class Informer:
-    """List+watch of one resource; thread-safe reads; handlers called on the informer's thread."""
-
-    def __init__(
-        self,
-        cluster: ClusterLike,
-        name: str,
-        api_path: str,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        transform: Callable[[dict], Any] | None = None,
-        summarize: Callable[[Any], Any] | None = None,
-        page_size: int = PAGE_SIZE,
-        watch_timeout: int = WATCH_TIMEOUT_SECONDS,
-    ):
-        self.cluster = cluster
-        self.name = name
-        self.api_path = api_path
-        self.label_selector = label_selector
-        self.field_selector = field_selector
-        self.transform = transform or strip_metadata
-        self.summarize = summarize
-        self.page_size = page_size
-        self.watch_timeout = watch_timeout
-        self.synced = threading.Event()
-        self.stats = InformerStats()
-        self._items: dict[str, Any] = {}
-        self._summaries: dict[str, Any] = {}
-        self._lock = threading.Lock()
-        self._handlers: list[Handler] = []
-        self._thread: threading.Thread | None = None
-
-    # ---------------------------------------------------------------- reads
-    def list(self) -> list[Any]:
-        with self._lock:
-            return list(self._items.values())
-
-    def summaries(self) -> list[Any]:
-        with self._lock:
-            return list(self._summaries.values())
-
-    def get(self, key: str) -> Any | None:
-        with self._lock:
-            return self._items.get(key)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def add_handler(self, handler: Handler) -> None:
-        """Register before start(): handlers see the initial list as ADDED events too."""
-        self._handlers.append(handler)
-
-    # ---------------------------------------------------------------- running
-    def start(self, stop: threading.Event) -> threading.Thread:
-        self._thread = threading.Thread(
-            target=self.run, args=(stop,), name=f"informer-{self.name}", daemon=True
-        )
-        self._thread.start()
-        return self._thread
-
-    def run(self, stop: threading.Event) -> None:
-        """List, then watch until stopped; re-list on 410 Gone or any failure (with backoff)."""
-        backoff = BACKOFF_MIN
-        rv: str | None = None
-        while not stop.is_set():
-            try:
-                if rv is None:
-                    rv = self.relist()
-                    backoff = BACKOFF_MIN
-                rv = self._watch(rv, stop)
-            except ApiError as e:
-                self._count_error(str(e.status))
-                if e.status == 410:
-                    log.info("%s: watch history expired, re-listing", self.name)
-                    rv = None
-                    continue
-                log.warning("%s: %s; retrying in %.1fs", self.name, e, backoff)
-                rv = None
-                stop.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
-            except Exception as e:
-                self._count_error(type(e).__name__)
-                log.warning(
-                    "%s: watch failed (%s: %s); re-listing in %.1fs", self.name, type(e).__name__, e, backoff
-                )
-                rv = None
-                stop.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
-
-    def _count_error(self, reason: str) -> None:
-        self.stats.errors += 1
-        self.stats.errors_by_reason[reason] = self.stats.errors_by_reason.get(reason, 0) + 1
-
-    def relist(self) -> str:
-        """Fetch every object page by page; replace the store; tell handlers what changed."""
-        fresh: dict[str, Any] = {}
-        cont: str | None = None
-        rv = ""
-        while True:
-            page = self.cluster.get(
-                self.api_path,
-                labelSelector=self.label_selector,
-                fieldSelector=self.field_selector,
-                limit=self.page_size,
-                **({"continue": cont} if cont else {}),
-            )
-            for raw in page.get("items") or []:
-                obj = self.transform(raw)
-                if obj is not None:
-                    fresh[object_key(raw)] = obj
-            meta = page.get("metadata") or {}
-            rv = meta.get("resourceVersion", rv)
-            cont = meta.get("continue")
-            del page
-            if not cont:
-                break
-        fresh_summaries = {k: self.summarize(o) for k, o in fresh.items()} if self.summarize else {}
-        with self._lock:
-            old = self._items
-            self._items = fresh
-            self._summaries = fresh_summaries
-        self.stats.lists += 1
-        self.stats.last_list = time.time()
-        for key, obj in old.items():
-            if key not in fresh:
-                self._dispatch("DELETED", obj, None)
-        for key, obj in fresh.items():
-            before = old.get(key)
-            if before is None:
-                self._dispatch("ADDED", None, obj)
-            elif before != obj:
-                self._dispatch("MODIFIED", before, obj)
-        self.synced.set()
-        return rv
-
-    def _watch(self, rv: str, stop: threading.Event) -> str:
-        self.stats.watch_restarts += 1
-        for etype, raw in self.cluster.watch(
-            self.api_path,
-            resource_version=rv,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
-            timeout_seconds=self.watch_timeout,
-        ):
-            rv = (raw.get("metadata") or {}).get("resourceVersion") or rv
-            self.apply_event(etype, raw)
-            if stop.is_set():
-                break
-        return rv
-
-    def apply_event(self, etype: str, raw: dict) -> None:
-        """Apply one watch event to the store and call the handlers (public for tests)."""
-        key = object_key(raw)
-        self.stats.events += 1
-        self.stats.last_event = time.time()
-        obj = None if etype == "DELETED" else self.transform(raw)
-        summary = self.summarize(obj) if (obj is not None and self.summarize) else None
-        with self._lock:
-            old = self._items.get(key)
-            if obj is None:
-                self._items.pop(key, None)
-                self._summaries.pop(key, None)
-            else:
-                self._items[key] = obj
-                if self.summarize:
-                    self._summaries[key] = summary
-        if obj is None and old is None:
-            return
-        if obj is None:
-            self._dispatch("DELETED", old, None)
-        elif old is None:
-            self._dispatch("ADDED", None, obj)
-        else:
-            self._dispatch("MODIFIED", old, obj)
-
-    def _dispatch(self, etype: str, old: Any, new: Any) -> None:
-        for h in self._handlers:
-            try:
-                h(etype, old, new)
-            except Exception:
-                log.exception("%s: handler %r failed on %s", self.name, h, etype)
+from gpuctl.cluster.reader import (
+    Reader,
+    Requirement,
+    as_reader,
+    fields_match,
+    implies,
+    labels_match,
+    parse_field_selector,
+    parse_label_selector,
+)
 
 
 class Cache:
     """The informers of one service process, by kind name ("Node", "Pod", ...)."""
 
-    def __init__(self, cluster: ClusterLike):
+    def __init__(self, cluster: Transport):
         self.cluster = cluster
         self.informers: dict[str, Informer] = {}
         self._stop = threading.Event()
@@ -303,6 +85,8 @@ class Cache:
 
     def stop(self) -> None:
         self._stop.set()
+        for inf in self.informers.values():
+            inf.stop()
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers.values())
@@ -314,6 +98,67 @@ class Cache:
             if not inf.synced.wait(left):
                 return False
         return True
+
+
+# -------------------------------------------------------------------- reading the cache
+_labels_of = lru_cache(maxsize=256)(parse_label_selector)
+_fields_of = lru_cache(maxsize=256)(parse_field_selector)
+
+
+class CacheReader:
+    """A Reader answering from the cache what the cache holds, and from `fallback` the rest.
+
+    A list is served from memory when the kind is cached, its informer has listed once, and the
+    selectors the informer was filled through are implied by the request's (ClusterQueues cached
+    through `managed-by=gpuctl` answer a list with that selector, not a list of every ClusterQueue).
+    Objects are the cache's trimmed, shared ones: read-only.
+    """
+
+    def __init__(self, cache: Cache, fallback: Any):
+        self.cache = cache
+        self.fallback: Reader = as_reader(fallback)
+
+    def _informer(
+        self, kind: str, labels: tuple[Requirement, ...], fields: tuple[Requirement, ...]
+    ) -> Informer | None:
+        inf = self.cache.informers.get(kind)
+        if inf is None or not inf.synced.is_set():
+            return None
+        if not implies(labels, _labels_of(inf.label_selector)):
+            return None
+        if not implies(fields, _fields_of(inf.field_selector)):
+            return None
+        return inf
+
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict]:
+        labels, fields = _labels_of(label_selector), _fields_of(field_selector)
+        inf = self._informer(kind, labels, fields)
+        if inf is None:
+            return self.fallback.list(kind, namespace, label_selector, field_selector)
+        out = []
+        for obj in inf.list():
+            meta = obj.get("metadata") or {}
+            if namespace is not None and meta.get("namespace") != namespace:
+                continue
+            if labels and not labels_match(labels, meta.get("labels")):
+                continue
+            if fields and not fields_match(fields, obj):
+                continue
+            out.append(obj)
+        return out
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        by_name = (Requirement("metadata.name", "=", frozenset((name,))),)
+        inf = self._informer(kind, (), by_name)
+        if inf is None:
+            return self.fallback.get(kind, name, namespace)
+        return inf.get(f"{namespace}/{name}" if namespace else name)
 
 
 # -------------------------------------------------------------------- trimming
@@ -342,16 +187,10 @@ def _meta(raw: dict, *extra: str) -> dict:
     return out
 
 
-def strip_metadata(raw: dict) -> dict:
-    """Default transform: the object without managedFields (often half of its size)."""
-    meta = dict(raw.get("metadata") or {})
-    meta.pop("managedFields", None)
-    return {**raw, "metadata": meta}
-
-
-def _conditions(conds: Iterable[dict] | None, *, message: bool = False) -> list[dict]:
+def _conditions(conds: Iterable[dict] | None, *, message: bool = False, times: bool = True) -> list[dict]:
     """Conditions without heartbeat times, so a heartbeat leaves the trimmed object unchanged."""
-    keep = ("type", "status", "reason", "lastTransitionTime", *(("message",) if message else ()))
+    keep = ("type", "status", "reason", *(("lastTransitionTime",) if times else ()))
+    keep += ("message",) if message else ()
     return [{k: c[k] for k in keep if k in c} for c in conds or []]
 
 
@@ -369,6 +208,11 @@ def trim_node(raw: dict) -> dict:
             "capacity": _interned_map(status.get("capacity")),
             "allocatable": _interned_map(status.get("allocatable")),
             "conditions": _conditions(status.get("conditions")),
+            "addresses": [
+                {"type": a.get("type"), "address": a.get("address")}
+                for a in status.get("addresses") or []
+                if a.get("type") == "InternalIP"
+            ],
         },
     }
 
@@ -386,14 +230,43 @@ def _containers(cs: Iterable[dict] | None) -> list[dict]:
     return out
 
 
-def trim_pod(raw: dict) -> dict:
-    """A pod as the service uses it: where it runs, what it requests, its phase and owner."""
-    meta = _meta(raw)
+def _owners(raw: dict, meta: dict) -> dict:
     owners = (raw.get("metadata") or {}).get("ownerReferences")
     if owners:
         meta["ownerReferences"] = [
             {k: o[k] for k in ("kind", "name", "uid", "controller") if k in o} for o in owners
         ]
+    return meta
+
+
+def _container_state(cs: dict) -> dict:
+    """A container status as gpuctl.domain.status reads it: ready, and why it waits or ended."""
+    out: dict[str, Any] = {"name": cs.get("name"), "ready": bool(cs.get("ready"))}
+    state = cs.get("state") or {}
+    if "waiting" in state:
+        w = state["waiting"] or {}
+        out["state"] = {"waiting": {k: w[k] for k in ("reason", "message") if w.get(k)}}
+    elif "terminated" in state:
+        t = state["terminated"] or {}
+        out["state"] = {"terminated": {k: t[k] for k in ("reason", "exitCode") if k in t}}
+    elif "running" in state:
+        out["state"] = {"running": {}}
+    return out
+
+
+def _pod_condition(c: dict) -> dict:
+    keep = (
+        ("type", "status", "reason", "message")
+        if c.get("status") == "False"
+        else ("type", "status", "reason")
+    )
+    return {k: c[k] for k in keep if k in c}
+
+
+def trim_pod(raw: dict) -> dict:
+    """A pod as the service uses it: where it runs, what it requests, its phase and owner, and what a
+    `get jobs` row shows (container states, readiness, IP, Kueue's scheduling gate, conditions)."""
+    meta = _owners(raw, _meta(raw))
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
     out_spec: dict[str, Any] = {"containers": _containers(spec.get("containers"))}
@@ -404,9 +277,19 @@ def trim_pod(raw: dict) -> dict:
             out_spec[k] = _intern(spec[k])
     if spec.get("nodeSelector"):
         out_spec["nodeSelector"] = _interned_map(spec["nodeSelector"])
+    gates = spec.get("schedulingGates")
+    if gates:
+        out_spec["schedulingGates"] = [{"name": _intern(g.get("name") or "")} for g in gates]
     out_status: dict[str, Any] = {"phase": _intern(status.get("phase") or "Pending")}
     if status.get("startTime"):
         out_status["startTime"] = status["startTime"]
+    if status.get("podIP"):
+        out_status["podIP"] = status["podIP"]
+    if status.get("containerStatuses"):
+        out_status["containerStatuses"] = [_container_state(c) for c in status["containerStatuses"]]
+    if status.get("conditions"):
+        # Messages only where a condition fails (why a pod is unschedulable); no probe times.
+        out_status["conditions"] = [_pod_condition(c) for c in status["conditions"]]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": out_spec, "status": out_status}
 
 
@@ -444,30 +327,58 @@ def trim_workload(raw: dict) -> dict:
     return {
         "apiVersion": raw.get("apiVersion"),
         "kind": "Workload",
+        "metadata": _owners(raw, _meta(raw)),
+        "spec": out_spec,
+        "status": out_status,
+    }
+
+
+_CONTROLLER_SPEC = ("suspend", "replicas", "parallelism", "completions")
+_CONTROLLER_STATUS = (
+    "active",
+    "ready",
+    "succeeded",
+    "failed",
+    "replicas",
+    "readyReplicas",
+    "availableReplicas",
+)
+
+
+def trim_controller(raw: dict) -> dict:
+    """A gpuctl job's controller (Job, Deployment, StatefulSet) as `get jobs` reads it: identity and
+    labels, suspend/replicas, the status counters and conditions, and the containers' image and
+    resources (a describe view reads the full object from the cluster)."""
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    tspec = ((spec.get("template") or {}).get("spec")) or {}
+    containers = _containers(tspec.get("containers"))
+    for c, src in zip(containers, tspec.get("containers") or [], strict=False):
+        if src.get("image"):
+            c["image"] = src["image"]
+    out_spec: dict[str, Any] = {k: spec[k] for k in _CONTROLLER_SPEC if k in spec}
+    out_spec["template"] = {"spec": {"containers": containers}}
+    out_status: dict[str, Any] = {k: status[k] for k in _CONTROLLER_STATUS if k in status}
+    if status.get("conditions"):
+        out_status["conditions"] = _conditions(status["conditions"], message=True, times=True)
+    return {
+        "apiVersion": raw.get("apiVersion"),
+        "kind": raw.get("kind"),
         "metadata": _meta(raw),
         "spec": out_spec,
         "status": out_status,
     }
 
 
-MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
-
-
-def default_cache(cluster: ClusterLike, *, metrics: bool = True) -> Cache:
-    """The informers `gpuctl serve` runs. Without metrics, pods and Workloads are not watched.
-
-    ResourceFlavors and ClusterQueues are watched through the managed-by selector (gpuctl reads only
-    its own); the Cohort by name, so a foreign Cohort named `gpuctl` is seen and left alone.
-    """
-    from gpuctl.server import metrics as m  # summaries live with the code that reads them
-
-    cache = Cache(cluster)
-    cache.add("Node", transform=trim_node, summarize=m.node_summary)
-    cache.add("ResourceFlavor", label_selector=MANAGED_SELECTOR)
-    cache.add("ClusterQueue", label_selector=MANAGED_SELECTOR)
-    cache.add("Cohort", field_selector=f"metadata.name={COHORT_NAME}")
-    if metrics:
-        cache.add("Pod", transform=trim_pod)  # GPU sums: metrics.PodGpus, from the events
-        cache.add("Workload", transform=trim_workload, summarize=m.workload_summary)
-        cache.add("LocalQueue")
-    return cache
+__all__ = [
+    "Cache",
+    "CacheReader",
+    "Informer",
+    "InformerStats",
+    "object_key",
+    "strip_metadata",
+    "trim_controller",
+    "trim_node",
+    "trim_pod",
+    "trim_workload",
+]

@@ -7,6 +7,9 @@ Why one process: the reconciler, the metrics and the REST API all read the same 
 watch cache of 20,000 pods is the service's biggest cost; keeping one per process keeps the API
 server's load and the memory down. Every part reads `ServerContext.cache`.
 
+The informers each part needs are wired in gpuctl.server.wiring (with --api, also the controllers of
+gpuctl jobs: the API then answers its list views from the cache).
+
 Endpoints: /metrics (with --metrics), /healthz (alive), /readyz (every informer has listed once).
 
 Extending (the REST API): `create_app(ctx, mounts=[...])` calls each mount(app, ctx) after the built-in
@@ -27,12 +30,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import uvicorn
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from gpuctl.server.cache import Cache, default_cache
+from gpuctl.cluster import Cluster
+from gpuctl.server.cache import Cache
 from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
 from gpuctl.server.reconciler import Reconciler
+from gpuctl.server.wiring import default_cache
 
 log = logging.getLogger("gpuctl.server")
 
@@ -116,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
     """Cache, reconciler and registry for these flags; nothing started yet."""
-    cache = default_cache(cluster, metrics=args.metrics or args.api)
+    cache = default_cache(cluster, metrics=args.metrics, api=args.api)
     ctx = ServerContext(cluster=cluster, cache=cache, options=args)
     if args.reconcile:
         ctx.reconciler = Reconciler(cluster, cache, debounce=args.debounce, resync=args.resync)
@@ -163,10 +169,6 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    import uvicorn
-
-    from gpuctl.cluster import Cluster
-
     try:
         cluster = Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
     except (ConnectionError, FileNotFoundError) as e:

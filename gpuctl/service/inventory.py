@@ -2,13 +2,18 @@
 
 Each `Inventory` field is fetched lazily once per command; `get jobs -A` costs one list per kind
 (pods, Jobs, Deployments, StatefulSets, Workloads) whatever the number of namespaces.
+
+Every read goes through a gpuctl.cluster.reader.Reader: the CLI passes its Cluster (wrapped in a
+ClusterReader, so each field is a list call), the REST API inside `gpuctl serve` passes a
+gpuctl.server.cache.CacheReader (each field is a filter over the watch cache).
 """
 
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
-from gpuctl.cluster import Cluster, path
+from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import COHORT_NAME, MANAGED_BY_VALUE, Labels
 from gpuctl.domain.objects import is_true
 from gpuctl.domain.pools import pool_names
@@ -21,19 +26,20 @@ CONTROLLER_KINDS = ("Job", "Deployment", "StatefulSet")
 
 
 class Inventory:
-    def __init__(self, cluster: Cluster, namespace: str | None = None):
-        """namespace None = every namespace."""
-        self.cluster = cluster
+    def __init__(self, source: Reader | Any, namespace: str | None = None):
+        """source: a Reader, or a Cluster (read through a ClusterReader); namespace None = every
+        namespace."""
+        self.reader: Reader = as_reader(source)
         self.namespace = namespace
 
     # -------------------------------------------------------------- cluster-scoped
     @cached_property
     def nodes(self) -> list[dict]:
-        return self.cluster.list(path("Node"))
+        return self.reader.list("Node")
 
     @cached_property
     def flavors(self) -> list[dict]:
-        return self.cluster.list(path("ResourceFlavor"))
+        return self.reader.list("ResourceFlavor")
 
     @cached_property
     def pools(self) -> list[str]:
@@ -41,7 +47,7 @@ class Inventory:
 
     @cached_property
     def cluster_queues(self) -> list[dict]:
-        return self.cluster.list(path("ClusterQueue"), label_selector=MANAGED_SELECTOR)
+        return self.reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)
 
     @cached_property
     def team_queues(self) -> dict[str, dict]:
@@ -50,16 +56,16 @@ class Inventory:
 
     @cached_property
     def cohort(self) -> dict | None:
-        return self.cluster.get_or_none(path("Cohort", COHORT_NAME))
+        return self.reader.get("Cohort", COHORT_NAME)
 
     @cached_property
     def bound_pods(self) -> list[dict]:
         """Every unfinished pod of the cluster (what holds GPUs on nodes), gpuctl's or not."""
-        return self.cluster.list(path("Pod"), field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        return self.reader.list("Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
 
     # -------------------------------------------------------------- namespaced
     def _list(self, kind: str, selector: str | None = None) -> list[dict]:
-        return self.cluster.list(path(kind, namespace=self.namespace), label_selector=selector)
+        return self.reader.list(kind, self.namespace, label_selector=selector)
 
     @cached_property
     def pods(self) -> list[dict]:
@@ -89,9 +95,8 @@ class Inventory:
         found: list[dict] = []
         for i in range(0, len(uids), 100):
             chunk = ",".join(uids[i : i + 100])
-            found += self.cluster.list(
-                path("Workload", namespace=self.namespace),
-                label_selector=f"{Labels.KUEUE_JOB_UID} in ({chunk})",
+            found += self.reader.list(
+                "Workload", self.namespace, label_selector=f"{Labels.KUEUE_JOB_UID} in ({chunk})"
             )
         self.__dict__["workloads"] = found
 
@@ -100,7 +105,7 @@ class Inventory:
         """Every Workload of the cluster (queue positions are per ClusterQueue, across namespaces)."""
         if self.namespace is None:
             return self.workloads
-        return self.cluster.list(path("Workload"))
+        return self.reader.list("Workload")
 
     # -------------------------------------------------------------- joins
     @cached_property

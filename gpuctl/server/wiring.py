@@ -1,0 +1,41 @@
+"""Which informers `gpuctl serve` runs, and what each keeps: the one place that wires the cache.
+
+Kept apart from gpuctl.server.cache (the mechanism, which imports nothing of gpuctl.server) because the
+wiring names what the metrics and the REST API read: the metrics' per-object summaries, the API's job
+kinds. Arrows: main -> wiring -> cache | metrics.
+"""
+
+from __future__ import annotations
+
+from gpuctl.cluster.informer import Transport
+from gpuctl.constants import COHORT_NAME, MANAGED_BY_VALUE, Labels
+from gpuctl.server.cache import Cache, trim_controller, trim_node, trim_pod, trim_workload
+from gpuctl.server.metrics import node_summary, workload_summary
+
+MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
+JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl job's controller and pods (gpuctl.service.inventory)
+JOB_CONTROLLERS = ("Job", "Deployment", "StatefulSet")
+
+
+def default_cache(cluster: Transport, *, metrics: bool = True, api: bool = False) -> Cache:
+    """The informers `gpuctl serve` runs.
+
+    Always: Nodes, gpuctl's ResourceFlavors and ClusterQueues (through the managed-by selector: gpuctl
+    reads only its own), the Cohort by name (so a foreign Cohort named `gpuctl` is seen and left alone).
+    With metrics or the API: every Pod and Workload (GPU sums, queue state) and LocalQueues. With the
+    API: the controllers of gpuctl jobs, so `GET /api/v1/jobs` is answered from memory
+    (gpuctl.server.cache.CacheReader).
+    """
+    cache = Cache(cluster)
+    cache.add("Node", transform=trim_node, summarize=node_summary)
+    cache.add("ResourceFlavor", label_selector=MANAGED_SELECTOR)
+    cache.add("ClusterQueue", label_selector=MANAGED_SELECTOR)
+    cache.add("Cohort", field_selector=f"metadata.name={COHORT_NAME}")
+    if metrics or api:
+        cache.add("Pod", transform=trim_pod)  # GPU sums: metrics.PodGpus, from the events
+        cache.add("Workload", transform=trim_workload, summarize=workload_summary)
+        cache.add("LocalQueue")
+    if api:
+        for kind in JOB_CONTROLLERS:
+            cache.add(kind, label_selector=JOB_SELECTOR, transform=trim_controller)
+    return cache
