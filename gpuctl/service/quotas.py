@@ -83,7 +83,9 @@ def apply_quota(
                 cluster.apply(cluster_queue(t, inv.pools), dry_run=server_dry)
                 if not was:
                     created.append(("ClusterQueue", t.namespace))
-                cluster.apply(local_queue(t.namespace), dry_run=server_dry)
+                # A server dry run did not create the namespace: its LocalQueue cannot be checked.
+                if not (server_dry and ns is None):
+                    cluster.apply(local_queue(t.namespace), dry_run=server_dry)
             lines.append(
                 f"quota/{spec.quota.name} {'configured' if was else 'created'} for namespace {t.namespace}"
             )
