@@ -325,7 +325,7 @@ def _api_cases(e, w: dict | None = None) -> list[tuple[str, str, dict | None, di
         ("POST", "/api/v1/jobs", {"yamlContent": job}, None),
         ("POST", "/api/v1/jobs/batch", {"yamlContents": [job]}, None),
         ("PUT", "/api/v1/jobs/api-dry", {"yamlContent": job}, None),
-        ("POST", "/api/v1/pools", {"name": "api-dry-pool", "nodes": ["gpu-node-5"]}, None),
+        ("POST", "/api/v1/pools", {"name": "api-dry-pool", "nodes": ["gpu-node-4"]}, None),
         ("PUT", "/api/v1/pools/dev-pool", {"nodes": ["gpu-node-5"], "description": "changed"}, None),
         ("DELETE", "/api/v1/pools/dev-pool", None, {}),
         ("POST", "/api/v1/quotas", {"yamlContent": _quota("api-dry-q", {"api-dry-ns": 1})}, None),
@@ -348,6 +348,11 @@ def test_no_api_dry_run_changes_anything(request, kube):
     r = admin.post("/api/v1/jobs", json={"yamlContent": _training("api-run", e.a)})
     assert r.status_code == 201, r.text
     wait_until(lambda: kube.get(path("Job", "api-run", e.a)).get("status", {}).get("active"), 60)
+    # A free node for a new pool; dryRun none really writes (and the snapshot sees it).
+    before = settled(kube)
+    r = admin.delete("/api/v1/nodes/gpu-node-4/pools/inference-pool", params={"dryRun": "none"})
+    assert r.status_code == 200, r.text
+    assert ("Node", None, "gpu-node-4") in diff(before, snapshot(kube))
     cases = [
         *_api_cases(e),
         ("DELETE", "/api/v1/jobs/api-run", None, {"namespace": e.a, "force": "true"}),
@@ -370,6 +375,7 @@ def test_no_api_dry_run_changes_anything(request, kube):
                     failures.append(f"{method} {p} dryRun={dry}: no '(server dry run)' in {r.text}")
     finally:
         admin.delete("/api/v1/jobs/api-run", params={"namespace": e.a, "force": "true"})
+        admin.post("/api/v1/nodes/gpu-node-4/pools", json={"pool": "inference-pool", "dryRun": False})
     assert not failures, "\n".join(failures)
 
 
