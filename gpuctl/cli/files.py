@@ -21,13 +21,13 @@ DRY_RUN_CHOICES = ("none", "client", "server")
 
 
 def parse_dry_run(value: str) -> DryRun:
-    """argparse `type=` of --dry-run: the one place a flag value becomes a DryRun."""
+    """argparse `type=` of --dry-run: the one place a flag value becomes a DryRun. Only kubectl's
+    three values (the API also takes true/false, the flag does not)."""
     from gpuctl.domain.dryrun import DryRun  # noqa: PLC0415 - lazy: CLI start-up
 
-    try:
-        return DryRun.parse(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    if value not in DRY_RUN_CHOICES:
+        raise argparse.ArgumentTypeError(f'invalid value "{value}": use none, client or server')
+    return DryRun.parse(value)
 
 
 def add_dry_run_flag(p: argparse.ArgumentParser) -> None:

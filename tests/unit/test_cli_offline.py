@@ -30,6 +30,36 @@ def test_training_dry_run_yaml(capsys) -> None:
     assert job["spec"]["template"]["spec"]["nodeSelector"]["runwhere.ai/pool"] == "training-pool"
 
 
+@pytest.mark.parametrize("form", ["--dry-run", "--dry-run=client"])
+def test_client_dry_run_of_a_job_create_prints_the_lines_without_a_cluster(form, capsys) -> None:
+    files = ["-f", str(EX / "training.yaml"), "-f", str(EX / "compute.yaml"), "-f", str(EX / "notebook.yaml")]
+    assert main(["create", *files, form]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "job.batch/llama-finetune created (dry run)",
+        "deployment.apps/nginx-web created (dry run)",
+        "service/svc-nginx-web created (dry run)",
+        "statefulset.apps/alice-notebook created (dry run)",
+        "service/svc-alice-notebook created (dry run)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["create", "-f", str(EX / "pools.yaml"), "--dry-run"],  # a pool's checks read the nodes
+        ["apply", "-f", str(EX / "training.yaml"), "--dry-run=client"],  # created or configured?
+        ["delete", "-f", str(EX / "training.yaml"), "--dry-run"],
+        ["delete", "job", "x", "--dry-run"],
+        ["label", "node", "n1", "pool=p", "--dry-run"],
+        ["create", "-f", str(EX / "training.yaml"), "--dry-run=server"],
+    ],
+)
+def test_dry_runs_that_need_the_cluster_say_so(argv, capsys) -> None:
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no cluster configured" in captured.err
+
+
 def test_repeated_f_keeps_every_file(capsys) -> None:
     rc = main(
         [
@@ -111,21 +141,6 @@ def test_cluster_flags_before_the_verb(capsys) -> None:
     assert (args.global_kubeconfig, args.global_namespace, args.kubeconfig) == ("/k", "team-a", None)
     assert main(["--kubeconfig", "/nonexistent", "get", "pools"]) == 1
     assert "kubeconfig /nonexistent not found" in capsys.readouterr().err
-
-
-def test_service_verbs_get_their_flags_untouched(monkeypatch) -> None:
-    import admission.server
-    import gpuctl.server.main
-
-    seen = {}
-    monkeypatch.setattr(gpuctl.server.main, "main", lambda argv: seen.setdefault("serve", argv) and 0)
-    monkeypatch.setattr(admission.server, "main", lambda argv: seen.setdefault("admission", argv) and 0)
-    assert main(["serve", "--metrics-port", "9090", "--no-reconcile"]) == 0
-    assert main(["admission", "serve", "--port", "8443", "--mode", "warn"]) == 0
-    assert seen == {
-        "serve": ["--metrics-port", "9090", "--no-reconcile"],
-        "admission": ["--port", "8443", "--mode", "warn"],
-    }
 
 
 def test_version_client(capsys) -> None:
