@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuctl.cli.main import main
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import COHORT_NAME, Labels
 from tests.integration.conftest import reset_gpuctl_state, wait_until
@@ -97,8 +98,6 @@ def _compute(name: str, ns: str, image: str = "nginx:1") -> str:
 def world(cluster: str, kube: Cluster, tmp_path_factory: pytest.TempPathFactory):
     """Pools on some nodes (gpu-node-3 and -4 free), a team with a quota, a running training Job and a
     compute Deployment + Service: something for every verb to (not) change."""
-    from gpuctl.cli.main import main
-
     tmp = tmp_path_factory.mktemp("dry")
     s = uuid.uuid4().hex[:6]
     team, other = f"dry-a-{s}", f"dry-b-{s}"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuctl.cli.main import main
+from gpuctl.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
@@ -135,8 +135,6 @@ def test_missing_file_exits_1(capsys) -> None:
 
 
 def test_cluster_flags_before_the_verb(capsys) -> None:
-    from gpuctl.cli.main import build_parser
-
     args = build_parser().parse_args(["--kubeconfig", "/k", "-n", "team-a", "get", "jobs"])
     assert (args.global_kubeconfig, args.global_namespace, args.kubeconfig) == ("/k", "team-a", None)
     assert main(["--kubeconfig", "/nonexistent", "get", "pools"]) == 1

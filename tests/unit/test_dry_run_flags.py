@@ -7,6 +7,7 @@ import pytest
 from gpuctl.cli.main import build_parser
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.server.api.models import dry_run_mode
+from gpuctl.service.lifecycle import delete_by_name
 
 VERBS = {
     "create": ["create", "-f", "x.yaml"],
@@ -76,7 +77,5 @@ def test_api_dry_run_field(value, want):
 
 def test_a_bool_is_not_a_dry_run_in_the_service_layer():
     """A caller passing True/False (the old signature) gets an error, never a silent real write."""
-    from gpuctl.service.lifecycle import delete_by_name
-
     with pytest.raises(ValueError):
         delete_by_name(None, "job", ["x"], namespace="n", dry_run=True)  # type: ignore[arg-type]
