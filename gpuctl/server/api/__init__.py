@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from gpuctl.server.api.app import create_app
 from gpuctl.server.api.auth import API_KEYS_ENV, ApiKeys, Authenticator
+from gpuctl.server.cache import CacheReader
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -20,11 +21,14 @@ if TYPE_CHECKING:
 
 def mount(app: FastAPI, ctx: ServerContext) -> None:
     """The hook `gpuctl serve --api` calls: serve the API from the same process and port, with the
-    service's cluster connection. API keys come from $GPUCTL_API_KEYS_FILE (serve has no flag)."""
+    service's cluster connection, and answer the list views (jobs, pools, nodes, quotas) from the
+    service's watch cache (gpuctl.server.wiring adds the job controllers to it with --api). API keys
+    come from $GPUCTL_API_KEYS_FILE (serve has no flag)."""
     keys_file = os.environ.get(API_KEYS_ENV)
     auth = Authenticator(lambda: ctx.cluster, api_keys=ApiKeys(keys_file) if keys_file else None)
+    reader = CacheReader(ctx.cache, ctx.cluster)
     # Mounted at the root after serve's own routes (/metrics, /healthz, /readyz), which keep priority.
-    app.mount("", create_app(lambda: ctx.cluster, auth))
+    app.mount("", create_app(lambda: ctx.cluster, auth, reader_factory=lambda: reader))
 
 
 __all__ = ["ApiKeys", "Authenticator", "create_app", "mount"]

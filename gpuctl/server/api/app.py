@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from gpuctl import __version__
 from gpuctl.cluster import Cluster
+from gpuctl.cluster.reader import Reader
 from gpuctl.server.api.auth import Authenticator
 from gpuctl.server.api.deps import ApiState, AuthMiddleware, BodyLimitMiddleware
 from gpuctl.server.api.errors import GuardMiddleware, install
@@ -38,9 +39,11 @@ def create_app(
     auth: Authenticator,
     *,
     spec_config: SpecConfig | None = None,
+    reader_factory: Callable[[], Reader] | None = None,
 ) -> FastAPI:
     """The API app. `spec_config` (allowed hostPaths) defaults to the server's environment, never the
-    caller's."""
+    caller's. `reader_factory` gives the list views a cached source (see deps.ApiState); without it
+    they read the cluster."""
     app = FastAPI(
         title="gpuctl API",
         version=__version__,
@@ -49,7 +52,7 @@ def create_app(
         redoc_url=None,
         openapi_url="/openapi.json",
     )
-    app.state.api = ApiState(cluster_factory, auth, spec_config or SpecConfig.from_env())
+    app.state.api = ApiState(cluster_factory, auth, spec_config or SpecConfig.from_env(), reader_factory)
     install(app)
     app.include_router(health.router)
     app.include_router(jobs.router)

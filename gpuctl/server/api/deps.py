@@ -23,6 +23,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpuctl.cluster import Cluster
+from gpuctl.cluster.reader import Reader
 from gpuctl.server.api.auth import MISS, Access, Authenticator, AuthError, Caller, bearer_token
 from gpuctl.server.api.errors import error
 from gpuctl.spec import SpecConfig
@@ -52,14 +53,25 @@ async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 @dataclass
 class ApiState:
-    """Held by `app.state.api`: how to reach the cluster, who checks callers, the site's YAML rules."""
+    """Held by `app.state.api`: how to reach the cluster, who checks callers, the site's YAML rules,
+    and where list views read from.
+
+    `reader_factory` is the source of reads that may be served from a watch cache (inside
+    `gpuctl serve --api`: a gpuctl.server.cache.CacheReader); without one, reads go to the cluster.
+    Writes, and reads that must see the full object (describe, logs), always use `cluster()`."""
 
     cluster_factory: Callable[[], Cluster]
     auth: Authenticator
     spec_config: SpecConfig
+    reader_factory: Callable[[], Reader] | None = None
 
     def cluster(self) -> Cluster:
         return self.cluster_factory()
+
+    def reader(self) -> Reader | Cluster:
+        """What service read functions (list_job_rows, list_pools, list_nodes, quota_rows) get: the
+        cache's reader when there is one, else the cluster (gpuctl.service.inventory accepts both)."""
+        return self.reader_factory() if self.reader_factory is not None else self.cluster_factory()
 
 
 def state(request: Request) -> ApiState:

@@ -140,7 +140,7 @@ async def list_jobs(
 ) -> JSON:
     if kind is not None and kind not in JOB_KINDS:
         raise ApiProblem(400, f"kind {kind} is not a job kind: use training, inference, notebook or compute")
-    cluster = state(request).cluster()
+    cluster = state(request).reader()  # the serve cache inside `gpuctl serve --api`
     if namespace:
         await require(request, caller, perms.jobs("list", namespace))
     rows = await run(list_job_rows, cluster, namespace, pool=pool, kind=kind, selector=selector)

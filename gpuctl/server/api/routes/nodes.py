@@ -100,7 +100,7 @@ async def get_nodes(
     page_size: PageSize = 20,
 ) -> JSON:
     await require(request, caller, perms.nodes("list"))
-    rows = await run(list_nodes, state(request).cluster(), pool=pool, gpu_type=gpu_type)
+    rows = await run(list_nodes, state(request).reader(), pool=pool, gpu_type=gpu_type)
     return JSON(paged([node_item(r) for r in rows], page, page_size))
 
 

@@ -50,7 +50,7 @@ def pool_item(p: PoolUsage) -> dict:
 @router.get("", responses=COMMON_ERRORS, summary="List pools (as `gpuctl get pools`)")
 async def get_pools(request: Request, caller: Me) -> JSON:
     await require(request, caller, perms.pools("list"))
-    pools = await run(list_pools, state(request).cluster())
+    pools = await run(list_pools, state(request).reader())
     return JSON([pool_item(p) for p in pools])
 
 

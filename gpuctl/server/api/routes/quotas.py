@@ -40,7 +40,7 @@ async def can_read(request: Request, caller: Caller, namespace: str) -> bool:
 async def list_quotas(request: Request, caller: Me, namespace: NamespaceQ = None) -> JSON:
     if namespace and not await can_read(request, caller, namespace):
         raise AuthError(403, f"forbidden: {caller.username} may not read the quota of namespace {namespace}")
-    rows = await run(quota_rows, state(request).cluster(), namespace)
+    rows = await run(quota_rows, state(request).reader(), namespace)
     if not namespace and not await allowed(state(request).auth, caller, perms.quotas("list")):
         rows = [q for q in rows if await can_read(request, caller, q["namespace"])]
     return JSON({"total": len(rows), "items": rows})
