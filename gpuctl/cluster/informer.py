@@ -213,7 +213,7 @@ class Informer:
             self._stop = stop
         stop = self._stop
         backoff = self.backoff_min
-        listed = False
+        listed = self.synced.is_set() and bool(self.resource_version)  # relist() already ran
         while not stop.is_set():
             try:
                 if not listed:
