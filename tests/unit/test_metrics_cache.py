@@ -1,15 +1,59 @@
-"""The watch cache: paged lists, watch events, re-list on 410 Gone, trimming, handler isolation."""
+"""The serve cache: informers over the Cluster transport (paged lists, watch events, bookmarks, re-list on
+410 Gone diffed against the store), trimming that keeps what metrics and `get jobs` read, handler
+isolation, and the wiring (gpuctl.server.wiring; gpuctl.server.cache imports nothing of gpuctl.server)."""
 
 from __future__ import annotations
 
+import ast
 import queue
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from gpuctl.cluster import ApiError
-from gpuctl.server.cache import Informer, trim_node, trim_pod, trim_workload
-from tests.unit.test_metrics import node_obj, pod_obj, workload_obj
+from gpuctl.constants import GPU_RESOURCE, Labels
+from gpuctl.server import cache as cache_module
+from gpuctl.server.cache import Informer, trim_controller, trim_node, trim_pod, trim_workload
+from gpuctl.server.wiring import JOB_CONTROLLERS, JOB_SELECTOR, default_cache
+from tests.unit.test_reader import GATE, controller, job_pod, workload
+
+T0 = "2026-01-01T00:00:00Z"
+
+
+def node_obj(name: str, pool: str | None, gpus: int = 8) -> dict:
+    labels = {"kubernetes.io/hostname": name, **({Labels.POOL: pool} if pool else {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1", "labels": labels,
+                     "managedFields": [{"manager": "kubelet"}]},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "96", GPU_RESOURCE: str(gpus)},
+            "allocatable": {"cpu": "96", GPU_RESOURCE: str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "lastHeartbeatTime": "2026-01-01T00:05:00Z", "lastTransitionTime": T0,
+                            "message": "m"}],
+            "addresses": [{"type": "InternalIP", "address": "172.16.0.9"},
+                          {"type": "Hostname", "address": name}],
+            "images": [{"names": ["busybox"], "sizeBytes": 1}],
+        },
+    }  # fmt: skip
+
+
+def pod_obj(name: str, ns: str, node: str | None, gpus: int) -> dict:
+    res = {"cpu": "1", **({GPU_RESOURCE: str(gpus)} if gpus else {})}
+    spec: dict = {"containers": [{"name": "main", "image": "x", "resources": {"requests": res}}]}
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{ns}-{name}", "resourceVersion": "1"},
+        "spec": spec,
+        "status": {"phase": "Running"},
+    }
 
 
 def _pod(name: str, rv: str = "1") -> dict:
@@ -175,15 +219,89 @@ def test_heartbeats_leave_a_trimmed_node_unchanged() -> None:
     assert trim_node(a) != trim_node(b)
 
 
-def test_trimmed_workload_keeps_what_metrics_read() -> None:
-    wl = workload_obj("w", "ns")
-    wl["spec"]["podSets"][0]["template"]["spec"]["volumes"] = [{"name": "big", "emptyDir": {}}]
-    wl["status"]["resourceRequests"] = [{"name": "main", "resources": {"cpu": "1"}}]
+def test_bookmarks_advance_the_resource_version_a_resumed_watch_starts_from() -> None:
+    c = ScriptedCluster([[_pod("a")]])
+    inf = Informer(c, "Pod", "/api/v1/pods", transform=trim_pod)
+    stop = threading.Event()
+    c.events.put(("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "99"}}))
+    c.events.put(None)
+    t = threading.Thread(target=inf.run, args=(stop,), daemon=True)
+    t.start()
+    for _ in range(100):
+        if len(c.watch_calls) >= 2:
+            break
+        threading.Event().wait(0.02)
+    stop.set()
+    c.events.put(None)
+    t.join(5)
+    assert c.watch_calls[:2] == ["list-1", "99"] and inf.stats.events == 0
+
+
+def test_trimmed_workload_keeps_what_metrics_and_get_jobs_read() -> None:
+    owner = controller("Job", "train", "ns", "training")
+    wl = workload("w", "ns", owner, [("QuotaReserved", "True", "QuotaReserved")])
     t = trim_workload(wl)
     assert "volumes" not in t["spec"]["podSets"][0]["template"]["spec"]
     assert (
-        t["spec"]["podSets"][0]["template"]["spec"]["containers"]
-        == wl["spec"]["podSets"][0]["template"]["spec"]["containers"]
+        t["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]
+        == (wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"])
     )
-    assert t["spec"]["priorityClassRef"] == wl["spec"]["priorityClassRef"]
     assert t["metadata"]["labels"] == wl["metadata"]["labels"]
+    assert t["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]  # Job -> Workload join
+    assert "managedFields" not in t["metadata"] and "annotations" not in t["metadata"]
+
+
+def test_trimmed_pod_keeps_what_a_job_row_reads_and_drops_the_rest() -> None:
+    owner = controller("Job", "train", "ns", "training")
+    waiting = {"waiting": {"reason": "ImagePullBackOff", "message": "back-off"}}
+    p = trim_pod(job_pod("p", "ns", owner, state=waiting))
+    st = p["status"]
+    assert st["podIP"] == "10.0.0.7" and st["phase"] == "Running"
+    assert st["containerStatuses"] == [
+        {
+            "name": "main",
+            "ready": False,
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "back-off"}},
+        }
+    ]
+    ready = next(c for c in st["conditions"] if c["type"] == "Ready")
+    assert ready["message"] == "containers not ready" and "lastTransitionTime" not in ready
+    assert "message" not in next(c for c in st["conditions"] if c["type"] == "PodScheduled")
+    assert "hostIP" not in st and "volumes" not in p["spec"] and "env" not in p["spec"]["containers"][0]
+    gated = trim_pod(job_pod("g", "ns", owner, gated=True, phase="Pending"))
+    assert gated["spec"]["schedulingGates"] == [{"name": GATE}]
+
+
+def test_trimmed_controller_keeps_status_counters_and_conditions() -> None:
+    job = controller("Job", "train", "ns", "training", suspend=True, ready=2)
+    failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "m"}
+    job["status"]["conditions"] = [{**failed, "lastProbeTime": T0, "lastTransitionTime": T0}]
+    t = trim_controller(job)
+    assert t["spec"]["suspend"] is True and t["status"]["ready"] == 2
+    assert t["status"]["conditions"][0]["reason"] == "BackoffLimitExceeded"
+    c = t["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == "busybox" and "env" not in c and "volumes" not in t["spec"]["template"]["spec"]
+    deploy = trim_controller(controller("Deployment", "inf", "ns", "inference", ready=1))
+    assert deploy["spec"]["replicas"] == 1 and deploy["status"]["readyReplicas"] == 1
+
+
+def test_trimmed_node_keeps_its_internal_ip() -> None:
+    t = trim_node(node_obj("n", "p"))
+    assert t["status"]["addresses"] == [{"type": "InternalIP", "address": "172.16.0.9"}]
+    assert "images" not in t["status"]
+
+
+def test_wiring_adds_the_job_controllers_only_for_the_api() -> None:
+    c = ScriptedCluster([[]])
+    assert not any(k in default_cache(c) for k in JOB_CONTROLLERS)
+    with_api = default_cache(c, metrics=False, api=True)
+    assert all(with_api[k].label_selector == JOB_SELECTOR for k in JOB_CONTROLLERS)
+    assert "Pod" in with_api and "Workload" in with_api
+
+
+def test_the_cache_module_imports_nothing_of_the_server_package() -> None:
+    tree = ast.parse(Path(cache_module.__file__).read_text())
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + [
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    ]
+    assert not [m for m in imported if m.startswith("gpuctl.server")]
