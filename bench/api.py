@@ -1,14 +1,18 @@
 """Job list and job create through the REST API, next to the same operations with the CLI.
 
     python bench/api.py [--kubeconfig K] [--duration 10] [--concurrency 8] [--creates 200]
-                        [--cli-runs 40] [--jobs 50] [--start-cluster]
+                        [--cli-runs 40] [--jobs 50] [--start-cluster] [--server api serve]
+                        [--no-cli] [--no-create]
 
 Against the local cluster of $KUBECONFIG (or --kubeconfig; --start-cluster starts its own with
 hack/cluster/up.sh in /tmp/gpuctl-bench-api, port offset 600). It creates a team namespace with a
 quota, `--jobs` training jobs in it (so a list has rows), a ServiceAccount bound to the shipped
-`gpuctl-user` role, and runs `python -m gpuctl.server.api` as a separate process. The caller is that
-ServiceAccount, so every request pays for authentication and authorisation (TokenReview and
-SubjectAccessReview, cached 10 s like in production).
+`gpuctl-user` role, and runs the API as a separate process, in one or both of its two forms
+(`--server`): `api` is `python -m gpuctl.server.api` (every list reads the API server), `serve` is
+`gpuctl serve --api --no-reconcile` (lists answered from the serve process's watch cache,
+gpuctl.server.cache.CacheReader). The caller is that ServiceAccount, so every request pays for
+authentication and authorisation (TokenReview and SubjectAccessReview, cached 10 s like in
+production). The resident memory of each server process is printed after its load.
 
   API   `--concurrency` clients (httpx, keep-alive) for `--duration` seconds:
         GET /api/v1/jobs?namespace=NS&pageSize=100, then POST /api/v1/jobs until `--creates` jobs.
@@ -33,8 +37,15 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from gpuctl.cluster import Cluster, path  # noqa: E402 - after the sys.path line: run as a script
+from gpuctl.service.jobs import list_job_rows  # noqa: E402
+
 RUN = "/tmp/gpuctl-bench-api"
 CLI = [sys.executable, "-m", "gpuctl.cli.main"]
 
@@ -95,8 +106,6 @@ class Report:
 async def api_load(
     url: str, token: str, concurrency: int, make_request, stop
 ) -> tuple[list[float], float, int]:
-    import httpx
-
     latencies: list[float] = []
     errors = 0
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -161,6 +170,15 @@ def main() -> int:
     ap.add_argument("--creates", type=int, default=100, help="jobs created through the API per concurrency")
     ap.add_argument("--cli-runs", type=int, default=40, help="CLI invocations per operation")
     ap.add_argument("--jobs", type=int, default=50, help="jobs in the namespace before the list runs")
+    ap.add_argument(
+        "--server",
+        nargs="+",
+        choices=["api", "serve"],
+        default=["api", "serve"],
+        help="API process forms to measure: standalone (api) and/or inside gpuctl serve (cache-backed)",
+    )
+    ap.add_argument("--no-cli", action="store_true", help="skip the CLI process runs")
+    ap.add_argument("--no-create", action="store_true", help="skip the job create runs")
     args = ap.parse_args()
 
     cluster_env = {**os.environ, "GPUCTL_TESTBED_RUN": RUN, "GPUCTL_TESTBED_PORT_OFFSET": "600"}
@@ -171,9 +189,6 @@ def main() -> int:
         raise SystemExit("no cluster: pass --kubeconfig, set KUBECONFIG, or --start-cluster")
     kc = args.kubeconfig
     env = {**os.environ, "KUBECONFIG": kc, "PYTHONPATH": str(ROOT)}
-
-    from gpuctl.cluster import Cluster, path
-    from gpuctl.service.jobs import list_job_rows
 
     kube = Cluster.connect(kubeconfig=kc)
     ns = f"bench-api-{uuid.uuid4().hex[:6]}"
@@ -193,8 +208,6 @@ def main() -> int:
             f"kind: quota\nquota: {{name: {quota_name}}}\nnamespace:\n  {ns}: {{cpu: 1000, memory: 4Ti}}\n"
         )
         sh(*CLI, "create", "-f", str(q), env=env)
-        import yaml
-
         role_path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/gpuctl-user"
         role_created = kube.get_or_none(role_path) is None
         for doc in yaml.safe_load_all((ROOT / "manifests/api/rbac.yaml").read_text()):
@@ -246,54 +259,64 @@ def main() -> int:
         rows = list_job_rows(kube, ns)
         print(f"setup: namespace {ns}, {args.jobs} jobs, {len(rows)} rows in `get jobs`", flush=True)
 
-        port = free_port()
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gpuctl.server.api",
-                "--port",
-                str(port),
-                "--address",
-                "127.0.0.1",
-                "--kubeconfig",
-                kc,
-                "--log-level",
-                "warning",
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp / "api.log").open("w"),
-        )
-        url = f"http://127.0.0.1:{port}"
-        import httpx
+        def start(kind: str) -> tuple[subprocess.Popen, str]:
+            port = free_port()
+            common = ["--address", "127.0.0.1", "--kubeconfig", kc, "--log-level", "warning"]
+            if kind == "api":
+                cmd = [sys.executable, "-m", "gpuctl.server.api", "--port", str(port), *common]
+                ready = "/health"
+            else:
+                cmd = [sys.executable, "-m", "gpuctl.server.main", "--api", "--no-reconcile"]
+                cmd += ["--metrics-port", str(port), *common]
+                ready = "/readyz"  # every informer has listed once
+            proc = subprocess.Popen(
+                cmd, env=env, stdout=subprocess.DEVNULL, stderr=(tmp / f"{kind}.log").open("w")
+            )
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"{url}{ready}").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(
+                        f"the {kind} server did not start: {(tmp / f'{kind}.log').read_text()[-2000:]}"
+                    )
+                time.sleep(0.2)
+            print(f"{kind}: API at {url}", flush=True)
+            return proc, url
 
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("the API did not start")
-            time.sleep(0.2)
-        print(f"API at {url}", flush=True)
+        def rss_mib(pid: int) -> float:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+            return float("nan")
 
-        # ---- job list (while the namespace holds the seed jobs only)
         async def get_jobs(client, w, i):
             return await client.get("/api/v1/jobs", params={"namespace": ns, "pageSize": 100})
 
-        for c in args.concurrency:
-            asyncio.run(api_load(url, token, c, get_jobs, lambda n, c=c: n >= c * 5))  # warm caches
-            end = time.monotonic() + args.duration
-            lat, wall, err = asyncio.run(
-                api_load(url, token, c, get_jobs, lambda n, end=end: time.monotonic() >= end)
-            )
-            report.add("job list", f"API (HTTP), c={c}", lat, wall, err)
-            cmd = [*CLI, "get", "jobs", "-n", ns, "-o", "json"]
-            lat, wall, err = cli_load([cmd] * args.cli_runs, c, env)
-            report.add("job list", f"CLI (process), c={c}", lat, wall, err)
+        for kind in args.server:
+            server, url = start(kind)
+            # ---- job list (while the namespace holds the seed jobs only)
+            for c in args.concurrency:
+                asyncio.run(api_load(url, token, c, get_jobs, lambda n, c=c: n >= c * 5))  # warm caches
+                end = time.monotonic() + args.duration
+                lat, wall, err = asyncio.run(
+                    api_load(url, token, c, get_jobs, lambda n, end=end: time.monotonic() >= end)
+                )
+                report.add("job list", f"API ({kind}), c={c}", lat, wall, err)
+            print(f"  {kind}: resident memory {rss_mib(server.pid):.0f} MiB", flush=True)
+            if kind != args.server[-1]:
+                server.terminate()
+                server.wait(10)
+                server = None
+        if not args.no_cli:
+            for c in args.concurrency:
+                cmd = [*CLI, "get", "jobs", "-n", ns, "-o", "json"]
+                lat, wall, err = cli_load([cmd] * args.cli_runs, c, env)
+                report.add("job list", f"CLI (process), c={c}", lat, wall, err)
         t = []
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < min(args.duration, 5):
@@ -302,9 +325,9 @@ def main() -> int:
             t.append(time.perf_counter() - s)
         report.add("job list", "service call, c=1", t, time.perf_counter() - t0, 0)
 
-        # ---- job create
+        # ---- job create (through the last server started)
         run = uuid.uuid4().hex[:4]
-        for c in args.concurrency:
+        for c in [] if args.no_create else args.concurrency:
 
             async def create(client, w, i, c=c):
                 return await client.post(
@@ -312,7 +335,9 @@ def main() -> int:
                 )
 
             lat, wall, err = asyncio.run(api_load(url, token, c, create, lambda n: n >= args.creates))
-            report.add("job create", f"API (HTTP), c={c}", lat, wall, err)
+            report.add("job create", f"API ({args.server[-1]}), c={c}", lat, wall, err)
+            if args.no_cli:
+                continue
             files = []
             for i in range(args.cli_runs):
                 f = tmp / f"cli-{c}-{i}.yaml"
@@ -326,7 +351,9 @@ def main() -> int:
         print(
             f"\n`get jobs -n {ns}` had {len(rows)} rows during the list runs, {total} at the end. "
             "c = concurrent clients: keep-alive HTTP clients of one API process, or CLI processes "
-            "at a time. The service call is list_job_rows in this process, without HTTP or auth."
+            "at a time. API (api): python -m gpuctl.server.api, lists read the API server; API (serve): "
+            "gpuctl serve --api, lists read its watch cache. The service call is list_job_rows in this "
+            "process, without HTTP or auth."
         )
     finally:
         if server is not None:
