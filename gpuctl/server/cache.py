@@ -287,9 +287,10 @@ def trim_pod(raw: dict) -> dict:
         out_status["podIP"] = status["podIP"]
     if status.get("containerStatuses"):
         out_status["containerStatuses"] = [_container_state(c) for c in status["containerStatuses"]]
-    if status.get("conditions"):
-        # Messages only where a condition fails (why a pod is unschedulable); no probe times.
-        out_status["conditions"] = [_pod_condition(c) for c in status["conditions"]]
+    # Of the conditions, only the one gpuctl reads (why a pod is not scheduled), without probe times.
+    scheduled = [_pod_condition(c) for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
+    if scheduled:
+        out_status["conditions"] = scheduled
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": out_spec, "status": out_status}
 
 

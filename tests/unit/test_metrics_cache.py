@@ -264,9 +264,12 @@ def test_trimmed_pod_keeps_what_a_job_row_reads_and_drops_the_rest() -> None:
             "state": {"waiting": {"reason": "ImagePullBackOff", "message": "back-off"}},
         }
     ]
-    ready = next(c for c in st["conditions"] if c["type"] == "Ready")
-    assert ready["message"] == "containers not ready" and "lastTransitionTime" not in ready
-    assert "message" not in next(c for c in st["conditions"] if c["type"] == "PodScheduled")
+    assert st["conditions"] == [{"type": "PodScheduled", "status": "True"}]  # the one gpuctl reads
+    unschedulable = job_pod("u", "ns", owner, phase="Pending")
+    unschedulable["status"]["conditions"][1].update(
+        status="False", reason="Unschedulable", message="0/7 nodes"
+    )
+    assert trim_pod(unschedulable)["status"]["conditions"][0]["message"] == "0/7 nodes"
     assert "hostIP" not in st and "volumes" not in p["spec"] and "env" not in p["spec"]["containers"][0]
     gated = trim_pod(job_pod("g", "ns", owner, gated=True, phase="Pending"))
     assert gated["spec"]["schedulingGates"] == [{"name": GATE}]
