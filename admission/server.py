@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import ssl
@@ -27,11 +28,15 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
+import uvicorn
+import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from admission.rules import AdmissionConfig, Malformed, Mode, Verdict, review
 from admission.state import ClusterState, StateSource, StaticState, WatchCache
+from gpuctl.spec.loader import HOST_PATHS_ENV
+from gpuctl.spec.models import normalise_host_path
 
 log = logging.getLogger("gpuctl.admission")
 
@@ -376,8 +381,6 @@ class CertReloader:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from gpuctl.spec.loader import HOST_PATHS_ENV
-
     p = argparse.ArgumentParser(
         prog="gpuctl admission serve",
         description="Serve gpuctl's validating admission webhook over HTTPS.",
@@ -419,8 +422,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def allowed_host_paths(flags: Sequence[str], env: str) -> tuple[str, ...]:
     """Flags plus the colon-separated env value, normalised; ValueError for a relative path."""
-    from gpuctl.spec.models import normalise_host_path
-
     out: list[str] = []
     for raw in [*flags, *env.split(":")]:
         raw = raw.strip()
@@ -439,8 +440,6 @@ def load_static_state(path: str) -> ClusterState:
         doc: Any = orjson.loads(text)
         docs = doc.get("items", []) if isinstance(doc, dict) else doc
     except orjson.JSONDecodeError:
-        import yaml
-
         docs = []
         for d in yaml.safe_load_all(text):
             if isinstance(d, dict) and d.get("kind") == "List":
@@ -452,8 +451,6 @@ def load_static_state(path: str) -> ClusterState:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`gpuctl admission serve ...` and `python -m admission serve ...`; returns the exit status."""
-    from gpuctl.spec.loader import HOST_PATHS_ENV
-
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in[:1] == ["serve"]:
         args_in = args_in[1:]
@@ -510,8 +507,6 @@ def tune_gc() -> None:
     what startup allocated takes it out of those walks for good; a larger first-generation threshold makes
     the remaining collections rarer.
     """
-    import gc
-
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
@@ -520,8 +515,6 @@ def tune_gc() -> None:
 def serve(
     app: AdmissionApp, host: str, port: int, reloader: CertReloader, *, log_level: str = "info"
 ) -> None:
-    import uvicorn
-
     config = uvicorn.Config(
         app,
         host=host,

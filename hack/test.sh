@@ -15,5 +15,7 @@ if ! command -v prometheus >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v 
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+# Layers point down and the domain core stays pure (contracts in pyproject.toml, docs/architecture.md).
+.venv/bin/lint-imports
 hack/cluster/build.sh
 .venv/bin/python -m pytest "$@"

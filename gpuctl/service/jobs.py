@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, SERVICE_PREFIX, Kind, Labels
@@ -60,7 +60,6 @@ class Job:
     reason: str = ""
     position: int | None = None
     service: dict | None = None
-    events: list[dict] = field(default_factory=list)
 
     @property
     def name(self) -> str:

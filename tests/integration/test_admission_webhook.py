@@ -466,12 +466,13 @@ def test_a_pool_created_just_before_its_node_is_labelled_is_not_refused(env, kub
 def test_gpuctl_creates_a_pool_through_the_webhook_dry_run_and_for_real(env, kube):
     # gpuctl creates the flavor, then labels the nodes; in a server dry run the flavor is not persisted,
     # so the node label names a pool that does not exist yet: the webhook must not refuse gpuctl's plan.
+    from gpuctl.domain.dryrun import DryRun
     from gpuctl.service.pools import apply_pool
 
     name = f"adm-{env.sfx}-svc"
     spec = load_text(f"kind: pool\npool: {{name: {name}}}\nnodes:\n  {env.nodes[2]}: {{}}\n")[0].spec
     try:
-        apply_pool(kube, spec, create=True, dry_run=True)
+        apply_pool(kube, spec, create=True, dry_run=DryRun.SERVER)
         assert kube.get_or_none(path("ResourceFlavor", name)) is None
         apply_pool(kube, spec, create=True)
         node = kube.get(path("Node", env.nodes[2]))

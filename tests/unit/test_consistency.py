@@ -3,9 +3,10 @@ and GPU count.
 
 Consumers, each through its real entry point:
 - the CLI: `gpuctl get jobs -A -o json` (gpuctl.cli.main.main) on a fake API server;
-- the REST API: `GET /api/v1/jobs` through FastAPI, on the same fake API server;
-- the metrics: `gpuctl serve`'s informers filled with the objects as watch events (trimmed as in
-  production), then a scrape of gpuctl_workloads and the pool GPU gauges;
+- the REST API: `GET /api/v1/jobs` through FastAPI, on the same fake API server, and again inside
+  `gpuctl serve --api`, answering from the serve cache (trimmed objects, gpuctl.server.cache.CacheReader);
+- the metrics: `gpuctl serve`'s informers (gpuctl.server.wiring) filled with the objects as watch events
+  (trimmed as in production), then a scrape of gpuctl_workloads and the pool GPU gauges;
 - the webhook: admission.rules.pod_gpus on the pod (or the controller's pod template) it would review.
 
 The fake API server answers lists and gets from a dict, filtering with the same selector semantics
@@ -38,7 +39,9 @@ from gpuctl.constants import (
 )
 from gpuctl.server.api import create_app
 from gpuctl.server.api.auth import SAR_PATH, TOKEN_REVIEW_PATH, Authenticator
+from gpuctl.server.cache import Cache, CacheReader
 from gpuctl.server.metrics import build_registry
+from gpuctl.server.wiring import default_cache
 from gpuctl.spec import SpecConfig
 from queues import TeamQuota, cluster_queue, resource_flavor
 
@@ -354,6 +357,7 @@ class FakeApiServer:
 
     def __init__(self, objects: list[dict]):
         self.objects = objects
+        self.listed: list[str] = []  # kinds asked for, in order
 
     def _parse(self, api_path: str) -> tuple[str, str | None, str | None]:
         parts = api_path.strip("/").split("/")
@@ -365,6 +369,7 @@ class FakeApiServer:
 
     def list(self, api_path: str, *, label_selector=None, field_selector=None, **_) -> list[dict]:
         kind, ns, _name = self._parse(api_path)
+        self.listed.append(kind)
         lreq, freq = parse_label_selector(label_selector), parse_field_selector(field_selector)
         return [
             json.loads(json.dumps(o))
@@ -438,23 +443,43 @@ def cli_row(monkeypatch, fake: FakeApiServer, case: Case) -> dict:
     return _only_row(json.loads(out.getvalue()))
 
 
-def api_row(fake: FakeApiServer, case: Case) -> dict:
-    app = create_app(lambda: fake, Authenticator(lambda: fake), spec_config=SpecConfig())
+def serve_cache(fake: FakeApiServer) -> Cache:
+    """`gpuctl serve --metrics --api`'s informers, fed every object as its watch would deliver it:
+    only those its selectors match, trimmed by its transform; then marked listed."""
+    cache = default_cache(fake, metrics=True, api=True)
+    for obj in fake.objects:
+        inf = cache.informers.get(obj["kind"])
+        if inf is None:
+            continue
+        if labels_match(parse_label_selector(inf.label_selector), obj["metadata"].get("labels")) and (
+            fields_match(parse_field_selector(inf.field_selector), obj)
+        ):
+            inf.apply_event("ADDED", obj)
+    for inf in cache.informers.values():
+        inf.synced.set()
+    return cache
+
+
+def api_row(fake: FakeApiServer, case: Case, cache: Cache | None = None) -> dict:
+    """GET /api/v1/jobs; with `cache`, as mounted in `gpuctl serve --api` (lists from the cache)."""
+    kwargs = {"reader_factory": (lambda: CacheReader(cache, fake))} if cache is not None else {}
+    app = create_app(lambda: fake, Authenticator(lambda: fake), spec_config=SpecConfig(), **kwargs)
     with TestClient(app) as client:
         r = client.get("/api/v1/jobs", params={"page_size": 100}, headers={"Authorization": "Bearer t"})
     assert r.status_code == 200, r.text
     return _only_row(r.json()["items"])
 
 
-def metrics(case: Case) -> dict[str, dict[tuple, float]]:
-    """Scrape of a collector whose informers received every object as an ADDED watch event."""
-    from gpuctl.server import main as serve_main
-
-    cache = serve_main.default_cache(None, metrics=True)
-    registry, _, _ = build_registry(cache, None, process=False)
-    for obj in _team_objects() + case.objects:
-        if obj["kind"] in cache:
-            cache[obj["kind"]].apply_event("ADDED", obj)
+def metrics(fake: FakeApiServer) -> dict[str, dict[tuple, float]]:
+    """A scrape of the collector over the serve cache."""
+    cache = default_cache(fake, metrics=True)
+    registry, _, _ = build_registry(cache, None, process=False)  # hooks handlers before the events
+    for obj in fake.objects:
+        inf = cache.informers.get(obj["kind"])
+        if inf is not None and labels_match(
+            parse_label_selector(inf.label_selector), obj["metadata"].get("labels")
+        ):
+            inf.apply_event("ADDED", obj)
     out: dict[str, dict[tuple, float]] = {}
     for fam in registry.collect():
         for s in fam.samples:
@@ -474,11 +499,16 @@ def _sum(m: dict, name: str, **want: str) -> float:
 def test_every_consumer_gives_the_same_status_and_gpus(case: Case, fake: FakeApiServer, monkeypatch) -> None:
     cli = cli_row(monkeypatch, fake, case)
     api = api_row(fake, case)
-    m = metrics(case)
+    cache = serve_cache(fake)
+    fake.listed.clear()
+    served = api_row(fake, case, cache)
+    # Inside serve, the job list reads pods, controllers and Workloads from memory.
+    assert not {"Pod", "Job", "Deployment", "StatefulSet", "Workload"} & set(fake.listed), fake.listed
+    m = metrics(fake)
     webhook = webhook_pod_gpus(case.webhook_spec)
 
-    assert (cli["status"], api["status"]) == (case.status, case.status)
-    assert (cli["gpus"], api["gpus"], webhook) == (case.gpus, case.gpus, case.gpus)
+    assert (cli["status"], api["status"], served["status"]) == (case.status,) * 3
+    assert (cli["gpus"], api["gpus"], served["gpus"], webhook) == (case.gpus,) * 4
 
     states = {
         dict(k)["state"]: v for k, v in m["gpuctl_workloads"].items() if dict(k)["namespace"] == NS and v

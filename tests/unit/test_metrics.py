@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, QUOTA_GPU, Labels
 from gpuctl.domain.pools import pool_capacities
-from gpuctl.server.cache import Cache, default_cache, trim_node, trim_pod, trim_workload
+from gpuctl.server.cache import Cache, trim_node, trim_pod, trim_workload
 from gpuctl.server.metrics import (
     ANY_POOL,
     build_registry,
@@ -23,6 +23,7 @@ from gpuctl.server.metrics import (
     workload_summary,
 )
 from gpuctl.server.reconciler import Reconciler
+from gpuctl.server.wiring import default_cache
 from queues import PoolCapacity, PoolGuarantee, TeamQuota, cluster_queue, resource_flavor
 
 T0 = "2026-01-01T00:00:00Z"

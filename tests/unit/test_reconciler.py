@@ -10,8 +10,8 @@ import pytest
 
 from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels
 from gpuctl.domain.teams import desired_cohort
-from gpuctl.server.cache import default_cache
 from gpuctl.server.reconciler import Reconciler, capacity_fingerprint
+from gpuctl.server.wiring import default_cache
 from queues import PoolCapacity, PoolGuarantee, TeamQuota, cluster_queue, cohort, resource_flavor
 from tests.unit.test_metrics import node_obj
 

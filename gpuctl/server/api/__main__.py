@@ -13,7 +13,13 @@ import logging
 import sys
 from collections.abc import Sequence
 
+import uvicorn
+
+from gpuctl.cluster import Cluster
 from gpuctl.server.api import deps
+from gpuctl.server.api.app import create_app
+from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
+from gpuctl.spec import SpecError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,17 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
 def connect(kubeconfig: str | None, context: str | None, pool_size: int):
     """The cluster connection, with an HTTP connection pool as large as the worker pool (the default,
     CPUs x 5, would make busy threads open and drop connections)."""
-    from gpuctl.cluster import Cluster
-
-    base = Cluster._load(kubeconfig, context)
-    base.configuration.connection_pool_maxsize = pool_size
-    return Cluster(base.configuration, base.context_namespace)
+    return Cluster.connect(kubeconfig, context, pool_size=pool_size)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
-
     if args.new_api_key:
         key = new_api_key()
         print(f"key (give it to the client; it is not stored): {key}")
@@ -68,10 +68,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    import uvicorn
-
-    from gpuctl.server.api.app import create_app
-    from gpuctl.spec import SpecError
 
     deps.THREADS = args.threads
     try:

@@ -45,7 +45,7 @@ async def list_namespaces(request: Request, caller: Me) -> JSON:
 async def get_namespace(request: Request, caller: Me, namespaceName: NamespaceP) -> JSON:
     await require(request, caller, perms.namespaces("get", namespaceName))
     d = await run(describe_namespace, state(request).cluster(), namespaceName)
-    return JSON({**d.as_dict(), **ns_item(d.namespace)})
+    return JSON({**ns_item(d.namespace), "labels": d.namespace.labels, "quota": d.quota})
 
 
 @router.delete(
