@@ -61,20 +61,6 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: IO[str] | 
         out.write(line + "\n")
 
 
-def age(seconds: float | None) -> str:
-    """kubectl's short ages: 45s, 12m, 5h, 3d (floors; the earlier gpuctl's format)."""
-    if seconds is None:
-        return "<unknown>"
-    s = max(int(seconds), 0)
-    if s < 120:
-        return f"{s}s"
-    if s < 3600 * 2:
-        return f"{s // 60}m"
-    if s < 86400 * 2:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
-
-
 def bytes_quantity(value: object) -> str:
     """Kueue reports memory in bytes; print it in the largest binary unit that keeps it readable."""
     if value in (None, ""):

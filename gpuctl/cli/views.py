@@ -10,9 +10,10 @@ import argparse
 import sys
 
 from gpuctl.cli.errors import CommandError
-from gpuctl.cli.output import age, bytes_quantity, print_data, table
+from gpuctl.cli.output import bytes_quantity, print_data, table
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.cluster.config import default_namespace
+from gpuctl.domain.objects import short_age as age
 from gpuctl.service import nodes as nodes_svc
 from gpuctl.service import pools as pools_svc
 from gpuctl.service import views as views_svc

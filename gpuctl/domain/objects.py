@@ -66,3 +66,17 @@ def age_seconds(obj: Mapping[str, Any], now: float | None = None) -> float | Non
     if t is None:
         return None
     return (now if now is not None else datetime.now(UTC).timestamp()) - t
+
+
+def short_age(seconds: float | None) -> str:
+    """kubectl's short ages: 45s, 12m, 5h, 3d (floors; the earlier gpuctl's format)."""
+    if seconds is None:
+        return "<unknown>"
+    s = max(int(seconds), 0)
+    if s < 120:
+        return f"{s}s"
+    if s < 3600 * 2:
+        return f"{s // 60}m"
+    if s < 86400 * 2:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"

@@ -20,20 +20,6 @@ from gpuctl.service.jobs import explain, find_job
 from gpuctl.service.quotas import quota_rows
 
 
-def short_age(seconds: float | None) -> str:
-    """kubectl's short ages: 45s, 12m, 5h, 3d (floors; the earlier gpuctl's format)."""
-    if seconds is None:
-        return "<unknown>"
-    s = max(int(seconds), 0)
-    if s < 120:
-        return f"{s}s"
-    if s < 3600 * 2:
-        return f"{s // 60}m"
-    if s < 86400 * 2:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
-
-
 # ----------------------------------------------------------------------------- describe job
 @dataclass
 class JobDescription:

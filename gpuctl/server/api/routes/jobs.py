@@ -20,6 +20,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from gpuctl.cluster import ApiError
 from gpuctl.constants import JOB_KINDS, Kind
+from gpuctl.domain.objects import short_age
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Access, AuthError, Caller
 from gpuctl.server.api.deps import (
@@ -60,7 +61,7 @@ from gpuctl.service.jobs import (
 )
 from gpuctl.service.lifecycle import Result, delete_by_name, submit
 from gpuctl.service.plan import plan_documents
-from gpuctl.service.views import describe_job, short_age
+from gpuctl.service.views import describe_job
 from gpuctl.spec import Document, SpecError
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])

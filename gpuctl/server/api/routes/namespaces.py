@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
+from gpuctl.domain.objects import short_age
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Caller
 from gpuctl.server.api.deps import allowed, current_caller, require, run, state
@@ -20,7 +21,7 @@ from gpuctl.server.api.models import DryRunQ, NamespaceP, dry_run_mode
 from gpuctl.server.api.routes.jobs import COMMON_ERRORS
 from gpuctl.service import views
 from gpuctl.service.lifecycle import delete_by_name
-from gpuctl.service.views import NamespaceRow, describe_namespace, short_age
+from gpuctl.service.views import NamespaceRow, describe_namespace
 
 router = APIRouter(prefix="/api/v1/namespaces", tags=["namespaces"])
 Me = Annotated[Caller, Depends(current_caller)]
