@@ -18,6 +18,7 @@ package must not import the server or the webhook.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
@@ -98,6 +99,11 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`gpuctl get jobs | head`): stop quietly, as kubectl does. Point stdout
+        # at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as e:
         from gpuctl.service.errors import describe_exception  # noqa: PLC0415 - lazy: CLI start-up
 
