@@ -21,7 +21,7 @@ import urllib3
 from kubernetes import client as k8s_client
 from urllib3.exceptions import ReadTimeoutError
 
-from gpuctl.cluster.config import POOL_SIZE
+from gpuctl.cluster.config import POOL_SIZE, in_cluster, kubeconfig_files
 from gpuctl.cluster.config import load as load_config
 from gpuctl.cluster.paths import object_path, path
 from gpuctl.constants import FIELD_MANAGER
@@ -87,8 +87,10 @@ class Cluster:
     def connect(
         cls, kubeconfig: str | None = None, context: str | None = None, *, pool_size: int = POOL_SIZE
     ) -> Cluster:
-        """The process's connection to the cluster of (kubeconfig, context), made once."""
-        key = (kubeconfig, context)
+        """The process's connection to the cluster of (kubeconfig, context), made once. Keyed by the
+        files the kubeconfig resolves to ($KUBECONFIG, ~/.kube/config) and whether a service account
+        is mounted, so a changed environment never reuses another cluster's connection."""
+        key = (tuple(kubeconfig_files(kubeconfig)), context, in_cluster())
         with cls._lock:
             if key not in cls._instances:
                 cls._instances[key] = cls._load(kubeconfig, context, pool_size=pool_size)
