@@ -19,7 +19,7 @@ from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import collect_jobs
 from gpuctl.service.usage import PoolUsage, pool_usage
 from gpuctl.spec import PoolSpec
-from queues import budget_flavor, cluster_queue, resource_flavor, workload_priority_classes
+from queues import budget_flavor, cluster_queue, resource_flavor, topology, workload_priority_classes
 
 
 def list_pools(cluster: Cluster) -> list[PoolUsage]:
@@ -77,11 +77,12 @@ def describe_pool(cluster: Cluster, name: str) -> dict:
 # persists, so the follow-up syncs that read the cluster back are skipped), CLIENT runs every check
 # (reads only) and returns what it would do before its first write.
 def ensure_bootstrap(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> None:
-    """The priority classes and the budget flavor every gpuctl cluster needs (idempotent)."""
+    """The priority classes, the node Topology and the budget flavor every gpuctl cluster needs
+    (idempotent)."""
     dry_run = DryRun(dry_run)
     if not dry_run.writes:
         return
-    for obj in [*workload_priority_classes(), budget_flavor()]:
+    for obj in [*workload_priority_classes(), topology(), budget_flavor()]:
         existing = cluster.get_or_none(path(obj["kind"], obj["metadata"]["name"]))
         if existing is None:
             cluster.apply(obj, dry_run=dry_run is DryRun.SERVER)
