@@ -183,6 +183,57 @@ def _place(free: dict[str, int], pods: int, gpus: int) -> None:
         free[n] -= gpus
 
 
+@dataclass
+class Snapshot:
+    """The cluster state every verdict is judged against, built once per command."""
+
+    nodes: list[Mapping[str, Any]]
+    teams: dict[str, _Team]
+    holders: list[_Holder]
+    waiting: dict[str, list[Mapping[str, Any]]]  # namespace -> its waiting Workloads
+    used: dict[str, int]  # node -> GPUs held (TAS assignments or bound pods, the larger)
+    surplus: int
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        nodes: Sequence[Mapping[str, Any]],
+        pods: Sequence[Mapping[str, Any]],
+        workloads: Sequence[Mapping[str, Any]],
+        cluster_queues: Sequence[Mapping[str, Any]],
+        cohort: Mapping[str, Any] | None,
+    ) -> Snapshot:
+        teams = _teams(cluster_queues)
+        holders: list[_Holder] = []
+        waiting: dict[str, list[Mapping[str, Any]]] = {}
+        tas_used: dict[str, int] = {}
+        for wl in workloads:
+            st = workload_state(wl)
+            ns = meta(wl).get("namespace", "")
+            if st in HOLDING_QUOTA:
+                d = workload_demand(wl)
+                placed = {n: c * d.gpus for n, c in topology_nodes(wl).items()}
+                for n, g in placed.items():
+                    tas_used[n] = tas_used.get(n, 0) + g
+                total = sum(g * c for c, g in _per_pod(wl))
+                if ns in teams:
+                    teams[ns].used += total
+                holders.append(_Holder(d.label, ns, d.priority, total, placed, d.pool))
+            elif st in WAITING:
+                waiting.setdefault(ns, []).append(wl)
+        bound: dict[str, int] = {}
+        for p in pods:
+            node = (p.get("spec") or {}).get("nodeName")
+            if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                bound[node] = bound.get(node, 0) + pod_gpus(p)
+        used = {n: max(tas_used.get(n, 0), bound.get(n, 0)) for n in set(tas_used) | set(bound)}
+        return cls(list(nodes), teams, holders, waiting, used, _cohort_surplus(cohort))
+
+    def verdict(self, demand: Demand) -> Verdict:
+        return _verdict(self, demand)
+
+
 def blocking_reason(
     demand: Demand,
     *,
@@ -193,7 +244,14 @@ def blocking_reason(
     cohort: Mapping[str, Any] | None,
 ) -> Verdict:
     """Would `demand` start now, and if not, what blocks it (see the module docstring)."""
-    pool_nodes = {name(n): node_gpus(n) for n in nodes if node_pool(n) == demand.pool and node_ready(n)}
+    snap = Snapshot.build(
+        nodes=nodes, pods=pods, workloads=workloads, cluster_queues=cluster_queues, cohort=cohort
+    )
+    return snap.verdict(demand)
+
+
+def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
+    pool_nodes = {name(n): node_gpus(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)}
     if not pool_nodes:
         return Verdict(False, NO_NODES, f"pool {demand.pool} has no Ready nodes")
     if demand.gpus and max(pool_nodes.values()) < demand.gpus:
@@ -203,33 +261,10 @@ def blocking_reason(
             f"no node in {demand.pool} has {demand.gpus} GPUs (largest: {max(pool_nodes.values())}); "
             "lower resources.gpu or add bigger nodes",
         )
-
-    teams = _teams(cluster_queues)
-    holders: list[_Holder] = []
-    waiting: list[Mapping[str, Any]] = []
-    tas_used: dict[str, int] = {}
-    for wl in workloads:
-        if meta(wl).get("uid") == demand.uid and demand.uid:
-            continue
-        st = workload_state(wl)
-        ns = meta(wl).get("namespace", "")
-        if st in HOLDING_QUOTA:
-            d = workload_demand(wl)
-            placed = {n: c * d.gpus for n, c in topology_nodes(wl).items()}
-            for n, g in placed.items():
-                tas_used[n] = tas_used.get(n, 0) + g
-            total = sum(g * c for c, g in _per_pod(wl))
-            if ns in teams:
-                teams[ns].used += total
-            holders.append(_Holder(d.label, ns, d.priority, total, placed, d.pool))
-        elif st in WAITING and ns == demand.namespace:
-            waiting.append(wl)
-    bound: dict[str, int] = {}
-    for p in pods:
-        node = (p.get("spec") or {}).get("nodeName")
-        if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            bound[node] = bound.get(node, 0) + pod_gpus(p)
-    free = {n: cap - max(tas_used.get(n, 0), bound.get(n, 0)) for n, cap in pool_nodes.items()}
+    teams = {ns: _Team(t.quota, t.borrowing_limit, t.used) for ns, t in snap.teams.items()}
+    holders = snap.holders
+    waiting = [w for w in snap.waiting.get(demand.namespace, []) if meta(w).get("uid") != demand.uid]
+    free = {n: cap - snap.used.get(n, 0) for n, cap in pool_nodes.items()}
 
     # Queue order inside the team: higher priority first, then older (BestEffortFIFO).
     key = (-demand.priority, demand.created or "~")
@@ -244,7 +279,7 @@ def blocking_reason(
     team = teams.get(demand.namespace)
     if team is None:
         return Verdict(False, QUOTA, f"namespace {demand.namespace} has no quota", position, ahead)
-    budget_total = _cohort_surplus(cohort) + sum(t.quota or 0 for t in teams.values())
+    budget_total = snap.surplus + sum(t.quota or 0 for t in teams.values())
     budget_used = sum(t.used if t.quota is not None else 0 for t in teams.values())
     within = team.quota is None or team.used + demand.total <= team.quota
     # The team's own lower-priority work can make room in its budget too (withinClusterQueue).

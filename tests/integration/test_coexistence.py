@@ -100,7 +100,8 @@ def _workloads(kube, ns: str) -> list[dict]:
 
 
 def _admitted(wl: dict) -> bool:
-    return any(c["type"] == "Admitted" and c["status"] == "True" for c in wl["status"].get("conditions", []))
+    conds = (wl.get("status") or {}).get("conditions", [])
+    return any(c["type"] == "Admitted" and c["status"] == "True" for c in conds)
 
 
 def test_foreign_job_and_deployment_run_as_with_stock_kueue(pools, teams, foreign, kube):  # noqa: F811
@@ -145,7 +146,8 @@ def test_foreign_job_and_deployment_run_as_with_stock_kueue(pools, teams, foreig
                                 "name": "web",
                                 "image": "nginx",
                                 "resources": {
-                                    "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}
+                                    "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                                    "limits": {"nvidia.com/gpu": "1"},
                                 },
                             }
                         ]
