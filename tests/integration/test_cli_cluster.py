@@ -10,7 +10,7 @@ import pytest
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import path
-from gpuctl.constants import COHORT_NAME, Labels
+from gpuctl.constants import COHORT_NAME, QUOTA_GPU, Labels
 from tests.integration.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,12 +58,17 @@ def pools(clean_cluster, gpuctl):
     return out
 
 
-def _cohort_gpus(kube) -> dict[str, str]:
+def _cohort_budget(kube) -> int:
+    """GPUs the Cohort lends beyond the team quotas (all Ready GPUs less the quotas)."""
     cohort = kube.get(path("Cohort", COHORT_NAME))
-    out = {}
-    for fl in cohort["spec"]["resourceGroups"][0]["flavors"]:
-        out[fl["name"]] = next(r["nominalQuota"] for r in fl["resources"] if r["name"] == "nvidia.com/gpu")
-    return out
+    (fl,) = cohort["spec"]["resourceGroups"][0]["flavors"]
+    return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU))
+
+
+def _pool_gpus(gpuctl) -> dict[str, int]:
+    rc, out, err = gpuctl("get", "pools", "-o", "json")
+    assert rc == 0, err
+    return {p["name"]: p["gpu_total"] for p in json.loads(out)}
 
 
 def _training(
@@ -97,12 +102,7 @@ def test_four_pools_capacity_and_node_moves(pools, gpuctl, kube):
     assert nodes["gpu-node-1"][Labels.GPU_TYPE] == "A100-100G"
     assert nodes["cpu-node-2"][Labels.POOL] == "compute-pool"
     assert Labels.GPU_TYPE not in nodes["cpu-node-2"]
-    assert _cohort_gpus(kube) == {
-        "compute-pool": "0",
-        "dev-pool": "4",
-        "inference-pool": "8",
-        "training-pool": "16",
-    }
+    assert _cohort_budget(kube) == 28  # no quotas yet: every GPU is lendable
     rc, out, _ = gpuctl("get", "pools", "-o", "json")
     got = {p["name"]: (p["gpu_total"], len(p["nodes"])) for p in json.loads(out)}
     assert got == {
@@ -115,11 +115,12 @@ def test_four_pools_capacity_and_node_moves(pools, gpuctl, kube):
     # kubectl semantics: changing a value needs --overwrite; the GPUs move with the node.
     rc, _, err = gpuctl("label", "node", "gpu-node-4", "runwhere.ai/pool=dev-pool")
     assert rc == 1 and "--overwrite" in err
-    assert _cohort_gpus(kube)["dev-pool"] == "4"
+    assert _pool_gpus(gpuctl)["dev-pool"] == 4
     rc, _, err = gpuctl("label", "node", "gpu-node-4", "runwhere.ai/pool=dev-pool", "--overwrite")
     assert rc == 0, err
-    caps = _cohort_gpus(kube)
-    assert (caps["dev-pool"], caps["inference-pool"]) == ("8", "4")
+    caps = _pool_gpus(gpuctl)
+    assert (caps["dev-pool"], caps["inference-pool"]) == (8, 4)
+    assert _cohort_budget(kube) == 28
     # A pool label must name an existing pool.
     rc, _, err = gpuctl("label", "node", "gpu-node-4", "pool=nope", "--overwrite")
     assert rc == 1 and "pool nope does not exist" in err
@@ -129,7 +130,8 @@ def test_four_pools_capacity_and_node_moves(pools, gpuctl, kube):
     assert rc == 0, err
     assert "pool/training-pool configured" in _
     gpuctl("label", "node", "gpu-node-2", "pool-", "gpu-type-")
-    assert _cohort_gpus(kube)["training-pool"] == "8"
+    assert _pool_gpus(gpuctl)["training-pool"] == 8
+    assert _cohort_budget(kube) == 20
 
 
 def test_pool_delete_refuses_while_used_and_spares_foreign_objects(pools, teams, gpuctl, kube, tmp_path):

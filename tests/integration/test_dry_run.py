@@ -301,8 +301,9 @@ def test_deleting_the_last_pool_works_and_a_new_pool_brings_the_cohort_back(
         assert cli("create", "-f", str(f))[0] == 0
         co = kube.get(path("Cohort", COHORT_NAME))
         (flavor,) = co["spec"]["resourceGroups"][0]["flavors"]
-        assert flavor["name"] == "only-pool"
-        assert {"name": "nvidia.com/gpu", "nominalQuota": "4"} in flavor["resources"]
+        assert flavor["name"] == "gpuctl-budget"
+        # 4 RTX4090 less the team's 2 of quota
+        assert {"name": "runwhere.ai/quota-gpu", "nominalQuota": "2"} in flavor["resources"]
         assert "only-pool" in str(kube.get(path("ClusterQueue", ns))["spec"]["resourceGroups"])
         # And once more through delete -f (the document path).
         rc, _, err = cli("delete", "-f", str(f))
