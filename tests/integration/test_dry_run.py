@@ -302,8 +302,18 @@ def test_deleting_the_last_pool_works_and_a_new_pool_brings_the_cohort_back(
         co = kube.get(path("Cohort", COHORT_NAME))
         (flavor,) = co["spec"]["resourceGroups"][0]["flavors"]
         assert flavor["name"] == "gpuctl-budget"
-        # 4 RTX4090 less the team's 2 of quota
-        assert {"name": "runwhere.ai/quota-gpu", "nominalQuota": "2"} in flavor["resources"]
+        # 4 RTX4090 less every team's quota (this test's 2, and any other test's still around)
+        quotas = sum(
+            int(r["nominalQuota"])
+            for q in kube.list(path("ClusterQueue"), label_selector=f"{Labels.MANAGED_BY}=gpuctl")
+            for g in q["spec"]["resourceGroups"]
+            for fl in g["flavors"]
+            for r in fl["resources"]
+            if r["name"] == "runwhere.ai/quota-gpu" and r["nominalQuota"] != "1M"
+        )
+        assert {"name": "runwhere.ai/quota-gpu", "nominalQuota": str(max(4 - quotas, 0))} in flavor[
+            "resources"
+        ]
         assert "only-pool" in str(kube.get(path("ClusterQueue", ns))["spec"]["resourceGroups"])
         # And once more through delete -f (the document path).
         rc, _, err = cli("delete", "-f", str(f))
