@@ -67,7 +67,8 @@ def pool_spec(inv: Inventory, p: PoolPlan) -> PoolSpec:
 def quota_specs(quotas: list[QuotaPlan]) -> list[QuotaSpec]:
     by_name: dict[str, dict[str, dict]] = {}
     for q in quotas:
-        entry = {k: v for k, v in (("gpu", q.gpu), ("cpu", q.cpu), ("memory", q.memory)) if v is not None}
+        fields = (("gpu", q.gpu), ("cpu", q.cpu), ("memory", q.memory), ("borrowingLimit", q.borrowing_limit))
+        entry = {k: v for k, v in fields if v is not None}
         by_name.setdefault(q.quota_name, {})[q.namespace] = entry
     return [
         QuotaSpec.model_validate(

@@ -82,6 +82,8 @@ class QuotaPlan:
     gpu: int | None = None
     cpu: str | None = None
     memory: str | None = None
+    # A ResourceQuota is a hard cap: a GPU limit taken from one borrows nothing (0); None = no limit.
+    borrowing_limit: int | None = None
     reason: str = ""
 
 
@@ -293,6 +295,7 @@ def decide_quotas(
                 if q != q.to_integral_value():
                     bad.append(f"namespace {ns}: GPU quota {text} is not a whole number; rounded down")
                 limits["gpu"] = int(q)
+                limits["borrowing_limit"] = 0
             else:
                 limits[fld] = text
         quota_name = _quota_name(ns, items, ns_labels.get(ns, {}))

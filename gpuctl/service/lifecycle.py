@@ -96,7 +96,8 @@ def _precheck_jobs(
                 raise NotFound(f"{where}: namespace {ns} does not exist; create a quota for it (kind: quota)")
             raise ServiceError(
                 f"{where}: namespace {ns} has no quota, so Kueue would not queue its work; "
-                "create a quota for it first (kind: quota)"
+                "create a quota for it first (kind: quota), or, on a cluster the earlier gpuctl ran, "
+                "run `gpuctl adopt` to convert its ResourceQuotas"
             )
         pool = spec.resources.pool
         if pool not in pools:
