@@ -67,9 +67,9 @@ def pool_spec(inv: Inventory, p: PoolPlan) -> PoolSpec:
 def quota_specs(quotas: list[QuotaPlan]) -> list[QuotaSpec]:
     by_name: dict[str, dict[str, dict]] = {}
     for q in quotas:
-        fields = (("gpu", q.gpu), ("cpu", q.cpu), ("memory", q.memory), ("borrowingLimit", q.borrowing_limit))
-        entry = {k: v for k, v in fields if v is not None}
-        by_name.setdefault(q.quota_name, {})[q.namespace] = entry
+        t = q.team
+        fields = (("gpu", t.gpu), ("cpu", t.cpu), ("memory", t.memory), ("borrowingLimit", t.borrowing_limit))
+        by_name.setdefault(t.quota_name, {})[t.namespace] = {k: v for k, v in fields if v is not None}
     return [
         QuotaSpec.model_validate(
             {"kind": "quota", "quota": {"name": name, "description": ADOPT_DESCRIPTION}, "namespace": entries}
@@ -133,11 +133,12 @@ def plan_lines(plan: AdoptPlan) -> list[str]:
             f"pool/{p.name} {verb} with {len(p.nodes)} node(s): {', '.join(sorted(p.nodes))} ({p.reason})"
         )
     for q in plan.quotas:
+        t = q.team
         limits = ", ".join(
-            f"{k}={v}" for k, v in (("gpu", q.gpu), ("cpu", q.cpu), ("memory", q.memory)) if v is not None
+            f"{k}={v}" for k, v in (("gpu", t.gpu), ("cpu", t.cpu), ("memory", t.memory)) if v is not None
         )
         lines.append(
-            f"quota/{q.quota_name} created for namespace {q.namespace}: {limits or 'unlimited'} ({q.reason})"
+            f"quota/{t.quota_name} created for namespace {t.namespace}: {limits or 'unlimited'} ({q.reason})"
         )
     for c in plan.resource_quotas:
         if c.delete:

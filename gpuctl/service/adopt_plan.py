@@ -46,6 +46,7 @@ from gpuctl.domain.objects import is_gpuctl_object, labels, name, namespace
 from gpuctl.domain.pools import node_gpus, node_pool
 from gpuctl.quantity import QuantityError, parse_quantity
 from gpuctl.spec.names import is_dns_label
+from queues import TeamQuota
 
 REMOVE = "remove"
 KEEP = "keep"
@@ -77,13 +78,10 @@ class PoolPlan:
 
 @dataclass
 class QuotaPlan:
-    namespace: str
-    quota_name: str
-    gpu: int | None = None
-    cpu: str | None = None
-    memory: str | None = None
-    # A ResourceQuota is a hard cap: a GPU limit taken from one borrows nothing (0); None = no limit.
-    borrowing_limit: int | None = None
+    """A team quota to create (a ResourceQuota is a hard cap: a GPU limit taken from one gets
+    borrowing_limit 0) and where its limits come from."""
+
+    team: TeamQuota
     reason: str = ""
 
 
@@ -224,7 +222,10 @@ def decide_quotas(
 ) -> tuple[list[QuotaPlan], list[ResourceQuotaChange], list[str], list[str]]:
     """(quotas to create, ResourceQuota changes, kept notes, not-converted notes)."""
     teams = set(team_namespaces)
-    ns_labels = {name(n): labels(n) for n in namespaces}
+    # A namespace being deleted is nobody's team any more.
+    ns_labels = {
+        name(n): labels(n) for n in namespaces if not (n.get("metadata") or {}).get("deletionTimestamp")
+    }
     rqs: dict[str, list[Mapping[str, Any]]] = {}
     for rq in resource_quotas:
         rqs.setdefault(namespace(rq), []).append(rq)
@@ -300,7 +301,7 @@ def decide_quotas(
                 limits[fld] = text
         quota_name = _quota_name(ns, items, ns_labels.get(ns, {}))
         sources = ", ".join(f"ResourceQuota {name(rq)}" for rq in removable) or "no ResourceQuota"
-        quotas.append(QuotaPlan(ns, quota_name, reason=f"from {sources}", **limits))
+        quotas.append(QuotaPlan(TeamQuota(ns, quota_name, **limits), reason=f"from {sources}"))
     return quotas, changes, kept, bad
 
 

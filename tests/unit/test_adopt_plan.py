@@ -73,10 +73,10 @@ def test_label_pools_and_a_default_pool_of_the_unlabelled_gpu_nodes() -> None:
 
 def test_quotas_move_out_of_the_earlier_resource_quotas_and_foreign_ones_keep_enforcing() -> None:
     p = plan()
-    quotas = {q.namespace: q for q in p.quotas}
+    quotas = {q.team.namespace: q.team for q in p.quotas}
     assert set(quotas) == {"team-a", "team-b"}  # not default (not asked), not apps (no GPUs), not kube-*
     a, b = quotas["team-a"], quotas["team-b"]
-    assert (a.quota_name, a.gpu, a.cpu, a.memory) == ("q", 4, "32", "128Gi")
+    assert (a.quota_name, a.gpu, a.cpu, a.memory, a.borrowing_limit) == ("q", 4, "32", "128Gi", 0)
     # requests/limits both given: the smaller one enforces; memory stays with the admin's ResourceQuota.
     assert (b.gpu, b.cpu, b.memory) == (2, None, None)
     changes = {(c.namespace, c.name): c for c in p.resource_quotas}
@@ -92,15 +92,22 @@ def test_quotas_move_out_of_the_earlier_resource_quotas_and_foreign_ones_keep_en
 def test_keep_mode_changes_no_resource_quota_and_leaves_their_resources_unlimited() -> None:
     p = plan(resource_quotas=KEEP)
     assert p.resource_quotas == []
-    assert {(q.namespace, q.gpu, q.cpu, q.memory) for q in p.quotas} == {
+    assert {(q.team.namespace, q.team.gpu, q.team.cpu, q.team.memory) for q in p.quotas} == {
         ("team-a", None, None, None),
         ("team-b", None, None, None),
     }
 
 
+def test_a_namespace_being_deleted_is_not_adopted() -> None:
+    going = ns("team-gone", team=True)
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    p = decide(nodes=[], flavors=[], namespaces=[going], resource_quotas=[], team_namespaces=[])
+    assert p.empty
+
+
 def test_default_gets_a_quota_only_when_asked() -> None:
     p = plan(include_default=True)
-    d = next(q for q in p.quotas if q.namespace == "default")
+    d = next(q.team for q in p.quotas if q.team.namespace == "default")
     assert (d.quota_name, d.gpu) == ("q", 1)
     # Without a ResourceQuota, default's quota is unlimited and named after the adoption.
     nss = [ns("default")]
@@ -112,7 +119,9 @@ def test_default_gets_a_quota_only_when_asked() -> None:
         team_namespaces=[],
         options=AdoptOptions(include_default=True),
     )
-    assert [(q.namespace, q.quota_name, q.gpu) for q in p.quotas] == [("default", ADOPTED_QUOTA, None)]
+    assert [(q.team.namespace, q.team.quota_name, q.team.gpu) for q in p.quotas] == [
+        ("default", ADOPTED_QUOTA, None)
+    ]
 
 
 def test_a_second_run_plans_nothing() -> None:
