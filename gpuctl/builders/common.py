@@ -6,6 +6,7 @@ from gpuctl.constants import (
     CONTAINER_NAME,
     DEFAULT_POOL,
     GPU_RESOURCE,
+    GPU_TYPE_LABEL_KEYS,
     LOCAL_QUEUE_NAME,
     MANAGED_BY_VALUE,
     PRIORITY_CLASS,
@@ -65,10 +66,19 @@ def resources(spec: JobSpec) -> dict:
 
 def node_selector(spec: JobSpec) -> dict[str, str]:
     """Pins the pods to their pool, which also tells Kueue which flavor (pool) to charge."""
-    selector = {Labels.POOL: spec.resources.pool or DEFAULT_POOL}
-    if spec.resources.gpu_type:
-        selector[Labels.GPU_TYPE] = spec.resources.gpu_type
-    return selector
+    return {Labels.POOL: spec.resources.pool or DEFAULT_POOL}
+
+
+def gpu_type_affinity(spec: JobSpec) -> dict | None:
+    """`gpuType: X` selects nodes labelled with X under any of gpuctl's GPU type keys (runwhere.ai/gpu-type
+    or the earlier runwhere.ai/gpuType): one node selector term per key, which Kubernetes ORs."""
+    if not spec.resources.gpu_type:
+        return None
+    terms = [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": [spec.resources.gpu_type]}]}
+        for key in GPU_TYPE_LABEL_KEYS
+    ]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
 def pod_template(
@@ -102,6 +112,10 @@ def pod_template(
         container["readinessProbe"] = {**probe, "initialDelaySeconds": 5, "periodSeconds": 10}
 
     pod_spec: dict = {"containers": [container], "nodeSelector": node_selector(spec)}
+    if affinity := gpu_type_affinity(spec):
+        pod_spec["affinity"] = affinity
+    if spec.resources.tolerations:
+        pod_spec["tolerations"] = [t.as_kubernetes() for t in spec.resources.tolerations]
     if restart_policy:
         pod_spec["restartPolicy"] = restart_policy
     if env.image_pull_secret:

@@ -51,13 +51,45 @@ def test_training_job_is_suspended_with_gpu_and_type_selector() -> None:
     assert (job["apiVersion"], job["kind"], job["spec"]["suspend"]) == ("batch/v1", "Job", True)
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
-    assert pod["nodeSelector"] == {"runwhere.ai/pool": "training-pool", "runwhere.ai/gpu-type": "A100-100G"}
+    assert pod["nodeSelector"] == {"runwhere.ai/pool": "training-pool"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    keys = [e["key"] for t in terms for e in t["matchExpressions"]]
+    assert keys == ["runwhere.ai/gpu-type", "runwhere.ai/gpuType"]  # either key selects the GPU type
+    assert all(e["values"] == ["A100-100G"] for t in terms for e in t["matchExpressions"])
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert {"name": "NCCL_DEBUG", "value": "INFO"} in pod["containers"][0]["env"]
     assert pod["volumes"] == [
         {"name": "workdir-0", "hostPath": {"path": "/data/team-a/output", "type": "DirectoryOrCreate"}}
     ]
     assert "ttlSecondsAfterFinished" not in job["spec"]
+
+
+def test_job_tolerations_from_yaml_in_both_forms() -> None:
+    text = yaml.safe_dump(
+        {
+            "kind": "training",
+            "job": {"name": "t"},
+            "environment": {"image": "busybox"},
+            "resources": {
+                "cpu": 1,
+                "memory": "1Gi",
+                "tolerations": [
+                    "nvidia.com/gpu=present:NoSchedule",
+                    {"key": "spot", "operator": "Exists"},
+                    "x",
+                ],
+            },
+        }
+    )
+    (doc,) = load_text(text, "t.yaml")
+    pod = build(doc.spec, "default")[0]["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists"},
+        {"key": "x", "operator": "Exists"},
+    ]
 
 
 def test_inference_deployment_and_nodeport_service() -> None:
