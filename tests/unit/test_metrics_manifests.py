@@ -173,7 +173,7 @@ def test_deployment_service_and_servicemonitor_agree() -> None:
     assert pod["serviceAccountName"] == rbac_sa["metadata"]["name"]
     (c,) = pod["containers"]
     args = build_parser().parse_args(c["args"])
-    assert c["command"][-1] == "gpuctl.server.main"
+    assert c["command"] == ["gpuctl", "serve"]  # the image's entrypoint (hack/image.sh)
     assert args.metrics and args.reconcile
     assert c["ports"] == [{"name": "metrics", "containerPort": args.metrics_port, "protocol": "TCP"}]
     routes = {r.path for r in create_app(_ctx()).routes}
