@@ -16,13 +16,15 @@ evaluation itself. The rules keep the cluster to gpuctl's conventions however wo
 - `node-pool`       a Node's `runwhere.ai/pool` label names an existing pool.
 
 Rules apply to Pods, Jobs, Deployments, StatefulSets and ReplicaSets in namespaces gpuctl manages, and to
-Nodes. Pods whose controller is a Job, ReplicaSet or StatefulSet (and ReplicaSets a Deployment controls)
-are checked once, at their owner: the owner's template is what they are made from, and checking every pod
-a controller creates would put the webhook on the path of every scale-up for nothing.
+Nodes. Pods the Job, ReplicaSet or StatefulSet controller makes (and ReplicaSets the Deployment controller
+makes) are checked once, at their owner: the owner's template is what they are made from. What proves a
+pod was made by its controller is *who sends the request* (`request.userInfo.username`, the controller's
+own ServiceAccount, see CONTROLLER_USERS), never what the object says about itself: anyone who may create
+pods can write an ownerReference to a Job of his own.
 
-On UPDATE only violations the old object did not already have are denied (compared by `Violation.key`):
-controllers such as Kueue update objects created before the webhook existed (or in warn mode), and
-refusing those updates would wedge the object instead of protecting anything.
+On UPDATE only violations the old object did not already have are denied (compared by `Violation.identity`,
+the rule and the exact finding): objects created before the webhook existed (or in warn mode) stay
+updatable, but a *different* finding of the same rule (another foreign pool, another host path) is new.
 """
 
 from __future__ import annotations
@@ -107,6 +109,21 @@ _NODE: Final = ("", "Node")
 _TEMPLATE_KINDS: Final = frozenset(
     {("batch", "Job"), ("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")}
 )
+# Who may skip review, by identity. kube-controller-manager run with --use-service-account-credentials (as
+# kubeadm and managed clusters do) sends each controller's requests as its own ServiceAccount; only cluster
+# admins can act as those (a token of a kube-system ServiceAccount, or impersonation).
+SA_PREFIX: Final = "system:serviceaccount:"
+KCM_NAMESPACE: Final = "kube-system"
+# (apiGroup, kind) of a controller owner -> the user its controller sends requests as.
+CONTROLLER_USERS: Final = {
+    ("batch", "Job"): f"{SA_PREFIX}{KCM_NAMESPACE}:job-controller",
+    ("apps", "ReplicaSet"): f"{SA_PREFIX}{KCM_NAMESPACE}:replicaset-controller",
+    ("apps", "StatefulSet"): f"{SA_PREFIX}{KCM_NAMESPACE}:statefulset-controller",
+    ("apps", "Deployment"): f"{SA_PREFIX}{KCM_NAMESPACE}:deployment-controller",
+}
+# Kueue's controller (its Deployment's ServiceAccount): it unsuspends Jobs, injects the flavor's
+# nodeSelector and removes its scheduling gate; the webhook's matchConditions never call for its requests.
+KUEUE_USER: Final = f"{SA_PREFIX}kueue-system:kueue-controller-manager"
 # A pod controlled by one of these is made from a template already reviewed at its owner.
 _CHECKED_OWNERS: Final = frozenset({("batch", "Job"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
 # A ReplicaSet controlled by a Deployment is made from the Deployment's (reviewed) template.
@@ -146,7 +163,9 @@ class Violation:
 
     @property
     def identity(self) -> str:
-        return self.key or self.rule
+        """What makes two findings the same across an UPDATE: the key where the message quotes cluster state
+        that may change between the two (sizes, node names), else the rule and its message."""
+        return self.key or f"{self.rule}: {self.message}"
 
     def text(self) -> str:
         return f"[{self.rule}] {self.message}. Fix: {self.fix}"
@@ -498,7 +517,12 @@ def _check_queue(
             else _NO_QUEUE.format(ns=ns)
         )
         out.append(
-            Violation(GPU_QUEUE, f"requests {gpus} {GPU_RESOURCE} without a {Labels.KUEUE_QUEUE} label", fix)
+            Violation(
+                GPU_QUEUE,
+                f"requests {gpus} {GPU_RESOURCE} without a {Labels.KUEUE_QUEUE} label",
+                fix,
+                GPU_QUEUE,
+            )
         )
         return
     cq = queues.get(name)
@@ -565,7 +589,6 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                     POOL_PLACEMENT,
                     f"the pool is ambiguous: {said}",
                     "use one pool everywhere",
-                    POOL_PLACEMENT,
                 )
             )
             return
@@ -582,7 +605,6 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                     f'labelled pool "{pool}" but nothing keeps the pods there: Kueue may run them on '
                     f"any pool",
                     f"add {pin}",
-                    POOL_PLACEMENT,
                 )
             )
         if terms and not any(_term_admits_pool(t, pool) for t in terms):
@@ -591,7 +613,6 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                     POOL_PLACEMENT,
                     f'required node affinity excludes pool "{pool}"',
                     f"remove the {Labels.POOL} condition from the affinity or make it allow {pool}",
-                    POOL_PLACEMENT,
                 )
             )
         if node_name:
@@ -603,7 +624,7 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                         POOL_PLACEMENT,
                         f'{sp}.nodeName {node_name} is a node of {where}, not of pool "{pool}"',
                         f"remove nodeName (the scheduler picks a node of {pool}) or name one of its nodes",
-                        POOL_PLACEMENT,
+                        f"{POOL_PLACEMENT}: nodeName={node_name} pool={pool}",
                     )
                 )
         members = state.pool_nodes.get(pool, ())
@@ -623,7 +644,7 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                         f'nodeSelector/affinity match no node of pool "{pool}", only nodes of pool(s) '
                         f"{', '.join(elsewhere)}",
                         f"change the pool to {elsewhere[0]} or the selector to match nodes of {pool}",
-                        POOL_PLACEMENT,
+                        f"{POOL_PLACEMENT}: selector outside pool={pool}",
                     )
                 )
             else:
@@ -662,6 +683,7 @@ def _check_gpus(gpus: int, pool: str | None, state: ClusterState, out: list[Viol
                     f"so it could never run",
                     f"ask for at most {biggest} GPUs per pod (split the work across pods) or use a pool with "
                     f"bigger nodes",
+                    f"{GPU_FITS_NODE}={gpus}@{pool}",
                 )
             )
         return
@@ -675,6 +697,7 @@ def _check_gpus(gpus: int, pool: str | None, state: ClusterState, out: list[Viol
                 f"a pod asks for {gpus} GPUs but no pool has a node that big (largest: {biggest} in pool "
                 f'"{best_pool}"), so it could never run',
                 f"ask for at most {biggest} GPUs per pod",
+                f"{GPU_FITS_NODE}={gpus}",
             )
         )
 
@@ -764,6 +787,12 @@ def _controller(meta: Mapping[str, Any], where: str) -> tuple[str, str] | None:
     return None
 
 
+def _username(request: Mapping[str, Any]) -> str:
+    user = request.get("userInfo")
+    name = user.get("username") if type(user) is dict else None
+    return name if type(name) is str else ""
+
+
 def _field_manager(request: Mapping[str, Any]) -> str:
     options = request.get("options")
     fm = options.get("fieldManager") if type(options) is dict else None
@@ -830,9 +859,19 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     if managed is False:
         return Verdict(allowed=True, subject=subject, skipped="namespace not managed by gpuctl")
 
+    user = _username(request)
+    if user == KUEUE_USER:
+        # Kueue unsuspends, injects its flavor's nodeSelector and ungates: it must never depend on this
+        # webhook (the API server does not even call for its requests, matchCondition not-kueue).
+        return Verdict(allowed=True, subject=subject, skipped="Kueue's own request")
     owner = _controller(_m(obj, "metadata", "request.object"), "request.object.metadata")
-    if owner is not None and (
-        (gk == _POD and owner in _CHECKED_OWNERS) or (kind == "ReplicaSet" and owner in _CHECKED_RS_OWNERS)
+    if (
+        owner is not None
+        and (
+            (gk == _POD and owner in _CHECKED_OWNERS)
+            or (kind == "ReplicaSet" and owner in _CHECKED_RS_OWNERS)
+        )
+        and user == CONTROLLER_USERS[owner]
     ):
         return Verdict(allowed=True, subject=subject, skipped=f"checked at its owner ({owner[1]})")
 

@@ -122,10 +122,14 @@ start kube-apiserver "$K8SBIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$
 wait_for kube-apiserver 120 curl -fsk "https://127.0.0.1:$P_API/readyz"
 
 # ---- controller-manager, scheduler ----
+# --use-service-account-credentials: each controller talks to the API server as its own ServiceAccount
+# (system:serviceaccount:kube-system:job-controller, replicaset-controller, ...), with the roles the API
+# server's RBAC bootstrap gives them, as in kubeadm and managed clusters. The admission webhook trusts those
+# identities (never an object's ownerReferences) to skip pods a controller made from a reviewed template.
 start kube-controller-manager "$K8SBIN/kube-controller-manager" --kubeconfig="$KC" \
   --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC" --leader-elect=false \
   --bind-address=127.0.0.1 --secure-port="$P_KCM" --root-ca-file="$PKI/ca.crt" \
-  --service-account-private-key-file="$PKI/sa.key" --use-service-account-credentials=false \
+  --service-account-private-key-file="$PKI/sa.key" --use-service-account-credentials=true \
   --controllers='*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route' \
   --kube-api-qps=200 --kube-api-burst=400 --concurrent-job-syncs=10
 cat >"$RUN/scheduler.yaml" <<EOF
