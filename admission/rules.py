@@ -94,13 +94,13 @@ RULES: Final = (
 
 # Kubernetes truncates longer warnings; one violation per warning keeps each readable.
 MAX_WARNING_CHARS: Final = 256
-_PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
-_JOB_TYPES: Final = tuple(k.value for k in JOB_KINDS)
+PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
+JOB_TYPES: Final = tuple(k.value for k in JOB_KINDS)
 _ALL_KEYS: Final = (*KNOWN_RUNWHERE_KEYS, *EXTRA_RUNWHERE_KEYS)
-_KNOWN_KEYS: Final = frozenset(_ALL_KEYS)
+KNOWN_KEYS: Final = frozenset(_ALL_KEYS)
 _KNOWN_SUFFIXES: Final = tuple(k.removeprefix(Labels.PREFIX) for k in _ALL_KEYS)
-_PRIORITY_CLASSES: Final = frozenset(PRIORITY_CLASS.values())
-_CLASS_PREFIX: Final = PRIORITY_CLASS[Priority.HIGH].removesuffix(Priority.HIGH.value)  # "gpuctl-"
+PRIORITY_CLASSES: Final = frozenset(PRIORITY_CLASS.values())
+CLASS_PREFIX: Final = PRIORITY_CLASS[Priority.HIGH].removesuffix(Priority.HIGH.value)  # "gpuctl-"
 _QUEUE_ANNOTATION: Final = Labels.KUEUE_QUEUE  # Kueue still reads the (deprecated) annotation too
 
 # (apiGroup, kind) of the objects reviewed. Template kinds carry a pod template at spec.template.
@@ -413,13 +413,11 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
     )
     for where, m in places:
         for key in m:
-            if key.startswith(Labels.PREFIX) and key not in _KNOWN_KEYS:
+            if key.startswith(Labels.PREFIX) and key not in KNOWN_KEYS:
                 # Compare what follows the shared prefix, or every key looks "close" to every other.
                 hit = _closest(key.removeprefix(Labels.PREFIX), _KNOWN_SUFFIXES)
                 hit = f"{Labels.PREFIX}{hit}" if hit else None
-                fix = (
-                    f"rename it to {hit}" if hit else f"remove it (gpuctl's keys: {_names(_KNOWN_KEYS, 12)})"
-                )
+                fix = f"rename it to {hit}" if hit else f"remove it (gpuctl's keys: {_names(KNOWN_KEYS, 12)})"
                 hint = f' (did you mean "{hit}"?)' if hit else ""
                 out.append(
                     Violation(UNKNOWN_KEY, f"unknown key {key} in {where}{hint}", fix, f"{UNKNOWN_KEY}={key}")
@@ -427,12 +425,12 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
 
     for where, m in (("metadata.labels", w.labels), ("spec.template.metadata.labels", w.tmpl_labels)):
         jt = m.get(Labels.JOB_TYPE)
-        if jt is not None and jt not in _JOB_TYPES:
+        if jt is not None and jt not in JOB_TYPES:
             out.append(
                 Violation(
                     JOB_TYPE,
-                    f'{where}[{Labels.JOB_TYPE}] is "{jt}"{_did_you_mean(jt, _JOB_TYPES)}',
-                    f"use one of {', '.join(_JOB_TYPES)}",
+                    f'{where}[{Labels.JOB_TYPE}] is "{jt}"{_did_you_mean(jt, JOB_TYPES)}',
+                    f"use one of {', '.join(JOB_TYPES)}",
                 )
             )
 
@@ -443,12 +441,12 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
         p = m.get(Labels.PRIORITY)
         if p is None:
             continue
-        if p not in _PRIORITY_VALUES:
+        if p not in PRIORITY_VALUES:
             out.append(
                 Violation(
                     PRIORITY,
-                    f'{where}[{Labels.PRIORITY}] is "{p}"{_did_you_mean(p, _PRIORITY_VALUES)}',
-                    f"use one of {', '.join(_PRIORITY_VALUES)}",
+                    f'{where}[{Labels.PRIORITY}] is "{p}"{_did_you_mean(p, PRIORITY_VALUES)}',
+                    f"use one of {', '.join(PRIORITY_VALUES)}",
                 )
             )
             return
@@ -466,13 +464,13 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
         cls = m.get(Labels.KUEUE_PRIORITY)
         if cls is None:
             continue
-        if cls.startswith(_CLASS_PREFIX) and cls not in _PRIORITY_CLASSES:
+        if cls.startswith(CLASS_PREFIX) and cls not in PRIORITY_CLASSES:
             out.append(
                 Violation(
                     PRIORITY,
                     f'{where}[{Labels.KUEUE_PRIORITY}] is "{cls}", not a gpuctl priority class'
-                    f"{_did_you_mean(cls, _PRIORITY_CLASSES)}",
-                    f"use one of {', '.join(sorted(_PRIORITY_CLASSES))}",
+                    f"{_did_you_mean(cls, PRIORITY_CLASSES)}",
+                    f"use one of {', '.join(sorted(PRIORITY_CLASSES))}",
                 )
             )
             return

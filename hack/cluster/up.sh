@@ -179,7 +179,18 @@ kc wait --for=condition=Established crd --all --timeout=60s >/dev/null
 log "Kueue CRDs established"
 "$PY" "$HERE/kueue_manifests.py" config "$ROOT/manifests/kueue/configuration.yaml" \
   "$P_KQ_HOOK" "$RUN/kueue-webhook" "127.0.0.1:$P_KQ_HEALTH" "127.0.0.1:$P_KQ_METRICS" "$P_KQ_VIS" >"$RUN/kueue-config.yaml"
-start kueue "$KUEUE" --config="$RUN/kueue-config.yaml" --kubeconfig="$KC" --zap-log-level=info
+# Kueue runs as its own ServiceAccount with its own roles, as installed in a real cluster: the admission
+# webhook's not-kueue matchCondition trusts exactly that username.
+"$PY" "$HERE/kueue_manifests.py" rbac "$KUEUE_DIR" >"$RUN/kueue-rbac.yaml"
+kc apply -f "$RUN/kueue-rbac.yaml" >/dev/null
+KQ_TOKEN=$(kc -n kueue-system create token kueue-controller-manager --duration=8760h)
+KQ_KC="$RUN/kueue.kubeconfig"
+"$KUBECTL" config --kubeconfig="$KQ_KC" set-cluster testbed --server="https://127.0.0.1:$P_API" \
+  --certificate-authority="$PKI/ca.crt" --embed-certs=true >/dev/null
+"$KUBECTL" config --kubeconfig="$KQ_KC" set-credentials kueue --token="$KQ_TOKEN" >/dev/null
+"$KUBECTL" config --kubeconfig="$KQ_KC" set-context testbed --cluster=testbed --user=kueue >/dev/null
+"$KUBECTL" config --kubeconfig="$KQ_KC" use-context testbed >/dev/null
+start kueue "$KUEUE" --config="$RUN/kueue-config.yaml" --kubeconfig="$KQ_KC" --zap-log-level=info
 wait_for kueue 120 curl -fs "http://127.0.0.1:$P_KQ_HEALTH/readyz"
 "$PY" "$HERE/kueue_manifests.py" webhooks "$KUEUE_DIR" "https://127.0.0.1:$P_KQ_HOOK" "$CA_B64" >"$RUN/kueue-webhooks.yaml"
 kc apply -f "$RUN/kueue-webhooks.yaml" >/dev/null
