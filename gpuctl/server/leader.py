@@ -45,15 +45,19 @@ def lease_path(namespace: str, name: str | None = None) -> str:
     return f"{p}/{name}" if name else p
 
 
+# Where gpuctl's services live (manifests/serve, manifests/admission); serve's Lease Role is there.
+SYSTEM_NAMESPACE = "gpuctl-system"
+
+
 def default_namespace() -> str:
-    """$POD_NAMESPACE (the Deployment's downward API), the in-cluster namespace, else `default`."""
+    """$POD_NAMESPACE (the Deployment's downward API), the in-cluster namespace, else gpuctl-system."""
     ns = os.environ.get("POD_NAMESPACE")
     if ns:
         return ns
     try:
-        return IN_CLUSTER_NAMESPACE.read_text().strip() or "default"
+        return IN_CLUSTER_NAMESPACE.read_text().strip() or SYSTEM_NAMESPACE
     except OSError:
-        return "default"
+        return SYSTEM_NAMESPACE
 
 
 def default_identity() -> str:
