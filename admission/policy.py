@@ -29,6 +29,7 @@ from admission.rules import (
     HOST_PATH,
     JOB_TYPE,
     JOB_TYPES,
+    KCM_USER,
     KNOWN_KEYS,
     KUEUE_USER,
     PRIORITY,
@@ -211,12 +212,16 @@ def _validation(rule: str) -> dict:
     }
 
 
+def _from(user: str) -> str:
+    """CEL: the request comes from this controller (its own ServiceAccount, or the shared kcm identity)."""
+    return f"(request.userInfo.username == {q(user)} || request.userInfo.username == {q(KCM_USER)})"
+
+
 def match_conditions() -> list[dict]:
     """The identity skips of webhook.yaml, from the same table."""
     pod_owners = [(gk, u) for gk, u in CONTROLLER_USERS.items() if gk[1] != "Deployment"]
     owned = " ||\n".join(
-        f"(r.kind == {q(kind)} && r.apiVersion.startsWith({q(group + '/')}) && "
-        f"request.userInfo.username == {q(user)})"
+        f"(r.kind == {q(kind)} && r.apiVersion.startsWith({q(group + '/')}) && {_from(user)})"
         for (group, kind), user in pod_owners
     )
     dep_user = CONTROLLER_USERS[("apps", "Deployment")]
@@ -233,7 +238,7 @@ def match_conditions() -> list[dict]:
         {
             "name": "not-a-deployments-replicaset-from-its-controller",
             "expression": (
-                f"!(request.kind.kind == 'ReplicaSet' && request.userInfo.username == {q(dep_user)} &&\n"
+                f"!(request.kind.kind == 'ReplicaSet' && {_from(dep_user)} &&\n"
                 "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r,\n"
                 "has(r.controller) && r.controller && r.kind == 'Deployment' &&\n"
                 "r.apiVersion.startsWith('apps/')))"

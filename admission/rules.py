@@ -121,6 +121,9 @@ CONTROLLER_USERS: Final = {
     ("apps", "StatefulSet"): f"{SA_PREFIX}{KCM_NAMESPACE}:statefulset-controller",
     ("apps", "Deployment"): f"{SA_PREFIX}{KCM_NAMESPACE}:deployment-controller",
 }
+# kube-controller-manager without --use-service-account-credentials sends every controller's requests as
+# this one user (its client certificate); trusted the same way, with the owner kind deciding which controller.
+KCM_USER: Final = "system:kube-controller-manager"
 # Kueue's controller (its Deployment's ServiceAccount): it unsuspends Jobs, injects the flavor's
 # nodeSelector and removes its scheduling gate; the webhook's matchConditions never call for its requests.
 KUEUE_USER: Final = f"{SA_PREFIX}kueue-system:kueue-controller-manager"
@@ -869,7 +872,7 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
             (gk == _POD and owner in _CHECKED_OWNERS)
             or (kind == "ReplicaSet" and owner in _CHECKED_RS_OWNERS)
         )
-        and user == CONTROLLER_USERS[owner]
+        and user in (CONTROLLER_USERS[owner], KCM_USER)
     ):
         return Verdict(allowed=True, subject=subject, skipped=f"checked at its owner ({owner[1]})")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from admission.rules import CONTROLLER_USERS, KUEUE_USER
+from admission.rules import CONTROLLER_USERS, KCM_USER, KUEUE_USER
 from admission.server import DEFAULT_PORT
 from admission.state import RESOURCES
 
@@ -105,16 +105,17 @@ def test_match_conditions_exclude_kueue_and_controller_made_pods():
             continue
         assert re.search(
             rf"r\.kind == '{kind}' && r\.apiVersion\.startsWith\('{group}/'\) &&\s*"
-            rf"request\.userInfo\.username == '{re.escape(user)}'",
+            rf"\(request\.userInfo\.username == '{re.escape(user)}' \|\|\s*"
+            rf"request\.userInfo\.username == '{KCM_USER}'\)",
             skip,
         ), kind
-    assert skip.count("request.userInfo.username") == 3
+    assert skip.count("request.userInfo.username") == 6
     workloads = {
         c["name"]: c["expression"] for c in webhooks()["workloads.admission.runwhere.ai"]["matchConditions"]
     }
     assert workloads["not-kueue"] == pods["not-kueue"]
     rs = workloads["not-a-deployments-replicaset-from-its-controller"]
-    assert f"request.userInfo.username == '{CONTROLLER_USERS[('apps', 'Deployment')]}'" in rs
+    assert f"(request.userInfo.username == '{CONTROLLER_USERS[('apps', 'Deployment')]}' ||" in rs
     for needle in (
         "nvidia.com/gpu",
         "runwhere.ai/",
