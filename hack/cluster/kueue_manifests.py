@@ -87,6 +87,8 @@ RBAC_FILES = (
     "rbac/role_binding.yaml",
     "rbac/leader_election_role.yaml",
     "rbac/leader_election_role_binding.yaml",
+    "rbac/manager_secrets_role.yaml",
+    "rbac/manager_secrets_role_binding.yaml",
     "rbac/metrics_auth_role.yaml",
     "rbac/metrics_auth_role_binding.yaml",
     "visibility/role_binding.yaml",
