@@ -67,6 +67,11 @@ class Env:
     kubectl_bin: str
     kubeconfig: str
     configs: tuple[str, ...]
+    logs: Path = Path()  # the webhook servers' logs (enforce.log, warn.log)
+
+    def enforce_denied(self, what: str) -> bool:
+        """The enforce server logged a denial of `what` ("Job ns/name"): it denied, whoever answered first."""
+        return f"deny {what} " in (self.logs / "enforce.log").read_text()
 
     @property
     def user(self) -> str:
@@ -238,6 +243,7 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
         kubectl_bin,
         cluster,
         (),
+        tmp,
     )
     created: list[str] = []  # API paths to delete, in reverse
     procs: list[subprocess.Popen] = []
@@ -828,6 +834,8 @@ def test_a_forged_deployment_owner_does_not_skip_a_replicasets_review(env, kube)
 
 def test_removing_the_queue_label_of_a_suspended_gpu_job_is_denied(env):
     # Without its queue label Kueue lets go of the Job; unsuspended, it would hold GPUs outside any quota.
+    # Kueue's own webhook refuses an empty queue where a LocalQueue `default` exists; gpuctl's refuses it
+    # everywhere. Both are called (in parallel): the API server reports one, gpuctl's log shows its own.
     job = _job(
         "unqueue",
         env.team,
@@ -835,7 +843,9 @@ def test_removing_the_queue_label_of_a_suspended_gpu_job_is_denied(env):
         selector={Labels.POOL: env.big},
     )
     assert env.as_user("apply", "-f", "-", input=yaml.safe_dump(job)).returncode == 0
-    _denied(env.as_user("label", "job", "unqueue", "-n", env.team, f"{Labels.KUEUE_QUEUE}-"), "gpu-queue")
+    p = env.as_user("label", "job", "unqueue", "-n", env.team, f"{Labels.KUEUE_QUEUE}-")
+    assert p.returncode != 0, p.stdout
+    wait_until(lambda: env.enforce_denied(f"Job {env.team}/unqueue"), 10, 0.2, what="gpuctl's denial logged")
     got = json.loads(env.kubectl("get", "job", "unqueue", "-n", env.team, "-o", "json").stdout)
     assert got["metadata"]["labels"][Labels.KUEUE_QUEUE] == "held"
     # The same on a pod: a gated GPU pod losing its queue label.
@@ -847,7 +857,9 @@ def test_removing_the_queue_label_of_a_suspended_gpu_job_is_denied(env):
         selector={Labels.POOL: env.big},
     )
     assert env.as_user("apply", "-f", "-", input=yaml.safe_dump(pod)).returncode == 0
-    _denied(env.as_user("label", "pod", "unqueue-pod", "-n", env.team, f"{Labels.KUEUE_QUEUE}-"), "gpu-queue")
+    p = env.as_user("label", "pod", "unqueue-pod", "-n", env.team, f"{Labels.KUEUE_QUEUE}-")
+    assert p.returncode != 0, p.stdout
+    wait_until(lambda: env.enforce_denied(f"Pod {env.team}/unqueue-pod"), 10, 0.2, what="gpuctl's denial")
 
 
 def test_patching_a_suspended_jobs_pod_template_is_reviewed(env):
@@ -871,9 +883,24 @@ def test_patching_a_suspended_jobs_pod_template_is_reviewed(env):
 
 
 def test_kubectl_debug_node_mounting_the_hosts_root_is_denied(env):
+    # `kubectl debug node/...` makes a Pod with hostPath / on that node. In a team namespace Kueue gates
+    # every pod, and a gated pod may not name its node, so the API server refuses it outright...
     p = env.as_user("debug", f"node/{env.nodes[2]}", "-n", env.team, "--image=busybox", "--", "true")
+    assert p.returncode != 0, p.stdout
+    assert not [
+        line
+        for line in env.kubectl("get", "pods", "-n", env.team, "-o", "name").stdout.split()
+        if "debugger" in line
+    ]
+    # ... and the same pod pinned by nodeSelector instead (what an attacker would write next) meets the rule.
+    debug = _pod("node-debugger", env.team, volumes=[{"name": "host-root", "hostPath": {"path": "/"}}])
+    debug["spec"].update(
+        hostPID=True, hostNetwork=True, nodeSelector={"kubernetes.io/hostname": env.nodes[2]}
+    )
+    debug["spec"]["containers"][0]["volumeMounts"] = [{"name": "host-root", "mountPath": "/host"}]
+    p = env.as_user("apply", "-f", "-", input=yaml.safe_dump(debug))
     _denied(p, "host-path", webhook="pods.admission.runwhere.ai")
-    assert "/" in p.stderr and "is not allowed" in p.stderr
+    assert "host path / " in p.stderr and "is not allowed" in p.stderr
 
 
 def test_objects_made_before_the_webhook_stay_updatable_but_gain_no_new_finding(env, kube):
