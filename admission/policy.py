@@ -12,12 +12,17 @@ Semantics match admission/rules.py: each rule yields *findings* (strings naming 
 CREATE is denied by any finding, UPDATE only by findings the old object did not have. Pods the Job,
 ReplicaSet or StatefulSet controller sends, ReplicaSets the Deployment controller sends, and everything
 Kueue sends are not evaluated (matchConditions on `request.userInfo.username`, as in webhook.yaml).
-`--allowed-host-path` lives in one ConfigMap that the policy reads as its params and the webhook Deployment
-reads as $GPUCTL_ALLOWED_HOST_PATHS (colon-separated).
+Allowed host paths (the webhook's --allowed-host-path / $GPUCTL_ALLOWED_HOST_PATHS) are compiled into the
+policy: `python -m admission.policy --allowed-host-path /data ...`; a unit test keeps the shipped webhook
+Deployment's $GPUCTL_ALLOWED_HOST_PATHS equal to the shipped policy's list. (Not a params ConfigMap: the API
+server's param informer for built-in kinds is the shared one, and deleting the last policy that uses it
+stops it for good -- later ConfigMap-param policies then never find their params until the API server
+restarts; seen on 1.36.3, k8s.io/apiserver policy_source.go ensureParamsForPolicyLocked.)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Any, Final
 
@@ -38,11 +43,10 @@ from admission.rules import (
     UNKNOWN_KEY,
 )
 from gpuctl.constants import DENIED_HOST_PATHS, NAMESPACE_MARKER_VALUE, PRIORITY_CLASS, Labels, Priority
+from gpuctl.spec.models import normalise_host_path
 
 NAME: Final = "gpuctl-admission"
 NAMESPACE: Final = "gpuctl-system"
-PARAMS_NAME: Final = "gpuctl-admission-policy"  # ConfigMap in NAMESPACE
-PARAMS_KEY: Final = "allowedHostPaths"  # colon-separated, like $GPUCTL_ALLOWED_HOST_PATHS
 SYSTEM_NAMESPACES: Final = ("kube-system", "kube-public", "kube-node-lease", "kueue-system", NAMESPACE)
 # The rules the policy carries, as named in denials.
 POLICY_RULES: Final = (HOST_PATH, PRIORITY, JOB_TYPE, UNKNOWN_KEY)
@@ -104,15 +108,24 @@ def _root_vars(root: str, pre: str) -> list[tuple[str, str]]:
 
 def _finding_vars(pre: str) -> list[tuple[str, str]]:
     denied = cel_list(DENIED_HOST_PATHS)
+    # Two steps (the API server's CEL has no cel.bind): each hostPath volume as {name, raw, norm}, then the
+    # findings. `norm` is normalise_host_path(); '..' never passes the API server's own validation.
+    paths = (
+        f"{_v(pre, 'volumes')}.filter(v, has(v.hostPath)).map(v, "
+        f"{{'name': string(v.name), 'raw': string(v.hostPath.path),\n"
+        f"'norm': {_norm('string(v.hostPath.path)')}}})"
+    )
+    under = "h.norm == d || (d != '/' && h.norm.startsWith(d + '/'))"
     host_path = (
-        f"{_v(pre, 'volumes')}.filter(v, has(v.hostPath)).map(v, cel.bind(p, v.hostPath.path,\n"
-        f"cel.bind(n, {_norm('p')},\n"
-        f"!p.startsWith('/') ? 'volume ' + v.name + ': hostPath ' + p + ' is not an absolute path' :\n"
-        f"variables.allowedHostPaths.exists(a, a == '/' || n == a || n.startsWith(a + '/')) ? '' :\n"
-        f"{denied}.exists(d, n == d || (d != '/' && n.startsWith(d + '/'))) ? "
-        f"'volume ' + v.name + ': mounting host path ' + n + ' (inside ' + "
-        f"{denied}.filter(d, n == d || (d != '/' && n.startsWith(d + '/')))[0] + ') is not allowed' : ''"
-        f"))).filter(f, f != '')"
+        f"{_v(pre, 'hostPaths')}.map(h,\n"
+        f"!h.raw.startsWith('/') ?\n"
+        f"'volume ' + h.name + ': hostPath ' + h.raw + ' is not an absolute path' :\n"
+        f"variables.allowedHostPaths.exists(a, a == '/' || h.norm == a || h.norm.startsWith(a + '/')) ?\n"
+        f"'' :\n"
+        f"{denied}.exists(d, {under}) ?\n"
+        f"'volume ' + h.name + ': mounting host path ' + h.norm + ' (inside ' + "
+        f"{denied}.filter(d, {under})[0] + ') is not allowed' : '')"
+        f".filter(f, f != '')"
     )
     places = (
         ("metadata.labels", "labels"),
@@ -133,6 +146,7 @@ def _finding_vars(pre: str) -> list[tuple[str, str]]:
         for where, v in (("metadata.labels", "labels"), ("spec.template.metadata.labels", "tmplLabels"))
     )
     return [
+        (_n(pre, "hostPaths"), paths),
         (_n(pre, "hostPath"), host_path),
         (_n(pre, "unknownKey"), unknown),
         (_n(pre, "jobType"), job_type),
@@ -189,7 +203,7 @@ def _priority_vars(pre: str) -> list[tuple[str, str]]:
 
 _FIXES: Final = {
     HOST_PATH: f"mount a directory outside {', '.join(DENIED_HOST_PATHS)}, or ask an admin to allow it "
-    f"({PARAMS_KEY} in ConfigMap {NAMESPACE}/{PARAMS_NAME})",
+    "(--allowed-host-path of the webhook and of python -m admission.policy)",
     PRIORITY: f"use one of {', '.join(PRIORITY_VALUES)} with the matching {Labels.KUEUE_PRIORITY} "
     f"({', '.join(f'{p.value}: {PRIORITY_CLASS[p]}' for p in Priority)}), the same on object and template",
     JOB_TYPE: f"use one of {', '.join(JOB_TYPES)}",
@@ -247,17 +261,14 @@ def match_conditions() -> list[dict]:
     ]
 
 
-def variables() -> list[dict]:
-    allowed = (
-        f"params != null && has(params.data) && {q(PARAMS_KEY)} in params.data ? "
-        f"params.data[{q(PARAMS_KEY)}].split(':').filter(a, a.startsWith('/')).map(a, {_norm('a')}) : []"
-    )
-    pairs = [("allowedHostPaths", allowed), *_root_vars("object", ""), *_root_vars("oldObject", "old")]
+def variables(allowed: tuple[str, ...] = ()) -> list[dict]:
+    paths = cel_list(normalise_host_path(a) for a in allowed if a.startswith("/"))
+    pairs = [("allowedHostPaths", paths), *_root_vars("object", ""), *_root_vars("oldObject", "old")]
     return [{"name": name, "expression": expr} for name, expr in pairs]
 
 
-def policy() -> list[dict]:
-    """The ValidatingAdmissionPolicy, its Binding and its params ConfigMap."""
+def policy(allowed: tuple[str, ...] = ()) -> list[dict]:
+    """The ValidatingAdmissionPolicy and its Binding; `allowed`: host paths allowed despite the deny list."""
     labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpuctl"}
     vap = {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -265,7 +276,6 @@ def policy() -> list[dict]:
         "metadata": {"name": NAME, "labels": labels},
         "spec": {
             "failurePolicy": "Fail",
-            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
             "matchConstraints": {
                 "resourceRules": [
                     {
@@ -290,7 +300,7 @@ def policy() -> list[dict]:
                 "matchPolicy": "Equivalent",
             },
             "matchConditions": match_conditions(),
-            "variables": variables(),
+            "variables": variables(allowed),
             "validations": [_validation(r) for r in POLICY_RULES],
         },
     }
@@ -301,17 +311,10 @@ def policy() -> list[dict]:
         "spec": {
             "policyName": NAME,
             "validationActions": ["Deny"],
-            "paramRef": {"name": PARAMS_NAME, "namespace": NAMESPACE, "parameterNotFoundAction": "Deny"},
             "matchResources": {"namespaceSelector": team_namespaces()},
         },
     }
-    params = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": PARAMS_NAME, "namespace": NAMESPACE, "labels": labels},
-        "data": {PARAMS_KEY: ""},
-    }
-    return [params, vap, binding]
+    return [vap, binding]
 
 
 def team_namespaces() -> dict:
@@ -330,9 +333,10 @@ HEADER: Final = """\
 # gpuctl's stateless rules (host-path, priority, job-type, unknown-key) as a ValidatingAdmissionPolicy: CEL in
 # the API server, so they hold while the webhook is down or deleted. Same scope as the webhook (team
 # namespaces), same identity skips (Kueue; pods their controller sends; a Deployment's ReplicaSets), and on
-# UPDATE only findings the old object did not have are denied. Allowed host paths: data.allowedHostPaths of
-# the ConfigMap below (colon-separated; the webhook Deployment reads the same key). Roll out with
-# validationActions [Warn, Audit] first if the cluster has objects that break the rules. docs/admission.md.
+# UPDATE only findings the old object did not have are denied. Allowed host paths are compiled in
+# (variables.allowedHostPaths; generate with --allowed-host-path, the same list as the webhook's
+# $GPUCTL_ALLOWED_HOST_PATHS). Roll out with validationActions [Warn, Audit] first if the cluster has
+# objects that break the rules. docs/admission.md.
 """
 
 
@@ -348,9 +352,23 @@ def _str(dumper: yaml.SafeDumper, s: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def render() -> str:
-    return HEADER + yaml.dump_all(policy(), Dumper=_Dumper, sort_keys=False, width=1000)
+def render(allowed: tuple[str, ...] = ()) -> str:
+    return HEADER + yaml.dump_all(policy(allowed), Dumper=_Dumper, sort_keys=False, width=1000)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m admission.policy", description="Print gpuctl's admission policy."
+    )
+    ap.add_argument("--allowed-host-path", action="append", default=[], metavar="PATH",
+                    help="absolute host path allowed despite the deny list (repeatable)")  # fmt: skip
+    args = ap.parse_args(argv)
+    bad = [a for a in args.allowed_host_path if not a.startswith("/")]
+    if bad:
+        ap.error(f"--allowed-host-path must be absolute: {', '.join(bad)}")
+    sys.stdout.write(render(tuple(args.allowed_host_path)))
+    return 0
 
 
 if __name__ == "__main__":
-    sys.stdout.write(render())
+    sys.exit(main(sys.argv[1:]))

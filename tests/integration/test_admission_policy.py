@@ -1,7 +1,7 @@
 """The ValidatingAdmissionPolicy (manifests/admission/policy.yaml) on the local cluster's API server.
 
-The shipped policy is installed under a test name, bound only to this module's namespaces, with its params
-ConfigMap in the test namespace; no gpuctl webhook serves those namespaces (as after an emergency
+The shipped policy (allowing one host path) is installed under a test name, bound only to this module's
+namespaces; no gpuctl webhook serves those namespaces (as after an emergency
 `kubectl delete validatingwebhookconfiguration`), except `down`, where a failurePolicy=Fail webhook points
 at a server that is not running. Then:
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -62,19 +63,16 @@ class Env:
         return self.kubectl(*as_user, "apply", *extra, "-f", "-", input=yaml.safe_dump(obj))
 
 
-def _test_policy(sfx: str, namespaces: list[str], params_ns: str) -> list[dict]:
-    params, vap, binding = copy.deepcopy(policy.policy())
+def _test_policy(sfx: str, namespaces: list[str]) -> list[dict]:
+    vap, binding = copy.deepcopy(policy.policy((ALLOWED,)))
     name = f"gpuctl-admission-test-{sfx}"
-    params["metadata"] = {"name": name, "namespace": params_ns}
-    params["data"] = {policy.PARAMS_KEY: f"{ALLOWED}:relative/ignored"}
     vap["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
     binding["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
     binding["spec"]["policyName"] = name
-    binding["spec"]["paramRef"] = {"name": name, "namespace": params_ns, "parameterNotFoundAction": "Deny"}
     binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
     )
-    return [params, vap, binding]
+    return [vap, binding]
 
 
 def _dead_webhook(sfx: str, ns: str) -> dict:
@@ -111,8 +109,7 @@ def env(cluster: str, kube, kubectl_bin: str) -> Iterator[Env]:
                 }
             )
             created.append(path("Namespace", ns))
-        params, vap, binding = _test_policy(sfx, [e.ns, e.down], e.ns)
-        kube.apply(params)
+        vap, binding = _test_policy(sfx, [e.ns, e.down])
         kube.apply(vap)
         created.append(path("ValidatingAdmissionPolicy", vap["metadata"]["name"]))
         kube.apply(binding)
@@ -189,7 +186,7 @@ def _corpus(ns: str) -> dict[str, dict]:
         "job-type-template-bad": _job("a", ns, gpus=0, tmpl_labels={Labels.JOB_TYPE: "batch"}),
         "job-type-ok": _job("a", ns, gpus=0, labels={Labels.JOB_TYPE: "training"}),
         "unknown-label": _pod("a", ns, labels={"runwhere.ai/gpu_type": "a100"}),
-        "known-keys": _pod("a", ns, labels={Labels.POOL: "x", Labels.GPU_TYPE: "y", Labels.TEAM: "t"}),
+        "known-keys": _pod("a", ns, labels={Labels.POOL: "p1", Labels.GPU_TYPE: "a100", Labels.TEAM: "t1"}),
     }
     ann = _pod("a", ns)
     ann["metadata"]["annotations"] = {"runwhere.ai/nope": "1", "runwhere.ai/spec-hash": "abc"}
@@ -274,10 +271,12 @@ def test_kueue_and_the_controllers_are_not_evaluated(env):
     kueue = "system:serviceaccount:kueue-system:kueue-controller-manager"
     p = env.kubectl(f"--as={kueue}", "label", "pod", "upd2", "-n", env.ns, "runwhere.ai/by-kueue=1")
     assert p.returncode == 0, p.stderr
-    # A user is evaluated even with a forged controller reference.
+    # A user is evaluated even with a forged controller reference (to a real Job of his own).
+    assert env.apply(_job("owner", env.ns, gpus=0)).returncode == 0
+    uid = json.loads(env.kubectl("get", "job", "owner", "-n", env.ns, "-o", "json").stdout)["metadata"]["uid"]
     bad = _pod("forged", env.ns, **_vol("/"))
     bad["metadata"]["ownerReferences"] = [
-        {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": str(uuid.uuid4()), "controller": True}
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "owner", "uid": uid, "controller": True}
     ]
     p = env.apply(bad, "--dry-run=server")
     assert p.returncode != 0 and "breaks [host-path]" in p.stderr, p.stderr

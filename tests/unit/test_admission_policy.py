@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from admission import policy
@@ -47,20 +48,12 @@ def test_policy_carries_the_python_tables():
     ] == [1] * 4
 
 
-def test_policy_fails_closed_and_binds_to_team_namespaces_with_its_params():
+def test_policy_fails_closed_and_binds_to_team_namespaces():
     d = _docs()
-    vap, binding, params = (
-        d["ValidatingAdmissionPolicy"],
-        d["ValidatingAdmissionPolicyBinding"],
-        d["ConfigMap"],
-    )
-    assert vap["spec"]["failurePolicy"] == "Fail"
+    vap, binding = d["ValidatingAdmissionPolicy"], d["ValidatingAdmissionPolicyBinding"]
+    assert vap["spec"]["failurePolicy"] == "Fail" and "paramKind" not in vap["spec"]
     assert binding["spec"]["policyName"] == vap["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
-    ref = binding["spec"]["paramRef"]
-    assert (ref["name"], ref["namespace"]) == (params["metadata"]["name"], params["metadata"]["namespace"])
-    assert ref["parameterNotFoundAction"] == "Deny"
-    assert policy.PARAMS_KEY in params["data"]
     # Same namespaces as the webhook.
     vwc = next(
         x
@@ -71,12 +64,24 @@ def test_policy_fails_closed_and_binds_to_team_namespaces_with_its_params():
     assert binding["spec"]["matchResources"]["namespaceSelector"] == pods["namespaceSelector"]
 
 
-def test_webhook_deployment_reads_the_allowed_host_paths_from_the_policys_params():
+def _allowed_in(text: str) -> str:
+    spec = next(d for d in yaml.safe_load_all(text) if d["kind"] == "ValidatingAdmissionPolicy")["spec"]
+    return next(v["expression"] for v in spec["variables"] if v["name"] == "allowedHostPaths")
+
+
+def test_allowed_host_paths_are_compiled_in_and_agree_with_the_webhook_deployment():
+    assert _allowed_in(policy.render(("/data/", "//scratch"))) == "['/data', '/scratch']"
     dep = next(
         x
         for x in yaml.safe_load_all((DIR / "deployment.yaml").read_text())
         if x and x["kind"] == "Deployment"
     )
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
-    ref = env["GPUCTL_ALLOWED_HOST_PATHS"]["valueFrom"]["configMapKeyRef"]
-    assert ref == {"name": policy.PARAMS_NAME, "key": policy.PARAMS_KEY}
+    shipped = tuple(p for p in env["GPUCTL_ALLOWED_HOST_PATHS"]["value"].split(":") if p)
+    assert _allowed_in((DIR / "policy.yaml").read_text()) == policy.cel_list(shipped)
+
+
+def test_generator_cli_refuses_relative_paths(capsys):
+    with pytest.raises(SystemExit):
+        policy.main(["--allowed-host-path", "data"])
+    assert "must be absolute" in capsys.readouterr().err
