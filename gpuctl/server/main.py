@@ -26,12 +26,14 @@ The cache starts after mounting, so a mount may still `ctx.cache.add(...)` infor
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import gc
 import importlib
 import logging
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,6 +200,27 @@ def _mounts(args: argparse.Namespace) -> list[Mount]:
     return [api.mount]
 
 
+def stop_parts(ctx: ServerContext) -> None:
+    """Stop the background parts; the elector releases the Lease so another replica takes over at once."""
+    ctx.stop.set()
+    if ctx.elector is not None:
+        ctx.elector.join(timeout=5)
+
+
+def _stop_on_shutdown(app: FastAPI, ctx: ServerContext) -> None:
+    """Run stop_parts when uvicorn shuts down, inside its graceful shutdown: on SIGTERM uvicorn re-raises
+    the signal once the server has stopped, so code after uvicorn.run() never runs then."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with inner(a) as state:
+            yield state
+        await asyncio.to_thread(stop_parts, ctx)
+
+    app.router.lifespan_context = lifespan
+
+
 def main(argv: list[str]) -> int:
     # `gpuctl serve -- --flag` reaches us with the separator (argparse REMAINDER keeps it).
     if argv[:1] == ["--"]:
@@ -222,15 +245,14 @@ def main(argv: list[str]) -> int:
     parts = [
         n for n, on in (("metrics", args.metrics), ("reconcile", args.reconcile), ("api", args.api)) if on
     ]
+    _stop_on_shutdown(app, ctx)
     log.info("serving %s on %s:%d", ", ".join(parts) or "health only", args.address, args.metrics_port)
     try:
         uvicorn.run(
             app, host=args.address, port=args.metrics_port, log_level=args.log_level, access_log=False
         )
     finally:
-        ctx.stop.set()
-        if ctx.elector is not None:
-            ctx.elector.join(timeout=5)  # releases the Lease: the other replica takes over at once
+        stop_parts(ctx)
         ctx.cache.stop()
     return 0
 

@@ -145,7 +145,12 @@ def test_one_leader_and_the_two_scrapes_summed_count_each_pool_once(pair: Pair) 
     assert _capacity(lm) + _capacity(fm) == gpus
     assert not [n for n in fm if n.startswith("gpuctl_pool_")], "the follower exports pool series"
     assert fm["gpuctl_reconcile_runs_total"][(("result", "applied"),)] == 0
-    assert fm["gpuctl_reconcile_runs_total"][(("result", "standby"),)] >= 1
+    wait_until(
+        lambda: follower.scrape()["gpuctl_reconcile_runs_total"][(("result", "standby"),)] >= 1,
+        15,
+        0.5,
+        what="the follower's reconciler standing by",
+    )
     assert fm["gpuctl_cache_synced"][(("resource", "Node"),)] == 1  # warm, ready to take over
 
 
