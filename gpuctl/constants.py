@@ -82,6 +82,10 @@ class Labels:
     KUEUE_CQ: Final = "kueue.x-k8s.io/cluster-queue-name"
 
 
+# gpuctl's keys for a node's GPU model: `gpu-type` is written, `gpuType` (the earlier gpuctl's internal
+# key) is read as its alias everywhere (job placement, listings, metrics).
+GPU_TYPE_LABEL_KEYS: Final = (Labels.GPU_TYPE, Labels.GPU_TYPE_LEGACY)
+
 # Every runwhere.ai/ key gpuctl knows; the webhook denies others with the nearest of these.
 KNOWN_RUNWHERE_KEYS: Final = (
     Labels.JOB_TYPE,
@@ -118,6 +122,8 @@ KUEUE_VERSION: Final = "v1beta2"
 KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 COHORT_NAME: Final = "gpuctl"
 LOCAL_QUEUE_NAME: Final = "default"
+# The LimitRange gpuctl keeps in each team namespace (defaults from the quota document's limitRange).
+LIMIT_RANGE_NAME: Final = "gpuctl-defaults"
 BUDGET_FLAVOR: Final = "gpuctl-budget"
 # Virtual resources that Kueue derives from every pod's requests (resources.transformations in
 # manifests/kueue/configuration.yaml); a team's quota is its nominal quota of these.
@@ -142,6 +148,22 @@ HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 # Pod-template annotation asking Kueue for a topology assignment (any node per pod).
 TAS_UNCONSTRAINED: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 
+# Node taints that say "not now" (Kubernetes' node lifecycle and conditions, cloud initialisation,
+# autoscalers draining a node): a pool never tolerates them, whatever its nodes carry. Any other
+# NoSchedule/NoExecute taint on a pool's nodes (nvidia.com/gpu=present from the GPU operator, a
+# cloud's GPU taint) is tolerated by the pool's flavor (gpuctl.domain.pools.pool_tolerations).
+TRANSIENT_TAINT_PREFIXES: Final = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
+TRANSIENT_TAINT_KEYS: Final = frozenset(
+    {
+        "ToBeDeletedByClusterAutoscaler",
+        "DeletionCandidateOfClusterAutoscaler",
+        "karpenter.sh/disrupted",
+        "karpenter.sh/disruption",
+    }
+)
+# Kueue accepts at most this many tolerations on a ResourceFlavor.
+MAX_FLAVOR_TOLERATIONS: Final = 8
+
 # storage.workdirs host paths that are refused unless the config allows them.
 DENIED_HOST_PATHS: Final = ("/", "/etc", "/proc", "/sys", "/root", "/var/lib/kubelet", "/var/run", "/run")
 
@@ -164,4 +186,4 @@ CONTAINER_WAITING_REASONS: Final = frozenset(
 # Annotation gpuctl writes on the workloads it submits: a hash of the spec, so `apply` can say "unchanged".
 SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
 # runwhere.ai/ keys gpuctl writes that were added after KNOWN_RUNWHERE_KEYS; the webhook accepts both tuples.
-EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION, Labels.POOL_GUARANTEES)
+EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gpuctl.constants import (
     BORROW_PREEMPT_THRESHOLD,
@@ -41,15 +42,21 @@ def _meta(name: str, **labels: str) -> dict:
     return {"name": name, "labels": {**MANAGED, **labels}}
 
 
-def resource_flavor(pool: str) -> dict:
+def resource_flavor(pool: str, tolerations: Sequence[Mapping[str, Any]] = ()) -> dict:
     """A pool's flavor: Kueue admits a pod to it only if the pod's nodeSelector names the pool, and
-    copies the label into the nodeSelector of pods admitted there. `topologyName` makes it a Topology
-    Aware Scheduling flavor: a pod is admitted only when one node of the pool can hold it."""
+    copies the label into the nodeSelector of pods admitted there. `tolerations` (the pool's node
+    taints, gpuctl.domain.pools.pool_tolerations) are added by Kueue to every pod admitted there.
+    `topologyName` makes it a Topology Aware Scheduling flavor: a pod is admitted only when one node
+    of the pool can hold it (Kueue then keeps nodeLabels and tolerations immutable: a change of the
+    pool's taints re-creates the flavor, gpuctl.service.pools)."""
+    spec: dict = {"nodeLabels": {Labels.POOL: pool}, "topologyName": TOPOLOGY_NAME}
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "ResourceFlavor",
         "metadata": _meta(pool, **{Labels.POOL: pool}),
-        "spec": {"nodeLabels": {Labels.POOL: pool}, "topologyName": TOPOLOGY_NAME},
+        "spec": spec,
     }
 
 

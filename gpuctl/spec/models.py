@@ -14,6 +14,7 @@ from __future__ import annotations
 import os.path
 import re
 from decimal import Decimal
+from itertools import pairwise
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -51,6 +52,7 @@ __all__ = [
     "InferenceSpec",
     "JobMeta",
     "JobSpec",
+    "LimitRange",
     "NotebookService",
     "NotebookSpec",
     "PoolGuarantee",
@@ -63,6 +65,7 @@ __all__ = [
     "Resources",
     "Service",
     "Storage",
+    "Toleration",
     "TrainingSpec",
     "Workdir",
     "path_denied",
@@ -453,8 +456,64 @@ class Environment(_Model):
         return value
 
 
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_TOLERATION_FIX = (
+    "write a toleration as `key=value:Effect` (kubectl taint syntax), "
+    "e.g. nvidia.com/gpu=present:NoSchedule, "
+    "or as a mapping {key, operator: Equal|Exists, value, effect: NoSchedule|PreferNoSchedule|NoExecute}"
+)
+
+
+class Toleration(_Model):
+    """One pod toleration, as in Kubernetes (the pool's own taints are tolerated without one)."""
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: Text = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute", ""] = ""
+    toleration_seconds: int | None = Field(
+        None, validation_alias=_aliases("tolerationSeconds", "toleration_seconds")
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _taint_syntax(cls, data: Any) -> Any:
+        """`key=value:Effect`, `key:Effect`, `key` (any effect, Exists when no value)."""
+        if not isinstance(data, str):
+            return data
+        text, _, effect = data.partition(":")
+        key, eq, value = text.partition("=")
+        if not key.strip() or (effect and effect not in _TAINT_EFFECTS):
+            raise _fail("toleration", f"{_show(data)} is not a toleration", _TOLERATION_FIX)
+        return {"key": key.strip(), "operator": "Equal" if eq else "Exists", "value": value, "effect": effect}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise _fail(
+                "toleration", "operator Exists takes no value", "remove `value` or use operator Equal"
+            )
+        if not self.key and self.operator != "Exists":
+            raise _fail("toleration", "a toleration without a key must use operator Exists", _TOLERATION_FIX)
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise _fail("toleration", "tolerationSeconds needs effect NoExecute", "set effect: NoExecute")
+        return self
+
+    def as_kubernetes(self) -> dict:
+        out: dict = {"key": self.key} if self.key else {}
+        out["operator"] = self.operator
+        if self.operator == "Equal":
+            out["value"] = self.value
+        if self.effect:
+            out["effect"] = self.effect
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+
 class Resources(_Model):
-    """`resources:` — requests (= limits) of the container and where it may run."""
+    """`resources:` — requests (= limits) of the container and where it may run. `tolerations` adds
+    pod tolerations beyond the pool's (Kueue adds those of the pool's node taints itself)."""
 
     pool: DnsLabel = DEFAULT_POOL
     gpu: NonNegInt = Field(0, validation_alias=_aliases("gpu", "accelerator_count", "accelerator-count"))
@@ -462,6 +521,12 @@ class Resources(_Model):
     cpu: PositiveQuantity
     memory: PositiveQuantity
     gpu_share: Text | None = Field(None, validation_alias=_aliases("gpuShare", "gpu_share", "gpu-share"))
+    tolerations: list[Toleration] = []
+
+    @field_validator("tolerations", mode="before")
+    @classmethod
+    def _tolerations(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str | dict) else value
 
     @field_validator("pool", mode="before")
     @classmethod
@@ -472,6 +537,10 @@ class Resources(_Model):
     @classmethod
     def _gpu_type(cls, value: Any) -> Any:
         return None if value == "" else value
+
+
+_PROTOCOLS = ("TCP", "UDP", "SCTP")
+_SERVICE_TYPES = {t.lower(): t for t in ("NodePort", "ClusterIP", "LoadBalancer")}
 
 
 class Service(_Model):
@@ -486,8 +555,26 @@ class Service(_Model):
     target_port: Port | None = Field(
         None, validation_alias=_aliases("targetPort", "target_port", "target-port")
     )
-    protocol: Text | None = None
-    type: Text | None = None
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    type: Literal["NodePort", "ClusterIP", "LoadBalancer"] = "NodePort"
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _protocol(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().upper() in _PROTOCOLS:
+            return value.strip().upper()
+        raise _fail("protocol", f"unknown protocol {_show(value)}", f"use one of {', '.join(_PROTOCOLS)}")
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in _SERVICE_TYPES:
+            return _SERVICE_TYPES[value.strip().lower()]
+        hint = closest(str(value), list(_SERVICE_TYPES.values())) if isinstance(value, str) else None
+        fix = f"use one of {', '.join(_SERVICE_TYPES.values())}" + (
+            f" (did you mean '{hint}'?)" if hint else ""
+        )
+        raise _fail("service_type", f"unknown Service type {_show(value)}", fix)
 
     @field_validator("health_check")
     @classmethod
@@ -724,6 +811,57 @@ class PoolGuarantee(_Model):
     memory: NonNegQuantity | None = None
 
 
+class LimitRangeResources(_Model):
+    """CPU and memory amounts of one LimitRange field (`defaultRequest`, `default`, `max`)."""
+
+    cpu: PositiveQuantity | None = None
+    memory: PositiveQuantity | None = None
+
+    def as_kubernetes(self) -> dict[str, str]:
+        return {k: v for k, v in (("cpu", self.cpu), ("memory", self.memory)) if v is not None}
+
+
+DEFAULT_REQUEST = LimitRangeResources(cpu="100m", memory="256Mi")
+
+
+def _limit_range_switch(value: Any) -> Any:
+    """`limitRange: false` turns the team's LimitRange off; `true` or nothing keeps the defaults."""
+    if isinstance(value, bool):
+        return {"enabled": value}
+    return value
+
+
+class LimitRange(_Model):
+    """`limitRange:` — the LimitRange `gpuctl-defaults` of a team namespace (type Container). gpuctl's own
+    jobs always set requests = limits; this covers pods made by hand (`kubectl run`), which would
+    otherwise request nothing and so cost nothing against the team's quota. Defaults: defaultRequest
+    cpu 100m, memory 256Mi; no default limit and no max unless given; `limitRange: false` for none."""
+
+    enabled: bool = True
+    default_request: LimitRangeResources = Field(
+        DEFAULT_REQUEST, validation_alias=_aliases("defaultRequest", "default_request", "default-request")
+    )
+    default_limit: LimitRangeResources | None = Field(
+        None, validation_alias=_aliases("default", "defaultLimit", "default_limit", "default-limit")
+    )
+    max: LimitRangeResources | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LimitRange:
+        """Kubernetes refuses defaultRequest > default > max; say so here, naming the field."""
+        steps = [("defaultRequest", self.default_request), ("default", self.default_limit), ("max", self.max)]
+        for res in ("cpu", "memory"):
+            given = [(n, getattr(v, res)) for n, v in steps if v is not None and getattr(v, res) is not None]
+            for (lo_name, lo), (hi_name, hi) in pairwise(given):
+                if parse_quantity(lo) > parse_quantity(hi):
+                    raise _fail(
+                        "limit_range_order",
+                        f"{lo_name}.{res} {lo} is more than {hi_name}.{res} {hi}",
+                        f"keep defaultRequest <= default <= max for {res}",
+                    )
+        return self
+
+
 class QuotaEntry(_Model):
     """One namespace's quota. None means unlimited; `borrowing_limit` caps GPUs borrowed beyond `gpu`
     from idle teams (None = no cap, 0 = the quota is a hard cap)."""
@@ -735,6 +873,9 @@ class QuotaEntry(_Model):
         None, validation_alias=_aliases("borrowingLimit", "borrowing_limit", "borrowing-limit", "borrow")
     )
     pools: Annotated[dict[DnsLabelKey, PoolGuarantee], BeforeValidator(_pool_shorthand)] = {}
+    limit_range: Annotated[LimitRange, BeforeValidator(_limit_range_switch)] = Field(
+        LimitRange(), validation_alias=_aliases("limitRange", "limit_range", "limit-range")
+    )
 
     @model_validator(mode="after")
     def _pools_fit(self) -> QuotaEntry:

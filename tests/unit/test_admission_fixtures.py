@@ -80,8 +80,9 @@ def review(
     dry_run: bool = False,
     namespace: str | None = None,
     options: dict | None = None,
+    username: str = "alice",
 ) -> dict:
-    """A full AdmissionReview v1 as the API server sends it for `obj`."""
+    """A full AdmissionReview v1 as the API server sends it for `obj`, sent by `username`."""
     api = obj.get("apiVersion", "v1")
     group, _, version = api.rpartition("/")
     kind = obj["kind"]
@@ -103,7 +104,7 @@ def review(
         "requestResource": {"group": group, "version": version, "resource": plural},
         "name": obj.get("metadata", {}).get("name", ""),
         "operation": op,
-        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "userInfo": {"username": username, "groups": ["system:authenticated"]},
         "object": obj,
         "oldObject": old,
         "dryRun": dry_run,
@@ -218,10 +219,16 @@ def test_gpuctl_workloads_carry_the_labels_the_rules_read():
     assert labels[Labels.KUEUE_QUEUE] == "default"
     assert labels[Labels.POOL] == "a100"
     assert labels[Labels.PRIORITY] == "high"
-    assert job["spec"]["template"]["spec"]["nodeSelector"] == {
-        Labels.POOL: "a100",
-        Labels.GPU_TYPE: GPU_TYPE_A100,
-    }
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {Labels.POOL: "a100"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    # gpuType selects either GPU type key (runwhere.ai/gpuType is read as an alias of gpu-type).
+    assert [t["matchExpressions"] for t in terms] == [
+        [{"key": Labels.GPU_TYPE, "operator": "In", "values": [GPU_TYPE_A100]}],
+        [{"key": Labels.GPU_TYPE_LEGACY, "operator": "In", "values": [GPU_TYPE_A100]}],
+    ]
     assert gpuctl_workload("inference")["kind"] == "Deployment"
     assert gpuctl_workload("notebook")["kind"] == "StatefulSet"
 
