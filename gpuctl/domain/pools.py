@@ -138,11 +138,12 @@ def stale_flavors(
     flavors: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]
 ) -> dict[str, list[dict]]:
     """Pool flavor name -> the tolerations it should have, for each gpuctl pool flavor whose
-    tolerations no longer match its nodes' taints (flavors Kueue keeps immutable are left out)."""
+    tolerations no longer match its nodes' taints. A TAS flavor (flavor_immutable) cannot be patched:
+    its writer re-creates it (gpuctl.service.pools.set_flavor_tolerations)."""
     nodes = list(nodes)
     out = {}
     for f in flavors:
-        if not is_pool_flavor(f) or flavor_immutable(f):
+        if not is_pool_flavor(f):
             continue
         want = pool_tolerations(nodes, name(f))
         if flavor_tolerations(f) != want:

@@ -14,6 +14,7 @@ import yaml
 
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import Labels
+from gpuctl.service.pools import set_flavor_tolerations
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
 
@@ -118,7 +119,8 @@ def test_without_the_flavor_tolerations_the_same_job_would_never_start(
     quota.write_text(f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace: {{{ns}: {{gpu: 8}}}}\n")
     try:
         assert gpuctl("create", "-f", str(pool), "-f", str(quota))[0] == 0
-        kube.merge_patch(path("ResourceFlavor", "tainted"), {"spec": {"tolerations": None}})
+        # A TAS flavor is immutable in Kueue: gpuctl's writer re-creates it without tolerations.
+        set_flavor_tolerations(kube, kube.get(path("ResourceFlavor", "tainted")), [])
         assert gpuctl("create", "-f", _job(tmp_path, "stuck", ns, 2, pool="tainted"))[0] == 0
         pod = wait_until(lambda: next(iter(_pods(kube, ns, "stuck")), None), 60, what="pod created")
         reason = wait_until(

@@ -399,7 +399,11 @@ def test_api_dry_run_values(request):
         assert [o["kind"] for o in r.json()["objects"]] == ["Job"]
     r = admin.post("/api/v1/jobs", json={**job, "dryRun": "server"})
     assert r.status_code == 201 and r.json()["dryRun"] is True, r.text
-    assert r.json()["message"] == "job.batch/api-dry created (server dry run)"
+    # A server dry run also says when the job would run (gpuctl.domain.explain).
+    assert r.json()["message"] == (
+        "job.batch/api-dry created (server dry run); "
+        "job.batch/api-dry: would start now on pool training-pool (server dry run)"
+    )
     assert admin.post("/api/v1/jobs", json={**job, "dryRun": "maybe"}).status_code in (400, 422)
     r = admin.delete("/api/v1/pools/dev-pool", params={"dryRun": "client"})
     assert r.status_code == 200 and r.json()["message"].startswith("pool/dev-pool deleted (dry run)"), r.text

@@ -67,22 +67,22 @@ def test_flavor_with_tolerations_and_without() -> None:
 def test_stale_flavors_lists_only_gpuctl_pools_whose_tolerations_differ() -> None:
     nodes = [node("a", "p", GPU_TAINT), node("b", "q")]
     foreign = {"metadata": {"name": "f", "labels": {}}, "spec": {}}
-    tas = desired_flavor("t", [])
-    tas["spec"]["topologyName"] = "default"  # Kueue keeps a TAS flavor's spec immutable
+    tas = desired_flavor("t", [])  # a TAS flavor: listed too, its writer re-creates it
     nodes.append(node("c", "t", GPU_TAINT))
     # A pool flavor made before pools were TAS flavors (no topologyName) can still be patched.
     legacy = resource_flavor("p")
     del legacy["spec"]["topologyName"]
     flavors = [legacy, desired_flavor("q", nodes), budget_flavor(), foreign, tas]
-    assert stale_flavors(flavors, nodes) == {
-        "p": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
-    }
+    gpu = [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+    assert stale_flavors(flavors, nodes) == {"p": gpu, "t": gpu}
     # A taint removed from the nodes is removed from the flavor (an empty list: merge-patched to null).
     up_to_date = desired_flavor("p", nodes)
     del up_to_date["spec"]["topologyName"]
     assert stale_flavors([up_to_date], [node("a", "p")]) == {"p": []}
-    # Every flavor gpuctl makes now is a TAS flavor: Kueue keeps its tolerations as created.
-    assert stale_flavors([resource_flavor("p")], nodes) == {}
+    # TAS flavors are listed too (their writer re-creates them: Kueue keeps their spec immutable).
+    assert stale_flavors([resource_flavor("p")], nodes) == {
+        "p": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+    }
 
 
 def test_the_reconciler_wakes_on_taint_changes() -> None:
