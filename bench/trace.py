@@ -20,7 +20,8 @@ wait so far):
 - utilisation: GPU-seconds of Running pods / (cluster GPUs x day)
 - p50/p99 wait of jobs within their team's quota when submitted, and of all jobs (compressed seconds,
   and the same in real-day minutes)
-- fragmentation-pending pods: admitted by Kueue, then Unschedulable in kube-scheduler
+- fragmentation-pending pods: admitted by Kueue, then Unschedulable in kube-scheduler for 5 s or more
+  (not counting a pod whose node still holds a terminating pod: it waits for the grace period)
 - quota violations: jobs within their team's quota that waited more than 60 compressed seconds while
   another team used more than its quota
 - preemptions (Workload evictions with reason Preempted)
@@ -45,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from gpuctl.builders import build  # noqa: E402
 from gpuctl.cli.main import main as gpuctl_main  # noqa: E402
 from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
-from gpuctl.constants import TAS_UNCONSTRAINED, Labels  # noqa: E402
+from gpuctl.constants import HOSTNAME_LABEL, TAS_UNCONSTRAINED, Labels  # noqa: E402
 from gpuctl.domain.gpus import pod_gpus, workload_gpus  # noqa: E402
 from gpuctl.domain.objects import condition, parse_time  # noqa: E402
 from gpuctl.domain.workload import HOLDING_QUOTA, workload_state  # noqa: E402
@@ -58,6 +59,9 @@ POOLS = ("training-pool", "inference-pool", "dev-pool")
 CAPACITY = 28
 REAL_DAY = 86400.0
 WAIT_LIMIT = 60.0  # compressed seconds
+# A pod Unschedulable this long after admission is stuck (shorter: its preempted predecessor is
+# still terminating on the node).
+STUCK_SECONDS = 5.0
 
 
 @dataclass
@@ -257,6 +261,7 @@ class Result:
     preemptions: int = 0
     jobs: int = 0
     never: int = 0
+    stuck: list[str] = field(default_factory=list)  # the stuck pods and the scheduler's message
 
 
 def pct(v: list[float], p: float) -> float:
@@ -270,7 +275,8 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
     tas = design == "gpuctl"
     team_of = {v: k for k, v in ns.items()}
     tracks: dict[tuple[str, str], JobTrack] = {}
-    frag: set[str] = set()
+    frag: dict[str, list[float]] = {}  # pod -> [first, last] seen Unschedulable
+    why: dict[str, str] = {}
     gpu_seconds = 0.0
     evictions: dict[str, int] = {}
     usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
@@ -319,14 +325,21 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
                     for p in pods:
                         if (p.get("status") or {}).get("phase") == "Running":
                             gpu_seconds += pod_gpus(p) * dt
+                # Nodes still holding a pod that is terminating (a preempted or deleted job's; KWOK,
+                # like a kubelet, takes up to the 30 s grace period): a pod placed there waits for
+                # it, which is not fragmentation.
+                draining = {p["spec"].get("nodeName") for p in pods if p["metadata"].get("deletionTimestamp")}
                 for p in pods:
                     ps = condition(p, "PodScheduled")
+                    target = ((p.get("spec") or {}).get("nodeSelector") or {}).get(HOSTNAME_LABEL)
                     if (
                         not (p.get("spec") or {}).get("nodeName")
                         and not (p.get("spec") or {}).get("schedulingGates")
                         and ps.get("reason") == "Unschedulable"
+                        and not (target and target in draining)
                     ):
-                        frag.add(p["metadata"]["name"])
+                        frag.setdefault(p["metadata"]["name"], [t, t])[1] = t
+                        why[p["metadata"]["name"]] = ps.get("message", "")
 
     stop = threading.Event()
     wall0 = time.time()
@@ -370,7 +383,9 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
             res.waits_quota.append(wait)
             if wait > WAIT_LIMIT and tr.blocked > WAIT_LIMIT:
                 res.violations += 1
-    res.frag_pods = len(frag)
+    stuck = [n for n, (first, last) in frag.items() if last - first >= STUCK_SECONDS]
+    res.frag_pods = len(stuck)
+    res.stuck = [f"{n}: {why.get(n, '')}" for n in sorted(stuck)]
     res.preemptions = sum(evictions.values())
     res.jobs = len(tracks)
     return res
