@@ -65,11 +65,18 @@ else
   chroot "$WORK/rootfs" "/usr/bin/python$PV" -m compileall -q --invalidation-mode unchecked-hash "/usr/lib/python$PV" >/dev/null
   # No dpkg database in an extracted tree: write each package's control fields to
   # /var/lib/dpkg/status.d/<package> (the distroless convention image scanners read).
+  # dpkg and tar arrive as dependencies but only manage packages: their files are removed (by the
+  # packages' own file lists), as is everything of the Debian layer a running gpuctl never opens.
   mkdir -p "$WORK/rootfs/var/lib/dpkg/status.d"
   for d in "$WORK"/rootfs/var/cache/apt/archives/*.deb; do
     p=$(dpkg-deb -f "$d" Package)
+    if [[ " $IMAGE_DROP_PACKAGES " == *" $p "* ]]; then
+      dpkg-deb -c "$d" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | while read -r f; do rm -f "$WORK/rootfs$f"; done
+      continue
+    fi
     { dpkg-deb -f "$d"; echo "Status: install ok installed"; } > "$WORK/rootfs/var/lib/dpkg/status.d/$p"
   done
+  rm -rf "$WORK/rootfs/var/lib/dpkg/info" "$WORK/rootfs/var/lib/dpkg/alternatives" "$WORK/rootfs/etc/alternatives"
   rm -rf "$WORK/rootfs"/var/cache/apt/* "$WORK/rootfs"/var/lib/apt/lists/* "$WORK/rootfs/dev"/* 2>/dev/null || true
   PKGS=$(ls "$WORK/rootfs/var/lib/dpkg/status.d" | wc -l)
   log "Debian layer: $PKGS packages from $DEBIAN_SUITE"
@@ -84,6 +91,9 @@ else
   # The kubernetes package's asyncio client (kubernetes.aio, ~60 MiB with .pyc) is never imported by gpuctl
   # (gpuctl.cluster uses its configuration loader and REST client); the image-run test proves the rest works.
   rm -rf "$SITE/kubernetes/aio"
+  # pip records where the wheel came from (a temporary path): drop it, so the layer is reproducible.
+  rm -f "$SITE"/gpuctl-*.dist-info/direct_url.json
+  sed -i '/direct_url.json/d' "$SITE"/gpuctl-*.dist-info/RECORD
   "$PY" -m pip freeze -q --path "$SITE" > "$WORK/requirements.txt" 2>/dev/null || true
   # Compile with the image's own interpreter (bind-mounted into its rootfs), so .pyc match it exactly.
   mkdir -p "$WORK/rootfs/usr/local"
