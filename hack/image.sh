@@ -3,6 +3,7 @@
 #
 #   hack/image.sh              build (or reuse the cached image of the same wheel content), print the digest
 #   hack/image.sh --force      rebuild even when cached
+#   hack/image.sh --update-chart   also write the digest into charts/gpuctl/values.yaml (image.digest)
 #
 # What it is: Debian's python3.11 (python3.11-minimal + libpython3.11-stdlib and their library
 # dependencies, extracted by mmdebstrap --variant=extract: no shell, no apt, no dpkg, no perl) and the
@@ -27,7 +28,14 @@ OUT="${GPUCTL_IMAGE_OUT:-$ROOT/build/image}"
 CACHE="${GPUCTL_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuctl-image}"
 REPO="${GPUCTL_IMAGE_REPOSITORY:-ghcr.io/runwhere/gpuctl}"
 PY="${GPUCTL_PYTHON:-$(command -v python3)}"
-FORCE=0; [[ "${1:-}" == "--force" ]] && FORCE=1
+FORCE=0; UPDATE_CHART=0
+for a in "$@"; do
+  case $a in
+    --force) FORCE=1 ;;
+    --update-chart) UPDATE_CHART=1 ;;
+    *) echo "usage: hack/image.sh [--force] [--update-chart]" >&2; exit 2 ;;
+  esac
+done
 PV=$PYTHON_VERSION
 T0=$(date +%s)
 log() { echo "image: [$(( $(date +%s) - T0 ))s] $*"; }
@@ -122,6 +130,11 @@ cp "$DEST/requirements.txt" "$OUT/requirements.txt" 2>/dev/null || true
 if command -v skopeo >/dev/null; then   # an independent reader of the archive agrees on the digest
   SK=$(skopeo inspect --format '{{.Digest}}' "oci-archive:$OUT/gpuctl.oci.tar")
   [[ "$SK" == "$DIGEST" ]] || die "skopeo reads digest $SK, expected $DIGEST"
+fi
+if [[ $UPDATE_CHART == 1 ]]; then
+  sed -i -E "s/^(  digest: \")sha256:[0-9a-f]{64}(\")/\1$DIGEST\2/" "$ROOT/charts/gpuctl/values.yaml"
+  grep -q "$DIGEST" "$ROOT/charts/gpuctl/values.yaml" || die "could not write image.digest into charts/gpuctl/values.yaml"
+  log "charts/gpuctl/values.yaml image.digest = $DIGEST"
 fi
 SIZE=$(stat -c %s "$OUT/gpuctl.oci.tar")
 log "done: $OUT/gpuctl.oci.tar ($(( SIZE / 1024 / 1024 )) MiB compressed)"
