@@ -98,7 +98,8 @@ def pod_template(
     if env.env:
         container["env"] = [{"name": e.name, "value": e.value} for e in env.env]
     if container_port:
-        container["ports"] = [{"containerPort": container_port, "protocol": "TCP"}]
+        protocol = getattr(getattr(spec, "service", None), "protocol", "TCP")
+        container["ports"] = [{"containerPort": container_port, "protocol": protocol}]
     container["resources"] = resources(spec)
     workdirs = spec.storage.workdirs if spec.storage else []
     if workdirs:
@@ -141,7 +142,8 @@ def service_port(spec: JobSpec) -> tuple[int, int]:
 
 
 def node_port_service(spec: JobSpec, namespace: str) -> dict:
-    """NodePort Service svc-<name> selecting the job's pods by `app=<name>`.
+    """Service svc-<name> selecting the job's pods by `app=<name>`: NodePort unless `service.type` says
+    ClusterIP or LoadBalancer, on `service.protocol` (TCP unless UDP or SCTP is asked for).
 
     nodePort is left to Kubernetes; server-side apply keeps the allocated one on later applies.
     """
@@ -152,8 +154,10 @@ def node_port_service(spec: JobSpec, namespace: str) -> dict:
         "kind": "Service",
         "metadata": metadata(spec, namespace, labels, name=service_name(spec.job.name)),
         "spec": {
-            "type": "NodePort",
+            "type": spec.service.type,
             "selector": {Labels.APP: spec.job.name},
-            "ports": [{"name": "main", "port": port, "targetPort": target, "protocol": "TCP"}],
+            "ports": [
+                {"name": "main", "port": port, "targetPort": target, "protocol": spec.service.protocol}
+            ],
         },
     }

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from gpuctl import __version__
 from gpuctl.cli import (
     admission_cmd,
+    adopt,
     api_cmd,
     apply,
     create,
@@ -38,7 +39,7 @@ from gpuctl.cli import (
 )
 from gpuctl.cli.errors import CommandError
 
-VERBS = (create, apply, delete, get, describe, logs, label, version, admission_cmd, api_cmd, serve)
+VERBS = (create, apply, delete, get, describe, logs, label, adopt, version, admission_cmd, api_cmd, serve)
 
 # `gpuctl serve ...` / `gpuctl admission serve ...`: argv after the verb -> exit code (see gpuctl.main).
 Services = Mapping[str, Callable[[list[str]], int]]

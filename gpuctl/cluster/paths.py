@@ -19,6 +19,8 @@ RESOURCES: dict[str, Resource] = {
     "Event": Resource("v1", "events", True),
     "Secret": Resource("v1", "secrets", True),
     "ServiceAccount": Resource("v1", "serviceaccounts", True),
+    "ResourceQuota": Resource("v1", "resourcequotas", True),
+    "LimitRange": Resource("v1", "limitranges", True),
     "Job": Resource("batch/v1", "jobs", True),
     "Deployment": Resource("apps/v1", "deployments", True),
     "StatefulSet": Resource("apps/v1", "statefulsets", True),
@@ -32,6 +34,17 @@ RESOURCES: dict[str, Resource] = {
     "ValidatingWebhookConfiguration": Resource(
         "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False
     ),
+    "ValidatingAdmissionPolicy": Resource(
+        "admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False
+    ),
+    "ValidatingAdmissionPolicyBinding": Resource(
+        "admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False
+    ),
+    "ConfigMap": Resource("v1", "configmaps", True),
+    "Lease": Resource("coordination.k8s.io/v1", "leases", True),
+    "ClusterRole": Resource("rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": Resource("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "RoleBinding": Resource("rbac.authorization.k8s.io/v1", "rolebindings", True),
 }
 
 

@@ -13,7 +13,9 @@ Labels are bounded and join with Kueue and DCGM (docs/metrics.md):
   and the `namespace` of kueue_local_queue_*, kube-state-metrics and DCGM (--kubernetes);
 - `priority`: high | medium | low (runwhere.ai/priority; Kueue's priority_class is gpuctl-<priority>),
   `none` for anything else;
-- `gpu_type` only on gpuctl_pool_info. Never a pod, job or node name.
+- `gpu_type` only on gpuctl_pool_info;
+- `node` only on gpuctl_node_pool_info (one series per node of a pool), the join of DCGM's per-GPU
+  series to pools (manifests/prometheus/rules.yaml). Never a pod or job name.
 
 Two event-driven series are kept by `WorkloadTracker`: the queue-wait histogram (observed once per
 Workload UID, the first time it is seen holding quota) and the preemption counter.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 from prometheus_client import (
@@ -182,6 +184,20 @@ def workload_summary(wl: dict) -> WorkloadInfo:
 
 
 # -------------------------------------------------------------------- event-driven series
+class _LeaderOnly(Collector):
+    """Yields its collectors' series only while `leader()` is true (always when leader is None)."""
+
+    def __init__(self, collectors: list, leader: Callable[[], bool] | None):
+        self.collectors = collectors
+        self.leader = leader
+
+    def collect(self) -> Iterator:
+        if self.leader is not None and not self.leader():
+            return
+        for c in self.collectors:
+            yield from c.collect()
+
+
 class WorkloadTracker:
     """Observes queue wait once per Workload UID and counts preemptions as they happen.
 
@@ -191,20 +207,27 @@ class WorkloadTracker:
     the counter starts at the informer's first list.
     """
 
-    def __init__(self, registry: CollectorRegistry, informer: Informer | None = None):
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        informer: Informer | None = None,
+        leader: Callable[[], bool] | None = None,
+    ):
         self.wait = Histogram(
             "gpuctl_queue_wait_seconds",
             "Time from a Workload's creation to Kueue reserving quota for it (first admission)",
             ["pool", "priority"],
             buckets=WAIT_BUCKETS,
-            registry=registry,
+            registry=None,
         )
         self.preemptions = Counter(
             "gpuctl_workload_preemptions_total",
             "Workloads preempted by Kueue (evicted to make room), by preempted workload's team and reason",
             ["pool", "namespace", "priority", "reason"],
-            registry=registry,
+            registry=None,
         )
+        # Cluster facts: with several replicas only the leader exports them (gpuctl.server.leader).
+        registry.register(_LeaderOnly([self.wait, self.preemptions], leader))
         self.informer = informer
         self._observed: set[str] = set()
         self._preempted: dict[str, int] = {}
@@ -240,10 +263,18 @@ class WorkloadTracker:
 class GpuctlCollector(Collector):
     """Everything but the two event-driven series, computed from the cache on each scrape."""
 
-    def __init__(self, cache: Cache, reconciler: Reconciler | None = None, pod_gpus: PodGpus | None = None):
+    def __init__(
+        self,
+        cache: Cache,
+        reconciler: Reconciler | None = None,
+        pod_gpus: PodGpus | None = None,
+        leader: Callable[[], bool] | None = None,
+    ):
         self.cache = cache
         self.reconciler = reconciler
         self.pod_gpus = pod_gpus
+        # With leader election, the cluster-state series come only from the leader (docs/metrics.md).
+        self.leader = leader
         self.last_duration = 0.0
 
     def _list(self, kind: str) -> list:
@@ -254,7 +285,15 @@ class GpuctlCollector(Collector):
 
     def collect(self) -> Iterator:
         t0 = time.perf_counter()
-        families = [*self._pools_and_teams(), *self._health()]
+        leading = self.leader is None or self.leader()
+        families = [*(self._pools_and_teams() if leading else ()), *self._health()]
+        if self.leader is not None:
+            g = GaugeMetricFamily(
+                "gpuctl_serve_leader",
+                "1 on the replica that holds the gpuctl-serve Lease (and exports the cluster-state series)",
+            )
+            g.add_metric([], 1 if leading else 0)
+            families.append(g)
         self.last_duration = time.perf_counter() - t0
         g = GaugeMetricFamily(
             "gpuctl_collect_duration_seconds",
@@ -328,6 +367,14 @@ class GpuctlCollector(Collector):
                 [p, p, ",".join(sorted(gpu_types[p])), "true" if p in flavor_pools else "false"], 1
             )
         yield info
+        node_info = GaugeMetricFamily(
+            "gpuctl_node_pool_info",
+            "A node of a gpuctl pool (=1): joins per-node series such as DCGM's to pools",
+            labels=["node", "pool"],
+        )
+        for node, pool in sorted(node_pool_of.items()):
+            node_info.add_metric([node, pool], 1)
+        yield node_info
 
         def pool_gauge(name: str, doc: str, values: dict[str, float]) -> GaugeMetricFamily:
             g = GaugeMetricFamily(name, doc, labels=["pool"])
@@ -502,7 +549,11 @@ class GpuctlCollector(Collector):
 
 
 def build_registry(
-    cache: Cache, reconciler: Reconciler | None = None, *, process: bool = True
+    cache: Cache,
+    reconciler: Reconciler | None = None,
+    *,
+    process: bool = True,
+    leader: Callable[[], bool] | None = None,
 ) -> tuple[CollectorRegistry, GpuctlCollector, WorkloadTracker | None]:
     """A registry with gpuctl's collector, the Workload tracker (hooked to the Workload informer,
     which must not have started yet) and the process collectors (process_resident_memory_bytes...)."""
@@ -511,11 +562,11 @@ def build_registry(
     if "Pod" in cache:
         pod_gpus = PodGpus()
         cache["Pod"].add_handler(pod_gpus.handle)
-    collector = GpuctlCollector(cache, reconciler, pod_gpus)
+    collector = GpuctlCollector(cache, reconciler, pod_gpus, leader)
     registry.register(collector)
     tracker = None
     if "Workload" in cache:
-        tracker = WorkloadTracker(registry, cache["Workload"])
+        tracker = WorkloadTracker(registry, cache["Workload"], leader)
         cache["Workload"].add_handler(tracker.handle)
     if process:
         process_collector.ProcessCollector(registry=registry)

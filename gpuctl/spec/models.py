@@ -537,6 +537,10 @@ class Resources(_Model):
         return None if value == "" else value
 
 
+_PROTOCOLS = ("TCP", "UDP", "SCTP")
+_SERVICE_TYPES = {t.lower(): t for t in ("NodePort", "ClusterIP", "LoadBalancer")}
+
+
 class Service(_Model):
     """`service:` — replicas and the port exposed through the NodePort Service `svc-<name>`."""
 
@@ -549,8 +553,26 @@ class Service(_Model):
     target_port: Port | None = Field(
         None, validation_alias=_aliases("targetPort", "target_port", "target-port")
     )
-    protocol: Text | None = None
-    type: Text | None = None
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    type: Literal["NodePort", "ClusterIP", "LoadBalancer"] = "NodePort"
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _protocol(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().upper() in _PROTOCOLS:
+            return value.strip().upper()
+        raise _fail("protocol", f"unknown protocol {_show(value)}", f"use one of {', '.join(_PROTOCOLS)}")
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in _SERVICE_TYPES:
+            return _SERVICE_TYPES[value.strip().lower()]
+        hint = closest(str(value), list(_SERVICE_TYPES.values())) if isinstance(value, str) else None
+        fix = f"use one of {', '.join(_SERVICE_TYPES.values())}" + (
+            f" (did you mean '{hint}'?)" if hint else ""
+        )
+        raise _fail("service_type", f"unknown Service type {_show(value)}", fix)
 
     @field_validator("health_check")
     @classmethod

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from gpuctl.builders import build
-from gpuctl.spec import load_file, load_text
+from gpuctl.cli.output import to_yaml
+from gpuctl.spec import SpecError, load_file, load_text
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "builders"
@@ -146,3 +147,51 @@ def test_priority_maps_to_workload_priority_class() -> None:
         (job,) = build(doc.spec, "ns")
         assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == f"gpuctl-{prio}"
         assert job["spec"]["template"]["spec"]["nodeSelector"] == {"runwhere.ai/pool": "default"}
+
+
+def _load(doc: dict):
+    (d,) = load_text(yaml.safe_dump(doc), "svc.yaml")
+    return d.spec
+
+
+def _inference(**service) -> dict:
+    return {
+        "kind": "inference",
+        "job": {"name": "svc"},
+        "environment": {"image": "nginx"},
+        "resources": {"cpu": 1, "memory": "1Gi"},
+        "service": {"port": 5353, "healthCheck": "/health", **service},
+    }
+
+
+def test_service_type_and_protocol_are_honoured() -> None:
+    deploy, svc = build(_load(_inference(type="clusterip", protocol="udp")), "default")
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["ports"][0]["protocol"] == "UDP"
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["ports"] == [
+        {"containerPort": 5353, "protocol": "UDP"}
+    ]
+    _, svc = build(_load(_inference()), "default")
+    assert (svc["spec"]["type"], svc["spec"]["ports"][0]["protocol"]) == ("NodePort", "TCP")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fix"), [("type", "NodPort", "NodePort"), ("protocol", "HTTP", "TCP")]
+)
+def test_unknown_service_type_or_protocol_is_an_error_naming_the_choices(
+    field: str, value: str, fix: str
+) -> None:
+    with pytest.raises(SpecError) as e:
+        _load(_inference(**{field: value}))
+    assert f"service.{field}" in str(e.value) and fix in str(e.value)
+
+
+def test_yaml_output_has_no_anchors() -> None:
+    objs = build(_load(_inference()), "default")
+    text = to_yaml(objs[0])
+    assert "&id" not in text and "*id" not in text
+    probe = objs[0]["spec"]["template"]["spec"]["containers"][0]
+    assert (
+        probe["livenessProbe"]["httpGet"] is probe["readinessProbe"]["httpGet"]
+    )  # shared, yet printed twice
+    assert text.count("path: /health") == 2

@@ -147,8 +147,11 @@ def test_cluster_role_is_least_privilege() -> None:
         extra = set(rule["verbs"]) - {"list", "watch"}
         if extra:
             writes.append((rule["apiGroups"], rule["resources"], sorted(extra), rule.get("resourceNames")))
-    # The only write: server-side apply of the Cohort `gpuctl`, by name.
-    assert writes == [(["kueue.x-k8s.io"], ["cohorts"], ["patch"], ["gpuctl"])]
+    # The only writes: tolerations of the pool flavors, and server-side apply of the Cohort `gpuctl`, by name.
+    assert writes == [
+        (["kueue.x-k8s.io"], ["resourceflavors"], ["patch"], None),
+        (["kueue.x-k8s.io"], ["cohorts"], ["patch"], ["gpuctl"]),
+    ]
     read = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert read == {
         ("", "nodes"),
@@ -182,7 +185,16 @@ def test_deployment_service_and_servicemonitor_agree() -> None:
         c["livenessProbe"]["httpGet"]["path"],
         "/metrics",
     } <= routes
-    assert dep["spec"]["replicas"] == 1
+    # Two replicas, safe because they elect a leader in the Deployment's namespace (where the Lease Role is).
+    assert dep["spec"]["replicas"] == 2 and args.leader_elect
+    env = {e["name"]: e for e in c["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    (role,) = [d for d in _docs(SERVE / "rbac.yaml") if d["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    assert {(tuple(r["verbs"]), tuple(r.get("resourceNames", ()))) for r in role["rules"]} == {
+        (("get", "update"), (args.lease_name,)),
+        (("create",), ()),
+    }
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     (sm,) = _docs(PROM / "servicemonitor.yaml")
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
