@@ -63,7 +63,12 @@ def manifest_objects() -> list[dict]:
         MANIFESTS / "admission" / f
         for f in yaml.safe_load((MANIFESTS / "admission/kustomization.yaml").read_text())["resources"]
     ]
-    files += [MANIFESTS / "serve/rbac.yaml", MANIFESTS / "serve/deployment.yaml", MANIFESTS / "api/rbac.yaml"]
+    files += [
+        MANIFESTS / "serve/rbac.yaml",
+        MANIFESTS / "serve/deployment.yaml",
+        MANIFESTS / "serve/rbac-api.yaml",
+    ]
+    files += [MANIFESTS / "api/rbac.yaml"]
     files += [MANIFESTS / "kueue/bootstrap.yaml"]
     docs = [d for f in files for d in yaml.safe_load_all(f.read_text()) if d]
     return [
@@ -244,6 +249,7 @@ def test_values_change_what_they_say() -> None:
         not in no_api[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
     )
     assert ("ClusterRole", "gpuctl-api") not in no_api
+    assert ("ClusterRole", "gpuctl-serve-api") not in no_api and ("ClusterRole", "gpuctl-serve-api") in docs
 
 
 @pytest.mark.parametrize(

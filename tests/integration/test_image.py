@@ -150,7 +150,12 @@ class Runner:
         for kv in self.image["config"]["process"]["env"]:
             k, v = kv.split("=", 1)
             env[k] = v
-        env.update({e["name"]: e.get("value", "") for e in c.get("env", [])})
+        # The downward API, as the kubelet resolves it for this pod.
+        fields = {"metadata.namespace": deployment["metadata"]["namespace"], "metadata.name": "pod-0"}
+        for e in c.get("env", []):
+            env[e["name"]] = (
+                fields[e["valueFrom"]["fieldRef"]["fieldPath"]] if "valueFrom" in e else e["value"]
+            )
         env.update(
             {
                 "KUBERNETES_SERVICE_HOST": self.api[0],
@@ -225,8 +230,8 @@ def system(kube, kubectl_bin, cluster) -> Iterator[dict]:
 
 
 def apply_rbac(system: dict, chart: dict, components: tuple[str, ...]) -> None:
-    """Apply the chart's ServiceAccounts, ClusterRoles and bindings of these components for real."""
-    kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+    """Apply the chart's ServiceAccounts, (Cluster)Roles and bindings of these components for real."""
+    kinds = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
     docs = [
         d
         for (k, _), d in chart.items()
