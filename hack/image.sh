@@ -81,7 +81,7 @@ make_trees() {
     fi
     { dpkg-deb -f "$d"; echo "Status: install ok installed"; } > "$dir/rootfs/var/lib/dpkg/status.d/$p"
   done
-  rm -rf "$dir/rootfs/var/lib/dpkg/info" "$dir/rootfs/var/lib/dpkg/alternatives" "$dir/rootfs/etc/alternatives"
+  rm -rf "$dir/rootfs"/var/lib/dpkg/{info,alternatives,triggers} "$dir/rootfs/etc/alternatives"
   rm -rf "$dir/rootfs"/var/cache/apt/* "$dir/rootfs"/var/lib/apt/lists/* "$dir/rootfs/dev" 2>/dev/null || true
   # Docs, man pages, locales: never opened by gpuctl. hostname and resolv.conf (mmdebstrap copies the
   # build host's): the container runtime provides them.
