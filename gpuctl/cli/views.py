@@ -71,6 +71,7 @@ def get_jobs(args: argparse.Namespace) -> int:
         kind=args.kind,
         selector=args.selector,
         positions=wide or args.output in ("json", "yaml"),
+        gpus=args.output in ("json", "yaml"),  # tables show no GPU column: pods come as Table rows
     )
     if args.name:
         rows = [r for r in rows if r.name == args.name]
@@ -111,6 +112,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
                         kind=args.kind,
                         selector=args.selector,
                         positions=wide,
+                        gpus=False,
                     ):
                         cells = _job_cells(r, wide)
                         key = (r.namespace, r.job_id)

@@ -58,6 +58,12 @@ class ClusterReader:
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
         return self.cluster.get_or_none(path(kind, name, namespace))
 
+    def list_table(
+        self, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict]:
+        """The objects as the API server's Table rows (metadata plus printed cells; Cluster.list_table)."""
+        return self.cluster.list_table(path(kind, namespace=namespace), label_selector=label_selector)
+
 
 def as_reader(source: Any) -> Reader:
     """A Reader for `source`: itself if it is one, else a ClusterReader over it (a Cluster, or anything

@@ -14,6 +14,9 @@ from gpuctl.domain.status import (
     WAITING_STATES,
     State,
     job_status,
+    pod_finished,
+    pod_ip,
+    pod_node,
     pod_ready,
     pod_status,
     unschedulable_message,
@@ -41,7 +44,7 @@ class JobRow:
     priority: str = ""
     queue: str = ""
     position: int | None = None
-    gpus: int = 0
+    gpus: int | None = 0  # None: not read (list_job_rows(gpus=False))
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -100,13 +103,15 @@ def list_job_rows(
     selector: str | None = None,
     inventory: Inventory | None = None,
     positions: bool = True,
+    gpus: bool = True,
 ) -> list[JobRow]:
     """Rows of `get jobs`: every pod of every gpuctl job, plus one row per job without pods.
 
     positions=False skips the queue positions, and with them the list of every Workload (the cost of
-    `get jobs` at scale): the plain table does not show them.
+    `get jobs` at scale): the plain table does not show them. gpus=False leaves the rows' GPU counts
+    unset (None) and reads pods as Table rows without their specs, a fifth of the bytes.
     """
-    inv = inventory or Inventory(cluster, namespace)
+    inv = inventory or Inventory(cluster, namespace, pod_rows=not gpus)
     if not positions and inventory is None:
         inv.use_workloads_of_suspended_jobs()
     wanted = _selector_filter(selector)
@@ -127,7 +132,7 @@ def list_job_rows(
             "priority": labels.get(Labels.PRIORITY, ""),
             "queue": labels.get(Labels.KUEUE_QUEUE, ""),
         }
-        live = [p for p in job.pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        live = [p for p in job.pods if not pod_finished(p)]
         shown = job.pods if job.resource == "Job" else (live or job.pods)
         if not shown:
             rows.append(
@@ -160,11 +165,11 @@ def list_job_rows(
                     job_id=pod["metadata"]["name"],
                     status=st,
                     ready=f"{r}/{t}",
-                    node=(pod.get("spec") or {}).get("nodeName") or "<none>",
-                    ip=(pod.get("status") or {}).get("podIP") or "<none>",
+                    node=pod_node(pod) or "<none>",
+                    ip=pod_ip(pod) or "<none>",
                     age=age_seconds(pod),
                     position=wl_pos,
-                    gpus=pod_gpus(pod),
+                    gpus=pod_gpus(pod) if gpus else None,
                     **common,
                 )
             )
