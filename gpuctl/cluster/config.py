@@ -304,6 +304,8 @@ class Connection:
             if self.ssl_context.verify_mode == ssl.CERT_NONE:  # insecure-skip-tls-verify
                 kw["cert_reqs"] = "CERT_NONE"
                 kw["assert_hostname"] = False
+                # The kubeconfig asked for it; kubectl does not warn on every request either.
+                urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         if self.server_hostname:
             kw["server_hostname"] = self.server_hostname
             kw["assert_hostname"] = self.server_hostname

@@ -19,7 +19,6 @@ from gpuctl.domain.objects import condition, meta
 from gpuctl.domain.workload import WorkloadState, finished_failed, workload_state
 
 KUEUE_GATE = "kueue.x-k8s.io/admission"
-KUEUE_GATE_PREFIX = "kueue.x-k8s.io/"  # admission, topology (TAS)
 
 
 class State(StrEnum):
@@ -150,14 +149,12 @@ def printed_pod_status(pod: Mapping[str, Any]) -> str:
 
 
 def is_gated(pod: Mapping[str, Any]) -> bool:
-    """Held by a Kueue scheduling gate (admission, or TAS's topology gate)."""
+    """Held by a scheduling gate. gpuctl's pods carry only Kueue's (admission, TAS topology); a Table row
+    tells that some gate holds the pod, not which, so both forms count any gate."""
     cell = _cell(pod, "Status")
     if cell is not None:
         return cell == "SchedulingGated"
-    return any(
-        str(g.get("name", "")).startswith(KUEUE_GATE_PREFIX)
-        for g in (pod.get("spec") or {}).get("schedulingGates") or []
-    )
+    return bool((pod.get("spec") or {}).get("schedulingGates"))
 
 
 # kubectl's words that gpuctl shows in its own (earlier gpuctl's) vocabulary.
