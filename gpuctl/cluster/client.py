@@ -26,6 +26,8 @@ from gpuctl.cluster.paths import object_path, path
 from gpuctl.constants import FIELD_MANAGER
 
 PAGE_SIZE = 500
+VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
+VISIBILITY_PAGE = 1000
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
@@ -80,6 +82,7 @@ class Cluster:
         self.host = connection.host.rstrip("/")
         self.context_namespace = connection.namespace
         self._pool: urllib3.PoolManager = connection.pool(pool_size)
+        self._visibility: str | bool | None = None  # the visibility API version served; False: none
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -245,6 +248,28 @@ class Cluster:
             cont = (page.get("metadata") or {}).get("continue")
             if not cont:
                 return items
+
+    def pending_workloads(self, cluster_queue: str) -> list[dict] | None:
+        """Kueue's visibility API for one ClusterQueue: every pending Workload with its position, paged
+        by `offset` (the API's own limit is 1,000 per answer); None when the API is not served."""
+        if self._visibility is False:
+            return None
+        items: list[dict] = []
+        for version in [self._visibility] if self._visibility else VISIBILITY_VERSIONS:
+            base = f"/apis/visibility.kueue.x-k8s.io/{version}/clusterqueues/{cluster_queue}/pendingworkloads"
+            try:
+                while True:
+                    page = self.get(base, limit=VISIBILITY_PAGE, offset=len(items)).get("items") or []
+                    items += page
+                    if len(page) < VISIBILITY_PAGE:
+                        self._visibility = version
+                        return items
+            except ApiError as e:
+                if e.status not in (404, 503):
+                    raise
+                items = []
+        self._visibility = False
+        return None
 
     def list_with_version(
         self, api_path: str, *, label_selector: str | None = None

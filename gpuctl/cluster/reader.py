@@ -58,6 +58,12 @@ class ClusterReader:
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
         return self.cluster.get_or_none(path(kind, name, namespace))
 
+    def pending_workloads(self, cluster_queue: str) -> list[dict] | None:
+        """Kueue's visibility API: the ClusterQueue's pending Workloads in Kueue's order (positions,
+        owners); None when the cluster does not serve the API (Kueue without VisibilityOnDemand, or no
+        APIService registered)."""
+        return self.cluster.pending_workloads(cluster_queue)
+
     def list_table(
         self, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> list[dict]:

@@ -91,8 +91,9 @@ class Inventory:
     def use_workloads_of_suspended_jobs(self) -> None:
         """Fetch only the Workloads that a plain `get jobs` table needs: those of suspended Jobs (to tell
         Queued from Preempted). Listing every Workload costs more than listing every pod (each carries
-        a pod template and is served as JSON), and running pods need none. Queue positions then cover
-        only these Workloads, so callers that print positions must not use this."""
+        a pod template and is served as JSON), and running pods need none. `positions` still covers
+        every waiting Workload (from Kueue's visibility API, or a full list)."""
+        self._workload_subset = True
         uids = [
             o["metadata"]["uid"]
             for kind, o in self.controllers
@@ -125,8 +126,43 @@ class Inventory:
 
     @cached_property
     def positions(self) -> dict[str, int]:
-        """Workload UID -> position in its queue, computed once per command."""
-        return queue_positions(self.workloads)
+        """Owner UID (a Job's, a StatefulSet's, a Deployment pod's) -> 1-based position of its waiting
+        Workload in its ClusterQueue, once per command. From Kueue's visibility API when the cluster
+        serves it (Kueue's own order, a few small requests instead of every Workload), else computed
+        from the Workloads (gpuctl.domain.workload.queue_positions)."""
+        visible = self._visible_positions()
+        if visible is not None:
+            return visible
+        subset = getattr(self, "_workload_subset", False)
+        workloads = self._list("Workload") if subset else self.workloads
+        by_uid = queue_positions(workloads)
+        out: dict[str, int] = {}
+        for wl in workloads:
+            pos = by_uid.get(wl["metadata"].get("uid", ""))
+            if pos is not None:
+                for ref in wl["metadata"].get("ownerReferences") or []:
+                    out[ref["uid"]] = pos
+        return out
+
+    def _visible_positions(self) -> dict[str, int] | None:
+        pending = getattr(self.reader, "pending_workloads", None)
+        if pending is None:
+            return None
+        queues = self.team_queues
+        names = (
+            [cq["metadata"]["name"] for ns, cq in queues.items() if ns == self.namespace]
+            if self.namespace
+            else [cq["metadata"]["name"] for cq in queues.values()]
+        )
+        out: dict[str, int] = {}
+        for name in names:
+            items = pending(name)
+            if items is None:  # the API is not served: compute instead
+                return None
+            for item in items:
+                for ref in item.get("metadata", {}).get("ownerReferences") or []:
+                    out[ref["uid"]] = int(item.get("positionInClusterQueue", 0)) + 1
+        return out
 
     @cached_property
     def _pods_by_owner_key(self) -> dict[tuple[str, str, str], list[dict]]:

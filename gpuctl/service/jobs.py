@@ -20,6 +20,7 @@ from gpuctl.domain.status import (
     pod_ready,
     pod_status,
     unschedulable_message,
+    workload_word,
 )
 from gpuctl.domain.teams import team_from_cluster_queue, team_usage
 from gpuctl.service.errors import NotFound, ServiceError
@@ -82,16 +83,23 @@ def _kind_of(obj: dict) -> str:
     return (obj["metadata"].get("labels") or {}).get(Labels.JOB_TYPE, "")
 
 
-def collect_jobs(inv: Inventory) -> list[Job]:
-    positions = inv.positions
+def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
     jobs = []
     for resource, obj in inv.controllers:
         pods = inv.pods_of(resource, obj)
         wl = inv.workload_of(resource, obj, pods)
         st = job_status(resource, obj, wl, pods)
-        pos = positions.get(wl["metadata"]["uid"]) if wl else None
+        pos = _position(inv, wl) if positions else None
         jobs.append(Job(_kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos))
     return jobs
+
+
+def _position(inv: Inventory, wl: dict | None) -> int | None:
+    """The queue position of a waiting Workload, through its owner (inv.positions is keyed by owner)."""
+    if not wl or workload_word(wl) not in WAITING_STATES:
+        return None
+    refs = wl["metadata"].get("ownerReferences") or []
+    return next((inv.positions[r["uid"]] for r in refs if r["uid"] in inv.positions), None)
 
 
 def list_job_rows(
@@ -112,11 +120,12 @@ def list_job_rows(
     unset (None) and reads pods as Table rows without their specs, a fifth of the bytes.
     """
     inv = inventory or Inventory(cluster, namespace, pod_rows=not gpus)
-    if not positions and inventory is None:
+    if inventory is None and not gpus:
+        # A table (plain or wide): the Workloads a status word needs; positions come from Kueue.
         inv.use_workloads_of_suspended_jobs()
     wanted = _selector_filter(selector)
     rows: list[JobRow] = []
-    for job in collect_jobs(inv):
+    for job in collect_jobs(inv, positions=positions):
         labels = job.labels
         if kind and job.kind != kind:
             continue
@@ -158,8 +167,8 @@ def list_job_rows(
             if job.resource == "Job" and job.status in WAITING_STATES and st in (State.PENDING, State.QUEUED):
                 st = job.status
             wl_pos = None
-            if st in WAITING_STATES:
-                wl_pos = (inv.positions.get(pod_wl["metadata"]["uid"]) if pod_wl else None) or job.position
+            if positions and st in WAITING_STATES:
+                wl_pos = inv.positions.get(pod["metadata"]["uid"]) or _position(inv, pod_wl) or job.position
             rows.append(
                 JobRow(
                     job_id=pod["metadata"]["name"],
