@@ -153,7 +153,7 @@ def list_job_rows(
                     ip="<none>",
                     age=age_seconds(job.obj),
                     position=job.position,
-                    gpus=workload_gpus(job.workload) if job.workload else 0,
+                    gpus=(workload_gpus(job.workload) if job.workload else 0) if gpus else None,
                     **common,
                 )
             )

@@ -4,6 +4,8 @@ aggregation layer, as on a real cluster); without it gpuctl computes them from t
 
 from __future__ import annotations
 
+import time
+
 from gpuctl.cluster import path
 from gpuctl.cluster.reader import ClusterReader
 from gpuctl.service.inventory import Inventory
@@ -22,7 +24,8 @@ class NoVisibility(ClusterReader):
 def test_positions_from_kueue_and_computed_agree(pools, teams, gpuctl, kube, tmp_path) -> None:  # noqa: F811
     _, b = teams
     assert kube.get("/apis/visibility.kueue.x-k8s.io/v1beta2")["groupVersion"].startswith("visibility")
-    files = [_training(tmp_path, "hold", b, 8, runtime="30m")]  # fills b's 8-GPU hard cap
+    # b has an 8-GPU hard cap; a high-priority holder that nothing preempts keeps the rest waiting
+    files = [_training(tmp_path, "hold", b, 8, priority="high", runtime="30m")]
     files += [
         _training(tmp_path, f"w{i}-{prio}", b, 2, priority=prio, runtime="30m")
         for i, prio in enumerate(["low", "medium", "high", "low", "high"])
@@ -30,6 +33,7 @@ def test_positions_from_kueue_and_computed_agree(pools, teams, gpuctl, kube, tmp
     for f in files:
         rc, _, err = gpuctl("create", "-f", f)
         assert rc == 0, err
+        time.sleep(1.1)  # creationTimestamp has whole seconds: equal priorities are then ordered by it
 
     def waiting() -> list:
         rows = [r for r in list_job_rows(kube, b, gpus=False) if r.status == "Queued"]
