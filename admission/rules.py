@@ -10,7 +10,8 @@ evaluation itself. The rules keep the cluster to gpuctl's conventions however wo
 - `pool-placement`  nodeSelector, required node affinity and nodeName keep the pods on their pool's nodes.
 - `priority`        `runwhere.ai/priority` is high/medium/low and agrees with `kueue.x-k8s.io/priority-class`.
 - `job-type`        `runwhere.ai/job-type` is one of gpuctl's four job kinds.
-- `unknown-key`     no `runwhere.ai/` label or annotation key gpuctl does not know (typos would be ignored).
+- `unknown-key`     no `runwhere.ai/` label or annotation key gpuctl does not know (typos would be ignored),
+                    on workloads and on Nodes.
 - `gpu-fits-node`   a pod asks for no more GPUs than the largest node of its pool has (else it never runs).
 - `host-path`       hostPath volumes stay out of the deny list unless the admin allowed them.
 - `node-pool`       a Node's `runwhere.ai/pool` label names an existing pool.
@@ -384,14 +385,8 @@ def _names(items: Iterable[str], limit: int = 8) -> str:
     return ", ".join(items[:limit]) + more
 
 
-def _check_keys(w: _Work, out: list[Violation]) -> None:
-    """unknown-key, job-type, priority."""
-    places = (
-        ("metadata.labels", w.labels),
-        ("metadata.annotations", w.annotations),
-        ("spec.template.metadata.labels", w.tmpl_labels),
-        ("spec.template.metadata.annotations", w.tmpl_annotations),
-    )
+def _check_unknown_keys(places: Iterable[tuple[str, Mapping[str, str]]], out: list[Violation]) -> None:
+    """unknown-key, for workloads and Nodes alike."""
     for where, m in places:
         for key in m:
             if key.startswith(Labels.PREFIX) and key not in _KNOWN_KEYS:
@@ -405,6 +400,17 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
                 out.append(
                     Violation(UNKNOWN_KEY, f"unknown key {key} in {where}{hint}", fix, f"{UNKNOWN_KEY}={key}")
                 )
+
+
+def _check_keys(w: _Work, out: list[Violation]) -> None:
+    """unknown-key, job-type, priority."""
+    places = (
+        ("metadata.labels", w.labels),
+        ("metadata.annotations", w.annotations),
+        ("spec.template.metadata.labels", w.tmpl_labels),
+        ("spec.template.metadata.annotations", w.tmpl_annotations),
+    )
+    _check_unknown_keys(places, out)
 
     for where, m in (("metadata.labels", w.labels), ("spec.template.metadata.labels", w.tmpl_labels)):
         jt = m.get(Labels.JOB_TYPE)
@@ -733,18 +739,28 @@ def _work_violations(
 
 
 def _node_violations(obj: Mapping[str, Any], where: str, state: ClusterState) -> list[Violation]:
-    labels = _strmap(_m(obj, "metadata", where), "labels", f"{where}.metadata")
+    meta = _m(obj, "metadata", where)
+    labels = _strmap(meta, "labels", f"{where}.metadata")
+    out: list[Violation] = []
+    _check_unknown_keys(
+        (
+            ("metadata.labels", labels),
+            ("metadata.annotations", _strmap(meta, "annotations", f"{where}.metadata")),
+        ),
+        out,
+    )
     pool = labels.get(Labels.POOL)
     if pool is None or pool in state.pools:
-        return []
+        return out
     return [
+        *out,
         Violation(
             NODE_POOL,
             f"label {Labels.POOL}={pool} names a pool that does not exist{_did_you_mean(pool, state.pools)}",
             f"create the pool first (gpuctl create -f pool.yaml) or use an existing one "
             f"({_names(state.pools)})",
             f"{NODE_POOL}={pool}",
-        )
+        ),
     ]
 
 

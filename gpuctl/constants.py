@@ -80,6 +80,10 @@ class Labels:
     KUEUE_CQ: Final = "kueue.x-k8s.io/cluster-queue-name"
 
 
+# gpuctl's keys for a node's GPU model: `gpu-type` is written, `gpuType` (the earlier gpuctl's internal
+# key) is read as its alias everywhere (job placement, listings, metrics).
+GPU_TYPE_LABEL_KEYS: Final = (Labels.GPU_TYPE, Labels.GPU_TYPE_LEGACY)
+
 # Every runwhere.ai/ key gpuctl knows; the webhook denies others with the nearest of these.
 KNOWN_RUNWHERE_KEYS: Final = (
     Labels.JOB_TYPE,
@@ -128,6 +132,22 @@ QUOTA_RESOURCES: Final = {GPU_RESOURCE: QUOTA_GPU, CPU_RESOURCE: QUOTA_CPU, MEMO
 QUOTA_CPU_PER_CORE: Final = 1000
 # Nominal quota used where a quota leaves a resource unlimited.
 UNLIMITED: Final = {QUOTA_GPU: "1M", QUOTA_CPU: "1T", QUOTA_MEMORY: "1Ei"}
+
+# Node taints that say "not now" (Kubernetes' node lifecycle and conditions, cloud initialisation,
+# autoscalers draining a node): a pool never tolerates them, whatever its nodes carry. Any other
+# NoSchedule/NoExecute taint on a pool's nodes (nvidia.com/gpu=present from the GPU operator, a
+# cloud's GPU taint) is tolerated by the pool's flavor (gpuctl.domain.pools.pool_tolerations).
+TRANSIENT_TAINT_PREFIXES: Final = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
+TRANSIENT_TAINT_KEYS: Final = frozenset(
+    {
+        "ToBeDeletedByClusterAutoscaler",
+        "DeletionCandidateOfClusterAutoscaler",
+        "karpenter.sh/disrupted",
+        "karpenter.sh/disruption",
+    }
+)
+# Kueue accepts at most this many tolerations on a ResourceFlavor.
+MAX_FLAVOR_TOLERATIONS: Final = 8
 
 # storage.workdirs host paths that are refused unless the config allows them.
 DENIED_HOST_PATHS: Final = ("/", "/etc", "/proc", "/sys", "/root", "/var/lib/kubelet", "/var/run", "/run")

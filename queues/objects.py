@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
+from typing import Any
 
 from gpuctl.constants import (
     BORROW_PREEMPT_THRESHOLD,
@@ -38,14 +39,18 @@ def _meta(name: str, **labels: str) -> dict:
     return {"name": name, "labels": {**MANAGED, **labels}}
 
 
-def resource_flavor(pool: str) -> dict:
+def resource_flavor(pool: str, tolerations: Sequence[Mapping[str, Any]] = ()) -> dict:
     """A pool's flavor: Kueue admits a pod to it only if the pod's nodeSelector names the pool, and
-    copies the label into the nodeSelector of pods admitted there."""
+    copies the label into the nodeSelector of pods admitted there. `tolerations` (the pool's node
+    taints, gpuctl.domain.pools.pool_tolerations) are added by Kueue to every pod admitted there."""
+    spec: dict = {"nodeLabels": {Labels.POOL: pool}}
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "ResourceFlavor",
         "metadata": _meta(pool, **{Labels.POOL: pool}),
-        "spec": {"nodeLabels": {Labels.POOL: pool}},
+        "spec": spec,
     }
 
 

@@ -6,6 +6,7 @@ from gpuctl.constants import (
     CONTAINER_NAME,
     DEFAULT_POOL,
     GPU_RESOURCE,
+    GPU_TYPE_LABEL_KEYS,
     LOCAL_QUEUE_NAME,
     MANAGED_BY_VALUE,
     PRIORITY_CLASS,
@@ -65,10 +66,19 @@ def resources(spec: JobSpec) -> dict:
 
 def node_selector(spec: JobSpec) -> dict[str, str]:
     """Pins the pods to their pool, which also tells Kueue which flavor (pool) to charge."""
-    selector = {Labels.POOL: spec.resources.pool or DEFAULT_POOL}
-    if spec.resources.gpu_type:
-        selector[Labels.GPU_TYPE] = spec.resources.gpu_type
-    return selector
+    return {Labels.POOL: spec.resources.pool or DEFAULT_POOL}
+
+
+def gpu_type_affinity(spec: JobSpec) -> dict | None:
+    """`gpuType: X` selects nodes labelled with X under any of gpuctl's GPU type keys (runwhere.ai/gpu-type
+    or the earlier runwhere.ai/gpuType): one node selector term per key, which Kubernetes ORs."""
+    if not spec.resources.gpu_type:
+        return None
+    terms = [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": [spec.resources.gpu_type]}]}
+        for key in GPU_TYPE_LABEL_KEYS
+    ]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
 def pod_template(
@@ -88,7 +98,8 @@ def pod_template(
     if env.env:
         container["env"] = [{"name": e.name, "value": e.value} for e in env.env]
     if container_port:
-        container["ports"] = [{"containerPort": container_port, "protocol": "TCP"}]
+        protocol = getattr(getattr(spec, "service", None), "protocol", "TCP")
+        container["ports"] = [{"containerPort": container_port, "protocol": protocol}]
     container["resources"] = resources(spec)
     workdirs = spec.storage.workdirs if spec.storage else []
     if workdirs:
@@ -102,6 +113,10 @@ def pod_template(
         container["readinessProbe"] = {**probe, "initialDelaySeconds": 5, "periodSeconds": 10}
 
     pod_spec: dict = {"containers": [container], "nodeSelector": node_selector(spec)}
+    if affinity := gpu_type_affinity(spec):
+        pod_spec["affinity"] = affinity
+    if spec.resources.tolerations:
+        pod_spec["tolerations"] = [t.as_kubernetes() for t in spec.resources.tolerations]
     if restart_policy:
         pod_spec["restartPolicy"] = restart_policy
     if env.image_pull_secret:
@@ -127,7 +142,8 @@ def service_port(spec: JobSpec) -> tuple[int, int]:
 
 
 def node_port_service(spec: JobSpec, namespace: str) -> dict:
-    """NodePort Service svc-<name> selecting the job's pods by `app=<name>`.
+    """Service svc-<name> selecting the job's pods by `app=<name>`: NodePort unless `service.type` says
+    ClusterIP or LoadBalancer, on `service.protocol` (TCP unless UDP or SCTP is asked for).
 
     nodePort is left to Kubernetes; server-side apply keeps the allocated one on later applies.
     """
@@ -138,8 +154,10 @@ def node_port_service(spec: JobSpec, namespace: str) -> dict:
         "kind": "Service",
         "metadata": metadata(spec, namespace, labels, name=service_name(spec.job.name)),
         "spec": {
-            "type": "NodePort",
+            "type": spec.service.type,
             "selector": {Labels.APP: spec.job.name},
-            "ports": [{"name": "main", "port": port, "targetPort": target, "protocol": "TCP"}],
+            "ports": [
+                {"name": "main", "port": port, "targetPort": target, "protocol": spec.service.protocol}
+            ],
         },
     }

@@ -8,21 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from gpuctl.cli.errors import CommandError
+from gpuctl.cli.serve import register_group
 
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
-    p = sub.add_parser("admission", help="the validating admission webhook")
-    p.add_argument("action", choices=["serve"])
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="options (see `gpuctl admission serve --help`)")
-    p.set_defaults(run=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    runner = getattr(args, "services", {}).get(f"admission {args.action}")
-    if runner is None:
-        raise CommandError(
-            f"`gpuctl admission {args.action}` is run by the gpuctl command (gpuctl.main), not by gpuctl.cli"
-        )
-    rest = list(args.rest)
-    return runner(rest[1:] if rest[:1] == ["--"] else rest)  # `gpuctl -v serve -- --flag ...`
+    register_group(sub, "admission", "the validating admission webhook")

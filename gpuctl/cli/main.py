@@ -23,10 +23,23 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from gpuctl import __version__
-from gpuctl.cli import admission_cmd, apply, create, delete, describe, get, label, logs, serve, version
+from gpuctl.cli import (
+    admission_cmd,
+    adopt,
+    api_cmd,
+    apply,
+    create,
+    delete,
+    describe,
+    get,
+    label,
+    logs,
+    serve,
+    version,
+)
 from gpuctl.cli.errors import CommandError
 
-VERBS = (create, apply, delete, get, describe, logs, label, version, admission_cmd, serve)
+VERBS = (create, apply, delete, get, describe, logs, label, adopt, version, admission_cmd, api_cmd, serve)
 
 # `gpuctl serve ...` / `gpuctl admission serve ...`: argv after the verb -> exit code (see gpuctl.main).
 Services = Mapping[str, Callable[[list[str]], int]]

@@ -14,7 +14,12 @@ from gpuctl.quantity import parse_quantity
 
 
 class _Dumper(yaml.SafeDumper):
-    """Block-style YAML that keeps key order, like kubectl's output."""
+    """Block-style YAML that keeps key order, like kubectl's output. A dict or list used twice (the
+    liveness and readiness probes share their httpGet) is written out twice, never as `&id001`/`*id001`
+    anchors, which kubectl never prints and many readers of the output do not expect."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.Node:

@@ -1,7 +1,8 @@
 """`gpuctl serve [--metrics] [--api] ...`: the long-running service (metrics, reconciler, REST API).
 
-Only the help entry lives here: gpuctl.cli must not import gpuctl.server, so the console entry point
-(gpuctl.main) runs the service and passes it in as `args.services["serve"]`.
+Only the help entries live here (and in admission_cmd, api_cmd): gpuctl.cli must not import
+gpuctl.server or admission, so the console entry point (gpuctl.main) runs the services and passes them
+in as `args.services["serve"]`, `["admission serve"]`, `["api serve"]`.
 """
 
 from __future__ import annotations
@@ -17,9 +18,21 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    runner = getattr(args, "services", {}).get("serve")
+def register_group(sub: argparse._SubParsersAction, verb: str, help: str) -> None:
+    """`gpuctl VERB serve ...` (admission, api): the service's own parser reads the rest."""
+    p = sub.add_parser(verb, help=help)
+    p.add_argument("action", choices=["serve"])
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=f"options (see `gpuctl {verb} serve --help`)")
+    p.set_defaults(run=lambda args: run_service(args, f"{verb} {args.action}"))
+
+
+def run_service(args: argparse.Namespace, name: str) -> int:
+    runner = getattr(args, "services", {}).get(name)
     if runner is None:
-        raise CommandError("`gpuctl serve` is run by the gpuctl command (gpuctl.main), not by gpuctl.cli")
+        raise CommandError(f"`gpuctl {name}` is run by the gpuctl command (gpuctl.main), not by gpuctl.cli")
     rest = list(args.rest)
     return runner(rest[1:] if rest[:1] == ["--"] else rest)  # `gpuctl -v serve -- --flag ...`
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_service(args, "serve")

@@ -19,6 +19,8 @@ RESOURCES: dict[str, Resource] = {
     "Event": Resource("v1", "events", True),
     "Secret": Resource("v1", "secrets", True),
     "ServiceAccount": Resource("v1", "serviceaccounts", True),
+    "ResourceQuota": Resource("v1", "resourcequotas", True),
+    "LimitRange": Resource("v1", "limitranges", True),
     "Job": Resource("batch/v1", "jobs", True),
     "Deployment": Resource("apps/v1", "deployments", True),
     "StatefulSet": Resource("apps/v1", "statefulsets", True),

@@ -10,15 +10,26 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from gpuctl.constants import BUDGET_FLAVOR, CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE, Labels
+from gpuctl.constants import (
+    BUDGET_FLAVOR,
+    CPU_RESOURCE,
+    GPU_RESOURCE,
+    GPU_TYPE_LABEL_KEYS,
+    MAX_FLAVOR_TOLERATIONS,
+    MEMORY_RESOURCE,
+    TRANSIENT_TAINT_KEYS,
+    TRANSIENT_TAINT_PREFIXES,
+    Labels,
+)
 from gpuctl.domain.gpus import quantity_gpus
 from gpuctl.domain.objects import condition, is_gpuctl_object, labels, name
 from gpuctl.quantity import QuantityError, format_quantity, parse_quantity
+from queues import resource_flavor
 from queues.model import PoolCapacity
 
 # Where the GPU model of a node is read from, in order (gpuctl's key, its earlier spelling, then
 # the NVIDIA GPU operator's feature-discovery labels).
-GPU_TYPE_KEYS = (Labels.GPU_TYPE, Labels.GPU_TYPE_LEGACY, "nvidia.com/gpu.product", "nvidia.com/gpu-type")
+GPU_TYPE_KEYS = (*GPU_TYPE_LABEL_KEYS, "nvidia.com/gpu.product", "nvidia.com/gpu-type")
 NODE_STATES = ("ready", "not_ready", "cordoned")
 
 
@@ -63,6 +74,80 @@ def node_gpu_type(node: Mapping[str, Any]) -> str:
         if lb.get(key):
             return lb[key]
     return ""
+
+
+# ----------------------------------------------------------------------------- taints
+# A pool carries the taints of its nodes: its flavor tolerates every NoSchedule/NoExecute taint any of
+# its nodes has (except the transient ones in constants), and Kueue adds those tolerations to the pods
+# it admits there. The union, not the intersection: a pool mixing tainted GPU nodes and untainted CPU
+# nodes must still run GPU work. To keep work off one node of a pool, cordon it or move it out of the
+# pool. The flavor's nodeTaints stay unset: Kueue only uses them to refuse work that does not tolerate
+# them, and the flavor's own tolerations cover every taint it would list.
+SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def is_transient_taint(taint: Mapping[str, Any]) -> bool:
+    key = str(taint.get("key") or "")
+    return key in TRANSIENT_TAINT_KEYS or key.startswith(TRANSIENT_TAINT_PREFIXES)
+
+
+def node_taints(node: Mapping[str, Any]) -> list[dict]:
+    """The node's taints that keep pods away (NoSchedule, NoExecute), transient ones left out."""
+    out = []
+    for t in (node.get("spec") or {}).get("taints") or []:
+        if t.get("key") and t.get("effect") in SCHEDULING_EFFECTS and not is_transient_taint(t):
+            out.append({"key": t["key"], "value": t.get("value") or "", "effect": t["effect"]})
+    return out
+
+
+def toleration(taint: Mapping[str, Any]) -> dict:
+    """The toleration of exactly this taint (Kueue refuses a value with operator Exists)."""
+    if taint.get("value"):
+        return {"key": taint["key"], "operator": "Equal", "value": taint["value"], "effect": taint["effect"]}
+    return {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]}
+
+
+def pool_tolerations(nodes: Iterable[Mapping[str, Any]], pool: str) -> list[dict]:
+    """Tolerations of the taints the pool's nodes carry, sorted; at most MAX_FLAVOR_TOLERATIONS (past
+    that, one `Exists` toleration per key and effect)."""
+    taints = {
+        (t["key"], t["value"], t["effect"]) for n in nodes if node_pool(n) == pool for t in node_taints(n)
+    }
+    tols = [toleration({"key": k, "value": v, "effect": e}) for k, v, e in sorted(taints)]
+    if len(tols) > MAX_FLAVOR_TOLERATIONS:
+        keys = sorted({(k, e) for k, _, e in taints})
+        tols = [{"key": k, "operator": "Exists", "effect": e} for k, e in keys][:MAX_FLAVOR_TOLERATIONS]
+    return tols
+
+
+def desired_flavor(pool: str, nodes: Iterable[Mapping[str, Any]]) -> dict:
+    """The ResourceFlavor of a pool as its nodes are now (tolerations follow the nodes' taints)."""
+    return resource_flavor(pool, pool_tolerations(nodes, pool))
+
+
+def flavor_tolerations(flavor: Mapping[str, Any] | None) -> list[dict]:
+    return list(((flavor or {}).get("spec") or {}).get("tolerations") or [])
+
+
+def flavor_immutable(flavor: Mapping[str, Any] | None) -> bool:
+    """Kueue forbids any change of a flavor's spec once it has a topologyName (TAS)."""
+    return bool(((flavor or {}).get("spec") or {}).get("topologyName"))
+
+
+def stale_flavors(
+    flavors: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]
+) -> dict[str, list[dict]]:
+    """Pool flavor name -> the tolerations it should have, for each gpuctl pool flavor whose
+    tolerations no longer match its nodes' taints (flavors Kueue keeps immutable are left out)."""
+    nodes = list(nodes)
+    out = {}
+    for f in flavors:
+        if not is_pool_flavor(f) or flavor_immutable(f):
+            continue
+        want = pool_tolerations(nodes, name(f))
+        if flavor_tolerations(f) != want:
+            out[name(f)] = want
+    return out
 
 
 def _qty(v: Any) -> Decimal:

@@ -13,7 +13,9 @@ Labels are bounded and join with Kueue and DCGM (docs/metrics.md):
   and the `namespace` of kueue_local_queue_*, kube-state-metrics and DCGM (--kubernetes);
 - `priority`: high | medium | low (runwhere.ai/priority; Kueue's priority_class is gpuctl-<priority>),
   `none` for anything else;
-- `gpu_type` only on gpuctl_pool_info. Never a pod, job or node name.
+- `gpu_type` only on gpuctl_pool_info;
+- `node` only on gpuctl_node_pool_info (one series per node of a pool), the join of DCGM's per-GPU
+  series to pools (manifests/prometheus/rules.yaml). Never a pod or job name.
 
 Two event-driven series are kept by `WorkloadTracker`: the queue-wait histogram (observed once per
 Workload UID, the first time it is seen holding quota) and the preemption counter.
@@ -328,6 +330,14 @@ class GpuctlCollector(Collector):
                 [p, p, ",".join(sorted(gpu_types[p])), "true" if p in flavor_pools else "false"], 1
             )
         yield info
+        node_info = GaugeMetricFamily(
+            "gpuctl_node_pool_info",
+            "A node of a gpuctl pool (=1): joins per-node series such as DCGM's to pools",
+            labels=["node", "pool"],
+        )
+        for node, pool in sorted(node_pool_of.items()):
+            node_info.add_metric([node, pool], 1)
+        yield node_info
 
         def pool_gauge(name: str, doc: str, values: dict[str, float]) -> GaugeMetricFamily:
             g = GaugeMetricFamily(name, doc, labels=["pool"])

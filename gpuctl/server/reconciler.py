@@ -1,4 +1,5 @@
-"""Pool capacity follows the nodes: the root Cohort is kept equal to `desired_cohort(...)`.
+"""Pools follow their nodes: the root Cohort is kept equal to `desired_cohort(...)` (capacity) and
+each pool's ResourceFlavor tolerates its nodes' taints (`gpuctl.domain.pools.stale_flavors`).
 
 Why a reconciler in the service: `gpuctl create pool` writes capacity when gpuctl changes a pool, but
 nodes also join, leave, go NotReady or lose GPUs through the cloud, kubectl or the kubelet. Whoever
@@ -6,8 +7,8 @@ changes a node, the Cohort must follow within seconds, or Kueue admits work onto
 (or leaves new ones idle).
 
 Rules:
-- triggers are changes that move capacity: a node's pool label, readiness, schedulability or
-  allocatable GPUs/CPU/memory (heartbeats are ignored), and any change of gpuctl's ResourceFlavors,
+- triggers are changes that move capacity or taints: a node's pool label, readiness, schedulability,
+  taints or allocatable GPUs/CPU/memory (heartbeats are ignored), and any change of gpuctl's ResourceFlavors,
   ClusterQueues or the Cohort itself (someone edited it by hand: put it back);
 - triggers are debounced (0.5 s after the last one, 2 s at most after the first) so a rack of nodes
   joining makes one update;
@@ -15,7 +16,9 @@ Rules:
   and server-side applied only when `cohort_spec_equal` says it differs;
 - only an existing Cohort labelled app.kubernetes.io/managed-by=gpuctl is touched: a missing Cohort is
   left to `gpuctl create pool` (creating it here would race with `gpuctl delete`), a foreign one is
-  never written. Nothing else is written at all;
+  never written. A gpuctl pool flavor whose tolerations differ from its nodes' taints gets its
+  `spec.tolerations` merge-patched (a flavor with a topologyName is immutable in Kueue and is left
+  alone). Nothing else is written at all;
 - nothing is done before every informer has listed once (a half-filled cache would shrink pools);
 - a failed apply is retried with backoff, and everything is re-checked every `resync` seconds.
 """
@@ -31,9 +34,10 @@ from typing import Any
 from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from gpuctl.cluster import path
 from gpuctl.constants import COHORT_NAME, CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE
 from gpuctl.domain.objects import is_gpuctl_object
-from gpuctl.domain.pools import node_pool, node_ready
+from gpuctl.domain.pools import node_pool, node_ready, node_taints, stale_flavors
 from gpuctl.domain.teams import cohort_spec_equal, desired_cohort
 from gpuctl.server.cache import Cache
 
@@ -54,6 +58,7 @@ def capacity_fingerprint(node: dict | None) -> tuple | None:
         alloc.get(GPU_RESOURCE),
         alloc.get(CPU_RESOURCE),
         alloc.get(MEMORY_RESOURCE),
+        tuple(sorted((t["key"], t["value"], t["effect"]) for t in node_taints(node))),
     )
 
 
@@ -172,6 +177,26 @@ class Reconciler:
     def _reconcile(self) -> str:
         if not self.cache.synced():
             return "not_synced"
+        flavors = self._sync_flavors()
+        cohort = self._reconcile_cohort()
+        if "error" in (flavors, cohort):
+            return "error"
+        return "applied" if flavors == "applied" and cohort in ("unchanged", "missing") else cohort
+
+    def _sync_flavors(self) -> str:
+        stale = stale_flavors(self.cache["ResourceFlavor"].list(), self.cache["Node"].list())
+        for flavor, tolerations in sorted(stale.items()):
+            try:
+                self.cluster.merge_patch(
+                    path("ResourceFlavor", flavor), {"spec": {"tolerations": tolerations or None}}
+                )
+            except Exception as e:  # retried like a failed Cohort apply
+                log.warning("updating the tolerations of ResourceFlavor %s failed: %s", flavor, e)
+                return "error"
+            log.info("ResourceFlavor %s tolerates %s (%s)", flavor, tolerations, self.last_reason)
+        return "applied" if stale else "unchanged"
+
+    def _reconcile_cohort(self) -> str:
         current = self.cache["Cohort"].get(COHORT_NAME)
         if current is None:
             return "missing"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from gpuctl.builders import build
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import (
+    DEFAULT_POOL,
     JOB_KINDS,
     KIND_TO_RESOURCE,
     MANAGED_BY_VALUE,
@@ -95,10 +96,17 @@ def _precheck_jobs(
                 raise NotFound(f"{where}: namespace {ns} does not exist; create a quota for it (kind: quota)")
             raise ServiceError(
                 f"{where}: namespace {ns} has no quota, so Kueue would not queue its work; "
-                "create a quota for it first (kind: quota)"
+                "create a quota for it first (kind: quota), or, on a cluster the earlier gpuctl ran, "
+                "run `gpuctl adopt` to convert its ResourceQuotas"
             )
         pool = spec.resources.pool
         if pool not in pools:
+            if pool == DEFAULT_POOL:
+                raise NotFound(
+                    f"{where}: jobs without resources.pool run in pool {DEFAULT_POOL}, which does not exist; "
+                    f"set resources.pool, create pool {DEFAULT_POOL} (kind: pool), or run `gpuctl adopt` to "
+                    "put the GPU nodes without a pool label into it"
+                )
             raise NotFound(
                 f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
             )

@@ -11,7 +11,7 @@ from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus
 from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.pools import sync_cohort
+from gpuctl.service.pools import sync_cohort, sync_flavors
 
 
 def gpus_by_node(pods: list[dict]) -> dict[str, int]:
@@ -161,6 +161,7 @@ def label_nodes(
             lines.append(f"node/{n} {'labeled ' + k + '=' + v if v is not None else 'unlabeled ' + k}")
     if dry_run.persists and Labels.POOL in changes:
         sync_cohort(cluster)
+        sync_flavors(cluster)
     return lines
 
 

@@ -9,7 +9,14 @@ from gpuctl.constants import BUDGET_FLAVOR, COHORT_NAME, DEFAULT_POOL, Labels
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import workload_gpus
 from gpuctl.domain.objects import is_gpuctl_object
-from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
+from gpuctl.domain.pools import (
+    desired_flavor,
+    node_gpu_type,
+    node_gpus,
+    node_pool,
+    node_ready,
+    stale_flavors,
+)
 from gpuctl.domain.status import WAITING_STATES, State
 from gpuctl.domain.teams import cohort_spec_equal, desired_cohort, team_from_cluster_queue, team_usage
 from gpuctl.domain.workload import WorkloadState, assigned_flavors, workload_state
@@ -126,6 +133,22 @@ def sync_cohort(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[
     return desired
 
 
+def sync_flavors(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
+    """Make every pool flavor tolerate its nodes' taints now (gpuctl.domain.pools.stale_flavors); the
+    reconciler of `gpuctl serve` does the same continuously. Returns the flavors changed."""
+    dry_run = DryRun(dry_run)
+    inv = Inventory(cluster, None)
+    stale = stale_flavors(inv.flavors, inv.nodes)
+    if dry_run.writes:
+        for flavor, tolerations in sorted(stale.items()):
+            cluster.merge_patch(
+                path("ResourceFlavor", flavor),
+                {"spec": {"tolerations": tolerations or None}},
+                dry_run=dry_run is DryRun.SERVER,
+            )
+    return sorted(stale)
+
+
 def check_pool_name(name: str) -> None:
     if name == BUDGET_FLAVOR:
         raise ServiceError(f"pool name {name} is reserved by gpuctl: choose another name")
@@ -172,7 +195,19 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRu
     created_flavor = False
     try:
         ensure_bootstrap(cluster, dry_run=dry_run)
-        rf = resource_flavor(name)
+        # The flavor tolerates the taints of the nodes the pool will have.
+        members = [
+            {
+                **n,
+                "metadata": {
+                    **n["metadata"],
+                    "labels": {**(n["metadata"].get("labels") or {}), Labels.POOL: name},
+                },
+            }
+            for k, n in nodes.items()
+            if k in spec.nodes
+        ]
+        rf = desired_flavor(name, members)
         if spec.pool.description:
             rf["metadata"]["annotations"] = {Labels.DESCRIPTION: spec.pool.description}
         cluster.apply(rf, dry_run=server_dry)
@@ -190,6 +225,7 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRu
             touched.append(n)
         if dry_run.persists:
             sync_queues(cluster)
+            sync_flavors(cluster)  # nodes that left may have taken taints away from other pools
     except Exception:
         if dry_run.persists:
             for n in touched:

@@ -63,6 +63,7 @@ __all__ = [
     "Resources",
     "Service",
     "Storage",
+    "Toleration",
     "TrainingSpec",
     "Workdir",
     "path_denied",
@@ -453,8 +454,64 @@ class Environment(_Model):
         return value
 
 
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_TOLERATION_FIX = (
+    "write a toleration as `key=value:Effect` (kubectl taint syntax), "
+    "e.g. nvidia.com/gpu=present:NoSchedule, "
+    "or as a mapping {key, operator: Equal|Exists, value, effect: NoSchedule|PreferNoSchedule|NoExecute}"
+)
+
+
+class Toleration(_Model):
+    """One pod toleration, as in Kubernetes (the pool's own taints are tolerated without one)."""
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: Text = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute", ""] = ""
+    toleration_seconds: int | None = Field(
+        None, validation_alias=_aliases("tolerationSeconds", "toleration_seconds")
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _taint_syntax(cls, data: Any) -> Any:
+        """`key=value:Effect`, `key:Effect`, `key` (any effect, Exists when no value)."""
+        if not isinstance(data, str):
+            return data
+        text, _, effect = data.partition(":")
+        key, eq, value = text.partition("=")
+        if not key.strip() or (effect and effect not in _TAINT_EFFECTS):
+            raise _fail("toleration", f"{_show(data)} is not a toleration", _TOLERATION_FIX)
+        return {"key": key.strip(), "operator": "Equal" if eq else "Exists", "value": value, "effect": effect}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise _fail(
+                "toleration", "operator Exists takes no value", "remove `value` or use operator Equal"
+            )
+        if not self.key and self.operator != "Exists":
+            raise _fail("toleration", "a toleration without a key must use operator Exists", _TOLERATION_FIX)
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise _fail("toleration", "tolerationSeconds needs effect NoExecute", "set effect: NoExecute")
+        return self
+
+    def as_kubernetes(self) -> dict:
+        out: dict = {"key": self.key} if self.key else {}
+        out["operator"] = self.operator
+        if self.operator == "Equal":
+            out["value"] = self.value
+        if self.effect:
+            out["effect"] = self.effect
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+
 class Resources(_Model):
-    """`resources:` — requests (= limits) of the container and where it may run."""
+    """`resources:` — requests (= limits) of the container and where it may run. `tolerations` adds
+    pod tolerations beyond the pool's (Kueue adds those of the pool's node taints itself)."""
 
     pool: DnsLabel = DEFAULT_POOL
     gpu: NonNegInt = Field(0, validation_alias=_aliases("gpu", "accelerator_count", "accelerator-count"))
@@ -462,6 +519,12 @@ class Resources(_Model):
     cpu: PositiveQuantity
     memory: PositiveQuantity
     gpu_share: Text | None = Field(None, validation_alias=_aliases("gpuShare", "gpu_share", "gpu-share"))
+    tolerations: list[Toleration] = []
+
+    @field_validator("tolerations", mode="before")
+    @classmethod
+    def _tolerations(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str | dict) else value
 
     @field_validator("pool", mode="before")
     @classmethod
@@ -472,6 +535,10 @@ class Resources(_Model):
     @classmethod
     def _gpu_type(cls, value: Any) -> Any:
         return None if value == "" else value
+
+
+_PROTOCOLS = ("TCP", "UDP", "SCTP")
+_SERVICE_TYPES = {t.lower(): t for t in ("NodePort", "ClusterIP", "LoadBalancer")}
 
 
 class Service(_Model):
@@ -486,8 +553,26 @@ class Service(_Model):
     target_port: Port | None = Field(
         None, validation_alias=_aliases("targetPort", "target_port", "target-port")
     )
-    protocol: Text | None = None
-    type: Text | None = None
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    type: Literal["NodePort", "ClusterIP", "LoadBalancer"] = "NodePort"
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _protocol(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().upper() in _PROTOCOLS:
+            return value.strip().upper()
+        raise _fail("protocol", f"unknown protocol {_show(value)}", f"use one of {', '.join(_PROTOCOLS)}")
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in _SERVICE_TYPES:
+            return _SERVICE_TYPES[value.strip().lower()]
+        hint = closest(str(value), list(_SERVICE_TYPES.values())) if isinstance(value, str) else None
+        fix = f"use one of {', '.join(_SERVICE_TYPES.values())}" + (
+            f" (did you mean '{hint}'?)" if hint else ""
+        )
+        raise _fail("service_type", f"unknown Service type {_show(value)}", fix)
 
     @field_validator("health_check")
     @classmethod

@@ -7,6 +7,7 @@
 #   $GPUCTL_TESTBED_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/gpuctl-testbed)
 #     bin/k8s-<v>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,.complete}
 #     bin/etcd-<v>/{etcd,.complete}   bin/kwok-<v>/{kwok,.complete}   bin/kueue-<v>/{kueue,.complete}
+#     bin/helm-<v>/{helm,.complete}   (charts/gpuctl lint and render; tests/integration/test_chart.py)
 #     src/<component>-<v>/            scratch Go modules
 #     dirs.env                        module source dirs of kueue and kwok (CRDs, webhooks, stages)
 # A flock on $CACHE/build.lock makes two concurrent builds safe: the second waits, then skips.
@@ -83,11 +84,19 @@ build_kueue() {
   go build -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v$KUEUE_VERSION" -o "$bin/kueue" ./cmd/kueue
 }
 
+build_helm() {
+  # helm's version list is served, so plain `go install` works; the version stamp is what its Makefile sets.
+  GOBIN=$1 go install -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION \
+    -X helm.sh/helm/v4/internal/version.gitTreeState=clean" "helm.sh/helm/v4/cmd/helm@v$HELM_VERSION"
+  "$1/helm" version --short
+}
+
 T0=$(date +%s)
 step "etcd $ETCD_VERSION" "$CACHE/bin/etcd-$ETCD_VERSION" build_etcd
 step "kwok $KWOK_VERSION" "$CACHE/bin/kwok-$KWOK_VERSION" build_kwok
 step "kueue $KUEUE_VERSION" "$CACHE/bin/kueue-$KUEUE_VERSION" build_kueue
 step "kubernetes $K8S_VERSION" "$CACHE/bin/k8s-$K8S_VERSION" build_k8s
+step "helm $HELM_VERSION" "$CACHE/bin/helm-$HELM_VERSION" build_helm
 {
   echo "KUEUE_DIR=$(go mod download -json "sigs.k8s.io/kueue@v$KUEUE_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
   echo "KWOK_DIR=$(go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"

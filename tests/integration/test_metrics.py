@@ -279,11 +279,19 @@ def stack(
 
     # A stand-in dcgm-exporter: one GPU of gpu-node-1, busy 60 %, labelled with the pod's pool the way
     # dcgm-exporter --kubernetes-enable-pod-labels copies runwhere.ai/pool.
-    _DcgmHandler.body = (
-        "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
-        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-0",device="nvidia0",modelName="NVIDIA A100",'
-        'Hostname="gpu-node-1",'
-        f'namespace="{team_a}",pod="a0-x",container="main",runwhere_ai_pool="{TRAINING}"}} 60\n'
+    # Memory and temperature too, for the panels of gpuctl's DCGM rules (joined by Hostname = node).
+    gpu = (
+        'gpu="0",UUID="GPU-0",device="nvidia0",modelName="NVIDIA A100",Hostname="gpu-node-1",'
+        f'namespace="{team_a}",pod="a0-x",container="main",runwhere_ai_pool="{TRAINING}"'
+    )
+    _DcgmHandler.body = "".join(
+        f"# TYPE {name} gauge\n{name}{{{gpu}}} {value}\n"
+        for name, value in (
+            ("DCGM_FI_DEV_GPU_UTIL", 60),
+            ("DCGM_FI_DEV_FB_USED", 30000),
+            ("DCGM_FI_DEV_FB_FREE", 50000),
+            ("DCGM_FI_DEV_GPU_TEMP", 65),
+        )
     ).encode()
     dcgm = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _DcgmHandler)
     threading.Thread(target=dcgm.serve_forever, daemon=True).start()

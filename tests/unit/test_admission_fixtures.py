@@ -218,10 +218,16 @@ def test_gpuctl_workloads_carry_the_labels_the_rules_read():
     assert labels[Labels.KUEUE_QUEUE] == "default"
     assert labels[Labels.POOL] == "a100"
     assert labels[Labels.PRIORITY] == "high"
-    assert job["spec"]["template"]["spec"]["nodeSelector"] == {
-        Labels.POOL: "a100",
-        Labels.GPU_TYPE: GPU_TYPE_A100,
-    }
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {Labels.POOL: "a100"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    # gpuType selects either GPU type key (runwhere.ai/gpuType is read as an alias of gpu-type).
+    assert [t["matchExpressions"] for t in terms] == [
+        [{"key": Labels.GPU_TYPE, "operator": "In", "values": [GPU_TYPE_A100]}],
+        [{"key": Labels.GPU_TYPE_LEGACY, "operator": "In", "values": [GPU_TYPE_A100]}],
+    ]
     assert gpuctl_workload("inference")["kind"] == "Deployment"
     assert gpuctl_workload("notebook")["kind"] == "StatefulSet"
 

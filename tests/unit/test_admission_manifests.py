@@ -138,7 +138,7 @@ def test_deployment_is_highly_available_and_probed_on_readiness():
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["ports"][0]["containerPort"] == DEFAULT_PORT
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
-    assert c["command"][:3] == ["python", "-m", "admission"]
+    assert c["command"] == ["gpuctl", "admission", "serve"]  # the image's entrypoint (hack/image.sh)
 
 
 def test_rbac_is_list_and_watch_of_exactly_the_watched_kinds():

@@ -423,6 +423,25 @@ def test_node_pool_label_must_name_an_existing_pool():
     allowed(node("gpu-9", None, 8))
 
 
+def test_node_unknown_runwhere_keys_are_denied_and_the_gpu_type_alias_is_known():
+    n = node("gpu-9", "a100", 8)
+    n["metadata"]["labels"]["runwhere.ai/gpu-typ"] = "A100"
+    v = only(n, UNKNOWN_KEY)
+    assert '(did you mean "runwhere.ai/gpu-type"?)' in v.message()
+    n = node("gpu-9", "a100", 8)
+    n["metadata"]["annotations"] = {"runwhere.ai/pol": "x"}
+    only(n, UNKNOWN_KEY)
+    n = node("gpu-9", "a100", 8)
+    n["metadata"]["labels"].update({"runwhere.ai/gpuType": "A100", "runwhere.ai/gpu-type": "A100"})
+    allowed(n)
+    # An existing node that already carried the typo is not wedged by later updates.
+    old = node("gpu-9", "a100", 8)
+    old["metadata"]["labels"]["runwhere.ai/typo"] = "1"
+    new = node("gpu-9", "a100", 8)
+    new["metadata"]["labels"]["runwhere.ai/typo"] = "1"
+    assert check(new, op="UPDATE", old=old).allowed
+
+
 def test_node_update_is_denied_only_when_the_pool_label_changes_to_a_missing_pool():
     old = node("gpu-9", "a100", 8)
     only(node("gpu-9", "nope", 8), NODE_POOL, op="UPDATE", old=old)

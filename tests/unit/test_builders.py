@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from gpuctl.builders import build
-from gpuctl.spec import load_file, load_text
+from gpuctl.cli.output import to_yaml
+from gpuctl.spec import SpecError, load_file, load_text
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "builders"
@@ -51,13 +52,45 @@ def test_training_job_is_suspended_with_gpu_and_type_selector() -> None:
     assert (job["apiVersion"], job["kind"], job["spec"]["suspend"]) == ("batch/v1", "Job", True)
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
-    assert pod["nodeSelector"] == {"runwhere.ai/pool": "training-pool", "runwhere.ai/gpu-type": "A100-100G"}
+    assert pod["nodeSelector"] == {"runwhere.ai/pool": "training-pool"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    keys = [e["key"] for t in terms for e in t["matchExpressions"]]
+    assert keys == ["runwhere.ai/gpu-type", "runwhere.ai/gpuType"]  # either key selects the GPU type
+    assert all(e["values"] == ["A100-100G"] for t in terms for e in t["matchExpressions"])
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert {"name": "NCCL_DEBUG", "value": "INFO"} in pod["containers"][0]["env"]
     assert pod["volumes"] == [
         {"name": "workdir-0", "hostPath": {"path": "/data/team-a/output", "type": "DirectoryOrCreate"}}
     ]
     assert "ttlSecondsAfterFinished" not in job["spec"]
+
+
+def test_job_tolerations_from_yaml_in_both_forms() -> None:
+    text = yaml.safe_dump(
+        {
+            "kind": "training",
+            "job": {"name": "t"},
+            "environment": {"image": "busybox"},
+            "resources": {
+                "cpu": 1,
+                "memory": "1Gi",
+                "tolerations": [
+                    "nvidia.com/gpu=present:NoSchedule",
+                    {"key": "spot", "operator": "Exists"},
+                    "x",
+                ],
+            },
+        }
+    )
+    (doc,) = load_text(text, "t.yaml")
+    pod = build(doc.spec, "default")[0]["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists"},
+        {"key": "x", "operator": "Exists"},
+    ]
 
 
 def test_inference_deployment_and_nodeport_service() -> None:
@@ -114,3 +147,51 @@ def test_priority_maps_to_workload_priority_class() -> None:
         (job,) = build(doc.spec, "ns")
         assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == f"gpuctl-{prio}"
         assert job["spec"]["template"]["spec"]["nodeSelector"] == {"runwhere.ai/pool": "default"}
+
+
+def _load(doc: dict):
+    (d,) = load_text(yaml.safe_dump(doc), "svc.yaml")
+    return d.spec
+
+
+def _inference(**service) -> dict:
+    return {
+        "kind": "inference",
+        "job": {"name": "svc"},
+        "environment": {"image": "nginx"},
+        "resources": {"cpu": 1, "memory": "1Gi"},
+        "service": {"port": 5353, "healthCheck": "/health", **service},
+    }
+
+
+def test_service_type_and_protocol_are_honoured() -> None:
+    deploy, svc = build(_load(_inference(type="clusterip", protocol="udp")), "default")
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["ports"][0]["protocol"] == "UDP"
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["ports"] == [
+        {"containerPort": 5353, "protocol": "UDP"}
+    ]
+    _, svc = build(_load(_inference()), "default")
+    assert (svc["spec"]["type"], svc["spec"]["ports"][0]["protocol"]) == ("NodePort", "TCP")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fix"), [("type", "NodPort", "NodePort"), ("protocol", "HTTP", "TCP")]
+)
+def test_unknown_service_type_or_protocol_is_an_error_naming_the_choices(
+    field: str, value: str, fix: str
+) -> None:
+    with pytest.raises(SpecError) as e:
+        _load(_inference(**{field: value}))
+    assert f"service.{field}" in str(e.value) and fix in str(e.value)
+
+
+def test_yaml_output_has_no_anchors() -> None:
+    objs = build(_load(_inference()), "default")
+    text = to_yaml(objs[0])
+    assert "&id" not in text and "*id" not in text
+    probe = objs[0]["spec"]["template"]["spec"]["containers"][0]
+    assert (
+        probe["livenessProbe"]["httpGet"] is probe["readinessProbe"]["httpGet"]
+    )  # shared, yet printed twice
+    assert text.count("path: /health") == 2

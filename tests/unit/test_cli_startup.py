@@ -140,7 +140,9 @@ def test_services_get_their_flags_untouched(monkeypatch) -> None:
     assert seen == {"serve": ["--no-api"], "admission": ["--mode", "warn"]}
 
 
-@pytest.mark.parametrize("argv", [["serve", "--help"], ["admission", "serve", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["serve", "--help"], ["admission", "serve", "--help"], ["api", "serve", "--help"]]
+)
 def test_service_help_is_the_services_own(argv, capsys) -> None:
     with pytest.raises(SystemExit) as e:
         gpuctl.main.main(argv)

@@ -480,7 +480,8 @@ def test_preemptions_before_the_first_list_are_not_counted() -> None:
 
 
 def test_labels_are_bounded(populated) -> None:
-    """No pod, job, node or Workload name ever becomes a label value; pools are known pools or *."""
+    """No pod, job or Workload name ever becomes a label value, nor a node name outside
+    gpuctl_node_pool_info (one series per pool node); pools are known pools or *."""
     cache, registry = populated
     cache["Workload"].apply_event("ADDED", workload_obj("typo", "team-a", pool_label="no-such-pool"))
     m = scrape(registry)
@@ -489,6 +490,15 @@ def test_labels_are_bounded(populated) -> None:
     names = {"a1", "a2", "b1", "g1", "g2", "g3", "g4", "typo", "uid-a1", "done", "x"}
     for sample, series in m.items():
         if not sample.startswith("gpuctl_"):
+            continue
+        if sample == "gpuctl_node_pool_info":
+            nodes = {dict(k)["node"]: dict(k)["pool"] for k in series}
+            assert nodes == {
+                "g1": "training-pool",
+                "g2": "training-pool",
+                "g3": "training-pool",
+                "g4": "inference-pool",
+            }
             continue
         for labels in series:
             for k, v in labels:

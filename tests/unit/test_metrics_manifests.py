@@ -147,8 +147,11 @@ def test_cluster_role_is_least_privilege() -> None:
         extra = set(rule["verbs"]) - {"list", "watch"}
         if extra:
             writes.append((rule["apiGroups"], rule["resources"], sorted(extra), rule.get("resourceNames")))
-    # The only write: server-side apply of the Cohort `gpuctl`, by name.
-    assert writes == [(["kueue.x-k8s.io"], ["cohorts"], ["patch"], ["gpuctl"])]
+    # The only writes: tolerations of the pool flavors, and server-side apply of the Cohort `gpuctl`, by name.
+    assert writes == [
+        (["kueue.x-k8s.io"], ["resourceflavors"], ["patch"], None),
+        (["kueue.x-k8s.io"], ["cohorts"], ["patch"], ["gpuctl"]),
+    ]
     read = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert read == {
         ("", "nodes"),
@@ -173,7 +176,7 @@ def test_deployment_service_and_servicemonitor_agree() -> None:
     assert pod["serviceAccountName"] == rbac_sa["metadata"]["name"]
     (c,) = pod["containers"]
     args = build_parser().parse_args(c["args"])
-    assert c["command"][-1] == "gpuctl.server.main"
+    assert c["command"] == ["gpuctl", "serve"]  # the image's entrypoint (hack/image.sh)
     assert args.metrics and args.reconcile
     assert c["ports"] == [{"name": "metrics", "containerPort": args.metrics_port, "protocol": "TCP"}]
     routes = {r.path for r in create_app(_ctx()).routes}

@@ -1,4 +1,4 @@
-"""`python -m gpuctl.server.api`: the REST API alone (no metrics, no reconciler).
+"""`gpuctl api serve` (= `python -m gpuctl.server.api`): the REST API alone (no metrics, no reconciler).
 
 python -m gpuctl.server.api [--port 8080] [--address 0.0.0.0] [--kubeconfig K] [--context C]
                             [--api-keys-file F] [--auth-cache-seconds 10] [--audience A]
@@ -54,8 +54,11 @@ def connect(kubeconfig: str | None, context: str | None, pool_size: int):
     return Cluster.connect(kubeconfig, context, pool_size=pool_size)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    parser = build_parser()
+    if prog:
+        parser.prog = prog
+    args = parser.parse_args(argv)
     if args.new_api_key:
         key = new_api_key()
         print(f"key (give it to the client; it is not stored): {key}")

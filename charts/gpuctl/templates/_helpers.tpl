@@ -1,0 +1,125 @@
+{{/*
+Names and labels, in Kueue's chart conventions (kueue.name, kueue.chart, kueue.labels).
+Object names are fixed (gpuctl-admission, gpuctl-serve, gpuctl, gpuctl-api): the platform is one per
+cluster (cluster-scoped webhook, ClusterRoles, the Cohort `gpuctl`), and the alerts, the webhook's
+namespaceSelector and the certificates name them.
+*/}}
+{{- define "gpuctl.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gpuctl.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels Helm adds to every object, next to the manifest's own (app.kubernetes.io/name, and
+app.kubernetes.io/managed-by: gpuctl, which gpuctl reads as "created by gpuctl", so it is kept). */}}
+{{- define "gpuctl.labels" -}}
+helm.sh/chart: {{ include "gpuctl.chart" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/part-of: {{ include "gpuctl.name" . }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The image, pinned by digest. */}}
+{{- define "gpuctl.image" -}}
+{{- $d := required "image.digest is required (sha256:...): the chart pins the image by digest; hack/image.sh prints it" .Values.image.digest -}}
+{{- if not (regexMatch "^sha256:[0-9a-f]{64}$" $d) -}}
+{{- fail (printf "image.digest %q is not a sha256 digest (sha256:<64 hex>); hack/image.sh prints the right one" $d) -}}
+{{- end -}}
+{{- if .Values.image.tag -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag }}@{{ $d }}
+{{- else -}}
+{{ .Values.image.repository }}@{{ $d }}
+{{- end -}}
+{{- end }}
+
+{{/* "auto" | true | false -> "true" or "" (for `if`). Usage: include "gpuctl.auto" (list VALUE HAS) */}}
+{{- define "gpuctl.auto" -}}
+{{- $v := index . 0 -}}
+{{- if eq (toString $v) "auto" -}}
+{{- if index . 1 }}true{{ end -}}
+{{- else if eq (toString $v) "true" -}}
+true
+{{- else if not (eq (toString $v) "false") -}}
+{{- fail (printf "expected auto, true or false, got %q" (toString $v)) -}}
+{{- end -}}
+{{- end }}
+
+{{- define "gpuctl.certManager" -}}
+{{- include "gpuctl.auto" (list .Values.certManager.enabled (.Capabilities.APIVersions.Has "cert-manager.io/v1")) -}}
+{{- end }}
+
+{{/*
+gpuctl.read: the objects of one file under files/ (symlinks to manifests/), as {"items": [...]}.
+The text is rewritten before parsing in exactly two ways (README.md lists them):
+  - the namespace gpuctl-system becomes the release namespace (namespaces, service references,
+    DNS names, the webhook's own-namespace exclusion, RBAC subjects),
+  - the placeholder image ghcr.io/runwhere/gpuctl:latest becomes the image pinned by digest,
+  - "svc.cluster.local" follows kubernetesClusterDomain.
+Usage: (include "gpuctl.read" (dict "ctx" $ "file" "files/serve/rbac.yaml") | fromYaml).items
+*/}}
+{{- define "gpuctl.read" -}}
+{{- $ctx := .ctx -}}
+{{- $raw := $ctx.Files.Get .file -}}
+{{- if not $raw -}}
+{{- fail (printf "chart file %s is missing or empty (it is a symlink into manifests/; see charts/gpuctl/README.md)" .file) -}}
+{{- end -}}
+{{- $text := $raw | replace "gpuctl-system" $ctx.Release.Namespace | replace "ghcr.io/runwhere/gpuctl:latest" (include "gpuctl.image" $ctx) | replace "svc.cluster.local" (printf "svc.%s" $ctx.Values.kubernetesClusterDomain) -}}
+{{- $items := list -}}
+{{- range $doc := regexSplit "(?m)^---[ \t]*$" $text -1 -}}
+{{- $o := fromYaml $doc -}}
+{{- if hasKey $o "Error" -}}
+{{- fail (printf "%s: not valid YAML: %s" $.file $o.Error) -}}
+{{- end -}}
+{{- if hasKey $o "kind" -}}
+{{- $items = append $items $o -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "items" $items) -}}
+{{- end }}
+
+{{/*
+gpuctl.pod: apply the per-component values (dict "ctx" $ "obj" DEPLOYMENT "v" VALUES) to a Deployment
+read from manifests/, in place. Empty values keep the manifest's setting.
+*/}}
+{{- define "gpuctl.pod" -}}
+{{- $ctx := .ctx -}}
+{{- $v := .v -}}
+{{- $tpl := .obj.spec.template -}}
+{{- $spec := $tpl.spec -}}
+{{- if $v.replicas }}{{- $_ := set .obj.spec "replicas" (int $v.replicas) }}{{- end }}
+{{- with $v.nodeSelector }}{{- $_ := set $spec "nodeSelector" . }}{{- end }}
+{{- with $v.tolerations }}{{- $_ := set $spec "tolerations" . }}{{- end }}
+{{- with $v.affinity }}{{- $_ := set $spec "affinity" . }}{{- end }}
+{{- with $v.priorityClassName }}{{- $_ := set $spec "priorityClassName" . }}{{- end }}
+{{- with $ctx.Values.imagePullSecrets }}{{- $_ := set $spec "imagePullSecrets" . }}{{- end }}
+{{- $meta := $tpl.metadata -}}
+{{- with $v.podAnnotations }}{{- $_ := set $meta "annotations" (merge (dict) . ($meta.annotations | default (dict))) }}{{- end }}
+{{- $_ := set $meta "labels" (merge (dict) ($meta.labels | default (dict)) (dict "app.kubernetes.io/instance" $ctx.Release.Name)) -}}
+{{- range $c := $spec.containers -}}
+{{- $_ := set $c "imagePullPolicy" $ctx.Values.image.pullPolicy -}}
+{{- with $v.resources }}{{- $_ := set $c "resources" . }}{{- end }}
+{{- $env := list -}}
+{{- range $e := ($c.env | default list) -}}
+{{- if eq $e.name "GPUCTL_ALLOWED_HOST_PATHS" -}}
+{{- $_ := set $e "value" (join ":" $ctx.Values.allowedHostPaths) -}}
+{{- end -}}
+{{- $env = append $env $e -}}
+{{- end -}}
+{{- if $env }}{{- $_ := set $c "env" $env }}{{- end }}
+{{- end -}}
+{{- end }}
+
+{{/* gpuctl.emit: one object as a YAML document, with the chart's labels merged into its own. */}}
+{{- define "gpuctl.emit" -}}
+{{- $ctx := .ctx -}}
+{{- $o := .obj -}}
+{{- $labels := merge (dict) ($o.metadata.labels | default (dict)) (include "gpuctl.labels" $ctx | fromYaml) (.labels | default (dict)) -}}
+{{- $_ := set $o.metadata "labels" $labels -}}
+{{- with .annotations }}{{- $_ := set $o.metadata "annotations" (merge (dict) . ($o.metadata.annotations | default (dict))) }}{{- end }}
+---
+{{ toYaml $o }}
+{{- end }}

@@ -1,0 +1,243 @@
+"""The OCI side of hack/image.sh: a cache key from the wheel's content, and reproducible layers, config,
+manifest and OCI archive written from two directory trees (no Docker, no registry).
+
+    python hack/image.py key WHEEL RECIPE_FILE...       -> sha256 hex of the wheel's members + recipe
+    python hack/image.py assemble --rootfs D --app D --out F --repo R --tag T --epoch N --uid U
+                                                           -> prints the manifest digest (sha256:...)
+
+Layers are tar+gzip with sorted entries, every mtime = --epoch, owner as on disk (root) and gzip
+mtime 0, so the same trees give the same digest. Layer 1 is the Debian rootfs (minus docs, man pages
+and locales), layer 2 the application: /usr/local (gpuctl and its dependencies), the `gpuctl`
+entrypoint, /etc/passwd and /etc/group with the image's user, and /tmp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+EXCLUDE = ("usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/")
+ENTRYPOINT = "/usr/local/bin/gpuctl"
+# -I: isolated (no PYTHON* variables, no user site, no script directory on sys.path); the image's
+# packages are in /usr/local/lib/python3.X/dist-packages, which Debian's python always searches.
+SCRIPT = """#!/usr/bin/python{py} -I
+# gpuctl's container entrypoint: `gpuctl serve`, `gpuctl admission serve`, `gpuctl api serve`, and
+# every CLI command.
+from gpuctl.main import entrypoint
+
+entrypoint()
+"""
+CHUNK = 1 << 20
+
+
+def wheel_key(wheel: Path, recipe: list[Path]) -> str:
+    """Hash of what the image is made of: the wheel's members (names and bytes, not zip metadata,
+    so a rebuilt wheel of the same source gives the same key) and the files of the recipe."""
+    h = hashlib.sha256()
+    with zipfile.ZipFile(wheel) as z:
+        for name in sorted(z.namelist()):
+            if name.endswith(".dist-info/RECORD"):
+                continue
+            h.update(name.encode() + b"\0" + hashlib.sha256(z.read(name)).digest())
+    for f in recipe:
+        h.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _info(tar: tarfile.TarFile, path: Path, arcname: str, epoch: int) -> tarfile.TarInfo:
+    ti = tar.gettarinfo(str(path), arcname)
+    ti.mtime = epoch
+    ti.uname = ti.gname = ""
+    return ti
+
+
+def _add_tree(tar: tarfile.TarFile, root: Path, epoch: int, exclude: tuple[str, ...] = ()) -> None:
+    entries: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        rel = Path(dirpath).relative_to(root)
+        for name in [*dirnames, *filenames]:
+            arc = (rel / name).as_posix()
+            if any((arc + "/").startswith(e) or arc.startswith(e) for e in exclude):
+                continue
+            entries.append((arc, Path(dirpath) / name))
+    for arc, p in sorted(entries):
+        ti = _info(tar, p, arc, epoch)
+        if ti.isreg():
+            with p.open("rb") as f:
+                tar.addfile(ti, f)
+        else:
+            tar.addfile(ti)
+
+
+def _add_bytes(tar: tarfile.TarFile, arc: str, data: bytes, epoch: int, mode: int = 0o644) -> None:
+    ti = tarfile.TarInfo(arc)
+    ti.size, ti.mtime, ti.mode = len(data), epoch, mode
+    tar.addfile(ti, io.BytesIO(data))
+
+
+def _add_dir(tar: tarfile.TarFile, arc: str, epoch: int, mode: int = 0o755) -> None:
+    ti = tarfile.TarInfo(arc)
+    ti.type, ti.mtime, ti.mode = tarfile.DIRTYPE, epoch, mode
+    tar.addfile(ti)
+
+
+def _blob(blobs: Path, data_path: Path) -> tuple[str, int]:
+    h = hashlib.sha256()
+    with data_path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    digest = h.hexdigest()
+    shutil.move(str(data_path), blobs / digest)
+    return f"sha256:{digest}", (blobs / digest).stat().st_size
+
+
+def _layer(blobs: Path, tmp: Path, write) -> tuple[str, int, str]:
+    """Write one layer with write(tar); return (blob digest, size, diff_id)."""
+    raw = tmp / "layer.tar"
+    with tarfile.open(raw, "w", format=tarfile.PAX_FORMAT) as tar:
+        write(tar)
+    h = hashlib.sha256()
+    gz = tmp / "layer.tar.gz"
+    with (
+        raw.open("rb") as src,
+        gz.open("wb") as dst,
+        gzip.GzipFile(fileobj=dst, mode="wb", mtime=0, compresslevel=6) as z,
+    ):
+        while chunk := src.read(CHUNK):
+            h.update(chunk)
+            z.write(chunk)
+    raw.unlink()
+    digest, size = _blob(blobs, gz)
+    return digest, size, f"sha256:{h.hexdigest()}"
+
+
+def _json_blob(blobs: Path, tmp: Path, obj: dict) -> tuple[str, int]:
+    p = tmp / "blob.json"
+    p.write_bytes(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
+    return _blob(blobs, p)
+
+
+def assemble(args: argparse.Namespace) -> str:
+    epoch, uid = args.epoch, args.uid
+    py = args.python
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    with tempfile.TemporaryDirectory(dir=Path(args.out).parent) as t:
+        tmp = Path(t)
+        layout = tmp / "layout"
+        blobs = layout / "blobs" / "sha256"
+        blobs.mkdir(parents=True)
+
+        def base(tar: tarfile.TarFile) -> None:
+            _add_tree(tar, Path(args.rootfs), epoch, EXCLUDE)
+
+        def app(tar: tarfile.TarFile) -> None:
+            _add_tree(tar, Path(args.app), epoch)
+            _add_bytes(
+                tar,
+                "etc/passwd",
+                f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                f"gpuctl:x:{uid}:{uid}:gpuctl:/nonexistent:/usr/sbin/nologin\n".encode(),
+                epoch,
+            )
+            _add_bytes(tar, "etc/group", f"root:x:0:\ngpuctl:x:{uid}:\n".encode(), epoch)
+            _add_bytes(tar, ENTRYPOINT.lstrip("/"), SCRIPT.format(py=py).encode(), epoch, 0o755)
+            _add_dir(tar, "tmp", epoch, 0o1777)
+
+        layers = [_layer(blobs, tmp, base), _layer(blobs, tmp, app)]
+        config = {
+            "created": created,
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {
+                "User": f"{uid}:{uid}",
+                "Entrypoint": [ENTRYPOINT],
+                "Cmd": ["--help"],
+                "Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"],
+                "WorkingDir": "/",
+                "Labels": {
+                    "org.opencontainers.image.title": "gpuctl",
+                    "org.opencontainers.image.version": args.tag,
+                    "org.opencontainers.image.source": "https://github.com/runwhere/gpuctl",
+                    "org.opencontainers.image.base.name": args.base_name,
+                },
+            },
+            "rootfs": {"type": "layers", "diff_ids": [diff for _, _, diff in layers]},
+            "history": [
+                {"created": created, "created_by": f"hack/image.sh: {args.base_name}"},
+                {"created": created, "created_by": "hack/image.sh: gpuctl wheel and its dependencies"},
+            ],
+        }
+        cfg_digest, cfg_size = _json_blob(blobs, tmp, config)
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": cfg_digest,
+                "size": cfg_size,
+            },
+            "layers": [
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": d, "size": s}
+                for d, s, _ in layers
+            ],
+        }
+        man_digest, man_size = _json_blob(blobs, tmp, manifest)
+        index = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": man_digest,
+                    "size": man_size,
+                    "platform": {"architecture": "amd64", "os": "linux"},
+                    "annotations": {
+                        "org.opencontainers.image.ref.name": args.tag,
+                        "io.containerd.image.name": f"{args.repo}:{args.tag}",
+                    },
+                }
+            ],
+        }
+        (layout / "index.json").write_text(json.dumps(index, sort_keys=True, separators=(",", ":")))
+        (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+        out_tmp = Path(args.out + ".tmp")
+        with tarfile.open(out_tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+            _add_tree(tar, layout, epoch)
+        os.replace(out_tmp, args.out)
+    return man_digest
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="hack/image.py")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    k = sub.add_parser("key")
+    k.add_argument("wheel", type=Path)
+    k.add_argument("recipe", type=Path, nargs="*")
+    a = sub.add_parser("assemble")
+    for flag in ("--rootfs", "--app", "--out", "--repo", "--tag", "--base-name"):
+        a.add_argument(flag, required=True)
+    a.add_argument("--epoch", type=int, required=True)
+    a.add_argument("--uid", type=int, required=True)
+    a.add_argument("--python", required=True, help="interpreter version, e.g. 3.11")
+    args = p.parse_args(argv)
+    if args.cmd == "key":
+        print(wheel_key(args.wheel, args.recipe))
+    else:
+        print(assemble(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

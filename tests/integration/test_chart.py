@@ -1,0 +1,270 @@
+"""charts/gpuctl with the real helm binary (hack/cluster/build.sh caches it): lint, render, and a
+server-side dry run of the rendered chart against the local cluster's API server.
+
+The chart's objects come from manifests/ (charts/gpuctl/README.md); these tests check that every
+object of manifests/ reaches the rendered chart with only the documented changes, so an object added
+to or edited in manifests/ is either installed by the chart as it is or a test names it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts/gpuctl"
+MANIFESTS = ROOT / "manifests"
+CACHE = Path(os.environ.get("GPUCTL_TESTBED_CACHE", Path.home() / ".cache" / "gpuctl-testbed"))
+VERSIONS = dict(
+    line.split("=", 1)
+    for line in (ROOT / "hack/cluster/versions.env").read_text().splitlines()
+    if "=" in line and not line.startswith("#")
+)
+HELM = CACHE / "bin" / f"helm-{VERSIONS['HELM_VERSION']}" / "helm"
+DIGEST = "sha256:" + "ab" * 32
+OPERATOR_APIS = ["monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"]
+# What the chart changes in an object of manifests/ (charts/gpuctl/README.md, "What the chart changes").
+CHART_LABELS = {
+    "helm.sh/chart",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/part-of",
+    "app.kubernetes.io/version",
+}
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    if not HELM.exists():
+        pytest.fail(f"{HELM} is missing: run hack/cluster/build.sh (CI does before the tests)")
+    p = subprocess.run([str(HELM), *args], capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
+    return p
+
+
+def render(namespace: str = "gpuctl-system", *args: str) -> list[dict]:
+    out = helm("template", "gpuctl", str(CHART), "-n", namespace, "--set", f"image.digest={DIGEST}", *args)
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def by_key(docs: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def manifest_objects() -> list[dict]:
+    """The objects of manifests/ the chart installs by default (webhook, serve, the API's RBAC)."""
+    files = [
+        MANIFESTS / "admission" / f
+        for f in yaml.safe_load((MANIFESTS / "admission/kustomization.yaml").read_text())["resources"]
+    ]
+    files += [MANIFESTS / "serve/rbac.yaml", MANIFESTS / "serve/deployment.yaml", MANIFESTS / "api/rbac.yaml"]
+    files += [MANIFESTS / "kueue/bootstrap.yaml"]
+    docs = [d for f in files for d in yaml.safe_load_all(f.read_text()) if d]
+    return [
+        d for d in docs if d["kind"] != "Namespace" and not d["apiVersion"].startswith("cert-manager.io/")
+    ]
+
+
+def test_helm_lint() -> None:
+    p = helm("lint", "--strict", str(CHART), "--set", f"image.digest={DIGEST}")
+    assert "1 chart(s) linted, 0 chart(s) failed" in p.stdout
+
+
+def test_every_manifest_object_is_rendered_with_only_the_documented_changes() -> None:
+    rendered = by_key(render())
+    missing = []
+    for want in manifest_objects():
+        key = (want["kind"], want["metadata"]["name"])
+        got = rendered.get(key)
+        if got is None:
+            missing.append(key)
+            continue
+        got = json.loads(json.dumps(got))
+        labels = got["metadata"].pop("labels")
+        assert set(labels) - set(want["metadata"].get("labels", {})) <= CHART_LABELS, key
+        assert {k: labels[k] for k in want["metadata"].get("labels", {})} == want["metadata"].get(
+            "labels", {}
+        )
+        want = json.loads(json.dumps(want))
+        want["metadata"].pop("labels", None)
+        if key[0] == "ValidatingWebhookConfiguration":
+            # Self-signed fallback by default: caBundle set, cert-manager's annotation gone.
+            assert "annotations" not in got["metadata"]
+            want["metadata"].pop("annotations")
+            for w in got["webhooks"]:
+                assert base64.b64decode(w["clientConfig"].pop("caBundle")).startswith(
+                    b"-----BEGIN CERTIFICATE"
+                )
+        if key[0] == "Deployment":
+            tpl = got["spec"]["template"]
+            assert tpl["metadata"]["labels"].pop("app.kubernetes.io/instance") == "gpuctl"
+            for c, w in zip(
+                tpl["spec"]["containers"], want["spec"]["template"]["spec"]["containers"], strict=True
+            ):
+                assert c["image"] == f"ghcr.io/runwhere/gpuctl:0.1.0@{DIGEST}"
+                w["image"] = c["image"]
+            if key[1] == "gpuctl-serve":  # serve.api: --api, the API's env and a writable /tmp
+                c = tpl["spec"]["containers"][0]
+                assert c["args"].pop() == "--api"
+                assert c.pop("env") == [{"name": "GPUCTL_ALLOWED_HOST_PATHS", "value": ""}]
+                assert c.pop("volumeMounts") == [{"name": "tmp", "mountPath": "/tmp"}]
+                assert tpl["spec"].pop("volumes") == [{"name": "tmp", "emptyDir": {}}]
+        if key[0] == "ClusterRoleBinding" and key[1].startswith("gpuctl-api"):
+            assert got["subjects"].pop() == {
+                "kind": "ServiceAccount",
+                "name": "gpuctl-serve",
+                "namespace": "gpuctl-system",
+            }
+        if "annotations" in got["metadata"] and got["metadata"]["annotations"].get("helm.sh/resource-policy"):
+            assert got["metadata"].pop("annotations") == {"helm.sh/resource-policy": "keep"}
+        assert got == want, key
+    assert missing == []
+
+
+def test_self_signed_fallback_certificate_serves_the_webhook_service(tmp_path: Path) -> None:
+    docs = by_key(render("platform"))
+    secret = docs[("Secret", "gpuctl-admission-tls")]
+    vwc = docs[("ValidatingWebhookConfiguration", "gpuctl-admission")]
+    assert {w["clientConfig"]["caBundle"] for w in vwc["webhooks"]} == {secret["data"]["ca.crt"]}
+    for k in ("ca.crt", "tls.crt"):
+        (tmp_path / k).write_bytes(base64.b64decode(secret["data"][k]))
+    v = subprocess.run(
+        ["openssl", "verify", "-CAfile", tmp_path / "ca.crt", tmp_path / "tls.crt"],
+        capture_output=True,
+        text=True,
+    )
+    assert v.returncode == 0, v.stderr
+    san = subprocess.run(
+        ["openssl", "x509", "-noout", "-ext", "subjectAltName", "-in", tmp_path / "tls.crt"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert (
+        "DNS:gpuctl-admission.platform.svc" in san
+        and "DNS:gpuctl-admission.platform.svc.cluster.local" in san
+    )
+    assert {w["clientConfig"]["service"]["namespace"] for w in vwc["webhooks"]} == {"platform"}
+
+
+def test_release_namespace_replaces_gpuctl_system_everywhere() -> None:
+    out = helm("template", "gpuctl", str(CHART), "-n", "platform", "--set", f"image.digest={DIGEST}").stdout
+    assert "gpuctl-system" not in out
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    namespaced = [d for d in docs if "namespace" in d["metadata"]]
+    assert namespaced and {d["metadata"]["namespace"] for d in namespaced} == {"platform"}
+    vwc = by_key(docs)[("ValidatingWebhookConfiguration", "gpuctl-admission")]
+    excluded = vwc["webhooks"][0]["namespaceSelector"]["matchExpressions"][1]["values"]
+    assert "platform" in excluded  # the webhook never reviews its own namespace
+
+
+def test_operator_and_cert_manager_objects_follow_the_clusters_apis() -> None:
+    plain = by_key(render())
+    assert not [k for k in plain if k[0] in ("ServiceMonitor", "PrometheusRule", "Certificate", "Issuer")]
+    apis = [a for api in [*OPERATOR_APIS, "cert-manager.io/v1"] for a in ("--api-versions", api)]
+    full = by_key(render("gpuctl-system", *apis))
+    rules = yaml.safe_load((MANIFESTS / "prometheus/rules.yaml").read_text())
+    assert full[("PrometheusRule", "gpuctl")]["spec"]["groups"] == rules["groups"]
+    sm = full[("ServiceMonitor", "gpuctl")]
+    assert sm["spec"]["endpoints"][0]["port"] == "metrics"
+    svc_labels = full[("Service", "gpuctl")]["metadata"]["labels"]
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc_labels.items()
+    assert {("Issuer", "gpuctl-admission-selfsigned"), ("Certificate", "gpuctl-admission")} <= set(full)
+    assert ("Secret", "gpuctl-admission-tls") not in full
+    vwc = full[("ValidatingWebhookConfiguration", "gpuctl-admission")]
+    assert vwc["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "gpuctl-system/gpuctl-admission"
+    }
+    assert not [w for w in vwc["webhooks"] if "caBundle" in w["clientConfig"]]
+    # Forced off even when the APIs exist.
+    off = by_key(
+        render(
+            "gpuctl-system",
+            *apis,
+            "--set",
+            "prometheus.serviceMonitor.enabled=false",
+            "--set",
+            "prometheus.prometheusRule.enabled=false",
+            "--set",
+            "certManager.enabled=false",
+        )
+    )
+    assert not [k for k in off if k[0] in ("ServiceMonitor", "PrometheusRule", "Certificate", "Issuer")]
+
+
+def test_dashboards_are_configmaps_for_grafanas_sidecar() -> None:
+    docs = by_key(render())
+    files = sorted((MANIFESTS / "grafana").glob("*.json"))
+    assert files
+    for f in files:
+        cm = docs[("ConfigMap", f"gpuctl-dashboard-{f.stem}")]
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert json.loads(cm["data"][f"gpuctl-{f.name}"]) == json.loads(f.read_text())
+
+
+def test_values_change_what_they_say() -> None:
+    docs = by_key(
+        render(
+            "gpuctl-system",
+            "--set",
+            "webhook.mode=warn",
+            "--set",
+            "webhook.replicas=3",
+            "--set",
+            "allowedHostPaths={/data,/scratch}",
+            "--set",
+            "serve.apiKeysSecret=keys",
+            "--set",
+            "api.enabled=true",
+        )
+    )
+    hook = docs[("Deployment", "gpuctl-admission")]
+    assert hook["spec"]["replicas"] == 3
+    c = hook["spec"]["template"]["spec"]["containers"][0]
+    assert "--mode=warn" in c["args"] and "--mode=enforce" not in c["args"]
+    assert {"name": "GPUCTL_ALLOWED_HOST_PATHS", "value": "/data:/scratch"} in c["env"]
+    serve = docs[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in serve["containers"][0]["env"]}
+    assert env["GPUCTL_API_KEYS_FILE"] == "/etc/gpuctl/api-keys/api-keys.yaml"
+    assert {"name": "api-keys", "secret": {"secretName": "keys"}} in serve["volumes"]
+    assert docs[("Deployment", "gpuctl-api")]["spec"]["replicas"] == 2
+    no_api = by_key(render("gpuctl-system", "--set", "serve.api=false"))
+    assert (
+        "--api"
+        not in no_api[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    assert ("ClusterRole", "gpuctl-api") not in no_api
+
+
+@pytest.mark.parametrize(
+    ("digest", "message"),
+    [("", "image.digest is required"), ("latest", "is not a sha256 digest")],
+)
+def test_image_must_be_pinned_by_digest(digest: str, message: str) -> None:
+    p = helm("template", "gpuctl", str(CHART), "--set", f"image.digest={digest}", check=False)
+    assert p.returncode != 0
+    assert message in p.stderr
+
+
+def test_server_side_dry_run_of_the_rendered_chart(kubectl, namespace: str) -> None:
+    """The API server validates every object (schemas, CRDs of Kueue, CEL of matchConditions) and
+    persists nothing."""
+    out = helm("template", "gpuctl", str(CHART), "-n", namespace, "--set", f"image.digest={DIGEST}").stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(out)
+        f.flush()
+        p = kubectl("apply", "--dry-run=server", "-f", f.name, check=False)
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    assert len(lines) == len([d for d in yaml.safe_load_all(out) if d])
+    assert all(ln.endswith("(server dry run)") for ln in lines), lines
+    got = kubectl("get", "validatingwebhookconfiguration", "gpuctl-admission", check=False)
+    assert got.returncode != 0 and "NotFound" in got.stderr
+    got = kubectl("-n", namespace, "get", "deployment", "gpuctl-serve", check=False)
+    assert got.returncode != 0 and "NotFound" in got.stderr

@@ -1,0 +1,87 @@
+"""Pools carry their nodes' taints: the flavor's tolerations (gpuctl.domain.pools) and who keeps them."""
+
+from __future__ import annotations
+
+from gpuctl.constants import MANAGED_BY_VALUE, Labels
+from gpuctl.domain.pools import desired_flavor, node_taints, pool_tolerations, stale_flavors
+from gpuctl.server.reconciler import capacity_fingerprint
+from queues import budget_flavor, resource_flavor
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def node(name: str, pool: str | None, *taints: dict) -> dict:
+    labels = {Labels.POOL: pool} if pool else {}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": list(taints)},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def test_a_pool_tolerates_every_scheduling_taint_of_its_nodes_and_nothing_transient() -> None:
+    nodes = [
+        node("a", "p", GPU_TAINT, {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}),
+        node(
+            "b",
+            "p",
+            {"key": "dedicated", "effect": "NoSchedule"},
+            {"key": "soft", "effect": "PreferNoSchedule"},
+        ),
+        node("c", "p"),  # an untainted CPU node in the same pool
+        node("d", "other", {"key": "elsewhere", "value": "1", "effect": "NoExecute"}),
+        node("e", None, {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}),
+    ]
+    assert pool_tolerations(nodes, "p") == [
+        {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+    ]
+    assert pool_tolerations(nodes, "other") == [
+        {"key": "elsewhere", "operator": "Equal", "value": "1", "effect": "NoExecute"}
+    ]
+    assert pool_tolerations(nodes, "empty") == []
+    assert node_taints(nodes[4]) == []  # the autoscaler's drain taint is never tolerated
+
+
+def test_more_taints_than_kueue_allows_collapse_to_one_toleration_per_key() -> None:
+    nodes = [
+        node(f"n{i}", "p", {"key": f"k{i % 3}", "value": str(i), "effect": "NoSchedule"}) for i in range(12)
+    ]
+    tols = pool_tolerations(nodes, "p")
+    assert tols == [{"key": f"k{i}", "operator": "Exists", "effect": "NoSchedule"} for i in range(3)]
+
+
+def test_flavor_with_tolerations_and_without() -> None:
+    assert "tolerations" not in resource_flavor("p")["spec"]
+    f = desired_flavor("p", [node("a", "p", GPU_TAINT)])
+    assert f["spec"] == {
+        "nodeLabels": {Labels.POOL: "p"},
+        "tolerations": [
+            {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+        ],
+    }
+    assert f["metadata"]["labels"][Labels.MANAGED_BY] == MANAGED_BY_VALUE
+
+
+def test_stale_flavors_lists_only_gpuctl_pools_whose_tolerations_differ() -> None:
+    nodes = [node("a", "p", GPU_TAINT), node("b", "q")]
+    foreign = {"metadata": {"name": "f", "labels": {}}, "spec": {}}
+    tas = desired_flavor("t", [])
+    tas["spec"]["topologyName"] = "default"  # Kueue keeps a TAS flavor's spec immutable
+    nodes.append(node("c", "t", GPU_TAINT))
+    flavors = [resource_flavor("p"), desired_flavor("q", nodes), budget_flavor(), foreign, tas]
+    assert stale_flavors(flavors, nodes) == {
+        "p": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+    }
+    # A taint removed from the nodes is removed from the flavor (an empty list: merge-patched to null).
+    up_to_date = desired_flavor("p", nodes)
+    assert stale_flavors([up_to_date], [node("a", "p")]) == {"p": []}
+
+
+def test_the_reconciler_wakes_on_taint_changes() -> None:
+    a = node("a", "p")
+    b = node("a", "p", GPU_TAINT)
+    assert capacity_fingerprint(a) != capacity_fingerprint(b)
+    # A transient taint (the node going NotReady) already shows as readiness; it does not add a trigger.
+    c = node("a", "p", {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    assert capacity_fingerprint(a) == capacity_fingerprint(c)
