@@ -10,6 +10,7 @@ gpuctl.server.cache.CacheReader (each field is a filter over the watch cache).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any
 
@@ -23,6 +24,33 @@ from gpuctl.domain.workload import queue_positions
 JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl workload and pod, including the earlier gpuctl's
 MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
 CONTROLLER_KINDS = ("Job", "Deployment", "StatefulSet")
+
+
+SHARDS = 4  # parallel pod lists at most
+SHARD_MIN_CONTROLLERS = 8  # fewer: one list
+SHARD_MAX_SELECTOR = 6000  # characters; longer selectors (thousands of jobs): one list
+
+
+def owner_shards(controllers: list[tuple[str, dict]]) -> list[str]:
+    """Label selectors that together select the pods of `controllers` (Jobs' pods by job-name, the
+    others' by app, as Inventory.pods_of finds them), in up to SHARDS groups; [] when one list is
+    better (few controllers, or selectors too long for a URL)."""
+    if len(controllers) < SHARD_MIN_CONTROLLERS:
+        return []
+    names: dict[str, set[str]] = {Labels.JOB_NAME: set(), Labels.APP: set()}
+    for kind, obj in controllers:
+        names[Labels.JOB_NAME if kind == "Job" else Labels.APP].add(obj["metadata"]["name"])
+    keyed = [(key, n) for key, values in names.items() for n in sorted(values)]
+    groups: list[dict[str, list[str]]] = [{} for _ in range(SHARDS)]
+    for i, (key, n) in enumerate(keyed):
+        groups[i % SHARDS].setdefault(key, []).append(n)
+    out = []
+    for g in groups:
+        # Each key needs its own selector (terms are ANDed): one selector per (shard, key).
+        out += [f"{JOB_SELECTOR},{key} in ({','.join(values)})" for key, values in g.items()]
+    if any(len(sel) > SHARD_MAX_SELECTOR for sel in out):
+        return []
+    return out
 
 
 class Inventory:
@@ -73,9 +101,20 @@ class Inventory:
     @cached_property
     def pods(self) -> list[dict]:
         table = getattr(self.reader, "list_table", None) if self.pod_rows else None
-        if table is not None:
+        if table is None:
+            return self._list("Pod", JOB_SELECTOR)
+        shards = owner_shards(self.controllers)
+        if len(shards) < 2:
             return table("Pod", self.namespace, JOB_SELECTOR)
-        return self._list("Pod", JOB_SELECTOR)
+        # The pods of the listed controllers, in parallel requests that split them by owner label: the
+        # API server encodes the shards on several cores, where one paged list (kubectl's) uses one.
+        with ThreadPoolExecutor(len(shards)) as pool:
+            parts = pool.map(lambda sel: table("Pod", self.namespace, sel), shards)
+            seen: dict[str, dict] = {}
+            for part in parts:
+                for p in part:
+                    seen.setdefault(p["metadata"]["uid"], p)
+        return list(seen.values())
 
     @cached_property
     def controllers(self) -> list[tuple[str, dict]]:

@@ -10,6 +10,8 @@ import uuid
 from gpuctl.cluster import path
 from gpuctl.constants import Labels
 from gpuctl.domain.status import pod_finished, pod_ip, pod_node, pod_ready, pod_status, printed_pod_status
+from gpuctl.service import inventory
+from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import list_job_rows
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import _training, gpuctl, pools, teams  # noqa: F401 - fixtures
@@ -77,7 +79,14 @@ def test_printer_port_matches_the_api_server(kube, namespace) -> None:
         kube.merge_patch(path("Pod", "deleting", namespace), {"metadata": {"finalizers": None}})
 
 
-def test_get_jobs_rows_are_the_same_from_table_rows(pools, teams, gpuctl, kube, tmp_path) -> None:  # noqa: F811
+def test_get_jobs_rows_are_the_same_from_table_rows(
+    pools,  # noqa: F811
+    teams,  # noqa: F811
+    gpuctl,  # noqa: F811
+    kube,
+    tmp_path,
+    monkeypatch,
+) -> None:
     a, b = teams
     jobs = [
         _training(tmp_path, "fits", b, 4, runtime="30m"),
@@ -109,3 +118,10 @@ def test_get_jobs_rows_are_the_same_from_table_rows(pools, teams, gpuctl, kube, 
         assert all(abs((f.age or 0) - (t.age or 0)) < 30 for f, t in zip(full, table, strict=True))
         assert full, "rows expected"
     assert {r.name for r in list_job_rows(kube, a, gpus=False)} == {"web"}
+    # Many jobs: pods come in parallel lists split by owner label; the same rows.
+    one_list = [r.as_dict() | {"age": None} for r in list_job_rows(kube, None, gpus=False)]
+    monkeypatch.setattr(inventory, "SHARD_MIN_CONTROLLERS", 1)
+    monkeypatch.setattr(inventory, "SHARDS", 3)
+    assert len(inventory.owner_shards(Inventory(kube).controllers)) >= 3
+    sharded = [r.as_dict() | {"age": None} for r in list_job_rows(kube, None, gpus=False)]
+    assert sharded == one_list
