@@ -17,13 +17,15 @@ evaluation itself. The rules keep the cluster to gpuctl's conventions however wo
 - `node-pool`       a Node's `runwhere.ai/pool` label names an existing pool.
 
 Rules apply to Pods, Jobs, Deployments, StatefulSets and ReplicaSets in namespaces gpuctl manages, and to
-Nodes. Pods whose controller is a Job, ReplicaSet or StatefulSet (and ReplicaSets a Deployment controls)
-are checked once, at their owner: the owner's template is what they are made from, and checking every pod
-a controller creates would put the webhook on the path of every scale-up for nothing.
+Nodes. Pods the Job, ReplicaSet or StatefulSet controller makes (and ReplicaSets the Deployment controller
+makes) are checked once, at their owner: the owner's template is what they are made from. What proves a
+pod was made by its controller is *who sends the request* (`request.userInfo.username`, the controller's
+own ServiceAccount, see CONTROLLER_USERS), never what the object says about itself: anyone who may create
+pods can write an ownerReference to a Job of his own.
 
-On UPDATE only violations the old object did not already have are denied (compared by `Violation.key`):
-controllers such as Kueue update objects created before the webhook existed (or in warn mode), and
-refusing those updates would wedge the object instead of protecting anything.
+On UPDATE only violations the old object did not already have are denied (compared by `Violation.identity`,
+the rule and the exact finding): objects created before the webhook existed (or in warn mode) stay
+updatable, but a *different* finding of the same rule (another foreign pool, another host path) is new.
 """
 
 from __future__ import annotations
@@ -93,13 +95,13 @@ RULES: Final = (
 
 # Kubernetes truncates longer warnings; one violation per warning keeps each readable.
 MAX_WARNING_CHARS: Final = 256
-_PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
-_JOB_TYPES: Final = tuple(k.value for k in JOB_KINDS)
+PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
+JOB_TYPES: Final = tuple(k.value for k in JOB_KINDS)
 _ALL_KEYS: Final = (*KNOWN_RUNWHERE_KEYS, *EXTRA_RUNWHERE_KEYS)
-_KNOWN_KEYS: Final = frozenset(_ALL_KEYS)
+KNOWN_KEYS: Final = frozenset(_ALL_KEYS)
 _KNOWN_SUFFIXES: Final = tuple(k.removeprefix(Labels.PREFIX) for k in _ALL_KEYS)
-_PRIORITY_CLASSES: Final = frozenset(PRIORITY_CLASS.values())
-_CLASS_PREFIX: Final = PRIORITY_CLASS[Priority.HIGH].removesuffix(Priority.HIGH.value)  # "gpuctl-"
+PRIORITY_CLASSES: Final = frozenset(PRIORITY_CLASS.values())
+CLASS_PREFIX: Final = PRIORITY_CLASS[Priority.HIGH].removesuffix(Priority.HIGH.value)  # "gpuctl-"
 _QUEUE_ANNOTATION: Final = Labels.KUEUE_QUEUE  # Kueue still reads the (deprecated) annotation too
 
 # (apiGroup, kind) of the objects reviewed. Template kinds carry a pod template at spec.template.
@@ -108,6 +110,24 @@ _NODE: Final = ("", "Node")
 _TEMPLATE_KINDS: Final = frozenset(
     {("batch", "Job"), ("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")}
 )
+# Who may skip review, by identity. kube-controller-manager run with --use-service-account-credentials (as
+# kubeadm and managed clusters do) sends each controller's requests as its own ServiceAccount; only cluster
+# admins can act as those (a token of a kube-system ServiceAccount, or impersonation).
+SA_PREFIX: Final = "system:serviceaccount:"
+KCM_NAMESPACE: Final = "kube-system"
+# (apiGroup, kind) of a controller owner -> the user its controller sends requests as.
+CONTROLLER_USERS: Final = {
+    ("batch", "Job"): f"{SA_PREFIX}{KCM_NAMESPACE}:job-controller",
+    ("apps", "ReplicaSet"): f"{SA_PREFIX}{KCM_NAMESPACE}:replicaset-controller",
+    ("apps", "StatefulSet"): f"{SA_PREFIX}{KCM_NAMESPACE}:statefulset-controller",
+    ("apps", "Deployment"): f"{SA_PREFIX}{KCM_NAMESPACE}:deployment-controller",
+}
+# kube-controller-manager without --use-service-account-credentials sends every controller's requests as
+# this one user (its client certificate); trusted the same way, with the owner kind deciding which controller.
+KCM_USER: Final = "system:kube-controller-manager"
+# Kueue's controller (its Deployment's ServiceAccount): it unsuspends Jobs, injects the flavor's
+# nodeSelector and removes its scheduling gate; the webhook's matchConditions never call for its requests.
+KUEUE_USER: Final = f"{SA_PREFIX}kueue-system:kueue-controller-manager"
 # A pod controlled by one of these is made from a template already reviewed at its owner.
 _CHECKED_OWNERS: Final = frozenset({("batch", "Job"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
 # A ReplicaSet controlled by a Deployment is made from the Deployment's (reviewed) template.
@@ -147,7 +167,9 @@ class Violation:
 
     @property
     def identity(self) -> str:
-        return self.key or self.rule
+        """What makes two findings the same across an UPDATE: the key where the message quotes cluster state
+        that may change between the two (sizes, node names), else the rule and its message."""
+        return self.key or f"{self.rule}: {self.message}"
 
     def text(self) -> str:
         return f"[{self.rule}] {self.message}. Fix: {self.fix}"
@@ -389,13 +411,11 @@ def _check_unknown_keys(places: Iterable[tuple[str, Mapping[str, str]]], out: li
     """unknown-key, for workloads and Nodes alike."""
     for where, m in places:
         for key in m:
-            if key.startswith(Labels.PREFIX) and key not in _KNOWN_KEYS:
+            if key.startswith(Labels.PREFIX) and key not in KNOWN_KEYS:
                 # Compare what follows the shared prefix, or every key looks "close" to every other.
                 hit = _closest(key.removeprefix(Labels.PREFIX), _KNOWN_SUFFIXES)
                 hit = f"{Labels.PREFIX}{hit}" if hit else None
-                fix = (
-                    f"rename it to {hit}" if hit else f"remove it (gpuctl's keys: {_names(_KNOWN_KEYS, 12)})"
-                )
+                fix = f"rename it to {hit}" if hit else f"remove it (gpuctl's keys: {_names(KNOWN_KEYS, 12)})"
                 hint = f' (did you mean "{hit}"?)' if hit else ""
                 out.append(
                     Violation(UNKNOWN_KEY, f"unknown key {key} in {where}{hint}", fix, f"{UNKNOWN_KEY}={key}")
@@ -414,12 +434,12 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
 
     for where, m in (("metadata.labels", w.labels), ("spec.template.metadata.labels", w.tmpl_labels)):
         jt = m.get(Labels.JOB_TYPE)
-        if jt is not None and jt not in _JOB_TYPES:
+        if jt is not None and jt not in JOB_TYPES:
             out.append(
                 Violation(
                     JOB_TYPE,
-                    f'{where}[{Labels.JOB_TYPE}] is "{jt}"{_did_you_mean(jt, _JOB_TYPES)}',
-                    f"use one of {', '.join(_JOB_TYPES)}",
+                    f'{where}[{Labels.JOB_TYPE}] is "{jt}"{_did_you_mean(jt, JOB_TYPES)}',
+                    f"use one of {', '.join(JOB_TYPES)}",
                 )
             )
 
@@ -430,12 +450,12 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
         p = m.get(Labels.PRIORITY)
         if p is None:
             continue
-        if p not in _PRIORITY_VALUES:
+        if p not in PRIORITY_VALUES:
             out.append(
                 Violation(
                     PRIORITY,
-                    f'{where}[{Labels.PRIORITY}] is "{p}"{_did_you_mean(p, _PRIORITY_VALUES)}',
-                    f"use one of {', '.join(_PRIORITY_VALUES)}",
+                    f'{where}[{Labels.PRIORITY}] is "{p}"{_did_you_mean(p, PRIORITY_VALUES)}',
+                    f"use one of {', '.join(PRIORITY_VALUES)}",
                 )
             )
             return
@@ -453,13 +473,13 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
         cls = m.get(Labels.KUEUE_PRIORITY)
         if cls is None:
             continue
-        if cls.startswith(_CLASS_PREFIX) and cls not in _PRIORITY_CLASSES:
+        if cls.startswith(CLASS_PREFIX) and cls not in PRIORITY_CLASSES:
             out.append(
                 Violation(
                     PRIORITY,
                     f'{where}[{Labels.KUEUE_PRIORITY}] is "{cls}", not a gpuctl priority class'
-                    f"{_did_you_mean(cls, _PRIORITY_CLASSES)}",
-                    f"use one of {', '.join(sorted(_PRIORITY_CLASSES))}",
+                    f"{_did_you_mean(cls, PRIORITY_CLASSES)}",
+                    f"use one of {', '.join(sorted(PRIORITY_CLASSES))}",
                 )
             )
             return
@@ -504,7 +524,12 @@ def _check_queue(
             else _NO_QUEUE.format(ns=ns)
         )
         out.append(
-            Violation(GPU_QUEUE, f"requests {gpus} {GPU_RESOURCE} without a {Labels.KUEUE_QUEUE} label", fix)
+            Violation(
+                GPU_QUEUE,
+                f"requests {gpus} {GPU_RESOURCE} without a {Labels.KUEUE_QUEUE} label",
+                fix,
+                GPU_QUEUE,
+            )
         )
         return
     cq = queues.get(name)
@@ -571,7 +596,6 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                     POOL_PLACEMENT,
                     f"the pool is ambiguous: {said}",
                     "use one pool everywhere",
-                    POOL_PLACEMENT,
                 )
             )
             return
@@ -588,7 +612,6 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                     f'labelled pool "{pool}" but nothing keeps the pods there: Kueue may run them on '
                     f"any pool",
                     f"add {pin}",
-                    POOL_PLACEMENT,
                 )
             )
         if terms and not any(_term_admits_pool(t, pool) for t in terms):
@@ -597,7 +620,6 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                     POOL_PLACEMENT,
                     f'required node affinity excludes pool "{pool}"',
                     f"remove the {Labels.POOL} condition from the affinity or make it allow {pool}",
-                    POOL_PLACEMENT,
                 )
             )
         if node_name:
@@ -609,7 +631,7 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                         POOL_PLACEMENT,
                         f'{sp}.nodeName {node_name} is a node of {where}, not of pool "{pool}"',
                         f"remove nodeName (the scheduler picks a node of {pool}) or name one of its nodes",
-                        POOL_PLACEMENT,
+                        f"{POOL_PLACEMENT}: nodeName={node_name} pool={pool}",
                     )
                 )
         members = state.pool_nodes.get(pool, ())
@@ -629,7 +651,7 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                         f'nodeSelector/affinity match no node of pool "{pool}", only nodes of pool(s) '
                         f"{', '.join(elsewhere)}",
                         f"change the pool to {elsewhere[0]} or the selector to match nodes of {pool}",
-                        POOL_PLACEMENT,
+                        f"{POOL_PLACEMENT}: selector outside pool={pool}",
                     )
                 )
             else:
@@ -668,6 +690,7 @@ def _check_gpus(gpus: int, pool: str | None, state: ClusterState, out: list[Viol
                     f"so it could never run",
                     f"ask for at most {biggest} GPUs per pod (split the work across pods) or use a pool with "
                     f"bigger nodes",
+                    f"{GPU_FITS_NODE}={gpus}@{pool}",
                 )
             )
         return
@@ -681,6 +704,7 @@ def _check_gpus(gpus: int, pool: str | None, state: ClusterState, out: list[Viol
                 f"a pod asks for {gpus} GPUs but no pool has a node that big (largest: {biggest} in pool "
                 f'"{best_pool}"), so it could never run',
                 f"ask for at most {biggest} GPUs per pod",
+                f"{GPU_FITS_NODE}={gpus}",
             )
         )
 
@@ -780,6 +804,12 @@ def _controller(meta: Mapping[str, Any], where: str) -> tuple[str, str] | None:
     return None
 
 
+def _username(request: Mapping[str, Any]) -> str:
+    user = request.get("userInfo")
+    name = user.get("username") if type(user) is dict else None
+    return name if type(name) is str else ""
+
+
 def _field_manager(request: Mapping[str, Any]) -> str:
     options = request.get("options")
     fm = options.get("fieldManager") if type(options) is dict else None
@@ -846,9 +876,19 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     if managed is False:
         return Verdict(allowed=True, subject=subject, skipped="namespace not managed by gpuctl")
 
+    user = _username(request)
+    if user == KUEUE_USER:
+        # Kueue unsuspends, injects its flavor's nodeSelector and ungates: it must never depend on this
+        # webhook (the API server does not even call for its requests, matchCondition not-kueue).
+        return Verdict(allowed=True, subject=subject, skipped="Kueue's own request")
     owner = _controller(_m(obj, "metadata", "request.object"), "request.object.metadata")
-    if owner is not None and (
-        (gk == _POD and owner in _CHECKED_OWNERS) or (kind == "ReplicaSet" and owner in _CHECKED_RS_OWNERS)
+    if (
+        owner is not None
+        and (
+            (gk == _POD and owner in _CHECKED_OWNERS)
+            or (kind == "ReplicaSet" and owner in _CHECKED_RS_OWNERS)
+        )
+        and user in (CONTROLLER_USERS[owner], KCM_USER)
     ):
         return Verdict(allowed=True, subject=subject, skipped=f"checked at its owner ({owner[1]})")
 

@@ -34,6 +34,17 @@ RESOURCES: dict[str, Resource] = {
     "ValidatingWebhookConfiguration": Resource(
         "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False
     ),
+    "ValidatingAdmissionPolicy": Resource(
+        "admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False
+    ),
+    "ValidatingAdmissionPolicyBinding": Resource(
+        "admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False
+    ),
+    "ConfigMap": Resource("v1", "configmaps", True),
+    "Lease": Resource("coordination.k8s.io/v1", "leases", True),
+    "ClusterRole": Resource("rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": Resource("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "RoleBinding": Resource("rbac.authorization.k8s.io/v1", "rolebindings", True),
 }
 
 

@@ -2,6 +2,11 @@
 
     gpuctl serve [--kubeconfig K] [--context C] [--address 0.0.0.0] [--metrics-port 9090]
                  [--metrics/--no-metrics] [--reconcile/--no-reconcile] [--api/--no-api]
+                 [--leader-elect/--no-leader-elect] [--lease-namespace NS] [--lease-name gpuctl-serve]
+
+Replicas: with --leader-elect (the default) the replicas elect a leader on a coordination.k8s.io Lease
+(gpuctl.server.leader); only the leader reconciles and exports the cluster-state metrics, every replica
+serves the API and its own health/cache series.
 
 Why one process: the reconciler, the metrics and the REST API all read the same objects, and a
 watch cache of 20,000 pods is the service's biggest cost; keeping one per process keeps the API
@@ -21,12 +26,14 @@ The cache starts after mounting, so a mount may still `ctx.cache.add(...)` infor
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import gc
 import importlib
 import logging
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +43,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from gpuctl.cluster import Cluster
 from gpuctl.server.cache import Cache
+from gpuctl.server.leader import DEFAULT_LEASE_NAME, LeaderElector, default_namespace
 from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
 from gpuctl.server.reconciler import Reconciler
 from gpuctl.server.wiring import default_cache
@@ -56,6 +64,7 @@ class ServerContext:
     collector: GpuctlCollector | None = None
     tracker: WorkloadTracker | None = None
     reconciler: Reconciler | None = None
+    elector: LeaderElector | None = None
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -116,6 +125,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--debounce", type=float, default=0.5, help="seconds of quiet before a reconcile (0.5)")
     p.add_argument("--resync", type=float, default=60.0, help="seconds between periodic reconciles (60)")
+    p.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="elect a leader among replicas on a Lease; only it reconciles and exports cluster metrics (on)",
+    )
+    p.add_argument(
+        "--lease-namespace",
+        default=None,
+        help="namespace of the Lease (default: $POD_NAMESPACE, the in-cluster namespace, else default)",
+    )
+    p.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help=f"Lease name ({DEFAULT_LEASE_NAME})")
+    p.add_argument("--lease-duration", type=float, default=15.0, help="seconds a Lease lasts unrenewed (15)")
+    p.add_argument(
+        "--renew-deadline", type=float, default=10.0, help="seconds to renew before stepping down (10)"
+    )
+    p.add_argument("--retry-period", type=float, default=2.0, help="seconds between Lease attempts (2)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -124,10 +150,23 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
     """Cache, reconciler and registry for these flags; nothing started yet."""
     cache = default_cache(cluster, metrics=args.metrics, api=args.api)
     ctx = ServerContext(cluster=cluster, cache=cache, options=args)
+    leader = None
+    if getattr(args, "leader_elect", False) and (args.reconcile or args.metrics):
+        ctx.elector = LeaderElector(
+            cluster,
+            namespace=args.lease_namespace or default_namespace(),
+            name=args.lease_name,
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+        )
+        leader = ctx.elector.is_leader
     if args.reconcile:
-        ctx.reconciler = Reconciler(cluster, cache, debounce=args.debounce, resync=args.resync)
+        ctx.reconciler = Reconciler(cluster, cache, debounce=args.debounce, resync=args.resync, leader=leader)
+        if ctx.elector is not None:
+            ctx.elector.on_started = lambda: ctx.reconciler.trigger("elected leader")
     if args.metrics:
-        ctx.registry, ctx.collector, ctx.tracker = build_registry(cache, ctx.reconciler)
+        ctx.registry, ctx.collector, ctx.tracker = build_registry(cache, ctx.reconciler, leader=leader)
     return ctx
 
 
@@ -161,6 +200,27 @@ def _mounts(args: argparse.Namespace) -> list[Mount]:
     return [api.mount]
 
 
+def stop_parts(ctx: ServerContext) -> None:
+    """Stop the background parts; the elector releases the Lease so another replica takes over at once."""
+    ctx.stop.set()
+    if ctx.elector is not None:
+        ctx.elector.join(timeout=5)
+
+
+def _stop_on_shutdown(app: FastAPI, ctx: ServerContext) -> None:
+    """Run stop_parts when uvicorn shuts down, inside its graceful shutdown: on SIGTERM uvicorn re-raises
+    the signal once the server has stopped, so code after uvicorn.run() never runs then."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with inner(a) as state:
+            yield state
+        await asyncio.to_thread(stop_parts, ctx)
+
+    app.router.lifespan_context = lifespan
+
+
 def main(argv: list[str]) -> int:
     # `gpuctl serve -- --flag` reaches us with the separator (argparse REMAINDER keeps it).
     if argv[:1] == ["--"]:
@@ -177,19 +237,22 @@ def main(argv: list[str]) -> int:
     ctx = build_context(args, cluster)
     app = create_app(ctx, _mounts(args))
     ctx.cache.start()
+    if ctx.elector is not None:
+        ctx.elector.start(ctx.stop)
     if ctx.reconciler is not None:
         ctx.reconciler.start(ctx.stop)
     threading.Thread(target=freeze_heap, args=(ctx.cache, ctx.stop), name="gc-freeze", daemon=True).start()
     parts = [
         n for n, on in (("metrics", args.metrics), ("reconcile", args.reconcile), ("api", args.api)) if on
     ]
+    _stop_on_shutdown(app, ctx)
     log.info("serving %s on %s:%d", ", ".join(parts) or "health only", args.address, args.metrics_port)
     try:
         uvicorn.run(
             app, host=args.address, port=args.metrics_port, log_level=args.log_level, access_log=False
         )
     finally:
-        ctx.stop.set()
+        stop_parts(ctx)
         ctx.cache.stop()
     return 0
 

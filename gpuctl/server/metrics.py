@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 from prometheus_client import (
@@ -184,6 +184,20 @@ def workload_summary(wl: dict) -> WorkloadInfo:
 
 
 # -------------------------------------------------------------------- event-driven series
+class _LeaderOnly(Collector):
+    """Yields its collectors' series only while `leader()` is true (always when leader is None)."""
+
+    def __init__(self, collectors: list, leader: Callable[[], bool] | None):
+        self.collectors = collectors
+        self.leader = leader
+
+    def collect(self) -> Iterator:
+        if self.leader is not None and not self.leader():
+            return
+        for c in self.collectors:
+            yield from c.collect()
+
+
 class WorkloadTracker:
     """Observes queue wait once per Workload UID and counts preemptions as they happen.
 
@@ -193,20 +207,27 @@ class WorkloadTracker:
     the counter starts at the informer's first list.
     """
 
-    def __init__(self, registry: CollectorRegistry, informer: Informer | None = None):
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        informer: Informer | None = None,
+        leader: Callable[[], bool] | None = None,
+    ):
         self.wait = Histogram(
             "gpuctl_queue_wait_seconds",
             "Time from a Workload's creation to Kueue reserving quota for it (first admission)",
             ["pool", "priority"],
             buckets=WAIT_BUCKETS,
-            registry=registry,
+            registry=None,
         )
         self.preemptions = Counter(
             "gpuctl_workload_preemptions_total",
             "Workloads preempted by Kueue (evicted to make room), by preempted workload's team and reason",
             ["pool", "namespace", "priority", "reason"],
-            registry=registry,
+            registry=None,
         )
+        # Cluster facts: with several replicas only the leader exports them (gpuctl.server.leader).
+        registry.register(_LeaderOnly([self.wait, self.preemptions], leader))
         self.informer = informer
         self._observed: set[str] = set()
         self._preempted: dict[str, int] = {}
@@ -242,10 +263,18 @@ class WorkloadTracker:
 class GpuctlCollector(Collector):
     """Everything but the two event-driven series, computed from the cache on each scrape."""
 
-    def __init__(self, cache: Cache, reconciler: Reconciler | None = None, pod_gpus: PodGpus | None = None):
+    def __init__(
+        self,
+        cache: Cache,
+        reconciler: Reconciler | None = None,
+        pod_gpus: PodGpus | None = None,
+        leader: Callable[[], bool] | None = None,
+    ):
         self.cache = cache
         self.reconciler = reconciler
         self.pod_gpus = pod_gpus
+        # With leader election, the cluster-state series come only from the leader (docs/metrics.md).
+        self.leader = leader
         self.last_duration = 0.0
 
     def _list(self, kind: str) -> list:
@@ -256,7 +285,15 @@ class GpuctlCollector(Collector):
 
     def collect(self) -> Iterator:
         t0 = time.perf_counter()
-        families = [*self._pools_and_teams(), *self._health()]
+        leading = self.leader is None or self.leader()
+        families = [*(self._pools_and_teams() if leading else ()), *self._health()]
+        if self.leader is not None:
+            g = GaugeMetricFamily(
+                "gpuctl_serve_leader",
+                "1 on the replica that holds the gpuctl-serve Lease (and exports the cluster-state series)",
+            )
+            g.add_metric([], 1 if leading else 0)
+            families.append(g)
         self.last_duration = time.perf_counter() - t0
         g = GaugeMetricFamily(
             "gpuctl_collect_duration_seconds",
@@ -512,7 +549,11 @@ class GpuctlCollector(Collector):
 
 
 def build_registry(
-    cache: Cache, reconciler: Reconciler | None = None, *, process: bool = True
+    cache: Cache,
+    reconciler: Reconciler | None = None,
+    *,
+    process: bool = True,
+    leader: Callable[[], bool] | None = None,
 ) -> tuple[CollectorRegistry, GpuctlCollector, WorkloadTracker | None]:
     """A registry with gpuctl's collector, the Workload tracker (hooked to the Workload informer,
     which must not have started yet) and the process collectors (process_resident_memory_bytes...)."""
@@ -521,11 +562,11 @@ def build_registry(
     if "Pod" in cache:
         pod_gpus = PodGpus()
         cache["Pod"].add_handler(pod_gpus.handle)
-    collector = GpuctlCollector(cache, reconciler, pod_gpus)
+    collector = GpuctlCollector(cache, reconciler, pod_gpus, leader)
     registry.register(collector)
     tracker = None
     if "Workload" in cache:
-        tracker = WorkloadTracker(registry, cache["Workload"])
+        tracker = WorkloadTracker(registry, cache["Workload"], leader)
         cache["Workload"].add_handler(tracker.handle)
     if process:
         process_collector.ProcessCollector(registry=registry)

@@ -20,7 +20,9 @@ Rules:
   `spec.tolerations` merge-patched (a flavor with a topologyName is immutable in Kueue and is left
   alone). Nothing else is written at all;
 - nothing is done before every informer has listed once (a half-filled cache would shrink pools);
-- a failed apply is retried with backoff, and everything is re-checked every `resync` seconds.
+- a failed apply is retried with backoff, and everything is re-checked every `resync` seconds;
+- with several replicas (gpuctl.server.leader), only the Lease holder writes; the others answer
+  "standby" and reconcile the moment they take over.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from gpuctl.server.cache import Cache
 
 log = logging.getLogger(__name__)
 
-RESULTS = ("applied", "unchanged", "missing", "foreign", "not_synced", "error")
+RESULTS = ("applied", "unchanged", "missing", "foreign", "not_synced", "error", "standby")
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60)
 
 
@@ -72,8 +74,10 @@ class Reconciler:
         max_delay: float = 2.0,
         resync: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        leader: Callable[[], bool] | None = None,
     ):
         self.cluster = cluster
+        self.leader = leader
         self.cache = cache
         self.debounce = debounce
         self.max_delay = max_delay
@@ -166,7 +170,7 @@ class Reconciler:
         result = self._reconcile()
         self.results[result] += 1
         self.duration.observe(self.clock() - t0)
-        if result not in ("error", "not_synced"):
+        if result not in ("error", "not_synced", "standby"):
             self.last_success = time.time()
         if result == "applied":
             self.last_applied = time.time()
@@ -175,6 +179,8 @@ class Reconciler:
         return result
 
     def _reconcile(self) -> str:
+        if self.leader is not None and not self.leader():
+            return "standby"
         if not self.cache.synced():
             return "not_synced"
         flavors = self._sync_flavors()
@@ -220,7 +226,8 @@ class Reconciler:
     def metric_families(self) -> Iterator:
         runs = CounterMetricFamily(
             "gpuctl_reconcile_runs",
-            "Reconciles of the Cohort by result (applied, unchanged, missing, foreign, not_synced, error)",
+            "Reconciles of the Cohort by result (applied, unchanged, missing, foreign, not_synced, error, "
+            "standby: not the leader)",
             labels=["result"],
         )
         for r in RESULTS:

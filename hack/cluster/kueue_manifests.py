@@ -4,6 +4,9 @@
     kueue_manifests.py webhooks KUEUE_DIR URL CA_B64   Kueue's admission webhooks by URL
     kueue_manifests.py config FILE PORT CERTDIR HEALTH METRICS VISPORT
         local overrides of gpuctl's Configuration
+    kueue_manifests.py rbac KUEUE_DIR                   Kueue's ServiceAccount and its roles, as its
+        kustomization names them (kueue-system/kueue-controller-manager): Kueue runs as that identity, as
+        in a real install, so gpuctl's webhook sees Kueue's requests under Kueue's own username
 
 Kueue ships webhook configurations that point at an in-cluster Service; the local cluster has no
 Service networking, so every clientConfig becomes `url: https://127.0.0.1:<port><path>` with the
@@ -119,6 +122,47 @@ def visibility(host_ip: str, port: str) -> list[dict]:
                 },
             }
         )
+
+
+# Kueue's config/components/rbac (and visibility) files the controller itself needs, kustomized by hand:
+# namePrefix kueue-, namespace system -> kueue-system.
+RBAC_FILES = (
+    "rbac/service_account.yaml",
+    "rbac/role.yaml",
+    "rbac/role_binding.yaml",
+    "rbac/leader_election_role.yaml",
+    "rbac/leader_election_role_binding.yaml",
+    "rbac/manager_secrets_role.yaml",
+    "rbac/manager_secrets_role_binding.yaml",
+    "rbac/metrics_auth_role.yaml",
+    "rbac/metrics_auth_role_binding.yaml",
+    "visibility/role_binding.yaml",
+)
+KUEUE_NAMESPACE = "kueue-system"
+PREFIX = "kueue-"
+
+
+def rbac(kueue_dir: str) -> list[dict]:
+    docs = [
+        d
+        for f in RBAC_FILES
+        for d in yaml.safe_load_all((Path(kueue_dir) / "config/components" / f).read_text())
+        if d
+    ]
+    own = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    for d in docs:
+        meta = d["metadata"]
+        meta["name"] = PREFIX + meta["name"]
+        meta["labels"] = dict(TESTBED_LABEL)
+        if meta.get("namespace") == "system":
+            meta["namespace"] = KUEUE_NAMESPACE
+        ref = d.get("roleRef")
+        if ref and (ref["kind"], ref["name"]) in own:
+            ref["name"] = PREFIX + ref["name"]
+        for sub in d.get("subjects", []):
+            if sub.get("namespace") == "system":
+                sub["namespace"] = KUEUE_NAMESPACE
+                sub["name"] = PREFIX + sub["name"]
     return docs
 
 
@@ -132,6 +176,9 @@ def main(argv: list[str]) -> None:
         yaml.safe_dump(config(*args), sys.stdout, sort_keys=False)
     elif cmd == "visibility":
         yaml.safe_dump_all(visibility(*args), sys.stdout, sort_keys=False)
+
+    elif cmd == "rbac":
+        yaml.safe_dump_all(rbac(*args), sys.stdout, sort_keys=False)
     else:
         raise SystemExit(f"unknown command {cmd!r}")
 

@@ -129,10 +129,14 @@ start kube-apiserver "$K8SBIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$
 wait_for kube-apiserver 120 curl -fsk "https://127.0.0.1:$P_API/readyz"
 
 # ---- controller-manager, scheduler ----
+# --use-service-account-credentials: each controller talks to the API server as its own ServiceAccount
+# (system:serviceaccount:kube-system:job-controller, replicaset-controller, ...), with the roles the API
+# server's RBAC bootstrap gives them, as in kubeadm and managed clusters. The admission webhook trusts those
+# identities (never an object's ownerReferences) to skip pods a controller made from a reviewed template.
 start kube-controller-manager "$K8SBIN/kube-controller-manager" --kubeconfig="$KC" \
   --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC" --leader-elect=false \
   --bind-address=127.0.0.1 --secure-port="$P_KCM" --root-ca-file="$PKI/ca.crt" \
-  --service-account-private-key-file="$PKI/sa.key" --use-service-account-credentials=false \
+  --service-account-private-key-file="$PKI/sa.key" --use-service-account-credentials=true \
   --controllers='*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route' \
   --kube-api-qps=200 --kube-api-burst=400 --concurrent-job-syncs=10
 cat >"$RUN/scheduler.yaml" <<EOF
@@ -189,7 +193,18 @@ HOST_IP=$(ip -4 route get 192.0.2.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*
 "$PY" "$HERE/kueue_manifests.py" config "$ROOT/manifests/kueue/configuration.yaml" \
   "$P_KQ_HOOK" "$RUN/kueue-webhook" "127.0.0.1:$P_KQ_HEALTH" "127.0.0.1:$P_KQ_METRICS" "$P_KQ_VIS" \
   "${HOST_IP:-127.0.0.1}" >"$RUN/kueue-config.yaml"
-start kueue "$KUEUE" --config="$RUN/kueue-config.yaml" --kubeconfig="$KC" --zap-log-level=info
+# Kueue runs as its own ServiceAccount with its own roles, as installed in a real cluster: the admission
+# webhook's not-kueue matchCondition trusts exactly that username.
+"$PY" "$HERE/kueue_manifests.py" rbac "$KUEUE_DIR" >"$RUN/kueue-rbac.yaml"
+kc apply -f "$RUN/kueue-rbac.yaml" >/dev/null
+KQ_TOKEN=$(kc -n kueue-system create token kueue-controller-manager --duration=8760h)
+KQ_KC="$RUN/kueue.kubeconfig"
+"$KUBECTL" config --kubeconfig="$KQ_KC" set-cluster testbed --server="https://127.0.0.1:$P_API" \
+  --certificate-authority="$PKI/ca.crt" --embed-certs=true >/dev/null
+"$KUBECTL" config --kubeconfig="$KQ_KC" set-credentials kueue --token="$KQ_TOKEN" >/dev/null
+"$KUBECTL" config --kubeconfig="$KQ_KC" set-context testbed --cluster=testbed --user=kueue >/dev/null
+"$KUBECTL" config --kubeconfig="$KQ_KC" use-context testbed >/dev/null
+start kueue "$KUEUE" --config="$RUN/kueue-config.yaml" --kubeconfig="$KQ_KC" --zap-log-level=info
 wait_for kueue 120 curl -fs "http://127.0.0.1:$P_KQ_HEALTH/readyz"
 "$PY" "$HERE/kueue_manifests.py" webhooks "$KUEUE_DIR" "https://127.0.0.1:$P_KQ_HOOK" "$CA_B64" >"$RUN/kueue-webhooks.yaml"
 kc apply -f "$RUN/kueue-webhooks.yaml" >/dev/null

@@ -30,8 +30,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from admission.rules import CONTROLLER_USERS, KUEUE_USER
 from gpuctl.cluster import ApiError, path
-from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, PRIORITY_CLASS, Labels, Priority
+from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, KUEUE_API_VERSION, PRIORITY_CLASS, Labels, Priority
 from gpuctl.spec import load_text
 from queues import (
     PoolGuarantee,
@@ -59,12 +60,26 @@ class Env:
     team: str  # managed, LocalQueue default, enforce webhook
     noq: str  # managed, no LocalQueue, enforce webhook
     warn: str  # managed, LocalQueue default, warn webhook
+    legacy: str  # made unmanaged (objects created without review), then marked managed; enforce webhook
     big: str  # pool with an 8-GPU node
     small: str  # pool with a 4-GPU node
     nodes: tuple[str, str, str]  # in pool big, in pool small, in no pool
     kubectl_bin: str
     kubeconfig: str
     configs: tuple[str, ...]
+    logs: Path = Path()  # the webhook servers' logs (enforce.log, warn.log)
+
+    def enforce_denied(self, what: str) -> bool:
+        """The enforce server logged a denial of `what` ("Job ns/name"): it denied, whoever answered first."""
+        return f"deny {what} " in (self.logs / "enforce.log").read_text()
+
+    @property
+    def user(self) -> str:
+        """A team member: `edit` in the team namespaces, nothing cluster-wide but reading nodes."""
+        return f"alice-{self.sfx}"
+
+    def as_user(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        return self.kubectl(f"--as={self.user}", *args, input=input)
 
     def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -221,12 +236,14 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
         f"adm-{sfx}",
         f"adm-{sfx}-noq",
         f"adm-{sfx}-warn",
+        f"adm-{sfx}-legacy",
         f"adm-{sfx}-big",
         f"adm-{sfx}-small",
         (f"adm-{sfx}-n1", f"adm-{sfx}-n2", f"adm-{sfx}-n3"),
         kubectl_bin,
         cluster,
         (),
+        tmp,
     )
     created: list[str] = []  # API paths to delete, in reverse
     procs: list[subprocess.Popen] = []
@@ -248,14 +265,22 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
             e.big: PoolGuarantee(gpu=8, cpu="96", memory="1Ti"),
             e.small: PoolGuarantee(gpu=4, cpu="96", memory="1Ti"),
         }
-        for ns, with_queue in ((e.team, True), (e.noq, False), (e.warn, True)):
+        for ns, with_queue in ((e.team, True), (e.noq, False), (e.warn, True), (e.legacy, True)):
             team = TeamQuota(namespace=ns, quota_name=f"q-{sfx}", pools=pools)
-            kube.apply(team_namespace(team))
+            nsobj = team_namespace(team)
+            if ns == e.legacy:  # not managed yet: its objects are made without review (see the test)
+                del nsobj["metadata"]["labels"][Labels.NAMESPACE]
+            kube.apply(nsobj)
             created.append(path("Namespace", ns))
             if with_queue:
                 kube.apply(cluster_queue(team, [e.big, e.small]))
                 created.append(path("ClusterQueue", ns))
                 kube.apply(local_queue(ns))
+                kube.apply(_held_queue(ns))
+            kube.apply(_edit_binding(ns, e.user))
+        for obj in _node_reader(e.user, sfx):
+            kube.apply(obj)
+            created.append(path(obj["kind"], obj["metadata"]["name"]))
 
         servers = {}
         for mode in ("enforce", "warn"):
@@ -267,7 +292,7 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
 
         configs = []
         for mode, port, namespaces, prefix in (
-            ("enforce", servers["enforce"], [e.team, e.noq], ""),
+            ("enforce", servers["enforce"], [e.team, e.noq, e.legacy], ""),
             ("warn", servers["warn"], [e.warn], "warn-"),
         ):
             name = f"gpuctl-admission-test-{mode}-{sfx}"
@@ -308,6 +333,46 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
                 kube.delete(api_path)
         for log in tmp.glob("*.log"):
             print(f"----- {log.name}\n{log.read_text()[-3000:]}")
+
+
+def _held_queue(ns: str) -> dict:
+    """LocalQueue `held`: Kueue admits nothing from it, so its Jobs stay suspended (template mutable)."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"name": "held", "namespace": ns},
+        "spec": {"clusterQueue": ns, "stopPolicy": "Hold"},
+    }
+
+
+def _edit_binding(ns: str, user: str) -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"{user}-edit", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+
+
+def _node_reader(user: str, sfx: str) -> list[dict]:
+    """`kubectl debug node/...` reads the node first."""
+    name = f"adm-{sfx}-node-reader"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": dict(TESTBED_LABEL)},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": dict(TESTBED_LABEL)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    ]
 
 
 def _ready(port: int, ca: Path) -> bool:
@@ -629,6 +694,248 @@ def test_api_server_reports_this_webhook_next_to_kueues(env, kube):
     ]
     assert any('name="pods.admission.runwhere.ai"' in s and 'rejected="true"' in s for s in series)
     assert any('name="vpod.kb.io"' in s for s in series)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bypasses, tried as a team member would (kubectl --as alice, `edit` in the team namespace).
+
+
+def _denied(p: subprocess.CompletedProcess, *rules: str, webhook: str = "") -> None:
+    assert p.returncode != 0, f"expected a denial, got: {p.stdout}"
+    if webhook:
+        assert f'admission webhook "{webhook}" denied the request' in p.stderr, p.stderr
+    for rule in rules:
+        assert f"[{rule}]" in p.stderr, p.stderr
+
+
+def _controller_ref(obj: dict) -> list[dict]:
+    return [
+        {
+            "apiVersion": obj["apiVersion"],
+            "kind": obj["kind"],
+            "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+
+
+def test_the_job_controller_sends_pods_as_its_own_service_account(env):
+    # kube-controller-manager runs with --use-service-account-credentials (hack/cluster/up.sh), and the API
+    # server's RBAC bootstrap gives those accounts their roles.
+    for user, verb, resource in (
+        (CONTROLLER_USERS[("batch", "Job")], "create", "pods"),
+        (CONTROLLER_USERS[("apps", "ReplicaSet")], "create", "pods"),
+        (CONTROLLER_USERS[("apps", "StatefulSet")], "create", "pods"),
+        (CONTROLLER_USERS[("apps", "Deployment")], "create", "replicasets.apps"),
+    ):
+        p = env.kubectl("auth", "can-i", verb, resource, "-n", env.team, f"--as={user}")
+        assert p.stdout.strip() == "yes", (user, p.stdout, p.stderr)
+        sa = user.rsplit(":", 1)[1]
+        assert env.kubectl("get", "serviceaccount", sa, "-n", "kube-system").returncode == 0, sa
+    p = env.kubectl("auth", "can-i", "create", "pods", "-n", env.team, f"--as={env.user}")
+    assert p.stdout.strip() == "yes"  # the attacker may create pods: that is the point
+
+
+def test_pods_of_a_job_are_made_unreviewed_but_the_same_pod_from_a_user_is_reviewed(env, kube):
+    # The template says priority high without Kueue's class on the pod itself: fine for the Job's pods (the
+    # Job carries the class), a finding for a pod of its own. The Job runs to completion, so the job
+    # controller's pod creates were not reviewed; a user forging the same pod with the Job as its
+    # controller is reviewed and denied.
+    sel = {Labels.POOL: env.big}
+    labels = {
+        **_good_labels(env),
+        Labels.PRIORITY: "high",
+        Labels.KUEUE_PRIORITY: PRIORITY_CLASS[Priority.HIGH],
+    }
+    job = _job("ctl-made", env.team, labels=labels, selector=sel, tmpl_labels={Labels.PRIORITY: "high"})
+    job["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "GPUCTL_FAKE_RUNTIME", "value": "1s"}]
+    p = env.as_user("apply", "-f", "-", input=yaml.safe_dump(job))
+    assert p.returncode == 0, p.stderr
+    wait_until(
+        lambda: any(
+            c["type"] == "Complete" and c["status"] == "True"
+            for c in (kube.get(path("Job", "ctl-made", env.team)).get("status") or {}).get("conditions", [])
+        ),
+        90,
+        what="Job ctl-made Complete (its pod made by the job-controller, unreviewed)",
+    )
+    owner = kube.get(path("Job", "ctl-made", env.team))
+    forged = _pod(
+        "forged-prio", env.team, gpus=1, labels={Labels.PRIORITY: "high", **_good_labels(env)}, selector=sel
+    )
+    forged["metadata"]["ownerReferences"] = _controller_ref(owner)
+    _denied(env.as_user("apply", "-f", "-", input=yaml.safe_dump(forged)), "priority")
+
+
+def test_a_forged_owner_reference_does_not_skip_review(env, kube):
+    # alice creates a harmless suspended Job of her own, then a pod claiming that Job as its controller (so
+    # the garbage collector keeps it) mounting the host's root, asking for GPUs outside any queue, pinned to
+    # a pool it has no business on.
+    owner = _job("decoy", env.team, gpus=0, labels={Labels.KUEUE_QUEUE: "held"})
+    assert env.as_user("apply", "-f", "-", input=yaml.safe_dump(owner)).returncode == 0
+    owner = kube.get(path("Job", "decoy", env.team))
+    pod = _pod(
+        "forged",
+        env.noq,
+        gpus=2,
+        volumes=[{"name": "root", "hostPath": {"path": "/"}}],
+    )
+    pod["metadata"]["namespace"] = env.team
+    pod["metadata"]["ownerReferences"] = _controller_ref(owner)
+    _denied(
+        env.as_user("apply", "-f", "-", input=yaml.safe_dump(pod)),
+        "host-path",
+        webhook="pods.admission.runwhere.ai",
+    )
+    pod["spec"]["volumes"] = []
+    _denied(env.as_user("apply", "-f", "-", input=yaml.safe_dump(pod)), "gpu-queue")
+    pod["metadata"]["labels"] = {Labels.KUEUE_QUEUE: "default", Labels.POOL: f"{env.big}-other"}
+    pod["spec"]["nodeSelector"] = {Labels.POOL: f"{env.big}-other"}
+    _denied(env.as_user("apply", "-f", "-", input=yaml.safe_dump(pod)), "pool-exists")
+    assert env.kubectl("get", "pod", "forged", "-n", env.team).returncode != 0
+
+
+def test_a_forged_deployment_owner_does_not_skip_a_replicasets_review(env, kube):
+    dep = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "decoy", "namespace": env.team},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "decoy"}},
+            "template": {"metadata": {"labels": {"app": "decoy"}}, "spec": _pod("x", env.team)["spec"]},
+        },
+    }
+    assert env.as_user("apply", "-f", "-", input=yaml.safe_dump(dep)).returncode == 0
+    owner = kube.get(path("Deployment", "decoy", env.team))
+    rs = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "forged-rs", "namespace": env.team, "ownerReferences": _controller_ref(owner)},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "forged-rs"}},
+            "template": {
+                "metadata": {"labels": {"app": "forged-rs"}},
+                "spec": {
+                    **_pod("x", env.team)["spec"],
+                    "volumes": [{"name": "h", "hostPath": {"path": "/etc"}}],
+                },
+            },
+        },
+    }
+    _denied(
+        env.as_user("apply", "-f", "-", input=yaml.safe_dump(rs)),
+        "host-path",
+        webhook="workloads.admission.runwhere.ai",
+    )
+
+
+def test_removing_the_queue_label_of_a_suspended_gpu_job_is_denied(env):
+    # Without its queue label Kueue lets go of the Job; unsuspended, it would hold GPUs outside any quota.
+    # Kueue's own webhook refuses an empty queue where a LocalQueue `default` exists; gpuctl's refuses it
+    # everywhere. Both are called (in parallel): the API server reports one, gpuctl's log shows its own.
+    job = _job(
+        "unqueue",
+        env.team,
+        labels={Labels.KUEUE_QUEUE: "held", Labels.POOL: env.big},
+        selector={Labels.POOL: env.big},
+    )
+    assert env.as_user("apply", "-f", "-", input=yaml.safe_dump(job)).returncode == 0
+    p = env.as_user("label", "job", "unqueue", "-n", env.team, f"{Labels.KUEUE_QUEUE}-")
+    assert p.returncode != 0, p.stdout
+    wait_until(lambda: env.enforce_denied(f"Job {env.team}/unqueue"), 10, 0.2, what="gpuctl's denial logged")
+    got = json.loads(env.kubectl("get", "job", "unqueue", "-n", env.team, "-o", "json").stdout)
+    assert got["metadata"]["labels"][Labels.KUEUE_QUEUE] == "held"
+    # The same on a pod: a gated GPU pod losing its queue label.
+    pod = _pod(
+        "unqueue-pod",
+        env.team,
+        gpus=1,
+        labels={Labels.KUEUE_QUEUE: "held", Labels.POOL: env.big},
+        selector={Labels.POOL: env.big},
+    )
+    assert env.as_user("apply", "-f", "-", input=yaml.safe_dump(pod)).returncode == 0
+    p = env.as_user("label", "pod", "unqueue-pod", "-n", env.team, f"{Labels.KUEUE_QUEUE}-")
+    assert p.returncode != 0, p.stdout
+    wait_until(lambda: env.enforce_denied(f"Pod {env.team}/unqueue-pod"), 10, 0.2, what="gpuctl's denial")
+
+
+def test_patching_a_suspended_jobs_pod_template_is_reviewed(env):
+    job = _job(
+        "repin",
+        env.team,
+        labels={Labels.KUEUE_QUEUE: "held", Labels.POOL: env.big},
+        selector={Labels.POOL: env.big},
+    )
+    assert env.as_user("apply", "-f", "-", input=yaml.safe_dump(job)).returncode == 0
+    other = json.dumps({"spec": {"template": {"spec": {"nodeSelector": {Labels.POOL: env.small}}}}})
+    _denied(
+        env.as_user("patch", "job", "repin", "-n", env.team, "--type=merge", "-p", other), "pool-placement"
+    )
+    prio = json.dumps({"spec": {"template": {"metadata": {"labels": {Labels.PRIORITY: "urgent"}}}}})
+    _denied(env.as_user("patch", "job", "repin", "-n", env.team, "--type=merge", "-p", prio), "priority")
+    # A change the rules accept still goes through (the template is mutable while suspended).
+    ok = json.dumps({"spec": {"template": {"metadata": {"annotations": {"example.com/note": "x"}}}}})
+    p = env.as_user("patch", "job", "repin", "-n", env.team, "--type=merge", "-p", ok)
+    assert p.returncode == 0, p.stderr
+
+
+def test_kubectl_debug_node_mounting_the_hosts_root_is_denied(env):
+    # `kubectl debug node/...` makes a Pod with hostPath / on that node. In a team namespace Kueue gates
+    # every pod, and a gated pod may not name its node, so the API server refuses it outright...
+    p = env.as_user("debug", f"node/{env.nodes[2]}", "-n", env.team, "--image=busybox", "--", "true")
+    assert p.returncode != 0, p.stdout
+    assert not [
+        line
+        for line in env.kubectl("get", "pods", "-n", env.team, "-o", "name").stdout.split()
+        if "debugger" in line
+    ]
+    # ... and the same pod pinned by nodeSelector instead (what an attacker would write next) meets the rule.
+    debug = _pod("node-debugger", env.team, volumes=[{"name": "host-root", "hostPath": {"path": "/"}}])
+    debug["spec"].update(
+        hostPID=True, hostNetwork=True, nodeSelector={"kubernetes.io/hostname": env.nodes[2]}
+    )
+    debug["spec"]["containers"][0]["volumeMounts"] = [{"name": "host-root", "mountPath": "/host"}]
+    p = env.as_user("apply", "-f", "-", input=yaml.safe_dump(debug))
+    _denied(p, "host-path", webhook="pods.admission.runwhere.ai")
+    assert "host path / " in p.stderr and "is not allowed" in p.stderr
+
+
+def test_objects_made_before_the_webhook_stay_updatable_but_gain_no_new_finding(env, kube):
+    # env.legacy was not a team namespace when these were made: nothing reviewed them (the same holds for
+    # objects made while the webhook ran in warn mode). A Job labelled with a pool but not pinned to it.
+    job = _job("legacy", env.legacy, labels={Labels.KUEUE_QUEUE: "held", Labels.POOL: env.big})
+    pod = _pod(
+        "legacy-etc", env.legacy, volumes=[{"name": "h", "hostPath": {"path": "/etc"}}], labels={"app": "x"}
+    )
+    for obj in (job, pod):
+        p = env.as_user("apply", "-f", "-", input=yaml.safe_dump(obj))
+        assert p.returncode == 0 and "Warning" not in p.stderr, p.stderr
+    assert env.kubectl("label", "namespace", env.legacy, f"{Labels.NAMESPACE}=true").returncode == 0
+    probe = _pod("probe", env.legacy, volumes=[{"name": "h", "hostPath": {"path": "/proc"}}])
+    wait_until(
+        lambda: "[host-path]" in env.apply(probe, "--dry-run=server").stderr,
+        30,
+        0.5,
+        what="legacy ns reviewed",
+    )
+    # Updating what they already were is allowed, with a warning naming the finding.
+    p = env.as_user("label", "pod", "legacy-etc", "-n", env.legacy, "app=y", "--overwrite")
+    assert p.returncode == 0 and "not denied because the object already had it" in p.stderr, p.stderr
+    p = env.as_user("label", "job", "legacy", "-n", env.legacy, "app=y")
+    assert p.returncode == 0 and "[pool-placement]" in p.stderr, p.stderr
+    # A different finding of the same rule is new: pinning the Job to another pool than its label says.
+    other = json.dumps({"spec": {"template": {"spec": {"nodeSelector": {Labels.POOL: env.small}}}}})
+    _denied(
+        env.as_user("patch", "job", "legacy", "-n", env.legacy, "--type=merge", "-p", other), "pool-placement"
+    )
+    # Kueue (by its ServiceAccount) may still pin it: the API server does not call the webhook for it.
+    p = env.kubectl(
+        f"--as={KUEUE_USER}", "patch", "job", "legacy", "-n", env.legacy, "--type=merge", "-p", other
+    )
+    assert p.returncode == 0, p.stderr
 
 
 @pytest.fixture(scope="module")

@@ -112,7 +112,8 @@ def test_every_manifest_object_is_rendered_with_only_the_documented_changes() ->
             if key[1] == "gpuctl-serve":  # serve.api: --api, the API's env and a writable /tmp
                 c = tpl["spec"]["containers"][0]
                 assert c["args"].pop() == "--api"
-                assert c.pop("env") == [{"name": "GPUCTL_ALLOWED_HOST_PATHS", "value": ""}]
+                own = want["spec"]["template"]["spec"]["containers"][0].pop("env", [])  # POD_NAMESPACE
+                assert c.pop("env") == [*own, {"name": "GPUCTL_ALLOWED_HOST_PATHS", "value": ""}]
                 assert c.pop("volumeMounts") == [{"name": "tmp", "mountPath": "/tmp"}]
                 assert tpl["spec"].pop("volumes") == [{"name": "tmp", "emptyDir": {}}]
         if key[0] == "ClusterRoleBinding" and key[1].startswith("gpuctl-api"):
@@ -230,7 +231,10 @@ def test_values_change_what_they_say() -> None:
     assert "--mode=warn" in c["args"] and "--mode=enforce" not in c["args"]
     assert {"name": "GPUCTL_ALLOWED_HOST_PATHS", "value": "/data:/scratch"} in c["env"]
     serve = docs[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]
-    env = {e["name"]: e["value"] for e in serve["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in serve["containers"][0]["env"]}
+    vap = docs[("ValidatingAdmissionPolicy", "gpuctl-admission")]["spec"]
+    allowed = next(v["expression"] for v in vap["variables"] if v["name"] == "allowedHostPaths")
+    assert allowed == "['/data', '/scratch']"  # the policy allows what the webhook allows
     assert env["GPUCTL_API_KEYS_FILE"] == "/etc/gpuctl/api-keys/api-keys.yaml"
     assert {"name": "api-keys", "secret": {"secretName": "keys"}} in serve["volumes"]
     assert docs[("Deployment", "gpuctl-api")]["spec"]["replicas"] == 2

@@ -80,8 +80,9 @@ def review(
     dry_run: bool = False,
     namespace: str | None = None,
     options: dict | None = None,
+    username: str = "alice",
 ) -> dict:
-    """A full AdmissionReview v1 as the API server sends it for `obj`."""
+    """A full AdmissionReview v1 as the API server sends it for `obj`, sent by `username`."""
     api = obj.get("apiVersion", "v1")
     group, _, version = api.rpartition("/")
     kind = obj["kind"]
@@ -103,7 +104,7 @@ def review(
         "requestResource": {"group": group, "version": version, "resource": plural},
         "name": obj.get("metadata", {}).get("name", ""),
         "operation": op,
-        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "userInfo": {"username": username, "groups": ["system:authenticated"]},
         "object": obj,
         "oldObject": old,
         "dryRun": dry_run,

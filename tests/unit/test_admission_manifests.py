@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from admission.rules import CONTROLLER_USERS, KCM_USER, KUEUE_USER
 from admission.server import DEFAULT_PORT
 from admission.state import RESOURCES
 
@@ -95,9 +97,25 @@ def test_webhook_rules_cover_exactly_the_kinds_the_server_reviews():
 
 def test_match_conditions_exclude_kueue_and_controller_made_pods():
     pods = {c["name"]: c["expression"] for c in webhooks()["pods.admission.runwhere.ai"]["matchConditions"]}
-    assert "kueue-controller-manager" in pods["not-kueue"]
-    for kind in ("Job", "ReplicaSet", "StatefulSet"):
-        assert f"'{kind}'" in pods["not-made-by-a-reviewed-controller"]
+    assert pods["not-kueue"] == f"request.userInfo.username != '{KUEUE_USER}'"
+    # Each controller kind is skipped only together with its own controller's username (the code's table).
+    skip = pods["not-made-by-its-controller"]
+    for (group, kind), user in CONTROLLER_USERS.items():
+        if kind == "Deployment":
+            continue
+        assert re.search(
+            rf"r\.kind == '{kind}' && r\.apiVersion\.startsWith\('{group}/'\) &&\s*"
+            rf"\(request\.userInfo\.username == '{re.escape(user)}' \|\|\s*"
+            rf"request\.userInfo\.username == '{KCM_USER}'\)",
+            skip,
+        ), kind
+    assert skip.count("request.userInfo.username") == 6
+    workloads = {
+        c["name"]: c["expression"] for c in webhooks()["workloads.admission.runwhere.ai"]["matchConditions"]
+    }
+    assert workloads["not-kueue"] == pods["not-kueue"]
+    rs = workloads["not-a-deployments-replicaset-from-its-controller"]
+    assert f"(request.userInfo.username == '{CONTROLLER_USERS[('apps', 'Deployment')]}' ||" in rs
     for needle in (
         "nvidia.com/gpu",
         "runwhere.ai/",

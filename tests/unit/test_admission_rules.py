@@ -9,10 +9,13 @@ import pytest
 
 from admission.rules import (
     CACHE_RULES,
+    CONTROLLER_USERS,
     GPU_FITS_NODE,
     GPU_QUEUE,
     HOST_PATH,
     JOB_TYPE,
+    KCM_USER,
+    KUEUE_USER,
     NODE_POOL,
     POOL_EXISTS,
     POOL_PLACEMENT,
@@ -471,25 +474,69 @@ def _owned(obj: dict, kind: str, api: str, controller: bool = True) -> dict:
     return obj
 
 
-@pytest.mark.parametrize(
-    ("kind", "api"), [("Job", "batch/v1"), ("ReplicaSet", "apps/v1"), ("StatefulSet", "apps/v1")]
-)
-def test_pods_made_by_reviewed_controllers_are_skipped(kind, api):
+OWNERS = [("Job", "batch/v1"), ("ReplicaSet", "apps/v1"), ("StatefulSet", "apps/v1")]
+
+
+@pytest.mark.parametrize(("kind", "api"), OWNERS)
+def test_pods_made_by_their_controller_are_skipped(kind, api):
     bad = _owned(raw_pod(gpus=64), kind, api)
-    v = allowed(bad)
-    assert v.skipped == f"checked at its owner ({kind})"
+    user = CONTROLLER_USERS[(api.split("/")[0], kind)]
+    for op in ("CREATE", "UPDATE"):
+        # Its own ServiceAccount, or kube-controller-manager's shared identity (no per-controller accounts).
+        for who in (user, KCM_USER):
+            v = allowed(bad, username=who, op=op, old=raw_pod(gpus=64) if op == "UPDATE" else None)
+            assert v.skipped == f"checked at its owner ({kind})"
+
+
+@pytest.mark.parametrize(("kind", "api"), OWNERS)
+def test_a_forged_owner_reference_skips_nothing(kind, api):
+    # A user writes a controller reference to a Job (ReplicaSet, StatefulSet) of his own: still reviewed.
+    bad = _owned(raw_pod(gpus=64), kind, api)
+    v = denied(bad, GPU_QUEUE)
+    assert not v.skipped
+    # Nor does another controller's identity: the job-controller does not make ReplicaSet pods.
+    others = [u for gk, u in CONTROLLER_USERS.items() if gk != (api.split("/")[0], kind)]
+    for user in [*others, "system:serviceaccount:kube-system:default", "system:admin"]:
+        assert not check(bad, username=user).allowed, user
 
 
 def test_pods_of_other_owners_or_non_controller_refs_are_checked():
+    job_user = CONTROLLER_USERS[("batch", "Job")]
     only(_owned(raw_pod(gpus=1), "DaemonSet", "apps/v1"), GPU_QUEUE)
-    only(_owned(raw_pod(gpus=1), "Job", "batch/v1", controller=False), GPU_QUEUE)
-    only(_owned(raw_pod(gpus=1), "Job", "example.com/v1"), GPU_QUEUE)
+    only(_owned(raw_pod(gpus=1), "Job", "batch/v1", controller=False), GPU_QUEUE, username=job_user)
+    only(_owned(raw_pod(gpus=1), "Job", "example.com/v1"), GPU_QUEUE, username=job_user)
+    # The job-controller sending a pod with no owner at all is reviewed too.
+    only(raw_pod(gpus=1), GPU_QUEUE, username=job_user)
 
 
-def test_replicasets_of_deployments_are_skipped_bare_ones_checked():
+def test_replicasets_of_deployments_are_skipped_only_when_the_deployment_controller_sends_them():
     rs = _replicaset(raw_pod(gpus=1))
     only(rs, GPU_QUEUE)
-    assert allowed(_owned(rs, "Deployment", "apps/v1")).skipped == "checked at its owner (Deployment)"
+    owned = _owned(rs, "Deployment", "apps/v1")
+    user = CONTROLLER_USERS[("apps", "Deployment")]
+    assert allowed(owned, username=user).skipped == "checked at its owner (Deployment)"
+    only(owned, GPU_QUEUE)  # forged: alice wrote the reference
+    only(owned, GPU_QUEUE, username=CONTROLLER_USERS[("apps", "ReplicaSet")])
+
+
+def test_update_findings_are_compared_exactly_not_per_rule():
+    # An object that already breaks a rule (made before the webhook, or in warn mode) stays updatable, but a
+    # different finding of the same rule is new: another pool, another host path, another bad priority.
+    pod = raw_pod(gpus=1, labels={Labels.KUEUE_QUEUE: "default", Labels.POOL: "a100"})  # not pinned
+    moved = raw_pod(
+        gpus=1,
+        labels={Labels.KUEUE_QUEUE: "default", Labels.POOL: "a100"},
+        node_selector={Labels.POOL: "a10"},
+    )
+    v = check(moved, op="UPDATE", old=pod)
+    assert not v.allowed and v.rules == (POOL_PLACEMENT,), v.message()
+    same = copy.deepcopy(pod)
+    same["metadata"]["labels"]["app"] = "x"
+    v = check(same, op="UPDATE", old=pod)
+    assert v.allowed and any("already had it" in w for w in v.warnings)
+    prio = raw_pod(labels={Labels.PRIORITY: "hihg"})
+    v = check(raw_pod(labels={Labels.PRIORITY: "urgent"}), op="UPDATE", old=prio)
+    assert not v.allowed and v.rules == (PRIORITY,)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -536,7 +583,11 @@ def test_kueue_injecting_a_flavor_into_a_legacy_job_is_not_blocked():
     admitted = copy.deepcopy(legacy)
     admitted["spec"]["template"]["spec"]["nodeSelector"] = {Labels.POOL: "a10"}  # Kueue picked a10
     admitted["spec"]["suspend"] = False
-    assert check(admitted, op="UPDATE", old=legacy).allowed
+    v = check(admitted, op="UPDATE", old=legacy, username=KUEUE_USER)
+    assert v.allowed and v.skipped == "Kueue's own request"
+    # The same change from a user pins the work to another pool than its label says: a new finding.
+    v = check(admitted, op="UPDATE", old=legacy)
+    assert not v.allowed and v.rules == (POOL_PLACEMENT,)
 
 
 def test_update_with_a_malformed_old_object_is_judged_on_its_own():

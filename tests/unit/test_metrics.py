@@ -288,11 +288,11 @@ def test_preempted_workload_waits_since_its_eviction() -> None:
 
 
 # ---------------------------------------------------------------------------- the collector
-def populated_cache(with_reconciler: bool = False) -> tuple[Cache, Any]:
+def populated_cache(with_reconciler: bool = False, leader: Any = None) -> tuple[Cache, Any]:
     """Two pools, two teams, pods and Workloads in every state (also used by the manifest tests)."""
     cache = default_cache(NoCluster())
-    reconciler = Reconciler(NoCluster(), cache) if with_reconciler else None
-    registry, _, _ = build_registry(cache, reconciler, process=False)
+    reconciler = Reconciler(NoCluster(), cache, leader=leader) if with_reconciler else None
+    registry, _, _ = build_registry(cache, reconciler, process=False, leader=leader)
     for inf in cache.informers.values():
         inf.relist()  # empty lists: every informer synced, trackers past their first list
     feed(cache, "ResourceFlavor", resource_flavor("training-pool"), resource_flavor("inference-pool"))
@@ -580,3 +580,32 @@ def test_incremental_pod_gpus_equal_a_recount() -> None:
     for p in list(live.values()):
         agg.handle("DELETED", p, None)
     assert agg.by_node() == {}
+
+
+# ---------------------------------------------------------------------------- replicas
+def test_only_the_leader_exports_cluster_state_so_two_replicas_do_not_double() -> None:
+    state = {"leading": True}
+    _, registry = populated_cache(with_reconciler=True, leader=lambda: state["leading"])
+    leader = scrape(registry)
+    state["leading"] = False
+    follower = scrape(registry)
+    cluster = {
+        n for n in leader if n.startswith(("gpuctl_pool_", "gpuctl_team_", "gpuctl_workload", "gpuctl_queue"))
+    }
+    assert cluster, sorted(leader)
+    assert not cluster & set(follower), sorted(cluster & set(follower))
+    assert val(leader, "gpuctl_serve_leader") == 1 and val(follower, "gpuctl_serve_leader") == 0
+    # Each replica still reports itself: its cache and its reconciler (which stands by).
+    for name in ("gpuctl_cache_synced", "gpuctl_reconcile_runs_total", "gpuctl_build_info"):
+        assert name in follower, name
+    # Summed over both replicas, every cluster series equals the leader's alone.
+    for name in cluster:
+        assert {k: v for k, v in leader[name].items()} == {
+            k: leader[name].get(k, 0) + follower.get(name, {}).get(k, 0) for k in leader[name]
+        }
+
+
+def test_without_leader_election_everything_is_exported_and_no_leader_gauge() -> None:
+    _, registry = populated_cache(with_reconciler=True)
+    m = scrape(registry)
+    assert "gpuctl_serve_leader" not in m and any(n.startswith("gpuctl_pool_") for n in m)

@@ -185,7 +185,16 @@ def test_deployment_service_and_servicemonitor_agree() -> None:
         c["livenessProbe"]["httpGet"]["path"],
         "/metrics",
     } <= routes
-    assert dep["spec"]["replicas"] == 1
+    # Two replicas, safe because they elect a leader in the Deployment's namespace (where the Lease Role is).
+    assert dep["spec"]["replicas"] == 2 and args.leader_elect
+    env = {e["name"]: e for e in c["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    (role,) = [d for d in _docs(SERVE / "rbac.yaml") if d["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    assert {(tuple(r["verbs"]), tuple(r.get("resourceNames", ()))) for r in role["rules"]} == {
+        (("get", "update"), (args.lease_name,)),
+        (("create",), ()),
+    }
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     (sm,) = _docs(PROM / "servicemonitor.yaml")
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()

@@ -1,0 +1,292 @@
+"""The ValidatingAdmissionPolicy (manifests/admission/policy.yaml) on the local cluster's API server.
+
+The shipped policy (allowing one host path) is installed under a test name, bound only to this module's
+namespaces; no gpuctl webhook serves those namespaces (as after an emergency
+`kubectl delete validatingwebhookconfiguration`), except `down`, where a failurePolicy=Fail webhook points
+at a server that is not running. Then:
+
+- the CEL and the Python rules agree: every object of a corpus is judged by `admission.rules.review`
+  (restricted to the policy's rules) and by the API server (`kubectl apply --dry-run=server`), and both
+  must deny the same objects for the same rule;
+- UPDATE: findings the old object had are kept, new ones denied; Kueue's and the controllers' requests
+  are not evaluated;
+- with the webhook down, a bad object is still denied by the policy with its rule and fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from admission import policy
+from admission.rules import AdmissionConfig, review
+from gpuctl.cluster import ApiError, path
+from gpuctl.constants import PRIORITY_CLASS, Labels, Priority
+from tests.integration.conftest import wait_until
+from tests.integration.test_admission_webhook import TESTBED_LABEL, _job, _pod
+from tests.unit.test_admission_fixtures import gpuctl_workload, state
+from tests.unit.test_admission_fixtures import review as admission_review
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+ALLOWED = "/var/run/gpuctl-test"
+PY_CONFIG = AdmissionConfig(allowed_host_paths=(ALLOWED,))
+
+
+@dataclass
+class Env:
+    ns: str  # bound to the policy, no webhook
+    down: str  # bound to the policy, a Fail webhook that is not running
+    kubectl_bin: str
+    kubeconfig: str
+
+    def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [self.kubectl_bin, "--kubeconfig", self.kubeconfig, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+        )
+
+    def apply(self, obj: dict, *extra: str, user: str = "") -> subprocess.CompletedProcess:
+        as_user = (f"--as={user}",) if user else ()
+        return self.kubectl(*as_user, "apply", *extra, "-f", "-", input=yaml.safe_dump(obj))
+
+
+def _test_policy(sfx: str, namespaces: list[str]) -> list[dict]:
+    vap, binding = copy.deepcopy(policy.policy((ALLOWED,)))
+    name = f"gpuctl-admission-test-{sfx}"
+    vap["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
+    binding["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
+    binding["spec"]["policyName"] = name
+    binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
+    )
+    return [vap, binding]
+
+
+def _dead_webhook(sfx: str, ns: str) -> dict:
+    vwc = next(
+        d
+        for d in yaml.safe_load_all((ROOT / "manifests/admission/webhook.yaml").read_text())
+        if d["kind"] == "ValidatingWebhookConfiguration"
+    )
+    hooks = [w for w in vwc["webhooks"] if w["name"] != "nodes.admission.runwhere.ai"]
+    for w in hooks:
+        w["name"] = f"down-{sfx}-{w['name']}"
+        w["clientConfig"] = {"url": "https://127.0.0.1:1/validate"}  # nothing listens
+        w["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+    return {
+        "apiVersion": vwc["apiVersion"],
+        "kind": vwc["kind"],
+        "metadata": {"name": f"gpuctl-admission-down-{sfx}", "labels": dict(TESTBED_LABEL)},
+        "webhooks": hooks,
+    }
+
+
+@pytest.fixture(scope="module")
+def env(cluster: str, kube, kubectl_bin: str) -> Iterator[Env]:
+    sfx = uuid.uuid4().hex[:6]
+    e = Env(f"vap-{sfx}", f"vap-{sfx}-down", kubectl_bin, cluster)
+    created: list[str] = []
+    try:
+        for ns in (e.ns, e.down):
+            kube.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": ns, "labels": {Labels.NAMESPACE: "true"}},
+                }
+            )
+            created.append(path("Namespace", ns))
+        vap, binding = _test_policy(sfx, [e.ns, e.down])
+        kube.apply(vap)
+        created.append(path("ValidatingAdmissionPolicy", vap["metadata"]["name"]))
+        kube.apply(binding)
+        created.append(path("ValidatingAdmissionPolicyBinding", binding["metadata"]["name"]))
+        hook = _dead_webhook(sfx, e.down)
+        kube.apply(hook)
+        created.append(path("ValidatingWebhookConfiguration", hook["metadata"]["name"]))
+        got = kube.get(path("ValidatingAdmissionPolicy", vap["metadata"]["name"]))
+        # The API server type-checks the CEL and reports problems in status.typeChecking.
+        wait_until(
+            lambda: (
+                kube.get(path("ValidatingAdmissionPolicy", vap["metadata"]["name"]))
+                .get("status", {})
+                .get("observedGeneration")
+                == got["metadata"]["generation"]
+            ),
+            30,
+            what="policy type-checked",
+        )
+        warnings = (
+            kube.get(path("ValidatingAdmissionPolicy", vap["metadata"]["name"]))["status"]
+            .get("typeChecking", {})
+            .get("expressionWarnings", [])
+        )
+        assert not warnings, warnings
+        probe = _pod("probe", e.ns, volumes=[{"name": "h", "hostPath": {"path": "/"}}])
+        wait_until(
+            lambda: "[host-path]" in e.apply(probe, "--dry-run=server").stderr,
+            60,
+            0.5,
+            what="policy enforced by the API server",
+        )
+        yield e
+    finally:
+        for p in reversed(created):  # the dead webhook first of all (it is last in the list)
+            with contextlib.suppress(ApiError):
+                kube.delete(p)
+
+
+def _vol(p: str) -> dict:
+    return {"volumes": [{"name": "h", "hostPath": {"path": p}}]}
+
+
+def _corpus(ns: str) -> dict[str, dict]:
+    hi = {Labels.PRIORITY: "high", Labels.KUEUE_PRIORITY: PRIORITY_CLASS[Priority.HIGH]}
+    c: dict[str, dict] = {
+        "hostpath-root": _pod("a", ns, **_vol("/")),
+        "hostpath-double-slash": _pod("a", ns, **_vol("//etc/")),
+        "hostpath-dot": _pod("a", ns, **_vol("/etc/./kubernetes")),
+        "hostpath-kubelet": _pod("a", ns, **_vol("/var/lib/kubelet/pods")),
+        "hostpath-data": _pod("a", ns, **_vol("/data/team")),
+        "hostpath-allowed": _pod("a", ns, **_vol(f"{ALLOWED}/x")),
+        "hostpath-run-other": _pod("a", ns, **_vol("/var/run/docker.sock")),
+        "hostpath-relative": _pod("a", ns, **_vol("data")),
+        "hostpath-etcetera": _pod("a", ns, **_vol("/etcetera")),
+        "priority-bad": _pod("a", ns, labels={Labels.PRIORITY: "urgent"}),
+        "priority-ok": _pod("a", ns, labels=hi),
+        "priority-no-class": _pod("a", ns, labels={Labels.PRIORITY: "high"}),
+        "priority-class-mismatch": _pod(
+            "a", ns, labels={Labels.PRIORITY: "high", Labels.KUEUE_PRIORITY: PRIORITY_CLASS[Priority.LOW]}
+        ),
+        "priority-class-typo": _pod("a", ns, labels={Labels.KUEUE_PRIORITY: "gpuctl-hihg"}),
+        "priority-foreign-class": _pod("a", ns, labels={Labels.KUEUE_PRIORITY: "batch-low"}),
+        "priority-job-template-disagrees": _job(
+            "a", ns, gpus=0, labels=hi, tmpl_labels={Labels.PRIORITY: "medium"}
+        ),
+        "priority-job-template-agrees": _job(
+            "a", ns, gpus=0, labels=hi, tmpl_labels={Labels.PRIORITY: "high"}
+        ),
+        "priority-job-template-class-wrong": _job(
+            "a", ns, gpus=0, labels=hi, tmpl_labels={Labels.KUEUE_PRIORITY: "gpuctl-low"}
+        ),
+        "job-type-bad": _job("a", ns, gpus=0, labels={Labels.JOB_TYPE: "trainig"}),
+        "job-type-template-bad": _job("a", ns, gpus=0, tmpl_labels={Labels.JOB_TYPE: "batch"}),
+        "job-type-ok": _job("a", ns, gpus=0, labels={Labels.JOB_TYPE: "training"}),
+        "unknown-label": _pod("a", ns, labels={"runwhere.ai/gpu_type": "a100"}),
+        "known-keys": _pod("a", ns, labels={Labels.POOL: "p1", Labels.GPU_TYPE: "a100", Labels.TEAM: "t1"}),
+    }
+    ann = _pod("a", ns)
+    ann["metadata"]["annotations"] = {"runwhere.ai/nope": "1", "runwhere.ai/spec-hash": "abc"}
+    c["unknown-annotation"] = ann
+    tmpl_ann = _job("a", ns, gpus=0)
+    tmpl_ann["spec"]["template"]["metadata"]["annotations"] = {"runwhere.ai/descripton": "typo"}
+    c["unknown-template-annotation"] = tmpl_ann
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "a", "namespace": ns},
+        "spec": {
+            "serviceName": "a",
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {
+                "metadata": {"labels": {"app": "a"}},
+                "spec": {**_pod("a", ns)["spec"], **_vol("/proc")},
+            },
+        },
+    }
+    c["statefulset-proc"] = sts
+    for kind in ("training", "inference", "notebook"):
+        objs = gpuctl_workload(kind, ns)
+        c[f"gpuctl-{kind}"] = objs
+    return c
+
+
+def _python_rules(obj: dict, ns: str, **kw) -> set[str]:
+    v = review(admission_review(obj, namespace=ns, **kw)["request"], state(), PY_CONFIG)
+    return {r for r in v.rules if r in policy.POLICY_RULES}
+
+
+def _policy_rules(stderr: str) -> set[str]:
+    return {r for r in policy.POLICY_RULES if f"breaks [{r}]" in stderr}
+
+
+@pytest.mark.parametrize("case", list(_corpus("x")))
+def test_cel_and_python_deny_the_same_objects_for_the_same_rule(env, case):
+    obj = _corpus(env.ns)[case]
+    want = _python_rules(obj, env.ns)
+    p = env.apply(obj, "--dry-run=server")
+    got = _policy_rules(p.stderr)
+    if want:
+        assert p.returncode != 0, f"{case}: Python denies {want}, the API server allowed it"
+        # The API server reports the first failing validation; it must be one Python names.
+        assert got and got <= want, (case, want, p.stderr)
+        assert "ValidatingAdmissionPolicy" in p.stderr and "Fix: " in p.stderr, p.stderr
+    else:
+        assert p.returncode == 0, f"{case}: Python allows it, the API server said: {p.stderr}"
+
+
+def test_update_keeps_old_findings_and_denies_new_ones(env):
+    pod = _pod("upd", env.ns, labels={"app": "x"})
+    assert env.apply(pod).returncode == 0
+    p = env.kubectl("label", "pod", "upd", "-n", env.ns, f"{Labels.PRIORITY}=hihg")
+    assert p.returncode != 0 and "breaks [priority]" in p.stderr, p.stderr
+    assert env.kubectl("label", "pod", "upd", "-n", env.ns, "app=y", "--overwrite").returncode == 0
+    # An object made before the policy bound its namespace (unbound for a moment by removing the team label)
+    # keeps its finding but gains no new one.
+    assert env.kubectl("label", "namespace", env.ns, f"{Labels.NAMESPACE}-").returncode == 0
+    try:
+        wait_until(
+            lambda: env.apply(_pod("legacy", env.ns, labels={"runwhere.ai/old": "1"})).returncode == 0,
+            30,
+            0.5,
+            what="namespace unbound",
+        )
+    finally:
+        assert env.kubectl("label", "namespace", env.ns, f"{Labels.NAMESPACE}=true").returncode == 0
+    probe = _pod("probe", env.ns, **_vol("/"))
+    wait_until(lambda: "[host-path]" in env.apply(probe, "--dry-run=server").stderr, 30, 0.5, what="rebound")
+    p = env.kubectl("label", "pod", "legacy", "-n", env.ns, "app=z")
+    assert p.returncode == 0, p.stderr
+    p = env.kubectl("label", "pod", "legacy", "-n", env.ns, "runwhere.ai/newer=1")
+    assert p.returncode != 0 and "breaks [unknown-key]" in p.stderr and "runwhere.ai/newer" in p.stderr
+
+
+def test_kueue_and_the_controllers_are_not_evaluated(env):
+    pod = _pod("upd2", env.ns, labels={"app": "x"})
+    assert env.apply(pod).returncode == 0
+    kueue = "system:serviceaccount:kueue-system:kueue-controller-manager"
+    p = env.kubectl(f"--as={kueue}", "label", "pod", "upd2", "-n", env.ns, "runwhere.ai/by-kueue=1")
+    assert p.returncode == 0, p.stderr
+    # A user is evaluated even with a forged controller reference (to a real Job of his own).
+    assert env.apply(_job("owner", env.ns, gpus=0)).returncode == 0
+    uid = json.loads(env.kubectl("get", "job", "owner", "-n", env.ns, "-o", "json").stdout)["metadata"]["uid"]
+    bad = _pod("forged", env.ns, **_vol("/"))
+    bad["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "owner", "uid": uid, "controller": True}
+    ]
+    p = env.apply(bad, "--dry-run=server")
+    assert p.returncode != 0 and "breaks [host-path]" in p.stderr, p.stderr
+
+
+def test_with_the_webhook_down_the_policy_still_denies_with_its_rule_and_fix(env):
+    bad = _pod("bad", env.down, **_vol("/etc"))
+    p = env.apply(bad, "--dry-run=server")
+    assert p.returncode != 0 and "breaks [host-path]" in p.stderr and "Fix: " in p.stderr, p.stderr
+    # A good object meets the dead webhook: refused (failurePolicy Fail), with the webhook named.
+    good = _pod("good", env.down, labels={Labels.POOL: "x"})
+    p = env.apply(good, "--dry-run=server")
+    assert p.returncode != 0 and "failed calling webhook" in p.stderr, p.stderr

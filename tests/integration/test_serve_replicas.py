@@ -1,0 +1,191 @@
+"""Two `gpuctl serve` replicas on the local cluster, as the ServiceAccount of manifests/serve/rbac.yaml.
+
+Exactly one leads (the Lease gpuctl-system/gpuctl-serve names it); only it applies the Cohort and exports
+the cluster-state series, so the two scrapes summed equal one; when the leader is killed (SIGKILL) the
+other takes over within the lease duration and follows a capacity change; when the leader stops cleanly
+it releases the Lease and the other takes over within a retry period. Short lease timings keep it quick.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels
+from gpuctl.domain.pools import pool_capacities
+from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
+from queues import desired_objects
+from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.test_metrics import _service_account_kubeconfig
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+POOL = "replica-pool"
+NODES = ("gpu-node-1", "gpu-node-2")
+LEASE = ["--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Replica:
+    name: str
+    port: int
+    log: Path
+    proc: subprocess.Popen | None = None
+
+    def scrape(self) -> dict[str, dict[tuple, float]]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        out: dict[str, dict[tuple, float]] = {}
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+        return out
+
+    def leading(self) -> bool | None:
+        try:
+            return self.scrape()["gpuctl_serve_leader"][()] == 1
+        except (OSError, KeyError):
+            return None
+
+
+@dataclass
+class Pair:
+    kube: Cluster
+    kubeconfig: Path
+    replicas: list[Replica] = field(default_factory=list)
+
+    def start(self, r: Replica) -> None:
+        r.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(self.kubeconfig),
+             "--address", "127.0.0.1", "--metrics-port", str(r.port), "--resync", "5", *LEASE],
+            stdout=r.log.open("a"), stderr=subprocess.STDOUT, cwd=ROOT,
+        )  # fmt: skip
+
+    def leader(self) -> Replica | None:
+        states = [(r, r.leading()) for r in self.replicas if r.proc and r.proc.poll() is None]
+        leaders = [r for r, s in states if s]
+        assert len(leaders) <= 1, f"two leaders: {[r.name for r in leaders]}"
+        return leaders[0] if leaders and all(s is not None for _, s in states) else None
+
+    def cohort_gpus(self) -> int | None:
+        cohort = self.kube.get_or_none(path("Cohort", COHORT_NAME)) or {}
+        for group in (cohort.get("spec") or {}).get("resourceGroups") or []:
+            for fl in group.get("flavors") or []:
+                if fl["name"] == POOL:
+                    return next(int(r["nominalQuota"]) for r in fl["resources"] if r["name"] == GPU_RESOURCE)
+        return None
+
+
+@pytest.fixture(scope="module")
+def pair(cluster: str, kube: Cluster, kubectl_bin: str, tmp_path_factory) -> Iterator[Pair]:
+    tmp = tmp_path_factory.mktemp("replicas")
+    reset_gpuctl_state(kube)
+    kube.merge_patch(path("Node", NODES[0]), {"metadata": {"labels": {Labels.POOL: POOL}}})
+    for obj in desired_objects(pool_capacities(kube.list(path("Node")), [POOL]), []):
+        kube.apply(obj)
+    sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig")
+    try:
+        kube.delete(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))
+    except ApiError as e:
+        if e.status != 404:
+            raise
+    p = Pair(kube, sa, [Replica(n, _free_port(), tmp / f"{n}.log") for n in ("a", "b")])
+    for r in p.replicas:
+        p.start(r)
+    try:
+        yield p
+    finally:
+        for r in p.replicas:
+            if r.proc and r.proc.poll() is None:
+                r.proc.terminate()
+                try:
+                    r.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    r.proc.kill()
+        for r in p.replicas:
+            print(f"----- {r.name}\n{r.log.read_text()[-2500:]}")
+        reset_gpuctl_state(kube)
+        subprocess.run(
+            [kubectl_bin, "--kubeconfig", cluster, "delete", "--ignore-not-found", "-f",
+             str(ROOT / "manifests/serve/rbac.yaml")],
+            capture_output=True,
+        )  # fmt: skip
+
+
+def _capacity(m: dict) -> float:
+    return sum(v for k, v in m.get("gpuctl_pool_capacity_gpus", {}).items() if ("pool", POOL) in k)
+
+
+def test_one_leader_and_the_two_scrapes_summed_count_each_pool_once(pair: Pair) -> None:
+    leader = wait_until(pair.leader, 60, 0.3, what="one replica leading")
+    follower = next(r for r in pair.replicas if r is not leader)
+    lease = pair.kube.get(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))
+    assert lease["spec"]["holderIdentity"]
+    gpus = int(pair.kube.get(path("Node", NODES[0]))["status"]["allocatable"][GPU_RESOURCE])
+    wait_until(lambda: _capacity(leader.scrape()) == gpus, 30, 0.5, what="leader exports the pool")
+    lm, fm = leader.scrape(), follower.scrape()
+    assert _capacity(lm) + _capacity(fm) == gpus
+    assert not [n for n in fm if n.startswith("gpuctl_pool_")], "the follower exports pool series"
+    assert fm["gpuctl_reconcile_runs_total"][(("result", "applied"),)] == 0
+    wait_until(
+        lambda: follower.scrape()["gpuctl_reconcile_runs_total"][(("result", "standby"),)] >= 1,
+        15,
+        0.5,
+        what="the follower's reconciler standing by",
+    )
+    assert fm["gpuctl_cache_synced"][(("resource", "Node"),)] == 1  # warm, ready to take over
+
+
+def test_killed_leader_is_replaced_within_the_lease_and_the_new_one_reconciles(pair: Pair) -> None:
+    leader = wait_until(pair.leader, 60, 0.3, what="one replica leading")
+    other = next(r for r in pair.replicas if r is not leader)
+    assert leader.proc is not None
+    t0 = time.monotonic()
+    leader.proc.send_signal(signal.SIGKILL)
+    leader.proc.wait(10)
+    wait_until(lambda: other.leading(), 30, 0.2, what="the follower takes over")
+    takeover = time.monotonic() - t0
+    print(f"\ntakeover after SIGKILL of the leader: {takeover:.2f} s (lease 4 s)")
+    assert takeover < 4 + 3  # lease duration + a few retry periods
+    before = pair.cohort_gpus()
+    extra = int(pair.kube.get(path("Node", NODES[1]))["status"]["allocatable"][GPU_RESOURCE])
+    t1 = time.monotonic()
+    pair.kube.merge_patch(path("Node", NODES[1]), {"metadata": {"labels": {Labels.POOL: POOL}}})
+    wait_until(lambda: pair.cohort_gpus() == (before or 0) + extra, 30, 0.2, what="new leader reconciled")
+    print(f"capacity change -> Cohort by the new leader: {time.monotonic() - t1:.2f} s")
+    pair.start(leader)  # back as a follower
+    wait_until(lambda: leader.leading() is False, 30, 0.3, what="restarted replica follows")
+
+
+def test_clean_shutdown_hands_the_lease_over_at_once(pair: Pair) -> None:
+    leader = wait_until(pair.leader, 60, 0.3, what="one replica leading")
+    other = next(r for r in pair.replicas if r is not leader)
+    wait_until(lambda: other.leading() is False, 30, 0.3, what="follower up")
+    assert leader.proc is not None
+    t0 = time.monotonic()
+    leader.proc.terminate()
+    leader.proc.wait(15)
+    wait_until(lambda: other.leading(), 10, 0.1, what="the follower takes over")
+    handover = time.monotonic() - t0
+    print(f"\nhandover after SIGTERM of the leader: {handover:.2f} s")
+    lease = pair.kube.get(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))
+    assert lease["spec"]["leaseTransitions"] >= 2
+    assert handover < 3  # released: no wait for the 4 s lease to expire

@@ -1,0 +1,150 @@
+"""LeaderElector's algorithm against an in-memory Lease store that behaves like the API server on the
+points that matter (404, 409 on create of an existing object, 409 on a PUT with a stale resourceVersion),
+with fake clocks. The real API server: tests/integration/test_serve_replicas.py."""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+import pytest
+
+from gpuctl.cluster import ApiError
+from gpuctl.server.leader import LeaderElector, lease_path
+
+
+class Store:
+    def __init__(self):
+        self.obj: dict | None = None
+        self.rv = 0
+        self.fail = False
+
+    def get(self, p: str) -> dict:
+        if self.fail:
+            raise ConnectionError("api server down")
+        if self.obj is None:
+            raise ApiError(404, "NotFound", "not found")
+        return copy.deepcopy(self.obj)
+
+    def request(self, method: str, p: str, body: dict) -> dict:
+        if self.fail:
+            raise ConnectionError("api server down")
+        if method == "POST":
+            if self.obj is not None:
+                raise ApiError(409, "AlreadyExists", "exists")
+        elif body["metadata"].get("resourceVersion") != str(self.rv):
+            raise ApiError(409, "Conflict", "stale")
+        self.rv += 1
+        self.obj = copy.deepcopy(body)
+        self.obj["metadata"]["resourceVersion"] = str(self.rv)
+        return copy.deepcopy(self.obj)
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def elector(store: Store, clock: Clock, ident: str) -> LeaderElector:
+    return LeaderElector(store, namespace="ns", identity=ident, monotonic=clock, wall=clock)
+
+
+def test_first_replica_creates_the_lease_and_leads_the_other_follows():
+    s, c = Store(), Clock()
+    a, b = elector(s, c, "a"), elector(s, c, "b")
+    assert a.try_acquire_or_renew() and a.is_leader()
+    assert not b.try_acquire_or_renew() and not b.is_leader()
+    assert s.obj["spec"]["holderIdentity"] == "a" and b.holder == "a"
+    assert (
+        lease_path("ns", "gpuctl-serve") == "/apis/coordination.k8s.io/v1/namespaces/ns/leases/gpuctl-serve"
+    )
+
+
+def test_takeover_only_after_the_record_stood_still_for_a_lease_duration_on_the_followers_clock():
+    s, c = Store(), Clock()
+    a, b = elector(s, c, "a"), elector(s, c, "b")
+    a.try_acquire_or_renew()
+    b.try_acquire_or_renew()
+    c.t += 14.9
+    assert not b.try_acquire_or_renew()
+    # a stopped renewing 10 s ago: it no longer acts as leader, before b may take over.
+    assert not a.is_leader()
+    c.t += 0.2
+    assert b.try_acquire_or_renew() and b.is_leader()
+    assert s.obj["spec"]["leaseTransitions"] == 1
+    assert not a.try_acquire_or_renew() and not a.is_leader()
+
+
+def test_renewals_keep_the_follower_out_whatever_the_remote_timestamps_say():
+    s, c = Store(), Clock()
+    a, b = elector(s, c, "a"), elector(s, c, "b")
+    a.try_acquire_or_renew()
+    for _ in range(20):
+        b.try_acquire_or_renew()
+        c.t += 5
+        assert a.try_acquire_or_renew()
+    assert not b.is_leader() and a.is_leader()
+
+
+def test_two_followers_racing_for_an_expired_lease_one_wins():
+    s, c = Store(), Clock()
+    a, b, d = elector(s, c, "a"), elector(s, c, "b"), elector(s, c, "d")
+    a.try_acquire_or_renew()
+    b.try_acquire_or_renew()
+    d.try_acquire_or_renew()
+    c.t += 16
+    stale = s.get("x")
+    assert b.try_acquire_or_renew()
+    # d read the same expired record before b wrote: its PUT carries the old resourceVersion.
+    s_get = s.get
+    s.get = lambda p: copy.deepcopy(stale)
+    try:
+        assert not d.try_acquire_or_renew()
+    finally:
+        s.get = s_get
+    assert s.obj["spec"]["holderIdentity"] == "b" and not d.is_leader()
+
+
+def test_a_leader_that_cannot_reach_the_api_server_steps_down_by_the_renew_deadline():
+    s, c = Store(), Clock()
+    a = elector(s, c, "a")
+    a.try_acquire_or_renew()
+    s.fail = True
+    c.t += 5
+    with pytest.raises(ConnectionError):
+        a.try_acquire_or_renew()
+    assert a.is_leader()
+    c.t += 5
+    assert not a.is_leader()
+
+
+def test_release_hands_over_at_once_and_the_loop_calls_back():
+    s, c = Store(), Clock()
+    started, stopped = threading.Event(), threading.Event()
+    a = LeaderElector(
+        s,
+        namespace="ns",
+        identity="a",
+        retry_period=0.01,
+        renew_deadline=0.05,
+        lease_duration=0.1,
+        on_started=started.set,
+        on_stopped=stopped.set,
+    )
+    stop = threading.Event()
+    a.start(stop)
+    assert started.wait(5)
+    stop.set()
+    a.join(5)
+    assert stopped.is_set()
+    assert s.obj["spec"]["holderIdentity"] == "" and s.obj["spec"]["leaseDurationSeconds"] == 1
+    b = elector(s, c, "b")
+    assert b.try_acquire_or_renew()
+
+
+def test_durations_must_nest():
+    with pytest.raises(ValueError):
+        LeaderElector(Store(), namespace="ns", lease_duration=5, renew_deadline=10)
