@@ -122,6 +122,7 @@ def visibility(host_ip: str, port: str) -> list[dict]:
                 },
             }
         )
+    return docs
 
 
 # Kueue's config/components/rbac (and visibility) files the controller itself needs, kustomized by hand:
