@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -394,4 +395,41 @@ def test_team_limit_range_gives_hand_made_pods_requests(gpuctl, kube, tmp_path):
         assert rc == 0, err
         assert kube.get_or_none(path("LimitRange", "gpuctl-defaults", ns)) is None
     finally:
+        gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+
+
+# ----------------------------------------------------------------------------- delete pool
+def test_delete_pool_keep_running_leaves_running_jobs_and_refuses_new_work(
+    clean_cluster, gpuctl, kube, tmp_path
+):
+    ns = f"dp-{uuid.uuid4().hex[:6]}"
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("kind: pool\npool: {name: doomed}\nnodes: {gpu-node-5: {}}\n")
+    quota = tmp_path / "quota.yaml"
+    quota.write_text(f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace: {{{ns}: {{gpu: 4}}}}\n")
+    try:
+        assert gpuctl("create", "-f", str(pool), "-f", str(quota))[0] == 0
+        assert gpuctl("create", "-f", _job(tmp_path, "survivor", ns, 2, pool="doomed"))[0] == 0
+        wait_until(lambda: _status(gpuctl, "survivor", ns)["status"] == "Running", 60, what="Running")
+        (before,) = _pods(kube, ns, "survivor")
+        # Without the flag: refused, with the way out named.
+        rc, _, err = gpuctl("delete", "pool", "doomed")
+        assert rc == 1 and f"{ns}/survivor" in err and "--keep-running" in err
+        rc, out, err = gpuctl("delete", "pool", "doomed", "--keep-running")
+        assert rc == 0, err
+        assert f"job {ns}/survivor keeps running" in out
+        wait_until(lambda: kube.get_or_none(path("ResourceFlavor", "doomed")) is None, 30, what="flavor gone")
+        assert Labels.POOL not in kube.get(path("Node", "gpu-node-5"))["metadata"]["labels"]
+        # The job keeps running: same pod, Running, its Job not suspended, for a while.
+        for _ in range(10):
+            (pod,) = _pods(kube, ns, "survivor")
+            assert pod["metadata"]["uid"] == before["metadata"]["uid"]
+            assert pod["status"]["phase"] == "Running"
+            assert not kube.get(path("Job", "survivor", ns))["spec"].get("suspend")
+            time.sleep(1)
+        # New work for the pool is refused, clearly.
+        rc, _, err = gpuctl("create", "-f", _job(tmp_path, "latecomer", ns, 1, pool="doomed"))
+        assert rc == 1 and "pool doomed does not exist" in err
+    finally:
+        gpuctl("delete", "job", "survivor", "-n", ns)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
