@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -17,6 +20,7 @@ from gpuctl.constants import Labels
 from gpuctl.service.pools import set_flavor_tolerations
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
+from tests.integration.test_metrics import ROOT, _free_port, _service_account_kubeconfig
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
@@ -397,3 +401,81 @@ def test_team_limit_range_gives_hand_made_pods_requests(gpuctl, kube, tmp_path):
         assert kube.get_or_none(path("LimitRange", "gpuctl-defaults", ns)) is None
     finally:
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+
+
+# ----------------------------------------------------------------------------- delete pool
+def test_delete_pool_keep_running_leaves_running_jobs_and_refuses_new_work(
+    clean_cluster, gpuctl, kube, tmp_path
+):
+    ns = f"dp-{uuid.uuid4().hex[:6]}"
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("kind: pool\npool: {name: doomed}\nnodes: {gpu-node-5: {}}\n")
+    quota = tmp_path / "quota.yaml"
+    quota.write_text(f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace: {{{ns}: {{gpu: 4}}}}\n")
+    try:
+        assert gpuctl("create", "-f", str(pool), "-f", str(quota))[0] == 0
+        assert gpuctl("create", "-f", _job(tmp_path, "survivor", ns, 2, pool="doomed"))[0] == 0
+        wait_until(lambda: _status(gpuctl, "survivor", ns)["status"] == "Running", 60, what="Running")
+        (before,) = _pods(kube, ns, "survivor")
+        # Without the flag: refused, with the way out named.
+        rc, _, err = gpuctl("delete", "pool", "doomed")
+        assert rc == 1 and f"{ns}/survivor" in err and "--keep-running" in err
+        rc, out, err = gpuctl("delete", "pool", "doomed", "--keep-running")
+        assert rc == 0, err
+        assert f"job {ns}/survivor keeps running" in out
+        wait_until(lambda: kube.get_or_none(path("ResourceFlavor", "doomed")) is None, 30, what="flavor gone")
+        assert Labels.POOL not in kube.get(path("Node", "gpu-node-5"))["metadata"]["labels"]
+        # The job keeps running: same pod, Running, its Job not suspended, for a while.
+        for _ in range(10):
+            (pod,) = _pods(kube, ns, "survivor")
+            assert pod["metadata"]["uid"] == before["metadata"]["uid"]
+            assert pod["status"]["phase"] == "Running"
+            assert not kube.get(path("Job", "survivor", ns))["spec"].get("suspend")
+            time.sleep(1)
+        # New work for the pool is refused, clearly.
+        rc, _, err = gpuctl("create", "-f", _job(tmp_path, "latecomer", ns, 1, pool="doomed"))
+        assert rc == 1 and "pool doomed does not exist" in err
+    finally:
+        gpuctl("delete", "job", "survivor", "-n", ns)
+        gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+
+
+# ----------------------------------------------------------------------------- the serve reconciler
+def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
+    clean_cluster, tainted, gpuctl, kube, kubectl_bin, cluster, tmp_path
+):
+    """The real `gpuctl serve` (serve's least-privilege RBAC, no leader election) follows taints that
+    appear and disappear on a pool's nodes; prints how long each took."""
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("kind: pool\npool: {name: followed}\nnodes: {gpu-node-3: {}, gpu-node-4: {}}\n")
+    assert gpuctl("create", "-f", str(pool))[0] == 0
+    assert "tolerations" not in kube.get(path("ResourceFlavor", "followed"))["spec"]
+    sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig")
+    log = (tmp_path / "serve.log").open("w")
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
+         "--metrics-port", str(_free_port()), "--no-leader-elect", "--resync", "30"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+    )  # fmt: skip
+
+    def tolerations() -> list:
+        return kube.get(path("ResourceFlavor", "followed"))["spec"].get("tolerations") or []
+
+    try:
+        time.sleep(2)  # serve lists and watches
+        t0 = time.monotonic()
+        tainted("gpu-node-3")
+        wait_until(lambda: tolerations() == [GPU_TOLERATION], 30, what="serve adds the toleration")
+        added = time.monotonic() - t0
+        t0 = time.monotonic()
+        _set_taints(kube, "gpu-node-3", [])
+        wait_until(lambda: tolerations() == [], 30, what="serve removes the toleration")
+        removed = time.monotonic() - t0
+        print(
+            f"\nserve reconciler: taint added -> flavor tolerates it in {added:.2f}s; "
+            f"removed in {removed:.2f}s"
+        )
+        assert serve.poll() is None, (tmp_path / "serve.log").read_text()
+    finally:
+        serve.terminate()
+        serve.wait(10)
