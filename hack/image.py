@@ -6,9 +6,9 @@ manifest and OCI archive written from two directory trees (no Docker, no registr
                                                            -> prints the manifest digest (sha256:...)
 
 Layers are tar+gzip with sorted entries, every mtime = --epoch, owner as on disk (root) and gzip
-mtime 0, so the same trees give the same digest. Layer 1 is the Debian rootfs (minus docs, man pages
-and locales), layer 2 the application: /usr/local (gpuctl and its dependencies), the `gpuctl`
-entrypoint, /etc/passwd and /etc/group with the image's user, and /tmp.
+mtime 0, so the same trees give the same digest. Layer 1 is the Debian rootfs, layer 2 the application
+tree (/usr/local with gpuctl, its dependencies and the `gpuctl` entrypoint, /etc/passwd and /etc/group
+with the image's user, /tmp); hack/image.sh makes both trees.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import time
 import zipfile
 from pathlib import Path
 
-EXCLUDE = ("usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/")
 ENTRYPOINT = "/usr/local/bin/gpuctl"  # written by hack/image.sh into the application tree
 CHUNK = 1 << 20
 
@@ -52,16 +51,13 @@ def _info(tar: tarfile.TarFile, path: Path, arcname: str, epoch: int) -> tarfile
     return ti
 
 
-def _add_tree(tar: tarfile.TarFile, root: Path, epoch: int, exclude: tuple[str, ...] = ()) -> None:
+def _add_tree(tar: tarfile.TarFile, root: Path, epoch: int) -> None:
     entries: list[tuple[str, Path]] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         rel = Path(dirpath).relative_to(root)
         for name in [*dirnames, *filenames]:
-            arc = (rel / name).as_posix()
-            if any((arc + "/").startswith(e) or arc.startswith(e) for e in exclude):
-                continue
-            entries.append((arc, Path(dirpath) / name))
+            entries.append(((rel / name).as_posix(), Path(dirpath) / name))
     for arc, p in sorted(entries):
         ti = _info(tar, p, arc, epoch)
         if ti.isreg():
@@ -117,7 +113,7 @@ def assemble(args: argparse.Namespace) -> str:
         blobs.mkdir(parents=True)
 
         def base(tar: tarfile.TarFile) -> None:
-            _add_tree(tar, Path(args.rootfs), epoch, EXCLUDE)
+            _add_tree(tar, Path(args.rootfs), epoch)
 
         def app(tar: tarfile.TarFile) -> None:
             _add_tree(tar, Path(args.app), epoch)

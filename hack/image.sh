@@ -65,7 +65,9 @@ make_trees() {
     "deb $DEBIAN_SECURITY $DEBIAN_SUITE-security main"
   # extract runs no maintainer scripts: compile the standard library here (Debian's postinst would),
   # with the image's own interpreter.
-  chroot "$dir/rootfs" "/usr/bin/python$PV" -m compileall -q --invalidation-mode unchecked-hash "/usr/lib/python$PV" >/dev/null
+  # -B: the interpreter must not leave timestamp .pyc of the modules it imports itself; -f: every file
+  # gets an unchecked-hash .pyc (reproducible, and valid on a read-only root whatever the mtimes).
+  chroot "$dir/rootfs" "/usr/bin/python$PV" -B -m compileall -f -q --invalidation-mode unchecked-hash "/usr/lib/python$PV" >/dev/null
   # No dpkg database in an extracted tree: write each package's control fields to
   # /var/lib/dpkg/status.d/<package> (the distroless convention image scanners read).
   # dpkg and tar arrive as dependencies but only manage packages: their files are removed (by the
@@ -79,8 +81,11 @@ make_trees() {
     fi
     { dpkg-deb -f "$d"; echo "Status: install ok installed"; } > "$dir/rootfs/var/lib/dpkg/status.d/$p"
   done
-  rm -rf "$dir/rootfs/var/lib/dpkg/info" "$dir/rootfs/var/lib/dpkg/alternatives" "$dir/rootfs/etc/alternatives"
-  rm -rf "$dir/rootfs"/var/cache/apt/* "$dir/rootfs"/var/lib/apt/lists/* "$dir/rootfs/dev"/* 2>/dev/null || true
+  rm -rf "$dir/rootfs"/var/lib/dpkg/{info,alternatives,triggers} "$dir/rootfs/etc/alternatives"
+  rm -rf "$dir/rootfs"/var/cache/apt/* "$dir/rootfs"/var/lib/apt/lists/* "$dir/rootfs/dev" 2>/dev/null || true
+  # Docs, man pages, locales: never opened by gpuctl. hostname and resolv.conf (mmdebstrap copies the
+  # build host's): the container runtime provides them.
+  rm -rf "$dir/rootfs"/usr/share/{doc,man,info,locale,lintian} "$dir/rootfs"/etc/{hostname,resolv.conf}
   log "Debian layer: $(ls "$dir/rootfs/var/lib/dpkg/status.d" | wc -l) packages from $DEBIAN_SUITE"
 
   # ---- the application layer: the wheel and its dependencies for cp${PV/./} manylinux ----
@@ -89,17 +94,17 @@ make_trees() {
     --implementation cp --python-version "$PV" --abi "cp${PV/./}" \
     --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 "$wheel" >/dev/null
-  rm -rf "$site/bin"   # console scripts with the build host's interpreter; the image has its own entrypoint
-  # The kubernetes package's asyncio client (kubernetes.aio, ~60 MiB with .pyc) is never imported by gpuctl
-  # (gpuctl.cluster uses its configuration loader and REST client); the image-run test proves the rest works.
-  rm -rf "$site/kubernetes/aio"
+  # Console scripts name the build host's interpreter: gone (the image has its own entrypoint), and so
+  # are their RECORD lines, so the layer does not depend on where it was built.
+  rm -rf "$site/bin"
+  sed -i '\#^\.\./\.\./bin/#d' "$site"/*.dist-info/RECORD
   # pip records where the wheel came from (a temporary path): drop it, so the layer is reproducible.
   rm -f "$site"/gpuctl-*.dist-info/direct_url.json
   sed -i '/direct_url.json/d' "$site"/gpuctl-*.dist-info/RECORD
   "$PY" -m pip freeze -q --path "$site" > "$dir/requirements.txt" 2>/dev/null || true
   # Compile with the image's own interpreter: /usr/local moves into the rootfs for the run (no mounts).
   mv "$dir/app/usr/local" "$dir/rootfs/usr/local"
-  chroot "$dir/rootfs" "/usr/bin/python$PV" -m compileall -q --invalidation-mode unchecked-hash \
+  chroot "$dir/rootfs" "/usr/bin/python$PV" -B -m compileall -f -q --invalidation-mode unchecked-hash \
     "/usr/local/lib/python$PV/dist-packages" >/dev/null
   mv "$dir/rootfs/usr/local" "$dir/app/usr/local"
   # The entrypoint, the image's user, a world-writable /tmp (a read-only root mounts its own).
