@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from gpuctl.cluster import ApiError, path
 from gpuctl.constants import Labels
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
+from tests.integration.test_metrics import ROOT, _free_port, _service_account_kubeconfig
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
@@ -433,3 +436,44 @@ def test_delete_pool_keep_running_leaves_running_jobs_and_refuses_new_work(
     finally:
         gpuctl("delete", "job", "survivor", "-n", ns)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+
+
+# ----------------------------------------------------------------------------- the serve reconciler
+def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
+    clean_cluster, tainted, gpuctl, kube, kubectl_bin, cluster, tmp_path
+):
+    """The real `gpuctl serve` (serve's least-privilege RBAC, no leader election) follows taints that
+    appear and disappear on a pool's nodes; prints how long each took."""
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("kind: pool\npool: {name: followed}\nnodes: {gpu-node-3: {}, gpu-node-4: {}}\n")
+    assert gpuctl("create", "-f", str(pool))[0] == 0
+    assert "tolerations" not in kube.get(path("ResourceFlavor", "followed"))["spec"]
+    sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig")
+    log = (tmp_path / "serve.log").open("w")
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
+         "--metrics-port", str(_free_port()), "--no-leader-elect", "--resync", "30"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+    )  # fmt: skip
+
+    def tolerations() -> list:
+        return kube.get(path("ResourceFlavor", "followed"))["spec"].get("tolerations") or []
+
+    try:
+        time.sleep(2)  # serve lists and watches
+        t0 = time.monotonic()
+        tainted("gpu-node-3")
+        wait_until(lambda: tolerations() == [GPU_TOLERATION], 30, what="serve adds the toleration")
+        added = time.monotonic() - t0
+        t0 = time.monotonic()
+        _set_taints(kube, "gpu-node-3", [])
+        wait_until(lambda: tolerations() == [], 30, what="serve removes the toleration")
+        removed = time.monotonic() - t0
+        print(
+            f"\nserve reconciler: taint added -> flavor tolerates it in {added:.2f}s; "
+            f"removed in {removed:.2f}s"
+        )
+        assert serve.poll() is None, (tmp_path / "serve.log").read_text()
+    finally:
+        serve.terminate()
+        serve.wait(10)
