@@ -149,11 +149,12 @@ def stale_flavors(
     flavors: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]
 ) -> dict[str, list[dict]]:
     """Pool flavor name -> the tolerations it should have, for each gpuctl pool flavor whose
-    tolerations no longer match its nodes' taints (flavors Kueue keeps immutable are left out)."""
+    tolerations no longer match its nodes' taints. A TAS flavor (flavor_immutable) cannot be patched:
+    its writer re-creates it (gpuctl.service.pools.set_flavor_tolerations)."""
     by_pool = all_pool_tolerations(nodes)
     out = {}
     for f in flavors:
-        if not is_pool_flavor(f) or flavor_immutable(f):
+        if not is_pool_flavor(f):
             continue
         want = by_pool.get(name(f), [])
         if flavor_tolerations(f) != want:

@@ -17,6 +17,7 @@ import yaml
 
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import Labels
+from gpuctl.service.pools import set_flavor_tolerations
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
 from tests.integration.test_metrics import ROOT, _free_port, _service_account_kubeconfig
@@ -119,8 +120,8 @@ def test_pool_on_tainted_gpu_nodes_admits_and_runs_jobs(clean_cluster, tainted, 
 def test_without_the_flavor_tolerations_the_same_job_would_never_start(
     clean_cluster, tainted, gpuctl, kube, tmp_path
 ):
-    """The control: the same pool with its flavor's tolerations stripped leaves the admitted pod Pending,
-    so the test above shows the tolerations at work, not a scheduler that ignores taints."""
+    """The control: the same pool with its flavor's tolerations stripped never runs the job (Kueue's
+    TAS does not admit it), so the test above shows the tolerations at work."""
     tainted("gpu-node-3")
     ns = f"tc-{uuid.uuid4().hex[:6]}"
     pool = tmp_path / "pool.yaml"
@@ -129,25 +130,26 @@ def test_without_the_flavor_tolerations_the_same_job_would_never_start(
     quota.write_text(f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace: {{{ns}: {{gpu: 8}}}}\n")
     try:
         assert gpuctl("create", "-f", str(pool), "-f", str(quota))[0] == 0
-        kube.merge_patch(path("ResourceFlavor", "tainted"), {"spec": {"tolerations": None}})
+        # A TAS flavor is immutable in Kueue: gpuctl's writer re-creates it without tolerations.
+        set_flavor_tolerations(kube, kube.get(path("ResourceFlavor", "tainted")), [])
         assert gpuctl("create", "-f", _job(tmp_path, "stuck", ns, 2, pool="tainted"))[0] == 0
-        pod = wait_until(lambda: next(iter(_pods(kube, ns, "stuck")), None), 60, what="pod created")
-        reason = wait_until(
+        # Topology Aware Scheduling sees that no node of the pool tolerates the taint: Kueue does not
+        # admit the job at all (no pod is created to sit Unschedulable).
+        msg = wait_until(
             lambda: next(
                 (
-                    c.get("reason")
-                    for c in (kube.get(path("Pod", pod["metadata"]["name"], ns)).get("status") or {}).get(
-                        "conditions"
-                    )
-                    or []
-                    if c["type"] == "PodScheduled" and c["status"] == "False"
+                    c.get("message", "")
+                    for w in kube.list(path("Workload", namespace=ns))
+                    for c in (w.get("status") or {}).get("conditions") or []
+                    if c["type"] == "QuotaReserved" and c["status"] == "False"
                 ),
                 None,
             ),
             60,
-            what="the scheduler refusing the pod",
+            what="Kueue refusing the job",
         )
-        assert reason == "Unschedulable"
+        assert "taint" in msg or "topology" in msg.lower(), msg
+        assert _pods(kube, ns, "stuck") == []
     finally:
         gpuctl("delete", "job", "stuck", "-n", ns)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
