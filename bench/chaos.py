@@ -104,7 +104,7 @@ class Testbed:
     def pid(self, name: str) -> int:
         return int((self.run / "pids" / name).read_text())
 
-    def signal(self, name: str, sig: int) -> None:
+    def send(self, name: str, sig: int) -> None:
         os.kill(self.pid(name), sig)
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20) -> list[str]:
@@ -282,7 +282,7 @@ def stream(kube: Cluster, ledger: Ledger, teams: list[str], stop: threading.Even
     i = 0
     while not stop.is_set():
         ns = teams[i % len(teams)]
-        pool = POOL_A if i % 3 else POOL_B
+        pool = POOL_A if i % 4 else POOL_B
         submit_one(kube, ledger, ns, f"j{i:04d}", training(f"j{i:04d}", random.choice([1, 1, 2, 4]),
                                                            f"{random.randint(3, 10)}s", pool))  # fmt: skip
         i += 1
@@ -391,34 +391,31 @@ def until(check: Callable[[], object], timeout: float, interval: float = 0.2) ->
     return None
 
 
-def recover(kube: Cluster, ledger: Ledger, team: str, tag: str, timeout: float) -> float | None:
-    """Seconds from now until a new job is accepted and holds quota, and the Cohort is right again."""
-    t0 = time.monotonic()
-    name = f"probe-{tag}"
+def recover(
+    kube: Cluster, ledger: Ledger, teams: list[str], tag: str, timeout: float
+) -> tuple[float | None, float | None]:
+    """(seconds until work flows again: a new job is accepted and Kueue reserves quota for some Workload;
+    seconds until the Cohort equals what the Ready nodes give), each None on timeout."""
+    t0, wall0 = time.monotonic(), time.time()
+    n = iter(range(10**6))
 
     def accepted() -> bool:
-        s = submit_one(kube, ledger, team, f"{name}-{int(time.monotonic() * 10) % 100000}", training(
-            f"{name}-{int(time.monotonic() * 10) % 100000}", 1, "2s", POOL_B))  # fmt: skip
-        return s.ok
+        name = f"probe-{tag}-{next(n)}"
+        return submit_one(kube, ledger, teams[-1], name, training(name, 1, "2s", POOL_A)).ok
 
-    if until(accepted, timeout, 1.0) is None:
-        return None
-    if until(lambda: cohort_matches(kube), max(1.0, timeout - (time.monotonic() - t0))) is None:
-        return None
-    probes = [s for s in ledger.subs if s.ok and s.name.startswith(name)]
+    def admitting() -> bool:
+        return any(
+            (quota_reserved_at(wl) or 0) >= wall0 - 1
+            for ns in teams
+            for wl in kube.list(path("Workload", namespace=ns))
+        )
 
-    def reserved() -> bool:
-        for wl in kube.list(path("Workload", namespace=team)):
-            owner = (wl["metadata"].get("ownerReferences") or [{}])[0].get("name", "")
-            if owner in {p.name for p in probes} and (
-                quota_reserved_at(wl) or workload_state(wl) == WorkloadState.FINISHED
-            ):
-                return True
-        return False
-
-    if until(reserved, max(1.0, timeout - (time.monotonic() - t0))) is None:
-        return None
-    return time.monotonic() - t0
+    cohort = until(lambda: cohort_matches(kube), timeout, 0.2)
+    for check in (accepted, admitting):
+        left = timeout - (time.monotonic() - t0)
+        if left <= 0 or until(check, left, 0.5) is None:
+            return None, cohort
+    return time.monotonic() - t0, cohort
 
 
 @dataclass
@@ -528,11 +525,11 @@ def fault_apiserver(c: Ctx) -> None:
 
 
 def fault_etcd(c: Ctx) -> None:
-    c.tb.signal("etcd", signal.SIGSTOP)
+    c.tb.send("etcd", signal.SIGSTOP)
     try:
         time.sleep(5 if c.short else 10)
     finally:
-        c.tb.signal("etcd", signal.SIGCONT)
+        c.tb.send("etcd", signal.SIGCONT)
 
 
 def _leader(c: Ctx) -> Proc | None:
@@ -686,6 +683,7 @@ class Row:
     violations: int
     recover_s: float | None
     notes: list[str]
+    cohort_s: float | None = None
 
 
 def setup(kube: Cluster, sfx: str) -> list[str]:
@@ -740,14 +738,16 @@ def run(tb: Testbed, faults: list[str], short: bool, kubectl: str) -> list[Row]:
             n0, v0 = len(ledger.subs), sampler.count()
             log(f"fault {fault}")
             FAULT_FNS[fault](c)
-            rec = recover(kube, ledger, teams[2], f"{fault}-{sfx}", 60 if short else 120)
-            log(f"  recovered in {rec if rec is None else round(rec, 2)} s")
+            rec, cohort = recover(kube, ledger, teams, f"{fault}-{sfx}", 60 if short else 120)
+            log(
+                f"  work flows after {rec if rec is None else round(rec, 2)} s, Cohort right after {cohort} s"
+            )
             time.sleep(3 if short else 10)
             subs = [s for s in ledger.subs[n0:]]
             a = audit(kube, subs, 30 if short else 60)
             rows.append(Row(fault, a.submitted, a.accepted, len(a.lost), len(a.duplicated),
                             sampler.count() - v0, rec,
-                            [*c.notes[fault], *a.lost, *a.duplicated, *a.half_made]))  # fmt: skip
+                            [*c.notes[fault], *a.lost, *a.duplicated, *a.half_made], cohort))  # fmt: skip
         stop.set()
         for t in threads:
             t.join(10)
@@ -770,8 +770,14 @@ def run(tb: Testbed, faults: list[str], short: bool, kubectl: str) -> list[Row]:
     return rows
 
 
+def _secs(v: float | None, r: Row) -> str:
+    if r.fault.startswith("all"):
+        return "-"
+    return "FAILED" if v is None else f"{v:.1f}"
+
+
 def table(rows: list[Row]) -> str:
-    cols = ("submitted", "accepted", "lost", "duplicated", "quota viol.", "recover s")
+    cols = ("submitted", "accepted", "lost", "duplicated", "quota viol.", "recover s", "Cohort s")
     head = f"{'fault':<12} " + " ".join(f"{c:>11}" for c in cols)
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -782,7 +788,18 @@ def table(rows: list[Row]) -> str:
         )
         lines.append(
             f"{r.fault:<12} "
-            + " ".join(f"{v:>11}" for v in (r.submitted, r.accepted, r.lost, r.duplicated, r.violations, rec))
+            + " ".join(
+                f"{v:>11}"
+                for v in (
+                    r.submitted,
+                    r.accepted,
+                    r.lost,
+                    r.duplicated,
+                    r.violations,
+                    rec,
+                    _secs(r.cohort_s, r),
+                )
+            )
         )
     for r in rows:
         for n in r.notes:
@@ -822,7 +839,10 @@ def main(argv: list[str] | None = None) -> int:
     bad = [
         r
         for r in rows
-        if r.lost or r.duplicated or r.violations or (r.recover_s is None and not r.fault.startswith("all"))
+        if r.lost
+        or r.duplicated
+        or r.violations
+        or (not r.fault.startswith("all") and (r.recover_s is None or r.cohort_s is None or r.cohort_s > 5))
     ]
     return 1 if bad else 0
 
