@@ -252,6 +252,7 @@ class Submission:
     at: float
     ok: bool = False
     error: str = ""
+    kind: str = "training"  # the Job audit covers training jobs; inference is checked where it is sent
 
 
 @dataclass
@@ -331,10 +332,12 @@ class Sampler:
         team_used: dict[str, int] = defaultdict(int)
         pool_used: dict[str, int] = defaultdict(int)
         newest: dict[str, float] = {}
-        for ns in self.teams:
-            for wl in kube.list(path("Workload", namespace=ns)):
-                if workload_state(wl) not in HOLDING_QUOTA:
-                    continue
+        # One list of every namespace: one consistent snapshot (per-namespace lists taken one after the
+        # other could show a preempted Workload still holding quota next to its preemptor already admitted).
+        for wl in kube.list(path("Workload")):
+            ns = wl["metadata"].get("namespace", "")
+            if ns not in self.teams or workload_state(wl) not in HOLDING_QUOTA:
+                continue
                 for pool, g in reserved_gpus(wl).items():
                     team_used[ns] += g
                     pool_used[pool] += g
@@ -430,7 +433,7 @@ class Audit:
 def audit(kube: Cluster, subs: list[Submission], settle: float) -> Audit:
     """Every accepted job exists once with exactly one Workload, queued/admitted/finished; rejected ones
     left nothing behind."""
-    accepted = [s for s in subs if s.ok]
+    accepted = [s for s in subs if s.ok and s.kind == "training"]
 
     def state() -> tuple[list[str], list[str]]:
         lost, dup = [], []
@@ -495,6 +498,7 @@ class Ctx:
     short: bool
     kubectl: str
     notes: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    lost_extra: int = 0  # inference jobs found incomplete (outside the Job audit)
 
     def kc(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([self.kubectl, "--kubeconfig", str(self.tb.kubeconfig), *args],
@@ -580,7 +584,11 @@ def fault_webhook(c: Ctx) -> None:
     c.notes["webhook"].append(
         f"gpuctl create while down: exit {p.returncode}, error names the webhook: {clear}"
     )
-    c.ledger.add(Submission(ns, name, "webhook", time.time(), ok=p.returncode == 0, error=p.stderr[-300:]))
+    c.ledger.add(
+        Submission(
+            ns, name, "webhook", time.time(), ok=p.returncode == 0, error=p.stderr[-300:], kind="inference"
+        )
+    )
     if not clear:
         c.notes["webhook"].append(f"gpuctl said: {(p.stderr + p.stdout)[-400:]}")
     raw = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{name}-raw", "namespace": ns,
@@ -628,7 +636,13 @@ def fault_duplicate(c: Ctx) -> None:
         c.notes["duplicate"].append(f"{kind}: two CLIs -> exit codes {sorted(codes)}")
         c.ledger.add(
             Submission(
-                ns, name, "duplicate", time.time(), ok=0 in codes, error=";".join(o[1][-200:] for o in outs)
+                ns,
+                name,
+                "duplicate",
+                time.time(),
+                ok=0 in codes,
+                error=";".join(o[1][-200:] for o in outs),
+                kind=kind,
             )
         )
         if kind == "training":
@@ -653,10 +667,10 @@ def fault_duplicate(c: Ctx) -> None:
             c.notes["duplicate"].append(
                 f"inference after both: Deployment {dep is not None}, Service {svc is not None}"
             )
-            # Inference is not a Job: account for it here (it exists once, whole) and not in the Job audit.
-            c.ledger.subs[-1].ok = False
+            # Inference is not a Job: accounted for here (it exists once, whole), not in the Job audit.
             if 0 in codes and (dep is None or svc is None):
                 c.notes["duplicate"].append("LOST: accepted inference job is missing a part")
+                c.lost_extra += 1
 
 
 FAULT_FNS: dict[str, Callable[[Ctx], None]] = {
@@ -684,6 +698,7 @@ class Row:
     recover_s: float | None
     notes: list[str]
     cohort_s: float | None = None
+    half_made: int = 0
 
 
 def setup(kube: Cluster, sfx: str) -> list[str]:
@@ -745,16 +760,19 @@ def run(tb: Testbed, faults: list[str], short: bool, kubectl: str) -> list[Row]:
             time.sleep(3 if short else 10)
             subs = [s for s in ledger.subs[n0:]]
             a = audit(kube, subs, 30 if short else 60)
-            rows.append(Row(fault, a.submitted, a.accepted, len(a.lost), len(a.duplicated),
+            extra, c.lost_extra = c.lost_extra, 0
+            rows.append(Row(fault, a.submitted, a.accepted, len(a.lost) + extra, len(a.duplicated),
                             sampler.count() - v0, rec,
-                            [*c.notes[fault], *a.lost, *a.duplicated, *a.half_made], cohort))  # fmt: skip
+                            [*c.notes[fault], *a.lost, *a.duplicated, *a.half_made], cohort,
+                            len(a.half_made)))  # fmt: skip
         stop.set()
         for t in threads:
             t.join(10)
         final = audit(kube, ledger.subs, 60)
         rows.append(Row("all (final)", final.submitted, final.accepted, len(final.lost),
                         len(final.duplicated), sampler.count(), None,
-                        [*final.lost, *final.duplicated, *final.half_made][:10]))  # fmt: skip
+                        [*final.lost, *final.duplicated, *final.half_made][:10], None,
+                        len(final.half_made)))  # fmt: skip
         if sampler.violations:
             log("violations:\n  " + "\n  ".join(sampler.violations[:20]))
         log(f"sampler: {sampler.samples} samples, {sampler.errors} failed (API server unavailable)")
@@ -840,6 +858,7 @@ def main(argv: list[str] | None = None) -> int:
         r
         for r in rows
         if r.lost
+        or r.half_made
         or r.duplicated
         or r.violations
         or (not r.fault.startswith("all") and (r.recover_s is None or r.cohort_s is None or r.cohort_s > 5))

@@ -47,7 +47,7 @@ def test_faults_lose_nothing_duplicate_nothing_and_admit_nothing_beyond_quota(cl
     by_fault = {r.fault: r for r in rows}
     assert set(FAULTS) <= set(by_fault)
     for r in rows:
-        assert r.lost == 0 and r.duplicated == 0, table(rows)
+        assert r.lost == 0 and r.duplicated == 0 and r.half_made == 0, table(rows)
         assert r.violations == 0, table(rows)
     for f in FAULTS:
         r = by_fault[f]
