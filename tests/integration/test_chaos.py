@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import FAULTS, Testbed, run, table
+from bench.chaos import FAULTS, run, table
+from bench.chaos import Testbed as Bed
 from gpuctl.cluster import ApiError, path
 from tests.integration.conftest import reset_gpuctl_state
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_faults_lose_nothing_duplicate_nothing_and_admit_nothing_beyond_quota(cluster, kube, kubectl_bin):
-    tb = Testbed(Path(cluster).parent)
+    tb = Bed(Path(cluster).parent)
     if not (tb.run / "pids" / "kube-apiserver").exists():
         pytest.fail(
             f"{tb.run} is not a hack/cluster/up.sh run directory (no pids/): the suite restarts its processes"
