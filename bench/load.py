@@ -4,7 +4,7 @@ and Kueue's admission rate with and without the webhook in the same run.
     python bench/load.py --kubeconfig RUN/kubeconfig        # a running hack/cluster testbed
     python bench/load.py --jobs 200                          # smaller (default 1,000)
 
-Loopback only, bounded (every phase has a deadline). It adds 20 fake 8-GPU KWOK nodes in one pool (so
+Loopback only, bounded (every phase has a deadline). It adds 20 fake 64-GPU KWOK nodes in one pool (so
 Kueue, not capacity, sets the admission rate), four teams with ample quota, starts the admission webhook
 (registered with failurePolicy Fail for the teams' namespaces) and the REST API (`python -m
 gpuctl.server.api`, authenticated with a ServiceAccount token), then:
@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -53,7 +54,7 @@ from gpuctl.domain.workload import quota_reserved_at  # noqa: E402
 from queues import TeamQuota, desired_objects, local_queue, team_namespace  # noqa: E402
 
 POOL = "load-pool"
-NODES = 20
+NODES = 20  # x 64 GPUs: more than the jobs of a phase, so capacity never sets the admission rate
 
 
 def job(name: str) -> str:
@@ -65,7 +66,7 @@ resources: {{pool: {POOL}, gpu: 1, cpu: 1, memory: 1Gi}}
 
 
 def fake_node(name: str) -> dict:
-    alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU_RESOURCE: "8"}
+    alloc = {"cpu": "256", "memory": "4Ti", "pods": "250", GPU_RESOURCE: "64"}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -232,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1000, help="jobs in all (half per phase)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per phase at most")
     args = ap.parse_args(argv)
+    # Stopped with SIGTERM (or SIGINT, which a background shell ignores): still delete what was created.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     kubeconfig = Path(args.kubeconfig)
     kube = Cluster.connect(kubeconfig=str(kubeconfig))
     sfx = uuid.uuid4().hex[:4]
