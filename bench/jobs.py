@@ -1,6 +1,7 @@
 """`gpuctl get jobs -A` against `kubectl get pods -A` on the same cluster with 2,000 gpuctl pods.
 
     python bench/jobs.py [--pods 2000] [--runs 5] [--keep]
+    python bench/jobs.py --reuse --runs 15     # time the kept cluster again
 
 Starts its own local cluster (hack/cluster/up.sh, run dir /tmp/gpuctl-bench-jobs, port offset 500)
 with 25 fake nodes of 110 pods each, creates a pool and a team quota through gpuctl, then 20 compute
@@ -42,6 +43,7 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
+    ap.add_argument("--reuse", action="store_true", help="time an earlier --keep run's cluster again")
     args = ap.parse_args()
     versions = dict(
         line.split("=", 1)
@@ -53,9 +55,11 @@ def main() -> int:
     gpuctl = str(Path(sys.executable).parent / "gpuctl")
     kc = f"{RUN}/kubeconfig"
     t0 = time.monotonic()
+    env = {**os.environ, "KUBECONFIG": kc}
+    if args.reuse:
+        return measure(args, kubectl, gpuctl, kc, env)
     sh(str(ROOT / "hack/cluster/up.sh"))
     try:
-        env = {**os.environ, "KUBECONFIG": kc}
         nodes = {
             "apiVersion": "v1",
             "kind": "List",
@@ -128,41 +132,52 @@ def main() -> int:
             flush=True,
         )
 
-        cmds = {
-            "kubectl": [kubectl, "--kubeconfig", kc, "get", "pods", "-A"],
-            "gpuctl": [gpuctl, "--kubeconfig", kc, "get", "jobs", "-A"],
-            "wide": [gpuctl, "--kubeconfig", kc, "get", "jobs", "-A", "-o", "wide"],
-        }
-        samples: dict[str, list[float]] = {k: [] for k in cmds}
-        lines: dict[str, int] = {}
-        for _ in range(args.runs):
-            for name, cmd in cmds.items():
-                s = time.perf_counter()
-                p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-                samples[name].append(time.perf_counter() - s)
-                lines[name] = len(p.stdout.splitlines())
-        k, klines = statistics.median(samples["kubectl"]), lines["kubectl"]
-        g, glines = statistics.median(samples["gpuctl"]), lines["gpuctl"]
-        gw = statistics.median(samples["wide"])
-        from gpuctl.cluster import Cluster
-        from gpuctl.service.jobs import list_job_rows
-
-        cluster = Cluster.connect(kubeconfig=kc)
-        inproc = []
-        for _ in range(args.runs):
-            s = time.perf_counter()
-            list_job_rows(cluster, None)
-            inproc.append(time.perf_counter() - s)
-        print(f"kubectl get pods -A:        {k * 1000:7.0f} ms  ({klines - 1} rows)")
-        print(f"gpuctl get jobs -A:         {g * 1000:7.0f} ms  ({glines - 1} rows)")
-        print(f"gpuctl get jobs -A -o wide: {gw * 1000:7.0f} ms")
-        print(
-            f"gpuctl list in-process:     {statistics.median(inproc) * 1000:7.0f} ms (no interpreter start)"
-        )
-        print(f"ratio gpuctl/kubectl:       {g / k:.2f}x")
+        measure(args, kubectl, gpuctl, kc, env)
     finally:
         if not args.keep:
             sh(str(ROOT / "hack/cluster/down.sh"), check=False)
+    return 0
+
+
+def measure(args: argparse.Namespace, kubectl: str, gpuctl: str, kc: str, env: dict) -> int:
+    """Whole commands, interleaved (the order rotates each round, so background load falls on all)."""
+    cmds = {
+        "kubectl": [kubectl, "--kubeconfig", kc, "get", "pods", "-A"],
+        "gpuctl": [gpuctl, "--kubeconfig", kc, "get", "jobs", "-A"],
+        "wide": [gpuctl, "--kubeconfig", kc, "get", "jobs", "-A", "-o", "wide"],
+    }
+    samples: dict[str, list[float]] = {k: [] for k in cmds}
+    lines: dict[str, int] = {}
+    order = list(cmds)
+    for i in range(args.runs):
+        for name in order[i % 3 :] + order[: i % 3]:
+            cmd = cmds[name]
+            s = time.perf_counter()
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            samples[name].append(time.perf_counter() - s)
+            lines[name] = len(p.stdout.splitlines())
+    k, klines = statistics.median(samples["kubectl"]), lines["kubectl"]
+    g, glines = statistics.median(samples["gpuctl"]), lines["gpuctl"]
+    gw = statistics.median(samples["wide"])
+    from gpuctl.cluster import Cluster
+    from gpuctl.service.jobs import list_job_rows
+
+    cluster = Cluster.connect(kubeconfig=kc)
+    inproc = []
+    for _ in range(args.runs):
+        s = time.perf_counter()
+        list_job_rows(cluster, None, positions=False, gpus=False)
+        inproc.append(time.perf_counter() - s)
+    visibility = "served" if cluster.pending_workloads("bench-team") is not None else "not served"
+    print(f"kubectl get pods -A:        {k * 1000:7.0f} ms  ({klines - 1} rows)")
+    print(f"gpuctl get jobs -A:         {g * 1000:7.0f} ms  ({glines - 1} rows)")
+    print(f"gpuctl get jobs -A -o wide: {gw * 1000:7.0f} ms")
+    print(f"gpuctl list in-process:     {statistics.median(inproc) * 1000:7.0f} ms (no interpreter start)")
+    print(f"ratio gpuctl/kubectl:       {g / k:.2f}x   (-o wide: {gw / k:.2f}x)")
+    print(f"Kueue visibility API:       {visibility} (queue positions for -o wide)")
+    for name, v in samples.items():
+        q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
+        print(f"  {name:8s} p25 {q[0] * 1000:6.0f}  median {q[1] * 1000:6.0f}  p75 {q[2] * 1000:6.0f} ms")
     return 0
 
 

@@ -120,6 +120,8 @@ KUEUE_VERSION: Final = "v1beta2"
 KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 COHORT_NAME: Final = "gpuctl"
 LOCAL_QUEUE_NAME: Final = "default"
+# The LimitRange gpuctl keeps in each team namespace (defaults from the quota document's limitRange).
+LIMIT_RANGE_NAME: Final = "gpuctl-defaults"
 BUDGET_FLAVOR: Final = "gpuctl-budget"
 # Virtual resources that Kueue derives from every pod's requests (resources.transformations in
 # manifests/kueue/configuration.yaml); a team's quota is its nominal quota of these.

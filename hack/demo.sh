@@ -1,21 +1,145 @@
 #!/usr/bin/env bash
 # The main job on the local default: install gpuctl into .venv, start the local cluster (building its
-# binaries the first time), create the four pools of the product documents, two team quotas and sample
-# jobs of every kind, then show pools and jobs (some running, some queued).
+# binaries the first time), then the whole platform next to it as processes:
+#   - gpuctl's validating webhook (`gpuctl admission serve`, enforce mode), registered with the API
+#     server with the Helm chart's rules and matchConditions (by URL instead of a Service),
+#   - `gpuctl serve` (pool reconciler, /metrics, REST API),
+#   - a real Prometheus (Debian's package) scraping it every 5 s with the shipped rules;
+# create the four pools of the product documents, two team quotas and sample jobs of every kind (all
+# through the webhook), then show pools and jobs, a raw `kubectl apply` the webhook refuses, per-pool GPU
+# use from PromQL, and the URLs to open. hack/cluster/down.sh stops all of it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
 PY=${PYTHON:-python3}
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 .venv/bin/pip install -q -e '.[dev]'
 export GPUCTL_PYTHON="$PWD/.venv/bin/python"
+VPY=.venv/bin/python
+# Prometheus comes from Debian's package (as in hack/test.sh).
+if ! command -v prometheus >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+  echo "demo: installing prometheus (apt-get)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+    || echo "demo: could not install prometheus; the demo runs without it" >&2
+fi
 hack/cluster/up.sh
 export KUBECONFIG="$(hack/cluster/up.sh --print-kubeconfig)"
+source hack/cluster/versions.env
+CACHE="${GPUCTL_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuctl-testbed}"
+RUN="$(dirname "$KUBECONFIG")"
+OFF="${GPUCTL_TESTBED_PORT_OFFSET:-0}"
+KUBECTL="$CACHE/bin/k8s-$K8S_VERSION/kubectl"
+HELM="$CACHE/bin/helm-$HELM_VERSION/helm"
+P_HOOK=$((19443 + OFF)); P_SERVE=$((19090 + OFF)); P_PROM=$((19091 + OFF))
 G=.venv/bin/gpuctl
+D="$RUN/demo"; mkdir -p "$D"
+
+start() { # start NAME CMD...  (own session; PID in $RUN/pids/NAME, which hack/cluster/down.sh stops)
+  local name=$1; shift
+  if [[ -f "$RUN/pids/$name" ]] && kill -0 "$(cat "$RUN/pids/$name")" 2>/dev/null; then return; fi
+  setsid "$@" >"$RUN/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$RUN/pids/$name"
+}
+wait_url() { # wait_url WHAT URL [curl args]
+  local what=$1 url=$2; shift 2
+  for _ in $(seq 1 120); do curl -fs "$@" "$url" >/dev/null 2>&1 && return; sleep 0.5; done
+  echo "demo: $what did not answer at $url; its log:" >&2; tail -n 30 "$RUN/logs/$what.log" >&2; exit 1
+}
+
+# ---- the webhook: its own CA and serving certificate for 127.0.0.1 ----
+if [[ ! -f "$D/tls.crt" ]]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=gpuctl-demo-ca -keyout "$D/ca.key" -out "$D/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout "$D/tls.key" -out "$D/tls.csr" 2>/dev/null
+  echo "subjectAltName=IP:127.0.0.1" > "$D/tls.ext"
+  openssl x509 -req -in "$D/tls.csr" -CA "$D/ca.crt" -CAkey "$D/ca.key" -CAcreateserial -days 365 \
+    -extfile "$D/tls.ext" -out "$D/tls.crt" 2>/dev/null
+fi
+start gpuctl-webhook "$G" admission serve --tls-cert "$D/tls.crt" --tls-key "$D/tls.key" --host 127.0.0.1 \
+  --port "$P_HOOK" --mode enforce --kubeconfig "$KUBECONFIG"
+wait_url gpuctl-webhook "https://127.0.0.1:$P_HOOK/readyz" --cacert "$D/ca.crt"
+# The chart's ValidatingWebhookConfiguration (rules, matchConditions, namespaceSelector, failurePolicy
+# Fail), pointed at this process; labelled so that hack/cluster/down.sh deletes it first.
+"$HELM" template gpuctl charts/gpuctl -n gpuctl-system --show-only templates/admission.yaml 2>/dev/null \
+  | "$VPY" -c '
+import base64, sys, yaml
+url, ca = sys.argv[1], base64.b64encode(open(sys.argv[2], "rb").read()).decode()
+(vwc,) = [d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "ValidatingWebhookConfiguration"]
+vwc["metadata"] = {"name": "gpuctl-admission", "labels": {"gpuctl.runwhere.ai/testbed": "true"}}
+for w in vwc["webhooks"]:
+    w["clientConfig"] = {"url": url, "caBundle": ca}
+print(yaml.safe_dump(vwc))' "https://127.0.0.1:$P_HOOK/validate" "$D/ca.crt" \
+  | "$KUBECTL" apply -f - >/dev/null
+echo "demo: webhook registered (enforce) at https://127.0.0.1:$P_HOOK/validate"
+
+# ---- gpuctl serve: reconciler, /metrics, REST API ----
+start gpuctl-serve "$G" serve --address 127.0.0.1 --metrics-port "$P_SERVE" --api --kubeconfig "$KUBECONFIG"
+wait_url gpuctl-serve "http://127.0.0.1:$P_SERVE/readyz"
+echo "demo: gpuctl serve on http://127.0.0.1:$P_SERVE (metrics, API)"
+
+# ---- Prometheus with the shipped rules ----
+PROM=""
+if command -v prometheus >/dev/null 2>&1; then
+  cat >"$D/prometheus.yml" <<EOF
+global: {scrape_interval: 5s, evaluation_interval: 5s}
+rule_files: ["$ROOT/manifests/prometheus/rules.yaml"]
+scrape_configs:
+- job_name: gpuctl   # the job name the shipped alerts expect
+  static_configs: [{targets: ["127.0.0.1:$P_SERVE"]}]
+EOF
+  start prometheus prometheus --config.file="$D/prometheus.yml" --storage.tsdb.path="$D/prometheus-data" \
+    --web.listen-address="127.0.0.1:$P_PROM" --storage.tsdb.retention.time=1d
+  wait_url prometheus "http://127.0.0.1:$P_PROM/-/ready"
+  PROM="http://127.0.0.1:$P_PROM"
+  echo "demo: Prometheus on $PROM (rules: manifests/prometheus/rules.yaml)"
+else
+  echo "demo: no prometheus binary (apt-get install prometheus); skipping the PromQL part" >&2
+fi
+
+# ---- pools, quotas, jobs: every write below passes the webhook ----
 $G apply -f examples/pools.yaml
 $G apply -f examples/quota.yaml
 $G apply -f examples/demo/
 sleep 10   # let Kueue settle: admissions and preemptions take a few seconds
 echo; echo "\$ gpuctl get pools"; $G get pools
 echo; echo "\$ gpuctl get jobs -A -o wide"; $G get jobs -A -o wide
+
+echo; echo "\$ kubectl apply -f examples/raw/typo-pool-job.yaml   # a raw Job, not made by gpuctl"
+if "$KUBECTL" apply -f examples/raw/typo-pool-job.yaml 2>&1; then
+  echo "demo: the webhook let a bad raw Job through" >&2; exit 1
+fi
+
+if [[ -n "$PROM" ]]; then
+  Q='sum by (pool) (gpuctl_pool_allocated_gpus)'
+  Q2='sum by (pool) (gpuctl_pool_allocatable_gpus)'
+  echo; echo "\$ curl $PROM/api/v1/query --data-urlencode 'query=$Q'   # and the same for allocatable"
+  for _ in $(seq 1 40); do   # the first scrapes take a few seconds
+    OUT=$("$VPY" - "$PROM" "$Q" "$Q2" <<'EOF' || true
+import json, sys, urllib.parse, urllib.request
+
+def query(q):
+    url = f"{sys.argv[1]}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return {s["metric"]["pool"]: float(s["value"][1]) for s in json.load(r)["data"]["result"]}
+
+used, total = query(sys.argv[2]), query(sys.argv[3])
+for pool in sorted(total):
+    share = f"{used.get(pool, 0) / total[pool]:.0%}" if total[pool] else "-"
+    print(f"  {pool:<16} {used.get(pool, 0):3.0f} of {total[pool]:3.0f} GPUs held by pods ({share})")
+EOF
+)
+    [[ $(grep -c "GPUs held" <<<"$OUT") -ge 4 ]] && break
+    sleep 1
+  done
+  echo "${OUT:-  (no data yet: see $PROM)}"
+fi
+
 echo
-echo "The cluster keeps running: export KUBECONFIG=$KUBECONFIG; hack/cluster/down.sh stops it."
+echo "Open:"
+echo "  metrics     http://127.0.0.1:$P_SERVE/metrics"
+echo "  REST API    http://127.0.0.1:$P_SERVE/api/v1/pools   (Authorization: Bearer \$(kubectl create token ...); docs/api.md)"
+if [[ -n "$PROM" ]]; then
+  echo "  Prometheus  $PROM/graph?g0.expr=pool%3Agpuctl_gpu_allocation%3Aratio   alerts: $PROM/alerts"
+fi
+echo "  webhook     https://127.0.0.1:$P_HOOK/readyz   (logs: $RUN/logs/gpuctl-webhook.log)"
+echo
+echo "The platform keeps running: export KUBECONFIG=$KUBECONFIG; hack/cluster/down.sh stops all of it."

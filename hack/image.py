@@ -6,9 +6,9 @@ manifest and OCI archive written from two directory trees (no Docker, no registr
                                                            -> prints the manifest digest (sha256:...)
 
 Layers are tar+gzip with sorted entries, every mtime = --epoch, owner as on disk (root) and gzip
-mtime 0, so the same trees give the same digest. Layer 1 is the Debian rootfs (minus docs, man pages
-and locales), layer 2 the application: /usr/local (gpuctl and its dependencies), the `gpuctl`
-entrypoint, /etc/passwd and /etc/group with the image's user, and /tmp.
+mtime 0, so the same trees give the same digest. Layer 1 is the Debian rootfs, layer 2 the application
+tree (/usr/local with gpuctl, its dependencies and the `gpuctl` entrypoint, /etc/passwd and /etc/group
+with the image's user, /tmp); hack/image.sh makes both trees.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -27,17 +26,7 @@ import time
 import zipfile
 from pathlib import Path
 
-EXCLUDE = ("usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/")
-ENTRYPOINT = "/usr/local/bin/gpuctl"
-# -I: isolated (no PYTHON* variables, no user site, no script directory on sys.path); the image's
-# packages are in /usr/local/lib/python3.X/dist-packages, which Debian's python always searches.
-SCRIPT = """#!/usr/bin/python{py} -I
-# gpuctl's container entrypoint: `gpuctl serve`, `gpuctl admission serve`, `gpuctl api serve`, and
-# every CLI command.
-from gpuctl.main import entrypoint
-
-entrypoint()
-"""
+ENTRYPOINT = "/usr/local/bin/gpuctl"  # written by hack/image.sh into the application tree
 CHUNK = 1 << 20
 
 
@@ -62,16 +51,13 @@ def _info(tar: tarfile.TarFile, path: Path, arcname: str, epoch: int) -> tarfile
     return ti
 
 
-def _add_tree(tar: tarfile.TarFile, root: Path, epoch: int, exclude: tuple[str, ...] = ()) -> None:
+def _add_tree(tar: tarfile.TarFile, root: Path, epoch: int) -> None:
     entries: list[tuple[str, Path]] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         rel = Path(dirpath).relative_to(root)
         for name in [*dirnames, *filenames]:
-            arc = (rel / name).as_posix()
-            if any((arc + "/").startswith(e) or arc.startswith(e) for e in exclude):
-                continue
-            entries.append((arc, Path(dirpath) / name))
+            entries.append(((rel / name).as_posix(), Path(dirpath) / name))
     for arc, p in sorted(entries):
         ti = _info(tar, p, arc, epoch)
         if ti.isreg():
@@ -79,18 +65,6 @@ def _add_tree(tar: tarfile.TarFile, root: Path, epoch: int, exclude: tuple[str, 
                 tar.addfile(ti, f)
         else:
             tar.addfile(ti)
-
-
-def _add_bytes(tar: tarfile.TarFile, arc: str, data: bytes, epoch: int, mode: int = 0o644) -> None:
-    ti = tarfile.TarInfo(arc)
-    ti.size, ti.mtime, ti.mode = len(data), epoch, mode
-    tar.addfile(ti, io.BytesIO(data))
-
-
-def _add_dir(tar: tarfile.TarFile, arc: str, epoch: int, mode: int = 0o755) -> None:
-    ti = tarfile.TarInfo(arc)
-    ti.type, ti.mtime, ti.mode = tarfile.DIRTYPE, epoch, mode
-    tar.addfile(ti)
 
 
 def _blob(blobs: Path, data_path: Path) -> tuple[str, int]:
@@ -131,7 +105,6 @@ def _json_blob(blobs: Path, tmp: Path, obj: dict) -> tuple[str, int]:
 
 def assemble(args: argparse.Namespace) -> str:
     epoch, uid = args.epoch, args.uid
-    py = args.python
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
     with tempfile.TemporaryDirectory(dir=Path(args.out).parent) as t:
         tmp = Path(t)
@@ -140,20 +113,10 @@ def assemble(args: argparse.Namespace) -> str:
         blobs.mkdir(parents=True)
 
         def base(tar: tarfile.TarFile) -> None:
-            _add_tree(tar, Path(args.rootfs), epoch, EXCLUDE)
+            _add_tree(tar, Path(args.rootfs), epoch)
 
         def app(tar: tarfile.TarFile) -> None:
             _add_tree(tar, Path(args.app), epoch)
-            _add_bytes(
-                tar,
-                "etc/passwd",
-                f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                f"gpuctl:x:{uid}:{uid}:gpuctl:/nonexistent:/usr/sbin/nologin\n".encode(),
-                epoch,
-            )
-            _add_bytes(tar, "etc/group", f"root:x:0:\ngpuctl:x:{uid}:\n".encode(), epoch)
-            _add_bytes(tar, ENTRYPOINT.lstrip("/"), SCRIPT.format(py=py).encode(), epoch, 0o755)
-            _add_dir(tar, "tmp", epoch, 0o1777)
 
         layers = [_layer(blobs, tmp, base), _layer(blobs, tmp, app)]
         config = {
@@ -230,7 +193,6 @@ def main(argv: list[str]) -> int:
         a.add_argument(flag, required=True)
     a.add_argument("--epoch", type=int, required=True)
     a.add_argument("--uid", type=int, required=True)
-    a.add_argument("--python", required=True, help="interpreter version, e.g. 3.11")
     args = p.parse_args(argv)
     if args.cmd == "key":
         print(wheel_key(args.wheel, args.recipe))

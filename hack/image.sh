@@ -3,6 +3,8 @@
 #
 #   hack/image.sh              build (or reuse the cached image of the same wheel content), print the digest
 #   hack/image.sh --force      rebuild even when cached
+#   hack/image.sh --update-chart   also write the digest into charts/gpuctl/values.yaml (image.digest)
+#   hack/image.sh --trees DIR  only the two layer trees, DIR/rootfs and DIR/app (the Containerfile's stage)
 #
 # What it is: Debian's python3.11 (python3.11-minimal + libpython3.11-stdlib and their library
 # dependencies, extracted by mmdebstrap --variant=extract: no shell, no apt, no dpkg, no perl) and the
@@ -27,7 +29,16 @@ OUT="${GPUCTL_IMAGE_OUT:-$ROOT/build/image}"
 CACHE="${GPUCTL_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuctl-image}"
 REPO="${GPUCTL_IMAGE_REPOSITORY:-ghcr.io/runwhere/gpuctl}"
 PY="${GPUCTL_PYTHON:-$(command -v python3)}"
-FORCE=0; [[ "${1:-}" == "--force" ]] && FORCE=1
+FORCE=0; UPDATE_CHART=0; TREES=""
+while (( $# )); do
+  case $1 in
+    --force) FORCE=1 ;;
+    --update-chart) UPDATE_CHART=1 ;;
+    --trees) TREES=$(realpath -m "${2:?--trees DIR}"); shift ;;
+    *) echo "usage: hack/image.sh [--force] [--update-chart] [--trees DIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
 PV=$PYTHON_VERSION
 T0=$(date +%s)
 log() { echo "image: [$(( $(date +%s) - T0 ))s] $*"; }
@@ -41,14 +52,88 @@ if ! command -v mmdebstrap >/dev/null; then
 fi
 mkdir -p "$OUT" "$CACHE"
 WORK=$(mktemp -d "$CACHE/work.XXXXXX")
-MOUNTED=""
-cleanup() { [[ -n "$MOUNTED" ]] && umount "$MOUNTED" 2>/dev/null; rm -rf "$WORK"; }
-trap cleanup EXIT
+trap 'rm -rf "$WORK"' EXIT
 
-# ---- 1. the wheel, and the cache key from its content ----
+# make_trees WHEEL DIR: DIR/rootfs (the Debian layer) and DIR/app (the application layer), the two
+# file trees of the image. The Containerfile's build stage runs this too (hack/image.sh --trees DIR).
+make_trees() {
+  local wheel=$1 dir=$2 site p
+  # ---- the Debian layer: python3.X and the libraries it needs, nothing else ----
+  mmdebstrap --quiet --mode="${GPUCTL_MMDEBSTRAP_MODE:-root}" --variant=extract --format=directory \
+    --skip=cleanup/apt/cache --include="python$PV-minimal,libpython$PV-stdlib" "$DEBIAN_SUITE" "$dir/rootfs" \
+    "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb $DEBIAN_MIRROR $DEBIAN_SUITE-updates main" \
+    "deb $DEBIAN_SECURITY $DEBIAN_SUITE-security main"
+  # extract runs no maintainer scripts: compile the standard library here (Debian's postinst would),
+  # with the image's own interpreter.
+  # -B: the interpreter must not leave timestamp .pyc of the modules it imports itself; -f: every file
+  # gets an unchecked-hash .pyc (reproducible, and valid on a read-only root whatever the mtimes).
+  chroot "$dir/rootfs" "/usr/bin/python$PV" -B -m compileall -f -q --invalidation-mode unchecked-hash "/usr/lib/python$PV" >/dev/null
+  # No dpkg database in an extracted tree: write each package's control fields to
+  # /var/lib/dpkg/status.d/<package> (the distroless convention image scanners read).
+  # dpkg and tar arrive as dependencies but only manage packages: their files are removed (by the
+  # packages' own file lists).
+  mkdir -p "$dir/rootfs/var/lib/dpkg/status.d"
+  for d in "$dir"/rootfs/var/cache/apt/archives/*.deb; do
+    p=$(dpkg-deb -f "$d" Package)
+    if [[ " $IMAGE_DROP_PACKAGES " == *" $p "* ]]; then
+      dpkg-deb -c "$d" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | while read -r f; do rm -f "$dir/rootfs$f"; done
+      continue
+    fi
+    { dpkg-deb -f "$d"; echo "Status: install ok installed"; } > "$dir/rootfs/var/lib/dpkg/status.d/$p"
+  done
+  rm -rf "$dir/rootfs"/var/lib/dpkg/{info,alternatives,triggers} "$dir/rootfs/etc/alternatives"
+  rm -rf "$dir/rootfs"/var/cache/apt/* "$dir/rootfs"/var/lib/apt/lists/* "$dir/rootfs/dev" 2>/dev/null || true
+  # Docs, man pages, locales: never opened by gpuctl. hostname and resolv.conf (mmdebstrap copies the
+  # build host's): the container runtime provides them.
+  rm -rf "$dir/rootfs"/usr/share/{doc,man,info,locale,lintian} "$dir/rootfs"/etc/{hostname,resolv.conf}
+  log "Debian layer: $(ls "$dir/rootfs/var/lib/dpkg/status.d" | wc -l) packages from $DEBIAN_SUITE"
+
+  # ---- the application layer: the wheel and its dependencies for cp${PV/./} manylinux ----
+  site="$dir/app/usr/local/lib/python$PV/dist-packages"
+  "$PY" -m pip install -q --no-cache-dir --no-compile --target "$site" --only-binary=:all: \
+    --implementation cp --python-version "$PV" --abi "cp${PV/./}" \
+    --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 "$wheel" >/dev/null
+  # Console scripts name the build host's interpreter: gone (the image has its own entrypoint), and so
+  # are their RECORD lines, so the layer does not depend on where it was built.
+  rm -rf "$site/bin"
+  sed -i '\#^\.\./\.\./bin/#d' "$site"/*.dist-info/RECORD
+  # The kubernetes package's asyncio client (kubernetes.aio, ~60 MiB with .pyc) is never imported by gpuctl
+  # (gpuctl.cluster uses its configuration loader and REST client); the image-run test proves the rest works.
+  rm -rf "$site/kubernetes/aio"
+  # pip records where the wheel came from (a temporary path): drop it, so the layer is reproducible.
+  rm -f "$site"/gpuctl-*.dist-info/direct_url.json
+  sed -i '/direct_url.json/d' "$site"/gpuctl-*.dist-info/RECORD
+  "$PY" -m pip freeze -q --path "$site" > "$dir/requirements.txt" 2>/dev/null || true
+  # Compile with the image's own interpreter: /usr/local moves into the rootfs for the run (no mounts).
+  mv "$dir/app/usr/local" "$dir/rootfs/usr/local"
+  chroot "$dir/rootfs" "/usr/bin/python$PV" -B -m compileall -f -q --invalidation-mode unchecked-hash \
+    "/usr/local/lib/python$PV/dist-packages" >/dev/null
+  mv "$dir/rootfs/usr/local" "$dir/app/usr/local"
+  # The entrypoint, the image's user, a world-writable /tmp (a read-only root mounts its own).
+  mkdir -p "$dir/app/usr/local/bin" "$dir/app/etc" "$dir/app/tmp"
+  printf '%s\n' "#!/usr/bin/python$PV -I" \
+    "# gpuctl's container entrypoint: gpuctl serve, gpuctl admission serve, gpuctl api serve and every" \
+    "# CLI command. -I: no PYTHON* variables, no user site; /usr/local/lib/python$PV/dist-packages is" \
+    "# always on Debian python's path." \
+    "from gpuctl.main import entrypoint" "" "entrypoint()" > "$dir/app/usr/local/bin/gpuctl"
+  chmod 0755 "$dir/app/usr/local/bin/gpuctl"
+  printf 'root:x:0:0:root:/root:/usr/sbin/nologin\ngpuctl:x:%s:%s:gpuctl:/nonexistent:/usr/sbin/nologin\n' \
+    "$IMAGE_UID" "$IMAGE_UID" > "$dir/app/etc/passwd"
+  printf 'root:x:0:\ngpuctl:x:%s:\n' "$IMAGE_UID" > "$dir/app/etc/group"
+  chmod 0644 "$dir/app/etc/passwd" "$dir/app/etc/group"; chmod 1777 "$dir/app/tmp"
+  log "application layer: $(wc -l < "$dir/requirements.txt") Python distributions"
+}
+
+# ---- the wheel, and the cache key from its content ----
 VERSION=$("$PY" -c 'import re,sys; print(re.search(r"__version__ = \"(.+?)\"", open(sys.argv[1]).read())[1])' "$ROOT/gpuctl/__init__.py")
 "$PY" -m pip wheel -q --no-deps -w "$WORK/wheel" "$ROOT" >/dev/null
 WHEEL=$(ls "$WORK"/wheel/gpuctl-*.whl)
+if [[ -n "$TREES" ]]; then
+  rm -rf "$TREES"; mkdir -p "$TREES"
+  make_trees "$WHEEL" "$TREES"
+  log "trees in $TREES (rootfs, app)"; exit 0
+fi
 KEY=$("$PY" "$ROOT/hack/image.py" key "$WHEEL" "$ROOT/hack/image.sh" "$ROOT/hack/image.py" "$ROOT/hack/image.env")
 DEST="$CACHE/$KEY"
 log "wheel $(basename "$WHEEL"), key ${KEY:0:16}"
@@ -56,49 +141,11 @@ log "wheel $(basename "$WHEEL"), key ${KEY:0:16}"
 if [[ $FORCE == 0 && -f "$DEST/gpuctl.oci.tar" && -f "$DEST/digest" ]]; then
   log "cached in $DEST"
 else
-  # ---- 2. the Debian layer: python3.11 and the libraries it needs, nothing else ----
-  mmdebstrap --quiet --mode=root --variant=extract --format=directory --skip=cleanup/apt/cache \
-    --include="python$PV-minimal,libpython$PV-stdlib" "$DEBIAN_SUITE" "$WORK/rootfs" \
-    "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb $DEBIAN_MIRROR $DEBIAN_SUITE-updates main" \
-    "deb $DEBIAN_SECURITY $DEBIAN_SUITE-security main"
-  # extract runs no maintainer scripts: compile the standard library here (Debian's postinst would).
-  chroot "$WORK/rootfs" "/usr/bin/python$PV" -m compileall -q --invalidation-mode unchecked-hash "/usr/lib/python$PV" >/dev/null
-  # No dpkg database in an extracted tree: write each package's control fields to
-  # /var/lib/dpkg/status.d/<package> (the distroless convention image scanners read).
-  mkdir -p "$WORK/rootfs/var/lib/dpkg/status.d"
-  for d in "$WORK"/rootfs/var/cache/apt/archives/*.deb; do
-    p=$(dpkg-deb -f "$d" Package)
-    { dpkg-deb -f "$d"; echo "Status: install ok installed"; } > "$WORK/rootfs/var/lib/dpkg/status.d/$p"
-  done
-  rm -rf "$WORK/rootfs"/var/cache/apt/* "$WORK/rootfs"/var/lib/apt/lists/* "$WORK/rootfs/dev"/* 2>/dev/null || true
-  PKGS=$(ls "$WORK/rootfs/var/lib/dpkg/status.d" | wc -l)
-  log "Debian layer: $PKGS packages from $DEBIAN_SUITE"
-
-  # ---- 3. the application layer: the wheel and its dependencies for cp${PV/./} manylinux ----
-  SITE="$WORK/app/usr/local/lib/python$PV/dist-packages"
-  "$PY" -m pip install -q --no-cache-dir --no-compile --target "$SITE" --only-binary=:all: \
-    --implementation cp --python-version "$PV" --abi "cp${PV/./}" \
-    --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 "$WHEEL" >/dev/null
-  rm -rf "$SITE/bin"   # console scripts with the build host's interpreter; the image has its own entrypoint
-  # The kubernetes package's asyncio client (kubernetes.aio, ~60 MiB with .pyc) is never imported by gpuctl
-  # (gpuctl.cluster uses its configuration loader and REST client); the image-run test proves the rest works.
-  rm -rf "$SITE/kubernetes/aio"
-  "$PY" -m pip freeze -q --path "$SITE" > "$WORK/requirements.txt" 2>/dev/null || true
-  # Compile with the image's own interpreter (bind-mounted into its rootfs), so .pyc match it exactly.
-  mkdir -p "$WORK/rootfs/usr/local"
-  mount --bind "$WORK/app/usr/local" "$WORK/rootfs/usr/local"; MOUNTED="$WORK/rootfs/usr/local"
-  chroot "$WORK/rootfs" "/usr/bin/python$PV" -m compileall -q --invalidation-mode unchecked-hash \
-    "/usr/local/lib/python$PV/dist-packages" >/dev/null
-  umount "$MOUNTED"; MOUNTED=""
-  rmdir "$WORK/rootfs/usr/local" 2>/dev/null || true
-  log "application layer: $(wc -l < "$WORK/requirements.txt") Python distributions"
-
-  # ---- 4. OCI layout -> archive ----
+  make_trees "$WHEEL" "$WORK"
   mkdir -p "$DEST"
   DIGEST=$("$PY" "$ROOT/hack/image.py" assemble --rootfs "$WORK/rootfs" --app "$WORK/app" \
     --out "$DEST/gpuctl.oci.tar" --repo "$REPO" --tag "$VERSION" --epoch "$SOURCE_DATE_EPOCH" \
-    --uid "$IMAGE_UID" --python "$PV" --base-name "debian:$DEBIAN_SUITE python$PV (mmdebstrap extract)")
+    --uid "$IMAGE_UID" --base-name "debian:$DEBIAN_SUITE python$PV (mmdebstrap extract)")
   echo "$DIGEST" > "$DEST/digest"
   cp "$WORK/requirements.txt" "$DEST/requirements.txt"
   log "assembled"
@@ -112,6 +159,11 @@ cp "$DEST/requirements.txt" "$OUT/requirements.txt" 2>/dev/null || true
 if command -v skopeo >/dev/null; then   # an independent reader of the archive agrees on the digest
   SK=$(skopeo inspect --format '{{.Digest}}' "oci-archive:$OUT/gpuctl.oci.tar")
   [[ "$SK" == "$DIGEST" ]] || die "skopeo reads digest $SK, expected $DIGEST"
+fi
+if [[ $UPDATE_CHART == 1 ]]; then
+  sed -i -E "s/^(  digest: \")sha256:[0-9a-f]{64}(\")/\1$DIGEST\2/" "$ROOT/charts/gpuctl/values.yaml"
+  grep -q "$DIGEST" "$ROOT/charts/gpuctl/values.yaml" || die "could not write image.digest into charts/gpuctl/values.yaml"
+  log "charts/gpuctl/values.yaml image.digest = $DIGEST"
 fi
 SIZE=$(stat -c %s "$OUT/gpuctl.oci.tar")
 log "done: $OUT/gpuctl.oci.tar ($(( SIZE / 1024 / 1024 )) MiB compressed)"

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         action=args.action,
         dry_run=args.dry_run,
         force=getattr(args, "force", False),
+        keep_running=getattr(args, "keep_running", False),
     )
     return print_results(args, results)
 

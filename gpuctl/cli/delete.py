@@ -40,6 +40,11 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
         action="store_true",
         help="quota: also delete the team namespaces that gpuctl created for it",
     )
+    p.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="pool: delete it even while jobs use it; they keep running, new work for the pool is refused",
+    )
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(run=run, action="delete")
 
@@ -61,5 +66,6 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         delete_namespace=args.delete_namespace,
         dry_run=args.dry_run,  # a DryRun (files.add_dry_run_flag); client only reads
+        keep_running=args.keep_running,
     )
     return print_results(args, results)

@@ -14,15 +14,9 @@ from gpuctl.cli.output import bytes_quantity, print_data, table
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.cluster.config import default_namespace
 from gpuctl.domain.objects import short_age as age
-from gpuctl.service import nodes as nodes_svc
-from gpuctl.service import pools as pools_svc
-from gpuctl.service import views as views_svc
 from gpuctl.service.errors import ServiceError
 from gpuctl.service.inventory import JOB_SELECTOR
 from gpuctl.service.jobs import job_pods_for_logs, list_job_rows, read_logs
-from gpuctl.service.nodes import list_nodes, node_labels
-from gpuctl.service.pools import list_pools
-from gpuctl.service.quotas import quota_rows
 
 
 def _cluster(args: argparse.Namespace):
@@ -71,6 +65,7 @@ def get_jobs(args: argparse.Namespace) -> int:
         kind=args.kind,
         selector=args.selector,
         positions=wide or args.output in ("json", "yaml"),
+        gpus=args.output in ("json", "yaml"),  # tables show no GPU column: pods come as Table rows
     )
     if args.name:
         rows = [r for r in rows if r.name == args.name]
@@ -111,6 +106,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
                         kind=args.kind,
                         selector=args.selector,
                         positions=wide,
+                        gpus=False,
                     ):
                         cells = _job_cells(r, wide)
                         key = (r.namespace, r.job_id)
@@ -128,6 +124,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
 # ----------------------------------------------------------------------------- get pools
 @_guard
 def get_pools(args: argparse.Namespace) -> int:
+    from gpuctl.service.pools import list_pools  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
     pools = list_pools(_cluster(args))
     if args.name:
@@ -157,6 +154,7 @@ def get_pools(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- get nodes / labels
 @_guard
 def get_nodes(args: argparse.Namespace) -> int:
+    from gpuctl.service.nodes import list_nodes  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
     rows = list_nodes(_cluster(args), pool=args.pool, gpu_type=args.gpu_type)
     if args.name:
@@ -185,6 +183,7 @@ def get_nodes(args: argparse.Namespace) -> int:
 
 @_guard
 def get_labels(args: argparse.Namespace) -> int:
+    from gpuctl.service.nodes import node_labels  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
     rows = node_labels(_cluster(args), args.name, args.key)
     if args.output in ("json", "yaml"):
@@ -210,6 +209,7 @@ def _quota_gpu(q: dict) -> str:
 
 @_guard
 def get_quotas(args: argparse.Namespace) -> int:
+    from gpuctl.service.quotas import quota_rows  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
     rows = quota_rows(_cluster(args), args.name or (args.namespace if args.namespace else None))
     if args.output in ("json", "yaml"):
@@ -250,6 +250,7 @@ def get_quotas(args: argparse.Namespace) -> int:
 
 @_guard
 def get_namespaces(args: argparse.Namespace) -> int:
+    from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
     rows = views_svc.list_namespaces(_cluster(args))
     if args.name:
@@ -270,6 +271,7 @@ def _kv(pairs: list[tuple[str, object]], indent: int = 0) -> None:
 
 @_guard
 def describe_job(args: argparse.Namespace) -> int:
+    from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
     d = views_svc.describe_job(_cluster(args), args.name, _ns(args) if args.namespace else None)
     data = d.as_dict()
@@ -318,6 +320,7 @@ def describe_job(args: argparse.Namespace) -> int:
 
 @_guard
 def describe_pool(args: argparse.Namespace) -> int:
+    from gpuctl.service import pools as pools_svc  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
     d = pools_svc.describe_pool(_cluster(args), args.name)
     if args.output in ("json", "yaml"):
@@ -370,6 +373,7 @@ def describe_pool(args: argparse.Namespace) -> int:
 
 @_guard
 def describe_node(args: argparse.Namespace) -> int:
+    from gpuctl.service import nodes as nodes_svc  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
     d = nodes_svc.describe_node(_cluster(args), args.name)
     if args.output in ("json", "yaml"):
@@ -421,6 +425,7 @@ def _print_quota(q: dict) -> None:
 
 @_guard
 def describe_quota(args: argparse.Namespace) -> int:
+    from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
     rows = views_svc.describe_quota(_cluster(args), args.name)
     if args.output in ("json", "yaml"):
@@ -433,6 +438,7 @@ def describe_quota(args: argparse.Namespace) -> int:
 
 @_guard
 def describe_namespace(args: argparse.Namespace) -> int:
+    from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
     d = views_svc.describe_namespace(_cluster(args), args.name)
     if args.output in ("json", "yaml"):

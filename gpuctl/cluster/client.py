@@ -1,10 +1,10 @@
 """A small JSON client for the Kubernetes API, the way kubectl talks to it.
 
 Why not the generated `kubernetes` API classes: they deserialise every list into model objects, which
-costs more than the network for big lists (2,000 pods: seconds). We reuse the official package for
-what it does well (kubeconfig, exec credential plugins, in-cluster config, TLS) and speak plain JSON
-over its urllib3 pool: paged lists with `limit`/`continue`, server-side apply with field manager
-`gpuctl`, merge patches, watches as line-delimited JSON.
+costs more than the network for big lists (2,000 pods: seconds), and importing the package costs 170 ms
+of every command. gpuctl.cluster.config reads kubeconfigs (TLS, tokens, exec plugins, in-cluster) and
+this client speaks plain JSON over one urllib3 pool: paged lists with `limit`/`continue`, server-side
+apply with field manager `gpuctl`, merge patches, watches as line-delimited JSON.
 """
 
 from __future__ import annotations
@@ -18,15 +18,17 @@ from urllib.parse import urlencode
 
 import orjson
 import urllib3
-from kubernetes import client as k8s_client
 from urllib3.exceptions import ReadTimeoutError
 
-from gpuctl.cluster.config import POOL_SIZE, in_cluster, kubeconfig_files
+from gpuctl.cluster.config import POOL_SIZE, Connection, in_cluster, kubeconfig_files
 from gpuctl.cluster.config import load as load_config
 from gpuctl.cluster.paths import object_path, path
 from gpuctl.constants import FIELD_MANAGER
 
 PAGE_SIZE = 500
+VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
+VISIBILITY_PAGE = 1000
+TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
 class ApiError(Exception):
@@ -75,12 +77,12 @@ class Cluster:
     _instances: dict[tuple[str | None, str | None], Cluster] = {}
     _lock = threading.Lock()
 
-    def __init__(self, configuration: k8s_client.Configuration, namespace: str | None = None):
-        self.configuration = configuration
-        self.host = configuration.host.rstrip("/")
-        self.context_namespace = namespace
-        self._rest = k8s_client.rest.RESTClientObject(configuration)
-        self._pool: urllib3.PoolManager = self._rest.pool_manager
+    def __init__(self, connection: Connection, *, pool_size: int = POOL_SIZE):
+        self.connection = connection
+        self.host = connection.host.rstrip("/")
+        self.context_namespace = connection.namespace
+        self._pool: urllib3.PoolManager = connection.pool(pool_size)
+        self._visibility: str | bool | None = None  # the visibility API version served; False: none
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -98,15 +100,12 @@ class Cluster:
 
     @classmethod
     def _load(cls, kubeconfig: str | None, context: str | None, *, pool_size: int = POOL_SIZE) -> Cluster:
-        cfg, namespace = load_config(kubeconfig, context, pool_size=pool_size)
-        return cls(cfg, namespace)
+        return cls(load_config(kubeconfig, context), pool_size=pool_size)
 
     # ---------------------------------------------------------------- raw HTTP
     def _headers(self, content_type: str | None = None, accept: str = "application/json") -> dict[str, str]:
         h = {"Accept": accept, "User-Agent": "gpuctl"}
-        token = self.configuration.get_api_key_with_prefix(
-            "BearerToken"
-        ) or self.configuration.get_api_key_with_prefix("authorization")
+        token = self.connection.auth.header()
         if token:
             h["Authorization"] = token
         if content_type:
@@ -124,6 +123,7 @@ class Cluster:
         stream: bool = False,
         timeout: float | tuple[float, float] | None = 30,
         raw: bool = False,
+        accept: str = "application/json",
     ) -> Any:
         """Send one request; return the decoded JSON (or the urllib3 response when streaming/raw)."""
         url = self.host + api_path
@@ -142,15 +142,21 @@ class Cluster:
                 else urllib3.Timeout(connect=10, read=None)
             )
         )
-        resp = self._pool.request(
-            method,
-            url,
-            body=data,
-            headers=self._headers(content_type if body is not None else None),
-            preload_content=not stream,
-            timeout=tmo,
-            retries=False,
-        )
+        for attempt in (1, 2):
+            resp = self._pool.request(
+                method,
+                url,
+                body=data,
+                headers=self._headers(content_type if body is not None else None, accept),
+                preload_content=not stream,
+                timeout=tmo,
+                retries=False,
+            )
+            # An expired credential (exec plugin, rotated token file): fetch a new one and ask once more.
+            if resp.status == 401 and attempt == 1 and self.connection.auth.refresh():
+                _close(resp)
+                continue
+            break
         if resp.status >= 400:
             payload = resp.data if not stream else resp.read()
             if stream:
@@ -201,6 +207,69 @@ class Cluster:
             cont = (page.get("metadata") or {}).get("continue")
             if not cont:
                 return items
+
+    def list_table(
+        self,
+        api_path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = PAGE_SIZE,
+    ) -> list[dict]:
+        """Like list(), as the API server's Table (what kubectl prints) with each object's metadata only:
+        a pod costs ~0.9 kB instead of ~5 kB. Each item is {"metadata": ..., "table": {column: cell,
+        "Completed": bool}}, "Completed" being the row condition kubectl hides finished pods by."""
+        items: list[dict] = []
+        cont = None
+        while True:
+            page = self.request(
+                "GET",
+                api_path,
+                query={
+                    "labelSelector": label_selector,
+                    "fieldSelector": field_selector,
+                    "limit": limit,
+                    "includeObject": "Metadata",
+                    **({"continue": cont} if cont else {}),
+                },
+                accept=TABLE_ACCEPT,
+            )
+            if page.get("kind") != "Table":
+                raise ApiError(406, "NotAcceptable", f"{api_path} did not answer with a Table")
+            names = [c["name"] for c in page.get("columnDefinitions") or []]
+            for row in page.get("rows") or []:
+                cells = dict(zip(names, row.get("cells") or [], strict=False))
+                conditions = row.get("conditions") or []
+                cells["Completed"] = any(
+                    c.get("type") == "Completed" and c.get("status") == "True" for c in conditions
+                )
+                obj = row.get("object") or {}
+                items.append({"metadata": obj.get("metadata") or {}, "table": cells})
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return items
+
+    def pending_workloads(self, cluster_queue: str) -> list[dict] | None:
+        """Kueue's visibility API for one ClusterQueue: every pending Workload with its position, paged
+        by `offset` (the API's own limit is 1,000 per answer); None when the API is not served."""
+        if self._visibility is False:
+            return None
+        items: list[dict] = []
+        for version in [self._visibility] if self._visibility else VISIBILITY_VERSIONS:
+            base = f"/apis/visibility.kueue.x-k8s.io/{version}/clusterqueues/{cluster_queue}/pendingworkloads"
+            try:
+                while True:
+                    page = self.get(base, limit=VISIBILITY_PAGE, offset=len(items)).get("items") or []
+                    items += page
+                    if len(page) < VISIBILITY_PAGE:
+                        self._visibility = version
+                        return items
+            except ApiError as e:
+                if e.status not in (404, 503):
+                    raise
+                items = []
+        self._visibility = False
+        return None
 
     def list_with_version(
         self, api_path: str, *, label_selector: str | None = None

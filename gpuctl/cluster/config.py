@@ -1,28 +1,59 @@
 """Finding the cluster: --kubeconfig/--context, $KUBECONFIG, ~/.kube/config, then in-cluster.
 
 The one place that reads kubeconfig files and the in-cluster service account: `load()` gives the
-connection settings `Cluster.connect` uses (the CLI, `gpuctl serve`, the REST API and the webhook all
-connect that way) and `default_namespace()` the namespace a command defaults to. Nothing else in gpuctl
-calls `kubernetes.config`.
+`Connection` that `Cluster.connect` uses (the CLI, `gpuctl serve`, the REST API and the webhook all
+connect that way) and `default_namespace()` the namespace a command defaults to.
+
+kubectl's rules (client-go's loader), written here rather than borrowed from the `kubernetes` package,
+whose import alone cost 170 ms of every command's start:
+- $KUBECONFIG lists several files; they are merged: for each named cluster, user and context the first
+  file that defines it wins, and so does the first `current-context`. `--kubeconfig` names one file.
+- Relative paths in a file (certificates, token files, exec commands) are relative to that file.
+- Credentials: client certificate and key (file or `-data`), a bearer `token` or `tokenFile` (re-read, as
+  projected tokens rotate), basic auth, an `exec` credential plugin (client.authentication.k8s.io,
+  cached until its `expirationTimestamp`, run again when the server answers 401), and the legacy `oidc`
+  auth-provider's id-token. Other auth-providers (gcp, azure) were removed from kubectl in 1.26; they get
+  a clear error naming the exec plugin that replaced them.
+- `insecure-skip-tls-verify`, `tls-server-name`, `proxy-url` (http/https proxies) on the cluster.
+- In a pod: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, the service account's CA, and
+  its token file re-read every minute.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import json
 import os
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import urllib3
+import yaml
 
 from gpuctl.constants import DEFAULT_NAMESPACE
 
-if TYPE_CHECKING:
-    from kubernetes.client import Configuration
-
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # Connections kept per host: every informer's watch holds one for minutes, and the REST API's worker
-# threads share the rest (the package's default, CPUs x 5, would make them open and drop connections).
+# threads share the rest.
 POOL_SIZE = 32
+TOKEN_FILE_REFRESH = 60.0  # seconds between re-reads of a token file (kubelet rotates projected tokens)
 
 
+class ConfigError(ConnectionError):
+    """A kubeconfig gpuctl cannot use; the message names the file and what to fix."""
+
+
+# ----------------------------------------------------------------------------- finding the files
 def kubeconfig_files(kubeconfig: str | None) -> list[str]:
     if kubeconfig:
         return [kubeconfig]
@@ -37,62 +68,370 @@ def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT / "token").exists()
 
 
-def _context_namespace(config_file: str, context: str | None) -> str | None:
-    """The namespace of `context` (or the current context) in `config_file`; None if it names none."""
-    # lazy: `import kubernetes` costs ~170 ms; commands that never reach a cluster must not pay it.
-    from kubernetes import config as k8s_config  # noqa: PLC0415 - lazy: kubernetes import is ~170 ms
+# ----------------------------------------------------------------------------- merging (pure)
+@dataclass(frozen=True)
+class Entry:
+    """One named cluster, user or context, with the directory of the file that defined it."""
 
-    try:
-        contexts, current = k8s_config.list_kube_config_contexts(config_file=config_file)
-    except Exception:  # a kubeconfig the package cannot parse names no namespace; load() reports it
+    name: str
+    value: Mapping[str, Any]
+    base: Path
+
+
+@dataclass
+class KubeConfig:
+    """Several kubeconfig files merged the way kubectl merges $KUBECONFIG."""
+
+    clusters: dict[str, Entry] = field(default_factory=dict)
+    users: dict[str, Entry] = field(default_factory=dict)
+    contexts: dict[str, Entry] = field(default_factory=dict)
+    current_context: str = ""
+    files: list[str] = field(default_factory=list)
+
+    def add(self, doc: Mapping[str, Any], source: str) -> None:
+        base = Path(source).resolve().parent
+        self.files.append(source)
+        for section, key, into in (
+            ("clusters", "cluster", self.clusters),
+            ("users", "user", self.users),
+            ("contexts", "context", self.contexts),
+        ):
+            for item in doc.get(section) or []:
+                name = (item or {}).get("name")
+                if name and name not in into:  # the first file that defines a name wins
+                    into[name] = Entry(name, item.get(key) or {}, base)
+        if not self.current_context and doc.get("current-context"):
+            self.current_context = str(doc["current-context"])
+
+    def resolve(self, context: str | None) -> tuple[Entry, Entry, Entry]:
+        """(context, cluster, user) of `context`, or of the current context."""
+        where = " ".join(self.files)
+        name = context or self.current_context
+        if not name:
+            raise ConfigError(f"kubeconfig {where}: no current-context; pass --context or set one")
+        ctx = self.contexts.get(name)
+        if ctx is None:
+            raise ConfigError(
+                f"kubeconfig {where}: context {name!r} not found "
+                f"(contexts: {', '.join(self.contexts) or 'none'})"
+            )
+        cluster = self.clusters.get(ctx.value.get("cluster", ""))
+        if cluster is None or not cluster.value.get("server"):
+            raise ConfigError(
+                f"kubeconfig {where}: context {name!r} names cluster {ctx.value.get('cluster')!r}, "
+                "which is not defined or has no server"
+            )
+        user = self.users.get(ctx.value.get("user", "")) or Entry("", {}, cluster.base)
+        return ctx, cluster, user
+
+
+def read_kubeconfig(files: list[str]) -> KubeConfig:
+    kc = KubeConfig()
+    for f in files:
+        try:
+            doc = yaml.load(Path(f).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except OSError as e:
+            raise ConfigError(f"cannot read kubeconfig {f}: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"kubeconfig {f} is not valid YAML: {e}") from None
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise ConfigError(f"kubeconfig {f}: expected a Config mapping, got {type(doc).__name__}")
+        kc.add(doc, f)
+    return kc
+
+
+def _file_or_data(entry: Entry, key: str, *, b64: bool = True) -> bytes | None:
+    """`key-data` (base64) or the file `key` (relative to the kubeconfig that named it)."""
+    data = entry.value.get(f"{key}-data")
+    if data:
+        return base64.b64decode(data) if b64 else str(data).encode()
+    name = entry.value.get(key)
+    if not name:
         return None
-    ctx: Any = next((c for c in contexts if c["name"] == context), None) if context else current
-    return (ctx or {}).get("context", {}).get("namespace")
+    p = Path(os.path.expanduser(str(name)))
+    p = p if p.is_absolute() else entry.base / p
+    try:
+        return p.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"kubeconfig: {key} {p} of {entry.name or 'the cluster'}: {e.strerror}") from None
 
 
-def load(
-    kubeconfig: str | None = None, context: str | None = None, *, pool_size: int = POOL_SIZE
-) -> tuple[Configuration, str | None]:
-    """Connection settings and the context's namespace: the kubeconfig if there is one (flag,
-    $KUBECONFIG, ~/.kube/config), else the in-cluster service account. Exec credential plugins, client
-    certificates and TLS are the official package's work."""
-    from kubernetes import client as k8s_client  # noqa: PLC0415 - lazy: kubernetes import is ~170 ms
-    from kubernetes import config as k8s_config  # noqa: PLC0415 - lazy: kubernetes import is ~170 ms
+# ----------------------------------------------------------------------------- credentials
+class Auth:
+    """The Authorization header of every request; `refresh()` after a 401 (True: retry may help)."""
 
-    cfg = k8s_client.Configuration()
+    def header(self) -> str | None:
+        return None
+
+    def refresh(self) -> bool:
+        return False
+
+
+@dataclass
+class StaticAuth(Auth):
+    value: str | None
+
+    def header(self) -> str | None:
+        return self.value
+
+
+class TokenFileAuth(Auth):
+    """A bearer token re-read from its file every TOKEN_FILE_REFRESH seconds and after a 401."""
+
+    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic):
+        self.path, self.clock = path, clock
+        self._token: str | None = None
+        self._read_at = -1e18
+        self._lock = threading.Lock()
+
+    def header(self) -> str | None:
+        with self._lock:
+            if self.clock() - self._read_at >= TOKEN_FILE_REFRESH:
+                self._token = self.path.read_text().strip()
+                self._read_at = self.clock()
+            return f"Bearer {self._token}" if self._token else None
+
+    def refresh(self) -> bool:
+        with self._lock:
+            self._read_at = -1e18
+        return True
+
+
+class ExecAuth(Auth):
+    """A client.authentication.k8s.io exec plugin (aws eks get-token, gke-gcloud-auth-plugin, kubelogin):
+    run when first needed, again when its credential expires or the server answers 401."""
+
+    def __init__(self, spec: Mapping[str, Any], base: Path, cluster: Mapping[str, Any]):
+        if not spec.get("command") or not spec.get("apiVersion"):
+            raise ConfigError("kubeconfig: user.exec needs command and apiVersion")
+        self.spec, self.base, self.cluster = spec, base, cluster
+        self._status: dict[str, Any] | None = None
+        self._expires: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def cmd_name(self) -> str:
+        return str(self.spec["command"])
+
+    def _command(self) -> list[str]:
+        cmd = str(self.spec["command"])
+        # kubectl: a command with a path separator is relative to the kubeconfig; a bare name is on PATH.
+        if os.sep in cmd and not os.path.isabs(cmd):
+            cmd = str(self.base / cmd)
+        return [cmd, *[str(a) for a in self.spec.get("args") or []]]
+
+    def run(self) -> dict[str, Any]:
+        interactive = sys.stdin.isatty() and self.spec.get("interactiveMode") != "Never"
+        info: dict[str, Any] = {
+            "apiVersion": self.spec["apiVersion"],
+            "kind": "ExecCredential",
+            "spec": {"interactive": interactive},
+        }
+        if self.spec.get("provideClusterInfo"):
+            info["spec"]["cluster"] = dict(self.cluster)
+        env = {**os.environ, **{e["name"]: e["value"] for e in self.spec.get("env") or []}}
+        env["KUBERNETES_EXEC_INFO"] = json.dumps(info)
+        try:
+            p = subprocess.run(
+                self._command(),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=None if interactive else subprocess.PIPE,
+                stdin=None if interactive else subprocess.DEVNULL,
+                text=True,
+                check=False,
+            )
+        except OSError as e:
+            hint = self.spec.get("installHint") or ""
+            msg = f"kubeconfig: exec plugin {self.cmd_name}: {e.strerror}. {hint}"
+            raise ConfigError(msg.strip()) from None
+        if p.returncode != 0:
+            raise ConfigError(
+                f"kubeconfig: exec plugin {self.cmd_name} exited {p.returncode}: "
+                f"{(p.stderr or '').strip()[:500]}"
+            )
+        try:
+            cred = json.loads(p.stdout)
+            status = cred["status"]
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(
+                f"kubeconfig: exec plugin {self.cmd_name} did not print an ExecCredential with a status"
+            ) from None
+        if cred.get("apiVersion") != self.spec["apiVersion"]:
+            raise ConfigError(
+                f"kubeconfig: exec plugin {self.cmd_name} answered {cred.get('apiVersion')}, "
+                f"expected {self.spec['apiVersion']}"
+            )
+        exp = status.get("expirationTimestamp")
+        self._expires = datetime.fromisoformat(exp.replace("Z", "+00:00")).timestamp() if exp else None
+        self._status = status
+        return status
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            if self._status is None or (self._expires is not None and time.time() >= self._expires - 10):
+                return self.run()
+            return self._status
+
+    def header(self) -> str | None:
+        token = self.status().get("token")
+        return f"Bearer {token}" if token else None
+
+    def refresh(self) -> bool:
+        with self._lock:
+            self._status = None
+        return True
+
+
+# ----------------------------------------------------------------------------- the connection
+@dataclass
+class Connection:
+    """How to reach one API server: where, TLS, credentials, and the context's namespace."""
+
+    host: str
+    namespace: str | None = None
+    ssl_context: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+    proxy: str | None = None
+    auth: Auth = field(default_factory=Auth)
+
+    def pool(self, maxsize: int = POOL_SIZE) -> urllib3.PoolManager:
+        kw: dict[str, Any] = {"maxsize": maxsize, "block": False}
+        if self.ssl_context is not None:
+            kw["ssl_context"] = self.ssl_context
+            if self.ssl_context.verify_mode == ssl.CERT_NONE:  # insecure-skip-tls-verify
+                kw["cert_reqs"] = "CERT_NONE"
+                kw["assert_hostname"] = False
+                # The kubeconfig asked for it; kubectl does not warn on every request either.
+                urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        if self.server_hostname:
+            kw["server_hostname"] = self.server_hostname
+            kw["assert_hostname"] = self.server_hostname
+        if self.proxy:
+            return urllib3.ProxyManager(self.proxy, **kw)
+        return urllib3.PoolManager(**kw)
+
+
+def _tls(ca: bytes | None, cert: bytes | None, key: bytes | None, insecure: bool) -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    if insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    elif ca:
+        ctx.load_verify_locations(cadata=ca.decode())
+    if cert and key:
+        # ssl only loads a key pair from files: write them to a private temporary directory, load, remove.
+        with tempfile.TemporaryDirectory(prefix="gpuctl-tls-") as d:
+            cf, kf = Path(d, "cert"), Path(d, "key")
+            for p, data in ((cf, cert), (kf, key)):
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+            try:
+                ctx.load_cert_chain(str(cf), str(kf))
+            except ssl.SSLError as e:
+                raise ConfigError(f"kubeconfig: client certificate and key do not load: {e}") from None
+    return ctx
+
+
+def _auth(user: Entry, cluster: Entry) -> tuple[Auth, bytes | None, bytes | None]:
+    """Credentials of `user`: (Auth, client cert, client key)."""
+    u = user.value
+    cert = _file_or_data(user, "client-certificate")
+    key = _file_or_data(user, "client-key")
+    if u.get("exec"):
+        ex = ExecAuth(u["exec"], user.base, cluster.value)
+        status = ex.status()
+        if status.get("clientCertificateData") and status.get("clientKeyData"):
+            cert, key = status["clientCertificateData"].encode(), status["clientKeyData"].encode()
+        return ex, cert, key
+    if u.get("token"):
+        return StaticAuth(f"Bearer {u['token']}"), cert, key
+    if u.get("tokenFile"):
+        p = Path(os.path.expanduser(str(u["tokenFile"])))
+        return TokenFileAuth(p if p.is_absolute() else user.base / p), cert, key
+    if u.get("username") and u.get("password"):
+        basic = base64.b64encode(f"{u['username']}:{u['password']}".encode()).decode()
+        return StaticAuth(f"Basic {basic}"), cert, key
+    provider = u.get("auth-provider") or {}
+    if provider:
+        token = (provider.get("config") or {}).get("id-token")
+        if provider.get("name") == "oidc" and token:
+            return StaticAuth(f"Bearer {token}"), cert, key
+        raise ConfigError(
+            f"kubeconfig user {user.name!r}: auth-provider {provider.get('name')!r} is not supported "
+            "(kubectl dropped it in 1.26); use its exec plugin, e.g. gke-gcloud-auth-plugin or kubelogin"
+        )
+    return Auth(), cert, key
+
+
+def from_kubeconfig(kc: KubeConfig, context: str | None) -> Connection:
+    ctx, cluster, user = kc.resolve(context)
+    c = cluster.value
+    host = str(c["server"]).rstrip("/")
+    auth, cert, key = _auth(user, cluster)
+    tls = None
+    if host.startswith("https"):
+        ca = _file_or_data(cluster, "certificate-authority")
+        tls = _tls(ca, cert, key, bool(c.get("insecure-skip-tls-verify")))
+    return Connection(
+        host=host,
+        namespace=ctx.value.get("namespace") or None,
+        ssl_context=tls,
+        server_hostname=c.get("tls-server-name") or None,
+        proxy=c.get("proxy-url") or None,
+        auth=auth,
+    )
+
+
+def from_service_account(root: Path = SERVICE_ACCOUNT, environ: Mapping[str, str] = os.environ) -> Connection:
+    host, port = environ.get("KUBERNETES_SERVICE_HOST", ""), environ.get("KUBERNETES_SERVICE_PORT", "443")
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    ca = root / "ca.crt"
+    ns = root / "namespace"
+    return Connection(
+        host=f"https://{host}:{port}",
+        namespace=ns.read_text().strip() if ns.exists() else None,
+        ssl_context=_tls(ca.read_bytes() if ca.exists() else None, None, None, False),
+        auth=TokenFileAuth(root / "token"),
+    )
+
+
+def load(kubeconfig: str | None = None, context: str | None = None) -> Connection:
+    """The connection: the kubeconfig if there is one (flag, $KUBECONFIG, ~/.kube/config), else the
+    in-cluster service account."""
     if kubeconfig and not Path(kubeconfig).exists():
         raise FileNotFoundError(f"kubeconfig {kubeconfig} not found")
     files = kubeconfig_files(kubeconfig)
-    namespace = None
     if files:
-        try:
-            k8s_config.load_kube_config(config_file=files[0], context=context, client_configuration=cfg)
-        except k8s_config.ConfigException as e:
-            raise ConnectionError(f"cannot use kubeconfig {files[0]}: {e}") from None
-        namespace = _context_namespace(files[0], context)
-    elif in_cluster():
-        k8s_config.load_incluster_config(client_configuration=cfg)
-        ns_file = SERVICE_ACCOUNT / "namespace"
-        namespace = ns_file.read_text().strip() if ns_file.exists() else None
-    else:
-        raise ConnectionError(
-            "no cluster configured: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config "
-            "(hack/cluster/up.sh starts a local cluster)"
-        )
-    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, pool_size)
-    return cfg, namespace
+        return from_kubeconfig(read_kubeconfig(files), context)
+    if in_cluster():
+        return from_service_account()
+    raise ConfigError(
+        "no cluster configured: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config "
+        "(hack/cluster/up.sh starts a local cluster)"
+    )
+
+
+def _context_namespace(files: list[str], context: str | None) -> str | None:
+    with contextlib.suppress(ConfigError):
+        ctx, _, _ = read_kubeconfig(files).resolve(context)
+        return ctx.value.get("namespace") or None
+    return None
 
 
 def default_namespace(flag: str | None, kubeconfig: str | None = None, context: str | None = None) -> str:
     """-n wins; then the context's namespace; then $DEFAULT_NAMESPACE (earlier gpuctl); then default."""
     if flag:
         return flag
-    files = kubeconfig_files(kubeconfig)
+    files = [f for f in kubeconfig_files(kubeconfig) if Path(f).exists()]
     if files:
-        if Path(files[0]).exists():
-            ns = _context_namespace(files[0], context)
-            if ns:
-                return ns
+        ns = _context_namespace(files, context)
+        if ns:
+            return ns
     elif in_cluster():
         p = SERVICE_ACCOUNT / "namespace"
         if p.exists():

@@ -58,6 +58,18 @@ class ClusterReader:
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
         return self.cluster.get_or_none(path(kind, name, namespace))
 
+    def pending_workloads(self, cluster_queue: str) -> list[dict] | None:
+        """Kueue's visibility API: the ClusterQueue's pending Workloads in Kueue's order (positions,
+        owners); None when the cluster does not serve the API (Kueue without VisibilityOnDemand, or no
+        APIService registered)."""
+        return self.cluster.pending_workloads(cluster_queue)
+
+    def list_table(
+        self, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict]:
+        """The objects as the API server's Table rows (metadata plus printed cells; Cluster.list_table)."""
+        return self.cluster.list_table(path(kind, namespace=namespace), label_selector=label_selector)
+
 
 def as_reader(source: Any) -> Reader:
     """A Reader for `source`: itself if it is one, else a ClusterReader over it (a Cluster, or anything

@@ -59,54 +59,185 @@ def workload_word(wl: Mapping[str, Any] | None) -> State | None:
 
 
 # ----------------------------------------------------------------------------- pods
+# A pod reaches these functions either as the API object or as a row of the API server's Table
+# (`get jobs` lists pods that way: a tenth of the bytes): {"metadata": ..., "table": {column: cell}},
+# where the Status cell is the server's own printing of the pod, exactly what kubectl shows.
+TABLE = "table"
+NONE_CELL = "<none>"
+
+
+def _cell(pod: Mapping[str, Any], column: str) -> str | None:
+    row = pod.get(TABLE)
+    return None if row is None else str(row.get(column) or "")
+
+
+def _restartable(container: Mapping[str, Any] | None) -> bool:
+    return (container or {}).get("restartPolicy") == "Always"
+
+
+def printed_pod_status(pod: Mapping[str, Any]) -> str:
+    """kubectl's STATUS column for a pod: the Table cell when the pod came as a Table row, else the
+    same computation as the API server's printer (k8s.io/kubernetes pkg/printers/internalversion
+    printPod, v1.36), so both forms of a pod give one word."""
+    cell = _cell(pod, "Status")
+    if cell is not None:
+        return cell
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    phase = status.get("phase") or ""
+    reason = status.get("reason") or phase
+    conditions = status.get("conditions") or []
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in conditions):
+        reason = "SchedulingGated"
+    inits = {c.get("name"): c for c in spec.get("initContainers") or []}
+    initializing = False
+    for i, cs in enumerate(status.get("initContainerStatuses") or []):
+        state = cs.get("state") or {}
+        term, wait = state.get("terminated"), state.get("waiting")
+        if term is not None and int(term.get("exitCode") or 0) == 0:
+            continue
+        if _restartable(inits.get(cs.get("name"))) and cs.get("started"):
+            continue
+        if term is not None:
+            if term.get("reason"):
+                reason = "Init:" + term["reason"]
+            elif term.get("signal"):
+                reason = f"Init:Signal:{term['signal']}"
+            else:
+                reason = f"Init:ExitCode:{term.get('exitCode', 0)}"
+        elif wait is not None and wait.get("reason") and wait["reason"] != "PodInitializing":
+            reason = "Init:" + wait["reason"]
+        else:
+            reason = f"Init:{i}/{len(inits)}"
+        initializing = True
+        break
+    initialized = next(
+        (c.get("status") == "True" for c in conditions if c.get("type") == "Initialized"), False
+    )
+    if not initializing or initialized:
+        has_running, error_reason = False, ""
+        for cs in reversed(status.get("containerStatuses") or []):
+            state = cs.get("state") or {}
+            wait, term = state.get("waiting"), state.get("terminated")
+            if wait is not None and wait.get("reason"):
+                reason = wait["reason"]
+            elif term is not None:
+                if term.get("reason"):
+                    reason = term["reason"]
+                elif term.get("signal"):
+                    reason = f"Signal:{term['signal']}"
+                else:
+                    reason = f"ExitCode:{term.get('exitCode', 0)}"
+                if int(term.get("exitCode") or 0) != 0:
+                    error_reason = reason
+            elif cs.get("ready") and state.get("running") is not None:
+                has_running = True
+        if reason == "Completed":
+            ready_condition = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+            if has_running and ready_condition:
+                reason = "Running"
+            elif error_reason:
+                reason = error_reason
+            elif has_running:
+                reason = "NotReady"
+    if meta(pod).get("deletionTimestamp"):
+        if status.get("reason") == "NodeLost":
+            reason = "Unknown"
+        elif phase not in ("Succeeded", "Failed"):
+            reason = "Terminating"
+    return reason
+
+
 def is_gated(pod: Mapping[str, Any]) -> bool:
-    return any(g.get("name") == KUEUE_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+    """Held by a scheduling gate. gpuctl's pods carry only Kueue's (admission, TAS topology); a Table row
+    tells that some gate holds the pod, not which, so both forms count any gate."""
+    cell = _cell(pod, "Status")
+    if cell is not None:
+        return cell == "SchedulingGated"
+    return bool((pod.get("spec") or {}).get("schedulingGates"))
+
+
+# kubectl's words that gpuctl shows in its own (earlier gpuctl's) vocabulary.
+_PRINTED_WORD: Mapping[str, str] = {"Completed": "Succeeded", "NotReady": "Running", "": "Unknown"}
 
 
 def pod_status(pod: Mapping[str, Any], wl: Mapping[str, Any] | None = None) -> str:
-    """A pod's status word. A pod held by Kueue's scheduling gate shows its Workload's state (Queued
-    without one); container reasons use the earlier gpuctl's vocabulary."""
-    if meta(pod).get("deletionTimestamp"):
-        return State.TERMINATING
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    if is_gated(pod):
+    """A pod's status word: kubectl's STATUS, except that a pod held by Kueue's gate shows its Workload's
+    state (Queued without one), and container reasons use the earlier gpuctl's vocabulary."""
+    printed = printed_pod_status(pod)
+    if printed != State.TERMINATING and is_gated(pod):
         word = workload_word(wl)
         return word if word in _WORKLOAD_WORD.values() else State.QUEUED
-    phase = status.get("phase") or "Unknown"
-    statuses = status.get("containerStatuses") or []
-    if statuses:
-        st = statuses[0].get("state") or {}
-        if "waiting" in st:
-            return waiting_reason(st["waiting"].get("reason") or "", st["waiting"].get("message") or "")
-        term = st.get("terminated")
-        if term and term.get("reason") in ("OOMKilled", "Error"):
-            return term["reason"]
-    if phase == "Pending" and not spec.get("nodeName"):
-        return State.PENDING
-    return phase
+    if printed in _PRINTED_WORD:
+        return _PRINTED_WORD[printed]
+    if printed in _PHASES or printed.startswith(("Init:", "Signal:", "ExitCode:")):
+        return printed
+    return waiting_reason(printed)
 
 
-def waiting_reason(reason: str, message: str = "") -> str:
-    """The earlier gpuctl's vocabulary for waiting containers (kept: scripts grep for these words)."""
-    if reason in CONTAINER_WAITING_REASONS:
+_PHASES = frozenset(
+    {"Pending", "Running", "Succeeded", "Failed", "Unknown", "Terminating", "SchedulingGated"}
+)
+
+
+def waiting_reason(reason: str) -> str:
+    """The earlier gpuctl's vocabulary for container reasons (kept: scripts grep for these words)."""
+    if reason in CONTAINER_WAITING_REASONS or reason in ("OOMKilled", "Error"):
         return reason
-    text = f"{reason} {message}"
     if "BackOff" in reason:
         return "BackOff"
-    if "NotFound" in reason or "not found" in message:
+    if "NotFound" in reason:
         return "NotFound"
-    if "Permission" in reason or "denied" in message:
+    if "Permission" in reason:
         return "PermissionDenied"
-    if "Storage" in text or "storage" in text:
+    if "Storage" in reason:
         return "StorageError"
     return reason or "Waiting"
 
 
 def pod_ready(pod: Mapping[str, Any]) -> tuple[int, int]:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    total = len(statuses) or len((pod.get("spec") or {}).get("containers") or [])
-    return sum(1 for s in statuses if s.get("ready")), total
+    """kubectl's READY column: ready containers (and started sidecars) / containers (and sidecars)."""
+    cell = _cell(pod, "Ready")
+    if cell is not None:
+        r, _, t = cell.partition("/")
+        return int(r or 0), int(t or 0)
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    inits = {c.get("name"): c for c in spec.get("initContainers") or []}
+    total = len(spec.get("containers") or []) + sum(1 for c in inits.values() if _restartable(c))
+    ready = sum(
+        1
+        for cs in status.get("initContainerStatuses") or []
+        if _restartable(inits.get(cs.get("name"))) and cs.get("started") and cs.get("ready")
+    )
+    ready += sum(
+        1
+        for cs in status.get("containerStatuses") or []
+        if cs.get("ready") and (cs.get("state") or {}).get("running") is not None
+    )
+    return ready, total
+
+
+def pod_finished(pod: Mapping[str, Any]) -> bool:
+    """Succeeded or Failed (a Table row says so by its Completed condition, as kubectl reads it)."""
+    row = pod.get(TABLE)
+    if row is not None:
+        return bool(row.get("Completed"))
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_node(pod: Mapping[str, Any]) -> str:
+    cell = _cell(pod, "Node")
+    if cell is not None:
+        return cell if cell and cell != NONE_CELL else ""
+    return (pod.get("spec") or {}).get("nodeName") or ""
+
+
+def pod_ip(pod: Mapping[str, Any]) -> str:
+    cell = _cell(pod, "IP")
+    if cell is not None:
+        return cell if cell and cell != NONE_CELL else ""
+    return (pod.get("status") or {}).get("podIP") or ""
 
 
 def unschedulable_message(pod: Mapping[str, Any]) -> str | None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuctl.cluster import Cluster, path
+from gpuctl.constants import LIMIT_RANGE_NAME
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.pools import desired_flavor, node_pool
 from gpuctl.domain.teams import desired_cohort
 from gpuctl.service.adopt_plan import AdoptOptions, AdoptPlan, PoolPlan, QuotaPlan, decide, runwhere_gpu_type
-from gpuctl.service.convert import node_label_patch, team_quotas
+from gpuctl.service.convert import node_label_patch, team_limit_range, team_quotas
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.pools import apply_pool
 from gpuctl.service.quotas import apply_quota
@@ -103,6 +104,8 @@ def plan_objects(a: Adoption) -> dict:
             cq = cluster_queue(team, pools)
             cqs.append(cq)
             apply += [team_namespace(team, created_by_gpuctl=False), cq, local_queue(team.namespace)]
+            if lr := team_limit_range(team.namespace, spec.entries()[team.namespace]):
+                apply.append(lr)
     if plan.pools or plan.quotas:
         apply.append(desired_cohort(nodes_after.values(), [*inv.flavors, *new_flavors], cqs))
     changes = []
@@ -139,6 +142,9 @@ def plan_lines(plan: AdoptPlan) -> list[str]:
         )
         lines.append(
             f"quota/{t.quota_name} created for namespace {t.namespace}: {limits or 'unlimited'} ({q.reason})"
+        )
+        lines.append(
+            f"limitrange/{LIMIT_RANGE_NAME} -n {t.namespace} created (default requests for pods without any)"
         )
     for c in plan.resource_quotas:
         if c.delete:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gpuctl.constants import Labels
+from gpuctl.constants import LIMIT_RANGE_NAME, MANAGED_BY_VALUE, Labels
 from gpuctl.spec import PoolSpec, QuotaSpec
+from gpuctl.spec.models import QuotaEntry
 from queues import PoolGuarantee, TeamQuota
 
 
@@ -43,3 +44,25 @@ def node_label_patch(node: str, pool: str | None, gpu_type: str | None) -> dict:
 
 def pool_node_patches(spec: PoolSpec) -> list[dict]:
     return [node_label_patch(n, spec.pool.name, node.gpu_type) for n, node in sorted(spec.nodes.items())]
+
+
+def team_limit_range(namespace: str, entry: QuotaEntry) -> dict | None:
+    """The LimitRange of a team namespace from its quota entry; None when `limitRange: false`."""
+    lr = entry.limit_range
+    if not lr.enabled:
+        return None
+    item: dict = {"type": "Container", "defaultRequest": lr.default_request.as_kubernetes()}
+    if lr.default_limit is not None:
+        item["default"] = lr.default_limit.as_kubernetes()
+    if lr.max is not None:
+        item["max"] = lr.max.as_kubernetes()
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {
+            "name": LIMIT_RANGE_NAME,
+            "namespace": namespace,
+            "labels": {Labels.MANAGED_BY: MANAGED_BY_VALUE, Labels.TEAM: namespace},
+        },
+        "spec": {"limits": [item]},
+    }

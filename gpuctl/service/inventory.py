@@ -10,6 +10,7 @@ gpuctl.server.cache.CacheReader (each field is a filter over the watch cache).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any
 
@@ -25,12 +26,42 @@ MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
 CONTROLLER_KINDS = ("Job", "Deployment", "StatefulSet")
 
 
+SHARDS = 4  # parallel pod lists at most
+SHARD_MIN_CONTROLLERS = 8  # fewer: one list
+SHARD_MAX_SELECTOR = 6000  # characters; longer selectors (thousands of jobs): one list
+
+
+def owner_shards(controllers: list[tuple[str, dict]]) -> list[str]:
+    """Label selectors that together select the pods of `controllers` (Jobs' pods by job-name, the
+    others' by app, as Inventory.pods_of finds them), in up to SHARDS groups; [] when one list is
+    better (few controllers, or selectors too long for a URL)."""
+    if len(controllers) < SHARD_MIN_CONTROLLERS:
+        return []
+    names: dict[str, set[str]] = {Labels.JOB_NAME: set(), Labels.APP: set()}
+    for kind, obj in controllers:
+        names[Labels.JOB_NAME if kind == "Job" else Labels.APP].add(obj["metadata"]["name"])
+    keyed = [(key, n) for key, values in names.items() for n in sorted(values)]
+    groups: list[dict[str, list[str]]] = [{} for _ in range(SHARDS)]
+    for i, (key, n) in enumerate(keyed):
+        groups[i % SHARDS].setdefault(key, []).append(n)
+    out = []
+    for g in groups:
+        # Each key needs its own selector (terms are ANDed): one selector per (shard, key).
+        out += [f"{JOB_SELECTOR},{key} in ({','.join(values)})" for key, values in g.items()]
+    if any(len(sel) > SHARD_MAX_SELECTOR for sel in out):
+        return []
+    return out
+
+
 class Inventory:
-    def __init__(self, source: Reader | Any, namespace: str | None = None):
+    def __init__(self, source: Reader | Any, namespace: str | None = None, *, pod_rows: bool = False):
         """source: a Reader, or a Cluster (read through a ClusterReader); namespace None = every
-        namespace."""
+        namespace. pod_rows: read gpuctl's pods as the API server's Table rows (metadata and kubectl's
+        printed cells, gpuctl.domain.status reads both forms) when the reader can: a fifth of the bytes
+        of full pods, for views that need no pod spec (the `get jobs` table)."""
         self.reader: Reader = as_reader(source)
         self.namespace = namespace
+        self.pod_rows = pod_rows
 
     # -------------------------------------------------------------- cluster-scoped
     @cached_property
@@ -69,7 +100,21 @@ class Inventory:
 
     @cached_property
     def pods(self) -> list[dict]:
-        return self._list("Pod", JOB_SELECTOR)
+        table = getattr(self.reader, "list_table", None) if self.pod_rows else None
+        if table is None:
+            return self._list("Pod", JOB_SELECTOR)
+        shards = owner_shards(self.controllers)
+        if len(shards) < 2:
+            return table("Pod", self.namespace, JOB_SELECTOR)
+        # The pods of the listed controllers, in parallel requests that split them by owner label: the
+        # API server encodes the shards on several cores, where one paged list (kubectl's) uses one.
+        with ThreadPoolExecutor(len(shards)) as pool:
+            parts = pool.map(lambda sel: table("Pod", self.namespace, sel), shards)
+            seen: dict[str, dict] = {}
+            for part in parts:
+                for p in part:
+                    seen.setdefault(p["metadata"]["uid"], p)
+        return list(seen.values())
 
     @cached_property
     def controllers(self) -> list[tuple[str, dict]]:
@@ -85,8 +130,9 @@ class Inventory:
     def use_workloads_of_suspended_jobs(self) -> None:
         """Fetch only the Workloads that a plain `get jobs` table needs: those of suspended Jobs (to tell
         Queued from Preempted). Listing every Workload costs more than listing every pod (each carries
-        a pod template and is served as JSON), and running pods need none. Queue positions then cover
-        only these Workloads, so callers that print positions must not use this."""
+        a pod template and is served as JSON), and running pods need none. `positions` still covers
+        every waiting Workload (from Kueue's visibility API, or a full list)."""
+        self._workload_subset = True
         uids = [
             o["metadata"]["uid"]
             for kind, o in self.controllers
@@ -119,8 +165,43 @@ class Inventory:
 
     @cached_property
     def positions(self) -> dict[str, int]:
-        """Workload UID -> position in its queue, computed once per command."""
-        return queue_positions(self.workloads)
+        """Owner UID (a Job's, a StatefulSet's, a Deployment pod's) -> 1-based position of its waiting
+        Workload in its ClusterQueue, once per command. From Kueue's visibility API when the cluster
+        serves it (Kueue's own order, a few small requests instead of every Workload), else computed
+        from the Workloads (gpuctl.domain.workload.queue_positions)."""
+        visible = self._visible_positions()
+        if visible is not None:
+            return visible
+        subset = getattr(self, "_workload_subset", False)
+        workloads = self._list("Workload") if subset else self.workloads
+        by_uid = queue_positions(workloads)
+        out: dict[str, int] = {}
+        for wl in workloads:
+            pos = by_uid.get(wl["metadata"].get("uid", ""))
+            if pos is not None:
+                for ref in wl["metadata"].get("ownerReferences") or []:
+                    out[ref["uid"]] = pos
+        return out
+
+    def _visible_positions(self) -> dict[str, int] | None:
+        pending = getattr(self.reader, "pending_workloads", None)
+        if pending is None:
+            return None
+        queues = self.team_queues
+        names = (
+            [cq["metadata"]["name"] for ns, cq in queues.items() if ns == self.namespace]
+            if self.namespace
+            else [cq["metadata"]["name"] for cq in queues.values()]
+        )
+        out: dict[str, int] = {}
+        for name in names:
+            items = pending(name)
+            if items is None:  # the API is not served: compute instead
+                return None
+            for item in items:
+                for ref in item.get("metadata", {}).get("ownerReferences") or []:
+                    out[ref["uid"]] = int(item.get("positionInClusterQueue", 0)) + 1
+        return out
 
     @cached_property
     def _pods_by_owner_key(self) -> dict[tuple[str, str, str], list[dict]]:

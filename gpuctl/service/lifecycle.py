@@ -138,11 +138,15 @@ def submit(
     action: str,
     dry_run: DryRun = DryRun.NONE,
     force: bool = False,
+    keep_running: bool = False,
 ) -> list[Result]:
-    """create | apply | delete the documents. Stops at the first failure (later documents untouched)."""
+    """create | apply | delete the documents. Stops at the first failure (later documents untouched).
+    keep_running: a deleted pool's running jobs are left running (delete_pool)."""
     dry_run = DryRun(dry_run)
     if action == "delete":
-        return [_delete_doc(cluster, d, default_ns, dry_run) for d in _ordered(docs, reverse=True)]
+        return [
+            _delete_doc(cluster, d, default_ns, dry_run, keep_running) for d in _ordered(docs, reverse=True)
+        ]
     results: list[Result] = []
     try:
         planned = _precheck_jobs(cluster, docs, default_ns, action)
@@ -270,12 +274,14 @@ def _replace_job(cluster: Cluster, existing: dict, desired: dict, *, dry_run: Dr
 
 
 # ----------------------------------------------------------------------------- delete
-def _delete_doc(cluster: Cluster, doc: Document, default_ns: str, dry_run: DryRun) -> Result:
+def _delete_doc(
+    cluster: Cluster, doc: Document, default_ns: str, dry_run: DryRun, keep_running: bool = False
+) -> Result:
     spec = doc.spec
     r = Result(kind=str(spec.kind), name=_name(spec), source=doc.source, action="deleted")
     try:
         if isinstance(spec, PoolSpec):
-            r.lines = delete_pool(cluster, spec.pool.name, dry_run=dry_run)
+            r.lines = delete_pool(cluster, spec.pool.name, dry_run=dry_run, keep_running=keep_running)
         elif isinstance(spec, QuotaSpec):
             r.lines = delete_quota(cluster, spec.quota.name, dry_run=dry_run, namespaces=list(spec.entries()))
         else:
@@ -298,6 +304,7 @@ def delete_by_name(
     force: bool = False,
     delete_namespace: bool = False,
     dry_run: DryRun = DryRun.NONE,
+    keep_running: bool = False,
 ) -> list[Result]:
     """`delete job|pool|quota|namespace NAME...`: each name on its own; CLIENT only reads."""
     dry_run = DryRun(dry_run)
@@ -308,7 +315,7 @@ def delete_by_name(
             if kind == "job":
                 r.lines = delete_job(cluster, name, namespace, force=force, dry_run=dry_run)
             elif kind == "pool":
-                r.lines = delete_pool(cluster, name, dry_run=dry_run)
+                r.lines = delete_pool(cluster, name, dry_run=dry_run, keep_running=keep_running)
             elif kind == "quota":
                 r.lines = delete_quota(cluster, name, delete_namespace=delete_namespace, dry_run=dry_run)
             elif kind == "namespace":

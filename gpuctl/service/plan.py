@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from gpuctl.builders import build
 from gpuctl.constants import JOB_KINDS, Kind, Labels
-from gpuctl.service.convert import pool_node_patches, team_quotas
+from gpuctl.service.convert import pool_node_patches, team_limit_range, team_quotas
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 from queues import PoolCapacity, cluster_queue, cohort, local_queue, resource_flavor, team_namespace
 
@@ -64,6 +64,8 @@ def plan_documents(docs: list[Document], default_namespace: str) -> Plan:
         elif isinstance(spec, QuotaSpec):
             for team in team_quotas(spec):
                 plan.objects += [team_namespace(team), cluster_queue(team, []), local_queue(team.namespace)]
+                if lr := team_limit_range(team.namespace, spec.entries()[team.namespace]):
+                    plan.objects.append(lr)
                 plan.lines.append(f"quota/{spec.quota.name} created for namespace {team.namespace}")
             plan.notes.append(
                 f"{doc.source}: quota {spec.quota.name}: the ClusterQueues list every existing pool when "

@@ -241,8 +241,13 @@ def jobs_using_pool(inv: Inventory, name: str) -> list[str]:
     return sorted(f"{j.namespace}/{j.name}" for j in collect_jobs(inv) if j.labels.get(Labels.POOL) == name)
 
 
-def delete_pool(cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
-    """Remove a pool: refuses while jobs use it; only gpuctl's flavor and labels are removed."""
+def delete_pool(
+    cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE, keep_running: bool = False
+) -> list[str]:
+    """Remove a pool: only gpuctl's flavor and labels are removed. Refuses while jobs use it, unless
+    keep_running (the product documents' behaviour): the jobs keep running where they are (a running
+    pod is never evicted for a node label it no longer matches), and new work naming the pool is
+    refused because the pool no longer exists."""
     dry_run = DryRun(dry_run)
     check_pool_name(name)
     inv = Inventory(cluster, None)
@@ -261,13 +266,17 @@ def delete_pool(cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE) -
         and not w["metadata"].get("deletionTimestamp")
         and name in assigned_flavors(w)
     )
-    if users or admitted:
+    if (users or admitted) and not keep_running:
         raise Conflict(
             f"pool {name} is in use by {', '.join(users or admitted)}; "
-            "delete those jobs first (gpuctl delete job NAME -n NS)"
+            "delete those jobs first (gpuctl delete job NAME -n NS), or pass --keep-running to delete the "
+            "pool and leave them running (no new work is admitted to it)"
         )
     nodes = [n["metadata"]["name"] for n in inv.nodes if node_pool(n) == name]
     lines = [f"pool/{name} deleted"] + [f"node/{n} unlabeled" for n in nodes]
+    lines += [
+        f"job {j} keeps running (pool {name} is gone: it cannot restart there)" for j in users or admitted
+    ]
     if dry_run is DryRun.CLIENT:
         return lines
     server_dry = dry_run is DryRun.SERVER

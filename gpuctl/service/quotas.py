@@ -6,17 +6,26 @@ from dataclasses import replace
 from decimal import Decimal
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import LOCAL_QUEUE_NAME, MANAGED_BY_VALUE, QUOTA_CPU, QUOTA_GPU, QUOTA_MEMORY, Labels
+from gpuctl.constants import (
+    LIMIT_RANGE_NAME,
+    LOCAL_QUEUE_NAME,
+    MANAGED_BY_VALUE,
+    QUOTA_CPU,
+    QUOTA_GPU,
+    QUOTA_MEMORY,
+    Labels,
+)
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.domain.teams import cores, team_from_cluster_queue, team_usage
 from gpuctl.quantity import format_quantity, parse_quantity
-from gpuctl.service.convert import team_quotas
+from gpuctl.service.convert import team_limit_range, team_quotas
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.pools import ensure_bootstrap, sync_cohort
 from gpuctl.spec import QuotaSpec
+from gpuctl.spec.models import QuotaEntry
 from queues import TeamQuota, cluster_queue, local_queue, team_namespace
 
 
@@ -29,6 +38,7 @@ def apply_quota(
     dry_run = DryRun(dry_run)
     writes, server_dry = dry_run.writes, dry_run is DryRun.SERVER
     teams = team_quotas(spec)
+    entries = spec.entries()
     inv = Inventory(cluster, None)
     existing = inv.team_queues
     for t in teams:
@@ -86,6 +96,7 @@ def apply_quota(
                 # A server dry run did not create the namespace: its LocalQueue cannot be checked.
                 if not (server_dry and ns is None):
                     cluster.apply(local_queue(t.namespace), dry_run=server_dry)
+                    _sync_limit_range(cluster, t.namespace, entries[t.namespace], dry_run=dry_run)
             lines.append(
                 f"quota/{spec.quota.name} {'configured' if was else 'created'} for namespace {t.namespace}"
             )
@@ -99,6 +110,21 @@ def apply_quota(
                 cluster.delete(path(kind, name))
         raise
     return lines
+
+
+def _sync_limit_range(cluster: Cluster, namespace: str, entry: QuotaEntry, *, dry_run: DryRun) -> None:
+    """The team's LimitRange as its quota entry says; gpuctl's is removed with `limitRange: false`."""
+    desired = team_limit_range(namespace, entry)
+    if desired is not None:
+        cluster.apply(desired, dry_run=dry_run is DryRun.SERVER)
+        return
+    _delete_limit_range(cluster, namespace, dry_run=dry_run)
+
+
+def _delete_limit_range(cluster: Cluster, namespace: str, *, dry_run: DryRun) -> None:
+    existing = cluster.get_or_none(path("LimitRange", LIMIT_RANGE_NAME, namespace))
+    if existing is not None and is_gpuctl_object(existing):
+        cluster.delete(path("LimitRange", LIMIT_RANGE_NAME, namespace), dry_run=dry_run is DryRun.SERVER)
 
 
 def with_proportional_guarantees(team: TeamQuota, capacity: dict) -> TeamQuota:
@@ -148,6 +174,7 @@ def delete_quota(
         if writes:
             if lq is not None and is_gpuctl_object(lq):
                 cluster.delete(path("LocalQueue", LOCAL_QUEUE_NAME, ns), dry_run=server_dry)
+            _delete_limit_range(cluster, ns, dry_run=dry_run)
             cluster.delete(path("ClusterQueue", ns), dry_run=server_dry)
         lines.append(f"quota/{name} deleted for namespace {ns}")
         nsobj = cluster.get_or_none(path("Namespace", ns))

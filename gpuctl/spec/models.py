@@ -14,6 +14,7 @@ from __future__ import annotations
 import os.path
 import re
 from decimal import Decimal
+from itertools import pairwise
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -51,6 +52,7 @@ __all__ = [
     "InferenceSpec",
     "JobMeta",
     "JobSpec",
+    "LimitRange",
     "NotebookService",
     "NotebookSpec",
     "PoolGuarantee",
@@ -809,6 +811,57 @@ class PoolGuarantee(_Model):
     memory: NonNegQuantity | None = None
 
 
+class LimitRangeResources(_Model):
+    """CPU and memory amounts of one LimitRange field (`defaultRequest`, `default`, `max`)."""
+
+    cpu: PositiveQuantity | None = None
+    memory: PositiveQuantity | None = None
+
+    def as_kubernetes(self) -> dict[str, str]:
+        return {k: v for k, v in (("cpu", self.cpu), ("memory", self.memory)) if v is not None}
+
+
+DEFAULT_REQUEST = LimitRangeResources(cpu="100m", memory="256Mi")
+
+
+def _limit_range_switch(value: Any) -> Any:
+    """`limitRange: false` turns the team's LimitRange off; `true` or nothing keeps the defaults."""
+    if isinstance(value, bool):
+        return {"enabled": value}
+    return value
+
+
+class LimitRange(_Model):
+    """`limitRange:` — the LimitRange `gpuctl-defaults` of a team namespace (type Container). gpuctl's own
+    jobs always set requests = limits; this covers pods made by hand (`kubectl run`), which would
+    otherwise request nothing and so cost nothing against the team's quota. Defaults: defaultRequest
+    cpu 100m, memory 256Mi; no default limit and no max unless given; `limitRange: false` for none."""
+
+    enabled: bool = True
+    default_request: LimitRangeResources = Field(
+        DEFAULT_REQUEST, validation_alias=_aliases("defaultRequest", "default_request", "default-request")
+    )
+    default_limit: LimitRangeResources | None = Field(
+        None, validation_alias=_aliases("default", "defaultLimit", "default_limit", "default-limit")
+    )
+    max: LimitRangeResources | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LimitRange:
+        """Kubernetes refuses defaultRequest > default > max; say so here, naming the field."""
+        steps = [("defaultRequest", self.default_request), ("default", self.default_limit), ("max", self.max)]
+        for res in ("cpu", "memory"):
+            given = [(n, getattr(v, res)) for n, v in steps if v is not None and getattr(v, res) is not None]
+            for (lo_name, lo), (hi_name, hi) in pairwise(given):
+                if parse_quantity(lo) > parse_quantity(hi):
+                    raise _fail(
+                        "limit_range_order",
+                        f"{lo_name}.{res} {lo} is more than {hi_name}.{res} {hi}",
+                        f"keep defaultRequest <= default <= max for {res}",
+                    )
+        return self
+
+
 class QuotaEntry(_Model):
     """One namespace's quota. None means unlimited; `borrowing_limit` caps GPUs borrowed beyond `gpu`
     from idle teams (None = no cap, 0 = the quota is a hard cap)."""
@@ -820,6 +873,9 @@ class QuotaEntry(_Model):
         None, validation_alias=_aliases("borrowingLimit", "borrowing_limit", "borrowing-limit", "borrow")
     )
     pools: Annotated[dict[DnsLabelKey, PoolGuarantee], BeforeValidator(_pool_shorthand)] = {}
+    limit_range: Annotated[LimitRange, BeforeValidator(_limit_range_switch)] = Field(
+        LimitRange(), validation_alias=_aliases("limitRange", "limit_range", "limit-range")
+    )
 
     @model_validator(mode="after")
     def _pools_fit(self) -> QuotaEntry:

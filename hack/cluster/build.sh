@@ -8,6 +8,8 @@
 #     bin/k8s-<v>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,.complete}
 #     bin/etcd-<v>/{etcd,.complete}   bin/kwok-<v>/{kwok,.complete}   bin/kueue-<v>/{kueue,.complete}
 #     bin/helm-<v>/{helm,.complete}   (charts/gpuctl lint and render; tests/integration/test_chart.py)
+#     bin/kind-validate-<v>/kind-validate   kind's own config loader + Validate, for hack/kind/cluster.yaml
+#     bin/kind-<v>/kind               only with GPUCTL_BUILD_KIND=1 (hack/kind.sh; needs Docker to run)
 #     src/<component>-<v>/            scratch Go modules
 #     dirs.env                        module source dirs of kueue and kwok (CRDs, webhooks, stages)
 # A flock on $CACHE/build.lock makes two concurrent builds safe: the second waits, then skips.
@@ -91,12 +93,64 @@ build_helm() {
   "$1/helm" version --short
 }
 
+kind_source() { # a writable copy of kind's module (its internal config packages are importable only under its pkg/)
+  local dir w="$CACHE/src/kind-$KIND_VERSION"
+  if [[ ! -f "$w/go.mod" ]]; then
+    dir=$(go mod download -json "sigs.k8s.io/kind@v$KIND_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')
+    rm -rf "$w"; mkdir -p "$w"; cp -r "$dir"/. "$w"/; chmod -R u+w "$w"
+  fi
+  echo "$w"
+}
+
+build_kind_validate() {
+  local w; w=$(kind_source)
+  mkdir -p "$w/pkg/gpuctl-kind-validate"
+  cat >"$w/pkg/gpuctl-kind-validate/main.go" <<'EOF'
+// gpuctl-kind-validate: load kind cluster configs exactly as `kind create cluster --config` does (strict
+// decoding, defaults, conversion) and run kind's Validate, without a container runtime.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"sigs.k8s.io/kind/pkg/internal/apis/config/encoding"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: kind-validate CONFIG...")
+		os.Exit(2)
+	}
+	for _, f := range os.Args[1:] {
+		cfg, err := encoding.Load(f)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: invalid kind config: %v\n", f, err)
+			os.Exit(1)
+		}
+		fmt.Printf("%s: valid kind config, cluster %q, %d nodes\n", f, cfg.Name, len(cfg.Nodes))
+	}
+}
+EOF
+  (cd "$w" && go build -ldflags "-s -w" -o "$1/kind-validate" ./pkg/gpuctl-kind-validate)
+}
+
+build_kind() {
+  local w; w=$(kind_source)
+  (cd "$w" && go build -ldflags "-s -w" -o "$1/kind" .)
+}
+
 T0=$(date +%s)
 step "etcd $ETCD_VERSION" "$CACHE/bin/etcd-$ETCD_VERSION" build_etcd
 step "kwok $KWOK_VERSION" "$CACHE/bin/kwok-$KWOK_VERSION" build_kwok
 step "kueue $KUEUE_VERSION" "$CACHE/bin/kueue-$KUEUE_VERSION" build_kueue
 step "kubernetes $K8S_VERSION" "$CACHE/bin/k8s-$K8S_VERSION" build_k8s
 step "helm $HELM_VERSION" "$CACHE/bin/helm-$HELM_VERSION" build_helm
+step "kind-validate $KIND_VERSION" "$CACHE/bin/kind-validate-$KIND_VERSION" build_kind_validate
+if [[ "${GPUCTL_BUILD_KIND:-0}" == 1 ]]; then step "kind $KIND_VERSION" "$CACHE/bin/kind-$KIND_VERSION" build_kind; fi
 {
   echo "KUEUE_DIR=$(go mod download -json "sigs.k8s.io/kueue@v$KUEUE_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
   echo "KWOK_DIR=$(go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"

@@ -14,7 +14,8 @@ if alive kube-apiserver && [[ -x "$KUBECTL" ]]; then
   "$KUBECTL" --kubeconfig="$RUN/kubeconfig" delete mutatingwebhookconfiguration,validatingwebhookconfiguration \
     -l gpuctl.runwhere.ai/testbed=true --ignore-not-found --timeout=10s >/dev/null 2>&1 || true
 fi
-for name in kueue kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+# hack/demo.sh adds the webhook, gpuctl serve and Prometheus; they go first (their webhook is deleted above).
+for name in prometheus gpuctl-serve gpuctl-webhook kueue kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   f="$RUN/pids/$name"
   [[ -f "$f" ]] || continue
   pid=$(cat "$f")

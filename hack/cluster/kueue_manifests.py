@@ -68,15 +68,61 @@ def webhooks(kueue_dir: str, url: str, ca: str) -> list[dict]:
     return docs
 
 
-def config(path: str, port: str, cert_dir: str, health: str, metrics: str, vis_port: str) -> dict:
+def config(
+    path: str, port: str, cert_dir: str, health: str, metrics: str, vis_port: str, vis_host: str = "127.0.0.1"
+) -> dict:
     cfg = yaml.safe_load(Path(path).read_text())
     cfg["webhook"] = {"host": "127.0.0.1", "port": int(port), "certDir": cert_dir}
     cfg["health"] = {"healthProbeBindAddress": health}
     cfg["metrics"] = {**cfg.get("metrics", {}), "bindAddress": metrics}
     cfg["leaderElection"] = {"leaderElect": False}
     cfg["internalCertManagement"] = {"enable": False}
-    cfg["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": int(vis_port)}
+    cfg["visibilityServer"] = {"bindAddress": vis_host, "bindPort": int(vis_port)}
     return cfg
+
+
+def visibility(host_ip: str, port: str) -> list[dict]:
+    """Kueue's visibility API behind the aggregation layer, as Kueue's own manifests register it, with
+    the Service's endpoint set by hand to the visibility server on this machine. The server's
+    certificate is self-signed by Kueue for localhost, hence insecureSkipTLSVerify (local cluster only)."""
+    ns, name = "kueue-system", "kueue-visibility-server"
+    docs: list[dict] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": int(port)}]},
+        },
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {"kubernetes.io/service-name": name},
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [host_ip], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "port": int(port), "protocol": "TCP"}],
+        },
+    ]
+    for version in ("v1beta1", "v1beta2"):
+        docs.append(
+            {
+                "apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService",
+                "metadata": {"name": f"{version}.visibility.kueue.x-k8s.io"},
+                "spec": {
+                    "group": "visibility.kueue.x-k8s.io",
+                    "version": version,
+                    "groupPriorityMinimum": 100,
+                    "versionPriority": 100,
+                    "insecureSkipTLSVerify": True,
+                    "service": {"name": name, "namespace": ns, "port": 443},
+                },
+            }
+        )
+    return docs
 
 
 # Kueue's config/components/rbac (and visibility) files the controller itself needs, kustomized by hand:
@@ -129,6 +175,9 @@ def main(argv: list[str]) -> None:
         yaml.safe_dump_all(webhooks(*args), sys.stdout, sort_keys=False)
     elif cmd == "config":
         yaml.safe_dump(config(*args), sys.stdout, sort_keys=False)
+    elif cmd == "visibility":
+        yaml.safe_dump_all(visibility(*args), sys.stdout, sort_keys=False)
+
     elif cmd == "rbac":
         yaml.safe_dump_all(rbac(*args), sys.stdout, sort_keys=False)
     else:

@@ -83,6 +83,8 @@ cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,D
 cert admin "/O=system:masters/CN=admin"
 cert kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
 cert webhook "/CN=webhooks" "IP:127.0.0.1,DNS:localhost"
+# The aggregation layer's client certificate: the API server proxies Kueue's visibility API with it.
+cert front-proxy-client "/CN=front-proxy-client"
 openssl_q genrsa -out "$PKI/sa.key" 2048; openssl_q rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
 cp "$PKI/webhook.crt" "$RUN/kueue-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/kueue-webhook/tls.key"
 # Kueue with internalCertManagement off reads its metrics and visibility certs from fixed paths.
@@ -118,7 +120,12 @@ start kube-apiserver "$K8SBIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$
   --service-cluster-ip-range=10.0.0.0/24 --service-node-port-range=30000-32767 \
   --authorization-mode=Node,RBAC --allow-privileged=true --profiling=false \
   --enable-admission-plugins=NamespaceLifecycle,ServiceAccount,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-  --max-requests-inflight=800 --max-mutating-requests-inflight=400
+  --max-requests-inflight=800 --max-mutating-requests-inflight=400 \
+  --requestheader-client-ca-file="$PKI/ca.crt" --requestheader-allowed-names=front-proxy-client \
+  --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+  --requestheader-extra-headers-prefix=X-Remote-Extra- \
+  --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
+  --enable-aggregator-routing=true
 wait_for kube-apiserver 120 curl -fsk "https://127.0.0.1:$P_API/readyz"
 
 # ---- controller-manager, scheduler ----
@@ -177,8 +184,15 @@ kc create namespace kueue-system >/dev/null
 kc apply --server-side --force-conflicts -f "$RUN/kueue-crds.yaml" >/dev/null
 kc wait --for=condition=Established crd --all --timeout=60s >/dev/null
 log "Kueue CRDs established"
+# Kueue's visibility API (pending workloads and their positions) is reached through the API server's
+# aggregation layer, as on a real cluster. The API server routes an APIService to an endpoint address,
+# which may not be loopback: so Kueue's visibility server listens on this machine's own address (none:
+# the API is not registered and gpuctl computes positions from Workloads instead).
+HOST_IP=$(ip -4 route get 192.0.2.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1)
+[[ "$HOST_IP" == 127.* ]] && HOST_IP=""
 "$PY" "$HERE/kueue_manifests.py" config "$ROOT/manifests/kueue/configuration.yaml" \
-  "$P_KQ_HOOK" "$RUN/kueue-webhook" "127.0.0.1:$P_KQ_HEALTH" "127.0.0.1:$P_KQ_METRICS" "$P_KQ_VIS" >"$RUN/kueue-config.yaml"
+  "$P_KQ_HOOK" "$RUN/kueue-webhook" "127.0.0.1:$P_KQ_HEALTH" "127.0.0.1:$P_KQ_METRICS" "$P_KQ_VIS" \
+  "${HOST_IP:-127.0.0.1}" >"$RUN/kueue-config.yaml"
 # Kueue runs as its own ServiceAccount with its own roles, as installed in a real cluster: the admission
 # webhook's not-kueue matchCondition trusts exactly that username.
 "$PY" "$HERE/kueue_manifests.py" rbac "$KUEUE_DIR" >"$RUN/kueue-rbac.yaml"
@@ -195,6 +209,23 @@ wait_for kueue 120 curl -fs "http://127.0.0.1:$P_KQ_HEALTH/readyz"
 "$PY" "$HERE/kueue_manifests.py" webhooks "$KUEUE_DIR" "https://127.0.0.1:$P_KQ_HOOK" "$CA_B64" >"$RUN/kueue-webhooks.yaml"
 kc apply -f "$RUN/kueue-webhooks.yaml" >/dev/null
 log "Kueue webhooks registered"
+if [[ -n "$HOST_IP" ]]; then
+  "$PY" "$HERE/kueue_manifests.py" visibility "$HOST_IP" "$P_KQ_VIS" | kc apply -f - >/dev/null
+  # Kueue's visibility server is its own API server: it trusts the aggregator's requests once it
+  # has read the request-header CA, which takes a moment after start.
+  end=$(( $(date +%s) + 60 ))
+  until kc get --raw /apis/visibility.kueue.x-k8s.io/v1beta2 >/dev/null 2>&1; do
+    if (( $(date +%s) > end )); then
+      # Not fatal: without the APIService gpuctl computes queue positions itself.
+      log "WARNING: Kueue's visibility API did not answer through the aggregator; unregistering it"
+      kc delete apiservice v1beta1.visibility.kueue.x-k8s.io v1beta2.visibility.kueue.x-k8s.io >/dev/null
+      HOST_IP=""
+      break
+    fi
+    sleep 0.5
+  done
+  if [[ -n "$HOST_IP" ]]; then log "Kueue visibility API served through the aggregator ($HOST_IP:$P_KQ_VIS)"; fi
+fi
 
 # ---- fake nodes ----
 if [[ "$NODES" != "none" ]]; then

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -260,6 +261,8 @@ def earlier_cluster(clean_cluster, tainted, kube) -> Iterator[dict]:
         with contextlib.suppress(ApiError):
             kube.delete(path(kind, name, "default"), propagation="Background")
     # Namespace default back to a plain namespace, whatever the test reached.
+    with contextlib.suppress(ApiError):
+        kube.delete(path("LimitRange", "gpuctl-defaults", "default"))
     lq = kube.get_or_none(path("LocalQueue", "default", "default"))
     if lq is not None and (lq["metadata"].get("labels") or {}).get(Labels.MANAGED_BY) == "gpuctl":
         kube.delete(path("LocalQueue", "default", "default"))
@@ -307,6 +310,10 @@ def test_adopt_switches_an_earlier_gpuctl_cluster_over_without_touching_running_
     assert rc == 0, err
     assert "pool/training-pool created" in out and f"resourcequota/q-{team} -n {team}" in out
     assert kube.get(path("ResourceFlavor", "default"))["spec"]["tolerations"] == [GPU_TOLERATION]
+    assert kube.get(path("LimitRange", "gpuctl-defaults", team))["spec"]["limits"][0]["defaultRequest"] == {
+        "cpu": "100m",
+        "memory": "256Mi",
+    }
     rq = kube.get(path("ResourceQuota", f"q-{team}", team))
     assert rq["spec"]["hard"] == {"pods": "20"}  # never both enforcing GPUs: only pods is left
     rc, out, _ = gpuctl("get", "quotas", "-o", "json")
@@ -348,4 +355,81 @@ def test_adopt_switches_an_earlier_gpuctl_cluster_over_without_touching_running_
     for name, ns in (("nopool", "default"), ("typed", team), ("over", team)):
         gpuctl("delete", "job", name, "-n", ns)
     gpuctl("delete", "quota", "q")
-    gpuctl("delete", "quota", "adopted")
+    assert gpuctl("delete", "quota", "adopted")[0] == 0
+    assert kube.get_or_none(path("LimitRange", "gpuctl-defaults", "default")) is None  # gpuctl's goes with it
+
+
+# ----------------------------------------------------------------------------- LimitRange
+def test_team_limit_range_gives_hand_made_pods_requests(gpuctl, kube, tmp_path):
+    ns = f"lr-{uuid.uuid4().hex[:6]}"
+    quota = tmp_path / "quota.yaml"
+    quota.write_text(
+        f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace:\n  {ns}:\n    gpu: 2\n"
+        "    limitRange: {defaultRequest: {cpu: 250m, memory: 512Mi}, default: {cpu: 1, memory: 1Gi}}\n"
+    )
+    try:
+        rc, _, err = gpuctl("create", "-f", str(quota))
+        assert rc == 0, err
+        (item,) = kube.get(path("LimitRange", "gpuctl-defaults", ns))["spec"]["limits"]
+        assert item["defaultRequest"] == {"cpu": "250m", "memory": "512Mi"}
+        # A pod made by hand, without any resources, now requests (and so is charged) something.
+        pod = kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "by-hand", "namespace": ns},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            }
+        )
+        res = pod["spec"]["containers"][0]["resources"]
+        assert res == {
+            "requests": {"cpu": "250m", "memory": "512Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        }
+        kube.delete(path("Pod", "by-hand", ns), grace_seconds=0)
+        # limitRange: false takes gpuctl's LimitRange away.
+        quota.write_text(
+            f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace: {{{ns}: {{gpu: 2, limitRange: false}}}}\n"
+        )
+        rc, _, err = gpuctl("apply", "-f", str(quota))
+        assert rc == 0, err
+        assert kube.get_or_none(path("LimitRange", "gpuctl-defaults", ns)) is None
+    finally:
+        gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+
+
+# ----------------------------------------------------------------------------- delete pool
+def test_delete_pool_keep_running_leaves_running_jobs_and_refuses_new_work(
+    clean_cluster, gpuctl, kube, tmp_path
+):
+    ns = f"dp-{uuid.uuid4().hex[:6]}"
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("kind: pool\npool: {name: doomed}\nnodes: {gpu-node-5: {}}\n")
+    quota = tmp_path / "quota.yaml"
+    quota.write_text(f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace: {{{ns}: {{gpu: 4}}}}\n")
+    try:
+        assert gpuctl("create", "-f", str(pool), "-f", str(quota))[0] == 0
+        assert gpuctl("create", "-f", _job(tmp_path, "survivor", ns, 2, pool="doomed"))[0] == 0
+        wait_until(lambda: _status(gpuctl, "survivor", ns)["status"] == "Running", 60, what="Running")
+        (before,) = _pods(kube, ns, "survivor")
+        # Without the flag: refused, with the way out named.
+        rc, _, err = gpuctl("delete", "pool", "doomed")
+        assert rc == 1 and f"{ns}/survivor" in err and "--keep-running" in err
+        rc, out, err = gpuctl("delete", "pool", "doomed", "--keep-running")
+        assert rc == 0, err
+        assert f"job {ns}/survivor keeps running" in out
+        wait_until(lambda: kube.get_or_none(path("ResourceFlavor", "doomed")) is None, 30, what="flavor gone")
+        assert Labels.POOL not in kube.get(path("Node", "gpu-node-5"))["metadata"]["labels"]
+        # The job keeps running: same pod, Running, its Job not suspended, for a while.
+        for _ in range(10):
+            (pod,) = _pods(kube, ns, "survivor")
+            assert pod["metadata"]["uid"] == before["metadata"]["uid"]
+            assert pod["status"]["phase"] == "Running"
+            assert not kube.get(path("Job", "survivor", ns))["spec"].get("suspend")
+            time.sleep(1)
+        # New work for the pool is refused, clearly.
+        rc, _, err = gpuctl("create", "-f", _job(tmp_path, "latecomer", ns, 1, pool="doomed"))
+        assert rc == 1 and "pool doomed does not exist" in err
+    finally:
+        gpuctl("delete", "job", "survivor", "-n", ns)
+        gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")

@@ -63,7 +63,12 @@ def manifest_objects() -> list[dict]:
         MANIFESTS / "admission" / f
         for f in yaml.safe_load((MANIFESTS / "admission/kustomization.yaml").read_text())["resources"]
     ]
-    files += [MANIFESTS / "serve/rbac.yaml", MANIFESTS / "serve/deployment.yaml", MANIFESTS / "api/rbac.yaml"]
+    files += [
+        MANIFESTS / "serve/rbac.yaml",
+        MANIFESTS / "serve/deployment.yaml",
+        MANIFESTS / "serve/rbac-api.yaml",
+    ]
+    files += [MANIFESTS / "api/rbac.yaml"]
     files += [MANIFESTS / "kueue/bootstrap.yaml"]
     docs = [d for f in files for d in yaml.safe_load_all(f.read_text()) if d]
     return [
@@ -244,6 +249,7 @@ def test_values_change_what_they_say() -> None:
         not in no_api[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
     )
     assert ("ClusterRole", "gpuctl-api") not in no_api
+    assert ("ClusterRole", "gpuctl-serve-api") not in no_api and ("ClusterRole", "gpuctl-serve-api") in docs
 
 
 @pytest.mark.parametrize(
@@ -272,3 +278,39 @@ def test_server_side_dry_run_of_the_rendered_chart(kubectl, namespace: str) -> N
     assert got.returncode != 0 and "NotFound" in got.stderr
     got = kubectl("-n", namespace, "get", "deployment", "gpuctl-serve", check=False)
     assert got.returncode != 0 and "NotFound" in got.stderr
+
+
+KIND_VALIDATE = CACHE / "bin" / f"kind-validate-{VERSIONS['KIND_VERSION']}" / "kind-validate"
+
+
+def test_kind_config_passes_kinds_own_loader_and_validation(tmp_path: Path) -> None:
+    """hack/kind.sh's cluster config, through kind's strict loader and Validate (no Docker needed)."""
+    if not KIND_VALIDATE.exists():
+        pytest.fail(f"{KIND_VALIDATE} is missing: run hack/cluster/build.sh")
+    p = subprocess.run(
+        [str(KIND_VALIDATE), str(ROOT / "hack/kind/cluster.yaml")], capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr
+    assert 'cluster "gpuctl", 2 nodes' in p.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: worker\n  lables: {a: b}\n"
+    )
+    p = subprocess.run([str(KIND_VALIDATE), str(bad)], capture_output=True, text=True)
+    assert p.returncode == 1 and "field lables not found" in p.stderr
+
+
+def test_kind_values_render_and_pass_server_side_dry_run(kubectl, namespace: str) -> None:
+    """What hack/kind.sh installs: the chart with hack/kind/values.yaml."""
+    values = ROOT / "hack/kind/values.yaml"
+    docs = render(namespace, "-f", str(values))
+    platform = {"gpuctl.runwhere.ai/platform": "true"}
+    for name in ("gpuctl-admission", "gpuctl-serve"):
+        assert by_key(docs)[("Deployment", name)]["spec"]["template"]["spec"]["nodeSelector"] == platform
+    kind_cfg = yaml.safe_load((ROOT / "hack/kind/cluster.yaml").read_text())
+    assert [n.get("labels") for n in kind_cfg["nodes"]].count(platform) == 1
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(yaml.safe_dump_all(docs))
+        f.flush()
+        p = kubectl("apply", "--dry-run=server", "-f", f.name, check=False)
+    assert p.returncode == 0, p.stderr

@@ -404,6 +404,9 @@ class FakeApiServer:
             "metadata": {},
         }
 
+    def pending_workloads(self, cluster_queue: str) -> None:
+        return None  # a cluster without Kueue's visibility API: positions are computed from Workloads
+
     def request(self, method: str, path: str, *, body: dict | None = None, **_) -> dict:
         if path == TOKEN_REVIEW_PATH:
             return {"status": {"authenticated": True, "user": USER}}

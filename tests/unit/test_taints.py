@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from gpuctl.cluster import path
 from gpuctl.constants import MANAGED_BY_VALUE, Labels
 from gpuctl.domain.pools import desired_flavor, node_taints, pool_tolerations, stale_flavors
-from gpuctl.server.reconciler import capacity_fingerprint
+from gpuctl.server.reconciler import Reconciler, capacity_fingerprint
+from gpuctl.server.wiring import default_cache
 from queues import budget_flavor, resource_flavor
+from tests.unit.test_metrics import NoCluster, feed
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
@@ -85,3 +88,51 @@ def test_the_reconciler_wakes_on_taint_changes() -> None:
     # A transient taint (the node going NotReady) already shows as readiness; it does not add a trigger.
     c = node("a", "p", {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
     assert capacity_fingerprint(a) == capacity_fingerprint(c)
+
+
+class RecordingCluster(NoCluster):
+    """Lists nothing, records writes."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict]] = []
+        self.applied: list[dict] = []
+
+    def merge_patch(self, api_path: str, patch: dict) -> dict:
+        self.patches.append((api_path, patch))
+        return {}
+
+    def apply(self, obj: dict) -> dict:
+        self.applied.append(obj)
+        return obj
+
+
+def test_the_serve_reconciler_patches_the_flavor_tolerations_when_node_taints_change() -> None:
+    cluster = RecordingCluster()
+    cache = default_cache(cluster)
+    reconciler = Reconciler(cluster, cache, leader=lambda: True)
+    for inf in cache.informers.values():
+        inf.relist()
+    feed(cache, "ResourceFlavor", resource_flavor("p"))
+    feed(cache, "Node", node("a", "p", GPU_TAINT), node("b", "p"))
+    assert reconciler.reconcile_once() == "applied"
+    assert cluster.patches == [
+        (
+            path("ResourceFlavor", "p"),
+            {"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
+                                       "effect": "NoSchedule"}]}},
+        )
+    ]  # fmt: skip
+    # Once the flavor carries them (Kueue's watch event), nothing more is written.
+    feed(cache, "ResourceFlavor", desired_flavor("p", [node("a", "p", GPU_TAINT)]))
+    cluster.patches.clear()
+    assert reconciler.reconcile_once() in ("unchanged", "missing")
+    assert cluster.patches == []
+    # The taint goes away: the toleration goes too (null removes the field).
+    feed(cache, "Node", node("a", "p"))
+    reconciler.reconcile_once()
+    assert cluster.patches == [(path("ResourceFlavor", "p"), {"spec": {"tolerations": None}})]
+    # A follower writes nothing.
+    follower = Reconciler(cluster, cache, leader=lambda: False)
+    feed(cache, "Node", node("a", "p", GPU_TAINT))
+    cluster.patches.clear()
+    assert follower.reconcile_once() == "standby" and cluster.patches == []

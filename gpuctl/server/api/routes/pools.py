@@ -124,12 +124,17 @@ async def update_pool(request: Request, caller: Me, poolName: PoolName, body: Po
     return await _write(request, caller, body, poolName, "apply")
 
 
-@router.delete("/{poolName}", responses=COMMON_ERRORS, summary="Delete a pool no job uses (admins)")
+@router.delete(
+    "/{poolName}",
+    responses=COMMON_ERRORS,
+    summary="Delete a pool no job uses, or with keepRunning=true one whose jobs keep running (admins)",
+)
 async def remove_pool(
     request: Request,
     caller: Me,
     poolName: PoolName,
     dryRun: DryRunQ = False,
+    keepRunning: bool = False,
 ) -> JSON:
     mode = dry_run_mode(dryRun)
     await require(request, caller, perms.pools("delete", poolName), perms.nodes("patch"))
@@ -140,6 +145,7 @@ async def remove_pool(
         [poolName],
         namespace=None,
         dry_run=mode,
+        keep_running=keepRunning,
     )
     check_results(results)
     return JSON(
