@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import copy
 import os
 import random
 import signal
@@ -212,6 +213,7 @@ def register_webhook(kube: Cluster, port: int, ca: Path, namespaces: list[str], 
             continue  # Nodes: the suite relabels nodes itself
         w["clientConfig"] = {"url": f"https://127.0.0.1:{port}/validate",
                              "caBundle": base64.b64encode(ca.read_bytes()).decode()}  # fmt: skip
+        w["namespaceSelector"] = copy.deepcopy(w["namespaceSelector"])  # the YAML anchor shares one dict
         w["namespaceSelector"]["matchExpressions"].append(
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
         )
@@ -785,6 +787,9 @@ def run(tb: Testbed, faults: list[str], short: bool, kubectl: str) -> list[Row]:
             p.stop()
         with contextlib.suppress(Exception):
             set_ready(kube, NODES_A[1], True)
+        for t in teams:  # its own namespaces (their jobs go with them)
+            with contextlib.suppress(Exception):
+                kube.delete(path("Namespace", t))
     return rows
 
 
