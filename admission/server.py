@@ -21,6 +21,7 @@ import logging
 import os
 import ssl
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -520,7 +521,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         serve(app, args.host, args.port, reloader, log_level=args.log_level, http=args.http)
     finally:
-        source.stop()
+        # Closing a watch's response can block while its informer thread sits in an SSL read (until the
+        # watch times out, minutes): stop in the background and give it a second; the threads are daemons.
+        stopper = threading.Thread(target=source.stop, name="stop-watches", daemon=True)
+        stopper.start()
+        stopper.join(1.0)
     return 0
 
 
