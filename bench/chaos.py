@@ -51,6 +51,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -58,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.webhook import free_port, make_certs  # noqa: E402
-from gpuctl.cluster import Cluster, path  # noqa: E402
+from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
 from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels  # noqa: E402
 from gpuctl.domain.objects import is_gpuctl_object  # noqa: E402
 from gpuctl.domain.pools import (  # noqa: E402
@@ -423,6 +424,22 @@ def recover(
     return time.monotonic() - t0, cohort
 
 
+def retry(fn: Callable[[], Any], timeout: float = 120) -> Any:
+    """fn(), again while the API server answers 429/5xx: after a restart (or etcd's pause) its watch caches
+    re-initialise for a while ("storage is (re)initializing")."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except ApiError as e:
+            if e.status not in (429, 500, 503) or time.monotonic() > deadline:
+                raise
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(1)
+
+
 @dataclass
 class Audit:
     submitted: int
@@ -462,11 +479,11 @@ def audit(kube: Cluster, subs: list[Submission], settle: float) -> Audit:
                 lost.append(f"{s.ns}/{s.name}: Workload {'missing' if not wls else workload_state(wls[0])}")
         return lost, dup
 
-    lost, dup = state()
+    lost, dup = retry(state)
     deadline = time.monotonic() + settle
     while (lost or dup) and time.monotonic() < deadline:  # Kueue may still be catching up
         time.sleep(1)
-        lost, dup = state()
+        lost, dup = retry(state)
     half = []
     for s in subs:
         if s.ok:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,22 @@ from gpuctl.cluster import ApiError, path
 from tests.integration.conftest import reset_gpuctl_state
 
 pytestmark = pytest.mark.integration
+
+
+def _settled(kube, timeout: float = 120) -> None:
+    """After etcd's pause and the API server's restart, its watch caches re-initialise for a while (lists
+    answer 429 "storage is (re)initializing"): wait until every kind the cleanup lists answers."""
+    deadline = time.monotonic() + timeout
+    kinds = ("Namespace", "Node", "ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass")
+    while True:
+        try:
+            for kind in kinds:
+                kube.list(path(kind))
+            return
+        except ApiError as e:
+            if e.status not in (429, 500, 503) or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 def test_faults_lose_nothing_duplicate_nothing_and_admit_nothing_beyond_quota(cluster, kube, kubectl_bin):
@@ -38,6 +55,7 @@ def test_faults_lose_nothing_duplicate_nothing_and_admit_nothing_beyond_quota(cl
     finally:
         with contextlib.suppress(OSError, ValueError):
             tb.send("etcd", signal.SIGCONT)  # never leave etcd paused
+        _settled(kube)
         for ns in kube.list(path("Namespace")):
             name = ns["metadata"]["name"]
             if name.startswith("chaos-") and name not in before:
