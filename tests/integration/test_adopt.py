@@ -74,6 +74,12 @@ def _status(gpuctl, name: str, ns: str) -> dict:
     return json.loads(out)
 
 
+def _wait_gone(kube, ns: str) -> None:
+    """Wait for a namespace (and so its jobs' pods and Workloads) to be gone, so the next test starts
+    on a quiet cluster with its GPUs free."""
+    wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"namespace {ns} gone")
+
+
 def _pods(kube, ns: str, job: str) -> list[dict]:
     return kube.list(path("Pod", namespace=ns), label_selector=f"{Labels.JOB_NAME}={job}")
 
@@ -108,6 +114,7 @@ def test_pool_on_tainted_gpu_nodes_admits_and_runs_jobs(clean_cluster, tainted, 
     finally:
         gpuctl("delete", "job", "on-tainted", "-n", ns)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+        _wait_gone(kube, ns)
 
 
 def test_without_the_flavor_tolerations_the_same_job_would_never_start(
@@ -146,6 +153,7 @@ def test_without_the_flavor_tolerations_the_same_job_would_never_start(
     finally:
         gpuctl("delete", "job", "stuck", "-n", ns)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+        _wait_gone(kube, ns)
 
 
 # ----------------------------------------------------------------------------- adoption
@@ -275,6 +283,7 @@ def earlier_cluster(clean_cluster, tainted, kube) -> Iterator[dict]:
         path("Namespace", "default"), {"metadata": {"labels": {Labels.NAMESPACE: None, Labels.QUOTA: None}}}
     )
     kube.delete(path("Namespace", team))
+    _wait_gone(kube, team)
     for n in ("gpu-node-1", "gpu-node-2"):
         kube.merge_patch(path("Node", n), {"metadata": {"labels": {Labels.GPU_TYPE_LEGACY: None}}})
 
@@ -401,6 +410,7 @@ def test_team_limit_range_gives_hand_made_pods_requests(gpuctl, kube, tmp_path):
         assert kube.get_or_none(path("LimitRange", "gpuctl-defaults", ns)) is None
     finally:
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+        _wait_gone(kube, ns)
 
 
 # ----------------------------------------------------------------------------- delete pool
@@ -438,6 +448,7 @@ def test_delete_pool_keep_running_leaves_running_jobs_and_refuses_new_work(
     finally:
         gpuctl("delete", "job", "survivor", "-n", ns)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+        _wait_gone(kube, ns)
 
 
 # ----------------------------------------------------------------------------- the serve reconciler

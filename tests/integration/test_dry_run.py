@@ -150,6 +150,10 @@ def world(cluster: str, kube: Cluster, tmp_path_factory: pytest.TempPathFactory)
     finally:
         for ns in (team, other):
             main(["delete", "quota", f"q-{s}" if ns == team else f"q2-{s}", "--delete-namespace"])
+        # A quota a test case already deleted leaves its namespace (and its jobs) behind: remove the
+        # namespaces this fixture made, so later tests see no stray Deployments.
+        for ns in (team, other, f"dry-c-{s}"):
+            kube.delete(path("Namespace", ns))
         reset_gpuctl_state(kube)
 
 
