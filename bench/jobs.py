@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -147,14 +148,18 @@ def measure(args: argparse.Namespace, kubectl: str, gpuctl: str, kc: str, env: d
         "wide": [gpuctl, "--kubeconfig", kc, "get", "jobs", "-A", "-o", "wide"],
     }
     samples: dict[str, list[float]] = {k: [] for k in cmds}
+    cpu: dict[str, list[float]] = {k: [] for k in cmds}  # the client's own CPU (user+sys): load-proof
     lines: dict[str, int] = {}
     order = list(cmds)
     for i in range(args.runs):
         for name in order[i % 3 :] + order[: i % 3]:
             cmd = cmds[name]
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             s = time.perf_counter()
             p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             samples[name].append(time.perf_counter() - s)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
             lines[name] = len(p.stdout.splitlines())
     k, klines = statistics.median(samples["kubectl"]), lines["kubectl"]
     g, glines = statistics.median(samples["gpuctl"]), lines["gpuctl"]
@@ -177,7 +182,10 @@ def measure(args: argparse.Namespace, kubectl: str, gpuctl: str, kc: str, env: d
     print(f"Kueue visibility API:       {visibility} (queue positions for -o wide)")
     for name, v in samples.items():
         q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
-        print(f"  {name:8s} p25 {q[0] * 1000:6.0f}  median {q[1] * 1000:6.0f}  p75 {q[2] * 1000:6.0f} ms")
+        print(
+            f"  {name:8s} p25 {q[0] * 1000:6.0f}  median {q[1] * 1000:6.0f}  p75 {q[2] * 1000:6.0f} ms"
+            f"   client CPU median {statistics.median(cpu[name]) * 1000:5.0f} ms"
+        )
     return 0
 
 

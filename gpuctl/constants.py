@@ -66,6 +66,8 @@ class Labels:
     QUOTA: Final = "runwhere.ai/quota"
     PORT: Final = "runwhere.ai/port"
     DESCRIPTION: Final = "runwhere.ai/description"  # annotation
+    # Per-pool guarantees of a quota as written (JSON), kept on the team ClusterQueue for display.
+    POOL_GUARANTEES: Final = "runwhere.ai/pool-guarantees"  # annotation
     TEAM: Final = "runwhere.ai/team"
 
     APP: Final = "app"
@@ -134,6 +136,17 @@ QUOTA_RESOURCES: Final = {GPU_RESOURCE: QUOTA_GPU, CPU_RESOURCE: QUOTA_CPU, MEMO
 QUOTA_CPU_PER_CORE: Final = 1000
 # Nominal quota used where a quota leaves a resource unlimited.
 UNLIMITED: Final = {QUOTA_GPU: "1M", QUOTA_CPU: "1T", QUOTA_MEMORY: "1Ei"}
+# Nominal quota of every team in every pool flavor: a pool's capacity is enforced per node by
+# Topology Aware Scheduling, not by quota, so a team's job always fits its own quota there and the
+# team budget (runwhere.ai/quota-*) alone decides who is within quota (docs/queueing.md). Small
+# enough that Kueue's int64 sums over many teams cannot overflow.
+POOL_NOMINAL: Final = {CPU_RESOURCE: "100k", MEMORY_RESOURCE: "1Pi", GPU_RESOURCE: "100k"}
+# Topology of every pool flavor: one level, the node, so Kueue admits a pod only where one node
+# can hold it.
+TOPOLOGY_NAME: Final = "gpuctl-nodes"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+# Pod-template annotation asking Kueue for a topology assignment (any node per pod).
+TAS_UNCONSTRAINED: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 
 # Node taints that say "not now" (Kubernetes' node lifecycle and conditions, cloud initialisation,
 # autoscalers draining a node): a pool never tolerates them, whatever its nodes carry. Any other

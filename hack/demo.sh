@@ -72,7 +72,9 @@ print(yaml.safe_dump(vwc))' "https://127.0.0.1:$P_HOOK/validate" "$D/ca.crt" \
 echo "demo: webhook registered (enforce) at https://127.0.0.1:$P_HOOK/validate"
 
 # ---- gpuctl serve: reconciler, /metrics, REST API ----
-start gpuctl-serve "$G" serve --address 127.0.0.1 --metrics-port "$P_SERVE" --api --kubeconfig "$KUBECONFIG"
+# One replica: no leader election (its Lease would need the gpuctl-system namespace).
+start gpuctl-serve "$G" serve --address 127.0.0.1 --metrics-port "$P_SERVE" --api --no-leader-elect \
+  --kubeconfig "$KUBECONFIG"
 wait_url gpuctl-serve "http://127.0.0.1:$P_SERVE/readyz"
 echo "demo: gpuctl serve on http://127.0.0.1:$P_SERVE (metrics, API)"
 
@@ -130,7 +132,11 @@ EOF
     [[ $(grep -c "GPUs held" <<<"$OUT") -ge 4 ]] && break
     sleep 1
   done
-  echo "${OUT:-  (no data yet: see $PROM)}"
+  if [[ $(grep -c "GPUs held" <<<"$OUT") -lt 4 ]]; then
+    echo "demo: Prometheus has no per-pool GPU series after 40 s; $PROM/targets and $RUN/logs/gpuctl-serve.log say why" >&2
+    exit 1
+  fi
+  echo "$OUT"
 fi
 
 echo

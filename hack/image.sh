@@ -98,9 +98,6 @@ make_trees() {
   # are their RECORD lines, so the layer does not depend on where it was built.
   rm -rf "$site/bin"
   sed -i '\#^\.\./\.\./bin/#d' "$site"/*.dist-info/RECORD
-  # The kubernetes package's asyncio client (kubernetes.aio, ~60 MiB with .pyc) is never imported by gpuctl
-  # (gpuctl.cluster uses its configuration loader and REST client); the image-run test proves the rest works.
-  rm -rf "$site/kubernetes/aio"
   # pip records where the wheel came from (a temporary path): drop it, so the layer is reproducible.
   rm -f "$site"/gpuctl-*.dist-info/direct_url.json
   sed -i '/direct_url.json/d' "$site"/gpuctl-*.dist-info/RECORD

@@ -23,6 +23,8 @@ fi
 # Layers point down and the domain core stays pure (contracts in pyproject.toml, docs/architecture.md).
 .venv/bin/lint-imports
 hack/cluster/build.sh
-# The container image (cached by the wheel's content: rebuilt only when gpuctl changed, ~1 min cold).
-hack/image.sh
+# The container image (cached by the wheel's content: rebuilt only when gpuctl changed, ~1-2 min cold).
+# It needs root (mmdebstrap, chroot); CI runs as root. Elsewhere tests/integration/test_image.py fails
+# and says so.
+if [[ $(id -u) == 0 ]]; then hack/image.sh; else echo "test: not root, so no image build (hack/image.sh)" >&2; fi
 .venv/bin/python -m pytest "$@"

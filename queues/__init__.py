@@ -18,6 +18,7 @@ from queues.objects import (
     local_queue,
     resource_flavor,
     team_namespace,
+    topology,
     workload_priority_classes,
 )
 
@@ -32,5 +33,6 @@ __all__ = [
     "local_queue",
     "resource_flavor",
     "team_namespace",
+    "topology",
     "workload_priority_classes",
 ]

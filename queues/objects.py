@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from decimal import Decimal
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuctl.constants import (
@@ -12,22 +12,25 @@ from gpuctl.constants import (
     COHORT_NAME,
     CPU_RESOURCE,
     GPU_RESOURCE,
+    HOSTNAME_LABEL,
     KUEUE_API_VERSION,
     LOCAL_QUEUE_NAME,
     MANAGED_BY_VALUE,
     MEMORY_RESOURCE,
     NAMESPACE_MARKER_VALUE,
+    POOL_NOMINAL,
     PRIORITY_CLASS,
     PRIORITY_VALUE,
     QUOTA_CPU,
     QUOTA_CPU_PER_CORE,
     QUOTA_GPU,
     QUOTA_MEMORY,
+    TOPOLOGY_NAME,
     UNLIMITED,
     Labels,
     Priority,
 )
-from gpuctl.quantity import format_quantity, parse_quantity
+from gpuctl.quantity import parse_quantity
 from queues.model import PoolCapacity, PoolGuarantee, TeamQuota
 
 POOL_RESOURCES = (CPU_RESOURCE, MEMORY_RESOURCE, GPU_RESOURCE)
@@ -42,8 +45,11 @@ def _meta(name: str, **labels: str) -> dict:
 def resource_flavor(pool: str, tolerations: Sequence[Mapping[str, Any]] = ()) -> dict:
     """A pool's flavor: Kueue admits a pod to it only if the pod's nodeSelector names the pool, and
     copies the label into the nodeSelector of pods admitted there. `tolerations` (the pool's node
-    taints, gpuctl.domain.pools.pool_tolerations) are added by Kueue to every pod admitted there."""
-    spec: dict = {"nodeLabels": {Labels.POOL: pool}}
+    taints, gpuctl.domain.pools.pool_tolerations) are added by Kueue to every pod admitted there.
+    `topologyName` makes it a Topology Aware Scheduling flavor: a pod is admitted only when one node
+    of the pool can hold it (Kueue then keeps nodeLabels and tolerations immutable: a change of the
+    pool's taints re-creates the flavor, gpuctl.service.pools)."""
+    spec: dict = {"nodeLabels": {Labels.POOL: pool}, "topologyName": TOPOLOGY_NAME}
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
     return {
@@ -51,6 +57,16 @@ def resource_flavor(pool: str, tolerations: Sequence[Mapping[str, Any]] = ()) ->
         "kind": "ResourceFlavor",
         "metadata": _meta(pool, **{Labels.POOL: pool}),
         "spec": spec,
+    }
+
+
+def topology() -> dict:
+    """The one Topology of the pool flavors: a single level, the node."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "Topology",
+        "metadata": _meta(TOPOLOGY_NAME),
+        "spec": {"levels": [{"nodeLabel": HOSTNAME_LABEL}]},
     }
 
 
@@ -77,68 +93,55 @@ def workload_priority_classes() -> list[dict]:
     ]
 
 
-def _sub(a: str, b: str) -> str:
-    """a - b for Kubernetes quantities, floored at 0, as a plain decimal string."""
-    d = parse_quantity(a) - parse_quantity(b)
-    return format_quantity(max(d, Decimal(0)))
-
-
 def _milli(cpu: str) -> str:
     """CPU quantity -> milli-CPUs, the unit of runwhere.ai/quota-cpu."""
     return str(int(parse_quantity(str(cpu)) * QUOTA_CPU_PER_CORE))
 
 
-def _guarantee_totals(pool: str, teams: Iterable[TeamQuota]) -> PoolGuarantee:
-    gpu, cpu, mem = 0, Decimal(0), Decimal(0)
-    for t in teams:
-        g = t.pools.get(pool)
-        if g:
-            gpu += g.gpu
-            cpu += parse_quantity(g.cpu)
-            mem += parse_quantity(g.memory)
-    return PoolGuarantee(gpu=gpu, cpu=format_quantity(cpu), memory=format_quantity(mem))
-
-
 def cohort(pools: Sequence[PoolCapacity], teams: Sequence[TeamQuota] = ()) -> dict:
-    """The root cohort holding every pool's capacity not guaranteed to a team.
+    """The root cohort: it holds the GPU budget nobody's quota covers (all pools' GPUs less the sum
+    of the team quotas, floored at 0), so idle GPUs beyond the quotas can be lent too.
 
-    Team ClusterQueues (nominal = their guarantees) plus this remainder add up to each pool's capacity,
-    so Kueue never admits more than a pool's nodes hold.
+    Team budgets plus this surplus add up to the cluster's GPUs whenever quotas do not oversubscribe
+    it. Pool capacity itself is not quota: Topology Aware Scheduling admits a pod only where a node
+    of its pool can hold it.
     """
     spec: dict = {}
     if pools:
-        flavors = []
-        for p in sorted(pools, key=lambda p: p.name):
-            g = _guarantee_totals(p.name, teams)
-            flavors.append(
-                {
-                    "name": p.name,
-                    "resources": [
-                        {"name": CPU_RESOURCE, "nominalQuota": _sub(p.cpu, g.cpu)},
-                        {"name": MEMORY_RESOURCE, "nominalQuota": _sub(p.memory, g.memory)},
-                        {"name": GPU_RESOURCE, "nominalQuota": str(max(p.gpu - g.gpu, 0))},
-                    ],
-                }
-            )
-        spec["resourceGroups"] = [{"coveredResources": list(POOL_RESOURCES), "flavors": flavors}]
+        total = sum(p.gpu for p in pools)
+        quotas = sum(t.gpu for t in teams if t.gpu is not None)
+        budget = {
+            "name": BUDGET_FLAVOR,
+            "resources": [
+                {"name": QUOTA_CPU, "nominalQuota": "0"},
+                {"name": QUOTA_MEMORY, "nominalQuota": "0"},
+                {"name": QUOTA_GPU, "nominalQuota": str(max(total - quotas, 0))},
+            ],
+        }
+        spec["resourceGroups"] = [{"coveredResources": list(BUDGET_RESOURCES), "flavors": [budget]}]
     return {"apiVersion": KUEUE_API_VERSION, "kind": "Cohort", "metadata": _meta(COHORT_NAME), "spec": spec}
+
+
+def _guarantees_annotation(pools: dict[str, PoolGuarantee]) -> str:
+    return json.dumps(
+        {p: {"gpu": g.gpu, "cpu": g.cpu, "memory": g.memory} for p, g in sorted(pools.items())},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 def cluster_queue(team: TeamQuota, pools: Sequence[str]) -> dict:
     """One ClusterQueue per team namespace, named after the namespace."""
-    pool_flavors = []
-    for pool in sorted(pools):
-        g = team.pools.get(pool, PoolGuarantee())
-        pool_flavors.append(
-            {
-                "name": pool,
-                "resources": [
-                    {"name": CPU_RESOURCE, "nominalQuota": format_quantity(parse_quantity(g.cpu))},
-                    {"name": MEMORY_RESOURCE, "nominalQuota": format_quantity(parse_quantity(g.memory))},
-                    {"name": GPU_RESOURCE, "nominalQuota": str(g.gpu)},
-                ],
-            }
-        )
+    # Every pool at the same, unreachable nominal quota (POOL_NOMINAL): a job never borrows pool
+    # quota, so whether it is within its team's quota is decided by the budget alone, and Kueue's
+    # reclaim (reclaimWithinCohort: Any) applies whenever it is. Nodes bound the pools (TAS).
+    pool_flavors = [
+        {
+            "name": pool,
+            "resources": [{"name": r, "nominalQuota": POOL_NOMINAL[r]} for r in POOL_RESOURCES],
+        }
+        for pool in sorted(pools)
+    ]
     gpu_budget: dict = {
         "name": QUOTA_GPU,
         "nominalQuota": UNLIMITED[QUOTA_GPU] if team.gpu is None else str(team.gpu),
@@ -160,8 +163,13 @@ def cluster_queue(team: TeamQuota, pools: Sequence[str]) -> dict:
     groups.append({"coveredResources": list(BUDGET_RESOURCES), "flavors": [budget]})
     labels = {Labels.TEAM: team.namespace, Labels.QUOTA: team.quota_name}
     meta = _meta(team.namespace, **labels)
+    notes = {}
     if team.description:
-        meta["annotations"] = {Labels.DESCRIPTION: team.description}
+        notes[Labels.DESCRIPTION] = team.description
+    if team.pools:
+        notes[Labels.POOL_GUARANTEES] = _guarantees_annotation(team.pools)
+    if notes:
+        meta["annotations"] = notes
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "ClusterQueue",
@@ -209,7 +217,7 @@ def team_namespace(team: TeamQuota, *, created_by_gpuctl: bool = True) -> dict:
 def desired_objects(pools: Sequence[PoolCapacity], teams: Sequence[TeamQuota]) -> list[dict]:
     """Every cluster-scoped Kueue object gpuctl owns, for these pools and teams, in apply order."""
     names = [p.name for p in pools]
-    out = [*workload_priority_classes(), budget_flavor()]
+    out = [*workload_priority_classes(), topology(), budget_flavor()]
     out += [resource_flavor(p) for p in sorted(names)]
     out.append(cohort(pools, teams))
     out += [cluster_queue(t, names) for t in sorted(teams, key=lambda t: t.namespace)]

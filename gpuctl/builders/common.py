@@ -11,6 +11,7 @@ from gpuctl.constants import (
     MANAGED_BY_VALUE,
     PRIORITY_CLASS,
     SERVICE_PREFIX,
+    TAS_UNCONSTRAINED,
     Labels,
     Priority,
 )
@@ -129,10 +130,10 @@ def pod_template(
     labels = gpuctl_labels(spec, namespace)
     if app_label:
         labels[Labels.APP] = spec.job.name
-    return {
-        "metadata": {"labels": labels, **({"annotations": annotations(spec)} if annotations(spec) else {})},
-        "spec": pod_spec,
-    }
+    # Topology Aware Scheduling: Kueue admits the pods only when each fits on one node of the pool
+    # (all pods of a job or none); the pool flavors carry the one-level node topology.
+    pod_annotations = {**annotations(spec), TAS_UNCONSTRAINED: "true"}
+    return {"metadata": {"labels": labels, "annotations": pod_annotations}, "spec": pod_spec}
 
 
 def service_port(spec: JobSpec) -> tuple[int, int]:

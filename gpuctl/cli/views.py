@@ -41,13 +41,13 @@ def _guard(fn):
 
 # ----------------------------------------------------------------------------- get jobs
 JOB_COLUMNS = ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"]
-WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION"]
+WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "REASON"]
 
 
 def _job_cells(r, wide: bool) -> list:
     cells = [r.job_id, r.name, r.namespace, r.kind, r.status, r.ready, r.node, r.ip, age(r.age)]
     if wide:
-        cells += [r.pool, r.priority, r.queue, r.position if r.position else "-"]
+        cells += [r.pool, r.priority, r.queue, r.position if r.position else "-", r.reason or "-"]
     return cells
 
 

@@ -184,6 +184,36 @@ class Cluster:
                 return None
             raise
 
+    def pages(
+        self,
+        api_path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = PAGE_SIZE,
+        accept: str = "application/json",
+        **query: Any,
+    ) -> Iterator[dict]:
+        """Every page of a list, fetched `limit` items at a time with `continue` (kubectl's chunking)."""
+        cont = None
+        while True:
+            page = self.request(
+                "GET",
+                api_path,
+                query={
+                    "labelSelector": label_selector,
+                    "fieldSelector": field_selector,
+                    "limit": limit,
+                    "continue": cont,
+                    **query,
+                },
+                accept=accept,
+            )
+            yield page
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return
+
     def list(
         self,
         api_path: str,
@@ -192,21 +222,28 @@ class Cluster:
         field_selector: str | None = None,
         limit: int = PAGE_SIZE,
     ) -> list[dict]:
-        """All items, fetched in pages of `limit` (kubectl's chunking), as plain dicts."""
+        """All items, as plain dicts."""
+        return self.list_with_version(
+            api_path, label_selector=label_selector, field_selector=field_selector, limit=limit
+        )[0]
+
+    def list_with_version(
+        self,
+        api_path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = PAGE_SIZE,
+    ) -> tuple[list[dict], str]:
+        """Like list(), plus the resourceVersion to start a watch from."""
         items: list[dict] = []
-        cont = None
-        while True:
-            page = self.get(
-                api_path,
-                labelSelector=label_selector,
-                fieldSelector=field_selector,
-                limit=limit,
-                **({"continue": cont} if cont else {}),
-            )
+        rv = ""
+        for page in self.pages(
+            api_path, label_selector=label_selector, field_selector=field_selector, limit=limit
+        ):
             items.extend(page.get("items") or [])
-            cont = (page.get("metadata") or {}).get("continue")
-            if not cont:
-                return items
+            rv = (page.get("metadata") or {}).get("resourceVersion", rv)
+        return items, rv
 
     def list_table(
         self,
@@ -220,20 +257,14 @@ class Cluster:
         a pod costs ~0.9 kB instead of ~5 kB. Each item is {"metadata": ..., "table": {column: cell,
         "Completed": bool}}, "Completed" being the row condition kubectl hides finished pods by."""
         items: list[dict] = []
-        cont = None
-        while True:
-            page = self.request(
-                "GET",
-                api_path,
-                query={
-                    "labelSelector": label_selector,
-                    "fieldSelector": field_selector,
-                    "limit": limit,
-                    "includeObject": "Metadata",
-                    **({"continue": cont} if cont else {}),
-                },
-                accept=TABLE_ACCEPT,
-            )
+        for page in self.pages(
+            api_path,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            accept=TABLE_ACCEPT,
+            includeObject="Metadata",
+        ):
             if page.get("kind") != "Table":
                 raise ApiError(406, "NotAcceptable", f"{api_path} did not answer with a Table")
             names = [c["name"] for c in page.get("columnDefinitions") or []]
@@ -245,9 +276,7 @@ class Cluster:
                 )
                 obj = row.get("object") or {}
                 items.append({"metadata": obj.get("metadata") or {}, "table": cells})
-            cont = (page.get("metadata") or {}).get("continue")
-            if not cont:
-                return items
+        return items
 
     def pending_workloads(self, cluster_queue: str) -> list[dict] | None:
         """Kueue's visibility API for one ClusterQueue: every pending Workload with its position, paged
@@ -270,27 +299,6 @@ class Cluster:
                 items = []
         self._visibility = False
         return None
-
-    def list_with_version(
-        self, api_path: str, *, label_selector: str | None = None
-    ) -> tuple[list[dict], str]:
-        """Like list(), plus the resourceVersion to start a watch from."""
-        items: list[dict] = []
-        cont = None
-        rv = ""
-        while True:
-            page = self.get(
-                api_path,
-                labelSelector=label_selector,
-                limit=PAGE_SIZE,
-                **({"continue": cont} if cont else {}),
-            )
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            rv = meta.get("resourceVersion", rv)
-            cont = meta.get("continue")
-            if not cont:
-                return items, rv
 
     def create(self, obj: dict, *, dry_run: bool = False) -> dict:
         meta = obj["metadata"]

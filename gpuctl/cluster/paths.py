@@ -29,6 +29,7 @@ RESOURCES: dict[str, Resource] = {
     "ClusterQueue": Resource("kueue.x-k8s.io/v1beta2", "clusterqueues", False),
     "LocalQueue": Resource("kueue.x-k8s.io/v1beta2", "localqueues", True),
     "Cohort": Resource("kueue.x-k8s.io/v1beta2", "cohorts", False),
+    "Topology": Resource("kueue.x-k8s.io/v1beta2", "topologies", False),
     "Workload": Resource("kueue.x-k8s.io/v1beta2", "workloads", True),
     "WorkloadPriorityClass": Resource("kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", False),
     "ValidatingWebhookConfiguration": Resource(

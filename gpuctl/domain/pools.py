@@ -107,17 +107,28 @@ def toleration(taint: Mapping[str, Any]) -> dict:
     return {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]}
 
 
-def pool_tolerations(nodes: Iterable[Mapping[str, Any]], pool: str) -> list[dict]:
-    """Tolerations of the taints the pool's nodes carry, sorted; at most MAX_FLAVOR_TOLERATIONS (past
-    that, one `Exists` toleration per key and effect)."""
-    taints = {
-        (t["key"], t["value"], t["effect"]) for n in nodes if node_pool(n) == pool for t in node_taints(n)
-    }
+def _tolerations(taints: set[tuple[str, str, str]]) -> list[dict]:
     tols = [toleration({"key": k, "value": v, "effect": e}) for k, v, e in sorted(taints)]
     if len(tols) > MAX_FLAVOR_TOLERATIONS:
         keys = sorted({(k, e) for k, _, e in taints})
         tols = [{"key": k, "operator": "Exists", "effect": e} for k, e in keys][:MAX_FLAVOR_TOLERATIONS]
     return tols
+
+
+def all_pool_tolerations(nodes: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
+    """Pool -> its tolerations (pool_tolerations), every pool in one pass over the nodes."""
+    taints: dict[str, set[tuple[str, str, str]]] = {}
+    for n in nodes:
+        pool = node_pool(n)
+        if pool is not None:
+            taints.setdefault(pool, set()).update((t["key"], t["value"], t["effect"]) for t in node_taints(n))
+    return {pool: _tolerations(t) for pool, t in taints.items()}
+
+
+def pool_tolerations(nodes: Iterable[Mapping[str, Any]], pool: str) -> list[dict]:
+    """Tolerations of the taints the pool's nodes carry, sorted; at most MAX_FLAVOR_TOLERATIONS (past
+    that, one `Exists` toleration per key and effect)."""
+    return all_pool_tolerations(n for n in nodes if node_pool(n) == pool).get(pool, [])
 
 
 def desired_flavor(pool: str, nodes: Iterable[Mapping[str, Any]]) -> dict:
@@ -138,13 +149,14 @@ def stale_flavors(
     flavors: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]
 ) -> dict[str, list[dict]]:
     """Pool flavor name -> the tolerations it should have, for each gpuctl pool flavor whose
-    tolerations no longer match its nodes' taints (flavors Kueue keeps immutable are left out)."""
-    nodes = list(nodes)
+    tolerations no longer match its nodes' taints. A TAS flavor (flavor_immutable) cannot be patched:
+    its writer re-creates it (gpuctl.service.pools.set_flavor_tolerations)."""
+    by_pool = all_pool_tolerations(nodes)
     out = {}
     for f in flavors:
-        if not is_pool_flavor(f) or flavor_immutable(f):
+        if not is_pool_flavor(f):
             continue
-        want = pool_tolerations(nodes, name(f))
+        want = by_pool.get(name(f), [])
         if flavor_tolerations(f) != want:
             out[name(f)] = want
     return out

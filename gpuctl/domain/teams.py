@@ -8,6 +8,7 @@ Cohort holds every pool's capacity less what teams are guaranteed there.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -15,9 +16,7 @@ from typing import Any
 
 from gpuctl.constants import (
     BUDGET_FLAVOR,
-    CPU_RESOURCE,
     GPU_RESOURCE,
-    MEMORY_RESOURCE,
     QUOTA_CPU,
     QUOTA_CPU_PER_CORE,
     QUOTA_GPU,
@@ -70,17 +69,23 @@ def cluster_queue_flavors(cq: Mapping[str, Any]) -> frozenset[str]:
 
 
 def pool_guarantees(cq: Mapping[str, Any]) -> dict[str, PoolGuarantee]:
-    """Per-pool guarantees as written in a team ClusterQueue (nominal quota on pool flavors); pools
-    with nothing guaranteed are left out."""
+    """Per-pool guarantees of the quota as written (annotation runwhere.ai/pool-guarantees on the
+    team ClusterQueue); pools with nothing guaranteed are left out. Kept for display: the team's
+    whole quota is what Kueue reclaims for it (docs/queueing.md)."""
+    raw = annotations(cq).get(Labels.POOL_GUARANTEES)
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
     out = {}
-    for flavor, res in _resources(cq, flavor_is_budget=False).items():
-        g = PoolGuarantee(
-            gpu=_gpus((res.get(GPU_RESOURCE) or {}).get("nominalQuota")),
-            cpu=str((res.get(CPU_RESOURCE) or {}).get("nominalQuota", "0")),
-            memory=str((res.get(MEMORY_RESOURCE) or {}).get("nominalQuota", "0")),
+    for pool, g in (data if isinstance(data, dict) else {}).items():
+        if not isinstance(g, dict):
+            continue
+        pg = PoolGuarantee(
+            gpu=_gpus(g.get("gpu")), cpu=str(g.get("cpu", "0")), memory=str(g.get("memory", "0"))
         )
-        if g.gpu or g.cpu not in ("0", "") or g.memory not in ("0", ""):
-            out[flavor] = g
+        if pg.gpu or pg.cpu not in ("0", "") or pg.memory not in ("0", ""):
+            out[pool] = pg
     return out
 
 

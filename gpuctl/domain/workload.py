@@ -185,3 +185,33 @@ def queue_positions(workloads: Iterable[Mapping[str, Any]]) -> dict[str, int]:
         for i, (_, _, uid) in enumerate(sorted(entries), start=1):
             out[uid] = i
     return out
+
+
+def _slice_values(level: Mapping[str, Any], count: int) -> list[str]:
+    if level.get("universal") is not None:
+        return [str(level["universal"])] * count
+    ind = level.get("individual") or {}
+    prefix, suffix = ind.get("prefix") or "", ind.get("suffix") or ""
+    return [f"{prefix}{r}{suffix}" for r in ind.get("roots") or []]
+
+
+def topology_nodes(wl: Mapping[str, Any]) -> dict[str, int]:
+    """Node -> pods Kueue's Topology Aware Scheduling placed there (status.admission, v1beta2's
+    sliced encoding; the last topology level is the node). Empty without a topology assignment."""
+    out: dict[str, int] = {}
+    for a in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+        ta = a.get("topologyAssignment") or {}
+        for sl in ta.get("slices") or []:
+            n = int(sl.get("domainCount") or 0)
+            levels = sl.get("valuesPerLevel") or []
+            if not levels or n <= 0:
+                continue
+            nodes = _slice_values(levels[-1], n)
+            counts = sl.get("podCounts") or {}
+            if counts.get("universal") is not None:
+                pods = [int(counts["universal"])] * len(nodes)
+            else:
+                pods = [int(c) for c in counts.get("individual") or []]
+            for node, c in zip(nodes, pods, strict=False):
+                out[node] = out.get(node, 0) + c
+    return out

@@ -17,8 +17,9 @@ Rules:
 - only an existing Cohort labelled app.kubernetes.io/managed-by=gpuctl is touched: a missing Cohort is
   left to `gpuctl create pool` (creating it here would race with `gpuctl delete`), a foreign one is
   never written. A gpuctl pool flavor whose tolerations differ from its nodes' taints gets its
-  `spec.tolerations` merge-patched (a flavor with a topologyName is immutable in Kueue and is left
-  alone). Nothing else is written at all;
+  `spec.tolerations` merge-patched, or, being a Topology Aware Scheduling flavor Kueue keeps
+  immutable, is re-created with them (gpuctl.service.pools.set_flavor_tolerations). Nothing else is
+  written at all;
 - nothing is done before every informer has listed once (a half-filled cache would shrink pools);
 - a failed apply is retried with backoff, and everything is re-checked every `resync` seconds;
 - with several replicas (gpuctl.server.leader), only the Lease holder writes; the others answer
@@ -36,12 +37,12 @@ from typing import Any
 from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from gpuctl.cluster import path
 from gpuctl.constants import COHORT_NAME, CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import node_pool, node_ready, node_taints, stale_flavors
 from gpuctl.domain.teams import cohort_spec_equal, desired_cohort
 from gpuctl.server.cache import Cache
+from gpuctl.service.pools import set_flavor_tolerations
 
 log = logging.getLogger(__name__)
 
@@ -190,12 +191,11 @@ class Reconciler:
         return "applied" if flavors == "applied" and cohort in ("unchanged", "missing") else cohort
 
     def _sync_flavors(self) -> str:
-        stale = stale_flavors(self.cache["ResourceFlavor"].list(), self.cache["Node"].list())
+        flavors = {f["metadata"]["name"]: f for f in self.cache["ResourceFlavor"].list()}
+        stale = stale_flavors(flavors.values(), self.cache["Node"].list())
         for flavor, tolerations in sorted(stale.items()):
             try:
-                self.cluster.merge_patch(
-                    path("ResourceFlavor", flavor), {"spec": {"tolerations": tolerations or None}}
-                )
+                set_flavor_tolerations(self.cluster, flavors[flavor], tolerations)
             except Exception as e:  # retried like a failed Cohort apply
                 log.warning("updating the tolerations of ResourceFlavor %s failed: %s", flavor, e)
                 return "error"

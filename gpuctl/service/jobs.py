@@ -6,8 +6,9 @@ import re
 from dataclasses import asdict, dataclass
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, SERVICE_PREFIX, Kind, Labels
+from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.explain import Demand, Snapshot, Verdict, workload_demand
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, condition
 from gpuctl.domain.status import (
@@ -22,10 +23,8 @@ from gpuctl.domain.status import (
     unschedulable_message,
     workload_word,
 )
-from gpuctl.domain.teams import team_from_cluster_queue, team_usage
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.usage import pool_usage
 
 
 @dataclass
@@ -46,6 +45,8 @@ class JobRow:
     queue: str = ""
     position: int | None = None
     gpus: int | None = 0  # None: not read (list_job_rows(gpus=False))
+    # Why a waiting job waits (gpuctl.domain.explain), when positions are computed (-o wide/json).
+    reason: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -125,6 +126,13 @@ def list_job_rows(
         inv.use_workloads_of_suspended_jobs()
     wanted = _selector_filter(selector)
     rows: list[JobRow] = []
+    snap = snapshot(inv) if positions else None
+
+    def why(wl: dict | None, status: str) -> str:
+        if snap is None or wl is None or status not in WAITING_STATES:
+            return ""
+        return snap.verdict(workload_demand(wl)).message or "being admitted"
+
     for job in collect_jobs(inv, positions=positions):
         labels = job.labels
         if kind and job.kind != kind:
@@ -154,6 +162,7 @@ def list_job_rows(
                     age=age_seconds(job.obj),
                     position=job.position,
                     gpus=(workload_gpus(job.workload) if job.workload else 0) if gpus else None,
+                    reason=why(job.workload, job.status),
                     **common,
                 )
             )
@@ -179,6 +188,7 @@ def list_job_rows(
                     age=age_seconds(pod),
                     position=wl_pos,
                     gpus=pod_gpus(pod) if gpus else None,
+                    reason=why(pod_wl, st),
                     **common,
                 )
             )
@@ -279,33 +289,18 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
     if job.status == State.QUEUED:
         msg = condition(job.workload, "QuotaReserved").get("message", "")
         pos = f", {_ordinal(job.position)} in queue" if job.position else ""
-        if not msg:
-            return f"queued; Kueue has not evaluated it yet{pos}"
-        short = {
-            f: r for r, f in re.findall(r"insufficient (?:unused )?quota for (\S+) in flavor ([^,\s]+)", msg)
-        }
-        need = workload_gpus(job.workload)
-        free = pool_free_gpus(inv, pool)
-        if short.get(pool) == GPU_RESOURCE or (
-            pool not in short and BUDGET_FLAVOR not in short and need > free
-        ):
-            return f"waiting for {need} {GPU_RESOURCE} in pool {pool}: {free} free{pos}"
-        if pool in short:
-            return f"waiting for {short[pool]} in pool {pool}{pos}"
-        # Kueue's message may name only the flavors it tried last; the team's own numbers decide.
-        cq = inv.team_queues.get(job.namespace)
-        used, total = team_gpu_usage(cq)
-        limit = _borrowing_limit(cq)
-        over_budget = total != "unlimited" and limit is not None and used + need > int(total) + limit
-        if BUDGET_FLAVOR in short or over_budget:
-            return f"{job.namespace} quota exhausted: {used}/{total} GPUs in use{pos}"
         if (
             "doesn't exist" in msg
             or "is inactive" in msg
             or "Inadmissible" in condition(job.workload, "QuotaReserved").get("reason", "")
         ):
             return msg
-        return (msg or "waiting in the queue") + pos
+        # Computed from the cluster state, not from Kueue's last flavor message.
+        v = when(inv, workload_demand(job.workload))
+        if v.starts:
+            tail = f" after preempting {', '.join(v.preempts)}" if v.preempts else ""
+            return f"fits now: Kueue is admitting it{tail}{pos}"
+        return f"{v.message}{pos}"
     for pod in job.pods:
         un = unschedulable_message(pod)
         if un:
@@ -318,27 +313,25 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
     return job.reason
 
 
+def snapshot(inv: Inventory) -> Snapshot:
+    """The cluster state "when will it run" answers are computed from (one per command)."""
+    return Snapshot.build(
+        nodes=inv.nodes,
+        pods=inv.bound_pods,
+        workloads=inv.workloads_all,
+        cluster_queues=inv.cluster_queues,
+        cohort=inv.cohort,
+    )
+
+
+def when(inv: Inventory, demand: Demand) -> Verdict:
+    """Would this demand start now, or what blocks it (gpuctl.domain.explain)."""
+    return snapshot(inv).verdict(demand)
+
+
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
-
-
-def team_gpu_usage(cq: dict | None) -> tuple[int, str]:
-    """(GPUs in use, budget) of a team ClusterQueue; budget "unlimited" or "?" without a queue."""
-    if not cq:
-        return 0, "?"
-    team = team_from_cluster_queue(cq)
-    return team_usage(cq).gpus, "unlimited" if team.gpu is None else str(team.gpu)
-
-
-def _borrowing_limit(cq: dict | None) -> int | None:
-    return team_from_cluster_queue(cq).borrowing_limit if cq else None
-
-
-def pool_free_gpus(inv: Inventory, pool: str) -> int:
-    """Pool capacity (Cohort + team guarantees) minus GPUs Kueue has reserved in it."""
-    u = pool_usage(inv).get(pool)
-    return max(u.capacity - u.reserved, 0) if u else 0
 
 
 # ----------------------------------------------------------------------------- delete

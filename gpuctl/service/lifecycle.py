@@ -23,15 +23,18 @@ from gpuctl.constants import (
     JOB_KINDS,
     KIND_TO_RESOURCE,
     MANAGED_BY_VALUE,
+    PRIORITY_CLASS,
+    PRIORITY_VALUE,
     SERVICE_PREFIX,
     SPEC_HASH_ANNOTATION,
     Kind,
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.explain import demand_of_pod_template
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import delete_job
+from gpuctl.service.jobs import delete_job, when
 from gpuctl.service.plan import object_label
 from gpuctl.service.pools import apply_pool, delete_pool
 from gpuctl.service.quotas import apply_quota, delete_quota
@@ -197,7 +200,26 @@ def _name(spec) -> str:
 _label = object_label
 
 
+def _when_line(cluster: Cluster, obj: dict) -> str:
+    """A server dry run's answer to "when would it run": from the cluster state as it is now."""
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    count = spec.get("parallelism") if obj["kind"] == "Job" else spec.get("replicas")
+    prio = (meta.get("labels") or {}).get(Labels.KUEUE_PRIORITY, "")
+    value = next((PRIORITY_VALUE[p] for p, c in PRIORITY_CLASS.items() if c == prio), 0)
+    demand = demand_of_pod_template(meta["namespace"], spec["template"], int(count or 1), value)
+    return f"{_label(obj)}: {when(Inventory(cluster, None), demand).summary(demand.pool)}"
+
+
 def _write_job(cluster: Cluster, objs: list[dict], *, action: str, dry_run: DryRun, force: bool) -> list[str]:
+    lines = _write_objects(cluster, objs, action=action, dry_run=dry_run, force=force)
+    if dry_run is DryRun.SERVER and objs and objs[0]["kind"] in ("Job", "Deployment", "StatefulSet"):
+        lines.append(_when_line(cluster, objs[0]))
+    return lines
+
+
+def _write_objects(
+    cluster: Cluster, objs: list[dict], *, action: str, dry_run: DryRun, force: bool
+) -> list[str]:
     for o in objs:
         o["metadata"].setdefault("annotations", {})[SPEC_HASH] = _spec_hash(o)
     writes, server_dry = dry_run.writes, dry_run is DryRun.SERVER

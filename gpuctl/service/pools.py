@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import BUDGET_FLAVOR, COHORT_NAME, DEFAULT_POOL, Labels
@@ -11,6 +12,7 @@ from gpuctl.domain.gpus import workload_gpus
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import (
     desired_flavor,
+    flavor_immutable,
     node_gpu_type,
     node_gpus,
     node_pool,
@@ -26,7 +28,7 @@ from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import collect_jobs
 from gpuctl.service.usage import PoolUsage, pool_usage
 from gpuctl.spec import PoolSpec
-from queues import budget_flavor, cluster_queue, resource_flavor, workload_priority_classes
+from queues import budget_flavor, cluster_queue, resource_flavor, topology, workload_priority_classes
 
 
 def list_pools(cluster: Cluster) -> list[PoolUsage]:
@@ -84,11 +86,12 @@ def describe_pool(cluster: Cluster, name: str) -> dict:
 # persists, so the follow-up syncs that read the cluster back are skipped), CLIENT runs every check
 # (reads only) and returns what it would do before its first write.
 def ensure_bootstrap(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> None:
-    """The priority classes and the budget flavor every gpuctl cluster needs (idempotent)."""
+    """The priority classes, the node Topology and the budget flavor every gpuctl cluster needs
+    (idempotent)."""
     dry_run = DryRun(dry_run)
     if not dry_run.writes:
         return
-    for obj in [*workload_priority_classes(), budget_flavor()]:
+    for obj in [*workload_priority_classes(), topology(), budget_flavor()]:
         existing = cluster.get_or_none(path(obj["kind"], obj["metadata"]["name"]))
         if existing is None:
             cluster.apply(obj, dry_run=dry_run is DryRun.SERVER)
@@ -133,6 +136,42 @@ def sync_cohort(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[
     return desired
 
 
+def set_flavor_tolerations(
+    cluster: Cluster, flavor: dict, tolerations: list[dict], *, dry_run: DryRun = DryRun.NONE
+) -> None:
+    """Give a pool flavor these tolerations. A Topology Aware Scheduling flavor is immutable in Kueue
+    (CRD rule "tolerations are immutable when topologyName is set"), so it is deleted (its in-use
+    finalizer lifted: gpuctl owns it) and created again with the same name; the team ClusterQueues
+    keep naming it, admitted work keeps running and Kueue re-syncs its TAS usage."""
+    dry_run = DryRun(dry_run)
+    name = flavor["metadata"]["name"]
+    if not flavor_immutable(flavor):
+        cluster.merge_patch(
+            path("ResourceFlavor", name),
+            {"spec": {"tolerations": tolerations or None}},
+            dry_run=dry_run is DryRun.SERVER,
+        )
+        return
+    if not dry_run.persists:
+        return
+    new = {
+        "apiVersion": flavor.get("apiVersion", "kueue.x-k8s.io/v1beta2"),
+        "kind": "ResourceFlavor",
+        "metadata": {k: v for k, v in flavor["metadata"].items() if k in ("name", "labels", "annotations")},
+        "spec": {k: v for k, v in flavor["spec"].items() if k != "tolerations"},
+    }
+    if tolerations:
+        new["spec"]["tolerations"] = tolerations
+    if flavor["metadata"].get("finalizers"):
+        with contextlib.suppress(ApiError):
+            cluster.merge_patch(path("ResourceFlavor", name), {"metadata": {"finalizers": None}})
+    cluster.delete(path("ResourceFlavor", name))
+    deadline = time.monotonic() + 30
+    while cluster.get_or_none(path("ResourceFlavor", name)) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    cluster.create(new)
+
+
 def sync_flavors(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
     """Make every pool flavor tolerate its nodes' taints now (gpuctl.domain.pools.stale_flavors); the
     reconciler of `gpuctl serve` does the same continuously. Returns the flavors changed."""
@@ -140,12 +179,9 @@ def sync_flavors(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> list[str
     inv = Inventory(cluster, None)
     stale = stale_flavors(inv.flavors, inv.nodes)
     if dry_run.writes:
+        by_name = {f["metadata"]["name"]: f for f in inv.flavors}
         for flavor, tolerations in sorted(stale.items()):
-            cluster.merge_patch(
-                path("ResourceFlavor", flavor),
-                {"spec": {"tolerations": tolerations or None}},
-                dry_run=dry_run is DryRun.SERVER,
-            )
+            set_flavor_tolerations(cluster, by_name[flavor], tolerations, dry_run=dry_run)
     return sorted(stale)
 
 

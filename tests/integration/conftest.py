@@ -15,7 +15,7 @@ MANAGED = f"{Labels.MANAGED_BY}=gpuctl"
 
 def reset_gpuctl_state(kube) -> None:
     """Delete every gpuctl-managed cluster-scoped Kueue object and gpuctl's node labels."""
-    for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass"):
+    for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "Topology"):
         for obj in kube.list(path(kind), label_selector=MANAGED):
             name = obj["metadata"]["name"]
             if obj["metadata"].get("finalizers"):

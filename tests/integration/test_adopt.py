@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,8 +17,10 @@ import yaml
 
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import Labels
+from gpuctl.service.pools import set_flavor_tolerations
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
+from tests.integration.test_metrics import ROOT, _free_port, _service_account_kubeconfig
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
@@ -70,6 +74,12 @@ def _status(gpuctl, name: str, ns: str) -> dict:
     return json.loads(out)
 
 
+def _wait_gone(kube, ns: str) -> None:
+    """Wait for a namespace (and so its jobs' pods and Workloads) to be gone, so the next test starts
+    on a quiet cluster with its GPUs free."""
+    wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"namespace {ns} gone")
+
+
 def _pods(kube, ns: str, job: str) -> list[dict]:
     return kube.list(path("Pod", namespace=ns), label_selector=f"{Labels.JOB_NAME}={job}")
 
@@ -104,13 +114,14 @@ def test_pool_on_tainted_gpu_nodes_admits_and_runs_jobs(clean_cluster, tainted, 
     finally:
         gpuctl("delete", "job", "on-tainted", "-n", ns)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+        _wait_gone(kube, ns)
 
 
 def test_without_the_flavor_tolerations_the_same_job_would_never_start(
     clean_cluster, tainted, gpuctl, kube, tmp_path
 ):
-    """The control: the same pool with its flavor's tolerations stripped leaves the admitted pod Pending,
-    so the test above shows the tolerations at work, not a scheduler that ignores taints."""
+    """The control: the same pool with its flavor's tolerations stripped never runs the job (Kueue's
+    TAS does not admit it), so the test above shows the tolerations at work."""
     tainted("gpu-node-3")
     ns = f"tc-{uuid.uuid4().hex[:6]}"
     pool = tmp_path / "pool.yaml"
@@ -119,28 +130,30 @@ def test_without_the_flavor_tolerations_the_same_job_would_never_start(
     quota.write_text(f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace: {{{ns}: {{gpu: 8}}}}\n")
     try:
         assert gpuctl("create", "-f", str(pool), "-f", str(quota))[0] == 0
-        kube.merge_patch(path("ResourceFlavor", "tainted"), {"spec": {"tolerations": None}})
+        # A TAS flavor is immutable in Kueue: gpuctl's writer re-creates it without tolerations.
+        set_flavor_tolerations(kube, kube.get(path("ResourceFlavor", "tainted")), [])
         assert gpuctl("create", "-f", _job(tmp_path, "stuck", ns, 2, pool="tainted"))[0] == 0
-        pod = wait_until(lambda: next(iter(_pods(kube, ns, "stuck")), None), 60, what="pod created")
-        reason = wait_until(
+        # Topology Aware Scheduling sees that no node of the pool tolerates the taint: Kueue does not
+        # admit the job at all (no pod is created to sit Unschedulable).
+        msg = wait_until(
             lambda: next(
                 (
-                    c.get("reason")
-                    for c in (kube.get(path("Pod", pod["metadata"]["name"], ns)).get("status") or {}).get(
-                        "conditions"
-                    )
-                    or []
-                    if c["type"] == "PodScheduled" and c["status"] == "False"
+                    c.get("message", "")
+                    for w in kube.list(path("Workload", namespace=ns))
+                    for c in (w.get("status") or {}).get("conditions") or []
+                    if c["type"] == "QuotaReserved" and c["status"] == "False"
                 ),
                 None,
             ),
             60,
-            what="the scheduler refusing the pod",
+            what="Kueue refusing the job",
         )
-        assert reason == "Unschedulable"
+        assert "taint" in msg or "topology" in msg.lower(), msg
+        assert _pods(kube, ns, "stuck") == []
     finally:
         gpuctl("delete", "job", "stuck", "-n", ns)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+        _wait_gone(kube, ns)
 
 
 # ----------------------------------------------------------------------------- adoption
@@ -270,6 +283,7 @@ def earlier_cluster(clean_cluster, tainted, kube) -> Iterator[dict]:
         path("Namespace", "default"), {"metadata": {"labels": {Labels.NAMESPACE: None, Labels.QUOTA: None}}}
     )
     kube.delete(path("Namespace", team))
+    _wait_gone(kube, team)
     for n in ("gpu-node-1", "gpu-node-2"):
         kube.merge_patch(path("Node", n), {"metadata": {"labels": {Labels.GPU_TYPE_LEGACY: None}}})
 
@@ -396,6 +410,7 @@ def test_team_limit_range_gives_hand_made_pods_requests(gpuctl, kube, tmp_path):
         assert kube.get_or_none(path("LimitRange", "gpuctl-defaults", ns)) is None
     finally:
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+        _wait_gone(kube, ns)
 
 
 # ----------------------------------------------------------------------------- delete pool
@@ -433,3 +448,45 @@ def test_delete_pool_keep_running_leaves_running_jobs_and_refuses_new_work(
     finally:
         gpuctl("delete", "job", "survivor", "-n", ns)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+        _wait_gone(kube, ns)
+
+
+# ----------------------------------------------------------------------------- the serve reconciler
+def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
+    clean_cluster, tainted, gpuctl, kube, kubectl_bin, cluster, tmp_path
+):
+    """The real `gpuctl serve` (serve's least-privilege RBAC, no leader election) follows taints that
+    appear and disappear on a pool's nodes; prints how long each took."""
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("kind: pool\npool: {name: followed}\nnodes: {gpu-node-3: {}, gpu-node-4: {}}\n")
+    assert gpuctl("create", "-f", str(pool))[0] == 0
+    assert "tolerations" not in kube.get(path("ResourceFlavor", "followed"))["spec"]
+    sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig")
+    log = (tmp_path / "serve.log").open("w")
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
+         "--metrics-port", str(_free_port()), "--no-leader-elect", "--resync", "30"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+    )  # fmt: skip
+
+    def tolerations() -> list:
+        return kube.get(path("ResourceFlavor", "followed"))["spec"].get("tolerations") or []
+
+    try:
+        time.sleep(2)  # serve lists and watches
+        t0 = time.monotonic()
+        tainted("gpu-node-3")
+        wait_until(lambda: tolerations() == [GPU_TOLERATION], 30, what="serve adds the toleration")
+        added = time.monotonic() - t0
+        t0 = time.monotonic()
+        _set_taints(kube, "gpu-node-3", [])
+        wait_until(lambda: tolerations() == [], 30, what="serve removes the toleration")
+        removed = time.monotonic() - t0
+        print(
+            f"\nserve reconciler: taint added -> flavor tolerates it in {added:.2f}s; "
+            f"removed in {removed:.2f}s"
+        )
+        assert serve.poll() is None, (tmp_path / "serve.log").read_text()
+    finally:
+        serve.terminate()
+        serve.wait(10)

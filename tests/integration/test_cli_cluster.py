@@ -10,7 +10,7 @@ import pytest
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import path
-from gpuctl.constants import COHORT_NAME, Labels
+from gpuctl.constants import COHORT_NAME, QUOTA_GPU, Labels
 from tests.integration.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,12 +58,17 @@ def pools(clean_cluster, gpuctl):
     return out
 
 
-def _cohort_gpus(kube) -> dict[str, str]:
+def _cohort_budget(kube) -> int:
+    """GPUs the Cohort lends beyond the team quotas (all Ready GPUs less the quotas)."""
     cohort = kube.get(path("Cohort", COHORT_NAME))
-    out = {}
-    for fl in cohort["spec"]["resourceGroups"][0]["flavors"]:
-        out[fl["name"]] = next(r["nominalQuota"] for r in fl["resources"] if r["name"] == "nvidia.com/gpu")
-    return out
+    (fl,) = cohort["spec"]["resourceGroups"][0]["flavors"]
+    return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU))
+
+
+def _pool_gpus(gpuctl) -> dict[str, int]:
+    rc, out, err = gpuctl("get", "pools", "-o", "json")
+    assert rc == 0, err
+    return {p["name"]: p["gpu_total"] for p in json.loads(out)}
 
 
 def _training(
@@ -97,12 +102,7 @@ def test_four_pools_capacity_and_node_moves(pools, gpuctl, kube):
     assert nodes["gpu-node-1"][Labels.GPU_TYPE] == "A100-100G"
     assert nodes["cpu-node-2"][Labels.POOL] == "compute-pool"
     assert Labels.GPU_TYPE not in nodes["cpu-node-2"]
-    assert _cohort_gpus(kube) == {
-        "compute-pool": "0",
-        "dev-pool": "4",
-        "inference-pool": "8",
-        "training-pool": "16",
-    }
+    assert _cohort_budget(kube) == 28  # no quotas yet: every GPU is lendable
     rc, out, _ = gpuctl("get", "pools", "-o", "json")
     got = {p["name"]: (p["gpu_total"], len(p["nodes"])) for p in json.loads(out)}
     assert got == {
@@ -115,11 +115,12 @@ def test_four_pools_capacity_and_node_moves(pools, gpuctl, kube):
     # kubectl semantics: changing a value needs --overwrite; the GPUs move with the node.
     rc, _, err = gpuctl("label", "node", "gpu-node-4", "runwhere.ai/pool=dev-pool")
     assert rc == 1 and "--overwrite" in err
-    assert _cohort_gpus(kube)["dev-pool"] == "4"
+    assert _pool_gpus(gpuctl)["dev-pool"] == 4
     rc, _, err = gpuctl("label", "node", "gpu-node-4", "runwhere.ai/pool=dev-pool", "--overwrite")
     assert rc == 0, err
-    caps = _cohort_gpus(kube)
-    assert (caps["dev-pool"], caps["inference-pool"]) == ("8", "4")
+    caps = _pool_gpus(gpuctl)
+    assert (caps["dev-pool"], caps["inference-pool"]) == (8, 4)
+    assert _cohort_budget(kube) == 28
     # A pool label must name an existing pool.
     rc, _, err = gpuctl("label", "node", "gpu-node-4", "pool=nope", "--overwrite")
     assert rc == 1 and "pool nope does not exist" in err
@@ -129,7 +130,8 @@ def test_four_pools_capacity_and_node_moves(pools, gpuctl, kube):
     assert rc == 0, err
     assert "pool/training-pool configured" in _
     gpuctl("label", "node", "gpu-node-2", "pool-", "gpu-type-")
-    assert _cohort_gpus(kube)["training-pool"] == "8"
+    assert _pool_gpus(gpuctl)["training-pool"] == 8
+    assert _cohort_budget(kube) == 20
 
 
 def test_pool_delete_refuses_while_used_and_spares_foreign_objects(pools, teams, gpuctl, kube, tmp_path):
@@ -180,15 +182,17 @@ def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, 
 
     assert gpuctl("create", "-f", _training(tmp_path, "wait", b, 4))[0] == 0
     st = wait_until(
-        lambda: (s := _status(gpuctl, "wait", b))["status"] == "Queued" and "in pool" in s["why"] and s,
+        lambda: (s := _status(gpuctl, "wait", b))["status"] == "Queued" and "GPUs free" in s["why"] and s,
         30,
         what="wait Queued for the pool",
     )
-    assert st["why"].startswith("waiting for 4 nvidia.com/gpu in pool training-pool: 0 free"), (
+    # Both teams are within their quotas: the pool is full, not the quota (gpuctl.domain.explain).
+    assert st["why"].startswith("training-pool has 0 of 16 GPUs free, this job needs 4"), (
         st["why"] + " | " + str(st["conditions"])
     )
     rc, out, _ = gpuctl("get", "jobs", "-n", b, "-o", "wide")
-    assert rc == 0 and "Queued" in out and "POSITION" in out
+    assert rc == 0 and "Queued" in out and "POSITION" in out and "REASON" in out
+    assert "training-pool has 0 of 16 GPUs free" in out
 
     assert gpuctl("delete", "job", "big1", "-n", a)[0] == 0
     wait_until(
@@ -204,12 +208,12 @@ def test_job_beyond_team_quota_waits_with_quota_reason(pools, teams, gpuctl, tmp
     wait_until(lambda: _status(gpuctl, "b1", b)["status"] == "Running", 60, what="b1 Running")
     assert gpuctl("create", "-f", _training(tmp_path, "b2", b, 2, pool="dev-pool"))[0] == 0
     st = wait_until(
-        lambda: (s := _status(gpuctl, "b2", b))["conditions"] and "quota" in s["why"] and s,
+        lambda: (s := _status(gpuctl, "b2", b))["conditions"] and "GPUs" in s["why"] and s,
         30,
         what="b2 reason",
     )
     assert st["status"] == "Queued"
-    assert st["why"].startswith(f"{b} quota exhausted: 8/8 GPUs in use")
+    assert st["why"].startswith(f"{b} uses 8 of its 8 GPUs and may borrow 0; this job needs 2")
 
 
 def test_high_priority_preempts_low(pools, teams, gpuctl, tmp_path):

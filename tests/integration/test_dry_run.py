@@ -150,6 +150,10 @@ def world(cluster: str, kube: Cluster, tmp_path_factory: pytest.TempPathFactory)
     finally:
         for ns in (team, other):
             main(["delete", "quota", f"q-{s}" if ns == team else f"q2-{s}", "--delete-namespace"])
+        # A quota a test case already deleted leaves its namespace (and its jobs) behind: remove the
+        # namespaces this fixture made, so later tests see no stray Deployments.
+        for ns in (team, other, f"dry-c-{s}"):
+            kube.delete(path("Namespace", ns))
         reset_gpuctl_state(kube)
 
 
@@ -301,8 +305,19 @@ def test_deleting_the_last_pool_works_and_a_new_pool_brings_the_cohort_back(
         assert cli("create", "-f", str(f))[0] == 0
         co = kube.get(path("Cohort", COHORT_NAME))
         (flavor,) = co["spec"]["resourceGroups"][0]["flavors"]
-        assert flavor["name"] == "only-pool"
-        assert {"name": "nvidia.com/gpu", "nominalQuota": "4"} in flavor["resources"]
+        assert flavor["name"] == "gpuctl-budget"
+        # 4 RTX4090 less every team's quota (this test's 2, and any other test's still around)
+        quotas = sum(
+            int(r["nominalQuota"])
+            for q in kube.list(path("ClusterQueue"), label_selector=f"{Labels.MANAGED_BY}=gpuctl")
+            for g in q["spec"]["resourceGroups"]
+            for fl in g["flavors"]
+            for r in fl["resources"]
+            if r["name"] == "runwhere.ai/quota-gpu" and r["nominalQuota"] != "1M"
+        )
+        assert {"name": "runwhere.ai/quota-gpu", "nominalQuota": str(max(4 - quotas, 0))} in flavor[
+            "resources"
+        ]
         assert "only-pool" in str(kube.get(path("ClusterQueue", ns))["spec"]["resourceGroups"])
         # And once more through delete -f (the document path).
         rc, _, err = cli("delete", "-f", str(f))
@@ -388,7 +403,11 @@ def test_api_dry_run_values(request):
         assert [o["kind"] for o in r.json()["objects"]] == ["Job"]
     r = admin.post("/api/v1/jobs", json={**job, "dryRun": "server"})
     assert r.status_code == 201 and r.json()["dryRun"] is True, r.text
-    assert r.json()["message"] == "job.batch/api-dry created (server dry run)"
+    # A server dry run also says when the job would run (gpuctl.domain.explain).
+    assert r.json()["message"] == (
+        "job.batch/api-dry created (server dry run); "
+        "job.batch/api-dry: would start now on pool training-pool (server dry run)"
+    )
     assert admin.post("/api/v1/jobs", json={**job, "dryRun": "maybe"}).status_code in (400, 422)
     r = admin.delete("/api/v1/pools/dev-pool", params={"dryRun": "client"})
     assert r.status_code == 200 and r.json()["message"].startswith("pool/dev-pool deleted (dry run)"), r.text

@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels
+from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.pools import pool_capacities
 from queues import PoolGuarantee, TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import reset_gpuctl_state, wait_until
@@ -75,7 +75,7 @@ def _job(name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING, pod
             "parallelism": pods,
             "completions": pods,
             "template": {
-                "metadata": {"labels": {Labels.POOL: pool}},
+                "metadata": {"labels": {Labels.POOL: pool}, "annotations": {TAS_UNCONSTRAINED: "true"}},
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": {Labels.POOL: pool},
@@ -137,14 +137,14 @@ class Stack:
         if self.service.poll() is not None:
             pytest.fail(f"gpuctl serve exited:\n{self.service_log.read_text()[-4000:]}")
 
-    def cohort_gpus(self, pool: str) -> int | None:
+    def cohort_gpus(self) -> int | None:
+        """The GPU budget the Cohort holds: all Ready GPUs less the team quotas."""
         cohort = self.kube.get_or_none(path("Cohort", COHORT_NAME))
         for group in ((cohort or {}).get("spec") or {}).get("resourceGroups") or []:
             for fl in group.get("flavors") or []:
-                if fl["name"] == pool:
-                    for r in fl["resources"]:
-                        if r["name"] == GPU_RESOURCE:
-                            return int(r["nominalQuota"])
+                for r in fl["resources"]:
+                    if r["name"] == QUOTA_GPU:
+                        return int(r["nominalQuota"])
         return None
 
 
@@ -249,12 +249,13 @@ def stack(
     # Pools: training-pool = gpu-node-1, -2 (16 GPUs); inference-pool = gpu-node-3 (4 GPUs).
     for node, pool in (("gpu-node-1", TRAINING), ("gpu-node-2", TRAINING), ("gpu-node-3", INFERENCE)):
         kube.merge_patch(path("Node", node), {"metadata": {"labels": {Labels.POOL: pool}}})
-    # Team A: 32-GPU budget, no guarantee. Team B: 16-GPU budget, 8 GPUs guaranteed in training-pool.
-    a = TeamQuota(namespace=team_a, quota_name="metrics-test", gpu=32)
+    # Team A: 4-GPU quota. Team B: 8-GPU quota (8 written as its training-pool share, shown only).
+    # 20 GPUs less 12 of quota: the Cohort lends 8 more, and follows the nodes.
+    a = TeamQuota(namespace=team_a, quota_name="metrics-test", gpu=4)
     b = TeamQuota(
         namespace=team_b,
         quota_name="metrics-test",
-        gpu=16,
+        gpu=8,
         pools={TRAINING: PoolGuarantee(gpu=8, cpu="16", memory="64Gi")},
     )
     pools = pool_capacities(kube.list(path("Node")), [TRAINING, INFERENCE])
@@ -377,13 +378,13 @@ def test_capacity_and_quota_metrics_match_the_cluster(stack: Stack) -> None:
     s.wait_value(f'gpuctl_pool_free_gpus{{pool="{TRAINING}"}}', 16)
     assert s.value(f'gpuctl_pool_info{{pool="{TRAINING}"}}') == 1
     assert s.query(f'gpuctl_pool_info{{pool="{TRAINING}"}}')[0]["metric"]["gpu_type"] == "A100"
-    assert s.value(f'gpuctl_team_quota_gpus{{namespace="{s.team_a}"}}') == 32
+    assert s.value(f'gpuctl_team_quota_gpus{{namespace="{s.team_a}"}}') == 4
     assert s.value(f'gpuctl_team_guaranteed_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}') == 8
     assert s.value(f'gpuctl_team_guaranteed_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}') == 0
     info = s.query(f'gpuctl_team_info{{namespace="{s.team_b}"}}')[0]["metric"]
     assert info["cluster_queue"] == s.team_b and info["local_queue"] == "default"
     # The Cohort was written with the same capacity: the reconciler found nothing to change.
-    assert s.cohort_gpus(TRAINING) == 16 - 8
+    assert s.cohort_gpus() == 16 + 4 - 12
     assert s.value('gpuctl_reconcile_runs_total{result="error"}') == 0
     assert s.value('gpuctl_reconcile_runs_total{result="unchanged"}') >= 1
 
@@ -400,8 +401,9 @@ def test_admitted_job_raises_reserved_gpus(stack: Stack) -> None:
     )
     s.wait_value(f'gpuctl_team_used_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 4)
     s.wait_value(f'gpuctl_team_allocated_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 4)
-    # Nothing guaranteed to A in the pool: all 4 GPUs are borrowed from the cohort.
-    s.wait_value(f'gpuctl_team_borrowed_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 4)
+    # Within A's quota of 4: nothing borrowed (pool quota is never borrowed, TAS bounds the pool).
+    s.wait_value(f'gpuctl_team_over_quota_gpus{{namespace="{s.team_a}"}}', 0)
+    s.wait_value(f'gpuctl_team_borrowed_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 0)
     s.wait_value(f'gpuctl_queue_wait_seconds_count{{pool="{TRAINING}", priority="low"}}', 1)
     wait = s.value(f'gpuctl_queue_wait_seconds_sum{{pool="{TRAINING}", priority="low"}}')
     assert wait is not None and 0 <= wait < 60
@@ -411,7 +413,7 @@ def test_admitted_job_raises_reserved_gpus(stack: Stack) -> None:
 def _timed_change(s: Stack, what: str, change, pool: str, expected_cohort: int) -> None:
     t0 = time.monotonic()
     change()
-    wait_until(lambda: s.cohort_gpus(pool) == expected_cohort, 20, 0.05, what=f"Cohort after {what}")
+    wait_until(lambda: s.cohort_gpus() == expected_cohort, 20, 0.05, what=f"Cohort after {what}")
     s.latencies[what] = round(time.monotonic() - t0, 3)
     assert s.latencies[what] <= RECONCILE_DEADLINE, s.latencies
 
@@ -456,7 +458,7 @@ def test_node_changes_move_capacity_and_the_kueue_quota(stack: Stack) -> None:
             path("Node", "gpu-node-4"), {"metadata": {"labels": {Labels.POOL: TRAINING}}}
         ),
         TRAINING,
-        16 + 4 - 8,
+        16 + 4 + 4 - 12,
     )
     s.wait_value(pool_expr, 20)
     s.wait_value(f'gpuctl_pool_capacity_gpus{{pool="{TRAINING}"}}', 20)
@@ -481,13 +483,11 @@ def test_node_changes_move_capacity_and_the_kueue_quota(stack: Stack) -> None:
     # Someone edits the Cohort by hand: it is put back.
     cohort = s.kube.get(path("Cohort", COHORT_NAME))
     for fl in cohort["spec"]["resourceGroups"][0]["flavors"]:
-        if fl["name"] == TRAINING:
-            for r in fl["resources"]:
-                if r["name"] == GPU_RESOURCE:
-                    r["nominalQuota"] = "100"
+        for r in fl["resources"]:
+            if r["name"] == QUOTA_GPU:
+                r["nominalQuota"] = "100"
     s.kube.request("PUT", path("Cohort", COHORT_NAME), body=cohort)
-    wait_until(lambda: s.cohort_gpus(TRAINING) == 12, 10, 0.1, what="hand edit of the Cohort reverted")
-    assert s.cohort_gpus(INFERENCE) == 4
+    wait_until(lambda: s.cohort_gpus() == 12, 10, 0.1, what="hand edit of the Cohort reverted")
     # Six changes, six applies, each with its latency observed; no errors.
     wait_until(
         lambda: (s.value('gpuctl_reconcile_runs_total{result="applied"}') or 0) >= 6,
@@ -500,17 +500,18 @@ def test_node_changes_move_capacity_and_the_kueue_quota(stack: Stack) -> None:
 
 def test_reclaim_preempts_borrowers_and_queue_metrics_follow(stack: Stack) -> None:
     s = stack
-    # A borrows the whole pool: 4 more 4-GPU jobs next to a-0 (20 GPUs = 12 of the cohort + B's 8).
+    # A borrows the whole pool: 4 more 4-GPU jobs next to a-0 (20 GPUs: its 4, B's idle 8 and 8 of
+    # the 12 the Cohort lends).
     for i in range(1, 5):
         s.kube.create(_job(f"a-{i}", s.team_a, 4, "low"))
     s.wait_value(f'gpuctl_pool_reserved_gpus{{pool="{TRAINING}"}}', 20)
     s.wait_value(f'gpuctl_pool_free_gpus{{pool="{TRAINING}"}}', 0)
-    s.wait_value(f'gpuctl_team_borrowed_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 20)
+    s.wait_value(f'gpuctl_team_over_quota_gpus{{namespace="{s.team_a}"}}', 16)
     s.wait_value(f'gpuctl_queue_wait_seconds_count{{pool="{TRAINING}", priority="low"}}', 5)
     assert s.query("gpuctl_workload_preemptions_total") == []
 
-    # B takes its guarantee back: 8 GPUs (two 4-GPU pods, so they fit wherever A's pods were),
-    # high priority. Kueue preempts two of A's 4-GPU jobs.
+    # B takes its quota back: 8 GPUs (two 4-GPU pods, so they fit wherever A's pods were).
+    # Kueue preempts two of A's 4-GPU jobs.
     s.kube.create(_job("b-0", s.team_b, 4, "high", pods=2))
     labels = f'namespace="{s.team_a}", pool="{TRAINING}", priority="low"'
     s.wait_value(f'sum(gpuctl_workload_preemptions_total{{{labels}, reason="InCohortReclamation"}})', 2)
@@ -519,8 +520,8 @@ def test_reclaim_preempts_borrowers_and_queue_metrics_follow(stack: Stack) -> No
     s.wait_value(f'gpuctl_pool_requested_gpus{{pool="{TRAINING}", priority="low"}}', 8)
     s.wait_value(f'gpuctl_pool_requested_gpus{{pool="{TRAINING}", priority="high"}}', 0)
     s.wait_value(f'gpuctl_team_used_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 8)
-    s.wait_value(f'gpuctl_team_borrowed_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 0)
-    s.wait_value(f'gpuctl_team_borrowed_gpus{{namespace="{s.team_a}", pool="{TRAINING}"}}', 12)
+    s.wait_value(f'gpuctl_team_over_quota_gpus{{namespace="{s.team_b}"}}', 0)
+    s.wait_value(f'gpuctl_team_over_quota_gpus{{namespace="{s.team_a}"}}', 8)
     s.wait_value(f'gpuctl_queue_wait_seconds_count{{pool="{TRAINING}", priority="high"}}', 1)
     s.wait_value(f'gpuctl_pool_reserved_gpus{{pool="{TRAINING}"}}', 20)
     # Two independent sources agree: Workload admissions (pool) and ClusterQueue status (teams).

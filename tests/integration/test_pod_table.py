@@ -103,10 +103,19 @@ def test_get_jobs_rows_are_the_same_from_table_rows(
         assert rc == 0, err
 
     def settled():
-        rows = {r.name: r.status for r in list_job_rows(kube, None)}
-        return rows if rows.get("done") == "Succeeded" and rows.get("fits") == "Running" else None
+        rows = list_job_rows(kube, None)
+        web = [r for r in rows if r.name == "web" and r.namespace == a]
+        by_name = {r.name: r.status for r in rows}
+        stable = (
+            by_name.get("done") == "Succeeded"
+            and by_name.get("fits") == "Running"
+            and len(web) == 3
+            and all(r.status == "Running" and r.ready == "1/1" for r in web)
+        )
+        return by_name if stable else None
 
-    statuses = wait_until(settled, 90, what="jobs run, finish and queue")
+    # generous: on a loaded machine KWOK and Kueue take their time; the comparison needs a still cluster
+    statuses = wait_until(settled, 240, what="jobs run, finish and queue")
     assert statuses["waits"] == "Queued"
     for namespace in (None, a):
         full = list_job_rows(kube, namespace, gpus=True)

@@ -147,9 +147,10 @@ def test_cluster_role_is_least_privilege() -> None:
         extra = set(rule["verbs"]) - {"list", "watch"}
         if extra:
             writes.append((rule["apiGroups"], rule["resources"], sorted(extra), rule.get("resourceNames")))
-    # The only writes: tolerations of the pool flavors, and server-side apply of the Cohort `gpuctl`, by name.
+    # The only writes: tolerations of the pool flavors (a TAS flavor is re-created), and server-side
+    # apply of the Cohort `gpuctl`, by name.
     assert writes == [
-        (["kueue.x-k8s.io"], ["resourceflavors"], ["patch"], None),
+        (["kueue.x-k8s.io"], ["resourceflavors"], ["create", "delete", "get", "patch"], None),
         (["kueue.x-k8s.io"], ["cohorts"], ["patch"], ["gpuctl"]),
     ]
     read = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}

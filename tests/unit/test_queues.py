@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import random
-from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, PRIORITY_VALUE, Priority
-from gpuctl.quantity import parse_quantity
 from queues import (
     PoolCapacity,
     PoolGuarantee,
@@ -57,7 +55,7 @@ def test_resource_flavor_selects_the_pools_nodes() -> None:
         "apiVersion": API,
         "kind": "ResourceFlavor",
         "metadata": {"name": "training-pool", "labels": {**MANAGED, "runwhere.ai/pool": "training-pool"}},
-        "spec": {"nodeLabels": {"runwhere.ai/pool": "training-pool"}},
+        "spec": {"nodeLabels": {"runwhere.ai/pool": "training-pool"}, "topologyName": "gpuctl-nodes"},
     }
 
 
@@ -90,85 +88,49 @@ def test_borrow_preemption_threshold_is_medium() -> None:
     assert PRIORITY_VALUE[Priority.LOW] <= BORROW_PREEMPT_THRESHOLD < PRIORITY_VALUE[Priority.HIGH]
 
 
-# --- the Cohort: pool capacity less guarantees ------------------------------------------------------
+# --- the Cohort: the GPU budget no quota covers --------------------------------------------------------
 
 
-def test_cohort_holds_capacity_minus_guarantees() -> None:
-    pools = [PoolCapacity("training-pool", gpu=16, cpu="192", memory="2Ti")]
-    teams = [
-        TeamQuota("team-a", "q", pools={"training-pool": PoolGuarantee(gpu=8, cpu="96", memory="1Ti")}),
-        TeamQuota("team-b", "q", pools={"training-pool": PoolGuarantee(gpu=2, cpu="10", memory="100Gi")}),
-        TeamQuota("team-c", "q"),
+def _budget(spec: dict) -> dict[str, str]:
+    return _nominal(spec, "gpuctl-budget")
+
+
+def test_cohort_holds_the_gpus_beyond_the_quotas() -> None:
+    pools = [
+        PoolCapacity("training-pool", gpu=16, cpu="192", memory="2Ti"),
+        PoolCapacity("inference-pool", gpu=8, cpu="64", memory="512Gi"),
     ]
+    teams = [TeamQuota("team-a", "q", gpu=8), TeamQuota("team-b", "q", gpu=6), TeamQuota("team-c", "q")]
     co = cohort(pools, teams)
     assert (co["apiVersion"], co["kind"], co["metadata"]) == (
         API,
         "Cohort",
         {"name": "gpuctl", "labels": MANAGED},
     )
-    assert co["spec"]["resourceGroups"][0]["coveredResources"] == POOL_RESOURCES
-    assert _nominal(co["spec"], "training-pool") == {
-        "cpu": "86",
-        "memory": str(2 * 2**40 - 2**40 - 100 * 2**30),
-        "nvidia.com/gpu": "6",
+    (group,) = co["spec"]["resourceGroups"]
+    assert group["coveredResources"] == BUDGET_RESOURCES
+    # 24 GPUs, 14 covered by quotas (team-c is unlimited and lends nothing counted here).
+    assert _budget(co["spec"]) == {
+        "runwhere.ai/quota-cpu": "0",
+        "runwhere.ai/quota-memory": "0",
+        "runwhere.ai/quota-gpu": "10",
     }
 
 
-def test_cohort_without_guarantees_holds_the_whole_pool() -> None:
-    co = cohort(
-        [PoolCapacity("dev-pool", gpu=4, cpu="32", memory="128Gi")], [TeamQuota("team-a", "q", gpu=4)]
-    )
-    assert _nominal(co["spec"], "dev-pool") == {
-        "cpu": "32",
-        "memory": str(128 * 2**30),
-        "nvidia.com/gpu": "4",
-    }
-
-
-def test_cohort_floors_at_zero_when_guarantees_exceed_capacity() -> None:
+def test_cohort_budget_floors_at_zero_when_quotas_oversubscribe() -> None:
     pools = [PoolCapacity("dev-pool", gpu=4, cpu="8", memory="16Gi")]
-    teams = [TeamQuota("team-a", "q", pools={"dev-pool": PoolGuarantee(gpu=6, cpu="9", memory="17Gi")})]
-    assert _nominal(cohort(pools, teams)["spec"], "dev-pool") == {
-        "cpu": "0",
-        "memory": "0",
-        "nvidia.com/gpu": "0",
-    }
+    teams = [TeamQuota("team-a", "q", gpu=4), TeamQuota("team-b", "q", gpu=4)]
+    assert _budget(cohort(pools, teams)["spec"])["runwhere.ai/quota-gpu"] == "0"
 
 
-@pytest.mark.parametrize(
-    ("capacity", "guaranteed", "expected"),
-    [
-        ("8", "500m", "7500m"),
-        ("7.5", "250m", "7250m"),
-        ("8", "2", "6"),
-        ("8000m", "1", "7"),
-        ("1.0005", "0", "1000m"),  # sub-milli remainder is rounded down, never up
-        # the guarantee itself rounds down to 1999m (on the team's queue too), so the sum is still 2
-        ("2", "1.9999", "1m"),
-    ],
-)
-def test_cohort_cpu_is_whole_or_milli_units(capacity: str, guaranteed: str, expected: str) -> None:
-    pools = [PoolCapacity("p", gpu=0, cpu=capacity, memory="1Gi")]
-    teams = [TeamQuota("t", "q", pools={"p": PoolGuarantee(cpu=guaranteed)})]
-    assert _nominal(cohort(pools, teams)["spec"], "p")["cpu"] == expected
-
-
-def test_cohort_flavors_are_sorted_by_pool_name() -> None:
-    pools = [
-        PoolCapacity(n, gpu=1, cpu="1", memory="1Gi") for n in ("training-pool", "compute-pool", "dev-pool")
-    ]
-    flavors = cohort(pools)["spec"]["resourceGroups"][0]["flavors"]
-    assert [f["name"] for f in flavors] == ["compute-pool", "dev-pool", "training-pool"]
+def test_cohort_holds_no_pool_capacity() -> None:
+    """Pool capacity is enforced per node by Topology Aware Scheduling, not by quota."""
+    spec = cohort(POOLS, TEAMS)["spec"]
+    assert [f["name"] for g in spec["resourceGroups"] for f in g["flavors"]] == ["gpuctl-budget"]
 
 
 def test_cohort_without_pools_has_no_resource_groups() -> None:
     assert cohort([], [TeamQuota("team-a", "q", gpu=4)])["spec"] == {}
-
-
-def test_cohort_ignores_guarantees_in_pools_it_does_not_know() -> None:
-    pools = [PoolCapacity("dev-pool", gpu=4, cpu="32", memory="128Gi")]
-    teams = [TeamQuota("team-a", "q", pools={"no-such-pool": PoolGuarantee(gpu=4)})]
-    assert _nominal(cohort(pools, teams)["spec"], "dev-pool")["nvidia.com/gpu"] == "4"
 
 
 POOLS = [
@@ -182,50 +144,20 @@ TEAMS = [
 ]
 
 
-def test_cohort_plus_team_nominals_equal_each_pools_capacity() -> None:
-    """The invariant that keeps Kueue from admitting more than a pool's nodes hold."""
-    co = cohort(POOLS, TEAMS)["spec"]
-    cqs = [cluster_queue(t, [p.name for p in POOLS])["spec"] for t in TEAMS]
-    for p in POOLS:
-        capacity = {"cpu": parse_quantity(p.cpu), "memory": parse_quantity(p.memory), "nvidia.com/gpu": p.gpu}
-        for res, cap in capacity.items():
-            total = parse_quantity(_nominal(co, p.name)[res]) + sum(
-                parse_quantity(_nominal(cq, p.name)[res]) for cq in cqs
-            )
-            assert total == cap, (p.name, res)
-
-
-def test_sub_milli_guarantees_never_add_up_to_more_than_the_pool() -> None:
-    # Each team's guarantee and the sum subtracted from the pool are rounded down to milli-CPU
-    # separately: the total may fall short of the capacity by a few milli-CPU, never exceed it.
-    pools = [PoolCapacity("p", gpu=0, cpu="2", memory="1Gi")]
-    teams = [TeamQuota(t, "q", pools={"p": PoolGuarantee(cpu="0.0006")}) for t in ("t1", "t2")]
-    cohort_cpu = _nominal(cohort(pools, teams)["spec"], "p")["cpu"]
-    team_cpu = [_nominal(cluster_queue(t, ["p"])["spec"], "p")["cpu"] for t in teams]
-    assert (cohort_cpu, team_cpu) == ("1999m", ["0m", "0m"])
-    assert sum(parse_quantity(q) for q in [cohort_cpu, *team_cpu]) == Decimal("1.999")
-
-
 @settings(max_examples=200, deadline=None)
 @given(
-    gpus=st.integers(0, 64),
-    cpu_milli=st.integers(0, 512_000),
-    mem_mi=st.integers(0, 4 * 2**20),
-    shares=st.lists(st.tuples(st.integers(0, 8), st.integers(0, 64_000), st.integers(0, 2**19)), max_size=4),
+    gpus=st.lists(st.integers(0, 64), min_size=1, max_size=4),
+    quotas=st.lists(st.one_of(st.none(), st.integers(0, 64)), max_size=5),
 )
-def test_cohort_never_holds_more_than_capacity_minus_guarantees(gpus, cpu_milli, mem_mi, shares) -> None:
-    pool = PoolCapacity("p", gpu=gpus, cpu=f"{cpu_milli}m", memory=f"{mem_mi}Mi")
-    teams = [
-        TeamQuota(f"t{i}", "q", pools={"p": PoolGuarantee(gpu=g, cpu=f"{c}m", memory=f"{m}Mi")})
-        for i, (g, c, m) in enumerate(shares)
-    ]
-    got = {k: parse_quantity(v) for k, v in _nominal(cohort([pool], teams)["spec"], "p").items()}
-    want = {
-        "cpu": Decimal(cpu_milli - sum(c for _, c, _ in shares)) / 1000,
-        "memory": Decimal((mem_mi - sum(m for _, _, m in shares)) * 2**20),
-        "nvidia.com/gpu": Decimal(gpus - sum(g for g, _, _ in shares)),
-    }
-    assert got == {k: max(v, Decimal(0)) for k, v in want.items()}
+def test_budgets_and_cohort_cover_every_gpu_unless_oversubscribed(gpus, quotas) -> None:
+    """Team budgets + the Cohort's surplus = the cluster's GPUs (or the quotas, when they exceed it):
+    when the cluster is full, every GPU of budget is somebody's, so a team within its quota finds the
+    budget taken by a team over its own and Kueue reclaims it."""
+    pools = [PoolCapacity(f"p{i}", gpu=g, cpu="1", memory="1Gi") for i, g in enumerate(gpus)]
+    teams = [TeamQuota(f"t{i}", "q", gpu=g) for i, g in enumerate(quotas)]
+    surplus = int(_budget(cohort(pools, teams)["spec"])["runwhere.ai/quota-gpu"])
+    counted = sum(q for q in quotas if q is not None)
+    assert surplus + counted == max(sum(gpus), counted)
 
 
 # --- team ClusterQueues -------------------------------------------------------------------------------
@@ -283,14 +215,18 @@ def test_cluster_queue_borrowing_limit_only_when_set_and_only_on_gpu(limit, expe
     assert not any("lendingLimit" in q for q in others)
 
 
-def test_cluster_queue_guarantees_land_on_their_pool_only() -> None:
+def test_cluster_queue_every_pool_at_the_pool_nominal_guarantees_annotated() -> None:
+    """No job ever borrows pool quota (TAS bounds the pools), so the budget alone decides whether a
+    job is within its team's quota; per-pool guarantees are kept as written, for display."""
     team = TeamQuota(
         "team-a", "q", gpu=16, pools={"training-pool": PoolGuarantee(gpu=8, cpu="95.5", memory="1Ti")}
     )
-    spec = cluster_queue(team, ["training-pool", "dev-pool", "compute-pool"])["spec"]
-    assert _nominal(spec, "training-pool") == {"cpu": "95500m", "memory": str(2**40), "nvidia.com/gpu": "8"}
-    for pool in ("dev-pool", "compute-pool"):
-        assert _nominal(spec, pool) == {"cpu": "0", "memory": "0", "nvidia.com/gpu": "0"}
+    cq = cluster_queue(team, ["training-pool", "dev-pool", "compute-pool"])
+    for pool in ("training-pool", "dev-pool", "compute-pool"):
+        assert _nominal(cq["spec"], pool) == {"cpu": "100k", "memory": "1Pi", "nvidia.com/gpu": "100k"}
+    assert cq["metadata"]["annotations"] == {
+        "runwhere.ai/pool-guarantees": '{"training-pool":{"cpu":"95.5","gpu":8,"memory":"1Ti"}}'
+    }
 
 
 def test_cluster_queue_lists_every_pool_sorted_then_the_budget() -> None:
@@ -370,6 +306,7 @@ def test_desired_objects_in_apply_order() -> None:
         ("WorkloadPriorityClass", "gpuctl-high"),
         ("WorkloadPriorityClass", "gpuctl-medium"),
         ("WorkloadPriorityClass", "gpuctl-low"),
+        ("Topology", "gpuctl-nodes"),
         ("ResourceFlavor", "gpuctl-budget"),
         ("ResourceFlavor", "dev-pool"),
         ("ResourceFlavor", "training-pool"),
@@ -395,6 +332,7 @@ def test_desired_objects_without_pools_or_teams() -> None:
         ("WorkloadPriorityClass", "gpuctl-high"),
         ("WorkloadPriorityClass", "gpuctl-medium"),
         ("WorkloadPriorityClass", "gpuctl-low"),
+        ("Topology", "gpuctl-nodes"),
         ("ResourceFlavor", "gpuctl-budget"),
         ("Cohort", "gpuctl"),
     ]

@@ -106,6 +106,8 @@ def kueue_problems(obj: dict) -> list[str]:
     out += _label_problems(meta.get("labels", {}), where)
     if kind == "ResourceFlavor":
         node_labels = spec.get("nodeLabels", {})
+        if "topologyName" in spec and not node_labels:
+            out.append(f"{where}: topologyName without nodeLabels")
         if len(node_labels) > 8:
             out.append(f"{where}: {len(node_labels)} nodeLabels > 8")
         out += _label_problems(node_labels, f"{where} nodeLabels")
@@ -190,10 +192,7 @@ def test_sixty_four_pools_is_the_most_kueue_accepts() -> None:
 
     assert [p for o in objs(64) for p in kueue_problems(o)] == []
     problems = [p for o in objs(65) for p in kueue_problems(o)]
-    assert problems == [
-        "Cohort/gpuctl group 0: 65 flavors (1..64)",
-        "ClusterQueue/team-a group 0: 65 flavors (1..64)",
-    ]
+    assert problems == ["ClusterQueue/team-a group 0: 65 flavors (1..64)"]
 
 
 def test_every_pod_resource_is_covered_and_transformed() -> None:
@@ -214,6 +213,35 @@ def test_every_pod_resource_is_covered_and_transformed() -> None:
         "runwhere.ai/quota-memory",
         "runwhere.ai/quota-gpu",
     }
+
+
+def test_configuration_leaves_other_kueue_users_alone() -> None:
+    """Coexistence: nothing in gpuctl's Configuration narrows what stock Kueue manages or makes other
+    users' ClusterQueues reject work (docs/queueing.md, "Sharing Kueue with other users")."""
+    config = yaml.safe_load(KUEUE_CONFIG.read_text())
+    # Kueue's default selector (all namespaces but kube-system and kueue-system) stays in force.
+    assert "managedJobsNamespaceSelector" not in config
+    assert config.get("manageJobsWithoutQueueName", False) is False
+    # The virtual budget resources are global; foreign ClusterQueues do not declare them.
+    assert config["resources"]["quotaCheckStrategy"] == "IgnoreUndeclared"
+    assert "excludeResourcePrefixes" not in config["resources"]
+    assert "fairSharing" not in config and "admissionFairSharing" not in config
+    # Every framework stock Kueue v0.19.2 enables stays enabled (other users' JobSets, RayJobs...).
+    stock = [
+        "batch/job",
+        "kubeflow.org/mpijob",
+        "ray.io/rayjob",
+        "ray.io/raycluster",
+        "ray.io/rayservice",
+        "jobset.x-k8s.io/jobset",
+        "workload.codeflare.dev/appwrapper",
+        "trainer.kubeflow.org/trainjob",
+        "pod",
+        "deployment",
+        "statefulset",
+        "leaderworkerset.x-k8s.io/leaderworkerset",
+    ]
+    assert set(stock) <= set(config["integrations"]["frameworks"])
 
 
 # --- docs/queueing.md quotes these objects; keep the doc true -------------------------------------------
@@ -255,19 +283,18 @@ def test_doc_quota_yaml_is_the_layout() -> None:
 
 
 @pytest.mark.parametrize("pool", POOLS, ids=lambda p: p.name)
-def test_layout_cohort_and_queues_add_up_to_the_pool(pool: PoolCapacity) -> None:
+def test_layout_pool_flavors_are_topology_aware_and_never_borrowed(pool: PoolCapacity) -> None:
+    """Every pool flavor is a TAS flavor on the node topology (Kueue admits a pod only where one node
+    holds it), and every team's nominal quota there is out of reach, so no job borrows pool quota."""
     objs = {(o["kind"], o["metadata"]["name"]): o for o in layout_objects()}
-    specs = [
-        objs[("Cohort", "gpuctl")]["spec"],
-        *(objs[("ClusterQueue", t.namespace)]["spec"] for t in TEAMS),
-    ]
-    totals = dict.fromkeys(("cpu", "memory", "nvidia.com/gpu"), 0)
-    for spec in specs:
+    assert objs[("ResourceFlavor", pool.name)]["spec"]["topologyName"] == "gpuctl-nodes"
+    assert objs[("Topology", "gpuctl-nodes")]["spec"] == {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}
+    for t in TEAMS:
+        spec = objs[("ClusterQueue", t.namespace)]["spec"]
         (fl,) = [f for f in spec["resourceGroups"][0]["flavors"] if f["name"] == pool.name]
         for r in fl["resources"]:
-            totals[r["name"]] += parse_quantity(r["nominalQuota"])
-    assert totals == {
-        "cpu": parse_quantity(pool.cpu),
-        "memory": parse_quantity(pool.memory),
-        "nvidia.com/gpu": pool.gpu,
-    }
+            assert (
+                parse_quantity(r["nominalQuota"])
+                > {"cpu": 10**4, "memory": 2**45, "nvidia.com/gpu": 10**4}[r["name"]]
+            )
+            assert "borrowingLimit" not in r and "lendingLimit" not in r

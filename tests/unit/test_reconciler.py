@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels
+from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, QUOTA_GPU, Labels
 from gpuctl.domain.teams import desired_cohort
 from gpuctl.server.reconciler import Reconciler, capacity_fingerprint
 from gpuctl.server.wiring import default_cache
@@ -39,7 +39,7 @@ class RecordingCluster:
         return obj
 
 
-TEAM = TeamQuota("team-b", "q", pools={"training-pool": PoolGuarantee(gpu=8)})
+TEAM = TeamQuota("team-b", "q", gpu=8, pools={"training-pool": PoolGuarantee(gpu=8)})
 
 
 def make(fail: int = 0, *, cohort_obj: dict | str | None = "default", debounce: float = 0.5, **kw: Any):
@@ -60,11 +60,10 @@ def make(fail: int = 0, *, cohort_obj: dict | str | None = "default", debounce: 
     return c, cache, rec
 
 
-def gpus_of(c: dict, pool: str) -> int:
-    for fl in c["spec"]["resourceGroups"][0]["flavors"]:
-        if fl["name"] == pool:
-            return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == GPU_RESOURCE))
-    raise KeyError(pool)
+def gpus_of(c: dict) -> int:
+    """GPUs of budget the Cohort lends beyond the team quotas (the pools' GPUs less the quotas)."""
+    (fl,) = c["spec"]["resourceGroups"][0]["flavors"]
+    return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU))
 
 
 def test_unchanged_capacity_writes_nothing() -> None:
@@ -81,7 +80,7 @@ def test_a_node_joining_writes_the_desired_cohort() -> None:
     assert applied == desired_cohort(
         cache["Node"].list(), cache["ResourceFlavor"].list(), cache["ClusterQueue"].list()
     )
-    assert gpus_of(applied, "training-pool") == 16 + 4 - 8  # the team's guarantee stays with the team
+    assert gpus_of(applied) == 16 + 4 - 8  # the team's quota is its own budget
     assert applied["metadata"]["labels"][Labels.MANAGED_BY] == "gpuctl"
 
 
@@ -180,7 +179,7 @@ def test_bursts_are_debounced_into_one_apply() -> None:
             time.sleep(0.01)
         time.sleep(1.0)
         assert len(c.applied) == 1
-        assert gpus_of(c.applied[0], "training-pool") == 22 * 8 - 8
+        assert gpus_of(c.applied[0]) == 22 * 8 - 8
         # About 0.4 s of events (longer on a loaded machine), then the 0.5 s debounce.
         assert 0.5 <= rec.latency._sum.get() <= 5
     finally:
@@ -217,7 +216,7 @@ def test_a_hand_edit_of_the_cohort_triggers_a_reconcile() -> None:
         deadline = time.monotonic() + 3
         while not c.applied and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert c.applied and gpus_of(c.applied[0], "training-pool") == 8
+        assert c.applied and gpus_of(c.applied[0]) == 8
         assert COHORT_NAME in rec.last_reason
     finally:
         stop.set()

@@ -59,6 +59,7 @@ def test_flavor_with_tolerations_and_without() -> None:
     f = desired_flavor("p", [node("a", "p", GPU_TAINT)])
     assert f["spec"] == {
         "nodeLabels": {Labels.POOL: "p"},
+        "topologyName": "gpuctl-nodes",
         "tolerations": [
             {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
         ],
@@ -69,16 +70,22 @@ def test_flavor_with_tolerations_and_without() -> None:
 def test_stale_flavors_lists_only_gpuctl_pools_whose_tolerations_differ() -> None:
     nodes = [node("a", "p", GPU_TAINT), node("b", "q")]
     foreign = {"metadata": {"name": "f", "labels": {}}, "spec": {}}
-    tas = desired_flavor("t", [])
-    tas["spec"]["topologyName"] = "default"  # Kueue keeps a TAS flavor's spec immutable
+    tas = desired_flavor("t", [])  # a TAS flavor: listed too, its writer re-creates it
     nodes.append(node("c", "t", GPU_TAINT))
-    flavors = [resource_flavor("p"), desired_flavor("q", nodes), budget_flavor(), foreign, tas]
-    assert stale_flavors(flavors, nodes) == {
-        "p": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
-    }
+    # A pool flavor made before pools were TAS flavors (no topologyName) can still be patched.
+    legacy = resource_flavor("p")
+    del legacy["spec"]["topologyName"]
+    flavors = [legacy, desired_flavor("q", nodes), budget_flavor(), foreign, tas]
+    gpu = [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+    assert stale_flavors(flavors, nodes) == {"p": gpu, "t": gpu}
     # A taint removed from the nodes is removed from the flavor (an empty list: merge-patched to null).
     up_to_date = desired_flavor("p", nodes)
+    del up_to_date["spec"]["topologyName"]
     assert stale_flavors([up_to_date], [node("a", "p")]) == {"p": []}
+    # TAS flavors are listed too (their writer re-creates them: Kueue keeps their spec immutable).
+    assert stale_flavors([resource_flavor("p")], nodes) == {
+        "p": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+    }
 
 
 def test_the_reconciler_wakes_on_taint_changes() -> None:
@@ -97,7 +104,7 @@ class RecordingCluster(NoCluster):
         self.patches: list[tuple[str, dict]] = []
         self.applied: list[dict] = []
 
-    def merge_patch(self, api_path: str, patch: dict) -> dict:
+    def merge_patch(self, api_path: str, patch: dict, *, dry_run: bool = False) -> dict:
         self.patches.append((api_path, patch))
         return {}
 
@@ -112,7 +119,11 @@ def test_the_serve_reconciler_patches_the_flavor_tolerations_when_node_taints_ch
     reconciler = Reconciler(cluster, cache, leader=lambda: True)
     for inf in cache.informers.values():
         inf.relist()
-    feed(cache, "ResourceFlavor", resource_flavor("p"))
+    # A flavor made before pools were TAS flavors: patched in place (a TAS flavor is re-created by
+    # gpuctl.service.pools.set_flavor_tolerations, covered by tests/integration/test_adopt.py).
+    legacy = resource_flavor("p")
+    del legacy["spec"]["topologyName"]
+    feed(cache, "ResourceFlavor", legacy)
     feed(cache, "Node", node("a", "p", GPU_TAINT), node("b", "p"))
     assert reconciler.reconcile_once() == "applied"
     assert cluster.patches == [
@@ -123,7 +134,9 @@ def test_the_serve_reconciler_patches_the_flavor_tolerations_when_node_taints_ch
         )
     ]  # fmt: skip
     # Once the flavor carries them (Kueue's watch event), nothing more is written.
-    feed(cache, "ResourceFlavor", desired_flavor("p", [node("a", "p", GPU_TAINT)]))
+    carried = desired_flavor("p", [node("a", "p", GPU_TAINT)])
+    del carried["spec"]["topologyName"]
+    feed(cache, "ResourceFlavor", carried)
     cluster.patches.clear()
     assert reconciler.reconcile_once() in ("unchanged", "missing")
     assert cluster.patches == []

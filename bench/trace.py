@@ -1,0 +1,465 @@
+"""Replay a synthetic day of GPU work twice on the local cluster: gpuctl's queue design, then a plain
+Kueue baseline, and print what users wait for and what the GPUs do.
+
+    hack/cluster/up.sh                    # a local cluster (KWOK fake GPU nodes, real Kueue)
+    python bench/trace.py --kubeconfig <run>/kubeconfig [--day-seconds 480] [--seed 7] [--only gpuctl]
+
+The day (3 teams with quotas 12/8/8 GPUs on the 28 GPUs of examples/pools.yaml; 1/2/4/8-GPU training
+jobs with heavy-tailed, lognormal runtimes; two inference Deployments; notebooks; low/medium/high
+priorities; each team busiest at a different time of day) is compressed into --day-seconds: KWOK ends
+a training pod after its GPUCTL_FAKE_RUNTIME, and the bench deletes inference and notebooks when their
+time is up. The same trace (same seed) runs in both designs:
+
+- gpuctl: gpuctl's pools and quotas (docs/queueing.md): one ClusterQueue per team in the cohort
+  `gpuctl`, the team budget as a guarantee, idle GPUs lent, Topology Aware Scheduling per node.
+- baseline: Kueue defaults: one ClusterQueue per team, nominal quota per pool (its quota split as an
+  admin would: 8/4/0, 4/2/2, 4/2/2 GPUs of training/inference/dev), no cohort, no preemption, no TAS.
+
+Printed per design (a "day" is the submission window; jobs still waiting at the end count with their
+wait so far):
+- utilisation: GPU-seconds of Running pods / (cluster GPUs x day)
+- p50/p99 wait of jobs within their team's quota when submitted, and of all jobs (compressed seconds,
+  and the same in real-day minutes)
+- fragmentation-pending pods: admitted by Kueue, then Unschedulable in kube-scheduler for 5 s or more
+  (not counting a pod whose node still holds a terminating pod: it waits for the grace period)
+- quota violations: jobs within their team's quota that waited more than 60 compressed seconds while
+  another team used more than its quota
+- preemptions (Workload evictions with reason Preempted)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gpuctl.builders import build  # noqa: E402
+from gpuctl.cli.main import main as gpuctl_main  # noqa: E402
+from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
+from gpuctl.constants import HOSTNAME_LABEL, TAS_UNCONSTRAINED, Labels  # noqa: E402
+from gpuctl.domain.gpus import pod_gpus, workload_gpus  # noqa: E402
+from gpuctl.domain.objects import condition, parse_time  # noqa: E402
+from gpuctl.domain.workload import HOLDING_QUOTA, workload_state  # noqa: E402
+from gpuctl.spec import load_text  # noqa: E402
+
+TEAMS = {"a": 12, "b": 8, "c": 8}
+# Baseline: the same quotas split per pool (training, inference, dev); Kueue's defaults otherwise.
+SPLIT = {"a": (8, 4, 0), "b": (4, 2, 2), "c": (4, 2, 2)}
+POOLS = ("training-pool", "inference-pool", "dev-pool")
+CAPACITY = 28
+REAL_DAY = 86400.0
+WAIT_LIMIT = 60.0  # compressed seconds
+# A pod Unschedulable this long after admission is stuck (shorter: its preempted predecessor is
+# still terminating on the node).
+STUCK_SECONDS = 5.0
+
+
+@dataclass
+class Item:
+    t: float  # submission, seconds into the compressed day
+    team: str
+    kind: str  # training | inference | notebook
+    name: str
+    gpus: int
+    pods: int
+    pool: str
+    priority: str
+    runtime: float  # compressed seconds
+
+
+def make_trace(seed: int, day: float) -> list[Item]:
+    """The synthetic day. Runtimes are drawn in real minutes and compressed by day / 24 h."""
+    rng = random.Random(seed)
+    k = day / REAL_DAY
+    items: list[Item] = []
+    # Each team's busiest hour (a: morning, b: afternoon, c: evening bursts) and jobs per day.
+    peaks = {"a": (9, 34), "b": (15, 24), "c": (20, 18)}
+    for team, (peak_h, per_day) in peaks.items():
+        for n in range(per_day):
+            hour = (rng.gauss(peak_h, 3.5)) % 24
+            t = hour * 3600 * k
+            big = team == "a"
+            sizes, weights = ([1, 2, 4, 8], [0.25, 0.3, 0.25, 0.2]) if big else ([1, 2, 4], [0.4, 0.35, 0.25])
+            gpus = rng.choices(sizes, weights)[0]
+            pool = "training-pool" if rng.random() < 0.8 or gpus == 8 else "inference-pool"
+            if pool == "inference-pool":
+                gpus = min(gpus, 4)
+            pods = 2 if gpus >= 4 and rng.random() < 0.2 else 1
+            minutes = min(rng.lognormvariate(math.log(90), 1.0), 10 * 60)  # median 1.5 h, heavy tail
+            prio = rng.choices(["low", "medium", "high"], [0.3, 0.55, 0.15])[0]
+            items.append(
+                Item(t, team, "training", f"tr-{team}-{n}", gpus, pods, pool, prio, minutes * 60 * k)
+            )
+        # Notebooks: a few per team during working hours, 1 GPU in dev-pool, 2-4 hours.
+        for i in range(3):
+            t = rng.uniform(8, 17) * 3600 * k
+            items.append(
+                Item(
+                    t,
+                    team,
+                    "notebook",
+                    f"nb-{team}-{i}",
+                    1,
+                    1,
+                    "dev-pool",
+                    "medium",
+                    rng.uniform(2, 4) * 3600 * k,
+                )
+            )
+    # Inference: two services all day (2 GPUs each on the A10 pool), high priority.
+    for team in ("a", "b"):
+        items.append(Item(0.5, team, "inference", f"serve-{team}", 2, 1, "inference-pool", "high", day))
+    return sorted(items, key=lambda i: i.t)
+
+
+def spec_yaml(item: Item, ns: str) -> str:
+    job = f"job: {{name: {item.name}, namespace: {ns}, priority: {item.priority}}}"
+    res = f"resources: {{pool: {item.pool}, gpu: {item.gpus}, cpu: 2, memory: 8Gi}}"
+    if item.kind == "training":
+        env = f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {max(item.runtime, 1):.0f}s}}]}}"
+        return f"kind: training\n{job}\n{env}\n{res}\n"
+    if item.kind == "notebook":
+        return f"kind: notebook\n{job}\nenvironment: {{image: jupyter}}\nservice: {{port: 8888}}\n{res}\n"
+    return (
+        f"kind: inference\n{job}\nenvironment: {{image: vllm}}\nservice: {{replicas: 1, port: 8000}}\n{res}\n"
+    )
+
+
+def manifest(item: Item, ns: str, *, tas: bool) -> dict:
+    (doc,) = load_text(spec_yaml(item, ns), f"trace:{item.name}")
+    obj = build(doc.spec, ns)[0]
+    if item.kind == "training" and item.pods > 1:
+        obj["spec"]["parallelism"] = obj["spec"]["completions"] = item.pods
+    if not tas:  # the baseline's flavors have no topology: the annotation would make pods inadmissible
+        obj["spec"]["template"]["metadata"].get("annotations", {}).pop(TAS_UNCONSTRAINED, None)
+    return obj
+
+
+# ----------------------------------------------------------------------------- cluster setup
+def cli(kubeconfig: str, *args: str) -> None:
+    rc = gpuctl_main([*args, "--kubeconfig", kubeconfig])
+    if rc != 0:
+        raise SystemExit(f"gpuctl {' '.join(args)} failed ({rc})")
+
+
+def _delete_all(kube: Cluster, kind: str, selector: str | None = None) -> None:
+    for obj in kube.list(path(kind), label_selector=selector):
+        name = obj["metadata"]["name"]
+        with contextlib.suppress(ApiError):
+            if obj["metadata"].get("finalizers"):
+                kube.merge_patch(path(kind, name), {"metadata": {"finalizers": None}})
+            kube.delete(path(kind, name))
+
+
+def reset(kube: Cluster, namespaces: list[str]) -> None:
+    for ns in namespaces:
+        with contextlib.suppress(ApiError):
+            kube.delete(path("Namespace", ns))
+    deadline = time.monotonic() + 180
+    while any(kube.get_or_none(path("Namespace", ns)) for ns in namespaces) and time.monotonic() < deadline:
+        time.sleep(1)
+    for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "Topology"):
+        _delete_all(kube, kind, "app.kubernetes.io/managed-by in (gpuctl,gpuctl-trace)")
+    for node in kube.list(path("Node")):
+        labels = node["metadata"].get("labels", {})
+        drop = {k: None for k in (Labels.POOL, Labels.GPU_TYPE) if k in labels}
+        if drop:
+            kube.merge_patch(path("Node", node["metadata"]["name"]), {"metadata": {"labels": drop}})
+
+
+def setup_gpuctl(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path) -> None:
+    cli(kubeconfig, "create", "-f", str(ROOT / "examples" / "pools.yaml"))
+    q = tmp / "quota.yaml"
+    q.write_text(
+        "kind: quota\nquota: {name: trace}\nnamespace:\n"
+        + "".join(f"  {ns[t]}: {{gpu: {g}}}\n" for t, g in TEAMS.items())
+    )
+    cli(kubeconfig, "create", "-f", str(q))
+
+
+def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path) -> None:
+    """Kueue defaults: per-team ClusterQueue, per-pool nominal quota, no cohort, no preemption."""
+    cli(kubeconfig, "create", "-f", str(ROOT / "examples" / "pools.yaml"))  # node labels, priorities
+    managed = {"app.kubernetes.io/managed-by": "gpuctl-trace"}
+    api = "kueue.x-k8s.io/v1beta2"
+    for pool in POOLS:
+        kube.apply(
+            {
+                "apiVersion": api,
+                "kind": "ResourceFlavor",
+                "metadata": {"name": f"base-{pool}", "labels": managed},
+                "spec": {"nodeLabels": {Labels.POOL: pool}},
+            }
+        )
+    for team, split in SPLIT.items():
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns[team]}})
+        kube.apply(
+            {
+                "apiVersion": api,
+                "kind": "ClusterQueue",
+                "metadata": {"name": f"base-{ns[team]}", "labels": managed},
+                "spec": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns[team]}},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                            "flavors": [
+                                {
+                                    "name": f"base-{pool}",
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": "1000"},
+                                        {"name": "memory", "nominalQuota": "10Ti"},
+                                        {"name": "nvidia.com/gpu", "nominalQuota": str(g)},
+                                    ],
+                                }
+                                for pool, g in zip(POOLS, split, strict=True)
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+        kube.apply(
+            {
+                "apiVersion": api,
+                "kind": "LocalQueue",
+                "metadata": {"name": "default", "namespace": ns[team], "labels": managed},
+                "spec": {"clusterQueue": f"base-{ns[team]}"},
+            }
+        )
+
+
+# ----------------------------------------------------------------------------- replay and measure
+@dataclass
+class JobTrack:
+    item: Item
+    submitted: float
+    within_quota: bool
+    admitted: float | None = None
+    deleted: bool = False
+    blocked: float = 0.0  # seconds waiting while another team was over its quota
+
+
+@dataclass
+class Result:
+    design: str
+    util: float = 0.0
+    waits_quota: list[float] = field(default_factory=list)
+    waits_all: list[float] = field(default_factory=list)
+    frag_pods: int = 0
+    violations: int = 0
+    preemptions: int = 0
+    jobs: int = 0
+    never: int = 0
+    stuck: list[str] = field(default_factory=list)  # the stuck pods and the scheduler's message
+
+
+def pct(v: list[float], p: float) -> float:
+    if not v:
+        return float("nan")
+    s = sorted(v)
+    return s[min(len(s) - 1, max(0, math.ceil(p / 100 * len(s)) - 1))]
+
+
+def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], day: float) -> Result:
+    tas = design == "gpuctl"
+    team_of = {v: k for k, v in ns.items()}
+    tracks: dict[tuple[str, str], JobTrack] = {}
+    frag: dict[str, list[float]] = {}  # pod -> [first, last] seen Unschedulable
+    why: dict[str, str] = {}
+    gpu_seconds = 0.0
+    evictions: dict[str, int] = {}
+    usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
+    lock = threading.Lock()
+    t0 = time.monotonic()
+
+    def now() -> float:
+        return time.monotonic() - t0
+
+    def observe() -> None:
+        nonlocal gpu_seconds
+        last = now()
+        while not stop.is_set():
+            time.sleep(1.0)
+            t = now()
+            dt, last = t - last, t
+            wls = [w for n in ns.values() for w in kube.list(path("Workload", namespace=n))]
+            pods = [p for n in ns.values() for p in kube.list(path("Pod", namespace=n))]
+            use = dict.fromkeys(TEAMS, 0)
+            with lock:
+                for w in wls:
+                    team = team_of.get(w["metadata"]["namespace"])
+                    owner = (w["metadata"].get("ownerReferences") or [{}])[0]
+                    key = (w["metadata"]["namespace"], owner.get("name", ""))
+                    if owner.get("kind") == "Pod":  # a Deployment's pod: its job is the Deployment
+                        key = (key[0], "-".join(owner["name"].split("-")[:-2]))
+                    st = workload_state(w)
+                    if st in HOLDING_QUOTA and team:
+                        use[team] += workload_gpus(w)
+                        tr = tracks.get(key)
+                        if tr and tr.admitted is None:
+                            at = parse_time(condition(w, "QuotaReserved").get("lastTransitionTime"))
+                            tr.admitted = max(tr.submitted, (at - wall0) if at else t)
+                    n_ev = sum(
+                        int(e.get("count") or 0)
+                        for e in ((w.get("status") or {}).get("schedulingStats") or {}).get("evictions") or []
+                        if e.get("reason") == "Preempted"
+                    )
+                    evictions[w["metadata"]["uid"]] = max(evictions.get(w["metadata"]["uid"], 0), n_ev)
+                usage.update(use)
+                over = {tm for tm, u in use.items() if u > TEAMS[tm]}
+                for tr in tracks.values():
+                    if tr.admitted is None and tr.within_quota and over - {tr.item.team}:
+                        tr.blocked += dt
+                if t <= day:
+                    for p in pods:
+                        if (p.get("status") or {}).get("phase") == "Running":
+                            gpu_seconds += pod_gpus(p) * dt
+                # Nodes still holding a pod that is terminating (a preempted or deleted job's; KWOK,
+                # like a kubelet, takes up to the 30 s grace period): a pod placed there waits for
+                # it, which is not fragmentation.
+                draining = {p["spec"].get("nodeName") for p in pods if p["metadata"].get("deletionTimestamp")}
+                for p in pods:
+                    ps = condition(p, "PodScheduled")
+                    target = ((p.get("spec") or {}).get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+                    if (
+                        not (p.get("spec") or {}).get("nodeName")
+                        and not (p.get("spec") or {}).get("schedulingGates")
+                        and ps.get("reason") == "Unschedulable"
+                        and not (target and target in draining)
+                    ):
+                        frag.setdefault(p["metadata"]["name"], [t, t])[1] = t
+                        why[p["metadata"]["name"]] = ps.get("message", "")
+
+    stop = threading.Event()
+    wall0 = time.time()
+    watcher = threading.Thread(target=observe, daemon=True)
+    watcher.start()
+    pending = list(trace)
+    try:
+        while now() < day:
+            t = now()
+            while pending and pending[0].t <= t:
+                item = pending.pop(0)
+                with lock:
+                    within = usage[item.team] + item.gpus * item.pods <= TEAMS[item.team]
+                    tracks[(ns[item.team], item.name)] = JobTrack(item, now(), within)
+                try:
+                    kube.create(manifest(item, ns[item.team], tas=tas))
+                except ApiError as e:
+                    print(f"  {item.name}: {e}", file=sys.stderr)
+            # Inference and notebooks end when their time is up (counted from admission).
+            with lock:
+                for (n, name), tr in tracks.items():
+                    done = tr.admitted is not None and now() - tr.admitted >= tr.item.runtime
+                    if tr.item.kind != "training" and done and not tr.deleted:
+                        kind = "Deployment" if tr.item.kind == "inference" else "StatefulSet"
+                        with contextlib.suppress(ApiError):
+                            kube.delete(path(kind, name, namespace=n))
+                        tr.deleted = True
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+    end = now()
+    res = Result(design)
+    res.util = gpu_seconds / (CAPACITY * day)
+    for tr in tracks.values():
+        wait = (tr.admitted if tr.admitted is not None else end) - tr.submitted
+        if tr.admitted is None:
+            res.never += 1
+        res.waits_all.append(wait)
+        if tr.within_quota:
+            res.waits_quota.append(wait)
+            if wait > WAIT_LIMIT and tr.blocked > WAIT_LIMIT:
+                res.violations += 1
+    stuck = [n for n, (first, last) in frag.items() if last - first >= STUCK_SECONDS]
+    res.frag_pods = len(stuck)
+    res.stuck = [f"{n}: {why.get(n, '')}" for n in sorted(stuck)]
+    res.preemptions = sum(evictions.values())
+    res.jobs = len(tracks)
+    return res
+
+
+def print_table(results: list[Result], day: float) -> None:
+    k = REAL_DAY / day / 60  # compressed seconds -> real-day minutes
+    rows = [
+        ("jobs (never admitted in the day)", lambda r: f"{r.jobs} ({r.never})"),
+        ("GPU utilisation", lambda r: f"{100 * r.util:.1f} %"),
+        (
+            "p50 wait, within quota",
+            lambda r: f"{pct(r.waits_quota, 50):.1f} s ({pct(r.waits_quota, 50) * k:.0f} min)",
+        ),
+        (
+            "p99 wait, within quota",
+            lambda r: f"{pct(r.waits_quota, 99):.1f} s ({pct(r.waits_quota, 99) * k:.0f} min)",
+        ),
+        (
+            "p50 wait, all jobs",
+            lambda r: f"{pct(r.waits_all, 50):.1f} s ({pct(r.waits_all, 50) * k:.0f} min)",
+        ),
+        (
+            "p99 wait, all jobs",
+            lambda r: f"{pct(r.waits_all, 99):.1f} s ({pct(r.waits_all, 99) * k:.0f} min)",
+        ),
+        ("fragmentation-pending pods", lambda r: str(r.frag_pods)),
+        ("quota violations", lambda r: str(r.violations)),
+        ("preemptions", lambda r: str(r.preemptions)),
+    ]
+    w = max(len(n) for n, _ in rows)
+    print(f"\n{'':{w}}   " + "   ".join(f"{r.design:>22}" for r in results))
+    for name, fn in rows:
+        print(f"{name:{w}}   " + "   ".join(f"{fn(r):>22}" for r in results))
+    if len(results) == 2:
+        print(f"\nutilisation gpuctl - baseline: {100 * (results[0].util - results[1].util):+.1f} points")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kubeconfig", required=True)
+    ap.add_argument("--day-seconds", type=float, default=480.0)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--only", choices=["gpuctl", "baseline"])
+    ap.add_argument("--json", action="store_true", help="also print the results as JSON")
+    args = ap.parse_args(argv)
+    kube = Cluster.connect(kubeconfig=args.kubeconfig)
+    trace = make_trace(args.seed, args.day_seconds)
+    kinds = {k: sum(1 for i in trace if i.kind == k) for k in ("training", "inference", "notebook")}
+    gpu_s = sum(i.gpus * i.pods * min(i.runtime, args.day_seconds - i.t) for i in trace)
+    print(
+        f"trace: {len(trace)} jobs {kinds}, offered {100 * gpu_s / (CAPACITY * args.day_seconds):.0f} % of "
+        f"{CAPACITY} GPUs over a {args.day_seconds:.0f} s day "
+        f"(1 s = {REAL_DAY / args.day_seconds / 60:.1f} min)"
+    )
+    results = []
+    tmp = Path(f"/tmp/gpuctl-trace-{time.time_ns()}")
+    tmp.mkdir(parents=True)
+    for design in ("gpuctl", "baseline"):
+        if args.only and design != args.only:
+            continue
+        ns = {t: f"trace-{design[0]}-{t}" for t in TEAMS}
+        reset(kube, list(ns.values()))
+        (setup_gpuctl if design == "gpuctl" else setup_baseline)(kube, args.kubeconfig, ns, tmp)
+        print(f"{design}: replaying ...", flush=True)
+        results.append(replay(kube, design, ns, trace, args.day_seconds))
+        reset(kube, list(ns.values()))
+    print_table(results, args.day_seconds)
+    if args.json:
+        print(
+            json.dumps([{k: v for k, v in r.__dict__.items() if not k.startswith("waits")} for r in results])
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,386 @@
+"""When will it run? The blocking reason of a waiting job, computed from the cluster state.
+
+Kueue's own `QuotaReserved` message names the last flavor it tried (docs/queueing.md, "Pending
+messages"), so gpuctl answers from the objects instead, in the order Kueue admits (gpuctl's design,
+docs/queueing.md):
+
+1. **quota**: beyond the team's quota, the job needs idle GPUs of budget to borrow (within the quota's
+   borrowingLimit); none idle means it waits for the team's own work to end.
+2. **preemption**: a job within its team's quota takes back GPUs that other teams use beyond theirs
+   (any priority), and a higher-priority job preempts lower-priority work of its own team (and other
+   teams' over-quota medium/low work). Such a job "would start after preempting ...".
+3. **capacity / fragmentation**: Topology Aware Scheduling admits a pod only where one node of its pool
+   holds it: too few free GPUs in the pool, or enough in total but no node with room for one pod.
+4. **priority** (queue order): the team's waiting jobs ahead of it (higher priority, then older) that
+   would take the room first.
+
+Pure: plain dicts in, a `Verdict` out. The CLI (`describe job`, `get jobs -o wide`, `create
+--dry-run=server`) and the API call `blocking_reason` through gpuctl.service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, BUDGET_FLAVOR, QUOTA_GPU, UNLIMITED, Labels
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, quantity_gpus
+from gpuctl.domain.objects import is_gpuctl_object, meta, name
+from gpuctl.domain.pools import node_gpus, node_pool, node_ready
+from gpuctl.domain.workload import (
+    HOLDING_QUOTA,
+    WAITING,
+    priority_value,
+    topology_nodes,
+    workload_pool,
+    workload_state,
+)
+
+QUOTA = "quota"
+CAPACITY = "capacity"
+FRAGMENTATION = "fragmentation"
+PRIORITY = "priority"
+PREEMPTION = "preemption"
+NO_NODES = "no-nodes"
+NONE = ""
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What a job asks for: `pods` pods of `gpus` GPUs each in `pool`, for team `namespace`."""
+
+    namespace: str
+    pool: str
+    pods: int
+    gpus: int
+    priority: int
+    created: str = ""  # creationTimestamp (or eviction time); "" = now, behind everything queued
+    uid: str = ""  # the job's own Workload, left out of the state it is judged against
+    label: str = ""  # how others' jobs name it
+
+    @property
+    def total(self) -> int:
+        return self.pods * self.gpus
+
+
+@dataclass(frozen=True)
+class Verdict:
+    starts: bool  # would start now (possibly after preempting `preempts`)
+    cause: str  # "" | quota | capacity | fragmentation | priority | no-nodes
+    message: str
+    position: int | None = None  # 1-based among the team's waiting jobs
+    ahead: tuple[str, ...] = ()  # the team's waiting jobs ahead of it, in order
+    preempts: tuple[str, ...] = field(default=())
+
+    def summary(self, pool: str) -> str:
+        """One line: "would start now on pool P" / "would wait: position N behind ..., because ..."."""
+        if self.starts:
+            tail = f" after preempting {', '.join(self.preempts)}" if self.preempts else ""
+            return f"would start now on pool {pool}{tail}"
+        where = f"position {self.position}" if self.position else "waiting"
+        behind = (
+            f" behind {', '.join(self.ahead[:3])}{' ...' if len(self.ahead) > 3 else ''}"
+            if self.ahead
+            else ""
+        )
+        return f"would wait: {where}{behind}, because {self.message}"
+
+
+def _job_label(wl: Mapping[str, Any]) -> str:
+    m = meta(wl)
+    owners = m.get("ownerReferences") or []
+    owner = owners[0].get("name") if owners else m.get("name", "")
+    return f"{m.get('namespace', '')}/{owner}"
+
+
+def _per_pod(wl: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """(pods, GPUs per pod) per pod set."""
+    out = []
+    for ps in (wl.get("spec") or {}).get("podSets") or []:
+        tmpl = (ps.get("template") or {}).get("spec") or {}
+        out.append((int(ps.get("count") or 1), pod_spec_gpus(tmpl)))
+    return out
+
+
+def workload_demand(wl: Mapping[str, Any]) -> Demand:
+    """A Workload's demand (its first GPU pod set decides pods x GPUs)."""
+    sets = _per_pod(wl) or [(1, 0)]
+    pods, gpus = next(((p, g) for p, g in sets if g), sets[0])
+    m = meta(wl)
+    return Demand(
+        namespace=m.get("namespace", ""),
+        pool=workload_pool(wl) or "",
+        pods=pods,
+        gpus=gpus,
+        priority=priority_value(wl),
+        created=m.get("creationTimestamp", ""),
+        uid=m.get("uid", ""),
+        label=_job_label(wl),
+    )
+
+
+@dataclass
+class _Team:
+    quota: int | None  # None = unlimited
+    borrowing_limit: int | None
+    used: int = 0
+
+
+def _teams(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, _Team]:
+    out = {}
+    for cq in cluster_queues:
+        if not is_gpuctl_object(cq):
+            continue
+        quota: int | None = None
+        limit: int | None = None
+        for g in (cq.get("spec") or {}).get("resourceGroups") or []:
+            for fl in g.get("flavors") or []:
+                if fl.get("name") != BUDGET_FLAVOR:
+                    continue
+                for r in fl.get("resources") or []:
+                    if r.get("name") == QUOTA_GPU:
+                        nominal = str(r.get("nominalQuota", UNLIMITED[QUOTA_GPU]))
+                        quota = None if nominal == UNLIMITED[QUOTA_GPU] else quantity_gpus(nominal)
+                        if r.get("borrowingLimit") is not None:
+                            limit = quantity_gpus(str(r["borrowingLimit"]))
+        out[name(cq)] = _Team(quota, limit)
+    return out
+
+
+def _cohort_surplus(cohort: Mapping[str, Any] | None) -> int:
+    for g in ((cohort or {}).get("spec") or {}).get("resourceGroups") or []:
+        for fl in g.get("flavors") or []:
+            for r in fl.get("resources") or []:
+                if fl.get("name") == BUDGET_FLAVOR and r.get("name") == QUOTA_GPU:
+                    return quantity_gpus(str(r.get("nominalQuota", "0")))
+    return 0
+
+
+@dataclass
+class _Holder:
+    label: str
+    namespace: str
+    priority: int
+    gpus: int
+    nodes: dict[str, int]  # node -> GPUs it holds there
+    pool: str
+
+
+def _fits(free: Mapping[str, int], pods: int, gpus: int) -> bool:
+    if gpus <= 0:
+        return True
+    return sum(max(f, 0) // gpus for f in free.values()) >= pods
+
+
+def _place(free: dict[str, int], pods: int, gpus: int) -> None:
+    """Take pods x gpus from the fullest nodes that hold one (Kueue's TAS packs the same way)."""
+    for _ in range(pods):
+        fitting = [n for n, f in free.items() if f >= gpus]
+        if not fitting:
+            return
+        n = min(fitting, key=lambda x: (free[x], x))
+        free[n] -= gpus
+
+
+@dataclass
+class Snapshot:
+    """The cluster state every verdict is judged against, built once per command."""
+
+    nodes: list[Mapping[str, Any]]
+    teams: dict[str, _Team]
+    holders: list[_Holder]
+    waiting: dict[str, list[Mapping[str, Any]]]  # namespace -> its waiting Workloads
+    used: dict[str, int]  # node -> GPUs held (TAS assignments or bound pods, the larger)
+    surplus: int
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        nodes: Sequence[Mapping[str, Any]],
+        pods: Sequence[Mapping[str, Any]],
+        workloads: Sequence[Mapping[str, Any]],
+        cluster_queues: Sequence[Mapping[str, Any]],
+        cohort: Mapping[str, Any] | None,
+    ) -> Snapshot:
+        teams = _teams(cluster_queues)
+        holders: list[_Holder] = []
+        waiting: dict[str, list[Mapping[str, Any]]] = {}
+        tas_used: dict[str, int] = {}
+        for wl in workloads:
+            st = workload_state(wl)
+            ns = meta(wl).get("namespace", "")
+            if st in HOLDING_QUOTA:
+                d = workload_demand(wl)
+                placed = {n: c * d.gpus for n, c in topology_nodes(wl).items()}
+                for n, g in placed.items():
+                    tas_used[n] = tas_used.get(n, 0) + g
+                total = sum(g * c for c, g in _per_pod(wl))
+                if ns in teams:
+                    teams[ns].used += total
+                holders.append(_Holder(d.label, ns, d.priority, total, placed, d.pool))
+            elif st in WAITING:
+                waiting.setdefault(ns, []).append(wl)
+        bound: dict[str, int] = {}
+        for p in pods:
+            node = (p.get("spec") or {}).get("nodeName")
+            if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                bound[node] = bound.get(node, 0) + pod_gpus(p)
+        used = {n: max(tas_used.get(n, 0), bound.get(n, 0)) for n in set(tas_used) | set(bound)}
+        return cls(list(nodes), teams, holders, waiting, used, _cohort_surplus(cohort))
+
+    def verdict(self, demand: Demand) -> Verdict:
+        return _verdict(self, demand)
+
+
+def blocking_reason(
+    demand: Demand,
+    *,
+    nodes: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    workloads: Sequence[Mapping[str, Any]],
+    cluster_queues: Sequence[Mapping[str, Any]],
+    cohort: Mapping[str, Any] | None,
+) -> Verdict:
+    """Would `demand` start now, and if not, what blocks it (see the module docstring)."""
+    snap = Snapshot.build(
+        nodes=nodes, pods=pods, workloads=workloads, cluster_queues=cluster_queues, cohort=cohort
+    )
+    return snap.verdict(demand)
+
+
+def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
+    pool_nodes = {name(n): node_gpus(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)}
+    if not pool_nodes:
+        return Verdict(False, NO_NODES, f"pool {demand.pool} has no Ready nodes")
+    if demand.gpus and max(pool_nodes.values()) < demand.gpus:
+        return Verdict(
+            False,
+            CAPACITY,
+            f"no node in {demand.pool} has {demand.gpus} GPUs (largest: {max(pool_nodes.values())}); "
+            "lower resources.gpu or add bigger nodes",
+        )
+    teams = {ns: _Team(t.quota, t.borrowing_limit, t.used) for ns, t in snap.teams.items()}
+    holders = snap.holders
+    waiting = [w for w in snap.waiting.get(demand.namespace, []) if meta(w).get("uid") != demand.uid]
+    free = {n: cap - snap.used.get(n, 0) for n, cap in pool_nodes.items()}
+
+    # Queue order inside the team: higher priority first, then older (BestEffortFIFO).
+    key = (-demand.priority, demand.created or "~")
+    ahead_wls = sorted(
+        (w for w in waiting if (-priority_value(w), meta(w).get("creationTimestamp", "")) < key),
+        key=lambda w: (-priority_value(w), meta(w).get("creationTimestamp", "")),
+    )
+    position = len(ahead_wls) + 1
+    ahead = tuple(_job_label(w) for w in ahead_wls)
+
+    # 1. Quota: within it, or how much can be borrowed.
+    team = teams.get(demand.namespace)
+    if team is None:
+        return Verdict(False, QUOTA, f"namespace {demand.namespace} has no quota", position, ahead)
+    budget_total = snap.surplus + sum(t.quota or 0 for t in teams.values())
+    budget_used = sum(t.used if t.quota is not None else 0 for t in teams.values())
+    within = team.quota is None or team.used + demand.total <= team.quota
+    # The team's own lower-priority work can make room in its budget too (withinClusterQueue).
+    own = sum(h.gpus for h in holders if h.namespace == demand.namespace and h.priority < demand.priority)
+    if not within and team.quota is not None and team.used - own + demand.total > team.quota:
+        over = team.used - own + demand.total - team.quota
+        if team.borrowing_limit is not None and over > team.borrowing_limit:
+            return Verdict(
+                False,
+                QUOTA,
+                f"{demand.namespace} uses {team.used} of its {team.quota} GPUs and may borrow "
+                f"{team.borrowing_limit}; this job needs {demand.total}",
+                position,
+                ahead,
+            )
+        idle = budget_total - budget_used + own
+        if idle < demand.total - max(team.quota - team.used + own, 0):
+            return Verdict(
+                False,
+                QUOTA,
+                f"{demand.namespace} uses {team.used} of its {team.quota} GPUs and other teams use "
+                "theirs: no idle GPUs to borrow",
+                position,
+                ahead,
+            )
+
+    # 2. Queue order: jobs ahead in the same pool take room first (simulated in order).
+    sim = dict(free)
+    took: list[str] = []
+    for w in ahead_wls:
+        d = workload_demand(w)
+        if d.pool == demand.pool and _fits(sim, d.pods, d.gpus):
+            _place(sim, d.pods, d.gpus)
+            took.append(d.label)
+    if _fits(sim, demand.pods, demand.gpus):
+        return Verdict(True, NONE, "", position, ahead)
+    if took and _fits(free, demand.pods, demand.gpus):
+        return Verdict(
+            False,
+            PRIORITY,
+            f"{', '.join(took)} (ahead in {demand.namespace}'s queue) take the free GPUs of "
+            f"{demand.pool} first",
+            position,
+            ahead,
+        )
+
+    # 3. Preemption: what Kueue may evict for it (docs/queueing.md, rules 3 and 4).
+    over_teams = {ns for ns, t in teams.items() if t.quota is not None and t.used > t.quota}
+    victims = []
+    for h in holders:
+        if h.pool != demand.pool:
+            continue
+        if h.namespace == demand.namespace:
+            ok = h.priority < demand.priority
+        elif within:
+            ok = h.namespace in over_teams
+        else:
+            ok = (
+                h.namespace in over_teams
+                and h.priority < demand.priority
+                and h.priority <= BORROW_PREEMPT_THRESHOLD
+            )
+        if ok:
+            victims.append(h)
+    victims.sort(key=lambda h: (h.namespace == demand.namespace, h.priority, -h.gpus))
+    sim = dict(free)
+    chosen: list[str] = []
+    for h in victims:
+        for n, g in h.nodes.items():
+            if n in sim:
+                sim[n] += g
+        chosen.append(h.label)
+        if _fits(sim, demand.pods, demand.gpus):
+            return Verdict(True, PREEMPTION, "", position, ahead, tuple(chosen))
+
+    # 4. Capacity or fragmentation.
+    total_free = sum(max(f, 0) for f in free.values())
+    if total_free < demand.total:
+        return Verdict(
+            False,
+            CAPACITY,
+            f"{demand.pool} has {total_free} of {sum(pool_nodes.values())} GPUs free, this job needs "
+            f"{demand.total} (used by work within its teams' quotas)",
+            position,
+            ahead,
+        )
+    best = max(sorted(free), key=lambda n: free[n])
+    return Verdict(
+        False,
+        FRAGMENTATION,
+        f"no node in {demand.pool} has {demand.gpus} free GPUs (largest free: {free[best]} on {best}); "
+        f"{total_free} free in all",
+        position,
+        ahead,
+    )
+
+
+def demand_of_pod_template(
+    namespace: str, template: Mapping[str, Any], pods: int, priority: int, label: str = ""
+) -> Demand:
+    """The demand of a job not created yet (dry run): its pod template and replica count."""
+    spec = template.get("spec") or {}
+    pool = ((spec.get("nodeSelector") or {}).get(Labels.POOL)) or ""
+    return Demand(namespace, pool, pods, pod_spec_gpus(spec), priority, label=label)

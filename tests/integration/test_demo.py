@@ -1,0 +1,55 @@
+"""hack/demo.sh, the README's first command, end to end on a cluster of its own: it must show a raw
+`kubectl apply` refused by the webhook and per-pool GPU use from Prometheus, and hack/cluster/down.sh
+must stop everything it started. About a minute once the cluster binaries are built.
+
+The demo's cluster uses its own run directory and port offset ($GPUCTL_TEST_DEMO_PORT_OFFSET, default
+700: the pytest session's cluster uses 100).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:
+    if not shutil.which("prometheus") and os.geteuid() != 0:
+        raise AssertionError("the demo needs Prometheus: apt-get install prometheus (hack/test.sh does)")
+    run = tmp_path / "demo-cluster"
+    env = {
+        **os.environ,
+        "GPUCTL_TESTBED_RUN": str(run),
+        "GPUCTL_TESTBED_PORT_OFFSET": os.environ.get("GPUCTL_TEST_DEMO_PORT_OFFSET", "700"),
+    }
+    env.pop("KUBECONFIG", None)
+    try:
+        p = subprocess.run([str(ROOT / "hack/demo.sh")], env=env, capture_output=True, text=True, timeout=900)
+        out = p.stdout
+        assert p.returncode == 0, out[-3000:] + p.stderr[-3000:]
+        pids = {f.name: int(f.read_text()) for f in (run / "pids").iterdir()}
+        assert {"gpuctl-webhook", "gpuctl-serve", "prometheus", "kube-apiserver", "kueue"} <= set(pids)
+    finally:
+        down = subprocess.run([str(ROOT / "hack/cluster/down.sh")], env=env, capture_output=True, text=True)
+    assert down.returncode == 0, down.stderr
+    # The webhook refused the raw Job, with its rule, the nearest pool and the fix.
+    assert 'admission webhook "workloads.admission.runwhere.ai" denied the request' in out
+    assert "[pool-exists]" in out and 'did you mean "training-pool"' in out and "Fix: " in out
+    # Per-pool GPU use from PromQL (the demo's jobs fill training-pool).
+    assert "training-pool     16 of  16 GPUs held by pods (100%)" in out
+    for pool in ("compute-pool", "dev-pool", "inference-pool"):
+        assert f"  {pool}" in out
+    assert "Prometheus  http://127.0.0.1:" in out and "metrics     http://127.0.0.1:" in out
+    # down.sh stopped every process the demo and the cluster started.
+    alive = []
+    for name, pid in pids.items():
+        try:
+            os.kill(pid, 0)
+            alive.append(name)
+        except ProcessLookupError:
+            pass
+    assert alive == []
+    assert not run.exists()

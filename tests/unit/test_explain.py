@@ -1,0 +1,209 @@
+"""gpuctl.domain.explain: the blocking reason of a waiting job from the cluster state."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from gpuctl.constants import PRIORITY_VALUE, Priority
+from gpuctl.domain import explain as ex
+from gpuctl.domain.workload import topology_nodes
+from queues import PoolCapacity, TeamQuota, cluster_queue, cohort
+
+_uid = itertools.count()
+POOL = "training-pool"
+
+
+def node(n: str, gpus: int = 8, pool: str = POOL) -> dict:
+    return {
+        "metadata": {"name": n, "labels": {"runwhere.ai/pool": pool}},
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "96", "memory": "1Ti"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+NODES = [node("gpu-node-1"), node("gpu-node-2")]
+
+
+def wl(
+    ns: str,
+    job: str,
+    gpus: int,
+    *,
+    pods: int = 1,
+    priority: str = "medium",
+    on: dict[str, int] | None = None,
+    created: str = "2026-01-01T00:00:00Z",
+) -> dict:
+    """A Workload; `on` = node -> pods placed there (admitted), else waiting."""
+    w: dict = {
+        "metadata": {
+            "name": f"job-{job}",
+            "namespace": ns,
+            "uid": f"u{next(_uid)}",
+            "creationTimestamp": created,
+            "labels": {"runwhere.ai/pool": POOL, "runwhere.ai/priority": priority},
+            "ownerReferences": [{"kind": "Job", "name": job}],
+        },
+        "spec": {
+            "priority": PRIORITY_VALUE[Priority(priority)],
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": pods,
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "m", "resources": {"requests": {"nvidia.com/gpu": gpus}}}]
+                        }
+                    },
+                }
+            ],
+        },
+        "status": {"conditions": []},
+    }
+    if on:
+        w["status"]["conditions"] = [
+            {"type": "QuotaReserved", "status": "True"},
+            {"type": "Admitted", "status": "True"},
+        ]
+        w["status"]["admission"] = {
+            "clusterQueue": ns,
+            "podSetAssignments": [
+                {
+                    "name": "main",
+                    "flavors": {"nvidia.com/gpu": POOL},
+                    "count": pods,
+                    "topologyAssignment": {
+                        "levels": ["kubernetes.io/hostname"],
+                        "slices": [
+                            {
+                                "domainCount": len(on),
+                                "valuesPerLevel": [
+                                    {"individual": {"prefix": "gpu-node-", "roots": [n[-1] for n in on]}}
+                                ],
+                                "podCounts": {"individual": list(on.values())},
+                            }
+                        ],
+                    },
+                }
+            ],
+        }
+    return w
+
+
+def state(teams: list[TeamQuota]) -> dict:
+    pools = [PoolCapacity(POOL, gpu=16, cpu="192", memory="2Ti")]
+    return {
+        "nodes": NODES,
+        "pods": [],
+        "cluster_queues": [cluster_queue(t, [POOL]) for t in teams],
+        "cohort": cohort(pools, teams),
+    }
+
+
+A, B = TeamQuota("team-a", "q", gpu=8), TeamQuota("team-b", "q", gpu=8)
+
+
+def demand(ns: str, gpus: int, pods: int = 1, priority: str = "medium") -> ex.Demand:
+    return ex.Demand(ns, POOL, pods, gpus, PRIORITY_VALUE[Priority(priority)], label=f"{ns}/new")
+
+
+def test_topology_nodes_decodes_individual_and_universal_slices() -> None:
+    w = wl("team-a", "x", 4, pods=3, on={"gpu-node-1": 2, "gpu-node-2": 1})
+    assert topology_nodes(w) == {"gpu-node-1": 2, "gpu-node-2": 1}
+    w["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]["slices"] = [
+        {"domainCount": 1, "valuesPerLevel": [{"universal": "gpu-node-2"}], "podCounts": {"universal": 2}}
+    ]
+    assert topology_nodes(w) == {"gpu-node-2": 2}
+    assert topology_nodes(wl("team-a", "y", 1)) == {}
+
+
+def test_free_node_starts_now() -> None:
+    v = ex.blocking_reason(demand("team-a", 8), workloads=[], **state([A, B]))
+    assert (v.starts, v.cause, v.position) == (True, "", 1)
+    assert v.summary(POOL) == "would start now on pool training-pool"
+
+
+def test_fragmented_capacity_names_the_largest_free_node() -> None:
+    wls = [wl("team-a", "a1", 4, on={"gpu-node-1": 1}), wl("team-b", "b1", 4, on={"gpu-node-2": 1})]
+    v = ex.blocking_reason(demand("team-a", 8, priority="low"), workloads=wls, **state([A, B]))
+    assert (v.starts, v.cause) == (False, "fragmentation")
+    assert v.message == (
+        "no node in training-pool has 8 free GPUs (largest free: 4 on gpu-node-1); 8 free in all"
+    )
+
+
+def test_pool_full_of_work_within_quota_is_capacity() -> None:
+    wls = [wl("team-a", "a1", 8, on={"gpu-node-1": 1}), wl("team-b", "b1", 8, on={"gpu-node-2": 1})]
+    v = ex.blocking_reason(demand("team-a", 4), workloads=wls, **state([A, B]))
+    assert (v.starts, v.cause) == (False, "quota")  # team-a is at 8 of 8 and nothing idle to borrow
+    v = ex.blocking_reason(demand("team-a", 4, priority="high"), workloads=wls, **state([A, B]))
+    assert (v.starts, v.preempts) == (True, ("team-a/a1",))  # its own medium job makes room
+    c = TeamQuota("team-c", "q", gpu=8)
+    v = ex.blocking_reason(demand("team-c", 4, priority="high"), workloads=wls, **state([A, B, c]))
+    assert (v.starts, v.cause) == (False, "capacity")
+    assert v.message.startswith("training-pool has 0 of 16 GPUs free, this job needs 4")
+
+
+@pytest.mark.parametrize("other", ["low", "medium", "high"])
+def test_within_quota_reclaims_over_quota_work_of_any_priority(other: str) -> None:
+    wls = [
+        wl("team-a", "a1", 8, priority=other, on={"gpu-node-1": 1}),
+        wl("team-a", "a2", 8, priority=other, on={"gpu-node-2": 1}),
+    ]
+    v = ex.blocking_reason(demand("team-b", 8, priority="low"), workloads=wls, **state([A, B]))
+    assert (v.starts, v.cause, len(v.preempts)) == (True, "preemption", 1)
+    assert v.summary(POOL).startswith("would start now on pool training-pool after preempting team-a/a")
+
+
+def test_over_quota_high_does_not_take_from_a_team_within_its_quota() -> None:
+    wls = [
+        wl("team-a", "a1", 8, priority="low", on={"gpu-node-1": 1}),
+        wl("team-b", "b1", 8, on={"gpu-node-2": 1}),
+    ]
+    big = TeamQuota("team-a", "q", gpu=8)
+    v = ex.blocking_reason(demand("team-a", 8, priority="high"), workloads=wls, **state([big, B]))
+    # its own low job is preempted (InClusterQueue), never team-b's
+    assert (v.starts, v.preempts) == (True, ("team-a/a1",))
+
+
+def test_borrowing_limit_is_a_quota_reason() -> None:
+    capped = TeamQuota("team-a", "q", gpu=8, borrowing_limit=0)
+    wls = [wl("team-a", "a1", 8, on={"gpu-node-1": 1})]
+    v = ex.blocking_reason(demand("team-a", 4), workloads=wls, **state([capped, B]))
+    assert (v.starts, v.cause) == (False, "quota")
+    assert v.message == "team-a uses 8 of its 8 GPUs and may borrow 0; this job needs 4"
+
+
+def test_jobs_ahead_in_the_team_queue_take_the_room_first() -> None:
+    wls = [
+        wl("team-a", "a1", 8, on={"gpu-node-1": 1}),
+        wl("team-a", "first", 8, priority="high"),
+    ]
+    big = TeamQuota("team-a", "q", gpu=24)
+    v = ex.blocking_reason(demand("team-a", 8), workloads=wls, **state([big, B]))
+    assert (v.starts, v.cause, v.position, v.ahead) == (False, "priority", 2, ("team-a/first",))
+    assert v.summary(POOL) == (
+        "would wait: position 2 behind team-a/first, because team-a/first (ahead in team-a's queue) "
+        "take the free GPUs of training-pool first"
+    )
+
+
+def test_pool_without_nodes_and_pods_bigger_than_any_node() -> None:
+    v = ex.blocking_reason(ex.Demand("team-a", "empty-pool", 1, 1, 0), workloads=[], **state([A, B]))
+    assert (v.starts, v.cause) == (False, "no-nodes")
+    v = ex.blocking_reason(demand("team-a", 16), workloads=[], **state([TeamQuota("team-a", "q"), B]))
+    assert (v.starts, v.cause) == (False, "capacity")
+    assert v.message.startswith("no node in training-pool has 16 GPUs (largest: 8)")
+
+
+def test_the_job_itself_is_not_counted_against_itself() -> None:
+    own = wl("team-a", "own", 8)
+    d = ex.workload_demand(own)
+    assert (d.pods, d.gpus, d.pool, d.label) == (1, 8, POOL, "team-a/own")
+    v = ex.blocking_reason(d, workloads=[own], **state([A, B]))
+    assert (v.starts, v.position) == (True, 1)
