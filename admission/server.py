@@ -21,6 +21,7 @@ import logging
 import os
 import ssl
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -29,10 +30,12 @@ from typing import Any, Final
 
 import orjson
 import uvicorn
+import uvloop
 import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from admission import http as admission_http
 from admission.rules import AdmissionConfig, Malformed, Mode, Verdict, review
 from admission.state import ClusterState, StateSource, StaticState, WatchCache
 from gpuctl.spec.loader import HOST_PATHS_ENV
@@ -200,21 +203,39 @@ class AdmissionApp:
         exactly that) may not have reached this replica's watch yet, and a false denial would roll the
         whole pool creation back. Genuine mistakes are still denied, just that much later."""
         result = self._evaluate(body)
-        verdict = result.verdict
-        if verdict is not None and verdict.cache_dependent and self.stale_wait > 0 and result.request:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.stale_wait
-            seen = self.source.state.generation
-            while loop.time() < deadline:
-                await asyncio.sleep(STALE_POLL_SECONDS)
-                state = self.source.state
-                if state.generation == seen:
-                    continue
-                seen = state.generation
-                result = self._evaluate_request(result, state)
-                if result.verdict is None or not result.verdict.cache_dependent:
-                    break
+        if self.needs_recheck(result):
+            result = await self.recheck(result)
         return self._finish(result)
+
+    # The pieces of handle_async, for admission.http's server (which answers most requests synchronously).
+    def evaluate(self, body: bytes) -> _Result:
+        return self._evaluate(body)
+
+    def needs_recheck(self, result: _Result) -> bool:
+        v = result.verdict
+        return v is not None and v.cache_dependent and self.stale_wait > 0 and bool(result.request)
+
+    async def recheck(self, result: _Result) -> _Result:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.stale_wait
+        seen = self.source.state.generation
+        while loop.time() < deadline:
+            await asyncio.sleep(STALE_POLL_SECONDS)
+            state = self.source.state
+            if state.generation == seen:
+                continue
+            seen = state.generation
+            result = self._evaluate_request(result, state)
+            if result.verdict is None or not result.verdict.cache_dependent:
+                break
+        return result
+
+    def finish(self, result: _Result) -> tuple[int, bytes, bytes]:
+        return self._finish(result)
+
+    @property
+    def background(self) -> Sequence[Callable[[], Awaitable[None]]]:
+        return self._background
 
     def _evaluate(self, body: bytes) -> _Result:
         r = _Result(time.perf_counter())
@@ -416,6 +437,12 @@ def _parser() -> argparse.ArgumentParser:
         f"(default {STALE_WAIT_SECONDS}; 0 disables)",
     )
     p.add_argument("--static-state", metavar="FILE", help=argparse.SUPPRESS)  # JSON/YAML objects; benchmarks
+    p.add_argument(
+        "--http",
+        choices=["builtin", "uvicorn"],
+        default="builtin",
+        help="HTTP server: builtin (admission.http, the fast path) or uvicorn (the reference)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -492,9 +519,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.environ.get("GPUCTL_ADMISSION_GC", "tuned") == "tuned":
         tune_gc()
     try:
-        serve(app, args.host, args.port, reloader, log_level=args.log_level)
+        serve(app, args.host, args.port, reloader, log_level=args.log_level, http=args.http)
     finally:
-        source.stop()
+        # Closing a watch's response can block while its informer thread sits in an SSL read (until the
+        # watch times out, minutes): stop in the background and give it a second; the threads are daemons.
+        stopper = threading.Thread(target=source.stop, name="stop-watches", daemon=True)
+        stopper.start()
+        stopper.join(1.0)
     return 0
 
 
@@ -513,8 +544,20 @@ def tune_gc() -> None:
 
 
 def serve(
-    app: AdmissionApp, host: str, port: int, reloader: CertReloader, *, log_level: str = "info"
+    app: AdmissionApp,
+    host: str,
+    port: int,
+    reloader: CertReloader,
+    *,
+    log_level: str = "info",
+    http: str = "builtin",
 ) -> None:
+    """Serve over HTTPS: admission.http's own server (default), or uvicorn (`--http uvicorn`, the
+    reference bench/webhook.py compares against)."""
+    if http == "builtin":
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(admission_http.run(app, host, port, reloader, keep_alive=KEEP_ALIVE_SECONDS))
+        return
     config = uvicorn.Config(
         app,
         host=host,

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import copy
 import os
 import random
 import signal
@@ -50,6 +51,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -57,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.webhook import free_port, make_certs  # noqa: E402
-from gpuctl.cluster import Cluster, path  # noqa: E402
+from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
 from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels  # noqa: E402
 from gpuctl.domain.objects import is_gpuctl_object  # noqa: E402
 from gpuctl.domain.pools import (  # noqa: E402
@@ -104,7 +106,7 @@ class Testbed:
     def pid(self, name: str) -> int:
         return int((self.run / "pids" / name).read_text())
 
-    def signal(self, name: str, sig: int) -> None:
+    def send(self, name: str, sig: int) -> None:
         os.kill(self.pid(name), sig)
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20) -> list[str]:
@@ -212,6 +214,7 @@ def register_webhook(kube: Cluster, port: int, ca: Path, namespaces: list[str], 
             continue  # Nodes: the suite relabels nodes itself
         w["clientConfig"] = {"url": f"https://127.0.0.1:{port}/validate",
                              "caBundle": base64.b64encode(ca.read_bytes()).decode()}  # fmt: skip
+        w["namespaceSelector"] = copy.deepcopy(w["namespaceSelector"])  # the YAML anchor shares one dict
         w["namespaceSelector"]["matchExpressions"].append(
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
         )
@@ -252,6 +255,7 @@ class Submission:
     at: float
     ok: bool = False
     error: str = ""
+    kind: str = "training"  # the Job audit covers training jobs; inference is checked where it is sent
 
 
 @dataclass
@@ -282,7 +286,7 @@ def stream(kube: Cluster, ledger: Ledger, teams: list[str], stop: threading.Even
     i = 0
     while not stop.is_set():
         ns = teams[i % len(teams)]
-        pool = POOL_A if i % 3 else POOL_B
+        pool = POOL_A if i % 4 else POOL_B
         submit_one(kube, ledger, ns, f"j{i:04d}", training(f"j{i:04d}", random.choice([1, 1, 2, 4]),
                                                            f"{random.randint(3, 10)}s", pool))  # fmt: skip
         i += 1
@@ -331,10 +335,12 @@ class Sampler:
         team_used: dict[str, int] = defaultdict(int)
         pool_used: dict[str, int] = defaultdict(int)
         newest: dict[str, float] = {}
-        for ns in self.teams:
-            for wl in kube.list(path("Workload", namespace=ns)):
-                if workload_state(wl) not in HOLDING_QUOTA:
-                    continue
+        # One list of every namespace: one consistent snapshot (per-namespace lists taken one after the
+        # other could show a preempted Workload still holding quota next to its preemptor already admitted).
+        for wl in kube.list(path("Workload")):
+            ns = wl["metadata"].get("namespace", "")
+            if ns not in self.teams or workload_state(wl) not in HOLDING_QUOTA:
+                continue
                 for pool, g in reserved_gpus(wl).items():
                     team_used[ns] += g
                     pool_used[pool] += g
@@ -391,34 +397,47 @@ def until(check: Callable[[], object], timeout: float, interval: float = 0.2) ->
     return None
 
 
-def recover(kube: Cluster, ledger: Ledger, team: str, tag: str, timeout: float) -> float | None:
-    """Seconds from now until a new job is accepted and holds quota, and the Cohort is right again."""
-    t0 = time.monotonic()
-    name = f"probe-{tag}"
+def recover(
+    kube: Cluster, ledger: Ledger, teams: list[str], tag: str, timeout: float
+) -> tuple[float | None, float | None]:
+    """(seconds until work flows again: a new job is accepted and Kueue reserves quota for some Workload;
+    seconds until the Cohort equals what the Ready nodes give), each None on timeout."""
+    t0, wall0 = time.monotonic(), time.time()
+    n = iter(range(10**6))
 
     def accepted() -> bool:
-        s = submit_one(kube, ledger, team, f"{name}-{int(time.monotonic() * 10) % 100000}", training(
-            f"{name}-{int(time.monotonic() * 10) % 100000}", 1, "2s", POOL_B))  # fmt: skip
-        return s.ok
+        name = f"probe-{tag}-{next(n)}"
+        return submit_one(kube, ledger, teams[-1], name, training(name, 1, "2s", POOL_A)).ok
 
-    if until(accepted, timeout, 1.0) is None:
-        return None
-    if until(lambda: cohort_matches(kube), max(1.0, timeout - (time.monotonic() - t0))) is None:
-        return None
-    probes = [s for s in ledger.subs if s.ok and s.name.startswith(name)]
+    def admitting() -> bool:
+        return any(
+            (quota_reserved_at(wl) or 0) >= wall0 - 1
+            for ns in teams
+            for wl in kube.list(path("Workload", namespace=ns))
+        )
 
-    def reserved() -> bool:
-        for wl in kube.list(path("Workload", namespace=team)):
-            owner = (wl["metadata"].get("ownerReferences") or [{}])[0].get("name", "")
-            if owner in {p.name for p in probes} and (
-                quota_reserved_at(wl) or workload_state(wl) == WorkloadState.FINISHED
-            ):
-                return True
-        return False
+    cohort = until(lambda: cohort_matches(kube), timeout, 0.2)
+    for check in (accepted, admitting):
+        left = timeout - (time.monotonic() - t0)
+        if left <= 0 or until(check, left, 0.5) is None:
+            return None, cohort
+    return time.monotonic() - t0, cohort
 
-    if until(reserved, max(1.0, timeout - (time.monotonic() - t0))) is None:
-        return None
-    return time.monotonic() - t0
+
+def retry(fn: Callable[[], Any], timeout: float = 120) -> Any:
+    """fn(), again while the API server answers 429/5xx: after a restart (or etcd's pause) its watch caches
+    re-initialise for a while ("storage is (re)initializing")."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except ApiError as e:
+            if e.status not in (429, 500, 503) or time.monotonic() > deadline:
+                raise
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(1)
 
 
 @dataclass
@@ -433,7 +452,7 @@ class Audit:
 def audit(kube: Cluster, subs: list[Submission], settle: float) -> Audit:
     """Every accepted job exists once with exactly one Workload, queued/admitted/finished; rejected ones
     left nothing behind."""
-    accepted = [s for s in subs if s.ok]
+    accepted = [s for s in subs if s.ok and s.kind == "training"]
 
     def state() -> tuple[list[str], list[str]]:
         lost, dup = [], []
@@ -460,11 +479,11 @@ def audit(kube: Cluster, subs: list[Submission], settle: float) -> Audit:
                 lost.append(f"{s.ns}/{s.name}: Workload {'missing' if not wls else workload_state(wls[0])}")
         return lost, dup
 
-    lost, dup = state()
+    lost, dup = retry(state)
     deadline = time.monotonic() + settle
     while (lost or dup) and time.monotonic() < deadline:  # Kueue may still be catching up
         time.sleep(1)
-        lost, dup = state()
+        lost, dup = retry(state)
     half = []
     for s in subs:
         if s.ok:
@@ -498,6 +517,7 @@ class Ctx:
     short: bool
     kubectl: str
     notes: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    lost_extra: int = 0  # inference jobs found incomplete (outside the Job audit)
 
     def kc(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([self.kubectl, "--kubeconfig", str(self.tb.kubeconfig), *args],
@@ -528,11 +548,11 @@ def fault_apiserver(c: Ctx) -> None:
 
 
 def fault_etcd(c: Ctx) -> None:
-    c.tb.signal("etcd", signal.SIGSTOP)
+    c.tb.send("etcd", signal.SIGSTOP)
     try:
         time.sleep(5 if c.short else 10)
     finally:
-        c.tb.signal("etcd", signal.SIGCONT)
+        c.tb.send("etcd", signal.SIGCONT)
 
 
 def _leader(c: Ctx) -> Proc | None:
@@ -583,7 +603,11 @@ def fault_webhook(c: Ctx) -> None:
     c.notes["webhook"].append(
         f"gpuctl create while down: exit {p.returncode}, error names the webhook: {clear}"
     )
-    c.ledger.add(Submission(ns, name, "webhook", time.time(), ok=p.returncode == 0, error=p.stderr[-300:]))
+    c.ledger.add(
+        Submission(
+            ns, name, "webhook", time.time(), ok=p.returncode == 0, error=p.stderr[-300:], kind="inference"
+        )
+    )
     if not clear:
         c.notes["webhook"].append(f"gpuctl said: {(p.stderr + p.stdout)[-400:]}")
     raw = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{name}-raw", "namespace": ns,
@@ -631,7 +655,13 @@ def fault_duplicate(c: Ctx) -> None:
         c.notes["duplicate"].append(f"{kind}: two CLIs -> exit codes {sorted(codes)}")
         c.ledger.add(
             Submission(
-                ns, name, "duplicate", time.time(), ok=0 in codes, error=";".join(o[1][-200:] for o in outs)
+                ns,
+                name,
+                "duplicate",
+                time.time(),
+                ok=0 in codes,
+                error=";".join(o[1][-200:] for o in outs),
+                kind=kind,
             )
         )
         if kind == "training":
@@ -656,10 +686,10 @@ def fault_duplicate(c: Ctx) -> None:
             c.notes["duplicate"].append(
                 f"inference after both: Deployment {dep is not None}, Service {svc is not None}"
             )
-            # Inference is not a Job: account for it here (it exists once, whole) and not in the Job audit.
-            c.ledger.subs[-1].ok = False
+            # Inference is not a Job: accounted for here (it exists once, whole), not in the Job audit.
             if 0 in codes and (dep is None or svc is None):
                 c.notes["duplicate"].append("LOST: accepted inference job is missing a part")
+                c.lost_extra += 1
 
 
 FAULT_FNS: dict[str, Callable[[Ctx], None]] = {
@@ -686,6 +716,8 @@ class Row:
     violations: int
     recover_s: float | None
     notes: list[str]
+    cohort_s: float | None = None
+    half_made: int = 0
 
 
 def setup(kube: Cluster, sfx: str) -> list[str]:
@@ -740,21 +772,26 @@ def run(tb: Testbed, faults: list[str], short: bool, kubectl: str) -> list[Row]:
             n0, v0 = len(ledger.subs), sampler.count()
             log(f"fault {fault}")
             FAULT_FNS[fault](c)
-            rec = recover(kube, ledger, teams[2], f"{fault}-{sfx}", 60 if short else 120)
-            log(f"  recovered in {rec if rec is None else round(rec, 2)} s")
+            rec, cohort = recover(kube, ledger, teams, f"{fault}-{sfx}", 60 if short else 120)
+            log(
+                f"  work flows after {rec if rec is None else round(rec, 2)} s, Cohort right after {cohort} s"
+            )
             time.sleep(3 if short else 10)
             subs = [s for s in ledger.subs[n0:]]
             a = audit(kube, subs, 30 if short else 60)
-            rows.append(Row(fault, a.submitted, a.accepted, len(a.lost), len(a.duplicated),
+            extra, c.lost_extra = c.lost_extra, 0
+            rows.append(Row(fault, a.submitted, a.accepted, len(a.lost) + extra, len(a.duplicated),
                             sampler.count() - v0, rec,
-                            [*c.notes[fault], *a.lost, *a.duplicated, *a.half_made]))  # fmt: skip
+                            [*c.notes[fault], *a.lost, *a.duplicated, *a.half_made], cohort,
+                            len(a.half_made)))  # fmt: skip
         stop.set()
         for t in threads:
             t.join(10)
         final = audit(kube, ledger.subs, 60)
         rows.append(Row("all (final)", final.submitted, final.accepted, len(final.lost),
                         len(final.duplicated), sampler.count(), None,
-                        [*final.lost, *final.duplicated, *final.half_made][:10]))  # fmt: skip
+                        [*final.lost, *final.duplicated, *final.half_made][:10], None,
+                        len(final.half_made)))  # fmt: skip
         if sampler.violations:
             log("violations:\n  " + "\n  ".join(sampler.violations[:20]))
         log(f"sampler: {sampler.samples} samples, {sampler.errors} failed (API server unavailable)")
@@ -767,11 +804,20 @@ def run(tb: Testbed, faults: list[str], short: bool, kubectl: str) -> list[Row]:
             p.stop()
         with contextlib.suppress(Exception):
             set_ready(kube, NODES_A[1], True)
+        for t in teams:  # its own namespaces (their jobs go with them)
+            with contextlib.suppress(Exception):
+                kube.delete(path("Namespace", t))
     return rows
 
 
+def _secs(v: float | None, r: Row) -> str:
+    if r.fault.startswith("all"):
+        return "-"
+    return "FAILED" if v is None else f"{v:.1f}"
+
+
 def table(rows: list[Row]) -> str:
-    cols = ("submitted", "accepted", "lost", "duplicated", "quota viol.", "recover s")
+    cols = ("submitted", "accepted", "lost", "duplicated", "quota viol.", "recover s", "Cohort s")
     head = f"{'fault':<12} " + " ".join(f"{c:>11}" for c in cols)
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -782,7 +828,18 @@ def table(rows: list[Row]) -> str:
         )
         lines.append(
             f"{r.fault:<12} "
-            + " ".join(f"{v:>11}" for v in (r.submitted, r.accepted, r.lost, r.duplicated, r.violations, rec))
+            + " ".join(
+                f"{v:>11}"
+                for v in (
+                    r.submitted,
+                    r.accepted,
+                    r.lost,
+                    r.duplicated,
+                    r.violations,
+                    rec,
+                    _secs(r.cohort_s, r),
+                )
+            )
         )
     for r in rows:
         for n in r.notes:
@@ -822,7 +879,11 @@ def main(argv: list[str] | None = None) -> int:
     bad = [
         r
         for r in rows
-        if r.lost or r.duplicated or r.violations or (r.recover_s is None and not r.fault.startswith("all"))
+        if r.lost
+        or r.half_made
+        or r.duplicated
+        or r.violations
+        or (not r.fault.startswith("all") and (r.recover_s is None or r.cohort_s is None or r.cohort_s > 5))
     ]
     return 1 if bad else 0
 

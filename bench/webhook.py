@@ -407,7 +407,11 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
         f"nice {os.nice(0)}"
     )
     out = []
-    with webhook_server(tmp, crt, key, ca, ["--static-state", str(state)]) as (port, pid):
+    print(f"   HTTP server: {args.http_server}")
+    with webhook_server(tmp, crt, key, ca, ["--static-state", str(state), "--http", args.http_server]) as (
+        port,
+        pid,
+    ):
         try:
             import uvloop
 
@@ -686,6 +690,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--max-connections", type=int, default=64, help="connections the client may open in all")
     p.add_argument(
+        "--http",
+        type=lambda s: s.split(","),
+        default=["builtin", "uvicorn"],
+        help="webhook HTTP servers to measure, in this order (builtin = admission.http; uvicorn = reference)",
+    )
+    p.add_argument(
         "--kubeconfig",
         default=os.environ.get("GPUCTL_BENCH_KUBECONFIG"),
         help="local cluster for the API server's view (part 2); omitted: part 1 only",
@@ -703,7 +713,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.realtime:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(5))
         try:
-            part1(args, tmp, ca, crt, key)
+            for server in args.http:
+                args.http_server = server
+                part1(args, tmp, ca, crt, key)
         finally:
             if args.realtime:
                 os.sched_setscheduler(0, policy, os.sched_param(0))

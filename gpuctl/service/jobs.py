@@ -126,12 +126,14 @@ def list_job_rows(
         inv.use_workloads_of_suspended_jobs()
     wanted = _selector_filter(selector)
     rows: list[JobRow] = []
-    snap = snapshot(inv) if positions else None
+    snaps: list[Snapshot] = []  # built on the first waiting row: it reads every bound pod in full
 
     def why(wl: dict | None, status: str) -> str:
-        if snap is None or wl is None or status not in WAITING_STATES:
+        if not positions or wl is None or status not in WAITING_STATES:
             return ""
-        return snap.verdict(workload_demand(wl)).message or "being admitted"
+        if not snaps:
+            snaps.append(snapshot(inv))
+        return snaps[0].verdict(workload_demand(wl)).message or "being admitted"
 
     for job in collect_jobs(inv, positions=positions):
         labels = job.labels

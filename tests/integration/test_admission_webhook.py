@@ -327,7 +327,11 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
             kube.delete(path("ValidatingWebhookConfiguration", name))
         for p in procs:
             p.terminate()
-            p.wait(10)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:  # still clean up below; the exit time is tested elsewhere
+                p.kill()
+                p.wait(5)
         for api_path in reversed(created):
             with contextlib.suppress(ApiError):
                 kube.delete(api_path)

@@ -1,0 +1,148 @@
+"""admission.http's HTTP/1.1 protocol, driven with bytes through a fake transport (no sockets, no TLS).
+
+The real HTTPS server (`python -m admission serve`, which uses it by default) is exercised in
+test_admission_server.py; here: keep-alive, pipelining and split packets, the errors and their closes,
+Expect: 100-continue, HTTP/1.0, and the re-check of a cache-dependent denial holding the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+
+from admission.http import HttpProtocol
+from admission.rules import AdmissionConfig
+from admission.server import AdmissionApp
+from admission.state import ClusterState, StaticState
+from tests.unit.test_admission_fixtures import cluster_objects, queued_pod, raw_pod, review, state
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.closed = False
+        self.paused = False
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+
+def request(body: bytes, path: str = "/validate?timeout=3s", method: str = "POST", extra: str = "") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{extra}"
+    return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def responses(raw: bytes) -> list[tuple[int, dict[str, str], bytes]]:
+    out = []
+    buf = bytes(raw)
+    while buf:
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+        n = int(headers.get("content-length", "0"))
+        out.append((status, headers, rest[:n]))
+        buf = rest[n:]
+    return out
+
+
+def run(app: AdmissionApp, *chunks: bytes, wait: float = 0.0) -> tuple[Transport, list]:
+    async def go() -> Transport:
+        t = Transport()
+        p = HttpProtocol(app, set(), keep_alive=120)
+        p.connection_made(t)  # type: ignore[arg-type]
+        for c in chunks:
+            p.data_received(c)
+        if wait:
+            await asyncio.sleep(wait)
+        p.connection_lost(None)
+        return t
+
+    t = asyncio.run(go())
+    return t, responses(t.out)
+
+
+def app(st: ClusterState | None = None, **kw) -> AdmissionApp:
+    return AdmissionApp(StaticState(st or state()), AdmissionConfig(), **kw)
+
+
+def test_keep_alive_pipelined_and_split_requests_are_answered_in_order():
+    ok, bad = orjson.dumps(review(queued_pod())), orjson.dumps(review(raw_pod(gpus=1)))
+    stream = request(ok) + request(bad) + request(b"", "/healthz", "GET")
+    # Split mid-header and mid-body, one byte at a time for a stretch.
+    chunks = [stream[:10], *(stream[i : i + 1] for i in range(10, 60)), stream[60:500], stream[500:]]
+    t, rs = run(app(stale_wait=0), *chunks)
+    assert [r[0] for r in rs] == [200, 200, 200]
+    assert orjson.loads(rs[0][2])["response"]["allowed"] is True
+    assert orjson.loads(rs[1][2])["response"]["allowed"] is False
+    assert rs[2][2] == b"ok\n" and not t.closed
+
+
+def test_errors_answer_and_close():
+    for raw, status in (
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"POST /validate HTTP/1.1\r\nno colon here\r\n\r\n", 400),
+        (b"POST /validate HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
+        (b"POST /validate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411),
+        (b"POST /validate HTTP/1.1\r\nContent-Length: 999999999\r\n\r\n", 413),
+        (b"GET / HTTP/1.1\r\n" + b"X: " + b"a" * 70_000, 431),
+    ):
+        t, rs = run(app(max_body=1000), raw)
+        assert [r[0] for r in rs] == [status], raw[:40]
+        assert rs[0][1]["connection"] == "close" and t.closed
+
+
+def test_routes_methods_and_the_400_of_a_bad_review():
+    t, rs = run(
+        app(),
+        request(b"", "/validate", "GET"),
+        request(b"", "/nope", "GET"),
+        request(b"", "/readyz", "GET"),
+        request(b"", "/metrics", "GET"),
+        request(b"\x00\x01"),
+    )
+    assert [r[0] for r in rs] == [405, 404, 200, 200, 400]
+    assert rs[0][1]["allow"] == "POST"
+    assert b"gpuctl_webhook_requests" in rs[3][2]
+    assert not t.closed
+
+
+def test_connection_close_http10_and_100_continue():
+    body = orjson.dumps(review(queued_pod()))
+    t, rs = run(app(), request(body, extra="Connection: close\r\n"), request(body))
+    assert len(rs) == 1 and t.closed  # nothing after a Connection: close
+    raw = b"POST /validate HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    t, rs = run(app(), raw)
+    assert rs[0][0] == 200 and t.closed
+    head = request(body, extra="Expect: 100-continue\r\n")
+    split = head.index(b"\r\n\r\n") + 4
+    t, rs = run(app(), head[:split], head[split:])
+    assert [r[0] for r in rs] == [100, 200]
+
+
+def test_cache_dependent_denial_is_rechecked_and_later_requests_wait_their_turn():
+    st = ClusterState.from_objects(o for o in cluster_objects() if o["metadata"]["name"] != "a100")
+    a = app(st, stale_wait=0.3)
+    waits = orjson.dumps(review(queued_pod()))  # pool a100 unknown to this cache: re-checked for 0.3 s
+    quick = orjson.dumps(review(raw_pod(labels={"runwhere.ai/poool": "x"})))
+    t0 = time.monotonic()
+    t, rs = run(a, request(waits) + request(quick), wait=0.6)
+    assert [r[0] for r in rs] == [200, 200]
+    first, second = (orjson.loads(r[2])["response"] for r in rs)
+    assert first["allowed"] is False and "[pool-exists]" in first["status"]["message"]
+    assert second["allowed"] is False and "[unknown-key]" in second["status"]["message"]
+    assert time.monotonic() - t0 >= 0.3 and not t.paused
