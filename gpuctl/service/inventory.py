@@ -149,7 +149,7 @@ class Inventory:
     @cached_property
     def workloads_all(self) -> list[dict]:
         """Every Workload of the cluster (queue positions are per ClusterQueue, across namespaces)."""
-        if self.namespace is None:
+        if self.namespace is None and not getattr(self, "_workload_subset", False):
             return self.workloads
         return self.reader.list("Workload")
 
