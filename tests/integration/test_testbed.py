@@ -5,7 +5,7 @@ second Job beyond the ClusterQueue's quota stays suspended with Kueue's pending 
 from __future__ import annotations
 
 from gpuctl.cluster import path
-from gpuctl.constants import Labels
+from gpuctl.constants import TAS_UNCONSTRAINED, Labels
 from queues import PoolCapacity, TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import wait_until
 
@@ -19,6 +19,9 @@ def _job(name: str, ns: str, gpus: int, runtime: str) -> dict:
         "spec": {
             "suspend": True,
             "template": {
+                # Pool flavors are TAS-only (issue 15): a pod set must ask for a topology assignment,
+                # as gpuctl's builders do; without it Kueue answers "supports only TopologyAwareScheduling".
+                "metadata": {"annotations": {TAS_UNCONSTRAINED: "true"}},
                 "spec": {
                     # No nodeSelector: Kueue must inject the pool's (the flavor's nodeLabels).
                     "restartPolicy": "Never",
@@ -30,7 +33,7 @@ def _job(name: str, ns: str, gpus: int, runtime: str) -> dict:
                             "resources": {"requests": res, "limits": res},
                         }
                     ],
-                }
+                },
             },
         },
     }
@@ -80,7 +83,10 @@ def test_job_admitted_scheduled_run_and_over_quota_waits(kube, namespace, clean_
         what="pod Running",
     )
     pod = pods[0]
-    assert pod["spec"]["nodeSelector"] == {Labels.POOL: "training-pool"}
+    # the flavor's nodeLabels, and (TAS, one node per pod) the node Kueue assigned in that pool
+    selector = pod["spec"]["nodeSelector"]
+    assert selector.pop(Labels.POOL) == "training-pool"
+    assert selector in ({"kubernetes.io/hostname": "gpu-node-1"}, {"kubernetes.io/hostname": "gpu-node-2"})
     assert pod["spec"]["nodeName"] in ("gpu-node-1", "gpu-node-2")
     wait_until(
         lambda: any(
