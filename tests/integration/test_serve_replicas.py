@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels
+from gpuctl.constants import BUDGET_FLAVOR, COHORT_NAME, GPU_RESOURCE, QUOTA_GPU, Labels
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
 from queues import desired_objects
@@ -86,11 +86,13 @@ class Pair:
         return leaders[0] if leaders and all(s is not None for _, s in states) else None
 
     def cohort_gpus(self) -> int | None:
+        """The GPUs the root Cohort lends: since issue 15 the budget flavor's quota-gpu, the pools' GPUs no
+        team quota covers (this test has no teams, so all of the pool's)."""
         cohort = self.kube.get_or_none(path("Cohort", COHORT_NAME)) or {}
         for group in (cohort.get("spec") or {}).get("resourceGroups") or []:
             for fl in group.get("flavors") or []:
-                if fl["name"] == POOL:
-                    return next(int(r["nominalQuota"]) for r in fl["resources"] if r["name"] == GPU_RESOURCE)
+                if fl["name"] == BUDGET_FLAVOR:
+                    return next(int(r["nominalQuota"]) for r in fl["resources"] if r["name"] == QUOTA_GPU)
         return None
 
 
