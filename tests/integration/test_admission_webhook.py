@@ -32,7 +32,15 @@ import yaml
 
 from admission.rules import CONTROLLER_USERS, KUEUE_USER
 from gpuctl.cluster import ApiError, path
-from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, KUEUE_API_VERSION, PRIORITY_CLASS, Labels, Priority
+from gpuctl.constants import (
+    COHORT_NAME,
+    GPU_RESOURCE,
+    KUEUE_API_VERSION,
+    PRIORITY_CLASS,
+    TAS_UNCONSTRAINED,
+    Labels,
+    Priority,
+)
 from gpuctl.spec import load_text
 from queues import (
     PoolGuarantee,
@@ -42,6 +50,7 @@ from queues import (
     local_queue,
     resource_flavor,
     team_namespace,
+    topology,
     workload_priority_classes,
 )
 from tests.integration.conftest import wait_until
@@ -248,7 +257,8 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
     created: list[str] = []  # API paths to delete, in reverse
     procs: list[subprocess.Popen] = []
     try:
-        for obj in [*workload_priority_classes(), budget_flavor()]:
+        # the node Topology too: pool flavors are TAS flavors (issue 15), inactive without it
+        for obj in [*workload_priority_classes(), budget_flavor(), topology()]:
             if kube.get_or_none(path(obj["kind"], obj["metadata"]["name"])) is None:
                 kube.apply(obj)
                 created.append(path(obj["kind"], obj["metadata"]["name"]))
@@ -425,7 +435,12 @@ def _job(
         "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
         "spec": {
             "suspend": True,
-            "template": {"metadata": {"labels": tmpl_labels or {}}, "spec": pod["spec"]},
+            # Pool flavors are TAS-only (issue 15): a pod set asks for a topology assignment, as gpuctl's
+            # builders do; without it Kueue never admits the Job.
+            "template": {
+                "metadata": {"labels": tmpl_labels or {}, "annotations": {TAS_UNCONSTRAINED: "true"}},
+                "spec": pod["spec"],
+            },
         },
     }
 
