@@ -62,6 +62,7 @@ class Inventory:
         self.reader: Reader = as_reader(source)
         self.namespace = namespace
         self.pod_rows = pod_rows
+        self._workload_subset = False  # use_workloads_of_suspended_jobs() narrowed `workloads`
 
     # -------------------------------------------------------------- cluster-scoped
     @cached_property
@@ -149,7 +150,7 @@ class Inventory:
     @cached_property
     def workloads_all(self) -> list[dict]:
         """Every Workload of the cluster (queue positions are per ClusterQueue, across namespaces)."""
-        if self.namespace is None and not getattr(self, "_workload_subset", False):
+        if self.namespace is None and not self._workload_subset:
             return self.workloads
         return self.reader.list("Workload")
 
@@ -172,8 +173,7 @@ class Inventory:
         visible = self._visible_positions()
         if visible is not None:
             return visible
-        subset = getattr(self, "_workload_subset", False)
-        workloads = self._list("Workload") if subset else self.workloads
+        workloads = self._list("Workload") if self._workload_subset else self.workloads
         by_uid = queue_positions(workloads)
         out: dict[str, int] = {}
         for wl in workloads:
