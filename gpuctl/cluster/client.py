@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -29,6 +30,23 @@ PAGE_SIZE = 500
 VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
 VISIBILITY_PAGE = 1000
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+MAX_RETRIES = 10  # client-go's default for answers that carry Retry-After
+MAX_RETRY_WAIT = 10.0  # seconds; a longer Retry-After is shortened to this
+
+
+def retry_after(status: int, header: str | None) -> float | None:
+    """Seconds to wait before asking again, or None when the answer is final.
+
+    Like client-go's checkWait: a 429 or a 5xx that carries an integer Retry-After is worth retrying; a
+    429 without the header is retried after one second (the server still refused before doing anything).
+    """
+    if status != 429 and not (500 <= status < 600 and header):
+        return None
+    try:
+        seconds = float(int(header)) if header else 1.0
+    except ValueError:
+        return None if status != 429 else 1.0
+    return min(max(seconds, 0.0), MAX_RETRY_WAIT)
 
 
 class ApiError(Exception):
@@ -142,7 +160,8 @@ class Cluster:
                 else urllib3.Timeout(connect=10, read=None)
             )
         )
-        for attempt in (1, 2):
+        refreshed = False
+        for attempt in range(MAX_RETRIES + 1):
             resp = self._pool.request(
                 method,
                 url,
@@ -153,8 +172,17 @@ class Cluster:
                 retries=False,
             )
             # An expired credential (exec plugin, rotated token file): fetch a new one and ask once more.
-            if resp.status == 401 and attempt == 1 and self.connection.auth.refresh():
+            if resp.status == 401 and not refreshed and self.connection.auth.refresh():
+                refreshed = True
                 _close(resp)
+                continue
+            # The server asked to come back later (429 "storage is (re)initializing" after an etcd or API
+            # server restart, 429 from priority and fairness, 5xx with Retry-After): wait as told and ask
+            # again, as client-go does for every verb, at most MAX_RETRIES times.
+            wait = retry_after(resp.status, resp.headers.get("Retry-After"))
+            if wait is not None and attempt < MAX_RETRIES:
+                _close(resp)
+                time.sleep(wait)
                 continue
             break
         if resp.status >= 400:

@@ -11,11 +11,12 @@ from gpuctl.cluster import ApiError, path
 from gpuctl.constants import Labels
 
 MANAGED = f"{Labels.MANAGED_BY}=gpuctl"
+MANAGED_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "Topology")
 
 
 def reset_gpuctl_state(kube) -> None:
     """Delete every gpuctl-managed cluster-scoped Kueue object and gpuctl's node labels."""
-    for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "Topology"):
+    for kind in MANAGED_KINDS:
         for obj in kube.list(path(kind), label_selector=MANAGED):
             name = obj["metadata"]["name"]
             if obj["metadata"].get("finalizers"):

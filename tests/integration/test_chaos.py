@@ -21,7 +21,7 @@ import pytest
 from bench.chaos import FAULTS, run, table
 from bench.chaos import Testbed as Bed
 from gpuctl.cluster import ApiError, path
-from tests.integration.conftest import reset_gpuctl_state
+from tests.integration.conftest import MANAGED_KINDS, reset_gpuctl_state
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ def _settled(kube, timeout: float = 120) -> None:
     """After etcd's pause and the API server's restart, its watch caches re-initialise for a while (lists
     answer 429 "storage is (re)initializing"): wait until every kind the cleanup lists answers."""
     deadline = time.monotonic() + timeout
-    kinds = ("Namespace", "Node", "ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass")
+    kinds = ("Namespace", "Node", *MANAGED_KINDS)
     while True:
         try:
             for kind in kinds:

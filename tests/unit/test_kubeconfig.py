@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from gpuctl.cluster import Cluster
+from gpuctl.cluster.client import MAX_RETRIES, ApiError, retry_after
 from gpuctl.cluster.config import (
     ConfigError,
     TokenFileAuth,
@@ -122,6 +123,7 @@ class _Server:
     def __init__(self, pki: Path):
         self.tokens: set[str] = set()
         self.seen: list[tuple[str | None, str | None]] = []
+        self.refusals: list[tuple[int, str | None]] = []  # answers to give first: (status, Retry-After)
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -135,7 +137,14 @@ class _Server:
                 outer.seen.append((cn, auth))
                 ok = cn == "alice" or (auth or "").removeprefix("Bearer ") in outer.tokens
                 body = json.dumps({"gitVersion": "v-test"} if ok else {"message": "Unauthorized"}).encode()
-                self.send_response(200 if ok else 401)
+                if outer.refusals:
+                    status, after = outer.refusals.pop(0)
+                    body = json.dumps({"message": "storage is (re)initializing"}).encode()
+                    self.send_response(status)
+                    if after is not None:
+                        self.send_header("Retry-After", after)
+                else:
+                    self.send_response(200 if ok else 401)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -208,6 +217,33 @@ def test_the_server_certificate_is_verified(pki, server, tmp_path) -> None:
         ),
     )
     assert _cluster(named).server_version() == "v-test"
+
+
+def test_answers_that_say_retry_after_are_retried_like_client_go(pki, server, tmp_path) -> None:
+    kc = _write(tmp_path / "kc", _config(server.url, cluster={"certificate-authority": str(pki / "ca.crt")}))
+    server.tokens.add("")
+    c = _cluster(kc)
+    # 429 with and without Retry-After, 503 with it: asked again until the real answer.
+    server.refusals = [(429, "0"), (429, None), (503, "0")]
+    assert c.server_version() == "v-test"
+    assert len(server.seen) == 4 and not server.refusals
+    # A 5xx without Retry-After is final, as it is for kubectl.
+    server.refusals = [(500, None)]
+    with pytest.raises(ApiError, match="500"):
+        c.server_version()
+    # The server keeps refusing: give up after MAX_RETRIES retries with its own message.
+    server.refusals = [(429, "0")] * (MAX_RETRIES + 1) + [(429, "0")]
+    with pytest.raises(ApiError, match=r"initializing.*429"):
+        c.server_version()
+    assert len(server.refusals) == 1
+
+
+def test_retry_after_reads_like_client_go() -> None:
+    assert retry_after(200, None) is None and retry_after(404, "1") is None
+    assert retry_after(500, None) is None and retry_after(503, "2") == 2.0
+    assert retry_after(429, None) == 1.0 and retry_after(429, "0") == 0.0
+    assert retry_after(429, "3600") == 10.0  # a long wait is shortened
+    assert retry_after(503, "Wed, 21 Oct 2026 07:28:00 GMT") is None  # HTTP dates: not a count of seconds
 
 
 def test_token_file_is_reread_after_a_401(pki, server, tmp_path) -> None:
