@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ TEAMS = {"a": 12, "b": 8, "c": 8}
 # Baseline: the same quotas split per pool (training, inference, dev); Kueue's defaults otherwise.
 SPLIT = {"a": (8, 4, 0), "b": (4, 2, 2), "c": (4, 2, 2)}
 POOLS = ("training-pool", "inference-pool", "dev-pool")
+ANY_POOL = ""  # Item.pool of a job that names no pool (the --any-pool what-if)
 CAPACITY = 28
 REAL_DAY = 86400.0
 WAIT_LIMIT = 60.0  # compressed seconds
@@ -134,7 +135,7 @@ def make_trace(seed: int, day: float) -> list[Item]:
 
 def spec_yaml(item: Item, ns: str) -> str:
     job = f"job: {{name: {item.name}, namespace: {ns}, priority: {item.priority}}}"
-    res = f"resources: {{pool: {item.pool}, gpu: {item.gpus}, cpu: 2, memory: 8Gi}}"
+    res = f"resources: {{pool: {item.pool or POOLS[0]}, gpu: {item.gpus}, cpu: 2, memory: 8Gi}}"
     if item.kind == "training":
         env = f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {max(item.runtime, 1):.0f}s}}]}}"
         return f"kind: training\n{job}\n{env}\n{res}\n"
@@ -152,7 +153,18 @@ def manifest(item: Item, ns: str, *, tas: bool) -> dict:
         obj["spec"]["parallelism"] = obj["spec"]["completions"] = item.pods
     if not tas:  # the baseline's flavors have no topology: the annotation would make pods inadmissible
         obj["spec"]["template"]["metadata"].get("annotations", {}).pop(TAS_UNCONSTRAINED, None)
+    if item.pool == ANY_POOL:  # what-if: no pool selector, so Kueue picks the flavor (pool)
+        for m in (obj["metadata"], obj["spec"]["template"]["metadata"]):
+            m["labels"].pop(Labels.POOL, None)
+        obj["spec"]["template"]["spec"]["nodeSelector"].pop(Labels.POOL, None)
     return obj
+
+
+def unpin(trace: list[Item]) -> list[Item]:
+    """The --any-pool what-if: training jobs of up to 4 GPUs per pod (one node of any GPU pool holds
+    them) name no pool, as if users could say "any GPU"; gpuctl's YAML cannot say that today (a job
+    without resources.pool goes to pool `default`)."""
+    return [replace(i, pool=ANY_POOL) if i.kind == "training" and i.gpus <= 4 else i for i in trace]
 
 
 # ----------------------------------------------------------------------------- cluster setup
@@ -232,7 +244,9 @@ def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path
                                         {"name": "nvidia.com/gpu", "nominalQuota": str(g)},
                                     ],
                                 }
-                                for pool, g in zip(POOLS, split, strict=True)
+                                # In name order, as gpuctl's queues list pools: a job naming no
+                                # pool (--any-pool) tries them in the same order in both designs.
+                                for pool, g in sorted(zip(POOLS, split, strict=True))
                             ],
                         }
                     ],
@@ -351,6 +365,7 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
     pool_nodes: dict[str, list[str]] = {}
     for node, (pool, _) in nodes.items():
         pool_nodes.setdefault(pool, []).append(node)
+    any_nodes = [n for pool in POOLS for n in pool_nodes.get(pool, [])]
     t0 = time.monotonic()
 
     def now() -> float:
@@ -408,7 +423,8 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
                         continue
                     tr.ever_within = True
                     room = [
-                        nodes[n][1] - used.get(n, 0) + taken.get(n, 0) for n in pool_nodes.get(it.pool, [])
+                        nodes[n][1] - used.get(n, 0) + taken.get(n, 0)
+                        for n in (any_nodes if it.pool == ANY_POOL else pool_nodes.get(it.pool, []))
                     ]
                     if fits(it.pods, it.gpus, room):
                         tr.entitled += dt
@@ -526,9 +542,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--only", choices=["gpuctl", "baseline"])
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
+    ap.add_argument(
+        "--any-pool",
+        action="store_true",
+        help="what-if: training jobs of up to 4 GPUs name no pool and run on any GPU pool (Kueue flavor "
+        "fungibility); not something gpuctl's YAML can express today",
+    )
     args = ap.parse_args(argv)
     kube = Cluster.connect(kubeconfig=args.kubeconfig)
     trace = make_trace(args.seed, args.day_seconds)
+    if args.any_pool:
+        trace = unpin(trace)
     kinds = {k: sum(1 for i in trace if i.kind == k) for k in ("training", "inference", "notebook")}
     gpu_s = sum(i.gpus * i.pods * min(i.runtime, args.day_seconds - i.t) for i in trace)
     print(

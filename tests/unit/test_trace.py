@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from bench.trace import TEAMS, fits, make_trace, manifest, pct, pod_job, reclaimable, workload_job
+from bench.trace import (
+    ANY_POOL,
+    TEAMS,
+    fits,
+    make_trace,
+    manifest,
+    pct,
+    pod_job,
+    reclaimable,
+    unpin,
+    workload_job,
+)
 
 
 def test_trace_is_deterministic_and_has_every_kind_and_size() -> None:
@@ -68,3 +79,18 @@ def test_workloads_and_pods_map_to_their_trace_job() -> None:
     assert workload_job(wl(("Pod", "nb-a-0-0")), pods) == "nb-a-0"
     assert workload_job(wl(("Pod", "serve-a-5f9b-s97")), pods) == "serve-a"
     assert workload_job(wl(("Pod", "serve-b-7bd9-2vx")), {}) == "serve-b"  # pod already gone
+
+
+def test_the_any_pool_what_if_drops_only_small_training_jobs_pool() -> None:
+    trace = make_trace(7, 480)
+    unpinned = unpin(trace)
+    assert [i.name for i in unpinned] == [i.name for i in trace]
+    moved = [i for i in unpinned if i.pool == ANY_POOL]
+    assert moved and all(i.kind == "training" and i.gpus <= 4 for i in moved)
+    assert all(i.pool != ANY_POOL for i in unpinned if i.kind != "training" or i.gpus == 8)
+    obj = manifest(moved[0], "ns", tas=True)
+    assert "runwhere.ai/pool" not in obj["spec"]["template"]["spec"]["nodeSelector"]
+    assert "runwhere.ai/pool" not in obj["metadata"]["labels"]
+    pinned = manifest(next(i for i in trace if i.name == moved[0].name), "ns", tas=True)
+    original = next(i for i in trace if i.name == moved[0].name)
+    assert pinned["spec"]["template"]["spec"]["nodeSelector"]["runwhere.ai/pool"] == original.pool
