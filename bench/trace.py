@@ -19,6 +19,8 @@ Printed per design (a "day" is the submission window; jobs still waiting at the 
 wait so far), as issue 15 defines them:
 - utilisation: allocated GPU-hours / capacity GPU-hours, i.e. GPU-seconds of pods bound to a node and
   not finished / (cluster GPUs x day); per pool too
+  and, per pool, the GPU-seconds left idle while a waiting job of that pool would have fitted in them
+  (one node per pod, whatever its team's quota): what a queue design could still have used
 - p50/p99 wait of jobs within their team's quota "after capacity frees": the seconds a job waited while
   (a) its team's usage plus the job fits the team's quota and (b) its pool had room for every pod of
   it, one node per pod, counting free GPUs and GPUs held by other teams' work beyond their quota (what
@@ -281,6 +283,7 @@ class Result:
     design: str
     util: float = 0.0
     util_pool: dict[str, float] = field(default_factory=dict)
+    fillable_pool: dict[str, float] = field(default_factory=dict)  # idle while a fitting job waited
     waits_quota: list[float] = field(default_factory=list)  # after capacity frees (issue 15)
     waits_quota_submitted: list[float] = field(default_factory=list)  # from submission
     waits_all: list[float] = field(default_factory=list)
@@ -304,6 +307,22 @@ def fits(pods: int, gpus: int, room: Iterable[int]) -> bool:
     if gpus <= 0:
         return True
     return sum(max(r, 0) // gpus for r in room) >= pods
+
+
+def place(pods: int, gpus: int, room: Mapping[str, int]) -> list[str] | None:
+    """Nodes for `pods` pods of `gpus` GPUs, one node per pod, fullest node first (bin-packing, as
+    Kueue's TAS places unconstrained pods); None if they do not all fit."""
+    if gpus <= 0:
+        return []
+    left = dict(room)
+    out: list[str] = []
+    for _ in range(pods):
+        fit = sorted((r, n) for n, r in left.items() if r >= gpus)
+        if not fit:
+            return None
+        left[fit[0][1]] -= gpus
+        out.append(fit[0][1])
+    return out
 
 
 def reclaimable(held: Iterable[tuple[int, float, int, str]], quota: int) -> set[str]:
@@ -352,6 +371,7 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
     frag: dict[str, list[float]] = {}  # pod -> [first, last] seen Unschedulable
     why: dict[str, str] = {}
     gpu_seconds: dict[str, float] = {}  # per pool
+    fillable: dict[str, float] = {}  # per pool: idle GPU-seconds a waiting job would have fitted in
     evictions: dict[str, int] = {}
     usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
     lock = threading.Lock()
@@ -431,6 +451,20 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
                         if over - {it.team}:
                             tr.blocked += dt
                 if t <= day:
+                    # GPUs idle while a waiting job would fit in them, one node per pod, whatever its
+                    # team's quota: the part of the idle capacity a queue design could have used now.
+                    free = {n: g - used.get(n, 0) for n, (_, g) in nodes.items()}
+                    waiting = sorted(
+                        (tr for tr in tracks.values() if tr.admitted is None), key=lambda tr: tr.submitted
+                    )
+                    for tr in waiting:
+                        it = tr.item
+                        where = any_nodes if it.pool == ANY_POOL else pool_nodes.get(it.pool, [])
+                        spots = place(it.pods, it.gpus, {n: free[n] for n in where})
+                        for n in spots or []:
+                            free[n] -= it.gpus
+                            pool = nodes[n][0]
+                            fillable[pool] = fillable.get(pool, 0.0) + it.gpus * dt
                     for p in pods:
                         if pod_holds_gpus(p):
                             pool = nodes.get(p["spec"]["nodeName"], ("", 0))[0]
@@ -487,6 +521,7 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
     for pool in POOLS:
         cap = sum(nodes[n][1] for n in pool_nodes.get(pool, []))
         res.util_pool[pool] = gpu_seconds.get(pool, 0.0) / (cap * day) if cap else 0.0
+        res.fillable_pool[pool] = fillable.get(pool, 0.0) / (cap * day) if cap else 0.0
     for tr in tracks.values():
         wait = (tr.admitted if tr.admitted is not None else end) - tr.submitted
         if tr.admitted is None:
@@ -516,6 +551,13 @@ def print_table(results: list[Result], day: float) -> None:
         ("jobs (never admitted in the day)", lambda r: f"{r.jobs} ({r.never})"),
         ("GPU utilisation (allocated / capacity)", lambda r: f"{100 * r.util:.1f} %"),
         *((f"  {pool}", lambda r, pool=pool: f"{100 * r.util_pool.get(pool, 0.0):.1f} %") for pool in POOLS),
+        *(
+            (
+                f"  {pool} idle while a waiting job fitted",
+                lambda r, pool=pool: f"{100 * r.fillable_pool.get(pool, 0.0):.1f} %",
+            )
+            for pool in POOLS
+        ),
         ("within-quota jobs", lambda r: str(len(r.waits_quota))),
         ("p50 wait, within quota, after capacity frees", lambda r: wait_cell(r.waits_quota, 50, k)),
         ("p99 wait, within quota, after capacity frees", lambda r: wait_cell(r.waits_quota, 99, k)),

@@ -94,3 +94,11 @@ def test_the_any_pool_what_if_drops_only_small_training_jobs_pool() -> None:
     pinned = manifest(next(i for i in trace if i.name == moved[0].name), "ns", tas=True)
     original = next(i for i in trace if i.name == moved[0].name)
     assert pinned["spec"]["template"]["spec"]["nodeSelector"]["runwhere.ai/pool"] == original.pool
+
+
+def test_place_packs_the_fullest_node_first_and_needs_every_pod() -> None:
+    assert place(1, 2, {"n1": 8, "n2": 3}) == ["n2"]
+    assert place(2, 4, {"n1": 8, "n2": 3}) == ["n1", "n1"]
+    assert place(2, 8, {"n1": 8, "n2": 7}) is None
+    assert place(3, 1, {}) is None
+    assert place(2, 0, {}) == []
