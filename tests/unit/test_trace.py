@@ -9,6 +9,7 @@ from bench.trace import (
     make_trace,
     manifest,
     pct,
+    place,
     pod_job,
     reclaimable,
     unpin,
