@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import collections
 import contextlib
 import copy
 import gc
@@ -287,35 +288,72 @@ class Conn:
         return status, payload
 
 
+class Pool:
+    """The client's keep-alive connections, reused across rates the way the API server's webhook client
+    reuses them: Go's http.Transport (HTTP/1.1 to webhooks: k8s.io/apiserver pkg/util/webhook/client.go sets
+    NextProtos ["http/1.1"] for Service webhooks), one request at a time per connection, an idle one
+    reused, a new one dialled when all are busy, up to `limit` (client-go keeps 25 idle per host, closing
+    idle ones after 90 s; the bench keeps every connection it opened for the whole run). `opened` counts
+    TLS handshakes, so a run that had to grow the pool says so."""
+
+    def __init__(self, port: int, ca: Path, limit: int) -> None:
+        self.port, self.limit = port, limit
+        self.ctx = ssl.create_default_context(cafile=str(ca))
+        self.idle: list[Conn] = []
+        self.waiters: collections.deque[asyncio.Future[Conn]] = collections.deque()
+        self.opened = 0
+
+    async def fill(self, n: int) -> None:
+        while self.opened < n:
+            self.idle.append(await self._connect())
+
+    async def _connect(self) -> Conn:
+        self.opened += 1
+        r, w = await asyncio.open_connection(
+            "127.0.0.1", self.port, ssl=self.ctx, server_hostname="127.0.0.1"
+        )
+        return Conn(r, w)
+
+    async def get(self) -> Conn:
+        if self.idle:
+            return self.idle.pop()
+        if self.opened < self.limit:
+            return await self._connect()
+        fut: asyncio.Future[Conn] = asyncio.get_running_loop().create_future()
+        self.waiters.append(fut)
+        return await fut
+
+    def put(self, conn: Conn | None) -> None:
+        if conn is None:  # dropped after an error
+            self.opened -= 1
+            return
+        while self.waiters:
+            fut = self.waiters.popleft()
+            if not fut.done():
+                fut.set_result(conn)
+                return
+        self.idle.append(conn)  # LIFO, as Go's transport: the most recently used connection first
+
+    def close(self) -> None:
+        for c in self.idle:
+            c.writer.close()
+        self.idle.clear()
+
+
 async def run_rate(
-    port: int,
-    ca: Path,
+    pool: Pool,
     rate: int,
     duration: float,
     warmup: float,
-    conns: int,
-    max_conns: int,
     mix: list[tuple[str, bytes, bool]],
 ) -> dict:
-    """Open-loop load: request i is due at start + i/rate whatever happened to earlier ones. Connections are
-    reused (keep-alive); when all are busy a new one is opened, up to max_conns, after which requests wait
-    for a free one (that wait is part of their latency)."""
-    ctx = ssl.create_default_context(cafile=str(ca))
-    idle: asyncio.Queue[Conn] = asyncio.Queue()
-    opened = 0
+    """Open-loop load: request i is due at start + i/rate whatever happened to earlier ones, on the pool's
+    keep-alive connections (a request that finds them all busy dials a new one, or waits for one at the
+    pool's limit; either is part of its latency)."""
     clock = time.perf_counter  # uvloop's loop.time() has millisecond resolution
-
-    async def connect() -> Conn:
-        nonlocal opened
-        opened += 1
-        r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
-        return Conn(r, w)
-
-    for _ in range(conns):
-        idle.put_nowait(await connect())
     heads = {
         id(b): (
-            f"POST /validate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"POST /validate HTTP/1.1\r\nHost: 127.0.0.1:{pool.port}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(b)}\r\n\r\n"
         ).encode()
         for _, b, _ in mix
@@ -323,10 +361,7 @@ async def run_rate(
     results: list[tuple[float, float, str, bool]] = []  # (scheduled, latency, label, ok)
 
     async def one(scheduled: float, label: str, body: bytes, expect: bool) -> None:
-        if idle.empty() and opened < max_conns:
-            conn: Conn | None = await connect()
-        else:
-            conn = await idle.get()
+        conn: Conn | None = await pool.get()
         try:
             status, payload = await conn.post(heads[id(body)], body)  # type: ignore[union-attr]
             ok = status == 200 and orjson.loads(payload)["response"]["allowed"] is expect
@@ -334,10 +369,10 @@ async def run_rate(
             ok = False
             conn = None
         results.append((scheduled, clock() - scheduled, label, ok))
-        if conn is not None:
-            idle.put_nowait(conn)
+        pool.put(conn)
 
     total = int(rate * (duration + warmup))
+    opened0 = pool.opened
     # The client's own garbage collections would be charged to the server: keep them out of the run.
     gc.collect()
     gc.freeze()
@@ -356,8 +391,6 @@ async def run_rate(
         await asyncio.gather(*tasks)
     finally:
         gc.enable()
-    while not idle.empty():
-        idle.get_nowait().writer.close()
     measured = [r for r in results if r[0] >= start + warmup]
     lat = sorted(r[1] for r in measured)
     span = (max(r[0] for r in measured) - min(r[0] for r in measured)) if len(measured) > 1 else 1.0
@@ -374,7 +407,8 @@ async def run_rate(
         "p99": pct(lat, 99),
         "p999": pct(lat, 99.9),
         "max": lat[-1],
-        "connections": opened,
+        "connections": pool.opened,
+        "new_connections": pool.opened - opened0,
         "by_label": {k: (pct(sorted(v), 50), pct(sorted(v), 99)) for k, v in by_label.items()},
         "raw": measured,
     }
