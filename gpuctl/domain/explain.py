@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, BUDGET_FLAVOR, QUOTA_GPU, UNLIMITED, Labels
-from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, quantity_gpus
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request, quantity_gpus
 from gpuctl.domain.objects import is_gpuctl_object, meta, name
-from gpuctl.domain.pools import node_gpus, node_pool, node_ready
+from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
     WAITING,
@@ -36,6 +37,7 @@ from gpuctl.domain.workload import (
     workload_pool,
     workload_state,
 )
+from gpuctl.quantity import format_bytes, format_quantity
 
 QUOTA = "quota"
 CAPACITY = "capacity"
@@ -58,6 +60,8 @@ class Demand:
     created: str = ""  # creationTimestamp (or eviction time); "" = now, behind everything queued
     uid: str = ""  # the job's own Workload, left out of the state it is judged against
     label: str = ""  # how others' jobs name it
+    cpu: Decimal = Decimal(0)  # per pod, cores
+    memory: Decimal = Decimal(0)  # per pod, bytes
 
     @property
     def total(self) -> int:
@@ -94,21 +98,28 @@ def _job_label(wl: Mapping[str, Any]) -> str:
     return f"{m.get('namespace', '')}/{owner}"
 
 
-def _per_pod(wl: Mapping[str, Any]) -> list[tuple[int, int]]:
-    """(pods, GPUs per pod) per pod set."""
+def _pod_sets(wl: Mapping[str, Any]) -> list[tuple[int, int, Mapping[str, Any]]]:
+    """(pods, GPUs per pod, pod spec) per pod set."""
     out = []
     for ps in (wl.get("spec") or {}).get("podSets") or []:
         tmpl = (ps.get("template") or {}).get("spec") or {}
-        out.append((int(ps.get("count") or 1), pod_spec_gpus(tmpl)))
+        out.append((int(ps.get("count") or 1), pod_spec_gpus(tmpl), tmpl))
     return out
+
+
+def _per_pod(wl: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """(pods, GPUs per pod) per pod set."""
+    return [(p, g) for p, g, _ in _pod_sets(wl)]
 
 
 def workload_demand(wl: Mapping[str, Any]) -> Demand:
     """A Workload's demand (its first GPU pod set decides pods x GPUs)."""
-    sets = _per_pod(wl) or [(1, 0)]
-    pods, gpus = next(((p, g) for p, g in sets if g), sets[0])
+    sets = _pod_sets(wl) or [(1, 0, {})]
+    pods, gpus, spec = next((s for s in sets if s[1]), sets[0])
     m = meta(wl)
     return Demand(
+        cpu=pod_spec_request(spec, "cpu"),
+        memory=pod_spec_request(spec, "memory"),
         namespace=m.get("namespace", ""),
         pool=workload_pool(wl) or "",
         pods=pods,
@@ -250,6 +261,25 @@ def blocking_reason(
     return snap.verdict(demand)
 
 
+def _larger_than_every_node(demand: Demand, nodes: Sequence[Mapping[str, Any]]) -> str:
+    """Why no node of the pool can ever hold one pod of `demand` on CPU or memory ("" if one can)."""
+    for resource, asked, unit, field_ in (
+        ("cpu", demand.cpu, "CPUs", "resources.cpu"),
+        ("memory", demand.memory, "memory", "resources.memory"),
+    ):
+        if not asked:
+            continue
+        largest = max((node_allocatable(n, resource) for n in nodes), default=Decimal(0))
+        if asked > largest:
+            fmt = format_bytes if resource == "memory" else format_quantity
+            shown = (fmt(asked), fmt(largest))
+            return (
+                f"no node in {demand.pool} has {shown[0]} {unit} for one pod (largest: {shown[1]}); "
+                f"lower {field_} or add bigger nodes"
+            )
+    return ""
+
+
 def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
     pool_nodes = {name(n): node_gpus(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)}
     if not pool_nodes:
@@ -261,6 +291,9 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
             f"no node in {demand.pool} has {demand.gpus} GPUs (largest: {max(pool_nodes.values())}); "
             "lower resources.gpu or add bigger nodes",
         )
+    too_big = _larger_than_every_node(demand, [n for n in snap.nodes if name(n) in pool_nodes])
+    if too_big:
+        return Verdict(False, CAPACITY, too_big)
     teams = {ns: _Team(t.quota, t.borrowing_limit, t.used) for ns, t in snap.teams.items()}
     holders = snap.holders
     waiting = [w for w in snap.waiting.get(demand.namespace, []) if meta(w).get("uid") != demand.uid]
@@ -383,4 +416,13 @@ def demand_of_pod_template(
     """The demand of a job not created yet (dry run): its pod template and replica count."""
     spec = template.get("spec") or {}
     pool = ((spec.get("nodeSelector") or {}).get(Labels.POOL)) or ""
-    return Demand(namespace, pool, pods, pod_spec_gpus(spec), priority, label=label)
+    return Demand(
+        namespace,
+        pool,
+        pods,
+        pod_spec_gpus(spec),
+        priority,
+        label=label,
+        cpu=pod_spec_request(spec, "cpu"),
+        memory=pod_spec_request(spec, "memory"),
+    )

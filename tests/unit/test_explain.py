@@ -207,3 +207,35 @@ def test_the_job_itself_is_not_counted_against_itself() -> None:
     assert (d.pods, d.gpus, d.pool, d.label) == (1, 8, POOL, "team-a/own")
     v = ex.blocking_reason(d, workloads=[own], **state([A, B]))
     assert (v.starts, v.position) == (True, 1)
+
+
+def test_a_pod_larger_than_every_node_on_cpu_or_memory_says_so() -> None:
+    # The REASON used to read "being admitted": GPUs fit, but no node can ever hold the pod's CPUs.
+    big_cpu = wl("team-a", "cpu", 1)
+    big_cpu["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "30k"
+    d = ex.workload_demand(big_cpu)
+    assert (d.gpus, d.cpu) == (1, 30000)
+    v = ex.blocking_reason(d, workloads=[big_cpu], **state([A, B]))
+    assert (v.starts, v.cause) == (False, "capacity")
+    assert v.message == (
+        "no node in training-pool has 30000 CPUs for one pod (largest: 96); "
+        "lower resources.cpu or add bigger nodes"
+    )
+    # memory, from a limit only and an init container's peak, printed in binary units
+    spec = {
+        "containers": [{"name": "m", "resources": {"limits": {"memory": "1536Gi"}}}],
+        "initContainers": [{"name": "i", "resources": {"requests": {"memory": "2Ti", "cpu": "500m"}}}],
+    }
+    d = ex.demand_of_pod_template(
+        "team-a", {"spec": {**spec, "nodeSelector": {"runwhere.ai/pool": POOL}}}, 1, 0
+    )
+    assert (d.memory, d.cpu) == (2 * 2**40, 0.5)
+    v = ex.blocking_reason(d, workloads=[], **state([A, B]))
+    assert v.message.startswith("no node in training-pool has 2Ti memory for one pod (largest: 1Ti)")
+    # just fitting is fine
+    spec["initContainers"][0]["resources"]["requests"] = {"memory": "1Ti", "cpu": "96"}
+    spec["containers"][0]["resources"]["limits"]["memory"] = "512Gi"
+    d = ex.demand_of_pod_template(
+        "team-a", {"spec": {**spec, "nodeSelector": {"runwhere.ai/pool": POOL}}}, 1, 0
+    )
+    assert ex.blocking_reason(d, workloads=[], **state([A, B])).starts
