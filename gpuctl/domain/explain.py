@@ -29,9 +29,11 @@ from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, BUDGET_FLAVOR, QUOTA_GPU,
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request, quantity_gpus
 from gpuctl.domain.objects import is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
+from gpuctl.domain.status import is_gated
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
     WAITING,
+    labelled_priority_value,
     priority_value,
     topology_nodes,
     workload_pool,
@@ -194,6 +196,52 @@ def _place(free: dict[str, int], pods: int, gpus: int) -> None:
         free[n] -= gpus
 
 
+def _reservations(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Team -> GPUs of budget its Workloads hold, from the ClusterQueues' status (Kueue's own count);
+    teams whose ClusterQueue has no status yet are left out."""
+    out = {}
+    for cq in cluster_queues:
+        st = cq.get("status")
+        if not is_gpuctl_object(cq) or not st:
+            continue
+        total = 0
+        for fl in st.get("flavorsReservation") or []:
+            if fl.get("name") == BUDGET_FLAVOR:
+                for r in fl.get("resources") or []:
+                    if r.get("name") == QUOTA_GPU:
+                        total += quantity_gpus(str(r.get("total") or "0"))
+        out[name(cq)] = total
+    return out
+
+
+def pod_owner_label(pod: Mapping[str, Any]) -> str:
+    """namespace/job as Workloads are labelled (_job_label): a Job's or StatefulSet's pods share their
+    controller's Workload; any other pod (a Deployment's) has a Workload of its own."""
+    m = meta(pod)
+    refs = m.get("ownerReferences") or []
+    ctrl = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    owner = ctrl.get("name") if ctrl and ctrl.get("kind") in ("Job", "StatefulSet") else m.get("name", "")
+    return f"{m.get('namespace', '')}/{owner}"
+
+
+def pod_demand(pod: Mapping[str, Any], pods: int = 1) -> Demand:
+    """The demand of a pod waiting at Kueue's gate (or of `pods` such pods of one job)."""
+    m = meta(pod)
+    spec = pod.get("spec") or {}
+    return Demand(
+        namespace=m.get("namespace", ""),
+        pool=(spec.get("nodeSelector") or {}).get(Labels.POOL) or "",
+        pods=pods,
+        gpus=pod_gpus(pod),
+        priority=labelled_priority_value(pod),
+        created=m.get("creationTimestamp", ""),
+        uid=m.get("uid", ""),
+        label=pod_owner_label(pod),
+        cpu=pod_spec_request(spec, "cpu"),
+        memory=pod_spec_request(spec, "memory"),
+    )
+
+
 @dataclass
 class Snapshot:
     """The cluster state every verdict is judged against, built once per command."""
@@ -201,7 +249,7 @@ class Snapshot:
     nodes: list[Mapping[str, Any]]
     teams: dict[str, _Team]
     holders: list[_Holder]
-    waiting: dict[str, list[Mapping[str, Any]]]  # namespace -> its waiting Workloads
+    waiting: dict[str, list[Demand]]  # namespace -> its waiting jobs
     used: dict[str, int]  # node -> GPUs held (TAS assignments or bound pods, the larger)
     surplus: int
 
@@ -215,10 +263,16 @@ class Snapshot:
         cluster_queues: Sequence[Mapping[str, Any]],
         cohort: Mapping[str, Any] | None,
     ) -> Snapshot:
+        """pods: every unfinished pod bound to a node (GPU use per node, and which job holds it) and the
+        pods waiting at Kueue's gate. workloads: those at hand, not necessarily all (listing every
+        Workload costs several times more than listing every pod: CRDs are served as JSON); a waiting
+        one orders its team's queue, a holding one adds its TAS placement of pods not bound yet. A
+        team's use is its ClusterQueue's status (Kueue's count), else the sum of what its jobs hold."""
         teams = _teams(cluster_queues)
         holders: list[_Holder] = []
-        waiting: dict[str, list[Mapping[str, Any]]] = {}
+        waiting: dict[str, list[Demand]] = {}
         tas_used: dict[str, int] = {}
+        known: set[str] = set()  # jobs (namespace/owner) a given Workload already describes
         for wl in workloads:
             st = workload_state(wl)
             ns = meta(wl).get("namespace", "")
@@ -227,17 +281,44 @@ class Snapshot:
                 placed = {n: c * d.gpus for n, c in topology_nodes(wl).items()}
                 for n, g in placed.items():
                     tas_used[n] = tas_used.get(n, 0) + g
-                total = sum(g * c for c, g in _per_pod(wl))
-                if ns in teams:
-                    teams[ns].used += total
-                holders.append(_Holder(d.label, ns, d.priority, total, placed, d.pool))
+                holders.append(
+                    _Holder(d.label, ns, d.priority, sum(g * c for c, g in _per_pod(wl)), placed, d.pool)
+                )
+                known.add(d.label)
             elif st in WAITING:
-                waiting.setdefault(ns, []).append(wl)
+                d = workload_demand(wl)
+                waiting.setdefault(ns, []).append(d)
+                known.add(d.label)
+        pool_of = {name(n): node_pool(n) or "" for n in nodes}
         bound: dict[str, int] = {}
+        held: dict[str, _Holder] = {}
+        gated: dict[str, list[Mapping[str, Any]]] = {}
         for p in pods:
+            if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
             node = (p.get("spec") or {}).get("nodeName")
-            if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                bound[node] = bound.get(node, 0) + pod_gpus(p)
+            label = pod_owner_label(p)
+            if node:
+                g = pod_gpus(p)
+                bound[node] = bound.get(node, 0) + g
+                if g and label not in known:
+                    h = held.get(label)
+                    if h is None:
+                        ns = meta(p).get("namespace", "")
+                        h = held[label] = _Holder(
+                            label, ns, labelled_priority_value(p), 0, {}, pool_of.get(node, "")
+                        )
+                    h.gpus += g
+                    h.nodes[node] = h.nodes.get(node, 0) + g
+            elif is_gated(p) and label not in known:
+                gated.setdefault(label, []).append(p)
+        holders += held.values()
+        for group in gated.values():
+            d = pod_demand(group[0], len(group))
+            waiting.setdefault(d.namespace, []).append(d)
+        reserved = _reservations(cluster_queues)
+        for ns, t in teams.items():
+            t.used = reserved[ns] if ns in reserved else sum(h.gpus for h in holders if h.namespace == ns)
         used = {n: max(tas_used.get(n, 0), bound.get(n, 0)) for n in set(tas_used) | set(bound)}
         return cls(list(nodes), teams, holders, waiting, used, _cohort_surplus(cohort))
 
@@ -296,17 +377,20 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
         return Verdict(False, CAPACITY, too_big)
     teams = {ns: _Team(t.quota, t.borrowing_limit, t.used) for ns, t in snap.teams.items()}
     holders = snap.holders
-    waiting = [w for w in snap.waiting.get(demand.namespace, []) if meta(w).get("uid") != demand.uid]
+    waiting = [
+        d
+        for d in snap.waiting.get(demand.namespace, [])
+        if not (demand.uid and d.uid == demand.uid) and d.label != demand.label
+    ]
     free = {n: cap - snap.used.get(n, 0) for n, cap in pool_nodes.items()}
 
     # Queue order inside the team: higher priority first, then older (BestEffortFIFO).
     key = (-demand.priority, demand.created or "~")
-    ahead_wls = sorted(
-        (w for w in waiting if (-priority_value(w), meta(w).get("creationTimestamp", "")) < key),
-        key=lambda w: (-priority_value(w), meta(w).get("creationTimestamp", "")),
+    ahead_ds = sorted(
+        (d for d in waiting if (-d.priority, d.created) < key), key=lambda d: (-d.priority, d.created)
     )
-    position = len(ahead_wls) + 1
-    ahead = tuple(_job_label(w) for w in ahead_wls)
+    position = len(ahead_ds) + 1
+    ahead = tuple(d.label for d in ahead_ds)
 
     # 1. Quota: within it, or how much can be borrowed.
     team = teams.get(demand.namespace)
@@ -342,8 +426,7 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
     # 2. Queue order: jobs ahead in the same pool take room first (simulated in order).
     sim = dict(free)
     took: list[str] = []
-    for w in ahead_wls:
-        d = workload_demand(w)
+    for d in ahead_ds:
         if d.pool == demand.pool and _fits(sim, d.pods, d.gpus):
             _place(sim, d.pods, d.gpus)
             took.append(d.label)

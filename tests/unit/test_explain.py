@@ -239,3 +239,69 @@ def test_a_pod_larger_than_every_node_on_cpu_or_memory_says_so() -> None:
         "team-a", {"spec": {**spec, "nodeSelector": {"runwhere.ai/pool": POOL}}}, 1, 0
     )
     assert ex.blocking_reason(d, workloads=[], **state([A, B])).starts
+
+
+def pod(ns: str, name: str, gpus: int, *, node: str = "", job: str = "", priority: str = "medium") -> dict:
+    """A pod of a Job (`job`) or of a Deployment's ReplicaSet; bound to `node`, else gated by Kueue."""
+    owner = {"kind": "Job", "name": job} if job else {"kind": "ReplicaSet", "name": "rs"}
+    spec: dict = {
+        "containers": [{"name": "m", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}],
+        "nodeSelector": {"runwhere.ai/pool": POOL},
+    }
+    if node:
+        spec["nodeName"] = node
+    else:
+        spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": f"p{next(_uid)}",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"kueue.x-k8s.io/priority-class": f"gpuctl-{priority}"},
+            "ownerReferences": [{**owner, "controller": True}],
+        },
+        "spec": spec,
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+
+
+def test_pods_alone_tell_who_holds_which_node_without_any_workload() -> None:
+    # Listing every Workload costs more than listing every pod: bound pods say who holds what.
+    st = {**state([A, B]), "pods": [
+        pod("team-a", "a1-x", 4, node="gpu-node-1", job="a1"),
+        pod("team-a", "a1-y", 4, node="gpu-node-1", job="a1"),
+        pod("team-a", "a2-x", 8, node="gpu-node-2", job="a2", priority="low"),
+        pod("team-a", "done", 8, node="gpu-node-2", job="old") | {"status": {"phase": "Succeeded"}},
+    ]}  # fmt: skip
+    v = ex.blocking_reason(demand("team-b", 8, priority="low"), workloads=[], **st)
+    # team-a holds 16 of its 8: team-b within quota takes one whole job back, the lower-priority one
+    assert (v.starts, v.cause, v.preempts) == (True, "preemption", ("team-a/a2",))
+    a1 = next(h for h in ex.Snapshot.build(workloads=[], **st).holders if h.label == "team-a/a1")
+    assert (a1.gpus, a1.nodes, a1.priority, a1.pool) == (8, {"gpu-node-1": 8}, 500_000, POOL)
+    # Kueue's own count (ClusterQueue status) decides a team's use when it is there.
+    cqs = [dict(cq) for cq in st["cluster_queues"]]
+    for cq in cqs:
+        reserved = "8" if cq["metadata"]["name"] == "team-a" else "0"
+        cq["status"] = {
+            "flavorsReservation": [
+                {"name": "quota-gpu", "resources": [{"name": "runwhere.ai/quota-gpu", "total": reserved}]}
+            ]
+        }
+    v = ex.blocking_reason(demand("team-b", 8, priority="low"), workloads=[], **{**st, "cluster_queues": cqs})
+    assert (v.starts, v.cause) == (False, "capacity")  # team-a within its quota: nothing to take back
+
+
+def test_gated_pods_queue_ahead_of_later_work_of_their_team() -> None:
+    st = {**state([TeamQuota("team-a", "q", gpu=24), B]), "pods": [
+        pod("team-a", "a1-x", 8, node="gpu-node-1", job="a1"),
+        pod("team-a", "web-1", 8, priority="high"),
+    ]}  # fmt: skip
+    gated = st["pods"][1]
+    v = ex.blocking_reason(demand("team-a", 8), workloads=[], **st)
+    assert (v.starts, v.cause, v.position, v.ahead) == (False, "priority", 2, ("team-a/web-1",))
+    # the gated pod's own row is judged without itself in the queue
+    d = ex.pod_demand(gated)
+    assert (d.pods, d.gpus, d.pool, d.priority, d.label) == (1, 8, POOL, 1_000_000, "team-a/web-1")
+    v = ex.blocking_reason(d, workloads=[], **st)
+    assert (v.starts, v.position) == (True, 1)
