@@ -20,7 +20,8 @@ Pure: plain dicts in, a `Verdict` out. The CLI (`describe job`, `get jobs -o wid
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -243,6 +244,13 @@ def pod_demand(pod: Mapping[str, Any], pods: int = 1) -> Demand:
 
 
 @dataclass
+class _Placements:
+    after: list[int]  # queue length consumed when placement i was made (0 for the start)
+    sims: list[dict[str, int]]  # free GPUs per node after placement i
+    labels: list[str]  # the job of placement i (i >= 1)
+
+
+@dataclass
 class Snapshot:
     """The cluster state every verdict is judged against, built once per command."""
 
@@ -252,6 +260,7 @@ class Snapshot:
     waiting: dict[str, list[Demand]]  # namespace -> its waiting jobs
     used: dict[str, int]  # node -> GPUs held (TAS assignments or bound pods, the larger)
     surplus: int
+    _memo: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
@@ -325,6 +334,60 @@ class Snapshot:
     def verdict(self, demand: Demand) -> Verdict:
         return _verdict(self, demand)
 
+    # What every verdict of one command shares (`get jobs -o wide` asks once per waiting row).
+    def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def pool_nodes(self, pool: str) -> dict[str, int]:
+        """Ready nodes of the pool -> their GPUs."""
+        return self.memo(
+            ("nodes", pool),
+            lambda: {name(n): node_gpus(n) for n in self.nodes if node_pool(n) == pool and node_ready(n)},
+        )
+
+    def free(self, pool: str) -> dict[str, int]:
+        return self.memo(
+            ("free", pool), lambda: {n: cap - self.used.get(n, 0) for n, cap in self.pool_nodes(pool).items()}
+        )
+
+    def queue(self, namespace: str) -> tuple[list[tuple[int, str]], list[Demand]]:
+        """The team's waiting jobs in Kueue's order, and their sort keys."""
+
+        def build() -> tuple[list[tuple[int, str]], list[Demand]]:
+            q = sorted(self.waiting.get(namespace, []), key=lambda d: (-d.priority, d.created))
+            return [(-d.priority, d.created) for d in q], q
+
+        return self.memo(("queue", namespace), build)
+
+    def own_below(self, namespace: str, priority: int) -> int:
+        """GPUs the team's own work of lower priority holds."""
+        return self.memo(
+            ("own", namespace, priority),
+            lambda: sum(h.gpus for h in self.holders if h.namespace == namespace and h.priority < priority),
+        )
+
+    def placements(self, namespace: str, pool: str) -> _Placements:
+        """The free GPUs of the pool as the team's queue takes them, job after job (the room left after
+        the first k jobs is the same for every job behind them)."""
+
+        def build() -> _Placements:
+            _, queue = self.queue(namespace)
+            sim = dict(self.free(pool))
+            out = _Placements([0], [dict(sim)], [])
+            for i, d in enumerate(queue, start=1):
+                if d.pool == pool and d.gpus > 0 and _fits(sim, d.pods, d.gpus):
+                    _place(sim, d.pods, d.gpus)
+                    out.after.append(i)
+                    out.sims.append(dict(sim))
+                    out.labels.append(d.label)
+                    if not any(f > 0 for f in sim.values()):
+                        break  # nothing left to take
+            return out
+
+        return self.memo(("placements", namespace, pool), build)
+
 
 def blocking_reason(
     demand: Demand,
@@ -362,7 +425,7 @@ def _larger_than_every_node(demand: Demand, nodes: Sequence[Mapping[str, Any]]) 
 
 
 def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
-    pool_nodes = {name(n): node_gpus(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)}
+    pool_nodes = snap.pool_nodes(demand.pool)
     if not pool_nodes:
         return Verdict(False, NO_NODES, f"pool {demand.pool} has no Ready nodes")
     if demand.gpus and max(pool_nodes.values()) < demand.gpus:
@@ -375,32 +438,23 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
     too_big = _larger_than_every_node(demand, [n for n in snap.nodes if name(n) in pool_nodes])
     if too_big:
         return Verdict(False, CAPACITY, too_big)
-    teams = {ns: _Team(t.quota, t.borrowing_limit, t.used) for ns, t in snap.teams.items()}
-    holders = snap.holders
-    waiting = [
-        d
-        for d in snap.waiting.get(demand.namespace, [])
-        if not (demand.uid and d.uid == demand.uid) and d.label != demand.label
-    ]
-    free = {n: cap - snap.used.get(n, 0) for n, cap in pool_nodes.items()}
 
-    # Queue order inside the team: higher priority first, then older (BestEffortFIFO).
-    key = (-demand.priority, demand.created or "~")
-    ahead_ds = sorted(
-        (d for d in waiting if (-d.priority, d.created) < key), key=lambda d: (-d.priority, d.created)
-    )
-    position = len(ahead_ds) + 1
-    ahead = tuple(d.label for d in ahead_ds)
+    # Queue order inside the team: higher priority first, then older (BestEffortFIFO). A job's own
+    # entry has its own key, never a smaller one, so the jobs ahead are a prefix of the sorted queue.
+    keys, queue = snap.queue(demand.namespace)
+    k = bisect_left(keys, (-demand.priority, demand.created or "~"))
+    ahead = tuple(d.label for d in queue[:k] if d.label != demand.label)
+    position = len(ahead) + 1
 
     # 1. Quota: within it, or how much can be borrowed.
-    team = teams.get(demand.namespace)
+    team = snap.teams.get(demand.namespace)
     if team is None:
         return Verdict(False, QUOTA, f"namespace {demand.namespace} has no quota", position, ahead)
-    budget_total = snap.surplus + sum(t.quota or 0 for t in teams.values())
-    budget_used = sum(t.used if t.quota is not None else 0 for t in teams.values())
+    budget_total = snap.surplus + sum(t.quota or 0 for t in snap.teams.values())
+    budget_used = sum(t.used if t.quota is not None else 0 for t in snap.teams.values())
     within = team.quota is None or team.used + demand.total <= team.quota
     # The team's own lower-priority work can make room in its budget too (withinClusterQueue).
-    own = sum(h.gpus for h in holders if h.namespace == demand.namespace and h.priority < demand.priority)
+    own = snap.own_below(demand.namespace, demand.priority)
     if not within and team.quota is not None and team.used - own + demand.total > team.quota:
         over = team.used - own + demand.total - team.quota
         if team.borrowing_limit is not None and over > team.borrowing_limit:
@@ -424,28 +478,37 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
             )
 
     # 2. Queue order: jobs ahead in the same pool take room first (simulated in order).
-    sim = dict(free)
-    took: list[str] = []
-    for d in ahead_ds:
-        if d.pool == demand.pool and _fits(sim, d.pods, d.gpus):
-            _place(sim, d.pods, d.gpus)
-            took.append(d.label)
-    if _fits(sim, demand.pods, demand.gpus):
+    free = snap.free(demand.pool)
+    steps = snap.placements(demand.namespace, demand.pool)
+    done = bisect_right(steps.after, k) - 1  # placements made by the first k jobs of the queue
+    if _fits(steps.sims[done], demand.pods, demand.gpus):
         return Verdict(True, NONE, "", position, ahead)
-    if took and _fits(free, demand.pods, demand.gpus):
+    if done and _fits(free, demand.pods, demand.gpus):
+        # Name the jobs that took the room, up to the one after which this job no longer fits.
+        last = next(i for i in range(1, done + 1) if not _fits(steps.sims[i], demand.pods, demand.gpus))
+        took = steps.labels[:last]
+        names = ", ".join(took[-3:]) if len(took) <= 3 else f"{', '.join(took[:3])} and {len(took) - 3} more"
         return Verdict(
             False,
             PRIORITY,
-            f"{', '.join(took)} (ahead in {demand.namespace}'s queue) take the free GPUs of "
-            f"{demand.pool} first",
+            f"{names} (ahead in {demand.namespace}'s queue) take the free GPUs of {demand.pool} first",
             position,
             ahead,
         )
+    cause, message, preempts = snap.memo(
+        ("after-queue", demand.namespace, demand.pool, demand.priority, within, demand.pods, demand.gpus),
+        lambda: _preempt_or_capacity(snap, demand, within, free, pool_nodes),
+    )
+    return Verdict(cause == PREEMPTION, cause, message, position, ahead, preempts)
 
+
+def _preempt_or_capacity(
+    snap: Snapshot, demand: Demand, within: bool, free: Mapping[str, int], pool_nodes: Mapping[str, int]
+) -> tuple[str, str, tuple[str, ...]]:
     # 3. Preemption: what Kueue may evict for it (docs/queueing.md, rules 3 and 4).
-    over_teams = {ns for ns, t in teams.items() if t.quota is not None and t.used > t.quota}
+    over_teams = {ns for ns, t in snap.teams.items() if t.quota is not None and t.used > t.quota}
     victims = []
-    for h in holders:
+    for h in snap.holders:
         if h.pool != demand.pool:
             continue
         if h.namespace == demand.namespace:
@@ -469,27 +532,23 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
                 sim[n] += g
         chosen.append(h.label)
         if _fits(sim, demand.pods, demand.gpus):
-            return Verdict(True, PREEMPTION, "", position, ahead, tuple(chosen))
+            return PREEMPTION, "", tuple(chosen)
 
     # 4. Capacity or fragmentation.
     total_free = sum(max(f, 0) for f in free.values())
     if total_free < demand.total:
-        return Verdict(
-            False,
+        return (
             CAPACITY,
             f"{demand.pool} has {total_free} of {sum(pool_nodes.values())} GPUs free, this job needs "
             f"{demand.total} (used by work within its teams' quotas)",
-            position,
-            ahead,
+            (),
         )
     best = max(sorted(free), key=lambda n: free[n])
-    return Verdict(
-        False,
+    return (
         FRAGMENTATION,
         f"no node in {demand.pool} has {demand.gpus} free GPUs (largest free: {free[best]} on {best}); "
         f"{total_free} free in all",
-        position,
-        ahead,
+        (),
     )
 
 

@@ -305,3 +305,36 @@ def test_gated_pods_queue_ahead_of_later_work_of_their_team() -> None:
     assert (d.pods, d.gpus, d.pool, d.priority, d.label) == (1, 8, POOL, 1_000_000, "team-a/web-1")
     v = ex.blocking_reason(d, workloads=[], **st)
     assert (v.starts, v.position) == (True, 1)
+
+
+def test_one_snapshot_answers_every_row_as_a_fresh_one_would() -> None:
+    # `get jobs -o wide` asks one Snapshot once per waiting row; what it shares between rows (queue
+    # order, placements, preemption candidates) must not change any answer.
+    st = {**state([TeamQuota("team-a", "q", gpu=16), B]), "pods": [
+        pod("team-a", "a1-x", 4, node="gpu-node-1", job="a1", priority="low"),
+        pod("team-b", "b1-x", 8, node="gpu-node-2", job="b1"),
+    ]}  # fmt: skip
+    for i, (gpus, prio) in enumerate([(2, "high"), (4, "medium"), (2, "medium"), (8, "low"), (1, "high")]):
+        p = pod("team-a", f"w{i}", gpus, priority=prio)
+        p["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:0{i}Z"
+        st["pods"].append(p)
+    demands = [ex.pod_demand(p) for p in st["pods"][2:]] + [
+        demand("team-a", 4),
+        demand("team-b", 8, priority="high"),
+    ]
+    shared = ex.Snapshot.build(workloads=[], **st)
+    answers = [shared.verdict(d) for d in reversed(demands)][::-1]
+    assert answers == [ex.Snapshot.build(workloads=[], **st).verdict(d) for d in demands]
+    # Free: 4 GPUs on gpu-node-1 (a1 holds 4), none on gpu-node-2. Queue: w0 (2, high), w4 (1, high),
+    # w1 (4), w2 (2), w3 (8, low); w0 and w4 take 3 of the 4 free GPUs first.
+    assert [(v.position, v.starts, v.cause) for v in answers[:5]] == [
+        (1, True, ""),  # w0
+        (3, False, "priority"),  # w1: 1 GPU left after w0 and w4
+        (4, False, "priority"),  # w2
+        (5, False, "capacity"),  # w3: 8 GPUs, within quota, nothing over quota to take back
+        (2, True, ""),  # w4: after w0, 2 left
+    ]
+    # named: the jobs ahead up to the one after which w1 no longer fits
+    assert answers[1].message == (
+        "team-a/w0 (ahead in team-a's queue) take the free GPUs of training-pool first"
+    )
