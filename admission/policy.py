@@ -261,6 +261,20 @@ def match_conditions() -> list[dict]:
     ]
 
 
+def _rule(group: str, *resources: str) -> dict:
+    return {
+        "apiGroups": [group],
+        "apiVersions": ["v1"],
+        "resources": list(resources),
+        "operations": ["CREATE", "UPDATE"],
+    }
+
+
+# What the webhook and the policies review: pods, and the kinds that carry a pod template.
+POD_RULE: Final = _rule("", "pods")
+TEMPLATE_RULES: Final = (_rule("batch", "jobs"), _rule("apps", "deployments", "statefulsets", "replicasets"))
+
+
 def variables(allowed: tuple[str, ...] = ()) -> list[dict]:
     paths = cel_list(normalise_host_path(a) for a in allowed if a.startswith("/"))
     pairs = [("allowedHostPaths", paths), *_root_vars("object", ""), *_root_vars("oldObject", "old")]
@@ -277,26 +291,7 @@ def policy(allowed: tuple[str, ...] = ()) -> list[dict]:
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "resources": ["pods"],
-                        "operations": ["CREATE", "UPDATE"],
-                    },
-                    {
-                        "apiGroups": ["batch"],
-                        "apiVersions": ["v1"],
-                        "resources": ["jobs"],
-                        "operations": ["CREATE", "UPDATE"],
-                    },
-                    {
-                        "apiGroups": ["apps"],
-                        "apiVersions": ["v1"],
-                        "resources": ["deployments", "statefulsets", "replicasets"],
-                        "operations": ["CREATE", "UPDATE"],
-                    },
-                ],
+                "resourceRules": [POD_RULE, *TEMPLATE_RULES],
                 "matchPolicy": "Equivalent",
             },
             "matchConditions": match_conditions(),

@@ -6,6 +6,9 @@ evaluation itself. The rules keep the cluster to gpuctl's conventions however wo
 
 - `gpu-queue`       GPU work names a LocalQueue of its namespace (`kueue.x-k8s.io/queue-name`): no way
                     around Kueue.
+- `gpu-topology`    GPU work for a ClusterQueue with pools asks Kueue for a topology (pool flavors are
+                    Topology Aware Scheduling flavors: without one Kueue never admits it). Where the
+                    topology MutatingAdmissionPolicy is installed it adds the annotation first.
 - `pool-exists`     every `runwhere.ai/pool` (label or nodeSelector) names a pool that exists.
 - `pool-placement`  nodeSelector, required node affinity and nodeName keep the pods on their pool's nodes.
 - `priority`        `runwhere.ai/priority` is high/medium/low and agrees with `kueue.x-k8s.io/priority-class`.
@@ -44,6 +47,8 @@ from gpuctl.constants import (
     JOB_KINDS,
     KNOWN_RUNWHERE_KEYS,
     PRIORITY_CLASS,
+    TAS_REQUEST_KEYS,
+    TAS_UNCONSTRAINED,
     Labels,
     Priority,
 )
@@ -70,6 +75,7 @@ class Mode(StrEnum):
 
 # Rule names, as they appear in denials, warnings and metrics.
 GPU_QUEUE: Final = "gpu-queue"
+GPU_TOPOLOGY: Final = "gpu-topology"
 POOL_EXISTS: Final = "pool-exists"
 POOL_PLACEMENT: Final = "pool-placement"
 PRIORITY: Final = "priority"
@@ -80,9 +86,12 @@ HOST_PATH: Final = "host-path"
 NODE_POOL: Final = "node-pool"
 # Rules whose verdict depends on what the cache has seen: a denial by these alone may be watch lag (a pool
 # created a millisecond before its nodes are labelled), so the server re-checks it once the cache moves.
-CACHE_RULES: Final = frozenset({GPU_QUEUE, POOL_EXISTS, POOL_PLACEMENT, GPU_FITS_NODE, NODE_POOL})
+CACHE_RULES: Final = frozenset(
+    {GPU_QUEUE, GPU_TOPOLOGY, POOL_EXISTS, POOL_PLACEMENT, GPU_FITS_NODE, NODE_POOL}
+)
 RULES: Final = (
     GPU_QUEUE,
+    GPU_TOPOLOGY,
     POOL_EXISTS,
     POOL_PLACEMENT,
     PRIORITY,
@@ -550,11 +559,33 @@ def _check_queue(
             )
         )
         return
+    if any(f in state.pools for f in state.cluster_queues.get(cq, ())):
+        _check_topology(w, gpus, cq, out)
     if cq and cq not in state.cluster_queues:
         warn.append(
             f'LocalQueue {ns}/{name} points at ClusterQueue "{cq}", which does not exist: Kueue will not '
             f"admit this work until it does"
         )
+
+
+def _check_topology(w: _Work, gpus: int, cq: str, out: list[Violation]) -> None:
+    """Pool flavors are TAS flavors: Kueue admits a pod set there only if it asks for a topology."""
+    ann, where = (
+        (w.tmpl_annotations, "spec.template.metadata") if w.has_template else (w.annotations, "metadata")
+    )
+    if any(k in ann for k in TAS_REQUEST_KEYS):
+        return
+    out.append(
+        Violation(
+            GPU_TOPOLOGY,
+            f"requests {gpus} {GPU_RESOURCE} from ClusterQueue {cq}, whose pools place pods by node "
+            f"(Topology Aware Scheduling), without a topology annotation: Kueue would never admit it",
+            f'add annotation {TAS_UNCONSTRAINED}: "true" in {where}.annotations (or another '
+            f"kueue.x-k8s.io/podset-*-topology); the topology MutatingAdmissionPolicy "
+            f"(manifests/admission/topology.yaml, Kubernetes >= 1.36) adds it for you",
+            GPU_TOPOLOGY,
+        )
+    )
 
 
 def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], warn: list[str]) -> None:

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpuctl.builders import build  # noqa: E402
-from gpuctl.constants import GPU_RESOURCE, Labels  # noqa: E402
+from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, Labels  # noqa: E402
 from gpuctl.spec import load_text  # noqa: E402
 from queues import (  # noqa: E402
     PoolGuarantee,
@@ -119,7 +119,13 @@ def raw_pod(ns: str, pool: str, name: str = "p", gpus: int = 1, **extra) -> dict
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        # The topology request the topology MutatingAdmissionPolicy adds before the webhook sees the pod.
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": labels,
+            "annotations": {TAS_UNCONSTRAINED: "true"},
+        },
         "spec": {
             "containers": [
                 {"name": "main", "image": "busybox", "resources": {"requests": res, "limits": res}}

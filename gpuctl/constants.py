@@ -147,6 +147,17 @@ TOPOLOGY_NAME: Final = "gpuctl-nodes"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 # Pod-template annotation asking Kueue for a topology assignment (any node per pod).
 TAS_UNCONSTRAINED: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
+# Every annotation by which a pod set asks Kueue for Topology Aware Scheduling (Kueue's
+# IsExplicitTAS in pkg/util/tas plus the unconstrained one). A pod set with none of them is never
+# admitted on gpuctl's TAS-only pool flavors, so the topology MutatingAdmissionPolicy adds
+# TAS_UNCONSTRAINED to raw work in team namespaces that carries none (admission/topology.py).
+TAS_REQUEST_KEYS: Final = (
+    "kueue.x-k8s.io/podset-required-topology",
+    "kueue.x-k8s.io/podset-preferred-topology",
+    TAS_UNCONSTRAINED,
+    "kueue.x-k8s.io/podset-slice-required-topology",
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints",
+)
 
 # Node taints that say "not now" (Kubernetes' node lifecycle and conditions, cloud initialisation,
 # autoscalers draining a node): a pool never tolerates them, whatever its nodes carry. Any other

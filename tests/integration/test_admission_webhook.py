@@ -415,6 +415,8 @@ def _pod(
     }
     if selector:
         pod["spec"]["nodeSelector"] = selector
+    if gpus:  # a topology request, as the topology MutatingAdmissionPolicy adds it (Kubernetes >= 1.36)
+        pod["metadata"]["annotations"] = {TAS_UNCONSTRAINED: "true"}
     return pod
 
 

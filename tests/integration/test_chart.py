@@ -204,6 +204,21 @@ def test_operator_and_cert_manager_objects_follow_the_clusters_apis() -> None:
     assert not [k for k in off if k[0] in ("ServiceMonitor", "PrometheusRule", "Certificate", "Issuer")]
 
 
+def test_topology_policies_follow_the_kubernetes_version() -> None:
+    """MutatingAdmissionPolicy is GA from 1.36: installed there (helm template assumes a recent version),
+    left out on older clusters unless forced, and never when switched off."""
+    maps = {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
+    assert len([k for k in by_key(render()) if k[0] in maps]) == 4
+    assert not [k for k in by_key(render("gpuctl-system", "--kube-version", "1.35.0")) if k[0] in maps]
+    forced = by_key(
+        render("gpuctl-system", "--kube-version", "1.35.0", "--set", "topologyPolicy.enabled=true")
+    )
+    assert len([k for k in forced if k[0] in maps]) == 4
+    assert not [
+        k for k in by_key(render("gpuctl-system", "--set", "topologyPolicy.enabled=false")) if k[0] in maps
+    ]
+
+
 def test_dashboards_are_configmaps_for_grafanas_sidecar() -> None:
     docs = by_key(render())
     files = sorted((MANIFESTS / "grafana").glob("*.json"))

@@ -15,7 +15,7 @@ from typing import Any
 
 from admission.state import ClusterState
 from gpuctl.builders import build
-from gpuctl.constants import GPU_RESOURCE, Labels
+from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
 from gpuctl.spec import load_text
 from queues import TeamQuota, budget_flavor, cluster_queue, local_queue, resource_flavor, team_namespace
 
@@ -193,9 +193,12 @@ def raw_pod(
 
 
 def queued_pod(name: str = "p", *, gpus: int = 1, pool: str = "a100", **kw: Any) -> dict:
-    """A raw Pod that follows every rule: LocalQueue label, pool label and matching nodeSelector."""
+    """A raw Pod that follows every rule: LocalQueue label, pool label and matching nodeSelector, a topology
+    request (the topology MutatingAdmissionPolicy adds it on the API server)."""
     labels = {Labels.KUEUE_QUEUE: "default", Labels.POOL: pool, **kw.pop("labels", {})}
-    return raw_pod(name, gpus=gpus, labels=labels, node_selector={Labels.POOL: pool}, **kw)
+    pod = raw_pod(name, gpus=gpus, labels=labels, node_selector={Labels.POOL: pool}, **kw)
+    pod["metadata"]["annotations"] = {TAS_UNCONSTRAINED: "true"}
+    return pod
 
 
 # ---------------------------------------------------------------------------------------------------------

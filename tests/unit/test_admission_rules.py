@@ -12,6 +12,7 @@ from admission.rules import (
     CONTROLLER_USERS,
     GPU_FITS_NODE,
     GPU_QUEUE,
+    GPU_TOPOLOGY,
     HOST_PATH,
     JOB_TYPE,
     KCM_USER,
@@ -30,7 +31,7 @@ from admission.rules import (
 )
 from admission.rules import review as judge
 from admission.state import ClusterState
-from gpuctl.constants import FIELD_MANAGER, GPU_RESOURCE, Labels
+from gpuctl.constants import FIELD_MANAGER, GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
 from tests.unit.test_admission_fixtures import (
     GPU_TYPE_A100,
     OTHER_TEAM,
@@ -144,7 +145,7 @@ def test_gpu_pod_naming_a_missing_localqueue_is_denied_with_the_existing_ones():
 def test_queue_name_annotation_counts_like_kueue_reads_it():
     pod = queued_pod()
     del pod["metadata"]["labels"][Labels.KUEUE_QUEUE]
-    pod["metadata"]["annotations"] = {Labels.KUEUE_QUEUE: "default"}
+    pod["metadata"]["annotations"][Labels.KUEUE_QUEUE] = "default"
     allowed(pod)
 
 
@@ -177,6 +178,33 @@ def test_bare_replicaset_reads_the_queue_from_its_pod_template():
     del rs["spec"]["template"]["metadata"]["labels"][Labels.KUEUE_QUEUE]
     rs["metadata"]["labels"] = {Labels.KUEUE_QUEUE: "default"}  # Kueue ignores a ReplicaSet's own labels
     only(rs, GPU_QUEUE)
+
+
+def test_gpu_work_for_a_queue_with_pools_must_ask_for_a_topology():
+    """Pool flavors are TAS flavors: without a topology annotation Kueue never admits the pod set (where the
+    topology MutatingAdmissionPolicy is installed, the API server adds it before this webhook runs)."""
+    pod = queued_pod()
+    del pod["metadata"]["annotations"][TAS_UNCONSTRAINED]
+    v = only(pod, GPU_TOPOLOGY)
+    assert f'add annotation {TAS_UNCONSTRAINED}: "true" in metadata.annotations' in v.message()
+    assert "manifests/admission/topology.yaml" in v.message()
+    # A Job's pod set is its template; any topology request will do.
+    job = training_job()
+    tmpl = job["spec"]["template"]["metadata"]["annotations"]
+    del tmpl[TAS_UNCONSTRAINED]
+    assert "in spec.template.metadata.annotations" in only(job, GPU_TOPOLOGY).message()
+    tmpl["kueue.x-k8s.io/podset-required-topology"] = "kubernetes.io/hostname"
+    allowed(job)
+    # An object that already lacked it stays updatable (the finding is not new).
+    old = copy.deepcopy(pod)
+    pod["metadata"]["labels"]["extra"] = "x"
+    assert check(pod, op="UPDATE", old=old).allowed
+
+
+def test_gpu_work_for_a_queue_without_pools_needs_no_topology():
+    pod = queued_pod()
+    del pod["metadata"]["annotations"][TAS_UNCONSTRAINED]
+    allowed(pod, st=state(cluster_queues={TEAM: frozenset({"foreign"})}))
 
 
 def test_localqueue_of_a_missing_clusterqueue_is_a_warning_not_a_denial():
@@ -334,7 +362,7 @@ def test_unknown_runwhere_key_far_from_any_known_one_lists_them():
 
 def test_known_keys_and_foreign_prefixes_pass():
     pod = queued_pod(labels={Labels.TEAM: TEAM, "example.com/runwhere.ai-ish": "x"})
-    pod["metadata"]["annotations"] = {Labels.DESCRIPTION: "hello"}
+    pod["metadata"]["annotations"][Labels.DESCRIPTION] = "hello"
     allowed(pod)
 
 
@@ -362,9 +390,12 @@ def test_pool_without_nodes_does_not_deny_on_size():
 
 def test_without_a_pool_the_largest_node_of_any_pool_is_the_limit():
     pod = raw_pod(gpus=9, labels={Labels.KUEUE_QUEUE: "default"})
+    pod["metadata"]["annotations"] = {TAS_UNCONSTRAINED: "true"}
     v = only(pod, GPU_FITS_NODE)
     assert 'no pool has a node that big (largest: 8 in pool "a100")' in v.message()
-    allowed(raw_pod(gpus=8, labels={Labels.KUEUE_QUEUE: "default"}))
+    ok = raw_pod(gpus=8, labels={Labels.KUEUE_QUEUE: "default"})
+    ok["metadata"]["annotations"] = {TAS_UNCONSTRAINED: "true"}
+    allowed(ok)
 
 
 def test_pod_gpus_counts_containers_sidecars_and_the_largest_init_container():
@@ -700,7 +731,13 @@ def _replicaset(pod: dict) -> dict:
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": {"app": "rs"}},
-            "template": {"metadata": {"labels": {**meta["labels"], "app": "rs"}}, "spec": pod_spec(pod)},
+            "template": {
+                "metadata": {
+                    "labels": {**meta["labels"], "app": "rs"},
+                    "annotations": meta.get("annotations", {}),
+                },
+                "spec": pod_spec(pod),
+            },
         },
     }
 

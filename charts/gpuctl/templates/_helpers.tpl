@@ -48,6 +48,11 @@ true
 {{- end -}}
 {{- end }}
 
+{{/* MutatingAdmissionPolicy (admissionregistration.k8s.io/v1) is GA and on by default from 1.36. */}}
+{{- define "gpuctl.topologyPolicy" -}}
+{{- include "gpuctl.auto" (list .Values.topologyPolicy.enabled (semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version)) -}}
+{{- end }}
+
 {{- define "gpuctl.certManager" -}}
 {{- include "gpuctl.auto" (list .Values.certManager.enabled (.Capabilities.APIVersions.Has "cert-manager.io/v1")) -}}
 {{- end }}

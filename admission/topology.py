@@ -1,0 +1,143 @@
+"""Raw kubectl work in team namespaces asks Kueue for node placement: a MutatingAdmissionPolicy.
+
+Every pool ResourceFlavor is a Topology Aware Scheduling flavor, and Kueue admits a pod set on such a
+flavor only if the pod set asks for TAS (`checkPodSetAndFlavorMatchForTAS` in Kueue's
+pkg/scheduler/flavorassigner/tas_flavorassigner.go: "Flavor ... supports only TopologyAwareScheduling").
+Kueue implies TAS only for a ClusterQueue whose flavors are *all* TAS (`isTASImplied`, `IsTASOnly`), and
+a team ClusterQueue also holds the non-TAS budget flavor; making the budget a TAS flavor does not help
+(a pod set assigned two TAS flavors fails with MultipleTASFlavorsAssignedError, `onlyTASFlavor`). So a
+raw Job, Deployment, StatefulSet, ReplicaSet or Pod in a team namespace without a topology annotation
+would wait forever. This policy adds `kueue.x-k8s.io/podset-unconstrained-topology: "true"` (what
+gpuctl's own builders write) where none of TAS_REQUEST_KEYS is present, as Kueue's own webhooks default
+the queue name: CEL in the API server, no webhook round trip, and it holds while gpuctl's webhook is down.
+
+    python -m admission.topology > manifests/admission/topology.yaml
+
+Scope: team namespaces (the webhook's namespaceSelector); only work for gpuctl's LocalQueue (queue-name
+`default` or none, which Kueue defaults to `default` there), so a user's own LocalQueue to a non-TAS
+ClusterQueue is left alone; not Kueue's own requests; not pods their Job/ReplicaSet/StatefulSet
+controller makes (their template was mutated); on UPDATE only when the pod template is rewritten (an
+unrelated update of an older object never changes its template). MutatingAdmissionPolicy is GA (on by
+default) from Kubernetes 1.36; the chart installs it there (`topologyPolicy.enabled`, docs/admission.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Final
+
+import yaml
+
+from admission.policy import POD_RULE, TEMPLATE_RULES, _Dumper, cel_list, match_conditions, q, team_namespaces
+from gpuctl.constants import LOCAL_QUEUE_NAME, TAS_REQUEST_KEYS, TAS_UNCONSTRAINED, Labels
+
+TEMPLATES: Final = "gpuctl-topology-templates"
+PODS: Final = "gpuctl-topology-pods"
+_LABELS: Final = {"app.kubernetes.io/name": "gpuctl-admission", "app.kubernetes.io/managed-by": "gpuctl"}
+
+
+def _map(meta: str, key: str) -> str:
+    """CEL: `meta`'s labels/annotations map, {} when absent (a pod template may have no metadata)."""
+    guard = "has(object.spec.template.metadata) && " if meta.startswith("object.spec.template") else ""
+    return f"({guard}has({meta}.{key}) ? {meta}.{key} : {{}})"
+
+
+def _gpuctl_queue(meta: str) -> str:
+    lab, qn = _map(meta, "labels"), q(Labels.KUEUE_QUEUE)
+    return f"!({qn} in {lab}) || {lab}[{qn}] == {q(LOCAL_QUEUE_NAME)}"
+
+
+def _no_request(meta: str) -> str:
+    return f"!{cel_list(TAS_REQUEST_KEYS)}.exists(k, k in {_map(meta, 'annotations')})"
+
+
+def _conditions(pod: bool) -> list[dict]:
+    tmpl = "object.spec.template"
+    tmeta = f"{tmpl}.metadata"
+    if pod:
+        queue = _gpuctl_queue("object.metadata")
+        none = _no_request("object.metadata")
+    else:
+        queue = f"({_gpuctl_queue('object.metadata')}) &&\n({_gpuctl_queue(tmeta)})"
+        none = _no_request(tmeta)
+    conds = [
+        *match_conditions(),
+        {"name": "gpuctl-queue", "expression": queue},
+        {"name": "no-topology-request", "expression": none},
+    ]
+    if not pod:
+        conds.append(
+            {
+                "name": "template-written",
+                "expression": f"request.operation == 'CREATE' || {tmpl} != oldObject.spec.template",
+            }
+        )
+    return conds
+
+
+def _apply(pod: bool) -> str:
+    ann = f"{{{q(TAS_UNCONSTRAINED)}: 'true'}}"
+    if pod:
+        return f"Object{{metadata: Object.metadata{{annotations: {ann}}}}}"
+    return (
+        "Object{spec: Object.spec{template: Object.spec.template{"
+        f"metadata: Object.spec.template.metadata{{annotations: {ann}}}}}}}}}"
+    )
+
+
+def _rules(pod: bool) -> list[dict]:
+    if pod:  # a pod's annotations are read once, at creation
+        return [{**POD_RULE, "operations": ["CREATE"]}]
+    return [dict(r) for r in TEMPLATE_RULES]
+
+
+def policies() -> list[dict]:
+    """The two MutatingAdmissionPolicies (pod templates, pods) and their bindings."""
+    out: list[dict] = []
+    for name, pod in ((TEMPLATES, False), (PODS, True)):
+        out.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingAdmissionPolicy",
+                "metadata": {"name": name, "labels": dict(_LABELS)},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "reinvocationPolicy": "IfNeeded",
+                    "matchConstraints": {"resourceRules": _rules(pod), "matchPolicy": "Equivalent"},
+                    "matchConditions": _conditions(pod),
+                    "mutations": [
+                        {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": _apply(pod)}}
+                    ],
+                },
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingAdmissionPolicyBinding",
+                "metadata": {"name": name, "labels": dict(_LABELS)},
+                "spec": {"policyName": name, "matchResources": {"namespaceSelector": team_namespaces()}},
+            }
+        )
+    return out
+
+
+HEADER: Final = """\
+# GENERATED by `python -m admission.topology > manifests/admission/topology.yaml` (admission/topology.py;
+# tests/unit/test_admission_topology.py fails when this file and the generator disagree). Do not edit by hand.
+#
+# Raw kubectl work in team namespaces asks Kueue for node placement, as gpuctl's own jobs do: every pool
+# flavor is a Topology Aware Scheduling flavor, and Kueue never admits a pod set there that carries no
+# topology annotation ("Flavor ... supports only TopologyAwareScheduling"). These MutatingAdmissionPolicies
+# add kueue.x-k8s.io/podset-unconstrained-topology: "true" to the pod template of Jobs, Deployments,
+# StatefulSets and ReplicaSets, and to Pods, in team namespaces, for gpuctl's LocalQueue, when no topology
+# annotation is there; an explicit one is kept. Kubernetes >= 1.36 (GA); docs/admission.md, docs/queueing.md.
+"""
+
+
+def render() -> str:
+    return HEADER + yaml.dump_all(policies(), Dumper=_Dumper, sort_keys=False, width=1000)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
