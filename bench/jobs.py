@@ -7,7 +7,8 @@
 Starts its own local cluster (hack/cluster/up.sh, run dir /tmp/gpuctl-bench-jobs, port offset 500)
 with 25 fake nodes of 110 pods each, creates a pool and a team quota through gpuctl, then 20 compute
 jobs (Deployments) whose pods Kueue admits one by one (right after setup most still wait at Kueue's
-gate: --reuse later for the all-running state), and times the commands as whole processes (what a user waits for), median of --runs, plus gpuctl's own list in-process.
+gate: --reuse later for the all-running state), and times the commands as whole processes (what a
+user waits for), median of --runs, plus gpuctl's own list in-process.
 Prints the figures and the ratio gpuctl/kubectl.
 """
 
