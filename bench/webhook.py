@@ -240,12 +240,15 @@ def webhook_server(
     process's nice value)."""
     port = free_port()
     log = (tmp / f"server-{port}.log").open("w")
+    floor = extra[extra.index("--http") + 1] if "--http" in extra else ""
+    command = (
+        [sys.executable, str(Path(__file__).resolve()), "--floor-server", floor]
+        if floor.startswith("floor")
+        else [sys.executable, "-m", "admission", "serve"]
+    )
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "admission",
-            "serve",
+            *command,
             "--tls-cert",
             str(crt),
             "--tls-key",
@@ -281,6 +284,77 @@ def webhook_server(
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Floors: what any Python webhook on this machine pays before its first rule.
+#
+# `--http floor-tls`: the same transport as admission.http (uvloop, asyncio Protocol, TLS 1.2+ with the same
+# certificate, keep-alive) answering every request with a fixed "allowed" AdmissionReview: the cost of TLS,
+# the event loop and the two system calls per request. `--http floor-json`: the same plus orjson decoding of
+# the whole AdmissionReview and an answer carrying its uid: the least a webhook that reads the object does.
+# Both answer "allowed", so their denials are not counted as errors.
+
+_FLOOR_ALLOW = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":'
+
+
+class _FloorProtocol(asyncio.Protocol):
+    decode = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.t = transport
+        self.buf = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = bytes(self.buf[:end]).lower()
+            i = head.find(b"\r\ncontent-length:")
+            n = int(head[i + 17 : head.find(b"\r\n", i + 2) % (len(head) + 1)]) if i >= 0 else 0
+            if len(self.buf) < end + 4 + n:
+                return
+            body = bytes(self.buf[end + 4 : end + 4 + n])
+            del self.buf[: end + 4 + n]
+            uid = orjson.loads(body)["request"]["uid"] if self.decode and body else "floor"
+            out = b'%s%s,"allowed":true}}' % (_FLOOR_ALLOW, orjson.dumps(uid))
+            self.t.write(  # type: ignore[attr-defined]
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(out), out)
+            )
+
+
+class _FloorJson(_FloorProtocol):
+    decode = True
+
+
+def floor_server(argv: list[str]) -> int:
+    import uvloop
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--floor-server", choices=["floor-tls", "floor-json"])
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
+    p.add_argument("--port", type=int)
+    p.add_argument("--host")
+    a, _ = p.parse_known_args(argv)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(a.tls_cert, a.tls_key)
+    proto = _FloorJson if a.floor_server == "floor-json" else _FloorProtocol
+    gc.collect()
+    gc.freeze()
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        await loop.create_server(proto, a.host, a.port, ssl=ctx, backlog=1024)
+        await asyncio.Event().wait()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
+        r.run(serve())
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Part 1: open-loop load over keep-alive HTTPS.
 
 
@@ -297,13 +371,18 @@ class Conn:
         return status, payload
 
 
+# k8s.io/client-go transport/cache.go: the API server's webhook client keeps up to 25 idle connections per
+# host (Go's IdleConnTimeout, 90 s, closes older ones; the bench keeps them for the run).
+IDLE_CONNS_PER_HOST = 25
+
+
 class Pool:
     """The client's keep-alive connections, reused across rates the way the API server's webhook client
     reuses them: Go's http.Transport (HTTP/1.1 to webhooks: k8s.io/apiserver pkg/util/webhook/client.go sets
-    NextProtos ["http/1.1"] for Service webhooks), one request at a time per connection, an idle one
-    reused, a new one dialled when all are busy, up to `limit` (client-go keeps 25 idle per host, closing
-    idle ones after 90 s; the bench keeps every connection it opened for the whole run). `opened` counts
-    TLS handshakes, so a run that had to grow the pool says so."""
+    NextProtos ["http/1.1"] for Service webhooks; no pipelining), one request at a time per connection, the
+    most recently used idle one reused, a new one dialled when all are busy (up to `limit`), at most 25 kept
+    idle. `opened` counts live connections; `dialled` counts TLS handshakes, so a run that had to grow the
+    pool says so."""
 
     def __init__(self, port: int, ca: Path, limit: int) -> None:
         self.port, self.limit = port, limit
@@ -311,6 +390,9 @@ class Pool:
         self.idle: list[Conn] = []
         self.waiters: collections.deque[asyncio.Future[Conn]] = collections.deque()
         self.opened = 0
+        self.dialled = 0
+        self.max_idle = IDLE_CONNS_PER_HOST
+        self.floor = False  # a floor server: every answer is "allowed"
 
     async def fill(self, n: int) -> None:
         while self.opened < n:
@@ -318,6 +400,7 @@ class Pool:
 
     async def _connect(self) -> Conn:
         self.opened += 1
+        self.dialled += 1
         r, w = await asyncio.open_connection(
             "127.0.0.1", self.port, ssl=self.ctx, server_hostname="127.0.0.1"
         )
@@ -341,6 +424,10 @@ class Pool:
             if not fut.done():
                 fut.set_result(conn)
                 return
+        if len(self.idle) >= self.max_idle:  # Go: MaxIdleConnsPerHost; the surplus is closed
+            conn.writer.close()
+            self.opened -= 1
+            return
         self.idle.append(conn)  # LIFO, as Go's transport: the most recently used connection first
 
     def close(self) -> None:
@@ -373,7 +460,7 @@ async def run_rate(
         conn: Conn | None = await pool.get()
         try:
             status, payload = await conn.post(heads[id(body)], body)  # type: ignore[union-attr]
-            ok = status == 200 and orjson.loads(payload)["response"]["allowed"] is expect
+            ok = status == 200 and (pool.floor or orjson.loads(payload)["response"]["allowed"] is expect)
         except Exception:  # counted as an error; the connection is dropped
             ok = False
             conn = None
@@ -381,7 +468,7 @@ async def run_rate(
         pool.put(conn)
 
     total = int(rate * (duration + warmup))
-    opened0 = pool.opened
+    dialled0 = pool.dialled
     # The client's own garbage collections would be charged to the server: keep them out of the run.
     gc.collect()
     gc.freeze()
@@ -417,7 +504,7 @@ async def run_rate(
         "p999": pct(lat, 99.9),
         "max": lat[-1],
         "connections": pool.opened,
-        "new_connections": pool.opened - opened0,
+        "new_connections": pool.dialled - dialled0,
         "by_label": {k: (pct(sorted(v), 50), pct(sorted(v), 99)) for k, v in by_label.items()},
         "raw": measured,
     }
@@ -450,7 +537,8 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
     print(
         f"   mix: {len(mix)} request kinds, {denials:.0%} denials; {args.duration:.0f}s per rate after "
         f"{args.warmup:.0f}s warm-up; {args.repeat} round(s); client: one pool of keep-alive connections per "
-        f"server ({args.connections} opened up front, up to {args.max_connections}), kept for the whole run"
+        f"server, like the API server's Go transport ({args.connections} opened up front, up to "
+        f"{args.max_connections}, at most {IDLE_CONNS_PER_HOST} kept idle; 'new' = TLS handshakes in the run)"
     )
     sched = "SCHED_FIFO (--realtime)" if os.sched_getscheduler(0) == os.SCHED_FIFO else "normal"
     print(
@@ -472,6 +560,7 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
             argv = ["--static-state", str(state), "--http", http, *(extra.split() if extra else [])]
             port, pid = stack.enter_context(webhook_server(tmp, crt, key, ca, argv, Path(root or ROOT)))
             pool = Pool(port, ca, args.max_connections)
+            pool.floor = http.startswith("floor")
             stack.callback(pool.close)
             runner.run(pool.fill(args.connections))
             # Warm both sides up (imports, caches) before measuring anything.
@@ -764,11 +853,18 @@ def _wait(check, timeout: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "--floor-server" in (argv if argv is not None else sys.argv):
+        return floor_server(argv if argv is not None else sys.argv[1:])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rates", type=lambda s: [int(x) for x in s.split(",")], default=[500])
     p.add_argument("--duration", type=float, default=10.0, help="measured seconds per rate")
     p.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds before each rate")
-    p.add_argument("--connections", type=int, default=8, help="keep-alive connections opened up front")
+    p.add_argument(
+        "--connections",
+        type=int,
+        default=IDLE_CONNS_PER_HOST,
+        help="keep-alive connections opened up front (the API server keeps up to 25 idle per webhook host)",
+    )
     p.add_argument("--repeat", type=int, default=3, help="rounds over every server and rate")
     p.add_argument(
         "--realtime",
