@@ -565,9 +565,9 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
             runner.run(pool.fill(args.connections))
             # Warm both sides up (imports, caches) before measuring anything.
             runner.run(run_rate(pool, 100, 2, 0, mix))
-            servers.append((name, pid, pool))
+            servers.append((short(name), pid, pool))
         print(
-            f"   {'round':>5} {'server':<18} {'rate/s':>6} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} "
+            f"   {'round':>5} {'server':<24} {'rate/s':>6} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} "
             f"{'p99.9 ms':>8} {'max ms':>7} {'err':>3} {'conns':>5} {'new':>3} {'CPU/req':>7} "
             f"{'user':>4} {'sys':>4}  load avg 1/5/15 min (after)"
         )
@@ -589,7 +589,7 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
                     r["server_cpu_us"] = r["user_us"] + r["sys_us"]
                     out.append(r)
                     print(
-                        f"   {rnd + 1:>5} {name:<18.18} {rate:>6} {ms(r['p50'])} {ms(r['p90'])} "
+                        f"   {rnd + 1:>5} {name:<24.24} {rate:>6} {ms(r['p50'])} {ms(r['p90'])} "
                         f"{ms(r['p99'])} {ms(r['p999']):>8} {ms(r['max'])} {r['errors']:>3} "
                         f"{r['connections']:>5} {r['new_connections']:>3} {r['server_cpu_us']:>4.0f} us "
                         f"{r['user_us']:>4.0f} {r['sys_us']:>4.0f}  {load()}",
@@ -599,12 +599,18 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
     return out
 
 
+def short(name: str) -> str:
+    """A server variant's name for the tables: another checkout by its folder's name."""
+    spec, at, root = name.partition("@")
+    return f"{spec.replace('--', '')}@{Path(root).name}" if at else spec.replace("--", "")
+
+
 def summary(out: list[dict], args: argparse.Namespace) -> None:
     print(
         f"   -- against issue 12's targets at {TARGET_RATE}/s, normal priority: "
         f"p99 <= {TARGET_P99 * 1e3:.0f} ms, server CPU <= {TARGET_CPU_US:.0f} us/request"
     )
-    for name in args.http:
+    for name in map(short, args.http):
         for rate in args.rates:
             rows = [r for r in out if r["server"] == name and r["rate"] == rate]
             if not rows:
@@ -615,7 +621,7 @@ def summary(out: list[dict], args: argparse.Namespace) -> None:
             cpus = ", ".join(f"{r['server_cpu_us']:.0f}" for r in rows)
             runs_p99 = ", ".join(f"{r['p99'] * 1e3:.1f}" for r in rows)
             line = (
-                f"   {name:<18.18} {rate:>5}/s  CPU/req median {cpu:4.0f} us (runs {cpus}); "
+                f"   {name:<24.24} {rate:>5}/s  CPU/req median {cpu:4.0f} us (runs {cpus}); "
                 f"p99 {runs_p99} ms; load {loads[0]:.1f}-{loads[-1]:.1f}"
             )
             if rate == TARGET_RATE:

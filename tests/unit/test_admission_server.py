@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import platform
 import shutil
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -462,3 +465,39 @@ def test_main_reports_an_unusable_kubeconfig(tmp_path, capsys):
     bad.write_text("not: [a kubeconfig")
     code = server_mod.main(["serve", "--tls-cert", str(crt), "--tls-key", str(crt), "--kubeconfig", str(bad)])
     assert code == 2 and "cannot load the cluster configuration" in capsys.readouterr().err
+
+
+def _sched_fields(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if sep and v.strip().lstrip("-").isdigit():
+            out[k.strip()] = int(v.strip())
+    return out
+
+
+def _kernel() -> tuple[int, int]:
+    major, minor = platform.release().split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or _kernel() < (6, 12), reason="custom EEVDF slices need Linux 6.12+"
+)
+def test_sched_slice_is_requested_for_the_calling_thread_only_at_unchanged_priority():
+    got: dict[str, str] = {}
+
+    def worker() -> None:
+        got["error"] = server_mod.request_sched_slice(250)
+        got["sched"] = Path("/proc/thread-self/sched").read_text()
+
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert got["error"] == ""
+    fields = _sched_fields(got["sched"])
+    assert fields["se.slice"] == 250_000
+    assert fields["prio"] == 120 + before  # nice unchanged
+    mine = _sched_fields(Path("/proc/thread-self/sched").read_text())
+    assert mine["se.slice"] != 250_000  # the test's own thread keeps the default
