@@ -361,6 +361,7 @@ def floor_server(argv: list[str]) -> int:
 class Conn:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.used = time.monotonic()
 
     async def post(self, head: bytes, body: bytes) -> tuple[int, bytes]:
         self.writer.write(head + body)
@@ -372,8 +373,9 @@ class Conn:
 
 
 # k8s.io/client-go transport/cache.go: the API server's webhook client keeps up to 25 idle connections per
-# host (Go's IdleConnTimeout, 90 s, closes older ones; the bench keeps them for the run).
+# host and closes those idle for 90 s (Go's IdleConnTimeout), before the webhook's own 120 s keep-alive.
 IDLE_CONNS_PER_HOST = 25
+IDLE_CONN_TIMEOUT = 90.0  # apimachinery's SetTransportDefaults: Go's IdleConnTimeout default
 
 
 class Pool:
@@ -381,8 +383,8 @@ class Pool:
     reuses them: Go's http.Transport (HTTP/1.1 to webhooks: k8s.io/apiserver pkg/util/webhook/client.go sets
     NextProtos ["http/1.1"] for Service webhooks; no pipelining), one request at a time per connection, the
     most recently used idle one reused, a new one dialled when all are busy (up to `limit`), at most 25 kept
-    idle. `opened` counts live connections; `dialled` counts TLS handshakes, so a run that had to grow the
-    pool says so."""
+    idle, none idle for longer than 90 s. `opened` counts live connections; `dialled` counts TLS handshakes,
+    so a run that had to grow the pool says so."""
 
     def __init__(self, port: int, ca: Path, limit: int) -> None:
         self.port, self.limit = port, limit
@@ -407,8 +409,12 @@ class Pool:
         return Conn(r, w)
 
     async def get(self) -> Conn:
-        if self.idle:
-            return self.idle.pop()
+        while self.idle:
+            conn = self.idle.pop()
+            if time.monotonic() - conn.used < IDLE_CONN_TIMEOUT:
+                return conn
+            conn.writer.close()  # Go closes idle connections itself (before the server's 120 s do)
+            self.opened -= 1
         if self.opened < self.limit:
             return await self._connect()
         fut: asyncio.Future[Conn] = asyncio.get_running_loop().create_future()
@@ -424,6 +430,7 @@ class Pool:
             if not fut.done():
                 fut.set_result(conn)
                 return
+        conn.used = time.monotonic()
         if len(self.idle) >= self.max_idle:  # Go: MaxIdleConnsPerHost; the surplus is closed
             conn.writer.close()
             self.opened -= 1
