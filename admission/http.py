@@ -11,7 +11,9 @@ What it implements: HTTP/1.1 keep-alive (idle connections closed after KEEP_ALIV
 the API server's own idle timeout) and HTTP/1.0; `Connection: close`; `Expect: 100-continue`; requests
 handled strictly in order on a connection (pipelining is answered in order); bodies up to `max_body`
 (else 413 and the connection is closed); `Transfer-Encoding` is refused with 411 (the API server always
-sends Content-Length); malformed request lines or headers get 400 and a close. Routes: POST /validate,
+sends Content-Length); malformed request lines or headers (a line that is not `token: value`, conflicting
+Content-Lengths) get 400 and a close. HTTP/1.1 only: the API server never offers h2 to a Service webhook
+(k8s.io/apiserver pkg/util/webhook/client.go pins NextProtos to http/1.1). Routes: POST /validate,
 GET /healthz, /readyz, /metrics. A denial that only cache-dependent rules made is re-checked as the cache
 moves (AdmissionApp.recheck), off the event loop's fast path: that connection stops reading meanwhile.
 """

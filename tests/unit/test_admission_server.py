@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from admission import server as server_mod
 from admission.rules import AdmissionConfig, Mode, Verdict
@@ -501,3 +502,21 @@ def test_sched_slice_is_requested_for_the_calling_thread_only_at_unchanged_prior
     assert fields["prio"] == 120 + before  # nice unchanged
     mine = _sched_fields(Path("/proc/thread-self/sched").read_text())
     assert mine["se.slice"] != 250_000  # the test's own thread keeps the default
+
+
+def test_request_metrics_keep_prometheus_semantics():
+    reg = CollectorRegistry()
+    m = server_mod._Metrics(reg)
+    for seconds in (0.0005, 0.0004, 0.0006, 2.0):  # a value on a bound counts in that bucket (le)
+        m.observe("Pod", "CREATE", seconds)
+    m.count("Pod", "CREATE", "allow", "", "false")
+    m.count("Pod", "CREATE", "allow", "", "false")
+    text = generate_latest(reg).decode()
+    b = 'gpuctl_webhook_duration_seconds_bucket{kind="Pod",le="%s",operation="CREATE"} %s'
+    assert b % ("0.00025", "0.0") in text
+    assert b % ("0.0005", "2.0") in text
+    assert b % ("0.001", "3.0") in text
+    assert b % ("1.0", "3.0") in text and b % ("+Inf", "4.0") in text
+    assert 'gpuctl_webhook_duration_seconds_count{kind="Pod",operation="CREATE"} 4.0' in text
+    allow = 'decision="allow",dry_run="false",kind="Pod",operation="CREATE",rule=""'
+    assert f"gpuctl_webhook_requests_total{{{allow}}} 2.0" in text
