@@ -390,7 +390,7 @@ class Pool:
     so a run that had to grow the pool says so."""
 
     def __init__(self, port: int, ca: Path, limit: int) -> None:
-        self.port, self.limit = port, limit
+        self.port, self.limit, self.ca = port, limit, ca
         self.ctx = ssl.create_default_context(cafile=str(ca))
         self.idle: list[Conn] = []
         self.waiters: collections.deque[asyncio.Future[Conn]] = collections.deque()
@@ -579,15 +579,18 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
         print(
             f"   {'round':>5} {'server':<24} {'rate/s':>6} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} "
             f"{'p99.9 ms':>8} {'max ms':>7} {'err':>3} {'conns':>5} {'new':>3} {'CPU/req':>7} "
-            f"{'user':>4} {'sys':>4}  load avg 1/5/15 min (after)"
+            f"{'user':>4} {'sys':>4} {'app':>8}  load avg 1/5/15 min (after)"
         )
         for rnd in range(args.repeat):
             for name, pid, pool in servers:
                 for rate in args.rates:
                     u0, s0 = cpu_times(pid)
+                    own0 = own_time(pool)
                     load_before = os.getloadavg()[0]
                     r = runner.run(run_rate(pool, rate, args.duration, args.warmup, mix))
                     u1, s1 = cpu_times(pid)
+                    own1 = own_time(pool)
+                    r["own_us"] = (own1[0] - own0[0]) / max(1.0, own1[1] - own0[1]) * 1e6
                     n = rate * (args.duration + args.warmup)
                     r.update(
                         server=name,
@@ -602,7 +605,7 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
                         f"   {rnd + 1:>5} {name:<24.24} {rate:>6} {ms(r['p50'])} {ms(r['p90'])} "
                         f"{ms(r['p99'])} {ms(r['p999']):>8} {ms(r['max'])} {r['errors']:>3} "
                         f"{r['connections']:>5} {r['new_connections']:>3} {r['server_cpu_us']:>4.0f} us "
-                        f"{r['user_us']:>4.0f} {r['sys_us']:>4.0f}  {load()}",
+                        f"{r['user_us']:>4.0f} {r['sys_us']:>4.0f} {r['own_us']:>5.0f} us  {load()}",
                         flush=True,
                     )
     summary(out, args)
@@ -639,6 +642,25 @@ def summary(out: list[dict], args: argparse.Namespace) -> None:
                 ok = sum(1 for p in p99s if p <= TARGET_P99)
                 line += f"  | CPU target {met_cpu}; p99 target met in {ok}/{len(rows)} runs"
             print(line)
+
+
+def own_time(pool: Pool) -> tuple[float, float]:
+    """(sum, count) of the server's own gpuctl_webhook_duration_seconds over all kinds: body in -> answer
+    ready (JSON decode, rules, answer, metrics; wall time, so preemption counts), the `app` column; (0, 0)
+    for servers without it (the floors)."""
+    ctx = ssl.create_default_context(cafile=str(pool.ca))
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{pool.port}/metrics", context=ctx, timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0.0, 0.0
+    total = count = 0.0
+    for line in text.splitlines():
+        if line.startswith("gpuctl_webhook_duration_seconds_sum"):
+            total += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("gpuctl_webhook_duration_seconds_count"):
+            count += float(line.rsplit(" ", 1)[1])
+    return total, count
 
 
 def cpu_times(pid: int) -> tuple[float, float]:
