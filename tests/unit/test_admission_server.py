@@ -19,8 +19,8 @@ import orjson
 import pytest
 
 from admission import server as server_mod
-from admission.rules import AdmissionConfig, Mode
-from admission.server import AdmissionApp, CertReloader, allowed_host_paths, parse_review
+from admission.rules import AdmissionConfig, Mode, Verdict
+from admission.server import AdmissionApp, CertReloader, allowed_host_paths, parse_review, response_body
 from admission.state import ClusterState, StaticState
 from tests.unit.test_admission_fixtures import cluster_objects, queued_pod, raw_pod, review, state
 
@@ -273,6 +273,21 @@ def test_parse_review_returns_uid_and_request():
     body = review(queued_pod())
     uid, request = parse_review(orjson.dumps(body))
     assert uid == body["request"]["uid"] and request["operation"] == "CREATE"
+
+
+def test_the_precomputed_allow_answer_is_the_general_encoding():
+    for uid in ("0f4a7b6e-6a5e-4f7e-9a53-3f0a4d3f3c11", 'q"u\\o\nte\u2028é'):
+        full = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": uid, "allowed": True},
+        }
+        assert response_body(uid, Verdict(allowed=True, subject="Pod a/b")) == orjson.dumps(full)
+        assert orjson.loads(response_body(uid, Verdict(allowed=True, warnings=("w",))))["response"] == {
+            "uid": uid,
+            "allowed": True,
+            "warnings": ["w"],
+        }
 
 
 # ---------------------------------------------------------------------------------------------------------
