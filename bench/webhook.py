@@ -237,7 +237,13 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def webhook_server(
-    tmp: Path, crt: Path, key: Path, ca: Path, extra: list[str], root: Path = ROOT
+    tmp: Path,
+    crt: Path,
+    key: Path,
+    ca: Path,
+    extra: list[str],
+    root: Path = ROOT,
+    python: str = sys.executable,
 ) -> Iterator[tuple[int, int]]:
     """(port, pid) of a running `python -m admission serve` from the checkout at `root` (it inherits this
     process's nice value)."""
@@ -245,9 +251,9 @@ def webhook_server(
     log = (tmp / f"server-{port}.log").open("w")
     floor = extra[extra.index("--http") + 1] if "--http" in extra else ""
     command = (
-        [sys.executable, str(Path(__file__).resolve()), "--floor-server", floor]
+        [python, str(Path(__file__).resolve()), "--floor-server", floor]
         if floor.startswith("floor")
-        else [sys.executable, "-m", "admission", "serve"]
+        else [python, "-m", "admission", "serve"]
     )
     proc = subprocess.Popen(
         [
@@ -565,10 +571,12 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
     with runner, contextlib.ExitStack() as stack:
         servers = []
         for name in args.http:
-            spec, _, root = name.partition("@")
+            spec, _, python = name.partition("^")
+            spec, _, root = spec.partition("@")
             http, _, extra = spec.partition("+")
             argv = ["--static-state", str(state), "--http", http, *(extra.split() if extra else [])]
-            port, pid = stack.enter_context(webhook_server(tmp, crt, key, ca, argv, Path(root or ROOT)))
+            server = webhook_server(tmp, crt, key, ca, argv, Path(root or ROOT), python or sys.executable)
+            port, pid = stack.enter_context(server)
             pool = Pool(port, ca, args.max_connections)
             pool.floor = http.startswith("floor")
             stack.callback(pool.close)
@@ -613,9 +621,17 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
 
 
 def short(name: str) -> str:
-    """A server variant's name for the tables: another checkout by its folder's name."""
-    spec, at, root = name.partition("@")
-    return f"{spec.replace('--', '')}@{Path(root).name}" if at else spec.replace("--", "")
+    """A server variant's name for the tables: another checkout by its folder's name, another interpreter by
+    its version."""
+    spec, hat, python = name.partition("^")
+    spec, at, root = spec.partition("@")
+    out = spec.replace("--", "") + (f"@{Path(root).name}" if at else "")
+    if hat:
+        version = subprocess.run(
+            [python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True
+        )
+        out += f" py{version.stdout.decode().strip()}"
+    return out
 
 
 def summary(out: list[dict], args: argparse.Namespace) -> None:
@@ -922,7 +938,8 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda s: s.split(","),
         default=["builtin", "uvicorn"],
         help="webhook HTTP servers to measure, alternating (builtin = admission.http; uvicorn = reference); "
-        "'builtin+--flag value' passes server flags; 'builtin@../main' runs another checkout's server (A/B)",
+        "'builtin+--flag value' passes server flags; 'builtin@../main' runs another checkout's server (A/B); "
+        "'builtin^/path/python' another interpreter (with gpuctl's dependencies)",
     )
     p.add_argument(
         "--kubeconfig",
