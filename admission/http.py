@@ -11,7 +11,9 @@ What it implements: HTTP/1.1 keep-alive (idle connections closed after KEEP_ALIV
 the API server's own idle timeout) and HTTP/1.0; `Connection: close`; `Expect: 100-continue`; requests
 handled strictly in order on a connection (pipelining is answered in order); bodies up to `max_body`
 (else 413 and the connection is closed); `Transfer-Encoding` is refused with 411 (the API server always
-sends Content-Length); malformed request lines or headers get 400 and a close. Routes: POST /validate,
+sends Content-Length); malformed request lines or headers (a line that is not `token: value`, conflicting
+Content-Lengths) get 400 and a close. HTTP/1.1 only: the API server never offers h2 to a Service webhook
+(k8s.io/apiserver pkg/util/webhook/client.go pins NextProtos to http/1.1). Routes: POST /validate,
 GET /healthz, /readyz, /metrics. A denial that only cache-dependent rules made is re-checked as the cache
 moves (AdmissionApp.recheck), off the event loop's fast path: that connection stops reading meanwhile.
 """
@@ -20,10 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import signal
 import ssl
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -48,24 +51,128 @@ _REASONS: Final = {
 _TEXT: Final = b"text/plain; charset=utf-8"
 
 
+# A header block (after the request line, lower-cased): every line `name: value`, the name an RFC 9110 token.
+_HEADER_BLOCK: Final = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9a-z]+:[^\r\n]*)*")
+_OK_JSON: Final = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+
+
+class Head(NamedTuple):
+    """A parsed request head: what the server needs of it."""
+
+    method: bytes
+    path: bytes
+    length: int  # body bytes that follow
+    close: bool  # Connection: close, or HTTP/1.0 without keep-alive
+    expect: bool  # Expect: 100-continue
+    size: int  # bytes of the head, blank line included
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, text: bytes) -> None:
+        super().__init__(status, text)
+        self.status, self.text = status, text
+
+
+def _header(block: bytes, name: bytes) -> bytes | None:
+    """The value of header `name` (b"\r\ncontent-length:") in a lower-cased block; HttpError if repeated."""
+    i = block.find(name)
+    if i < 0:
+        return None
+    j = block.find(b"\r\n", i + 2)
+    value = block[i + len(name) : j if j >= 0 else len(block)].strip()
+    k = block.find(name, i + 2)
+    if k >= 0:
+        m = block.find(b"\r\n", k + 2)
+        if block[k + len(name) : m if m >= 0 else len(block)].strip() != value:
+            raise HttpError(400, b"conflicting " + name[2:-1] + b" headers\n")
+    return value
+
+
+def parse_head(buf: bytes | bytearray, max_body: int) -> Head | None:
+    """The head at the start of `buf`, None while it is incomplete, HttpError for what gets an error answer.
+
+    One pass of C-level scans (find, lower, one regex) rather than a loop over header lines: the API server
+    sends six or seven headers per request, and a Python loop over them cost more than the JSON decode.
+    """
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        if len(buf) > MAX_HEAD:
+            raise HttpError(431, b"request headers too large\n")
+        return None
+    nl = buf.find(b"\r\n", 0, end)
+    if nl < 0:
+        nl = end
+    parts = bytes(buf[:nl]).split(b" ")
+    if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
+        raise HttpError(400, b"bad request line\n")
+    method, target, version = parts
+    block = bytes(buf[nl:end]).lower()
+    if _HEADER_BLOCK.fullmatch(block) is None:
+        raise HttpError(400, b"bad header line\n")
+    length = 0
+    close = version == b"HTTP/1.0"
+    expect = False
+    if block:
+        cl = _header(block, b"\r\ncontent-length:")
+        if cl is not None:
+            if not cl.isdigit():
+                raise HttpError(400, b"bad content-length\n")
+            length = int(cl)
+        if b"\r\ntransfer-encoding:" in block:
+            raise HttpError(411, b"send a Content-Length, not a Transfer-Encoding\n")
+        conn = _header(block, b"\r\nconnection:")
+        if conn is not None:
+            tokens = {t.strip() for t in conn.split(b",")}
+            if b"close" in tokens:
+                close = True
+            elif b"keep-alive" in tokens:
+                close = False
+        expect = _header(block, b"\r\nexpect:") == b"100-continue"
+    if length > max_body:
+        raise HttpError(413, b"request body too large\n")
+    q = target.find(b"?")
+    return Head(method, target if q < 0 else target[:q], length, close, expect, end + 4)
+
+
+def ok_json(body: bytes) -> bytes:
+    """A whole 200 response with a JSON body (the answer to almost every request)."""
+    return _OK_JSON % len(body) + body
+
+
+def response(status: int, body: bytes, ctype: bytes, close: bool, extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n%s%s\r\n%s" % (
+        status,
+        _REASONS.get(status, b""),
+        ctype,
+        len(body),
+        extra,
+        b"connection: close\r\n" if close else b"",
+        body,
+    )
+
+
 class HttpProtocol(asyncio.Protocol):
     def __init__(self, app: AdmissionApp, conns: set[HttpProtocol], keep_alive: float) -> None:
         self.app = app
         self.conns = conns
         self.keep_alive = keep_alive
         self.transport: asyncio.Transport | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.buf = bytearray()
         self.busy = False
         self.closing = False
         self.continued = False
+        self.last = 0.0  # loop time of the last request (the idle timer looks at it)
         self.idle: asyncio.TimerHandle | None = None
         self.task: asyncio.Task | None = None
 
     # -- connection
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.loop = asyncio.get_running_loop()
         self.conns.add(self)
-        self._arm()
+        self.last = self.loop.time()
+        self.idle = self.loop.call_later(self.keep_alive, self._on_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.conns.discard(self)
@@ -75,16 +182,15 @@ class HttpProtocol(asyncio.Protocol):
         if self.task is not None:
             self.task.cancel()
 
-    def _arm(self) -> None:
-        if self.idle is not None:
-            self.idle.cancel()
-        self.idle = asyncio.get_running_loop().call_later(self.keep_alive, self._on_idle)
-
     def _on_idle(self) -> None:
-        if not self.busy and not self.buf:
+        """One timer per connection, re-armed only when it fires (not per request): close after keep_alive
+        seconds without a request."""
+        assert self.loop is not None
+        quiet = self.loop.time() - self.last
+        if not self.busy and not self.buf and quiet >= self.keep_alive:
             self.close()
         else:
-            self._arm()
+            self.idle = self.loop.call_later(max(0.1, self.keep_alive - quiet), self._on_idle)
 
     def close(self) -> None:
         self.closing = True
@@ -97,6 +203,18 @@ class HttpProtocol(asyncio.Protocol):
 
     # -- requests
     def data_received(self, data: bytes) -> None:
+        if self.loop is not None:
+            self.last = self.loop.time()
+        if not self.buf and not self.busy:
+            # The usual case: one whole request in one read. Parse it where it is, no buffer copies.
+            try:
+                head = parse_head(data, self.app.max_body)
+            except HttpError as exc:
+                self._error(exc.status, exc.text)
+                return
+            if head is not None and head.size + head.length == len(data) and not head.expect:
+                self._dispatch(head.method, head.path, head.close, data[head.size :])
+                return
         self.buf += data
         if not self.busy:
             self._process()
@@ -107,64 +225,27 @@ class HttpProtocol(asyncio.Protocol):
             if req is None:
                 return
             self._dispatch(*req)
-        if not self.closing:
-            self._arm()
 
     def _parse(self) -> tuple[bytes, bytes, bool, bytes] | None:
-        """(method, path, close after, body) of the next complete request; None to wait for more."""
+        """(method, path, close after, body) of the next complete request in the buffer; None to wait."""
         buf = self.buf
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buf) > MAX_HEAD:
-                self._error(431, b"request headers too large\n")
+        try:
+            head = parse_head(buf, self.app.max_body)
+        except HttpError as exc:
+            self._error(exc.status, exc.text)
             return None
-        lines = bytes(buf[:end]).split(b"\r\n")
-        parts = lines[0].split(b" ")
-        if len(parts) != 3 or parts[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
-            self._error(400, b"bad request line\n")
+        if head is None:
             return None
-        method, target, version = parts
-        length = -1
-        close = version == b"HTTP/1.0"
-        expect = False
-        for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep:
-                self._error(400, b"bad header line\n")
-                return None
-            name = name.strip().lower()
-            value = value.strip()
-            if name == b"content-length":
-                if not value.isdigit() or (length >= 0 and int(value) != length):
-                    self._error(400, b"bad content-length\n")
-                    return None
-                length = int(value)
-            elif name == b"transfer-encoding":
-                self._error(411, b"send a Content-Length, not a Transfer-Encoding\n")
-                return None
-            elif name == b"connection":
-                v = value.lower()
-                if v == b"close":
-                    close = True
-                elif v == b"keep-alive":
-                    close = False
-            elif name == b"expect" and value.lower() == b"100-continue":
-                expect = True
-        length = max(length, 0)
-        if length > self.app.max_body:
-            self._error(413, b"request body too large\n")
-            return None
-        total = end + 4 + length
+        total = head.size + head.length
         if len(buf) < total:
-            if expect and not self.continued and self.transport is not None:
+            if head.expect and not self.continued and self.transport is not None:
                 self.continued = True
                 self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             return None
-        body = bytes(buf[end + 4 : total])
+        body = bytes(buf[head.size : total])
         del buf[:total]
         self.continued = False
-        path = target.split(b"?", 1)[0]
-        return method, path, close, body
+        return head.method, head.path, head.close, body
 
     def _dispatch(self, method: bytes, path: bytes, close: bool, body: bytes) -> None:
         app = self.app
@@ -177,9 +258,15 @@ class HttpProtocol(asyncio.Protocol):
                 self.busy = True
                 if self.transport is not None:
                     self.transport.pause_reading()
-                self.task = asyncio.get_running_loop().create_task(self._recheck(result, close))
+                assert self.loop is not None
+                self.task = self.loop.create_task(self._recheck(result, close))
                 return
             status, out, ctype = app.finish(result)
+            if status == 200 and not close:
+                t = self.transport
+                if t is not None and not t.is_closing():
+                    t.write(ok_json(out))
+                return
             self._reply(status, out, ctype, close)
         elif path == b"/healthz":
             self._reply(200, b"ok\n", _TEXT, close)
@@ -206,18 +293,7 @@ class HttpProtocol(asyncio.Protocol):
         t = self.transport
         if t is None or t.is_closing():
             return
-        t.write(
-            b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n%s%s\r\n%s"
-            % (
-                status,
-                _REASONS.get(status, b""),
-                ctype,
-                len(body),
-                extra,
-                b"connection: close\r\n" if close else b"",
-                body,
-            )
-        )
+        t.write(response(status, body, ctype, close, extra))
         if close:
             self.close()
 

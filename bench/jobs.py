@@ -2,11 +2,13 @@
 
     python bench/jobs.py [--pods 2000] [--runs 5] [--keep]
     python bench/jobs.py --reuse --runs 15     # time the kept cluster again
+    python bench/jobs.py --reuse --waiting     # ... with one job waiting (-o wide computes its REASON)
 
 Starts its own local cluster (hack/cluster/up.sh, run dir /tmp/gpuctl-bench-jobs, port offset 500)
 with 25 fake nodes of 110 pods each, creates a pool and a team quota through gpuctl, then 20 compute
-jobs (Deployments) whose pods Kueue admits one by one, waits until all pods run, and times both
-commands as whole processes (what a user waits for), median of --runs, plus gpuctl's own list in-process.
+jobs (Deployments) whose pods Kueue admits one by one (right after setup most still wait at Kueue's
+gate: --reuse later for the all-running state), and times the commands as whole processes (what a
+user waits for), median of --runs, plus gpuctl's own list in-process.
 Prints the figures and the ratio gpuctl/kubectl.
 """
 
@@ -45,6 +47,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     ap.add_argument("--reuse", action="store_true", help="time an earlier --keep run's cluster again")
+    ap.add_argument(
+        "--waiting", action="store_true", help="add one job that waits, so -o wide computes a REASON"
+    )
     args = ap.parse_args()
     versions = dict(
         line.split("=", 1)
@@ -142,14 +147,34 @@ def main() -> int:
 
 def measure(args: argparse.Namespace, kubectl: str, gpuctl: str, kc: str, env: dict) -> int:
     """Whole commands, interleaved (the order rotates each round, so background load falls on all)."""
+    waiting = args.waiting
+    if waiting:
+        # One job that waits (larger than any node): -o wide then computes its REASON from every pod.
+        with tempfile.TemporaryDirectory() as d:
+            f = Path(d, "big.yaml")
+            f.write_text(
+                "kind: training\njob: {name: too-big, namespace: bench-team}\n"
+                "environment: {image: busybox}\nresources: {pool: bench-pool, cpu: 30000, memory: 1Gi}\n"
+            )
+            sh(gpuctl, "create", "-f", str(f), env=env)
+        time.sleep(3)
     cmds = {
         "kubectl": [kubectl, "--kubeconfig", kc, "get", "pods", "-A"],
         "gpuctl": [gpuctl, "--kubeconfig", kc, "get", "jobs", "-A"],
         "wide": [gpuctl, "--kubeconfig", kc, "get", "jobs", "-A", "-o", "wide"],
     }
+    try:
+        return _measure(args, cmds, kc, env)
+    finally:
+        if waiting:
+            sh(gpuctl, "delete", "job", "too-big", "-n", "bench-team", env=env, check=False)
+
+
+def _measure(args: argparse.Namespace, cmds: dict[str, list[str]], kc: str, env: dict) -> int:
     samples: dict[str, list[float]] = {k: [] for k in cmds}
     cpu: dict[str, list[float]] = {k: [] for k in cmds}  # the client's own CPU (user+sys): load-proof
     lines: dict[str, int] = {}
+    wide_out = ""
     order = list(cmds)
     for i in range(args.runs):
         for name in order[i % 3 :] + order[: i % 3]:
@@ -161,6 +186,8 @@ def measure(args: argparse.Namespace, kubectl: str, gpuctl: str, kc: str, env: d
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
             lines[name] = len(p.stdout.splitlines())
+            if name == "wide":
+                wide_out = p.stdout
     k, klines = statistics.median(samples["kubectl"]), lines["kubectl"]
     g, glines = statistics.median(samples["gpuctl"]), lines["gpuctl"]
     gw = statistics.median(samples["wide"])
@@ -180,6 +207,11 @@ def measure(args: argparse.Namespace, kubectl: str, gpuctl: str, kc: str, env: d
     print(f"gpuctl list in-process:     {statistics.median(inproc) * 1000:7.0f} ms (no interpreter start)")
     print(f"ratio gpuctl/kubectl:       {g / k:.2f}x   (-o wide: {gw / k:.2f}x)")
     print(f"Kueue visibility API:       {visibility} (queue positions for -o wide)")
+    reasons = [ln for ln in wide_out.splitlines()[1:] if ln.split()[4] in ("Queued", "Preempted")]
+    print(
+        f"-o wide waiting rows:       {len(reasons)}"
+        + (f"  e.g. {' '.join(reasons[0].split())}" if reasons else "")
+    )
     for name, v in samples.items():
         q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
         print(

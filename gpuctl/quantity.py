@@ -11,7 +11,7 @@ import re
 from decimal import Context, Decimal, InvalidOperation
 from functools import lru_cache
 
-__all__ = ["QuantityError", "format_quantity", "is_quantity", "parse_quantity"]
+__all__ = ["QuantityError", "format_bytes", "format_quantity", "is_quantity", "parse_quantity"]
 
 # <signedNumber><suffix> where suffix is a binary SI suffix, a decimal SI suffix or a decimal exponent
 # (k8s.io/apimachinery/pkg/api/resource/quantity.go). The exponent is tried first so that `1E3` is 1000 while
@@ -80,3 +80,18 @@ def format_quantity(d: Decimal) -> str:
         return str(int(d))
     milli = (d * 1000).to_integral_value(rounding="ROUND_FLOOR")
     return f"{int(milli)}m"
+
+
+def format_bytes(value: object) -> str:
+    """Kueue reports memory in bytes; print it in the largest binary unit that keeps it readable."""
+    if value in (None, ""):
+        return "0"
+    try:
+        b = parse_quantity(str(value))
+    except Exception:
+        return str(value)
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if b >= size:
+            q = (b / Decimal(size)).quantize(Decimal("0.1"))
+            return f"{q.normalize():f}{unit}"
+    return f"{b.normalize():f}"

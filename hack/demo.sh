@@ -70,6 +70,9 @@ for w in vwc["webhooks"]:
 print(yaml.safe_dump(vwc))' "https://127.0.0.1:$P_HOOK/validate" "$D/ca.crt" \
   | "$KUBECTL" apply -f - >/dev/null
 echo "demo: webhook registered (enforce) at https://127.0.0.1:$P_HOOK/validate"
+# The chart's topology MutatingAdmissionPolicies: raw kubectl work in team namespaces asks Kueue for node
+# placement as gpuctl's own jobs do (docs/admission.md).
+"$KUBECTL" apply -f manifests/admission/topology.yaml >/dev/null
 
 # ---- gpuctl serve: reconciler, /metrics, REST API ----
 # One replica: no leader election (its Lease would need the gpuctl-system namespace).

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from decimal import Decimal
 from typing import IO, Any
 
 import yaml
-
-from gpuctl.quantity import parse_quantity
 
 
 class _Dumper(yaml.SafeDumper):
@@ -64,18 +61,3 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: IO[str] | 
     for r in cells:
         line = "   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
         out.write(line + "\n")
-
-
-def bytes_quantity(value: object) -> str:
-    """Kueue reports memory in bytes; print it in the largest binary unit that keeps it readable."""
-    if value in (None, ""):
-        return "0"
-    try:
-        b = parse_quantity(str(value))
-    except Exception:
-        return str(value)
-    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if b >= size:
-            q = (b / Decimal(size)).quantize(Decimal("0.1"))
-            return f"{q.normalize():f}{unit}"
-    return f"{b.normalize():f}"

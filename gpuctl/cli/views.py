@@ -10,10 +10,11 @@ import argparse
 import sys
 
 from gpuctl.cli.errors import CommandError
-from gpuctl.cli.output import bytes_quantity, print_data, table
+from gpuctl.cli.output import print_data, table
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.cluster.config import default_namespace
 from gpuctl.domain.objects import short_age as age
+from gpuctl.quantity import format_bytes
 from gpuctl.service.errors import ServiceError
 from gpuctl.service.inventory import JOB_SELECTOR
 from gpuctl.service.jobs import job_pods_for_logs, list_job_rows, read_logs
@@ -238,7 +239,7 @@ def get_quotas(args: argparse.Namespace) -> int:
                 q["gpu"]["borrowed"],
                 "none" if q["gpu"]["borrowing_limit"] is None else q["gpu"]["borrowing_limit"],
                 f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}",
-                f"{bytes_quantity(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}",
+                f"{format_bytes(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}",
                 q["pending_workloads"],
                 q["status"],
             ]
@@ -416,7 +417,7 @@ def _print_quota(q: dict) -> None:
                 f"{'none' if q['gpu']['borrowing_limit'] is None else q['gpu']['borrowing_limit']})",
             ),
             ("CPU", f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}"),
-            ("Memory", f"{bytes_quantity(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}"),
+            ("Memory", f"{format_bytes(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}"),
             ("Guaranteed", ", ".join(f"{p}={g}" for p, g in q["guarantees"].items()) or "-"),
             ("Workloads", f"{q['admitted_workloads']} admitted, {q['pending_workloads']} pending"),
         ]

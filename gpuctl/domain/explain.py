@@ -20,22 +20,27 @@ Pure: plain dicts in, a `Verdict` out. The CLI (`describe job`, `get jobs -o wid
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, BUDGET_FLAVOR, QUOTA_GPU, UNLIMITED, Labels
-from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, quantity_gpus
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request, quantity_gpus
 from gpuctl.domain.objects import is_gpuctl_object, meta, name
-from gpuctl.domain.pools import node_gpus, node_pool, node_ready
+from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
+from gpuctl.domain.status import is_gated
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
     WAITING,
+    labelled_priority_value,
     priority_value,
     topology_nodes,
     workload_pool,
     workload_state,
 )
+from gpuctl.quantity import format_bytes, format_quantity
 
 QUOTA = "quota"
 CAPACITY = "capacity"
@@ -58,6 +63,8 @@ class Demand:
     created: str = ""  # creationTimestamp (or eviction time); "" = now, behind everything queued
     uid: str = ""  # the job's own Workload, left out of the state it is judged against
     label: str = ""  # how others' jobs name it
+    cpu: Decimal = Decimal(0)  # per pod, cores
+    memory: Decimal = Decimal(0)  # per pod, bytes
 
     @property
     def total(self) -> int:
@@ -94,21 +101,28 @@ def _job_label(wl: Mapping[str, Any]) -> str:
     return f"{m.get('namespace', '')}/{owner}"
 
 
-def _per_pod(wl: Mapping[str, Any]) -> list[tuple[int, int]]:
-    """(pods, GPUs per pod) per pod set."""
+def _pod_sets(wl: Mapping[str, Any]) -> list[tuple[int, int, Mapping[str, Any]]]:
+    """(pods, GPUs per pod, pod spec) per pod set."""
     out = []
     for ps in (wl.get("spec") or {}).get("podSets") or []:
         tmpl = (ps.get("template") or {}).get("spec") or {}
-        out.append((int(ps.get("count") or 1), pod_spec_gpus(tmpl)))
+        out.append((int(ps.get("count") or 1), pod_spec_gpus(tmpl), tmpl))
     return out
+
+
+def _per_pod(wl: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """(pods, GPUs per pod) per pod set."""
+    return [(p, g) for p, g, _ in _pod_sets(wl)]
 
 
 def workload_demand(wl: Mapping[str, Any]) -> Demand:
     """A Workload's demand (its first GPU pod set decides pods x GPUs)."""
-    sets = _per_pod(wl) or [(1, 0)]
-    pods, gpus = next(((p, g) for p, g in sets if g), sets[0])
+    sets = _pod_sets(wl) or [(1, 0, {})]
+    pods, gpus, spec = next((s for s in sets if s[1]), sets[0])
     m = meta(wl)
     return Demand(
+        cpu=pod_spec_request(spec, "cpu"),
+        memory=pod_spec_request(spec, "memory"),
         namespace=m.get("namespace", ""),
         pool=workload_pool(wl) or "",
         pods=pods,
@@ -183,6 +197,59 @@ def _place(free: dict[str, int], pods: int, gpus: int) -> None:
         free[n] -= gpus
 
 
+def _reservations(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Team -> GPUs of budget its Workloads hold, from the ClusterQueues' status (Kueue's own count);
+    teams whose ClusterQueue has no status yet are left out."""
+    out = {}
+    for cq in cluster_queues:
+        st = cq.get("status")
+        if not is_gpuctl_object(cq) or not st:
+            continue
+        total = 0
+        for fl in st.get("flavorsReservation") or []:
+            if fl.get("name") == BUDGET_FLAVOR:
+                for r in fl.get("resources") or []:
+                    if r.get("name") == QUOTA_GPU:
+                        total += quantity_gpus(str(r.get("total") or "0"))
+        out[name(cq)] = total
+    return out
+
+
+def pod_owner_label(pod: Mapping[str, Any]) -> str:
+    """namespace/job as Workloads are labelled (_job_label): a Job's or StatefulSet's pods share their
+    controller's Workload; any other pod (a Deployment's) has a Workload of its own."""
+    m = meta(pod)
+    refs = m.get("ownerReferences") or []
+    ctrl = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    owner = ctrl.get("name") if ctrl and ctrl.get("kind") in ("Job", "StatefulSet") else m.get("name", "")
+    return f"{m.get('namespace', '')}/{owner}"
+
+
+def pod_demand(pod: Mapping[str, Any], pods: int = 1) -> Demand:
+    """The demand of a pod waiting at Kueue's gate (or of `pods` such pods of one job)."""
+    m = meta(pod)
+    spec = pod.get("spec") or {}
+    return Demand(
+        namespace=m.get("namespace", ""),
+        pool=(spec.get("nodeSelector") or {}).get(Labels.POOL) or "",
+        pods=pods,
+        gpus=pod_gpus(pod),
+        priority=labelled_priority_value(pod),
+        created=m.get("creationTimestamp", ""),
+        uid=m.get("uid", ""),
+        label=pod_owner_label(pod),
+        cpu=pod_spec_request(spec, "cpu"),
+        memory=pod_spec_request(spec, "memory"),
+    )
+
+
+@dataclass
+class _Placements:
+    after: list[int]  # queue length consumed when placement i was made (0 for the start)
+    sims: list[dict[str, int]]  # free GPUs per node after placement i
+    labels: list[str]  # the job of placement i (i >= 1)
+
+
 @dataclass
 class Snapshot:
     """The cluster state every verdict is judged against, built once per command."""
@@ -190,9 +257,10 @@ class Snapshot:
     nodes: list[Mapping[str, Any]]
     teams: dict[str, _Team]
     holders: list[_Holder]
-    waiting: dict[str, list[Mapping[str, Any]]]  # namespace -> its waiting Workloads
+    waiting: dict[str, list[Demand]]  # namespace -> its waiting jobs
     used: dict[str, int]  # node -> GPUs held (TAS assignments or bound pods, the larger)
     surplus: int
+    _memo: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
@@ -204,10 +272,16 @@ class Snapshot:
         cluster_queues: Sequence[Mapping[str, Any]],
         cohort: Mapping[str, Any] | None,
     ) -> Snapshot:
+        """pods: every unfinished pod bound to a node (GPU use per node, and which job holds it) and the
+        pods waiting at Kueue's gate. workloads: those at hand, not necessarily all (listing every
+        Workload costs several times more than listing every pod: CRDs are served as JSON); a waiting
+        one orders its team's queue, a holding one adds its TAS placement of pods not bound yet. A
+        team's use is its ClusterQueue's status (Kueue's count), else the sum of what its jobs hold."""
         teams = _teams(cluster_queues)
         holders: list[_Holder] = []
-        waiting: dict[str, list[Mapping[str, Any]]] = {}
+        waiting: dict[str, list[Demand]] = {}
         tas_used: dict[str, int] = {}
+        known: set[str] = set()  # jobs (namespace/owner) a given Workload already describes
         for wl in workloads:
             st = workload_state(wl)
             ns = meta(wl).get("namespace", "")
@@ -216,22 +290,103 @@ class Snapshot:
                 placed = {n: c * d.gpus for n, c in topology_nodes(wl).items()}
                 for n, g in placed.items():
                     tas_used[n] = tas_used.get(n, 0) + g
-                total = sum(g * c for c, g in _per_pod(wl))
-                if ns in teams:
-                    teams[ns].used += total
-                holders.append(_Holder(d.label, ns, d.priority, total, placed, d.pool))
+                holders.append(
+                    _Holder(d.label, ns, d.priority, sum(g * c for c, g in _per_pod(wl)), placed, d.pool)
+                )
+                known.add(d.label)
             elif st in WAITING:
-                waiting.setdefault(ns, []).append(wl)
+                d = workload_demand(wl)
+                waiting.setdefault(ns, []).append(d)
+                known.add(d.label)
+        pool_of = {name(n): node_pool(n) or "" for n in nodes}
         bound: dict[str, int] = {}
+        held: dict[str, _Holder] = {}
+        gated: dict[str, list[Mapping[str, Any]]] = {}
         for p in pods:
+            if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
             node = (p.get("spec") or {}).get("nodeName")
-            if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                bound[node] = bound.get(node, 0) + pod_gpus(p)
+            label = pod_owner_label(p)
+            if node:
+                g = pod_gpus(p)
+                bound[node] = bound.get(node, 0) + g
+                if g and label not in known:
+                    h = held.get(label)
+                    if h is None:
+                        ns = meta(p).get("namespace", "")
+                        h = held[label] = _Holder(
+                            label, ns, labelled_priority_value(p), 0, {}, pool_of.get(node, "")
+                        )
+                    h.gpus += g
+                    h.nodes[node] = h.nodes.get(node, 0) + g
+            elif is_gated(p) and label not in known:
+                gated.setdefault(label, []).append(p)
+        holders += held.values()
+        for group in gated.values():
+            d = pod_demand(group[0], len(group))
+            waiting.setdefault(d.namespace, []).append(d)
+        reserved = _reservations(cluster_queues)
+        for ns, t in teams.items():
+            t.used = reserved[ns] if ns in reserved else sum(h.gpus for h in holders if h.namespace == ns)
         used = {n: max(tas_used.get(n, 0), bound.get(n, 0)) for n in set(tas_used) | set(bound)}
         return cls(list(nodes), teams, holders, waiting, used, _cohort_surplus(cohort))
 
     def verdict(self, demand: Demand) -> Verdict:
         return _verdict(self, demand)
+
+    # What every verdict of one command shares (`get jobs -o wide` asks once per waiting row).
+    def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def pool_nodes(self, pool: str) -> dict[str, int]:
+        """Ready nodes of the pool -> their GPUs."""
+        return self.memo(
+            ("nodes", pool),
+            lambda: {name(n): node_gpus(n) for n in self.nodes if node_pool(n) == pool and node_ready(n)},
+        )
+
+    def free(self, pool: str) -> dict[str, int]:
+        return self.memo(
+            ("free", pool), lambda: {n: cap - self.used.get(n, 0) for n, cap in self.pool_nodes(pool).items()}
+        )
+
+    def queue(self, namespace: str) -> tuple[list[tuple[int, str]], list[Demand]]:
+        """The team's waiting jobs in Kueue's order, and their sort keys."""
+
+        def build() -> tuple[list[tuple[int, str]], list[Demand]]:
+            q = sorted(self.waiting.get(namespace, []), key=lambda d: (-d.priority, d.created))
+            return [(-d.priority, d.created) for d in q], q
+
+        return self.memo(("queue", namespace), build)
+
+    def own_below(self, namespace: str, priority: int) -> int:
+        """GPUs the team's own work of lower priority holds."""
+        return self.memo(
+            ("own", namespace, priority),
+            lambda: sum(h.gpus for h in self.holders if h.namespace == namespace and h.priority < priority),
+        )
+
+    def placements(self, namespace: str, pool: str) -> _Placements:
+        """The free GPUs of the pool as the team's queue takes them, job after job (the room left after
+        the first k jobs is the same for every job behind them)."""
+
+        def build() -> _Placements:
+            _, queue = self.queue(namespace)
+            sim = dict(self.free(pool))
+            out = _Placements([0], [dict(sim)], [])
+            for i, d in enumerate(queue, start=1):
+                if d.pool == pool and d.gpus > 0 and _fits(sim, d.pods, d.gpus):
+                    _place(sim, d.pods, d.gpus)
+                    out.after.append(i)
+                    out.sims.append(dict(sim))
+                    out.labels.append(d.label)
+                    if not any(f > 0 for f in sim.values()):
+                        break  # nothing left to take
+            return out
+
+        return self.memo(("placements", namespace, pool), build)
 
 
 def blocking_reason(
@@ -250,8 +405,27 @@ def blocking_reason(
     return snap.verdict(demand)
 
 
+def _larger_than_every_node(demand: Demand, nodes: Sequence[Mapping[str, Any]]) -> str:
+    """Why no node of the pool can ever hold one pod of `demand` on CPU or memory ("" if one can)."""
+    for resource, asked, unit, field_ in (
+        ("cpu", demand.cpu, "CPUs", "resources.cpu"),
+        ("memory", demand.memory, "memory", "resources.memory"),
+    ):
+        if not asked:
+            continue
+        largest = max((node_allocatable(n, resource) for n in nodes), default=Decimal(0))
+        if asked > largest:
+            fmt = format_bytes if resource == "memory" else format_quantity
+            shown = (fmt(asked), fmt(largest))
+            return (
+                f"no node in {demand.pool} has {shown[0]} {unit} for one pod (largest: {shown[1]}); "
+                f"lower {field_} or add bigger nodes"
+            )
+    return ""
+
+
 def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
-    pool_nodes = {name(n): node_gpus(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)}
+    pool_nodes = snap.pool_nodes(demand.pool)
     if not pool_nodes:
         return Verdict(False, NO_NODES, f"pool {demand.pool} has no Ready nodes")
     if demand.gpus and max(pool_nodes.values()) < demand.gpus:
@@ -261,29 +435,26 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
             f"no node in {demand.pool} has {demand.gpus} GPUs (largest: {max(pool_nodes.values())}); "
             "lower resources.gpu or add bigger nodes",
         )
-    teams = {ns: _Team(t.quota, t.borrowing_limit, t.used) for ns, t in snap.teams.items()}
-    holders = snap.holders
-    waiting = [w for w in snap.waiting.get(demand.namespace, []) if meta(w).get("uid") != demand.uid]
-    free = {n: cap - snap.used.get(n, 0) for n, cap in pool_nodes.items()}
+    too_big = _larger_than_every_node(demand, [n for n in snap.nodes if name(n) in pool_nodes])
+    if too_big:
+        return Verdict(False, CAPACITY, too_big)
 
-    # Queue order inside the team: higher priority first, then older (BestEffortFIFO).
-    key = (-demand.priority, demand.created or "~")
-    ahead_wls = sorted(
-        (w for w in waiting if (-priority_value(w), meta(w).get("creationTimestamp", "")) < key),
-        key=lambda w: (-priority_value(w), meta(w).get("creationTimestamp", "")),
-    )
-    position = len(ahead_wls) + 1
-    ahead = tuple(_job_label(w) for w in ahead_wls)
+    # Queue order inside the team: higher priority first, then older (BestEffortFIFO). A job's own
+    # entry has its own key, never a smaller one, so the jobs ahead are a prefix of the sorted queue.
+    keys, queue = snap.queue(demand.namespace)
+    k = bisect_left(keys, (-demand.priority, demand.created or "~"))
+    ahead = tuple(d.label for d in queue[:k] if d.label != demand.label)
+    position = len(ahead) + 1
 
     # 1. Quota: within it, or how much can be borrowed.
-    team = teams.get(demand.namespace)
+    team = snap.teams.get(demand.namespace)
     if team is None:
         return Verdict(False, QUOTA, f"namespace {demand.namespace} has no quota", position, ahead)
-    budget_total = snap.surplus + sum(t.quota or 0 for t in teams.values())
-    budget_used = sum(t.used if t.quota is not None else 0 for t in teams.values())
+    budget_total = snap.surplus + sum(t.quota or 0 for t in snap.teams.values())
+    budget_used = sum(t.used if t.quota is not None else 0 for t in snap.teams.values())
     within = team.quota is None or team.used + demand.total <= team.quota
     # The team's own lower-priority work can make room in its budget too (withinClusterQueue).
-    own = sum(h.gpus for h in holders if h.namespace == demand.namespace and h.priority < demand.priority)
+    own = snap.own_below(demand.namespace, demand.priority)
     if not within and team.quota is not None and team.used - own + demand.total > team.quota:
         over = team.used - own + demand.total - team.quota
         if team.borrowing_limit is not None and over > team.borrowing_limit:
@@ -307,29 +478,37 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
             )
 
     # 2. Queue order: jobs ahead in the same pool take room first (simulated in order).
-    sim = dict(free)
-    took: list[str] = []
-    for w in ahead_wls:
-        d = workload_demand(w)
-        if d.pool == demand.pool and _fits(sim, d.pods, d.gpus):
-            _place(sim, d.pods, d.gpus)
-            took.append(d.label)
-    if _fits(sim, demand.pods, demand.gpus):
+    free = snap.free(demand.pool)
+    steps = snap.placements(demand.namespace, demand.pool)
+    done = bisect_right(steps.after, k) - 1  # placements made by the first k jobs of the queue
+    if _fits(steps.sims[done], demand.pods, demand.gpus):
         return Verdict(True, NONE, "", position, ahead)
-    if took and _fits(free, demand.pods, demand.gpus):
+    if done and _fits(free, demand.pods, demand.gpus):
+        # Name the jobs that took the room, up to the one after which this job no longer fits.
+        last = next(i for i in range(1, done + 1) if not _fits(steps.sims[i], demand.pods, demand.gpus))
+        took = steps.labels[:last]
+        names = ", ".join(took[-3:]) if len(took) <= 3 else f"{', '.join(took[:3])} and {len(took) - 3} more"
         return Verdict(
             False,
             PRIORITY,
-            f"{', '.join(took)} (ahead in {demand.namespace}'s queue) take the free GPUs of "
-            f"{demand.pool} first",
+            f"{names} (ahead in {demand.namespace}'s queue) take the free GPUs of {demand.pool} first",
             position,
             ahead,
         )
+    cause, message, preempts = snap.memo(
+        ("after-queue", demand.namespace, demand.pool, demand.priority, within, demand.pods, demand.gpus),
+        lambda: _preempt_or_capacity(snap, demand, within, free, pool_nodes),
+    )
+    return Verdict(cause == PREEMPTION, cause, message, position, ahead, preempts)
 
+
+def _preempt_or_capacity(
+    snap: Snapshot, demand: Demand, within: bool, free: Mapping[str, int], pool_nodes: Mapping[str, int]
+) -> tuple[str, str, tuple[str, ...]]:
     # 3. Preemption: what Kueue may evict for it (docs/queueing.md, rules 3 and 4).
-    over_teams = {ns for ns, t in teams.items() if t.quota is not None and t.used > t.quota}
+    over_teams = {ns for ns, t in snap.teams.items() if t.quota is not None and t.used > t.quota}
     victims = []
-    for h in holders:
+    for h in snap.holders:
         if h.pool != demand.pool:
             continue
         if h.namespace == demand.namespace:
@@ -353,27 +532,23 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
                 sim[n] += g
         chosen.append(h.label)
         if _fits(sim, demand.pods, demand.gpus):
-            return Verdict(True, PREEMPTION, "", position, ahead, tuple(chosen))
+            return PREEMPTION, "", tuple(chosen)
 
     # 4. Capacity or fragmentation.
     total_free = sum(max(f, 0) for f in free.values())
     if total_free < demand.total:
-        return Verdict(
-            False,
+        return (
             CAPACITY,
             f"{demand.pool} has {total_free} of {sum(pool_nodes.values())} GPUs free, this job needs "
             f"{demand.total} (used by work within its teams' quotas)",
-            position,
-            ahead,
+            (),
         )
     best = max(sorted(free), key=lambda n: free[n])
-    return Verdict(
-        False,
+    return (
         FRAGMENTATION,
         f"no node in {demand.pool} has {demand.gpus} free GPUs (largest free: {free[best]} on {best}); "
         f"{total_free} free in all",
-        position,
-        ahead,
+        (),
     )
 
 
@@ -383,4 +558,13 @@ def demand_of_pod_template(
     """The demand of a job not created yet (dry run): its pod template and replica count."""
     spec = template.get("spec") or {}
     pool = ((spec.get("nodeSelector") or {}).get(Labels.POOL)) or ""
-    return Demand(namespace, pool, pods, pod_spec_gpus(spec), priority, label=label)
+    return Demand(
+        namespace,
+        pool,
+        pods,
+        pod_spec_gpus(spec),
+        priority,
+        label=label,
+        cpu=pod_spec_request(spec, "cpu"),
+        memory=pod_spec_request(spec, "memory"),
+    )

@@ -17,7 +17,8 @@ type raises ShapeError naming the field, which the webhook answers with a 400.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from gpuctl.constants import GPU_RESOURCE
@@ -86,25 +87,48 @@ def container_gpus(c: Any, where: str = "container") -> int:
     return quantity_gpus(v, f"{where}.resources[{GPU_RESOURCE}]")
 
 
+def _effective(spec: Mapping[str, Any], where: str, per_container: Callable[[Any, str], Any]) -> Any:
+    """A pod's effective request of one resource: max(app containers + sidecars, init-phase peak)."""
+    main = sum(
+        per_container(c, f"{where}.containers[{i}]") for i, c in enumerate(_list(spec, "containers", where))
+    )
+    sidecars = 0
+    init_peak = 0
+    for i, c in enumerate(_list(spec, "initContainers", where)):
+        v = per_container(c, f"{where}.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":
+            sidecars += v
+        else:
+            init_peak = max(init_peak, v + sidecars)
+    return max(main + sidecars, init_peak)
+
+
 def pod_spec_gpus(spec: Mapping[str, Any] | None, where: str = "spec") -> int:
     """GPUs one pod with this spec holds: max(app containers + sidecars, peak of the init phase)."""
     if not spec:
         return 0
     if type(spec) is not dict:
         raise ShapeError(f"{where} must be an object, not {type(spec).__name__}")
-    main = sum(
-        container_gpus(c, f"{where}.containers[{i}]") for i, c in enumerate(_list(spec, "containers", where))
-    )
-    sidecars = 0
-    init_peak = 0
-    for i, c in enumerate(_list(spec, "initContainers", where)):
-        cw = f"{where}.initContainers[{i}]"
-        g = container_gpus(c, cw)
-        if c.get("restartPolicy") == "Always":
-            sidecars += g
-        else:
-            init_peak = max(init_peak, g + sidecars)
-    return max(main + sidecars, init_peak)
+    return _effective(spec, where, container_gpus)
+
+
+def pod_spec_request(spec: Mapping[str, Any] | None, resource: str) -> Decimal:
+    """One pod's effective request of `resource` (cpu in cores, memory in bytes), the same way as GPUs:
+    a container's request, else its limit; unreadable values count as 0 (validated objects only)."""
+    if not spec or type(spec) is not dict:
+        return Decimal(0)
+
+    def one(c: Any, where: str) -> Decimal:
+        res = (c.get("resources") or {}) if type(c) is dict else {}
+        v = (res.get("requests") or {}).get(resource)
+        if v is None:
+            v = (res.get("limits") or {}).get(resource)
+        try:
+            return parse_quantity(str(v)) if v is not None else Decimal(0)
+        except QuantityError:
+            return Decimal(0)
+
+    return _effective(spec, "spec", one)
 
 
 def pod_gpus(pod: Mapping[str, Any]) -> int:

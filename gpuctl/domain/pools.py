@@ -169,6 +169,11 @@ def _qty(v: Any) -> Decimal:
         return Decimal(0)
 
 
+def node_allocatable(node: Mapping[str, Any], resource: str) -> Decimal:
+    """A node's allocatable amount of `resource` (cpu in cores, memory in bytes); 0 if unset."""
+    return _qty(((node.get("status") or {}).get("allocatable") or {}).get(resource))
+
+
 def pool_capacities(nodes: Iterable[Mapping[str, Any]], pools: Iterable[str]) -> list[PoolCapacity]:
     """Capacity of each named pool (pools without nodes have 0), from Node objects."""
     acc: dict[str, list] = {p: [0, Decimal(0), Decimal(0), []] for p in pools}

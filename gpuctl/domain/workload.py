@@ -12,7 +12,15 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
-from gpuctl.constants import BUDGET_FLAVOR, CPU_RESOURCE, GPU_RESOURCE, PRIORITY_CLASS, Labels, Priority
+from gpuctl.constants import (
+    BUDGET_FLAVOR,
+    CPU_RESOURCE,
+    GPU_RESOURCE,
+    PRIORITY_CLASS,
+    PRIORITY_VALUE,
+    Labels,
+    Priority,
+)
 from gpuctl.domain.gpus import quantity_gpus
 from gpuctl.domain.objects import condition, is_true, labels, meta, parse_time
 
@@ -134,6 +142,16 @@ def workload_priority(wl: Mapping[str, Any]) -> str:
 
 def priority_value(wl: Mapping[str, Any]) -> int:
     return int((wl.get("spec") or {}).get("priority") or 0)
+
+
+def labelled_priority_value(obj: Mapping[str, Any]) -> int:
+    """The Kueue priority of a pod (or any object) from its labels: gpuctl's WorkloadPriorityClass
+    (kueue.x-k8s.io/priority-class), else runwhere.ai/priority, else spec.priority, else 0."""
+    lab = labels(obj)
+    p = _CLASS_TO_PRIORITY.get(lab.get(Labels.KUEUE_PRIORITY, "")) or lab.get(Labels.PRIORITY)
+    if p in PRIORITIES:
+        return PRIORITY_VALUE[Priority(p)]
+    return int((obj.get("spec") or {}).get("priority") or 0)
 
 
 def pending_since(wl: Mapping[str, Any]) -> float | None:

@@ -23,6 +23,7 @@ from gpuctl.domain.workload import queue_positions
 
 JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl workload and pod, including the earlier gpuctl's
 MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
+UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 CONTROLLER_KINDS = ("Job", "Deployment", "StatefulSet")
 
 
@@ -93,7 +94,17 @@ class Inventory:
     @cached_property
     def bound_pods(self) -> list[dict]:
         """Every unfinished pod of the cluster (what holds GPUs on nodes), gpuctl's or not."""
-        return self.reader.list("Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        return self.reader.list("Pod", field_selector=UNFINISHED)
+
+    @cached_property
+    def snapshot_pods(self) -> list[dict]:
+        """What "when will it run" reads (gpuctl.domain.explain.Snapshot): every unfinished pod, in full.
+        When gpuctl's pods of every namespace are at hand in full already, only the others are listed
+        (`!runwhere.ai/job-type`, usually few) rather than every pod again."""
+        if self.namespace is None and not self.pod_rows:
+            foreign = self.reader.list("Pod", label_selector=f"!{JOB_SELECTOR}", field_selector=UNFINISHED)
+            return self.pods + foreign
+        return self.bound_pods
 
     # -------------------------------------------------------------- namespaced
     def _list(self, kind: str, selector: str | None = None) -> list[dict]:

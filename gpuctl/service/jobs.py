@@ -8,12 +8,13 @@ from dataclasses import asdict, dataclass
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.explain import Demand, Snapshot, Verdict, workload_demand
+from gpuctl.domain.explain import Demand, Snapshot, Verdict, pod_demand, workload_demand
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, condition
 from gpuctl.domain.status import (
     WAITING_STATES,
     State,
+    is_gated,
     job_status,
     pod_finished,
     pod_ip,
@@ -124,16 +125,26 @@ def list_job_rows(
     if inventory is None and not gpus:
         # A table (plain or wide): the Workloads a status word needs; positions come from Kueue.
         inv.use_workloads_of_suspended_jobs()
+        if positions and inv.positions:
+            # Some job waits: its REASON needs every pod's spec (GPUs per node, the gated pods' demands),
+            # so gpuctl's pods come in full once instead of as Table rows and then in full again.
+            inv.pod_rows = False
     wanted = _selector_filter(selector)
     rows: list[JobRow] = []
-    snaps: list[Snapshot] = []  # built on the first waiting row: it reads every bound pod in full
+    snaps: list[Snapshot] = []  # built on the first waiting row
 
-    def why(wl: dict | None, status: str) -> str:
-        if not positions or wl is None or status not in WAITING_STATES:
+    def why(wl: dict | None, status: str, pod: dict | None = None) -> str:
+        if not positions or status not in WAITING_STATES:
+            return ""
+        if wl is not None:
+            demand = workload_demand(wl)
+        elif pod is not None and "spec" in pod and is_gated(pod):
+            demand = pod_demand(pod)  # a Deployment's pod whose own Workload was not read
+        else:
             return ""
         if not snaps:
             snaps.append(snapshot(inv))
-        return snaps[0].verdict(workload_demand(wl)).message or "being admitted"
+        return snaps[0].verdict(demand).message or "being admitted"
 
     for job in collect_jobs(inv, positions=positions):
         labels = job.labels
@@ -190,7 +201,7 @@ def list_job_rows(
                     age=age_seconds(pod),
                     position=wl_pos,
                     gpus=pod_gpus(pod) if gpus else None,
-                    reason=why(pod_wl, st),
+                    reason=why(pod_wl, st, pod),
                     **common,
                 )
             )
@@ -315,12 +326,21 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
     return job.reason
 
 
+def snapshot_inventory(cluster: Cluster) -> Inventory:
+    """What "when will it run" answers read, for a command that has no listing of its own: every
+    namespace, gpuctl's pods in full, and of the Workloads only the suspended Jobs' (a job without
+    pods is known by its Workload alone; the rest comes from pods and ClusterQueue status)."""
+    inv = Inventory(cluster, None)
+    inv.use_workloads_of_suspended_jobs()
+    return inv
+
+
 def snapshot(inv: Inventory) -> Snapshot:
     """The cluster state "when will it run" answers are computed from (one per command)."""
     return Snapshot.build(
         nodes=inv.nodes,
-        pods=inv.bound_pods,
-        workloads=inv.workloads_all,
+        pods=inv.snapshot_pods,
+        workloads=inv.workloads,
         cluster_queues=inv.cluster_queues,
         cohort=inv.cohort,
     )
@@ -426,4 +446,5 @@ __all__ = [
     "find_job",
     "list_job_rows",
     "read_logs",
+    "snapshot_inventory",
 ]

@@ -23,8 +23,6 @@ from gpuctl.constants import (
     JOB_KINDS,
     KIND_TO_RESOURCE,
     MANAGED_BY_VALUE,
-    PRIORITY_CLASS,
-    PRIORITY_VALUE,
     SERVICE_PREFIX,
     SPEC_HASH_ANNOTATION,
     Kind,
@@ -32,9 +30,10 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.explain import demand_of_pod_template
+from gpuctl.domain.workload import labelled_priority_value
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import delete_job, when
+from gpuctl.service.jobs import delete_job, snapshot_inventory, when
 from gpuctl.service.plan import object_label
 from gpuctl.service.pools import apply_pool, delete_pool
 from gpuctl.service.quotas import apply_quota, delete_quota
@@ -204,10 +203,9 @@ def _when_line(cluster: Cluster, obj: dict) -> str:
     """A server dry run's answer to "when would it run": from the cluster state as it is now."""
     meta, spec = obj["metadata"], obj.get("spec") or {}
     count = spec.get("parallelism") if obj["kind"] == "Job" else spec.get("replicas")
-    prio = (meta.get("labels") or {}).get(Labels.KUEUE_PRIORITY, "")
-    value = next((PRIORITY_VALUE[p] for p, c in PRIORITY_CLASS.items() if c == prio), 0)
+    value = labelled_priority_value(obj)
     demand = demand_of_pod_template(meta["namespace"], spec["template"], int(count or 1), value)
-    return f"{_label(obj)}: {when(Inventory(cluster, None), demand).summary(demand.pool)}"
+    return f"{_label(obj)}: {when(snapshot_inventory(cluster), demand).summary(demand.pool)}"
 
 
 def _write_job(cluster: Cluster, objs: list[dict], *, action: str, dry_run: DryRun, force: bool) -> list[str]:

@@ -15,8 +15,7 @@ from gpuctl.constants import Labels
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, labels, meta
 from gpuctl.service.errors import NotFound
-from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import explain, find_job
+from gpuctl.service.jobs import explain, find_job, snapshot_inventory
 from gpuctl.service.quotas import quota_rows
 
 
@@ -53,7 +52,7 @@ def describe_job(cluster: Cluster, name: str, namespace: str | None) -> JobDescr
     """A job found by its name (or the name of one of its pods, as `get jobs` prints them), with
     the one-line answer to "why is it not running"."""
     job = find_job(cluster, name, namespace)
-    why = explain(cluster, job, Inventory(cluster, None))
+    why = explain(cluster, job, snapshot_inventory(cluster))
     lb = job.labels
     tmpl = job.obj["spec"]["template"]["spec"]
     c = tmpl["containers"][0]

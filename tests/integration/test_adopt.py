@@ -469,8 +469,10 @@ def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
         stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
     )  # fmt: skip
 
-    def tolerations() -> list:
-        return kube.get(path("ResourceFlavor", "followed"))["spec"].get("tolerations") or []
+    def tolerations() -> list | None:
+        """None while serve re-creates the flavor (a TAS flavor's tolerations are immutable)."""
+        flavor = kube.get_or_none(path("ResourceFlavor", "followed"))
+        return None if flavor is None else flavor["spec"].get("tolerations") or []
 
     try:
         time.sleep(2)  # serve lists and watches

@@ -193,6 +193,36 @@ def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, 
     rc, out, _ = gpuctl("get", "jobs", "-n", b, "-o", "wide")
     assert rc == 0 and "Queued" in out and "POSITION" in out and "REASON" in out
     assert "training-pool has 0 of 16 GPUs free" in out
+    # A compute job's pods wait at Kueue's gate, each with a Workload of its own: the REASON comes from
+    # the gated pod itself (the table reads no Deployment Workload). A pod larger than every node on
+    # CPU says so rather than "being admitted".
+    web = tmp_path / "web.yaml"
+    web.write_text(
+        f"kind: compute\njob: {{name: web, namespace: {b}}}\nenvironment: {{image: nginx}}\n"
+        "service: {replicas: 1, port: 80}\nresources: {pool: training-pool, gpu: 2, cpu: 1, memory: 1Gi}\n"
+    )
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(
+        f"kind: training\njob: {{name: huge, namespace: {b}}}\nenvironment: {{image: busybox}}\n"
+        "resources: {pool: training-pool, gpu: 1, cpu: 30000, memory: 1Gi}\n"
+    )
+    assert gpuctl("create", "-f", str(web), "-f", str(huge))[0] == 0
+
+    def reasons() -> dict[str, str] | None:
+        rc, out, _ = gpuctl("get", "jobs", "-A", "-o", "json")
+        rows = [r for r in json.loads(out) if r["namespace"] == b and r["name"] in ("web", "huge")]
+        if rc != 0 or len(rows) != 2 or any(r["status"] != "Queued" for r in rows):
+            return None
+        rc, wide, _ = gpuctl("get", "jobs", "-A", "-o", "wide")
+        cells = [ln.split() for ln in wide.splitlines()[1:]]
+        lines = {c[1]: " ".join(c) for c in cells if c[2] == b and c[1] in ("web", "huge")}
+        return lines if rc == 0 and len(lines) == 2 else None
+
+    lines = wait_until(reasons, 30, what="web and huge Queued")
+    assert "training-pool has 0 of 16 GPUs free, this job needs 2" in lines["web"], lines["web"]
+    assert "no node in training-pool has 30000 CPUs for one pod" in lines["huge"], lines["huge"]
+    assert gpuctl("delete", "job", "web", "-n", b)[0] == 0
+    assert gpuctl("delete", "job", "huge", "-n", b)[0] == 0
 
     assert gpuctl("delete", "job", "big1", "-n", a)[0] == 0
     wait_until(

@@ -38,6 +38,8 @@ def test_demo_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:
     # The webhook refused the raw Job, with its rule, the nearest pool and the fix.
     assert 'admission webhook "workloads.admission.runwhere.ai" denied the request' in out
     assert "[pool-exists]" in out and 'did you mean "training-pool"' in out and "Fix: " in out
+    # ... and only for the pool: the topology policy gave it its topology request first.
+    assert "breaks 1 rule(s): [pool-exists]" in out
     # Per-pool GPU use from PromQL (the demo's jobs fill training-pool).
     assert "training-pool     16 of  16 GPUs held by pods (100%)" in out
     for pool in ("compute-pool", "dev-pool", "inference-pool"):

@@ -15,7 +15,7 @@ import pytest
 
 from admission import topology
 from gpuctl.cluster import path
-from gpuctl.constants import TAS_UNCONSTRAINED, Labels
+from gpuctl.constants import TAS_REQUEST_KEYS, TAS_UNCONSTRAINED, Labels
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import gpuctl, pools, teams  # noqa: F401 - fixtures
 from tests.integration.test_coexistence import _admitted, _job, _workloads, foreign  # noqa: F401 - fixture
@@ -24,7 +24,8 @@ pytestmark = pytest.mark.integration
 
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 TESTBED_LABEL = {"runwhere.ai-test": "raw-kubectl"}
-RUN_60S = {"pod-complete.stage.kwok.x-k8s.io/delay": "60s"}
+DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
+RUN_60S = {DELAY: "60s"}
 
 
 @pytest.fixture
@@ -111,16 +112,32 @@ def test_raw_job_and_pod_in_a_team_namespace_are_admitted_on_their_pool(
     kube.create(pod)
     # A Job that asks for its own topology request keeps it as written.
     kube.create(_raw_job(ns, "required", "default", {REQUIRED: "kubernetes.io/hostname"}))
+    # A Deployment without even a queue label (Kueue defaults it to the namespace's LocalQueue `default`).
+    web = _raw_job(ns, "web", "default", pool="dev-pool", gpus=1)["spec"]["template"]
+    del web["spec"]["restartPolicy"]  # Always, as a Deployment needs
+    kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "raw"}}, "template": web},
+        }
+    )
     # A foreign namespace (no runwhere.ai/namespace label) is not touched.
     kube.create(_raw_job(foreign["ns"], "theirs", foreign["lq"]))
 
-    job = kube.get(path("Job", "plain", namespace=ns))
-    assert job["spec"]["template"]["metadata"]["annotations"] == {**RUN_60S, TAS_UNCONSTRAINED: "true"}
-    assert kube.get(path("Pod", "lone", namespace=ns))["metadata"]["annotations"][TAS_UNCONSTRAINED] == "true"
-    req = kube.get(path("Job", "required", namespace=ns))["spec"]["template"]["metadata"]["annotations"]
-    assert req == {**RUN_60S, REQUIRED: "kubernetes.io/hostname"}
-    theirs = kube.get(path("Job", "theirs", namespace=foreign["ns"]))["spec"]["template"]["metadata"]
-    assert theirs["annotations"] == RUN_60S
+    # (Kueue may already have added kueue.x-k8s.io/workload: compare the topology keys only.)
+    def topology(obj: dict, meta: dict | None = None) -> dict:
+        ann = (meta or obj["spec"]["template"]["metadata"]).get("annotations", {})
+        return {k: v for k, v in ann.items() if k in TAS_REQUEST_KEYS}
+
+    assert topology(kube.get(path("Job", "plain", namespace=ns))) == {TAS_UNCONSTRAINED: "true"}
+    lone = kube.get(path("Pod", "lone", namespace=ns))
+    assert topology(lone, lone["metadata"]) == {TAS_UNCONSTRAINED: "true"}
+    assert topology(kube.get(path("Deployment", "web", namespace=ns))) == {TAS_UNCONSTRAINED: "true"}
+    assert topology(kube.get(path("Job", "required", namespace=ns))) == {REQUIRED: "kubernetes.io/hostname"}
+    theirs = kube.get(path("Job", "theirs", namespace=foreign["ns"]))
+    assert topology(theirs) == {} and theirs["spec"]["template"]["metadata"]["annotations"][DELAY] == "60s"
 
     for kind, name in (("Job", "plain"), ("Pod", "lone"), ("Job", "required")):
         wl = wait_until(
@@ -135,6 +152,9 @@ def test_raw_job_and_pod_in_a_team_namespace_are_admitted_on_their_pool(
     )
     assert wait_until(lambda: _running_pool(kube, ns, "job-name=required"), 45, what="required running") == (
         "training-pool"
+    )
+    assert wait_until(lambda: _running_pool(kube, ns, "app=raw,!job-name"), 45, what="web running") == (
+        "dev-pool"
     )
     lone = wait_until(
         lambda: (p := kube.get(path("Pod", "lone", namespace=ns)))["status"].get("phase") == "Running" and p,

@@ -97,6 +97,8 @@ def test_errors_answer_and_close():
         (b"GARBAGE\r\n\r\n", 400),
         (b"POST /validate HTTP/1.1\r\nno colon here\r\n\r\n", 400),
         (b"POST /validate HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
+        (b"POST /validate HTTP/1.1\r\nContent-Length: 1\r\ncontent-length: 2\r\n\r\nxx", 400),
+        (b"POST /validate HTTP/1.1\r\nContent-Length : 1\r\n\r\nx", 400),
         (b"POST /validate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411),
         (b"POST /validate HTTP/1.1\r\nContent-Length: 999999999\r\n\r\n", 413),
         (b"GET / HTTP/1.1\r\n" + b"X: " + b"a" * 70_000, 431),
@@ -125,6 +127,8 @@ def test_connection_close_http10_and_100_continue():
     body = orjson.dumps(review(queued_pod()))
     t, rs = run(app(), request(body, extra="Connection: close\r\n"), request(body))
     assert len(rs) == 1 and t.closed  # nothing after a Connection: close
+    t, rs = run(app(), request(body, extra="Connection: keep-alive, Close\r\n"), request(body))
+    assert len(rs) == 1 and rs[0][1]["connection"] == "close" and t.closed
     raw = b"POST /validate HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
     t, rs = run(app(), raw)
     assert rs[0][0] == 200 and t.closed

@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import platform
 import shutil
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import orjson
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from admission import server as server_mod
-from admission.rules import AdmissionConfig, Mode
-from admission.server import AdmissionApp, CertReloader, allowed_host_paths, parse_review
+from admission.rules import AdmissionConfig, Mode, Verdict
+from admission.server import AdmissionApp, CertReloader, allowed_host_paths, parse_review, response_body
 from admission.state import ClusterState, StaticState
 from tests.unit.test_admission_fixtures import cluster_objects, queued_pod, raw_pod, review, state
 
@@ -275,6 +279,21 @@ def test_parse_review_returns_uid_and_request():
     assert uid == body["request"]["uid"] and request["operation"] == "CREATE"
 
 
+def test_the_precomputed_allow_answer_is_the_general_encoding():
+    for uid in ("0f4a7b6e-6a5e-4f7e-9a53-3f0a4d3f3c11", 'q"u\\o\nte\u2028é'):
+        full = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": uid, "allowed": True},
+        }
+        assert response_body(uid, Verdict(allowed=True, subject="Pod a/b")) == orjson.dumps(full)
+        assert orjson.loads(response_body(uid, Verdict(allowed=True, warnings=("w",))))["response"] == {
+            "uid": uid,
+            "allowed": True,
+            "warnings": ["w"],
+        }
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The real server: `python -m admission serve` over HTTPS, and certificate hot reload.
 
@@ -447,3 +466,57 @@ def test_main_reports_an_unusable_kubeconfig(tmp_path, capsys):
     bad.write_text("not: [a kubeconfig")
     code = server_mod.main(["serve", "--tls-cert", str(crt), "--tls-key", str(crt), "--kubeconfig", str(bad)])
     assert code == 2 and "cannot load the cluster configuration" in capsys.readouterr().err
+
+
+def _sched_fields(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if sep and v.strip().lstrip("-").isdigit():
+            out[k.strip()] = int(v.strip())
+    return out
+
+
+def _kernel() -> tuple[int, int]:
+    major, minor = platform.release().split(".")[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or _kernel() < (6, 12), reason="custom EEVDF slices need Linux 6.12+"
+)
+def test_sched_slice_is_requested_for_the_calling_thread_only_at_unchanged_priority():
+    got: dict[str, str] = {}
+
+    def worker() -> None:
+        got["error"] = server_mod.request_sched_slice(250)
+        got["sched"] = Path("/proc/thread-self/sched").read_text()
+
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert got["error"] == ""
+    fields = _sched_fields(got["sched"])
+    assert fields["se.slice"] == 250_000
+    assert fields["prio"] == 120 + before  # nice unchanged
+    mine = _sched_fields(Path("/proc/thread-self/sched").read_text())
+    assert mine["se.slice"] != 250_000  # the test's own thread keeps the default
+
+
+def test_request_metrics_keep_prometheus_semantics():
+    reg = CollectorRegistry()
+    m = server_mod._Metrics(reg)
+    for seconds in (0.0005, 0.0004, 0.0006, 2.0):  # a value on a bound counts in that bucket (le)
+        m.observe("Pod", "CREATE", seconds)
+    m.count("Pod", "CREATE", "allow", "", "false")
+    m.count("Pod", "CREATE", "allow", "", "false")
+    text = generate_latest(reg).decode()
+    b = 'gpuctl_webhook_duration_seconds_bucket{kind="Pod",le="%s",operation="CREATE"} %s'
+    assert b % ("0.00025", "0.0") in text
+    assert b % ("0.0005", "2.0") in text
+    assert b % ("0.001", "3.0") in text
+    assert b % ("1.0", "3.0") in text and b % ("+Inf", "4.0") in text
+    assert 'gpuctl_webhook_duration_seconds_count{kind="Pod",operation="CREATE"} 4.0' in text
+    allow = 'decision="allow",dry_run="false",kind="Pod",operation="CREATE",rule=""'
+    assert f"gpuctl_webhook_requests_total{{{allow}}} 2.0" in text

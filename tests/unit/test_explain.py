@@ -207,3 +207,134 @@ def test_the_job_itself_is_not_counted_against_itself() -> None:
     assert (d.pods, d.gpus, d.pool, d.label) == (1, 8, POOL, "team-a/own")
     v = ex.blocking_reason(d, workloads=[own], **state([A, B]))
     assert (v.starts, v.position) == (True, 1)
+
+
+def test_a_pod_larger_than_every_node_on_cpu_or_memory_says_so() -> None:
+    # The REASON used to read "being admitted": GPUs fit, but no node can ever hold the pod's CPUs.
+    big_cpu = wl("team-a", "cpu", 1)
+    big_cpu["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "30k"
+    d = ex.workload_demand(big_cpu)
+    assert (d.gpus, d.cpu) == (1, 30000)
+    v = ex.blocking_reason(d, workloads=[big_cpu], **state([A, B]))
+    assert (v.starts, v.cause) == (False, "capacity")
+    assert v.message == (
+        "no node in training-pool has 30000 CPUs for one pod (largest: 96); "
+        "lower resources.cpu or add bigger nodes"
+    )
+    # memory, from a limit only and an init container's peak, printed in binary units
+    spec = {
+        "containers": [{"name": "m", "resources": {"limits": {"memory": "1536Gi"}}}],
+        "initContainers": [{"name": "i", "resources": {"requests": {"memory": "2Ti", "cpu": "500m"}}}],
+    }
+    d = ex.demand_of_pod_template(
+        "team-a", {"spec": {**spec, "nodeSelector": {"runwhere.ai/pool": POOL}}}, 1, 0
+    )
+    assert (d.memory, d.cpu) == (2 * 2**40, 0.5)
+    v = ex.blocking_reason(d, workloads=[], **state([A, B]))
+    assert v.message.startswith("no node in training-pool has 2Ti memory for one pod (largest: 1Ti)")
+    # just fitting is fine
+    spec["initContainers"][0]["resources"]["requests"] = {"memory": "1Ti", "cpu": "96"}
+    spec["containers"][0]["resources"]["limits"]["memory"] = "512Gi"
+    d = ex.demand_of_pod_template(
+        "team-a", {"spec": {**spec, "nodeSelector": {"runwhere.ai/pool": POOL}}}, 1, 0
+    )
+    assert ex.blocking_reason(d, workloads=[], **state([A, B])).starts
+
+
+def pod(ns: str, name: str, gpus: int, *, node: str = "", job: str = "", priority: str = "medium") -> dict:
+    """A pod of a Job (`job`) or of a Deployment's ReplicaSet; bound to `node`, else gated by Kueue."""
+    owner = {"kind": "Job", "name": job} if job else {"kind": "ReplicaSet", "name": "rs"}
+    spec: dict = {
+        "containers": [{"name": "m", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}],
+        "nodeSelector": {"runwhere.ai/pool": POOL},
+    }
+    if node:
+        spec["nodeName"] = node
+    else:
+        spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": f"p{next(_uid)}",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"kueue.x-k8s.io/priority-class": f"gpuctl-{priority}"},
+            "ownerReferences": [{**owner, "controller": True}],
+        },
+        "spec": spec,
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+
+
+def test_pods_alone_tell_who_holds_which_node_without_any_workload() -> None:
+    # Listing every Workload costs more than listing every pod: bound pods say who holds what.
+    st = {**state([A, B]), "pods": [
+        pod("team-a", "a1-x", 4, node="gpu-node-1", job="a1"),
+        pod("team-a", "a1-y", 4, node="gpu-node-1", job="a1"),
+        pod("team-a", "a2-x", 8, node="gpu-node-2", job="a2", priority="low"),
+        pod("team-a", "done", 8, node="gpu-node-2", job="old") | {"status": {"phase": "Succeeded"}},
+    ]}  # fmt: skip
+    v = ex.blocking_reason(demand("team-b", 8, priority="low"), workloads=[], **st)
+    # team-a holds 16 of its 8: team-b within quota takes one whole job back, the lower-priority one
+    assert (v.starts, v.cause, v.preempts) == (True, "preemption", ("team-a/a2",))
+    a1 = next(h for h in ex.Snapshot.build(workloads=[], **st).holders if h.label == "team-a/a1")
+    assert (a1.gpus, a1.nodes, a1.priority, a1.pool) == (8, {"gpu-node-1": 8}, 500_000, POOL)
+    # Kueue's own count (ClusterQueue status) decides a team's use when it is there.
+    cqs = [dict(cq) for cq in st["cluster_queues"]]
+    for cq in cqs:
+        reserved = "8" if cq["metadata"]["name"] == "team-a" else "0"
+        cq["status"] = {
+            "flavorsReservation": [
+                {"name": "quota-gpu", "resources": [{"name": "runwhere.ai/quota-gpu", "total": reserved}]}
+            ]
+        }
+    v = ex.blocking_reason(demand("team-b", 8, priority="low"), workloads=[], **{**st, "cluster_queues": cqs})
+    assert (v.starts, v.cause) == (False, "capacity")  # team-a within its quota: nothing to take back
+
+
+def test_gated_pods_queue_ahead_of_later_work_of_their_team() -> None:
+    st = {**state([TeamQuota("team-a", "q", gpu=24), B]), "pods": [
+        pod("team-a", "a1-x", 8, node="gpu-node-1", job="a1"),
+        pod("team-a", "web-1", 8, priority="high"),
+    ]}  # fmt: skip
+    gated = st["pods"][1]
+    v = ex.blocking_reason(demand("team-a", 8), workloads=[], **st)
+    assert (v.starts, v.cause, v.position, v.ahead) == (False, "priority", 2, ("team-a/web-1",))
+    # the gated pod's own row is judged without itself in the queue
+    d = ex.pod_demand(gated)
+    assert (d.pods, d.gpus, d.pool, d.priority, d.label) == (1, 8, POOL, 1_000_000, "team-a/web-1")
+    v = ex.blocking_reason(d, workloads=[], **st)
+    assert (v.starts, v.position) == (True, 1)
+
+
+def test_one_snapshot_answers_every_row_as_a_fresh_one_would() -> None:
+    # `get jobs -o wide` asks one Snapshot once per waiting row; what it shares between rows (queue
+    # order, placements, preemption candidates) must not change any answer.
+    st = {**state([TeamQuota("team-a", "q", gpu=16), B]), "pods": [
+        pod("team-a", "a1-x", 4, node="gpu-node-1", job="a1", priority="low"),
+        pod("team-b", "b1-x", 8, node="gpu-node-2", job="b1"),
+    ]}  # fmt: skip
+    for i, (gpus, prio) in enumerate([(2, "high"), (4, "medium"), (2, "medium"), (8, "low"), (1, "high")]):
+        p = pod("team-a", f"w{i}", gpus, priority=prio)
+        p["metadata"]["creationTimestamp"] = f"2026-01-01T00:00:0{i}Z"
+        st["pods"].append(p)
+    demands = [ex.pod_demand(p) for p in st["pods"][2:]] + [
+        demand("team-a", 4),
+        demand("team-b", 8, priority="high"),
+    ]
+    shared = ex.Snapshot.build(workloads=[], **st)
+    answers = [shared.verdict(d) for d in reversed(demands)][::-1]
+    assert answers == [ex.Snapshot.build(workloads=[], **st).verdict(d) for d in demands]
+    # Free: 4 GPUs on gpu-node-1 (a1 holds 4), none on gpu-node-2. Queue: w0 (2, high), w4 (1, high),
+    # w1 (4), w2 (2), w3 (8, low); w0 and w4 take 3 of the 4 free GPUs first.
+    assert [(v.position, v.starts, v.cause) for v in answers[:5]] == [
+        (1, True, ""),  # w0
+        (3, False, "priority"),  # w1: 1 GPU left after w0 and w4
+        (4, False, "priority"),  # w2
+        (5, False, "capacity"),  # w3: 8 GPUs, within quota, nothing over quota to take back
+        (2, True, ""),  # w4: after w0, 2 left
+    ]
+    # named: the jobs ahead up to the one after which w1 no longer fits
+    assert answers[1].message == (
+        "team-a/w0 (ahead in team-a's queue) take the free GPUs of training-pool first"
+    )
