@@ -3,6 +3,7 @@ Kueue baseline, and print what users wait for and what the GPUs do.
 
     hack/cluster/up.sh                    # a local cluster (KWOK fake GPU nodes, real Kueue)
     python bench/trace.py --kubeconfig <run>/kubeconfig [--day-seconds 480] [--seed 7] [--only gpuctl]
+                                          [--any-pool] [--json]
 
 The day (3 teams with quotas 12/8/8 GPUs on the 28 GPUs of examples/pools.yaml; 1/2/4/8-GPU training
 jobs with heavy-tailed, lognormal runtimes; two inference Deployments; notebooks; low/medium/high
@@ -18,9 +19,9 @@ time is up. The same trace (same seed) runs in both designs:
 Printed per design (a "day" is the submission window; jobs still waiting at the end count with their
 wait so far), as issue 15 defines them:
 - utilisation: allocated GPU-hours / capacity GPU-hours, i.e. GPU-seconds of pods bound to a node and
-  not finished / (cluster GPUs x day); per pool too
-  and, per pool, the GPU-seconds left idle while a waiting job of that pool would have fitted in them
-  (one node per pod, whatever its team's quota): what a queue design could still have used
+  not finished / (cluster GPUs x day); per pool too, with the share of the pool's GPU-time left idle
+  while a waiting job of that pool would have fitted in it (one node per pod, whatever its team's
+  quota): what a queue design could still have used
 - p50/p99 wait of jobs within their team's quota "after capacity frees": the seconds a job waited while
   (a) its team's usage plus the job fits the team's quota and (b) its pool had room for every pod of
   it, one node per pod, counting free GPUs and GPUs held by other teams' work beyond their quota (what
@@ -30,9 +31,11 @@ wait so far), as issue 15 defines them:
   (compressed seconds, and the same in real-day minutes)
 - fragmentation-pending pods: admitted by Kueue, then Unschedulable in kube-scheduler for 5 s or more
   (not counting a pod whose node still holds a terminating pod: it waits for the grace period)
-- quota violations: jobs that waited more than 60 compressed seconds while within their team's quota
-  and another team used more than its quota
+- quota violations: jobs that waited more than 60 compressed seconds as above (within quota, room in
+  the pool) while another team used more than its quota
 - preemptions (Workload evictions with reason Preempted)
+
+--any-pool is a what-if, not the headline: training jobs of up to 4 GPUs name no pool (see unpin()).
 """
 
 from __future__ import annotations
