@@ -16,14 +16,22 @@ time is up. The same trace (same seed) runs in both designs:
   admin would: 8/4/0, 4/2/2, 4/2/2 GPUs of training/inference/dev), no cohort, no preemption, no TAS.
 
 Printed per design (a "day" is the submission window; jobs still waiting at the end count with their
-wait so far):
-- utilisation: GPU-seconds of Running pods / (cluster GPUs x day)
-- p50/p99 wait of jobs within their team's quota when submitted, and of all jobs (compressed seconds,
-  and the same in real-day minutes)
+wait so far), as issue 15 defines them:
+- utilisation: allocated GPU-hours / capacity GPU-hours, i.e. GPU-seconds of pods bound to a node and
+  not finished / (cluster GPUs x day); per pool too
+  and, per pool, the GPU-seconds left idle while a waiting job of that pool would have fitted in them
+  (one node per pod, whatever its team's quota): what a queue design could still have used
+- p50/p99 wait of jobs within their team's quota "after capacity frees": the seconds a job waited while
+  (a) its team's usage plus the job fits the team's quota and (b) its pool had room for every pod of
+  it, one node per pod, counting free GPUs and GPUs held by other teams' work beyond their quota (what
+  a guarantee may reclaim). Time spent waiting while teams within their quotas fill the pool is not
+  counted: a guarantee cannot make room that does not exist. Also printed: the same jobs' wait from
+  submission (jobs within quota when submitted), and p50/p99 wait of all jobs from submission
+  (compressed seconds, and the same in real-day minutes)
 - fragmentation-pending pods: admitted by Kueue, then Unschedulable in kube-scheduler for 5 s or more
   (not counting a pod whose node still holds a terminating pod: it waits for the grace period)
-- quota violations: jobs within their team's quota that waited more than 60 compressed seconds while
-  another team used more than its quota
+- quota violations: jobs that waited more than 60 compressed seconds while within their team's quota
+  and another team used more than its quota
 - preemptions (Workload evictions with reason Preempted)
 """
 
@@ -37,8 +45,10 @@ import random
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -46,16 +56,19 @@ sys.path.insert(0, str(ROOT))
 from gpuctl.builders import build  # noqa: E402
 from gpuctl.cli.main import main as gpuctl_main  # noqa: E402
 from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
-from gpuctl.constants import HOSTNAME_LABEL, TAS_UNCONSTRAINED, Labels  # noqa: E402
-from gpuctl.domain.gpus import pod_gpus, workload_gpus  # noqa: E402
-from gpuctl.domain.objects import condition, parse_time  # noqa: E402
-from gpuctl.domain.workload import HOLDING_QUOTA, workload_state  # noqa: E402
+from gpuctl.constants import GPU_RESOURCE, HOSTNAME_LABEL, TAS_UNCONSTRAINED, Labels  # noqa: E402
+from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, quantity_gpus, workload_gpus  # noqa: E402
+from gpuctl.domain.objects import condition, labels, meta, parse_time  # noqa: E402
+from gpuctl.domain.objects import name as name_of  # noqa: E402
+from gpuctl.domain.objects import namespace as namespace_of  # noqa: E402
+from gpuctl.domain.workload import HOLDING_QUOTA, priority_value, workload_state  # noqa: E402
 from gpuctl.spec import load_text  # noqa: E402
 
 TEAMS = {"a": 12, "b": 8, "c": 8}
 # Baseline: the same quotas split per pool (training, inference, dev); Kueue's defaults otherwise.
 SPLIT = {"a": (8, 4, 0), "b": (4, 2, 2), "c": (4, 2, 2)}
 POOLS = ("training-pool", "inference-pool", "dev-pool")
+ANY_POOL = ""  # Item.pool of a job that names no pool (the --any-pool what-if)
 CAPACITY = 28
 REAL_DAY = 86400.0
 WAIT_LIMIT = 60.0  # compressed seconds
@@ -124,7 +137,7 @@ def make_trace(seed: int, day: float) -> list[Item]:
 
 def spec_yaml(item: Item, ns: str) -> str:
     job = f"job: {{name: {item.name}, namespace: {ns}, priority: {item.priority}}}"
-    res = f"resources: {{pool: {item.pool}, gpu: {item.gpus}, cpu: 2, memory: 8Gi}}"
+    res = f"resources: {{pool: {item.pool or POOLS[0]}, gpu: {item.gpus}, cpu: 2, memory: 8Gi}}"
     if item.kind == "training":
         env = f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {max(item.runtime, 1):.0f}s}}]}}"
         return f"kind: training\n{job}\n{env}\n{res}\n"
@@ -142,7 +155,18 @@ def manifest(item: Item, ns: str, *, tas: bool) -> dict:
         obj["spec"]["parallelism"] = obj["spec"]["completions"] = item.pods
     if not tas:  # the baseline's flavors have no topology: the annotation would make pods inadmissible
         obj["spec"]["template"]["metadata"].get("annotations", {}).pop(TAS_UNCONSTRAINED, None)
+    if item.pool == ANY_POOL:  # what-if: no pool selector, so Kueue picks the flavor (pool)
+        for m in (obj["metadata"], obj["spec"]["template"]["metadata"]):
+            m["labels"].pop(Labels.POOL, None)
+        obj["spec"]["template"]["spec"]["nodeSelector"].pop(Labels.POOL, None)
     return obj
+
+
+def unpin(trace: list[Item]) -> list[Item]:
+    """The --any-pool what-if: training jobs of up to 4 GPUs per pod (one node of any GPU pool holds
+    them) name no pool, as if users could say "any GPU"; gpuctl's YAML cannot say that today (a job
+    without resources.pool goes to pool `default`)."""
+    return [replace(i, pool=ANY_POOL) if i.kind == "training" and i.gpus <= 4 else i for i in trace]
 
 
 # ----------------------------------------------------------------------------- cluster setup
@@ -222,7 +246,9 @@ def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path
                                         {"name": "nvidia.com/gpu", "nominalQuota": str(g)},
                                     ],
                                 }
-                                for pool, g in zip(POOLS, split, strict=True)
+                                # In name order, as gpuctl's queues list pools: a job naming no
+                                # pool (--any-pool) tries them in the same order in both designs.
+                                for pool, g in sorted(zip(POOLS, split, strict=True))
                             ],
                         }
                     ],
@@ -244,17 +270,22 @@ def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path
 class JobTrack:
     item: Item
     submitted: float
-    within_quota: bool
+    within_quota: bool  # when submitted
     admitted: float | None = None
     deleted: bool = False
-    blocked: float = 0.0  # seconds waiting while another team was over its quota
+    ever_within: bool = False  # within its team's quota at some moment while waiting
+    entitled: float = 0.0  # seconds waited while within quota and its pool had room for it
+    blocked: float = 0.0  # of those, seconds while another team was over its quota
 
 
 @dataclass
 class Result:
     design: str
     util: float = 0.0
-    waits_quota: list[float] = field(default_factory=list)
+    util_pool: dict[str, float] = field(default_factory=dict)
+    fillable_pool: dict[str, float] = field(default_factory=dict)  # idle while a fitting job waited
+    waits_quota: list[float] = field(default_factory=list)  # after capacity frees (issue 15)
+    waits_quota_submitted: list[float] = field(default_factory=list)  # from submission
     waits_all: list[float] = field(default_factory=list)
     frag_pods: int = 0
     violations: int = 0
@@ -271,23 +302,96 @@ def pct(v: list[float], p: float) -> float:
     return s[min(len(s) - 1, max(0, math.ceil(p / 100 * len(s)) - 1))]
 
 
+def fits(pods: int, gpus: int, room: Iterable[int]) -> bool:
+    """Whether `pods` pods of `gpus` GPUs each fit, one node per pod, in nodes with this much room."""
+    if gpus <= 0:
+        return True
+    return sum(max(r, 0) // gpus for r in room) >= pods
+
+
+def place(pods: int, gpus: int, room: Mapping[str, int]) -> list[str] | None:
+    """Nodes for `pods` pods of `gpus` GPUs, one node per pod, fullest node first (bin-packing, as
+    Kueue's TAS places unconstrained pods); None if they do not all fit."""
+    if gpus <= 0:
+        return []
+    left = dict(room)
+    out: list[str] = []
+    for _ in range(pods):
+        fit = sorted((r, n) for n, r in left.items() if r >= gpus)
+        if not fit:
+            return None
+        left[fit[0][1]] -= gpus
+        out.append(fit[0][1])
+    return out
+
+
+def reclaimable(held: Iterable[tuple[int, float, int, str]], quota: int) -> set[str]:
+    """The workloads a guarantee may take from a team beyond its quota, in Kueue's candidate order
+    (lower priority first, then the most recently admitted; `preemption.CandidatesOrdering`), while
+    the team stays beyond its quota (Kueue skips a borrower that no longer borrows).
+    `held`: (priority, admitted at, GPUs, key) of each workload holding quota."""
+    items = list(held)
+    usage = sum(g for _, _, g, _ in items)
+    out: set[str] = set()
+    for _, _, g, key in sorted(items, key=lambda h: (h[0], -h[1])):
+        if usage <= quota:
+            break
+        out.add(key)
+        usage -= g
+    return out
+
+
+def pod_job(pod: Mapping[str, Any]) -> str:
+    """The trace job a pod belongs to: its Job's name, else the `app` label gpuctl sets on service pods."""
+    lbl = labels(pod)
+    return lbl.get(Labels.BATCH_JOB_NAME) or lbl.get(Labels.JOB_NAME) or lbl.get(Labels.APP) or ""
+
+
+def workload_job(wl: Mapping[str, Any], pods_by_name: Mapping[str, Mapping[str, Any]]) -> str:
+    """The trace job a Workload belongs to: its Job or StatefulSet owner; a Workload owned by pods
+    (a Deployment replica's, or a StatefulSet's once its pods exist, whose first owner is then a Pod)
+    belongs to its pod's job."""
+    owners = meta(wl).get("ownerReferences") or []
+    for o in owners:
+        if o.get("kind") in ("Job", "StatefulSet"):
+            return o.get("name", "")
+    for o in owners:
+        if o.get("kind") == "Pod":
+            pod = pods_by_name.get(o.get("name", ""))
+            if pod and pod_job(pod):
+                return pod_job(pod)
+            return "-".join(o.get("name", "").split("-")[:-2])  # a Deployment pod already gone
+    return ""
+
+
 def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], day: float) -> Result:
     tas = design == "gpuctl"
     team_of = {v: k for k, v in ns.items()}
     tracks: dict[tuple[str, str], JobTrack] = {}
     frag: dict[str, list[float]] = {}  # pod -> [first, last] seen Unschedulable
     why: dict[str, str] = {}
-    gpu_seconds = 0.0
+    gpu_seconds: dict[str, float] = {}  # per pool
+    fillable: dict[str, float] = {}  # per pool: idle GPU-seconds a waiting job would have fitted in
     evictions: dict[str, int] = {}
     usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
     lock = threading.Lock()
+    nodes = {
+        name_of(n): (
+            labels(n).get(Labels.POOL, ""),
+            quantity_gpus((n.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0)),
+        )
+        for n in kube.list(path("Node"))
+    }
+    pool_nodes: dict[str, list[str]] = {}
+    for node, (pool, _) in nodes.items():
+        pool_nodes.setdefault(pool, []).append(node)
+    any_nodes = [n for pool in POOLS for n in pool_nodes.get(pool, [])]
     t0 = time.monotonic()
 
     def now() -> float:
         return time.monotonic() - t0
 
     def observe() -> None:
-        nonlocal gpu_seconds
         last = now()
         while not stop.is_set():
             time.sleep(1.0)
@@ -295,20 +399,20 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
             dt, last = t - last, t
             wls = [w for n in ns.values() for w in kube.list(path("Workload", namespace=n))]
             pods = [p for n in ns.values() for p in kube.list(path("Pod", namespace=n))]
+            pods_by_name = {name_of(p): p for p in pods}
             use = dict.fromkeys(TEAMS, 0)
+            held: dict[str, list[tuple[int, float, int, str]]] = {tm: [] for tm in TEAMS}
             with lock:
                 for w in wls:
-                    team = team_of.get(w["metadata"]["namespace"])
-                    owner = (w["metadata"].get("ownerReferences") or [{}])[0]
-                    key = (w["metadata"]["namespace"], owner.get("name", ""))
-                    if owner.get("kind") == "Pod":  # a Deployment's pod: its job is the Deployment
-                        key = (key[0], "-".join(owner["name"].split("-")[:-2]))
+                    team = team_of.get(namespace_of(w))
+                    key = (namespace_of(w), workload_job(w, pods_by_name))
                     st = workload_state(w)
                     if st in HOLDING_QUOTA and team:
                         use[team] += workload_gpus(w)
+                        at = parse_time(condition(w, "QuotaReserved").get("lastTransitionTime"))
+                        held[team].append((priority_value(w), at or 0.0, workload_gpus(w), key[1]))
                         tr = tracks.get(key)
                         if tr and tr.admitted is None:
-                            at = parse_time(condition(w, "QuotaReserved").get("lastTransitionTime"))
                             tr.admitted = max(tr.submitted, (at - wall0) if at else t)
                     n_ev = sum(
                         int(e.get("count") or 0)
@@ -318,13 +422,53 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
                     evictions[w["metadata"]["uid"]] = max(evictions.get(w["metadata"]["uid"], 0), n_ev)
                 usage.update(use)
                 over = {tm for tm, u in use.items() if u > TEAMS[tm]}
+                recl = {(ns[tm], k) for tm in over for k in reclaimable(held[tm], TEAMS[tm])}
+                # GPUs taken per node: pods bound there, or placed there by TAS and not yet bound.
+                used: dict[str, int] = {}
+                taken: dict[str, int] = {}  # of those, by work a guarantee may reclaim
+                for p in pods:
+                    if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                        continue
+                    spec = p.get("spec") or {}
+                    node = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+                    if node:
+                        used[node] = used.get(node, 0) + pod_gpus(p)
+                        if (namespace_of(p), pod_job(p)) in recl:
+                            taken[node] = taken.get(node, 0) + pod_gpus(p)
                 for tr in tracks.values():
-                    if tr.admitted is None and tr.within_quota and over - {tr.item.team}:
-                        tr.blocked += dt
+                    if tr.admitted is not None:
+                        continue
+                    it = tr.item
+                    if use[it.team] + it.gpus * it.pods > TEAMS[it.team]:
+                        continue
+                    tr.ever_within = True
+                    room = [
+                        nodes[n][1] - used.get(n, 0) + taken.get(n, 0)
+                        for n in (any_nodes if it.pool == ANY_POOL else pool_nodes.get(it.pool, []))
+                    ]
+                    if fits(it.pods, it.gpus, room):
+                        tr.entitled += dt
+                        if over - {it.team}:
+                            tr.blocked += dt
                 if t <= day:
+                    # GPUs idle while a waiting job would fit in them, one node per pod, whatever its
+                    # team's quota: the part of the idle capacity a queue design could have used now.
+                    free = {n: g - used.get(n, 0) for n, (_, g) in nodes.items()}
+                    waiting = sorted(
+                        (tr for tr in tracks.values() if tr.admitted is None), key=lambda tr: tr.submitted
+                    )
+                    for tr in waiting:
+                        it = tr.item
+                        where = any_nodes if it.pool == ANY_POOL else pool_nodes.get(it.pool, [])
+                        spots = place(it.pods, it.gpus, {n: free[n] for n in where})
+                        for n in spots or []:
+                            free[n] -= it.gpus
+                            pool = nodes[n][0]
+                            fillable[pool] = fillable.get(pool, 0.0) + it.gpus * dt
                     for p in pods:
-                        if (p.get("status") or {}).get("phase") == "Running":
-                            gpu_seconds += pod_gpus(p) * dt
+                        if pod_holds_gpus(p):
+                            pool = nodes.get(p["spec"]["nodeName"], ("", 0))[0]
+                            gpu_seconds[pool] = gpu_seconds.get(pool, 0.0) + pod_gpus(p) * dt
                 # Nodes still holding a pod that is terminating (a preempted or deleted job's; KWOK,
                 # like a kubelet, takes up to the 30 s grace period): a pod placed there waits for
                 # it, which is not fragmentation.
@@ -373,16 +517,22 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
         watcher.join(timeout=10)
     end = now()
     res = Result(design)
-    res.util = gpu_seconds / (CAPACITY * day)
+    res.util = sum(gpu_seconds.values()) / (CAPACITY * day)
+    for pool in POOLS:
+        cap = sum(nodes[n][1] for n in pool_nodes.get(pool, []))
+        res.util_pool[pool] = gpu_seconds.get(pool, 0.0) / (cap * day) if cap else 0.0
+        res.fillable_pool[pool] = fillable.get(pool, 0.0) / (cap * day) if cap else 0.0
     for tr in tracks.values():
         wait = (tr.admitted if tr.admitted is not None else end) - tr.submitted
         if tr.admitted is None:
             res.never += 1
         res.waits_all.append(wait)
         if tr.within_quota:
-            res.waits_quota.append(wait)
-            if wait > WAIT_LIMIT and tr.blocked > WAIT_LIMIT:
-                res.violations += 1
+            res.waits_quota_submitted.append(wait)
+        if tr.within_quota or tr.ever_within:
+            res.waits_quota.append(tr.entitled)
+        if tr.blocked > WAIT_LIMIT:
+            res.violations += 1
     stuck = [n for n, (first, last) in frag.items() if last - first >= STUCK_SECONDS]
     res.frag_pods = len(stuck)
     res.stuck = [f"{n}: {why.get(n, '')}" for n in sorted(stuck)]
@@ -391,27 +541,30 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
     return res
 
 
+def wait_cell(waits: list[float], p: float, k: float) -> str:
+    return f"{pct(waits, p):.1f} s ({pct(waits, p) * k:.0f} min)"
+
+
 def print_table(results: list[Result], day: float) -> None:
     k = REAL_DAY / day / 60  # compressed seconds -> real-day minutes
     rows = [
         ("jobs (never admitted in the day)", lambda r: f"{r.jobs} ({r.never})"),
-        ("GPU utilisation", lambda r: f"{100 * r.util:.1f} %"),
-        (
-            "p50 wait, within quota",
-            lambda r: f"{pct(r.waits_quota, 50):.1f} s ({pct(r.waits_quota, 50) * k:.0f} min)",
+        ("GPU utilisation (allocated / capacity)", lambda r: f"{100 * r.util:.1f} %"),
+        *((f"  {pool}", lambda r, pool=pool: f"{100 * r.util_pool.get(pool, 0.0):.1f} %") for pool in POOLS),
+        *(
+            (
+                f"  {pool} idle while a waiting job fitted",
+                lambda r, pool=pool: f"{100 * r.fillable_pool.get(pool, 0.0):.1f} %",
+            )
+            for pool in POOLS
         ),
-        (
-            "p99 wait, within quota",
-            lambda r: f"{pct(r.waits_quota, 99):.1f} s ({pct(r.waits_quota, 99) * k:.0f} min)",
-        ),
-        (
-            "p50 wait, all jobs",
-            lambda r: f"{pct(r.waits_all, 50):.1f} s ({pct(r.waits_all, 50) * k:.0f} min)",
-        ),
-        (
-            "p99 wait, all jobs",
-            lambda r: f"{pct(r.waits_all, 99):.1f} s ({pct(r.waits_all, 99) * k:.0f} min)",
-        ),
+        ("within-quota jobs", lambda r: str(len(r.waits_quota))),
+        ("p50 wait, within quota, after capacity frees", lambda r: wait_cell(r.waits_quota, 50, k)),
+        ("p99 wait, within quota, after capacity frees", lambda r: wait_cell(r.waits_quota, 99, k)),
+        ("p50 wait from submission, within quota then", lambda r: wait_cell(r.waits_quota_submitted, 50, k)),
+        ("p99 wait from submission, within quota then", lambda r: wait_cell(r.waits_quota_submitted, 99, k)),
+        ("p50 wait, all jobs", lambda r: wait_cell(r.waits_all, 50, k)),
+        ("p99 wait, all jobs", lambda r: wait_cell(r.waits_all, 99, k)),
         ("fragmentation-pending pods", lambda r: str(r.frag_pods)),
         ("quota violations", lambda r: str(r.violations)),
         ("preemptions", lambda r: str(r.preemptions)),
@@ -431,9 +584,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--only", choices=["gpuctl", "baseline"])
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
+    ap.add_argument(
+        "--any-pool",
+        action="store_true",
+        help="what-if: training jobs of up to 4 GPUs name no pool and run on any GPU pool (Kueue flavor "
+        "fungibility); not something gpuctl's YAML can express today",
+    )
     args = ap.parse_args(argv)
     kube = Cluster.connect(kubeconfig=args.kubeconfig)
     trace = make_trace(args.seed, args.day_seconds)
+    if args.any_pool:
+        trace = unpin(trace)
     kinds = {k: sum(1 for i in trace if i.kind == k) for k in ("training", "inference", "notebook")}
     gpu_s = sum(i.gpus * i.pods * min(i.runtime, args.day_seconds - i.t) for i in trace)
     print(
@@ -455,9 +616,13 @@ def main(argv: list[str] | None = None) -> int:
         reset(kube, list(ns.values()))
     print_table(results, args.day_seconds)
     if args.json:
-        print(
-            json.dumps([{k: v for k, v in r.__dict__.items() if not k.startswith("waits")} for r in results])
-        )
+        out = []
+        for r in results:
+            d = {k: v for k, v in r.__dict__.items() if not k.startswith("waits")}
+            for k in ("waits_quota", "waits_quota_submitted", "waits_all"):
+                d[k] = {"n": len(getattr(r, k)), "p50": pct(getattr(r, k), 50), "p99": pct(getattr(r, k), 99)}
+            out.append(d)
+        print(json.dumps(out))
     return 0
 
 
