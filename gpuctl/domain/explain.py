@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -226,21 +226,13 @@ def pod_owner_label(pod: Mapping[str, Any]) -> str:
 
 
 def pod_demand(pod: Mapping[str, Any], pods: int = 1) -> Demand:
-    """The demand of a pod waiting at Kueue's gate (or of `pods` such pods of one job)."""
+    """The demand of a pod waiting at Kueue's gate (or of `pods` such pods of one job): its spec read as
+    a pod template's (demand_of_pod_template), plus when and whose it is."""
     m = meta(pod)
-    spec = pod.get("spec") or {}
-    return Demand(
-        namespace=m.get("namespace", ""),
-        pool=(spec.get("nodeSelector") or {}).get(Labels.POOL) or "",
-        pods=pods,
-        gpus=pod_gpus(pod),
-        priority=labelled_priority_value(pod),
-        created=m.get("creationTimestamp", ""),
-        uid=m.get("uid", ""),
-        label=pod_owner_label(pod),
-        cpu=pod_spec_request(spec, "cpu"),
-        memory=pod_spec_request(spec, "memory"),
+    d = demand_of_pod_template(
+        m.get("namespace", ""), pod, pods, labelled_priority_value(pod), label=pod_owner_label(pod)
     )
+    return replace(d, created=m.get("creationTimestamp", ""), uid=m.get("uid", ""))
 
 
 @dataclass
@@ -347,6 +339,16 @@ class Snapshot:
             lambda: {name(n): node_gpus(n) for n in self.nodes if node_pool(n) == pool and node_ready(n)},
         )
 
+    def largest(self, pool: str, resource: str) -> Decimal:
+        """The most of `resource` (cpu, memory) one Ready node of the pool has allocatable."""
+        return self.memo(
+            ("largest", pool, resource),
+            lambda: max(
+                (node_allocatable(n, resource) for n in self.nodes if name(n) in self.pool_nodes(pool)),
+                default=Decimal(0),
+            ),
+        )
+
     def free(self, pool: str) -> dict[str, int]:
         return self.memo(
             ("free", pool), lambda: {n: cap - self.used.get(n, 0) for n, cap in self.pool_nodes(pool).items()}
@@ -405,15 +407,15 @@ def blocking_reason(
     return snap.verdict(demand)
 
 
-def _larger_than_every_node(demand: Demand, nodes: Sequence[Mapping[str, Any]]) -> str:
-    """Why no node of the pool can ever hold one pod of `demand` on CPU or memory ("" if one can)."""
+def _larger_than_every_node(snap: Snapshot, demand: Demand) -> str:
+    """Why no Ready node of the pool can ever hold one pod of `demand` on CPU or memory ("" if one can)."""
     for resource, asked, unit, field_ in (
         ("cpu", demand.cpu, "CPUs", "resources.cpu"),
         ("memory", demand.memory, "memory", "resources.memory"),
     ):
         if not asked:
             continue
-        largest = max((node_allocatable(n, resource) for n in nodes), default=Decimal(0))
+        largest = snap.largest(demand.pool, resource)
         if asked > largest:
             fmt = format_bytes if resource == "memory" else format_quantity
             shown = (fmt(asked), fmt(largest))
@@ -435,7 +437,7 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
             f"no node in {demand.pool} has {demand.gpus} GPUs (largest: {max(pool_nodes.values())}); "
             "lower resources.gpu or add bigger nodes",
         )
-    too_big = _larger_than_every_node(demand, [n for n in snap.nodes if name(n) in pool_nodes])
+    too_big = _larger_than_every_node(snap, demand)
     if too_big:
         return Verdict(False, CAPACITY, too_big)
 
@@ -487,7 +489,7 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
         # Name the jobs that took the room, up to the one after which this job no longer fits.
         last = next(i for i in range(1, done + 1) if not _fits(steps.sims[i], demand.pods, demand.gpus))
         took = steps.labels[:last]
-        names = ", ".join(took[-3:]) if len(took) <= 3 else f"{', '.join(took[:3])} and {len(took) - 3} more"
+        names = ", ".join(took[:3]) + (f" and {len(took) - 3} more" if len(took) > 3 else "")
         return Verdict(
             False,
             PRIORITY,
