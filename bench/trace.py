@@ -1,9 +1,10 @@
-"""Replay a synthetic day of GPU work twice on the local cluster: gpuctl's queue design, then a plain
-Kueue baseline, and print what users wait for and what the GPUs do.
+"""Replay a synthetic day of GPU work three times on the local cluster: gpuctl's queue design, then
+two baselines (plain Kueue defaults; the earlier gpuctl's ResourceQuota + PriorityClass model), and
+print what users wait for and what the GPUs do.
 
     hack/cluster/up.sh                    # a local cluster (KWOK fake GPU nodes, real Kueue)
-    python bench/trace.py --kubeconfig <run>/kubeconfig [--day-seconds 480] [--seed 7] [--only gpuctl]
-                                          [--any-pool] [--json]
+    python bench/trace.py --kubeconfig <run>/kubeconfig [--day-seconds 480] [--seed 7]
+                          [--only gpuctl|baseline|earlier ...] [--grace-seconds 1] [--any-pool] [--json]
 
 The day (3 teams with quotas 12/8/8 GPUs on the 28 GPUs of examples/pools.yaml; 1/2/4/8-GPU training
 jobs with heavy-tailed, lognormal runtimes; two inference Deployments; notebooks; low/medium/high
@@ -15,6 +16,18 @@ time is up. The same trace (same seed) runs in both designs:
   `gpuctl`, the team budget as a guarantee, idle GPUs lent, Topology Aware Scheduling per node.
 - baseline: Kueue defaults: one ClusterQueue per team, nominal quota per pool (its quota split as an
   admin would: 8/4/0, 4/2/2, 4/2/2 GPUs of training/inference/dev), no cohort, no preemption, no TAS.
+- earlier: the earlier gpuctl (shared/reference/gpuctl-upstream.md): Jobs, Deployments and
+  StatefulSets created running (no Kueue), the pool by nodeSelector, PriorityClasses
+  gpuctl-high/medium/low (1000000 / 500000 preempting, 100 never preempting: kube-scheduler preempts
+  across teams), a ResourceQuota per team namespace with the team's GPU quota. The quota uses the key
+  Kubernetes enforces, `requests.nvidia.com/gpu`; that tool wrote `nvidia.com/gpu`, which the API
+  server accepts and never enforces (pods/quota evaluator), i.e. no quota at all: not copied.
+  Kubernetes' controller backoffs are not compressed with the day (the Job controller retries a pod
+  the ResourceQuota refused after 1 s doubling to 60 s, a failed pod after 10 s doubling; 60 s is 3
+  hours of the day): the "quota allowed it" rows measure what that latency costs, for every design.
+
+Every design's pods get terminationGracePeriodSeconds --grace-seconds (default 1 s; Kubernetes'
+default 30 s is 90 minutes of the day, uncompressed, taken by each preempted or deleted pod).
 
 Printed per design (a "day" is the submission window; jobs still waiting at the end count with their
 wait so far), as issue 15 defines them:
@@ -30,10 +43,17 @@ wait so far), as issue 15 defines them:
   submission (jobs within quota when submitted), and p50/p99 wait of all jobs from submission
   (compressed seconds, and the same in real-day minutes)
 - fragmentation-pending pods: admitted by Kueue, then Unschedulable in kube-scheduler for 5 s or more
-  (not counting a pod whose node still holds a terminating pod: it waits for the grace period)
+  (not counting a pod whose node still holds a terminating pod: it waits for the grace period);
+  earlier gpuctl (no admission): Unschedulable for 5 s while its pool had enough GPUs free, spread
+  over nodes none of which held it
 - quota violations: jobs that waited more than 60 compressed seconds as above (within quota, room in
   the pool) while another team used more than its quota
-- preemptions (Workload evictions with reason Preempted)
+- preemptions (Workload evictions with reason Preempted; earlier gpuctl: kube-scheduler's Preempted
+  events on victim pods), and Jobs Failed (without Kueue a preempted pod counts against backoffLimit)
+- diagnostics: per pool, idle GPU-time while any job of the pool waited; the cluster's idle GPU-time
+  while a waiting job fitted on free GPUs and its design's quota let it start (only latency held it:
+  Kueue not yet admitted / no pod created yet, or a Pending pod kube-scheduler had not yet bound);
+  GPU-time held by terminating pods. "Waiting" includes jobs requeued after a preemption.
 
 --any-pool is a what-if, not the headline: training jobs of up to 4 GPUs name no pool (see unpin()).
 """
@@ -109,6 +129,7 @@ TRACE_MANAGED = {Labels.MANAGED_BY: "gpuctl-trace"}
 # (the quota evaluator counts only `requests.<name>`; the bare `nvidia.com/gpu` key that tool wrote is
 # accepted by the API server and never enforced).
 QUOTA_GPU_KEY = f"requests.{GPU_RESOURCE}"
+NUDGE = "gpuctl-trace/nudge"  # annotation the --nudge-controllers replay touches
 
 
 @dataclass
@@ -413,6 +434,8 @@ class Result:
     lag: dict[str, float] = field(default_factory=dict)
     terminating: float = 0.0  # GPU-time held by terminating pods, share of capacity
     failed_jobs: int = 0  # Jobs Failed (backoffLimit exceeded: each preemption counts as a failure)
+    nudges: int = 0  # controller objects touched (replay's nudge)
+    lag_top: list[str] = field(default_factory=list)  # the jobs behind most of `lag`, and why
 
 
 def pct(v: list[float], p: float) -> float:
@@ -526,8 +549,15 @@ def replay(
     trace: list[Item],
     day: float,
     grace: int | None = GRACE_SECONDS,
+    nudge: bool = False,
 ) -> Result:
+    """Replay `trace` in `design` and measure it. `nudge`: touch the controller (Job, Deployment,
+    StatefulSet) of a job whose quota now allows a pod it has not created, so the controller retries
+    at once instead of after its uncompressed backoff (up to 60 s, 3 hours of the day): what real time
+    gives (the retry comes within a minute, 0.3 s here). Only pods a controller creates unsuspended
+    can be refused by a ResourceQuota, i.e. the earlier gpuctl's."""
     kueue = design != "earlier"
+    to_nudge: set[tuple[str, str]] = set()
     team_of = {v: k for k, v in ns.items()}
     tracks: dict[tuple[str, str], JobTrack] = {}
     frag: dict[str, list[float]] = {}  # pod -> [first, last] seen Unschedulable
@@ -537,6 +567,9 @@ def replay(
     anywait: dict[str, float] = {}  # per pool: idle GPU-seconds while any job of the pool waited
     lag: dict[str, float] = {}  # idle GPU-seconds a waiting job fitted and was allowed, per cause
     term = [0.0]  # GPU-seconds of terminating pods
+    res_nudges = [0]
+    lag_jobs: dict[tuple[str, str], float] = {}  # GPU-seconds of "lag" per job
+    lag_why: dict[tuple[str, str], str] = {}  # its Workload's last QuotaReserved message
     evictions: dict[str, int] = {}
     usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
     lock = threading.Lock()
@@ -584,6 +617,7 @@ def replay(
             pool_use: dict[tuple[str, str], int] = {}  # (team, pool) -> GPUs, the baseline's per-pool quota
             held: dict[str, list[tuple[int, float, int, str]]] = {tm: [] for tm in TEAMS}
             state: dict[tuple[str, str], Any] = {}  # job -> its Workload's state (Kueue designs)
+            pend_msg: dict[tuple[str, str], str] = {}  # job -> why Kueue has not admitted it
             with lock:
                 for w in wls:
                     team = team_of.get(namespace_of(w))
@@ -591,6 +625,7 @@ def replay(
                     st = workload_state(w)
                     if st is not None and (state.get(key) not in HOLDING_QUOTA):
                         state[key] = st
+                        pend_msg[key] = condition(w, "QuotaReserved").get("message", "")
                     if st in HOLDING_QUOTA and team:
                         use[team] += workload_gpus(w)
                         for flavor, g in reserved_pools(w):
@@ -674,10 +709,13 @@ def replay(
                     for pool in waiting_pools:
                         idle = sum(max(free[n], 0) for n in pool_nodes.get(pool, []))
                         anywait[pool] = anywait.get(pool, 0.0) + idle * dt
+                    to_nudge.clear()
                     for tr, missing, created in sorted(waiting, key=lambda w: w[0].submitted):
                         it = tr.item
                         spots = place(missing, it.gpus, {n: free[n] for n in where(it)})
                         ok = spots is not None and quota_allows(design, it, missing, created, use, pool_use)
+                        if ok and missing > created and not kueue:
+                            to_nudge.add((ns[it.team], it.name))
                         for i, n in enumerate(spots or []):
                             free[n] -= it.gpus
                             pool = nodes[n][0]
@@ -685,6 +723,11 @@ def replay(
                             if ok:
                                 cause = "pod Pending" if i < created else "no pod yet"
                                 lag[cause] = lag.get(cause, 0.0) + it.gpus * dt
+                                k = (ns[it.team], it.name)
+                                lag_jobs[k] = lag_jobs.get(k, 0.0) + it.gpus * dt
+                                lag_why[k] = pend_msg.get(k, "") or (
+                                    "no pod yet" if i >= created else "Pending"
+                                )
                     for p in pods:
                         if pod_holds_gpus(p):
                             pool = nodes.get(p["spec"]["nodeName"], ("", 0))[0]
@@ -734,6 +777,17 @@ def replay(
                         with contextlib.suppress(ApiError):
                             kube.delete(path(kind, name, namespace=n))
                         tr.deleted = True
+                touch = sorted(to_nudge) if nudge else []
+                to_nudge.clear()
+            for n, name in touch:
+                kind = {"training": "Job", "inference": "Deployment"}.get(
+                    tracks[(n, name)].item.kind, "StatefulSet"
+                )
+                with contextlib.suppress(ApiError):
+                    kube.merge_patch(
+                        path(kind, name, namespace=n), {"metadata": {"annotations": {NUDGE: f"{now():.1f}"}}}
+                    )
+                res_nudges[0] += 1
             time.sleep(0.2)
     finally:
         stop.set()
@@ -748,6 +802,12 @@ def replay(
         res.anywait_pool[pool] = anywait.get(pool, 0.0) / (cap * day) if cap else 0.0
     res.lag = {k: v / (CAPACITY * day) for k, v in lag.items()}
     res.terminating = term[0] / (CAPACITY * day)
+    res.nudges = res_nudges[0]
+    top = sorted(lag_jobs.items(), key=lambda kv: -kv[1])[:8]
+    res.lag_top = [
+        f"{k[1]} ({tracks[k].item.gpus}x{tracks[k].item.pods}): {v:.0f} GPU-s; {lag_why.get(k, '')}"
+        for k, v in top
+    ]
     for tr in tracks.values():
         wait = (tr.admitted if tr.admitted is not None else end) - tr.submitted
         if tr.admitted is None:
@@ -858,6 +918,7 @@ def print_table(results: list[Result], day: float) -> None:
         ("quota violations", lambda r: str(r.violations)),
         ("preemptions", lambda r: str(r.preemptions)),
         ("Jobs failed (backoffLimit)", lambda r: str(r.failed_jobs)),
+        ("controller nudges", lambda r: str(r.nudges)),
     ]
     w = max(len(n) for n, _ in rows)
     print(f"\n{'':{w}}   " + "   ".join(f"{TITLES.get(r.design, r.design):>22}" for r in results))
@@ -887,6 +948,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
     ap.add_argument(
+        "--nudge-controllers",
+        action="store_true",
+        help="touch a Job/Deployment/StatefulSet whose quota now allows a pod it has not created, so its "
+        "controller retries at once instead of after its uncompressed backoff (earlier gpuctl only)",
+    )
+    ap.add_argument(
         "--any-pool",
         action="store_true",
         help="what-if: training jobs of up to 4 GPUs name no pool and run on any GPU pool (Kueue flavor "
@@ -907,7 +974,10 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     tmp = Path(f"/tmp/gpuctl-trace-{time.time_ns()}")
     tmp.mkdir(parents=True)
-    print(f"pods' terminationGracePeriodSeconds: {args.grace_seconds} s (every design)")
+    print(
+        f"pods' terminationGracePeriodSeconds: {args.grace_seconds} s (every design); "
+        f"controller nudges: {'on' if args.nudge_controllers else 'off'}"
+    )
     for design in DESIGNS:
         if args.only and design not in args.only:
             continue
@@ -915,9 +985,16 @@ def main(argv: list[str] | None = None) -> int:
         reset(kube, list(ns.values()))
         SETUP[design](kube, args.kubeconfig, ns, tmp)
         print(f"{design}: replaying ...", flush=True)
-        results.append(replay(kube, design, ns, trace, args.day_seconds, args.grace_seconds))
+        results.append(
+            replay(kube, design, ns, trace, args.day_seconds, args.grace_seconds, args.nudge_controllers)
+        )
         reset(kube, list(ns.values()))
     print_table(results, args.day_seconds)
+    for r in results:
+        if r.lag_top:
+            print(f"\n{TITLES[r.design]}: waiting jobs behind the 'quota allowed it' idle GPU-time, and why")
+            for line in r.lag_top:
+                print(f"  {line}")
     if args.json:
         out = []
         for r in results:
