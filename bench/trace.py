@@ -988,6 +988,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(
             replay(kube, design, ns, trace, args.day_seconds, args.grace_seconds, args.nudge_controllers)
         )
+        print_table(results[-1:], args.day_seconds)  # as it comes: a long run may be cut short
+        sys.stdout.flush()
         reset(kube, list(ns.values()))
     print_table(results, args.day_seconds)
     for r in results:
