@@ -11,8 +11,9 @@ import asyncio
 import time
 
 import orjson
+import pytest
 
-from admission.http import HttpProtocol
+from admission.http import HttpError, HttpProtocol, parse_head
 from admission.rules import AdmissionConfig
 from admission.server import AdmissionApp
 from admission.state import ClusterState, StaticState
@@ -150,3 +151,45 @@ def test_cache_dependent_denial_is_rechecked_and_later_requests_wait_their_turn(
     assert first["allowed"] is False and "[pool-exists]" in first["status"]["message"]
     assert second["allowed"] is False and "[unknown-key]" in second["status"]["message"]
     assert time.monotonic() - t0 >= 0.3 and not t.paused
+
+
+# parse_head's two regex scans against what a line-by-line parser would say (the cases the scans could get
+# wrong: CR or LF alone, names that are not tokens, framing headers repeated, a name that ends in one).
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b"POST /v HTTP/1.1\r\nHost: x\r\nContent-Length: 5", ("ok", 5, False, False)),
+        (b"POST /v HTTP/1.1\r\ncontent-length:5\r\nconnection: Keep-Alive, Upgrade", ("ok", 5, False, False)),
+        (b"POST /v HTTP/1.0\r\nContent-Length: 5", ("ok", 5, True, False)),
+        (b"POST /v HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 0", ("ok", 0, False, False)),
+        (b"POST /v HTTP/1.1\r\nConnection: TE, close\r\nContent-Length: 1", ("ok", 1, True, False)),
+        (b"POST /v HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2", ("ok", 2, False, True)),
+        (b"POST /v HTTP/1.1\r\nContent-Length: 5\r\nContent-Length:  5 ", ("ok", 5, False, False)),
+        (b"POST /v HTTP/1.1\r\nX-Content-Length: 9\r\nContent-Length: 5", ("ok", 5, False, False)),
+        (b"POST /v HTTP/1.1\r\nX-A: content-length: 9\r\nContent-Length: 5", ("ok", 5, False, False)),
+        (b"POST /v HTTP/1.1", ("ok", 0, False, False)),
+        (b"POST /v HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6", (400, b"conflicting content-length")),
+        (
+            b"POST /v HTTP/1.1\r\nConnection: close\r\nConnection: keep-alive",
+            (400, b"conflicting connection"),
+        ),
+        (b"POST /v HTTP/1.1\r\nContent-Length: -5", (400, b"bad content-length")),
+        (
+            b"POST /v HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked",
+            (411, b"send a Content-Length"),
+        ),
+        (b"POST /v HTTP/1.1\r\nHost: a\nb: c\r\nContent-Length: 5", (400, b"bad header line")),
+        (b"POST /v HTTP/1.1\r\nHost: a\rb\r\nContent-Length: 5", (400, b"bad header line")),
+        (b"POST /v HTTP/1.1\r\nBad Name: x\r\nContent-Length: 5", (400, b"bad header line")),
+        (b"POST /v HTTP/1.1\r\nContent-Length 5", (400, b"bad header line")),
+        (b"POST /v HTTP/1.1\r\n: x", (400, b"bad header line")),
+        (b"POST /v HTTP/2\r\nContent-Length: 5", (400, b"bad request line")),
+    ],
+)
+def test_parse_head_framing(head: bytes, expected: tuple) -> None:
+    try:
+        h = parse_head(head + b"\r\n\r\n", 1000)
+        got: tuple = ("ok", h.length, h.close, h.expect)
+    except HttpError as exc:
+        got = (exc.status, exc.text[: len(expected[1])])
+    assert got == expected
