@@ -51,9 +51,9 @@ _REASONS: Final = {
 _TEXT: Final = b"text/plain; charset=utf-8"
 
 
-# What makes a header block (after the request line, lower-cased) malformed: a line that is not
-# `name: value` with an RFC 9110 token for a name, or a CR or LF outside a CRLF. One C-level search.
-_BAD_HEADER_BLOCK: Final = re.compile(rb"\r\n(?![!#$%&'*+\-.^_`|~0-9a-z]+:)|\r(?!\n)|(?<!\r)\n")
+# A header block (after the request line, lower-cased): every line `name: value`, the name an RFC 9110 token.
+# Possessive quantifiers: the same language as the plain pattern, without the backtracking bookkeeping.
+_HEADER_BLOCK: Final = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9a-z]++:[^\r\n]*+)*+")
 # The headers that frame a request, found in one pass: (name, raw value) in order.
 _FRAMING: Final = re.compile(rb"\r\n(content-length|transfer-encoding|connection|expect):([^\r\n]*)")
 _OK_JSON: Final = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
@@ -91,8 +91,9 @@ def _header(found: dict[bytes, list[bytes]], name: bytes) -> bytes | None:
 def parse_head(buf: bytes | bytearray, max_body: int) -> Head | None:
     """The head at the start of `buf`, None while it is incomplete, HttpError for what gets an error answer.
 
-    C-level scans (find, lower, two regexes) rather than a loop over header lines: the API server sends six
-    or seven headers per request, and a Python loop over them cost more than the JSON decode.
+    C-level scans (find, lower, a fullmatch and a findall) rather than a loop over header lines: the API
+    server sends six or seven headers per request, and a Python loop over them cost more than the JSON
+    decode.
     """
     end = buf.find(b"\r\n\r\n")
     if end < 0:
@@ -107,7 +108,7 @@ def parse_head(buf: bytes | bytearray, max_body: int) -> Head | None:
         raise HttpError(400, b"bad request line\n")
     method, target, version = parts
     block = bytes(buf[nl:end]).lower()
-    if _BAD_HEADER_BLOCK.search(block) is not None:
+    if _HEADER_BLOCK.fullmatch(block) is None:
         raise HttpError(400, b"bad header line\n")
     length = 0
     close = version == b"HTTP/1.0"

@@ -447,21 +447,28 @@ def _check_unknown_keys(places: Iterable[tuple[str, Mapping[str, str]]], out: li
                 )
 
 
-def _has_unknown_key(m: Mapping[str, str]) -> bool:
-    """Whether _check_unknown_keys would find anything in `m`: a set difference in C leaves the few keys
-    that are not gpuctl's (kueue.x-k8s.io/..., app, ...) to look at."""
-    return any(key.startswith(_PREFIX) for key in m.keys() - KNOWN_KEYS)
+# Whether a run of label and annotation keys holds a runwhere.ai/ key gpuctl does not know, memoised on the
+# keys: they recur (every object gpuctl or a controller makes carries the same ones), so a lookup replaces a
+# pass over them. Bounded: input that never repeats only misses, and the table starts over when full.
+_KEYS_SEEN: Final[dict[tuple[str, ...], bool]] = {}
+_KEYS_SEEN_MAX: Final = 4096
+
+
+def _has_unknown_key(keys: tuple[str, ...]) -> bool:
+    """Whether _check_unknown_keys would find anything among `keys`."""
+    hit = _KEYS_SEEN.get(keys)
+    if hit is None:
+        hit = any(k.startswith(_PREFIX) and k not in KNOWN_KEYS for k in keys)
+        if len(_KEYS_SEEN) >= _KEYS_SEEN_MAX:
+            _KEYS_SEEN.clear()
+        _KEYS_SEEN[keys] = hit
+    return hit
 
 
 def _check_keys(w: _Work, out: list[Violation]) -> None:
     """unknown-key, job-type, priority."""
     labels, tl = w.labels, w.tmpl_labels
-    if (
-        (labels and _has_unknown_key(labels))
-        or (w.annotations and _has_unknown_key(w.annotations))
-        or (tl and _has_unknown_key(tl))
-        or (w.tmpl_annotations and _has_unknown_key(w.tmpl_annotations))
-    ):
+    if _has_unknown_key((*labels, *w.annotations, *tl, *w.tmpl_annotations)):
         places = (
             ("metadata.labels", labels),
             ("metadata.annotations", w.annotations),
