@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from admission.state import ClusterState, NodeInfo
 from gpuctl.constants import (
@@ -192,10 +192,12 @@ class Violation:
         return f"[{self.rule}] {self.message}. Fix: {self.fix}"
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """The answer to one request. `violations` are what the rules found whatever the mode; `allowed` applies
-    the mode; `warnings` are what the API server will show the client (kubectl prints them)."""
+    the mode; `warnings` are what the API server will show the client (kubectl prints them).
+
+    Immutable like a frozen dataclass, but a tuple: one is made per request, and a frozen dataclass's
+    field-by-field object.__setattr__ cost more than some rules."""
 
     allowed: bool
     subject: str = ""
@@ -267,6 +269,8 @@ def _item(v: Any, where: str) -> Mapping[str, Any]:
 
 def _strmap(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, str]:
     m = parent.get(key)
+    if m is None:
+        return _EMPTY
     # The usual case in one C-level pass (exact types: a str subclass is no JSON string either).
     if type(m) is dict and (not m or set(map(type, m.values())) <= _STR_ONLY):
         return m
@@ -660,13 +664,21 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
         else _typed_terms(_required_terms(spec, sp), f"{sp}.affinity...nodeSelectorTerms")
     )
     node_name = spec.get("nodeName")
-    if type(node_name) is not str:
+    if node_name is None:
+        node_name = ""
+    elif type(node_name) is not str:
         node_name = _s(spec, "nodeName", sp)
 
     pool: str | None = None
-    if label_pool is not None and label_pool == tmpl_pool == selector_pool and label_pool in state.pools:
-        pool = label_pool  # the usual case (gpuctl's own objects): one existing pool, said everywhere
-    elif label_pool is not None or tmpl_pool is not None or selector_pool is not None:
+    said = label_pool if label_pool is not None else tmpl_pool if tmpl_pool is not None else selector_pool
+    if (
+        said is not None
+        and (tmpl_pool is None or tmpl_pool == said)
+        and (selector_pool is None or selector_pool == said)
+        and said in state.pools
+    ):
+        pool = said  # the usual case: one existing pool, the same wherever it is said
+    elif said is not None:
         sources: list[tuple[str, str]] = []
         for where, v in (
             ("metadata.labels", label_pool),
@@ -920,12 +932,6 @@ def _controller(meta: Mapping[str, Any], where: str) -> tuple[str, str] | None:
     return None
 
 
-def _username(request: Mapping[str, Any]) -> str:
-    user = request.get("userInfo")
-    name = user.get("username") if type(user) is dict else None
-    return name if type(name) is str else ""
-
-
 def _field_manager(request: Mapping[str, Any]) -> str:
     options = request.get("options")
     fm = options.get("fieldManager") if type(options) is dict else None
@@ -1005,7 +1011,10 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     if managed is False:
         return Verdict(allowed=True, subject=subject, skipped="namespace not managed by gpuctl")
 
-    user = _username(request)
+    user_info = request.get("userInfo")
+    user = user_info.get("username") if type(user_info) is dict else None
+    if type(user) is not str:
+        user = ""
     if user == KUEUE_USER:
         # Kueue unsuspends, injects its flavor's nodeSelector and ungates: it must never depend on this
         # webhook (the API server does not even call for its requests, matchCondition not-kueue).
@@ -1027,6 +1036,8 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
         return Verdict(allowed=True, subject=subject, skipped=f"checked at its owner ({owner[1]})")
 
     found, warn = _work_violations(_work(kind, obj, "request.object"), ns, state, config)
+    if not found and not warn:
+        return Verdict(True, subject)  # what _decide says whatever the old object had
     before: list[Violation] = []
     if old:
         try:
