@@ -12,8 +12,10 @@ import time
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from admission.http import HttpError, HttpProtocol, parse_head
+from admission.http import HttpError, HttpProtocol, head_shape, parse_head, parse_same_shape
 from admission.rules import AdmissionConfig
 from admission.server import AdmissionApp
 from admission.state import ClusterState, StaticState
@@ -193,3 +195,96 @@ def test_parse_head_framing(head: bytes, expected: tuple) -> None:
     except HttpError as exc:
         got = (exc.status, exc.text[: len(expected[1])])
     assert got == expected
+
+
+# A head shaped like the connection's last one is read without parsing (parse_same_shape): it must give
+# parse_head's answer whenever it answers at all, and answer for what the API server sends.
+_NAMES = st.sampled_from(
+    [
+        b"Content-Length",
+        b"content-length",
+        b"Connection",
+        b"Expect",
+        b"Transfer-Encoding",
+        b"Host",
+        b"X-A",
+        b"A b",
+    ]
+)
+_VALUES = st.sampled_from(
+    [
+        b" 12",
+        b"12",
+        b" 12 ",
+        b"\t7",
+        b"x",
+        b" close",
+        b" 100-continue",
+        b"",
+        b"a\nb",
+        b"a\rb",
+        b" 2000",
+        b"1\r",
+    ]
+)
+_LINES = st.lists(st.tuples(_NAMES, st.sampled_from([b":", b": "]), _VALUES).map(b"".join), max_size=5)
+_REQUEST_LINES = st.sampled_from(
+    [b"POST /validate HTTP/1.1", b"POST /validate?timeout=10s HTTP/1.0", b"GET / HTTP/2"]
+)
+
+
+def _head(request_line: bytes, lines: list[bytes]) -> bytes:
+    return request_line + b"".join(b"\r\n" + line for line in lines) + b"\r\n\r\n"
+
+
+def _parsed(buf: bytes) -> tuple:
+    try:
+        return ("head", parse_head(buf, 1000))
+    except HttpError as exc:
+        return ("error", exc.status)
+
+
+_FILLER = st.lists(
+    st.tuples(
+        st.sampled_from([b"Host", b"User-Agent", b"Accept", b"X-A", b"A b", b"Content-Length", b"Expect"]),
+        st.sampled_from([b":", b": "]),
+        _VALUES,
+    ).map(b"".join),
+    max_size=3,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_REQUEST_LINES, _FILLER, _FILLER, _VALUES, _LINES, st.binary(max_size=8))
+def test_a_head_of_the_same_shape_is_read_exactly_as_parse_head_reads_it(
+    rl, above, below, value, other, body
+):
+    def head(cl: bytes) -> bytes:
+        return _head(rl, [*above, b"Content-Length:" + cl, *below])
+
+    old = head(b" 5")
+    parsed = _parsed(old)
+    shape = head_shape(old, parsed[1]) if parsed[0] == "head" else None
+    if shape is None:
+        return
+    # The same head with another Content-Length value, and an unrelated one.
+    for buf in (head(value) + body, _head(rl, other) + body):
+        fast = parse_same_shape(buf, shape, 1000)
+        if fast is not None:
+            assert _parsed(buf) == ("head", fast)
+
+
+def test_the_api_servers_heads_are_read_by_shape():
+    def head(n: int) -> bytes:
+        return (
+            b"POST /validate?timeout=10s HTTP/1.1\r\nHost: gpuctl-webhook.gpuctl-system.svc:443\r\n"
+            b"User-Agent: kube-apiserver-admission\r\nContent-Length: %d\r\nAccept: application/json, */*\r\n"
+            b"Content-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n" % n
+        )
+
+    shape = head_shape(head(5), parse_head(head(5), 10_000))
+    assert shape is not None
+    for n in (0, 7, 1234, 9999):
+        assert parse_same_shape(head(n) + b"{}", shape, 10_000) == parse_head(head(n) + b"{}", 10_000)
+    assert parse_same_shape(head(10_001), shape, 10_000) is None  # parse_head answers the 413
+    assert parse_same_shape(head(5).replace(b"gzip", b"br"), shape, 10_000) is None
