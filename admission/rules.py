@@ -480,7 +480,7 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
             ("spec.template.metadata.annotations", w.tmpl_annotations),
         )
         _check_unknown_keys(places, out)
-    # job-type and priority read four label values and nothing else: their findings are memoised on them.
+    # job-type and priority read six label values and nothing else: their findings are memoised on them.
     found = _label_rules(
         labels.get(_JOB_TYPE),
         tl.get(_JOB_TYPE),
@@ -583,7 +583,7 @@ def _queue_name(w: _Work) -> str:
     """The queue Kueue will use: Jobs, Deployments, StatefulSets and Pods carry it on the object; the pods of
     a bare ReplicaSet are Kueue-managed pods, so there it is the template's."""
     src, ann = (w.tmpl_labels, w.tmpl_annotations) if w.kind == "ReplicaSet" else (w.labels, w.annotations)
-    return src.get(Labels.KUEUE_QUEUE) or ann.get(_QUEUE_ANNOTATION) or ""
+    return src.get(_KUEUE_QUEUE) or ann.get(_QUEUE_ANNOTATION) or ""
 
 
 def _check_queue(
