@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from admission.state import ClusterState, NodeInfo
 from gpuctl.constants import (
@@ -143,6 +143,14 @@ _CHECKED_OWNERS: Final = frozenset({("batch", "Job"), ("apps", "ReplicaSet"), ("
 _CHECKED_RS_OWNERS: Final = frozenset({("apps", "Deployment")})
 
 _EMPTY: Final[Mapping[str, Any]] = {}
+# Label keys read on every request, as module constants (a class attribute lookup per use adds up).
+_POOL: Final = Labels.POOL
+_PREFIX: Final = Labels.PREFIX
+_JOB_TYPE: Final = Labels.JOB_TYPE
+_PRIORITY: Final = Labels.PRIORITY
+_KUEUE_PRIORITY: Final = Labels.KUEUE_PRIORITY
+_KUEUE_QUEUE: Final = Labels.KUEUE_QUEUE
+_STR_ONLY: Final = frozenset({str})
 _NO_QUEUE: Final = (
     "namespace {ns} has no LocalQueue: create the team with gpuctl (it creates LocalQueue default)"
 )
@@ -184,10 +192,12 @@ class Violation:
         return f"[{self.rule}] {self.message}. Fix: {self.fix}"
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """The answer to one request. `violations` are what the rules found whatever the mode; `allowed` applies
-    the mode; `warnings` are what the API server will show the client (kubectl prints them)."""
+    the mode; `warnings` are what the API server will show the client (kubectl prints them).
+
+    Immutable like a frozen dataclass, but a tuple: one is made per request, and a frozen dataclass's
+    field-by-field object.__setattr__ cost more than some rules."""
 
     allowed: bool
     subject: str = ""
@@ -258,6 +268,12 @@ def _item(v: Any, where: str) -> Mapping[str, Any]:
 
 
 def _strmap(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, str]:
+    m = parent.get(key)
+    if m is None:
+        return _EMPTY
+    # The usual case in one C-level pass (exact types: a str subclass is no JSON string either).
+    if type(m) is dict and (not m or set(map(type, m.values())) <= _STR_ONLY):
+        return m
     m = _m(parent, key, where)
     for k, v in m.items():
         if type(v) is not str:
@@ -282,26 +298,30 @@ class _Work:
 
 
 def _work(kind: str, obj: Mapping[str, Any], where: str) -> _Work:
-    meta = _m(obj, "metadata", where)
-    mw = f"{where}.metadata"
-    labels = _strmap(meta, "labels", mw)
-    annotations = _strmap(meta, "annotations", mw)
-    spec = _m(obj, "spec", where)
+    # Each `x = get(); if type(x) is not dict: x = _m(...)` is _m's check with the error path (and its
+    # f-string) only taken when the value is missing or wrong: same results, same errors, same order.
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        meta = _m(obj, "metadata", where)
+    labels = _strmap(meta, "labels", f"{where}.metadata")
+    annotations = _strmap(meta, "annotations", f"{where}.metadata")
+    spec = obj.get("spec")
+    if type(spec) is not dict:
+        spec = _m(obj, "spec", where)
     if kind == "Pod":
         return _Work(kind, labels, annotations, _EMPTY, _EMPTY, spec, "spec", False)
-    tmpl = _m(spec, "template", f"{where}.spec")
-    tw = f"{where}.spec.template"
-    tmeta = _m(tmpl, "metadata", tw)
-    return _Work(
-        kind,
-        labels,
-        annotations,
-        _strmap(tmeta, "labels", f"{tw}.metadata"),
-        _strmap(tmeta, "annotations", f"{tw}.metadata"),
-        _m(tmpl, "spec", tw),
-        "spec.template.spec",
-        True,
-    )
+    tmpl = spec.get("template")
+    if type(tmpl) is not dict:
+        tmpl = _m(spec, "template", f"{where}.spec")
+    tmeta = tmpl.get("metadata")
+    if type(tmeta) is not dict:
+        tmeta = _m(tmpl, "metadata", f"{where}.spec.template")
+    tmpl_labels = _strmap(tmeta, "labels", f"{where}.spec.template.metadata")
+    tmpl_annotations = _strmap(tmeta, "annotations", f"{where}.spec.template.metadata")
+    pspec = tmpl.get("spec")
+    if type(pspec) is not dict:
+        pspec = _m(tmpl, "spec", f"{where}.spec.template")
+    return _Work(kind, labels, annotations, tmpl_labels, tmpl_annotations, pspec, "spec.template.spec", True)
 
 
 def pod_gpus(spec: Mapping[str, Any], where: str = "spec") -> int:
@@ -431,32 +451,79 @@ def _check_unknown_keys(places: Iterable[tuple[str, Mapping[str, str]]], out: li
                 )
 
 
+# Whether a run of label and annotation keys holds a runwhere.ai/ key gpuctl does not know, memoised on the
+# keys: they recur (every object gpuctl or a controller makes carries the same ones), so a lookup replaces a
+# pass over them. Bounded: input that never repeats only misses, and the table starts over when full.
+_KEYS_SEEN: Final[dict[tuple[str, ...], bool]] = {}
+_KEYS_SEEN_MAX: Final = 4096
+
+
+def _has_unknown_key(keys: tuple[str, ...]) -> bool:
+    """Whether _check_unknown_keys would find anything among `keys`."""
+    hit = _KEYS_SEEN.get(keys)
+    if hit is None:
+        hit = any(k.startswith(_PREFIX) and k not in KNOWN_KEYS for k in keys)
+        if len(_KEYS_SEEN) >= _KEYS_SEEN_MAX:
+            _KEYS_SEEN.clear()
+        _KEYS_SEEN[keys] = hit
+    return hit
+
+
 def _check_keys(w: _Work, out: list[Violation]) -> None:
     """unknown-key, job-type, priority."""
-    places = (
-        ("metadata.labels", w.labels),
-        ("metadata.annotations", w.annotations),
-        ("spec.template.metadata.labels", w.tmpl_labels),
-        ("spec.template.metadata.annotations", w.tmpl_annotations),
+    labels, tl = w.labels, w.tmpl_labels
+    if _has_unknown_key((*labels, *w.annotations, *tl, *w.tmpl_annotations)):
+        places = (
+            ("metadata.labels", labels),
+            ("metadata.annotations", w.annotations),
+            ("spec.template.metadata.labels", tl),
+            ("spec.template.metadata.annotations", w.tmpl_annotations),
+        )
+        _check_unknown_keys(places, out)
+    # job-type and priority read six label values and nothing else: their findings are memoised on them.
+    found = _label_rules(
+        labels.get(_JOB_TYPE),
+        tl.get(_JOB_TYPE),
+        labels.get(_PRIORITY),
+        tl.get(_PRIORITY),
+        labels.get(_KUEUE_PRIORITY),
+        tl.get(_KUEUE_PRIORITY),
     )
-    _check_unknown_keys(places, out)
+    if found:
+        out += found
 
-    for where, m in (("metadata.labels", w.labels), ("spec.template.metadata.labels", w.tmpl_labels)):
-        jt = m.get(Labels.JOB_TYPE)
-        if jt is not None and jt not in JOB_TYPES:
+
+@lru_cache(maxsize=1024)
+def _label_rules(
+    jt: str | None,
+    tmpl_jt: str | None,
+    p: str | None,
+    tmpl_p: str | None,
+    cls: str | None,
+    tmpl_cls: str | None,
+) -> tuple[Violation, ...]:
+    """job-type and priority, from the object's and its pod template's label values (None: no label)."""
+    out: list[Violation] = []
+    for where, v in (("metadata.labels", jt), ("spec.template.metadata.labels", tmpl_jt)):
+        if v is not None and v not in JOB_TYPES:
             out.append(
                 Violation(
                     JOB_TYPE,
-                    f'{where}[{Labels.JOB_TYPE}] is "{jt}"{_did_you_mean(jt, JOB_TYPES)}',
+                    f'{where}[{Labels.JOB_TYPE}] is "{v}"{_did_you_mean(v, JOB_TYPES)}',
                     f"use one of {', '.join(JOB_TYPES)}",
                 )
             )
+    _check_priority(((p, cls), (tmpl_p, tmpl_cls)), out)
+    return tuple(out)
 
+
+def _check_priority(levels: tuple[tuple[str | None, str | None], ...], out: list[Violation]) -> None:
+    """(runwhere.ai/priority, kueue.x-k8s.io/priority-class) of the object, then of its pod template."""
+    places = ("metadata.labels", "spec.template.metadata.labels")
     # Priority: each level that says one must say a valid one, the levels must agree, and Kueue's
     # priority class (what Kueue actually schedules by) must be the matching gpuctl class.
     said: str | None = None
-    for where, m in (("metadata.labels", w.labels), ("spec.template.metadata.labels", w.tmpl_labels)):
-        p = m.get(Labels.PRIORITY)
+    for where, (p, _) in zip(places, levels, strict=True):
         if p is None:
             continue
         if p not in PRIORITY_VALUES:
@@ -478,8 +545,7 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
             )
             return
         said = p
-    for where, m in (("metadata.labels", w.labels), ("spec.template.metadata.labels", w.tmpl_labels)):
-        cls = m.get(Labels.KUEUE_PRIORITY)
+    for where, (_, cls) in zip(places, levels, strict=True):
         if cls is None:
             continue
         if cls.startswith(CLASS_PREFIX) and cls not in PRIORITY_CLASSES:
@@ -502,7 +568,7 @@ def _check_keys(w: _Work, out: list[Violation]) -> None:
                 )
             )
             return
-    if said is not None and Labels.KUEUE_PRIORITY not in w.labels:
+    if said is not None and levels[0][1] is None:
         out.append(
             Violation(
                 PRIORITY,
@@ -517,7 +583,7 @@ def _queue_name(w: _Work) -> str:
     """The queue Kueue will use: Jobs, Deployments, StatefulSets and Pods carry it on the object; the pods of
     a bare ReplicaSet are Kueue-managed pods, so there it is the template's."""
     src, ann = (w.tmpl_labels, w.tmpl_annotations) if w.kind == "ReplicaSet" else (w.labels, w.annotations)
-    return src.get(Labels.KUEUE_QUEUE) or ann.get(_QUEUE_ANNOTATION) or ""
+    return src.get(_KUEUE_QUEUE) or ann.get(_QUEUE_ANNOTATION) or ""
 
 
 def _check_queue(
@@ -525,8 +591,8 @@ def _check_queue(
 ) -> None:
     queues = state.local_queues.get(ns, _EMPTY)
     name = _queue_name(w)
-    where = "spec.template.metadata.labels" if w.kind == "ReplicaSet" else "metadata.labels"
     if not name:
+        where = "spec.template.metadata.labels" if w.kind == "ReplicaSet" else "metadata.labels"
         fix = (
             f"add label {Labels.KUEUE_QUEUE}: {_names(queues)} in {where}"
             if queues
@@ -559,7 +625,7 @@ def _check_queue(
             )
         )
         return
-    if any(f in state.pools for f in state.cluster_queues.get(cq, ())):
+    if not state.pools.isdisjoint(state.cluster_queues.get(cq, ())):
         _check_topology(w, gpus, cq, out)
     if cq and cq not in state.cluster_queues:
         warn.append(
@@ -570,11 +636,10 @@ def _check_queue(
 
 def _check_topology(w: _Work, gpus: int, cq: str, out: list[Violation]) -> None:
     """Pool flavors are TAS flavors: Kueue admits a pod set there only if it asks for a topology."""
-    ann, where = (
-        (w.tmpl_annotations, "spec.template.metadata") if w.has_template else (w.annotations, "metadata")
-    )
-    if any(k in ann for k in TAS_REQUEST_KEYS):
+    ann = w.tmpl_annotations if w.has_template else w.annotations
+    if ann and not ann.keys().isdisjoint(TAS_REQUEST_KEYS):
         return
+    where = "spec.template.metadata" if w.has_template else "metadata"
     out.append(
         Violation(
             GPU_TOPOLOGY,
@@ -591,21 +656,37 @@ def _check_topology(w: _Work, gpus: int, cq: str, out: list[Violation]) -> None:
 def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], warn: list[str]) -> None:
     """pool-exists, pool-placement and gpu-fits-node."""
     spec, sp = w.spec, w.spec_path
-    selector = _strmap(spec, "nodeSelector", sp)
-    sources: list[tuple[str, str]] = []
-    for where, m in (
-        ("metadata.labels", w.labels),
-        ("spec.template.metadata.labels", w.tmpl_labels),
-        (f"{sp}.nodeSelector", selector),
-    ):
-        v = m.get(Labels.POOL)
-        if v is not None:
-            sources.append((where, v))
-    terms = _typed_terms(_required_terms(spec, sp), f"{sp}.affinity...nodeSelectorTerms")
-    node_name = _s(spec, "nodeName", sp)
+    selector = _EMPTY if spec.get("nodeSelector") is None else _strmap(spec, "nodeSelector", sp)
+    label_pool, tmpl_pool, selector_pool = w.labels.get(_POOL), w.tmpl_labels.get(_POOL), selector.get(_POOL)
+    terms: list[Mapping[str, Any]] = (
+        []
+        if spec.get("affinity") is None
+        else _typed_terms(_required_terms(spec, sp), f"{sp}.affinity...nodeSelectorTerms")
+    )
+    node_name = spec.get("nodeName")
+    if node_name is None:
+        node_name = ""
+    elif type(node_name) is not str:
+        node_name = _s(spec, "nodeName", sp)
 
     pool: str | None = None
-    if sources:
+    said = label_pool if label_pool is not None else tmpl_pool if tmpl_pool is not None else selector_pool
+    if (
+        said is not None
+        and (tmpl_pool is None or tmpl_pool == said)
+        and (selector_pool is None or selector_pool == said)
+        and said in state.pools
+    ):
+        pool = said  # the usual case: one existing pool, the same wherever it is said
+    elif said is not None:
+        sources: list[tuple[str, str]] = []
+        for where, v in (
+            ("metadata.labels", label_pool),
+            ("spec.template.metadata.labels", tmpl_pool),
+            (f"{sp}.nodeSelector", selector_pool),
+        ):
+            if v is not None:
+                sources.append((where, v))
         bad = False
         for where, v in dict((v, (where, v)) for where, v in sources).values():
             if v not in state.pools:
@@ -635,8 +716,8 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
         pool = sources[0][1]
 
     if pool is not None:
-        pin = f"{sp}.nodeSelector[{Labels.POOL}]: {pool}"
-        if Labels.POOL not in selector and not (terms and all(_pins_pool(t) for t in terms)):
+        if selector_pool is None and not (terms and all(_pins_pool(t) for t in terms)):
+            pin = f"{sp}.nodeSelector[{Labels.POOL}]: {pool}"
             out.append(
                 Violation(
                     POOL_PLACEMENT,
@@ -666,7 +747,10 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                     )
                 )
         members = state.pool_nodes.get(pool, ())
-        extra = any(k != Labels.POOL for k in selector) or any(_has_other_conditions(t) for t in terms)
+        # Any nodeSelector key besides the pool's, or any other condition in the terms.
+        extra = len(selector) > (selector_pool is not None) or (
+            bool(terms) and any(_has_other_conditions(t) for t in terms)
+        )
         if extra and members and not any(_node_ok(n, selector, terms, False) for n in members):
             elsewhere = sorted(
                 {
@@ -741,13 +825,19 @@ def _check_gpus(gpus: int, pool: str | None, state: ClusterState, out: list[Viol
 
 
 def _check_host_paths(w: _Work, config: AdmissionConfig, out: list[Violation]) -> None:
+    volumes = w.spec.get("volumes")
+    if volumes is None:
+        return
     for i, vol in enumerate(_l(w.spec, "volumes", w.spec_path)):
-        where = f"{w.spec_path}.volumes[{i}]"
-        vol = _item(vol, where)
+        if type(vol) is not dict:
+            _item(vol, f"{w.spec_path}.volumes[{i}]")
         hp = vol.get("hostPath")
         if hp is None:
             continue
-        raw = _s(_item(hp, f"{where}.hostPath"), "path", f"{where}.hostPath")
+        raw = hp.get("path") if type(hp) is dict else None
+        if type(raw) is not str:
+            where = f"{w.spec_path}.volumes[{i}]"
+            raw = _s(_item(hp, f"{where}.hostPath"), "path", f"{where}.hostPath")
         if not raw.startswith("/"):
             out.append(
                 Violation(
@@ -758,8 +848,7 @@ def _check_host_paths(w: _Work, config: AdmissionConfig, out: list[Violation]) -
                 )
             )
             continue
-        norm = normalise_host_path(raw)
-        denied = path_denied(norm, config.allowed_host_paths)
+        norm, denied = _host_path(raw, config.allowed_host_paths)
         if denied is not None:
             inside = "" if denied == norm else f" (inside {denied})"
             allowed = f" (allowed: {_names(config.allowed_host_paths)})" if config.allowed_host_paths else ""
@@ -772,6 +861,14 @@ def _check_host_paths(w: _Work, config: AdmissionConfig, out: list[Violation]) -
                     f"{HOST_PATH}={norm}",
                 )
             )
+
+
+@lru_cache(maxsize=1024)
+def _host_path(raw: str, allowed: tuple[str, ...]) -> tuple[str, str | None]:
+    """(normalised path, the deny-list entry that forbids it or None): pure, and the same few paths (a
+    team's data directories) come back in request after request."""
+    norm = normalise_host_path(raw)
+    return norm, path_denied(norm, allowed)
 
 
 def _vol_name(vol: Mapping[str, Any]) -> str:
@@ -835,12 +932,6 @@ def _controller(meta: Mapping[str, Any], where: str) -> tuple[str, str] | None:
     return None
 
 
-def _username(request: Mapping[str, Any]) -> str:
-    user = request.get("userInfo")
-    name = user.get("username") if type(user) is dict else None
-    return name if type(name) is str else ""
-
-
 def _field_manager(request: Mapping[str, Any]) -> str:
     options = request.get("options")
     fm = options.get("fieldManager") if type(options) is dict else None
@@ -864,11 +955,22 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     """
     if type(request) is not dict:
         raise Malformed("request must be an object")
-    kind_ref = _m(request, "kind", "request")
-    group, kind = _s(kind_ref, "group", "request.kind"), _s(kind_ref, "kind", "request.kind")
+    # `x = get(); if type(x) is not ...: x = _s(...)`: the typed accessors' checks, their error paths (and
+    # f-strings) only taken for a missing or mistyped value.
+    kind_ref = request.get("kind")
+    if type(kind_ref) is not dict:
+        kind_ref = _m(request, "kind", "request")
+    group = kind_ref.get("group")
+    if type(group) is not str:
+        group = _s(kind_ref, "group", "request.kind")
+    kind = kind_ref.get("kind")
+    if type(kind) is not str:
+        kind = _s(kind_ref, "kind", "request.kind")
     if not kind:
         raise Malformed("request.kind.kind is missing")
-    op = _s(request, "operation", "request")
+    op = request.get("operation")
+    if type(op) is not str:
+        op = _s(request, "operation", "request")
     if op not in ("CREATE", "UPDATE"):
         if op in ("DELETE", "CONNECT"):
             return Verdict(allowed=True, skipped=f"operation {op}")
@@ -897,9 +999,11 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     if gk != _POD and gk not in _TEMPLATE_KINDS:
         return Verdict(allowed=True, skipped=f"kind {group}/{kind} is not reviewed")
 
-    ns = _s(request, "namespace", "request") or _s(
-        _m(obj, "metadata", "request.object"), "namespace", "metadata"
-    )
+    ns = request.get("namespace")
+    if type(ns) is not str:
+        ns = _s(request, "namespace", "request")
+    if not ns:
+        ns = _s(_m(obj, "metadata", "request.object"), "namespace", "metadata")
     subject = _subject(kind, ns, obj, request)
     managed = state.namespaces.get(ns)
     # A namespace the cache has not seen yet: the API server only calls for namespaces the webhook's
@@ -907,12 +1011,20 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     if managed is False:
         return Verdict(allowed=True, subject=subject, skipped="namespace not managed by gpuctl")
 
-    user = _username(request)
+    user_info = request.get("userInfo")
+    user = user_info.get("username") if type(user_info) is dict else None
+    if type(user) is not str:
+        user = ""
     if user == KUEUE_USER:
         # Kueue unsuspends, injects its flavor's nodeSelector and ungates: it must never depend on this
         # webhook (the API server does not even call for its requests, matchCondition not-kueue).
         return Verdict(allowed=True, subject=subject, skipped="Kueue's own request")
-    owner = _controller(_m(obj, "metadata", "request.object"), "request.object.metadata")
+    meta = obj.get("metadata")
+    owner = (
+        None
+        if type(meta) is dict and meta.get("ownerReferences") is None
+        else _controller(_m(obj, "metadata", "request.object"), "request.object.metadata")
+    )
     if (
         owner is not None
         and (
@@ -924,6 +1036,8 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
         return Verdict(allowed=True, subject=subject, skipped=f"checked at its owner ({owner[1]})")
 
     found, warn = _work_violations(_work(kind, obj, "request.object"), ns, state, config)
+    if not found and not warn:
+        return Verdict(True, subject)  # what _decide says whatever the old object had
     before: list[Violation] = []
     if old:
         try:

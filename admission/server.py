@@ -28,7 +28,6 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -156,16 +155,23 @@ class _Metrics:
         self.objects.labels("namespaces").set(len(state.namespaces))
 
 
-@dataclass(slots=True)
+_NO_REQUEST: Final[dict[str, Any]] = {}  # never mutated: needs_recheck only asks whether it is empty
+
+
 class _Result:
-    t0: float
-    uid: str = ""
-    request: dict[str, Any] = field(default_factory=dict)
-    kind: str = "unknown"
-    op: str = "unknown"
-    dry: str = "false"
-    verdict: Verdict | None = None
-    error: str = ""
+    """One request on its way through evaluate, recheck and finish."""
+
+    __slots__ = ("dry", "error", "kind", "op", "request", "t0", "uid", "verdict")
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.uid = ""
+        self.request: dict[str, Any] = _NO_REQUEST
+        self.kind = "unknown"
+        self.op = "unknown"
+        self.dry = "false"
+        self.verdict: Verdict | None = None
+        self.error = ""
 
 
 class BadRequest(Exception):
@@ -199,13 +205,15 @@ def parse_review(body: bytes) -> tuple[str, dict[str, Any]]:
 _ALLOW_PREFIX: Final = b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":'
 
 
-def response_body(uid: str, verdict: Verdict) -> bytes:
+def response_body(uid: str, verdict: Verdict, message: str | None = None) -> bytes:
+    """The AdmissionReview answer; `message` is verdict.message() if the caller has it already."""
     if verdict.allowed and not verdict.warnings:
         return b'%s%s,"allowed":true}}' % (_ALLOW_PREFIX, orjson.dumps(uid))
     resp: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
     if not verdict.allowed:
         reason = "ServiceUnavailable" if verdict.code == 503 else "Forbidden"
-        resp["status"] = {"code": verdict.code, "reason": reason, "message": verdict.message()}
+        text = verdict.message() if message is None else message
+        resp["status"] = {"code": verdict.code, "reason": reason, "message": text}
     if verdict.warnings:
         resp["warnings"] = list(verdict.warnings)
     return orjson.dumps({"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": resp})
@@ -311,16 +319,17 @@ class AdmissionApp:
             log.info("400: %s", r.error)
             return 400, f"{r.error}\n".encode(), _TEXT
         verdict = r.verdict
-        out = response_body(r.uid, verdict)
+        stats = self.metrics.stats
         if verdict.violations:
+            message = verdict.message()
+            out = response_body(r.uid, verdict, message)
             decision = "warn" if verdict.allowed else "deny"
-            self.metrics.count(r.kind, r.op, decision, verdict.violations[0].rule, r.dry)
-            log.info(
-                "%s %s (dryRun=%s uid=%s): %s", decision, verdict.subject, r.dry, r.uid, verdict.message()
-            )
+            stats.count((r.kind, r.op, decision, verdict.violations[0].rule, r.dry))
+            log.info("%s %s (dryRun=%s uid=%s): %s", decision, verdict.subject, r.dry, r.uid, message)
         else:
-            self.metrics.count(r.kind, r.op, "allow", "", r.dry)
-        self.metrics.observe(r.kind, r.op, time.perf_counter() - r.t0)
+            out = response_body(r.uid, verdict)
+            stats.count((r.kind, r.op, "allow", "", r.dry))
+        stats.observe(r.kind, r.op, time.perf_counter() - r.t0)
         return 200, out, _JSON
 
     def ready(self) -> tuple[bool, str]:

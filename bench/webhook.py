@@ -559,7 +559,8 @@ def part1(args: argparse.Namespace, tmp: Path, ca: Path, crt: Path, key: Path) -
     sched = "SCHED_FIFO (--realtime)" if os.sched_getscheduler(0) == os.SCHED_FIFO else "normal"
     print(
         f"   machine: {os.cpu_count()} CPUs, load average before: {load()}; scheduling: {sched}, "
-        f"nice {os.nice(0)}"
+        f"nice {os.nice(0)}; servers run on Python {sys.version.split()[0]} ({sys.executable}) unless "
+        "a variant names another ('^python')"
     )
     try:
         import uvloop

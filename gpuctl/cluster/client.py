@@ -308,7 +308,9 @@ class Cluster:
 
     def pending_workloads(self, cluster_queue: str) -> list[dict] | None:
         """Kueue's visibility API for one ClusterQueue: every pending Workload with its position, paged
-        by `offset` (the API's own limit is 1,000 per answer); None when the API is not served."""
+        by `offset` (the API's own limit is 1,000 per answer); None when the API is not served, or
+        this identity may not read it (403: RBAC on clusterqueues/pendingworkloads), so the caller
+        computes the answer from the Workloads instead."""
         if self._visibility is False:
             return None
         items: list[dict] = []
@@ -322,6 +324,8 @@ class Cluster:
                         self._visibility = version
                         return items
             except ApiError as e:
+                if e.status == 403:
+                    return None  # served, not to us (may differ per ClusterQueue: not remembered)
                 if e.status not in (404, 503):
                     raise
                 items = []

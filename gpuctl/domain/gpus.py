@@ -84,14 +84,18 @@ def container_gpus(c: Any, where: str = "container") -> int:
         v = _map(res, "limits", f"{where}.resources").get(GPU_RESOURCE)
         if v is None:
             return 0
+    if type(v) is str and v.isascii() and v.isdigit():  # the usual "4": quantity_gpus without the f-string
+        return min(int(v), MAX_GPUS)
     return quantity_gpus(v, f"{where}.resources[{GPU_RESOURCE}]")
 
 
 def _effective(spec: Mapping[str, Any], where: str, per_container: Callable[[Any, str], Any]) -> Any:
     """A pod's effective request of one resource: max(app containers + sidecars, init-phase peak)."""
-    main = sum(
-        per_container(c, f"{where}.containers[{i}]") for i, c in enumerate(_list(spec, "containers", where))
-    )
+    main = 0
+    for i, c in enumerate(_list(spec, "containers", where)):
+        main += per_container(c, f"{where}.containers[{i}]")
+    if spec.get("initContainers") is None:
+        return max(main, 0)  # what the general case below gives without init containers
     sidecars = 0
     init_peak = 0
     for i, c in enumerate(_list(spec, "initContainers", where)):

@@ -161,6 +161,34 @@ def team_usage(cq: Mapping[str, Any]) -> TeamUsage:
     )
 
 
+def pool_reservations(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Flavor (a pool's flavor is named after it) -> GPUs held there by Workloads that reserved quota,
+    summed over the ClusterQueues' status.flavorsReservation: Kueue's own count, for gpuctl's team
+    queues and any other ClusterQueue naming the flavor alike. Reading it costs one small list where
+    summing the Workloads (gpuctl.domain.workload.reserved_gpus) costs a list of every Workload."""
+    out: dict[str, int] = {}
+    for cq in cluster_queues:
+        for flavor, gpus in team_usage(cq).pool_gpus.items():
+            out[flavor] = out.get(flavor, 0) + gpus
+    return out
+
+
+def flavor_reserved(cluster_queues: Iterable[Mapping[str, Any]], flavor: str) -> bool:
+    """Whether any Workload holds quota of `flavor` (any resource: a CPU-only pool's jobs hold no GPU),
+    by the ClusterQueues' status.flavorsReservation."""
+    for cq in cluster_queues:
+        for fr in (cq.get("status") or {}).get("flavorsReservation") or []:
+            if fr.get("name") != flavor:
+                continue
+            for r in fr.get("resources") or []:
+                try:
+                    if parse_quantity(str(r.get("total") or "0")) != 0:
+                        return True
+                except QuantityError:
+                    return True  # unreadable: assume held (the caller then reads the Workloads)
+    return False
+
+
 def team_queues(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """Team namespace -> its gpuctl ClusterQueue (foreign ClusterQueues are not teams)."""
     return {name(cq): cq for cq in cluster_queues if is_gpuctl_object(cq)}

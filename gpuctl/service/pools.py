@@ -20,7 +20,13 @@ from gpuctl.domain.pools import (
     stale_flavors,
 )
 from gpuctl.domain.status import WAITING_STATES, State
-from gpuctl.domain.teams import cohort_spec_equal, desired_cohort, team_from_cluster_queue, team_usage
+from gpuctl.domain.teams import (
+    cohort_spec_equal,
+    desired_cohort,
+    flavor_reserved,
+    team_from_cluster_queue,
+    team_usage,
+)
 from gpuctl.domain.workload import WorkloadState, assigned_flavors, workload_state
 from gpuctl.service.convert import node_label_patch
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
@@ -295,12 +301,17 @@ def delete_pool(
     if not is_gpuctl_object(flavor):
         raise Conflict(f"ResourceFlavor {name} was not created by gpuctl; gpuctl leaves it alone")
     users = jobs_using_pool(inv, name)
-    admitted = sorted(
-        f"{w['metadata']['namespace']}/{w['metadata']['name']}"
-        for w in inv.workloads_all
-        if workload_state(w) in (WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED)
-        and not w["metadata"].get("deletionTimestamp")
-        and name in assigned_flavors(w)
+    # Which Workloads hold the pool's quota: listed only when a ClusterQueue says some do.
+    admitted = (
+        sorted(
+            f"{w['metadata']['namespace']}/{w['metadata']['name']}"
+            for w in inv.workloads_all
+            if workload_state(w) in (WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED)
+            and not w["metadata"].get("deletionTimestamp")
+            and name in assigned_flavors(w)
+        )
+        if flavor_reserved(inv.all_cluster_queues, name)
+        else []
     )
     if (users or admitted) and not keep_running:
         raise Conflict(

@@ -9,7 +9,8 @@ from gpuctl.constants import Labels
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, workload_gpus
 from gpuctl.domain.objects import annotations, name
 from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready, pool_capacities
-from gpuctl.domain.workload import WAITING, reserved_gpus, workload_pool, workload_state
+from gpuctl.domain.teams import pool_reservations
+from gpuctl.domain.workload import workload_pool
 from gpuctl.service.inventory import Inventory
 
 
@@ -44,8 +45,9 @@ class PoolUsage:
 
 
 def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsage]:
-    """Per pool: capacity (Ready nodes), Kueue reservations, queued GPUs and, with_pods, what bound
-    pods hold (one more list of every unfinished pod)."""
+    """Per pool: capacity (Ready nodes), Kueue reservations (the ClusterQueues' status), queued GPUs
+    (the waiting Workloads) and, with_pods, what bound pods hold (one more list of every unfinished
+    pod). No list of every Workload unless many wait (Inventory.waiting_workloads)."""
     pools = list(inv.pools)
     caps = {c.name: c for c in pool_capacities(inv.nodes, pools)}
     descr = {name(f): annotations(f).get(Labels.DESCRIPTION, "") for f in inv.flavors}
@@ -69,14 +71,13 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
             p = node_to_pool.get((pod.get("spec") or {}).get("nodeName") or "")
             if p and pod_holds_gpus(pod):
                 out[p].used += pod_gpus(pod)
-    for wl in inv.workloads_all:
-        for pool, gpus in reserved_gpus(wl).items():
-            if pool in out:
-                out[pool].reserved += gpus
-        if workload_state(wl) in WAITING:
-            p = workload_pool(wl)
-            if p in out:
-                out[p].queued += workload_gpus(wl)
+    for pool, gpus in pool_reservations(inv.all_cluster_queues).items():
+        if pool in out:
+            out[pool].reserved += gpus
+    for wl in inv.waiting_workloads:
+        p = workload_pool(wl)
+        if p in out:
+            out[p].queued += workload_gpus(wl)
     for u in out.values():
         if not u.nodes:
             u.status = "empty"

@@ -11,6 +11,8 @@ import pytest
 from gpuctl.cli.main import main
 from gpuctl.cluster import path
 from gpuctl.constants import COHORT_NAME, QUOTA_GPU, Labels
+from gpuctl.domain.gpus import workload_gpus
+from gpuctl.domain.workload import WAITING, reserved_gpus, workload_pool, workload_state
 from tests.integration.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,6 +221,23 @@ def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, 
         return lines if rc == 0 and len(lines) == 2 else None
 
     lines = wait_until(reasons, 30, what="web and huge Queued")
+    # get pools: RESERVED from the ClusterQueues' status and QUEUED from the waiting Workloads Kueue's
+    # visibility API names agree with summing every Workload (the rule they replace).
+    workloads = kube.list(path("Workload"))
+    expected = {"reserved": 0, "queued": 0}
+    for w in workloads:
+        expected["reserved"] += reserved_gpus(w).get("training-pool", 0)
+        if workload_state(w) in WAITING and workload_pool(w) == "training-pool":
+            expected["queued"] += workload_gpus(w)
+    assert expected == {"reserved": 16, "queued": 7}, expected
+
+    def pool_numbers() -> dict[str, int] | None:
+        rc, out, _ = gpuctl("get", "pools", "-o", "json")
+        row = next(r for r in json.loads(out) if r["name"] == "training-pool")
+        got = {"reserved": row["gpu_reserved"], "queued": row["gpu_queued"]}
+        return got if rc == 0 and got == expected else None
+
+    wait_until(pool_numbers, 30, what=f"get pools shows training-pool {expected}")
     assert "training-pool has 0 of 16 GPUs free, this job needs 2" in lines["web"], lines["web"]
     assert "no node in training-pool has 30000 CPUs for one pod" in lines["huge"], lines["huge"]
     assert gpuctl("delete", "job", "web", "-n", b)[0] == 0

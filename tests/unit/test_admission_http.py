@@ -11,8 +11,11 @@ import asyncio
 import time
 
 import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from admission.http import HttpProtocol
+from admission.http import HttpError, HttpProtocol, head_shape, parse_head, parse_same_shape
 from admission.rules import AdmissionConfig
 from admission.server import AdmissionApp
 from admission.state import ClusterState, StaticState
@@ -150,3 +153,138 @@ def test_cache_dependent_denial_is_rechecked_and_later_requests_wait_their_turn(
     assert first["allowed"] is False and "[pool-exists]" in first["status"]["message"]
     assert second["allowed"] is False and "[unknown-key]" in second["status"]["message"]
     assert time.monotonic() - t0 >= 0.3 and not t.paused
+
+
+# parse_head's two regex scans against what a line-by-line parser would say (the cases the scans could get
+# wrong: CR or LF alone, names that are not tokens, framing headers repeated, a name that ends in one).
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b"POST /v HTTP/1.1\r\nHost: x\r\nContent-Length: 5", ("ok", 5, False, False)),
+        (b"POST /v HTTP/1.1\r\ncontent-length:5\r\nconnection: Keep-Alive, Upgrade", ("ok", 5, False, False)),
+        (b"POST /v HTTP/1.0\r\nContent-Length: 5", ("ok", 5, True, False)),
+        (b"POST /v HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 0", ("ok", 0, False, False)),
+        (b"POST /v HTTP/1.1\r\nConnection: TE, close\r\nContent-Length: 1", ("ok", 1, True, False)),
+        (b"POST /v HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2", ("ok", 2, False, True)),
+        (b"POST /v HTTP/1.1\r\nContent-Length: 5\r\nContent-Length:  5 ", ("ok", 5, False, False)),
+        (b"POST /v HTTP/1.1\r\nX-Content-Length: 9\r\nContent-Length: 5", ("ok", 5, False, False)),
+        (b"POST /v HTTP/1.1\r\nX-A: content-length: 9\r\nContent-Length: 5", ("ok", 5, False, False)),
+        (b"POST /v HTTP/1.1", ("ok", 0, False, False)),
+        (b"POST /v HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6", (400, b"conflicting content-length")),
+        (
+            b"POST /v HTTP/1.1\r\nConnection: close\r\nConnection: keep-alive",
+            (400, b"conflicting connection"),
+        ),
+        (b"POST /v HTTP/1.1\r\nContent-Length: -5", (400, b"bad content-length")),
+        (
+            b"POST /v HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked",
+            (411, b"send a Content-Length"),
+        ),
+        (b"POST /v HTTP/1.1\r\nHost: a\nb: c\r\nContent-Length: 5", (400, b"bad header line")),
+        (b"POST /v HTTP/1.1\r\nHost: a\rb\r\nContent-Length: 5", (400, b"bad header line")),
+        (b"POST /v HTTP/1.1\r\nBad Name: x\r\nContent-Length: 5", (400, b"bad header line")),
+        (b"POST /v HTTP/1.1\r\nContent-Length 5", (400, b"bad header line")),
+        (b"POST /v HTTP/1.1\r\n: x", (400, b"bad header line")),
+        (b"POST /v HTTP/2\r\nContent-Length: 5", (400, b"bad request line")),
+    ],
+)
+def test_parse_head_framing(head: bytes, expected: tuple) -> None:
+    try:
+        h = parse_head(head + b"\r\n\r\n", 1000)
+        got: tuple = ("ok", h.length, h.close, h.expect)
+    except HttpError as exc:
+        got = (exc.status, exc.text[: len(expected[1])])
+    assert got == expected
+
+
+# A head shaped like the connection's last one is read without parsing (parse_same_shape): it must give
+# parse_head's answer whenever it answers at all, and answer for what the API server sends.
+_NAMES = st.sampled_from(
+    [
+        b"Content-Length",
+        b"content-length",
+        b"Connection",
+        b"Expect",
+        b"Transfer-Encoding",
+        b"Host",
+        b"X-A",
+        b"A b",
+    ]
+)
+_VALUES = st.sampled_from(
+    [
+        b" 12",
+        b"12",
+        b" 12 ",
+        b"\t7",
+        b"x",
+        b" close",
+        b" 100-continue",
+        b"",
+        b"a\nb",
+        b"a\rb",
+        b" 2000",
+        b"1\r",
+    ]
+)
+_LINES = st.lists(st.tuples(_NAMES, st.sampled_from([b":", b": "]), _VALUES).map(b"".join), max_size=5)
+_REQUEST_LINES = st.sampled_from(
+    [b"POST /validate HTTP/1.1", b"POST /validate?timeout=10s HTTP/1.0", b"GET / HTTP/2"]
+)
+
+
+def _head(request_line: bytes, lines: list[bytes]) -> bytes:
+    return request_line + b"".join(b"\r\n" + line for line in lines) + b"\r\n\r\n"
+
+
+def _parsed(buf: bytes) -> tuple:
+    try:
+        return ("head", parse_head(buf, 1000))
+    except HttpError as exc:
+        return ("error", exc.status)
+
+
+_FILLER = st.lists(
+    st.tuples(
+        st.sampled_from([b"Host", b"User-Agent", b"Accept", b"X-A", b"A b", b"Content-Length", b"Expect"]),
+        st.sampled_from([b":", b": "]),
+        _VALUES,
+    ).map(b"".join),
+    max_size=3,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_REQUEST_LINES, _FILLER, _FILLER, _VALUES, _LINES, st.binary(max_size=8))
+def test_a_head_of_the_same_shape_is_read_exactly_as_parse_head_reads_it(
+    rl, above, below, value, other, body
+):
+    def head(cl: bytes) -> bytes:
+        return _head(rl, [*above, b"Content-Length:" + cl, *below])
+
+    old = head(b" 5")
+    parsed = _parsed(old)
+    shape = head_shape(old, parsed[1]) if parsed[0] == "head" else None
+    if shape is None:
+        return
+    # The same head with another Content-Length value, and an unrelated one.
+    for buf in (head(value) + body, _head(rl, other) + body):
+        fast = parse_same_shape(buf, shape, 1000)
+        if fast is not None:
+            assert _parsed(buf) == ("head", fast)
+
+
+def test_the_api_servers_heads_are_read_by_shape():
+    def head(n: int) -> bytes:
+        return (
+            b"POST /validate?timeout=10s HTTP/1.1\r\nHost: gpuctl-webhook.gpuctl-system.svc:443\r\n"
+            b"User-Agent: kube-apiserver-admission\r\nContent-Length: %d\r\nAccept: application/json, */*\r\n"
+            b"Content-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n" % n
+        )
+
+    shape = head_shape(head(5), parse_head(head(5), 10_000))
+    assert shape is not None
+    for n in (0, 7, 1234, 9999):
+        assert parse_same_shape(head(n) + b"{}", shape, 10_000) == parse_head(head(n) + b"{}", 10_000)
+    assert parse_same_shape(head(10_001), shape, 10_000) is None  # parse_head answers the 413
+    assert parse_same_shape(head(5).replace(b"gzip", b"br"), shape, 10_000) is None

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 
+from admission import rules
 from admission.rules import (
     CACHE_RULES,
     CONTROLLER_USERS,
@@ -364,6 +365,17 @@ def test_known_keys_and_foreign_prefixes_pass():
     pod = queued_pod(labels={Labels.TEAM: TEAM, "example.com/runwhere.ai-ish": "x"})
     pod["metadata"]["annotations"][Labels.DESCRIPTION] = "hello"
     allowed(pod)
+
+
+def test_the_memo_of_key_runs_stays_bounded_and_never_changes_a_verdict():
+    # Whether a run of keys holds an unknown runwhere.ai/ key is memoised per run: flood it with runs that
+    # never repeat, then the same runs with and without an unknown key must still be judged right.
+    for i in range(rules._KEYS_SEEN_MAX + 100):
+        allowed(queued_pod(labels={f"example.com/k{i}": "x"}))
+        assert len(rules._KEYS_SEEN) <= rules._KEYS_SEEN_MAX
+    allowed(queued_pod(labels={"example.com/k1": "x"}))
+    only(queued_pod(labels={"example.com/k1": "x", "runwhere.ai/k1": "x"}), UNKNOWN_KEY)
+    allowed(queued_pod(labels={"example.com/k1": "x"}))
 
 
 # ---------------------------------------------------------------------------------------------------------

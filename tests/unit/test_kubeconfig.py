@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from gpuctl.cluster import Cluster
-from gpuctl.cluster.client import MAX_RETRIES, ApiError, retry_after
+from gpuctl.cluster.client import MAX_RETRIES, VISIBILITY_VERSIONS, ApiError, retry_after
 from gpuctl.cluster.config import (
     ConfigError,
     TokenFileAuth,
@@ -350,3 +350,22 @@ def test_service_account(pki, tmp_path) -> None:
     assert conn.host == "https://[fd00::1]:6443"
     assert conn.namespace == "gpuctl-system"
     assert conn.auth.header() == "Bearer sa-token"
+
+
+def test_visibility_api_forbidden_is_not_served_to_us_but_not_remembered(pki, server, tmp_path) -> None:
+    kc = _write(tmp_path / "kc", _config(server.url, cluster={"certificate-authority": str(pki / "ca.crt")}))
+    server.tokens.add("")
+    c = _cluster(kc)
+    # 403 (no RBAC on clusterqueues/pendingworkloads): None, so callers compute from the Workloads...
+    server.refusals = [(403, None)]
+    assert c.pending_workloads("team-a") is None
+    # ... and another ClusterQueue (RBAC may name resources) is still asked.
+    asked = len(server.seen)
+    assert c.pending_workloads("team-b") == []
+    assert len(server.seen) == asked + 1
+    # 404 for every version: not served at all, remembered (no more requests).
+    c2 = _cluster(kc)
+    server.refusals = [(404, None)] * len(VISIBILITY_VERSIONS)
+    assert c2.pending_workloads("team-a") is None
+    asked = len(server.seen)
+    assert c2.pending_workloads("team-b") is None and len(server.seen) == asked

@@ -11,10 +11,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 import yaml
+from fastapi import Request
 
 from gpuctl.constants import Kind
-from gpuctl.server.api.errors import ApiProblem
-from gpuctl.service.lifecycle import Result
+from gpuctl.server.api.deps import run, state
+from gpuctl.server.api.errors import JSON, ApiProblem
+from gpuctl.server.api.models import DryRun, DryRunValue, dry_run_mode
+from gpuctl.service.lifecycle import Result, submit
+from gpuctl.service.plan import plan_documents
 from gpuctl.spec import Document, SpecConfig, load_text
 
 # YAML aliases can make a 1 KB document expand into billions of nodes (the "billion laughs"): the
@@ -88,6 +92,31 @@ def check_results(results: list[Result]) -> None:
         status = first.error_status or 400
         status = 502 if status >= 500 else status
         raise ApiProblem(status, first.error or "failed", results=[r.as_dict() for r in results])
+
+
+async def submit_cluster_documents(
+    request: Request, docs: list[Document], dry_run: DryRunValue, action: str
+) -> JSON:
+    """Create or apply cluster-scoped documents (pools, quotas) once the caller's RBAC is checked: the
+    objects for a client dry run, else lifecycle.submit's results (201 on create)."""
+    mode = dry_run_mode(dry_run)
+    if mode is DryRun.CLIENT:
+        return JSON({"dryRun": "client", "objects": plan_documents(docs, "default").objects})
+    results: list[Result] = await run(
+        submit, state(request).cluster(), docs, "default", action=action, dry_run=mode
+    )
+    check_results(results)
+    return JSON(
+        {
+            "name": results[0].name,
+            "status": results[0].action,
+            "dryRun": not mode.persists,
+            "message": "; ".join(line + mode.suffix() for r in results for line in r.lines),
+            "results": [r.as_dict() for r in results],
+            "warnings": warnings(docs),
+        },
+        status_code=201 if action == "create" else 200,
+    )
 
 
 def now() -> str:

@@ -17,12 +17,11 @@ from gpuctl.constants import Kind
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Caller
 from gpuctl.server.api.deps import current_caller, require, run, state
-from gpuctl.server.api.documents import check_results, load, only_kinds, warnings
+from gpuctl.server.api.documents import check_results, load, only_kinds, submit_cluster_documents
 from gpuctl.server.api.errors import JSON, ApiProblem
-from gpuctl.server.api.models import DryRun, DryRunQ, PoolBody, PoolName, dry_run_mode
+from gpuctl.server.api.models import DryRunQ, PoolBody, PoolName, dry_run_mode
 from gpuctl.server.api.routes.jobs import COMMON_ERRORS
-from gpuctl.service.lifecycle import delete_by_name, submit
-from gpuctl.service.plan import plan_documents
+from gpuctl.service.lifecycle import delete_by_name
 from gpuctl.service.pools import PoolUsage, describe_pool, list_pools
 from gpuctl.spec import Document
 
@@ -96,22 +95,7 @@ async def _write(request: Request, caller: Caller, body: PoolBody, name: str | N
     docs = await _docs(request, body, name)
     verb = "create" if action == "create" else "update"
     await require(request, caller, *[perms.pools(verb, d.spec.pool.name) for d in docs], perms.nodes("patch"))
-    mode = dry_run_mode(body.dryRun)
-    if mode is DryRun.CLIENT:
-        return JSON({"dryRun": "client", "objects": plan_documents(docs, "default").objects})
-    results = await run(submit, state(request).cluster(), docs, "default", action=action, dry_run=mode)
-    check_results(results)
-    return JSON(
-        {
-            "name": results[0].name,
-            "status": results[0].action,
-            "dryRun": not mode.persists,
-            "message": "; ".join(line + mode.suffix() for r in results for line in r.lines),
-            "results": [r.as_dict() for r in results],
-            "warnings": warnings(docs),
-        },
-        status_code=201 if action == "create" else 200,
-    )
+    return await submit_cluster_documents(request, docs, body.dryRun, action)
 
 
 @router.post("", status_code=201, responses=COMMON_ERRORS, summary="Create a pool (admins)")

@@ -16,13 +16,11 @@ from gpuctl.constants import Kind
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import AuthError, Caller
 from gpuctl.server.api.deps import allowed, current_caller, require, run, state
-from gpuctl.server.api.documents import check_results, load, only_kinds, warnings
+from gpuctl.server.api.documents import load, only_kinds, submit_cluster_documents
 from gpuctl.server.api.errors import JSON
-from gpuctl.server.api.models import DryRun, DryRunQ, NamespaceP, NamespaceQ, QuotaBody, dry_run_mode
+from gpuctl.server.api.models import DryRunQ, NamespaceP, NamespaceQ, QuotaBody, dry_run_mode
 from gpuctl.server.api.routes.jobs import COMMON_ERRORS
 from gpuctl.service.errors import NotFound
-from gpuctl.service.lifecycle import Result, submit
-from gpuctl.service.plan import plan_documents
 from gpuctl.service.quotas import delete_quota, quota_rows
 
 router = APIRouter(prefix="/api/v1/quotas", tags=["quotas"])
@@ -75,24 +73,7 @@ async def _write(request: Request, caller: Caller, body: QuotaBody, action: str)
         caller,
         *[perms.namespaces("patch", ns) if ns in existing else perms.namespaces("create") for ns in spaces],
     )
-    mode = dry_run_mode(body.dryRun)
-    if mode is DryRun.CLIENT:
-        return JSON({"dryRun": "client", "objects": plan_documents(docs, "default").objects})
-    results: list[Result] = await run(
-        submit, state(request).cluster(), docs, "default", action=action, dry_run=mode
-    )
-    check_results(results)
-    return JSON(
-        {
-            "name": results[0].name,
-            "status": results[0].action,
-            "dryRun": not mode.persists,
-            "message": "; ".join(line + mode.suffix() for r in results for line in r.lines),
-            "results": [r.as_dict() for r in results],
-            "warnings": warnings(docs),
-        },
-        status_code=201 if action == "create" else 200,
-    )
+    return await submit_cluster_documents(request, docs, body.dryRun, action)
 
 
 @router.post("", status_code=201, responses=COMMON_ERRORS, summary="Create team quotas from YAML (admins)")
