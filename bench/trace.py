@@ -1,9 +1,10 @@
-"""Replay a synthetic day of GPU work twice on the local cluster: gpuctl's queue design, then a plain
-Kueue baseline, and print what users wait for and what the GPUs do.
+"""Replay a synthetic day of GPU work three times on the local cluster: gpuctl's queue design, then
+two baselines (plain Kueue defaults; the earlier gpuctl's ResourceQuota + PriorityClass model), and
+print what users wait for and what the GPUs do.
 
     hack/cluster/up.sh                    # a local cluster (KWOK fake GPU nodes, real Kueue)
-    python bench/trace.py --kubeconfig <run>/kubeconfig [--day-seconds 480] [--seed 7] [--only gpuctl]
-                                          [--any-pool] [--json]
+    python bench/trace.py --kubeconfig <run>/kubeconfig [--day-seconds 480] [--seed 7]
+                          [--only gpuctl|baseline|earlier ...] [--grace-seconds 1] [--any-pool] [--json]
 
 The day (3 teams with quotas 12/8/8 GPUs on the 28 GPUs of examples/pools.yaml; 1/2/4/8-GPU training
 jobs with heavy-tailed, lognormal runtimes; two inference Deployments; notebooks; low/medium/high
@@ -15,6 +16,18 @@ time is up. The same trace (same seed) runs in both designs:
   `gpuctl`, the team budget as a guarantee, idle GPUs lent, Topology Aware Scheduling per node.
 - baseline: Kueue defaults: one ClusterQueue per team, nominal quota per pool (its quota split as an
   admin would: 8/4/0, 4/2/2, 4/2/2 GPUs of training/inference/dev), no cohort, no preemption, no TAS.
+- earlier: the earlier gpuctl (shared/reference/gpuctl-upstream.md): Jobs, Deployments and
+  StatefulSets created running (no Kueue), the pool by nodeSelector, PriorityClasses
+  gpuctl-high/medium/low (1000000 / 500000 preempting, 100 never preempting: kube-scheduler preempts
+  across teams), a ResourceQuota per team namespace with the team's GPU quota. The quota uses the key
+  Kubernetes enforces, `requests.nvidia.com/gpu`; that tool wrote `nvidia.com/gpu`, which the API
+  server accepts and never enforces (pods/quota evaluator), i.e. no quota at all: not copied.
+  Kubernetes' controller backoffs are not compressed with the day (the Job controller retries a pod
+  the ResourceQuota refused after 1 s doubling to 60 s, a failed pod after 10 s doubling; 60 s is 3
+  hours of the day): the "quota allowed it" rows measure what that latency costs, for every design.
+
+Every design's pods get terminationGracePeriodSeconds --grace-seconds (default 1 s; Kubernetes'
+default 30 s is 90 minutes of the day, uncompressed, taken by each preempted or deleted pod).
 
 Printed per design (a "day" is the submission window; jobs still waiting at the end count with their
 wait so far), as issue 15 defines them:
@@ -30,10 +43,17 @@ wait so far), as issue 15 defines them:
   submission (jobs within quota when submitted), and p50/p99 wait of all jobs from submission
   (compressed seconds, and the same in real-day minutes)
 - fragmentation-pending pods: admitted by Kueue, then Unschedulable in kube-scheduler for 5 s or more
-  (not counting a pod whose node still holds a terminating pod: it waits for the grace period)
+  (not counting a pod whose node still holds a terminating pod: it waits for the grace period);
+  earlier gpuctl (no admission): Unschedulable for 5 s while its pool had enough GPUs free, spread
+  over nodes none of which held it
 - quota violations: jobs that waited more than 60 compressed seconds as above (within quota, room in
   the pool) while another team used more than its quota
-- preemptions (Workload evictions with reason Preempted)
+- preemptions (Workload evictions with reason Preempted; earlier gpuctl: kube-scheduler's Preempted
+  events on victim pods), and Jobs Failed (without Kueue a preempted pod counts against backoffLimit)
+- diagnostics: per pool, idle GPU-time while any job of the pool waited; the cluster's idle GPU-time
+  while a waiting job fitted on free GPUs and its design's quota let it start (only latency held it:
+  Kueue not yet admitted / no pod created yet, or a Pending pod kube-scheduler had not yet bound);
+  GPU-time held by terminating pods. "Waiting" includes jobs requeued after a preemption.
 
 --any-pool is a what-if, not the headline: training jobs of up to 4 GPUs name no pool (see unpin()).
 """
@@ -59,12 +79,24 @@ sys.path.insert(0, str(ROOT))
 from gpuctl.builders import build  # noqa: E402
 from gpuctl.cli.main import main as gpuctl_main  # noqa: E402
 from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
-from gpuctl.constants import GPU_RESOURCE, HOSTNAME_LABEL, TAS_UNCONSTRAINED, Labels  # noqa: E402
+from gpuctl.constants import (  # noqa: E402
+    GPU_RESOURCE,
+    HOSTNAME_LABEL,
+    NAMESPACE_MARKER_VALUE,
+    TAS_UNCONSTRAINED,
+    Labels,
+)
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, quantity_gpus, workload_gpus  # noqa: E402
 from gpuctl.domain.objects import condition, labels, meta, parse_time  # noqa: E402
 from gpuctl.domain.objects import name as name_of  # noqa: E402
 from gpuctl.domain.objects import namespace as namespace_of  # noqa: E402
-from gpuctl.domain.workload import HOLDING_QUOTA, priority_value, workload_state  # noqa: E402
+from gpuctl.domain.workload import (  # noqa: E402
+    HOLDING_QUOTA,
+    WorkloadState,
+    priority_value,
+    reserved_pools,
+    workload_state,
+)
 from gpuctl.spec import load_text  # noqa: E402
 
 TEAMS = {"a": 12, "b": 8, "c": 8}
@@ -78,6 +110,26 @@ WAIT_LIMIT = 60.0  # compressed seconds
 # A pod Unschedulable this long after admission is stuck (shorter: its preempted predecessor is
 # still terminating on the node).
 STUCK_SECONDS = 5.0
+# Pods' terminationGracePeriodSeconds in every design. Kubernetes' default is 30 s, which KWOK (like a
+# kubelet) takes for a deleted pod, uncompressed: 30 s here is 90 minutes of the day. 30 s of a real
+# day compressed is 0.2 s; 1 s is the shortest grace (0 deletes at once).
+GRACE_SECONDS = 1
+TARGET_LEAD = 15.0  # issue 15: utilisation >= baseline + 15 points
+DESIGNS = ("gpuctl", "baseline", "earlier")
+TITLES = {"gpuctl": "gpuctl", "baseline": "Kueue defaults", "earlier": "earlier gpuctl"}
+# The earlier gpuctl's PriorityClasses (value, preemptionPolicy), created by its `create`.
+PRIORITY_CLASSES = {
+    "high": (1000000, "PreemptLowerPriority"),
+    "medium": (500000, "PreemptLowerPriority"),
+    "low": (100, "Never"),
+}
+PRIORITY_CLASS_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
+TRACE_MANAGED = {Labels.MANAGED_BY: "gpuctl-trace"}
+# The earlier gpuctl's ResourceQuota key for GPUs, as Kubernetes enforces it for an extended resource
+# (the quota evaluator counts only `requests.<name>`; the bare `nvidia.com/gpu` key that tool wrote is
+# accepted by the API server and never enforced).
+QUOTA_GPU_KEY = f"requests.{GPU_RESOURCE}"
+NUDGE = "gpuctl-trace/nudge"  # annotation the --nudge-controllers replay touches
 
 
 @dataclass
@@ -151,18 +203,46 @@ def spec_yaml(item: Item, ns: str) -> str:
     )
 
 
-def manifest(item: Item, ns: str, *, tas: bool) -> dict:
+def manifest(item: Item, ns: str, design: str = "gpuctl", *, grace: int | None = GRACE_SECONDS) -> dict:
+    """The object gpuctl builds for the item; for the baseline without the topology request; for the
+    earlier gpuctl as that tool built it (earlier_manifest). `grace`: the pods'
+    terminationGracePeriodSeconds (None: Kubernetes' default 30 s), the same in every design."""
     (doc,) = load_text(spec_yaml(item, ns), f"trace:{item.name}")
     obj = build(doc.spec, ns)[0]
     if item.kind == "training" and item.pods > 1:
         obj["spec"]["parallelism"] = obj["spec"]["completions"] = item.pods
-    if not tas:  # the baseline's flavors have no topology: the annotation would make pods inadmissible
+    if (
+        design != "gpuctl"
+    ):  # the baseline's flavors have no topology: the annotation would make pods inadmissible
         obj["spec"]["template"]["metadata"].get("annotations", {}).pop(TAS_UNCONSTRAINED, None)
     if item.pool == ANY_POOL:  # what-if: no pool selector, so Kueue picks the flavor (pool)
         for m in (obj["metadata"], obj["spec"]["template"]["metadata"]):
             m["labels"].pop(Labels.POOL, None)
         obj["spec"]["template"]["spec"]["nodeSelector"].pop(Labels.POOL, None)
+    if grace is not None:
+        obj["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = grace
+    if design == "earlier":
+        earlier_manifest(obj, item)
     return obj
+
+
+def earlier_manifest(obj: dict, item: Item) -> None:
+    """Turn gpuctl's object into what the earlier gpuctl created (shared/reference/gpuctl-upstream.md
+    sections 4.1-4.4): not suspended, no Kueue labels or annotations, the pool by nodeSelector, the pod
+    priority by PriorityClass gpuctl-<priority>, a training Job with backoffLimit 3 and
+    ttlSecondsAfterFinished 86400, requests = limits. Its bugs are not copied (the gpuType selector
+    that never matches a node: the trace sets no GPU type)."""
+    for m in (obj["metadata"], obj["spec"]["template"]["metadata"]):
+        for k in (Labels.KUEUE_QUEUE, Labels.KUEUE_PRIORITY):
+            m.get("labels", {}).pop(k, None)
+        m.get("annotations", {}).pop(TAS_UNCONSTRAINED, None)
+    obj["spec"].pop("suspend", None)
+    pod = obj["spec"]["template"]["spec"]
+    pod.pop("schedulingGates", None)
+    pod["priorityClassName"] = f"gpuctl-{item.priority}"
+    if item.kind == "training":
+        obj["spec"]["backoffLimit"] = 3
+        obj["spec"]["ttlSecondsAfterFinished"] = 86400
 
 
 def unpin(trace: list[Item]) -> list[Item]:
@@ -197,6 +277,9 @@ def reset(kube: Cluster, namespaces: list[str]) -> None:
         time.sleep(1)
     for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "Topology"):
         _delete_all(kube, kind, "app.kubernetes.io/managed-by in (gpuctl,gpuctl-trace)")
+    for pc in kube.list(PRIORITY_CLASS_PATH, label_selector="app.kubernetes.io/managed-by=gpuctl-trace"):
+        with contextlib.suppress(ApiError):
+            kube.delete(f"{PRIORITY_CLASS_PATH}/{pc['metadata']['name']}")
     for node in kube.list(path("Node")):
         labels = node["metadata"].get("labels", {})
         drop = {k: None for k in (Labels.POOL, Labels.GPU_TYPE) if k in labels}
@@ -217,7 +300,7 @@ def setup_gpuctl(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path) 
 def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path) -> None:
     """Kueue defaults: per-team ClusterQueue, per-pool nominal quota, no cohort, no preemption."""
     cli(kubeconfig, "create", "-f", str(ROOT / "examples" / "pools.yaml"))  # node labels, priorities
-    managed = {"app.kubernetes.io/managed-by": "gpuctl-trace"}
+    managed = TRACE_MANAGED
     api = "kueue.x-k8s.io/v1beta2"
     for pool in POOLS:
         kube.apply(
@@ -268,6 +351,51 @@ def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path
         )
 
 
+def setup_earlier(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path) -> None:
+    """The earlier gpuctl (shared/reference/gpuctl-upstream.md 4.4-4.5): pools are node labels, the
+    PriorityClasses gpuctl-high/medium/low, and per team namespace (labelled runwhere.ai/namespace=true)
+    a ResourceQuota `<quota>-<ns>` holding the team's GPU quota. No Kueue objects for these namespaces
+    (no LocalQueue, no queue label: Kueue leaves them alone)."""
+    cli(kubeconfig, "create", "-f", str(ROOT / "examples" / "pools.yaml"))  # node labels
+    for prio, (value, policy) in PRIORITY_CLASSES.items():
+        kube.request(
+            "POST",
+            PRIORITY_CLASS_PATH,
+            body={
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": f"gpuctl-{prio}", "labels": TRACE_MANAGED},
+                "value": value,
+                "globalDefault": False,
+                "preemptionPolicy": policy,
+            },
+        )
+    for team, gpus in TEAMS.items():
+        n = ns[team]
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": n, "labels": {Labels.NAMESPACE: NAMESPACE_MARKER_VALUE}},
+            }
+        )
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {
+                    "name": f"trace-{n}",
+                    "namespace": n,
+                    "labels": {Labels.QUOTA: "trace", Labels.NAMESPACE: n},
+                },
+                "spec": {"hard": {QUOTA_GPU_KEY: str(gpus)}},
+            }
+        )
+
+
+SETUP = {"gpuctl": setup_gpuctl, "baseline": setup_baseline, "earlier": setup_earlier}
+
+
 # ----------------------------------------------------------------------------- replay and measure
 @dataclass
 class JobTrack:
@@ -296,6 +424,18 @@ class Result:
     jobs: int = 0
     never: int = 0
     stuck: list[str] = field(default_factory=list)  # the stuck pods and the scheduler's message
+    # Idle GPU-time while any job of the pool waited (fitting or not), per pool.
+    anywait_pool: dict[str, float] = field(default_factory=dict)
+    # Idle GPU-time (share of the cluster's) while a waiting job fitted on free GPUs AND its design's
+    # quota let it start: only latency keeps it waiting. Split by what it waited for: "no pod yet"
+    # (Kueue not yet admitted it / the Job, ReplicaSet or StatefulSet controller not yet created the
+    # pod, e.g. in its uncompressed backoff after the ResourceQuota refused a pod or after a failed
+    # pod) and "pod Pending" (the pod exists: kube-scheduler's backoff, a nominated node).
+    lag: dict[str, float] = field(default_factory=dict)
+    terminating: float = 0.0  # GPU-time held by terminating pods, share of capacity
+    failed_jobs: int = 0  # Jobs Failed (backoffLimit exceeded: each preemption counts as a failure)
+    nudges: int = 0  # controller objects touched (replay's nudge)
+    lag_top: list[str] = field(default_factory=list)  # the jobs behind most of `lag`, and why
 
 
 def pct(v: list[float], p: float) -> float:
@@ -367,14 +507,69 @@ def workload_job(wl: Mapping[str, Any], pods_by_name: Mapping[str, Mapping[str, 
     return ""
 
 
-def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], day: float) -> Result:
-    tas = design == "gpuctl"
+@dataclass
+class PodCount:
+    """A job's pods (without Kueue: the earlier gpuctl's jobs wait as Pending pods or as pods not yet
+    created)."""
+
+    bound: int = 0  # on a node, not finished, not terminating
+    succeeded: int = 0
+    pending: int = 0  # created, not on a node, not terminating
+    quota_gpus: int = 0  # GPUs a ResourceQuota counts: every pod not Succeeded/Failed (terminating too)
+    scheduled_at: float = 0.0  # the latest PodScheduled time of its bound pods (epoch seconds)
+
+
+def count_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], PodCount]:
+    out: dict[tuple[str, str], PodCount] = {}
+    for p in pods:
+        c = out.setdefault((namespace_of(p), pod_job(p)), PodCount())
+        phase = (p.get("status") or {}).get("phase")
+        if phase == "Succeeded":
+            c.succeeded += 1
+            continue
+        if phase == "Failed":
+            continue
+        c.quota_gpus += pod_gpus(p)
+        if meta(p).get("deletionTimestamp"):
+            continue
+        if (p.get("spec") or {}).get("nodeName"):
+            c.bound += 1
+            c.scheduled_at = max(
+                c.scheduled_at, parse_time(condition(p, "PodScheduled").get("lastTransitionTime")) or 0.0
+            )
+        else:
+            c.pending += 1
+    return out
+
+
+def replay(
+    kube: Cluster,
+    design: str,
+    ns: dict[str, str],
+    trace: list[Item],
+    day: float,
+    grace: int | None = GRACE_SECONDS,
+    nudge: bool = False,
+) -> Result:
+    """Replay `trace` in `design` and measure it. `nudge`: touch the controller (Job, Deployment,
+    StatefulSet) of a job whose quota now allows a pod it has not created, so the controller retries
+    at once instead of after its uncompressed backoff (up to 60 s, 3 hours of the day): what real time
+    gives (the retry comes within a minute, 0.3 s here). Only pods a controller creates unsuspended
+    can be refused by a ResourceQuota, i.e. the earlier gpuctl's."""
+    kueue = design != "earlier"
+    to_nudge: set[tuple[str, str]] = set()
     team_of = {v: k for k, v in ns.items()}
     tracks: dict[tuple[str, str], JobTrack] = {}
     frag: dict[str, list[float]] = {}  # pod -> [first, last] seen Unschedulable
     why: dict[str, str] = {}
     gpu_seconds: dict[str, float] = {}  # per pool
     fillable: dict[str, float] = {}  # per pool: idle GPU-seconds a waiting job would have fitted in
+    anywait: dict[str, float] = {}  # per pool: idle GPU-seconds while any job of the pool waited
+    lag: dict[str, float] = {}  # idle GPU-seconds a waiting job fitted and was allowed, per cause
+    term = [0.0]  # GPU-seconds of terminating pods
+    res_nudges = [0]
+    lag_jobs: dict[tuple[str, str], float] = {}  # GPU-seconds of "lag" per job
+    lag_why: dict[tuple[str, str], str] = {}  # its Workload's last QuotaReserved message
     evictions: dict[str, int] = {}
     usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
     lock = threading.Lock()
@@ -394,24 +589,48 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
     def now() -> float:
         return time.monotonic() - t0
 
+    def where(it: Item) -> list[str]:
+        return any_nodes if it.pool == ANY_POOL else pool_nodes.get(it.pool, [])
+
     def observe() -> None:
         last = now()
         while not stop.is_set():
             time.sleep(1.0)
             t = now()
             dt, last = t - last, t
-            wls = [w for n in ns.values() for w in kube.list(path("Workload", namespace=n))]
+            wls = [w for n in ns.values() for w in kube.list(path("Workload", namespace=n))] if kueue else []
             pods = [p for n in ns.values() for p in kube.list(path("Pod", namespace=n))]
+            jobs_done = (
+                {
+                    (namespace_of(j), name_of(j))
+                    for n in ns.values()
+                    for j in kube.list(path("Job", namespace=n))
+                    if condition(j, "Complete").get("status") == "True"
+                    or condition(j, "Failed").get("status") == "True"
+                }
+                if not kueue
+                else set()
+            )
             pods_by_name = {name_of(p): p for p in pods}
+            counts = count_pods(pods)
             use = dict.fromkeys(TEAMS, 0)
+            pool_use: dict[tuple[str, str], int] = {}  # (team, pool) -> GPUs, the baseline's per-pool quota
             held: dict[str, list[tuple[int, float, int, str]]] = {tm: [] for tm in TEAMS}
+            state: dict[tuple[str, str], Any] = {}  # job -> its Workload's state (Kueue designs)
+            pend_msg: dict[tuple[str, str], str] = {}  # job -> why Kueue has not admitted it
             with lock:
                 for w in wls:
                     team = team_of.get(namespace_of(w))
                     key = (namespace_of(w), workload_job(w, pods_by_name))
                     st = workload_state(w)
+                    if st is not None and (state.get(key) not in HOLDING_QUOTA):
+                        state[key] = st
+                        pend_msg[key] = condition(w, "QuotaReserved").get("message", "")
                     if st in HOLDING_QUOTA and team:
                         use[team] += workload_gpus(w)
+                        for flavor, g in reserved_pools(w):
+                            pk = (team, flavor.removeprefix("base-"))
+                            pool_use[pk] = pool_use.get(pk, 0) + g
                         at = parse_time(condition(w, "QuotaReserved").get("lastTransitionTime"))
                         held[team].append((priority_value(w), at or 0.0, workload_gpus(w), key[1]))
                         tr = tracks.get(key)
@@ -423,6 +642,15 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
                         if e.get("reason") == "Preempted"
                     )
                     evictions[w["metadata"]["uid"]] = max(evictions.get(w["metadata"]["uid"], 0), n_ev)
+                if not kueue:  # the earlier gpuctl: a job has started once all its pods are on nodes
+                    for key, c in counts.items():
+                        team = team_of.get(key[0])
+                        if team:
+                            use[team] += c.quota_gpus
+                        tr = tracks.get(key)
+                        if tr and tr.admitted is None and c.bound + c.succeeded >= tr.item.pods:
+                            at = c.scheduled_at
+                            tr.admitted = max(tr.submitted, (at - wall0) if at else t)
                 usage.update(use)
                 over = {tm for tm, u in use.items() if u > TEAMS[tm]}
                 recl = {(ns[tm], k) for tm in over for k in reclaimable(held[tm], TEAMS[tm])}
@@ -438,43 +666,77 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
                         used[node] = used.get(node, 0) + pod_gpus(p)
                         if (namespace_of(p), pod_job(p)) in recl:
                             taken[node] = taken.get(node, 0) + pod_gpus(p)
+
+                # The jobs waiting now, with the pods they still need (a Kueue job waits as a whole,
+                # before its first admission or when preempted and requeued; an earlier-gpuctl job
+                # waits for the pods not yet on a node).
+                waiting: list[tuple[JobTrack, int, int]] = []  # (track, pods missing, of them created)
+                for key, tr in tracks.items():
+                    if tr.deleted:
+                        continue
+                    if kueue:
+                        if tr.admitted is None or state.get(key) in (
+                            WorkloadState.PENDING,
+                            WorkloadState.PREEMPTED,
+                        ):
+                            waiting.append((tr, tr.item.pods, 0))
+                    elif key not in jobs_done:
+                        c = counts.get(key, PodCount())
+                        missing = tr.item.pods - c.bound - c.succeeded
+                        if missing > 0:
+                            waiting.append((tr, missing, min(c.pending, missing)))
+
                 for tr in tracks.values():
                     if tr.admitted is not None:
                         continue
                     it = tr.item
-                    if use[it.team] + it.gpus * it.pods > TEAMS[it.team]:
+                    own = counts.get((ns[it.team], it.name), PodCount()).quota_gpus if not kueue else 0
+                    if use[it.team] - own + it.gpus * it.pods > TEAMS[it.team]:
                         continue
                     tr.ever_within = True
-                    room = [
-                        nodes[n][1] - used.get(n, 0) + taken.get(n, 0)
-                        for n in (any_nodes if it.pool == ANY_POOL else pool_nodes.get(it.pool, []))
-                    ]
-                    if fits(it.pods, it.gpus, room):
+                    c = counts.get((ns[it.team], it.name), PodCount()) if not kueue else PodCount()
+                    room = [nodes[n][1] - used.get(n, 0) + taken.get(n, 0) for n in where(it)]
+                    if fits(it.pods - c.bound - c.succeeded, it.gpus, room):
                         tr.entitled += dt
                         if over - {it.team}:
                             tr.blocked += dt
                 if t <= day:
                     # GPUs idle while a waiting job would fit in them, one node per pod, whatever its
-                    # team's quota: the part of the idle capacity a queue design could have used now.
+                    # team's quota: the part of the idle capacity a queue design could have used now;
+                    # "lag": of that, while the design's quota let the job start too.
                     free = {n: g - used.get(n, 0) for n, (_, g) in nodes.items()}
-                    waiting = sorted(
-                        (tr for tr in tracks.values() if tr.admitted is None), key=lambda tr: tr.submitted
-                    )
-                    for tr in waiting:
+                    waiting_pools = {nodes[n][0] for tr, _, _ in waiting for n in where(tr.item)}
+                    for pool in waiting_pools:
+                        idle = sum(max(free[n], 0) for n in pool_nodes.get(pool, []))
+                        anywait[pool] = anywait.get(pool, 0.0) + idle * dt
+                    to_nudge.clear()
+                    for tr, missing, created in sorted(waiting, key=lambda w: w[0].submitted):
                         it = tr.item
-                        where = any_nodes if it.pool == ANY_POOL else pool_nodes.get(it.pool, [])
-                        spots = place(it.pods, it.gpus, {n: free[n] for n in where})
-                        for n in spots or []:
+                        spots = place(missing, it.gpus, {n: free[n] for n in where(it)})
+                        ok = spots is not None and quota_allows(design, it, missing, created, use, pool_use)
+                        if ok and missing > created and not kueue:
+                            to_nudge.add((ns[it.team], it.name))
+                        for i, n in enumerate(spots or []):
                             free[n] -= it.gpus
                             pool = nodes[n][0]
                             fillable[pool] = fillable.get(pool, 0.0) + it.gpus * dt
+                            if ok:
+                                cause = "pod Pending" if i < created else "no pod yet"
+                                lag[cause] = lag.get(cause, 0.0) + it.gpus * dt
+                                k = (ns[it.team], it.name)
+                                lag_jobs[k] = lag_jobs.get(k, 0.0) + it.gpus * dt
+                                lag_why[k] = pend_msg.get(k, "") or (
+                                    "no pod yet" if i >= created else "Pending"
+                                )
                     for p in pods:
                         if pod_holds_gpus(p):
                             pool = nodes.get(p["spec"]["nodeName"], ("", 0))[0]
                             gpu_seconds[pool] = gpu_seconds.get(pool, 0.0) + pod_gpus(p) * dt
+                            if meta(p).get("deletionTimestamp"):
+                                term[0] += pod_gpus(p) * dt
                 # Nodes still holding a pod that is terminating (a preempted or deleted job's; KWOK,
-                # like a kubelet, takes up to the 30 s grace period): a pod placed there waits for
-                # it, which is not fragmentation.
+                # like a kubelet, takes up to the grace period): a pod placed there waits for it,
+                # which is not fragmentation.
                 draining = {p["spec"].get("nodeName") for p in pods if p["metadata"].get("deletionTimestamp")}
                 for p in pods:
                     ps = condition(p, "PodScheduled")
@@ -484,6 +746,7 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
                         and not (p.get("spec") or {}).get("schedulingGates")
                         and ps.get("reason") == "Unschedulable"
                         and not (target and target in draining)
+                        and (kueue or fragmented(p, pool_nodes, free_now(nodes, used)))
                     ):
                         frag.setdefault(p["metadata"]["name"], [t, t])[1] = t
                         why[p["metadata"]["name"]] = ps.get("message", "")
@@ -502,7 +765,7 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
                     within = usage[item.team] + item.gpus * item.pods <= TEAMS[item.team]
                     tracks[(ns[item.team], item.name)] = JobTrack(item, now(), within)
                 try:
-                    kube.create(manifest(item, ns[item.team], tas=tas))
+                    kube.create(manifest(item, ns[item.team], design, grace=grace))
                 except ApiError as e:
                     print(f"  {item.name}: {e}", file=sys.stderr)
             # Inference and notebooks end when their time is up (counted from admission).
@@ -514,6 +777,17 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
                         with contextlib.suppress(ApiError):
                             kube.delete(path(kind, name, namespace=n))
                         tr.deleted = True
+                touch = sorted(to_nudge) if nudge else []
+                to_nudge.clear()
+            for n, name in touch:
+                kind = {"training": "Job", "inference": "Deployment"}.get(
+                    tracks[(n, name)].item.kind, "StatefulSet"
+                )
+                with contextlib.suppress(ApiError):
+                    kube.merge_patch(
+                        path(kind, name, namespace=n), {"metadata": {"annotations": {NUDGE: f"{now():.1f}"}}}
+                    )
+                res_nudges[0] += 1
             time.sleep(0.2)
     finally:
         stop.set()
@@ -525,6 +799,15 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
         cap = sum(nodes[n][1] for n in pool_nodes.get(pool, []))
         res.util_pool[pool] = gpu_seconds.get(pool, 0.0) / (cap * day) if cap else 0.0
         res.fillable_pool[pool] = fillable.get(pool, 0.0) / (cap * day) if cap else 0.0
+        res.anywait_pool[pool] = anywait.get(pool, 0.0) / (cap * day) if cap else 0.0
+    res.lag = {k: v / (CAPACITY * day) for k, v in lag.items()}
+    res.terminating = term[0] / (CAPACITY * day)
+    res.nudges = res_nudges[0]
+    top = sorted(lag_jobs.items(), key=lambda kv: -kv[1])[:8]
+    res.lag_top = [
+        f"{k[1]} ({tracks[k].item.gpus}x{tracks[k].item.pods}): {v:.0f} GPU-s; {lag_why.get(k, '')}"
+        for k, v in top
+    ]
     for tr in tracks.values():
         wait = (tr.admitted if tr.admitted is not None else end) - tr.submitted
         if tr.admitted is None:
@@ -539,9 +822,56 @@ def replay(kube: Cluster, design: str, ns: dict[str, str], trace: list[Item], da
     stuck = [n for n, (first, last) in frag.items() if last - first >= STUCK_SECONDS]
     res.frag_pods = len(stuck)
     res.stuck = [f"{n}: {why.get(n, '')}" for n in sorted(stuck)]
-    res.preemptions = sum(evictions.values())
+    if kueue:
+        res.preemptions = sum(evictions.values())
+    else:  # kube-scheduler's preemptions: a "Preempted" event on each victim pod
+        res.preemptions = sum(
+            int(e.get("count") or 1)
+            for n in ns.values()
+            for e in kube.list(path("Event", namespace=n), field_selector="reason=Preempted")
+        )
+    res.failed_jobs = sum(
+        1
+        for n in ns.values()
+        for j in kube.list(path("Job", namespace=n))
+        if condition(j, "Failed").get("status") == "True"
+    )
     res.jobs = len(tracks)
     return res
+
+
+def quota_allows(
+    design: str,
+    it: Item,
+    missing: int,
+    created: int,
+    use: Mapping[str, int],
+    pool_use: Mapping[tuple[str, str], int],
+) -> bool:
+    """Whether the design's quota lets `missing` pods of a waiting job start now (`created` of them
+    exist, Pending). `use`: GPUs each team holds by its design's count; `pool_use`: per (team, pool)."""
+    if design == "baseline":  # nominal quota per pool, no borrowing
+        cap = dict(zip(POOLS, SPLIT[it.team], strict=True)).get(it.pool, 0)
+        return pool_use.get((it.team, it.pool), 0) + it.gpus * missing <= cap
+    if design == "earlier":  # the ResourceQuota already counts the Pending pods
+        return use[it.team] + it.gpus * (missing - created) <= TEAMS[it.team]
+    return True  # gpuctl lends idle GPUs to any team
+
+
+def free_now(nodes: Mapping[str, tuple[str, int]], used: Mapping[str, int]) -> dict[str, int]:
+    return {n: g - used.get(n, 0) for n, (_, g) in nodes.items()}
+
+
+def fragmented(pod: Mapping[str, Any], pool_nodes: Mapping[str, list[str]], free: Mapping[str, int]) -> bool:
+    """Without Kueue every waiting pod is Unschedulable; it waits for fragmentation only while its
+    pool has enough free GPUs in all but no node holds it."""
+    g = pod_gpus(pod)
+    pool = ((pod.get("spec") or {}).get("nodeSelector") or {}).get(Labels.POOL)
+    room = [
+        free.get(n, 0)
+        for n in (pool_nodes.get(pool, []) if pool else [m for v in pool_nodes.values() for m in v])
+    ]
+    return g > 0 and sum(max(r, 0) for r in room) >= g and not fits(1, g, room)
 
 
 def wait_cell(waits: list[float], p: float, k: float) -> str:
@@ -561,6 +891,22 @@ def print_table(results: list[Result], day: float) -> None:
             )
             for pool in POOLS
         ),
+        *(
+            (
+                f"  {pool} idle while any job of it waited",
+                lambda r, pool=pool: f"{100 * r.anywait_pool.get(pool, 0.0):.1f} %",
+            )
+            for pool in POOLS
+        ),
+        (
+            "idle, a waiting job fitted and its quota allowed it (% of cluster)",
+            lambda r: f"{100 * sum(r.lag.values()):.1f} %",
+        ),
+        *(
+            (f"  of which: {cause}", lambda r, cause=cause: f"{100 * r.lag.get(cause, 0.0):.1f} %")
+            for cause in ("no pod yet", "pod Pending")
+        ),
+        ("GPU-time held by terminating pods", lambda r: f"{100 * r.terminating:.1f} %"),
         ("within-quota jobs", lambda r: str(len(r.waits_quota))),
         ("p50 wait, within quota, after capacity frees", lambda r: wait_cell(r.waits_quota, 50, k)),
         ("p99 wait, within quota, after capacity frees", lambda r: wait_cell(r.waits_quota, 99, k)),
@@ -571,13 +917,20 @@ def print_table(results: list[Result], day: float) -> None:
         ("fragmentation-pending pods", lambda r: str(r.frag_pods)),
         ("quota violations", lambda r: str(r.violations)),
         ("preemptions", lambda r: str(r.preemptions)),
+        ("Jobs failed (backoffLimit)", lambda r: str(r.failed_jobs)),
+        ("controller nudges", lambda r: str(r.nudges)),
     ]
     w = max(len(n) for n, _ in rows)
-    print(f"\n{'':{w}}   " + "   ".join(f"{r.design:>22}" for r in results))
+    print(f"\n{'':{w}}   " + "   ".join(f"{TITLES.get(r.design, r.design):>22}" for r in results))
     for name, fn in rows:
         print(f"{name:{w}}   " + "   ".join(f"{fn(r):>22}" for r in results))
-    if len(results) == 2:
-        print(f"\nutilisation gpuctl - baseline: {100 * (results[0].util - results[1].util):+.1f} points")
+    ours = next((r for r in results if r.design == "gpuctl"), None)
+    for r in results:
+        if ours and r is not ours:
+            lead = 100 * (ours.util - r.util)
+            verdict = "MET" if lead >= TARGET_LEAD else "NOT MET"
+            target = f"target +{TARGET_LEAD:.0f}: {verdict}"
+            print(f"utilisation gpuctl - {TITLES[r.design]}: {lead:+.1f} points ({target})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -585,8 +938,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kubeconfig", required=True)
     ap.add_argument("--day-seconds", type=float, default=480.0)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--only", choices=["gpuctl", "baseline"])
+    ap.add_argument("--only", choices=DESIGNS, action="append", help="run only this design (repeatable)")
+    ap.add_argument(
+        "--grace-seconds",
+        type=int,
+        default=GRACE_SECONDS,
+        help=f"pods' terminationGracePeriodSeconds in every design (default {GRACE_SECONDS}; 30 = "
+        "Kubernetes' default, uncompressed: 90 minutes of the day)",
+    )
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
+    ap.add_argument(
+        "--nudge-controllers",
+        action="store_true",
+        help="touch a Job/Deployment/StatefulSet whose quota now allows a pod it has not created, so its "
+        "controller retries at once instead of after its uncompressed backoff (earlier gpuctl only)",
+    )
     ap.add_argument(
         "--any-pool",
         action="store_true",
@@ -608,16 +974,29 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     tmp = Path(f"/tmp/gpuctl-trace-{time.time_ns()}")
     tmp.mkdir(parents=True)
-    for design in ("gpuctl", "baseline"):
-        if args.only and design != args.only:
+    print(
+        f"pods' terminationGracePeriodSeconds: {args.grace_seconds} s (every design); "
+        f"controller nudges: {'on' if args.nudge_controllers else 'off'}"
+    )
+    for design in DESIGNS:
+        if args.only and design not in args.only:
             continue
         ns = {t: f"trace-{design[0]}-{t}" for t in TEAMS}
         reset(kube, list(ns.values()))
-        (setup_gpuctl if design == "gpuctl" else setup_baseline)(kube, args.kubeconfig, ns, tmp)
+        SETUP[design](kube, args.kubeconfig, ns, tmp)
         print(f"{design}: replaying ...", flush=True)
-        results.append(replay(kube, design, ns, trace, args.day_seconds))
+        results.append(
+            replay(kube, design, ns, trace, args.day_seconds, args.grace_seconds, args.nudge_controllers)
+        )
+        print_table(results[-1:], args.day_seconds)  # as it comes: a long run may be cut short
+        sys.stdout.flush()
         reset(kube, list(ns.values()))
     print_table(results, args.day_seconds)
+    for r in results:
+        if r.lag_top:
+            print(f"\n{TITLES[r.design]}: waiting jobs behind the 'quota allowed it' idle GPU-time, and why")
+            for line in r.lag_top:
+                print(f"  {line}")
     if args.json:
         out = []
         for r in results:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from bench.trace import (
     ANY_POOL,
+    GRACE_SECONDS,
     TEAMS,
+    count_pods,
     fits,
+    fragmented,
     make_trace,
     manifest,
     pct,
     place,
     pod_job,
+    quota_allows,
     reclaimable,
     unpin,
     workload_job,
@@ -32,8 +36,8 @@ def test_trace_is_deterministic_and_has_every_kind_and_size() -> None:
 
 def test_baseline_manifests_drop_the_topology_request() -> None:
     item = next(i for i in make_trace(7, 480) if i.kind == "training" and i.pods == 2)
-    with_tas = manifest(item, "ns", tas=True)
-    plain = manifest(item, "ns", tas=False)
+    with_tas = manifest(item, "ns", "gpuctl")
+    plain = manifest(item, "ns", "baseline")
     assert with_tas["spec"]["parallelism"] == 2
     key = "kueue.x-k8s.io/podset-unconstrained-topology"
     assert with_tas["spec"]["template"]["metadata"]["annotations"][key] == "true"
@@ -89,10 +93,10 @@ def test_the_any_pool_what_if_drops_only_small_training_jobs_pool() -> None:
     moved = [i for i in unpinned if i.pool == ANY_POOL]
     assert moved and all(i.kind == "training" and i.gpus <= 4 for i in moved)
     assert all(i.pool != ANY_POOL for i in unpinned if i.kind != "training" or i.gpus == 8)
-    obj = manifest(moved[0], "ns", tas=True)
+    obj = manifest(moved[0], "ns", "gpuctl")
     assert "runwhere.ai/pool" not in obj["spec"]["template"]["spec"]["nodeSelector"]
     assert "runwhere.ai/pool" not in obj["metadata"]["labels"]
-    pinned = manifest(next(i for i in trace if i.name == moved[0].name), "ns", tas=True)
+    pinned = manifest(next(i for i in trace if i.name == moved[0].name), "ns", "gpuctl")
     original = next(i for i in trace if i.name == moved[0].name)
     assert pinned["spec"]["template"]["spec"]["nodeSelector"]["runwhere.ai/pool"] == original.pool
 
@@ -103,3 +107,99 @@ def test_place_packs_the_fullest_node_first_and_needs_every_pod() -> None:
     assert place(2, 8, {"n1": 8, "n2": 7}) is None
     assert place(3, 1, {}) is None
     assert place(2, 0, {}) == []
+
+
+def test_earlier_gpuctl_manifests_are_plain_prioritised_objects_without_kueue() -> None:
+    trace = make_trace(7, 480)
+    for kind in ("training", "notebook", "inference"):
+        item = next(
+            i for i in trace if (i.kind == kind and i.priority != "medium") or i.kind == kind == "notebook"
+        )
+        obj = manifest(item, "ns", "earlier")
+        pod_meta, pod = obj["spec"]["template"]["metadata"], obj["spec"]["template"]["spec"]
+        assert "suspend" not in obj["spec"]
+        for m in (obj["metadata"], pod_meta):
+            assert not any(k.startswith("kueue.x-k8s.io/") for k in m.get("labels", {}))
+            assert not any(k.startswith("kueue.x-k8s.io/") for k in m.get("annotations", {}))
+        assert pod["priorityClassName"] == f"gpuctl-{item.priority}"
+        assert pod["nodeSelector"] == {"runwhere.ai/pool": item.pool}
+        assert pod["terminationGracePeriodSeconds"] == GRACE_SECONDS
+        res = pod["containers"][0]["resources"]
+        assert res["requests"] == res["limits"] and res["requests"]["nvidia.com/gpu"] == str(item.gpus)
+        if kind == "training":
+            assert (obj["spec"]["backoffLimit"], obj["spec"]["ttlSecondsAfterFinished"]) == (3, 86400)
+    # The grace period is the same in every design, and None leaves Kubernetes' default.
+    item = trace[0]
+    assert (
+        manifest(item, "ns", "gpuctl", grace=7)["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        == 7
+    )
+    assert (
+        "terminationGracePeriodSeconds"
+        not in manifest(item, "ns", "baseline", grace=None)["spec"]["template"]["spec"]
+    )
+    # gpuctl's own objects keep Kueue's suspension and queue label.
+    ours = manifest(next(i for i in trace if i.kind == "training"), "ns", "gpuctl")
+    assert (
+        ours["spec"]["suspend"] is True
+        and ours["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    )
+
+
+def _pod(job: str, gpus: int, *, phase: str = "Pending", node: str = "", deleting: bool = False) -> dict:
+    pod: dict = {
+        "metadata": {"name": f"{job}-x", "namespace": "ns", "labels": {"batch.kubernetes.io/job-name": job}},
+        "spec": {
+            "containers": [{"resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}],
+            "nodeSelector": {"runwhere.ai/pool": "p"},
+        },
+        "status": {"phase": phase},
+    }
+    if node:
+        pod["spec"]["nodeName"] = node
+        pod["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:10Z"}
+        ]
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:20Z"
+    return pod
+
+
+def test_count_pods_sees_what_a_resource_quota_counts_and_what_waits() -> None:
+    pods = [
+        _pod("a", 4, phase="Running", node="n1"),
+        _pod("a", 4),  # a 2-pod job: one pod on a node, one Pending
+        _pod("b", 2, phase="Succeeded", node="n1"),
+        _pod("c", 1, phase="Running", node="n2", deleting=True),  # terminating: still in the quota
+        _pod("d", 8, phase="Failed", node="n2"),  # preempted: out of the quota
+    ]
+    c = count_pods(pods)
+    a = c[("ns", "a")]
+    assert (a.bound, a.pending, a.succeeded, a.quota_gpus) == (1, 1, 0, 8)
+    assert a.scheduled_at > 0
+    assert (c[("ns", "b")].succeeded, c[("ns", "b")].quota_gpus) == (1, 0)
+    assert (c[("ns", "c")].bound, c[("ns", "c")].pending, c[("ns", "c")].quota_gpus) == (0, 0, 1)
+    assert c[("ns", "d")].quota_gpus == 0
+
+
+def test_quota_allows_per_design() -> None:
+    item = next(
+        i for i in make_trace(7, 480) if i.kind == "training" and i.team == "b" and i.pool == "training-pool"
+    )
+    g = item.gpus
+    # Kueue defaults: team b's training-pool share is 4 GPUs, whatever it holds elsewhere.
+    assert quota_allows("baseline", item, 1, 0, {}, {("b", "training-pool"): 4 - g})
+    assert not quota_allows("baseline", item, 1, 0, {}, {("b", "training-pool"): 5 - g})
+    # Earlier gpuctl: the team's ResourceQuota (8), which already counts the job's created pods.
+    assert quota_allows("earlier", item, 1, 0, {"b": 8 - g}, {})
+    assert not quota_allows("earlier", item, 1, 0, {"b": 9 - g}, {})
+    assert quota_allows("earlier", item, 1, 1, {"b": 8}, {})
+    assert quota_allows("gpuctl", item, 1, 0, {"b": 100}, {})
+
+
+def test_an_unschedulable_pod_without_kueue_is_fragmentation_only_if_its_pool_has_the_gpus_spread() -> None:
+    pool_nodes = {"p": ["n1", "n2"], "q": ["n3"]}
+    pod = _pod("a", 8)
+    assert fragmented(pod, pool_nodes, {"n1": 4, "n2": 4, "n3": 8})
+    assert not fragmented(pod, pool_nodes, {"n1": 4, "n2": 3, "n3": 8})  # not enough GPUs: plain waiting
+    assert not fragmented(pod, pool_nodes, {"n1": 8, "n2": 0, "n3": 0})  # a node holds it
