@@ -182,18 +182,10 @@ class Inventory:
         More than WAITING_GET_MAX waiting, or no visibility API (or a watch cache as the reader):
         every Workload is listed and filtered. A Workload whose LocalQueue or ClusterQueue does not
         exist is in no queue, so the visibility API does not name it: it waits for no pool."""
-        pending = getattr(self.reader, "pending_workloads", None)
-        keys: list[tuple[str, str]] = []
-        if pending is not None:
-            for cq in self.all_cluster_queues:
-                items = pending(cq["metadata"]["name"])
-                if items is None:
-                    keys = []
-                    pending = None
-                    break
-                keys += [(i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in items]
-        if pending is None or len(keys) > WAITING_GET_MAX:
+        items = self._pending_items([cq["metadata"]["name"] for cq in self.all_cluster_queues])
+        if items is None or len(items) > WAITING_GET_MAX:
             return [w for w in self.workloads_all if workload_state(w) in WAITING]
+        keys = [(i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in items]
         if not keys:
             return []
         with ThreadPoolExecutor(min(len(keys), SHARDS)) as pool:
@@ -229,24 +221,35 @@ class Inventory:
                     out[ref["uid"]] = pos
         return out
 
-    def _visible_positions(self) -> dict[str, int] | None:
+    def _pending_items(self, cluster_queues: list[str]) -> list[dict] | None:
+        """Kueue's visibility API: the pending Workloads of these ClusterQueues, in Kueue's order per
+        queue; None when the reader has no such API or it answers none for one of them (not served,
+        or not to us): the caller computes from the Workloads instead."""
         pending = getattr(self.reader, "pending_workloads", None)
         if pending is None:
             return None
+        out: list[dict] = []
+        for name in cluster_queues:
+            items = pending(name)
+            if items is None:
+                return None
+            out += items
+        return out
+
+    def _visible_positions(self) -> dict[str, int] | None:
         queues = self.team_queues
         names = (
             [cq["metadata"]["name"] for ns, cq in queues.items() if ns == self.namespace]
             if self.namespace
             else [cq["metadata"]["name"] for cq in queues.values()]
         )
+        items = self._pending_items(names)
+        if items is None:
+            return None
         out: dict[str, int] = {}
-        for name in names:
-            items = pending(name)
-            if items is None:  # the API is not served: compute instead
-                return None
-            for item in items:
-                for ref in item.get("metadata", {}).get("ownerReferences") or []:
-                    out[ref["uid"]] = int(item.get("positionInClusterQueue", 0)) + 1
+        for item in items:
+            for ref in item.get("metadata", {}).get("ownerReferences") or []:
+                out[ref["uid"]] = int(item.get("positionInClusterQueue", 0)) + 1
         return out
 
     @cached_property
