@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.webhook import image_variants
 from gpuctl.constants import Labels
 from tests.integration.conftest import wait_until
 
@@ -182,6 +183,29 @@ def test_image_runs_the_mypyc_compiled_rules_with_the_corpus_answers(image) -> N
     assert got["review_type"] == "builtin_function_or_method", got  # mypyc's C function, not Python's
     assert got["cases"] >= 1900
     assert got["changed_count"] == 0, got["changed"]
+
+
+def test_bench_measures_the_image_compiled_and_pure(tmp_path) -> None:
+    """bench/webhook.py --image: the two variants it measures really are the image's compiled webhook and
+    its pure-Python one, on the image's own interpreter."""
+    variants = image_variants(ARCHIVE, tmp_path)
+    files = []
+    for v in variants:
+        root, _, python = v.removeprefix("builtin@").partition("^")
+        p = subprocess.run(
+            [python, "-c", "import sys, admission.rules as r; print(sys.prefix, r.__file__)"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        prefix, file = p.stdout.split()
+        assert prefix == str(tmp_path / "image-bundle/rootfs/usr")
+        files.append(file)
+    assert files == [
+        str(tmp_path / "image-pure/admission/rules.py"),
+        str(tmp_path / "image-mypyc/admission/rules.cpython-311-x86_64-linux-gnu.so"),
+    ]
 
 
 class Runner:
