@@ -2,6 +2,8 @@
 
     python bench/webhook.py                                  # loopback only
     python bench/webhook.py --kubeconfig /tmp/tb/kubeconfig  # plus the API server's view (local cluster)
+    python bench/webhook.py --image build/image/gpuctl.oci.tar --http floor-tls   # the image's webhook:
+                                           # mypyc-compiled vs pure Python on its python3.11 (root, umoci)
 
 Part 1 starts `python -m admission serve` on 127.0.0.1 (TLS, a fixed cluster snapshot, the production log
 level) and sends AdmissionReviews open-loop at fixed rates over keep-alive connections, the way the API
@@ -991,11 +993,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-connections", type=int, default=64, help="connections the client may open in all")
     p.add_argument(
         "--http",
-        type=lambda s: s.split(","),
+        type=lambda s: [x for x in s.split(",") if x],
         default=["builtin", "uvicorn"],
         help="webhook HTTP servers to measure, alternating (builtin = admission.http; uvicorn = reference); "
         "'builtin+--flag value' passes server flags; 'builtin@../main' runs another checkout's server (A/B); "
-        "'builtin^/path/python' another interpreter (with gpuctl's dependencies)",
+        "'builtin^/path/python' another interpreter (with gpuctl's dependencies); '' none (with --image)",
     )
     p.add_argument(
         "--image",
