@@ -126,13 +126,11 @@ make_trees() {
 # ---- the webhook's rules compiled with mypyc: C extensions for the image's interpreter ----
 # The compile tree: Debian's python3.X-dev (the image's interpreter, its headers and sysconfig), gcc and
 # libc6-dev from the same suite, and mypy + setuptools (manylinux wheels for cp3X) in /opt/mypyc. Never part
-# of the image. Cached in $CACHE/toolchain-<key> (key: what it is made of); made in a temporary directory
-# and renamed into place, so a concurrent build never sees half a tree.
+# of the image. Cached in $CACHE/toolchain-<key> (key: what it is made of, and the Debian version of the
+# image's interpreter, so a Debian update of python3.X makes a new one with matching headers); made in a
+# temporary directory and renamed into place, so a concurrent build never sees half a tree.
 toolchain() {
-  local key tmp
-  key=$(printf '%s\n' "$DEBIAN_SUITE" "$DEBIAN_MIRROR" "$DEBIAN_SECURITY" "$PV" "$MYPYC_DEBIAN_PACKAGES" \
-    "$MYPYC_REQUIREMENTS" | sha256sum | cut -c1-16)
-  TOOLCHAIN="$CACHE/toolchain-$key"; TOOLCHAIN_KEY=$key
+  local tmp
   [[ -d "$TOOLCHAIN/opt/mypyc/mypyc" ]] && return 0
   tmp=$(mktemp -d "$CACHE/toolchain.XXXXXX")
   mmdebstrap --quiet --mode="${GPUCTL_MMDEBSTRAP_MODE:-root}" --variant=extract --format=directory \
@@ -157,14 +155,18 @@ toolchain() {
 # in the image. Cached in $CACHE/mypyc-<key> (key: the toolchain, the recipe, the modules' sources and every
 # project module they import, see hack/image.py mypyc-key), so a change elsewhere in gpuctl reuses it.
 mypyc_compile() {
-  local site=$1 dir=$2 key out cc f
-  toolchain
+  local site=$1 dir=$2 key out cc f tmpout
+  TOOLCHAIN_KEY=$(printf '%s\n' "$DEBIAN_SUITE" "$DEBIAN_MIRROR" "$DEBIAN_SECURITY" "$PV" "$MYPYC_DEBIAN_PACKAGES" \
+    "$MYPYC_REQUIREMENTS" "$(grep '^Version:' "$dir/rootfs/var/lib/dpkg/status.d/python$PV-minimal")" |
+    sha256sum | cut -c1-16)
+  TOOLCHAIN="$CACHE/toolchain-$TOOLCHAIN_KEY"
   key=$("$PY" "$ROOT/hack/image.py" mypyc-key --site "$site" --salt "$TOOLCHAIN_KEY" \
     --recipe "$ROOT/hack/image.sh" --recipe "$ROOT/hack/image.env" $MYPYC_MODULES)
   out="$CACHE/mypyc-${key:0:32}"
   if [[ -f "$out/.complete" ]]; then
     log "mypyc: $MYPYC_MODULES cached in $out"
   else
+    toolchain
     # A hard-linked copy of the compile tree (instant, and the cached tree stays untouched) with the
     # project's packages in /build and the image's dependencies in python3.X's dist-packages (their types).
     cc="$dir/mypyc-tree"; rm -rf "$cc"
@@ -180,14 +182,15 @@ sys.argv = ["mypyc", "--follow-imports=silent", *sys.argv[1:]]
 runpy.run_module("mypyc", run_name="__main__", alter_sys=True)' $MYPYC_MODULES >"$dir/mypyc.log" 2>&1; then
       tail -n 40 "$dir/mypyc.log" >&2; die "mypyc could not compile $MYPYC_MODULES (log above)"
     fi
-    rm -rf "$out.tmp"; mkdir -p "$out.tmp"
+    tmpout=$(mktemp -d "$out.XXXXXX")
     (cd "$cc/build" && find . -path ./build -prune -o -name '*.so' -print) | sort | while read -r f; do
       chroot "$cc" /usr/bin/strip --strip-debug "/build/$f"
-      install -D -m 0644 "$cc/build/$f" "$out.tmp/$f"
+      install -D -m 0644 "$cc/build/$f" "$tmpout/$f"
     done
-    [[ -n $(find "$out.tmp" -name '*.so') ]] || die "mypyc wrote no extension module (see $dir/mypyc.log)"
-    touch "$out.tmp/.complete"
-    mv -T "$out.tmp" "$out" 2>/dev/null || rm -rf "$out.tmp"
+    [[ -n $(find "$tmpout" -name '*.so') ]] || die "mypyc wrote no extension module (see $dir/mypyc.log)"
+    touch "$tmpout/.complete"
+    chmod 0755 "$tmpout"
+    mv -T "$tmpout" "$out" 2>/dev/null || rm -rf "$tmpout"   # another build may have made it meanwhile
     rm -rf "$cc"
     log "mypyc: compiled $MYPYC_MODULES"
   fi
