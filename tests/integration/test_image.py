@@ -35,6 +35,7 @@ import yaml
 from bench.webhook import image_variants
 from gpuctl.constants import Labels
 from tests.integration.conftest import wait_until
+from tests.unit.corpus_answers import module_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts/gpuctl"
@@ -183,6 +184,8 @@ def test_image_runs_the_mypyc_compiled_rules_with_the_corpus_answers(image) -> N
     assert got["review_type"] == "builtin_function_or_method", got  # mypyc's C function, not Python's
     assert got["cases"] >= 1900
     assert got["changed_count"] == 0, got["changed"]
+    # The same module namespace and the same rendered policy as the pure-Python source here.
+    assert {k: got[k] for k in ("rules_names", "policy_sha256")} == module_facts()
 
 
 def test_bench_measures_the_image_compiled_and_pure(tmp_path) -> None:

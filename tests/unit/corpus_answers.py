@@ -10,6 +10,7 @@ what the image has: the standard library, orjson and gpuctl's own packages.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import orjson
 
 import admission.rules
+from admission.policy import render
 from admission.rules import AdmissionConfig, Malformed, Mode, review
 from admission.server import AdmissionApp, BadRequest, parse_review
 from admission.state import ClusterState, StaticState
@@ -64,8 +66,18 @@ def changed(state: ClusterState, cases: list[dict]) -> list[tuple[int, dict, dic
     return out
 
 
+def module_facts() -> dict[str, Any]:
+    """What else reads admission.rules sees the same: its public names, and the ValidatingAdmissionPolicy
+    that admission.policy renders from its tables."""
+    return {
+        "rules_names": sorted(n for n in dir(admission.rules) if not n.startswith("__")),
+        "policy_sha256": hashlib.sha256((render() + render(ALLOWED)).encode()).hexdigest(),
+    }
+
+
 def summary(path: Path) -> dict[str, Any]:
-    """Which admission.rules answered (file, compiled or not) and the cases whose answers differ."""
+    """Which admission.rules answered (file, compiled or not), the cases whose answers differ, and
+    module_facts()."""
     state, cases = load(path)
     diff = changed(state, cases)
     return {
@@ -77,6 +89,7 @@ def summary(path: Path) -> dict[str, Any]:
         "cases": len(cases),
         "changed": [{"case": i, "expected": c["expect"], "got": g} for i, c, g in diff[:5]],
         "changed_count": len(diff),
+        **module_facts(),
     }
 
 
