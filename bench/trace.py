@@ -55,6 +55,11 @@ wait so far), as issue 15 defines them:
   Kueue not yet admitted / no pod created yet, or a Pending pod kube-scheduler had not yet bound);
   GPU-time held by terminating pods. "Waiting" includes jobs requeued after a preemption.
 
+Printed once, before the replays: the upper bound any scheduler could reach on this trace and these
+pools (utilisation_bound: a maximum flow that lets GPUs be divided, jobs be preempted and resumed for
+free, ignores node boundaries and latency), and with each lead the most any design could lead that
+baseline by: whether issue 15's +15 points is reachable on this trace at all.
+
 --any-pool is a what-if, not the headline: training jobs of up to 4 GPUs name no pool (see unpin()).
 """
 
@@ -62,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import math
 import random
@@ -250,6 +256,79 @@ def unpin(trace: list[Item]) -> list[Item]:
     them) name no pool, as if users could say "any GPU"; gpuctl's YAML cannot say that today (a job
     without resources.pool goes to pool `default`)."""
     return [replace(i, pool=ANY_POOL) if i.kind == "training" and i.gpus <= 4 else i for i in trace]
+
+
+# ----------------------------------------------------------------------------- upper bound
+def _max_flow(n: int, edges: list[tuple[int, int, int]], s: int, t: int) -> int:
+    """Dinic's maximum flow over integer capacities (nodes 0..n-1)."""
+    graph: list[list[list[int]]] = [[] for _ in range(n)]  # [to, capacity left, index of the reverse]
+    for u, v, c in edges:
+        graph[u].append([v, c, len(graph[v])])
+        graph[v].append([u, 0, len(graph[u]) - 1])
+
+    def push(u: int, limit: int, level: list[int], nxt: list[int]) -> int:
+        if u == t:
+            return limit
+        while nxt[u] < len(graph[u]):
+            edge = graph[u][nxt[u]]
+            v, c, back = edge
+            if c > 0 and level[v] == level[u] + 1:
+                got = push(v, min(limit, c), level, nxt)
+                if got:
+                    edge[1] -= got
+                    graph[v][back][1] += got
+                    return got
+            nxt[u] += 1
+        return 0
+
+    flow = 0
+    while True:
+        level = [-1] * n
+        level[s] = 0
+        frontier = [s]
+        for u in frontier:  # breadth first: the list grows while it is walked
+            for v, c, _ in graph[u]:
+                if c > 0 and level[v] < 0:
+                    level[v] = level[u] + 1
+                    frontier.append(v)
+        if level[t] < 0:
+            return flow
+        nxt = [0] * n
+        while got := push(s, sum(c for _, c, _ in graph[s]), level, nxt):
+            flow += got
+
+
+def utilisation_bound(trace: Iterable[Item], day: float, pool_gpus: Mapping[str, int]) -> float:
+    """The highest utilisation (allocated / capacity over the day) ANY scheduler could reach on this
+    trace with these pools: a maximum flow of GPU-milliseconds from jobs into (pool, time interval)
+    slots, where a job may use at most its GPUs at a time, only after its submission, for at most its
+    runtime of work, in its own pool (any pool for ANY_POOL), and a pool at most its GPUs. It relaxes
+    everything real: GPUs divisible, jobs preemptible and resumable for free, no node boundaries, no
+    latency; so no queue design can beat it."""
+    items = [i for i in trace if i.pool == ANY_POOL or i.pool in pool_gpus]
+    end = round(day * 1000)
+    cuts = sorted({0, end, *(min(round(i.t * 1000), end) for i in items)})
+    spans = list(itertools.pairwise(cuts))
+    pools = list(pool_gpus)
+    s, t = 0, 1
+    slot = {(p, k): 2 + a * len(spans) + k for a, p in enumerate(pools) for k in range(len(spans))}
+    n = 2 + len(slot)
+    edges = [(slot[p, k], t, pool_gpus[p] * (b - a)) for p in pools for k, (a, b) in enumerate(spans)]
+    for it in items:
+        w, job = it.gpus * it.pods, n
+        n += 1
+        edges.append((s, job, w * round(it.runtime * 1000)))
+        for k, (a, b) in enumerate(spans):
+            if a < round(it.t * 1000):
+                continue
+            if it.pool != ANY_POOL:
+                edges.append((job, slot[it.pool, k], w * (b - a)))
+                continue
+            edges.append((job, n, w * (b - a)))  # the job's rate in this span, shared by the pools
+            edges.extend((n, slot[p, k], w * (b - a)) for p in pools)
+            n += 1
+    capacity = sum(pool_gpus.values()) * end
+    return _max_flow(n, edges, s, t) / capacity if capacity else 0.0
 
 
 # ----------------------------------------------------------------------------- cluster setup
@@ -573,13 +652,7 @@ def replay(
     evictions: dict[str, int] = {}
     usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
     lock = threading.Lock()
-    nodes = {
-        name_of(n): (
-            labels(n).get(Labels.POOL, ""),
-            quantity_gpus((n.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0)),
-        )
-        for n in kube.list(path("Node"))
-    }
+    nodes = read_nodes(kube)
     pool_nodes: dict[str, list[str]] = {}
     for node, (pool, _) in nodes.items():
         pool_nodes.setdefault(pool, []).append(node)
@@ -858,6 +931,26 @@ def quota_allows(
     return True  # gpuctl lends idle GPUs to any team
 
 
+def read_nodes(kube: Cluster) -> dict[str, tuple[str, int]]:
+    """node -> (its pool, its allocatable GPUs)."""
+    return {
+        name_of(n): (
+            labels(n).get(Labels.POOL, ""),
+            quantity_gpus((n.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0)),
+        )
+        for n in kube.list(path("Node"))
+    }
+
+
+def pool_gpus(nodes: Mapping[str, tuple[str, int]]) -> dict[str, int]:
+    """GPUs per trace pool."""
+    out = dict.fromkeys(POOLS, 0)
+    for pool, gpus in nodes.values():
+        if pool in out:
+            out[pool] += gpus
+    return out
+
+
 def free_now(nodes: Mapping[str, tuple[str, int]], used: Mapping[str, int]) -> dict[str, int]:
     return {n: g - used.get(n, 0) for n, (_, g) in nodes.items()}
 
@@ -878,7 +971,8 @@ def wait_cell(waits: list[float], p: float, k: float) -> str:
     return f"{pct(waits, p):.1f} s ({pct(waits, p) * k:.0f} min)"
 
 
-def print_table(results: list[Result], day: float) -> None:
+def print_table(results: list[Result], day: float, bound: float | None = None) -> None:
+    """The designs side by side; `bound`: utilisation_bound of the trace, for the verdict lines."""
     k = REAL_DAY / day / 60  # compressed seconds -> real-day minutes
     rows = [
         ("jobs (never admitted in the day)", lambda r: f"{r.jobs} ({r.never})"),
@@ -930,6 +1024,10 @@ def print_table(results: list[Result], day: float) -> None:
             lead = 100 * (ours.util - r.util)
             verdict = "MET" if lead >= TARGET_LEAD else "NOT MET"
             target = f"target +{TARGET_LEAD:.0f}: {verdict}"
+            if bound is not None:
+                most = 100 * (bound - r.util)
+                reach = "reachable" if most >= TARGET_LEAD else "UNREACHABLE on this trace"
+                target += f"; any scheduler at most {most:+.1f}: +{TARGET_LEAD:.0f} {reach}"
             print(f"utilisation gpuctl - {TITLES[r.design]}: {lead:+.1f} points ({target})")
 
 
@@ -971,6 +1069,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{CAPACITY} GPUs over a {args.day_seconds:.0f} s day "
         f"(1 s = {REAL_DAY / args.day_seconds / 60:.1f} min)"
     )
+    bound = utilisation_bound(trace, args.day_seconds, pool_gpus(read_nodes(kube)))
+    print(
+        f"upper bound, any scheduler: {100 * bound:.1f} % utilisation (utilisation_bound: GPUs "
+        "divisible, free preemption, no node boundaries, no latency)"
+    )
     results = []
     tmp = Path(f"/tmp/gpuctl-trace-{time.time_ns()}")
     tmp.mkdir(parents=True)
@@ -991,7 +1094,7 @@ def main(argv: list[str] | None = None) -> int:
         print_table(results[-1:], args.day_seconds)  # as it comes: a long run may be cut short
         sys.stdout.flush()
         reset(kube, list(ns.values()))
-    print_table(results, args.day_seconds)
+    print_table(results, args.day_seconds, bound)
     for r in results:
         if r.lag_top:
             print(f"\n{TITLES[r.design]}: waiting jobs behind the 'quota allowed it' idle GPU-time, and why")
@@ -1004,7 +1107,7 @@ def main(argv: list[str] | None = None) -> int:
             for k in ("waits_quota", "waits_quota_submitted", "waits_all"):
                 d[k] = {"n": len(getattr(r, k)), "p50": pct(getattr(r, k), 50), "p99": pct(getattr(r, k), 99)}
             out.append(d)
-        print(json.dumps(out))
+        print(json.dumps({"upper_bound": bound, "designs": out}))
     return 0
 
 
