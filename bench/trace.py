@@ -55,7 +55,7 @@ wait so far), as issue 15 defines them:
   Kueue not yet admitted / no pod created yet, or a Pending pod kube-scheduler had not yet bound);
   GPU-time held by terminating pods. "Waiting" includes jobs requeued after a preemption.
 
-Printed once, before the replays: the upper bound any scheduler could reach on this trace and these
+Printed once, when the pools exist: the upper bound any scheduler could reach on this trace and these
 pools (utilisation_bound: a maximum flow that lets GPUs be divided, jobs be preempted and resumed for
 free, ignores node boundaries and latency), and with each lead the most any design could lead that
 baseline by: whether issue 15's +15 points is reachable on this trace at all.
@@ -1069,11 +1069,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{CAPACITY} GPUs over a {args.day_seconds:.0f} s day "
         f"(1 s = {REAL_DAY / args.day_seconds / 60:.1f} min)"
     )
-    bound = utilisation_bound(trace, args.day_seconds, pool_gpus(read_nodes(kube)))
-    print(
-        f"upper bound, any scheduler: {100 * bound:.1f} % utilisation (utilisation_bound: GPUs "
-        "divisible, free preemption, no node boundaries, no latency)"
-    )
+    bound: float | None = None
     results = []
     tmp = Path(f"/tmp/gpuctl-trace-{time.time_ns()}")
     tmp.mkdir(parents=True)
@@ -1087,6 +1083,12 @@ def main(argv: list[str] | None = None) -> int:
         ns = {t: f"trace-{design[0]}-{t}" for t in TEAMS}
         reset(kube, list(ns.values()))
         SETUP[design](kube, args.kubeconfig, ns, tmp)
+        if bound is None:  # the pools exist now
+            bound = utilisation_bound(trace, args.day_seconds, pool_gpus(read_nodes(kube)))
+            print(
+                f"upper bound, any scheduler: {100 * bound:.1f} % utilisation (utilisation_bound: GPUs "
+                "divisible, free preemption, no node boundaries, no latency)"
+            )
         print(f"{design}: replaying ...", flush=True)
         results.append(
             replay(kube, design, ns, trace, args.day_seconds, args.grace_seconds, args.nudge_controllers)
