@@ -1084,10 +1084,21 @@ def main(argv: list[str] | None = None) -> int:
         reset(kube, list(ns.values()))
         SETUP[design](kube, args.kubeconfig, ns, tmp)
         if bound is None:  # the pools exist now
-            bound = utilisation_bound(trace, args.day_seconds, pool_gpus(read_nodes(kube)))
+            gpus = pool_gpus(read_nodes(kube))
+            bound = utilisation_bound(trace, args.day_seconds, gpus)
+            per_pool = (
+                ""
+                if any(i.pool == ANY_POOL for i in trace)  # jobs of no pool: not separable
+                else " ("
+                + ", ".join(
+                    f"{p} {100 * utilisation_bound(trace, args.day_seconds, {p: gpus[p]}):.1f} %"
+                    for p in POOLS
+                )
+                + ")"
+            )
             print(
-                f"upper bound, any scheduler: {100 * bound:.1f} % utilisation (utilisation_bound: GPUs "
-                "divisible, free preemption, no node boundaries, no latency)"
+                f"upper bound, any scheduler: {100 * bound:.1f} % utilisation{per_pool} (utilisation_bound: "
+                "GPUs divisible, free preemption, no node boundaries, no latency)"
             )
         print(f"{design}: replaying ...", flush=True)
         results.append(
