@@ -17,6 +17,7 @@ from bench.trace import (
     fragmented,
     make_trace,
     manifest,
+    offline_utilisation,
     pct,
     place,
     pod_job,
@@ -213,30 +214,6 @@ def test_an_unschedulable_pod_without_kueue_is_fragmentation_only_if_its_pool_ha
     assert not fragmented(pod, pool_nodes, {"n1": 8, "n2": 0, "n3": 0})  # a node holds it
 
 
-def _greedy_utilisation(trace: list[Item], day: float, gpus: int) -> float:
-    """A real (non-preemptive, first come first served with backfill) schedule of one pool."""
-    running: list[tuple[float, int]] = []  # (end, GPUs)
-    waiting = sorted(trace, key=lambda i: i.t)
-    t, used, busy = 0.0, 0, 0.0
-    events = sorted({i.t for i in trace} | {day})
-    pending: list[Item] = []
-    while t < day:
-        pending += [i for i in waiting if i.t <= t]
-        waiting = [i for i in waiting if i.t > t]
-        for it in list(pending):
-            if used + it.gpus * it.pods <= gpus:
-                pending.remove(it)
-                running.append((t + it.runtime, it.gpus * it.pods))
-                used += it.gpus * it.pods
-        nxt = min([e for e in events if e > t] + [e for e, _ in running if e > t] + [day])
-        busy += used * (nxt - t)
-        t = nxt
-        for e, g in [r for r in running if r[0] <= t]:
-            running.remove((e, g))
-            used -= g
-    return busy / (gpus * day)
-
-
 def test_the_bound_is_the_offered_work_when_it_fits_and_the_capacity_when_it_does_not() -> None:
     one = {"training-pool": 4}
     job = Item(10.0, "a", "training", "j", 2, 1, "training-pool", "low", 50.0)
@@ -272,7 +249,9 @@ def test_no_real_schedule_beats_the_bound(jobs: list[tuple[int, int, int, int]])
         if g * p <= 8
     ]
     bound = utilisation_bound(trace, 100, {"training-pool": 8})
-    assert _greedy_utilisation(trace, 100, 8) <= bound + 1e-9
+    nodes = {"n1": ("training-pool", 8)}
+    for largest_first in (False, True):
+        assert offline_utilisation(trace, 100, nodes, largest_first=largest_first) <= bound + 1e-9
     assert bound <= min(1.0, sum(i.gpus * i.pods * i.runtime for i in trace) / 800) + 1e-9
 
 
@@ -285,3 +264,23 @@ def test_the_seed_7_day_bound() -> None:
         "inference-pool": 0,
         "dev-pool": 4,
     }
+
+
+def test_offline_packing_keeps_pods_whole_and_can_put_the_largest_job_first() -> None:
+    nodes = {"n1": ("training-pool", 8), "n2": ("training-pool", 8), "cpu": ("compute-pool", 0)}
+    big = Item(0.0, "a", "training", "big", 8, 1, "training-pool", "low", 100.0)
+    smalls = [replace(big, name=f"s{n}", gpus=4, t=0.0, runtime=50.0) for n in range(3)]
+    # 12 of 16 GPUs free at t=0 but in submission order the 4-GPU jobs come first and take 4 GPUs of
+    # each node (fullest first: one node gets two), so the 8-GPU job waits until t=50.
+    fifo = offline_utilisation([*smalls, big], 100, nodes, largest_first=False)
+    assert fifo == (3 * 4 * 50 + 8 * 50) / (16 * 100)
+    largest = offline_utilisation([*smalls, big], 100, nodes, largest_first=True)
+    assert largest == (8 * 100 + 2 * 4 * 50 + 4 * 50) / (16 * 100)
+    # A 2-pod job needs room for each pod on a node, not just enough GPUs in the pool.
+    pair = replace(big, name="pair", gpus=8, pods=2, runtime=10.0)
+    split = {"n1": ("training-pool", 12), "n2": ("training-pool", 4)}
+    assert offline_utilisation([pair], 100, split, largest_first=False) == 0.0
+    assert offline_utilisation([pair], 100, nodes, largest_first=False) == 16 * 10 / (16 * 100)
+    # A job that names no pool may use any pool's nodes.
+    other = {"n1": ("dev-pool", 4)}
+    assert offline_utilisation([replace(big, gpus=4, pool=ANY_POOL)], 100, other, largest_first=False) == 1.0
