@@ -349,7 +349,7 @@ def _required_terms(spec: Mapping[str, Any], where: str) -> list[Mapping[str, An
 def _expr_ok(expr: Mapping[str, Any], value: str | None) -> bool:
     """A nodeSelectorRequirement against one label value (None: the node lacks the label)."""
     op = expr.get("operator")
-    values = expr.get("values") or ()
+    values: Any = expr.get("values") or ()
     if op == "In":
         return value is not None and value in values
     if op == "NotIn":
@@ -993,8 +993,9 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
             # gpuctl's server-side dry run of a new pool labels the nodes after "creating" the flavor in
             # the same dry run, which persisted nothing: the pool cannot exist yet. Say so, don't deny.
             return Verdict(True, subject, warnings=_clip([f"dry run: {v.text()}" for v in found]))
-        before = _node_violations(old, "request.oldObject", state) if old else []
-        return _decide(subject, found, [], before, config)
+        return _decide(
+            subject, found, [], _node_violations(old, "request.oldObject", state) if old else [], config
+        )
 
     if gk != _POD and gk not in _TEMPLATE_KINDS:
         return Verdict(allowed=True, skipped=f"kind {group}/{kind} is not reviewed")

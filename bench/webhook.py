@@ -2,6 +2,8 @@
 
     python bench/webhook.py                                  # loopback only
     python bench/webhook.py --kubeconfig /tmp/tb/kubeconfig  # plus the API server's view (local cluster)
+    python bench/webhook.py --image build/image/gpuctl.oci.tar --http floor-tls   # the image's webhook:
+                                           # mypyc-compiled vs pure Python on its python3.11 (root, umoci)
 
 Part 1 starts `python -m admission serve` on 127.0.0.1 (TLS, a fixed cluster snapshot, the production log
 level) and sends AdmissionReviews open-loop at fixed rates over keep-alive connections, the way the API
@@ -33,11 +35,13 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import ssl
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -189,6 +193,44 @@ def request_mix() -> list[tuple[str, bytes, bool]]:
 
 # ---------------------------------------------------------------------------------------------------------
 # TLS and the server process.
+
+
+def image_variants(archive: Path, tmp: Path) -> tuple[str, str]:
+    """`--image`: two server variants from the container image (hack/image.sh's OCI archive, unpacked with
+    umoci): its files as built (admission.rules compiled with mypyc) and the same files without the compiled
+    modules (so the pure-Python .py beside them answers), both on the image's own python3.X (its binary and
+    standard library, through PYTHONHOME), each from its own copy of the image's dist-packages."""
+    if not shutil.which("umoci"):
+        raise SystemExit("--image needs umoci (apt-get install umoci)")
+    layout, bundle = tmp / "image-layout", tmp / "image-bundle"
+    with tarfile.open(archive) as t:
+        t.extractall(layout, filter="tar")
+    (entry,) = json.loads((layout / "index.json").read_text())["manifests"]
+    tag = entry["annotations"]["org.opencontainers.image.ref.name"]
+    subprocess.run(
+        ["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)], check=True, capture_output=True
+    )
+    rootfs = bundle / "rootfs"
+    (site,) = (rootfs / "usr/local/lib").glob("python3.*/dist-packages")
+    python = rootfs / "usr/bin" / site.parent.name  # python3.X
+    wrapper = tmp / "image-python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONHOME={rootfs}/usr exec {python} "$@"\n')
+    wrapper.chmod(0o755)
+    compiled, pure = tmp / "image-mypyc", tmp / "image-pure"
+    shutil.copytree(site, compiled, symlinks=True)
+    shutil.copytree(site, pure, symlinks=True)
+    top = (next(pure.glob("gpuctl-*.dist-info")) / "top_level.txt").read_text().split()
+    # mypyc's output: an extension per compiled module next to its .py, and the shared library of the group.
+    gone = [
+        so
+        for so in [*pure.glob("*__mypyc.*.so"), *(x for t in top for x in (pure / t).rglob("*.so"))]
+        if so.name.split(".")[0].endswith("__mypyc") or so.with_name(so.name.split(".")[0] + ".py").exists()
+    ]
+    if not gone:
+        raise SystemExit(f"{archive}: the image has no mypyc-compiled module")
+    for so in gone:
+        so.unlink()
+    return f"builtin@{pure}^{wrapper}", f"builtin@{compiled}^{wrapper}"
 
 
 def make_certs(d: Path) -> tuple[Path, Path, Path]:
@@ -659,6 +701,21 @@ def summary(out: list[dict], args: argparse.Namespace) -> None:
                 ok = sum(1 for p in p99s if p <= TARGET_P99)
                 line += f"  | CPU target {met_cpu}; p99 target met in {ok}/{len(rows)} runs"
             print(line)
+    pair = getattr(args, "image_pair", None)
+    if pair:
+        pure, compiled = map(short, pair)
+        for rate in args.rates:
+            by_round = {(r["round"], r["server"]): r["server_cpu_us"] for r in out if r["rate"] == rate}
+            ratios = [
+                by_round[n, compiled] / by_round[n, pure]
+                for n in range(1, args.repeat + 1)
+                if (n, pure) in by_round and (n, compiled) in by_round
+            ]
+            if ratios:
+                print(
+                    f"   image, mypyc-compiled / pure Python CPU per request at {rate}/s, same rounds: "
+                    f"{', '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}"
+                )
 
 
 def own_time(pool: Pool) -> tuple[float, float]:
@@ -936,11 +993,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-connections", type=int, default=64, help="connections the client may open in all")
     p.add_argument(
         "--http",
-        type=lambda s: s.split(","),
+        type=lambda s: [x for x in s.split(",") if x],
         default=["builtin", "uvicorn"],
         help="webhook HTTP servers to measure, alternating (builtin = admission.http; uvicorn = reference); "
         "'builtin+--flag value' passes server flags; 'builtin@../main' runs another checkout's server (A/B); "
-        "'builtin^/path/python' another interpreter (with gpuctl's dependencies)",
+        "'builtin^/path/python' another interpreter (with gpuctl's dependencies); '' none (with --image)",
+    )
+    p.add_argument(
+        "--image",
+        type=Path,
+        help="also measure the container image's webhook (hack/image.sh's OCI archive, e.g. "
+        "build/image/gpuctl.oci.tar) on the image's python: as built (mypyc-compiled rules) and pure Python, "
+        "and print their same-round CPU ratio; needs umoci",
     )
     p.add_argument(
         "--kubeconfig",
@@ -959,6 +1023,9 @@ def main(argv: list[str] | None = None) -> int:
         policy = os.sched_getscheduler(0)
         if args.realtime:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(5))
+        if args.image:
+            args.image_pair = image_variants(args.image, tmp)
+            args.http = [*args.http, *args.image_pair]
         try:
             part1(args, tmp, ca, crt, key)
         finally:

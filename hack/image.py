@@ -2,6 +2,9 @@
 manifest and OCI archive written from two directory trees (no Docker, no registry).
 
     python hack/image.py key WHEEL RECIPE_FILE...       -> sha256 hex of the wheel's members + recipe
+    python hack/image.py mypyc-key --site D --salt S --recipe F... MODULE...
+                                                           -> sha256 hex of what mypyc compiles them from
+    python hack/image.py record --site D --dist NAME FILE...   -> adds FILEs to NAME's RECORD in D
     python hack/image.py assemble --rootfs D --app D --out F --repo R --tag T --epoch N --uid U
                                                            -> prints the manifest digest (sha256:...)
 
@@ -14,6 +17,8 @@ with the image's user, /tmp); hack/image.sh makes both trees.
 from __future__ import annotations
 
 import argparse
+import ast
+import base64
 import gzip
 import hashlib
 import json
@@ -42,6 +47,64 @@ def wheel_key(wheel: Path, recipe: list[Path]) -> str:
     for f in recipe:
         h.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
+
+
+def _project_files(site: Path, top: set[str], name: str) -> list[Path]:
+    """The files (relative to site) that import `name` reads: its parent packages' __init__.py and the module
+    itself (a package's __init__.py or a .py); none for a name outside the project's packages."""
+    parts = name.split(".")
+    if parts[0] not in top:
+        return []
+    out = [Path(*parts[:i], "__init__.py") for i in range(1, len(parts))]
+    for cand in (Path(*parts, "__init__.py"), Path(*parts[:-1], parts[-1] + ".py")):
+        if (site / cand).is_file():
+            out.append(cand)
+    return [f for f in out if (site / f).is_file()]
+
+
+def mypyc_key(site: Path, modules: list[str], salt: str, recipe: list[Path]) -> str:
+    """Hash of what mypyc compiles `modules` (paths relative to site) from: their sources and those of every
+    project module they import, transitively (mypy reads their types), the recipe files and `salt` (the
+    compile tree's key). The dependencies outside the project are pinned by the wheel's requirements and the
+    compile tree; a change elsewhere in the project leaves the key alone."""
+    top = set((next(site.glob("gpuctl-*.dist-info")) / "top_level.txt").read_text().split())
+    seen: dict[Path, bytes] = {}
+    todo = [Path(m) for m in modules]
+    while todo:
+        rel = todo.pop()
+        if rel in seen:
+            continue
+        seen[rel] = src = (site / rel).read_bytes()
+        package = list(rel.parent.parts)  # a module's package, or the package of an __init__.py
+        for node in ast.walk(ast.parse(src)):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                mod = ".".join([*base, *(node.module.split(".") if node.module else [])])
+                names = [mod, *(f"{mod}.{a.name}" for a in node.names)]
+            for n in names:
+                todo += _project_files(site, top, n)
+    h = hashlib.sha256(salt.encode() + b"\0" + "\0".join(modules).encode())
+    for rel in sorted(seen):
+        h.update(rel.as_posix().encode() + b"\0" + hashlib.sha256(seen[rel]).digest())
+    for f in recipe:
+        h.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def add_to_record(site: Path, dist: str, files: list[str]) -> None:
+    """List files added to an installed distribution in its RECORD (path,sha256=...,size), as pip would."""
+    record = next(site.glob(f"{dist}-*.dist-info")) / "RECORD"
+    lines = record.read_text().splitlines()
+    names = {Path(f).as_posix().removeprefix("./") for f in files}
+    lines = [line for line in lines if line.split(",", 1)[0] not in names]
+    for name in sorted(names):
+        data = (site / name).read_bytes()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{name},sha256={digest},{len(data)}")
+    record.write_text("\n".join(lines) + "\n")
 
 
 def _info(tar: tarfile.TarFile, path: Path, arcname: str, epoch: int) -> tarfile.TarInfo:
@@ -193,9 +256,22 @@ def main(argv: list[str]) -> int:
         a.add_argument(flag, required=True)
     a.add_argument("--epoch", type=int, required=True)
     a.add_argument("--uid", type=int, required=True)
+    m = sub.add_parser("mypyc-key")
+    m.add_argument("--site", type=Path, required=True)
+    m.add_argument("--salt", required=True)
+    m.add_argument("--recipe", type=Path, action="append", default=[])
+    m.add_argument("modules", nargs="+")
+    r = sub.add_parser("record")
+    r.add_argument("--site", type=Path, required=True)
+    r.add_argument("--dist", required=True)
+    r.add_argument("files", nargs="*")
     args = p.parse_args(argv)
     if args.cmd == "key":
         print(wheel_key(args.wheel, args.recipe))
+    elif args.cmd == "mypyc-key":
+        print(mypyc_key(args.site, args.modules, args.salt, args.recipe))
+    elif args.cmd == "record":
+        add_to_record(args.site, args.dist, args.files)
     else:
         print(assemble(args))
     return 0

@@ -102,6 +102,7 @@ make_trees() {
   rm -f "$site"/gpuctl-*.dist-info/direct_url.json
   sed -i '/direct_url.json/d' "$site"/gpuctl-*.dist-info/RECORD
   "$PY" -m pip freeze -q --path "$site" > "$dir/requirements.txt" 2>/dev/null || true
+  mypyc_compile "$site" "$dir"
   # Compile with the image's own interpreter: /usr/local moves into the rootfs for the run (no mounts).
   mv "$dir/app/usr/local" "$dir/rootfs/usr/local"
   chroot "$dir/rootfs" "/usr/bin/python$PV" -B -m compileall -f -q --invalidation-mode unchecked-hash \
@@ -120,6 +121,83 @@ make_trees() {
   printf 'root:x:0:\ngpuctl:x:%s:\n' "$IMAGE_UID" > "$dir/app/etc/group"
   chmod 0644 "$dir/app/etc/passwd" "$dir/app/etc/group"; chmod 1777 "$dir/app/tmp"
   log "application layer: $(wc -l < "$dir/requirements.txt") Python distributions"
+}
+
+# ---- the webhook's rules compiled with mypyc: C extensions for the image's interpreter ----
+# The compile tree: Debian's python3.X-dev (the image's interpreter, its headers and sysconfig), gcc and
+# libc6-dev from the same suite, and mypy + setuptools (manylinux wheels for cp3X) in /opt/mypyc. Never part
+# of the image. Cached in $CACHE/toolchain-<key> (key: what it is made of, and the Debian version of the
+# image's interpreter, so a Debian update of python3.X makes a new one with matching headers); made in a
+# temporary directory and renamed into place, so a concurrent build never sees half a tree.
+toolchain() {
+  local tmp
+  [[ -d "$TOOLCHAIN/opt/mypyc/mypyc" ]] && return 0
+  tmp=$(mktemp -d "$CACHE/toolchain.XXXXXX")
+  mmdebstrap --quiet --mode="${GPUCTL_MMDEBSTRAP_MODE:-root}" --variant=extract --format=directory \
+    --include="python$PV-dev,${MYPYC_DEBIAN_PACKAGES// /,}" "$DEBIAN_SUITE" "$tmp/root" \
+    "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb $DEBIAN_MIRROR $DEBIAN_SUITE-updates main" \
+    "deb $DEBIAN_SECURITY $DEBIAN_SUITE-security main"
+  rm -rf "$tmp/root"/var/cache/apt/archives/*.deb
+  "$PY" -m pip install -q --no-cache-dir --no-compile --no-warn-conflicts --only-binary=:all: \
+    --target "$tmp/root/opt/mypyc" --implementation cp --python-version "$PV" --abi "cp${PV/./}" \
+    --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 $MYPYC_REQUIREMENTS >/dev/null
+  mkdir -p "$tmp/root/tmp" && chmod 1777 "$tmp/root/tmp"
+  mv -T "$tmp/root" "$TOOLCHAIN" 2>/dev/null || true   # another build may have made it meanwhile
+  rm -rf "$tmp"
+  [[ -d "$TOOLCHAIN/opt/mypyc/mypyc" ]] || die "could not make the mypyc compile tree $TOOLCHAIN"
+  log "mypyc compile tree: $TOOLCHAIN ($MYPYC_REQUIREMENTS, python$PV-dev $MYPYC_DEBIAN_PACKAGES)"
+}
+
+# mypyc_compile SITE DIR: compile $MYPYC_MODULES of the application's SITE into extension modules next to
+# their .py (an extension wins the import over the .py of the same name; the .py stays, unused, as the
+# source). mypy type-checks them first with the project's other modules and the dependencies as installed
+# in the image. Cached in $CACHE/mypyc-<key> (key: the toolchain, the recipe, the modules' sources and every
+# project module they import, see hack/image.py mypyc-key), so a change elsewhere in gpuctl reuses it.
+mypyc_compile() {
+  local site=$1 dir=$2 key out cc f tmpout
+  TOOLCHAIN_KEY=$(printf '%s\n' "$DEBIAN_SUITE" "$DEBIAN_MIRROR" "$DEBIAN_SECURITY" "$PV" "$MYPYC_DEBIAN_PACKAGES" \
+    "$MYPYC_REQUIREMENTS" "$(grep '^Version:' "$dir/rootfs/var/lib/dpkg/status.d/python$PV-minimal")" |
+    sha256sum | cut -c1-16)
+  TOOLCHAIN="$CACHE/toolchain-$TOOLCHAIN_KEY"
+  key=$("$PY" "$ROOT/hack/image.py" mypyc-key --site "$site" --salt "$TOOLCHAIN_KEY" \
+    --recipe "$ROOT/hack/image.sh" --recipe "$ROOT/hack/image.env" $MYPYC_MODULES)
+  out="$CACHE/mypyc-${key:0:32}"
+  if [[ -f "$out/.complete" ]]; then
+    log "mypyc: $MYPYC_MODULES cached in $out"
+  else
+    toolchain
+    # A hard-linked copy of the compile tree (instant, and the cached tree stays untouched) with the
+    # project's packages in /build and the image's dependencies in python3.X's dist-packages (their types).
+    cc="$dir/mypyc-tree"; rm -rf "$cc"
+    cp -al "$TOOLCHAIN" "$cc"
+    mkdir -p "$cc/build" "$cc/usr/local/lib/python$PV"
+    cp -a "$site" "$cc/usr/local/lib/python$PV/dist-packages"
+    for f in $(cat "$site"/gpuctl-*.dist-info/top_level.txt); do cp -a "$site/$f" "$cc/build/$f"; done
+    if ! env -i PATH=/usr/bin:/bin HOME=/tmp PYTHONPATH=/opt/mypyc PYTHONDONTWRITEBYTECODE=1 \
+      SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" "$(command -v chroot)" "$cc" "/usr/bin/python$PV" -c '
+import os, runpy, sys
+os.chdir("/build")
+sys.argv = ["mypyc", "--follow-imports=silent", *sys.argv[1:]]
+runpy.run_module("mypyc", run_name="__main__", alter_sys=True)' $MYPYC_MODULES >"$dir/mypyc.log" 2>&1; then
+      tail -n 40 "$dir/mypyc.log" >&2; die "mypyc could not compile $MYPYC_MODULES (log above)"
+    fi
+    tmpout=$(mktemp -d "$out.XXXXXX")
+    (cd "$cc/build" && find . -path ./build -prune -o -name '*.so' -print) | sort | while read -r f; do
+      chroot "$cc" /usr/bin/strip --strip-debug "/build/$f"
+      install -D -m 0644 "$cc/build/$f" "$tmpout/$f"
+    done
+    [[ -n $(find "$tmpout" -name '*.so') ]] || die "mypyc wrote no extension module (see $dir/mypyc.log)"
+    touch "$tmpout/.complete"
+    chmod 0755 "$tmpout"
+    mv -T "$tmpout" "$out" 2>/dev/null || rm -rf "$tmpout"   # another build may have made it meanwhile
+    rm -rf "$cc"
+    log "mypyc: compiled $MYPYC_MODULES"
+  fi
+  (cd "$out" && find . -name '*.so' | sort) | while read -r f; do
+    install -m 0644 "$out/$f" "$site/$f"
+  done
+  "$PY" "$ROOT/hack/image.py" record --site "$site" --dist gpuctl $(cd "$out" && find . -name '*.so' | sort)
 }
 
 # ---- the wheel, and the cache key from its content ----

@@ -22,6 +22,8 @@ fi
 .venv/bin/ruff format --check .
 # Layers point down and the domain core stays pure (contracts in pyproject.toml, docs/architecture.md).
 .venv/bin/lint-imports
+# The modules the image compiles with mypyc type-check ([tool.mypy] in pyproject.toml, docs/admission.md).
+.venv/bin/mypy
 hack/cluster/build.sh
 # The container image (cached by the wheel's content: rebuilt only when gpuctl changed, ~1-2 min cold).
 # It needs root (mmdebstrap, chroot); CI runs as root. Elsewhere tests/integration/test_image.py fails

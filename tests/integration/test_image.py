@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.webhook import image_variants
 from gpuctl.constants import Labels
 from tests.integration.conftest import wait_until
 
@@ -130,6 +131,81 @@ def test_image_is_minimal_non_root_and_runs_gpuctl(image) -> None:
     # Every module is compiled at build time: a read-only root filesystem costs no start-up time.
     site = next((rootfs / "usr/local/lib").glob("python3.*/dist-packages"))
     assert list((site / "gpuctl/__pycache__").glob("main.cpython-3*.pyc"))
+
+
+def test_image_runs_the_mypyc_compiled_rules_with_the_corpus_answers(image) -> None:
+    """hack/image.sh compiles admission.rules with mypyc for the image's interpreter: the image imports the
+    extension (not the .py beside it), and it answers the recorded corpus (tests/unit/golden/admission/,
+    recorded from the pure-Python rules, which tests/unit/test_admission_corpus.py holds to it) byte for
+    byte: status, body, skipped and cache_dependent of all ~2,000 reviews."""
+    rootfs = image["rootfs"]
+    site = next((rootfs / "usr/local/lib").glob("python3.*/dist-packages"))
+    assert sorted(p.name for p in (site / "admission").glob("rules*.so")) == [
+        "rules.cpython-311-x86_64-linux-gnu.so",
+        "rules__mypyc.cpython-311-x86_64-linux-gnu.so",
+    ]
+    record = next(site.glob("gpuctl-*.dist-info")).joinpath("RECORD").read_text()
+    assert "admission/rules.cpython-311-x86_64-linux-gnu.so,sha256=" in record
+    work = rootfs / "tmp" / f"corpus-{uuid.uuid4().hex[:6]}"
+    work.mkdir()
+    shutil.copy(ROOT / "tests/unit/corpus_answers.py", work)
+    shutil.copy(ROOT / "tests/unit/golden/admission/corpus.json.gz", work)
+    inside = "/" + work.relative_to(rootfs).as_posix()
+    try:
+        # The image's interpreter as the image's user, isolated (-I: no PYTHON* variables, no script
+        # directory on sys.path): only the image's modules are importable.
+        p = subprocess.run(
+            [
+                "env",
+                "-i",
+                "PATH=/usr/local/bin:/usr/bin:/bin",
+                shutil.which("chroot") or "chroot",
+                "--userspec=65532:65532",
+                str(rootfs),
+                "/usr/bin/python3.11",
+                "-I",
+                f"{inside}/corpus_answers.py",
+                f"{inside}/corpus.json.gz",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        shutil.rmtree(work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout)
+    assert got["executable"] == "/usr/bin/python3.11"
+    assert (
+        got["rules_file"]
+        == f"/{site.relative_to(rootfs).as_posix()}/admission/rules.cpython-311-x86_64-linux-gnu.so"
+    )
+    assert got["review_type"] == "builtin_function_or_method", got  # mypyc's C function, not Python's
+    assert got["cases"] >= 1900
+    assert got["changed_count"] == 0, got["changed"]
+
+
+def test_bench_measures_the_image_compiled_and_pure(tmp_path) -> None:
+    """bench/webhook.py --image: the two variants it measures really are the image's compiled webhook and
+    its pure-Python one, on the image's own interpreter."""
+    variants = image_variants(ARCHIVE, tmp_path)
+    files = []
+    for v in variants:
+        root, _, python = v.removeprefix("builtin@").partition("^")
+        p = subprocess.run(
+            [python, "-c", "import sys, admission.rules as r; print(sys.prefix, r.__file__)"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        prefix, file = p.stdout.split()
+        assert prefix == str(tmp_path / "image-bundle/rootfs/usr")
+        files.append(file)
+    assert files == [
+        str(tmp_path / "image-pure/admission/rules.py"),
+        str(tmp_path / "image-mypyc/admission/rules.cpython-311-x86_64-linux-gnu.so"),
+    ]
 
 
 class Runner:

@@ -18,59 +18,27 @@ import copy
 import gzip
 import os
 import random
-from pathlib import Path
 from typing import Any
 
 import orjson
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from admission.rules import KUEUE_USER, AdmissionConfig, Malformed, Mode, review
-from admission.server import AdmissionApp, BadRequest, parse_review
-from admission.state import ClusterState, StaticState
+from admission.rules import KUEUE_USER
+from admission.state import ClusterState
 from bench.webhook import POOL as BENCH_POOL
 from bench.webhook import TEAM as BENCH_TEAM
 from bench.webhook import request_mix, snapshot_objects
 from gpuctl.constants import TAS_UNCONSTRAINED
 from tests.unit import test_admission_fuzz as fz
+from tests.unit.corpus_answers import CORPUS, answer, changed, load
 from tests.unit.test_admission_fixtures import cluster_objects
-
-CORPUS = Path(__file__).parent / "golden" / "admission" / "corpus.json.gz"
-ALLOWED = ("/data/../proc", "/var/run")
-
-
-def _config(case: dict) -> AdmissionConfig:
-    return AdmissionConfig(mode=Mode(case["mode"]), allowed_host_paths=ALLOWED if case["paths"] else ())
-
-
-def answer(case: dict, state: ClusterState) -> dict:
-    """What the webhook answers for one case: HTTP status and body, and the verdict's bookkeeping."""
-    config = _config(case)
-    if not case["synced"]:
-        state = ClusterState.build(synced=False)
-    app = AdmissionApp(StaticState(state), config, stale_wait=0.0)
-    body = case["body"].encode()
-    status, out, _ = app.handle(body)
-    skipped: str | None = None
-    cache: bool | None = None
-    try:
-        _, request = parse_review(body)
-        verdict = review(request, state, config)
-        skipped, cache = verdict.skipped, verdict.cache_dependent
-    except (BadRequest, Malformed):  # the 400 text above says what
-        pass
-    return {"status": status, "out": out.decode(), "skipped": skipped, "cache": cache}
-
-
-def _load() -> tuple[ClusterState, list[dict]]:
-    doc = orjson.loads(gzip.decompress(CORPUS.read_bytes()))
-    return ClusterState.from_objects(doc["state"]), doc["cases"]
 
 
 def test_corpus_answers_are_unchanged() -> None:
     if os.environ.get("GPUCTL_UPDATE_GOLDEN"):
         record()
-    state, cases = _load()
+    state, cases = load()
     assert len(cases) >= 1500
     kinds = {(c["expect"]["status"], _operation(c["body"])) for c in cases}
     # The corpus exercises allowed, denied, warned and malformed answers, on every operation.
@@ -78,12 +46,8 @@ def test_corpus_answers_are_unchanged() -> None:
     outs = "".join(c["expect"]["out"] for c in cases)
     for needle in ('"allowed":false', '"warnings":', "[gpu-queue]", "[pool-placement]", "[host-path]"):
         assert needle in outs
-    changed = []
-    for i, case in enumerate(cases):
-        got = answer(case, state)
-        if got != case["expect"]:
-            changed.append((i, case, got))
-    assert not changed, _describe(changed)
+    diff = changed(state, cases)
+    assert not diff, _describe(diff)
 
 
 def _operation(body: str) -> Any:
@@ -93,9 +57,9 @@ def _operation(body: str) -> Any:
         return None
 
 
-def _describe(changed: list) -> str:
-    lines = [f"{len(changed)} answer(s) changed; the first ones:"]
-    for i, case, got in changed[:5]:
+def _describe(diff: list) -> str:
+    lines = [f"{len(diff)} answer(s) changed; the first ones:"]
+    for i, case, got in diff[:5]:
         lines += [f"case {i}: {case['body'][:600]}", f"  expected {case['expect']}", f"  got      {got}"]
     return "\n".join(lines)
 
