@@ -55,6 +55,13 @@ wait so far), as issue 15 defines them:
   Kueue not yet admitted / no pod created yet, or a Pending pod kube-scheduler had not yet bound);
   GPU-time held by terminating pods. "Waiting" includes jobs requeued after a preemption.
 
+Printed once, when the pools exist: the upper bound any scheduler could reach on this trace and these
+pools (utilisation_bound: a maximum flow that lets GPUs be divided, jobs be preempted and resumed for
+free, ignores node boundaries and latency), and with each lead the most any design could lead that
+baseline by: whether issue 15's +15 points is reachable on this trace at all; and what a clairvoyant
+scheduler with the real constraints but no quotas or latency reaches (offline_utilisation, in
+submission order and largest job first).
+
 --any-pool is a what-if, not the headline: training jobs of up to 4 GPUs name no pool (see unpin()).
 """
 
@@ -62,6 +69,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import heapq
+import itertools
 import json
 import math
 import random
@@ -250,6 +259,124 @@ def unpin(trace: list[Item]) -> list[Item]:
     them) name no pool, as if users could say "any GPU"; gpuctl's YAML cannot say that today (a job
     without resources.pool goes to pool `default`)."""
     return [replace(i, pool=ANY_POOL) if i.kind == "training" and i.gpus <= 4 else i for i in trace]
+
+
+# ----------------------------------------------------------------------------- upper bound
+def _max_flow(n: int, edges: list[tuple[int, int, int]], s: int, t: int) -> int:
+    """Dinic's maximum flow over integer capacities (nodes 0..n-1)."""
+    graph: list[list[list[int]]] = [[] for _ in range(n)]  # [to, capacity left, index of the reverse]
+    for u, v, c in edges:
+        graph[u].append([v, c, len(graph[v])])
+        graph[v].append([u, 0, len(graph[u]) - 1])
+
+    def push(u: int, limit: int, level: list[int], nxt: list[int]) -> int:
+        if u == t:
+            return limit
+        while nxt[u] < len(graph[u]):
+            edge = graph[u][nxt[u]]
+            v, c, back = edge
+            if c > 0 and level[v] == level[u] + 1:
+                got = push(v, min(limit, c), level, nxt)
+                if got:
+                    edge[1] -= got
+                    graph[v][back][1] += got
+                    return got
+            nxt[u] += 1
+        return 0
+
+    flow = 0
+    while True:
+        level = [-1] * n
+        level[s] = 0
+        frontier = [s]
+        for u in frontier:  # breadth first: the list grows while it is walked
+            for v, c, _ in graph[u]:
+                if c > 0 and level[v] < 0:
+                    level[v] = level[u] + 1
+                    frontier.append(v)
+        if level[t] < 0:
+            return flow
+        nxt = [0] * n
+        while got := push(s, sum(c for _, c, _ in graph[s]), level, nxt):
+            flow += got
+
+
+def utilisation_bound(trace: Iterable[Item], day: float, pool_gpus: Mapping[str, int]) -> float:
+    """The highest utilisation (allocated / capacity over the day) ANY scheduler could reach on this
+    trace with these pools: a maximum flow of GPU-milliseconds from jobs into (pool, time interval)
+    slots, where a job may use at most its GPUs at a time, only after its submission, for at most its
+    runtime of work, in its own pool (any pool for ANY_POOL), and a pool at most its GPUs. It relaxes
+    everything real: GPUs divisible, jobs preemptible and resumable for free, no node boundaries, no
+    latency; so no queue design can beat it."""
+    items = [i for i in trace if i.pool == ANY_POOL or i.pool in pool_gpus]
+    end = round(day * 1000)
+    cuts = sorted({0, end, *(min(round(i.t * 1000), end) for i in items)})
+    spans = list(itertools.pairwise(cuts))
+    pools = list(pool_gpus)
+    s, t = 0, 1
+    slot = {(p, k): 2 + a * len(spans) + k for a, p in enumerate(pools) for k in range(len(spans))}
+    n = 2 + len(slot)
+    edges = [(slot[p, k], t, pool_gpus[p] * (b - a)) for p in pools for k, (a, b) in enumerate(spans)]
+    for it in items:
+        w, job = it.gpus * it.pods, n
+        n += 1
+        edges.append((s, job, w * round(it.runtime * 1000)))
+        for k, (a, b) in enumerate(spans):
+            if a < round(it.t * 1000):
+                continue
+            if it.pool != ANY_POOL:
+                edges.append((job, slot[it.pool, k], w * (b - a)))
+                continue
+            edges.append((job, n, w * (b - a)))  # the job's rate in this span, shared by the pools
+            edges.extend((n, slot[p, k], w * (b - a)) for p in pools)
+            n += 1
+    capacity = sum(pool_gpus.values()) * end
+    return _max_flow(n, edges, s, t) / capacity if capacity else 0.0
+
+
+def offline_utilisation(
+    trace: Iterable[Item], day: float, nodes: Mapping[str, tuple[str, int]], *, largest_first: bool
+) -> float:
+    """What a clairvoyant scheduler reaches without quotas or latency but with the real constraints
+    (whole pods on one node each, placed by `place`, never preempted): whenever a job arrives or ends,
+    start every waiting job that fits, in submission order or largest (GPUs) first, backfilling the rest.
+    Not a bound (another order may do better; utilisation_bound is the bound): a reference for what
+    packing alone can give on this trace."""
+    room = {n: g for n, (pool, g) in nodes.items() if pool in POOLS}
+    pools = {pool: [n for n, (p, _) in nodes.items() if p == pool] for pool in POOLS}
+    capacity = sum(room.values()) * day
+    arrivals = sorted(trace, key=lambda i: i.t)
+    ends: list[tuple[float, int, list[str], int]] = []  # (end, tiebreak, nodes, GPUs per pod)
+    waiting: list[Item] = []
+    used = busy = now = 0.0
+    seq = itertools.count()
+    while now < day:
+        upcoming = [arrivals[0].t] if arrivals else []
+        now_next = min([*upcoming, *(e[0] for e in ends[:1]), day])
+        busy += used * (now_next - now)
+        now = now_next
+        while ends and ends[0][0] <= now:
+            _, _, where, gpus = heapq.heappop(ends)
+            for n in where:
+                room[n] += gpus
+            used -= gpus * len(where)
+        while arrivals and arrivals[0].t <= now:
+            waiting.append(arrivals.pop(0))
+        if largest_first:
+            waiting.sort(key=lambda i: (-i.gpus * i.pods, i.t))
+        for it in list(waiting):
+            candidates = (
+                [n for p in POOLS for n in pools[p]] if it.pool == ANY_POOL else pools.get(it.pool, [])
+            )
+            where = place(it.pods, it.gpus, {n: room[n] for n in candidates})
+            if where is None:
+                continue
+            waiting.remove(it)
+            for n in where:
+                room[n] -= it.gpus
+            used += it.gpus * it.pods
+            heapq.heappush(ends, (now + it.runtime, next(seq), where, it.gpus))
+    return busy / capacity if capacity else 0.0
 
 
 # ----------------------------------------------------------------------------- cluster setup
@@ -573,13 +700,7 @@ def replay(
     evictions: dict[str, int] = {}
     usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
     lock = threading.Lock()
-    nodes = {
-        name_of(n): (
-            labels(n).get(Labels.POOL, ""),
-            quantity_gpus((n.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0)),
-        )
-        for n in kube.list(path("Node"))
-    }
+    nodes = read_nodes(kube)
     pool_nodes: dict[str, list[str]] = {}
     for node, (pool, _) in nodes.items():
         pool_nodes.setdefault(pool, []).append(node)
@@ -858,6 +979,26 @@ def quota_allows(
     return True  # gpuctl lends idle GPUs to any team
 
 
+def read_nodes(kube: Cluster) -> dict[str, tuple[str, int]]:
+    """node -> (its pool, its allocatable GPUs)."""
+    return {
+        name_of(n): (
+            labels(n).get(Labels.POOL, ""),
+            quantity_gpus((n.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0)),
+        )
+        for n in kube.list(path("Node"))
+    }
+
+
+def pool_gpus(nodes: Mapping[str, tuple[str, int]]) -> dict[str, int]:
+    """GPUs per trace pool."""
+    out = dict.fromkeys(POOLS, 0)
+    for pool, gpus in nodes.values():
+        if pool in out:
+            out[pool] += gpus
+    return out
+
+
 def free_now(nodes: Mapping[str, tuple[str, int]], used: Mapping[str, int]) -> dict[str, int]:
     return {n: g - used.get(n, 0) for n, (_, g) in nodes.items()}
 
@@ -878,7 +1019,11 @@ def wait_cell(waits: list[float], p: float, k: float) -> str:
     return f"{pct(waits, p):.1f} s ({pct(waits, p) * k:.0f} min)"
 
 
-def print_table(results: list[Result], day: float) -> None:
+def print_table(
+    results: list[Result], day: float, bound: float | None = None, packed: float | None = None
+) -> None:
+    """The designs side by side; `bound` (utilisation_bound) and `packed` (the best offline_utilisation)
+    of the trace, for the verdict lines."""
     k = REAL_DAY / day / 60  # compressed seconds -> real-day minutes
     rows = [
         ("jobs (never admitted in the day)", lambda r: f"{r.jobs} ({r.never})"),
@@ -931,6 +1076,11 @@ def print_table(results: list[Result], day: float) -> None:
             verdict = "MET" if lead >= TARGET_LEAD else "NOT MET"
             target = f"target +{TARGET_LEAD:.0f}: {verdict}"
             print(f"utilisation gpuctl - {TITLES[r.design]}: {lead:+.1f} points ({target})")
+            if bound is not None and packed is not None:
+                print(
+                    f"  the most any design could lead it by on this trace: {100 * (bound - r.util):+.1f} "
+                    f"(upper bound), {100 * (packed - r.util):+.1f} (best offline packing)"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -971,6 +1121,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{CAPACITY} GPUs over a {args.day_seconds:.0f} s day "
         f"(1 s = {REAL_DAY / args.day_seconds / 60:.1f} min)"
     )
+    bound: float | None = None
+    packed: float | None = None
     results = []
     tmp = Path(f"/tmp/gpuctl-trace-{time.time_ns()}")
     tmp.mkdir(parents=True)
@@ -984,6 +1136,32 @@ def main(argv: list[str] | None = None) -> int:
         ns = {t: f"trace-{design[0]}-{t}" for t in TEAMS}
         reset(kube, list(ns.values()))
         SETUP[design](kube, args.kubeconfig, ns, tmp)
+        if bound is None:  # the pools exist now
+            gpus = pool_gpus(read_nodes(kube))
+            bound = utilisation_bound(trace, args.day_seconds, gpus)
+            per_pool = (
+                ""
+                if any(i.pool == ANY_POOL for i in trace)  # jobs of no pool: not separable
+                else " ("
+                + ", ".join(
+                    f"{p} {100 * utilisation_bound(trace, args.day_seconds, {p: gpus[p]}):.1f} %"
+                    for p in POOLS
+                )
+                + ")"
+            )
+            print(
+                f"upper bound, any scheduler: {100 * bound:.1f} % utilisation{per_pool} (utilisation_bound: "
+                "GPUs divisible, free preemption, no node boundaries, no latency)"
+            )
+            fifo, largest = (
+                offline_utilisation(trace, args.day_seconds, read_nodes(kube), largest_first=f)
+                for f in (False, True)
+            )
+            packed = max(fifo, largest)
+            print(
+                f"offline packing (clairvoyant, no quotas, no latency, whole pods per node, no preemption): "
+                f"{100 * fifo:.1f} % in submission order, {100 * largest:.1f} % largest first"
+            )
         print(f"{design}: replaying ...", flush=True)
         results.append(
             replay(kube, design, ns, trace, args.day_seconds, args.grace_seconds, args.nudge_controllers)
@@ -991,7 +1169,7 @@ def main(argv: list[str] | None = None) -> int:
         print_table(results[-1:], args.day_seconds)  # as it comes: a long run may be cut short
         sys.stdout.flush()
         reset(kube, list(ns.values()))
-    print_table(results, args.day_seconds)
+    print_table(results, args.day_seconds, bound, packed)
     for r in results:
         if r.lag_top:
             print(f"\n{TITLES[r.design]}: waiting jobs behind the 'quota allowed it' idle GPU-time, and why")
@@ -1004,7 +1182,7 @@ def main(argv: list[str] | None = None) -> int:
             for k in ("waits_quota", "waits_quota_submitted", "waits_all"):
                 d[k] = {"n": len(getattr(r, k)), "p50": pct(getattr(r, k), 50), "p99": pct(getattr(r, k), 99)}
             out.append(d)
-        print(json.dumps(out))
+        print(json.dumps({"upper_bound": bound, "offline_packing": packed, "designs": out}))
     return 0
 
 
