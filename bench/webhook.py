@@ -33,11 +33,13 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import ssl
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -189,6 +191,35 @@ def request_mix() -> list[tuple[str, bytes, bool]]:
 
 # ---------------------------------------------------------------------------------------------------------
 # TLS and the server process.
+
+
+def image_server(rootfs: Path, tmp: Path) -> str:
+    """The `--http` variant of an unpacked container image's webhook as it ships: the image's
+    dist-packages (a copy, so the bench can start it from there) on the image's own python3.X, its binary
+    and standard library through PYTHONHOME (a wrapper script in `tmp`)."""
+    (site,) = (rootfs / "usr/local/lib").glob("python3.*/dist-packages")
+    python = rootfs / "usr/bin" / site.parent.name  # python3.X
+    wrapper = tmp / "image-python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONHOME={rootfs}/usr exec {python} "$@"\n')
+    wrapper.chmod(0o755)
+    copy_of_site = tmp / "image-site"
+    shutil.copytree(site, copy_of_site, symlinks=True)
+    return f"builtin@{copy_of_site}^{wrapper}"
+
+
+def image_variant(archive: Path, tmp: Path) -> str:
+    """`--image`: hack/image.sh's OCI archive unpacked with umoci, then image_server."""
+    if not shutil.which("umoci"):
+        raise SystemExit("--image needs umoci (apt-get install umoci)")
+    layout, bundle = tmp / "image-layout", tmp / "image-bundle"
+    with tarfile.open(archive) as t:
+        t.extractall(layout, filter="tar")
+    (entry,) = json.loads((layout / "index.json").read_text())["manifests"]
+    tag = entry["annotations"]["org.opencontainers.image.ref.name"]
+    subprocess.run(
+        ["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)], check=True, capture_output=True
+    )
+    return image_server(bundle / "rootfs", tmp)
 
 
 def make_certs(d: Path) -> tuple[Path, Path, Path]:
@@ -943,6 +974,12 @@ def main(argv: list[str] | None = None) -> int:
         "'builtin^/path/python' another interpreter (with gpuctl's dependencies)",
     )
     p.add_argument(
+        "--image",
+        type=Path,
+        help="also measure the container image's webhook as it ships (hack/image.sh's OCI archive, e.g. "
+        "build/image/gpuctl.oci.tar) on the image's own python; needs umoci",
+    )
+    p.add_argument(
         "--kubeconfig",
         default=os.environ.get("GPUCTL_BENCH_KUBECONFIG"),
         help="local cluster for the API server's view (part 2); omitted: part 1 only",
@@ -959,6 +996,8 @@ def main(argv: list[str] | None = None) -> int:
         policy = os.sched_getscheduler(0)
         if args.realtime:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(5))
+        if args.image:
+            args.http = [*args.http, image_variant(args.image, tmp)]
         try:
             part1(args, tmp, ca, crt, key)
         finally:

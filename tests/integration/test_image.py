@@ -18,11 +18,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tarfile
 import urllib.request
 import uuid
@@ -32,6 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.webhook import image_server
 from gpuctl.constants import Labels
 from tests.integration.conftest import wait_until
 
@@ -492,3 +495,20 @@ def test_serve_from_the_image_exports_pool_metrics(
             assert r.status == 200
     finally:
         runner.stop()
+
+
+def test_the_webhook_bench_measures_the_image_as_it_ships(image, tmp_path: Path) -> None:
+    """bench/webhook.py --image runs the image's own webhook on the image's own interpreter: the figures
+    issue 12 was closed on (docs/admission.md, fifth session)."""
+    site, python = image_server(image["rootfs"], tmp_path).removeprefix("builtin@").split("^")
+    probe = "import admission.rules, sys; print(admission.rules.__file__); print(sys.prefix)"
+    out = subprocess.run([python, "-c", probe], cwd=site, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [f"{site}/admission/rules.py", f"{image['rootfs']}/usr"]
+    bench = [sys.executable, "bench/webhook.py", "--image", str(ARCHIVE), "--http", "floor-tls"]
+    short = ["--rates", "200", "--duration", "1", "--warmup", "0.5", "--repeat", "1"]
+    run = subprocess.run([*bench, *short], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # round, server, rate, p50, p90, p99, p99.9, max, err: the image's server answered every request.
+    row = re.search(r"^\s+1 builtin@image-site py3\.\S*\s+200(?:\s+[\d.]+){5}\s+(\d+)\s", run.stdout, re.M)
+    assert row, run.stdout
+    assert row[1] == "0", run.stdout
