@@ -74,6 +74,7 @@ import itertools
 import json
 import math
 import random
+import statistics
 import sys
 import threading
 import time
@@ -81,6 +82,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -335,18 +338,29 @@ def utilisation_bound(trace: Iterable[Item], day: float, pool_gpus: Mapping[str,
 
 
 def offline_utilisation(
-    trace: Iterable[Item], day: float, nodes: Mapping[str, tuple[str, int]], *, largest_first: bool
+    trace: Iterable[Item],
+    day: float,
+    nodes: Mapping[str, tuple[str, int]],
+    *,
+    largest_first: bool,
+    caps: Mapping[tuple[str, str], int] | None = None,
 ) -> float:
     """What a clairvoyant scheduler reaches without quotas or latency but with the real constraints
     (whole pods on one node each, placed by `place`, never preempted): whenever a job arrives or ends,
     start every waiting job that fits, in submission order or largest (GPUs) first, backfilling the rest.
     Not a bound (another order may do better; utilisation_bound is the bound): a reference for what
-    packing alone can give on this trace."""
+    packing alone can give on this trace.
+
+    `caps` ((team, pool) -> GPUs a team may hold in the pool) models the Kueue-defaults baseline instead:
+    each team's per-pool nominal quota and no borrowing; waiting jobs then go by priority, then
+    submission (a ClusterQueue's order; BestEffortFIFO: one that cannot start lets the next try)."""
     room = {n: g for n, (pool, g) in nodes.items() if pool in POOLS}
+    held: dict[tuple[str, str], int] = {}
     pools = {pool: [n for n, (p, _) in nodes.items() if p == pool] for pool in POOLS}
     capacity = sum(room.values()) * day
     arrivals = sorted(trace, key=lambda i: i.t)
-    ends: list[tuple[float, int, list[str], int]] = []  # (end, tiebreak, nodes, GPUs per pod)
+    # (end, tiebreak, nodes, GPUs per pod, (team, pool))
+    ends: list[tuple[float, int, list[str], int, tuple[str, str]]] = []
     waiting: list[Item] = []
     used = busy = now = 0.0
     seq = itertools.count()
@@ -356,15 +370,21 @@ def offline_utilisation(
         busy += used * (now_next - now)
         now = now_next
         while ends and ends[0][0] <= now:
-            _, _, where, gpus = heapq.heappop(ends)
+            _, _, where, gpus, team_pool = heapq.heappop(ends)
             for n in where:
                 room[n] += gpus
             used -= gpus * len(where)
+            held[team_pool] -= gpus * len(where)
         while arrivals and arrivals[0].t <= now:
             waiting.append(arrivals.pop(0))
         if largest_first:
             waiting.sort(key=lambda i: (-i.gpus * i.pods, i.t))
+        elif caps is not None:
+            waiting.sort(key=lambda i: (-PRIORITY_CLASSES[i.priority][0], i.t))
         for it in list(waiting):
+            team_pool = (it.team, it.pool)
+            if caps is not None and held.get(team_pool, 0) + it.gpus * it.pods > caps.get(team_pool, 0):
+                continue
             candidates = (
                 [n for p in POOLS for n in pools[p]] if it.pool == ANY_POOL else pools.get(it.pool, [])
             )
@@ -375,8 +395,105 @@ def offline_utilisation(
             for n in where:
                 room[n] -= it.gpus
             used += it.gpus * it.pods
-            heapq.heappush(ends, (now + it.runtime, next(seq), where, it.gpus))
+            held[team_pool] = held.get(team_pool, 0) + it.gpus * it.pods
+            heapq.heappush(ends, (now + it.runtime, next(seq), where, it.gpus, team_pool))
     return busy / capacity if capacity else 0.0
+
+
+def baseline_caps() -> dict[tuple[str, str], int]:
+    """The Kueue-defaults baseline's quota as offline_utilisation's caps: each team's GPUs per pool."""
+    return {
+        (team, pool): gpus for team, split in SPLIT.items() for pool, gpus in zip(POOLS, split, strict=True)
+    }
+
+
+def local_nodes() -> dict[str, tuple[str, int]]:
+    """node -> (pool, GPUs) of the local cluster once examples/pools.yaml has labelled it, read from
+    hack/cluster/nodes.yaml and examples/pools.yaml: what --offline uses instead of a cluster."""
+    pools = {
+        node: doc["pool"]["name"]
+        for doc in yaml.safe_load_all((ROOT / "examples" / "pools.yaml").read_text())
+        for node in doc.get("nodes") or {}
+    }
+    items = yaml.safe_load((ROOT / "hack" / "cluster" / "nodes.yaml").read_text())["items"]
+    return {
+        n["metadata"]["name"]: (
+            pools.get(n["metadata"]["name"], ""),
+            quantity_gpus(n["status"]["allocatable"].get(GPU_RESOURCE, 0)),
+        )
+        for n in items
+    }
+
+
+@dataclass
+class OfflineDay:
+    seed: int
+    offered: float
+    bound: float
+    fifo: float  # offline packing, submission order, no quotas
+    largest: float  # offline packing, largest first, no quotas
+    baseline: float  # offline packing under the Kueue-defaults baseline's caps
+
+    @property
+    def lead(self) -> float:
+        """What the quota-free packing leads the baseline model by: on seed 7 the replays' lead."""
+        return self.fifo - self.baseline
+
+
+def offline_day(seed: int, day: float, nodes: Mapping[str, tuple[str, int]], *, any_pool: bool) -> OfflineDay:
+    trace = make_trace(seed, day)
+    if any_pool:
+        trace = unpin(trace)
+    capacity = sum(g for pool, g in nodes.values() if pool in POOLS)
+    return OfflineDay(
+        seed,
+        offered=sum(i.gpus * i.pods * min(i.runtime, day - i.t) for i in trace) / (capacity * day),
+        bound=utilisation_bound(trace, day, pool_gpus(nodes)),
+        fifo=offline_utilisation(trace, day, nodes, largest_first=False),
+        largest=offline_utilisation(trace, day, nodes, largest_first=True),
+        baseline=offline_utilisation(trace, day, nodes, largest_first=False, caps=baseline_caps()),
+    )
+
+
+def seeds_arg(text: str) -> list[int]:
+    """`1-40`, `1,3,7` or a mix."""
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out.extend(range(int(a), int(b or a) + 1))
+    return out
+
+
+def print_offline(days: list[OfflineDay]) -> None:
+    head = (
+        "seed",
+        "offered",
+        "upper bound",
+        "packing",
+        "largest first",
+        "Kueue-defaults model",
+        "lead",
+        "most",
+    )
+    rows = [
+        (
+            str(d.seed),
+            *(f"{100 * v:.1f} %" for v in (d.offered, d.bound, d.fifo, d.largest, d.baseline)),
+            f"{100 * d.lead:+.1f}",
+            f"{100 * (d.bound - d.baseline):+.1f}",
+        )
+        for d in days
+    ]
+    widths = [max(len(r[k]) for r in [head, *rows]) for k in range(len(head))]
+    for r in [head, *rows]:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+    leads = sorted(100 * d.lead for d in days)
+    met = sum(v >= TARGET_LEAD for v in leads)
+    print(
+        "\nlead of the quota-free packing over the Kueue-defaults model: "
+        f"median {statistics.median(leads):+.1f}, range {leads[0]:+.1f} .. {leads[-1]:+.1f}; "
+        f">= +{TARGET_LEAD:.0f} on {met} of {len(days)} days"
+    )
 
 
 # ----------------------------------------------------------------------------- cluster setup
@@ -1085,7 +1202,7 @@ def print_table(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kubeconfig", required=True)
+    ap.add_argument("--kubeconfig", help="the cluster to replay on (required unless --offline)")
     ap.add_argument("--day-seconds", type=float, default=480.0)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--only", choices=DESIGNS, action="append", help="run only this design (repeatable)")
@@ -1109,7 +1226,22 @@ def main(argv: list[str] | None = None) -> int:
         help="what-if: training jobs of up to 4 GPUs name no pool and run on any GPU pool (Kueue flavor "
         "fungibility); not something gpuctl's YAML can express today",
     )
+    ap.add_argument(
+        "--offline",
+        metavar="SEEDS",
+        type=seeds_arg,
+        help="no cluster: for each day (seed; e.g. 1-40 or 1,7) print the upper bound, the offline "
+        "packings and the offline Kueue-defaults model (per-team per-pool quota, no borrowing): which days "
+        "leave room for the target lead, in milliseconds",
+    )
     args = ap.parse_args(argv)
+    if args.offline:
+        print_offline(
+            [offline_day(n, args.day_seconds, local_nodes(), any_pool=args.any_pool) for n in args.offline]
+        )
+        return 0
+    if not args.kubeconfig:
+        ap.error("--kubeconfig is required (or --offline SEEDS)")
     kube = Cluster.connect(kubeconfig=args.kubeconfig)
     trace = make_trace(args.seed, args.day_seconds)
     if args.any_pool:
@@ -1158,9 +1290,13 @@ def main(argv: list[str] | None = None) -> int:
                 for f in (False, True)
             )
             packed = max(fifo, largest)
+            modelled = offline_utilisation(
+                trace, args.day_seconds, read_nodes(kube), largest_first=False, caps=baseline_caps()
+            )
             print(
                 f"offline packing (clairvoyant, no quotas, no latency, whole pods per node, no preemption): "
-                f"{100 * fifo:.1f} % in submission order, {100 * largest:.1f} % largest first"
+                f"{100 * fifo:.1f} % in submission order, {100 * largest:.1f} % largest first; "
+                f"under the Kueue-defaults quota (per team and pool, no borrowing): {100 * modelled:.1f} %"
             )
         print(f"{design}: replaying ...", flush=True)
         results.append(

@@ -9,14 +9,18 @@ from hypothesis import strategies as st
 
 from bench.trace import (
     ANY_POOL,
+    CAPACITY,
     GRACE_SECONDS,
     TEAMS,
     Item,
     count_pods,
     fits,
     fragmented,
+    local_nodes,
+    main,
     make_trace,
     manifest,
+    offline_day,
     offline_utilisation,
     pct,
     place,
@@ -24,6 +28,7 @@ from bench.trace import (
     pool_gpus,
     quota_allows,
     reclaimable,
+    seeds_arg,
     unpin,
     utilisation_bound,
     workload_job,
@@ -284,3 +289,49 @@ def test_offline_packing_keeps_pods_whole_and_can_put_the_largest_job_first() ->
     # A job that names no pool may use any pool's nodes.
     other = {"n1": ("dev-pool", 4)}
     assert offline_utilisation([replace(big, gpus=4, pool=ANY_POOL)], 100, other, largest_first=False) == 1.0
+
+
+def test_the_baseline_model_caps_each_team_per_pool_and_orders_by_priority() -> None:
+    nodes = {"n1": ("training-pool", 8)}
+    a1 = Item(0.0, "a", "training", "a1", 4, 1, "training-pool", "low", 50.0)
+    a2 = replace(a1, name="a2")
+    b1 = replace(a1, name="b1", team="b", runtime=100.0)
+    # Without caps all three want the node at t=0: a1 and a2 fill it, b1 waits until t=50.
+    assert offline_utilisation([a1, a2, b1], 100, nodes, largest_first=False) == (2 * 4 * 50 + 4 * 50) / 800
+    # Capped at 4 GPUs per team, a2 waits for a1 while b1 runs beside it.
+    caps = {("a", "training-pool"): 4, ("b", "training-pool"): 4}
+    assert offline_utilisation([a1, a2, b1], 100, nodes, largest_first=False, caps=caps) == 8 * 100 / 800
+    # A team without quota in a pool runs nothing there.
+    assert offline_utilisation([replace(a1, team="c")], 100, nodes, largest_first=False, caps=caps) == 0.0
+    # Inside a team, priority before submission: a later high job goes before an earlier low one.
+    hi = replace(a1, name="hi", t=10.0, priority="high", runtime=10.0)
+    one = {("a", "training-pool"): 4}
+    blocker = replace(a1, name="blocker", runtime=20.0)
+    # blocker holds the quota until t=20; then hi (submitted at 10) runs before a2 (submitted at 0).
+    got = offline_utilisation([blocker, a2, hi], 100, nodes, largest_first=False, caps=one)
+    assert got == 4 * (20 + 10 + 50) / 800
+
+
+def test_offline_days_use_the_local_clusters_nodes_and_model_seed_7() -> None:
+    """--offline needs no cluster; on seed 7 its Kueue-defaults model gives 50.1 % (the replay: 50.0)."""
+    nodes = local_nodes()
+    assert pool_gpus(nodes) == {"training-pool": 16, "inference-pool": 8, "dev-pool": 4}
+    assert sum(g for _, g in nodes.values()) == CAPACITY
+    day = offline_day(7, 480, nodes, any_pool=False)
+    assert [round(100 * v, 1) for v in (day.bound, day.fifo, day.largest, day.baseline)] == [
+        65.4,
+        60.3,
+        64.1,
+        50.1,
+    ]
+    assert round(100 * day.lead, 1) == 10.2
+    assert seeds_arg("1-3,7") == [1, 2, 3, 7]
+
+
+def test_offline_mode_prints_a_row_per_day_and_the_summary(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["--offline", "7,8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:3] == ["seed", "offered", "upper"]
+    assert [line.split()[0] for line in out[1:3]] == ["7", "8"]
+    # seed 7 leads by +10.2, seed 8 by +29.3
+    assert out[-1].endswith("median +19.8, range +10.2 .. +29.3; >= +15 on 1 of 2 days")
