@@ -5,6 +5,7 @@ print what users wait for and what the GPUs do.
     hack/cluster/up.sh                    # a local cluster (KWOK fake GPU nodes, real Kueue)
     python bench/trace.py --kubeconfig <run>/kubeconfig [--day-seconds 480] [--seed 7]
                           [--only gpuctl|baseline|earlier ...] [--grace-seconds 1] [--any-pool] [--json]
+    python bench/trace.py --offline 1-40  # no cluster: the bound and the offline models of 40 days
 
 The day (3 teams with quotas 12/8/8 GPUs on the 28 GPUs of examples/pools.yaml; 1/2/4/8-GPU training
 jobs with heavy-tailed, lognormal runtimes; two inference Deployments; notebooks; low/medium/high
@@ -60,7 +61,13 @@ pools (utilisation_bound: a maximum flow that lets GPUs be divided, jobs be pree
 free, ignores node boundaries and latency), and with each lead the most any design could lead that
 baseline by: whether issue 15's +15 points is reachable on this trace at all; and what a clairvoyant
 scheduler with the real constraints but no quotas or latency reaches (offline_utilisation, in
-submission order and largest job first).
+submission order and largest job first), and the same packing under the Kueue-defaults baseline's
+quota (per team and pool, no borrowing, priority order): on seed 7 these two give the replays' gpuctl
+and Kueue-defaults utilisation to 0.1 point.
+
+--offline SEEDS prints those figures for many days (seeds) in milliseconds, without a cluster: the
+trace generator's days differ, and one day's lead says little about the next; pick the days to replay
+before replaying them.
 
 --any-pool is a what-if, not the headline: training jobs of up to 4 GPUs name no pool (see unpin()).
 """

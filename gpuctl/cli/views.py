@@ -141,7 +141,7 @@ def get_pools(args: argparse.Namespace) -> int:
         headers += ["GPU RESERVED", "GPU QUEUED", "GPU TYPES"]
     rows = []
     for p in pools:
-        r = [p.name, p.status, p.capacity, max(p.used, p.reserved), p.free, len(p.nodes)]
+        r = [p.name, p.status, p.capacity, p.taken, p.free, len(p.nodes)]
         if wide:
             r += [p.reserved, p.queued, ",".join(p.gpu_types) or "-"]
         rows.append(r)
@@ -334,6 +334,7 @@ def describe_pool(args: argparse.Namespace) -> int:
             ("Status", d["status"]),
             ("GPU Total", d["gpu_total"]),
             ("GPU Used", d["gpu_used"]),
+            ("GPU Allocated", d["gpu_allocated"]),
             ("GPU Reserved", d["gpu_reserved"]),
             ("GPU Free", d["gpu_free"]),
             ("GPU Queued", d["gpu_queued"]),

@@ -33,6 +33,18 @@ GPU_TYPE_KEYS = (*GPU_TYPE_LABEL_KEYS, "nvidia.com/gpu.product", "nvidia.com/gpu
 NODE_STATES = ("ready", "not_ready", "cordoned")
 
 
+def gpus_taken(used: float, reserved: float) -> float:
+    """A pool's GPUs not free to new work: what bound pods hold or what Kueue has reserved for admitted
+    Workloads, whichever is more (a reserved job's pods may not be bound yet; a pod may outlive its
+    Workload's reservation while it terminates)."""
+    return max(used, reserved)
+
+
+def gpus_free(capacity: float, used: float, reserved: float) -> float:
+    """A pool's GPUs free to new work: capacity (allocatable GPUs of Ready nodes) - gpus_taken."""
+    return max(capacity - gpus_taken(used, reserved), 0)
+
+
 def is_pool_flavor(flavor: Mapping[str, Any]) -> bool:
     """A ResourceFlavor that is a gpuctl pool."""
     return is_gpuctl_object(flavor) and name(flavor) != BUDGET_FLAVOR

@@ -44,7 +44,15 @@ from gpuctl import __version__
 from gpuctl.constants import LOCAL_QUEUE_NAME, Labels
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import is_gpuctl_object, labels, name, parse_time
-from gpuctl.domain.pools import NODE_STATES, node_gpu_type, node_gpus, node_pool, node_ready, node_state
+from gpuctl.domain.pools import (
+    NODE_STATES,
+    gpus_free,
+    node_gpu_type,
+    node_gpus,
+    node_pool,
+    node_ready,
+    node_state,
+)
 from gpuctl.domain.pools import pool_names as flavor_pool_names
 from gpuctl.domain.teams import team_from_cluster_queue, team_usage
 from gpuctl.domain.workload import (
@@ -403,7 +411,7 @@ class GpuctlCollector(Collector):
             reserved,
         )
         free = {
-            p: max(allocatable.get(p, 0.0) - max(reserved.get(p, 0.0), allocated.get(p, 0.0)), 0.0)
+            p: float(gpus_free(allocatable.get(p, 0.0), allocated.get(p, 0.0), reserved.get(p, 0.0)))
             for p in sp
         }
         yield pool_gauge(

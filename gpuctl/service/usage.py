@@ -8,7 +8,15 @@ from dataclasses import asdict, dataclass, field
 from gpuctl.constants import Labels
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, workload_gpus
 from gpuctl.domain.objects import annotations, name
-from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready, pool_capacities
+from gpuctl.domain.pools import (
+    gpus_free,
+    gpus_taken,
+    node_gpu_type,
+    node_gpus,
+    node_pool,
+    node_ready,
+    pool_capacities,
+)
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import workload_pool
 from gpuctl.service.inventory import Inventory
@@ -29,14 +37,19 @@ class PoolUsage:
     status: str = "active"
 
     @property
+    def taken(self) -> int:
+        return int(gpus_taken(self.used, self.reserved))
+
+    @property
     def free(self) -> int:
-        return max(self.capacity - max(self.used, self.reserved), 0)
+        return int(gpus_free(self.capacity, self.used, self.reserved))
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d.update(
             gpu_total=self.capacity,
-            gpu_used=self.used,
+            gpu_used=self.taken,  # the same figure as `get pools`' GPU USED and the API's gpuUsed
+            gpu_allocated=self.used,
             gpu_free=self.free,
             gpu_reserved=self.reserved,
             gpu_queued=self.queued,

@@ -457,8 +457,8 @@ def test_only_admins_change_pools_quotas_labels_and_namespaces(env):
     )
     rc, out = _gpuctl(env.kubeconfig, "get", "pools", "-o", "json")
     assert rc == 0
-    cli = {p["name"]: (p["gpu_total"], p["gpu_free"]) for p in json.loads(out)}
-    api = {p["name"]: (p["gpuTotal"], p["gpuFree"]) for p in admin.get("/api/v1/pools").json()}
+    cli = {p["name"]: (p["gpu_total"], p["gpu_used"], p["gpu_free"]) for p in json.loads(out)}
+    api = {p["name"]: (p["gpuTotal"], p["gpuUsed"], p["gpuFree"]) for p in admin.get("/api/v1/pools").json()}
     assert api == cli
     assert admin.delete("/api/v1/pools/api-pool").status_code == 200
     r = admin.post("/api/v1/nodes/gpu-node-5/pools", json={"pool": "dev-pool"})

@@ -238,6 +238,14 @@ def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, 
         return got if rc == 0 and got == expected else None
 
     wait_until(pool_numbers, 30, what=f"get pools shows training-pool {expected}")
+    # Used is what pods hold or Kueue reserved, whichever is more: the same in get and describe.
+    rc, out, _ = gpuctl("get", "pools", "-o", "json")
+    row = next(r for r in json.loads(out) if r["name"] == "training-pool")
+    assert (row["gpu_used"], row["gpu_free"]) == (16, 0), row
+    rc, out, _ = gpuctl("describe", "pool", "training-pool")
+    assert rc == 0 and "GPU Used:" in out and "GPU Allocated:" in out, out
+    used = next(line for line in out.splitlines() if line.startswith("GPU Used:"))
+    assert used.split()[-1] == "16", out
     assert "training-pool has 0 of 16 GPUs free, this job needs 2" in lines["web"], lines["web"]
     assert "no node in training-pool has 30000 CPUs for one pod" in lines["huge"], lines["huge"]
     assert gpuctl("delete", "job", "web", "-n", b)[0] == 0

@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, QUOTA_GPU
+from gpuctl.domain.pools import gpus_free, gpus_taken
 from gpuctl.domain.teams import flavor_reserved, pool_reservations
 from gpuctl.service import inventory
 from gpuctl.service.inventory import Inventory
+from gpuctl.service.usage import PoolUsage
 
 
 def cq(name: str, reservations: dict[str, dict[str, str]] | None) -> dict:
@@ -135,3 +137,18 @@ def test_many_waiting_or_no_visibility_lists_every_workload(monkeypatch) -> None
         got = [w["metadata"]["name"] for w in Inventory(r).waiting_workloads]
         assert got == ["w0", "w2", "w4"]
         assert ("Workload", "list") in r.calls and ("Workload", "get") not in r.calls
+
+
+def test_used_and_free_are_one_rule_for_table_json_api_and_metrics() -> None:
+    """Pods not yet bound for a reserved job, or a pod outliving its reservation: the larger counts."""
+    assert (gpus_taken(4, 8), gpus_taken(8, 4), gpus_free(16, 4, 8), gpus_free(16, 20, 0)) == (8, 8, 8, 0)
+    u = PoolUsage(name="p", capacity=16, used=4, reserved=8)
+    d = u.as_dict()
+    assert (u.taken, u.free, d["gpu_used"], d["gpu_allocated"], d["gpu_reserved"], d["gpu_free"]) == (
+        8,
+        8,
+        8,
+        4,
+        8,
+        8,
+    )

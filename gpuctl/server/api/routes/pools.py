@@ -36,7 +36,7 @@ def pool_item(p: PoolUsage) -> dict:
         "description": p.description,
         "status": p.status,
         "gpuTotal": p.capacity,
-        "gpuUsed": max(p.used, p.reserved),
+        "gpuUsed": p.taken,
         "gpuFree": p.free,
         "gpuReserved": p.reserved,
         "gpuQueued": p.queued,
