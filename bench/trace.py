@@ -526,6 +526,14 @@ def reset(kube: Cluster, namespaces: list[str]) -> None:
     deadline = time.monotonic() + 180
     while any(kube.get_or_none(path("Namespace", ns)) for ns in namespaces) and time.monotonic() < deadline:
         time.sleep(1)
+    # Pods deleted before the day (by an earlier run or test) keep their GPUs on the node for their
+    # grace period (KWOK, like a kubelet, takes it: 30 s by default) while Kueue no longer counts them;
+    # a day started meanwhile sees its admitted pods refused by kube-scheduler ("Insufficient
+    # nvidia.com/gpu"), i.e. fragmentation that is not the design's.
+    while time.monotonic() < deadline and any(
+        pod_gpus(p) and pod_holds_gpus(p) and meta(p).get("deletionTimestamp") for p in kube.list(path("Pod"))
+    ):
+        time.sleep(1)
     for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "Topology"):
         _delete_all(kube, kind, "app.kubernetes.io/managed-by in (gpuctl,gpuctl-trace)")
     for pc in kube.list(PRIORITY_CLASS_PATH, label_selector="app.kubernetes.io/managed-by=gpuctl-trace"):

@@ -355,8 +355,18 @@ def stack(
         if st.latencies:
             print("\nreconcile latency node change -> Cohort updated:", json.dumps(st.latencies))
         _restore_node(kube, "gpu-node-4", "4")
+        # Leave no pod holding GPUs behind: once the ClusterQueues are gone Kueue no longer counts
+        # them, and the next module's admitted pods would find their nodes full for the pods' 30 s
+        # grace period (test_trace_short saw it as fragmentation).
         for ns in (team_a, team_b):
+            for pod in kube.list(path("Pod", namespace=ns)):
+                kube.delete(path("Pod", pod["metadata"]["name"], ns), grace_seconds=0)
             kube.delete(path("Namespace", ns))
+        wait_until(
+            lambda: not any(kube.get_or_none(path("Namespace", ns)) for ns in (team_a, team_b)),
+            90,
+            what="the test's team namespaces deleted",
+        )
         reset_gpuctl_state(kube)
         subprocess.run(
             [kubectl_bin, "--kubeconfig", cluster, "delete", "--ignore-not-found", "-f",

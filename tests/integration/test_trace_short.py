@@ -37,7 +37,7 @@ def test_a_short_day_has_no_fragmentation_and_no_quota_violation(cluster, kube, 
     with short_day(kube, cluster, tmp_path, "gpuctl", "trace-s") as (_, res):
         pass
     assert res.jobs == len(trace)
-    assert res.frag_pods == 0
+    assert res.frag_pods == 0, res.stuck
     assert res.violations == 0
     assert 0.2 < res.util <= 1.0
     assert len(res.waits_all) == len(trace) and len(res.waits_quota) >= 10
