@@ -407,6 +407,11 @@ def offline_utilisation(
     return busy / capacity if capacity else 0.0
 
 
+def offered_load(trace: Iterable[Item], day: float, capacity: int) -> float:
+    """GPU-time the day's jobs ask for within the day, as a share of `capacity` GPUs over the day."""
+    return sum(i.gpus * i.pods * min(i.runtime, day - i.t) for i in trace) / (capacity * day)
+
+
 def baseline_caps() -> dict[tuple[str, str], int]:
     """The Kueue-defaults baseline's quota as offline_utilisation's caps: each team's GPUs per pool."""
     return {
@@ -451,10 +456,9 @@ def offline_day(seed: int, day: float, nodes: Mapping[str, tuple[str, int]], *, 
     trace = make_trace(seed, day)
     if any_pool:
         trace = unpin(trace)
-    capacity = sum(g for pool, g in nodes.values() if pool in POOLS)
     return OfflineDay(
         seed,
-        offered=sum(i.gpus * i.pods * min(i.runtime, day - i.t) for i in trace) / (capacity * day),
+        offered=offered_load(trace, day, sum(pool_gpus(nodes).values())),
         bound=utilisation_bound(trace, day, pool_gpus(nodes)),
         fifo=offline_utilisation(trace, day, nodes, largest_first=False),
         largest=offline_utilisation(trace, day, nodes, largest_first=True),
@@ -1262,9 +1266,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.any_pool:
         trace = unpin(trace)
     kinds = {k: sum(1 for i in trace if i.kind == k) for k in ("training", "inference", "notebook")}
-    gpu_s = sum(i.gpus * i.pods * min(i.runtime, args.day_seconds - i.t) for i in trace)
+    offered = offered_load(trace, args.day_seconds, CAPACITY)
     print(
-        f"trace: {len(trace)} jobs {kinds}, offered {100 * gpu_s / (CAPACITY * args.day_seconds):.0f} % of "
+        f"trace: {len(trace)} jobs {kinds}, offered {100 * offered:.0f} % of "
         f"{CAPACITY} GPUs over a {args.day_seconds:.0f} s day "
         f"(1 s = {REAL_DAY / args.day_seconds / 60:.1f} min)"
     )
@@ -1284,7 +1288,8 @@ def main(argv: list[str] | None = None) -> int:
         reset(kube, list(ns.values()))
         SETUP[design](kube, args.kubeconfig, ns, tmp)
         if bound is None:  # the pools exist now
-            gpus = pool_gpus(read_nodes(kube))
+            nodes = read_nodes(kube)
+            gpus = pool_gpus(nodes)
             bound = utilisation_bound(trace, args.day_seconds, gpus)
             per_pool = (
                 ""
@@ -1301,12 +1306,11 @@ def main(argv: list[str] | None = None) -> int:
                 "GPUs divisible, free preemption, no node boundaries, no latency)"
             )
             fifo, largest = (
-                offline_utilisation(trace, args.day_seconds, read_nodes(kube), largest_first=f)
-                for f in (False, True)
+                offline_utilisation(trace, args.day_seconds, nodes, largest_first=f) for f in (False, True)
             )
             packed = max(fifo, largest)
             modelled = offline_utilisation(
-                trace, args.day_seconds, read_nodes(kube), largest_first=False, caps=baseline_caps()
+                trace, args.day_seconds, nodes, largest_first=False, caps=baseline_caps()
             )
             print(
                 f"offline packing (clairvoyant, no quotas, no latency, whole pods per node, no preemption): "
