@@ -172,6 +172,13 @@ TRANSIENT_TAINT_KEYS: Final = frozenset(
         "karpenter.sh/disruption",
     }
 )
+# The taint gpuctl puts on every pool node (issue 26): `runwhere.ai/pool=<pool>:NoSchedule`. The pool's
+# ResourceFlavor tolerates it (pool_tolerations), so Kueue adds the toleration to the pods it admits
+# there; everything else stays off pool nodes (admission/ keeps anyone else from tolerating it, naming a
+# pool node in nodeName, or selecting a pool with GPUs outside a team namespace). NoSchedule, not
+# NoExecute: tainting a live pool must not evict what already runs (gpuctl serve reports those pods).
+POOL_TAINT_KEY: Final = Labels.POOL
+POOL_TAINT_EFFECT: Final = "NoSchedule"
 # Kueue accepts at most this many tolerations on a ResourceFlavor.
 MAX_FLAVOR_TOLERATIONS: Final = 8
 
