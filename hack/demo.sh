@@ -73,6 +73,9 @@ echo "demo: webhook registered (enforce) at https://127.0.0.1:$P_HOOK/validate"
 # The chart's topology MutatingAdmissionPolicies: raw kubectl work in team namespaces asks Kueue for node
 # placement as gpuctl's own jobs do (docs/admission.md).
 "$KUBECTL" apply -f manifests/admission/topology.yaml >/dev/null
+# The ValidatingAdmissionPolicy: the stateless rules inside the API server, which hold while the webhook
+# is down (docs/admission.md, "The ValidatingAdmissionPolicy").
+"$KUBECTL" apply -f manifests/admission/policy.yaml >/dev/null
 
 # ---- gpuctl serve: reconciler, /metrics, REST API ----
 # One replica: no leader election (its Lease would need the gpuctl-system namespace).

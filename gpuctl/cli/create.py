@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         force=getattr(args, "force", False),
         keep_running=getattr(args, "keep_running", False),
+        delete_namespace=getattr(args, "delete_namespace", False),
     )
     return print_results(args, results)
 

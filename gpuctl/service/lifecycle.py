@@ -141,13 +141,16 @@ def submit(
     dry_run: DryRun = DryRun.NONE,
     force: bool = False,
     keep_running: bool = False,
+    delete_namespace: bool = False,
 ) -> list[Result]:
     """create | apply | delete the documents. Stops at the first failure (later documents untouched).
-    keep_running: a deleted pool's running jobs are left running (delete_pool)."""
+    keep_running: a deleted pool's running jobs are left running (delete_pool). delete_namespace: a
+    deleted quota's team namespaces go too, where gpuctl created them (delete_quota)."""
     dry_run = DryRun(dry_run)
     if action == "delete":
         return [
-            _delete_doc(cluster, d, default_ns, dry_run, keep_running) for d in _ordered(docs, reverse=True)
+            _delete_doc(cluster, d, default_ns, dry_run, keep_running, delete_namespace)
+            for d in _ordered(docs, reverse=True)
         ]
     results: list[Result] = []
     try:
@@ -295,7 +298,12 @@ def _replace_job(cluster: Cluster, existing: dict, desired: dict, *, dry_run: Dr
 
 # ----------------------------------------------------------------------------- delete
 def _delete_doc(
-    cluster: Cluster, doc: Document, default_ns: str, dry_run: DryRun, keep_running: bool = False
+    cluster: Cluster,
+    doc: Document,
+    default_ns: str,
+    dry_run: DryRun,
+    keep_running: bool = False,
+    delete_namespace: bool = False,
 ) -> Result:
     spec = doc.spec
     r = Result(kind=str(spec.kind), name=_name(spec), source=doc.source, action="deleted")
@@ -303,7 +311,13 @@ def _delete_doc(
         if isinstance(spec, PoolSpec):
             r.lines = delete_pool(cluster, spec.pool.name, dry_run=dry_run, keep_running=keep_running)
         elif isinstance(spec, QuotaSpec):
-            r.lines = delete_quota(cluster, spec.quota.name, dry_run=dry_run, namespaces=list(spec.entries()))
+            r.lines = delete_quota(
+                cluster,
+                spec.quota.name,
+                dry_run=dry_run,
+                namespaces=list(spec.entries()),
+                delete_namespace=delete_namespace,
+            )
         else:
             r.namespace = spec_namespace(spec, default_ns)
             r.lines = delete_job(cluster, spec.job.name, r.namespace, dry_run=dry_run)

@@ -369,3 +369,34 @@ def test_bad_input_is_refused_and_changes_nothing(pools, teams, gpuctl, kube, tm
         ]
         == "1"
     )
+
+
+def test_delete_quota_file_with_delete_namespace_removes_only_the_namespaces_gpuctl_created(
+    gpuctl, kube, tmp_path
+):
+    """`delete -f quota.yaml --delete-namespace` (issue 26: it left the namespace it had created) deletes
+    the team namespace gpuctl made and keeps, unlabelled, one that existed before the quota."""
+    made, existing = f"qm-{uuid.uuid4().hex[:6]}", f"qe-{uuid.uuid4().hex[:6]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": existing}})
+    q = tmp_path / "quota.yaml"
+    q.write_text(
+        f"kind: quota\nquota: {{name: q-{made}}}\nnamespace:\n"
+        f"  {made}: {{gpu: 2}}\n  {existing}: {{gpu: 2}}\n"
+    )
+    try:
+        rc, _, err = gpuctl("create", "-f", str(q))
+        assert rc == 0, err
+        rc, out, err = gpuctl("delete", "-f", str(q), "--delete-namespace")
+        assert rc == 0, err
+        assert f"namespace/{made} deleted" in out, out
+        assert f"namespace/{existing} kept" in out, out
+        wait_until(lambda: kube.get_or_none(path("Namespace", made)) is None, 60, what=f"{made} gone")
+        kept = kube.get(path("Namespace", existing))
+        assert kept["metadata"].get("deletionTimestamp") is None
+        assert Labels.NAMESPACE not in (kept["metadata"].get("labels") or {})
+        assert kube.get_or_none(path("ClusterQueue", made)) is None
+        assert kube.get_or_none(path("ClusterQueue", existing)) is None
+    finally:
+        for ns in (made, existing):
+            if kube.get_or_none(path("Namespace", ns)) is not None:
+                kube.delete(path("Namespace", ns))
