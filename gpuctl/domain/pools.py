@@ -191,7 +191,9 @@ def all_pool_tolerations(nodes: Iterable[Mapping[str, Any]]) -> dict[str, list[d
 def pool_tolerations(nodes: Iterable[Mapping[str, Any]], pool: str) -> list[dict]:
     """The pool's own toleration (pool_toleration), then those of the taints its nodes carry, sorted; at
     most MAX_FLAVOR_TOLERATIONS (past that, one `Exists` toleration per key and effect)."""
-    return all_pool_tolerations(n for n in nodes if node_pool(n) == pool).get(pool) or _tolerations(pool, set())
+    return all_pool_tolerations(n for n in nodes if node_pool(n) == pool).get(pool) or _tolerations(
+        pool, set()
+    )
 
 
 def desired_flavor(pool: str, nodes: Iterable[Mapping[str, Any]]) -> dict:

@@ -68,7 +68,10 @@ def test_more_taints_than_kueue_allows_collapse_to_one_toleration_per_key() -> N
         node(f"n{i}", "p", {"key": f"k{i % 3}", "value": str(i), "effect": "NoSchedule"}) for i in range(12)
     ]
     tols = pool_tolerations(nodes, "p")
-    assert tols == [own("p"), *({"key": f"k{i}", "operator": "Exists", "effect": "NoSchedule"} for i in range(3))]
+    assert tols == [
+        own("p"),
+        *({"key": f"k{i}", "operator": "Exists", "effect": "NoSchedule"} for i in range(3)),
+    ]
     # Past Kueue's 8, the pool's own toleration is kept: 7 collapsed ones after it.
     many = [node(f"m{i}", "p", {"key": f"k{i}", "value": "x", "effect": "NoSchedule"}) for i in range(12)]
     tols = pool_tolerations(many, "p")
@@ -181,7 +184,10 @@ def test_pool_taint_follows_the_pool_label_and_touches_no_other_taint() -> None:
     assert pool_node_taints(node("a", "q", pool_taint("p"), GPU_TAINT), "q") == [GPU_TAINT, pool_taint("q")]
     # Leaving every pool removes only gpuctl's taint; a NoExecute taint of the same key is not gpuctl's.
     not_ours = {"key": Labels.POOL, "value": "x", "effect": "NoExecute"}
-    assert pool_node_taints(node("a", None, GPU_TAINT, pool_taint("p"), not_ours), None) == [GPU_TAINT, not_ours]
+    assert pool_node_taints(node("a", None, GPU_TAINT, pool_taint("p"), not_ours), None) == [
+        GPU_TAINT,
+        not_ours,
+    ]
     assert pool_node_taints(node("a", None, GPU_TAINT), None) is None
     # What adopt and apply look for on existing clusters.
     assert node_pool_taint_missing(node("a", "p"))  # labelled by the earlier gpuctl, never tainted
