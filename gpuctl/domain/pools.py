@@ -129,6 +129,22 @@ def pool_toleration(pool: str) -> dict:
     return {"key": POOL_TAINT_KEY, "operator": "Equal", "value": pool, "effect": POOL_TAINT_EFFECT}
 
 
+def tolerates_pool_taint(t: Mapping[str, Any], pool: str | None = None) -> bool:
+    """Whether toleration `t` tolerates the taint of `pool` (None: of some pool, whatever its name), by
+    Kubernetes' rule (k8s.io/api core/v1 Toleration.ToleratesTaint): its effect is empty or NoSchedule,
+    and it is key-less with `operator: Exists` (tolerates every taint), or has key runwhere.ai/pool with
+    `Exists` or the pool's name as value. The one definition used by the admission rules outside team
+    namespaces (admission/isolation.py, and its CEL in admission/isolation_policy.py) and by adopt."""
+    if t.get("effect") not in (None, "", POOL_TAINT_EFFECT):
+        return False
+    key, op = t.get("key") or "", t.get("operator") or "Equal"
+    if not key:
+        return op == "Exists"
+    if key != POOL_TAINT_KEY:
+        return False
+    return op == "Exists" or pool is None or (t.get("value") or "") == pool
+
+
 def node_taints(node: Mapping[str, Any]) -> list[dict]:
     """The node's taints that keep pods away (NoSchedule, NoExecute), transient ones and the pool taint
     left out (a flavor tolerates its own pool's taint anyway, never another pool's)."""
