@@ -26,7 +26,7 @@ from gpuctl.constants import (
 from gpuctl.domain.gpus import quantity_gpus
 from gpuctl.domain.objects import condition, is_gpuctl_object, labels, name
 from gpuctl.quantity import QuantityError, format_quantity, parse_quantity
-from queues import resource_flavor
+from queues import pool_toleration, resource_flavor
 from queues.model import PoolCapacity
 
 # Where the GPU model of a node is read from, in order (gpuctl's key, its earlier spelling, then
@@ -122,11 +122,6 @@ def is_pool_taint(taint: Mapping[str, Any]) -> bool:
 def pool_taint(pool: str) -> dict:
     """The taint every node of `pool` carries."""
     return {"key": POOL_TAINT_KEY, "value": pool, "effect": POOL_TAINT_EFFECT}
-
-
-def pool_toleration(pool: str) -> dict:
-    """The toleration of `pool`'s taint, which its flavor always has (Kueue adds it to admitted pods)."""
-    return {"key": POOL_TAINT_KEY, "operator": "Equal", "value": pool, "effect": POOL_TAINT_EFFECT}
 
 
 def tolerates_pool_taint(t: Mapping[str, Any], pool: str | None = None) -> bool:
