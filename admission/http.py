@@ -14,8 +14,9 @@ handled strictly in order on a connection (pipelining is answered in order); bod
 sends Content-Length); malformed request lines or headers (a line that is not `token: value`, conflicting
 Content-Lengths) get 400 and a close. HTTP/1.1 only: the API server never offers h2 to a Service webhook
 (k8s.io/apiserver pkg/util/webhook/client.go pins NextProtos to http/1.1). Routes: POST /validate,
-GET /healthz, /readyz, /metrics. A denial that only cache-dependent rules made is re-checked as the cache
-moves (AdmissionApp.recheck), off the event loop's fast path: that connection stops reading meanwhile.
+POST /isolation, GET /healthz, /readyz, /metrics. A denial that only cache-dependent rules made is
+re-checked as the cache moves (AdmissionApp.recheck), off the event loop's fast path: that connection
+stops reading meanwhile.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ _REASONS: Final = {
     503: b"Service Unavailable",
 }
 _TEXT: Final = b"text/plain; charset=utf-8"
+# POST routes -> the route name AdmissionApp.evaluate takes (admission.server.ROUTES).
+_ROUTES: Final = {b"/validate": "/validate", b"/isolation": "/isolation"}
 
 
 # A header block (after the request line, lower-cased): every line `name: value`, the name an RFC 9110 token.
@@ -310,11 +313,12 @@ class HttpProtocol(asyncio.Protocol):
 
     def _dispatch(self, method: bytes, path: bytes, close: bool, body: bytes) -> None:
         app = self.app
-        if path == b"/validate":
+        route = _ROUTES.get(path)
+        if route is not None:
             if method != b"POST":
                 self._reply(405, b"use POST\n", _TEXT, close, b"allow: POST\r\n")
                 return
-            result = app.evaluate(body)
+            result = app.evaluate(body, route)
             if app.needs_recheck(result):
                 self.busy = True
                 if self.transport is not None:

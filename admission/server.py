@@ -8,7 +8,8 @@ microseconds, so a thread hop would cost more than it saves.
     python -m admission serve --tls-cert tls.crt --tls-key tls.key [--port 8443] [--mode enforce|warn]
                               [--kubeconfig K] [--allowed-host-path /data ...]
 
-Routes: POST /validate (AdmissionReview v1), GET /healthz (process alive), GET /readyz (caches synced:
+Routes: POST /validate (AdmissionReview v1; team namespaces and Nodes, admission.rules), POST /isolation
+(every other namespace, admission.isolation), GET /healthz (process alive), GET /readyz (caches synced:
 the Service only routes to replicas that can answer correctly), GET /metrics (Prometheus).
 """
 
@@ -40,6 +41,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from admission import http as admission_http
+from admission.isolation import review_isolation
 from admission.rules import AdmissionConfig, Malformed, Mode, Verdict, review
 from admission.state import ClusterState, StateSource, StaticState, WatchCache
 from gpuctl.spec.loader import HOST_PATHS_ENV
@@ -59,7 +61,24 @@ CERT_RELOAD_SECONDS: Final = 30.0
 STALE_WAIT_SECONDS: Final = 1.0
 STALE_POLL_SECONDS: Final = 0.01
 # Bounded label values: request kinds come from the (untrusted) body.
-_KINDS: Final = frozenset({"Pod", "Job", "Deployment", "StatefulSet", "ReplicaSet", "Node"})
+_KINDS: Final = frozenset(
+    {
+        "Pod",
+        "Job",
+        "Deployment",
+        "StatefulSet",
+        "ReplicaSet",
+        "Node",
+        "DaemonSet",
+        "CronJob",
+        "ReplicationController",
+    }
+)
+# The webhook entries and the evaluator each one is answered by: team namespaces and Nodes (admission.rules),
+# every other namespace (admission.isolation, the isolation.admission.runwhere.ai entry).
+VALIDATE_PATH: Final = "/validate"
+ISOLATION_PATH: Final = "/isolation"
+ROUTES: Final = (VALIDATE_PATH, ISOLATION_PATH)
 _OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
 Scope = MutableMapping[str, Any]
@@ -161,10 +180,11 @@ _NO_REQUEST: Final[dict[str, Any]] = {}  # never mutated: needs_recheck only ask
 class _Result:
     """One request on its way through evaluate, recheck and finish."""
 
-    __slots__ = ("dry", "error", "kind", "op", "request", "t0", "uid", "verdict")
+    __slots__ = ("dry", "error", "kind", "op", "request", "route", "t0", "uid", "verdict")
 
-    def __init__(self, t0: float) -> None:
+    def __init__(self, t0: float, route: str = VALIDATE_PATH) -> None:
         self.t0 = t0
+        self.route = route
         self.uid = ""
         self.request: dict[str, Any] = _NO_REQUEST
         self.kind = "unknown"
@@ -245,23 +265,24 @@ class AdmissionApp:
             source.add_listener(self.metrics.observe_state)
 
     # -- the core
-    def handle(self, body: bytes) -> tuple[int, bytes, bytes]:
-        """(HTTP status, body, content type) for one POST /validate body, judged on the current snapshot."""
-        return self._finish(self._evaluate(body))
+    def handle(self, body: bytes, route: str = VALIDATE_PATH) -> tuple[int, bytes, bytes]:
+        """(HTTP status, body, content type) for one POST /validate (or /isolation) body, judged on the
+        current snapshot."""
+        return self._finish(self._evaluate(body, route))
 
-    async def handle_async(self, body: bytes) -> tuple[int, bytes, bytes]:
+    async def handle_async(self, body: bytes, route: str = VALIDATE_PATH) -> tuple[int, bytes, bytes]:
         """handle(), except that a denial only cache-dependent rules made is re-checked when the cache moves,
         for up to `stale_wait` seconds: a pool created just before its nodes are labelled (gpuctl does
         exactly that) may not have reached this replica's watch yet, and a false denial would roll the
         whole pool creation back. Genuine mistakes are still denied, just that much later."""
-        result = self._evaluate(body)
+        result = self._evaluate(body, route)
         if self.needs_recheck(result):
             result = await self.recheck(result)
         return self._finish(result)
 
     # The pieces of handle_async, for admission.http's server (which answers most requests synchronously).
-    def evaluate(self, body: bytes) -> _Result:
-        return self._evaluate(body)
+    def evaluate(self, body: bytes, route: str = VALIDATE_PATH) -> _Result:
+        return self._evaluate(body, route)
 
     def needs_recheck(self, result: _Result) -> bool:
         v = result.verdict
@@ -289,8 +310,8 @@ class AdmissionApp:
     def background(self) -> Sequence[Callable[[], Awaitable[None]]]:
         return self._background
 
-    def _evaluate(self, body: bytes) -> _Result:
-        r = _Result(time.perf_counter())
+    def _evaluate(self, body: bytes, route: str = VALIDATE_PATH) -> _Result:
+        r = _Result(time.perf_counter(), route)
         try:
             r.uid, r.request = parse_review(body)
             k = r.request.get("kind")
@@ -305,7 +326,8 @@ class AdmissionApp:
 
     def _evaluate_request(self, r: _Result, state: ClusterState) -> _Result:
         try:
-            r.verdict = review(r.request, state, self.config)
+            judge = review_isolation if r.route == ISOLATION_PATH else review
+            r.verdict = judge(r.request, state, self.config)
         except Malformed as exc:
             r.error = f"bad AdmissionReview: {exc}"
         except Exception as exc:  # a bug must not become a 500 that blocks every pod
@@ -347,7 +369,7 @@ class AdmissionApp:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
-        if path == "/validate":
+        if path in ROUTES:
             if method != "POST":
                 await _reply(send, 405, b"use POST\n", _TEXT, ((b"allow", b"POST"),))
                 return
@@ -355,7 +377,7 @@ class AdmissionApp:
             if body is None:
                 await _reply(send, 413, b"request body too large\n", _TEXT)
                 return
-            status, out, ctype = await self.handle_async(body)
+            status, out, ctype = await self.handle_async(body, path)
             await _reply(send, status, out, ctype)
         elif path == "/healthz":
             await _reply(send, 200, b"ok\n", _TEXT)

@@ -65,17 +65,20 @@ import base64, sys, yaml
 url, ca = sys.argv[1], base64.b64encode(open(sys.argv[2], "rb").read()).decode()
 (vwc,) = [d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "ValidatingWebhookConfiguration"]
 vwc["metadata"] = {"name": "gpuctl-admission", "labels": {"gpuctl.runwhere.ai/testbed": "true"}}
-for w in vwc["webhooks"]:
-    w["clientConfig"] = {"url": url, "caBundle": ca}
-print(yaml.safe_dump(vwc))' "https://127.0.0.1:$P_HOOK/validate" "$D/ca.crt" \
+for w in vwc["webhooks"]:  # each entry on its own path (/validate, /isolation)
+    w["clientConfig"] = {"url": url + w["clientConfig"]["service"]["path"], "caBundle": ca}
+print(yaml.safe_dump(vwc))' "https://127.0.0.1:$P_HOOK" "$D/ca.crt" \
   | "$KUBECTL" apply -f - >/dev/null
-echo "demo: webhook registered (enforce) at https://127.0.0.1:$P_HOOK/validate"
+echo "demo: webhook registered (enforce) at https://127.0.0.1:$P_HOOK/validate and /isolation"
 # The chart's topology MutatingAdmissionPolicies: raw kubectl work in team namespaces asks Kueue for node
 # placement as gpuctl's own jobs do (docs/admission.md).
 "$KUBECTL" apply -f manifests/admission/topology.yaml >/dev/null
 # The ValidatingAdmissionPolicy: the stateless rules inside the API server, which hold while the webhook
 # is down (docs/admission.md, "The ValidatingAdmissionPolicy").
 "$KUBECTL" apply -f manifests/admission/policy.yaml >/dev/null
+# The chart's isolation ValidatingAdmissionPolicy: outside team namespaces nothing may tolerate the pool
+# taint or select a pool with GPUs (the webhook's isolation entry adds nodeName on a pool node).
+"$KUBECTL" apply -f manifests/admission/isolation.yaml >/dev/null
 
 # ---- gpuctl serve: reconciler, /metrics, REST API ----
 # One replica: no leader election (its Lease would need the gpuctl-system namespace).
@@ -114,6 +117,11 @@ echo; echo "\$ gpuctl get jobs -A -o wide"; $G get jobs -A -o wide
 echo; echo "\$ kubectl apply -f examples/raw/typo-pool-job.yaml   # a raw Job, not made by gpuctl"
 if "$KUBECTL" apply -f examples/raw/typo-pool-job.yaml 2>&1; then
   echo "demo: the webhook let a bad raw Job through" >&2; exit 1
+fi
+
+echo; echo "\$ kubectl apply -f examples/raw/side-door-pod.yaml   # a GPU pod in default tolerating every taint"
+if "$KUBECTL" apply -f examples/raw/side-door-pod.yaml 2>&1; then
+  echo "demo: a side-door pod outside the team namespaces was admitted" >&2; exit 1
 fi
 
 if [[ -n "$PROM" ]]; then

@@ -19,6 +19,8 @@ from gpuctl.constants import (
     MEMORY_RESOURCE,
     NAMESPACE_MARKER_VALUE,
     POOL_NOMINAL,
+    POOL_TAINT_EFFECT,
+    POOL_TAINT_KEY,
     PRIORITY_CLASS,
     PRIORITY_VALUE,
     QUOTA_CPU,
@@ -40,6 +42,13 @@ MANAGED = {Labels.MANAGED_BY: MANAGED_BY_VALUE}
 
 def _meta(name: str, **labels: str) -> dict:
     return {"name": name, "labels": {**MANAGED, **labels}}
+
+
+def pool_toleration(pool: str) -> dict:
+    """The toleration of the taint every node of `pool` carries (runwhere.ai/pool=<pool>:NoSchedule): the
+    pool's flavor always has it first (gpuctl.domain.pools.pool_tolerations), so Kueue adds it to the pods
+    it admits there and no other pod tolerates it (admission/isolation.py)."""
+    return {"key": POOL_TAINT_KEY, "operator": "Equal", "value": pool, "effect": POOL_TAINT_EFFECT}
 
 
 def resource_flavor(pool: str, tolerations: Sequence[Mapping[str, Any]] = ()) -> dict:
@@ -218,7 +227,7 @@ def desired_objects(pools: Sequence[PoolCapacity], teams: Sequence[TeamQuota]) -
     """Every cluster-scoped Kueue object gpuctl owns, for these pools and teams, in apply order."""
     names = [p.name for p in pools]
     out = [*workload_priority_classes(), topology(), budget_flavor()]
-    out += [resource_flavor(p) for p in sorted(names)]
+    out += [resource_flavor(p, [pool_toleration(p)]) for p in sorted(names)]
     out.append(cohort(pools, teams))
     out += [cluster_queue(t, names) for t in sorted(teams, key=lambda t: t.namespace)]
     return out

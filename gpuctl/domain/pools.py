@@ -17,6 +17,8 @@ from gpuctl.constants import (
     GPU_TYPE_LABEL_KEYS,
     MAX_FLAVOR_TOLERATIONS,
     MEMORY_RESOURCE,
+    POOL_TAINT_EFFECT,
+    POOL_TAINT_KEY,
     TRANSIENT_TAINT_KEYS,
     TRANSIENT_TAINT_PREFIXES,
     Labels,
@@ -24,7 +26,7 @@ from gpuctl.constants import (
 from gpuctl.domain.gpus import quantity_gpus
 from gpuctl.domain.objects import condition, is_gpuctl_object, labels, name
 from gpuctl.quantity import QuantityError, format_quantity, parse_quantity
-from queues import resource_flavor
+from queues import pool_toleration, resource_flavor
 from queues.model import PoolCapacity
 
 # Where the GPU model of a node is read from, in order (gpuctl's key, its earlier spelling, then
@@ -95,6 +97,15 @@ def node_gpu_type(node: Mapping[str, Any]) -> str:
 # nodes must still run GPU work. To keep work off one node of a pool, cordon it or move it out of the
 # pool. The flavor's nodeTaints stay unset: Kueue only uses them to refuse work that does not tolerate
 # them, and the flavor's own tolerations cover every taint it would list.
+#
+# The pool taint (issue 26): every node of pool P carries `runwhere.ai/pool=P:NoSchedule` (gpuctl sets
+# it with the label, pool_node_taints), and P's flavor always tolerates it, first, whatever its nodes
+# carry now: a flavor is created with it and never has to be re-created for it (a Topology Aware
+# Scheduling flavor is immutable in Kueue). Kueue checks a TAS flavor's tolerations against the nodes'
+# taints when it places a pod set (v0.19.2 pkg/cache/scheduler/tas_flavor_snapshot.go appends the
+# flavor's tolerations to the pod set's, scheduling_simulator_default.go excludes nodes with an
+# untolerated NoSchedule/NoExecute taint) and adds them to the pods it admits (podset.Merge). Pool
+# taints on a node are never mirrored: a node of pool P carrying another pool's taint is repaired.
 SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -103,13 +114,62 @@ def is_transient_taint(taint: Mapping[str, Any]) -> bool:
     return key in TRANSIENT_TAINT_KEYS or key.startswith(TRANSIENT_TAINT_PREFIXES)
 
 
+def is_pool_taint(taint: Mapping[str, Any]) -> bool:
+    """A taint gpuctl sets for pools (key runwhere.ai/pool, effect NoSchedule), whatever its value."""
+    return taint.get("key") == POOL_TAINT_KEY and taint.get("effect") == POOL_TAINT_EFFECT
+
+
+def pool_taint(pool: str) -> dict:
+    """The taint every node of `pool` carries."""
+    return {"key": POOL_TAINT_KEY, "value": pool, "effect": POOL_TAINT_EFFECT}
+
+
+def tolerates_pool_taint(t: Mapping[str, Any], pool: str | None = None) -> bool:
+    """Whether toleration `t` tolerates the taint of `pool` (None: of some pool, whatever its name), by
+    Kubernetes' rule (k8s.io/api core/v1 Toleration.ToleratesTaint): its effect is empty or NoSchedule,
+    and it is key-less with `operator: Exists` (tolerates every taint), or has key runwhere.ai/pool with
+    `Exists` or the pool's name as value. The one definition used by the admission rules outside team
+    namespaces (admission/isolation.py, and its CEL in admission/isolation_policy.py) and by adopt."""
+    if t.get("effect") not in (None, "", POOL_TAINT_EFFECT):
+        return False
+    key, op = t.get("key") or "", t.get("operator") or "Equal"
+    if not key:
+        return op == "Exists"
+    if key != POOL_TAINT_KEY:
+        return False
+    return op == "Exists" or pool is None or (t.get("value") or "") == pool
+
+
 def node_taints(node: Mapping[str, Any]) -> list[dict]:
-    """The node's taints that keep pods away (NoSchedule, NoExecute), transient ones left out."""
+    """The node's taints that keep pods away (NoSchedule, NoExecute), transient ones and the pool taint
+    left out (a flavor tolerates its own pool's taint anyway, never another pool's)."""
     out = []
     for t in (node.get("spec") or {}).get("taints") or []:
-        if t.get("key") and t.get("effect") in SCHEDULING_EFFECTS and not is_transient_taint(t):
+        if (
+            t.get("key")
+            and t.get("effect") in SCHEDULING_EFFECTS
+            and not is_transient_taint(t)
+            and t.get("key") != POOL_TAINT_KEY
+        ):
             out.append({"key": t["key"], "value": t.get("value") or "", "effect": t["effect"]})
     return out
+
+
+def pool_node_taints(node: Mapping[str, Any], pool: str | None) -> list[dict] | None:
+    """The node's `spec.taints` once it is in `pool` (None: in no pool), or None when they already are:
+    every other taint kept as it is, the pool taint (runwhere.ai/pool, NoSchedule: unique per key and
+    effect on a Node) set to `pool` or removed. A pool taint of another effect is not gpuctl's and stays."""
+    current = list((node.get("spec") or {}).get("taints") or [])
+    ours = [t for t in current if is_pool_taint(t)]
+    if (not ours and pool is None) or (len(ours) == 1 and pool is not None and ours[0].get("value") == pool):
+        return None
+    kept = [t for t in current if not is_pool_taint(t)]
+    return [*kept, pool_taint(pool)] if pool else kept
+
+
+def node_pool_taint_missing(node: Mapping[str, Any]) -> bool:
+    """The node's pool taint is not what its pool label says (missing, another pool's, or left behind)."""
+    return pool_node_taints(node, node_pool(node)) is not None
 
 
 def toleration(taint: Mapping[str, Any]) -> dict:
@@ -119,28 +179,32 @@ def toleration(taint: Mapping[str, Any]) -> dict:
     return {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]}
 
 
-def _tolerations(taints: set[tuple[str, str, str]]) -> list[dict]:
+def _tolerations(pool: str, taints: set[tuple[str, str, str]]) -> list[dict]:
+    """The pool's own toleration first, then its nodes' taints; at most MAX_FLAVOR_TOLERATIONS in all."""
+    room = MAX_FLAVOR_TOLERATIONS - 1
     tols = [toleration({"key": k, "value": v, "effect": e}) for k, v, e in sorted(taints)]
-    if len(tols) > MAX_FLAVOR_TOLERATIONS:
+    if len(tols) > room:
         keys = sorted({(k, e) for k, _, e in taints})
-        tols = [{"key": k, "operator": "Exists", "effect": e} for k, e in keys][:MAX_FLAVOR_TOLERATIONS]
-    return tols
+        tols = [{"key": k, "operator": "Exists", "effect": e} for k, e in keys][:room]
+    return [pool_toleration(pool), *tols]
 
 
 def all_pool_tolerations(nodes: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
-    """Pool -> its tolerations (pool_tolerations), every pool in one pass over the nodes."""
+    """Pool -> its tolerations (pool_tolerations) for every pool that has nodes, in one pass."""
     taints: dict[str, set[tuple[str, str, str]]] = {}
     for n in nodes:
         pool = node_pool(n)
         if pool is not None:
             taints.setdefault(pool, set()).update((t["key"], t["value"], t["effect"]) for t in node_taints(n))
-    return {pool: _tolerations(t) for pool, t in taints.items()}
+    return {pool: _tolerations(pool, t) for pool, t in taints.items()}
 
 
 def pool_tolerations(nodes: Iterable[Mapping[str, Any]], pool: str) -> list[dict]:
-    """Tolerations of the taints the pool's nodes carry, sorted; at most MAX_FLAVOR_TOLERATIONS (past
-    that, one `Exists` toleration per key and effect)."""
-    return all_pool_tolerations(n for n in nodes if node_pool(n) == pool).get(pool, [])
+    """The pool's own toleration (pool_toleration), then those of the taints its nodes carry, sorted; at
+    most MAX_FLAVOR_TOLERATIONS (past that, one `Exists` toleration per key and effect)."""
+    return all_pool_tolerations(n for n in nodes if node_pool(n) == pool).get(pool) or _tolerations(
+        pool, set()
+    )
 
 
 def desired_flavor(pool: str, nodes: Iterable[Mapping[str, Any]]) -> dict:
@@ -168,7 +232,7 @@ def stale_flavors(
     for f in flavors:
         if not is_pool_flavor(f):
             continue
-        want = by_pool.get(name(f), [])
+        want = by_pool.get(name(f)) or _tolerations(name(f), set())
         if flavor_tolerations(f) != want:
             out[name(f)] = want
     return out

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import LIMIT_RANGE_NAME
+from gpuctl.constants import LIMIT_RANGE_NAME, POOL_TAINT_EFFECT, POOL_TAINT_KEY
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.pools import desired_flavor, node_pool
+from gpuctl.domain.pools import desired_flavor, node_pool, pool_node_taints, pool_toleration
 from gpuctl.domain.teams import desired_cohort
 from gpuctl.service.adopt_plan import AdoptOptions, AdoptPlan, PoolPlan, QuotaPlan, decide, runwhere_gpu_type
 from gpuctl.service.convert import node_label_patch, team_limit_range, team_quotas
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.pools import apply_pool
+from gpuctl.service.pools import apply_pool, isolate_pool, untaint_nodes
 from gpuctl.service.quotas import apply_quota
 from gpuctl.spec import PoolSpec, QuotaSpec
 from queues import cluster_queue, local_queue, team_namespace
@@ -46,6 +46,7 @@ def read(cluster: Cluster, options: AdoptOptions) -> Adoption:
         resource_quotas=rqs,
         team_namespaces=inv.team_queues,
         controllers=inv.controllers,
+        pods=inv.bound_pods,
         options=options,
     )
     return Adoption(plan, inv, namespaces, rqs)
@@ -79,6 +80,16 @@ def quota_specs(quotas: list[QuotaPlan]) -> list[QuotaSpec]:
     ]
 
 
+def _taints_patch(node: dict, pool: str | None) -> dict:
+    taints = pool_node_taints(node, pool) or []
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node["metadata"]["name"]},
+        "spec": {"taints": taints},
+    }
+
+
 def plan_objects(a: Adoption) -> dict:
     """Every object the adoption writes, as a document for `-o yaml|json`."""
     inv, plan = a.inventory, a.plan
@@ -88,15 +99,30 @@ def plan_objects(a: Adoption) -> dict:
     for p in plan.pools:
         for n, t in sorted(p.nodes.items()):
             patch = node_label_patch(n, p.name, t or None)
+            node = nodes_after[n]
+            if (taints := pool_node_taints(node, p.name)) is not None:
+                patch["spec"] = {"taints": taints}
             apply.append(patch)
             added = {k: v for k, v in patch["metadata"]["labels"].items() if v is not None}
-            node = nodes_after[n]
             meta = {**node["metadata"], "labels": {**(node["metadata"].get("labels") or {}), **added}}
             nodes_after[n] = {**node, "metadata": meta}
         flavor = desired_flavor(p.name, nodes_after.values())
         flavor["metadata"]["annotations"] = {"runwhere.ai/description": ADOPT_DESCRIPTION}
         new_flavors.append(flavor)
         apply.append(flavor)
+    for iso in plan.isolation:
+        if iso.flavor:
+            apply.append(desired_flavor(iso.pool, nodes_after.values()))
+        for n in iso.nodes:
+            taints = pool_node_taints(nodes_after[n], iso.pool) or []
+            apply.append(
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}, "spec": {"taints": taints}}
+            )
+    for n in plan.untaint:
+        taints = pool_node_taints(nodes_after[n], None) or []
+        apply.append(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}, "spec": {"taints": taints}}
+        )
     pools = sorted({*inv.pools, *(p.name for p in plan.pools)})
     cqs = list(inv.cluster_queues)
     for spec in quota_specs(plan.quotas):
@@ -130,11 +156,27 @@ def plan_objects(a: Adoption) -> dict:
 def plan_lines(plan: AdoptPlan) -> list[str]:
     """The plan in kubectl-like lines (`pool/x created`), what stays and what cannot be converted."""
     lines = []
+    taint = f"{POOL_TAINT_KEY}=<pool>:{POOL_TAINT_EFFECT}"
     for p in plan.pools:
         verb = "configured" if p.exists else "created"
         lines.append(
-            f"pool/{p.name} {verb} with {len(p.nodes)} node(s): {', '.join(sorted(p.nodes))} ({p.reason})"
+            f"pool/{p.name} {verb} with {len(p.nodes)} node(s): {', '.join(sorted(p.nodes))} ({p.reason}); "
+            f"its nodes tainted {taint.replace('<pool>', p.name)}, its flavor tolerates it"
         )
+    for iso in plan.isolation:
+        if iso.flavor:
+            tol = pool_toleration(iso.pool)
+            lines.append(
+                f"resourceflavor/{iso.pool} tolerates {tol['key']}={tol['value']}:{tol['effect']} "
+                "(re-created: Kueue keeps a topology flavor immutable; admitted work keeps running)"
+            )
+        for n in iso.nodes:
+            lines.append(
+                f"node/{n} tainted {taint.replace('<pool>', iso.pool)} (pool {iso.pool}; running pods "
+                "stay: NoSchedule evicts nothing)"
+            )
+    for n in plan.untaint:
+        lines.append(f"node/{n} untainted {POOL_TAINT_KEY}:{POOL_TAINT_EFFECT} (in no pool)")
     for q in plan.quotas:
         t = q.team
         limits = ", ".join(
@@ -160,12 +202,16 @@ def plan_lines(plan: AdoptPlan) -> list[str]:
 
 
 def execute(cluster: Cluster, a: Adoption, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
-    """Carry out the plan: pools, then quotas, then the ResourceQuotas they replace."""
+    """Carry out the plan: pools (new ones, then the pool taint on existing ones), then quotas, then the
+    ResourceQuotas they replace."""
     dry_run = DryRun(dry_run)
     server_dry = dry_run is DryRun.SERVER
     lines: list[str] = []
     for p in a.plan.pools:
         lines += apply_pool(cluster, pool_spec(a.inventory, p), create=not p.exists, dry_run=dry_run)
+    for iso in a.plan.isolation:
+        lines += isolate_pool(cluster, iso.pool, dry_run=dry_run)
+    lines += untaint_nodes(cluster, a.plan.untaint, dry_run=dry_run)
     for spec in quota_specs(a.plan.quotas):
         lines += apply_quota(cluster, spec, create=True, dry_run=dry_run)
     for c in a.plan.resource_quotas:

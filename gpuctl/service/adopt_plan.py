@@ -18,7 +18,15 @@ into gpuctl pools and quotas:
   resources unlimited. A ResourceQuota gpuctl did not create is never changed: it keeps enforcing,
   and the gpuctl quota leaves its resources unlimited. Either way exactly one of them enforces each
   resource;
-- namespace `default` gets a quota only when asked (`include_default`);
+- namespace `default` gets a quota only when asked (`include_default`): then it is a team namespace and
+  the jobs the earlier client submits without `-n` queue there in Kueue; without it they are refused on
+  pool nodes (the isolation rules, admission/isolation.py);
+- every pool node carries the pool taint `runwhere.ai/pool=<pool>:NoSchedule` and every pool flavor
+  tolerates it (issue 26): pools gpuctl already has (an earlier gpuctl-made flavor without the toleration,
+  nodes labelled but never tainted) are brought to that state (`isolation`), taints left on nodes that
+  are in no pool any more are removed. NoSchedule evicts nothing: the pods already on those nodes that
+  do not tolerate the taint keep running, and are listed (a DaemonSet among them no longer replaces its
+  pod there until it tolerates the taint);
 - whatever cannot be converted is said (other ResourceQuota keys such as `pods`, invalid pool names,
   a ResourceFlavor gpuctl did not make, workloads of the earlier gpuctl that Kueue does not queue).
 
@@ -43,7 +51,15 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.objects import is_gpuctl_object, labels, name, namespace
-from gpuctl.domain.pools import node_gpus, node_pool
+from gpuctl.domain.pools import (
+    flavor_tolerations,
+    is_pool_flavor,
+    node_gpus,
+    node_pool,
+    node_pool_taint_missing,
+    pool_toleration,
+    tolerates_pool_taint,
+)
 from gpuctl.quantity import QuantityError, parse_quantity
 from gpuctl.spec.names import is_dns_label
 from queues import TeamQuota
@@ -95,10 +111,23 @@ class ResourceQuotaChange:
 
 
 @dataclass
+class IsolationPlan:
+    """An existing gpuctl pool brought to issue 26's state: its flavor tolerates the pool taint (a TAS
+    flavor is re-created for it) and each of its nodes carries it."""
+
+    pool: str
+    flavor: bool  # the flavor lacks the toleration of its pool's taint
+    nodes: list[str]  # nodes of the pool whose pool taint is missing or names another pool
+
+
+@dataclass
 class AdoptPlan:
     pools: list[PoolPlan] = field(default_factory=list)
     quotas: list[QuotaPlan] = field(default_factory=list)
     resource_quotas: list[ResourceQuotaChange] = field(default_factory=list)
+    isolation: list[IsolationPlan] = field(default_factory=list)
+    # nodes in no pool that still carry a pool taint: it is removed
+    untaint: list[str] = field(default_factory=list)
     # what stays as it is, and why (informational)
     kept: list[str] = field(default_factory=list)
     # what gpuctl cannot convert (the user has to act)
@@ -106,7 +135,7 @@ class AdoptPlan:
 
     @property
     def empty(self) -> bool:
-        return not (self.pools or self.quotas or self.resource_quotas)
+        return not (self.pools or self.quotas or self.resource_quotas or self.isolation or self.untaint)
 
 
 @dataclass(frozen=True)
@@ -332,6 +361,90 @@ def earlier_workloads(controllers: Iterable[tuple[str, Mapping[str, Any]]]) -> l
     ]
 
 
+def decide_isolation(
+    nodes: Iterable[Mapping[str, Any]], flavors: Iterable[Mapping[str, Any]], new_pools: Iterable[PoolPlan]
+) -> tuple[list[IsolationPlan], list[str]]:
+    """(existing pools to taint and tolerate, nodes to untaint). Pools adopt creates or extends go
+    through apply_pool, which taints their nodes and tolerates the taint itself: only the nodes already in
+    an existing pool are listed here."""
+    joining = {n for p in new_pools for n in p.nodes}
+    existing = {name(f): f for f in flavors if is_pool_flavor(f)}
+    stale_nodes: dict[str, list[str]] = {}
+    untaint: list[str] = []
+    for n in nodes:
+        if name(n) in joining or not node_pool_taint_missing(n):
+            continue
+        pool = node_pool(n)
+        if pool is None:
+            untaint.append(name(n))
+        elif pool in existing:
+            stale_nodes.setdefault(pool, []).append(name(n))
+    plans = []
+    for pool, flavor in sorted(existing.items()):
+        untolerated = pool_toleration(pool) not in flavor_tolerations(flavor)
+        if untolerated or pool in stale_nodes:
+            plans.append(IsolationPlan(pool, untolerated, sorted(stale_nodes.get(pool, []))))
+    return plans, sorted(untaint)
+
+
+def untolerating_pods(
+    pods: Iterable[Mapping[str, Any]], node_pools: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    """(pods, DaemonSets) on pool nodes (node -> pool after adoption) that do not tolerate the pool taint.
+    They keep running: NoSchedule evicts nothing. A DaemonSet's controller no longer re-creates its pod on a
+    node whose NoSchedule taint it does not tolerate (k8s pkg/controller/daemon NodeShouldRunDaemonPod:
+    shouldRun false, shouldContinueRunning true)."""
+    plain: list[str] = []
+    daemonsets: set[str] = set()
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        pool = node_pools.get(node or "")
+        tolerations = (pod.get("spec") or {}).get("tolerations") or []
+        if pool is None or any(tolerates_pool_taint(t, pool) for t in tolerations):
+            continue
+        refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+        ds = next((r.get("name") for r in refs if r.get("controller") and r.get("kind") == "DaemonSet"), None)
+        if ds:
+            daemonsets.add(f"{namespace(pod)}/{ds}")
+        else:
+            plain.append(f"{namespace(pod)}/{name(pod)} on {node}")
+    return sorted(plain), sorted(daemonsets)
+
+
+def isolation_notes(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    new_pools: Iterable[PoolPlan],
+    isolation: Iterable[IsolationPlan],
+    options: AdoptOptions,
+) -> list[str]:
+    """What stays as it is when pool nodes are tainted (informational)."""
+    tainted = {n for p in isolation for n in p.nodes}
+    node_pools = {n: p.name for p in new_pools for n in p.nodes}
+    node_pools.update({name(n): node_pool(n) or "" for n in nodes if name(n) in tainted})
+    plain, daemonsets = untolerating_pods(pods, node_pools)
+    notes = []
+    if plain:
+        notes.append(
+            f"pods already on pool nodes that do not tolerate the pool taint keep running (NoSchedule "
+            f"evicts nothing; `gpuctl serve` reports GPU pods no admitted Workload covers): {_names(plain)}"
+        )
+    if daemonsets:
+        notes.append(
+            f"DaemonSets whose pods on pool nodes do not tolerate the pool taint: {_names(daemonsets)}; "
+            "their pods keep running, but one that is deleted is not re-created on a pool node until the "
+            f"DaemonSet tolerates it (add {{key: {Labels.POOL}, operator: Exists, effect: NoSchedule}}; "
+            "allowed for DaemonSets without GPUs)"
+        )
+    if (new_pools or isolation) and not options.include_default:
+        notes.append(
+            "namespace default is not a team namespace: GPU jobs the earlier client submits without -n "
+            "are refused for named pools and never run on pool nodes; adopt again with --default-quota "
+            "to queue them in Kueue as team default, or submit with -n <team>"
+        )
+    return notes
+
+
 def decide(
     *,
     nodes: list[Mapping[str, Any]],
@@ -340,16 +453,21 @@ def decide(
     resource_quotas: list[Mapping[str, Any]],
     team_namespaces: Iterable[str],
     controllers: Iterable[tuple[str, Mapping[str, Any]]] = (),
+    pods: Iterable[Mapping[str, Any]] = (),
     options: AdoptOptions = AdoptOptions(),
 ) -> AdoptPlan:
     if options.resource_quotas not in RESOURCE_QUOTA_MODES:
         raise ValueError(f"resource_quotas must be one of {', '.join(RESOURCE_QUOTA_MODES)}")
     pools, kept_p, bad_p = decide_pools(nodes, flavors, options)
     quotas, changes, kept_q, bad_q = decide_quotas(namespaces, resource_quotas, team_namespaces, options)
+    isolation, untaint = decide_isolation(nodes, flavors, pools)
+    kept_i = isolation_notes(nodes, pods, pools, isolation, options)
     return AdoptPlan(
         pools=pools,
         quotas=quotas,
         resource_quotas=changes,
-        kept=[*kept_p, *kept_q, *earlier_workloads(controllers)],
+        isolation=isolation,
+        untaint=untaint,
+        kept=[*kept_p, *kept_q, *earlier_workloads(controllers), *kept_i],
         not_converted=[*bad_p, *bad_q],
     )

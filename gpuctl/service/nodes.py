@@ -11,7 +11,7 @@ from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus
 from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.pools import sync_cohort, sync_flavors
+from gpuctl.service.pools import patch_node_pool, sync_cohort, sync_flavors
 
 
 def gpus_by_node(pods: list[dict]) -> dict[str, int]:
@@ -153,12 +153,19 @@ def label_nodes(
                 raise Conflict(f"node {n} already has {k}={labels[k]}; pass --overwrite to change it")
     lines = []
     for n in nodes:
-        if dry_run.writes:
+        # The pool taint follows the pool label in the same patch (gpuctl.service.pools.patch_node_pool):
+        # a node put into a pool takes only Kueue-admitted work from then on; one taken out is untainted.
+        taint = None
+        if Labels.POOL in changes:
+            taint = patch_node_pool(cluster, objs[n], changes, dry_run=dry_run)
+        elif dry_run.writes:
             cluster.merge_patch(
                 path("Node", n), {"metadata": {"labels": changes}}, dry_run=dry_run is DryRun.SERVER
             )
         for k, v in changes.items():
             lines.append(f"node/{n} {'labeled ' + k + '=' + v if v is not None else 'unlabeled ' + k}")
+        if taint:
+            lines.append(f"node/{n} {taint}")
     if dry_run.persists and Labels.POOL in changes:
         sync_cohort(cluster)
         sync_flavors(cluster)

@@ -4,19 +4,31 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import BUDGET_FLAVOR, COHORT_NAME, DEFAULT_POOL, Labels
+from gpuctl.constants import (
+    BUDGET_FLAVOR,
+    COHORT_NAME,
+    DEFAULT_POOL,
+    POOL_TAINT_EFFECT,
+    POOL_TAINT_KEY,
+    Labels,
+)
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import workload_gpus
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import (
     desired_flavor,
     flavor_immutable,
+    flavor_tolerations,
     node_gpu_type,
     node_gpus,
     node_pool,
+    node_pool_taint_missing,
     node_ready,
+    pool_node_taints,
+    pool_tolerations,
     stale_flavors,
 )
 from gpuctl.domain.status import WAITING_STATES, State
@@ -191,6 +203,64 @@ def sync_flavors(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> list[str
     return sorted(stale)
 
 
+# ----------------------------------------------------------------------------- node pool membership
+# A node's pool label and the pool taint (runwhere.ai/pool=<pool>:NoSchedule) change together, in one
+# merge patch: joining a pool taints the node (only Kueue-admitted work, whose pods get the pool flavor's
+# toleration, lands there from then on; NoSchedule evicts nothing already running), leaving it removes
+# gpuctl's taint and no other. `spec.taints` is one list (a merge patch replaces it whole), so a patch
+# that changes it carries the resourceVersion it was computed from: a concurrent change of the node
+# (a cordon, the GPU operator's taint, a kubelet update) fails it with 409 and it is recomputed on a
+# fresh read instead of overwriting that change.
+NODE_PATCH_ATTEMPTS = 5
+
+
+def _labels_after(node: Mapping, labels: Mapping[str, str | None]) -> dict[str, str]:
+    merged = {**(node.get("metadata", {}).get("labels") or {}), **labels}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def pool_taint_change(node: Mapping, labels: Mapping[str, str | None]) -> str | None:
+    """What patching `labels` onto the node does to its pool taint, in kubectl's words, or None."""
+    pool = _labels_after(node, labels).get(Labels.POOL)
+    if pool_node_taints(node, pool) is None:
+        return None
+    if pool:
+        return f"tainted {POOL_TAINT_KEY}={pool}:{POOL_TAINT_EFFECT}"
+    return f"untainted {POOL_TAINT_KEY}:{POOL_TAINT_EFFECT}"
+
+
+def patch_node_pool(
+    cluster: Cluster, node: dict, labels: Mapping[str, str | None], *, dry_run: DryRun = DryRun.NONE
+) -> str | None:
+    """Merge-patch `labels` (None removes one) onto `node`, with the pool taint following the pool label
+    the node ends up with. Returns pool_taint_change's text (None: the taints were already right).
+    CLIENT writes nothing; SERVER sends the patch with dryRun=All."""
+    dry_run = DryRun(dry_run)
+    name = node["metadata"]["name"]
+    for attempt in range(NODE_PATCH_ATTEMPTS):
+        change = pool_taint_change(node, labels)
+        if not dry_run.writes:
+            return change
+        taints = pool_node_taints(node, _labels_after(node, labels).get(Labels.POOL))
+        meta: dict = {"labels": dict(labels)} if labels else {}
+        patch: dict = {"metadata": meta}
+        if taints is not None:
+            if node["metadata"].get("resourceVersion"):
+                meta["resourceVersion"] = node["metadata"]["resourceVersion"]
+            patch["spec"] = {"taints": taints or None}
+        elif not labels:
+            return None
+        try:
+            cluster.merge_patch(path("Node", name), patch, dry_run=dry_run is DryRun.SERVER)
+        except ApiError as e:
+            if e.status != 409 or attempt == NODE_PATCH_ATTEMPTS - 1:
+                raise
+            node = cluster.get(path("Node", name))
+            continue
+        return change
+    return None  # not reached: the last attempt returns or raises
+
+
 def check_pool_name(name: str) -> None:
     if name == BUDGET_FLAVOR:
         raise ServiceError(f"pool name {name} is reserved by gpuctl: choose another name")
@@ -222,48 +292,67 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRu
     if create and flavor is not None:
         raise Conflict(f"pool {name} already exists: use `gpuctl apply -f` to change it")
     leaving = sorted(n for n, obj in nodes.items() if node_pool(obj) == name and n not in spec.nodes)
+    # The flavor tolerates the taints of the nodes the pool will have, its own pool taint first.
+    members = [
+        {
+            **n,
+            "metadata": {
+                **n["metadata"],
+                "labels": {**(n["metadata"].get("labels") or {}), Labels.POOL: name},
+            },
+        }
+        for k, n in nodes.items()
+        if k in spec.nodes
+    ]
+    rf = desired_flavor(name, members)
+    if spec.pool.description:
+        rf["metadata"]["annotations"] = {Labels.DESCRIPTION: spec.pool.description}
+    want_tolerations = rf["spec"].get("tolerations", [])
+    retolerate = flavor is not None and flavor_tolerations(flavor) != want_tolerations
+    labels_of = {
+        n: node_label_patch(n, name, m.gpu_type)["metadata"]["labels"] for n, m in spec.nodes.items()
+    }
+    gone = {Labels.POOL: None, Labels.GPU_TYPE: None}
     lines = [f"pool/{name} {'created' if flavor is None else 'configured'}"]
-    lines += [f"node/{n} labeled {Labels.POOL}={name}" for n in sorted(spec.nodes)]
-    lines += [f"node/{n} unlabeled (left pool {name})" for n in leaving]
+    if retolerate:
+        how = " (re-created: Kueue keeps a topology flavor immutable)" if flavor_immutable(flavor) else ""
+        lines.append(f"resourceflavor/{name} tolerations set{how}: {_tolerations_text(want_tolerations)}")
+    for n in sorted(spec.nodes):
+        lines.append(f"node/{n} labeled {Labels.POOL}={name}")
+        if change := pool_taint_change(nodes[n], labels_of[n]):
+            lines.append(f"node/{n} {change} (running pods stay: NoSchedule evicts nothing)")
+    for n in leaving:
+        lines.append(f"node/{n} unlabeled (left pool {name})")
+        if change := pool_taint_change(nodes[n], gone):
+            lines.append(f"node/{n} {change}")
     if dry_run is DryRun.CLIENT:
         return lines
 
     server_dry = dry_run is DryRun.SERVER
     previous = {
-        n: {k: (nodes[n]["metadata"].get("labels") or {}).get(k) for k in (Labels.POOL, Labels.GPU_TYPE)}
+        n: (
+            {k: (nodes[n]["metadata"].get("labels") or {}).get(k) for k in (Labels.POOL, Labels.GPU_TYPE)},
+            (nodes[n].get("spec") or {}).get("taints"),
+        )
         for n in [*spec.nodes, *leaving]
     }
     touched: list[str] = []
     created_flavor = False
     try:
         ensure_bootstrap(cluster, dry_run=dry_run)
-        # The flavor tolerates the taints of the nodes the pool will have.
-        members = [
-            {
-                **n,
-                "metadata": {
-                    **n["metadata"],
-                    "labels": {**(n["metadata"].get("labels") or {}), Labels.POOL: name},
-                },
-            }
-            for k, n in nodes.items()
-            if k in spec.nodes
-        ]
-        rf = desired_flavor(name, members)
-        if spec.pool.description:
-            rf["metadata"]["annotations"] = {Labels.DESCRIPTION: spec.pool.description}
-        cluster.apply(rf, dry_run=server_dry)
-        created_flavor = flavor is None
-        for n, node in sorted(spec.nodes.items()):
-            patch = node_label_patch(n, name, node.gpu_type)
-            cluster.merge_patch(path("Node", n), {"metadata": patch["metadata"]}, dry_run=server_dry)
+        if flavor is None:
+            cluster.apply(rf, dry_run=server_dry)
+            created_flavor = True
+        else:
+            if retolerate:  # before any node is tainted: admitted pods must tolerate it first
+                set_flavor_tolerations(cluster, flavor, want_tolerations, dry_run=dry_run)
+            if dry_run.persists or not (retolerate and flavor_immutable(flavor)):
+                cluster.apply(rf, dry_run=server_dry)
+        for n in sorted(spec.nodes):
+            patch_node_pool(cluster, nodes[n], labels_of[n], dry_run=dry_run)
             touched.append(n)
         for n in leaving:
-            cluster.merge_patch(
-                path("Node", n),
-                {"metadata": {"labels": {Labels.POOL: None, Labels.GPU_TYPE: None}}},
-                dry_run=server_dry,
-            )
+            patch_node_pool(cluster, nodes[n], gone, dry_run=dry_run)
             touched.append(n)
         if dry_run.persists:
             sync_queues(cluster)
@@ -271,11 +360,61 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRu
     except Exception:
         if dry_run.persists:
             for n in touched:
+                labels, taints = previous[n]
                 with contextlib.suppress(ApiError):
-                    cluster.merge_patch(path("Node", n), {"metadata": {"labels": previous[n]}})
+                    cluster.merge_patch(
+                        path("Node", n), {"metadata": {"labels": labels}, "spec": {"taints": taints or None}}
+                    )
             if created_flavor:
                 cluster.delete(path("ResourceFlavor", name))
         raise
+    return lines
+
+
+def _tolerations_text(tolerations: list[dict]) -> str:
+    out = []
+    for t in tolerations:
+        value = f"={t['value']}" if t.get("operator") == "Equal" else ""
+        out.append(f"{t['key']}{value}:{t.get('effect', '')}")
+    return ", ".join(out)
+
+
+def isolate_pool(cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
+    """Bring a pool an earlier gpuctl made to issue 26's state (gpuctl adopt): its flavor tolerates the
+    pool taint first (a TAS flavor is re-created: Kueue keeps it immutable), then each node of the pool
+    that lacks the taint gets it. NoSchedule: nothing running is evicted."""
+    dry_run = DryRun(dry_run)
+    check_pool_name(name)
+    inv = Inventory(cluster, None)
+    flavor = cluster.get_or_none(path("ResourceFlavor", name))
+    if flavor is None or not is_gpuctl_object(flavor):
+        raise NotFound(f"pool {name} not found")
+    lines = []
+    want = pool_tolerations(inv.nodes, name)
+    if flavor_tolerations(flavor) != want:
+        how = " (re-created: Kueue keeps a topology flavor immutable)" if flavor_immutable(flavor) else ""
+        lines.append(f"resourceflavor/{name} tolerations set{how}: {_tolerations_text(want)}")
+        if dry_run.writes:
+            set_flavor_tolerations(cluster, flavor, want, dry_run=dry_run)
+    for n in sorted(inv.nodes, key=lambda n: n["metadata"]["name"]):
+        if node_pool(n) == name and node_pool_taint_missing(n):
+            change = patch_node_pool(cluster, n, {}, dry_run=dry_run)
+            if change:
+                lines.append(
+                    f"node/{n['metadata']['name']} {change} (running pods stay: NoSchedule evicts nothing)"
+                )
+    return lines
+
+
+def untaint_nodes(cluster: Cluster, names: list[str], *, dry_run: DryRun = DryRun.NONE) -> list[str]:
+    """Remove the pool taint from nodes that are in no pool any more (only gpuctl's taint)."""
+    lines = []
+    for n in names:
+        node = cluster.get_or_none(path("Node", n))
+        if node is None or node_pool(node) is not None:
+            continue
+        if change := patch_node_pool(cluster, node, {}, dry_run=dry_run):
+            lines.append(f"node/{n} {change} (in no pool)")
     return lines
 
 
@@ -319,8 +458,12 @@ def delete_pool(
             "delete those jobs first (gpuctl delete job NAME -n NS), or pass --keep-running to delete the "
             "pool and leave them running (no new work is admitted to it)"
         )
-    nodes = [n["metadata"]["name"] for n in inv.nodes if node_pool(n) == name]
-    lines = [f"pool/{name} deleted"] + [f"node/{n} unlabeled" for n in nodes]
+    nodes = [n for n in inv.nodes if node_pool(n) == name]
+    gone = {Labels.POOL: None, Labels.GPU_TYPE: None}
+    lines = [f"pool/{name} deleted"]
+    for n in nodes:
+        change = pool_taint_change(n, gone)
+        lines.append(f"node/{n['metadata']['name']} unlabeled" + (f", {change}" if change else ""))
     lines += [
         f"job {j} keeps running (pool {name} is gone: it cannot restart there)" for j in users or admitted
     ]
@@ -332,11 +475,7 @@ def delete_pool(
     sync_queues(cluster, pools=remaining, dry_run=dry_run)
     cluster.delete(path("ResourceFlavor", name), dry_run=server_dry)
     for n in nodes:
-        cluster.merge_patch(
-            path("Node", n),
-            {"metadata": {"labels": {Labels.POOL: None, Labels.GPU_TYPE: None}}},
-            dry_run=server_dry,
-        )
+        patch_node_pool(cluster, n, gone, dry_run=dry_run)
     if dry_run.persists:
         sync_cohort(cluster)
     return lines

@@ -8,14 +8,14 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from gpuctl.cluster import ApiError, path
-from gpuctl.constants import Labels
+from gpuctl.constants import POOL_TAINT_EFFECT, POOL_TAINT_KEY, Labels
 
 MANAGED = f"{Labels.MANAGED_BY}=gpuctl"
 MANAGED_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass", "Topology")
 
 
 def reset_gpuctl_state(kube) -> None:
-    """Delete every gpuctl-managed cluster-scoped Kueue object and gpuctl's node labels."""
+    """Delete every gpuctl-managed cluster-scoped Kueue object and gpuctl's node labels and pool taints."""
     for kind in MANAGED_KINDS:
         for obj in kube.list(path(kind), label_selector=MANAGED):
             name = obj["metadata"]["name"]
@@ -29,8 +29,15 @@ def reset_gpuctl_state(kube) -> None:
     for node in kube.list(path("Node")):
         labels = node["metadata"].get("labels", {})
         drop = {k: None for k in (Labels.POOL, Labels.GPU_TYPE) if k in labels}
+        taints = (node.get("spec") or {}).get("taints") or []
+        kept = [t for t in taints if (t.get("key"), t.get("effect")) != (POOL_TAINT_KEY, POOL_TAINT_EFFECT)]
+        patch: dict = {}
         if drop:
-            kube.merge_patch(path("Node", node["metadata"]["name"]), {"metadata": {"labels": drop}})
+            patch["metadata"] = {"labels": drop}
+        if len(kept) != len(taints):
+            patch["spec"] = {"taints": kept or None}
+        if patch:
+            kube.merge_patch(path("Node", node["metadata"]["name"]), patch)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import yaml
 
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import Labels
+from gpuctl.domain.pools import is_pool_taint, pool_toleration
 from gpuctl.service.pools import set_flavor_tolerations
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
@@ -27,7 +28,9 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "presen
 
 
 def _set_taints(kube, node: str, taints: list[dict]) -> None:
-    kube.merge_patch(path("Node", node), {"spec": {"taints": taints or None}})
+    """The node's taints become `taints` plus the pool taint gpuctl set, if any (kept as it is)."""
+    pool = [t for t in kube.get(path("Node", node))["spec"].get("taints") or [] if is_pool_taint(t)]
+    kube.merge_patch(path("Node", node), {"spec": {"taints": [*pool, *taints] or None}})
 
 
 @pytest.fixture
@@ -95,7 +98,7 @@ def test_pool_on_tainted_gpu_nodes_admits_and_runs_jobs(clean_cluster, tainted, 
     try:
         assert gpuctl("create", "-f", str(pool), "-f", str(quota))[0] == 0
         flavor = kube.get(path("ResourceFlavor", "tainted"))
-        assert flavor["spec"]["tolerations"] == [GPU_TOLERATION]
+        assert flavor["spec"]["tolerations"] == [pool_toleration("tainted"), GPU_TOLERATION]
         assert gpuctl("create", "-f", _job(tmp_path, "on-tainted", ns, 2, pool="tainted"))[0] == 0
         wait_until(lambda: _status(gpuctl, "on-tainted", ns)["status"] == "Running", 60, what="Running")
         (pod,) = _pods(kube, ns, "on-tainted")
@@ -107,10 +110,12 @@ def test_pool_on_tainted_gpu_nodes_admits_and_runs_jobs(clean_cluster, tainted, 
         _set_taints(kube, "gpu-node-3", [])
         rc, _, err = gpuctl("label", "node", "gpu-node-4", "pool=tainted")
         assert rc == 0, err
-        assert kube.get(path("ResourceFlavor", "tainted"))["spec"]["tolerations"] == [GPU_TOLERATION]
+        own = pool_toleration("tainted")
+        assert kube.get(path("ResourceFlavor", "tainted"))["spec"]["tolerations"] == [own, GPU_TOLERATION]
         _set_taints(kube, "gpu-node-4", [{"key": "other", "effect": "NoExecute"}])
         gpuctl("label", "node", "gpu-node-4", "pool-")
-        assert "tolerations" not in kube.get(path("ResourceFlavor", "tainted"))["spec"]
+        assert kube.get(path("ResourceFlavor", "tainted"))["spec"]["tolerations"] == [own]  # its own stays
+        assert [t["key"] for t in kube.get(path("Node", "gpu-node-4"))["spec"]["taints"]] == ["other"]
     finally:
         gpuctl("delete", "job", "on-tainted", "-n", ns)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
@@ -317,13 +322,16 @@ def test_adopt_switches_an_earlier_gpuctl_cluster_over_without_touching_running_
     default_flavor = next(
         o for o in plan["apply"] if o["kind"] == "ResourceFlavor" and o["metadata"]["name"] == "default"
     )
-    assert default_flavor["spec"]["tolerations"] == [GPU_TOLERATION]
+    assert default_flavor["spec"]["tolerations"] == [pool_toleration("default"), GPU_TOLERATION]
     assert "&id" not in out
 
     rc, out, err = gpuctl("adopt", "--yes", "--default-quota")
     assert rc == 0, err
     assert "pool/training-pool created" in out and f"resourcequota/q-{team} -n {team}" in out
-    assert kube.get(path("ResourceFlavor", "default"))["spec"]["tolerations"] == [GPU_TOLERATION]
+    assert kube.get(path("ResourceFlavor", "default"))["spec"]["tolerations"] == [
+        pool_toleration("default"),
+        GPU_TOLERATION,
+    ]
     assert kube.get(path("LimitRange", "gpuctl-defaults", team))["spec"]["limits"][0]["defaultRequest"] == {
         "cpu": "100m",
         "memory": "256Mi",
@@ -460,7 +468,8 @@ def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
     pool = tmp_path / "pool.yaml"
     pool.write_text("kind: pool\npool: {name: followed}\nnodes: {gpu-node-3: {}, gpu-node-4: {}}\n")
     assert gpuctl("create", "-f", str(pool))[0] == 0
-    assert "tolerations" not in kube.get(path("ResourceFlavor", "followed"))["spec"]
+    own = pool_toleration("followed")  # the pool's own taint: tolerated from the start, never changed
+    assert kube.get(path("ResourceFlavor", "followed"))["spec"]["tolerations"] == [own]
     sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig")
     log = (tmp_path / "serve.log").open("w")
     serve = subprocess.Popen(
@@ -478,11 +487,11 @@ def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
         time.sleep(2)  # serve lists and watches
         t0 = time.monotonic()
         tainted("gpu-node-3")
-        wait_until(lambda: tolerations() == [GPU_TOLERATION], 30, what="serve adds the toleration")
+        wait_until(lambda: tolerations() == [own, GPU_TOLERATION], 30, what="serve adds the toleration")
         added = time.monotonic() - t0
         t0 = time.monotonic()
         _set_taints(kube, "gpu-node-3", [])
-        wait_until(lambda: tolerations() == [], 30, what="serve removes the toleration")
+        wait_until(lambda: tolerations() == [own], 30, what="serve removes the toleration")
         removed = time.monotonic() - t0
         print(
             f"\nserve reconciler: taint added -> flavor tolerates it in {added:.2f}s; "

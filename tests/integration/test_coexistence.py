@@ -1,6 +1,8 @@
 """Coexistence with other Kueue users: with gpuctl's Configuration, its pools and team quotas in
 place, a plain Kueue user's namespace, ResourceFlavor, ClusterQueue, LocalQueue, suspended Job and
-Deployment work as with stock Kueue (docs/queueing.md, "Sharing Kueue with other users")."""
+Deployment work as with stock Kueue (docs/queueing.md, "Sharing Kueue with other users"). Since issue 26
+gpuctl's pool nodes are tainted for gpuctl's Kueue work only, so the other user's flavor names a node
+outside every pool (gpu-node-5, taken out of dev-pool as an admin would)."""
 
 from __future__ import annotations
 
@@ -10,20 +12,35 @@ from collections.abc import Iterator
 import pytest
 
 from gpuctl.cluster import path
+from gpuctl.constants import Labels
+from gpuctl.service.nodes import label_nodes
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import gpuctl, pools, teams  # noqa: F401 - fixtures
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
+FOREIGN_NODE = "gpu-node-5"
+
+
 @pytest.fixture
 def foreign(kube) -> Iterator[dict]:
-    """A namespace gpuctl does not manage, with its own flavor, ClusterQueue (no cohort) and
-    LocalQueue, written as a plain Kueue user would."""
+    """A namespace gpuctl does not manage, with its own flavor (on a node in no gpuctl pool),
+    ClusterQueue (no cohort) and LocalQueue, written as a plain Kueue user would."""
     tag = uuid.uuid4().hex[:6]
     names = {"ns": f"other-{tag}", "rf": f"other-rf-{tag}", "cq": f"other-cq-{tag}", "lq": "jobs"}
+    node = kube.get(path("Node", FOREIGN_NODE))
+    if Labels.POOL in (node["metadata"].get("labels") or {}):  # out of its pool: untainted
+        label_nodes(kube, [FOREIGN_NODE], {Labels.POOL: None}, overwrite=True)
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names["ns"]}})
-    kube.create({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": names["rf"]}})
+    kube.create(
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": names["rf"]},
+            "spec": {"nodeLabels": {"kubernetes.io/hostname": FOREIGN_NODE}},
+        }
+    )
     kube.create(
         {
             "apiVersion": KUEUE,

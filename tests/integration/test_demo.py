@@ -1,5 +1,6 @@
 """hack/demo.sh, the README's first command, end to end on a cluster of its own: it must show a raw
-`kubectl apply` refused by the webhook and per-pool GPU use from Prometheus, and hack/cluster/down.sh
+`kubectl apply` refused by the webhook, a side-door pod outside the teams refused by the isolation
+policy, and per-pool GPU use from Prometheus, and hack/cluster/down.sh
 must stop everything it started. About a minute once the cluster binaries are built.
 
 The demo's cluster uses its own run directory and port offset ($GPUCTL_TEST_DEMO_PORT_OFFSET, default
@@ -40,6 +41,9 @@ def test_demo_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:
     assert "[pool-exists]" in out and 'did you mean "training-pool"' in out and "Fix: " in out
     # ... and only for the pool: the topology policy gave it its topology request first.
     assert "breaks 1 rule(s): [pool-exists]" in out
+    # The side-door pod in default (tolerating every taint, selecting the pool) is refused by the policy.
+    assert "ValidatingAdmissionPolicy 'gpuctl-isolation'" in out and "[pool-toleration]" in out
+    assert "gpuctl create -f job.yaml -n <team>" in out
     # Per-pool GPU use from PromQL (the demo's jobs fill training-pool).
     assert "training-pool     16 of  16 GPUs held by pods (100%)" in out
     for pool in ("compute-pool", "dev-pool", "inference-pool"):

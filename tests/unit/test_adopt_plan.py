@@ -5,17 +5,24 @@ from __future__ import annotations
 import pytest
 
 from gpuctl.constants import MANAGED_BY_VALUE, Labels
-from gpuctl.service.adopt_plan import ADOPTED_QUOTA, KEEP, AdoptOptions, decide
+from gpuctl.domain.pools import desired_flavor, pool_taint
+from gpuctl.service.adopt_plan import ADOPTED_QUOTA, KEEP, AdoptOptions, IsolationPlan, decide
 from queues import resource_flavor
 
 
-def node(name: str, pool: str | None = None, gpus: int = 8, **extra: str) -> dict:
+def node(name: str, pool: str | None = None, gpus: int = 8, taints: tuple = (), **extra: str) -> dict:
     labels = {Labels.POOL: pool} if pool else {}
     labels.update(extra)
     return {
         "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": list(taints)},
         "status": {"capacity": {"nvidia.com/gpu": str(gpus)}, "allocatable": {"nvidia.com/gpu": str(gpus)}},
     }
+
+
+def pool_node(name: str, pool: str) -> dict:
+    """A node of a pool as gpuctl leaves it since issue 26: labelled and tainted."""
+    return node(name, pool, taints=(pool_taint(pool),))
 
 
 def ns(name: str, team: bool = False, **labels: str) -> dict:
@@ -125,12 +132,12 @@ def test_default_gets_a_quota_only_when_asked() -> None:
 
 
 def test_a_second_run_plans_nothing() -> None:
-    gpuctl_flavors = [resource_flavor("training-pool"), resource_flavor("default")]
+    gpuctl_flavors = [desired_flavor("training-pool", []), desired_flavor("default", [])]
     adopted_nodes = [
-        node("a1", "training-pool"),
-        node("a2", "training-pool"),
-        node("u1", "default"),
-        node("u2", "default"),
+        pool_node("a1", "training-pool"),
+        pool_node("a2", "training-pool"),
+        pool_node("u1", "default"),
+        pool_node("u2", "default"),
         node("cpu1", gpus=0),
     ]
     remaining = [r for r in RQS if r["metadata"]["name"] not in ("q-team-a", "q-team-b")]
@@ -186,3 +193,62 @@ def test_bad_mode_is_refused() -> None:
             team_namespaces=[],
             options=AdoptOptions(resource_quotas="drop"),
         )
+
+
+def test_pools_of_an_earlier_gpuctl_get_the_pool_taint_and_their_flavors_tolerate_it() -> None:
+    """Issue 26 on an existing cluster: flavors made before the pool taint (no toleration), nodes labelled
+    but never tainted, a taint left on a node that left its pool. New pools are tainted by apply_pool."""
+    GPU = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    nodes = [
+        node("a1", "training-pool", taints=(GPU,)),  # old: untainted by gpuctl
+        pool_node("a2", "training-pool"),  # already right
+        node("i1", "inference-pool", taints=(pool_taint("training-pool"),)),  # another pool's taint
+        pool_node("d1", "dev-pool"),
+        node("gone", None, gpus=0, taints=(pool_taint("dev-pool"), GPU)),  # left its pool, taint stayed
+        node("u1", None, taints=(pool_taint("dev-pool"),)),  # an unlabelled GPU node: joins pool default
+        node("new1", "new-pool"),  # no flavor yet: adopt creates the pool (apply_pool taints it)
+    ]
+    flavors = [
+        resource_flavor("training-pool"),  # the earlier gpuctl's flavor: no toleration
+        desired_flavor("inference-pool", []),
+        desired_flavor("dev-pool", []),  # nothing to do
+    ]
+    pods = [
+        {"metadata": {"name": "old-job-0", "namespace": "default"}, "spec": {"nodeName": "a1"}},
+        {  # tolerates everything: stays where it is and is not listed
+            "metadata": {"name": "agent-x", "namespace": "monitoring"},
+            "spec": {"nodeName": "a1", "tolerations": [{"operator": "Exists"}]},
+        },
+        {
+            "metadata": {
+                "name": "exporter-abc",
+                "namespace": "monitoring",
+                "ownerReferences": [{"kind": "DaemonSet", "name": "exporter", "controller": True}],
+            },
+            "spec": {"nodeName": "new1"},
+        },
+        {"metadata": {"name": "elsewhere", "namespace": "default"}, "spec": {"nodeName": "gone"}},
+    ]
+    p = decide(nodes=nodes, flavors=flavors, namespaces=[], resource_quotas=[], team_namespaces=[], pods=pods)
+    assert [(x.name, sorted(x.nodes)) for x in p.pools] == [("new-pool", ["new1"]), ("default", ["u1"])]
+    assert p.isolation == [
+        IsolationPlan("inference-pool", flavor=False, nodes=["i1"]),
+        IsolationPlan("training-pool", flavor=True, nodes=["a1"]),
+    ]
+    assert p.untaint == ["gone"]
+    assert not p.empty
+    (running, daemonsets, default) = p.kept[-3:]
+    assert "default/old-job-0 on a1" in running and "agent-x" not in running and "elsewhere" not in running
+    assert "monitoring/exporter" in daemonsets and "operator: Exists" in daemonsets
+    assert "--default-quota" in default
+    # --default-quota makes default a team namespace: the earlier client's jobs queue there, no note.
+    p = decide(
+        nodes=nodes,
+        flavors=flavors,
+        namespaces=[ns("default")],
+        resource_quotas=[],
+        team_namespaces=[],
+        options=AdoptOptions(include_default=True),
+    )
+    assert not any("--default-quota" in k for k in p.kept)
+    assert [q.team.namespace for q in p.quotas] == ["default"]

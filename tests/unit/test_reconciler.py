@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, QUOTA_GPU, Labels
+from gpuctl.domain.pools import desired_flavor
 from gpuctl.domain.teams import desired_cohort
 from gpuctl.server.reconciler import Reconciler, capacity_fingerprint
 from gpuctl.server.wiring import default_cache
@@ -48,7 +49,8 @@ def make(fail: int = 0, *, cohort_obj: dict | str | None = "default", debounce: 
     rec = Reconciler(c, cache, debounce=debounce, **kw)
     for inf in cache.informers.values():
         inf.relist()
-    cache["ResourceFlavor"].apply_event("ADDED", resource_flavor("training-pool"))
+    # As gpuctl creates it: tolerating its own pool taint (else the reconciler would re-create it).
+    cache["ResourceFlavor"].apply_event("ADDED", desired_flavor("training-pool", []))
     cache["ClusterQueue"].apply_event("ADDED", cluster_queue(TEAM, ["training-pool"]))
     for i in (1, 2):
         cache["Node"].apply_event("ADDED", node_obj(f"g{i}", "training-pool", 8))

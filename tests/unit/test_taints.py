@@ -4,13 +4,28 @@ from __future__ import annotations
 
 from gpuctl.cluster import path
 from gpuctl.constants import MANAGED_BY_VALUE, Labels
-from gpuctl.domain.pools import desired_flavor, node_taints, pool_tolerations, stale_flavors
+from gpuctl.domain.pools import (
+    desired_flavor,
+    node_pool_taint_missing,
+    node_taints,
+    pool_node_taints,
+    pool_taint,
+    pool_toleration,
+    pool_tolerations,
+    stale_flavors,
+)
 from gpuctl.server.reconciler import Reconciler, capacity_fingerprint
 from gpuctl.server.wiring import default_cache
 from queues import budget_flavor, resource_flavor
 from tests.unit.test_metrics import NoCluster, feed
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+GPU_TOL = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+
+
+def own(pool: str) -> dict:
+    """The toleration of the pool's own taint, which its flavor always has first."""
+    return {"key": Labels.POOL, "operator": "Equal", "value": pool, "effect": "NoSchedule"}
 
 
 def node(name: str, pool: str | None, *taints: dict) -> dict:
@@ -36,13 +51,15 @@ def test_a_pool_tolerates_every_scheduling_taint_of_its_nodes_and_nothing_transi
         node("e", None, {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}),
     ]
     assert pool_tolerations(nodes, "p") == [
+        own("p"),
         {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"},
-        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        GPU_TOL,
     ]
     assert pool_tolerations(nodes, "other") == [
-        {"key": "elsewhere", "operator": "Equal", "value": "1", "effect": "NoExecute"}
+        own("other"),
+        {"key": "elsewhere", "operator": "Equal", "value": "1", "effect": "NoExecute"},
     ]
-    assert pool_tolerations(nodes, "empty") == []
+    assert pool_tolerations(nodes, "empty") == [own("empty")]  # a pool without nodes tolerates its taint
     assert node_taints(nodes[4]) == []  # the autoscaler's drain taint is never tolerated
 
 
@@ -51,7 +68,14 @@ def test_more_taints_than_kueue_allows_collapse_to_one_toleration_per_key() -> N
         node(f"n{i}", "p", {"key": f"k{i % 3}", "value": str(i), "effect": "NoSchedule"}) for i in range(12)
     ]
     tols = pool_tolerations(nodes, "p")
-    assert tols == [{"key": f"k{i}", "operator": "Exists", "effect": "NoSchedule"} for i in range(3)]
+    assert tols == [
+        own("p"),
+        *({"key": f"k{i}", "operator": "Exists", "effect": "NoSchedule"} for i in range(3)),
+    ]
+    # Past Kueue's 8, the pool's own toleration is kept: 7 collapsed ones after it.
+    many = [node(f"m{i}", "p", {"key": f"k{i}", "value": "x", "effect": "NoSchedule"}) for i in range(12)]
+    tols = pool_tolerations(many, "p")
+    assert len(tols) == 8 and tols[0] == own("p")
 
 
 def test_flavor_with_tolerations_and_without() -> None:
@@ -60,10 +84,10 @@ def test_flavor_with_tolerations_and_without() -> None:
     assert f["spec"] == {
         "nodeLabels": {Labels.POOL: "p"},
         "topologyName": "gpuctl-nodes",
-        "tolerations": [
-            {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
-        ],
+        "tolerations": [own("p"), GPU_TOL],
     }
+    # Made with its own toleration even before it has nodes: never re-created for it later.
+    assert desired_flavor("p", [])["spec"]["tolerations"] == [own("p")]
     assert f["metadata"]["labels"][Labels.MANAGED_BY] == MANAGED_BY_VALUE
 
 
@@ -76,16 +100,17 @@ def test_stale_flavors_lists_only_gpuctl_pools_whose_tolerations_differ() -> Non
     legacy = resource_flavor("p")
     del legacy["spec"]["topologyName"]
     flavors = [legacy, desired_flavor("q", nodes), budget_flavor(), foreign, tas]
-    gpu = [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
-    assert stale_flavors(flavors, nodes) == {"p": gpu, "t": gpu}
-    # A taint removed from the nodes is removed from the flavor (an empty list: merge-patched to null).
+    assert stale_flavors(flavors, nodes) == {"p": [own("p"), GPU_TOL], "t": [own("t"), GPU_TOL]}
+    # A taint removed from the nodes is removed from the flavor (its own toleration stays).
     up_to_date = desired_flavor("p", nodes)
     del up_to_date["spec"]["topologyName"]
-    assert stale_flavors([up_to_date], [node("a", "p")]) == {"p": []}
+    assert stale_flavors([up_to_date], [node("a", "p")]) == {"p": [own("p")]}
     # TAS flavors are listed too (their writer re-creates them: Kueue keeps their spec immutable).
-    assert stale_flavors([resource_flavor("p")], nodes) == {
-        "p": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
-    }
+    assert stale_flavors([resource_flavor("p")], nodes) == {"p": [own("p"), GPU_TOL]}
+    # A flavor of an earlier gpuctl (no toleration of its pool taint) is stale even with untainted nodes.
+    assert stale_flavors([resource_flavor("q")], [node("b", "q")]) == {"q": [own("q")]}
+    # The pool taint on the nodes is never mirrored: it is the flavor's own toleration, not one more.
+    assert stale_flavors([desired_flavor("q", [])], [node("b", "q", pool_taint("q"))]) == {}
 
 
 def test_the_reconciler_wakes_on_taint_changes() -> None:
@@ -129,8 +154,7 @@ def test_the_serve_reconciler_patches_the_flavor_tolerations_when_node_taints_ch
     assert cluster.patches == [
         (
             path("ResourceFlavor", "p"),
-            {"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
-                                       "effect": "NoSchedule"}]}},
+            {"spec": {"tolerations": [own("p"), GPU_TOL]}},
         )
     ]  # fmt: skip
     # Once the flavor carries them (Kueue's watch event), nothing more is written.
@@ -140,12 +164,33 @@ def test_the_serve_reconciler_patches_the_flavor_tolerations_when_node_taints_ch
     cluster.patches.clear()
     assert reconciler.reconcile_once() in ("unchanged", "missing")
     assert cluster.patches == []
-    # The taint goes away: the toleration goes too (null removes the field).
+    # The taint goes away: its toleration goes too; the pool's own stays.
     feed(cache, "Node", node("a", "p"))
     reconciler.reconcile_once()
-    assert cluster.patches == [(path("ResourceFlavor", "p"), {"spec": {"tolerations": None}})]
+    assert cluster.patches == [(path("ResourceFlavor", "p"), {"spec": {"tolerations": [own("p")]}})]
     # A follower writes nothing.
     follower = Reconciler(cluster, cache, leader=lambda: False)
     feed(cache, "Node", node("a", "p", GPU_TAINT))
     cluster.patches.clear()
     assert follower.reconcile_once() == "standby" and cluster.patches == []
+
+
+def test_pool_taint_follows_the_pool_label_and_touches_no_other_taint() -> None:
+    assert pool_toleration("p") == own("p")
+    # Joining a pool: the taint is added after the node's own taints.
+    assert pool_node_taints(node("a", None, GPU_TAINT), "p") == [GPU_TAINT, pool_taint("p")]
+    assert pool_node_taints(node("a", "p", GPU_TAINT, pool_taint("p")), "p") is None  # already right
+    # Moving to another pool replaces the value (taints are unique per key and effect).
+    assert pool_node_taints(node("a", "q", pool_taint("p"), GPU_TAINT), "q") == [GPU_TAINT, pool_taint("q")]
+    # Leaving every pool removes only gpuctl's taint; a NoExecute taint of the same key is not gpuctl's.
+    not_ours = {"key": Labels.POOL, "value": "x", "effect": "NoExecute"}
+    assert pool_node_taints(node("a", None, GPU_TAINT, pool_taint("p"), not_ours), None) == [
+        GPU_TAINT,
+        not_ours,
+    ]
+    assert pool_node_taints(node("a", None, GPU_TAINT), None) is None
+    # What adopt and apply look for on existing clusters.
+    assert node_pool_taint_missing(node("a", "p"))  # labelled by the earlier gpuctl, never tainted
+    assert node_pool_taint_missing(node("a", None, pool_taint("p")))  # left behind
+    assert not node_pool_taint_missing(node("a", "p", pool_taint("p")))
+    assert not node_pool_taint_missing(node("a", None))

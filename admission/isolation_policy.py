@@ -1,0 +1,332 @@
+"""The stateless rules outside team namespaces as a ValidatingAdmissionPolicy (from admission/isolation.py).
+
+`pool-toleration` and `pool-selection` (admission/isolation.py) need no cluster state, so they also run in
+the API server as CEL: no network hop, no outage risk; they hold while the webhook is down or deleted.
+`manifests/admission/isolation.yaml` is this module's output and a unit test keeps it so:
+
+    python -m admission.isolation_policy > manifests/admission/isolation.yaml
+
+Scope: the Binding's namespaceSelector matches every namespace that is NOT a team namespace
+(`runwhere.ai/namespace` NotIn ["true"], which also matches namespaces without the label) and not a system
+namespace (`kubernetes.io/metadata.name` NotIn the list). Every kind matched is namespaced: the API server
+(k8s.io/apiserver pkg/admission/plugin/webhook/predicates/namespace/matcher.go, shared by policies and
+webhooks) evaluates a namespaceSelector against the request's namespace's labels, and would match a
+cluster-scoped object unconditionally (only a Namespace itself is judged by its own labels).
+
+The same CEL builds the matchConditions of the webhook's `isolation.admission.runwhere.ai` entry
+(`webhook_entry()`, checked against manifests/admission/webhook.yaml by a unit test), which adds the one
+stateful rule, `pool-node-name`: the webhook is called only for an object that sets nodeName or that the
+stateless rules would refuse anyway, so while it is down only pods with nodeName (not made by a controller)
+outside team namespaces are refused.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Final
+
+import yaml
+
+from admission.isolation import (
+    FIXES,
+    ISOLATION_CONTROLLER_USERS,
+    NODE_USER_PREFIX,
+    POD_OWNERS,
+    POD_SPEC_PATHS,
+    POOL_SELECTION,
+    POOL_TOLERATION,
+    STATELESS_RULES,
+    TAINT_TEXT,
+    TEMPLATE_OWNERS,
+)
+from admission.policy import SYSTEM_NAMESPACES, _Dumper, q
+from admission.rules import KCM_USER, KUEUE_USER
+from gpuctl.constants import GPU_RESOURCE, NAMESPACE_MARKER_VALUE, POOL_TAINT_EFFECT, POOL_TAINT_KEY, Labels
+
+NAME: Final = "gpuctl-isolation"
+WEBHOOK_NAME: Final = "isolation.admission.runwhere.ai"
+WEBHOOK_PATH: Final = "/isolation"
+
+
+def _rules() -> list[dict]:
+    """One resource rule per API group: every kind admission/isolation.py reads a pod spec from."""
+    plural = {"Pod": "pods", "ReplicationController": "replicationcontrollers", "Job": "jobs",
+              "CronJob": "cronjobs", "Deployment": "deployments", "StatefulSet": "statefulsets",
+              "ReplicaSet": "replicasets", "DaemonSet": "daemonsets"}  # fmt: skip
+    by_group: dict[str, list[str]] = {}
+    for group, kind in POD_SPEC_PATHS:
+        by_group.setdefault(group, []).append(plural[kind])
+    return [
+        {"apiGroups": [g], "apiVersions": ["v1"], "resources": r, "operations": ["CREATE", "UPDATE"]}
+        for g, r in by_group.items()
+    ]
+
+
+def spec_of(root: str) -> str:
+    """CEL: the pod spec of `root` (object or oldObject) for every kind matched."""
+    cron = ".".join(POD_SPEC_PATHS[("batch", "CronJob")])
+    return (
+        f"(request.kind.kind == 'Pod' ? {root}.spec : request.kind.kind == 'CronJob' ? {root}.{cron} : "
+        f"{root}.spec.template.spec)"
+    )
+
+
+SPEC_PATH: Final = (
+    "(request.kind.kind == 'Pod' ? 'spec' : request.kind.kind == 'CronJob' ? "
+    f"'{'.'.join(POD_SPEC_PATHS[('batch', 'CronJob')])}' : 'spec.template.spec')"
+)
+_GPU = q(GPU_RESOURCE)
+_HAS_GPU: Final = (
+    f"has(c.resources) && ((has(c.resources.requests) && {_GPU} in c.resources.requests) || "
+    f"(has(c.resources.limits) && {_GPU} in c.resources.limits))"
+)
+
+
+def gpus(s: str) -> str:
+    """CEL: admission.isolation.names_gpus."""
+    return (
+        f"((has({s}.containers) && {s}.containers.exists(c, {_HAS_GPU})) || "
+        f"(has({s}.initContainers) && {s}.initContainers.exists(c, {_HAS_GPU})))"
+    )
+
+
+def tolerates(t: str) -> str:
+    """CEL: gpuctl.domain.pools.tolerates_pool_taint(t) for some pool."""
+    return (
+        f"((!has({t}.effect) || {t}.effect == '' || {t}.effect == {q(POOL_TAINT_EFFECT)}) && "
+        f"((!has({t}.key) || {t}.key == '') ? (has({t}.operator) && {t}.operator == 'Exists') : "
+        f"{t}.key == {q(POOL_TAINT_KEY)}))"
+    )
+
+
+def toleration_text(t: str) -> str:
+    """CEL: admission.isolation.toleration_text."""
+    return (
+        f"((!has({t}.key) || {t}.key == '') ? 'a key-less `operator: Exists` toleration (it tolerates every "
+        f"taint)' : (has({t}.operator) && {t}.operator == 'Exists') ? 'a toleration of ' + {t}.key + "
+        f"' with operator Exists' : 'a toleration of ' + {t}.key + '=' + (has({t}.value) ? {t}.value : ''))"
+    )
+
+
+def affinity_selects_pool(s: str) -> str:
+    """CEL: admission.isolation._affinity_selects_pool."""
+    req = f"{s}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    return (
+        f"(has({s}.affinity) && has({s}.affinity.nodeAffinity) && has({req}) && "
+        f"{req}.nodeSelectorTerms.exists(term, has(term.matchExpressions) && term.matchExpressions.exists(e, "
+        f"e.key == {q(Labels.POOL)} && (e.operator == 'In' || e.operator == 'Exists'))))"
+    )
+
+
+def exempt(s: str) -> str:
+    """CEL: a DaemonSet whose template requests no GPUs (monitoring agents, CNI)."""
+    return f"(request.kind.kind == 'DaemonSet' && !{gpus(s)})"
+
+
+def selects_pool(s: str) -> str:
+    return f"((has({s}.nodeSelector) && {q(Labels.POOL)} in {s}.nodeSelector) || {affinity_selects_pool(s)})"
+
+
+def _finding_vars(pre: str, root: str) -> list[tuple[str, str]]:
+    """The variables of one object: its pod spec, whether it requests GPUs, each rule's findings."""
+
+    def name(base: str) -> str:
+        return f"{pre}{base[0].upper()}{base[1:]}" if pre else base
+
+    spec, gpu = f"variables.{name('spec')}", f"variables.{name('gpus')}"
+    spec_expr = spec_of(root)
+    if root == "oldObject":
+        spec_expr = f"request.operation == 'UPDATE' ? {spec_expr} : {{}}"
+    ns = q(Labels.POOL)
+    toleration = (
+        f"(request.kind.kind == 'DaemonSet' && !{gpu}) || !has({spec}.tolerations) ? [] :\n"
+        f"{spec}.tolerations.filter(t, {tolerates('t')}).map(t,\n"
+        f"{SPEC_PATH} + '.tolerations: ' + {toleration_text('t')} + ' tolerates the pool taint {TAINT_TEXT}')"
+    )
+    selection = (
+        f"!{gpu} ? [] :\n"
+        f"(has({spec}.nodeSelector) && {ns} in {spec}.nodeSelector ?\n"
+        f"[{SPEC_PATH} + '.nodeSelector[{Labels.POOL}]=' + {spec}.nodeSelector[{ns}] +\n"
+        "' selects a pool for a pod requesting GPUs'] : []) +\n"
+        f"({affinity_selects_pool(spec)} ? [{SPEC_PATH} + '.affinity: a required node affinity term on "
+        f"{Labels.POOL} (In/Exists) selects a pool for a pod requesting GPUs'] : [])"
+    )
+    return [
+        (name("spec"), spec_expr),
+        (name("gpus"), gpus(spec)),
+        (name("poolToleration"), toleration),
+        (name("poolSelection"), selection),
+    ]
+
+
+def variables() -> list[dict]:
+    pairs = [*_finding_vars("", "object"), *_finding_vars("old", "oldObject")]
+    return [{"name": n, "expression": e} for n, e in pairs]
+
+
+_VAR: Final = {POOL_TOLERATION: "poolToleration", POOL_SELECTION: "poolSelection"}
+
+
+def _validation(rule: str) -> dict:
+    new, old = f"variables.{_VAR[rule]}", f"variables.old{_VAR[rule][0].upper()}{_VAR[rule][1:]}"
+    return {
+        "expression": f"{new}.all(f, f in {old})",
+        "messageExpression": (
+            f"'gpuctl policy: ' + request.kind.kind + ' ' + request.namespace + '/' + "
+            f"(request.name != '' ? request.name : object.metadata.generateName + '*') + "
+            f"' breaks [{rule}]: ' + {new}.filter(f, !(f in {old})).join('; ') + "
+            f"{q('. Fix: ' + FIXES[rule])}"
+        ),
+        "reason": "Forbidden",
+    }
+
+
+def _from(user: str) -> str:
+    return f"(request.userInfo.username == {q(user)} || request.userInfo.username == {q(KCM_USER)})"
+
+
+def _api(group: str) -> str:
+    return "r.apiVersion == 'v1'" if not group else f"r.apiVersion.startsWith({q(group + '/')})"
+
+
+def match_conditions() -> list[dict]:
+    """The identity skips (admission.isolation.skip_reason), as CEL on who sends the request."""
+    owned = " ||\n".join(
+        f"(r.kind == {q(kind)} && {_api(group)} && {_from(ISOLATION_CONTROLLER_USERS[(group, kind)])})"
+        for group, kind in sorted(POD_OWNERS)
+    )
+    made = " ||\n".join(
+        f"(request.kind.kind == {q(kind)} && {_from(ISOLATION_CONTROLLER_USERS[owner])} &&\n"
+        "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r,\n"
+        f"has(r.controller) && r.controller && r.kind == {q(owner[1])} && {_api(owner[0])}))"
+        for (_, kind), owner in sorted(TEMPLATE_OWNERS.items())
+    )
+    return [
+        {"name": "not-kueue", "expression": f"request.userInfo.username != {q(KUEUE_USER)}"},
+        {
+            "name": "not-a-mirror-pod",
+            "expression": (
+                "!(request.kind.kind == 'Pod' && "
+                f"request.userInfo.username.startsWith({q(NODE_USER_PREFIX)}))"
+            ),
+        },
+        {
+            "name": "not-made-by-its-controller",
+            "expression": (
+                "request.kind.kind != 'Pod' || !has(object.metadata.ownerReferences) ||\n"
+                "!object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && (\n"
+                f"{owned}))"
+            ),
+        },
+        {"name": "not-made-from-a-reviewed-template", "expression": f"!(\n{made})"},
+    ]
+
+
+def non_team_namespaces() -> dict:
+    return {
+        "matchExpressions": [
+            {"key": Labels.NAMESPACE, "operator": "NotIn", "values": [NAMESPACE_MARKER_VALUE]},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(SYSTEM_NAMESPACES)},
+        ]
+    }
+
+
+LABELS: Final = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpuctl"}
+
+
+def policy() -> list[dict]:
+    """The ValidatingAdmissionPolicy and its Binding."""
+    vap = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": NAME, "labels": LABELS},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": _rules(), "matchPolicy": "Equivalent"},
+            "matchConditions": match_conditions(),
+            "variables": variables(),
+            "validations": [_validation(r) for r in STATELESS_RULES],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": NAME, "labels": LABELS},
+        "spec": {
+            "policyName": NAME,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": non_team_namespaces()},
+        },
+    }
+    return [vap, binding]
+
+
+def webhook_match_conditions() -> list[dict]:
+    """The webhook entry's conditions: the same identity skips, then only UPDATEs that change the pod spec,
+    and only objects that set nodeName or that the stateless rules refuse (so an outage of the webhook
+    blocks nothing else: the VAP refuses the latter first)."""
+    s, old = spec_of("object"), spec_of("oldObject")
+    relevant = (
+        f"(has({s}.nodeName) && {s}.nodeName != '') ||\n"
+        f"(!{exempt(s)} && has({s}.tolerations) && {s}.tolerations.exists(t, {tolerates('t')})) ||\n"
+        f"({gpus(s)} && {selects_pool(s)})"
+    )
+    return [
+        *match_conditions(),
+        {"name": "changed", "expression": f"request.operation != 'UPDATE' || {s} != {old}"},
+        {"name": "relevant", "expression": relevant},
+    ]
+
+
+def webhook_entry() -> dict:
+    """The `isolation.admission.runwhere.ai` entry of manifests/admission/webhook.yaml."""
+    return {
+        "name": WEBHOOK_NAME,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "matchPolicy": "Equivalent",
+        "timeoutSeconds": 3,
+        "clientConfig": {
+            "service": {
+                "name": "gpuctl-admission",
+                "namespace": "gpuctl-system",
+                "path": WEBHOOK_PATH,
+                "port": 443,
+            }
+        },
+        "rules": [{**r, "scope": "Namespaced"} for r in _rules()],
+        "namespaceSelector": non_team_namespaces(),
+        "matchConditions": webhook_match_conditions(),
+    }
+
+
+HEADER: Final = """\
+# GENERATED by `python -m admission.isolation_policy > manifests/admission/isolation.yaml` from
+# admission/isolation.py's tables (tests/unit/test_admission_isolation.py fails when this file and the
+# generator disagree). Do not edit by hand.
+#
+# Pool GPUs run only Kueue-admitted work (issue 26). Outside team namespaces (runwhere.ai/namespace != true)
+# and system namespaces, no pod or pod template may tolerate the pool taint runwhere.ai/pool=<pool>:NoSchedule
+# (pool-toleration; DaemonSets that request no GPUs may) or select a pool while requesting GPUs
+# (pool-selection). CEL in the API server: it holds while the webhook is down. nodeName on a pool node needs
+# the cluster's nodes: the webhook's isolation.admission.runwhere.ai entry (webhook.yaml). Same identity skips
+# as the webhook (Kueue; pods, ReplicaSets and Jobs their controller makes; kubelets' mirror pods); on
+# UPDATE only findings the old object did not have are denied. docs/admission.md.
+"""
+
+
+def render() -> str:
+    return HEADER + yaml.dump_all(policy(), Dumper=_Dumper, sort_keys=False, width=1000)
+
+
+def main(argv: list[str]) -> int:
+    if argv:
+        sys.stderr.write("usage: python -m admission.isolation_policy > manifests/admission/isolation.yaml\n")
+        return 2
+    sys.stdout.write(render())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
