@@ -605,7 +605,8 @@ def test_only_the_leader_exports_cluster_state_so_two_replicas_do_not_double() -
         }
 
 
-def test_without_leader_election_everything_is_exported_and_no_leader_gauge() -> None:
+def test_without_leader_election_everything_is_exported_and_the_replica_leads() -> None:
+    """One replica without an election is the leader: gpuctl_serve_leader 1, so sum() is 1 either way."""
     _, registry = populated_cache(with_reconciler=True)
     m = scrape(registry)
-    assert "gpuctl_serve_leader" not in m and any(n.startswith("gpuctl_pool_") for n in m)
+    assert m["gpuctl_serve_leader"] == {(): 1.0} and any(n.startswith("gpuctl_pool_") for n in m)

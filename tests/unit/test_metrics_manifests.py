@@ -21,6 +21,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.server.main import build_parser, create_app
+from tests.unit.test_leader import Store
 from tests.unit.test_metrics import populated_cache
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -244,6 +245,12 @@ def test_mounted_apps_see_the_shared_context() -> None:
     assert client.get("/readyz").status_code == 503  # nothing listed yet
     for inf in ctx.cache.informers.values():
         inf.relist()
-    assert client.get("/readyz").status_code == 200
+    # Listed, but no leader known yet (leader election is on by default): not ready, and it says why.
+    r = client.get("/readyz")
+    assert r.status_code == 503 and r.text.startswith("no leader: ")
+    ctx.elector.cluster = Store()
+    ctx.elector.try_acquire_or_renew()
+    r = client.get("/readyz")
+    assert r.status_code == 200 and r.text.startswith("ok: ") and "leads (lease " in r.text
     r = client.get("/metrics")
     assert r.status_code == 200 and "gpuctl_cache_synced" in r.text
