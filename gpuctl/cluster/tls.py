@@ -11,10 +11,11 @@ of the API).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import ssl
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 log = logging.getLogger("gpuctl.tls")
@@ -79,4 +80,23 @@ class CertReloader:
             self.check()
 
 
-__all__ = ["CERT_RELOAD_SECONDS", "CertReloader"]
+Lifespan = Callable[[Any], contextlib.AbstractAsyncContextManager[Any]]
+
+
+def with_reloader(lifespan: Lifespan, reloader: CertReloader) -> Lifespan:
+    """An ASGI app's lifespan (Starlette's `app.router.lifespan_context`) that also runs `reloader` on the
+    server's event loop, where the SSLContext's handshakes happen, for as long as the app runs."""
+
+    @contextlib.asynccontextmanager
+    async def wrapped(app: Any) -> AsyncIterator[Any]:
+        task = asyncio.create_task(reloader.run())
+        try:
+            async with lifespan(app) as state:
+                yield state
+        finally:
+            task.cancel()
+
+    return wrapped
+
+
+__all__ = ["CERT_RELOAD_SECONDS", "CertReloader", "with_reloader"]

@@ -50,7 +50,7 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from gpuctl.cluster import Cluster
-from gpuctl.cluster.tls import CertReloader
+from gpuctl.cluster.tls import CertReloader, with_reloader
 from gpuctl.constants import UNCOVERED_EVICT_AFTER_SECONDS, UNCOVERED_GRACE_SECONDS
 from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache
@@ -285,16 +285,13 @@ def _stop_on_shutdown(app: FastAPI, ctx: ServerContext) -> None:
     the signal once the server has stopped, so code after uvicorn.run() never runs then. With TLS, the
     certificate reloader runs on the server's event loop meanwhile (as in the admission webhook)."""
     inner = app.router.lifespan_context
+    if ctx.reloader is not None:
+        inner = with_reloader(inner, ctx.reloader)
 
     @contextlib.asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
-        reload = asyncio.create_task(ctx.reloader.run()) if ctx.reloader is not None else None
-        try:
-            async with inner(a) as state:
-                yield state
-        finally:
-            if reload is not None:
-                reload.cancel()
+        async with inner(a) as state:
+            yield state
         await asyncio.to_thread(stop_parts, ctx)
 
     app.router.lifespan_context = lifespan
