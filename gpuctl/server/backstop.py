@@ -46,6 +46,9 @@ from gpuctl.server.cache import Cache
 log = logging.getLogger(__name__)
 
 EVICT_RETRY_SECONDS = 30.0
+# Events posted per scan at most: a cluster adopting gpuctl may hold hundreds of uncovered pods at once;
+# the rest get theirs on the next scans (the log line and the metrics are not limited).
+EVENTS_PER_SCAN = 50
 EVICTION_RESULTS = ("evicted", "blocked", "gone", "error")
 NEEDS = ("Node", "Pod", "Workload")
 
@@ -96,6 +99,7 @@ class Backstop:
         self._first_seen: dict[str, float] = {}  # pod uid -> when this replica first saw it uncovered
         self._reported: dict[str, Uncovered] = {}  # pod uid -> pods past the grace, as of the last scan
         self._evict_tried: dict[str, float] = {}  # pod uid -> last eviction attempt
+        self._evented: set[str] = set()  # pod uids with their report Event posted
         self.evictions: dict[str, int] = dict.fromkeys(EVICTION_RESULTS, 0)
         self.scans = 0
         self.last_scan = 0.0  # wall time of the last scan
@@ -115,6 +119,7 @@ class Backstop:
             self._first_seen.clear()
             self._reported.clear()
             self._evict_tried.clear()
+            self._evented.clear()
 
     # ---------------------------------------------------------------- one scan
     def scan(self) -> list[Uncovered]:
@@ -141,6 +146,7 @@ class Backstop:
             for uid in [u for u in self._first_seen if u not in current]:
                 del self._first_seen[uid]
                 self._evict_tried.pop(uid, None)
+                self._evented.discard(uid)
                 gone = self._reported.get(uid)
                 if gone is not None:
                     log.info("pod %s is covered again or gone", gone.key)
@@ -153,8 +159,11 @@ class Backstop:
             self._reported = due
             self.scans += 1
             self.last_scan = self.wall()
+            to_event = [u for u in due.values() if u.uid not in self._evented][:EVENTS_PER_SCAN]
+            self._evented.update(u.uid for u in to_event)
         for u in new:
             log.warning("uncovered: %s", u.describe())
+        for u in to_event:
             self._event(u, UNCOVERED_EVENT_REASON, self._event_message(u))
         if self.evict:
             for u in due.values():
