@@ -29,7 +29,8 @@ pools while its pods run must not turn admitted work into "uncovered" work.
 The rule is instantaneous. Short windows are normal in a healthy cluster (a pod's watch event arrives
 before its Workload's admission does; a deleted Job's pods terminate after its Workload is gone; a
 preempted pod shuts down after Kueue released its quota), so a consumer reports a pod only after it
-stayed uncovered for a grace period (gpuctl.server.backstop, `gpuctl serve --uncovered-grace`).
+stayed uncovered for a grace period, and a pod being deleted only after its termination grace period
+(its deletionTimestamp, capped): gpuctl.server.backstop, `gpuctl serve --uncovered-grace`.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class Uncovered:
     reason: Reason
     workload: str  # the Workload it is linked to ("" for no_workload)
     terminating: bool  # deletionTimestamp set: it is already going away
+    deleting_at: float | None = None  # its deletionTimestamp (epoch seconds): the end of its termination
 
     @property
     def key(self) -> str:
@@ -176,6 +178,7 @@ def uncovered_pods(
             reason=reason,
             workload=(meta(wl).get("name") or "") if wl is not None else "",
             terminating=bool(m.get("deletionTimestamp")),
+            deleting_at=parse_time(m.get("deletionTimestamp")),
         )
         if wl is not None and reason == Reason.BEYOND_ADMISSION:
             claims.setdefault(id(wl), (wl, []))[1].append((pod, u))  # decided below, against its budget

@@ -8,9 +8,11 @@ gpuctl.domain.coverage.uncovered_pods; this module runs it over serve's watch ca
 - every `interval` seconds (and only on the leader, gpuctl.server.leader: one replica reports and
   evicts), over the cached Pods, Workloads and Nodes; a scan reads the cache, never the API server;
 - a pod is *reported* once it stayed uncovered for `grace` seconds (healthy clusters have short
-  windows: a pod's watch event before its Workload's admission, a deleted Job's pods terminating): a
-  log line per pod, a Warning Event on the pod (reason GpuctlUncoveredGPUs), and the metrics
-  gpuctl_pool_uncovered_gpus{pool} / gpuctl_uncovered_pods{pool,reason} (exported by the collector);
+  windows: a pod's watch event before its Workload's admission); a pod being deleted (a deleted Job's,
+  a preempted Workload's) is first given its termination grace period, until its deletionTimestamp but
+  at most `termination_allowance` (5 minutes), then the grace. A report is a log line per pod, a
+  Warning Event on the pod (reason GpuctlUncoveredGPUs), and the metrics gpuctl_pool_uncovered_gpus{pool}
+  and gpuctl_uncovered_pods{pool,reason} (exported by the collector);
 - with `evict` (off by default, `gpuctl serve --evict-uncovered`), a reported pod uncovered for
   `evict_after` seconds is evicted through the Eviction API (policy/v1 pods/eviction: PodDisruptionBudgets
   are respected, the pod gets its termination grace period), with its uid as a precondition so a pod
@@ -38,6 +40,7 @@ from gpuctl.constants import (
     UNCOVERED_EVICT_AFTER_SECONDS,
     UNCOVERED_EVICTED_REASON,
     UNCOVERED_GRACE_SECONDS,
+    UNCOVERED_TERMINATION_ALLOWANCE_SECONDS,
 )
 from gpuctl.domain.coverage import REASONS, Uncovered, uncovered_pods
 from gpuctl.domain.pools import node_pool
@@ -73,6 +76,7 @@ class Backstop:
         evict: bool = False,
         evict_after: float = UNCOVERED_EVICT_AFTER_SECONDS,
         interval: float | None = None,
+        termination_allowance: float = UNCOVERED_TERMINATION_ALLOWANCE_SECONDS,
         events: bool = True,
         identity: str = "",
         leader: Callable[[], bool] | None = None,
@@ -90,6 +94,7 @@ class Backstop:
         self.evict = evict
         self.evict_after = evict_after
         self.interval = interval if interval is not None else default_interval(grace)
+        self.termination_allowance = termination_allowance
         self.events = events
         self.identity = identity or SERVE_COMPONENT
         self.leader = leader
@@ -138,7 +143,7 @@ class Backstop:
             if pool:
                 node_pools[n["metadata"]["name"]] = pool
         found = uncovered_pods(self.cache["Pod"].list(), self.cache["Workload"].list(), node_pools)
-        now = self.clock()
+        now, wall = self.clock(), self.wall()
         new: list[Uncovered] = []
         due: dict[str, Uncovered] = {}
         with self._lock:
@@ -152,6 +157,9 @@ class Backstop:
                     log.info("pod %s is covered again or gone", gone.key)
             for uid, u in current.items():
                 first = self._first_seen.setdefault(uid, now)
+                if u.deleting_at is not None:  # shutting down: its termination grace first (capped)
+                    until_deleted = u.deleting_at - wall + (now - first)  # from first seen to its deadline
+                    first += min(max(until_deleted, 0.0), self.termination_allowance)
                 if now - first >= self.grace:
                     due[uid] = u
                     if uid not in self._reported:

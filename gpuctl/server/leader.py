@@ -209,9 +209,9 @@ class LeaderElector:
             )
         if isinstance(e, ApiError) and e.status == 403:
             return (
-                f"{where}: forbidden ({e.message}): this identity needs get, update and create on "
-                f"leases in {self.namespace} (manifests/serve/rbac.yaml, Role gpuctl-serve-lease), or pass "
-                "--lease-namespace"
+                f"{where}: forbidden ({e.message}): this identity needs get and update on the Lease "
+                f"{self.name} and create on leases in {self.namespace} (manifests/serve/rbac.yaml, Role "
+                "gpuctl-serve-lease, names the Lease gpuctl-serve), or pass --lease-namespace/--lease-name"
             )
         return f"{where}: {type(e).__name__}: {e}"
 

@@ -9,6 +9,7 @@ the real cluster: tests/integration/test_backstop.py.
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -281,14 +282,40 @@ def test_eviction_after_evict_after_through_the_eviction_api_with_the_uid_and_re
     assert [e["reason"] for e in c.events()] == ["GpuctlUncoveredGPUs", "GpuctlEvictedUncovered"]
 
 
-def test_terminating_pods_are_reported_but_never_evicted():
+def _deleting(name: str, at: float) -> dict:
+    pod = pod_obj(name, "default", "g1", 4)
+    pod["metadata"]["deletionTimestamp"] = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return pod
+
+
+def test_a_pod_being_deleted_gets_its_termination_grace_then_the_grace_and_is_never_evicted():
+    """A deleted Job's pod shuts down after its Workload is gone: its deletionTimestamp (30 s away here)
+    is waited for, then the 10 s grace."""
     c, cache, b, clock = make_backstop(evict=True)
-    pod = pod_obj("leaving", "default", "g1", 4)
-    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:10:00Z"
-    feed(cache, "Pod", pod)
+    feed(cache, "Pod", _deleting("leaving", clock.t + 30))
     b.scan()
-    clock.t += 60
-    assert len(b.scan()) == 1 and c.evictions() == []
+    clock.t += 39
+    assert b.scan() == []
+    clock.t += 2
+    assert len(b.scan()) == 1
+    clock.t += 600
+    assert len(b.scan()) == 1 and c.evictions() == []  # already going away: never evicted
+
+
+def test_a_long_termination_grace_buys_at_most_the_allowance():
+    """terminationGracePeriodSeconds of a day would keep GPUs off Kueue's books for a day: capped at 300 s."""
+    _, cache, b, clock = make_backstop()
+    feed(cache, "Pod", _deleting("slow", clock.t + 86400))
+    b.scan()
+    clock.t += 309
+    assert b.scan() == []
+    clock.t += 2
+    assert len(b.scan()) == 1
+    # A deadline already passed (the kubelet did not stop it): just the grace.
+    feed(cache, "Pod", _deleting("stuck", clock.t - 100))
+    b.scan()
+    clock.t += 10.5
+    assert {u.name for u in b.scan()} == {"slow", "stuck"}
 
 
 def test_only_the_leader_scans_and_a_new_leader_measures_its_own_grace():
