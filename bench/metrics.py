@@ -47,7 +47,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
-from gpuctl.constants import BUDGET_FLAVOR, COHORT_NAME, GPU_RESOURCE, QUOTA_GPU, Labels  # noqa: E402
+from gpuctl.constants import (  # noqa: E402
+    BUDGET_FLAVOR,
+    COHORT_NAME,
+    GPU_RESOURCE,
+    QUOTA_GPU,
+    TAS_UNCONSTRAINED,
+    Labels,
+)
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready, pool_capacities  # noqa: E402
 from queues import TeamQuota, desired_objects, local_queue, team_namespace  # noqa: E402
 
@@ -140,7 +147,9 @@ def job(i: int) -> dict:
         "spec": {
             "suspend": True,
             "template": {
-                "metadata": {"labels": {Labels.POOL: pool}},
+                # Pool flavors are Topology Aware Scheduling flavors: Kueue admits only pod sets that ask
+                # for a topology (gpuctl's builders and admission/topology.py add this annotation).
+                "metadata": {"labels": {Labels.POOL: pool}, "annotations": {TAS_UNCONSTRAINED: "true"}},
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": {Labels.POOL: pool},
@@ -450,6 +459,11 @@ def run(args: argparse.Namespace) -> int:
         }
         log(f"settled: allocatable {gpus:.0f} GPUs, allocated {results['pool_allocated_gpus']:.0f}, "
             f"workloads {results['workloads']}")  # fmt: skip
+        if args.jobs and not (results["workloads"]["admitted"] + results["workloads"]["running"]):
+            raise Invalid(
+                f"Kueue admitted none of the {args.jobs} jobs (workloads {results['workloads']}): the "
+                "bench would measure queued work only; see `kubectl get workloads -A`"
+            )
 
         results["watch_path"] = {"scrape": watching.scrape_times(), "memory_mib": watching.memory()}
         log(f"watch path: {results['watch_path']}")

@@ -42,7 +42,7 @@ from typing import Any
 
 from gpuctl.constants import KUEUE_WORKLOAD_ANNOTATION
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus
-from gpuctl.domain.objects import annotations, meta, parse_time
+from gpuctl.domain.objects import meta, parse_time
 from gpuctl.domain.workload import HOLDING_QUOTA, reserved_gpus, workload_state
 
 
@@ -107,23 +107,16 @@ def _links(pod: Mapping[str, Any], by_owner: _Index, by_name: _Index) -> list[Ma
     annotation."""
     m = meta(pod)
     ns = m.get("namespace") or ""
-    out: list[Mapping[str, Any]] = []
-    seen: set[int] = set()
-
-    def add(wls: Iterable[Mapping[str, Any]]) -> None:
-        for wl in wls:
-            if id(wl) not in seen:
-                seen.add(id(wl))
-                out.append(wl)
-
-    if m.get("uid"):
-        add(by_owner.get((ns, m["uid"]), ()))
+    out: list[Mapping[str, Any]] = list(by_owner.get((ns, m.get("uid")), ()))
     ctl = controller_uid(pod)
     if ctl:
-        add(by_owner.get((ns, ctl), ()))
-    named = annotations(pod).get(KUEUE_WORKLOAD_ANNOTATION)
+        out += by_owner.get((ns, ctl), ())
+    named = (m.get("annotations") or {}).get(KUEUE_WORKLOAD_ANNOTATION)
     if named and (ns, named) in by_name:
-        add((by_name[(ns, named)],))
+        out.append(by_name[(ns, named)])
+    if len(out) > 1:  # the same Workload reached twice (a pod group's owner and its annotation)
+        seen: set[int] = set()
+        out = [w for w in out if not (id(w) in seen or seen.add(id(w)))]
     return out
 
 
@@ -133,7 +126,11 @@ def uncovered_pods(
     node_pools: Mapping[str, str],
 ) -> list[Uncovered]:
     """Every GPU pod bound to a pool node (`node_pools`: node name -> pool) that no admitted Workload
-    covers, at this instant (the module docstring has the rule). Pure: plain dicts in, no I/O."""
+    covers, at this instant (the module docstring has the rule). Pure: plain dicts in, no I/O.
+
+    Cost: one pass over the pods and one over the Workloads; a Workload's state and reserved GPUs are
+    read once, and only for Workloads some pod is linked to (gpuctl serve runs this every few seconds
+    over a 20,000-pod cache)."""
     by_owner: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     by_name: dict[tuple[str, str], Mapping[str, Any]] = {}
     for wl in workloads:
@@ -142,33 +139,17 @@ def uncovered_pods(
         by_name[(ns, m.get("name") or "")] = wl
         for uid in _owner_uids(wl):
             by_owner.setdefault((ns, uid), []).append(wl)
+    holding: dict[int, bool] = {}  # id(Workload) -> holds quota
 
-    out: list[Uncovered] = []
-    # Workload id -> (its reserved GPUs, the pods that claim it)
-    claims: dict[int, tuple[Mapping[str, Any], list[tuple[Mapping[str, Any], Uncovered]]]] = {}
-    for pod in pods:
-        if not pod_holds_gpus(pod):
-            continue
-        node = pod["spec"]["nodeName"]
-        pool = node_pools.get(node)
-        if pool is None:
-            continue
-        try:
-            gpus = pod_spec_gpus(pod.get("spec"))
-        except ValueError:
-            continue
-        if gpus <= 0:
-            continue
+    def holds(wl: Mapping[str, Any]) -> bool:
+        h = holding.get(id(wl))
+        if h is None:
+            h = holding[id(wl)] = workload_state(wl) in HOLDING_QUOTA
+        return h
+
+    def entry(pod: Mapping[str, Any], node: str, pool: str, gpus: int, reason: Reason, wl: Any) -> Uncovered:
         m = meta(pod)
-        links = _links(pod, by_owner, by_name)
-        admitted = [wl for wl in links if workload_state(wl) in HOLDING_QUOTA]
-        if not links:
-            reason, wl = Reason.NO_WORKLOAD, None
-        elif not admitted:
-            reason, wl = Reason.NOT_ADMITTED, links[0]
-        else:
-            reason, wl = Reason.BEYOND_ADMISSION, admitted[0]
-        u = Uncovered(
+        return Uncovered(
             namespace=m.get("namespace") or "",
             name=m.get("name") or "",
             uid=m.get("uid") or "",
@@ -180,26 +161,48 @@ def uncovered_pods(
             terminating=bool(m.get("deletionTimestamp")),
             deleting_at=parse_time(m.get("deletionTimestamp")),
         )
-        if wl is not None and reason == Reason.BEYOND_ADMISSION:
-            claims.setdefault(id(wl), (wl, []))[1].append((pod, u))  # decided below, against its budget
-        else:
-            out.append(u)
+
+    out: list[Uncovered] = []
+    # id(Workload) -> (the Workload, its claimants: (pod, node, pool, GPUs))
+    claims: dict[int, tuple[Mapping[str, Any], list[tuple[Mapping[str, Any], str, str, int]]]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        pool = node_pools.get(node) if node else None
+        if pool is None or not pod_holds_gpus(pod):
+            continue
+        try:
+            gpus = pod_spec_gpus(pod.get("spec"))
+        except ValueError:
+            continue
+        if gpus <= 0:
+            continue
+        links = _links(pod, by_owner, by_name)
+        if not links:
+            out.append(entry(pod, node, pool, gpus, Reason.NO_WORKLOAD, None))
+            continue
+        wl = next((w for w in links if holds(w)), None)
+        if wl is None:
+            out.append(entry(pod, node, pool, gpus, Reason.NOT_ADMITTED, links[0]))
+        else:  # decided below, against the Workload's reserved GPUs
+            claims.setdefault(id(wl), (wl, []))[1].append((pod, node, pool, gpus))
 
     for wl, claimants in claims.values():
         budget = sum(reserved_gpus(wl).values())
-        # Running pods first (oldest first), terminating ones last: they are on their way out.
-        claimants.sort(
-            key=lambda pe: (
-                pe[1].terminating,
-                parse_time(meta(pe[0]).get("creationTimestamp")) or 0.0,
-                pe[1].name,
+        if len(claimants) > 1:
+            # Running pods first (oldest first; RFC 3339 times sort as strings), terminating ones last:
+            # they are on their way out.
+            claimants.sort(
+                key=lambda c: (
+                    bool(meta(c[0]).get("deletionTimestamp")),
+                    meta(c[0]).get("creationTimestamp") or "",
+                    meta(c[0]).get("name") or "",
+                )
             )
-        )
-        for _, e in claimants:
-            if e.gpus <= budget:
-                budget -= e.gpus
+        for pod, node, pool, gpus in claimants:
+            if gpus <= budget:
+                budget -= gpus
             else:
-                out.append(e)
+                out.append(entry(pod, node, pool, gpus, Reason.BEYOND_ADMISSION, wl))
     out.sort(key=lambda u: (u.pool, u.namespace, u.name))
     return out
 

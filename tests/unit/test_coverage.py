@@ -387,3 +387,22 @@ def test_trimmed_pods_keep_what_the_rule_reads():
     (u,) = uncovered_pods([t], [], NODES)
     assert u.terminating and u.gpus == 4
     assert GPU_RESOURCE in t["spec"]["containers"][0]["resources"]["requests"]
+
+
+def test_a_quiet_cluster_is_not_scanned_again_but_the_grace_still_runs(monkeypatch):
+    """The rule runs again only after a Pod, Workload or Node event; meanwhile the last answer ages."""
+    import gpuctl.server.backstop as backstop_mod
+
+    calls = []
+    real = backstop_mod.uncovered_pods
+    monkeypatch.setattr(backstop_mod, "uncovered_pods", lambda *a: calls.append(1) or real(*a))
+    _, cache, b, clock = make_backstop()
+    feed(cache, "Pod", pod_obj("rogue", "default", "g1", 4))
+    b.scan()
+    for _ in range(5):
+        clock.t += 3
+        b.scan()
+    assert len(calls) == 1 and len(b.reported()) == 1
+    feed(cache, "Pod", pod_obj("rogue2", "default", "g2", 1))
+    b.scan()
+    assert len(calls) == 2
