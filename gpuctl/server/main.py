@@ -318,19 +318,21 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    reloader = None
+    if args.tls_cert:  # checked before anything else: a bad pair stops the server, naming the files
+        try:
+            reloader = CertReloader(args.tls_cert, args.tls_key)
+            reloader.load()
+        except (OSError, ValueError) as e:
+            print(f"error: --tls-cert {args.tls_cert} / --tls-key {args.tls_key}: {e}", file=sys.stderr)
+            return 1
     try:
         cluster = Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
     except (ConnectionError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     ctx = build_context(args, cluster)
-    if args.tls_cert:
-        try:
-            ctx.reloader = CertReloader(args.tls_cert, args.tls_key)
-            ctx.reloader.load()
-        except (OSError, ValueError) as e:
-            print(f"error: --tls-cert {args.tls_cert} / --tls-key {args.tls_key}: {e}", file=sys.stderr)
-            return 1
+    ctx.reloader = reloader
     app = create_app(ctx, _mounts(args))
     ctx.cache.start()
     if ctx.elector is not None:
