@@ -406,3 +406,10 @@ def test_a_quiet_cluster_is_not_scanned_again_but_the_grace_still_runs(monkeypat
     feed(cache, "Pod", pod_obj("rogue2", "default", "g2", 1))
     b.scan()
     assert len(calls) == 2
+
+
+def test_a_costly_scan_stretches_the_interval():
+    _, _, b, _ = make_backstop()
+    assert b.next_wait() == b.interval
+    b.last_scan_seconds = 0.3  # 20,000 GPU pods on a slow machine
+    assert b.next_wait() == pytest.approx(15.0)
