@@ -24,7 +24,6 @@ import itertools
 import logging
 import os
 import platform
-import ssl
 import sys
 import threading
 import time
@@ -44,6 +43,7 @@ from admission import http as admission_http
 from admission.isolation import review_isolation
 from admission.rules import AdmissionConfig, Malformed, Mode, Verdict, review
 from admission.state import ClusterState, StateSource, StaticState, WatchCache
+from gpuctl.cluster.tls import CERT_RELOAD_SECONDS, CertReloader
 from gpuctl.spec.loader import HOST_PATHS_ENV
 from gpuctl.spec.models import normalise_host_path
 
@@ -56,7 +56,6 @@ MAX_BODY_BYTES: Final = 16 * 1024 * 1024
 # Longer than Go's idle-connection timeout (90 s) in the API server's webhook client, so the client always
 # closes idle connections first: a server-side close racing a reused connection fails that admission call.
 KEEP_ALIVE_SECONDS: Final = 120
-CERT_RELOAD_SECONDS: Final = 30.0
 # How long a cache-dependent denial waits for the cache to catch up (handle_async), and how often it looks.
 STALE_WAIT_SECONDS: Final = 1.0
 STALE_POLL_SECONDS: Final = 0.01
@@ -429,47 +428,9 @@ async def _reply(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# TLS with hot reload: cert-manager rewrites the mounted Secret before the certificate expires; new
-# connections must get the new certificate without a restart (a restart of every replica at once would be
-# an outage with failurePolicy Fail).
-
-
-class CertReloader:
-    def __init__(self, cert: str, key: str, interval: float = CERT_RELOAD_SECONDS) -> None:
-        self.cert, self.key, self.interval = cert, key, interval
-        self.context: ssl.SSLContext | None = None
-        self._stamp = self._mtimes()
-
-    def _mtimes(self) -> tuple[float, float]:
-        try:
-            return os.stat(self.cert).st_mtime, os.stat(self.key).st_mtime
-        except OSError:
-            return 0.0, 0.0
-
-    def factory(self, config: Any, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-        ctx = default()
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        self.context = ctx
-        return ctx
-
-    def check(self) -> bool:
-        """Reload if the files changed; True if a new certificate is in use."""
-        stamp = self._mtimes()
-        if stamp == self._stamp or self.context is None:
-            return False
-        try:
-            self.context.load_cert_chain(self.cert, self.key)
-        except (OSError, ssl.SSLError) as exc:  # half-written files: try again next round
-            log.warning("TLS certificate reload failed (keeping the old one): %s", exc)
-            return False
-        self._stamp = stamp
-        log.info("TLS certificate reloaded from %s", self.cert)
-        return True
-
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            self.check()
+# TLS with hot reload: gpuctl.cluster.tls.CertReloader (cert-manager rewrites the mounted Secret before the
+# certificate expires; new connections get the new certificate without a restart). It lives there because
+# gpuctl serve's REST API reloads its certificate the same way; imported above and re-exported here.
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -718,4 +679,13 @@ def serve(
     uvicorn.Server(config).run()
 
 
-__all__ = ["AdmissionApp", "BadRequest", "CertReloader", "main", "parse_review", "response_body", "serve"]
+__all__ = [
+    "CERT_RELOAD_SECONDS",
+    "AdmissionApp",
+    "BadRequest",
+    "CertReloader",
+    "main",
+    "parse_review",
+    "response_body",
+    "serve",
+]

@@ -2,7 +2,8 @@
 
     /work/venv/bin/python bench/metrics.py                  # starts its own cluster, stops it at the end
     /work/venv/bin/python bench/metrics.py --kubeconfig K   # uses a running cluster (nodes are added)
-    options: --nodes 2000 --pods 20000 --jobs 400 --keep --json out.json
+    options: --size small|medium|full (100/500/40, 500/5,000/100, 2,000/20,000/400 nodes/pods/jobs; full
+             by default) or --nodes N --pods P --jobs J; --keep --json out.json
 
 What it builds (KWOK fake nodes; nothing is scheduled for real):
 - N nodes in 10 pools (8 GPUs each, two GPU types), gpuctl's flavors and Cohort, 20 team
@@ -17,8 +18,13 @@ started after (the initial-list path):
   collector's own time; the exposition's size;
 - resident memory (VmRSS) and its peak (VmHWM) from /proc;
 - time from start to /readyz;
-- reconcile latency at this scale: a node moved from one pool to another -> Cohort updated.
+- reconcile latency at this scale: a node leaving its pool (and coming back) -> Cohort updated.
 Targets (the issue): scrape <= 100 ms, RSS <= 300 MB.
+
+A bench that measured nothing fails (exit 2, the reason printed): a measured service that does not lead
+(it would export no pool series), pool series missing or zero while the cluster's pool nodes have GPUs,
+or a reconcile round the Cohort never showed (latency None). Each service runs with gpuctl serve's
+default flags, the fresh one with a Lease of its own (both lead: both export and are measured whole).
 """
 
 from __future__ import annotations
@@ -41,8 +47,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
-from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, Labels  # noqa: E402
-from gpuctl.domain.pools import node_ready, pool_capacities  # noqa: E402
+from gpuctl.constants import (  # noqa: E402
+    BUDGET_FLAVOR,
+    COHORT_NAME,
+    GPU_RESOURCE,
+    QUOTA_GPU,
+    TAS_UNCONSTRAINED,
+    Labels,
+)
+from gpuctl.domain.pools import node_gpus, node_pool, node_ready, pool_capacities  # noqa: E402
 from queues import TeamQuota, desired_objects, local_queue, team_namespace  # noqa: E402
 
 POOLS = [f"pool-{i:02d}" for i in range(10)]
@@ -50,6 +63,12 @@ TEAMS = [f"bench-team-{i:02d}" for i in range(20)]
 POD_NAMESPACES = [f"bench-pods-{i:02d}" for i in range(20)]
 RUN_DIR = "/tmp/gpuctl-bench-metrics"
 PORT_OFFSET = "450"
+HOLD_BACKSTOP = ("--uncovered-grace", "86400", "--evict-after", "86400")
+SIZES = {"small": (100, 500, 40), "medium": (500, 5000, 100), "full": (2000, 20000, 400)}
+
+
+class Invalid(Exception):
+    """The bench measured nothing worth printing (see the module docstring)."""
 
 
 def log(msg: str) -> None:
@@ -128,7 +147,9 @@ def job(i: int) -> dict:
         "spec": {
             "suspend": True,
             "template": {
-                "metadata": {"labels": {Labels.POOL: pool}},
+                # Pool flavors are Topology Aware Scheduling flavors: Kueue admits only pod sets that ask
+                # for a topology (gpuctl's builders and admission/topology.py add this annotation).
+                "metadata": {"labels": {Labels.POOL: pool}, "annotations": {TAS_UNCONSTRAINED: "true"}},
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": {Labels.POOL: pool},
@@ -162,14 +183,14 @@ def create_all(kube: Cluster, objs, workers: int = 24) -> None:
 class Service:
     """`gpuctl serve` as a subprocess, with /proc memory readings."""
 
-    def __init__(self, kubeconfig: str, name: str):
+    def __init__(self, kubeconfig: str, name: str, *extra: str):
         self.port = free_port()
         self.name = name
         self.log = open(f"/tmp/gpuctl-bench-serve-{name}.log", "w")  # noqa: SIM115
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", kubeconfig, "--address", "127.0.0.1",
-             "--metrics-port", str(self.port), "--log-level", "warning"],
+             "--metrics-port", str(self.port), "--log-level", "info", *extra],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT,
         )  # fmt: skip
         self.ready_after: float | None = None
@@ -193,7 +214,35 @@ class Service:
             except OSError:
                 pass
             time.sleep(0.2)
-        raise SystemExit(f"{self.name}: not ready after {timeout}s")
+        raise SystemExit(
+            f"{self.name}: not ready after {timeout}s: {self.get('/readyz')[1].decode().strip()}"
+        )
+
+    def check_exports(self, kube: Cluster) -> float:
+        """The pool series this service exports, checked against the cluster; returns the allocatable GPUs.
+        Raises Invalid when the service does not lead or its pool series are missing or zero while the
+        pools' Ready nodes have GPUs: scraping it would time an exposition without the pool series."""
+        expected = sum(
+            node_gpus(n)
+            for n in kube.list(path("Node"), label_selector=Labels.POOL)
+            if node_pool(n) in POOLS and node_ready(n)
+        )
+        text = self.get("/metrics")[1].decode()
+        leader = self.metric("gpuctl_serve_leader")
+        series = [ln for ln in text.splitlines() if ln.startswith("gpuctl_pool_allocatable_gpus{")]
+        exported = sum(float(ln.rsplit(" ", 1)[1]) for ln in series)
+        if leader != 1:
+            raise Invalid(
+                f"{self.name}: gpuctl serve does not lead (gpuctl_serve_leader {leader:g}), so it exports no "
+                f"pool series; /readyz says: {self.get('/readyz')[1].decode().strip()} (log: {self.log.name})"
+            )
+        if expected > 0 and (not series or exported == 0):
+            raise Invalid(
+                f"{self.name}: the pools' Ready nodes have {expected} GPUs but gpuctl serve exports "
+                f"{len(series)} gpuctl_pool_allocatable_gpus series summing to {exported:g}: nothing "
+                f"measured (log: {self.log.name})"
+            )
+        return exported
 
     def metric(self, name: str, labels: str = "") -> float:
         text = self.get("/metrics")[1].decode()
@@ -280,11 +329,14 @@ def wait_settled(svc: Service, pods: int, quiet: float = 10, timeout: float = 18
     log("warning: events never settled; measuring anyway")
 
 
-def cohort_gpus(kube: Cluster, pool: str) -> int:
+def cohort_gpus(kube: Cluster) -> int:
+    """The GPUs the root Cohort lends: its budget flavor's quota-gpu (since issue 15 the Cohort holds the
+    pools' GPUs less the team quotas, not one flavor per pool)."""
     c = kube.get(path("Cohort", COHORT_NAME))
-    for fl in c["spec"]["resourceGroups"][0]["flavors"]:
-        if fl["name"] == pool:
-            return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == GPU_RESOURCE))
+    for group in c["spec"].get("resourceGroups") or []:
+        for fl in group.get("flavors") or []:
+            if fl["name"] == BUDGET_FLAVOR:
+                return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU))
     return -1
 
 
@@ -296,40 +348,60 @@ def _ready_node(kube: Cluster, pool: str) -> str | None:
 
 
 def reconcile_latency(kube: Cluster, rounds: int = 5) -> list[float | None]:
-    """Move a Ready node between pool-00 and pool-01 and time the Cohort following (its 8 GPUs).
+    """Take a Ready 8-GPU node out of pool-00, then put it back, and time the Cohort following (its budget
+    drops by 8 GPUs, then rises by 8).
 
-    None for a round where the Cohort did not show the move within 30 s (on an overloaded machine
-    KWOK lets node leases lapse, nodes flap NotReady and the pools' capacity moves for other reasons).
+    Moving a node between two pools would not do: the Cohort holds the GPUs of all pools together, so
+    it does not change (that is why this bench once printed None five times). None for a round where the
+    Cohort did not show the change within 30 s (on an overloaded machine KWOK lets node leases lapse,
+    nodes flap NotReady and the pools' capacity moves for other reasons).
     """
     out: list[float | None] = []
+    name = _ready_node(kube, POOLS[0])
     for r in range(rounds):
-        src, dst = (POOLS[0], POOLS[1]) if r % 2 == 0 else (POOLS[1], POOLS[0])
-        name = _ready_node(kube, src)
         if name is None:
             out.append(None)
             continue
-        before = cohort_gpus(kube, dst)
+        leaving = r % 2 == 0
+        before = cohort_gpus(kube)
+        want = before - 8 if leaving else before + 8
         t0 = time.monotonic()
-        kube.merge_patch(path("Node", name), {"metadata": {"labels": {Labels.POOL: dst}}})
-        while cohort_gpus(kube, dst) < before + 8 and time.monotonic() - t0 < 30:
+        kube.merge_patch(
+            path("Node", name), {"metadata": {"labels": {Labels.POOL: None if leaving else POOLS[0]}}}
+        )
+        while cohort_gpus(kube) != want and time.monotonic() - t0 < 30:
             time.sleep(0.02)
         took = time.monotonic() - t0
         out.append(round(took, 3) if took < 30 else None)
         time.sleep(1)
+    if name is not None:
+        kube.merge_patch(path("Node", name), {"metadata": {"labels": {Labels.POOL: POOLS[0]}}})
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kubeconfig", help="use this cluster instead of starting one")
-    ap.add_argument("--nodes", type=int, default=2000)
-    ap.add_argument("--pods", type=int, default=20000)
-    ap.add_argument("--jobs", type=int, default=400)
+    ap.add_argument("--size", choices=sorted(SIZES), default="full", help="nodes/pods/jobs preset (full)")
+    ap.add_argument("--nodes", type=int, help="override the preset's nodes")
+    ap.add_argument("--pods", type=int, help="... pods")
+    ap.add_argument("--jobs", type=int, help="... Kueue jobs")
     ap.add_argument("--port-offset", default=PORT_OFFSET, help="testbed port offset of the cluster it starts")
     ap.add_argument("--keep", action="store_true", help="leave the cluster and objects in place")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
+    nodes, pods, jobs = SIZES[args.size]
+    args.nodes = args.nodes if args.nodes is not None else nodes
+    args.pods = args.pods if args.pods is not None else pods
+    args.jobs = args.jobs if args.jobs is not None else jobs
+    try:
+        return run(args)
+    except Invalid as e:
+        print(f"\nBENCH INVALID, nothing measured: {e}", file=sys.stderr)
+        return 2
 
+
+def run(args: argparse.Namespace) -> int:
     env = {**os.environ, "GPUCTL_TESTBED_RUN": RUN_DIR, "GPUCTL_TESTBED_PORT_OFFSET": args.port_offset,
            "GPUCTL_TESTBED_NODES": "none"}  # fmt: skip
     started_cluster = False
@@ -352,7 +424,9 @@ def main(argv: list[str] | None = None) -> int:
         for ns in POD_NAMESPACES:
             kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
-        watching = Service(kubeconfig, "watching")
+        # The bench's plain pods hold pool GPUs without Kueue Workloads: every one is "uncovered" by design.
+        # The backstop still scans them (its cost is measured), but reports nothing during the run.
+        watching = Service(kubeconfig, "watching", *HOLD_BACKSTOP)
         services.append(watching)
         log(f"service (watch path) ready in {watching.wait_ready():.1f}s")
 
@@ -376,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         create_all(kube, (job(i) for i in range(args.jobs)) if not objs_exist else (), workers=8)
         log(f"{args.jobs} Kueue jobs created in {time.monotonic() - t0:.1f}s; waiting for KWOK and Kueue")
         wait_settled(watching, args.pods)
-        gpus = watching.metric("gpuctl_pool_allocatable_gpus")
+        gpus = watching.check_exports(kube)
         results["pool_allocatable_gpus"] = gpus
         results["pool_allocated_gpus"] = watching.metric("gpuctl_pool_allocated_gpus")
         results["workloads"] = {
@@ -385,6 +459,11 @@ def main(argv: list[str] | None = None) -> int:
         }
         log(f"settled: allocatable {gpus:.0f} GPUs, allocated {results['pool_allocated_gpus']:.0f}, "
             f"workloads {results['workloads']}")  # fmt: skip
+        if args.jobs and not (results["workloads"]["admitted"] + results["workloads"]["running"]):
+            raise Invalid(
+                f"Kueue admitted none of the {args.jobs} jobs (workloads {results['workloads']}): the "
+                "bench would measure queued work only; see `kubectl get workloads -A`"
+            )
 
         results["watch_path"] = {"scrape": watching.scrape_times(), "memory_mib": watching.memory()}
         log(f"watch path: {results['watch_path']}")
@@ -405,10 +484,12 @@ def main(argv: list[str] | None = None) -> int:
                                        "memory_mib": watching.memory()}  # fmt: skip
         log(f"under churn: {results['watch_path_churn']}")
 
-        fresh = Service(kubeconfig, "fresh")
+        # Its own Lease: with the watching service's it would be a standby exporting no pool series.
+        fresh = Service(kubeconfig, "fresh", "--lease-name", "gpuctl-serve-bench-fresh", *HOLD_BACKSTOP)
         services.append(fresh)
         ready = fresh.wait_ready()
         time.sleep(2)
+        fresh.check_exports(kube)
         results["list_path"] = {
             "ready_s": round(ready, 1),
             "scrape": fresh.scrape_times(),
@@ -419,7 +500,14 @@ def main(argv: list[str] | None = None) -> int:
         services.remove(fresh)
 
         results["reconcile_latency_s"] = reconcile_latency(kube)
-        log(f"reconcile latency (node moved to another pool -> Cohort): {results['reconcile_latency_s']}")
+        log(f"reconcile latency (node leaves or rejoins a pool -> Cohort): {results['reconcile_latency_s']}")
+        missed = results["reconcile_latency_s"].count(None)
+        if missed:
+            rounds = results["reconcile_latency_s"]
+            raise Invalid(
+                f"{missed} of {len(rounds)} reconcile rounds never reached the Cohort within 30 s "
+                f"(latency None): {rounds}; see {watching.log.name}"
+            )
         results["watch_path"]["memory_mib_end"] = watching.memory()
     finally:
         for s in services:

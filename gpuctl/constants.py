@@ -205,3 +205,20 @@ CONTAINER_WAITING_REASONS: Final = frozenset(
 SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
 # runwhere.ai/ keys gpuctl writes that were added after KNOWN_RUNWHERE_KEYS; the webhook accepts both tuples.
 EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)
+
+# ---- serve (issue 26): the backstop in `gpuctl serve` (gpuctl.domain.coverage, gpuctl.server.backstop)
+# Kueue writes this annotation (the Workload's name) on the pods it admits with Topology Aware Scheduling.
+KUEUE_WORKLOAD_ANNOTATION: Final = "kueue.x-k8s.io/workload"
+# How long a GPU pod on a pool node may stay uncovered before `gpuctl serve` reports it: longer than the
+# healthy windows (watch events of a pod and its Workload arriving out of order; see also the allowance).
+UNCOVERED_GRACE_SECONDS: Final = 60.0
+# A pod being deleted is given its termination grace period (until its deletionTimestamp), at most this
+# long, before that grace starts: a deleted Job's or a preempted Workload's pods shut down after Kueue
+# stopped counting them. A longer terminationGracePeriodSeconds does not buy more time off Kueue's books.
+UNCOVERED_TERMINATION_ALLOWANCE_SECONDS: Final = 300.0
+# With --evict-uncovered, how long a pod stays uncovered before it is evicted (at least the grace).
+UNCOVERED_EVICT_AFTER_SECONDS: Final = 120.0
+# The reason of the Kubernetes Events `gpuctl serve` posts on such pods, and the component it names.
+UNCOVERED_EVENT_REASON: Final = "GpuctlUncoveredGPUs"
+UNCOVERED_EVICTED_REASON: Final = "GpuctlEvictedUncovered"
+SERVE_COMPONENT: Final = "gpuctl-serve"

@@ -37,6 +37,7 @@ from gpuctl.cluster.reader import (
     parse_field_selector,
     parse_label_selector,
 )
+from gpuctl.constants import KUEUE_WORKLOAD_ANNOTATION
 
 
 class Cache:
@@ -264,9 +265,14 @@ def _pod_condition(c: dict) -> dict:
 
 
 def trim_pod(raw: dict) -> dict:
-    """A pod as the service uses it: where it runs, what it requests, its phase and owner, and what a
-    `get jobs` row shows (container states, readiness, IP, Kueue's scheduling gate, conditions)."""
+    """A pod as the service uses it: where it runs, what it requests, its phase, owner and Kueue Workload
+    annotation (the backstop, gpuctl.domain.coverage), and what a `get jobs` row shows (container
+    states, readiness, IP, Kueue's scheduling gate, conditions)."""
     meta = _owners(raw, _meta(raw))
+    # Of the annotations, only the Workload Kueue admitted the pod for (gpuctl.domain.coverage).
+    wl_name = ((raw.get("metadata") or {}).get("annotations") or {}).get(KUEUE_WORKLOAD_ANNOTATION)
+    if wl_name:
+        meta["annotations"] = {KUEUE_WORKLOAD_ANNOTATION: _intern(wl_name)}
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
     out_spec: dict[str, Any] = {"containers": _containers(spec.get("containers"))}

@@ -47,17 +47,27 @@ def lease_path(namespace: str, name: str | None = None) -> str:
 
 # Where gpuctl's services live (manifests/serve, manifests/admission); serve's Lease Role is there.
 SYSTEM_NAMESPACE = "gpuctl-system"
+# Outside a cluster, with no namespace in the kubeconfig context: kubectl's default namespace.
+FALLBACK_NAMESPACE = "default"
 
 
-def default_namespace() -> str:
-    """$POD_NAMESPACE (the Deployment's downward API), the in-cluster namespace, else gpuctl-system."""
+def default_namespace(context_namespace: str | None = None) -> str:
+    """Where the Lease lives unless --lease-namespace says otherwise, the way kubectl picks a namespace:
+    $POD_NAMESPACE (the Deployment's downward API), the in-cluster ServiceAccount's namespace, the
+    kubeconfig context's namespace (`context_namespace`), else `default`, which every cluster has.
+
+    Why not gpuctl-system out of cluster: that namespace exists only where gpuctl's manifests were
+    applied, and a Lease in a missing namespace can never be acquired (serve would wait forever,
+    exporting no pool series). To join the replicas of an installed gpuctl from outside, pass
+    --lease-namespace gpuctl-system."""
     ns = os.environ.get("POD_NAMESPACE")
     if ns:
         return ns
     try:
-        return IN_CLUSTER_NAMESPACE.read_text().strip() or SYSTEM_NAMESPACE
+        ns = IN_CLUSTER_NAMESPACE.read_text().strip()
     except OSError:
-        return SYSTEM_NAMESPACE
+        ns = ""
+    return ns or context_namespace or FALLBACK_NAMESPACE
 
 
 def default_identity() -> str:
@@ -103,6 +113,9 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0
         self.holder = ""  # who holds the Lease as last seen
+        self._observed_duration = lease_duration  # the holder's leaseDurationSeconds as last seen
+        self._read_at: float | None = None  # monotonic time of the last successful read of the Lease
+        self.last_error = ""  # why the last round failed ("" after a good round), with the fix
         self.transitions = 0  # times this replica became leader
         self._thread: threading.Thread | None = None
 
@@ -110,6 +123,44 @@ class LeaderElector:
     def is_leader(self) -> bool:
         with self._lock:
             return self._renewed_at is not None and self.monotonic() - self._renewed_at < self.renew_deadline
+
+    def leader_known(self) -> bool:
+        """This replica leads, or it follows a live leader: another holder whose Lease it read within a
+        lease duration and whose record has not stood still for a lease duration (client-go's takeover
+        condition). False while the Lease cannot be read or written (a missing namespace, no RBAC),
+        and after the leader died until this replica takes over."""
+        if self.is_leader():
+            return True
+        with self._lock:
+            now = self.monotonic()
+            return (
+                bool(self.holder)
+                and self.holder != self.identity
+                and self._read_at is not None
+                and now - self._read_at < self.lease_duration
+                and now < self._observed_at + self._observed_duration
+            )
+
+    def role(self) -> str:
+        """leader | standby (follows a live leader) | none (neither: see last_error)."""
+        if self.is_leader():
+            return "leader"
+        return "standby" if self.leader_known() else "none"
+
+    def describe(self) -> str:
+        """One line: this replica's role in the election, who leads, why there is no leader."""
+        where = f"lease {self.namespace}/{self.name}"
+        role = self.role()
+        if role == "leader":
+            return f"{self.identity} leads ({where})"
+        if role == "standby":
+            return f"{self.identity} is standby; {self.holder} leads ({where})"
+        why = self.last_error or (
+            f"the Lease of {self.holder} has not been renewed; taking over"
+            if self.holder
+            else "no leader elected yet"
+        )
+        return f"{self.identity} has no leader to follow ({where}): {why}"
 
     # ------------------------------------------------------------------ loop
     def start(self, stop: threading.Event) -> threading.Thread:
@@ -124,19 +175,45 @@ class LeaderElector:
 
     def run(self, stop: threading.Event) -> None:
         was_leader = False
+        seen: tuple[str, str] | None = None  # (role, holder) last logged
         while not stop.is_set():
             try:
                 self.try_acquire_or_renew()
+                self.last_error = ""
             except Exception as e:  # the API server may be down: keep trying, lose leadership by deadline
-                log.warning("lease %s/%s: %s", self.namespace, self.name, e)
+                error = self._explain(e)
+                if error != self.last_error:
+                    log.warning("%s", error)
+                self.last_error = error
             leader = self.is_leader()
             if leader != was_leader:
                 was_leader = leader
                 self._notify(leader)
+            # Who leads, at start and whenever it changes: a standby replica is visible in its log.
+            now = (self.role(), self.holder)
+            if now != seen and not (now[0] == "none" and self.last_error):
+                seen = now
+                log.info("%s", self.describe())
             stop.wait(self.retry_period if not leader else min(self.retry_period, self.renew_deadline / 3))
         if was_leader:
             self._notify(False)
             self.release()
+
+    def _explain(self, e: Exception) -> str:
+        """The failure of a round as a message that names the fix."""
+        where = f"lease {self.namespace}/{self.name}"
+        if isinstance(e, ApiError) and e.status == 404:
+            return (
+                f"{where}: namespace {self.namespace} does not exist ({e.message}): create it "
+                f"(kubectl create namespace {self.namespace}) or pass --lease-namespace"
+            )
+        if isinstance(e, ApiError) and e.status == 403:
+            return (
+                f"{where}: forbidden ({e.message}): this identity needs get and update on the Lease "
+                f"{self.name} and create on leases in {self.namespace} (manifests/serve/rbac.yaml, Role "
+                "gpuctl-serve-lease, names the Lease gpuctl-serve), or pass --lease-namespace/--lease-name"
+            )
+        return f"{where}: {type(e).__name__}: {e}"
 
     def _notify(self, leader: bool) -> None:
         log.info(
@@ -164,10 +241,13 @@ class LeaderElector:
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
         record = (holder, spec.get("renewTime") or "")
-        if record != self._observed:
-            self._observed, self._observed_at = record, now_mono
-        self.holder = holder
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        with self._lock:
+            if record != self._observed:
+                self._observed, self._observed_at = record, now_mono
+            self._observed_duration = duration
+            self._read_at = now_mono
+            self.holder = holder
         mine = holder == self.identity
         if holder and not mine and now_mono < self._observed_at + duration:
             return False  # someone else holds it and it has not expired in our eyes
@@ -189,9 +269,9 @@ class LeaderElector:
             raise
         with self._lock:
             self._renewed_at = now_mono
-        self.holder = self.identity
-        self._observed = (self.identity, new_spec["renewTime"])
-        self._observed_at = now_mono
+            self.holder = self.identity
+            self._observed = (self.identity, new_spec["renewTime"])
+            self._observed_at = now_mono
         return True
 
     def _create(self, now_mono: float, now: float) -> bool:
@@ -215,7 +295,8 @@ class LeaderElector:
             raise
         with self._lock:
             self._renewed_at = now_mono
-        self.holder = self.identity
+            self._read_at = now_mono
+            self.holder = self.identity
         return True
 
     def release(self) -> None:

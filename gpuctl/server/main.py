@@ -2,11 +2,16 @@
 
     gpuctl serve [--kubeconfig K] [--context C] [--address 0.0.0.0] [--metrics-port 9090]
                  [--metrics/--no-metrics] [--reconcile/--no-reconcile] [--api/--no-api]
+                 [--backstop/--no-backstop] [--uncovered-grace 60] [--evict-uncovered] [--evict-after 120]
                  [--leader-elect/--no-leader-elect] [--lease-namespace NS] [--lease-name gpuctl-serve]
+                 [--tls-cert F --tls-key F]
 
 Replicas: with --leader-elect (the default) the replicas elect a leader on a coordination.k8s.io Lease
-(gpuctl.server.leader); only the leader reconciles and exports the cluster-state metrics, every replica
-serves the API and its own health/cache series.
+(gpuctl.server.leader); only the leader reconciles, runs the backstop (gpuctl.server.backstop: GPU pods
+on pool nodes no admitted Workload covers) and exports the cluster-state metrics; every replica serves
+the API and its own health/cache series. A replica is ready (/readyz) once its caches are synced and it
+leads or follows a live leader: a standby serves the API; a replica that can neither acquire nor read
+the Lease (missing namespace, no RBAC) says so with 503 and a log line naming the fix.
 
 Why one process: the reconciler, the metrics and the REST API all read the same objects, and a
 watch cache of 20,000 pods is the service's biggest cost; keeping one per process keeps the API
@@ -15,7 +20,10 @@ server's load and the memory down. Every part reads `ServerContext.cache`.
 The informers each part needs are wired in gpuctl.server.wiring (with --api, also the controllers of
 gpuctl jobs: the API then answers its list views from the cache).
 
-Endpoints: /metrics (with --metrics), /healthz (alive), /readyz (every informer has listed once).
+Endpoints: /metrics (with --metrics), /healthz (alive), /readyz (every informer has listed once, and a
+leader is known). With --tls-cert/--tls-key the port speaks HTTPS only (the REST API carries bearer
+tokens), and the certificate is re-read when its files change (gpuctl.cluster.tls.CertReloader, shared
+with the admission webhook).
 
 Extending (the REST API): `create_app(ctx, mounts=[...])` calls each mount(app, ctx) after the built-in
 routes; `--api` imports gpuctl.server.api and calls its `mount(app: FastAPI, ctx: ServerContext)`.
@@ -42,6 +50,9 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from gpuctl.cluster import Cluster
+from gpuctl.cluster.tls import CertReloader, with_reloader
+from gpuctl.constants import UNCOVERED_EVICT_AFTER_SECONDS, UNCOVERED_GRACE_SECONDS
+from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, LeaderElector, default_namespace
 from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
@@ -64,7 +75,9 @@ class ServerContext:
     collector: GpuctlCollector | None = None
     tracker: WorkloadTracker | None = None
     reconciler: Reconciler | None = None
+    backstop: Backstop | None = None
     elector: LeaderElector | None = None
+    reloader: CertReloader | None = None
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -81,10 +94,7 @@ def create_app(ctx: ServerContext, mounts: Sequence[Mount] = ()) -> FastAPI:
 
     @app.get("/readyz", include_in_schema=False)
     def readyz() -> Response:
-        pending = [k for k, i in ctx.cache.informers.items() if not i.synced.is_set()]
-        if pending:
-            return Response(f"waiting for the first list of {', '.join(pending)}\n", status_code=503)
-        return Response("ok\n")
+        return Response(*readiness(ctx))
 
     if ctx.registry is not None:
         registry = ctx.registry
@@ -97,6 +107,23 @@ def create_app(ctx: ServerContext, mounts: Sequence[Mount] = ()) -> FastAPI:
     for mount in mounts:
         mount(app, ctx)
     return app
+
+
+def readiness(ctx: ServerContext) -> tuple[str, int]:
+    """(/readyz body, status). Ready = every informer has listed once and, with leader election, this
+    replica leads or follows a live leader (a standby serves the API and its own metrics). Not ready
+    while the Lease can be neither acquired nor read: then no replica reconciles or exports the pools,
+    and the message says why (docs/metrics.md, "Replicas")."""
+    pending = [k for k, i in ctx.cache.informers.items() if not i.synced.is_set()]
+    if pending:
+        return f"waiting for the first list of {', '.join(pending)}\n", 503
+    el = ctx.elector
+    if el is None:
+        return "ok\n", 200
+    role = el.role()
+    if role == "none":
+        return f"no leader: {el.describe()}\n", 503
+    return f"ok: {el.describe()}\n", 200
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,6 +150,31 @@ def build_parser() -> argparse.ArgumentParser:
         default=False,
         help=f"mount the REST API ({API_MODULE})",
     )
+    p.add_argument(
+        "--backstop",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="report GPU pods on pool nodes that no admitted Kueue Workload covers (default on)",
+    )
+    p.add_argument(
+        "--uncovered-grace",
+        type=float,
+        default=UNCOVERED_GRACE_SECONDS,
+        help=f"seconds a pod may stay uncovered before it is reported ({UNCOVERED_GRACE_SECONDS:.0f})",
+    )
+    p.add_argument(
+        "--evict-uncovered",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="evict uncovered pods through the Eviction API (respects PodDisruptionBudgets; default off)",
+    )
+    p.add_argument(
+        "--evict-after",
+        type=float,
+        default=UNCOVERED_EVICT_AFTER_SECONDS,
+        help="seconds uncovered before an eviction, at least the grace "
+        f"({UNCOVERED_EVICT_AFTER_SECONDS:.0f})",
+    )
     p.add_argument("--debounce", type=float, default=0.5, help="seconds of quiet before a reconcile (0.5)")
     p.add_argument("--resync", type=float, default=60.0, help="seconds between periodic reconciles (60)")
     p.add_argument(
@@ -134,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--lease-namespace",
         default=None,
-        help="namespace of the Lease (default: $POD_NAMESPACE, the in-cluster namespace, else default)",
+        help="namespace of the Lease (default: $POD_NAMESPACE, the in-cluster namespace, the kubeconfig "
+        "context's namespace, else default)",
     )
     p.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help=f"Lease name ({DEFAULT_LEASE_NAME})")
     p.add_argument("--lease-duration", type=float, default=15.0, help="seconds a Lease lasts unrenewed (15)")
@@ -142,19 +195,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--renew-deadline", type=float, default=10.0, help="seconds to renew before stepping down (10)"
     )
     p.add_argument("--retry-period", type=float, default=2.0, help="seconds between Lease attempts (2)")
+    p.add_argument(
+        "--tls-cert",
+        "--tls-cert-file",
+        dest="tls_cert",
+        help="serve HTTPS with this PEM certificate (chain); re-read when the file changes",
+    )
+    p.add_argument("--tls-key", "--tls-key-file", dest="tls_key", help="... and this PEM key")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
 
 def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
     """Cache, reconciler and registry for these flags; nothing started yet."""
-    cache = default_cache(cluster, metrics=args.metrics, api=args.api)
+    backstop = getattr(args, "backstop", False)
+    cache = default_cache(cluster, metrics=args.metrics, api=args.api, backstop=backstop)
     ctx = ServerContext(cluster=cluster, cache=cache, options=args)
     leader = None
-    if getattr(args, "leader_elect", False) and (args.reconcile or args.metrics):
+    if getattr(args, "leader_elect", False) and (args.reconcile or args.metrics or backstop):
         ctx.elector = LeaderElector(
             cluster,
-            namespace=args.lease_namespace or default_namespace(),
+            namespace=args.lease_namespace or default_namespace(getattr(cluster, "context_namespace", None)),
             name=args.lease_name,
             lease_duration=args.lease_duration,
             renew_deadline=args.renew_deadline,
@@ -165,8 +226,20 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
         ctx.reconciler = Reconciler(cluster, cache, debounce=args.debounce, resync=args.resync, leader=leader)
         if ctx.elector is not None:
             ctx.elector.on_started = lambda: ctx.reconciler.trigger("elected leader")
+    if backstop:
+        ctx.backstop = Backstop(
+            cluster,
+            cache,
+            grace=args.uncovered_grace,
+            evict=args.evict_uncovered,
+            evict_after=max(args.evict_after, args.uncovered_grace),
+            identity=ctx.elector.identity if ctx.elector is not None else "",
+            leader=leader,
+        )
     if args.metrics:
-        ctx.registry, ctx.collector, ctx.tracker = build_registry(cache, ctx.reconciler, leader=leader)
+        ctx.registry, ctx.collector, ctx.tracker = build_registry(
+            cache, ctx.reconciler, leader=leader, backstop=ctx.backstop
+        )
     return ctx
 
 
@@ -209,8 +282,11 @@ def stop_parts(ctx: ServerContext) -> None:
 
 def _stop_on_shutdown(app: FastAPI, ctx: ServerContext) -> None:
     """Run stop_parts when uvicorn shuts down, inside its graceful shutdown: on SIGTERM uvicorn re-raises
-    the signal once the server has stopped, so code after uvicorn.run() never runs then."""
+    the signal once the server has stopped, so code after uvicorn.run() never runs then. With TLS, the
+    certificate reloader runs on the server's event loop meanwhile (as in the admission webhook)."""
     inner = app.router.lifespan_context
+    if ctx.reloader is not None:
+        inner = with_reloader(inner, ctx.reloader)
 
     @contextlib.asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
@@ -226,30 +302,77 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     args = build_parser().parse_args(argv)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    if args.evict_uncovered and not args.backstop:
+        print("error: --evict-uncovered needs the backstop (drop --no-backstop)", file=sys.stderr)
+        return 2
+    if args.evict_after < args.uncovered_grace:
+        print(
+            f"error: --evict-after ({args.evict_after:g}) must be at least --uncovered-grace "
+            f"({args.uncovered_grace:g}): a pod is reported before it is evicted",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    reloader = None
+    if args.tls_cert:  # checked before anything else: a bad pair stops the server, naming the files
+        try:
+            reloader = CertReloader(args.tls_cert, args.tls_key)
+            reloader.load()
+        except (OSError, ValueError) as e:
+            print(f"error: --tls-cert {args.tls_cert} / --tls-key {args.tls_key}: {e}", file=sys.stderr)
+            return 1
     try:
         cluster = Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
     except (ConnectionError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     ctx = build_context(args, cluster)
+    ctx.reloader = reloader
     app = create_app(ctx, _mounts(args))
     ctx.cache.start()
     if ctx.elector is not None:
         ctx.elector.start(ctx.stop)
     if ctx.reconciler is not None:
         ctx.reconciler.start(ctx.stop)
+    if ctx.backstop is not None:
+        ctx.backstop.start(ctx.stop)
     threading.Thread(target=freeze_heap, args=(ctx.cache, ctx.stop), name="gc-freeze", daemon=True).start()
     parts = [
-        n for n, on in (("metrics", args.metrics), ("reconcile", args.reconcile), ("api", args.api)) if on
+        n
+        for n, on in (
+            ("metrics", args.metrics),
+            ("reconcile", args.reconcile),
+            ("api", args.api),
+            ("backstop" + (" with eviction" if args.evict_uncovered else ""), args.backstop),
+        )
+        if on
     ]
     _stop_on_shutdown(app, ctx)
-    log.info("serving %s on %s:%d", ", ".join(parts) or "health only", args.address, args.metrics_port)
+    log.info(
+        "serving %s on %s://%s:%d%s",
+        ", ".join(parts) or "health only",
+        "https" if ctx.reloader else "http",
+        args.address,
+        args.metrics_port,
+        f"; leader election on lease {ctx.elector.namespace}/{ctx.elector.name} as {ctx.elector.identity}"
+        if ctx.elector
+        else "; no leader election (this replica leads)",
+    )
+    tls: dict[str, Any] = {}
+    if ctx.reloader is not None:
+        tls = {
+            "ssl_certfile": ctx.reloader.cert,
+            "ssl_keyfile": ctx.reloader.key,
+            "ssl_context_factory": ctx.reloader.factory,
+        }
     try:
         uvicorn.run(
-            app, host=args.address, port=args.metrics_port, log_level=args.log_level, access_log=False
+            app, host=args.address, port=args.metrics_port, log_level=args.log_level, access_log=False, **tls
         )
     finally:
         stop_parts(ctx)

@@ -68,6 +68,7 @@ from gpuctl.domain.workload import (
 )
 
 if TYPE_CHECKING:
+    from gpuctl.server.backstop import Backstop
     from gpuctl.server.cache import Cache, Informer
     from gpuctl.server.reconciler import Reconciler
 
@@ -277,10 +278,12 @@ class GpuctlCollector(Collector):
         reconciler: Reconciler | None = None,
         pod_gpus: PodGpus | None = None,
         leader: Callable[[], bool] | None = None,
+        backstop: Backstop | None = None,
     ):
         self.cache = cache
         self.reconciler = reconciler
         self.pod_gpus = pod_gpus
+        self.backstop = backstop
         # With leader election, the cluster-state series come only from the leader (docs/metrics.md).
         self.leader = leader
         self.last_duration = 0.0
@@ -295,13 +298,14 @@ class GpuctlCollector(Collector):
         t0 = time.perf_counter()
         leading = self.leader is None or self.leader()
         families = [*(self._pools_and_teams() if leading else ()), *self._health()]
-        if self.leader is not None:
-            g = GaugeMetricFamily(
-                "gpuctl_serve_leader",
-                "1 on the replica that holds the gpuctl-serve Lease (and exports the cluster-state series)",
-            )
-            g.add_metric([], 1 if leading else 0)
-            families.append(g)
+        # On every replica (1 without leader election): sum(gpuctl_serve_leader) is 1 when all is well, and
+        # a standby replica is visible as a 0.
+        g = GaugeMetricFamily(
+            "gpuctl_serve_leader",
+            "1 on the replica that holds the gpuctl-serve Lease (and exports the cluster-state series)",
+        )
+        g.add_metric([], 1 if leading else 0)
+        families.append(g)
         self.last_duration = time.perf_counter() - t0
         g = GaugeMetricFamily(
             "gpuctl_collect_duration_seconds",
@@ -524,6 +528,10 @@ class GpuctlCollector(Collector):
                 t_alloc.add_metric([ns, p], team_allocated.get((ns, p), 0.0))
         yield from (t_info, t_quota, t_limit, t_guar, t_used, t_borrow, t_over, t_alloc)
 
+        # ---- the backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage)
+        if self.backstop is not None:
+            yield from self.backstop.pool_families(sp)
+
     def _health(self) -> Iterator:
         b = GaugeMetricFamily("gpuctl_build_info", "gpuctl's version (=1)", labels=["version"])
         b.add_metric([__version__], 1)
@@ -554,6 +562,8 @@ class GpuctlCollector(Collector):
         yield from (synced, objects, events, lists, errors, last)
         if self.reconciler is not None:
             yield from self.reconciler.metric_families()
+        if self.backstop is not None:
+            yield from self.backstop.own_families()
 
 
 def build_registry(
@@ -562,6 +572,7 @@ def build_registry(
     *,
     process: bool = True,
     leader: Callable[[], bool] | None = None,
+    backstop: Backstop | None = None,
 ) -> tuple[CollectorRegistry, GpuctlCollector, WorkloadTracker | None]:
     """A registry with gpuctl's collector, the Workload tracker (hooked to the Workload informer,
     which must not have started yet) and the process collectors (process_resident_memory_bytes...)."""
@@ -570,7 +581,7 @@ def build_registry(
     if "Pod" in cache:
         pod_gpus = PodGpus()
         cache["Pod"].add_handler(pod_gpus.handle)
-    collector = GpuctlCollector(cache, reconciler, pod_gpus, leader)
+    collector = GpuctlCollector(cache, reconciler, pod_gpus, leader, backstop)
     registry.register(collector)
     tracker = None
     if "Workload" in cache:

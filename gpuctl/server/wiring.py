@@ -17,12 +17,15 @@ JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl job's controller and pods (gpuctl
 JOB_CONTROLLERS = ("Job", "Deployment", "StatefulSet")
 
 
-def default_cache(cluster: Transport, *, metrics: bool = True, api: bool = False) -> Cache:
+def default_cache(
+    cluster: Transport, *, metrics: bool = True, api: bool = False, backstop: bool = False
+) -> Cache:
     """The informers `gpuctl serve` runs.
 
     Always: Nodes, gpuctl's ResourceFlavors and ClusterQueues (through the managed-by selector: gpuctl
     reads only its own), the Cohort by name (so a foreign Cohort named `gpuctl` is seen and left alone).
-    With metrics or the API: every Pod and Workload (GPU sums, queue state) and LocalQueues. With the
+    With metrics, the API or the backstop: every Pod and Workload (GPU sums, queue state, which pods an
+    admitted Workload covers: gpuctl.server.backstop) and LocalQueues. With the
     API: the controllers of gpuctl jobs, so `GET /api/v1/jobs` is answered from memory
     (gpuctl.server.cache.CacheReader).
     """
@@ -31,7 +34,7 @@ def default_cache(cluster: Transport, *, metrics: bool = True, api: bool = False
     cache.add("ResourceFlavor", label_selector=MANAGED_SELECTOR)
     cache.add("ClusterQueue", label_selector=MANAGED_SELECTOR)
     cache.add("Cohort", field_selector=f"metadata.name={COHORT_NAME}")
-    if metrics or api:
+    if metrics or api or backstop:
         cache.add("Pod", transform=trim_pod)  # GPU sums: metrics.PodGpus, from the events
         cache.add("Workload", transform=trim_workload, summarize=workload_summary)
         cache.add("LocalQueue")

@@ -30,6 +30,9 @@ VERSIONS = dict(
 HELM = CACHE / "bin" / f"helm-{VERSIONS['HELM_VERSION']}" / "helm"
 DIGEST = "sha256:" + "ab" * 32
 OPERATOR_APIS = ["monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"]
+SERVE_TLS_ARGS = ["--tls-cert=/etc/gpuctl/tls/tls.crt", "--tls-key=/etc/gpuctl/tls/tls.key"]
+TLS_MOUNT = {"name": "tls", "mountPath": "/etc/gpuctl/tls", "readOnly": True}
+TLS_VOLUME = {"name": "tls", "secret": {"secretName": "gpuctl-api-tls"}}
 # What the chart changes in an object of manifests/ (charts/gpuctl/README.md, "What the chart changes").
 CHART_LABELS = {
     "helm.sh/chart",
@@ -114,13 +117,18 @@ def test_every_manifest_object_is_rendered_with_only_the_documented_changes() ->
             ):
                 assert c["image"] == f"ghcr.io/runwhere/gpuctl:0.1.0@{DIGEST}"
                 w["image"] = c["image"]
-            if key[1] == "gpuctl-serve":  # serve.api: --api, the API's env and a writable /tmp
+            if key[1] == "gpuctl-serve":  # serve.api: --api, the API's env and a writable /tmp; TLS
                 c = tpl["spec"]["containers"][0]
-                assert c["args"].pop() == "--api"
+                assert c["args"][-3:] == ["--api", *SERVE_TLS_ARGS]
+                del c["args"][-3:]
                 own = want["spec"]["template"]["spec"]["containers"][0].pop("env", [])  # POD_NAMESPACE
                 assert c.pop("env") == [*own, {"name": "GPUCTL_ALLOWED_HOST_PATHS", "value": ""}]
-                assert c.pop("volumeMounts") == [{"name": "tmp", "mountPath": "/tmp"}]
-                assert tpl["spec"].pop("volumes") == [{"name": "tmp", "emptyDir": {}}]
+                assert c.pop("volumeMounts") == [{"name": "tmp", "mountPath": "/tmp"}, TLS_MOUNT]
+                assert tpl["spec"].pop("volumes") == [{"name": "tmp", "emptyDir": {}}, TLS_VOLUME]
+                for probe in ("readinessProbe", "livenessProbe"):  # the port speaks HTTPS
+                    assert c[probe]["httpGet"].pop("scheme") == "HTTPS"
+        if key == ("Service", "gpuctl"):  # Prometheus without the Operator scrapes it over HTTPS
+            assert got["metadata"]["annotations"].pop("prometheus.io/scheme") == "https"
         if key[0] == "ClusterRoleBinding" and key[1].startswith("gpuctl-api"):
             assert got["subjects"].pop() == {
                 "kind": "ServiceAccount",
@@ -329,3 +337,160 @@ def test_kind_values_render_and_pass_server_side_dry_run(kubectl, namespace: str
         f.flush()
         p = kubectl("apply", "--dry-run=server", "-f", f.name, check=False)
     assert p.returncode == 0, p.stderr
+
+
+# ------------------------------------------------------------- the REST API's TLS, the backstop, policies
+def _verify_certificate(secret: dict, tmp_path: Path, names: list[str]) -> None:
+    for k in ("ca.crt", "tls.crt"):
+        (tmp_path / k).write_bytes(base64.b64decode(secret["data"][k]))
+    v = subprocess.run(
+        ["openssl", "verify", "-CAfile", tmp_path / "ca.crt", tmp_path / "tls.crt"],
+        capture_output=True,
+        text=True,
+    )
+    assert v.returncode == 0, v.stderr
+    san = subprocess.run(
+        ["openssl", "x509", "-noout", "-ext", "subjectAltName", "-in", tmp_path / "tls.crt"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for n in names:
+        assert f"DNS:{n}" in san, (n, san)
+
+
+def test_api_tls_self_signed_fallback_names_both_services_and_serve_mounts_it(tmp_path: Path) -> None:
+    docs = by_key(render("platform"))
+    secret = docs[("Secret", "gpuctl-api-tls")]
+    _verify_certificate(
+        secret,
+        tmp_path,
+        [
+            f"{svc}.platform.svc{suffix}"
+            for svc in ("gpuctl-api", "gpuctl")
+            for suffix in ("", ".cluster.local")
+        ],
+    )
+    assert (
+        docs[("Secret", "gpuctl-api-tls")]["data"]["ca.crt"]
+        != docs[("Secret", "gpuctl-admission-tls")]["data"]["ca.crt"]
+    )  # its own CA: the webhook's and the API's trust do not mix
+    c = docs[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"][-2:] == SERVE_TLS_ARGS and TLS_MOUNT in c["volumeMounts"]
+
+
+def test_api_tls_through_cert_manager_and_the_servicemonitor_scrapes_https() -> None:
+    apis = [a for api in [*OPERATOR_APIS, "cert-manager.io/v1"] for a in ("--api-versions", api)]
+    docs = by_key(render("platform", *apis))
+    assert ("Secret", "gpuctl-api-tls") not in docs
+    cert = docs[("Certificate", "gpuctl-api")]
+    assert cert["spec"]["secretName"] == "gpuctl-api-tls"
+    assert "gpuctl.platform.svc.cluster.local" in cert["spec"]["dnsNames"]
+    assert {
+        ("Issuer", "gpuctl-api-selfsigned"),
+        ("Issuer", "gpuctl-api-ca"),
+        ("Certificate", "gpuctl-api-ca"),
+    } <= set(docs)
+    (ep,) = docs[("ServiceMonitor", "gpuctl")]["spec"]["endpoints"]
+    assert ep["scheme"] == "https"
+    assert ep["tlsConfig"] == {
+        "ca": {"secret": {"name": "gpuctl-api-tls", "key": "ca.crt"}},
+        "serverName": "gpuctl.platform.svc",
+    }
+    # Without the API in serve, serve's port is plain HTTP (metrics only): no certificate, no https scrape.
+    plain = by_key(render("platform", *apis, "--set", "serve.api=false"))
+    assert ("Certificate", "gpuctl-api") not in plain
+    assert "scheme" not in plain[("ServiceMonitor", "gpuctl")]["spec"]["endpoints"][0]
+
+
+def test_standalone_api_is_https_and_api_tls_off_takes_tls_out() -> None:
+    docs = by_key(render("gpuctl-system", "--set", "api.enabled=true"))
+    want = next(
+        d
+        for d in yaml.safe_load_all((MANIFESTS / "api/deployment.yaml").read_text())
+        if d and d["kind"] == "Deployment"
+    )
+    api = docs[("Deployment", "gpuctl-api")]["spec"]["template"]["spec"]
+    assert api["containers"][0]["args"] == want["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert TLS_VOLUME in api["volumes"]
+    assert docs[("Service", "gpuctl-api")]["spec"]["ports"][0]["port"] == 443
+    off = by_key(render("gpuctl-system", "--set", "api.enabled=true", "--set", "apiTls.enabled=false"))
+    assert ("Secret", "gpuctl-api-tls") not in off
+    for name in ("gpuctl-api", "gpuctl-serve"):
+        spec = off[("Deployment", name)]["spec"]["template"]["spec"]
+        c = spec["containers"][0]
+        assert not [a for a in c["args"] if a.startswith("--tls-")], name
+        assert "tls" not in {v["name"] for v in spec.get("volumes") or []}, name
+        assert c["readinessProbe"]["httpGet"].get("scheme", "HTTP") == "HTTP", name
+    assert "prometheus.io/scheme" not in off[("Service", "gpuctl")]["metadata"]["annotations"]
+
+
+def test_backstop_values_become_flags_and_eviction_brings_its_rbac() -> None:
+    plain = by_key(render())
+    args = plain[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [a for a in args if "uncovered" in a or "backstop" in a or "evict" in a]  # gpuctl's defaults
+    assert ("ClusterRole", "gpuctl-serve-evict") not in plain
+    docs = by_key(
+        render("gpuctl-system", "--set", "serve.backstop.evict=true", "--set", "serve.backstop.grace=0",
+               "--set", "serve.backstop.evictAfter=300")
+    )  # fmt: skip
+    args = docs[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--uncovered-grace=0", "--evict-uncovered", "--evict-after=300"} <= set(args)
+    evict = docs[("ClusterRole", "gpuctl-serve-evict")]
+    assert evict["rules"] == [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
+    assert docs[("ClusterRoleBinding", "gpuctl-serve-evict")]["subjects"][0]["name"] == "gpuctl-serve"
+    off = by_key(
+        render("gpuctl-system", "--set", "serve.backstop.enabled=false", "--set", "serve.backstop.evict=true")
+    )
+    args = off[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--no-backstop" in args and "--evict-uncovered" not in args
+    assert ("ClusterRole", "gpuctl-serve-evict") not in off
+
+
+def test_network_policies_are_off_by_default_and_admit_what_the_values_say() -> None:
+    assert not [k for k in by_key(render()) if k[0] == "NetworkPolicy"]
+    clients = '{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"console"}}}'
+    docs = by_key(
+        render("gpuctl-system", "--set", "networkPolicy.enabled=true", "--set", "api.enabled=true",
+               "--set-json", f"networkPolicy.apiFrom=[{clients}]")
+    )  # fmt: skip
+    serve = docs[("NetworkPolicy", "gpuctl-serve")]["spec"]
+    (rule,) = serve["ingress"]
+    assert serve["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "gpuctl-serve"}
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert [p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for p in rule["from"]] == [
+        "monitoring",
+        "console",
+    ]
+    api = docs[("NetworkPolicy", "gpuctl-api")]["spec"]
+    assert api["ingress"][0]["ports"] == [{"port": "https", "protocol": "TCP"}]
+    assert len(api["ingress"][0]["from"]) == 1
+    # No clients named: the API's pods take no ingress at all (serve still lets Prometheus scrape).
+    closed = by_key(
+        render("gpuctl-system", "--set", "networkPolicy.enabled=true", "--set", "api.enabled=true")
+    )
+    assert closed[("NetworkPolicy", "gpuctl-api")]["spec"]["ingress"] == []
+    assert len(closed[("NetworkPolicy", "gpuctl-serve")]["spec"]["ingress"][0]["from"]) == 1
+
+
+def test_server_side_dry_run_with_every_option_on(kubectl, namespace: str) -> None:
+    """The standalone API, eviction, the NetworkPolicies and TLS pass the API server's validation."""
+    out = helm(
+        "template", "gpuctl", str(CHART), "-n", namespace, "--set", f"image.digest={DIGEST}",
+        "--set", "api.enabled=true", "--set", "serve.backstop.evict=true",
+        "--set", "networkPolicy.enabled=true",
+        "--set-json", 'networkPolicy.apiFrom=[{"podSelector":{"matchLabels":{"app":"console"}}}]',
+    ).stdout  # fmt: skip
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(out)
+        f.flush()
+        p = kubectl("apply", "--dry-run=server", "-f", f.name, check=False)
+    assert p.returncode == 0, p.stderr
+    for obj in (
+        "networkpolicy.networking.k8s.io/gpuctl-serve",
+        "networkpolicy.networking.k8s.io/gpuctl-api",
+        "secret/gpuctl-api-tls",
+        "clusterrole.rbac.authorization.k8s.io/gpuctl-serve-evict",
+        "deployment.apps/gpuctl-api",
+    ):
+        assert f"{obj} " in p.stdout, (obj, p.stdout)

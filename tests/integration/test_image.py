@@ -91,7 +91,8 @@ def image(tmp_path_factory) -> dict:
         capture_output=True,
     )
     rootfs = d / "bundle/rootfs"
-    for mount_point in ("tls", SA_DIR.lstrip("/"), "proc", "dev"):
+    # The chart's mount points (the webhook's /tls, serve's API certificate) and the kubelet's.
+    for mount_point in ("tls", "etc/gpuctl/tls", SA_DIR.lstrip("/"), "proc", "dev"):
         (rootfs / mount_point).mkdir(parents=True, exist_ok=True)
     return {
         "rootfs": rootfs,
@@ -464,13 +465,15 @@ def test_serve_from_the_image_exports_pool_metrics(
     )
     (tmp_path / "tmp").mkdir(mode=0o1777)
     (tmp_path / "tmp").chmod(0o1777)
+    make_tls(tmp_path / "api-tls")  # Secret gpuctl-api-tls: serve --api speaks HTTPS only (apiTls.enabled)
+    tls = ssl.create_default_context(cafile=str(tmp_path / "api-tls/ca.crt"))
     runner = Runner(image, tmp_path, host, port)
     metrics_port = free_port()
     log = tmp_path / "serve.log"
     try:
         runner.start(
             chart[("Deployment", "gpuctl-serve")],
-            {"tmp": tmp_path / "tmp", "serviceaccount": sa},
+            {"tmp": tmp_path / "tmp", "tls": tmp_path / "api-tls", "serviceaccount": sa},
             "--metrics-port",
             metrics_port,
             log,
@@ -479,7 +482,9 @@ def test_serve_from_the_image_exports_pool_metrics(
         def series() -> str | None:
             try:
                 body = (
-                    urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2)
+                    urllib.request.urlopen(
+                        f"https://127.0.0.1:{metrics_port}/metrics", timeout=2, context=tls
+                    )
                     .read()
                     .decode()
                 )
@@ -491,7 +496,7 @@ def test_serve_from_the_image_exports_pool_metrics(
         body = wait_logged(series, 60, "pool series on /metrics", log)
         assert f'gpuctl_pool_nodes{{pool="{pool}",state="ready"}} 1.0' in body
         # The API the chart mounts into serve (serve.api) answers on the same port.
-        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/health", timeout=5) as r:
+        with urllib.request.urlopen(f"https://127.0.0.1:{metrics_port}/health", timeout=5, context=tls) as r:
             assert r.status == 200
     finally:
         runner.stop()

@@ -148,21 +148,25 @@ class Stack:
         return None
 
 
-def _service_account_kubeconfig(kube: Cluster, kubectl_bin: str, cluster_kubeconfig: str, out: Path) -> Path:
-    """Apply manifests/serve/rbac.yaml and write a kubeconfig that authenticates as its ServiceAccount."""
+def _service_account_kubeconfig(
+    kube: Cluster, kubectl_bin: str, cluster_kubeconfig: str, out: Path, *extra_rbac: str
+) -> Path:
+    """Apply manifests/serve/rbac.yaml (and `extra_rbac` files of manifests/serve/) and write a kubeconfig
+    that authenticates as its ServiceAccount."""
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SERVE_NS}})
-    subprocess.run(
-        [
-            kubectl_bin,
-            "--kubeconfig",
-            cluster_kubeconfig,
-            "apply",
-            "-f",
-            str(ROOT / "manifests/serve/rbac.yaml"),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    for f in ("rbac.yaml", *extra_rbac):
+        subprocess.run(
+            [
+                kubectl_bin,
+                "--kubeconfig",
+                cluster_kubeconfig,
+                "apply",
+                "-f",
+                str(ROOT / "manifests/serve" / f),
+            ],
+            check=True,
+            capture_output=True,
+        )
     token = kube.request(
         "POST",
         path("ServiceAccount", SERVE_SA, SERVE_NS, "token"),
@@ -179,7 +183,9 @@ def _service_account_kubeconfig(kube: Cluster, kubectl_bin: str, cluster_kubecon
         "kind": "Config",
         "clusters": [{"name": "c", "cluster": cl}],
         "users": [{"name": SERVE_SA, "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": SERVE_SA}}],
+        # The ServiceAccount's own namespace, as in a pod: gpuctl serve puts its Lease there by default
+        # (kubectl's namespace rule), where manifests/serve/rbac.yaml's Role lets it.
+        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": SERVE_SA, "namespace": SERVE_NS}}],
         "current-context": "sa",
     }
     if "certificate-authority" in cl:  # make the file self-contained
@@ -418,6 +424,18 @@ def test_admitted_job_raises_reserved_gpus(stack: Stack) -> None:
     wait = s.value(f'gpuctl_queue_wait_seconds_sum{{pool="{TRAINING}", priority="low"}}')
     assert wait is not None and 0 <= wait < 60
     assert s.value(f'gpuctl_pool_allocatable_gpus{{pool="{TRAINING}"}}') == 16
+    _kueue_counts_what_pods_hold(s)
+
+
+def _kueue_counts_what_pods_hold(s: Stack) -> None:
+    """The consistency the backstop guards: the GPUs pods hold in a pool, less those no admitted Workload
+    covers (gpuctl_pool_uncovered_gpus), never exceed what Kueue has reserved there, and with only
+    admitted work nothing is uncovered."""
+    for pool in (TRAINING, INFERENCE):
+        s.wait_value(f'gpuctl_pool_uncovered_gpus{{pool="{pool}"}}', 0)
+        held = s.value(f'gpuctl_pool_allocated_gpus{{pool="{pool}"}}') or 0
+        reserved = s.value(f'gpuctl_pool_reserved_gpus{{pool="{pool}"}}') or 0
+        assert held <= reserved, f"{pool}: pods hold {held} GPUs, Kueue counts {reserved}"
 
 
 def _timed_change(s: Stack, what: str, change, pool: str, expected_cohort: int) -> None:
@@ -541,6 +559,10 @@ def test_reclaim_preempts_borrowers_and_queue_metrics_follow(stack: Stack) -> No
     # The preempted pods go away and B's pod starts: pods hold 12 (A) + 8 (B).
     s.wait_value(f'gpuctl_pool_allocated_gpus{{pool="{TRAINING}"}}', 20, timeout=60)
     s.wait_value(f'gpuctl_team_allocated_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 8, timeout=60)
+    _kueue_counts_what_pods_hold(s)
+    # Through admissions, preemptions and reclaim, the backstop never saw a pod outside Kueue.
+    assert s.value("max(max_over_time(gpuctl_pool_uncovered_gpus[1h]))") == 0
+    assert s.value('max(gpuctl_serve_leader{job="gpuctl"})') == 1
 
 
 def _dashboards() -> list[tuple[str, dict]]:

@@ -4,15 +4,22 @@ Exactly one leads (the Lease gpuctl-system/gpuctl-serve names it); only it appli
 the cluster-state series, so the two scrapes summed equal one; when the leader is killed (SIGKILL) the
 other takes over within the lease duration and follows a capacity change; when the leader stops cleanly
 it releases the Lease and the other takes over within a retry period. Short lease timings keep it quick.
+
+Who leads is visible (a standby's log line, gpuctl_serve_leader, /readyz); out of cluster with default
+flags the replica leads in the kubeconfig context's namespace; a Lease that can never be acquired makes
+/readyz 503 with the fix; with --tls-cert/--tls-key the port is HTTPS only and a rotated certificate is
+served without a restart.
 """
 
 from __future__ import annotations
 
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -191,3 +198,157 @@ def test_clean_shutdown_hands_the_lease_over_at_once(pair: Pair) -> None:
     lease = pair.kube.get(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))
     assert lease["spec"]["leaseTransitions"] >= 2
     assert handover < 3  # released: no wait for the 4 s lease to expire
+
+
+# ------------------------------------------------------------------ who leads is visible; out of cluster
+def _readyz(port: int, scheme: str = "http", ctx: ssl.SSLContext | None = None) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/readyz", timeout=5, context=ctx) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_a_standby_replica_says_so_in_its_log_its_metric_and_readyz(pair: Pair) -> None:
+    """Both replicas are ready (a standby serves the API); the standby says who leads."""
+    for r in pair.replicas:
+        if r.proc is None or r.proc.poll() is not None:
+            pair.start(r)  # the one the previous test stopped
+    leader = wait_until(pair.leader, 60, 0.3, what="one replica leading")
+    follower = next(r for r in pair.replicas if r is not leader)
+    wait_until(lambda: follower.leading() is False, 30, 0.3, what="the follower up")
+    holder = pair.kube.get(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))["spec"]["holderIdentity"]
+    status, text = _readyz(follower.port)
+    assert status == 200 and f"is standby; {holder} leads (lease {SYSTEM_NAMESPACE}/gpuctl-serve)" in text
+    status, text = _readyz(leader.port)
+    assert status == 200 and f"{holder} leads" in text
+    wait_until(
+        lambda: f"{holder} leads (lease" in follower.log.read_text(), 10, 0.3, what="standby's log line"
+    )
+    assert follower.scrape()["gpuctl_serve_leader"][()] == 0
+
+
+def test_default_flags_out_of_cluster_lead_in_the_contexts_namespace(
+    cluster: str, kube: Cluster, tmp_path: Path
+) -> None:
+    """The bug of issue 26: with an admin kubeconfig (no namespace in its context) gpuctl serve waited
+    forever for a Lease in gpuctl-system, exported no pool series and said ready. Now the Lease goes to
+    the context's namespace, `default` here, like kubectl, and the replica leads."""
+    r = Replica("adhoc", _free_port(), tmp_path / "adhoc.log")
+    lease = f"gpuctl-serve-adhoc-{r.port}"
+    r.proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", cluster, "--address", "127.0.0.1",
+         "--metrics-port", str(r.port), "--lease-name", lease, *LEASE],
+        stdout=r.log.open("a"), stderr=subprocess.STDOUT, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: r.leading(), 60, 0.3, what="the out-of-cluster replica leading")
+        assert pair_lease_holder(kube, "default", lease)
+        gpus = int(kube.get(path("Node", NODES[0]))["status"]["allocatable"][GPU_RESOURCE])
+        wait_until(lambda: _capacity(r.scrape()) >= gpus, 30, 0.5, what="pool series exported")
+        assert _readyz(r.port)[0] == 200
+        assert "leads (lease default/" in r.log.read_text()
+    finally:
+        r.proc.terminate()
+        r.proc.wait(15)
+        kube.delete(path("Lease", lease, "default"))
+
+
+def pair_lease_holder(kube: Cluster, ns: str, name: str) -> str:
+    return (kube.get_or_none(path("Lease", name, ns)) or {}).get("spec", {}).get("holderIdentity") or ""
+
+
+def test_a_lease_that_cannot_be_acquired_is_not_ready_and_says_why(cluster: str, tmp_path: Path) -> None:
+    r = Replica("nowhere", _free_port(), tmp_path / "nowhere.log")
+    r.proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", cluster, "--address", "127.0.0.1",
+         "--metrics-port", str(r.port), "--lease-namespace", "no-such-namespace", *LEASE],
+        stdout=r.log.open("a"), stderr=subprocess.STDOUT, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: r.leading() is False and _readyz(r.port)[0] == 503, 60, 0.3, what="not ready")
+        _, text = _readyz(r.port)
+        assert text.startswith("no leader: ") and "namespace no-such-namespace does not exist" in text
+        assert "kubectl create namespace no-such-namespace" in r.log.read_text()
+        assert not [n for n in r.scrape() if n.startswith("gpuctl_pool_")]
+    finally:
+        r.proc.terminate()
+        r.proc.wait(15)
+
+
+def _make_cert(d: Path, cn: str) -> tuple[Path, Path, Path]:
+    """A CA and a serving certificate for 127.0.0.1 (openssl), written in place (a rotation)."""
+    d.mkdir(exist_ok=True)
+
+    def run(*a: object) -> None:
+        subprocess.run(["openssl", *map(str, a)], check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    run(
+        "req",
+        "-x509",
+        *ec,
+        "-days",
+        "2",
+        "-subj",
+        f"/CN={cn}-ca",
+        "-keyout",
+        d / "ca.key",
+        "-out",
+        d / "ca.crt",
+    )
+    run("req", *ec, "-subj", f"/CN={cn}", "-keyout", d / "new.key", "-out", d / "tls.csr")
+    (d / "ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    run("x509", "-req", "-in", d / "tls.csr", "-CA", d / "ca.crt", "-CAkey", d / "ca.key", "-CAcreateserial",
+        "-days", "2", "-extfile", d / "ext", "-out", d / "new.crt")  # fmt: skip
+    # Key first, then certificate, each renamed into place (as the kubelet swaps a Secret's files).
+    (d / "new.key").replace(d / "tls.key")
+    (d / "new.crt").replace(d / "tls.crt")
+    return d / "ca.crt", d / "tls.crt", d / "tls.key"
+
+
+def test_tls_serves_https_only_and_a_rotated_certificate_without_a_restart(
+    cluster: str, tmp_path: Path
+) -> None:
+    """--tls-cert/--tls-key: the REST API's bearer tokens and the metrics travel over HTTPS only, and a
+    certificate rotated on disk (cert-manager renewing the mounted Secret) is served to new connections
+    within the reload interval (30 s), no restart."""
+    ca, crt, key = _make_cert(tmp_path / "tls", "first")
+    r = Replica("tls", _free_port(), tmp_path / "tls.log")
+    r.proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", cluster, "--address", "127.0.0.1",
+         "--metrics-port", str(r.port), "--lease-name", f"gpuctl-serve-tls-{r.port}", "--api",
+         "--tls-cert", str(crt), "--tls-key", str(key), *LEASE],
+        stdout=r.log.open("a"), stderr=subprocess.STDOUT, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        verify = ssl.create_default_context(cafile=str(ca))
+        wait_until(lambda: _try(lambda: _readyz(r.port, "https", verify)[0] == 200), 60, 0.5, what="https up")
+        with urllib.request.urlopen(f"https://127.0.0.1:{r.port}/metrics", timeout=5, context=verify) as resp:
+            assert b"gpuctl_serve_leader" in resp.read()
+        # The API (mounted by --api) answers 401 to a request without a token: over HTTPS.
+        try:
+            urllib.request.urlopen(f"https://127.0.0.1:{r.port}/api/v1/jobs", timeout=5, context=verify)
+        except urllib.error.HTTPError as e:
+            assert e.code == 401
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{r.port}/readyz", timeout=5)
+        assert "on https://127.0.0.1" in r.log.read_text()
+        first = ssl.get_server_certificate(("127.0.0.1", r.port))
+        ca2, _, _ = _make_cert(tmp_path / "tls", "second")
+        wait_until(
+            lambda: ssl.get_server_certificate(("127.0.0.1", r.port)) != first, 45, 1, what="new certificate"
+        )
+        assert _readyz(r.port, "https", ssl.create_default_context(cafile=str(ca2)))[0] == 200
+        assert "TLS certificate reloaded" in r.log.read_text()
+        assert r.proc.poll() is None
+    finally:
+        r.proc.terminate()
+        r.proc.wait(15)
+
+
+def _try(fn) -> object:
+    try:
+        return fn()
+    except OSError:
+        return None

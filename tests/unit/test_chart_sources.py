@@ -58,3 +58,34 @@ def test_manifests_run_the_images_one_entrypoint() -> None:
         "gpuctl-serve": ["gpuctl", "serve"],
         "gpuctl-api": ["gpuctl", "api", "serve"],
     }
+
+
+def test_api_certificate_names_the_services_and_the_deployment_mounts_its_secret() -> None:
+    """manifests/api/tls/certificate.yaml (cert-manager; the chart reads it) makes the Secret the HTTPS-only
+    standalone API mounts, for both Services that serve the API (gpuctl-api, and gpuctl of serve --api)."""
+    from gpuctl.server.api.__main__ import build_parser
+
+    def docs(f: str) -> list[dict]:
+        return [d for d in yaml.safe_load_all((ROOT / "manifests" / f).read_text()) if d]
+
+    (cert,) = [
+        d
+        for d in docs("api/tls/certificate.yaml")
+        if d["kind"] == "Certificate" and not d["spec"].get("isCA")
+    ]
+    both = [*docs("api/deployment.yaml"), *docs("serve/deployment.yaml")]
+    services = {d["metadata"]["name"] for d in both if d["kind"] == "Service"}
+    assert services == {"gpuctl-api", "gpuctl"}
+    assert set(cert["spec"]["dnsNames"]) == {
+        f"{svc}.gpuctl-system.svc{suffix}" for svc in services for suffix in ("", ".cluster.local")
+    }
+    (dep,) = [d for d in docs("api/deployment.yaml") if d["kind"] == "Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    args = build_parser().parse_args(c["args"])
+    mount = next(m["mountPath"] for m in c["volumeMounts"] if m["name"] == "tls")
+    assert (args.tls_cert_file, args.tls_key_file) == (f"{mount}/tls.crt", f"{mount}/tls.key")
+    secret = next(v["secret"] for v in pod["volumes"] if v["name"] == "tls")
+    assert secret == {"secretName": cert["spec"]["secretName"]}  # not optional: no clear-text fallback
+    assert {c["readinessProbe"]["httpGet"]["scheme"], c["livenessProbe"]["httpGet"]["scheme"]} == {"HTTPS"}
+    assert f"--port={c['ports'][0]['containerPort']}" in c["args"]

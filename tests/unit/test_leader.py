@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 
 import pytest
 
 from gpuctl.cluster import ApiError
+from gpuctl.server import leader
 from gpuctl.server.leader import LeaderElector, lease_path
 
 
@@ -148,3 +150,87 @@ def test_release_hands_over_at_once_and_the_loop_calls_back():
 def test_durations_must_nest():
     with pytest.raises(ValueError):
         LeaderElector(Store(), namespace="ns", lease_duration=5, renew_deadline=10)
+
+
+# ------------------------------------------------------------- roles, readiness, the default namespace
+def test_roles_leader_standby_and_none_follow_the_lease_record():
+    s, c = Store(), Clock()
+    a, b = elector(s, c, "a"), elector(s, c, "b")
+    assert a.role() == "none" and not a.leader_known()  # no round yet
+    a.try_acquire_or_renew()
+    b.try_acquire_or_renew()
+    assert a.role() == "leader" and b.role() == "standby"
+    assert b.describe() == "b is standby; a leads (lease ns/gpuctl-serve)"
+    # The leader dies: the follower keeps following for a lease duration of an unchanged record...
+    c.t += 14
+    b.try_acquire_or_renew()
+    assert b.role() == "standby"
+    # ...then has no leader until its own takeover succeeds.
+    c.t += 1.5
+    assert b.role() == "none" and "has not been renewed" in b.describe()
+    assert b.try_acquire_or_renew() and b.role() == "leader"
+
+
+def test_a_follower_that_cannot_read_the_lease_stops_following():
+    s, c = Store(), Clock()
+    a, b = elector(s, c, "a"), elector(s, c, "b")
+    a.try_acquire_or_renew()
+    b.try_acquire_or_renew()
+    s.fail = True
+    c.t += 5
+    with pytest.raises(ConnectionError):
+        b.try_acquire_or_renew()
+    assert b.role() == "standby"  # read 5 s ago: still a live leader
+    c.t += 11
+    assert b.role() == "none"  # nothing read for longer than a lease duration
+
+
+class NoNamespace(Store):
+    """An API server where the Lease's namespace does not exist, or the caller may not touch Leases."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__()
+        self.status, self.message = status, message
+
+    def get(self, p: str) -> dict:
+        raise ApiError(self.status, "X", self.message)
+
+    def request(self, method: str, p: str, body: dict) -> dict:
+        raise ApiError(self.status, "X", self.message)
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "fix"),
+    [
+        (404, 'namespaces "gpuctl-system" not found', "kubectl create namespace ns"),
+        (403, 'leases.coordination.k8s.io is forbidden: User "x"', "Role gpuctl-serve-lease"),
+    ],
+)
+def test_a_lease_that_can_never_be_acquired_is_no_leader_and_the_message_names_the_fix(status, message, fix):
+    """gpuctl serve out of cluster used to wait forever for a Lease in a namespace that did not exist,
+    saying ready: now it reports 'no leader' with the fix (main.readiness answers 503 with it)."""
+    a = LeaderElector(NoNamespace(status, message), namespace="ns", identity="a", retry_period=0.01,
+                      renew_deadline=0.05, lease_duration=0.1)  # fmt: skip
+    stop = threading.Event()
+    a.start(stop)
+    deadline = time.monotonic() + 5
+    while not a.last_error and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    a.join(5)
+    assert a.role() == "none"
+    assert fix in a.last_error and "--lease-namespace" in a.last_error
+    assert a.describe().startswith("a has no leader to follow (lease ns/gpuctl-serve): ")
+
+
+def test_default_lease_namespace_is_kubectls(monkeypatch, tmp_path):
+    """$POD_NAMESPACE, the in-cluster namespace, the kubeconfig context's, else `default` (which exists)."""
+    monkeypatch.setattr(leader, "IN_CLUSTER_NAMESPACE", tmp_path / "none")
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    assert leader.default_namespace() == "default"
+    assert leader.default_namespace("team-a") == "team-a"
+    (tmp_path / "ns").write_text("gpuctl-system\n")
+    monkeypatch.setattr(leader, "IN_CLUSTER_NAMESPACE", tmp_path / "ns")
+    assert leader.default_namespace("team-a") == "gpuctl-system"
+    monkeypatch.setenv("POD_NAMESPACE", "platform")
+    assert leader.default_namespace("team-a") == "platform"

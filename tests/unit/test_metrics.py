@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, QUOTA_GPU, Labels
 from gpuctl.domain.pools import pool_capacities
+from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache, trim_node, trim_pod, trim_workload
 from gpuctl.server.metrics import (
     ANY_POOL,
@@ -288,11 +289,14 @@ def test_preempted_workload_waits_since_its_eviction() -> None:
 
 
 # ---------------------------------------------------------------------------- the collector
-def populated_cache(with_reconciler: bool = False, leader: Any = None) -> tuple[Cache, Any]:
+def populated_cache(
+    with_reconciler: bool = False, leader: Any = None, with_backstop: bool = False
+) -> tuple[Cache, Any]:
     """Two pools, two teams, pods and Workloads in every state (also used by the manifest tests)."""
     cache = default_cache(NoCluster())
     reconciler = Reconciler(NoCluster(), cache, leader=leader) if with_reconciler else None
-    registry, _, _ = build_registry(cache, reconciler, process=False, leader=leader)
+    backstop = Backstop(NoCluster(), cache, leader=leader) if with_backstop else None
+    registry, _, _ = build_registry(cache, reconciler, process=False, leader=leader, backstop=backstop)
     for inf in cache.informers.values():
         inf.relist()  # empty lists: every informer synced, trackers past their first list
     feed(cache, "ResourceFlavor", resource_flavor("training-pool"), resource_flavor("inference-pool"))
@@ -605,7 +609,8 @@ def test_only_the_leader_exports_cluster_state_so_two_replicas_do_not_double() -
         }
 
 
-def test_without_leader_election_everything_is_exported_and_no_leader_gauge() -> None:
+def test_without_leader_election_everything_is_exported_and_the_replica_leads() -> None:
+    """One replica without an election is the leader: gpuctl_serve_leader 1, so sum() is 1 either way."""
     _, registry = populated_cache(with_reconciler=True)
     m = scrape(registry)
-    assert "gpuctl_serve_leader" not in m and any(n.startswith("gpuctl_pool_") for n in m)
+    assert m["gpuctl_serve_leader"] == {(): 1.0} and any(n.startswith("gpuctl_pool_") for n in m)

@@ -21,6 +21,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.server.main import build_parser, create_app
+from tests.unit.test_leader import Store
 from tests.unit.test_metrics import populated_cache
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ def _exprs(board: dict) -> list[str]:
 def _exported_names() -> set[str]:
     from prometheus_client import generate_latest
 
-    _, registry = populated_cache(with_reconciler=True)
+    _, registry = populated_cache(with_reconciler=True, with_backstop=True)
     names = set()
     for fam in text_string_to_metric_families(generate_latest(registry).decode()):
         names.update(s.name for s in fam.samples)
@@ -152,6 +153,7 @@ def test_cluster_role_is_least_privilege() -> None:
     assert writes == [
         (["kueue.x-k8s.io"], ["resourceflavors"], ["create", "delete", "get", "patch"], None),
         (["kueue.x-k8s.io"], ["cohorts"], ["patch"], ["gpuctl"]),
+        ([""], ["events"], ["create"], None),  # the backstop's report on a pod
     ]
     read = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert read == {
@@ -162,7 +164,12 @@ def test_cluster_role_is_least_privilege() -> None:
         ("kueue.x-k8s.io", "localqueues"),
         ("kueue.x-k8s.io", "workloads"),
         ("kueue.x-k8s.io", "cohorts"),
+        ("", "events"),
     }
+    # Eviction (--evict-uncovered) only through its own file, applied where it is switched on.
+    assert "pods/eviction" not in (SERVE / "rbac.yaml").read_text()
+    (evict,) = [d for d in _docs(SERVE / "evict/rbac.yaml") if d["kind"] == "ClusterRole"]
+    assert evict["rules"] == [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
     (binding,) = [d for d in _docs(SERVE / "rbac.yaml") if d["kind"] == "ClusterRoleBinding"]
     (sa,) = [d for d in _docs(SERVE / "rbac.yaml") if d["kind"] == "ServiceAccount"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
@@ -244,6 +251,12 @@ def test_mounted_apps_see_the_shared_context() -> None:
     assert client.get("/readyz").status_code == 503  # nothing listed yet
     for inf in ctx.cache.informers.values():
         inf.relist()
-    assert client.get("/readyz").status_code == 200
+    # Listed, but no leader known yet (leader election is on by default): not ready, and it says why.
+    r = client.get("/readyz")
+    assert r.status_code == 503 and r.text.startswith("no leader: ")
+    ctx.elector.cluster = Store()
+    ctx.elector.try_acquire_or_renew()
+    r = client.get("/readyz")
+    assert r.status_code == 200 and r.text.startswith("ok: ") and "leads (lease " in r.text
     r = client.get("/metrics")
     assert r.status_code == 200 and "gpuctl_cache_synced" in r.text

@@ -2,7 +2,7 @@
 
 python -m gpuctl.server.api [--port 8080] [--address 0.0.0.0] [--kubeconfig K] [--context C]
                             [--api-keys-file F] [--auth-cache-seconds 10] [--audience A]
-                            [--tls-cert-file C --tls-key-file K] [--workers-threads 64]
+                            [--tls-cert C --tls-key K] [--workers-threads 64]
 python -m gpuctl.server.api --new-api-key NAME     # print a key and its entry for the keys file
 """
 
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import uvicorn
 
 from gpuctl.cluster import Cluster
+from gpuctl.cluster.tls import CertReloader, with_reloader
 from gpuctl.server.api import deps
 from gpuctl.server.api.app import create_app
 from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
@@ -38,8 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--audience", action="append", default=[], help="tokens must be issued for this audience (repeatable)"
     )
-    p.add_argument("--tls-cert-file", help="serve HTTPS with this certificate")
-    p.add_argument("--tls-key-file", help="... and this key")
+    p.add_argument(
+        "--tls-cert",
+        "--tls-cert-file",
+        dest="tls_cert_file",
+        help="serve HTTPS with this PEM certificate (chain); re-read when the file changes",
+    )
+    p.add_argument("--tls-key", "--tls-key-file", dest="tls_key_file", help="... and this PEM key")
     p.add_argument("--threads", type=int, default=deps.THREADS, help="worker threads for cluster calls (64)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument(
@@ -66,8 +72,19 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         print(f'- name: {args.new_api_key}\n  sha256: "{hash_key(key)}"\n  groups: []')
         return 0
     if bool(args.tls_cert_file) != bool(args.tls_key_file):
-        print("error: --tls-cert-file and --tls-key-file go together", file=sys.stderr)
+        print("error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
+    reloader = None
+    if args.tls_cert_file:
+        reloader = CertReloader(args.tls_cert_file, args.tls_key_file)
+        try:
+            reloader.load()
+        except (OSError, ValueError) as e:
+            print(
+                f"error: --tls-cert {args.tls_cert_file} / --tls-key {args.tls_key_file}: {e}",
+                file=sys.stderr,
+            )
+            return 1
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -80,6 +97,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             lambda: cluster, api_keys=keys, ttl=args.auth_cache_seconds, audiences=args.audience
         )
         app = create_app(lambda: cluster, auth)
+        if reloader is not None:
+            app.router.lifespan_context = with_reloader(app.router.lifespan_context, reloader)
     except (ConnectionError, FileNotFoundError, OSError, ValueError, SpecError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -89,15 +108,14 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         args.port,
         f"{len(keys)} API keys" if keys else "no API keys",
     )
-    uvicorn.run(
-        app,
-        host=args.address,
-        port=args.port,
-        log_level=args.log_level,
-        access_log=False,
-        ssl_certfile=args.tls_cert_file,
-        ssl_keyfile=args.tls_key_file,
-    )
+    tls: dict = {}
+    if reloader is not None:
+        tls = {
+            "ssl_certfile": reloader.cert,
+            "ssl_keyfile": reloader.key,
+            "ssl_context_factory": reloader.factory,
+        }
+    uvicorn.run(app, host=args.address, port=args.port, log_level=args.log_level, access_log=False, **tls)
     return 0
 
 
