@@ -50,6 +50,7 @@ from gpuctl.domain.pools import (
     node_gpu_type,
     node_gpus,
     node_pool,
+    node_pool_taint_missing,
     node_ready,
     node_state,
 )
@@ -86,6 +87,9 @@ class NodeInfo(NamedTuple):
     capacity_gpus: int
     allocatable_gpus: int  # what the pool's Kueue capacity counts: 0 unless node_ready()
     gpu_type: str
+    # The node's pool taint is not what its pool label says (labelled by kubectl, not by gpuctl): pods
+    # from outside Kueue can land there until `gpuctl apply -f` of the pool or `gpuctl adopt` taints it.
+    untainted: bool = False
 
 
 def node_summary(node: dict) -> NodeInfo:
@@ -99,6 +103,7 @@ def node_summary(node: dict) -> NodeInfo:
         capacity_gpus=node_gpus(node, "capacity"),
         allocatable_gpus=node_gpus(node) if ready else 0,
         gpu_type=node_gpu_type(node),
+        untainted=node_pool_taint_missing(node),
     )
 
 
@@ -326,9 +331,12 @@ class GpuctlCollector(Collector):
         allocatable: dict[str, float] = defaultdict(float)
         node_states: dict[tuple[str, str], int] = defaultdict(int)
         gpu_types: dict[str, set[str]] = defaultdict(set)
+        untainted: dict[str, float] = defaultdict(float)
         for info in nodes:
             if info.pool is None:
                 continue
+            if info.untainted:
+                untainted[info.pool] += 1
             node_pool_of[info.name] = info.pool
             pools.add(info.pool)
             capacity[info.pool] += info.capacity_gpus
@@ -434,6 +442,13 @@ class GpuctlCollector(Collector):
                 if p != ANY_POOL or (p, prio) in requested:
                     req.add_metric([p, prio], requested.get((p, prio), 0.0))
         yield req
+        yield pool_gauge(
+            "gpuctl_pool_untainted_nodes",
+            "Nodes of the pool without its taint runwhere.ai/pool=<pool>:NoSchedule (labelled into the "
+            "pool without gpuctl): work from outside Kueue can run there; `gpuctl apply -f` of the pool "
+            "taints them",
+            untainted,
+        )
         nodes_g = GaugeMetricFamily(
             "gpuctl_pool_nodes",
             "Nodes of the pool by state (ready, not_ready, cordoned)",

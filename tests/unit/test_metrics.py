@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, QUOTA_GPU, Labels
-from gpuctl.domain.pools import pool_capacities
+from gpuctl.domain.pools import pool_capacities, pool_taint
 from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache, trim_node, trim_pod, trim_workload
 from gpuctl.server.metrics import (
@@ -54,7 +54,9 @@ def node_obj(
     cordoned: bool = False,
     capacity: int | None = None,
     gpu_type: str = "A100",
+    tainted: bool = False,
 ) -> dict:
+    """tainted: the node carries its pool's taint (gpuctl labelled it), else it was labelled by kubectl."""
     cap = str(gpus if capacity is None else capacity)
     labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": gpu_type}
     if pool:
@@ -64,7 +66,10 @@ def node_obj(
         "kind": "Node",
         "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1", "labels": labels,
                      "managedFields": [{"manager": "kubelet"}]},
-        "spec": {"unschedulable": True} if cordoned else {},
+        "spec": {
+            **({"unschedulable": True} if cordoned else {}),
+            **({"taints": [pool_taint(pool)]} if tainted and pool else {}),
+        },
         "status": {
             "capacity": {"cpu": "96", "memory": "1Ti", GPU_RESOURCE: cap},
             "allocatable": {"cpu": "96", "memory": "1Ti", GPU_RESOURCE: str(gpus)},
@@ -303,10 +308,10 @@ def populated_cache(
     feed(
         cache,
         "Node",
-        node_obj("g1", "training-pool", 8),
-        node_obj("g2", "training-pool", 8),
-        node_obj("g3", "training-pool", 4, ready=False),
-        node_obj("g4", "inference-pool", 4, gpu_type="L4"),
+        node_obj("g1", "training-pool", 8, tainted=True),
+        node_obj("g2", "training-pool", 8, tainted=True),
+        node_obj("g3", "training-pool", 4, ready=False),  # labelled by kubectl: no pool taint
+        node_obj("g4", "inference-pool", 4, gpu_type="L4", tainted=True),
         node_obj("cpu", None, 0),
     )
     team_a = TeamQuota("team-a", "q")  # unlimited budget
@@ -374,6 +379,8 @@ def test_pool_gauges(populated) -> None:
     assert val(m, "gpuctl_pool_nodes", pool="training-pool", state="ready") == 2
     assert val(m, "gpuctl_pool_nodes", pool="training-pool", state="not_ready") == 1
     assert val(m, "gpuctl_pool_nodes", pool="inference-pool", state="cordoned") == 0
+    assert val(m, "gpuctl_pool_untainted_nodes", **tp) == 1  # g3
+    assert val(m, "gpuctl_pool_untainted_nodes", pool="inference-pool") == 0
     assert val(m, "gpuctl_pool_info", pool="inference-pool", flavor="inference-pool", gpu_type="L4",
                registered="true") == 1  # fmt: skip
     # Nodes outside any pool are not a pool.
