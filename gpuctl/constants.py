@@ -205,3 +205,11 @@ CONTAINER_WAITING_REASONS: Final = frozenset(
 SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
 # runwhere.ai/ keys gpuctl writes that were added after KNOWN_RUNWHERE_KEYS; the webhook accepts both tuples.
 EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)
+
+# ---------------------------------------------------------------------------- reads (issue 26)
+# The roles gpuctl ships for callers (manifests/api/rbac.yaml); gpuctl.service.access says which reads
+# each grants, and every refused read names the one to bind.
+ROLE_USER: Final = "gpuctl-user"  # RoleBinding in a team namespace
+ROLE_POOL_VIEWER: Final = "gpuctl-pool-viewer"  # ClusterRoleBinding: pools, quotas, nodes (read)
+ROLE_ADMIN: Final = "gpuctl-admin"  # ClusterRoleBinding: everything
+VISIBILITY_GROUP: Final = "visibility.kueue.x-k8s.io"  # Kueue's pending-workloads API

@@ -42,6 +42,7 @@ from gpuctl.server.api.auth import SAR_PATH, TOKEN_REVIEW_PATH, Authenticator
 from gpuctl.server.cache import Cache, CacheReader
 from gpuctl.server.metrics import build_registry
 from gpuctl.server.wiring import default_cache
+from gpuctl.service.access import SSAR_PATH
 from gpuctl.spec import SpecConfig
 from queues import TeamQuota, cluster_queue, resource_flavor
 
@@ -353,7 +354,8 @@ _PLURAL = {r.plural: kind for kind, r in RESOURCES.items()}
 
 class FakeApiServer:
     """Answers the Cluster client's reads (list/get by REST path) from a list of objects, and the
-    API's TokenReview/SubjectAccessReview (one admin token, everything allowed)."""
+    API's TokenReview/SubjectAccessReview and the CLI's SelfSubjectAccessReview (one admin,
+    everything allowed)."""
 
     def __init__(self, objects: list[dict]):
         self.objects = objects
@@ -410,7 +412,7 @@ class FakeApiServer:
     def request(self, method: str, path: str, *, body: dict | None = None, **_) -> dict:
         if path == TOKEN_REVIEW_PATH:
             return {"status": {"authenticated": True, "user": USER}}
-        if path == SAR_PATH:
+        if path in (SAR_PATH, SSAR_PATH):  # the API's reviews of its caller, the CLI's of itself
             return {"status": {"allowed": True}}
         raise AssertionError(f"unexpected {method} {path}")
 
