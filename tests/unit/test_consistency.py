@@ -530,3 +530,29 @@ def test_every_consumer_gives_the_same_status_and_gpus(case: Case, fake: FakeApi
         assert (reserved, requested) == (0, case.gpus)
     else:  # finished, or inactive (Kueue does not consider it): neither
         assert (reserved, requested) == (0, 0)
+
+
+def test_pool_used_and_free_agree_in_steady_state(case: Case, fake: FakeApiServer, monkeypatch) -> None:
+    """One rule (gpuctl.domain.pools.gpus_taken / gpus_free): `get pools` and the API read Kueue's count
+    (the ClusterQueue's status.flavorsReservation, no pod); the metrics sum the Workloads and the bound
+    pods and take the larger. With Kueue's status in steady state (it counts the Workloads that hold
+    quota), all three give the same used and free GPUs."""
+    used = case.gpus if case.holds_quota else 0
+    (cq,) = [o for o in fake.objects if o["kind"] == "ClusterQueue"]
+    cq["status"] = {
+        "flavorsReservation": [
+            {"name": POOL, "resources": [{"name": GPU_RESOURCE, "total": str(used), "borrowed": "0"}]}
+        ]
+    }
+    out = io.StringIO()
+    with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
+        assert cli_main(["get", "pools", "-o", "json"]) == 0
+    (cli,) = [p for p in json.loads(out.getvalue()) if p["name"] == POOL]
+    app = create_app(lambda: fake, Authenticator(lambda: fake), spec_config=SpecConfig())
+    with TestClient(app) as client:
+        r = client.get("/api/v1/pools", headers={"Authorization": "Bearer t"})
+    assert r.status_code == 200, r.text
+    (api,) = [p for p in r.json() if p["name"] == POOL]
+    free = _sum(metrics(fake), "gpuctl_pool_free_gpus", pool=POOL)
+    assert (cli["gpu_used"], cli["gpu_free"]) == (api["gpuUsed"], api["gpuFree"]) == (used, 8 - used)
+    assert free == 8 - used
