@@ -205,8 +205,8 @@ def forbidden_message(
     user: str = "",
     readable: str | None = None,
 ) -> str:
-    """One line for a refused request: what, the role to bind, and (readable) the namespace the caller
-    may read instead. E.g. "listing jobs.batch in every namespace needs gpuctl-admin (bind it with a
+    """One line for a refused request: what, the role to bind, and, for a read of every namespace,
+    the namespace the caller may read instead (readable). E.g. "listing jobs.batch in every namespace needs gpuctl-admin (bind it with a
     ClusterRoleBinding); you may read team-a: pass -n team-a"."""
     role, binding = role_for(verb, resource, group, namespace)
     what = resource + (f".{group}" if group else "")
@@ -223,8 +223,13 @@ def forbidden_message(
     msg = (
         f"{_ACTIONS.get(verb, verb)} {what}{where} needs {role}{where_bound} (bind it with a {binding}){whom}"
     )
-    if readable and readable != namespace:
+    if readable and where == " in every namespace":
         msg += f"; you may read {readable}: pass -n {readable}"
+    elif where == " in every namespace":
+        msg += (
+            "; a team member reads its team's namespace: pass -n NAMESPACE, or set it in the context "
+            "(kubectl config set-context --current --namespace=NAMESPACE)"
+        )
     return msg
 
 

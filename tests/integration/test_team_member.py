@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import Cluster, path
@@ -125,6 +126,22 @@ def world(cluster: str, kube: Cluster, tmp_path_factory: pytest.TempPathFactory)
         reset_gpuctl_state(kube)
 
 
+def _idle(world: World) -> None:
+    """Wait until Kueue holds nothing for the team (an earlier test's deleted jobs are gone from the
+    ClusterQueue's status: their Workloads go after the Jobs, by garbage collection)."""
+    kube = Cluster.connect(kubeconfig=world.kubeconfig)
+
+    def held() -> bool:
+        st = kube.get(path("ClusterQueue", world.a)).get("status") or {}
+        return all(
+            r.get("total") in (None, "0")
+            for fr in st.get("flavorsReservation") or []
+            for r in fr.get("resources") or []
+        )
+
+    wait_until(held, 120, what=f"nothing reserved for {world.a}")
+
+
 def _json(p: subprocess.CompletedProcess):
     return json.loads(ok(p))
 
@@ -183,6 +200,14 @@ def test_read_verbs_work_in_the_context_namespace(world: World) -> None:
 def test_admin_verbs_and_every_namespace_name_the_role(world: World) -> None:
     m, a = world.member, world.a
     refused(m.gpuctl("get", "jobs", "-A"), "gpuctl-admin", "ClusterRoleBinding", f"pass -n {a}")
+    # A context without a namespace: gpuctl reads every namespace (the earlier habit), and says how to
+    # name the team's instead.
+    bare = world.tmp / "bare.kubeconfig"
+    config = yaml.safe_load(Path(m.kubeconfig).read_text())
+    config["contexts"][0]["context"].pop("namespace")
+    bare.write_text(yaml.safe_dump(config))
+    refused(m.gpuctl("get", "jobs", "--kubeconfig", str(bare)), "gpuctl-admin", "pass -n NAMESPACE")
+    ok(m.gpuctl("get", "jobs", "--kubeconfig", str(bare), "-n", a))
     refused(m.gpuctl("get", "jobs", "-n", world.b), f"gpuctl-user in {world.b}", "RoleBinding")
     refused(m.gpuctl("create", "-f", str(ROOT / "examples" / "pool.yaml")), "pools) needs gpuctl-admin")
     refused(m.gpuctl("apply", "-f", str(ROOT / "examples" / "pool.yaml"), "--dry-run=server"), "gpuctl-admin")
@@ -260,6 +285,7 @@ def test_why_a_job_waits_without_reading_other_teams(world: World) -> None:
     """Capacity and fragmentation, as the member reads them (Kueue's count; Kueue's word on where pods
     fit) and as the admin does (per node): the same cause, from what each may read."""
     m, a = world.member, world.a
+    _idle(world)
     # dev-pool (one node, 4 GPUs) full; training-pool with 2 GPUs free on each node.
     for name, gpus, pool in (("d1", 4, "dev-pool"), ("f1", 6, "training-pool"), ("f2", 6, "training-pool")):
         ok(m.gpuctl("create", "-f", world.job(name, gpus, pool)))
