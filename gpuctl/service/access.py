@@ -206,8 +206,8 @@ def forbidden_message(
     readable: str | None = None,
 ) -> str:
     """One line for a refused request: what, the role to bind, and, for a read of every namespace,
-    the namespace the caller may read instead (readable). E.g. "listing jobs.batch in every namespace needs gpuctl-admin (bind it with a
-    ClusterRoleBinding); you may read team-a: pass -n team-a"."""
+    the namespace the caller may read instead (readable). E.g. "listing jobs.batch in every namespace
+    needs gpuctl-admin (bind it with a ClusterRoleBinding); you may read team-a: pass -n team-a"."""
     role, binding = role_for(verb, resource, group, namespace)
     what = resource + (f".{group}" if group else "")
     if resource in _FRIENDLY:

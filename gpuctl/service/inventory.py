@@ -221,15 +221,25 @@ class Inventory:
         waiting, or no visibility API (or a watch cache as the reader): every Workload is listed and
         filtered. A Workload whose LocalQueue or ClusterQueue does not exist is in no queue, so the
         visibility API does not name it: it waits for no pool. A caller who may not list every
-        Workload gets its readable namespaces' (listed: a team's own Workloads are few)."""
+        Workload gets its readable namespaces', the same way through each one's LocalQueue."""
         spaces = self.waiting_namespaces
         if spaces is not None:
-            return [
-                w for ns in spaces for w in self.reader.list("Workload", ns) if workload_state(w) in WAITING
-            ]
+            local = getattr(self.reader, "pending_in_local_queue", None)
+            out: list[dict] = []
+            for ns in spaces:
+                items = local(ns, LOCAL_QUEUE_NAME) if local is not None else None
+                if items is None or len(items) > WAITING_GET_MAX:
+                    out += [w for w in self.reader.list("Workload", ns) if workload_state(w) in WAITING]
+                else:
+                    out += self._waiting_by_name(items)
+            return out
         items = self._pending_items([cq["metadata"]["name"] for cq in self.all_cluster_queues])
         if items is None or len(items) > WAITING_GET_MAX:
             return [w for w in self.workloads_all if workload_state(w) in WAITING]
+        return self._waiting_by_name(items)
+
+    def _waiting_by_name(self, items: list[dict]) -> list[dict]:
+        """The waiting Workloads the visibility API named, fetched one by one (in parallel)."""
         keys = [(i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in items]
         if not keys:
             return []

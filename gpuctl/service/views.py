@@ -14,6 +14,7 @@ from gpuctl.cluster import Cluster, path
 from gpuctl.constants import Labels
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, labels, meta
+from gpuctl.domain.status import State
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound
 from gpuctl.service.inventory import Inventory
@@ -57,7 +58,9 @@ def describe_job(
     the one-line answer to "why is it not running" (per node, or by count for a caller who may not
     list every pod: gpuctl.service.jobs.snapshot)."""
     job = find_job(cluster, name, namespace, perms=perms)
-    why = explain(cluster, job, snapshot_inventory(cluster, job.namespace, perms))
+    # A running or finished job has nothing to explain: no snapshot is read for it.
+    waits = job.status not in (State.RUNNING, State.SUCCEEDED)
+    why = explain(cluster, job, snapshot_inventory(cluster, job.namespace, perms) if waits else None)
     lb = job.labels
     tmpl = job.obj["spec"]["template"]["spec"]
     c = tmpl["containers"][0]
