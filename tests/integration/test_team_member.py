@@ -127,19 +127,20 @@ def world(cluster: str, kube: Cluster, tmp_path_factory: pytest.TempPathFactory)
 
 
 def _idle(world: World) -> None:
-    """Wait until Kueue holds nothing for the team (an earlier test's deleted jobs are gone from the
-    ClusterQueue's status: their Workloads go after the Jobs, by garbage collection)."""
+    """Wait until Kueue holds nothing for the team and no pod of it is left (an earlier test's deleted
+    jobs: their Workloads go after the Jobs, by garbage collection, and a terminating pod still holds
+    its GPUs in the admin's per-node view)."""
     kube = Cluster.connect(kubeconfig=world.kubeconfig)
 
-    def held() -> bool:
+    def idle() -> bool:
         st = kube.get(path("ClusterQueue", world.a)).get("status") or {}
-        return all(
+        return not kube.list(path("Pod", namespace=world.a)) and all(
             r.get("total") in (None, "0")
             for fr in st.get("flavorsReservation") or []
             for r in fr.get("resources") or []
         )
 
-    wait_until(held, 120, what=f"nothing reserved for {world.a}")
+    wait_until(idle, 120, what=f"nothing reserved for {world.a}")
 
 
 def _json(p: subprocess.CompletedProcess):
