@@ -222,3 +222,11 @@ UNCOVERED_EVICT_AFTER_SECONDS: Final = 120.0
 UNCOVERED_EVENT_REASON: Final = "GpuctlUncoveredGPUs"
 UNCOVERED_EVICTED_REASON: Final = "GpuctlEvictedUncovered"
 SERVE_COMPONENT: Final = "gpuctl-serve"
+
+# ---------------------------------------------------------------------------- reads (issue 26)
+# The roles gpuctl ships for callers (manifests/api/rbac.yaml); gpuctl.service.access says which reads
+# each grants, and every refused read names the one to bind.
+ROLE_USER: Final = "gpuctl-user"  # RoleBinding in a team namespace
+ROLE_POOL_VIEWER: Final = "gpuctl-pool-viewer"  # ClusterRoleBinding: pools, quotas, nodes (read)
+ROLE_ADMIN: Final = "gpuctl-admin"  # ClusterRoleBinding: everything
+VISIBILITY_GROUP: Final = "visibility.kueue.x-k8s.io"  # Kueue's pending-workloads API

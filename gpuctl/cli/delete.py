@@ -9,7 +9,7 @@ import argparse
 
 from gpuctl.cli import create
 from gpuctl.cli.errors import CommandError
-from gpuctl.cli.files import add_file_flags, default_namespace
+from gpuctl.cli.files import add_file_flags, scope_namespace
 from gpuctl.cli.report import print_results
 
 TYPES = {
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         create._session(args),
         TYPES[args.type],
         args.names,
-        namespace=default_namespace(args) if args.namespace else None,
+        namespace=scope_namespace(args),
         force=args.force,
         delete_namespace=args.delete_namespace,
         dry_run=args.dry_run,  # a DryRun (files.add_dry_run_flag); client only reads

@@ -99,6 +99,16 @@ def default_namespace(args: argparse.Namespace) -> str:
     )
 
 
+def scope_namespace(args: argparse.Namespace) -> str | None:
+    """Where a job named on the command line is looked for: -n, else the context's namespace, else
+    every namespace (gpuctl.cluster.config.namespace_scope)."""
+    from gpuctl.cluster.config import namespace_scope  # noqa: PLC0415 - lazy: CLI start-up
+
+    return namespace_scope(
+        args.namespace, kubeconfig=getattr(args, "kubeconfig", None), context=getattr(args, "context", None)
+    )
+
+
 def print_client_dry_run(args: argparse.Namespace, docs: list[Document]) -> int:
     """`--dry-run=client`, offline: the objects with -o yaml|json, else the lines of what would be done."""
     from gpuctl.cli.output import print_objects  # noqa: PLC0415 - lazy: CLI start-up

@@ -120,10 +120,29 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
     except Exception as e:
         from gpuctl.service.errors import describe_exception  # noqa: PLC0415 - lazy: CLI start-up
 
-        print(f"error: {describe_exception(e)}", file=sys.stderr)
+        print(f"error: {describe_exception(e, _readable_namespace(args, e))}", file=sys.stderr)
         if args.verbose:
             raise
         return 1
+
+
+def _readable_namespace(args: argparse.Namespace, e: Exception) -> str | None:
+    """For a request RBAC refused: the namespace the user may read instead (-n or the context's, when
+    its credential may list jobs there), for the error to suggest."""
+    from gpuctl.service.access import permissions_of, refused  # noqa: PLC0415 - lazy: CLI start-up
+
+    if refused(e) is None:
+        return None
+    try:
+        from gpuctl.cluster import Cluster  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cluster.config import namespace_scope  # noqa: PLC0415 - lazy: CLI start-up
+
+        kubeconfig, context = getattr(args, "kubeconfig", None), getattr(args, "context", None)
+        ns = namespace_scope(getattr(args, "namespace", None), kubeconfig=kubeconfig, context=context)
+        cluster = Cluster.connect(kubeconfig=kubeconfig, context=context)
+        return ns if ns and permissions_of(cluster).allows("list", "jobs", "batch", ns) else None
+    except Exception:  # the hint is a courtesy: never let it hide the error itself
+        return None
 
 
 def entrypoint() -> None:

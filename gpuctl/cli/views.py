@@ -12,7 +12,7 @@ import sys
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.output import print_data, table
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.cluster.config import default_namespace
+from gpuctl.cluster.config import namespace_scope
 from gpuctl.domain.objects import short_age as age
 from gpuctl.quantity import format_bytes
 from gpuctl.service.errors import ServiceError
@@ -25,9 +25,19 @@ def _cluster(args: argparse.Namespace):
     return Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
 
 
-def _ns(args: argparse.Namespace) -> str:
+def _scope(args: argparse.Namespace) -> str | None:
+    """Where a namespaced read looks (kubectl's rule): -n; -A: every namespace; else the context's
+    namespace; else every namespace (the earlier gpuctl's habit, kept for admins)."""
+    return namespace_scope(
+        args.namespace,
+        getattr(args, "all_namespaces", False),
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+    )
 
-    return default_namespace(args.namespace, kubeconfig=args.kubeconfig, context=args.context)
+
+def _note(text: str) -> None:
+    print(f"note: {text}", file=sys.stderr)
 
 
 def _guard(fn):
@@ -56,8 +66,7 @@ def _job_cells(r, wide: bool) -> list:
 def get_jobs(args: argparse.Namespace) -> int:
 
     cluster = _cluster(args)
-    # The earlier gpuctl listed every gpuctl namespace without -n; so do we (and -A says it explicitly).
-    namespace = None if args.all_namespaces or not args.namespace else _ns(args)
+    namespace = _scope(args)
     wide = args.output == "wide"
     rows = list_job_rows(
         cluster,
@@ -139,6 +148,12 @@ def get_pools(args: argparse.Namespace) -> int:
     wide = args.output == "wide"
     if wide:
         headers += ["GPU RESERVED", "GPU QUEUED", "GPU TYPES"]
+        partial = next((p.queued_namespaces for p in pools if p.queued_namespaces is not None), None)
+        if partial is not None:
+            _note(
+                f"GPU QUEUED counts the waiting jobs of {', '.join(partial) or 'no namespace'} only: "
+                "other teams' Workloads need a role that may list them all (gpuctl-admin)"
+            )
     rows = []
     for p in pools:
         r = [p.name, p.status, p.capacity, p.taken, p.free, len(p.nodes)]
@@ -153,6 +168,10 @@ def get_pools(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- get nodes / labels
+def _or_dash(v: object) -> object:
+    return "-" if v is None else v
+
+
 @_guard
 def get_nodes(args: argparse.Namespace) -> int:
     from gpuctl.service.nodes import list_nodes  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
@@ -163,6 +182,11 @@ def get_nodes(args: argparse.Namespace) -> int:
     if args.output in ("json", "yaml"):
         print_data(rows, args.output)
         return 0
+    if any(r["gpu_used"] is None for r in rows):
+        _note(
+            "GPU USED and GPU FREE per node need a role that may list every pod (gpuctl-admin); "
+            "a pool's use, as Kueue counts it, is in `gpuctl get pools`"
+        )
     table(
         ["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "IP", "POOL"],
         [
@@ -170,8 +194,8 @@ def get_nodes(args: argparse.Namespace) -> int:
                 r["name"],
                 r["status"],
                 r["gpu_total"],
-                r["gpu_used"],
-                r["gpu_free"],
+                _or_dash(r["gpu_used"]),
+                _or_dash(r["gpu_free"]),
                 r["gpu_type"] or "-",
                 r["ip"],
                 r["pool"] or "-",
@@ -212,7 +236,7 @@ def _quota_gpu(q: dict) -> str:
 def get_quotas(args: argparse.Namespace) -> int:
     from gpuctl.service.quotas import quota_rows  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
-    rows = quota_rows(_cluster(args), args.name or (args.namespace if args.namespace else None))
+    rows = quota_rows(_cluster(args), args.name or _scope(args))
     if args.output in ("json", "yaml"):
         print_data(rows, args.output)
         return 0
@@ -274,7 +298,7 @@ def _kv(pairs: list[tuple[str, object]], indent: int = 0) -> None:
 def describe_job(args: argparse.Namespace) -> int:
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: get jobs needs no pool/quota model
 
-    d = views_svc.describe_job(_cluster(args), args.name, _ns(args) if args.namespace else None)
+    d = views_svc.describe_job(_cluster(args), args.name, _scope(args))
     data = d.as_dict()
     if args.output in ("json", "yaml"):
         print_data(data, args.output)
@@ -334,7 +358,7 @@ def describe_pool(args: argparse.Namespace) -> int:
             ("Status", d["status"]),
             ("GPU Total", d["gpu_total"]),
             ("GPU Used", d["gpu_used"]),
-            ("GPU Allocated", d["gpu_allocated"]),
+            ("GPU Allocated", _or_dash(d["gpu_allocated"])),
             ("GPU Reserved", d["gpu_reserved"]),
             ("GPU Free", d["gpu_free"]),
             ("GPU Queued", d["gpu_queued"]),
@@ -352,6 +376,11 @@ def describe_pool(args: argparse.Namespace) -> int:
         table(
             ["  TEAM", "GPUS IN USE", "GUARANTEED"],
             [[f"  {t['team']}", t["gpus_in_use"], t["guaranteed"]] for t in d["teams"]],
+        )
+    if d["jobs_namespaces"] is not None:
+        _note(
+            f"jobs of {', '.join(d['jobs_namespaces']) or 'no namespace'} only (the namespaces you may "
+            "read); GPU Allocated (pods) needs a role that may list every pod"
         )
     for title, key in (("Running jobs", "running"), ("Queued jobs", "queued")):
         print(f"{title}:" if d[key] else f"{title}: <none>")
@@ -389,8 +418,8 @@ def describe_node(args: argparse.Namespace) -> int:
             ("IP", d["ip"]),
             ("GPU Type", d["gpu_type"] or "-"),
             ("GPU Total", d["gpu_total"]),
-            ("GPU Used", d["gpu_used"]),
-            ("GPU Free", d["gpu_free"]),
+            ("GPU Used", _or_dash(d["gpu_used"])),
+            ("GPU Free", _or_dash(d["gpu_free"])),
             ("Capacity", ", ".join(f"{k}={v}" for k, v in sorted(d["capacity"].items()))),
         ]
     )
@@ -400,6 +429,11 @@ def describe_node(args: argparse.Namespace) -> int:
     print("Conditions:")
     for cond in d["conditions"]:
         print(f"  {cond['type']}={cond['status']} {cond['reason']}")
+    if d["pods_namespaces"] is not None:
+        _note(
+            f"pods of {', '.join(d['pods_namespaces']) or 'no namespace'} only (the namespaces you may "
+            "read); GPU Used and Free need a role that may list every pod (gpuctl-admin)"
+        )
     print("Jobs:" if d["jobs"] else "Jobs: <none>")
     for j in d["jobs"]:
         print(f"  {j['namespace']}/{j['pod']}  {j['kind']}  {j['job']}")
@@ -462,8 +496,7 @@ def describe_namespace(args: argparse.Namespace) -> int:
 def logs(args: argparse.Namespace) -> int:
 
     cluster = _cluster(args)
-    ns = _ns(args) if args.namespace else None
-    _, pods = job_pods_for_logs(cluster, args.job, ns)
+    _, pods = job_pods_for_logs(cluster, args.job, _scope(args))
     targets = pods if args.all_pods else pods[:1]
     if args.follow:
         pod = targets[0]

@@ -311,11 +311,19 @@ class Cluster:
         by `offset` (the API's own limit is 1,000 per answer); None when the API is not served, or
         this identity may not read it (403: RBAC on clusterqueues/pendingworkloads), so the caller
         computes the answer from the Workloads instead."""
+        return self._pending(f"clusterqueues/{cluster_queue}/pendingworkloads")
+
+    def pending_in_local_queue(self, namespace: str, local_queue: str) -> list[dict] | None:
+        """The same for one LocalQueue (what a team member may read: localqueues/pendingworkloads in
+        its namespace); each item's positionInClusterQueue is its place in the ClusterQueue."""
+        return self._pending(f"namespaces/{namespace}/localqueues/{local_queue}/pendingworkloads")
+
+    def _pending(self, resource_path: str) -> list[dict] | None:
         if self._visibility is False:
             return None
         items: list[dict] = []
         for version in [self._visibility] if self._visibility else VISIBILITY_VERSIONS:
-            base = f"/apis/visibility.kueue.x-k8s.io/{version}/clusterqueues/{cluster_queue}/pendingworkloads"
+            base = f"/apis/visibility.kueue.x-k8s.io/{version}/{resource_path}"
             try:
                 while True:
                     page = self.get(base, limit=VISIBILITY_PAGE, offset=len(items)).get("items") or []
@@ -325,7 +333,10 @@ class Cluster:
                         return items
             except ApiError as e:
                 if e.status == 403:
-                    return None  # served, not to us (may differ per ClusterQueue: not remembered)
+                    return None  # served, not to us (may differ per queue: not remembered)
+                if e.status == 404 and (e.body.get("details") or {}).get("kind"):
+                    self._visibility = version  # served: Kueue itself says it knows no such queue
+                    return None
                 if e.status not in (404, 503):
                     raise
                 items = []

@@ -423,17 +423,33 @@ def _context_namespace(files: list[str], context: str | None) -> str | None:
     return None
 
 
+def context_namespace(kubeconfig: str | None = None, context: str | None = None) -> str | None:
+    """The namespace the kubeconfig's context sets (in a pod without a kubeconfig: the service
+    account's), as kubectl reads it; None when it sets none."""
+    files = [f for f in kubeconfig_files(kubeconfig) if Path(f).exists()]
+    if files:
+        return _context_namespace(files, context)
+    if in_cluster():
+        p = SERVICE_ACCOUNT / "namespace"
+        if p.exists():
+            return p.read_text().strip() or None
+    return None
+
+
 def default_namespace(flag: str | None, kubeconfig: str | None = None, context: str | None = None) -> str:
     """-n wins; then the context's namespace; then $DEFAULT_NAMESPACE (earlier gpuctl); then default."""
     if flag:
         return flag
-    files = [f for f in kubeconfig_files(kubeconfig) if Path(f).exists()]
-    if files:
-        ns = _context_namespace(files, context)
-        if ns:
-            return ns
-    elif in_cluster():
-        p = SERVICE_ACCOUNT / "namespace"
-        if p.exists():
-            return p.read_text().strip()
-    return os.environ.get("DEFAULT_NAMESPACE") or DEFAULT_NAMESPACE
+    return context_namespace(kubeconfig, context) or os.environ.get("DEFAULT_NAMESPACE") or DEFAULT_NAMESPACE
+
+
+def namespace_scope(
+    flag: str | None, all_namespaces: bool = False, kubeconfig: str | None = None, context: str | None = None
+) -> str | None:
+    """The namespace a namespaced read uses, like kubectl: -n; -A: None (every namespace); else the
+    context's namespace; else None (every namespace, as the earlier gpuctl read without -n)."""
+    if flag:
+        return flag
+    if all_namespaces:
+        return None
+    return context_namespace(kubeconfig, context)

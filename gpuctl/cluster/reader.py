@@ -64,6 +64,10 @@ class ClusterReader:
         APIService registered)."""
         return self.cluster.pending_workloads(cluster_queue)
 
+    def pending_in_local_queue(self, namespace: str, local_queue: str) -> list[dict] | None:
+        """The same for one LocalQueue (a team member's view of its own queue)."""
+        return self.cluster.pending_in_local_queue(namespace, local_queue)
+
     def list_table(
         self, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> list[dict]:

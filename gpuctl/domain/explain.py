@@ -14,6 +14,14 @@ docs/queueing.md):
 4. **priority** (queue order): the team's waiting jobs ahead of it (higher priority, then older) that
    would take the room first.
 
+**Per node or by count.** Who may read every pod (a cluster admin) gets the per-node answer above. A
+team member may not (other teams' pod specs are not theirs): its snapshot is built from what it may
+read (nodes, the ClusterQueues' reservations, its own namespace's pods and Workloads; `Snapshot.build`
+with `pool_reserved`), and the verdict is by count: a pool's free GPUs are its capacity less what
+Kueue reserved there, and where the pods would land is Kueue's own word (the QuotaReserved message on
+the job's Workload, e.g. Topology Aware Scheduling finding no node). A dry run, which has no Workload
+yet, says so instead of guessing (`Verdict.by_count`).
+
 Pure: plain dicts in, a `Verdict` out. The CLI (`describe job`, `get jobs -o wide`, `create
 --dry-run=server`) and the API call `blocking_reason` through gpuctl.service.
 """
@@ -28,9 +36,10 @@ from typing import Any
 
 from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, BUDGET_FLAVOR, QUOTA_GPU, UNLIMITED, Labels
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request, quantity_gpus
-from gpuctl.domain.objects import is_gpuctl_object, meta, name
+from gpuctl.domain.objects import condition, is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
 from gpuctl.domain.status import is_gated
+from gpuctl.domain.teams import team_usage
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
     WAITING,
@@ -65,6 +74,7 @@ class Demand:
     label: str = ""  # how others' jobs name it
     cpu: Decimal = Decimal(0)  # per pod, cores
     memory: Decimal = Decimal(0)  # per pod, bytes
+    kueue_message: str = ""  # why Kueue has not reserved quota yet (its Workload's QuotaReserved=False)
 
     @property
     def total(self) -> int:
@@ -79,12 +89,14 @@ class Verdict:
     position: int | None = None  # 1-based among the team's waiting jobs
     ahead: tuple[str, ...] = ()  # the team's waiting jobs ahead of it, in order
     preempts: tuple[str, ...] = field(default=())
+    by_count: str = ""  # judged by count (per-node use unknown to the caller): the caveat to show
 
     def summary(self, pool: str) -> str:
         """One line: "would start now on pool P" / "would wait: position N behind ..., because ..."."""
         if self.starts:
             tail = f" after preempting {', '.join(self.preempts)}" if self.preempts else ""
-            return f"would start now on pool {pool}{tail}"
+            caveat = f", {self.by_count}" if self.by_count else ""
+            return f"would start now on pool {pool}{tail}{caveat}"
         where = f"position {self.position}" if self.position else "waiting"
         behind = (
             f" behind {', '.join(self.ahead[:3])}{' ...' if len(self.ahead) > 3 else ''}"
@@ -120,7 +132,9 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
     sets = _pod_sets(wl) or [(1, 0, {})]
     pods, gpus, spec = next((s for s in sets if s[1]), sets[0])
     m = meta(wl)
+    reserved = condition(wl, "QuotaReserved")
     return Demand(
+        kueue_message=str(reserved.get("message") or "") if reserved.get("status") == "False" else "",
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),
         namespace=m.get("namespace", ""),
@@ -253,6 +267,10 @@ class Snapshot:
     used: dict[str, int]  # node -> GPUs held (TAS assignments or bound pods, the larger)
     surplus: int
     _memo: dict = field(default_factory=dict, repr=False)
+    # By count (a caller who may not read every pod): pool -> GPUs Kueue reserved there, and team ->
+    # pool -> GPUs its ClusterQueue holds there. None: per node (`used` covers every pod).
+    pool_reserved: dict[str, int] | None = None
+    team_pools: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -263,9 +281,12 @@ class Snapshot:
         workloads: Sequence[Mapping[str, Any]],
         cluster_queues: Sequence[Mapping[str, Any]],
         cohort: Mapping[str, Any] | None,
+        pool_reserved: Mapping[str, int] | None = None,
     ) -> Snapshot:
         """pods: every unfinished pod bound to a node (GPU use per node, and which job holds it) and the
-        pods waiting at Kueue's gate. workloads: those at hand, not necessarily all (listing every
+        pods waiting at Kueue's gate; with pool_reserved (pool -> GPUs Kueue reserved there,
+        gpuctl.domain.teams.pool_reservations), only the caller's own pods and Workloads, judged by
+        count (the module docstring). workloads: those at hand, not necessarily all (listing every
         Workload costs several times more than listing every pod: CRDs are served as JSON); a waiting
         one orders its team's queue, a holding one adds its TAS placement of pods not bound yet. A
         team's use is its ClusterQueue's status (Kueue's count), else the sum of what its jobs hold."""
@@ -321,7 +342,13 @@ class Snapshot:
         for ns, t in teams.items():
             t.used = reserved[ns] if ns in reserved else sum(h.gpus for h in holders if h.namespace == ns)
         used = {n: max(tas_used.get(n, 0), bound.get(n, 0)) for n in set(tas_used) | set(bound)}
-        return cls(list(nodes), teams, holders, waiting, used, _cohort_surplus(cohort))
+        snap = cls(list(nodes), teams, holders, waiting, used, _cohort_surplus(cohort))
+        if pool_reserved is not None:
+            snap.pool_reserved = dict(pool_reserved)
+            snap.team_pools = {
+                name(cq): team_usage(cq).pool_gpus for cq in cluster_queues if is_gpuctl_object(cq)
+            }
+        return snap
 
     def verdict(self, demand: Demand) -> Verdict:
         return _verdict(self, demand)
@@ -479,6 +506,9 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
                 ahead,
             )
 
+    if snap.pool_reserved is not None:
+        return _by_count(snap, demand, within, queue[:k], position, ahead)
+
     # 2. Queue order: jobs ahead in the same pool take room first (simulated in order).
     free = snap.free(demand.pool)
     steps = snap.placements(demand.namespace, demand.pool)
@@ -488,12 +518,11 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
     if done and _fits(free, demand.pods, demand.gpus):
         # Name the jobs that took the room, up to the one after which this job no longer fits.
         last = next(i for i in range(1, done + 1) if not _fits(steps.sims[i], demand.pods, demand.gpus))
-        took = steps.labels[:last]
-        names = ", ".join(took[:3]) + (f" and {len(took) - 3} more" if len(took) > 3 else "")
         return Verdict(
             False,
             PRIORITY,
-            f"{names} (ahead in {demand.namespace}'s queue) take the free GPUs of {demand.pool} first",
+            f"{_names(steps.labels[:last])} (ahead in {demand.namespace}'s queue) take the free GPUs "
+            f"of {demand.pool} first",
             position,
             ahead,
         )
@@ -551,6 +580,85 @@ def _preempt_or_capacity(
         f"no node in {demand.pool} has {demand.gpus} free GPUs (largest free: {free[best]} on {best}); "
         f"{total_free} free in all",
         (),
+    )
+
+
+def _names(labels: Sequence[str]) -> str:
+    return ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+
+
+def _by_count(
+    snap: Snapshot,
+    demand: Demand,
+    within: bool,
+    queued_ahead: Sequence[Demand],
+    position: int,
+    ahead: tuple[str, ...],
+) -> Verdict:
+    """Steps 2-4 for a caller who knows a pool's use only as Kueue counts it (Snapshot.pool_reserved):
+    free = capacity - reserved; the team's jobs ahead take theirs in order; preemption counts the
+    team's own lower-priority work and, within quota, what teams beyond their quota hold in the pool;
+    whether one node holds each pod is Kueue's word (its message on the job's Workload)."""
+    pool = demand.pool
+    assert snap.pool_reserved is not None
+    capacity = sum(snap.pool_nodes(pool).values())
+    free = max(capacity - snap.pool_reserved.get(pool, 0), 0)
+    left, took = free, []
+    for d in queued_ahead:
+        if d.label == demand.label or d.pool != pool or d.gpus <= 0 or d.total > left:
+            continue
+        left -= d.total
+        took.append(d.label)
+        if demand.total > left:
+            if demand.total <= free:
+                return Verdict(
+                    False,
+                    PRIORITY,
+                    f"{_names(took)} (ahead in {demand.namespace}'s queue) take the free GPUs of "
+                    f"{pool} first",
+                    position,
+                    ahead,
+                )
+            break
+    if demand.total <= left:
+        if demand.kueue_message:
+            return Verdict(
+                False,
+                FRAGMENTATION,
+                f"{free} of {capacity} GPUs of {pool} are free, enough in number, but Kueue has not placed "
+                f"it: {demand.kueue_message}",
+                position,
+                ahead,
+            )
+        caveat = (
+            f"if one node has {demand.gpus} free GPUs ({free} free in {pool}; per-node use needs a role "
+            "that may list every pod)"
+            if demand.gpus and demand.pods
+            else ""
+        )
+        return Verdict(True, NONE, "", position, ahead, by_count=caveat)
+    own = sorted(
+        (h for h in snap.holders if h.namespace == demand.namespace and h.pool == pool),
+        key=lambda h: (h.priority, -h.gpus),
+    )
+    victims = [h for h in own if h.priority < demand.priority]
+    room = free + sum(h.gpus for h in victims)
+    preempts = [h.label for h in victims]
+    if within:
+        for ns, t in sorted(snap.teams.items()):
+            held = snap.team_pools.get(ns, {}).get(pool, 0)
+            if ns != demand.namespace and t.quota is not None and t.used > t.quota and held:
+                room += held
+                preempts.append(f"{ns}'s work beyond its quota")
+    if preempts and room >= demand.total:
+        return Verdict(True, PREEMPTION, "", position, ahead, tuple(preempts))
+    return Verdict(
+        False,
+        CAPACITY,
+        f"{pool} has {free} of {capacity} GPUs free, this job needs {demand.total} "
+        "(used by work within its teams' quotas)",
+        position,
+        ahead,
     )
 
 

@@ -35,14 +35,18 @@ GPU_TYPE_KEYS = (*GPU_TYPE_LABEL_KEYS, "nvidia.com/gpu.product", "nvidia.com/gpu
 NODE_STATES = ("ready", "not_ready", "cordoned")
 
 
-def gpus_taken(used: float, reserved: float) -> float:
-    """A pool's GPUs not free to new work: what bound pods hold or what Kueue has reserved for admitted
-    Workloads, whichever is more (a reserved job's pods may not be bound yet; a pod may outlive its
-    Workload's reservation while it terminates)."""
-    return max(used, reserved)
+def gpus_taken(used: float | None, reserved: float) -> float:
+    """A pool's GPUs not free to new work: what Kueue has reserved there for admitted Workloads (the
+    ClusterQueues' status.flavorsReservation, or the sum of the reserving Workloads: one count). Only
+    Kueue-admitted work may hold pool GPUs (the pool taint and admission rules keep the rest off), so
+    that is the whole answer for every view (`get pools`, `describe pool`, the API), which reads no
+    pod. `used`, what bound pods hold, where the caller counted it (the metrics of `gpuctl serve`, from
+    its watch cache): the larger of the two, which is `reserved` in steady state (a reserved job's pods
+    may not be bound yet) and more only while a pod outlives its Workload's reservation."""
+    return reserved if used is None else max(used, reserved)
 
 
-def gpus_free(capacity: float, used: float, reserved: float) -> float:
+def gpus_free(capacity: float, used: float | None, reserved: float) -> float:
     """A pool's GPUs free to new work: capacity (allocatable GPUs of Ready nodes) - gpus_taken."""
     return max(capacity - gpus_taken(used, reserved), 0)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from gpuctl.service.access import Permissions, describe_forbidden, forbidden_message
+
 
 class ServiceError(Exception):
     """A rule of gpuctl was not met; the message says what and how to fix it."""
@@ -23,8 +25,23 @@ class Forbidden(ServiceError):
     status = 403
 
 
-def describe_exception(e: BaseException) -> str:
-    """One line for any exception: the API server's message for ApiException, else str(e)."""
+def require(
+    perms: Permissions, verb: str, resource: str, group: str = "", namespace: str | None = None
+) -> None:
+    """Forbidden, naming the role to bind, unless the caller may (asked before a change that only
+    some roles may make, so a team member learns it needs gpuctl-admin rather than a later check's
+    complaint about the cluster's state)."""
+    if not perms.allows(verb, resource, group, namespace):
+        raise Forbidden(forbidden_message(verb, resource, group, namespace))
+
+
+def describe_exception(e: BaseException, readable: str | None = None) -> str:
+    """One line for any exception: for a 403, what was refused and the role to bind (readable: the
+    namespace the caller may read instead, suggested as -n); the API server's message for other API
+    errors, else str(e)."""
+    forbidden = describe_forbidden(e, readable)
+    if forbidden:
+        return forbidden
     body = getattr(e, "body", None)
     if isinstance(body, dict):  # gpuctl.cluster.ApiError: the API server's Status, already decoded
         return str(body.get("message") or getattr(e, "message", "") or e)

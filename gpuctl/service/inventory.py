@@ -15,11 +15,12 @@ from functools import cached_property
 from typing import Any
 
 from gpuctl.cluster.reader import Reader, as_reader
-from gpuctl.constants import COHORT_NAME, MANAGED_BY_VALUE, Labels
+from gpuctl.constants import COHORT_NAME, KUEUE_GROUP, LOCAL_QUEUE_NAME, MANAGED_BY_VALUE, Labels
 from gpuctl.domain.objects import is_true
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
 from gpuctl.domain.workload import WAITING, queue_positions, workload_state
+from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 
 JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl workload and pod, including the earlier gpuctl's
 MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
@@ -56,15 +57,39 @@ def owner_shards(controllers: list[tuple[str, dict]]) -> list[str]:
 
 
 class Inventory:
-    def __init__(self, source: Reader | Any, namespace: str | None = None, *, pod_rows: bool = False):
+    def __init__(
+        self,
+        source: Reader | Any,
+        namespace: str | None = None,
+        *,
+        pod_rows: bool = False,
+        perms: Permissions | None = None,
+    ):
         """source: a Reader, or a Cluster (read through a ClusterReader); namespace None = every
         namespace. pod_rows: read gpuctl's pods as the API server's Table rows (metadata and kubectl's
         printed cells, gpuctl.domain.status reads both forms) when the reader can: a fifth of the bytes
-        of full pods, for views that need no pod spec (the `get jobs` table)."""
+        of full pods, for views that need no pod spec (the `get jobs` table). perms: what the caller
+        may read (gpuctl.service.access; default: the credential of `source` asked about itself), for
+        the views that read every pod or every Workload only when the caller may."""
         self.reader: Reader = as_reader(source)
         self.namespace = namespace
         self.pod_rows = pod_rows
+        self.perms: Permissions = permissions_of(self.reader, perms)
         self._workload_subset = False  # use_workloads_of_suspended_jobs() narrowed `workloads`
+
+    # -------------------------------------------------------------- what the caller may read
+    @cached_property
+    def sees_every_pod(self) -> bool:
+        """Whether the caller may list the pods of every namespace: what per-node GPU use needs (a
+        team member may not: other teams' pod specs are not theirs to read)."""
+        return self.perms.allows("list", "pods", "", None)
+
+    def readable_namespaces(self, resource: str, group: str = "") -> list[str] | None:
+        """None when the caller may list `resource` in every namespace; else the team namespaces where
+        it may (one access review each, cached)."""
+        if self.perms.allows("list", resource, group, None):
+            return None
+        return readable_namespaces(self.perms, "list", resource, group, self.team_queues)
 
     # -------------------------------------------------------------- cluster-scoped
     @cached_property
@@ -81,6 +106,13 @@ class Inventory:
 
     @cached_property
     def cluster_queues(self) -> list[dict]:
+        """gpuctl's ClusterQueues (the teams'); from every ClusterQueue when those were read already."""
+        if "all_cluster_queues" in self.__dict__:
+            return [
+                cq
+                for cq in self.all_cluster_queues
+                if (cq["metadata"].get("labels") or {}).get(Labels.MANAGED_BY) == MANAGED_BY_VALUE
+            ]
         return self.reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)
 
     @cached_property
@@ -172,19 +204,42 @@ class Inventory:
         return self.reader.list("Workload")
 
     @cached_property
+    def waiting_namespaces(self) -> list[str] | None:
+        """Where `waiting_workloads` looked: None for every namespace, else the team namespaces whose
+        Workloads the caller may list (another team's waiting Workloads, pod templates and all, are
+        not a team member's to read)."""
+        return self.readable_namespaces("workloads", KUEUE_GROUP)
+
+    @cached_property
     def waiting_workloads(self) -> list[dict]:
-        """Every Workload of the cluster waiting for quota (queued or preempted; WAITING).
+        """The Workloads waiting for quota (queued or preempted; WAITING) of `waiting_namespaces`.
 
         Listing every Workload is the slow read (CRDs are served as JSON through unstructured objects:
         8-11 s for 2,000 on the bench cluster), and most of them hold quota. Kueue's visibility API
         names the waiting ones per ClusterQueue (its queue, admissible or not, in memory: no lag), so
-        those are fetched by name: one small request per ClusterQueue, nothing more when none waits.
-        More than WAITING_GET_MAX waiting, or no visibility API (or a watch cache as the reader):
-        every Workload is listed and filtered. A Workload whose LocalQueue or ClusterQueue does not
-        exist is in no queue, so the visibility API does not name it: it waits for no pool."""
+        those are fetched by name: one small request per ClusterQueue. More than WAITING_GET_MAX
+        waiting, or no visibility API (or a watch cache as the reader): every Workload is listed and
+        filtered. A Workload whose LocalQueue or ClusterQueue does not exist is in no queue, so the
+        visibility API does not name it: it waits for no pool. A caller who may not list every
+        Workload gets its readable namespaces', the same way through each one's LocalQueue."""
+        spaces = self.waiting_namespaces
+        if spaces is not None:
+            local = getattr(self.reader, "pending_in_local_queue", None)
+            out: list[dict] = []
+            for ns in spaces:
+                items = local(ns, LOCAL_QUEUE_NAME) if local is not None else None
+                if items is None or len(items) > WAITING_GET_MAX:
+                    out += [w for w in self.reader.list("Workload", ns) if workload_state(w) in WAITING]
+                else:
+                    out += self._waiting_by_name(items)
+            return out
         items = self._pending_items([cq["metadata"]["name"] for cq in self.all_cluster_queues])
         if items is None or len(items) > WAITING_GET_MAX:
             return [w for w in self.workloads_all if workload_state(w) in WAITING]
+        return self._waiting_by_name(items)
+
+    def _waiting_by_name(self, items: list[dict]) -> list[dict]:
+        """The waiting Workloads the visibility API named, fetched one by one (in parallel)."""
         keys = [(i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in items]
         if not keys:
             return []
@@ -237,13 +292,15 @@ class Inventory:
         return out
 
     def _visible_positions(self) -> dict[str, int] | None:
-        queues = self.team_queues
-        names = (
-            [cq["metadata"]["name"] for ns, cq in queues.items() if ns == self.namespace]
-            if self.namespace
-            else [cq["metadata"]["name"] for cq in queues.values()]
-        )
-        items = self._pending_items(names)
+        """In one namespace, from its LocalQueue (what a team member may read: the team's ClusterQueue
+        serves that LocalQueue alone, so the positions are the same); else per team ClusterQueue."""
+        if self.namespace:
+            local = getattr(self.reader, "pending_in_local_queue", None)
+            if self.namespace not in self.team_queues:
+                return {}
+            items = local(self.namespace, LOCAL_QUEUE_NAME) if local is not None else None
+        else:
+            items = self._pending_items([cq["metadata"]["name"] for cq in self.team_queues.values()])
         if items is None:
             return None
         out: dict[str, int] = {}

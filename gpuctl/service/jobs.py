@@ -24,6 +24,8 @@ from gpuctl.domain.status import (
     unschedulable_message,
     workload_word,
 )
+from gpuctl.domain.teams import pool_reservations
+from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 
@@ -114,6 +116,7 @@ def list_job_rows(
     inventory: Inventory | None = None,
     positions: bool = True,
     gpus: bool = True,
+    perms: Permissions | None = None,
 ) -> list[JobRow]:
     """Rows of `get jobs`: every pod of every gpuctl job, plus one row per job without pods.
 
@@ -121,7 +124,7 @@ def list_job_rows(
     `get jobs` at scale): the plain table does not show them. gpus=False leaves the rows' GPU counts
     unset (None) and reads pods as Table rows without their specs, a fifth of the bytes.
     """
-    inv = inventory or Inventory(cluster, namespace, pod_rows=not gpus)
+    inv = inventory or Inventory(cluster, namespace, pod_rows=not gpus, perms=perms)
     if inventory is None and not gpus:
         # A table (plain or wide): the Workloads a status word needs; positions come from Kueue.
         inv.use_workloads_of_suspended_jobs()
@@ -250,7 +253,12 @@ def namespaces_holding(cluster: Cluster, name: str) -> list[str]:
 
 
 def find_job(
-    cluster: Cluster, name: str, namespace: str | None, *, inventory: Inventory | None = None
+    cluster: Cluster,
+    name: str,
+    namespace: str | None,
+    *,
+    inventory: Inventory | None = None,
+    perms: Permissions | None = None,
 ) -> Job:
     """The gpuctl job whose job.name is `name`, or that owns the pod `name` (the JOB ID column of
     `get jobs` shows pod names, and users of the earlier gpuctl pass those): in `namespace` if given,
@@ -258,7 +266,7 @@ def find_job(
 
     Never matched by prefix; several matches across namespaces is an error naming them.
     """
-    inv = inventory or Inventory(cluster, namespace)
+    inv = inventory or Inventory(cluster, namespace, perms=perms)
     matches = matching_jobs(collect_jobs(inv), name)
     if not matches:
         where = f" in namespace {namespace}" if namespace else ""
@@ -312,7 +320,8 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
         v = when(inv, workload_demand(job.workload))
         if v.starts:
             tail = f" after preempting {', '.join(v.preempts)}" if v.preempts else ""
-            return f"fits now: Kueue is admitting it{tail}{pos}"
+            caveat = f" ({v.by_count})" if v.by_count else ""
+            return f"fits now: Kueue is admitting it{tail}{caveat}{pos}"
         return f"{v.message}{pos}"
     for pod in job.pods:
         un = unschedulable_message(pod)
@@ -326,23 +335,40 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
     return job.reason
 
 
-def snapshot_inventory(cluster: Cluster) -> Inventory:
+def snapshot_inventory(
+    cluster: Cluster, namespace: str | None = None, perms: Permissions | None = None
+) -> Inventory:
     """What "when will it run" answers read, for a command that has no listing of its own: every
     namespace, gpuctl's pods in full, and of the Workloads only the suspended Jobs' (a job without
-    pods is known by its Workload alone; the rest comes from pods and ClusterQueue status)."""
-    inv = Inventory(cluster, None)
+    pods is known by its Workload alone; the rest comes from pods and ClusterQueue status). A caller
+    who may not list every pod (a team member) reads the job's own `namespace` instead, and gets the
+    verdict by count (snapshot)."""
+    inv = Inventory(cluster, None, perms=perms)
+    if namespace and not inv.sees_every_pod:
+        inv = Inventory(cluster, namespace, perms=inv.perms)
     inv.use_workloads_of_suspended_jobs()
     return inv
 
 
 def snapshot(inv: Inventory) -> Snapshot:
-    """The cluster state "when will it run" answers are computed from (one per command)."""
+    """The cluster state "when will it run" answers are computed from (one per command): per node for
+    a caller who may list every pod; else its namespace's pods and Workloads with the pools' use as
+    Kueue counts it (the ClusterQueues' reservations), judged by count (gpuctl.domain.explain)."""
+    if inv.sees_every_pod:
+        return Snapshot.build(
+            nodes=inv.nodes,
+            pods=inv.snapshot_pods,
+            workloads=inv.workloads,
+            cluster_queues=inv.cluster_queues,
+            cohort=inv.cohort,
+        )
     return Snapshot.build(
         nodes=inv.nodes,
-        pods=inv.snapshot_pods,
+        pods=inv.pods,
         workloads=inv.workloads,
         cluster_queues=inv.cluster_queues,
         cohort=inv.cohort,
+        pool_reserved=pool_reservations(inv.all_cluster_queues),
     )
 
 
@@ -364,13 +390,14 @@ def delete_job(
     *,
     force: bool = False,
     dry_run: DryRun = DryRun.NONE,
+    perms: Permissions | None = None,
 ) -> list[str]:
     """Delete a gpuctl job and its Service. Only objects carrying gpuctl's labels are touched.
 
     CLIENT: find the job (reads only) and say what would go; SERVER: the deletes with dryRun=All."""
     dry_run = DryRun(dry_run)
     server_dry = dry_run is DryRun.SERVER
-    job = find_job(cluster, name, namespace)
+    job = find_job(cluster, name, namespace, perms=perms)
     done = []
     grace = 0 if force else None
     if dry_run is DryRun.CLIENT or cluster.delete(
@@ -399,8 +426,10 @@ def _group(resource: str) -> str:
 
 
 # ----------------------------------------------------------------------------- logs
-def job_pods_for_logs(cluster: Cluster, name: str, namespace: str | None) -> tuple[Job, list[dict]]:
-    job = find_job(cluster, name, namespace)
+def job_pods_for_logs(
+    cluster: Cluster, name: str, namespace: str | None, perms: Permissions | None = None
+) -> tuple[Job, list[dict]]:
+    job = find_job(cluster, name, namespace, perms=perms)
     # The pod named on the command line first, then running pods, then by name.
     pods = sorted(
         job.pods,

@@ -22,6 +22,7 @@ from gpuctl.constants import (
     DEFAULT_POOL,
     JOB_KINDS,
     KIND_TO_RESOURCE,
+    KUEUE_GROUP,
     MANAGED_BY_VALUE,
     SERVICE_PREFIX,
     SPEC_HASH_ANNOTATION,
@@ -31,7 +32,8 @@ from gpuctl.constants import (
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.explain import demand_of_pod_template
 from gpuctl.domain.workload import labelled_priority_value
-from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception
+from gpuctl.service.access import Permissions, permissions_of
+from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception, require
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import delete_job, snapshot_inventory, when
 from gpuctl.service.plan import object_label
@@ -142,10 +144,13 @@ def submit(
     force: bool = False,
     keep_running: bool = False,
     delete_namespace: bool = False,
+    perms: Permissions | None = None,
 ) -> list[Result]:
     """create | apply | delete the documents. Stops at the first failure (later documents untouched).
     keep_running: a deleted pool's running jobs are left running (delete_pool). delete_namespace: a
-    deleted quota's team namespaces go too, where gpuctl created them (delete_quota)."""
+    deleted quota's team namespaces go too, where gpuctl created them (delete_quota). perms: the
+    caller's (what a server dry run's "when would it run" may read; default: the cluster's own
+    credential)."""
     dry_run = DryRun(dry_run)
     if action == "delete":
         return [
@@ -163,6 +168,7 @@ def submit(
         spec = doc.spec
         r = Result(kind=str(spec.kind), name=_name(spec), source=doc.source)
         try:
+            require_admin(cluster, spec.kind, action, dry_run, perms)
             if isinstance(spec, PoolSpec):
                 r.lines = apply_pool(cluster, spec, create=action == "create", dry_run=dry_run)
             elif isinstance(spec, QuotaSpec):
@@ -170,7 +176,9 @@ def submit(
             else:
                 r.namespace = spec_namespace(spec, default_ns)
                 r.objects = planned[i]
-                r.lines = _write_job(cluster, planned[i], action=action, dry_run=dry_run, force=force)
+                r.lines = _write_job(
+                    cluster, planned[i], action=action, dry_run=dry_run, force=force, perms=perms
+                )
             r.action = "created" if action == "create" else "applied"
         except (ServiceError, ApiError, OSError) as e:
             r.error = (
@@ -181,6 +189,28 @@ def submit(
             break
         results.append(r)
     return results
+
+
+# What changing a pool, a quota or a namespace takes (cluster-scoped objects: gpuctl-admin).
+_ADMIN_WRITES = {
+    "pool": (("resourceflavors", KUEUE_GROUP), ("nodes", "")),
+    "quota": (("clusterqueues", KUEUE_GROUP),),
+    "namespace": (("namespaces", ""),),
+}
+
+
+def require_admin(
+    cluster: Cluster, kind: str, action: str, dry_run: DryRun, perms: Permissions | None = None
+) -> None:
+    """Forbidden, naming gpuctl-admin, when the caller may not change a pool, quota or namespace (asked
+    before any check of the cluster's state; a client dry run writes nothing and asks nothing)."""
+    needs = _ADMIN_WRITES.get(str(kind))
+    if not needs or DryRun(dry_run) is DryRun.CLIENT:
+        return
+    perms = permissions_of(cluster, perms)
+    for resource, group in needs:
+        verb = "delete" if action == "delete" and resource != "nodes" else "patch"
+        require(perms, verb, resource, group)
 
 
 def _rank(doc: Document) -> int:
@@ -202,19 +232,29 @@ def _name(spec) -> str:
 _label = object_label
 
 
-def _when_line(cluster: Cluster, obj: dict) -> str:
-    """A server dry run's answer to "when would it run": from the cluster state as it is now."""
+def _when_line(cluster: Cluster, obj: dict, perms: Permissions | None = None) -> str:
+    """A server dry run's answer to "when would it run": from the cluster state as it is now, as the
+    caller may read it (by count for a team member: gpuctl.service.jobs.snapshot)."""
     meta, spec = obj["metadata"], obj.get("spec") or {}
     count = spec.get("parallelism") if obj["kind"] == "Job" else spec.get("replicas")
     value = labelled_priority_value(obj)
     demand = demand_of_pod_template(meta["namespace"], spec["template"], int(count or 1), value)
-    return f"{_label(obj)}: {when(snapshot_inventory(cluster), demand).summary(demand.pool)}"
+    inv = snapshot_inventory(cluster, meta["namespace"], perms)
+    return f"{_label(obj)}: {when(inv, demand).summary(demand.pool)}"
 
 
-def _write_job(cluster: Cluster, objs: list[dict], *, action: str, dry_run: DryRun, force: bool) -> list[str]:
+def _write_job(
+    cluster: Cluster,
+    objs: list[dict],
+    *,
+    action: str,
+    dry_run: DryRun,
+    force: bool,
+    perms: Permissions | None = None,
+) -> list[str]:
     lines = _write_objects(cluster, objs, action=action, dry_run=dry_run, force=force)
     if dry_run is DryRun.SERVER and objs and objs[0]["kind"] in ("Job", "Deployment", "StatefulSet"):
-        lines.append(_when_line(cluster, objs[0]))
+        lines.append(_when_line(cluster, objs[0], perms))
     return lines
 
 
@@ -308,6 +348,7 @@ def _delete_doc(
     spec = doc.spec
     r = Result(kind=str(spec.kind), name=_name(spec), source=doc.source, action="deleted")
     try:
+        require_admin(cluster, spec.kind, "delete", dry_run)
         if isinstance(spec, PoolSpec):
             r.lines = delete_pool(cluster, spec.pool.name, dry_run=dry_run, keep_running=keep_running)
         elif isinstance(spec, QuotaSpec):
@@ -346,6 +387,7 @@ def delete_by_name(
     for name in names:
         r = Result(kind=kind, name=name, namespace=namespace, action="deleted")
         try:
+            require_admin(cluster, kind, "delete", dry_run)
             if kind == "job":
                 r.lines = delete_job(cluster, name, namespace, force=force, dry_run=dry_run)
             elif kind == "pool":

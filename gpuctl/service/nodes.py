@@ -1,4 +1,9 @@
-"""Nodes: listing with GPU use, and kubectl-style labelling that keeps pool capacity in sync."""
+"""Nodes: listing with GPU use, and kubectl-style labelling that keeps pool capacity in sync.
+
+Node objects (capacity, pool, status) are what pool viewers read. Per-node GPU use is summed from the
+pods bound there, so it is shown only to a caller who may list every pod; anyone else sees it as
+unknown (None: `-` in tables) rather than a guess, and `describe node` lists the pods it may read.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ from gpuctl.constants import Labels
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus
 from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
-from gpuctl.service.errors import Conflict, NotFound, ServiceError
+from gpuctl.service.access import Permissions, permissions_of
+from gpuctl.service.errors import Conflict, NotFound, ServiceError, require
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.pools import patch_node_pool, sync_cohort, sync_flavors
 
@@ -31,24 +37,31 @@ def _internal_ip(node: dict) -> str:
     return ""
 
 
-def node_row(node: dict, used: int) -> dict:
+def node_row(node: dict, used: int | None) -> dict:
+    """A node's row; used None: the caller may not read every pod, so its GPU use is unknown."""
     total = node_gpus(node, "capacity")
     return {
         "name": node["metadata"]["name"],
         "status": "active" if node_ready(node) else "not_ready",
         "gpu_total": total,
         "gpu_used": used,
-        "gpu_free": max(node_gpus(node) - used, 0),
+        "gpu_free": None if used is None else max(node_gpus(node) - used, 0),
         "gpu_type": node_gpu_type(node),
         "ip": _internal_ip(node),
         "pool": node_pool(node) or "",
     }
 
 
-def list_nodes(cluster: Cluster, *, pool: str | None = None, gpu_type: str | None = None) -> list[dict]:
-    inv = Inventory(cluster)
-    used = gpus_by_node(inv.bound_pods)
-    rows = [node_row(n, used.get(n["metadata"]["name"], 0)) for n in inv.nodes]
+def list_nodes(
+    cluster: Cluster,
+    *,
+    pool: str | None = None,
+    gpu_type: str | None = None,
+    perms: Permissions | None = None,
+) -> list[dict]:
+    inv = Inventory(cluster, perms=perms)
+    used = gpus_by_node(inv.bound_pods) if inv.sees_every_pod else None
+    rows = [node_row(n, None if used is None else used.get(n["metadata"]["name"], 0)) for n in inv.nodes]
     if pool:
         rows = [r for r in rows if r["pool"] == pool]
     if gpu_type:
@@ -63,12 +76,18 @@ def get_node(cluster: Cluster, name: str) -> dict:
     return node
 
 
-def describe_node(cluster: Cluster, name: str) -> dict:
+def describe_node(cluster: Cluster, name: str, perms: Permissions | None = None) -> dict:
+    """The node, its GPU use and the jobs' pods on it: every pod's for a caller who may list them all,
+    else only those of the namespaces it may read (`pods_namespaces`) and no GPU use."""
     node = get_node(cluster, name)
-    pods = cluster.list(
-        path("Pod"), field_selector=f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed"
-    )
-    row = node_row(node, gpus_by_node(pods).get(name, 0))
+    inv = Inventory(cluster, perms=perms)
+    on_node = f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed"
+    spaces = None if inv.sees_every_pod else inv.readable_namespaces("pods")
+    if spaces is None:
+        pods = cluster.list(path("Pod"), field_selector=on_node)
+    else:
+        pods = [p for ns in spaces for p in cluster.list(path("Pod", namespace=ns), field_selector=on_node)]
+    row = node_row(node, gpus_by_node(pods).get(name, 0) if spaces is None else None)
     st = node.get("status") or {}
     row.update(
         labels=node["metadata"].get("labels") or {},
@@ -79,6 +98,7 @@ def describe_node(cluster: Cluster, name: str) -> dict:
             for c in st.get("conditions") or []
         ],
         taints=(node.get("spec") or {}).get("taints") or [],
+        pods_namespaces=spaces,
         jobs=[
             {
                 "pod": p["metadata"]["name"],
@@ -135,11 +155,15 @@ def label_nodes(
     *,
     overwrite: bool,
     dry_run: DryRun = DryRun.NONE,
+    perms: Permissions | None = None,
 ) -> list[str]:
     """kubectl label semantics; a pool label must name an existing pool, and capacity follows.
 
-    CLIENT: the checks and the lines, no write; SERVER: the patches with dryRun=All."""
+    CLIENT: the checks and the lines, no write; SERVER: the patches with dryRun=All. A caller who may
+    not patch nodes is told the role first (gpuctl-admin)."""
     dry_run = DryRun(dry_run)
+    if dry_run is not DryRun.CLIENT:
+        require(permissions_of(cluster, perms), "patch", "nodes")
     inv = Inventory(cluster)
     objs = {}
     for n in nodes:

@@ -40,25 +40,40 @@ from gpuctl.domain.teams import (
     team_usage,
 )
 from gpuctl.domain.workload import WorkloadState, assigned_flavors, workload_state
+from gpuctl.service.access import Permissions
 from gpuctl.service.convert import node_label_patch
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import collect_jobs
+from gpuctl.service.jobs import Job, collect_jobs
 from gpuctl.service.usage import PoolUsage, pool_usage
 from gpuctl.spec import PoolSpec
 from queues import budget_flavor, cluster_queue, resource_flavor, topology, workload_priority_classes
 
 
-def list_pools(cluster: Cluster) -> list[PoolUsage]:
-    usage = pool_usage(Inventory(cluster, None), with_pods=True)
+def list_pools(cluster: Cluster, perms: Permissions | None = None) -> list[PoolUsage]:
+    """`get pools`: nodes, flavors and ClusterQueues (what pool viewers read), and the waiting
+    Workloads the caller may read; no pod."""
+    usage = pool_usage(Inventory(cluster, None, perms=perms))
     return [usage[p] for p in sorted(usage)]
 
 
-def describe_pool(cluster: Cluster, name: str) -> dict:
-    inv = Inventory(cluster, None)
+def readable_jobs(cluster: Cluster, inv: Inventory) -> tuple[list[Job], list[str] | None]:
+    """The jobs of every namespace for a caller who may list them, else of the team namespaces where
+    it may (and those namespaces; None: every one)."""
+    spaces = inv.readable_namespaces("jobs", "batch")
+    if spaces is None:
+        return collect_jobs(inv), None
+    jobs = [j for ns in spaces for j in collect_jobs(Inventory(cluster, ns, perms=inv.perms))]
+    return jobs, spaces
+
+
+def describe_pool(cluster: Cluster, name: str, perms: Permissions | None = None) -> dict:
+    """A pool's numbers, nodes, teams and jobs. Pod use (GPU Allocated) only for a caller who may list
+    every pod; jobs of the namespaces the caller may read (`jobs_namespaces`; None: every one)."""
+    inv = Inventory(cluster, None, perms=perms)
     if name not in inv.pools:
         raise NotFound(f"pool {name} not found")
-    u = pool_usage(inv, with_pods=True)[name]
+    u = pool_usage(inv, with_pods=inv.sees_every_pod)[name]
     nodes = [n for n in inv.nodes if node_pool(n) == name]
     teams = []
     for ns, cq in inv.team_queues.items():
@@ -70,6 +85,7 @@ def describe_pool(cluster: Cluster, name: str) -> dict:
                 "guaranteed": guaranteed.gpu if guaranteed else 0,
             }
         )
+    found, spaces = readable_jobs(cluster, inv)
     jobs = [
         {
             "name": j.name,
@@ -79,7 +95,7 @@ def describe_pool(cluster: Cluster, name: str) -> dict:
             "position": j.position,
             "gpus": workload_gpus(j.workload) if j.workload else 0,
         }
-        for j in collect_jobs(inv)
+        for j in found
         if j.labels.get(Labels.POOL) == name
     ]
     return {
@@ -94,6 +110,7 @@ def describe_pool(cluster: Cluster, name: str) -> dict:
             for n in nodes
         ],
         "teams": sorted(teams, key=lambda t: t["team"]),
+        "jobs_namespaces": spaces,
         "running": [j for j in jobs if j["status"] not in (*WAITING_STATES, State.PENDING)],
         "queued": [j for j in jobs if j["status"] in WAITING_STATES],
     }

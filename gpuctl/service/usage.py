@@ -1,5 +1,11 @@
-"""A pool's numbers (capacity, pod use, Kueue reservations, queued GPUs), for `get pools`,
-`describe pool` and "why is my job waiting"."""
+"""A pool's numbers (capacity, Kueue reservations, queued GPUs), for `get pools`, `describe pool` and
+the API's pools.
+
+A pool's used GPUs are what Kueue reserved there (the ClusterQueues' status.flavorsReservation, one
+small list of ClusterQueues that pool viewers may read); free = capacity - used
+(gpuctl.domain.pools.gpus_taken / gpus_free). No view reads every pod of the cluster for it: a team
+member may not, and it was the slow read of `get pools`. Pod use (`used`, shown as GPU Allocated) is
+read only for `describe pool` by a caller who may list every pod, and only shown."""
 
 from __future__ import annotations
 
@@ -27,9 +33,10 @@ class PoolUsage:
     name: str
     capacity: int = 0  # GPUs of Ready nodes
     total: int = 0  # GPUs of all nodes (capacity field), Ready or not
-    used: int = 0  # GPUs requested by pods bound to the pool's nodes
+    used: int | None = None  # GPUs requested by pods bound to the pool's nodes; None: not read
     reserved: int = 0  # GPUs Kueue reserved for admitted workloads in this pool
-    queued: int = 0  # GPUs requested by workloads waiting for this pool
+    queued: int = 0  # GPUs requested by workloads waiting for this pool (of queued_namespaces)
+    queued_namespaces: list[str] | None = None  # whose waiting work `queued` counts; None: everyone's
     nodes: list[str] = field(default_factory=list)
     nodes_ready: int = 0
     gpu_types: list[str] = field(default_factory=list)
@@ -38,11 +45,12 @@ class PoolUsage:
 
     @property
     def taken(self) -> int:
-        return int(gpus_taken(self.used, self.reserved))
+        """Kueue's count (the same for every caller and every view; pod use is only shown)."""
+        return int(gpus_taken(None, self.reserved))
 
     @property
     def free(self) -> int:
-        return int(gpus_free(self.capacity, self.used, self.reserved))
+        return int(gpus_free(self.capacity, None, self.reserved))
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -59,8 +67,9 @@ class PoolUsage:
 
 def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsage]:
     """Per pool: capacity (Ready nodes), Kueue reservations (the ClusterQueues' status), queued GPUs
-    (the waiting Workloads) and, with_pods, what bound pods hold (one more list of every unfinished
-    pod). No list of every Workload unless many wait (Inventory.waiting_workloads)."""
+    (the waiting Workloads the caller may read) and, with_pods, what bound pods hold (one more list of
+    every unfinished pod: only for a caller who may). No list of every Workload unless many wait
+    (Inventory.waiting_workloads)."""
     pools = list(inv.pools)
     caps = {c.name: c for c in pool_capacities(inv.nodes, pools)}
     descr = {name(f): annotations(f).get(Labels.DESCRIPTION, "") for f in inv.flavors}
@@ -80,10 +89,12 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
             if t and t not in u.gpu_types:
                 u.gpu_types.append(t)
     if with_pods:
+        for u in out.values():
+            u.used = 0
         for pod in inv.bound_pods:
             p = node_to_pool.get((pod.get("spec") or {}).get("nodeName") or "")
             if p and pod_holds_gpus(pod):
-                out[p].used += pod_gpus(pod)
+                out[p].used = (out[p].used or 0) + pod_gpus(pod)
     for pool, gpus in pool_reservations(inv.all_cluster_queues).items():
         if pool in out:
             out[pool].reserved += gpus
@@ -91,6 +102,9 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
         p = workload_pool(wl)
         if p in out:
             out[p].queued += workload_gpus(wl)
+    spaces = inv.waiting_namespaces
+    for u in out.values():
+        u.queued_namespaces = spaces
     for u in out.values():
         if not u.nodes:
             u.status = "empty"

@@ -14,7 +14,10 @@ from gpuctl.cluster import Cluster, path
 from gpuctl.constants import Labels
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, labels, meta
+from gpuctl.domain.status import State
+from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound
+from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import explain, find_job, snapshot_inventory
 from gpuctl.service.quotas import quota_rows
 
@@ -48,11 +51,16 @@ class JobDescription:
         return asdict(self)
 
 
-def describe_job(cluster: Cluster, name: str, namespace: str | None) -> JobDescription:
+def describe_job(
+    cluster: Cluster, name: str, namespace: str | None, perms: Permissions | None = None
+) -> JobDescription:
     """A job found by its name (or the name of one of its pods, as `get jobs` prints them), with
-    the one-line answer to "why is it not running"."""
-    job = find_job(cluster, name, namespace)
-    why = explain(cluster, job, snapshot_inventory(cluster))
+    the one-line answer to "why is it not running" (per node, or by count for a caller who may not
+    list every pod: gpuctl.service.jobs.snapshot)."""
+    job = find_job(cluster, name, namespace, perms=perms)
+    # A running or finished job has nothing to explain: no snapshot is read for it.
+    waits = job.status not in (State.RUNNING, State.SUCCEEDED)
+    why = explain(cluster, job, snapshot_inventory(cluster, job.namespace, perms) if waits else None)
     lb = job.labels
     tmpl = job.obj["spec"]["template"]["spec"]
     c = tmpl["containers"][0]
@@ -139,9 +147,19 @@ def _namespace_row(n: dict) -> NamespaceRow:
     )
 
 
-def list_namespaces(cluster: Cluster) -> list[NamespaceRow]:
-    """gpuctl's team namespaces (labelled runwhere.ai/namespace=true), by name."""
-    items = cluster.list(path("Namespace"), label_selector=f"{Labels.NAMESPACE}=true")
+def list_namespaces(cluster: Cluster, perms: Permissions | None = None) -> list[NamespaceRow]:
+    """gpuctl's team namespaces (labelled runwhere.ai/namespace=true), by name. A caller who may not
+    list namespaces (a team member) gets the team namespaces it may `get` (the teams are known from
+    their ClusterQueues, which pool viewers read)."""
+    perms = permissions_of(cluster, perms)
+    if perms.allows("list", "namespaces"):
+        items = cluster.list(path("Namespace"), label_selector=f"{Labels.NAMESPACE}=true")
+    else:
+        teams = Inventory(cluster, None, perms=perms).team_queues
+        spaces = readable_namespaces(perms, "get", "namespaces", "", teams)
+        spaces = sorted(teams) if spaces is None else spaces
+        found = (cluster.get_or_none(path("Namespace", ns)) for ns in spaces)
+        items = [n for n in found if n is not None and labels(n).get(Labels.NAMESPACE) == "true"]
     return sorted((_namespace_row(n) for n in items), key=lambda r: r.name)
 
 

@@ -426,18 +426,21 @@ def test_only_admins_change_pools_quotas_labels_and_namespaces(env):
         ("DELETE", "/api/v1/nodes/gpu-node-5/pools/dev-pool", None),
         ("POST", "/api/v1/nodes/labels/batch", {"nodeNames": ["gpu-node-1"], "key": "x", "value": "y"}),
         ("DELETE", f"/api/v1/namespaces/{env.a}", None),
-        ("GET", "/api/v1/quotas/" + env.b, None),
     ):
         r = a.request(method, p, json=body)
         assert r.status_code == 403, (method, p, r.text)
+        assert "needs gpuctl-admin" in r.json()["error"], (method, p, r.text)
     # Nothing changed.
     assert env.kube.get(path("Node", "gpu-node-5"))["metadata"]["labels"][Labels.POOL] == "dev-pool"
     assert "team" not in env.kube.get(path("Node", "gpu-node-1"))["metadata"]["labels"]
     assert env.kube.get_or_none(path("ResourceFlavor", "dev-pool")) is not None
 
-    # What a team may read: pools and nodes (pool-viewer), its own quota and namespace only.
+    # What a team may read: pools, nodes and quotas (pool-viewer: what describes capacity and quotas,
+    # every team's, as `kubectl get clusterqueues` shows them), its own namespace only.
     assert {p["name"] for p in a.get("/api/v1/pools").json()} >= {"training-pool", "dev-pool"}
-    assert [q["namespace"] for q in a.get("/api/v1/quotas").json()["items"]] == [env.a]
+    assert {q["namespace"] for q in a.get("/api/v1/quotas").json()["items"]} >= {env.a, env.b}
+    items = a.get("/api/v1/quotas", params={"namespace": env.a}).json()["items"]
+    assert [q["namespace"] for q in items] == [env.a]
     assert [n["name"] for n in a.get("/api/v1/namespaces").json()["items"]] == [env.a]
     assert a.get(f"/api/v1/quotas/{env.a}").json()["gpu"]["quota"] == 8
 
@@ -502,6 +505,109 @@ def test_only_admins_change_pools_quotas_labels_and_namespaces(env):
     r = admin.delete(f"/api/v1/quotas/{c}", params={"deleteNamespace": True})
     assert r.status_code == 200 and f"namespace/{c} deleted" in r.json()["message"]
     assert admin.delete("/api/v1/namespaces/default").status_code in (404, 409)
+
+
+# ----------------------------------------------------------------------------- same caller, same answer
+def _member_kubeconfig(env: Env, who: str, namespace: str) -> str:
+    """A kubeconfig with a team member's token and its namespace as the context's (the CLI as them)."""
+    kc = yaml.safe_load(Path(env.kubeconfig).read_text())
+    f = Path(env.api_kubeconfig).with_name(f"{who}.kubeconfig")
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": kc["clusters"][:1],
+                "users": [{"name": who, "user": {"token": env.tokens[who]}}],
+                "contexts": [
+                    {
+                        "name": who,
+                        "context": {
+                            "cluster": kc["clusters"][0]["name"],
+                            "user": who,
+                            "namespace": namespace,
+                        },
+                    }
+                ],
+                "current-context": who,
+            }
+        )
+    )
+    return str(f)
+
+
+def test_a_team_member_reads_the_same_through_the_api_and_the_cli(env):
+    """The API acts with its own ServiceAccount but shows a caller what the caller's own credential
+    shows it in the CLI: pools by Kueue's count, nodes without per-node use, its own pods on a node,
+    why its job waits (by count), the quotas and namespaces it may read."""
+    a, admin = env.client("a"), env.client("admin")
+    member = _member_kubeconfig(env, "a", env.a)
+    names = [f"par-{i}-{uuid.uuid4().hex[:4]}" for i in range(2)]
+    first = _training(names[0], env.a, gpu=4).replace("training-pool", "dev-pool")
+    assert a.post("/api/v1/jobs", json={"yamlContent": first}).status_code == 201
+    try:
+        wait_until(lambda: _job_status(a, names[0], env.a) == "Running", 60, what=f"{names[0]} Running")
+        second = _training(names[1], env.a, gpu=2).replace("training-pool", "dev-pool")
+        assert a.post("/api/v1/jobs", json={"yamlContent": second}).status_code == 201
+        why = "dev-pool has 0 of 4 GPUs free, this job needs 2"
+        wait_until(lambda: why in a.get(f"/api/v1/jobs/{names[1]}").json().get("why", ""), 60, what="waits")
+
+        def cli(kubeconfig: str, *args: str):
+            rc, out = _gpuctl(kubeconfig, *args, "-o", "json")
+            assert rc == 0, args
+            return json.loads(out)
+
+        for who, kubeconfig in (("member", member), ("admin", env.kubeconfig)):
+            c = a if who == "member" else admin
+            d_cli = cli(kubeconfig, "describe", "job", names[1], "-n", env.a)
+            d_api = c.get(f"/api/v1/jobs/{names[1]}", params={"namespace": env.a}).json()
+            assert d_api["why"] == d_cli["why"] and why in d_api["why"], (who, d_api["why"], d_cli["why"])
+            pools_cli = {
+                p["name"]: (
+                    p["gpu_total"],
+                    p["gpu_used"],
+                    p["gpu_free"],
+                    p["gpu_queued"],
+                    p["queued_namespaces"],
+                )
+                for p in cli(kubeconfig, "get", "pools")
+            }
+            pools_api = {
+                p["name"]: (
+                    p["gpuTotal"],
+                    p["gpuUsed"],
+                    p["gpuFree"],
+                    p["gpuQueued"],
+                    p["gpuQueuedNamespaces"],
+                )
+                for p in c.get("/api/v1/pools").json()
+            }
+            assert pools_api == pools_cli, who
+            assert pools_cli["dev-pool"][1:3] == (4, 0), pools_cli
+            nodes_cli = {n["name"]: (n["gpu_used"], n["gpu_free"]) for n in cli(kubeconfig, "get", "nodes")}
+            nodes_api = {
+                n["nodeName"]: (n["gpuUsed"], n["gpuFree"])
+                for n in c.get("/api/v1/nodes", params={"pageSize": 100}).json()["items"]
+            }
+            assert nodes_api == nodes_cli, who
+            node_cli = cli(kubeconfig, "describe", "node", "gpu-node-5")
+            node_api = c.get("/api/v1/nodes/gpu-node-5").json()
+            for k in ("gpu_used", "gpu_free", "pods_namespaces", "jobs"):
+                assert node_api[k] == node_cli[k], (who, k)
+        # What differs is what each may read: the member no per-node use, and its own queue only.
+        member_nodes = cli(member, "get", "nodes")
+        assert {n["gpu_used"] for n in member_nodes} == {None}
+        assert cli(member, "describe", "node", "gpu-node-5")["pods_namespaces"] == [env.a]
+        quotas_cli = sorted(q["namespace"] for q in cli(member, "get", "quotas", "-A"))
+        quotas_api = sorted(q["namespace"] for q in a.get("/api/v1/quotas").json()["items"])
+        assert quotas_api == quotas_cli and env.a in quotas_cli
+        assert [q["namespace"] for q in cli(member, "get", "quotas")] == [env.a]  # the context's
+        assert [n["name"] for n in cli(member, "get", "ns")] == [
+            n["name"] for n in a.get("/api/v1/namespaces").json()["items"]
+        ]
+    finally:
+        for n in names:
+            admin.delete(f"/api/v1/jobs/{n}", params={"namespace": env.a, "force": True})
 
 
 # ----------------------------------------------------------------------------- live logs

@@ -143,9 +143,9 @@ def test_the_yaml_namespace_decides_which_permission_is_reviewed(client, kube):
     kube.grants = [{"verb": "create", "namespace": "team-a"}]
     r = client.post("/api/v1/jobs", headers=GOOD, json={"yamlContent": TRAINING, "namespace": "team-a"})
     assert r.status_code == 403
-    assert (
-        r.json()["error"]
-        == "forbidden: alice may not create jobs.batch in namespace team-b (Kubernetes RBAC)"
+    assert r.json()["error"] == (
+        "forbidden: alice may not create jobs.batch in namespace team-b (Kubernetes RBAC): creating "
+        "jobs.batch in namespace team-b needs gpuctl-user in team-b (bind it with a RoleBinding)"
     )
     assert kube.reviews == [{"verb": "create", "resource": "jobs", "group": "batch", "namespace": "team-b"}]
 
@@ -185,6 +185,8 @@ def test_admin_routes_are_refused_without_cluster_rights(client, kube):
         r = client.request(method, p, headers=GOOD, json=body)
         assert r.status_code == 403, (p, r.text)
         assert what in r.json()["error"], r.json()
+        role = "gpuctl-pool-viewer" if p == "/api/v1/nodes" else "gpuctl-admin"
+        assert f"needs {role} (bind it with a ClusterRoleBinding)" in r.json()["error"], r.json()
 
 
 def test_unmapped_errors_are_500_without_internals_and_unreachable_is_503(kube):

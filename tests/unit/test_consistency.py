@@ -42,6 +42,7 @@ from gpuctl.server.api.auth import SAR_PATH, TOKEN_REVIEW_PATH, Authenticator
 from gpuctl.server.cache import Cache, CacheReader
 from gpuctl.server.metrics import build_registry
 from gpuctl.server.wiring import default_cache
+from gpuctl.service.access import SSAR_PATH
 from gpuctl.spec import SpecConfig
 from queues import TeamQuota, cluster_queue, resource_flavor
 
@@ -353,7 +354,8 @@ _PLURAL = {r.plural: kind for kind, r in RESOURCES.items()}
 
 class FakeApiServer:
     """Answers the Cluster client's reads (list/get by REST path) from a list of objects, and the
-    API's TokenReview/SubjectAccessReview (one admin token, everything allowed)."""
+    API's TokenReview/SubjectAccessReview and the CLI's SelfSubjectAccessReview (one admin,
+    everything allowed)."""
 
     def __init__(self, objects: list[dict]):
         self.objects = objects
@@ -410,7 +412,7 @@ class FakeApiServer:
     def request(self, method: str, path: str, *, body: dict | None = None, **_) -> dict:
         if path == TOKEN_REVIEW_PATH:
             return {"status": {"authenticated": True, "user": USER}}
-        if path == SAR_PATH:
+        if path in (SAR_PATH, SSAR_PATH):  # the API's reviews of its caller, the CLI's of itself
             return {"status": {"allowed": True}}
         raise AssertionError(f"unexpected {method} {path}")
 
@@ -528,3 +530,29 @@ def test_every_consumer_gives_the_same_status_and_gpus(case: Case, fake: FakeApi
         assert (reserved, requested) == (0, case.gpus)
     else:  # finished, or inactive (Kueue does not consider it): neither
         assert (reserved, requested) == (0, 0)
+
+
+def test_pool_used_and_free_agree_in_steady_state(case: Case, fake: FakeApiServer, monkeypatch) -> None:
+    """One rule (gpuctl.domain.pools.gpus_taken / gpus_free): `get pools` and the API read Kueue's count
+    (the ClusterQueue's status.flavorsReservation, no pod); the metrics sum the Workloads and the bound
+    pods and take the larger. With Kueue's status in steady state (it counts the Workloads that hold
+    quota), all three give the same used and free GPUs."""
+    used = case.gpus if case.holds_quota else 0
+    (cq,) = [o for o in fake.objects if o["kind"] == "ClusterQueue"]
+    cq["status"] = {
+        "flavorsReservation": [
+            {"name": POOL, "resources": [{"name": GPU_RESOURCE, "total": str(used), "borrowed": "0"}]}
+        ]
+    }
+    out = io.StringIO()
+    with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
+        assert cli_main(["get", "pools", "-o", "json"]) == 0
+    (cli,) = [p for p in json.loads(out.getvalue()) if p["name"] == POOL]
+    app = create_app(lambda: fake, Authenticator(lambda: fake), spec_config=SpecConfig())
+    with TestClient(app) as client:
+        r = client.get("/api/v1/pools", headers={"Authorization": "Bearer t"})
+    assert r.status_code == 200, r.text
+    (api,) = [p for p in r.json() if p["name"] == POOL]
+    free = _sum(metrics(fake), "gpuctl_pool_free_gpus", pool=POOL)
+    assert (cli["gpu_used"], cli["gpu_free"]) == (api["gpuUsed"], api["gpuFree"]) == (used, 8 - used)
+    assert free == 8 - used

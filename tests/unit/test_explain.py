@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
-from gpuctl.constants import PRIORITY_VALUE, Priority
+from gpuctl.constants import BUDGET_FLAVOR, PRIORITY_VALUE, QUOTA_GPU, Priority
 from gpuctl.domain import explain as ex
+from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import topology_nodes
 from queues import PoolCapacity, TeamQuota, cluster_queue, cohort
 
@@ -338,3 +340,92 @@ def test_one_snapshot_answers_every_row_as_a_fresh_one_would() -> None:
     assert answers[1].message == (
         "team-a/w0 (ahead in team-a's queue) take the free GPUs of training-pool first"
     )
+
+
+# ----------------------------------------------------------------------------- by count (team members)
+# A caller who may not list every pod judges by count: the pool's use is the ClusterQueues' reservations
+# (Kueue's count), its own namespace's Workloads order its queue, and where pods land is Kueue's word.
+def reserving(t: TeamQuota, gpus: int) -> dict:
+    """The team's ClusterQueue with Kueue's status: `gpus` reserved in the pool (and of its budget)."""
+    cq = cluster_queue(t, [POOL])
+    cq["status"] = {
+        "flavorsReservation": [
+            {"name": POOL, "resources": [{"name": "nvidia.com/gpu", "total": str(gpus), "borrowed": "0"}]},
+            {"name": BUDGET_FLAVOR, "resources": [{"name": QUOTA_GPU, "total": str(gpus), "borrowed": "0"}]},
+        ]
+    }
+    return cq
+
+
+def by_count(cqs: list[dict], workloads: list[dict] | None = None) -> ex.Snapshot:
+    pools = [PoolCapacity(POOL, gpu=16, cpu="192", memory="2Ti")]
+    return ex.Snapshot.build(
+        nodes=NODES,
+        pods=[],
+        workloads=workloads or [],
+        cluster_queues=cqs,
+        cohort=cohort(pools, [A, B]),
+        pool_reserved=pool_reservations(cqs),
+    )
+
+
+def test_by_count_fits_says_per_node_use_is_unknown() -> None:
+    v = by_count([reserving(A, 4), reserving(B, 4)]).verdict(demand("team-a", 4))
+    assert (v.starts, v.cause) == (True, "")
+    assert v.summary(POOL) == (
+        "would start now on pool training-pool, if one node has 4 free GPUs (8 free in training-pool; "
+        "per-node use needs a role that may list every pod)"
+    )
+
+
+def test_by_count_fragmentation_is_kueues_word() -> None:
+    msg = "couldn't assign flavors to pod set main: topology \"gpuctl\" doesn't allow to fit any of 1 pod(s)"
+    d = replace(demand("team-a", 4), kueue_message=msg)
+    v = by_count([reserving(A, 4), reserving(B, 4)]).verdict(d)
+    assert (v.starts, v.cause) == (False, "fragmentation")
+    assert (
+        v.message
+        == f"8 of 16 GPUs of training-pool are free, enough in number, but Kueue has not placed it: {msg}"
+    )
+
+
+def test_by_count_capacity_matches_the_per_node_verdict() -> None:
+    """A pool full of work within quota reads the same to a team member and to an admin."""
+    a, b = TeamQuota("team-a", "q", gpu=12), TeamQuota("team-b", "q", gpu=12)
+    cqs = [reserving(a, 8), reserving(b, 8)]
+    wls = [wl("team-a", "a1", 8, on={"gpu-node-1": 1}), wl("team-b", "b1", 8, on={"gpu-node-2": 1})]
+    pools = [PoolCapacity(POOL, gpu=16, cpu="192", memory="2Ti")]
+    common = {"nodes": NODES, "pods": [], "cluster_queues": cqs, "cohort": cohort(pools, [a, b])}
+    own = [w for w in wls if w["metadata"]["namespace"] == "team-a"]
+    member = ex.Snapshot.build(**common, workloads=own, pool_reserved=pool_reservations(cqs))
+    admin = ex.Snapshot.build(**common, workloads=wls)
+    expected = (
+        "capacity",
+        "training-pool has 0 of 16 GPUs free, this job needs 4 (used by work within its teams' quotas)",
+    )
+    for snap in (member, admin):
+        v = snap.verdict(demand("team-a", 4))
+        assert (v.cause, v.message) == expected
+
+
+def test_by_count_jobs_ahead_take_the_room_first() -> None:
+    ahead = wl("team-a", "first", 4, priority="high")
+    v = by_count([reserving(A, 4), reserving(B, 8)], [ahead]).verdict(demand("team-a", 4))
+    assert (v.starts, v.cause, v.position, v.ahead) == (False, "priority", 2, ("team-a/first",))
+    assert v.message == "team-a/first (ahead in team-a's queue) take the free GPUs of training-pool first"
+
+
+def test_by_count_within_quota_preempts_a_team_beyond_its_quota() -> None:
+    over = TeamQuota("team-b", "q", gpu=4)
+    cqs = [reserving(A, 0), reserving(over, 16)]
+    pools = [PoolCapacity(POOL, gpu=16, cpu="192", memory="2Ti")]
+    snap = ex.Snapshot.build(
+        nodes=NODES,
+        pods=[],
+        workloads=[],
+        cluster_queues=cqs,
+        cohort=cohort(pools, [A, over]),
+        pool_reserved=pool_reservations(cqs),
+    )
+    v = snap.verdict(demand("team-a", 4))
+    assert (v.starts, v.cause, v.preempts) == (True, "preemption", ("team-b's work beyond its quota",))

@@ -24,6 +24,7 @@ from gpuctl.cluster.config import (
     default_namespace,
     from_service_account,
     load,
+    namespace_scope,
     read_kubeconfig,
 )
 
@@ -78,6 +79,15 @@ def test_kubeconfig_files_merge_like_kubectl(tmp_path, monkeypatch) -> None:
     assert default_namespace(None) == "team-a"
     assert default_namespace(None, context="second") == "team-b"
     assert default_namespace("explicit") == "explicit"
+    # Namespaced reads (kubectl's rule): -n, -A (every namespace), the context's, else every namespace.
+    assert namespace_scope(None) == "team-a"
+    assert namespace_scope(None, True) is None
+    assert namespace_scope("x", True) == "x"
+    c = _write(tmp_path / "c", {"current-context": "bare", "contexts": [{"name": "bare", "context": {}}]})
+    monkeypatch.setenv("KUBECONFIG", str(c))
+    monkeypatch.setenv("DEFAULT_NAMESPACE", "team-z")
+    assert namespace_scope(None) is None  # the earlier gpuctl's habit: every namespace
+    assert default_namespace(None) == "team-z"  # where a job without a namespace is created
 
 
 def test_errors_name_the_file_and_the_fix(tmp_path) -> None:
@@ -124,6 +134,7 @@ class _Server:
         self.tokens: set[str] = set()
         self.seen: list[tuple[str | None, str | None]] = []
         self.refusals: list[tuple[int, str | None]] = []  # answers to give first: (status, Retry-After)
+        self.refusal_body: dict = {"message": "storage is (re)initializing"}
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -139,7 +150,7 @@ class _Server:
                 body = json.dumps({"gitVersion": "v-test"} if ok else {"message": "Unauthorized"}).encode()
                 if outer.refusals:
                     status, after = outer.refusals.pop(0)
-                    body = json.dumps({"message": "storage is (re)initializing"}).encode()
+                    body = json.dumps(outer.refusal_body).encode()
                     self.send_response(status)
                     if after is not None:
                         self.send_header("Retry-After", after)
@@ -369,3 +380,10 @@ def test_visibility_api_forbidden_is_not_served_to_us_but_not_remembered(pki, se
     assert c2.pending_workloads("team-a") is None
     asked = len(server.seen)
     assert c2.pending_workloads("team-b") is None and len(server.seen) == asked
+    # A team member's LocalQueue Kueue does not know: Kueue's own NotFound (it names the kind), so the
+    # API is served and the next queue is still asked.
+    c3 = _cluster(kc)
+    server.refusal_body = {"message": 'localqueue "default" not found', "details": {"kind": "localqueue"}}
+    server.refusals = [(404, None)]
+    assert c3.pending_in_local_queue("team-a", "default") is None
+    assert c3.pending_in_local_queue("team-b", "default") == []

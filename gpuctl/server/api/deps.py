@@ -26,6 +26,7 @@ from gpuctl.cluster import Cluster
 from gpuctl.cluster.reader import Reader
 from gpuctl.server.api.auth import MISS, Access, Authenticator, AuthError, Caller, bearer_token
 from gpuctl.server.api.errors import error
+from gpuctl.service.access import forbidden_message
 from gpuctl.spec import SpecConfig
 
 T = TypeVar("T")
@@ -183,14 +184,39 @@ async def allowed(auth: Authenticator, caller: Caller, access: Access) -> bool:
     return await run(auth.allowed, caller, access)
 
 
+class CallerPermissions:
+    """gpuctl.service.access.Permissions of an API caller: what the service layer may show it, asked
+    with SubjectAccessReviews (the Authenticator's cache), so a view gives the caller what the CLI
+    gives it with its own credential. Called from worker threads (blocking)."""
+
+    def __init__(self, auth: Authenticator, caller: Caller):
+        self.auth = auth
+        self.caller = caller
+
+    def allows(self, verb: str, resource: str, group: str = "", namespace: str | None = None) -> bool:
+        res, _, sub = resource.partition("/")
+        return self.auth.allowed(self.caller, Access(verb, res, group, namespace, None, sub or None))
+
+
+def permissions(request: Request, caller: Caller) -> CallerPermissions:
+    return CallerPermissions(state(request).auth, caller)
+
+
+def refusal(caller: Caller, access: Access) -> AuthError:
+    """The 403 of a refused access: what, and the role to bind (gpuctl.service.access)."""
+    resource = access.resource + (f"/{access.subresource}" if access.subresource else "")
+    role = forbidden_message(access.verb, resource, access.group, access.namespace)
+    return AuthError(
+        403, f"forbidden: {caller.username} may not {access.describe()} (Kubernetes RBAC): {role}"
+    )
+
+
 async def require(request: Request, caller: Caller, *accesses: Access) -> None:
     """403 unless RBAC allows the caller every one of `accesses` (checked in order, cached)."""
     auth = state(request).auth
     for access in dict.fromkeys(accesses):
         if not await allowed(auth, caller, access):
-            raise AuthError(
-                403, f"forbidden: {caller.username} may not {access.describe()} (Kubernetes RBAC)"
-            )
+            raise refusal(caller, access)
 
 
 async def visible(request: Request, caller: Caller, access: Access, namespaces: Iterable[str]) -> set[str]:
@@ -221,10 +247,13 @@ __all__ = [
     "ApiState",
     "AuthMiddleware",
     "BodyLimitMiddleware",
+    "CallerPermissions",
     "allowed",
     "authenticate",
     "credential",
     "current_caller",
+    "permissions",
+    "refusal",
     "require",
     "run",
     "state",

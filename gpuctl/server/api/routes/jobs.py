@@ -28,6 +28,7 @@ from gpuctl.server.api.deps import (
     authenticate,
     credential,
     current_caller,
+    permissions,
     require,
     run,
     state,
@@ -156,7 +157,9 @@ async def list_jobs(
 @router.get("/{jobId}", responses=COMMON_ERRORS, summary="Describe a job (as `gpuctl describe job -o json`)")
 async def get_job(request: Request, caller: Me, jobId: JobName, namespace: NamespaceQ = None) -> JSON:
     job = await resolve(request, caller, jobId, namespace)
-    return JSON((await run(describe_job, state(request).cluster(), job.name, job.namespace)).as_dict())
+    perms = permissions(request, caller)  # why it waits: from what the caller may read, as in the CLI
+    d = await run(describe_job, state(request).cluster(), job.name, job.namespace, perms)
+    return JSON(d.as_dict())
 
 
 # ----------------------------------------------------------------------------- create / apply
@@ -191,7 +194,14 @@ async def _submit(
     if mode is DryRun.CLIENT:
         return 200, {"dryRun": "client", "objects": plan.objects, "warnings": warnings(docs)}
     results: list[Result] = await run(
-        submit, st.cluster(), docs, default_ns, action=action, dry_run=mode, force=force
+        submit,
+        st.cluster(),
+        docs,
+        default_ns,
+        action=action,
+        dry_run=mode,
+        force=force,
+        perms=permissions(request, caller),
     )
     check_results(results)
     first = results[0]

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from gpuctl.domain.objects import short_age
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Caller
-from gpuctl.server.api.deps import allowed, current_caller, require, run, state
+from gpuctl.server.api.deps import current_caller, permissions, require, run, state
 from gpuctl.server.api.documents import check_results
 from gpuctl.server.api.errors import JSON
 from gpuctl.server.api.models import DryRunQ, NamespaceP, dry_run_mode
@@ -34,10 +34,9 @@ def ns_item(r: NamespaceRow) -> dict:
 
 @router.get("", responses=COMMON_ERRORS, summary="gpuctl's team namespaces (as `gpuctl get ns`)")
 async def list_namespaces(request: Request, caller: Me) -> JSON:
-    items = await run(views.list_namespaces, state(request).cluster())
-    auth = state(request).auth
-    if not await allowed(auth, caller, perms.namespaces("list")):
-        items = [n for n in items if await allowed(auth, caller, perms.namespaces("get", n.name))]
+    """Every team namespace for whoever may list namespaces, else those the caller may `get` (the
+    CLI's rule: gpuctl.service.views.list_namespaces with the caller's permissions)."""
+    items = await run(views.list_namespaces, state(request).cluster(), permissions(request, caller))
     rows = [ns_item(n) for n in items]
     return JSON({"total": len(rows), "items": rows})
 

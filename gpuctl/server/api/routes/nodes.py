@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from gpuctl.constants import Labels
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Access, Caller
-from gpuctl.server.api.deps import current_caller, require, run, state
+from gpuctl.server.api.deps import current_caller, permissions, require, run, state
 from gpuctl.server.api.errors import JSON
 from gpuctl.server.api.models import (
     DNS_LABEL,
@@ -100,7 +100,9 @@ async def get_nodes(
     page_size: PageSize = 20,
 ) -> JSON:
     await require(request, caller, perms.nodes("list"))
-    rows = await run(list_nodes, state(request).reader(), pool=pool, gpu_type=gpu_type)
+    rows = await run(
+        list_nodes, state(request).reader(), pool=pool, gpu_type=gpu_type, perms=permissions(request, caller)
+    )
     return JSON(paged([node_item(r) for r in rows], page, page_size))
 
 
@@ -171,7 +173,7 @@ async def label_values(request: Request, caller: Me) -> JSON:
 )
 async def get_node(request: Request, caller: Me, nodeName: NodeName) -> JSON:
     await require(request, caller, perms.nodes("get", nodeName))
-    return JSON(await run(describe_node, state(request).cluster(), nodeName))
+    return JSON(await run(describe_node, state(request).cluster(), nodeName, permissions(request, caller)))
 
 
 @router.post(

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from gpuctl.constants import Kind
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Caller
-from gpuctl.server.api.deps import current_caller, require, run, state
+from gpuctl.server.api.deps import current_caller, permissions, require, run, state
 from gpuctl.server.api.documents import check_results, load, only_kinds, submit_cluster_documents
 from gpuctl.server.api.errors import JSON, ApiProblem
 from gpuctl.server.api.models import DryRunQ, PoolBody, PoolName, dry_run_mode
@@ -40,6 +40,7 @@ def pool_item(p: PoolUsage) -> dict:
         "gpuFree": p.free,
         "gpuReserved": p.reserved,
         "gpuQueued": p.queued,
+        "gpuQueuedNamespaces": p.queued_namespaces,
         "gpuType": p.gpu_types,
         "nodes": p.nodes,
         "nodeCount": len(p.nodes),
@@ -49,7 +50,7 @@ def pool_item(p: PoolUsage) -> dict:
 @router.get("", responses=COMMON_ERRORS, summary="List pools (as `gpuctl get pools`)")
 async def get_pools(request: Request, caller: Me) -> JSON:
     await require(request, caller, perms.pools("list"))
-    pools = await run(list_pools, state(request).reader())
+    pools = await run(list_pools, state(request).reader(), permissions(request, caller))
     return JSON([pool_item(p) for p in pools])
 
 
@@ -58,7 +59,7 @@ async def get_pools(request: Request, caller: Me) -> JSON:
 )
 async def get_pool(request: Request, caller: Me, poolName: PoolName) -> JSON:
     await require(request, caller, perms.pools("get", poolName))
-    return JSON(await run(describe_pool, state(request).cluster(), poolName))
+    return JSON(await run(describe_pool, state(request).cluster(), poolName, permissions(request, caller)))
 
 
 def _document(body: PoolBody, name: str) -> str:

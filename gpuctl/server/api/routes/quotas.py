@@ -1,8 +1,10 @@
 """/api/v1/quotas: team quotas (gpuctl.service.quotas through lifecycle.submit).
 
 A quota is a Kueue ClusterQueue per team namespace, cluster-scoped, so writing one needs RBAC on
-clusterqueues (admins). Reading is allowed to whoever may read the ClusterQueue, and to members of the
-team, who may read the LocalQueue in their own namespace: a team sees its own budget, not the others'.
+clusterqueues (admins). Reading is allowed to whoever may read the ClusterQueue (gpuctl-pool-viewer:
+quotas describe capacity, and "why is my job waiting" needs every team's), and to members of the team,
+who may read the LocalQueue in their own namespace. As `gpuctl get quotas -A`, the list holds every
+quota the caller may read; `gpuctl get quotas` in a team's context is `?namespace=` here.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import Kind
+from gpuctl.constants import ROLE_POOL_VIEWER, ROLE_USER, Kind
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import AuthError, Caller
 from gpuctl.server.api.deps import allowed, current_caller, require, run, state
@@ -34,10 +36,19 @@ async def can_read(request: Request, caller: Caller, namespace: str) -> bool:
     )
 
 
+def _unreadable(caller: Caller, namespace: str) -> AuthError:
+    return AuthError(
+        403,
+        f"forbidden: {caller.username} may not read the quota of namespace {namespace}: that needs "
+        f"{ROLE_POOL_VIEWER} (bind it with a ClusterRoleBinding) or {ROLE_USER} in {namespace} (a "
+        "RoleBinding there)",
+    )
+
+
 @router.get("", responses=COMMON_ERRORS, summary="Team quotas and their use (as `gpuctl get quotas`)")
 async def list_quotas(request: Request, caller: Me, namespace: NamespaceQ = None) -> JSON:
     if namespace and not await can_read(request, caller, namespace):
-        raise AuthError(403, f"forbidden: {caller.username} may not read the quota of namespace {namespace}")
+        raise _unreadable(caller, namespace)
     rows = await run(quota_rows, state(request).reader(), namespace)
     if not namespace and not await allowed(state(request).auth, caller, perms.quotas("list")):
         rows = [q for q in rows if await can_read(request, caller, q["namespace"])]
@@ -47,9 +58,7 @@ async def list_quotas(request: Request, caller: Me, namespace: NamespaceQ = None
 @router.get("/{namespaceName}", responses=COMMON_ERRORS, summary="The quota of one team namespace")
 async def get_quota(request: Request, caller: Me, namespaceName: NamespaceP) -> JSON:
     if not await can_read(request, caller, namespaceName):
-        raise AuthError(
-            403, f"forbidden: {caller.username} may not read the quota of namespace {namespaceName}"
-        )
+        raise _unreadable(caller, namespaceName)
     rows = await run(quota_rows, state(request).cluster(), namespaceName)
     if not rows:
         raise NotFound(f"namespace {namespaceName} has no gpuctl quota")
