@@ -114,6 +114,34 @@ sleep 10   # let Kueue settle: admissions and preemptions take a few seconds
 echo; echo "\$ gpuctl get pools"; $G get pools
 echo; echo "\$ gpuctl get jobs -A -o wide"; $G get jobs -A -o wide
 
+# ---- a team member: only the roles gpuctl ships, the team's namespace as the context's ----
+# alice is a ServiceAccount in team-a bound to gpuctl-user (RoleBinding) and gpuctl-pool-viewer
+# (ClusterRoleBinding) from manifests/api/rbac.yaml; her kubeconfig names team-a as its namespace, so
+# `gpuctl get jobs` lists team-a's jobs, as kubectl would (docs/security.md).
+"$VPY" -c '
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open("manifests/api/rbac.yaml")) if d]
+print(yaml.safe_dump_all([d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] != "gpuctl-api"]))' \
+  | "$KUBECTL" apply -f - >/dev/null
+"$KUBECTL" -n team-a create serviceaccount alice --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
+"$KUBECTL" -n team-a create rolebinding alice-gpuctl-user --clusterrole=gpuctl-user \
+  --serviceaccount=team-a:alice --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
+"$KUBECTL" create clusterrolebinding team-a-alice-pool-viewer --clusterrole=gpuctl-pool-viewer \
+  --serviceaccount=team-a:alice --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
+AK="$D/alice.kubeconfig"
+"$KUBECTL" config view --raw --minify >"$AK"
+"$KUBECTL" --kubeconfig "$AK" config set-credentials alice \
+  --token="$("$KUBECTL" -n team-a create token alice --duration=24h)" >/dev/null
+"$KUBECTL" --kubeconfig "$AK" config set-context alice --cluster="$("$KUBECTL" --kubeconfig "$AK" config view -o jsonpath='{.clusters[0].name}')" \
+  --user=alice --namespace=team-a >/dev/null
+"$KUBECTL" --kubeconfig "$AK" config use-context alice >/dev/null
+echo; echo "\$ KUBECONFIG=$AK gpuctl get jobs   # alice: gpuctl-user in team-a, gpuctl-pool-viewer"
+KUBECONFIG="$AK" $G get jobs
+echo; echo "\$ KUBECONFIG=$AK gpuctl get jobs -A   # every namespace needs gpuctl-admin"
+if KUBECONFIG="$AK" $G get jobs -A 2>&1; then
+  echo "demo: a team member listed every namespace's jobs" >&2; exit 1
+fi
+
 echo; echo "\$ kubectl apply -f examples/raw/typo-pool-job.yaml   # a raw Job, not made by gpuctl"
 if "$KUBECTL" apply -f examples/raw/typo-pool-job.yaml 2>&1; then
   echo "demo: the webhook let a bad raw Job through" >&2; exit 1

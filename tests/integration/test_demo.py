@@ -45,6 +45,12 @@ def test_demo_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:
     assert "ValidatingAdmissionPolicy 'gpuctl-isolation'" in out and "[pool-toleration]" in out
     assert "gpuctl create -f job.yaml -n <team>" in out
     # Per-pool GPU use from PromQL (the demo's jobs fill training-pool).
+    # A team member (gpuctl-user in team-a, gpuctl-pool-viewer) lists team-a's jobs from her context's
+    # namespace, and only those; every namespace needs gpuctl-admin.
+    member = out.split("gpuctl get jobs   # alice")[1].split("gpuctl get jobs -A   # every namespace")[0]
+    assert "pretrain-a" in member and "finetune-a" in member, member
+    assert "eval-b" not in member and "team-b" not in member, member
+    assert "needs gpuctl-admin" in out and "you may read team-a: pass -n team-a" in out
     assert "training-pool     16 of  16 GPUs held by pods (100%)" in out
     for pool in ("compute-pool", "dev-pool", "inference-pool"):
         assert f"  {pool}" in out
