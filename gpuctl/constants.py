@@ -205,3 +205,49 @@ CONTAINER_WAITING_REASONS: Final = frozenset(
 SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
 # runwhere.ai/ keys gpuctl writes that were added after KNOWN_RUNWHERE_KEYS; the webhook accepts both tuples.
 EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)
+
+# ---------------------------------------------------------------------------------------------------------
+# holes (issue 26): what a tenant may not do inside its own team namespace (admission/rules.py, docs/admission.md).
+
+# Host paths that hold device nodes: a pod mounting them reaches devices its resource requests never
+# asked for (on real hardware /dev/nvidia*), so Kueue would count 0 GPUs for it. Refused by the
+# `device-access` rule unless the admin allowed the path (the same --allowed-host-path list as host-path).
+DEVICE_HOST_PATHS: Final = ("/dev",)
+# Environment variables the NVIDIA container runtime reads to decide which GPUs (and which driver
+# capabilities, MIG management or IMEX channels) a container gets. The device plugin sets them for the
+# GPUs a pod requests; set by a user they hand out GPUs no quota counted (NVIDIA_VISIBLE_DEVICES=all).
+NVIDIA_DEVICE_ENV: Final = (
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "NVIDIA_MIG_CONFIG_DEVICES",
+    "NVIDIA_MIG_MONITOR_DEVICES",
+    "NVIDIA_IMEX_CHANNELS",
+)
+# Linux capabilities a container may add: Pod Security Standards' `baseline` list. Anything else
+# (SYS_ADMIN, SYS_RAWIO, ALL, ...) is refused by `device-access` in team namespaces.
+BASELINE_CAPABILITIES: Final = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+)
+# The WorkloadPriorityClass name Kueue's defaulting (feature WorkloadPriorityClassDefaulting) writes when a
+# class of that name exists; allowed in team namespaces beside gpuctl's own classes.
+KUEUE_DEFAULT_WORKLOAD_PRIORITY_CLASS: Final = "default"
+# Kubernetes PriorityClasses of the earlier gpuctl (same names as the WorkloadPriorityClasses). gpuctl keeps
+# them with preemptionPolicy Never so that a pod naming one never preempts through kube-scheduler: Kueue
+# alone decides who runs (gpuctl.service.priority_classes; both fields are immutable, so a wrong one is
+# deleted and created again).
+PRIORITY_CLASS_PREEMPTION: Final = "Never"
+# The ServiceAccount of the garbage collector: it removes owner references when an owner is deleted with
+# orphaning (admission trusts it to drop a pod's controller reference, as it trusts the controllers).
+GC_USER: Final = "system:serviceaccount:kube-system:generic-garbage-collector"

@@ -22,6 +22,7 @@ from admission.rules import (
     POOL_EXISTS,
     POOL_PLACEMENT,
     PRIORITY,
+    PRIORITY_CLASS_RULE,
     RULES,
     UNKNOWN_KEY,
     AdmissionConfig,
@@ -323,7 +324,8 @@ def test_misspelt_gpuctl_priority_class_is_denied_with_a_suggestion():
     pod = queued_pod(labels={Labels.KUEUE_PRIORITY: "gpuctl-hihg"})
     v = only(pod, PRIORITY)
     assert '(did you mean "gpuctl-high"?)' in v.message()
-    allowed(queued_pod(labels={Labels.KUEUE_PRIORITY: "team-special"}))  # not gpuctl's: not ours to judge
+    # Another WorkloadPriorityClass is the priority-class rule's: a team orders its work by gpuctl's only.
+    only(queued_pod(labels={Labels.KUEUE_PRIORITY: "team-special"}), PRIORITY_CLASS_RULE)
 
 
 def test_template_priority_must_match_the_objects():
