@@ -984,7 +984,8 @@ def _check_priority_class(w: _Work, out: list[Violation]) -> None:
     for where, m in (("metadata.labels", labels), ("spec.template.metadata.labels", tl)):
         cls = m.get(_KUEUE_PRIORITY)
         # A misspelt gpuctl-* class is the `priority` rule's finding.
-        if cls is not None and cls not in ALLOWED_WORKLOAD_CLASSES and not cls.startswith(CLASS_PREFIX):
+        # (An empty label is no class to Kueue: jobframework.WorkloadPriorityClassName.)
+        if cls and cls not in ALLOWED_WORKLOAD_CLASSES and not cls.startswith(CLASS_PREFIX):
             out.append(
                 Violation(
                     PRIORITY_CLASS_RULE,

@@ -207,7 +207,7 @@ SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
 EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)
 
 # ---------------------------------------------------------------------------------------------------------
-# holes (issue 26): what a tenant may not do inside its own team namespace (admission/rules.py, docs/admission.md).
+# holes (issue 26): what a tenant may not do in its own team namespace (admission/rules.py, admission.md).
 
 # Host paths that hold device nodes: a pod mounting them reaches devices its resource requests never
 # asked for (on real hardware /dev/nvidia*), so Kueue would count 0 GPUs for it. Refused by the
