@@ -51,6 +51,7 @@ from admission.rules import (
     PRIORITY_CLASS_RULE,
     PRIORITY_CLASSES,
     PRIORITY_VALUES,
+    RELEASING_KINDS,
     UNKNOWN_KEY,
 )
 from gpuctl.constants import (
@@ -311,6 +312,11 @@ def _tenant_vars(root: str, pre: str) -> list[tuple[str, str]]:
         (_n(pre, "ownerClaim"), claim),
     ]
     if root == "object":
+        releasing = cel_list(sorted(f"{g}/{k}" for g, k in RELEASING_KINDS))
+        kept = (
+            "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(n, "
+            "has(n.controller) && n.controller && n.uid == r.uid))"
+        )
         makers = "{" + ", ".join(f"{q(f'{g}/{k}')}: {q(u)}" for (g, k), u in POD_MAKERS.items()) + "}"
         user = "request.userInfo.username"
         out.append(
@@ -322,10 +328,12 @@ def _tenant_vars(root: str, pre: str) -> list[tuple[str, str]]:
                 f"oldObject.metadata.ownerReferences.filter(r, has(r.controller) && r.controller && "
                 f"{_gk('r')} in {kinds} &&\n"
                 f"!({_gk('r')} in {makers} && {makers}[{_gk('r')}] == {user}) &&\n"
-                f"!(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(n,\n"
-                f"has(n.controller) && n.controller && n.uid == r.uid)))"
-                f".map(r, 'the update takes away the pod\\'s controller reference to ' + "
-                "r.kind + ' ' + r.name)",
+                f"(!{kept} ||\n({_gk('r')} in {releasing} && variables.labels != variables.oldLabels)))\n"
+                f".map(r, {kept} ?\n"
+                "'the update changes the labels of a pod its ' + r.kind + ' ' + r.name + "
+                "' controls: released, it would run on uncounted while its ' + r.kind + "
+                "' makes a replacement' :\n"
+                "'the update takes away the pod\\'s controller reference to ' + r.kind + ' ' + r.name)",
             )
         )
     return out

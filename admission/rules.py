@@ -27,7 +27,7 @@ evaluation itself. The rules keep the cluster to gpuctl's conventions however wo
 - `owner-claim`     a Pod claiming a controller whose pods Kueue leaves to that controller's integration
                     (a Job, ReplicaSet, StatefulSet, ...) comes from that controller, and only the
                     controller (or the garbage collector) takes such a claim away: Kueue would not gate it.
-- `orphan-delete`   no orphaning DELETE of a Job or StatefulSet Kueue counts: its pods would run uncounted.
+- `orphan-delete`   no orphaning DELETE of a Job Kueue counts: its pods would run on, uncounted.
 
 Rules apply to Pods, Jobs, Deployments, StatefulSets and ReplicaSets in namespaces gpuctl manages, and to
 Nodes. Pods the Job, ReplicaSet or StatefulSet controller makes (and ReplicaSets the Deployment controller
@@ -200,10 +200,23 @@ KUEUE_OWNER_KINDS: Final = frozenset(
 # Who may send a pod whose controller reference names one of KUEUE_OWNER_KINDS (and who else but the
 # garbage collector may take such a reference away): the controllers of _CHECKED_OWNERS.
 POD_MAKERS: Final = {gk: CONTROLLER_USERS[gk] for gk in sorted(_CHECKED_OWNERS)}
-# Kinds whose pods Kueue counts through the object's own Workload: deleting it with orphaning finishes the
-# Workload while the pods run on (`orphan-delete`). A Deployment's or a bare ReplicaSet's pods are each
-# their own Workload (Kueue's pod integration) and stay counted, so orphaning those escapes nothing.
-ORPHAN_KINDS: Final = frozenset({("batch", "Job"), ("apps", "StatefulSet")})
+# Kinds whose pods Kueue counts through the object's own Workload only: deleting it with orphaning finishes
+# the Workload while the pods run on (`orphan-delete`). Measured on Kueue v0.19.2: a Deployment's or a bare
+# ReplicaSet's pods are each their own Workload (Kueue's pod integration) and stay counted, and the Workload
+# of a StatefulSet's pod group is owned by its pods too and stays admitted, so orphaning those escapes
+# nothing (the Deployment controller's next ReplicaSet even adopts the orphans back).
+ORPHAN_KINDS: Final = frozenset({("batch", "Job")})
+# Kinds whose controller releases a pod whose labels stop matching its selector and makes a replacement,
+# while the released pod runs on: for these the Workload is the owner's, so the released pod is counted
+# no more (`owner-claim` refuses a label change of such a pod by anyone but the controller). A Deployment's,
+# ReplicaSet's or StatefulSet's pod keeps its own Workload when released (and a StatefulSet cannot make a
+# second pod of the same name).
+RELEASING_KINDS: Final = KUEUE_OWNER_KINDS - {
+    ("apps", "ReplicaSet"),
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("", "Pod"),
+}
 # The kind whose API server default for a DELETE without any policy is orphaning (k8s.io/kubernetes
 # pkg/registry/batch/job/strategy.go, DefaultGarbageCollectionPolicy: "for backwards compatibility").
 ORPHAN_BY_DEFAULT: Final = frozenset({("batch", "Job", "v1")})
@@ -1143,7 +1156,8 @@ def _owner_claims(obj: Mapping[str, Any], where: str) -> list[Violation]:
 
 def _owner_dropped(obj: Mapping[str, Any], old: Mapping[str, Any], user: str) -> list[Violation]:
     """owner-claim, on an UPDATE: only the owner's controller (or the garbage collector) takes a pod's
-    controller reference away. Anyone else would turn a counted pod into an orphan its owner replaces."""
+    controller reference away, and only the controller relabels a pod of a RELEASING_KINDS owner. Anyone else
+    would turn a counted pod into an orphan that runs on while its owner makes a counted replacement."""
     old_meta = old.get("metadata")
     if type(old_meta) is not dict or old_meta.get("ownerReferences") is None:
         return []
@@ -1154,19 +1168,33 @@ def _owner_dropped(obj: Mapping[str, Any], old: Mapping[str, Any], user: str) ->
     if gk not in KUEUE_OWNER_KINDS or user in (POD_MAKERS.get(gk), KCM_USER, GC_USER):
         return []
     meta = obj.get("metadata")
-    now = _controller_ref(meta, "request.object.metadata") if type(meta) is dict else None
-    if now is not None and now.get("uid") == ref.get("uid"):
-        return []
+    meta = meta if type(meta) is dict else _EMPTY
+    now = None if meta.get("ownerReferences") is None else _controller_ref(meta, "request.object.metadata")
     name = ref.get("name")
-    return [
-        Violation(
-            OWNER_CLAIM,
-            f"the update takes away the pod's controller reference to {gk[1]} {name}: the pod would run on "
-            f"as an orphan while its {gk[1]} makes a counted replacement",
-            f"leave ownerReferences as they are; to stop the pod, delete it (or its {gk[1]})",
-            f"{OWNER_CLAIM}: drop {gk[0]}/{gk[1]} {name}",
-        )
-    ]
+    if now is None or now.get("uid") != ref.get("uid"):
+        return [
+            Violation(
+                OWNER_CLAIM,
+                f"the update takes away the pod's controller reference to {gk[1]} {name}: the pod would run "
+                f"on as an orphan while its {gk[1]} makes a counted replacement",
+                f"leave ownerReferences as they are; to stop the pod, delete it (or its {gk[1]})",
+                f"{OWNER_CLAIM}: drop {gk[0]}/{gk[1]} {name}",
+            )
+        ]
+    if gk in RELEASING_KINDS and _strmap(meta, "labels", "request.object.metadata") != _strmap(
+        old_meta, "labels", "request.oldObject.metadata"
+    ):
+        return [
+            Violation(
+                OWNER_CLAIM,
+                f"the update changes the labels of a pod its {gk[1]} {name} controls: a pod that no longer "
+                f"matches its selector is released, runs on uncounted, and the {gk[1]} makes a replacement",
+                f"leave the labels of a {gk[1]}'s pods as they are (label the {gk[1]} instead); to stop the "
+                f"pod, delete it",
+                f"{OWNER_CLAIM}: relabel {gk[0]}/{gk[1]} {name}",
+            )
+        ]
+    return []
 
 
 def _orphaning(request: Mapping[str, Any], gk: tuple[str, str], version: str, old: Mapping[str, Any]) -> str:
@@ -1193,7 +1221,7 @@ def _orphaning(request: Mapping[str, Any], gk: tuple[str, str], version: str, ol
 def _review_delete(
     request: Mapping[str, Any], group: str, kind: str, state: ClusterState, config: AdmissionConfig
 ) -> Verdict:
-    """orphan-delete: a DELETE that would orphan the pods of a Job or StatefulSet Kueue counts."""
+    """orphan-delete: a DELETE that would orphan the pods of a Job Kueue counts."""
     skip = Verdict(allowed=True, skipped="operation DELETE")
     gk = (group, kind)
     old = request.get("oldObject")
