@@ -311,32 +311,35 @@ def _tenant_vars(root: str, pre: str) -> list[tuple[str, str]]:
         (_n(pre, "deviceAccess"), device),
         (_n(pre, "ownerClaim"), claim),
     ]
-    if root == "object":
-        releasing = cel_list(sorted(f"{g}/{k}" for g, k in RELEASING_KINDS))
-        kept = (
-            "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(n, "
-            "has(n.controller) && n.controller && n.uid == r.uid))"
-        )
-        makers = "{" + ", ".join(f"{q(f'{g}/{k}')}: {q(u)}" for (g, k), u in POD_MAKERS.items()) + "}"
-        user = "request.userInfo.username"
-        out.append(
-            (
-                "ownerDropped",
-                f"request.operation != 'UPDATE' || request.kind.kind != 'Pod' ||\n"
-                f"!has(oldObject.metadata.ownerReferences) || "
-                f"{user} in {cel_list([KCM_USER, GC_USER])} ? [] :\n"
-                f"oldObject.metadata.ownerReferences.filter(r, has(r.controller) && r.controller && "
-                f"{_gk('r')} in {kinds} &&\n"
-                f"!({_gk('r')} in {makers} && {makers}[{_gk('r')}] == {user}) &&\n"
-                f"(!{kept} ||\n({_gk('r')} in {releasing} && variables.labels != variables.oldLabels)))\n"
-                f".map(r, {kept} ?\n"
-                "'the update changes the labels of a pod its ' + r.kind + ' ' + r.name + "
-                "' controls: released, it would run on uncounted while its ' + r.kind + "
-                "' makes a replacement' :\n"
-                "'the update takes away the pod\\'s controller reference to ' + r.kind + ' ' + r.name)",
-            )
-        )
     return out
+
+
+def _owner_dropped_var() -> tuple[str, str]:
+    """owner-claim on UPDATE (after every other variable: it reads labels and oldLabels): a pod's controller
+    reference taken away, or a RELEASING_KINDS owner's pod relabelled, by anyone but its controller."""
+    kinds = cel_list(sorted(f"{g}/{k}" for g, k in KUEUE_OWNER_KINDS))
+    releasing = cel_list(sorted(f"{g}/{k}" for g, k in RELEASING_KINDS))
+    kept = (
+        "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(n, "
+        "has(n.controller) && n.controller && n.uid == r.uid))"
+    )
+    makers = "{" + ", ".join(f"{q(f'{g}/{k}')}: {q(u)}" for (g, k), u in POD_MAKERS.items()) + "}"
+    user = "request.userInfo.username"
+    return (
+        "ownerDropped",
+        f"request.operation != 'UPDATE' || request.kind.kind != 'Pod' ||\n"
+        f"!has(oldObject.metadata.ownerReferences) || "
+        f"{user} in {cel_list([KCM_USER, GC_USER])} ? [] :\n"
+        f"oldObject.metadata.ownerReferences.filter(r, has(r.controller) && r.controller && "
+        f"{_gk('r')} in {kinds} &&\n"
+        f"!({_gk('r')} in {makers} && {makers}[{_gk('r')}] == {user}) &&\n"
+        f"(!{kept} ||\n({_gk('r')} in {releasing} && variables.labels != variables.oldLabels)))\n"
+        f".map(r, {kept} ?\n"
+        "'the update changes the labels of a pod its ' + r.kind + ' ' + r.name + "
+        "' controls: released, it would run on uncounted while its ' + r.kind + "
+        "' makes a replacement' :\n"
+        "'the update takes away the pod\\'s controller reference to ' + r.kind + ' ' + r.name)",
+    )
 
 
 _FIXES: Final = {
@@ -437,7 +440,12 @@ EPHEMERAL_RULE: Final = {**_rule("", "pods/ephemeralcontainers"), "operations": 
 
 def variables(allowed: tuple[str, ...] = ()) -> list[dict]:
     paths = cel_list(normalise_host_path(a) for a in allowed if a.startswith("/"))
-    pairs = [("allowedHostPaths", paths), *_root_vars("object", ""), *_root_vars("oldObject", "old")]
+    pairs = [
+        ("allowedHostPaths", paths),
+        *_root_vars("object", ""),
+        *_root_vars("oldObject", "old"),
+        _owner_dropped_var(),
+    ]
     return [{"name": name, "expression": expr} for name, expr in pairs]
 
 
