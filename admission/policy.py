@@ -39,6 +39,8 @@ from admission.rules import (
     JOB_TYPES,
     KCM_USER,
     KNOWN_KEYS,
+    KUEUE_GATE,
+    KUEUE_GATES,
     KUEUE_OWNER_KINDS,
     KUEUE_USER,
     ORPHAN_BY_DEFAULT,
@@ -80,6 +82,7 @@ POLICY_RULES: Final = (
     PRIORITY_CLASS_RULE,
     DEVICE_ACCESS,
     OWNER_CLAIM,
+    KUEUE_GATE,
 )
 # The second policy: DELETEs (its own matchConstraints: `object` is null on DELETE).
 DELETE_NAME: Final = f"{NAME}-delete"
@@ -353,8 +356,10 @@ _FIXES: Final = {
     f"{Labels.KUEUE_PRIORITY} {', '.join(sorted(PRIORITY_CLASSES))} only: in a team namespace Kueue alone "
     "orders and preempts work",
     DEVICE_ACCESS: "no privileged containers, no capabilities beyond Pod Security baseline's, no hostPath "
-    f"under {', '.join(DEVICE_HOST_PATHS)}, no {', '.join(NVIDIA_DEVICE_ENV[:2])} & co., no hostPID/hostIPC: "
+    f"under {', '.join(DEVICE_HOST_PATHS)}, no {NVIDIA_DEVICE_ENV[0]} & co., no hostPID/hostIPC: "
     "request GPUs with nvidia.com/gpu (Kueue counts them)",
+    KUEUE_GATE: "leave spec.suspend and Kueue's scheduling gates to Kueue: it starts the work when the "
+    "team's quota has room (`gpuctl describe job` says why it waits)",
     OWNER_CLAIM: "remove the ownerReference (a pod of your own is queued by Kueue like any other) and leave "
     "the controller references of your pods as they are; to stop a pod, delete it",
 }
@@ -369,21 +374,51 @@ _VAR: Final = {
 }
 
 
+# Rules judged on what an UPDATE changes rather than on findings of each object: their variable holds
+# only what is new, and any entry denies.
+_DIFF_VARS: Final = {OWNER_CLAIM: "ownerDropped", KUEUE_GATE: "kueueGate"}
+
+
 def _validation(rule: str) -> dict:
-    new, old = _v("", _VAR[rule]), _v("old", _VAR[rule])
-    # owner-claim also denies a controller reference taken away, whatever the old object had.
-    always = "variables.ownerDropped" if rule == OWNER_CLAIM else "[]"
+    if rule in _VAR:
+        new, old = _v("", _VAR[rule]), _v("old", _VAR[rule])
+        found, expr = f"{new}.filter(f, !(f in {old}))", f"{new}.all(f, f in {old})"
+    else:
+        found, expr = "[]", "true"
+    if rule in _DIFF_VARS:  # owner-claim also denies a controller reference taken away
+        diff = f"variables.{_DIFF_VARS[rule]}"
+        found, expr = f"({found} + {diff})", f"{expr} && {diff}.size() == 0".removeprefix("true && ")
     return {
-        "expression": f"{new}.all(f, f in {old})"
-        + (f" && {always}.size() == 0" if rule == OWNER_CLAIM else ""),
+        "expression": expr,
         "messageExpression": (
             f"'gpuctl policy: ' + request.kind.kind + ' ' + request.namespace + '/' + "
             f"(request.name != '' ? request.name : object.metadata.generateName + '*') + "
-            f"' breaks [{rule}]: ' + ({new}.filter(f, !(f in {old})) + {always}).join('; ') + "
+            f"' breaks [{rule}]: ' + {found}.join('; ') + "
             f"{q('. Fix: ' + _FIXES[rule])}"
         ),
         "reason": "Forbidden",
     }
+
+
+def _kueue_gate_var() -> tuple[str, str]:
+    """kueue-gate on UPDATE: a queued Job un-suspended, or Kueue's scheduling gates lifted from a pod."""
+    qk = q(Labels.KUEUE_QUEUE)
+    queue = (
+        f"({qk} in variables.labels ? variables.labels[{qk}] : {qk} in variables.oldLabels ? "
+        f"variables.oldLabels[{qk}] : {qk} in variables.annotations ? variables.annotations[{qk}] : '')"
+    )
+    gates = cel_list(sorted(KUEUE_GATES))
+    return (
+        "kueueGate",
+        "request.operation != 'UPDATE' ? [] :\n"
+        "(request.kind.kind == 'Job' && has(oldObject.spec.suspend) && oldObject.spec.suspend &&\n"
+        f"!(has(object.spec.suspend) && object.spec.suspend) && {queue} != '' ?\n"
+        f"['the update un-suspends a Job queued in LocalQueue ' + {queue}] : []) +\n"
+        "(request.kind.kind == 'Pod' && has(oldObject.spec.schedulingGates) ?\n"
+        f"oldObject.spec.schedulingGates.filter(g, g.name in {gates} &&\n"
+        "!(has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(n, n.name == g.name)))\n"
+        ".map(g, 'the update removes Kueue\\'s scheduling gate ' + g.name) : [])",
+    )
 
 
 def _from(user: str) -> str:
@@ -445,6 +480,7 @@ def variables(allowed: tuple[str, ...] = ()) -> list[dict]:
         *_root_vars("object", ""),
         *_root_vars("oldObject", "old"),
         _owner_dropped_var(),
+        _kueue_gate_var(),
     ]
     return [{"name": name, "expression": expr} for name, expr in pairs]
 

@@ -28,6 +28,8 @@ evaluation itself. The rules keep the cluster to gpuctl's conventions however wo
                     (a Job, ReplicaSet, StatefulSet, ...) comes from that controller, and only the
                     controller (or the garbage collector) takes such a claim away: Kueue would not gate it.
 - `orphan-delete`   no orphaning DELETE of a Job Kueue counts: its pods would run on, uncounted.
+- `kueue-gate`      only Kueue starts queued work: nobody else un-suspends a queued Job or removes Kueue's
+                    scheduling gates from a pod (until Kueue re-suspends, its pods would run uncounted).
 
 Rules apply to Pods, Jobs, Deployments, StatefulSets and ReplicaSets in namespaces gpuctl manages, and to
 Nodes. Pods the Job, ReplicaSet or StatefulSet controller makes (and ReplicaSets the Deployment controller
@@ -104,6 +106,7 @@ PRIORITY_CLASS_RULE: Final = "priority-class"
 DEVICE_ACCESS: Final = "device-access"
 OWNER_CLAIM: Final = "owner-claim"
 ORPHAN_DELETE: Final = "orphan-delete"
+KUEUE_GATE: Final = "kueue-gate"
 # Rules whose verdict depends on what the cache has seen: a denial by these alone may be watch lag (a pool
 # created a millisecond before its nodes are labelled), so the server re-checks it once the cache moves.
 CACHE_RULES: Final = frozenset(
@@ -124,6 +127,7 @@ RULES: Final = (
     DEVICE_ACCESS,
     OWNER_CLAIM,
     ORPHAN_DELETE,
+    KUEUE_GATE,
 )
 
 # Kubernetes truncates longer warnings; one violation per warning keeps each readable.
@@ -222,6 +226,11 @@ RELEASING_KINDS: Final = KUEUE_OWNER_KINDS - {
 ORPHAN_BY_DEFAULT: Final = frozenset({("batch", "Job", "v1")})
 ORPHAN_FINALIZER: Final = "orphan"
 FOREGROUND_FINALIZER: Final = "foregroundDeletion"
+# The scheduling gates Kueue puts on the pods it holds (pkg/controller/jobs/pod/constants SchedulingGateName;
+# apis/kueue/v1beta2 TopologySchedulingGate, ElasticJobSchedulingGate): only Kueue lifts them (`kueue-gate`).
+KUEUE_GATES: Final = frozenset(
+    {"kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology", "kueue.x-k8s.io/elastic-job"}
+)
 # WorkloadPriorityClasses a team namespace may name: gpuctl's, and the one Kueue's defaulting writes.
 ALLOWED_WORKLOAD_CLASSES: Final = frozenset({*PRIORITY_CLASS.values(), KUEUE_DEFAULT_WORKLOAD_PRIORITY_CLASS})
 _BASELINE_CAPS: Final = frozenset(BASELINE_CAPABILITIES)
@@ -380,6 +389,7 @@ class _Work:
     spec: Mapping[str, Any]  # the pod spec
     spec_path: str
     has_template: bool
+    obj_spec: Mapping[str, Any]  # the object's own spec (a Job's suspend); a Pod's: the pod spec
 
 
 def _work(kind: str, obj: Mapping[str, Any], where: str) -> _Work:
@@ -394,7 +404,7 @@ def _work(kind: str, obj: Mapping[str, Any], where: str) -> _Work:
     if type(spec) is not dict:
         spec = _m(obj, "spec", where)
     if kind == "Pod":
-        return _Work(kind, labels, annotations, _EMPTY, _EMPTY, spec, "spec", False)
+        return _Work(kind, labels, annotations, _EMPTY, _EMPTY, spec, "spec", False, spec)
     tmpl = spec.get("template")
     if type(tmpl) is not dict:
         tmpl = _m(spec, "template", f"{where}.spec")
@@ -406,7 +416,9 @@ def _work(kind: str, obj: Mapping[str, Any], where: str) -> _Work:
     pspec = tmpl.get("spec")
     if type(pspec) is not dict:
         pspec = _m(tmpl, "spec", f"{where}.spec.template")
-    return _Work(kind, labels, annotations, tmpl_labels, tmpl_annotations, pspec, "spec.template.spec", True)
+    return _Work(
+        kind, labels, annotations, tmpl_labels, tmpl_annotations, pspec, "spec.template.spec", True, spec
+    )
 
 
 def pod_gpus(spec: Mapping[str, Any], where: str = "spec") -> int:
@@ -1197,6 +1209,49 @@ def _owner_dropped(obj: Mapping[str, Any], old: Mapping[str, Any], user: str) ->
     return []
 
 
+def _kueue_gate(w: _Work, old: _Work, queue: str) -> list[Violation]:
+    """kueue-gate, on an UPDATE (Kueue's own requests never reach the rules): a queued Job un-suspended, or
+    Kueue's scheduling gates lifted from a pod, by anyone else."""
+    if w.kind == "Job":
+        spec, old_spec = w.obj_spec, old.obj_spec
+        if queue and old_spec.get("suspend") is True and spec.get("suspend") is not True:
+            return [
+                Violation(
+                    KUEUE_GATE,
+                    f"the update un-suspends a Job queued in LocalQueue {queue}: its pods would run before "
+                    f"Kueue admits them, outside the team's quota, until Kueue suspends it again",
+                    "leave spec.suspend to Kueue: it un-suspends the Job when the team's quota has room "
+                    "(`gpuctl describe job` says why it waits)",
+                    f"{KUEUE_GATE}: unsuspend",
+                )
+            ]
+        return []
+    if w.kind != "Pod":
+        return []
+    lifted = _gates(old.spec, "request.oldObject.spec") - _gates(w.spec, "request.object.spec")
+    if not lifted:
+        return []
+    return [
+        Violation(
+            KUEUE_GATE,
+            f"the update removes Kueue's scheduling gate {', '.join(sorted(lifted))}: the pod would run "
+            f"before Kueue admits it, outside the team's quota",
+            "leave spec.schedulingGates to Kueue: it lifts its gates when the team's quota has room",
+            f"{KUEUE_GATE}: ungate {','.join(sorted(lifted))}",
+        )
+    ]
+
+
+def _gates(spec: Mapping[str, Any], where: str) -> frozenset[str]:
+    if spec.get("schedulingGates") is None:
+        return frozenset()
+    names = (
+        _item(g, f"{where}.schedulingGates[{i}]").get("name")
+        for i, g in enumerate(_l(spec, "schedulingGates", where))
+    )
+    return frozenset(n for n in names if n in KUEUE_GATES)
+
+
 def _orphaning(request: Mapping[str, Any], gk: tuple[str, str], version: str, old: Mapping[str, Any]) -> str:
     """How a DELETE orphans the object's dependents ("" when it does not): what the API server's store
     decides (k8s.io/apiserver registry/generic/registry/store.go, shouldOrphanDependents)."""
@@ -1418,7 +1473,15 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     ):
         return Verdict(allowed=True, subject=subject, skipped=f"checked at its owner ({owner[1]})")
 
-    found, warn = _work_violations(_work(kind, obj, "request.object"), ns, state, config)
+    work = _work(kind, obj, "request.object")
+    found, warn = _work_violations(work, ns, state, config)
+    if old and kind in ("Job", "Pod"):
+        try:
+            old_work = _work(kind, old, "request.oldObject")
+        except Malformed:
+            old_work = None  # judge the new object on its own
+        if old_work is not None:
+            found += _kueue_gate(work, old_work, _queue_name(work) or _queue_name(old_work))
     if gk == _POD and owner is not None:
         found += _owner_claims(obj, "request.object")
     if gk == _POD and old:

@@ -213,12 +213,13 @@ EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)
 # asked for (on real hardware /dev/nvidia*), so Kueue would count 0 GPUs for it. Refused by the
 # `device-access` rule unless the admin allowed the path (the same --allowed-host-path list as host-path).
 DEVICE_HOST_PATHS: Final = ("/dev",)
-# Environment variables the NVIDIA container runtime reads to decide which GPUs (and which driver
-# capabilities, MIG management or IMEX channels) a container gets. The device plugin sets them for the
-# GPUs a pod requests; set by a user they hand out GPUs no quota counted (NVIDIA_VISIBLE_DEVICES=all).
+# Environment variables by which the NVIDIA container runtime hands a container devices: GPUs, MIG
+# management, IMEX channels. The device plugin sets them for what a pod requests; set by a user they hand
+# out GPUs no quota counted (NVIDIA_VISIBLE_DEVICES=all). NVIDIA_DRIVER_CAPABILITIES is not among them: it
+# only chooses which driver libraries the container's own GPUs come with (the earlier gpuctl's notebook
+# example sets it), and grants no device.
 NVIDIA_DEVICE_ENV: Final = (
     "NVIDIA_VISIBLE_DEVICES",
-    "NVIDIA_DRIVER_CAPABILITIES",
     "NVIDIA_MIG_CONFIG_DEVICES",
     "NVIDIA_MIG_MONITOR_DEVICES",
     "NVIDIA_IMEX_CHANNELS",

@@ -46,9 +46,15 @@ def _policies() -> list[dict]:
         *getattr(policy, "priority_class_policy", list)(),
     ]
     docs += topology.policies()
-    with contextlib.suppress(ImportError):
+    if has_module("earlier"):
         docs += importlib.import_module("admission.earlier").policies()
     return docs
+
+
+def has_module(name: str) -> bool:
+    """Whether this checkout's admission package has the module (looked up beside it: an editable install of
+    another checkout would otherwise answer for a module this one lacks)."""
+    return (Path(policy.__file__).parent / f"{name}.py").exists()
 
 
 @dataclass

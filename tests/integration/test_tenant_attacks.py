@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib.util
 import json
 import os
 import subprocess
@@ -41,7 +40,7 @@ from gpuctl.cli.main import main as gpuctl_main
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import GPU_RESOURCE, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.gpus import pod_spec_gpus
-from tests.integration.admission_stack import AdmissionStack
+from tests.integration.admission_stack import AdmissionStack, has_module
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 from tests.integration.tenancy import EDIT_ROLES, SHIPPED_ROLES, TeamMember, apply_caller_roles
 
@@ -50,10 +49,8 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE_FILE = Path(__file__).with_name("tenant_attacks_before.json")
 TABLE = ROOT / "build" / "tenant-attacks.md"
-RECORD = os.environ.get("GPUCTL_ATTACKS_RECORD", "")
-EARLIER_POLICY = (
-    importlib.util.find_spec("admission.earlier") is not None
-)  # not on main before issue 26  # "before": record only (main's admission code)
+RECORD = os.environ.get("GPUCTL_ATTACKS_RECORD", "")  # "before": record only (main's admission code)
+EARLIER_POLICY = has_module("earlier")  # not on main before issue 26
 DELAY = {"pod-complete.stage.kwok.x-k8s.io/delay": "3600s"}  # KWOK: pods keep running
 QUOTA = 4  # team A's GPUs
 WATCH = 8.0  # seconds an attack is watched for an escape
@@ -416,7 +413,7 @@ def attack_tolerations(env: Env) -> Outcome:
     return judge(watch(env), _m(env, job(env.a, "tol", "tolerations", pool=FREE, tolerations=tol)))
 
 
-@attack("un-suspending its own queued Job", QUEUED, REFUSED)
+@attack("un-suspending its own queued Job", REFUSED)
 def attack_unsuspend(env: Env) -> Outcome:
     tries = _m(env, job(env.a, "unsus", "unsuspend", pool=FREE))
     wait_until(
@@ -430,6 +427,21 @@ def attack_unsuspend(env: Env) -> Outcome:
             env.run(env.member, "patch", "job", "unsus", "--type=merge", "-p", '{"spec":{"suspend":false}}'),
         )
     )
+    return judge(watch(env), tries)
+
+
+@attack("un-gating its own queued Pod (removing Kueue's scheduling gates)", REFUSED)
+def attack_ungate(env: Env) -> Outcome:
+    tries = _pod_attack(env, pod(env.a, "ungate", "ungate", labels={Labels.KUEUE_QUEUE: "default"}))
+    wait_until(
+        lambda: (
+            (p := env.kube.get_or_none(path("Pod", "ungate", env.a))) and p["spec"].get("schedulingGates")
+        ),
+        20,
+        what="gated by Kueue",
+    )
+    patch = json.dumps({"spec": {"schedulingGates": []}})
+    tries.append(("editor", env.run(env.editor, "patch", "pod", "ungate", "--type=merge", "-p", patch)))
     return judge(watch(env), tries)
 
 

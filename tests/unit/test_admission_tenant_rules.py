@@ -12,6 +12,7 @@ from admission.rules import (
     CONTROLLER_USERS,
     DEVICE_ACCESS,
     KCM_USER,
+    KUEUE_GATE,
     KUEUE_OWNER_KINDS,
     KUEUE_USER,
     ORPHAN_DELETE,
@@ -45,7 +46,7 @@ from tests.unit.test_admission_fixtures import (
 
 ENFORCE = AdmissionConfig()
 STATE = state()
-NEW_RULES = (PRIORITY_CLASS_RULE, DEVICE_ACCESS, OWNER_CLAIM, ORPHAN_DELETE)
+NEW_RULES = (PRIORITY_CLASS_RULE, DEVICE_ACCESS, OWNER_CLAIM, ORPHAN_DELETE, KUEUE_GATE)
 
 
 def check(obj: dict, config: AdmissionConfig = ENFORCE, **kw) -> Verdict:
@@ -158,7 +159,7 @@ DEVICE_CASES = [
     ("cap-prefix", {"securityContext": {"capabilities": {"add": ["cap_sys_rawio"]}}}, "cap_sys_rawio"),
     ("all", {"securityContext": {"capabilities": {"add": ["ALL"]}}}, "capability ALL"),
     ("visible", {"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}, "NVIDIA_VISIBLE_DEVICES"),
-    ("caps-env", {"env": [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}]}, "DRIVER_CAPABILITIES"),
+    ("mig-env", {"env": [{"name": "NVIDIA_MIG_CONFIG_DEVICES", "value": "all"}]}, "MIG_CONFIG_DEVICES"),
 ]
 
 
@@ -183,6 +184,8 @@ def test_containers_cannot_reach_devices_behind_their_requests(case, fields, sai
                 {"name": "CUDA_VISIBLE_DEVICES", "value": "0"},
             ]
         },
+        # Chooses driver libraries for the container's own GPUs (the earlier client's notebook sets it).
+        {"env": [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]},
     ],
 )
 def test_baseline_capabilities_and_other_env_pass(fields):
@@ -374,3 +377,35 @@ def test_an_unsynced_cache_never_refuses_a_delete():
     r["oldObject"], r["object"], r["options"] = training_job(), None, {"propagationPolicy": "Orphan"}
     v = judge(r, state(synced=False), ENFORCE)
     assert v.allowed
+
+
+# ---------------------------------------------------------------------------------------------------------
+# kueue-gate
+
+
+def test_only_kueue_unsuspends_a_queued_job():
+    queued = training_job()  # suspended, LocalQueue default
+    started = copy.deepcopy(queued)
+    started["spec"]["suspend"] = False
+    v = only(started, KUEUE_GATE, op="UPDATE", old=queued)
+    assert "un-suspends a Job queued in LocalQueue default" in v.message()
+    del started["spec"]["suspend"]  # dropping the field is the same
+    only(started, KUEUE_GATE, op="UPDATE", old=queued)
+    assert check(started, op="UPDATE", old=queued, username=KUEUE_USER).allowed
+    # Suspending is anyone's to do; a Job no queue counts is not ours to judge.
+    allowed(queued, op="UPDATE", old=started)
+    unqueued, unqueued_started = copy.deepcopy(queued), copy.deepcopy(started)
+    for j in (unqueued, unqueued_started):
+        del j["metadata"]["labels"][Labels.KUEUE_QUEUE]
+    assert KUEUE_GATE not in check(unqueued_started, op="UPDATE", old=unqueued).rules
+
+
+@pytest.mark.parametrize("gate", ["kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology"])
+def test_only_kueue_lifts_its_scheduling_gates(gate):
+    gated = queued_pod(schedulingGates=[{"name": gate}, {"name": "example.com/other"}])
+    lifted = queued_pod(schedulingGates=[{"name": "example.com/other"}])
+    v = only(lifted, KUEUE_GATE, op="UPDATE", old=gated)
+    assert f"removes Kueue's scheduling gate {gate}" in v.message()
+    assert check(lifted, op="UPDATE", old=gated, username=KUEUE_USER).allowed
+    # Another gate is the user's own.
+    allowed(queued_pod(schedulingGates=[{"name": gate}]), op="UPDATE", old=gated)
