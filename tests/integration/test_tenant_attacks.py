@@ -26,6 +26,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -277,20 +278,21 @@ def watch(env: Env, seconds: float = WATCH) -> Seen:
 
 
 def refusal(p: subprocess.CompletedProcess) -> str:
-    """What refused a kubectl command, in one line."""
-    err = " ".join(p.stderr.split())
+    """What refused a kubectl command, in one short line."""
+    err = re.sub(r" \(uid [0-9a-f-]+\)", "", " ".join(p.stderr.split()))
     if "breaks [" in err:
-        tail = err[err.index("breaks [") :]
-        who = "ValidatingAdmissionPolicy" if "ValidatingAdmissionPolicy" in err else "webhook"
-        return f"{who}: {tail[:150]}"
+        rule = err[err.index("breaks [") + 8 :].split("]", 1)[0]
+        said = err[err.index("breaks [") :].split("]: ", 1)[-1].split(". Fix:")[0].split("; ")[0]
+        who = "policy" if "ValidatingAdmissionPolicy" in err else "webhook"
+        return f"[{rule}] ({who}) {said[:110]}"
     if "cannot " in err and "forbidden" in err:
         i = err.index("cannot ")
-        return f"RBAC: {err[i : i + 110].split(' in API group')[0]}"
-    for marker in ("admission webhook", "denied the request:", "Invalid value", "Forbidden:", "forbidden:"):
+        return f"RBAC: {err[i : i + 110].split(' in API group')[0].split(' in the namespace')[0]}"
+    for marker in ("denied the request:", "Invalid value", "Forbidden:", "forbidden:"):
         if marker in err:
             i = err.index(marker)
-            return err[i : i + 160]
-    return err[:160]
+            return err[i : i + 130]
+    return err[:130]
 
 
 @dataclass
@@ -304,7 +306,8 @@ class Outcome:
 
 
 def judge(seen: Seen, attempts: list[tuple[str, subprocess.CompletedProcess]], what: str = "") -> Outcome:
-    """The outcome of an attack from the commands it ran and what then ran."""
+    """The outcome of an attack from the commands it ran (the last is the attack itself, the others set it
+    up or are the member's try before the editor's) and what then ran."""
     refused = [(who, p) for who, p in attempts if p.returncode != 0]
     parts = []
     if seen.escaped:
@@ -316,7 +319,7 @@ def judge(seen: Seen, attempts: list[tuple[str, subprocess.CompletedProcess]], w
         parts.append(f"evicted {', '.join(seen.evicted)}")
     if seen.escaped:
         kind = ESCAPED
-    elif refused and len(refused) == len(attempts):
+    elif attempts[-1][1].returncode != 0:  # the attack's own step (the last; earlier ones set it up)
         kind = REFUSED
         parts.insert(0, "; ".join(f"{who}: {refusal(p)}" for who, p in refused))
     else:
