@@ -46,6 +46,7 @@ updatable, but a *different* finding of the same rule (another foreign pool, ano
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -1505,7 +1506,8 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     if gk == _POD and owner is not None:
         found += _owner_claims(obj, "request.object")
     if gk == _POD and old:
-        found += _owner_dropped(obj, old, user)
+        with suppress(Malformed):  # a malformed old object: the new one is judged on its own
+            found += _owner_dropped(obj, old, user)
     if not found and not warn:
         return Verdict(True, subject)  # what _decide says whatever the old object had
     before: list[Violation] = []
