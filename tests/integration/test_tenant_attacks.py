@@ -39,7 +39,7 @@ import yaml
 
 from gpuctl.cli.main import main as gpuctl_main
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import GPU_RESOURCE, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
+from gpuctl.constants import GPU_RESOURCE, PRIORITY_VALUE, QUOTA_GPU, TAS_UNCONSTRAINED, Labels, Priority
 from gpuctl.domain.gpus import pod_spec_gpus
 from tests.integration.admission_stack import AdmissionStack, has_module
 from tests.integration.conftest import reset_gpuctl_state, wait_until
@@ -248,6 +248,7 @@ class Seen:
     held: int
     devices: list[str]
     evicted: list[str]
+    above: list[str] = field(default_factory=list)  # team A's Workloads ranked above gpuctl-high
 
     @property
     def escaped(self) -> bool:
@@ -260,7 +261,19 @@ def look(env: Env) -> Seen:
         sum(held(env.kube, env.a).values()),
         _device_pods(env.kube, env.a),
         _evicted(env),
+        _above_high(env),
     )
+
+
+def _above_high(env: Env) -> list[str]:
+    """Team A's Workloads that Kueue ranks above gpuctl-high (their priority and where it came from)."""
+    out = []
+    for wl in env.kube.list(path("Workload", namespace=env.a)):
+        prio = (wl.get("spec") or {}).get("priority") or 0
+        if prio > PRIORITY_VALUE[Priority.HIGH]:
+            ref = (wl["spec"].get("priorityClassRef") or {}).get("name", "?")
+            out.append(f"Workload {wl['metadata']['name']} at priority {prio} ({ref})")
+    return out
 
 
 def watch(env: Env, seconds: float = WATCH) -> Seen:
@@ -317,6 +330,8 @@ def judge(seen: Seen, attempts: list[tuple[str, subprocess.CompletedProcess]], w
         parts.append(text)
     if seen.evicted:
         parts.append(f"evicted {', '.join(seen.evicted)}")
+    if seen.above and attempts[-1][1].returncode == 0:
+        parts.append(f"{'; '.join(seen.above)}: above gpuctl-high, Kueue preempts for it")
     if seen.escaped:
         kind = ESCAPED
     elif attempts[-1][1].returncode != 0:  # the attack's own step (the last; earlier ones set it up)
@@ -481,13 +496,13 @@ def attack_runwhere_priority_high(env: Env) -> Outcome:
 @attack("priority escalation: priorityClassName system-cluster-critical on a Job", REFUSED)
 def attack_system_cluster_critical(env: Env) -> Outcome:
     obj = job(env.a, "crit", "system-cluster-critical", priorityClassName="system-cluster-critical")
-    return judge(watch(env, 15), _m(env, obj))
+    return judge(watch(env, 30), _m(env, obj))
 
 
 @attack("priority escalation: another Kueue user's WorkloadPriorityClass (value 2e9)", REFUSED)
 def attack_foreign_workload_class(env: Env) -> Outcome:
     obj = job(env.a, "urgent", "foreign-workload-class", labels={Labels.KUEUE_PRIORITY: URGENT})
-    return judge(watch(env, 15), _m(env, obj))
+    return judge(watch(env, 30), _m(env, obj))
 
 
 def _claim(env: Env, name: str, attack_id: str, owner: tuple[str, str, str, str], **kw) -> dict:
@@ -504,7 +519,7 @@ def attack_claim_job_critical(env: Env) -> Outcome:
     owner = ("batch/v1", "Job", "fill", _uid(env, "Job", "fill"))
     obj = _claim(env, "crit", "claim-job-critical", owner, priorityClassName="system-node-critical")
     obj["spec"]["nodeSelector"] = {Labels.POOL: FULL}
-    return judge(watch(env, 15), _pod_attack(env, obj))
+    return judge(watch(env, 30), _pod_attack(env, obj))
 
 
 @attack("forged ownerReference: a Pod claiming its own Job", REFUSED)
@@ -759,7 +774,9 @@ _KINDS = "jobs,cronjobs,deployments,statefulsets,replicasets,daemonsets,replicat
 
 
 def _fill(ns: str) -> dict:
+    """Team A's admitted work. backoffLimit: a pod evicted by an attack is replaced, as any Job's would be."""
     obj = job(ns, "fill", "", pool=FULL, labels={Labels.KUEUE_PRIORITY: "gpuctl-high"})
+    obj["spec"]["backoffLimit"] = 100
     for m in (obj["metadata"], obj["spec"]["template"]["metadata"]):
         del m["labels"]["attack"]
         m["labels"]["role"] = "fill"
@@ -767,50 +784,68 @@ def _fill(ns: str) -> dict:
 
 
 def _victims(ns: str, n: int) -> dict:
+    """Team B's admitted work: n pods of 4 GPUs."""
     obj = job(ns, "victim", "", pool=FULL, labels={Labels.KUEUE_PRIORITY: "gpuctl-medium"})
-    obj["spec"] |= {"parallelism": n, "completions": n}
+    obj["spec"] |= {"parallelism": n, "completions": n, "backoffLimit": 100}
     for m in (obj["metadata"], obj["spec"]["template"]["metadata"]):
         del m["labels"]["attack"]
     return obj
 
 
+def _healthy(obj: dict | None) -> bool:
+    """A baseline Job that still runs as made: queued, not finished."""
+    if obj is None or obj["metadata"]["labels"].get(Labels.KUEUE_QUEUE) is None:
+        return False
+    return not any(
+        c["type"] in ("Failed", "Complete") for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def _renew(env: Env, ns: str, name: str, make: Callable[[], dict]) -> str:
+    """The baseline Job `name` as made, re-created when an attack broke it; its uid."""
+    obj = env.kube.get_or_none(path("Job", name, ns))
+    if obj is not None and not _healthy(obj):
+        env.kube.delete(path("Job", name, ns))
+        wait_until(lambda: env.kube.get_or_none(path("Job", name, ns)) is None, 60, what=f"old {name} gone")
+        obj = None
+    if obj is None:
+        obj = env.kube.create(make())
+    return obj["metadata"]["uid"]
+
+
+def _strays(env: Env, ns: str, job_uid: str) -> list[str]:
+    """The namespace's pods that are not its baseline Job's own."""
+    out = []
+    for p in env.kube.list(path("Pod", namespace=ns)):
+        owners = [o.get("uid") for o in p["metadata"].get("ownerReferences") or []]
+        if job_uid not in owners or p["metadata"]["labels"].get("controller-uid") not in (job_uid, None):
+            out.append(p["metadata"]["name"])
+    return out
+
+
 def restore(env: Env) -> None:
-    """Team A back to its baseline: only `fill` (4 GPUs, admitted) runs; B's victims run."""
+    """Back to the baseline: in A only `fill` runs (4 GPUs, admitted), in B the 3 victim pods; every object
+    and pod an attack left (orphans included) is gone. Raises when it cannot be reached."""
     env.admin("delete", _KINDS, "-n", env.a, "-l", "attack", "--cascade=background", "--wait=false")
     with contextlib.suppress(ApiError):
         env.kube.delete(path("Job", "cj-now", env.a))
-    fill = env.kube.get_or_none(path("Job", "fill", env.a))
-    fill_uid = fill["metadata"]["uid"] if fill else None
-    for p in env.kube.list(path("Pod", namespace=env.a)):
-        owners = [o.get("uid") for o in p["metadata"].get("ownerReferences") or []]
-        if fill_uid not in owners or p["metadata"]["labels"].get("controller-uid") not in (fill_uid, None):
-            env.kube.delete(path("Pod", p["metadata"]["name"], env.a), grace_seconds=0)
-    if fill and fill["metadata"]["labels"].get(Labels.KUEUE_QUEUE) is None:
-        env.kube.delete(path("Job", "fill", env.a))
-        wait_until(lambda: env.kube.get_or_none(path("Job", "fill", env.a)) is None, 30, what="old fill gone")
-        fill = None
+    fill_uid = _renew(env, env.a, "fill", lambda: _fill(env.a))
+    victim_uid = _renew(env, env.b, "victim", lambda: _victims(env.b, 3))
+    for ns, uid in ((env.a, fill_uid), (env.b, victim_uid)):
+        for name in _strays(env, ns, uid):
+            env.kube.delete(path("Pod", name, ns), grace_seconds=0)
     wait_until(
-        lambda: (
-            not [
-                p for p in env.kube.list(path("Pod", namespace=env.a)) if "attack" in p["metadata"]["labels"]
-            ]
-        ),
-        60,
-        what="attack pods gone",
+        lambda: not _strays(env, env.a, fill_uid) and not _strays(env, env.b, victim_uid),
+        90,
+        what="every attack's pods gone",
     )
-    if fill is None:
-        env.kube.create(_fill(env.a))
     wait_until(
         lambda: _running(env, "job-name=fill") and sum(held(env.kube, env.a).values()) == QUOTA,
-        90,
+        120,
         what="fill running alone",
     )
     wait_until(lambda: kueue_gpus(env.kube, env.a) == QUOTA, 60, what="Kueue counts the fill")
-    wait_until(
-        lambda: len([p for p in _admitted_pods(env.kube, env.b).values()]) == 3,
-        90,
-        what="team B's pods running",
-    )
+    wait_until(lambda: len(_admitted_pods(env.kube, env.b)) == 3, 120, what="team B's pods running")
     env.victims = {**_admitted_pods(env.kube, env.a), **_admitted_pods(env.kube, env.b)}
 
 
