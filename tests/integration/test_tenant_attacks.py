@@ -448,6 +448,12 @@ def attack_unsuspend(env: Env) -> Outcome:
     return judge(watch(env), tries)
 
 
+@attack("raising the parallelism of its admitted Job", QUEUED, REFUSED)
+def attack_scale_admitted_job(env: Env) -> Outcome:
+    p = env.run(env.member, "patch", "job", "fill", "--type=merge", "-p", '{"spec":{"parallelism":3}}')
+    return judge(watch(env, 15), [("member", p)])
+
+
 @attack("un-gating its own queued Pod (removing Kueue's scheduling gates)", REFUSED)
 def attack_ungate(env: Env) -> Outcome:
     tries = _pod_attack(env, pod(env.a, "ungate", "ungate", labels={Labels.KUEUE_QUEUE: "default"}))
@@ -804,7 +810,8 @@ def _healthy(obj: dict | None) -> bool:
 def _renew(env: Env, ns: str, name: str, make: Callable[[], dict]) -> str:
     """The baseline Job `name` as made, re-created when an attack broke it; its uid."""
     obj = env.kube.get_or_none(path("Job", name, ns))
-    if obj is not None and not _healthy(obj):
+    scaled = obj is not None and obj["spec"].get("parallelism", 1) != make()["spec"].get("parallelism", 1)
+    if obj is not None and (scaled or not _healthy(obj)):
         env.kube.delete(path("Job", name, ns))
         wait_until(lambda: env.kube.get_or_none(path("Job", name, ns)) is None, 60, what=f"old {name} gone")
         obj = None
