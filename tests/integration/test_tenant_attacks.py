@@ -74,6 +74,7 @@ class Env:
     member: TeamMember
     editor: TeamMember
     victims: dict[str, str] = field(default_factory=dict)  # uid -> "ns/pod" of admitted pods at baseline
+    since: str = ""  # when the baseline was last restored (RFC 3339, the API server's clock format)
     results: dict[str, dict] = field(default_factory=dict)
 
     def run(self, who: TeamMember, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
@@ -224,22 +225,34 @@ def _admitted_pods(kube: Cluster, ns: str) -> dict[str, str]:
     }
 
 
+def _component(e: dict) -> str:
+    return e.get("reportingComponent") or (e.get("source") or {}).get("component") or "?"
+
+
 def _evicted(env: Env) -> list[str]:
-    """Baseline admitted pods that are gone or going, and who took them (an event `Preempted` is
-    kube-scheduler's; a Workload `Evicted` condition is Kueue's)."""
+    """Baseline admitted pods that are gone or going, and who took them: the events since the attack began
+    that name the pod (kube-scheduler's `Preempted` on the pod, a controller's `SuccessfulDelete`, Kueue's
+    eviction of its Workload)."""
     now = {**_admitted_pods(env.kube, env.a), **_admitted_pods(env.kube, env.b)}
     gone = {uid: name for uid, name in env.victims.items() if uid not in now}
     if not gone:
         return []
-    by_scheduler = {
-        e["involvedObject"].get("uid")
+    events = [
+        e
         for ns in (env.a, env.b)
         for e in env.kube.list(path("Event", namespace=ns))
-        if e.get("reason") == "Preempted"
-    }
-    return [
-        f"{n} ({'kube-scheduler' if uid in by_scheduler else 'Kueue'})" for uid, n in sorted(gone.items())
+        if (e.get("lastTimestamp") or e.get("eventTime") or "") >= env.since
     ]
+    out = []
+    for uid, name in sorted(gone.items()):
+        pod = name.split("/", 1)[1]
+        why = [
+            f"{_component(e)}: {e.get('reason')}"
+            for e in events
+            if e["involvedObject"].get("uid") == uid or pod in (e.get("message") or "")
+        ]
+        out.append(f"{name} ({', '.join(dict.fromkeys(why)) or 'no event'})")
+    return out
 
 
 @dataclass
@@ -854,6 +867,7 @@ def restore(env: Env) -> None:
     wait_until(lambda: kueue_gpus(env.kube, env.a) == QUOTA, 60, what="Kueue counts the fill")
     wait_until(lambda: len(_admitted_pods(env.kube, env.b)) == 3, 120, what="team B's pods running")
     env.victims = {**_admitted_pods(env.kube, env.a), **_admitted_pods(env.kube, env.b)}
+    env.since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 @pytest.fixture(scope="module")
