@@ -213,7 +213,10 @@ def _device_pods(kube: Cluster, ns: str) -> list[str]:
         ):
             why.append("hostPath /dev")
         if why:
-            out.append(f"{p['metadata']['name']} on {spec['nodeName']} ({', '.join(why)})")
+            gpus = pod_spec_gpus(spec)
+            out.append(
+                f"{p['metadata']['name']} on {spec['nodeName']} ({', '.join(why)}; charged {gpus} GPUs)"
+            )
     return out
 
 
@@ -339,7 +342,7 @@ def judge(seen: Seen, attempts: list[tuple[str, subprocess.CompletedProcess]], w
     if seen.escaped:
         text = f"team A's pods hold {seen.held} GPUs, Kueue counts {seen.kueue}"
         if seen.devices:
-            text = f"{'; '.join(seen.devices)}; charged {seen.kueue} GPUs (sees every GPU on real hardware)"
+            text = f"{'; '.join(seen.devices)}: on real hardware it sees every GPU of the node"
         parts.append(text)
     if seen.evicted:
         parts.append(f"evicted {', '.join(seen.evicted)}")
@@ -627,7 +630,7 @@ def attack_replication_controller(env: Env) -> Outcome:
     return judge(watch(env), [("member", env.create(env.member, rc)), ("editor", env.create(env.editor, rc))])
 
 
-@attack("bare ReplicaSet GPU pods", QUEUED)
+@attack("bare ReplicaSet GPU pods", QUEUED, REFUSED)
 def attack_bare_replicaset(env: Env) -> Outcome:
     rs = _templated("ReplicaSet", "apps/v1", env.a, "rs", "bare-replicaset", 4, FREE, replicas=1)
     return judge(watch(env), [("member", env.create(env.member, rs)), ("editor", env.create(env.editor, rs))])
@@ -702,7 +705,8 @@ def attack_namespace_labels(env: Env) -> Outcome:
 
 @attack("orphaning delete of its admitted Job: kubectl delete job --cascade=orphan", REFUSED)
 def attack_orphan_delete_job(env: Env) -> Outcome:
-    return judge(watch(env), [("member", env.run(env.member, "delete", "job", "fill", "--cascade=orphan"))])
+    p = env.run(env.member, "delete", "job", "fill", "--cascade=orphan")
+    return judge(watch(env, 30), [("member", p)])
 
 
 @attack(
@@ -710,13 +714,14 @@ def attack_orphan_delete_job(env: Env) -> Outcome:
 )
 def attack_delete_without_policy(env: Env) -> Outcome:
     p = env.run(env.member, "delete", "--raw", f"/apis/batch/v1/namespaces/{env.a}/jobs/fill")
-    return judge(watch(env), [("member", p)])
+    return judge(watch(env, 30), [("member", p)])
 
 
 def _free_quota(env: Env) -> None:
-    """Give A's quota back (delete the fill) so that an attack's own object is admitted first."""
+    """Give A's quota back (the team deletes its fill) so that an attack's own object is admitted first."""
     env.kube.delete(path("Job", "fill", env.a))
     wait_until(lambda: kueue_gpus(env.kube, env.a) == 0 and not held(env.kube, env.a), 60, what="quota free")
+    env.victims = {uid: n for uid, n in env.victims.items() if not n.startswith(f"{env.a}/")}
 
 
 def _running(env: Env, selector: str) -> bool:
@@ -859,13 +864,25 @@ def restore(env: Env) -> None:
         90,
         what="every attack's pods gone",
     )
-    wait_until(
-        lambda: _running(env, "job-name=fill") and sum(held(env.kube, env.a).values()) == QUOTA,
-        120,
-        what="fill running alone",
-    )
+    alone = lambda: _running(env, "job-name=fill") and sum(held(env.kube, env.a).values()) == QUOTA  # noqa: E731
+    try:
+        wait_until(alone, 45, what="fill running alone")
+    except AssertionError:
+        # An evicted pod's replacement can stay gated (Kueue's TAS ungater counted the pods it placed):
+        # the team re-submits its work, as a user would.
+        env.kube.delete(path("Job", "fill", env.a))
+        wait_until(lambda: env.kube.get_or_none(path("Job", "fill", env.a)) is None, 60, what="fill gone")
+        env.kube.create(_fill(env.a))
+        wait_until(alone, 120, what="fill running alone")
     wait_until(lambda: kueue_gpus(env.kube, env.a) == QUOTA, 60, what="Kueue counts the fill")
-    wait_until(lambda: len(_admitted_pods(env.kube, env.b)) == 3, 120, what="team B's pods running")
+    b_running = lambda: len(_admitted_pods(env.kube, env.b)) == 3  # noqa: E731
+    try:
+        wait_until(b_running, 45, what="team B's pods running")
+    except AssertionError:
+        env.kube.delete(path("Job", "victim", env.b))
+        wait_until(lambda: env.kube.get_or_none(path("Job", "victim", env.b)) is None, 60, what="victim gone")
+        env.kube.create(_victims(env.b, 3))
+        wait_until(b_running, 120, what="team B's pods running")
     env.victims = {**_admitted_pods(env.kube, env.a), **_admitted_pods(env.kube, env.b)}
     env.since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
