@@ -259,6 +259,38 @@ def _evicted(env: Env) -> list[str]:
     return out
 
 
+def _admitted_owners(kube: Cluster, ns: str) -> set[str]:
+    """uids of the objects (Jobs, pods) whose Workload Kueue has admitted."""
+    out = set()
+    for wl in kube.list(path("Workload", namespace=ns)):
+        conds = (wl.get("status") or {}).get("conditions") or []
+        if any(c["type"] == "Admitted" and c["status"] == "True" for c in conds):
+            out |= {o["uid"] for o in wl["metadata"].get("ownerReferences") or []}
+    return out
+
+
+def _uncovered(kube: Cluster, ns: str) -> list[str]:
+    """The team's bound GPU pods that no admitted Workload covers (what gpuctl serve's backstop reports): not
+    a pod of an admitted Job (its controller reference *and* the Job's own controller-uid label), nor a pod
+    with an admitted Workload of its own."""
+    owners = _admitted_owners(kube, ns)
+    out = []
+    for p in kube.list(path("Pod", namespace=ns)):
+        if not p["spec"].get("nodeName") or p["metadata"].get("deletionTimestamp"):
+            continue
+        if p["status"].get("phase") in ("Succeeded", "Failed") or not pod_spec_gpus(p["spec"]):
+            continue
+        ctl = next((o for o in p["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
+        labels = p["metadata"].get("labels") or {}
+        job_pod = ctl is not None and ctl.get("kind") == "Job"
+        by_owner = ctl is not None and ctl.get("uid") in owners
+        if job_pod and labels.get("batch.kubernetes.io/controller-uid") != ctl.get("uid"):
+            by_owner = False  # a pod that only claims the Job
+        if not (by_owner or p["metadata"]["uid"] in owners):
+            out.append(f"{p['metadata']['name']} ({pod_spec_gpus(p['spec'])} GPUs, no admitted Workload)")
+    return out
+
+
 @dataclass
 class Seen:
     kueue: int
@@ -266,10 +298,11 @@ class Seen:
     devices: list[str]
     evicted: list[str]
     above: list[str] = field(default_factory=list)  # team A's Workloads ranked above gpuctl-high
+    uncovered: list[str] = field(default_factory=list)  # bound GPU pods no admitted Workload covers
 
     @property
     def escaped(self) -> bool:
-        return self.held > self.kueue or bool(self.devices)
+        return self.held > self.kueue or bool(self.devices) or bool(self.uncovered)
 
 
 def look(env: Env) -> Seen:
@@ -279,6 +312,7 @@ def look(env: Env) -> Seen:
         _device_pods(env.kube, env.a),
         _evicted(env),
         _above_high(env),
+        _uncovered(env.kube, env.a),
     )
 
 
@@ -346,6 +380,8 @@ def judge(
     parts = []
     if seen.escaped:
         text = f"team A's pods hold {seen.held} GPUs, Kueue counts {seen.kueue}"
+        if seen.uncovered:
+            text += f"; {', '.join(seen.uncovered)}"
         if seen.devices:
             text = f"{'; '.join(seen.devices)}: on real hardware it sees every GPU of the node"
         parts.append(text)
@@ -968,10 +1004,7 @@ def _before() -> dict[str, str]:
 
 @pytest.mark.parametrize("a", ATTACKS, ids=[a.id for a in ATTACKS])
 def test_attack(env: Env, a: Attack) -> None:
-    try:
-        out = a.fn(env)
-    finally:
-        result_seen = look(env)
+    out = a.fn(env)
     env.results[a.id] = {"title": a.title, "outcome": out.line(), "kind": out.kind}
     if os.environ.get("GPUCTL_ATTACKS_DEBUG"):  # what the team had when the attack was judged
         for args in (("get", "workloads,jobs,pods", "-o", "wide"), ("describe", "workloads")):
@@ -982,9 +1015,27 @@ def test_attack(env: Env, a: Attack) -> None:
             assert out.kind in a.expect, f"{a.title}: {out.line()}"
             assert not out.seen or not out.seen.escaped, out.line()
             assert not out.seen or not out.seen.evicted, out.line()
-            assert result_seen.held <= QUOTA and result_seen.held == result_seen.kueue, result_seen
+            # Kueue's count is what the team's pods hold (once pods being started or stopped settle).
+            settled(env)
     finally:
         restore(env)
+
+
+def settled(env: Env) -> Seen:
+    """Wait until Kueue's count equals the GPUs team A's pods hold, within quota, with no pod uncovered and
+    no admitted pod evicted; fail with what was seen last."""
+    last: list[Seen] = []
+
+    def ok() -> bool:
+        last[:] = [look(env)]
+        x = last[0]
+        return x.held == x.kueue <= QUOTA and not x.uncovered and not x.evicted and not x.devices
+
+    try:
+        wait_until(ok, 30, what="Kueue's count equal to the GPUs the team holds")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {last[0]}") from None
+    return last[0]
 
 
 def _write(env: Env) -> None:
