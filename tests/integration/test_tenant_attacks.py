@@ -17,7 +17,8 @@ Then A's state is restored.
 
 The attack table (attack | before | after) is written to build/tenant-attacks.md. "before" is what main
 did before issue 26, recorded by this module on main's admission code (GPUCTL_ATTACKS_RECORD=before, which
-records without asserting): tests/integration/tenant_attacks_before.json.
+records without asserting): tests/integration/tenant_attacks_before.json. GPUCTL_ATTACKS_DEBUG=1 prints the
+team's Workloads, Jobs and pods after each attack.
 """
 
 from __future__ import annotations
