@@ -29,27 +29,66 @@ from typing import Any, Final
 import yaml
 
 from admission.rules import (
+    ALLOWED_WORKLOAD_CLASSES,
     CLASS_PREFIX,
     CONTROLLER_USERS,
+    DEVICE_ACCESS,
+    FOREGROUND_FINALIZER,
     HOST_PATH,
     JOB_TYPE,
     JOB_TYPES,
     KCM_USER,
     KNOWN_KEYS,
+    KUEUE_GATE,
+    KUEUE_GATES,
+    KUEUE_OWNER_KINDS,
     KUEUE_USER,
+    ORPHAN_BY_DEFAULT,
+    ORPHAN_DELETE,
+    ORPHAN_FINALIZER,
+    ORPHAN_KINDS,
+    OWNER_CLAIM,
+    POD_MAKERS,
     PRIORITY,
+    PRIORITY_CLASS_RULE,
     PRIORITY_CLASSES,
     PRIORITY_VALUES,
+    RELEASING_KINDS,
     UNKNOWN_KEY,
 )
-from gpuctl.constants import DENIED_HOST_PATHS, NAMESPACE_MARKER_VALUE, PRIORITY_CLASS, Labels, Priority
+from gpuctl.constants import (
+    BASELINE_CAPABILITIES,
+    DENIED_HOST_PATHS,
+    DEVICE_HOST_PATHS,
+    GC_USER,
+    NAMESPACE_MARKER_VALUE,
+    NVIDIA_DEVICE_ENV,
+    PRIORITY_CLASS,
+    PRIORITY_CLASS_PREEMPTION,
+    Labels,
+    Priority,
+)
 from gpuctl.spec.models import normalise_host_path
 
 NAME: Final = "gpuctl-admission"
 NAMESPACE: Final = "gpuctl-system"
 SYSTEM_NAMESPACES: Final = ("kube-system", "kube-public", "kube-node-lease", "kueue-system", NAMESPACE)
 # The rules the policy carries, as named in denials.
-POLICY_RULES: Final = (HOST_PATH, PRIORITY, JOB_TYPE, UNKNOWN_KEY)
+POLICY_RULES: Final = (
+    HOST_PATH,
+    PRIORITY,
+    JOB_TYPE,
+    UNKNOWN_KEY,
+    PRIORITY_CLASS_RULE,
+    DEVICE_ACCESS,
+    OWNER_CLAIM,
+    KUEUE_GATE,
+)
+# The second policy: DELETEs (its own matchConstraints: `object` is null on DELETE).
+DELETE_NAME: Final = f"{NAME}-delete"
+DELETE_RULES: Final = (ORPHAN_DELETE,)
+# The third: gpuctl's Kubernetes PriorityClasses keep preemptionPolicy Never (cluster-scoped).
+PRIORITY_CLASSES_NAME: Final = "gpuctl-priority-classes"
 
 
 def q(s: str) -> str:
@@ -102,8 +141,12 @@ def _root_vars(root: str, pre: str) -> list[tuple[str, str]]:
             f"has({tmpl}.spec.volumes)) ? "
             f"(request.kind.kind == 'Pod' ? {root}.spec.volumes : {tmpl}.spec.volumes) : []",
         ),
+        (
+            _n(pre, "podSpec"),
+            f"{guard}(request.kind.kind == 'Pod' ? {root}.spec : {tmpl}.spec)",
+        ),
     ]
-    return v + _finding_vars(pre)
+    return v + _finding_vars(pre) + _tenant_vars(root, pre)
 
 
 def _finding_vars(pre: str) -> list[tuple[str, str]]:
@@ -201,6 +244,107 @@ def _priority_vars(pre: str) -> list[tuple[str, str]]:
     ]
 
 
+def _gk(r: str) -> str:
+    """CEL: an owner reference's `group/Kind` (core kinds: `/Pod`), as admission.rules._ref_kind."""
+    return f"((r.apiVersion.contains('/') ? r.apiVersion.split('/')[0] : '') + '/' + {r}.kind)".replace(
+        "r.apiVersion", f"{r}.apiVersion"
+    )
+
+
+def _tenant_vars(root: str, pre: str) -> list[tuple[str, str]]:
+    """priority-class, device-access and owner-claim findings of `root` (admission.rules: the same table)."""
+    skip = "request.operation != 'UPDATE' ? [] : " if root == "oldObject" else ""
+    spec = f"(request.kind.kind == 'Pod' ? {root}.spec : {root}.spec.template.spec)"
+    where = "(request.kind.kind == 'Pod' ? 'spec' : 'spec.template.spec')"
+    pk, ck = q(Labels.PRIORITY), q(Labels.KUEUE_PRIORITY)
+    labels, tmpl = _v(pre, "labels"), _v(pre, "tmplLabels")
+    said = f"({pk} in {labels} ? {labels}[{pk}] : ({pk} in {tmpl} ? {tmpl}[{pk}] : ''))"
+    class_of = "{" + ", ".join(f"{q(p.value)}: {q(PRIORITY_CLASS[p])}" for p in Priority) + "}"
+    want = f"({said} in {cel_list(PRIORITY_VALUES)} ? {class_of}[{said}] : '')"
+    wpc = " +\n".join(
+        f"({ck} in {m} && {m}[{ck}] != '' && !({m}[{ck}] in {cel_list(sorted(ALLOWED_WORKLOAD_CLASSES))}) && "
+        f"!{m}[{ck}].startsWith({q(CLASS_PREFIX)}) ? "
+        f"['{place}[{Labels.KUEUE_PRIORITY}] is \"' + {m}[{ck}] + "
+        "'\", not a gpuctl WorkloadPriorityClass'] : [])"
+        for place, m in (("metadata.labels", labels), ("spec.template.metadata.labels", tmpl))
+    )
+    priority_class = (
+        f"{skip}(has({spec}.priorityClassName) && {spec}.priorityClassName != '' &&\n"
+        f"{spec}.priorityClassName != {want} ?\n"
+        f"[{where} + '.priorityClassName is \"' + {spec}.priorityClassName + '\"'] : []) +\n{wpc}"
+    )
+    base = cel_list(BASELINE_CAPABILITIES)
+    up = "(a.upperAscii().startsWith('CAP_') ? a.upperAscii().substring(4) : a.upperAscii())"
+    env = cel_list(NVIDIA_DEVICE_ENV)
+    parts = []
+    for part in ("initContainers", "containers", "ephemeralContainers"):
+        lst = f"(has({spec}.{part}) ? {spec}.{part} : [])"
+        sc = "has(c.securityContext)"
+        add = f"{sc} && has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add)"
+        parts += [
+            f"{lst}.filter(c, {sc} && has(c.securityContext.privileged) && c.securityContext.privileged)"
+            f".map(c, 'container ' + c.name + ' is privileged')",
+            f"{lst}.filter(c, {add} && c.securityContext.capabilities.add.exists(a, !({up} in {base})))"
+            f".map(c, 'container ' + c.name + ' adds capability ' + "
+            f"c.securityContext.capabilities.add.filter(a, !({up} in {base})).join(', '))",
+            f"{lst}.filter(c, has(c.env) && c.env.exists(e, e.name in {env}))"
+            f".map(c, 'container ' + c.name + ' sets ' + c.env.filter(e, e.name in {env}).map(e, e.name)"
+            f".join(', '))",
+        ]
+    allowed = "variables.allowedHostPaths.exists(a, a == '/' || h.norm == a || h.norm.startsWith(a + '/'))"
+    dev = cel_list(DEVICE_HOST_PATHS)
+    device = (
+        f"{skip}(has({spec}.hostPID) && {spec}.hostPID ? [{where} + '.hostPID is true'] : []) +\n"
+        f"(has({spec}.hostIPC) && {spec}.hostIPC ? [{where} + '.hostIPC is true'] : []) +\n"
+        + " +\n".join(parts)
+        + f" +\n{_v(pre, 'hostPaths')}.filter(h, h.raw.startsWith('/') && !({allowed}) &&\n"
+        f"{dev}.exists(d, h.norm == d || h.norm.startsWith(d + '/')))"
+        f".map(h, 'volume ' + h.name + ': host path ' + h.norm + ' holds the node\\'s device nodes')"
+    )
+    kinds = cel_list(sorted(f"{g}/{k}" for g, k in KUEUE_OWNER_KINDS))
+    claim = (
+        f"{skip}request.kind.kind != 'Pod' || !has({root}.metadata.ownerReferences) ? [] :\n"
+        f"{root}.metadata.ownerReferences.filter(r, has(r.controller) && r.controller && "
+        f"{_gk('r')} in {kinds})"
+        f".map(r, 'the pod names ' + r.kind + ' ' + r.name + ' (uid ' + r.uid + ') as its controller, but '"
+        f" + 'Kueue leaves the pods of a ' + r.kind + ' to it and does not queue this one')"
+    )
+    out = [
+        (_n(pre, "priorityClass"), priority_class),
+        (_n(pre, "deviceAccess"), device),
+        (_n(pre, "ownerClaim"), claim),
+    ]
+    return out
+
+
+def _owner_dropped_var() -> tuple[str, str]:
+    """owner-claim on UPDATE (after every other variable: it reads labels and oldLabels): a pod's controller
+    reference taken away, or a RELEASING_KINDS owner's pod relabelled, by anyone but its controller."""
+    kinds = cel_list(sorted(f"{g}/{k}" for g, k in KUEUE_OWNER_KINDS))
+    releasing = cel_list(sorted(f"{g}/{k}" for g, k in RELEASING_KINDS))
+    kept = (
+        "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(n, "
+        "has(n.controller) && n.controller && n.uid == r.uid))"
+    )
+    makers = "{" + ", ".join(f"{q(f'{g}/{k}')}: {q(u)}" for (g, k), u in POD_MAKERS.items()) + "}"
+    user = "request.userInfo.username"
+    return (
+        "ownerDropped",
+        f"request.operation != 'UPDATE' || request.kind.kind != 'Pod' ||\n"
+        f"!has(oldObject.metadata.ownerReferences) || "
+        f"{user} in {cel_list([KCM_USER, GC_USER])} ? [] :\n"
+        f"oldObject.metadata.ownerReferences.filter(r, has(r.controller) && r.controller && "
+        f"{_gk('r')} in {kinds} &&\n"
+        f"!({_gk('r')} in {makers} && {makers}[{_gk('r')}] == {user}) &&\n"
+        f"(!{kept} ||\n({_gk('r')} in {releasing} && variables.labels != variables.oldLabels)))\n"
+        f".map(r, {kept} ?\n"
+        "'the update changes the labels of a pod its ' + r.kind + ' ' + r.name + "
+        "' controls: released, it would run on uncounted while its ' + r.kind + "
+        "' makes a replacement' :\n"
+        "'the update takes away the pod\\'s controller reference to ' + r.kind + ' ' + r.name)",
+    )
+
+
 _FIXES: Final = {
     HOST_PATH: f"mount a directory outside {', '.join(DENIED_HOST_PATHS)}, or ask an admin to allow it "
     "(--allowed-host-path of the webhook and of python -m admission.policy)",
@@ -208,22 +352,73 @@ _FIXES: Final = {
     f"({', '.join(f'{p.value}: {PRIORITY_CLASS[p]}' for p in Priority)}), the same on object and template",
     JOB_TYPE: f"use one of {', '.join(JOB_TYPES)}",
     UNKNOWN_KEY: "remove or rename it (`gpuctl` lists its keys in docs/admission.md)",
+    PRIORITY_CLASS_RULE: f"remove priorityClassName (or use the gpuctl class of {Labels.PRIORITY}) and use "
+    f"{Labels.KUEUE_PRIORITY} {', '.join(sorted(PRIORITY_CLASSES))} only: in a team namespace Kueue alone "
+    "orders and preempts work",
+    DEVICE_ACCESS: "no privileged containers, no capabilities beyond Pod Security baseline's, no hostPath "
+    f"under {', '.join(DEVICE_HOST_PATHS)}, no {NVIDIA_DEVICE_ENV[0]} & co., no hostPID/hostIPC: "
+    "request GPUs with nvidia.com/gpu (Kueue counts them)",
+    KUEUE_GATE: "leave spec.suspend and Kueue's scheduling gates to Kueue: it starts the work when the "
+    "team's quota has room (`gpuctl describe job` says why it waits)",
+    OWNER_CLAIM: "remove the ownerReference (a pod of your own is queued by Kueue like any other) and leave "
+    "the controller references of your pods as they are; to stop a pod, delete it",
 }
-_VAR: Final = {HOST_PATH: "hostPath", PRIORITY: "priority", JOB_TYPE: "jobType", UNKNOWN_KEY: "unknownKey"}
+_VAR: Final = {
+    HOST_PATH: "hostPath",
+    PRIORITY: "priority",
+    JOB_TYPE: "jobType",
+    UNKNOWN_KEY: "unknownKey",
+    PRIORITY_CLASS_RULE: "priorityClass",
+    DEVICE_ACCESS: "deviceAccess",
+    OWNER_CLAIM: "ownerClaim",
+}
+
+
+# Rules judged on what an UPDATE changes rather than on findings of each object: their variable holds
+# only what is new, and any entry denies.
+_DIFF_VARS: Final = {OWNER_CLAIM: "ownerDropped", KUEUE_GATE: "kueueGate"}
 
 
 def _validation(rule: str) -> dict:
-    new, old = _v("", _VAR[rule]), _v("old", _VAR[rule])
+    if rule in _VAR:
+        new, old = _v("", _VAR[rule]), _v("old", _VAR[rule])
+        found, expr = f"{new}.filter(f, !(f in {old}))", f"{new}.all(f, f in {old})"
+    else:
+        found, expr = "[]", "true"
+    if rule in _DIFF_VARS:  # owner-claim also denies a controller reference taken away
+        diff = f"variables.{_DIFF_VARS[rule]}"
+        found, expr = f"({found} + {diff})", f"{expr} && {diff}.size() == 0".removeprefix("true && ")
     return {
-        "expression": f"{new}.all(f, f in {old})",
+        "expression": expr,
         "messageExpression": (
             f"'gpuctl policy: ' + request.kind.kind + ' ' + request.namespace + '/' + "
             f"(request.name != '' ? request.name : object.metadata.generateName + '*') + "
-            f"' breaks [{rule}]: ' + {new}.filter(f, !(f in {old})).join('; ') + "
+            f"' breaks [{rule}]: ' + {found}.join('; ') + "
             f"{q('. Fix: ' + _FIXES[rule])}"
         ),
         "reason": "Forbidden",
     }
+
+
+def _kueue_gate_var() -> tuple[str, str]:
+    """kueue-gate on UPDATE: a queued Job un-suspended, or Kueue's scheduling gates lifted from a pod."""
+    qk = q(Labels.KUEUE_QUEUE)
+    queue = (
+        f"({qk} in variables.labels ? variables.labels[{qk}] : {qk} in variables.oldLabels ? "
+        f"variables.oldLabels[{qk}] : {qk} in variables.annotations ? variables.annotations[{qk}] : '')"
+    )
+    gates = cel_list(sorted(KUEUE_GATES))
+    return (
+        "kueueGate",
+        "request.operation != 'UPDATE' ? [] :\n"
+        "(request.kind.kind == 'Job' && has(oldObject.spec.suspend) && oldObject.spec.suspend &&\n"
+        f"!(has(object.spec.suspend) && object.spec.suspend) && {queue} != '' ?\n"
+        f"['the update un-suspends a Job queued in LocalQueue ' + {queue}] : []) +\n"
+        "(request.kind.kind == 'Pod' && has(oldObject.spec.schedulingGates) ?\n"
+        f"oldObject.spec.schedulingGates.filter(g, g.name in {gates} &&\n"
+        "!(has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(n, n.name == g.name)))\n"
+        ".map(g, 'the update removes Kueue\\'s scheduling gate ' + g.name) : [])",
+    )
 
 
 def _from(user: str) -> str:
@@ -273,11 +468,20 @@ def _rule(group: str, *resources: str) -> dict:
 # What the webhook and the policies review: pods, and the kinds that carry a pod template.
 POD_RULE: Final = _rule("", "pods")
 TEMPLATE_RULES: Final = (_rule("batch", "jobs"), _rule("apps", "deployments", "statefulsets", "replicasets"))
+# `kubectl debug` adds ephemeral containers through this subresource: device-access judges them (the other
+# rules find nothing new there: an ephemeral container changes no label, volume or priority).
+EPHEMERAL_RULE: Final = {**_rule("", "pods/ephemeralcontainers"), "operations": ["UPDATE"]}
 
 
 def variables(allowed: tuple[str, ...] = ()) -> list[dict]:
     paths = cel_list(normalise_host_path(a) for a in allowed if a.startswith("/"))
-    pairs = [("allowedHostPaths", paths), *_root_vars("object", ""), *_root_vars("oldObject", "old")]
+    pairs = [
+        ("allowedHostPaths", paths),
+        *_root_vars("object", ""),
+        *_root_vars("oldObject", "old"),
+        _owner_dropped_var(),
+        _kueue_gate_var(),
+    ]
     return [{"name": name, "expression": expr} for name, expr in pairs]
 
 
@@ -291,7 +495,7 @@ def policy(allowed: tuple[str, ...] = ()) -> list[dict]:
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {
-                "resourceRules": [POD_RULE, *TEMPLATE_RULES],
+                "resourceRules": [POD_RULE, EPHEMERAL_RULE, *TEMPLATE_RULES],
                 "matchPolicy": "Equivalent",
             },
             "matchConditions": match_conditions(),
@@ -308,6 +512,134 @@ def policy(allowed: tuple[str, ...] = ()) -> list[dict]:
             "validationActions": ["Deny"],
             "matchResources": {"namespaceSelector": team_namespaces()},
         },
+    }
+    return [vap, binding]
+
+
+def _orphaning() -> str:
+    """CEL: how a DELETE orphans the object's dependents, '' when it does not (admission.rules._orphaning,
+    the API server store's shouldOrphanDependents)."""
+    o = "request.options"
+    fins = "(has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : [])"
+    default = " || ".join(
+        f"(request.kind.group == {q(g)} && request.kind.kind == {q(k)} && request.kind.version == {q(v)})"
+        for g, k, v in sorted(ORPHAN_BY_DEFAULT)
+    )
+    return (
+        f"has({o}.orphanDependents) ? ({o}.orphanDependents ? 'orphanDependents: true' : '') :\n"
+        f"has({o}.propagationPolicy) ?\n"
+        f"({o}.propagationPolicy == 'Orphan' ? 'propagationPolicy Orphan' : '') :\n"
+        f"{q(ORPHAN_FINALIZER)} in {fins} ? "
+        f"'no propagationPolicy while the object carries the {ORPHAN_FINALIZER} finalizer' :\n"
+        f"!({q(FOREGROUND_FINALIZER)} in {fins}) && ({default}) ? "
+        "'no propagationPolicy (for batch/v1 Jobs the API server then orphans the pods)' : ''"
+    )
+
+
+def delete_policy() -> list[dict]:
+    """orphan-delete: no orphaning DELETE of a Job or StatefulSet Kueue counts (its own policy: every
+    expression of the main one reads `object`, which is null on DELETE)."""
+    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpuctl"}
+    groups: dict[str, list[str]] = {}
+    for g, k in sorted(ORPHAN_KINDS):
+        groups.setdefault(g, []).append(f"{k.lower()}s")
+    rules = [
+        {"apiGroups": [g], "apiVersions": ["v1"], "resources": r, "operations": ["DELETE"]}
+        for g, r in sorted(groups.items())
+    ]
+    qk = q(Labels.KUEUE_QUEUE)
+    meta = "oldObject.metadata"
+    queue = (
+        f"has({meta}.labels) && {qk} in {meta}.labels ? {meta}.labels[{qk}] :\n"
+        f"has({meta}.annotations) && {qk} in {meta}.annotations ? {meta}.annotations[{qk}] : ''"
+    )
+    vap = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": DELETE_NAME, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": rules, "matchPolicy": "Equivalent"},
+            "matchConditions": [match_conditions()[0]],  # not-kueue
+            "variables": [
+                {"name": "orphaning", "expression": _orphaning()},
+                {"name": "queue", "expression": queue},
+            ],
+            "validations": [
+                {
+                    "expression": "variables.orphaning == '' || variables.queue == ''",
+                    "messageExpression": (
+                        "'gpuctl policy: ' + request.kind.kind + ' ' + request.namespace + '/' + "
+                        "request.name + "
+                        f"' breaks [{ORPHAN_DELETE}]: deleting it with ' + variables.orphaning + "
+                        "' would leave its pods running while Kueue stops counting them (LocalQueue ' + "
+                        "variables.queue + '). Fix: delete with propagationPolicy Background or Foreground "
+                        "(kubectl delete\\'s default, --cascade=background; gpuctl delete)'"
+                    ),
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": DELETE_NAME, "labels": labels},
+        "spec": {
+            "policyName": DELETE_NAME,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": team_namespaces()},
+        },
+    }
+    return [vap, binding]
+
+
+def priority_class_policy() -> list[dict]:
+    """gpuctl's Kubernetes PriorityClasses (the earlier gpuctl's names) keep preemptionPolicy Never, whoever
+    writes them: a pod naming one never preempts through kube-scheduler (the earlier client re-creates
+    them with PreemptLowerPriority on every `create` when it may)."""
+    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpuctl"}
+    names = cel_list(sorted(PRIORITY_CLASSES))
+    vap = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": PRIORITY_CLASSES_NAME, "labels": labels},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["scheduling.k8s.io"],
+                        "apiVersions": ["v1"],
+                        "resources": ["priorityclasses"],
+                        "operations": ["CREATE", "UPDATE"],
+                    }
+                ],
+                "matchPolicy": "Equivalent",
+            },
+            "matchConditions": [{"name": "gpuctl-class", "expression": f"object.metadata.name in {names}"}],
+            "validations": [
+                {
+                    "expression": (
+                        "has(object.preemptionPolicy) && "
+                        f"object.preemptionPolicy == {q(PRIORITY_CLASS_PREEMPTION)}"
+                    ),
+                    "messageExpression": (
+                        "'gpuctl policy: PriorityClass ' + object.metadata.name + ' must have "
+                        f"preemptionPolicy {PRIORITY_CLASS_PREEMPTION}: pods naming it must never preempt "
+                        "through kube-scheduler (Kueue alone decides who runs on pool GPUs). Fix: leave "
+                        "gpuctl\\'s PriorityClasses to `gpuctl adopt`'"
+                    ),
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": PRIORITY_CLASSES_NAME, "labels": labels},
+        "spec": {"policyName": PRIORITY_CLASSES_NAME, "validationActions": ["Deny"]},
     }
     return [vap, binding]
 
@@ -348,7 +680,8 @@ _Dumper.add_representer(str, _str)
 
 
 def render(allowed: tuple[str, ...] = ()) -> str:
-    return HEADER + yaml.dump_all(policy(allowed), Dumper=_Dumper, sort_keys=False, width=1000)
+    docs = [*policy(allowed), *delete_policy(), *priority_class_policy()]
+    return HEADER + yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=1000)
 
 
 def main(argv: list[str]) -> int:

@@ -18,6 +18,18 @@ evaluation itself. The rules keep the cluster to gpuctl's conventions however wo
 - `gpu-fits-node`   a pod asks for no more GPUs than the largest node of its pool has (else it never runs).
 - `host-path`       hostPath volumes stay out of the deny list unless the admin allowed them.
 - `node-pool`       a Node's `runwhere.ai/pool` label names an existing pool.
+- `priority-class`  in a team namespace a pod's priorityClassName is empty or the gpuctl class matching its
+                    `runwhere.ai/priority`, and `kueue.x-k8s.io/priority-class` is a gpuctl class: neither
+                    Kueue's order nor kube-scheduler's preemption can be jumped.
+- `device-access`   no privileged container, no capability beyond Pod Security `baseline`'s, no hostPath
+                    under /dev, no NVIDIA_VISIBLE_DEVICES & co. set by hand, no hostPID/hostIPC: a pod
+                    cannot reach GPUs Kueue never counted.
+- `owner-claim`     a Pod claiming a controller whose pods Kueue leaves to that controller's integration
+                    (a Job, ReplicaSet, StatefulSet, ...) comes from that controller, and only the
+                    controller (or the garbage collector) takes such a claim away: Kueue would not gate it.
+- `orphan-delete`   no orphaning DELETE of a Job Kueue counts: its pods would run on, uncounted.
+- `kueue-gate`      only Kueue starts queued work: nobody else un-suspends a queued Job or removes Kueue's
+                    scheduling gates from a pod (until Kueue re-suspends, its pods would run uncounted).
 
 Rules apply to Pods, Jobs, Deployments, StatefulSets and ReplicaSets in namespaces gpuctl manages, and to
 Nodes. Pods the Job, ReplicaSet or StatefulSet controller makes (and ReplicaSets the Deployment controller
@@ -34,6 +46,7 @@ updatable, but a *different* finding of the same rule (another foreign pool, ano
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -41,11 +54,16 @@ from typing import Any, Final, NamedTuple
 
 from admission.state import ClusterState, NodeInfo
 from gpuctl.constants import (
+    BASELINE_CAPABILITIES,
+    DEVICE_HOST_PATHS,
     EXTRA_RUNWHERE_KEYS,
     FIELD_MANAGER,
+    GC_USER,
     GPU_RESOURCE,
     JOB_KINDS,
     KNOWN_RUNWHERE_KEYS,
+    KUEUE_DEFAULT_WORKLOAD_PRIORITY_CLASS,
+    NVIDIA_DEVICE_ENV,
     PRIORITY_CLASS,
     TAS_REQUEST_KEYS,
     TAS_UNCONSTRAINED,
@@ -84,6 +102,12 @@ UNKNOWN_KEY: Final = "unknown-key"
 GPU_FITS_NODE: Final = "gpu-fits-node"
 HOST_PATH: Final = "host-path"
 NODE_POOL: Final = "node-pool"
+# What a tenant may not do in its own team namespace (issue 26).
+PRIORITY_CLASS_RULE: Final = "priority-class"
+DEVICE_ACCESS: Final = "device-access"
+OWNER_CLAIM: Final = "owner-claim"
+ORPHAN_DELETE: Final = "orphan-delete"
+KUEUE_GATE: Final = "kueue-gate"
 # Rules whose verdict depends on what the cache has seen: a denial by these alone may be watch lag (a pool
 # created a millisecond before its nodes are labelled), so the server re-checks it once the cache moves.
 CACHE_RULES: Final = frozenset(
@@ -100,6 +124,11 @@ RULES: Final = (
     GPU_FITS_NODE,
     HOST_PATH,
     NODE_POOL,
+    PRIORITY_CLASS_RULE,
+    DEVICE_ACCESS,
+    OWNER_CLAIM,
+    ORPHAN_DELETE,
+    KUEUE_GATE,
 )
 
 # Kubernetes truncates longer warnings; one violation per warning keeps each readable.
@@ -141,6 +170,72 @@ KUEUE_USER: Final = f"{SA_PREFIX}kueue-system:kueue-controller-manager"
 _CHECKED_OWNERS: Final = frozenset({("batch", "Job"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
 # A ReplicaSet controlled by a Deployment is made from the Deployment's (reviewed) template.
 _CHECKED_RS_OWNERS: Final = frozenset({("apps", "Deployment")})
+
+# (apiGroup, kind) of every owner whose pods Kueue's pod webhook does not gate: it walks a new pod's
+# controller references up (jobframework.FindAncestorJobManagedByKueue, Kueue v0.19.2) through every kind
+# an integration registers, plus ReplicaSet as a Deployment's interim owner, and skips the pod when an
+# ancestor is a queued object of an enabled integration: that integration counts the pods. A pod that
+# *claims* such an owner without being made by it runs with no Workload at all, so only the owner's own
+# controller may send one (`owner-claim`). No trusted identity for the other kinds: Deployments and Pods
+# never make pods this way, and the operators of the other kinds are not part of gpuctl's team namespaces
+# (add their ServiceAccount to POD_MAKERS to run one there).
+KUEUE_OWNER_KINDS: Final = frozenset(
+    {
+        ("batch", "Job"),
+        ("apps", "ReplicaSet"),
+        ("apps", "StatefulSet"),
+        ("apps", "Deployment"),
+        ("", "Pod"),
+        ("jobset.x-k8s.io", "JobSet"),
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+        ("kubeflow.org", "MPIJob"),
+        ("kubeflow.org", "PyTorchJob"),
+        ("kubeflow.org", "TFJob"),
+        ("kubeflow.org", "XGBoostJob"),
+        ("kubeflow.org", "PaddleJob"),
+        ("kubeflow.org", "JAXJob"),
+        ("ray.io", "RayJob"),
+        ("ray.io", "RayCluster"),
+        ("ray.io", "RayService"),
+        ("workload.codeflare.dev", "AppWrapper"),
+        ("trainer.kubeflow.org", "TrainJob"),
+        ("sparkoperator.k8s.io", "SparkApplication"),
+    }
+)
+# Who may send a pod whose controller reference names one of KUEUE_OWNER_KINDS (and who else but the
+# garbage collector may take such a reference away): the controllers of _CHECKED_OWNERS.
+POD_MAKERS: Final = {gk: CONTROLLER_USERS[gk] for gk in sorted(_CHECKED_OWNERS)}
+# Kinds whose pods Kueue counts through the object's own Workload only: deleting it with orphaning finishes
+# the Workload while the pods run on (`orphan-delete`). Measured on Kueue v0.19.2: a Deployment's or a bare
+# ReplicaSet's pods are each their own Workload (Kueue's pod integration) and stay counted, and the Workload
+# of a StatefulSet's pod group is owned by its pods too and stays admitted, so orphaning those escapes
+# nothing (the Deployment controller's next ReplicaSet even adopts the orphans back).
+ORPHAN_KINDS: Final = frozenset({("batch", "Job")})
+# Kinds whose controller releases a pod whose labels stop matching its selector and makes a replacement,
+# while the released pod runs on: for these the Workload is the owner's, so the released pod is counted
+# no more (`owner-claim` refuses a label change of such a pod by anyone but the controller). A Deployment's,
+# ReplicaSet's or StatefulSet's pod keeps its own Workload when released (and a StatefulSet cannot make a
+# second pod of the same name).
+RELEASING_KINDS: Final = KUEUE_OWNER_KINDS - {
+    ("apps", "ReplicaSet"),
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("", "Pod"),
+}
+# The kind whose API server default for a DELETE without any policy is orphaning (k8s.io/kubernetes
+# pkg/registry/batch/job/strategy.go, DefaultGarbageCollectionPolicy: "for backwards compatibility").
+ORPHAN_BY_DEFAULT: Final = frozenset({("batch", "Job", "v1")})
+ORPHAN_FINALIZER: Final = "orphan"
+FOREGROUND_FINALIZER: Final = "foregroundDeletion"
+# The scheduling gates Kueue puts on the pods it holds (pkg/controller/jobs/pod/constants SchedulingGateName;
+# apis/kueue/v1beta2 TopologySchedulingGate, ElasticJobSchedulingGate): only Kueue lifts them (`kueue-gate`).
+KUEUE_GATES: Final = frozenset(
+    {"kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology", "kueue.x-k8s.io/elastic-job"}
+)
+# WorkloadPriorityClasses a team namespace may name: gpuctl's, and the one Kueue's defaulting writes.
+ALLOWED_WORKLOAD_CLASSES: Final = frozenset({*PRIORITY_CLASS.values(), KUEUE_DEFAULT_WORKLOAD_PRIORITY_CLASS})
+_BASELINE_CAPS: Final = frozenset(BASELINE_CAPABILITIES)
+_NVIDIA_ENV: Final = frozenset(NVIDIA_DEVICE_ENV)
 
 _EMPTY: Final[Mapping[str, Any]] = {}
 # Label keys read on every request, as module constants (a class attribute lookup per use adds up).
@@ -295,6 +390,7 @@ class _Work:
     spec: Mapping[str, Any]  # the pod spec
     spec_path: str
     has_template: bool
+    obj_spec: Mapping[str, Any]  # the object's own spec (a Job's suspend); a Pod's: the pod spec
 
 
 def _work(kind: str, obj: Mapping[str, Any], where: str) -> _Work:
@@ -309,7 +405,7 @@ def _work(kind: str, obj: Mapping[str, Any], where: str) -> _Work:
     if type(spec) is not dict:
         spec = _m(obj, "spec", where)
     if kind == "Pod":
-        return _Work(kind, labels, annotations, _EMPTY, _EMPTY, spec, "spec", False)
+        return _Work(kind, labels, annotations, _EMPTY, _EMPTY, spec, "spec", False, spec)
     tmpl = spec.get("template")
     if type(tmpl) is not dict:
         tmpl = _m(spec, "template", f"{where}.spec")
@@ -321,7 +417,9 @@ def _work(kind: str, obj: Mapping[str, Any], where: str) -> _Work:
     pspec = tmpl.get("spec")
     if type(pspec) is not dict:
         pspec = _m(tmpl, "spec", f"{where}.spec.template")
-    return _Work(kind, labels, annotations, tmpl_labels, tmpl_annotations, pspec, "spec.template.spec", True)
+    return _Work(
+        kind, labels, annotations, tmpl_labels, tmpl_annotations, pspec, "spec.template.spec", True, spec
+    )
 
 
 def pod_gpus(spec: Mapping[str, Any], where: str = "spec") -> int:
@@ -876,6 +974,363 @@ def _vol_name(vol: Mapping[str, Any]) -> str:
     return n if type(n) is str and n else "?"
 
 
+# ---------------------------------------------------------------------------------------------------------
+# What a tenant may not do in its own team namespace (issue 26): priority-class, device-access, owner-claim,
+# orphan-delete. Stateless, like host-path: admission/policy.py carries the same table to the API server.
+
+
+def _check_priority_class(w: _Work, out: list[Violation]) -> None:
+    """priority-class: a pod's priorityClassName is empty or the gpuctl class of its runwhere.ai/priority
+    (with preemptionPolicy Never, gpuctl.service.priority_classes); the WorkloadPriorityClass is gpuctl's."""
+    spec, labels, tl = w.spec, w.labels, w.tmpl_labels
+    pcn = spec.get("priorityClassName")
+    if pcn is not None and type(pcn) is not str:
+        pcn = _s(spec, "priorityClassName", w.spec_path)
+    if pcn:
+        said = labels.get(_PRIORITY)
+        if said is None:
+            said = tl.get(_PRIORITY)
+        want = PRIORITY_CLASS[Priority(said)] if said in PRIORITY_VALUES else None
+        if pcn != want:
+            where = f"{w.spec_path}.priorityClassName"
+            if pcn in PRIORITY_CLASSES:
+                now = f'"{said}"' if said is not None else "not set"
+                msg = f'{where} is "{pcn}" but {Labels.PRIORITY} is {now}'
+                fix = f"remove {where} or set {Labels.PRIORITY}: {pcn.removeprefix(CLASS_PREFIX)}"
+            else:
+                msg = (
+                    f'{where} is "{pcn}": in a team namespace a pod names no PriorityClass but gpuctl\'s own '
+                    f"(kube-scheduler would let it preempt pods Kueue admitted, Kueue would order it by it)"
+                )
+                fix = (
+                    f"remove {where}; choose the priority with {Labels.PRIORITY}: high|medium|low "
+                    f"(gpuctl-high|medium|low for Kueue)"
+                )
+            out.append(Violation(PRIORITY_CLASS_RULE, msg, fix, f"{PRIORITY_CLASS_RULE}: {pcn} for {said}"))
+    for where, m in (("metadata.labels", labels), ("spec.template.metadata.labels", tl)):
+        cls = m.get(_KUEUE_PRIORITY)
+        # A misspelt gpuctl-* class is the `priority` rule's finding.
+        # (An empty label is no class to Kueue: jobframework.WorkloadPriorityClassName.)
+        if cls and cls not in ALLOWED_WORKLOAD_CLASSES and not cls.startswith(CLASS_PREFIX):
+            out.append(
+                Violation(
+                    PRIORITY_CLASS_RULE,
+                    f'{where}[{Labels.KUEUE_PRIORITY}] is "{cls}", not a gpuctl WorkloadPriorityClass: in a '
+                    f"team namespace Kueue orders work by gpuctl's classes only",
+                    f"use one of {', '.join(sorted(PRIORITY_CLASSES))} (or set {Labels.PRIORITY}: "
+                    f"high|medium|low)",
+                    f"{PRIORITY_CLASS_RULE}: workload class {cls}",
+                )
+            )
+
+
+_DEVICE_FIX: Final = "request GPUs with nvidia.com/gpu (Kueue counts them)"
+
+
+_CONTAINER_PARTS: Final = ("initContainers", "containers", "ephemeralContainers")
+
+
+def _check_device_access(w: _Work, config: AdmissionConfig, out: list[Violation]) -> None:
+    """device-access: nothing in the pod reaches the node's devices (GPUs) behind its resource requests.
+    (Written for CPU like the rest: a container with neither securityContext nor env costs two lookups, and
+    paths and texts are only built for what is found.)"""
+    spec, sp = w.spec, w.spec_path
+    if spec.get("hostPID") is True or spec.get("hostIPC") is True:
+        for flag, what in (("hostPID", "process"), ("hostIPC", "IPC")):
+            if spec.get(flag) is True:
+                out.append(
+                    Violation(
+                        DEVICE_ACCESS,
+                        f"{sp}.{flag} is true: the pod would share the node's {what} namespace with other "
+                        f"teams' GPU processes",
+                        f"remove {flag}",
+                        f"{DEVICE_ACCESS}: {flag}",
+                    )
+                )
+    for part in _CONTAINER_PARTS:
+        items = spec.get(part)
+        if items is None:
+            continue
+        if type(items) is not list:
+            items = _l(spec, part, sp)
+        for i, c in enumerate(items):
+            if type(c) is not dict:
+                _item(c, f"{sp}.{part}[{i}]")
+            sc, env = c.get("securityContext"), c.get("env")
+            if sc is not None or env is not None:
+                _container_devices(c, sp, part, i, out)
+    volumes = spec.get("volumes")
+    if volumes is None:
+        return
+    if type(volumes) is not list:
+        volumes = _l(spec, "volumes", sp)
+    for i, vol in enumerate(volumes):
+        if type(vol) is not dict:
+            _item(vol, f"{sp}.volumes[{i}]")
+        hp = vol.get("hostPath")
+        raw = hp.get("path") if type(hp) is dict else None
+        if type(raw) is not str or not raw.startswith("/"):
+            continue  # a missing or relative path is host-path's finding
+        norm, _ = _host_path(raw, config.allowed_host_paths)
+        inside = _device_path(norm, config.allowed_host_paths)
+        if inside is not None:
+            out.append(
+                Violation(
+                    DEVICE_ACCESS,
+                    f"volume {_vol_name(vol)}: host path {norm} (inside {inside}) holds the node's device "
+                    f"nodes",
+                    f"remove the volume ({_DEVICE_FIX}; for shared memory use an emptyDir with medium: "
+                    f"Memory), or ask an admin to allow the path (--allowed-host-path)",
+                    f"{DEVICE_ACCESS}: hostPath {norm}",
+                )
+            )
+
+
+def _container_devices(c: Mapping[str, Any], sp: str, part: str, i: int, out: list[Violation]) -> None:
+    """device-access for one container that has a securityContext or env."""
+    where = f"{sp}.{part}[{i}]"
+    name = c.get("name")
+    name = name if type(name) is str and name else str(i)
+    if c.get("securityContext") is not None:
+        sc = _m(c, "securityContext", where)
+        if sc.get("privileged") is True:
+            out.append(
+                Violation(
+                    DEVICE_ACCESS,
+                    f"container {name} is privileged: it sees every device of the node, GPUs included, while "
+                    f"Kueue counts only what it requests",
+                    f"remove {part}[{i}].securityContext.privileged; {_DEVICE_FIX}",
+                    f"{DEVICE_ACCESS}: {part}/{name} privileged",
+                )
+            )
+        caps = _m(sc, "capabilities", f"{where}.securityContext")
+        for cap in _l(caps, "add", f"{where}.securityContext.capabilities"):
+            if type(cap) is not str:
+                raise Malformed(f"{where}.securityContext.capabilities.add must hold strings")
+            if cap.upper().removeprefix("CAP_") not in _BASELINE_CAPS:
+                out.append(
+                    Violation(
+                        DEVICE_ACCESS,
+                        f"container {name} adds capability {cap}, beyond Pod Security baseline's",
+                        f"drop it (baseline allows {', '.join(BASELINE_CAPABILITIES)})",
+                        f"{DEVICE_ACCESS}: {part}/{name} cap {cap}",
+                    )
+                )
+    if c.get("env") is None:
+        return
+    for j, e in enumerate(_l(c, "env", where)):
+        env = (e if type(e) is dict else _item(e, f"{where}.env[{j}]")).get("name")
+        if env in _NVIDIA_ENV:
+            out.append(
+                Violation(
+                    DEVICE_ACCESS,
+                    f"container {name} sets {env}: the NVIDIA container runtime would hand it GPUs no quota "
+                    f"counted",
+                    f"remove it: the device plugin sets it for the GPUs the pod requests; {_DEVICE_FIX}",
+                    f"{DEVICE_ACCESS}: {part}/{name} env {env}",
+                )
+            )
+
+
+@lru_cache(maxsize=256)
+def _device_path(norm: str, allowed: tuple[str, ...]) -> str | None:
+    """The DEVICE_HOST_PATHS entry a normalised host path lies in, unless the admin allowed it."""
+    for a in allowed:
+        a = normalise_host_path(a)
+        if a == "/" or norm == a or norm.startswith(a.rstrip("/") + "/"):
+            return None
+    for d in DEVICE_HOST_PATHS:
+        if norm == d or norm.startswith(d + "/"):
+            return d
+    return None
+
+
+def _controller_ref(meta: Mapping[str, Any], where: str) -> Mapping[str, Any] | None:
+    """The object's controller owner reference, if any."""
+    for i, ref in enumerate(_l(meta, "ownerReferences", where)):
+        ref = _item(ref, f"{where}.ownerReferences[{i}]")
+        if ref.get("controller") is True:
+            return ref
+    return None
+
+
+def _ref_kind(ref: Mapping[str, Any]) -> tuple[str, str]:
+    api, kind = ref.get("apiVersion"), ref.get("kind")
+    api = api if type(api) is str else ""
+    return (api.rpartition("/")[0] if "/" in api else "", kind if type(kind) is str else "")
+
+
+def _owner_claims(obj: Mapping[str, Any], where: str) -> list[Violation]:
+    """owner-claim, on what the pod says: a controller reference to an owner whose pods Kueue does not gate.
+    (review() has already let through the pods their own controller sends.)"""
+    meta = obj.get("metadata")
+    if type(meta) is not dict or meta.get("ownerReferences") is None:
+        return []
+    ref = _controller_ref(meta, f"{where}.metadata")
+    if ref is None:
+        return []
+    gk = _ref_kind(ref)
+    if gk not in KUEUE_OWNER_KINDS:
+        return []
+    name, uid = ref.get("name"), ref.get("uid")
+    maker = POD_MAKERS.get(gk)
+    by = f"only {maker} makes such pods" if maker else f"nothing makes pods owned by a {gk[1]}"
+    return [
+        Violation(
+            OWNER_CLAIM,
+            f"the pod names {gk[1]} {name} as its controller, but Kueue leaves the pods of a {gk[1]} to "
+            f"it and does not queue this one ({by}): it would run outside the team's quota",
+            "remove the ownerReference (a pod of your own is queued by Kueue like any other), or create the "
+            f"{gk[1]} and let it make its pods",
+            f"{OWNER_CLAIM}: {gk[0]}/{gk[1]} {name} {uid}",
+        )
+    ]
+
+
+def _owner_dropped(obj: Mapping[str, Any], old: Mapping[str, Any], user: str) -> list[Violation]:
+    """owner-claim, on an UPDATE: only the owner's controller (or the garbage collector) takes a pod's
+    controller reference away, and only the controller relabels a pod of a RELEASING_KINDS owner. Anyone else
+    would turn a counted pod into an orphan that runs on while its owner makes a counted replacement."""
+    old_meta = old.get("metadata")
+    if type(old_meta) is not dict or old_meta.get("ownerReferences") is None:
+        return []
+    ref = _controller_ref(old_meta, "request.oldObject.metadata")
+    if ref is None:
+        return []
+    gk = _ref_kind(ref)
+    if gk not in KUEUE_OWNER_KINDS or user in (POD_MAKERS.get(gk), KCM_USER, GC_USER):
+        return []
+    meta = obj.get("metadata")
+    meta = meta if type(meta) is dict else _EMPTY
+    now = None if meta.get("ownerReferences") is None else _controller_ref(meta, "request.object.metadata")
+    name = ref.get("name")
+    if now is None or now.get("uid") != ref.get("uid"):
+        return [
+            Violation(
+                OWNER_CLAIM,
+                f"the update takes away the pod's controller reference to {gk[1]} {name}: the pod would run "
+                f"on as an orphan while its {gk[1]} makes a counted replacement",
+                f"leave ownerReferences as they are; to stop the pod, delete it (or its {gk[1]})",
+                f"{OWNER_CLAIM}: drop {gk[0]}/{gk[1]} {name}",
+            )
+        ]
+    if gk in RELEASING_KINDS and _strmap(meta, "labels", "request.object.metadata") != _strmap(
+        old_meta, "labels", "request.oldObject.metadata"
+    ):
+        return [
+            Violation(
+                OWNER_CLAIM,
+                f"the update changes the labels of a pod its {gk[1]} {name} controls: a pod that no longer "
+                f"matches its selector is released, runs on uncounted, and the {gk[1]} makes a replacement",
+                f"leave the labels of a {gk[1]}'s pods as they are (label the {gk[1]} instead); to stop the "
+                f"pod, delete it",
+                f"{OWNER_CLAIM}: relabel {gk[0]}/{gk[1]} {name}",
+            )
+        ]
+    return []
+
+
+def _kueue_gate(w: _Work, old: _Work, queue: str) -> list[Violation]:
+    """kueue-gate, on an UPDATE (Kueue's own requests never reach the rules): a queued Job un-suspended, or
+    Kueue's scheduling gates lifted from a pod, by anyone else."""
+    if w.kind == "Job":
+        spec, old_spec = w.obj_spec, old.obj_spec
+        if queue and old_spec.get("suspend") is True and spec.get("suspend") is not True:
+            return [
+                Violation(
+                    KUEUE_GATE,
+                    f"the update un-suspends a Job queued in LocalQueue {queue}: its pods would run before "
+                    f"Kueue admits them, outside the team's quota, until Kueue suspends it again",
+                    "leave spec.suspend to Kueue: it un-suspends the Job when the team's quota has room "
+                    "(`gpuctl describe job` says why it waits)",
+                    f"{KUEUE_GATE}: unsuspend",
+                )
+            ]
+        return []
+    if w.kind != "Pod":
+        return []
+    lifted = _gates(old.spec, "request.oldObject.spec") - _gates(w.spec, "request.object.spec")
+    if not lifted:
+        return []
+    return [
+        Violation(
+            KUEUE_GATE,
+            f"the update removes Kueue's scheduling gate {', '.join(sorted(lifted))}: the pod would run "
+            f"before Kueue admits it, outside the team's quota",
+            "leave spec.schedulingGates to Kueue: it lifts its gates when the team's quota has room",
+            f"{KUEUE_GATE}: ungate {','.join(sorted(lifted))}",
+        )
+    ]
+
+
+def _gates(spec: Mapping[str, Any], where: str) -> frozenset[str]:
+    if spec.get("schedulingGates") is None:
+        return frozenset()
+    names = (
+        _item(g, f"{where}.schedulingGates[{i}]").get("name")
+        for i, g in enumerate(_l(spec, "schedulingGates", where))
+    )
+    return frozenset(n for n in names if n in KUEUE_GATES)
+
+
+def _orphaning(request: Mapping[str, Any], gk: tuple[str, str], version: str, old: Mapping[str, Any]) -> str:
+    """How a DELETE orphans the object's dependents ("" when it does not): what the API server's store
+    decides (k8s.io/apiserver registry/generic/registry/store.go, shouldOrphanDependents)."""
+    options = request.get("options")
+    options = options if type(options) is dict else _EMPTY
+    od = options.get("orphanDependents")
+    if od is not None:
+        return "orphanDependents: true" if od is True else ""
+    pp = options.get("propagationPolicy")
+    if pp is not None:
+        return 'propagationPolicy "Orphan"' if pp == "Orphan" else ""
+    meta = old.get("metadata")
+    finalizers = meta.get("finalizers") if type(meta) is dict else None
+    finalizers = finalizers if type(finalizers) is list else ()
+    if ORPHAN_FINALIZER in finalizers:
+        return f'no propagationPolicy while the object carries the "{ORPHAN_FINALIZER}" finalizer'
+    if FOREGROUND_FINALIZER not in finalizers and (*gk, version) in ORPHAN_BY_DEFAULT:
+        return f"no propagationPolicy (for {gk[0]}/{version} {gk[1]}s the API server then orphans the pods)"
+    return ""
+
+
+def _review_delete(
+    request: Mapping[str, Any], group: str, kind: str, state: ClusterState, config: AdmissionConfig
+) -> Verdict:
+    """orphan-delete: a DELETE that would orphan the pods of a Job Kueue counts."""
+    skip = Verdict(allowed=True, skipped="operation DELETE")
+    gk = (group, kind)
+    old = request.get("oldObject")
+    if gk not in ORPHAN_KINDS or type(old) is not dict:
+        return skip
+    kind_ref = request.get("kind")
+    version = kind_ref.get("version") if type(kind_ref) is dict else None
+    how = _orphaning(request, gk, version if type(version) is str else "", old)
+    if not how:
+        return skip
+    meta = _m(old, "metadata", "request.oldObject")
+    labels = _strmap(meta, "labels", "request.oldObject.metadata")
+    queue = labels.get(_KUEUE_QUEUE) or _strmap(meta, "annotations", "request.oldObject.metadata").get(
+        _QUEUE_ANNOTATION
+    )
+    ns = request.get("namespace")
+    ns = ns if type(ns) is str else ""
+    user_info = request.get("userInfo")
+    user = user_info.get("username") if type(user_info) is dict else None
+    if not queue or state.namespaces.get(ns) is False or user == KUEUE_USER:
+        return skip
+    subject = _subject(kind, ns, old, request)
+    v = Violation(
+        ORPHAN_DELETE,
+        f"deleting it with {how} would leave its pods running while Kueue stops counting them "
+        f"(LocalQueue {queue})",
+        "delete with propagationPolicy Background or Foreground (kubectl's default, --cascade=background; "
+        "gpuctl delete); to keep a pod, copy it out first",
+        ORPHAN_DELETE,
+    )
+    return _decide(subject, [v], [], [], config)
+
+
 def _work_violations(
     w: _Work, ns: str, state: ClusterState, config: AdmissionConfig
 ) -> tuple[list[Violation], list[str]]:
@@ -887,6 +1342,8 @@ def _work_violations(
     _check_pool(w, gpus, state, out, warn)
     _check_keys(w, out)
     _check_host_paths(w, config, out)
+    _check_priority_class(w, out)
+    _check_device_access(w, config, out)
     return out, warn
 
 
@@ -972,7 +1429,9 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     if type(op) is not str:
         op = _s(request, "operation", "request")
     if op not in ("CREATE", "UPDATE"):
-        if op in ("DELETE", "CONNECT"):
+        if op == "DELETE":
+            return _review_delete(request, group, kind, state, config) if state.synced else _skip_delete()
+        if op == "CONNECT":
             return Verdict(allowed=True, skipped=f"operation {op}")
         raise Malformed(f"request.operation {op!r} is not CREATE, UPDATE, DELETE or CONNECT")
     obj = request.get("object")
@@ -1035,16 +1494,35 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     ):
         return Verdict(allowed=True, subject=subject, skipped=f"checked at its owner ({owner[1]})")
 
-    found, warn = _work_violations(_work(kind, obj, "request.object"), ns, state, config)
+    work = _work(kind, obj, "request.object")
+    found, warn = _work_violations(work, ns, state, config)
+    if old and kind in ("Job", "Pod"):
+        try:
+            old_work = _work(kind, old, "request.oldObject")
+        except Malformed:
+            old_work = None  # judge the new object on its own
+        if old_work is not None:
+            found += _kueue_gate(work, old_work, _queue_name(work) or _queue_name(old_work))
+    if gk == _POD and owner is not None:
+        found += _owner_claims(obj, "request.object")
+    if gk == _POD and old:
+        with suppress(Malformed):  # a malformed old object: the new one is judged on its own
+            found += _owner_dropped(obj, old, user)
     if not found and not warn:
         return Verdict(True, subject)  # what _decide says whatever the old object had
     before: list[Violation] = []
     if old:
         try:
             before, _ = _work_violations(_work(kind, old, "request.oldObject"), ns, state, config)
+            if gk == _POD:
+                before += _owner_claims(old, "request.oldObject")
         except Malformed:
             before = []  # judge the new object on its own
     return _decide(subject, found, warn, before, config)
+
+
+def _skip_delete() -> Verdict:
+    return Verdict(allowed=True, skipped="operation DELETE")
 
 
 def _decide(

@@ -230,3 +230,50 @@ ROLE_USER: Final = "gpuctl-user"  # RoleBinding in a team namespace
 ROLE_POOL_VIEWER: Final = "gpuctl-pool-viewer"  # ClusterRoleBinding: pools, quotas, nodes (read)
 ROLE_ADMIN: Final = "gpuctl-admin"  # ClusterRoleBinding: everything
 VISIBILITY_GROUP: Final = "visibility.kueue.x-k8s.io"  # Kueue's pending-workloads API
+
+# ---------------------------------------------------------------------------------------------------------
+# holes (issue 26): what a tenant may not do in its own team namespace (admission/rules.py, admission.md).
+
+# Host paths that hold device nodes: a pod mounting them reaches devices its resource requests never
+# asked for (on real hardware /dev/nvidia*), so Kueue would count 0 GPUs for it. Refused by the
+# `device-access` rule unless the admin allowed the path (the same --allowed-host-path list as host-path).
+DEVICE_HOST_PATHS: Final = ("/dev",)
+# Environment variables by which the NVIDIA container runtime hands a container devices: GPUs, MIG
+# management, IMEX channels. The device plugin sets them for what a pod requests; set by a user they hand
+# out GPUs no quota counted (NVIDIA_VISIBLE_DEVICES=all). NVIDIA_DRIVER_CAPABILITIES is not among them: it
+# only chooses which driver libraries the container's own GPUs come with (the earlier gpuctl's notebook
+# example sets it), and grants no device.
+NVIDIA_DEVICE_ENV: Final = (
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_MIG_CONFIG_DEVICES",
+    "NVIDIA_MIG_MONITOR_DEVICES",
+    "NVIDIA_IMEX_CHANNELS",
+)
+# Linux capabilities a container may add: Pod Security Standards' `baseline` list. Anything else
+# (SYS_ADMIN, SYS_RAWIO, ALL, ...) is refused by `device-access` in team namespaces.
+BASELINE_CAPABILITIES: Final = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+)
+# The WorkloadPriorityClass name Kueue's defaulting (feature WorkloadPriorityClassDefaulting) writes when a
+# class of that name exists; allowed in team namespaces beside gpuctl's own classes.
+KUEUE_DEFAULT_WORKLOAD_PRIORITY_CLASS: Final = "default"
+# Kubernetes PriorityClasses of the earlier gpuctl (same names as the WorkloadPriorityClasses). gpuctl keeps
+# them with preemptionPolicy Never so that a pod naming one never preempts through kube-scheduler: Kueue
+# alone decides who runs (gpuctl.service.priority_classes; both fields are immutable, so a wrong one is
+# deleted and created again).
+PRIORITY_CLASS_PREEMPTION: Final = "Never"
+# The ServiceAccount of the garbage collector: it removes owner references when an owner is deleted with
+# orphaning (admission trusts it to drop a pod's controller reference, as it trusts the controllers).
+GC_USER: Final = "system:serviceaccount:kube-system:generic-garbage-collector"

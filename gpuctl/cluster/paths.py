@@ -46,6 +46,7 @@ RESOURCES: dict[str, Resource] = {
     "ClusterRole": Resource("rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": Resource("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
     "RoleBinding": Resource("rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "PriorityClass": Resource("scheduling.k8s.io/v1", "priorityclasses", False),
 }
 
 

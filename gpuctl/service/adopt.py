@@ -16,6 +16,7 @@ from gpuctl.constants import LIMIT_RANGE_NAME, POOL_TAINT_EFFECT, POOL_TAINT_KEY
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.pools import desired_flavor, node_pool, pool_node_taints, pool_toleration
 from gpuctl.domain.teams import desired_cohort
+from gpuctl.service import priority_classes
 from gpuctl.service.adopt_plan import AdoptOptions, AdoptPlan, PoolPlan, QuotaPlan, decide, runwhere_gpu_type
 from gpuctl.service.convert import node_label_patch, team_limit_range, team_quotas
 from gpuctl.service.inventory import Inventory
@@ -49,6 +50,7 @@ def read(cluster: Cluster, options: AdoptOptions) -> Adoption:
         pods=inv.bound_pods,
         options=options,
     )
+    plan.priority_classes = priority_classes.decide(priority_classes.read(cluster))
     return Adoption(plan, inv, namespaces, rqs)
 
 
@@ -147,6 +149,10 @@ def plan_objects(a: Adoption) -> dict:
             changes.append({"action": "remove-keys", "keys": c.remove_keys, **ref})
     return {
         "apply": apply,
+        "priorityClasses": [
+            {"action": "recreate" if c.recreate else "create", "reason": c.reason, **c.obj}
+            for c in plan.priority_classes
+        ],
         "resourceQuotas": changes,
         "kept": plan.kept,
         "notConverted": plan.not_converted,
@@ -155,7 +161,7 @@ def plan_objects(a: Adoption) -> dict:
 
 def plan_lines(plan: AdoptPlan) -> list[str]:
     """The plan in kubectl-like lines (`pool/x created`), what stays and what cannot be converted."""
-    lines = []
+    lines = priority_classes.lines(plan.priority_classes)
     taint = f"{POOL_TAINT_KEY}=<pool>:{POOL_TAINT_EFFECT}"
     for p in plan.pools:
         verb = "configured" if p.exists else "created"
@@ -202,11 +208,12 @@ def plan_lines(plan: AdoptPlan) -> list[str]:
 
 
 def execute(cluster: Cluster, a: Adoption, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
-    """Carry out the plan: pools (new ones, then the pool taint on existing ones), then quotas, then the
-    ResourceQuotas they replace."""
+    """Carry out the plan: PriorityClasses, pools (new ones, then the pool taint on existing ones), then
+    quotas, then the ResourceQuotas they replace."""
     dry_run = DryRun(dry_run)
     server_dry = dry_run is DryRun.SERVER
-    lines: list[str] = []
+    # First: from here on no pod of the earlier gpuctl's classes preempts through kube-scheduler.
+    lines: list[str] = priority_classes.execute(cluster, a.plan.priority_classes, dry_run=dry_run)
     for p in a.plan.pools:
         lines += apply_pool(cluster, pool_spec(a.inventory, p), create=not p.exists, dry_run=dry_run)
     for iso in a.plan.isolation:

@@ -132,10 +132,19 @@ class AdoptPlan:
     kept: list[str] = field(default_factory=list)
     # what gpuctl cannot convert (the user has to act)
     not_converted: list[str] = field(default_factory=list)
+    # the earlier gpuctl's PriorityClasses made never to preempt (gpuctl.service.priority_classes)
+    priority_classes: list[Any] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.pools or self.quotas or self.resource_quotas or self.isolation or self.untaint)
+        return not (
+            self.pools
+            or self.quotas
+            or self.resource_quotas
+            or self.isolation
+            or self.untaint
+            or self.priority_classes
+        )
 
 
 @dataclass(frozen=True)

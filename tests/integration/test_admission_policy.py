@@ -41,6 +41,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 ALLOWED = "/var/run/gpuctl-test"
 PY_CONFIG = AdmissionConfig(allowed_host_paths=(ALLOWED,))
+OWNER = "corpus-owner"
 
 
 @dataclass
@@ -63,9 +64,9 @@ class Env:
         return self.kubectl(*as_user, "apply", *extra, "-f", "-", input=yaml.safe_dump(obj))
 
 
-def _test_policy(sfx: str, namespaces: list[str]) -> list[dict]:
-    vap, binding = copy.deepcopy(policy.policy((ALLOWED,)))
-    name = f"gpuctl-admission-test-{sfx}"
+def _test_policy(sfx: str, namespaces: list[str], docs: list[dict] | None = None) -> list[dict]:
+    vap, binding = copy.deepcopy(docs if docs is not None else policy.policy((ALLOWED,)))
+    name = f"{vap['metadata']['name']}-test-{sfx}"
     vap["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
     binding["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
     binding["spec"]["policyName"] = name
@@ -114,6 +115,13 @@ def env(cluster: str, kube, kubectl_bin: str) -> Iterator[Env]:
         created.append(path("ValidatingAdmissionPolicy", vap["metadata"]["name"]))
         kube.apply(binding)
         created.append(path("ValidatingAdmissionPolicyBinding", binding["metadata"]["name"]))
+        # orphan-delete: its own policy (nothing in it reads `object`, null on DELETE)
+        for doc in _test_policy(sfx, [e.ns, e.down], policy.delete_policy()):
+            kube.apply(doc)
+            created.append(path(doc["kind"], doc["metadata"]["name"]))
+        owner = _job(OWNER, e.ns, gpus=0)
+        owner["spec"]["suspend"] = True
+        kube.apply(owner)  # what owner-claim's corpus cases claim (deleted with the namespace)
         hook = _dead_webhook(sfx, e.down)
         kube.apply(hook)
         created.append(path("ValidatingWebhookConfiguration", hook["metadata"]["name"]))
@@ -212,7 +220,62 @@ def _corpus(ns: str) -> dict[str, dict]:
     for kind in ("training", "inference", "notebook"):
         objs = gpuctl_workload(kind, ns)
         c[f"gpuctl-{kind}"] = objs
+    c.update(_tenant_corpus(ns, hi))
     return c
+
+
+def _tenant_corpus(ns: str, hi: dict) -> dict[str, dict]:
+    """priority-class, device-access and owner-claim (issue 26)."""
+
+    def pod_with(name: str = "a", **container) -> dict:
+        p = _pod(name, ns)
+        p["spec"]["containers"][0].update(container)
+        return p
+
+    def job_with(labels: dict | None = None, **spec) -> dict:
+        j = _job("a", ns, gpus=0, labels=labels, tmpl_labels=labels)
+        j["spec"]["template"]["spec"].update(spec)
+        return j
+
+    owned = _pod("a", ns)
+    owned["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": OWNER,  # made by the env fixture; the test fills in its uid
+            "uid": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+            "controller": True,
+        }
+    ]
+    by_daemonset = copy.deepcopy(owned)
+    by_daemonset["metadata"]["ownerReferences"][0].update(apiVersion="apps/v1", kind="DaemonSet")
+    return {
+        "priority-class-system-cluster-critical-pod": _pod(
+            "a", ns, priorityClassName="system-cluster-critical"
+        ),
+        "priority-class-system-node-critical-job": job_with(priorityClassName="system-node-critical"),
+        "priority-class-gpuctl-matching-job": job_with(hi, priorityClassName="gpuctl-high"),
+        "priority-class-gpuctl-mismatch-job": job_with(hi, priorityClassName="gpuctl-low"),
+        "priority-class-gpuctl-without-priority-job": job_with(priorityClassName="gpuctl-medium"),
+        "device-privileged": pod_with(securityContext={"privileged": True}),
+        "device-sys-admin": pod_with(securityContext={"capabilities": {"add": ["SYS_ADMIN"]}}),
+        "device-cap-prefix-lowercase": pod_with(securityContext={"capabilities": {"add": ["cap_sys_rawio"]}}),
+        "device-baseline-caps": pod_with(
+            securityContext={"capabilities": {"add": ["NET_BIND_SERVICE", "CHOWN"]}}
+        ),
+        "device-visible-devices": pod_with(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
+        "device-driver-capabilities": pod_with(env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}]),
+        "device-dev": _pod("a", ns, **_vol("/dev")),
+        "device-dev-nvidia0": _pod("a", ns, **_vol("//dev/./nvidia0")),
+        "device-devices-dir": _pod("a", ns, **_vol("/devices")),
+        "device-host-pid": _pod("a", ns, hostPID=True),
+        "device-host-ipc-job": job_with(hostIPC=True),
+        "device-privileged-init-job": job_with(
+            initContainers=[{"name": "i", "image": "busybox", "securityContext": {"privileged": True}}]
+        ),
+        "owner-claim-job": owned,
+        "owner-daemonset": by_daemonset,
+    }
 
 
 def _python_rules(obj: dict, ns: str, **kw) -> set[str]:
@@ -225,8 +288,11 @@ def _policy_rules(stderr: str) -> set[str]:
 
 
 @pytest.mark.parametrize("case", list(_corpus("x")))
-def test_cel_and_python_deny_the_same_objects_for_the_same_rule(env, case):
+def test_cel_and_python_deny_the_same_objects_for_the_same_rule(env, kube, case):
     obj = _corpus(env.ns)[case]
+    for ref in obj["metadata"].get("ownerReferences", []):
+        if ref["name"] == OWNER:  # a real Job: Kueue's pod webhook looks a Job owner up before any policy
+            ref["uid"] = kube.get(path("Job", OWNER, env.ns))["metadata"]["uid"]
     want = _python_rules(obj, env.ns)
     p = env.apply(obj, "--dry-run=server")
     got = _policy_rules(p.stderr)
@@ -237,6 +303,74 @@ def test_cel_and_python_deny_the_same_objects_for_the_same_rule(env, case):
         assert "ValidatingAdmissionPolicy" in p.stderr and "Fix: " in p.stderr, p.stderr
     else:
         assert p.returncode == 0, f"{case}: Python allows it, the API server said: {p.stderr}"
+
+
+def _python_update(old: dict, new: dict, ns: str, user: str = "system:admin") -> set[str]:
+    return _python_rules(new, ns, op="UPDATE", old=old, username=user)
+
+
+def test_tenant_update_rules_agree_on_the_api_server(env, kube):
+    """owner-claim's and kueue-gate's UPDATE checks (what changed, not findings), on real objects."""
+    # A pod its Job's controller made (no LocalQueue here: Kueue leaves the Job alone and it runs).
+    j = _job("made", env.ns, gpus=0)
+    j["spec"]["suspend"] = False
+    assert env.apply(j).returncode == 0
+    made = wait_until(
+        lambda: kube.list(path("Pod", namespace=env.ns), label_selector="job-name=made"), 30, what="its pod"
+    )[0]
+    made = kube.get(path("Pod", made["metadata"]["name"], env.ns))  # with its kind (list items have none)
+    dropped = copy.deepcopy(made)
+    del dropped["metadata"]["ownerReferences"]
+    relabelled = copy.deepcopy(made)
+    relabelled["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = "x"
+    annotated = copy.deepcopy(made)
+    annotated["metadata"].setdefault("annotations", {})["note"] = "x"
+    # A queued (suspended) Job and a gated pod.
+    queued = _job("queued", env.ns, gpus=0, labels={Labels.KUEUE_QUEUE: "absent"})
+    assert env.apply(queued).returncode == 0
+    queued = kube.get(path("Job", "queued", env.ns))
+    started = copy.deepcopy(queued)
+    started["spec"]["suspend"] = False
+    gated = _pod("gated", env.ns, schedulingGates=[{"name": "kueue.x-k8s.io/admission"}])
+    assert env.apply(gated).returncode == 0
+    gated = kube.get(path("Pod", "gated", env.ns))
+    ungated = copy.deepcopy(gated)
+    del ungated["spec"]["schedulingGates"]
+    cases = {
+        "owner-dropped": (made, dropped, {"owner-claim"}),
+        "job-pod-relabelled": (made, relabelled, {"owner-claim"}),
+        "job-pod-annotated": (made, annotated, set()),
+        "job-unsuspended": (queued, started, {"kueue-gate"}),
+        "pod-ungated": (gated, ungated, {"kueue-gate"}),
+    }
+    for case, (old, new, want) in cases.items():
+        assert _python_update(old, new, env.ns) == want, case
+        unconditional = copy.deepcopy(new)  # KWOK and the controllers keep writing status meanwhile
+        unconditional["metadata"].pop("resourceVersion", None)
+        p = env.kubectl("replace", "--dry-run=server", "-f", "-", input=json.dumps(unconditional))
+        got = _policy_rules(p.stderr)
+        assert got == want, (case, p.stderr)
+        assert (p.returncode == 0) == (not want), (case, p.stderr)
+
+
+def test_orphaning_deletes_agree_on_the_api_server(env, kube):
+    j = _job("orph", env.ns, gpus=0, labels={Labels.KUEUE_QUEUE: "absent"})
+    assert env.apply(j).returncode == 0
+    job = kube.get(path("Job", "orph", env.ns))
+    for cascade, want in (("orphan", {"orphan-delete"}), ("background", set()), ("foreground", set())):
+        p = env.kubectl("delete", "job", "orph", "-n", env.ns, f"--cascade={cascade}", "--dry-run=server")
+        got = {r for r in ("orphan-delete",) if f"breaks [{r}]" in p.stderr}
+        assert got == want and (p.returncode == 0) == (not want), (cascade, p.stderr)
+        options = {"propagationPolicy": {"orphan": "Orphan"}.get(cascade, cascade.title())}
+        r = admission_review(job, namespace=env.ns, op="DELETE", options=options)["request"]
+        r["oldObject"], r["object"] = job, None
+        assert set(review(r, state(), PY_CONFIG).rules) == want, cascade
+    # No policy at all (a client library's default): batch/v1 orphans, so both refuse.
+    p = env.kubectl("delete", "--raw", f"/apis/batch/v1/namespaces/{env.ns}/jobs/orph?dryRun=All")
+    assert p.returncode != 0 and "breaks [orphan-delete]" in p.stderr, p.stderr
+    r = admission_review(job, namespace=env.ns, op="DELETE")["request"]
+    r["oldObject"], r["object"], r["options"] = job, None, {"kind": "DeleteOptions"}
+    assert review(r, state(), PY_CONFIG).rules == ("orphan-delete",)
 
 
 def test_update_keeps_old_findings_and_denies_new_ones(env):

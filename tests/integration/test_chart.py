@@ -216,15 +216,19 @@ def test_topology_policies_follow_the_kubernetes_version() -> None:
     """MutatingAdmissionPolicy is GA from 1.36: installed there (helm template assumes a recent version),
     left out on older clusters unless forced, and never when switched off."""
     maps = {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}
-    assert len([k for k in by_key(render()) if k[0] in maps]) == 4
-    assert not [k for k in by_key(render("gpuctl-system", "--kube-version", "1.35.0")) if k[0] in maps]
-    forced = by_key(
-        render("gpuctl-system", "--kube-version", "1.35.0", "--set", "topologyPolicy.enabled=true")
-    )
-    assert len([k for k in forced if k[0] in maps]) == 4
-    assert not [
-        k for k in by_key(render("gpuctl-system", "--set", "topologyPolicy.enabled=false")) if k[0] in maps
-    ]
+
+    def names(*args: str) -> set[str]:
+        return {k[1] for k in by_key(render("gpuctl-system", *args) if args else render()) if k[0] in maps}
+
+    topology = {"gpuctl-topology-templates", "gpuctl-topology-pods"}
+    earlier = {"gpuctl-earlier-client-templates", "gpuctl-earlier-client-pods"}
+    assert names() == topology | earlier  # each a policy and its binding
+    assert len([k for k in by_key(render()) if k[0] in maps]) == 8
+    assert not names("--kube-version", "1.35.0")
+    assert names("--kube-version", "1.35.0", "--set", "topologyPolicy.enabled=true") == topology
+    assert names("--kube-version", "1.35.0", "--set", "earlierClientPolicy.enabled=true") == earlier
+    assert names("--set", "topologyPolicy.enabled=false") == earlier
+    assert names("--set", "earlierClientPolicy.enabled=false") == topology
 
 
 def test_dashboards_are_configmaps_for_grafanas_sidecar() -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from admission.rules import CONTROLLER_USERS, KCM_USER, KUEUE_USER
+from admission import policy
+from admission.rules import CONTROLLER_USERS, KCM_USER, KUEUE_USER, ORPHAN_KINDS
 from admission.server import DEFAULT_PORT
 from admission.state import RESOURCES
 
@@ -46,7 +47,7 @@ def test_kustomization_lists_every_file():
 
 @pytest.mark.parametrize(
     "name", ["workloads.admission.runwhere.ai", "pods.admission.runwhere.ai", "nodes.admission.runwhere.ai"]
-)
+)  # deletes.admission.runwhere.ai: below
 def test_every_webhook_fails_closed_quickly_and_supports_dry_run(name):
     w = webhooks()[name]
     assert w["failurePolicy"] == "Fail"
@@ -61,6 +62,20 @@ def test_every_webhook_fails_closed_quickly_and_supports_dry_run(name):
     }
     assert w["matchConditions"], "the API server must only call when there is something to check"
     assert all(r["operations"] == ["CREATE", "UPDATE"] for r in w["rules"])
+
+
+def test_deletes_are_sent_only_when_they_would_orphan_a_jobs_or_statefulsets_pods():
+    """The webhook's orphan-delete: the same kinds and the same CEL as the policy (admission.policy)."""
+    w = webhooks()["deletes.admission.runwhere.ai"]
+    assert (w["failurePolicy"], w["timeoutSeconds"], w["sideEffects"]) == ("Fail", 3, "None")
+    assert w["clientConfig"] == webhooks()["pods.admission.runwhere.ai"]["clientConfig"]
+    assert w["namespaceSelector"] == webhooks()["pods.admission.runwhere.ai"]["namespaceSelector"]
+    covered = {(g, r) for rule in w["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert covered == {(g, f"{k.lower()}s") for g, k in ORPHAN_KINDS}
+    assert all(r["operations"] == ["DELETE"] for r in w["rules"])
+    conds = {c["name"]: c["expression"] for c in w["matchConditions"]}
+    assert conds["not-kueue"] == f"request.userInfo.username != '{KUEUE_USER}'"
+    assert conds["orphaning"] == f"({policy._orphaning()}) != ''"
 
 
 def test_namespaced_webhooks_only_see_team_namespaces_and_never_system_ones():
@@ -82,6 +97,7 @@ def test_webhook_rules_cover_exactly_the_kinds_the_server_reviews():
         for name, w in webhooks().items()
         if name != "isolation.admission.runwhere.ai"
         for rule in w["rules"]
+        if rule["operations"] != ["DELETE"]
         for g in rule["apiGroups"]
         for r in rule["resources"]
     }

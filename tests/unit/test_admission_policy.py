@@ -12,8 +12,26 @@ import pytest
 import yaml
 
 from admission import policy
-from admission.rules import CONTROLLER_USERS, JOB_TYPES, KNOWN_KEYS, KUEUE_USER, PRIORITY_VALUES
-from gpuctl.constants import DENIED_HOST_PATHS, PRIORITY_CLASS
+from admission.rules import (
+    ALLOWED_WORKLOAD_CLASSES,
+    CONTROLLER_USERS,
+    JOB_TYPES,
+    KNOWN_KEYS,
+    KUEUE_OWNER_KINDS,
+    KUEUE_USER,
+    ORPHAN_KINDS,
+    POD_MAKERS,
+    PRIORITY_VALUES,
+)
+from gpuctl.constants import (
+    BASELINE_CAPABILITIES,
+    DENIED_HOST_PATHS,
+    DEVICE_HOST_PATHS,
+    GC_USER,
+    NVIDIA_DEVICE_ENV,
+    PRIORITY_CLASS,
+    PRIORITY_CLASS_PREEMPTION,
+)
 
 DIR = Path(__file__).resolve().parents[2] / "manifests" / "admission"
 
@@ -25,7 +43,12 @@ def test_checked_in_policy_is_the_generators_output():
 
 
 def _docs() -> dict[str, dict]:
-    return {d["kind"]: d for d in yaml.safe_load_all(policy.render())}
+    """The main policy and its binding by kind (the other two policies: _named)."""
+    return {d["kind"]: d for d in yaml.safe_load_all(policy.render()) if d["metadata"]["name"] == policy.NAME}
+
+
+def _named() -> dict[tuple[str, str], dict]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(policy.render())}
 
 
 def test_policy_carries_the_python_tables():
@@ -45,7 +68,7 @@ def test_policy_carries_the_python_tables():
     assert [
         v["messageExpression"].count(f"[{r}]")
         for v, r in zip(spec["validations"], policy.POLICY_RULES, strict=True)
-    ] == [1] * 4
+    ] == [1] * len(policy.POLICY_RULES)
 
 
 def test_policy_fails_closed_and_binds_to_team_namespaces():
@@ -65,7 +88,11 @@ def test_policy_fails_closed_and_binds_to_team_namespaces():
 
 
 def _allowed_in(text: str) -> str:
-    spec = next(d for d in yaml.safe_load_all(text) if d["kind"] == "ValidatingAdmissionPolicy")["spec"]
+    spec = next(
+        d
+        for d in yaml.safe_load_all(text)
+        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == policy.NAME
+    )["spec"]
     return next(v["expression"] for v in spec["variables"] if v["name"] == "allowedHostPaths")
 
 
@@ -85,3 +112,52 @@ def test_generator_cli_refuses_relative_paths(capsys):
     with pytest.raises(SystemExit):
         policy.main(["--allowed-host-path", "data"])
     assert "must be absolute" in capsys.readouterr().err
+
+
+def test_the_tenant_rules_carry_their_tables():
+    """priority-class, device-access and owner-claim read the same tables as admission.rules."""
+    spec = _docs()["ValidatingAdmissionPolicy"]["spec"]
+    variables = {v["name"]: v["expression"] for v in spec["variables"]}
+    for value in ALLOWED_WORKLOAD_CLASSES:
+        assert f"'{value}'" in variables["priorityClass"], value
+    for value in (*BASELINE_CAPABILITIES, *NVIDIA_DEVICE_ENV, *DEVICE_HOST_PATHS):
+        assert f"'{value}'" in variables["deviceAccess"], value
+    for group, kind in KUEUE_OWNER_KINDS:
+        assert f"'{group}/{kind}'" in variables["ownerClaim"], kind
+        assert f"'{group}/{kind}'" in variables["ownerDropped"], kind
+    for (group, kind), user in POD_MAKERS.items():
+        assert f"'{group}/{kind}': '{user}'" in variables["ownerDropped"]
+    assert f"'{GC_USER}'" in variables["ownerDropped"]
+    # kubectl debug's ephemeral containers are judged too (device-access).
+    rules = spec["matchConstraints"]["resourceRules"]
+    assert {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/ephemeralcontainers"],
+            "operations": ["UPDATE"]} in rules  # fmt: skip
+
+
+def test_orphaning_deletes_have_their_own_policy_bound_to_team_namespaces():
+    d = _named()
+    vap = d[("ValidatingAdmissionPolicy", policy.DELETE_NAME)]["spec"]
+    binding = d[("ValidatingAdmissionPolicyBinding", policy.DELETE_NAME)]["spec"]
+    assert vap["failurePolicy"] == "Fail" and binding["validationActions"] == ["Deny"]
+    assert binding["matchResources"]["namespaceSelector"] == policy.team_namespaces()
+    covered = {
+        (r["apiGroups"][0], res) for r in vap["matchConstraints"]["resourceRules"] for res in r["resources"]
+    }
+    assert covered == {(g, f"{k.lower()}s") for g, k in ORPHAN_KINDS}
+    assert all(r["operations"] == ["DELETE"] for r in vap["matchConstraints"]["resourceRules"])
+    # Kueue is never refused; nothing reads `object` (null on DELETE).
+    assert [c["name"] for c in vap["matchConditions"]] == ["not-kueue"]
+    text = yaml.safe_dump(vap, width=10_000)
+    assert "object." not in text.replace("oldObject.", "")
+    assert "'Orphan'" in text and "'orphan'" in text and "'foregroundDeletion'" in text
+
+
+def test_gpuctl_priority_classes_are_held_at_preemption_never_cluster_wide():
+    d = _named()
+    vap = d[("ValidatingAdmissionPolicy", policy.PRIORITY_CLASSES_NAME)]["spec"]
+    binding = d[("ValidatingAdmissionPolicyBinding", policy.PRIORITY_CLASSES_NAME)]["spec"]
+    assert "matchResources" not in binding  # cluster-scoped objects: every one
+    (cond,) = vap["matchConditions"]
+    for name in PRIORITY_CLASS.values():
+        assert f"'{name}'" in cond["expression"]
+    assert f"'{PRIORITY_CLASS_PREEMPTION}'" in vap["validations"][0]["expression"]

@@ -17,11 +17,13 @@ from admission.rules import (
     HOST_PATH,
     JOB_TYPE,
     KCM_USER,
+    KUEUE_GATE,
     KUEUE_USER,
     NODE_POOL,
     POOL_EXISTS,
     POOL_PLACEMENT,
     PRIORITY,
+    PRIORITY_CLASS_RULE,
     RULES,
     UNKNOWN_KEY,
     AdmissionConfig,
@@ -323,7 +325,8 @@ def test_misspelt_gpuctl_priority_class_is_denied_with_a_suggestion():
     pod = queued_pod(labels={Labels.KUEUE_PRIORITY: "gpuctl-hihg"})
     v = only(pod, PRIORITY)
     assert '(did you mean "gpuctl-high"?)' in v.message()
-    allowed(queued_pod(labels={Labels.KUEUE_PRIORITY: "team-special"}))  # not gpuctl's: not ours to judge
+    # Another WorkloadPriorityClass is the priority-class rule's: a team orders its work by gpuctl's only.
+    only(queued_pod(labels={Labels.KUEUE_PRIORITY: "team-special"}), PRIORITY_CLASS_RULE)
 
 
 def test_template_priority_must_match_the_objects():
@@ -628,9 +631,10 @@ def test_kueue_injecting_a_flavor_into_a_legacy_job_is_not_blocked():
     admitted["spec"]["suspend"] = False
     v = check(admitted, op="UPDATE", old=legacy, username=KUEUE_USER)
     assert v.allowed and v.skipped == "Kueue's own request"
-    # The same change from a user pins the work to another pool than its label says: a new finding.
+    # The same change from a user pins the work to another pool than its label says: a new finding; and
+    # only Kueue un-suspends a queued Job (kueue-gate).
     v = check(admitted, op="UPDATE", old=legacy)
-    assert not v.allowed and v.rules == (POOL_PLACEMENT,)
+    assert not v.allowed and v.rules == (POOL_PLACEMENT, KUEUE_GATE)
 
 
 def test_update_with_a_malformed_old_object_is_judged_on_its_own():

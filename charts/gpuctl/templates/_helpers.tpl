@@ -53,6 +53,11 @@ true
 {{- include "gpuctl.auto" (list .Values.topologyPolicy.enabled (semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version)) -}}
 {{- end }}
 
+{{/* The earlier client's MutatingAdmissionPolicies (admission/earlier.py): the same switch, its own value. */}}
+{{- define "gpuctl.earlierClientPolicy" -}}
+{{- include "gpuctl.auto" (list .Values.earlierClientPolicy.enabled (semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version)) -}}
+{{- end }}
+
 {{- define "gpuctl.certManager" -}}
 {{- include "gpuctl.auto" (list .Values.certManager.enabled (.Capabilities.APIVersions.Has "cert-manager.io/v1")) -}}
 {{- end }}

@@ -1,0 +1,199 @@
+"""gpuctl's whole admission stack on the local cluster, as shipped, bound to a test's own namespaces.
+
+`AdmissionStack.install(kube, namespaces, tmp)` starts the webhook server (enforce mode) on 127.0.0.1 and
+registers manifests/admission/webhook.yaml pointed at it, and creates every ValidatingAdmissionPolicy and
+MutatingAdmissionPolicy of manifests/admission/ (the generators' output, as the chart installs them) under
+test names. Namespaced bindings keep their shipped selector (team namespaces) narrowed to `namespaces`, so
+the stack judges exactly what it would judge in production there and nothing of other tests; the
+cluster-scoped PriorityClass policy binds as shipped. `remove()` deletes the webhook configuration first (a
+dangling Fail webhook would break the cluster for everyone), then the rest, then stops the server.
+
+Policies a checkout does not have yet are skipped (`getattr`), so the same tests can record what an older
+checkout (main before issue 26) did with the same attacks.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import importlib
+import json
+import subprocess
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from admission import policy, topology
+from gpuctl.cluster import ApiError, Cluster, path
+from tests.integration.conftest import wait_until
+from tests.integration.test_admission_webhook import (
+    TESTBED_LABEL,
+    _certs,
+    _free_port,
+    _ready,
+    _start_server,
+    _webhook_config,
+)
+
+
+def _policies() -> list[dict]:
+    """Every admission policy the checkout ships (manifests/admission/*.yaml's generators)."""
+    docs = [
+        *policy.policy(),
+        *getattr(policy, "delete_policy", list)(),
+        *getattr(policy, "priority_class_policy", list)(),
+    ]
+    docs += topology.policies()
+    if has_module("earlier"):
+        docs += importlib.import_module("admission.earlier").policies()
+    return docs
+
+
+def has_module(name: str) -> bool:
+    """Whether this checkout's admission package has the module (looked up beside it: an editable install of
+    another checkout would otherwise answer for a module this one lacks)."""
+    return (Path(policy.__file__).parent / f"{name}.py").exists()
+
+
+@dataclass
+class AdmissionStack:
+    kube: Cluster
+    kubectl_bin: str
+    kubeconfig: str
+    sfx: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+    objects: list[dict] = field(default_factory=list)
+    webhook: str = ""
+    server: subprocess.Popen | None = None
+    log: Path | None = None
+
+    @classmethod
+    def install(
+        cls, kube: Cluster, kubectl_bin: str, kubeconfig: str, namespaces: list[str], tmp: Path
+    ) -> AdmissionStack:
+        s = cls(kube, kubectl_bin, kubeconfig)
+        try:
+            s._install(namespaces, tmp)
+        except BaseException:
+            s.remove()
+            raise
+        return s
+
+    def _install(self, namespaces: list[str], tmp: Path) -> None:
+        ca, crt, key = _certs(tmp)
+        port = _free_port()
+        self.log = tmp / "webhook.log"
+        self.server = _start_server(port, crt, key, self.kubeconfig, "enforce", self.log)
+        ca_b64 = base64.b64encode(ca.read_bytes()).decode()
+        wait_until(lambda: _ready(port, ca), 60, 0.3, what="webhook ready")
+        renamed: dict[str, str] = {}
+        objs = copy.deepcopy(_policies())
+        for o in objs:
+            old = o["metadata"]["name"]
+            renamed[old] = f"{old}-t{self.sfx}"
+            o["metadata"] = {"name": renamed[old], "labels": dict(TESTBED_LABEL)}
+        for o in objs:
+            spec = o["spec"]
+            if "policyName" in spec:  # a binding
+                spec["policyName"] = renamed[spec["policyName"]]
+                sel = (spec.get("matchResources") or {}).get("namespaceSelector")
+                if sel is not None:
+                    sel["matchExpressions"].append(
+                        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}
+                    )
+        # Policies before their bindings (kubectl: gpuctl's client knows only the kinds gpuctl writes).
+        objs.sort(key=lambda o: o["kind"].endswith("Binding"))
+        self.objects = objs  # before creating: a partial create is removed too
+        self._kubectl(
+            "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs})
+        )
+        name = f"gpuctl-admission-t{self.sfx}"
+        vwc = _webhook_config(
+            name,
+            f"https://127.0.0.1:{port}/validate",
+            ca_b64,
+            namespaces,
+            {"admission-test": "none"},
+            f"t{self.sfx}-",
+        )
+        self.kube.apply(vwc)
+        self.webhook = name
+
+    def _kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        p = subprocess.run(
+            [self.kubectl_bin, "--kubeconfig", self.kubeconfig, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+        )
+        if p.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {p.stderr}")
+        return p
+
+    def wait_active(self, probe: dict, needle: str) -> None:
+        """Until the API server applies the stack: `probe` (dry run, as admin) is refused with `needle`."""
+
+        def refused() -> bool:
+            p = subprocess.run(
+                [self.kubectl_bin, "--kubeconfig", self.kubeconfig, "create", "--dry-run=server", "-f", "-"],
+                input=json.dumps(probe),
+                capture_output=True,
+                text=True,
+            )
+            return p.returncode != 0 and needle in p.stderr
+
+        wait_until(refused, 60, 0.5, what=f"admission stack active ({needle})")
+
+    def wait_mutating(self, probe: dict, check: Callable[[dict], bool], what: str) -> None:
+        """Until the API server applies the mutating policies: `check` holds for the dry-run result of
+        creating `probe` as admin (MutatingAdmissionPolicies are picked up asynchronously)."""
+
+        def applied() -> bool:
+            p = subprocess.run(
+                [
+                    self.kubectl_bin,
+                    "--kubeconfig",
+                    self.kubeconfig,
+                    "create",
+                    "--dry-run=server",
+                    "-o",
+                    "json",
+                    "-f",
+                    "-",
+                ],
+                input=json.dumps(probe),
+                capture_output=True,
+                text=True,
+            )
+            return p.returncode == 0 and check(json.loads(p.stdout))
+
+        wait_until(applied, 60, 0.5, what=what)
+
+    def remove(self) -> None:
+        if self.webhook:
+            with contextlib.suppress(ApiError):
+                self.kube.delete(path("ValidatingWebhookConfiguration", self.webhook))
+        if self.objects:
+            doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": self.objects})
+            subprocess.run(
+                [
+                    self.kubectl_bin,
+                    "--kubeconfig",
+                    self.kubeconfig,
+                    "delete",
+                    "--ignore-not-found",
+                    "-f",
+                    "-",
+                ],
+                input=doc,
+                capture_output=True,
+                text=True,
+            )
+        if self.server is not None:
+            self.server.terminate()
+            try:
+                self.server.wait(10)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait(5)
