@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RBAC = ROOT / "manifests" / "api" / "rbac.yaml"
 USER_ROLE = "gpuctl-user"  # RoleBinding in the team namespace
 POOL_VIEWER_ROLE = "gpuctl-pool-viewer"  # ClusterRoleBinding
+EARLIER_CLIENT_ROLE = "gpuctl-earlier-client"  # ClusterRoleBinding, users of the earlier client only
+CLUSTER_ROLES = (POOL_VIEWER_ROLE, EARLIER_CLIENT_ROLE)  # bound by ClusterRoleBindings
 SHIPPED_ROLES = (USER_ROLE, POOL_VIEWER_ROLE)
 EDIT_ROLES = ("edit",)  # Kubernetes' aggregated namespace editor, by a RoleBinding
 
@@ -84,8 +86,8 @@ class TeamMember:
         name: str | None = None,
         token_seconds: int = 3600,
     ) -> TeamMember:
-        """A ServiceAccount in `namespace` bound to `roles`: POOL_VIEWER_ROLE cluster-wide, every other
-        role by a RoleBinding in the namespace. The namespace must exist."""
+        """A ServiceAccount in `namespace` bound to `roles`: CLUSTER_ROLES cluster-wide, every other role
+        by a RoleBinding in the namespace. The namespace must exist."""
         name = name or f"member-{uuid.uuid4().hex[:6]}"
         m = cls(kube, namespace, name, tuple(roles), Path(tempfile.mkdtemp(prefix=f"gpuctl-{name}-")))
         kube.create(
@@ -95,7 +97,7 @@ class TeamMember:
         for role in roles:
             ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}
             binding_name = f"{name}-{role}"
-            if role == POOL_VIEWER_ROLE:
+            if role in CLUSTER_ROLES:
                 obj = {
                     "apiVersion": "rbac.authorization.k8s.io/v1",
                     "kind": "ClusterRoleBinding",

@@ -1,8 +1,8 @@
 """The earlier gpuctl's client in a team namespace (issue 26): its own YAML, unchanged, queues through Kueue.
 
 The client (tests/integration/earlier_client.py: its public source, installed unchanged) is run by a team
-member with exactly the shipped roles (plus `list namespaces`, which the client's quota check needs: see the
-fixture), through an exec-plugin kubeconfig, with `-n <team>`, on its own example YAML (`cpu` quoted: the
+member with exactly the shipped roles (and the shipped gpuctl-earlier-client role: its quota check lists
+namespaces), through an exec-plugin kubeconfig, with `-n <team>`, on its own example YAML (`cpu` quoted: the
 client refuses its own unquoted numbers, a known quirk). gpuctl's
 admission stack is installed as it ships (tests/integration/admission_stack.py), the earlier-client
 MutatingAdmissionPolicy among it. The cluster starts as one the earlier gpuctl ran on before `gpuctl adopt`:
@@ -37,7 +37,13 @@ from gpuctl.service import priority_classes
 from tests.integration.admission_stack import AdmissionStack
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 from tests.integration.earlier_client import EarlierClient, earlier_gpuctl
-from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, dump
+from tests.integration.tenancy import (
+    EARLIER_CLIENT_ROLE,
+    SHIPPED_ROLES,
+    TeamMember,
+    apply_caller_roles,
+    dump,
+)
 from tests.integration.test_tenant_attacks import _admitted_pods, held, job, kueue_gpus
 
 pytestmark = pytest.mark.integration
@@ -78,25 +84,6 @@ class Env:
         out = tmp / rel.replace("/", "-")
         out.write_text(re.sub(r"^(\s*cpu:\s*)(\d+)\s*$", r'\1"\2"', text, flags=re.M))
         return str(out)
-
-
-def _namespace_lister(member: TeamMember) -> list[dict]:
-    name = f"earlier-client-namespaces-{member.name}"
-    return [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": name},
-            "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list"]}],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": member.name, "namespace": member.namespace}],
-        },
-    ]
 
 
 def _pools(tmp: Path) -> Path:
@@ -158,21 +145,15 @@ def env(cluster: str, kube: Cluster, kubectl_bin: str, tmp_path_factory) -> Iter
             probe, lambda o: TAS_UNCONSTRAINED in o["metadata"].get("annotations", {}), "topology policy"
         )
         apply_caller_roles(kube)
-        member = TeamMember.create(kube, team, roles=SHIPPED_ROLES)
         # The client checks that the namespace "has quota" by listing every namespace labelled
-        # runwhere.ai/namespace=true (gpuctl/client/quota_client.py namespace_has_quota): the shipped roles
-        # do not grant that, so it says "Permission denied for check namespace". Its users need this one
-        # more cluster-wide read (namespace names only; reported to the owner of manifests/api/rbac.yaml).
-        for obj in _namespace_lister(member):
-            kube.apply(obj)
+        # runwhere.ai/namespace=true (gpuctl/client/quota_client.py namespace_has_quota): without the shipped
+        # gpuctl-earlier-client role (list namespaces) it says "Permission denied for check namespace".
+        member = TeamMember.create(kube, team, roles=(*SHIPPED_ROLES, EARLIER_CLIENT_ROLE))
         yield Env(kube, client, member, team, other, cluster)
     finally:
         if member is not None:
             with contextlib.suppress(ApiError):
                 member.delete()
-            for obj in _namespace_lister(member):
-                with contextlib.suppress(ApiError):
-                    kube.delete(path(obj["kind"], obj["metadata"]["name"]))
         if stack is not None:
             stack.remove()
         gpuctl_main(["delete", "quota", f"q-{sfx}", "--delete-namespace", "--kubeconfig", cluster])
