@@ -538,9 +538,11 @@ def reset(kube: Cluster, namespaces: list[str]) -> None:
         pod_gpus(p) and pod_holds_gpus(p) and meta(p).get("deletionTimestamp") for p in kube.list(path("Pod"))
     ):
         time.sleep(1)
+    managed = "app.kubernetes.io/managed-by in (gpuctl,gpuctl-trace)"
     for kind in ("ClusterQueue", "Cohort", "ResourceFlavor", "Topology"):
-        _delete_all(kube, kind, "app.kubernetes.io/managed-by in (gpuctl,gpuctl-trace)")
-    for pc in kube.list(PRIORITY_CLASS_PATH, label_selector="app.kubernetes.io/managed-by=gpuctl-trace"):
+        _delete_all(kube, kind, managed)
+    # gpuctl's own classes too (`gpuctl adopt` creates them): the earlier design creates its own.
+    for pc in kube.list(PRIORITY_CLASS_PATH, label_selector=managed):
         with contextlib.suppress(ApiError):
             kube.delete(f"{PRIORITY_CLASS_PATH}/{pc['metadata']['name']}")
     for node in kube.list(path("Node")):
@@ -619,7 +621,12 @@ def setup_earlier(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path)
     PriorityClasses gpuctl-high/medium/low, and per team namespace (labelled runwhere.ai/namespace=true)
     a ResourceQuota `<quota>-<ns>` holding the team's GPU quota. No Kueue objects for these namespaces
     (no LocalQueue, no queue label: Kueue leaves them alone)."""
-    cli(kubeconfig, "create", "-f", str(ROOT / "examples" / "pools.yaml"))  # node labels
+    # Its pools are node labels only (`kubectl label`): no taint, no Kueue object (gpuctl's pools taint
+    # their nodes, so that design's pods, which tolerate nothing, would never start there).
+    for doc in yaml.safe_load_all((ROOT / "examples" / "pools.yaml").read_text()):
+        for node, spec in doc["nodes"].items():
+            pool_labels = {Labels.POOL: doc["pool"]["name"], Labels.GPU_TYPE: spec.get("gpu-type") or None}
+            kube.merge_patch(path("Node", node), {"metadata": {"labels": pool_labels}})
     for prio, (value, policy) in PRIORITY_CLASSES.items():
         kube.request(
             "POST",

@@ -27,4 +27,8 @@ hack/cluster/build.sh
 # It needs root (mmdebstrap, chroot); CI runs as root. Elsewhere tests/integration/test_image.py fails
 # and says so.
 if [[ $(id -u) == 0 ]]; then hack/image.sh; else echo "test: not root, so no image build (hack/image.sh)" >&2; fi
-.venv/bin/python -m pytest "$@"
+# Two workers, each with its own cluster (tests/conftest.py), whole files per worker (module fixtures);
+# one when GPUCTL_TEST_KUBECONFIG names a shared cluster. GPUCTL_TEST_WORKERS=0 runs in this process.
+workers=${GPUCTL_TEST_WORKERS:-2}
+[[ -n ${GPUCTL_TEST_KUBECONFIG:-} ]] && workers=0
+.venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"

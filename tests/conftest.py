@@ -3,8 +3,10 @@
 Integration tests (tests/integration, marker `integration`) run against the local cluster of
 hack/cluster/up.sh: the `cluster` fixture reuses the cluster that $GPUCTL_TEST_KUBECONFIG (or
 $KUBECONFIG, when it points at that cluster's file) names, else starts one for the session in its own
-run directory and stops it at the end. Nothing is built inside a test: up.sh builds only what
-hack/cluster/build.sh has not cached (CI runs the build first).
+run directory and stops it at the end. Under pytest-xdist (hack/test.sh runs two workers) each worker
+starts its own cluster (run directory and port offset by worker), since tests own cluster-wide state
+(pools, node labels and taints, Kueue's cluster objects). Nothing is built inside a test: up.sh
+builds only what hack/cluster/build.sh has not cached (CI runs the build first).
 """
 
 from __future__ import annotations
@@ -50,11 +52,12 @@ def cluster() -> Iterator[str]:
         yield existing
         return
     run = Path(os.environ.get("GPUCTL_TESTBED_RUN_PYTEST", f"/tmp/gpuctl-pytest-{os.getpid()}"))
-    env = {
-        **os.environ,
-        "GPUCTL_TESTBED_RUN": str(run),
-        "GPUCTL_TESTBED_PORT_OFFSET": os.environ.get("GPUCTL_TESTBED_PORT_OFFSET", "100"),
-    }
+    offset = int(os.environ.get("GPUCTL_TESTBED_PORT_OFFSET", "100"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... under pytest-xdist
+    if worker:
+        run = run.with_name(f"{run.name}-{worker}")
+        offset += 1000 * int(worker.removeprefix("gw"))
+    env = {**os.environ, "GPUCTL_TESTBED_RUN": str(run), "GPUCTL_TESTBED_PORT_OFFSET": str(offset)}
     up = subprocess.run([str(ROOT / "hack/cluster/up.sh")], env=env, capture_output=True, text=True)
     if up.returncode != 0:
         pytest.fail(f"hack/cluster/up.sh failed:\n{up.stdout[-4000:]}\n{up.stderr[-4000:]}")

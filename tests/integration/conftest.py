@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 
@@ -26,6 +27,11 @@ def reset_gpuctl_state(kube) -> None:
                     if e.status != 404:  # already gone (another test's teardown raced us): fine
                         raise
             kube.delete(path(kind, name))
+    # `gpuctl adopt --yes` creates gpuctl-high|medium|low (preemptionPolicy Never): a later test that
+    # models the earlier gpuctl's preempting classes must not find them.
+    for pc in kube.list(path("PriorityClass"), label_selector=MANAGED):
+        with contextlib.suppress(ApiError):
+            kube.delete(path("PriorityClass", pc["metadata"]["name"]))
     for node in kube.list(path("Node")):
         labels = node["metadata"].get("labels", {})
         drop = {k: None for k in (Labels.POOL, Labels.GPU_TYPE) if k in labels}

@@ -113,7 +113,8 @@ def test_raw_job_and_pod_in_a_team_namespace_are_admitted_on_their_pool(
     # A Job that asks for its own topology request keeps it as written.
     kube.create(_raw_job(ns, "required", "default", {REQUIRED: "kubernetes.io/hostname"}))
     # A Deployment without even a queue label (Kueue defaults it to the namespace's LocalQueue `default`).
-    web = _raw_job(ns, "web", "default", pool="dev-pool", gpus=1)["spec"]["template"]
+    # (inference-pool: the foreign fixture takes dev-pool's one node out of every gpuctl pool.)
+    web = _raw_job(ns, "web", "default", pool="inference-pool", gpus=1)["spec"]["template"]
     del web["spec"]["restartPolicy"]  # Always, as a Deployment needs
     kube.create(
         {
@@ -154,7 +155,7 @@ def test_raw_job_and_pod_in_a_team_namespace_are_admitted_on_their_pool(
         "training-pool"
     )
     assert wait_until(lambda: _running_pool(kube, ns, "app=raw,!job-name"), 45, what="web running") == (
-        "dev-pool"
+        "inference-pool"
     )
     lone = wait_until(
         lambda: (p := kube.get(path("Pod", "lone", namespace=ns)))["status"].get("phase") == "Running" and p,
