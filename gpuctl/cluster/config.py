@@ -315,12 +315,18 @@ class Connection:
 
 
 def _tls(ca: bytes | None, cert: bytes | None, key: bytes | None, insecure: bool) -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
+    """The client TLS context. With the kubeconfig's own CA, that CA alone is trusted (client-go sets
+    RootCAs to certificate-authority(-data) only, so does kubectl); the system's bundle is loaded only
+    when the kubeconfig names no CA: reading it costs ~20-70 ms of every command and trusts more."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # check_hostname and CERT_REQUIRED by default
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     if insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     elif ca:
         ctx.load_verify_locations(cadata=ca.decode())
+    else:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
     if cert and key:
         # ssl only loads a key pair from files: write them to a private temporary directory, load, remove.
         with tempfile.TemporaryDirectory(prefix="gpuctl-tls-") as d:
