@@ -34,7 +34,12 @@ class WorkloadState(StrEnum):
     FINISHED = "Finished"
 
 
-WAITING = frozenset({WorkloadState.PENDING, WorkloadState.PREEMPTED})
+# The one definition of "waiting" (gpuctl.domain.status.WAITING_STATES is its status words):
+# IN_QUEUE: in Kueue's queue, so ordered, given a position and counted as demand (an Inactive Workload
+# is in no queue: Kueue will not consider it until reactivated);
+# WAITING: holds no quota and has not finished: in the queue, or deactivated.
+IN_QUEUE = frozenset({WorkloadState.PENDING, WorkloadState.PREEMPTED})
+WAITING = IN_QUEUE | {WorkloadState.INACTIVE}
 HOLDING_QUOTA = frozenset({WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED})
 
 NO_PRIORITY = "none"
@@ -156,7 +161,7 @@ def labelled_priority_value(obj: Mapping[str, Any]) -> int:
 
 def pending_since(wl: Mapping[str, Any]) -> float | None:
     """When a waiting Workload started waiting: its creation, or its last eviction if later."""
-    if workload_state(wl) not in WAITING:
+    if workload_state(wl) not in IN_QUEUE:
         return None
     created = parse_time(meta(wl).get("creationTimestamp")) or 0.0
     ev = condition(wl, "Evicted")
@@ -190,7 +195,7 @@ def queue_positions(workloads: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """
     queues: dict[str, list[tuple[int, str, str]]] = {}
     for wl in workloads:
-        if workload_state(wl) not in WAITING:
+        if workload_state(wl) not in IN_QUEUE:
             continue
         m = meta(wl)
         ev = condition(wl, "Evicted")
