@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, Labels
+from gpuctl.constants import BORROW_PREEMPT_THRESHOLD
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request
 from gpuctl.domain.objects import condition, is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
@@ -43,10 +43,10 @@ from gpuctl.domain.teams import cohort_budget_gpus, team_budgets, team_reserved_
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
     IN_QUEUE,
+    job_pool,
     labelled_priority_value,
     priority_value,
     topology_nodes,
-    workload_pool,
     workload_state,
 )
 from gpuctl.quantity import format_bytes, format_quantity
@@ -138,7 +138,7 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),
         namespace=m.get("namespace", ""),
-        pool=workload_pool(wl) or "",
+        pool=job_pool(wl) or "",
         pods=pods,
         gpus=gpus,
         priority=priority_value(wl),
@@ -624,7 +624,7 @@ def demand_of_pod_template(
 ) -> Demand:
     """The demand of a job not created yet (dry run): its pod template and replica count."""
     spec = template.get("spec") or {}
-    pool = ((spec.get("nodeSelector") or {}).get(Labels.POOL)) or ""
+    pool = job_pool(template) or ""
     return Demand(
         namespace,
         pool,
