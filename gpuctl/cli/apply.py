@@ -4,7 +4,6 @@ pkg/cmd/apply: ApplyOptions, complete, validate, run)."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
 from gpuctl.cli.files import FileOptions, add_file_flags
 
@@ -20,7 +19,6 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p.set_defaults(run=run)
 
 
-@dataclass
 class ApplyOptions(FileOptions):
     action = "apply"
 

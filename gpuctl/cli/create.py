@@ -9,7 +9,6 @@ offline; a create of jobs needs no cluster at all), server sends every write wit
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
 from gpuctl.cli.files import FileOptions, add_file_flags
 
@@ -24,7 +23,6 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p.set_defaults(run=run)
 
 
-@dataclass
 class CreateOptions(FileOptions):
     action = "create"
 

@@ -7,7 +7,6 @@ Only objects gpuctl created are deleted; a namespace only with --delete-namespac
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.files import FileOptions, add_file_flags
@@ -57,7 +56,6 @@ def validate(args: argparse.Namespace) -> None:
         raise CommandError("nothing to delete: use -f FILE, or TYPE NAME (job, pool, quota, ns)")
 
 
-@dataclass
 class DeleteFileOptions(FileOptions):
     """`delete -f`: the documents' objects, in the reverse order of a create."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Self
 
@@ -126,14 +125,16 @@ def print_client_dry_run(args: argparse.Namespace, docs: list[Document]) -> int:
     return 0
 
 
-@dataclass
 class FileOptions:
-    """create / apply / delete -f: Options -> complete (flags and files) -> validate -> run."""
+    """create / apply / delete -f: Options -> complete (flags and files) -> validate -> run. (A plain
+    class: `dataclasses` would cost every command's start-up.)"""
 
     action: ClassVar[str] = ""
-    args: argparse.Namespace
-    docs: list[Document] = field(default_factory=list)
-    namespace: str = ""
+
+    def __init__(self, args: argparse.Namespace, docs: list[Document], namespace: str):
+        self.args = args
+        self.docs = docs
+        self.namespace = namespace
 
     @classmethod
     def complete(cls, args: argparse.Namespace) -> Self:

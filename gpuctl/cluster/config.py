@@ -37,9 +37,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import urllib3
 import yaml
 
+from gpuctl.cluster.transport import Pool
 from gpuctl.constants import DEFAULT_NAMESPACE
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -297,21 +297,17 @@ class Connection:
     proxy: str | None = None
     auth: Auth = field(default_factory=Auth)
 
-    def pool(self, maxsize: int = POOL_SIZE) -> urllib3.PoolManager:
-        kw: dict[str, Any] = {"maxsize": maxsize, "block": False}
-        if self.ssl_context is not None:
-            kw["ssl_context"] = self.ssl_context
-            if self.ssl_context.verify_mode == ssl.CERT_NONE:  # insecure-skip-tls-verify
-                kw["cert_reqs"] = "CERT_NONE"
-                kw["assert_hostname"] = False
-                # The kubeconfig asked for it; kubectl does not warn on every request either.
-                urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        if self.server_hostname:
-            kw["server_hostname"] = self.server_hostname
-            kw["assert_hostname"] = self.server_hostname
-        if self.proxy:
-            return urllib3.ProxyManager(self.proxy, **kw)
-        return urllib3.PoolManager(**kw)
+    def pool(self, maxsize: int = POOL_SIZE) -> Pool:
+        """Keep-alive connections to the API server (gpuctl.cluster.transport), at most `maxsize` idle.
+        insecure-skip-tls-verify is already in the context (_tls); tls-server-name names the
+        certificate to expect; proxy-url tunnels through the proxy."""
+        return Pool(
+            self.host,
+            ssl_context=self.ssl_context,
+            server_hostname=self.server_hostname,
+            proxy=self.proxy,
+            maxsize=maxsize,
+        )
 
 
 def _tls(ca: bytes | None, cert: bytes | None, key: bytes | None, insecure: bool) -> ssl.SSLContext:
