@@ -14,8 +14,10 @@ every front end already reports as "cannot reach the API server".
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import select
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -104,16 +106,25 @@ class Response:
 
     def release_conn(self) -> None:
         """Back to the pool when the body was read to its end; else the connection is closed."""
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        if self._raw.isclosed() and not self._raw.will_close:
+        if self._conn is not None and self._raw.isclosed() and not self._raw.will_close:
+            conn, self._conn = self._conn, None
             self._pool._put(conn)
-        else:
-            self._raw.close()
-            conn.close()
+            return
+        self.close()
+
+    def shutdown(self) -> None:
+        """End a read blocked in another thread (a watch or a log follow whose reader left): the
+        socket is shut down, so that thread's read returns at once and the connection is dropped."""
+        conn = self._conn
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
+        """Drop the connection (safe from another thread while one reads: shut down first, since
+        closing the buffered body waits for its reader)."""
+        self.shutdown()
         conn, self._conn = self._conn, None
         self._raw.close()
         if conn is not None:

@@ -36,6 +36,14 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self.path == "/slow":
             time.sleep(1.0)
+        if self.path == "/hang":  # the headers, then a body that comes late (a quiet watch)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.flush()
+            time.sleep(3.0)
+            self.wfile.write(b"{}")
+            return
         if self.path == "/cut":
             self.send_response(200)
             self.send_header("Content-Length", "100")
@@ -121,3 +129,23 @@ def test_timeouts_and_cut_answers_are_os_errors(server) -> None:
     assert isinstance(cut.value, OSError)
     with pytest.raises(OSError):
         Pool("http://127.0.0.1:1").request("GET", "/x", connect_timeout=1)
+
+
+def test_shutdown_ends_a_read_blocked_in_another_thread(server) -> None:
+    """A log follow or a watch whose reader left: the event loop ends the blocked read at once."""
+    r = Pool(url(server)).request("GET", "/hang", read_timeout=None)
+    done = threading.Event()
+
+    def reader() -> None:
+        try:
+            r.data  # noqa: B018
+        except OSError:
+            pass
+        finally:
+            done.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    r.close()
+    assert done.wait(0.5) and time.monotonic() - t0 < 0.5
