@@ -126,7 +126,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
 
     seen = {(r.namespace, r.job_id): _job_cells(r, wide) for r in rows}
-    changed, stop = threading.Event(), threading.Event()
+    changed = threading.Event()
     pods = Informer(
         cluster,
         "Pod",
@@ -135,7 +135,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
         transform=lambda pod: pod["metadata"].get("resourceVersion"),  # a wake-up: keep nothing else
     )
     pods.add_listener(lambda _informer: changed.set())
-    pods.start(stop)
+    pods.start()
     try:
         while True:
             changed.wait()
@@ -158,7 +158,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
     except KeyboardInterrupt:
         return
     finally:
-        stop.set()
+        pods.stop()  # and abort its watch
 
 
 # ----------------------------------------------------------------------------- get pools
