@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -88,11 +89,16 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=7, help="runs of each single-job command")
     ap.add_argument("--sweep", type=int, default=200, help="jobs in the sweep file (0: no sweep)")
     ap.add_argument("--sweep-runs", type=int, default=2, help="runs of each sweep command")
+    ap.add_argument(
+        "--gpuctl",
+        help="the gpuctl command to time (default: the console script next to this interpreter); e.g. "
+        "'python -m gpuctl.main' with PYTHONPATH set to another checkout, to compare before and after",
+    )
     args = ap.parse_args()
     if not args.kubeconfig:
         raise SystemExit("no cluster: pass --kubeconfig or set KUBECONFIG (hack/cluster/up.sh)")
     kubectl = kubectl_path()
-    gpuctl = str(Path(sys.executable).parent / "gpuctl")
+    gpuctl_cmd = shlex.split(args.gpuctl) if args.gpuctl else [str(Path(sys.executable).parent / "gpuctl")]
     # What a user's shell has: bytecode caches written (some sandboxes set PYTHONDONTWRITEBYTECODE,
     # which makes every run compile gpuctl's modules again).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -108,7 +114,7 @@ def main() -> int:
 
     def render(src: Path) -> Path:
         out = src.with_suffix(".k8s.yaml")
-        out.write_text(sh([gpuctl, "create", "--dry-run=client", "-o", "yaml", "-f", str(src)], env))
+        out.write_text(sh([*gpuctl_cmd, "create", "--dry-run=client", "-o", "yaml", "-f", str(src)], env))
         return out
 
     def compare(label: str, pairs: list[tuple[list[str], list[str]]], after=None) -> None:
@@ -130,8 +136,8 @@ def main() -> int:
     try:
         pools = sh([kubectl, "get", "resourceflavors", "-o", "name"], env)
         if "training-pool" not in pools:
-            sh([gpuctl, "create", "-f", str(ROOT / "examples/pools.yaml")], env)
-        sh([gpuctl, "create", "-f", str(quota)], env)
+            sh([*gpuctl_cmd, "create", "-f", str(ROOT / "examples/pools.yaml")], env)
+        sh([*gpuctl_cmd, "create", "-f", str(quota)], env)
         sh(
             [kubectl, "patch", "clusterqueue", ns, "--type=merge", "-p", '{"spec":{"stopPolicy":"Hold"}}'],
             env,
@@ -139,7 +145,7 @@ def main() -> int:
         # Warm both: kubectl's discovery cache, the interpreter's bytecode cache.
         warm = tmp / "warm.yaml"
         warm.write_text(job_yaml("warm", ns))
-        run.run([gpuctl, "create", "--dry-run=server", "-f", str(warm)])
+        run.run([*gpuctl_cmd, "create", "--dry-run=server", "-f", str(warm)])
         run.run([kubectl, "create", "--dry-run=server", "-f", str(render(warm))])
 
         print(f"namespace {ns} (ClusterQueue held); medians of {args.runs} runs, interleaved", flush=True)
@@ -148,7 +154,7 @@ def main() -> int:
         one_k = render(one)
         pairs = [
             (
-                [gpuctl, "create", "--dry-run=server", "-f", str(one)],
+                [*gpuctl_cmd, "create", "--dry-run=server", "-f", str(one)],
                 [kubectl, "create", "--dry-run=server", "-f", str(one_k)],
             )
         ] * args.runs
@@ -158,7 +164,7 @@ def main() -> int:
             g, k = tmp / f"g{i}.yaml", tmp / f"k{i}.yaml"
             g.write_text(job_yaml(f"one-g{i}", ns))
             k.write_text(job_yaml(f"one-k{i}", ns))
-            real.append(([gpuctl, "create", "-f", str(g)], [kubectl, "create", "-f", str(render(k))]))
+            real.append(([*gpuctl_cmd, "create", "-f", str(g)], [kubectl, "create", "-f", str(render(k))]))
         compare("one job, create", real)
 
         if args.sweep:
@@ -167,7 +173,7 @@ def main() -> int:
             sweep_k = render(sweep)
             pairs = [
                 (
-                    [gpuctl, "create", "--dry-run=server", "-f", str(sweep)],
+                    [*gpuctl_cmd, "create", "--dry-run=server", "-f", str(sweep)],
                     [kubectl, "create", "--dry-run=server", "-f", str(sweep_k)],
                 )
             ] * args.sweep_runs
@@ -177,7 +183,7 @@ def main() -> int:
                 sh([kubectl, "delete", "jobs", "-n", ns, "-l", "runwhere.ai/job-type", "--wait=true"], env)
 
             clean()
-            pairs = [([gpuctl, "create", "-f", str(sweep)], [kubectl, "create", "-f", str(sweep_k)])]
+            pairs = [([*gpuctl_cmd, "create", "-f", str(sweep)], [kubectl, "create", "-f", str(sweep_k)])]
             compare(f"sweep of {args.sweep}, create", pairs * args.sweep_runs, after=clean)
 
         floors = []
@@ -205,7 +211,7 @@ def main() -> int:
             [kubectl, "delete", "jobs", "-n", ns, "--all", "--wait=false"], env=env, capture_output=True
         )
         subprocess.run(
-            [gpuctl, "delete", "quota", f"q-{ns}", "--delete-namespace"], env=env, capture_output=True
+            [*gpuctl_cmd, "delete", "quota", f"q-{ns}", "--delete-namespace"], env=env, capture_output=True
         )
     return 0
 
