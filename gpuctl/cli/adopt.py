@@ -62,7 +62,7 @@ def _confirm() -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuctl.cli.create import _session  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import adopt  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.adopt_plan import AdoptOptions  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.errors import ServiceError  # noqa: PLC0415 - lazy: CLI start-up
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         include_default=args.default_quota,
         default_pool=None if args.no_default_pool else args.default_pool,
     )
-    cluster = _session(args)
+    cluster = connect(args)
     a = adopt.read(cluster, options)
     if args.output in ("json", "yaml"):
         from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up

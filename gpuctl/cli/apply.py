@@ -1,11 +1,11 @@
-"""`gpuctl apply -f FILE...`: create, or update in place where Kubernetes allows."""
+"""`gpuctl apply -f FILE...`: create, or update in place where Kubernetes allows (kubectl's
+pkg/cmd/apply: ApplyOptions, complete, validate, run)."""
 
 from __future__ import annotations
 
 import argparse
 
-from gpuctl.cli import create
-from gpuctl.cli.files import add_file_flags
+from gpuctl.cli.files import FileOptions, add_file_flags
 
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
@@ -16,4 +16,15 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     )
     add_file_flags(p)
     p.add_argument("--force", action="store_true", help="re-create a running Job whose pod template changed")
-    p.set_defaults(run=create.run, action="apply")
+    p.set_defaults(run=run)
+
+
+class ApplyOptions(FileOptions):
+    action = "apply"
+
+    def submit_flags(self) -> dict:
+        return {"force": self.args.force}
+
+
+def run(args: argparse.Namespace) -> int:
+    return ApplyOptions.complete(args).validate().run()

@@ -1,4 +1,5 @@
-"""`gpuctl delete -f FILE...` or `gpuctl delete job|pool|quota|ns NAME`.
+"""`gpuctl delete -f FILE...` or `gpuctl delete job|pool|quota|ns NAME...` (kubectl's pkg/cmd/delete:
+DeleteOptions, complete, validate, run).
 
 Only objects gpuctl created are deleted; a namespace only with --delete-namespace (or `delete ns`).
 """
@@ -7,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from gpuctl.cli import create
 from gpuctl.cli.errors import CommandError
-from gpuctl.cli.files import add_file_flags, scope_namespace
-from gpuctl.cli.report import print_results
+from gpuctl.cli.files import FileOptions, add_file_flags
 
 TYPES = {
     "job": "job",
@@ -46,26 +45,48 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
         help="pool: delete it even while jobs use it; they keep running, new work for the pool is refused",
     )
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
-    p.set_defaults(run=run, action="delete")
+    p.set_defaults(run=run)
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Either -f FILE or TYPE NAME..., not both, not neither."""
+    if args.files and args.type:
+        raise CommandError("give either -f FILE or TYPE NAME, not both")
+    if not args.files and (not args.type or not args.names):
+        raise CommandError("nothing to delete: use -f FILE, or TYPE NAME (job, pool, quota, ns)")
+
+
+class DeleteFileOptions(FileOptions):
+    """`delete -f`: the documents' objects, in the reverse order of a create."""
+
+    action = "delete"
+
+    def submit_flags(self) -> dict:
+        return {"keep_running": self.args.keep_running, "delete_namespace": self.args.delete_namespace}
 
 
 def run(args: argparse.Namespace) -> int:
+    validate(args)
     if args.files:
-        if args.type:
-            raise CommandError("give either -f FILE or TYPE NAME, not both")
-        return create.run(args)
-    if not args.type or not args.names:
-        raise CommandError("nothing to delete: use -f FILE, or TYPE NAME (job, pool, quota, ns)")
+        return DeleteFileOptions.complete(args).validate().run()
+    return delete_names(args)
+
+
+def delete_names(args: argparse.Namespace) -> int:
+    """`delete TYPE NAME...`: each name on its own (a client dry run only reads)."""
+    from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.files import scope_namespace  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.report import print_results  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.lifecycle import delete_by_name  # noqa: PLC0415 - lazy: CLI start-up
 
     results = delete_by_name(
-        create._session(args),
+        connect(args),
         TYPES[args.type],
         args.names,
         namespace=scope_namespace(args),
         force=args.force,
         delete_namespace=args.delete_namespace,
-        dry_run=args.dry_run,  # a DryRun (files.add_dry_run_flag); client only reads
+        dry_run=args.dry_run,
         keep_running=args.keep_running,
     )
     return print_results(args, results)

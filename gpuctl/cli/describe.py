@@ -1,8 +1,14 @@
-"""`gpuctl describe job|pool|node|quota|ns NAME`."""
+"""`gpuctl describe job|pool|node|quota|ns NAME`: one object in detail, or -o json|yaml.
+
+The views are gpuctl.service's (gpuctl.service.views and the pool and node services), the printing is
+here; module level imports only the standard library and the CLI's light modules (start-up).
+"""
 
 from __future__ import annotations
 
 import argparse
+
+from gpuctl.cli.cmdutil import connect, guard, kv, note, or_dash, quota_gpu, scope
 
 TYPES = {
     "job": "job",
@@ -30,13 +36,216 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuctl.cli import views  # noqa: PLC0415 - lazy: CLI start-up
-
     handlers = {
-        "job": views.describe_job,
-        "pool": views.describe_pool,
-        "node": views.describe_node,
-        "quota": views.describe_quota,
-        "namespace": views.describe_namespace,
+        "job": describe_job,
+        "pool": describe_pool,
+        "node": describe_node,
+        "quota": describe_quota,
+        "namespace": describe_namespace,
     }
     return handlers[TYPES[args.type]](args)
+
+
+@guard
+def describe_job(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
+
+    d = views_svc.describe_job(connect(args), args.name, scope(args))
+    data = d.as_dict()
+    if args.output in ("json", "yaml"):
+        print_data(data, args.output)
+        return 0
+    kv(
+        [
+            ("Name", d.name),
+            ("Namespace", d.namespace),
+            ("Kind", d.kind),
+            ("Resource", f"{d.resource_type}/{d.name}"),
+            ("Status", d.status),
+            ("Pool", d.pool),
+            ("Priority", d.priority),
+            ("Queue", d.queue),
+            ("Position", d.position or "-"),
+            ("GPUs", d.gpus),
+            ("Image", d.image),
+            ("Requests", ", ".join(f"{k}={v}" for k, v in d.resources.items())),
+        ]
+    )
+    if d.why:
+        kv([("Why not running", d.why)])
+    if data["service"]:
+        s = data["service"]
+        kv([("Service", f"{s['name']} {s['type']} {s['port']}->{s['targetPort']} nodePort {s['nodePort']}")])
+    if data["env"]:
+        print("Env:")
+        for e in data["env"]:
+            print(f"  {e.get('name')}={e.get('value', '')}")
+    print(f"Kueue Workload: {data['workload'] or '<none yet>'}")
+    if data["conditions"]:
+        table(
+            ["  TYPE", "STATUS", "REASON", "MESSAGE"],
+            [
+                [f"  {x['type']}", x["status"], x["reason"] or "", (x["message"] or "")[:120]]
+                for x in data["conditions"]
+            ],
+        )
+    print("Pods:" if d.pods else "Pods: <none>")
+    for p in data["pods"]:
+        print(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}")
+    return 0
+
+
+@guard
+def describe_pool(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service import pools as pools_svc  # noqa: PLC0415 - lazy: CLI start-up
+
+    d = pools_svc.describe_pool(connect(args), args.name)
+    if args.output in ("json", "yaml"):
+        print_data(d, args.output)
+        return 0
+    kv(
+        [
+            ("Name", d["name"]),
+            ("Description", d["description"] or "-"),
+            ("Status", d["status"]),
+            ("GPU Total", d["gpu_total"]),
+            ("GPU Used", d["gpu_used"]),
+            ("GPU Allocated", or_dash(d["gpu_allocated"])),
+            ("GPU Reserved", d["gpu_reserved"]),
+            ("GPU Free", d["gpu_free"]),
+            ("GPU Queued", d["gpu_queued"]),
+            ("GPU Types", ", ".join(d["gpu_types"]) or "-"),
+            ("Node Count", len(d["nodes"])),
+        ]
+    )
+    print("Nodes:")
+    table(
+        ["  NAME", "READY", "GPUS", "GPU TYPE"],
+        [[f"  {n['name']}", n["ready"], n["gpus"], n["gpu_type"] or "-"] for n in d["nodes"]],
+    )
+    if d["teams"]:
+        print("Teams:")
+        table(
+            ["  TEAM", "GPUS IN USE", "GUARANTEED"],
+            [[f"  {t['team']}", t["gpus_in_use"], t["guaranteed"]] for t in d["teams"]],
+        )
+    if d["jobs_namespaces"] is not None:
+        note(
+            f"jobs of {', '.join(d['jobs_namespaces']) or 'no namespace'} only (the namespaces you may "
+            "read); GPU Allocated (pods) needs a role that may list every pod"
+        )
+    for title, key in (("Running jobs", "running"), ("Queued jobs", "queued")):
+        print(f"{title}:" if d[key] else f"{title}: <none>")
+        if d[key]:
+            table(
+                ["  NAME", "NAMESPACE", "KIND", "STATUS", "GPUS", "POSITION"],
+                [
+                    [
+                        f"  {j['name']}",
+                        j["namespace"],
+                        j["kind"],
+                        j["status"],
+                        j["gpus"],
+                        j["position"] or "-",
+                    ]
+                    for j in d[key]
+                ],
+            )
+    return 0
+
+
+@guard
+def describe_node(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service import nodes as nodes_svc  # noqa: PLC0415 - lazy: CLI start-up
+
+    d = nodes_svc.describe_node(connect(args), args.name)
+    if args.output in ("json", "yaml"):
+        print_data(d, args.output)
+        return 0
+    kv(
+        [
+            ("Name", d["name"]),
+            ("Status", d["status"]),
+            ("Pool", d["pool"] or "-"),
+            ("IP", d["ip"]),
+            ("GPU Type", d["gpu_type"] or "-"),
+            ("GPU Total", d["gpu_total"]),
+            ("GPU Used", or_dash(d["gpu_used"])),
+            ("GPU Free", or_dash(d["gpu_free"])),
+            ("Capacity", ", ".join(f"{k}={v}" for k, v in sorted(d["capacity"].items()))),
+        ]
+    )
+    print("Labels:")
+    for k, v in sorted(d["labels"].items()):
+        print(f"  {k}={v}")
+    print("Conditions:")
+    for cond in d["conditions"]:
+        print(f"  {cond['type']}={cond['status']} {cond['reason']}")
+    if d["pods_namespaces"] is not None:
+        note(
+            f"pods of {', '.join(d['pods_namespaces']) or 'no namespace'} only (the namespaces you may "
+            "read); GPU Used and Free need a role that may list every pod (gpuctl-admin)"
+        )
+    print("Jobs:" if d["jobs"] else "Jobs: <none>")
+    for j in d["jobs"]:
+        print(f"  {j['namespace']}/{j['pod']}  {j['kind']}  {j['job']}")
+    return 0
+
+
+def _print_quota(q: dict) -> None:
+    from gpuctl.quantity import format_bytes  # noqa: PLC0415 - lazy: CLI start-up
+
+    kv(
+        [
+            ("Quota", q["name"]),
+            ("Namespace", q["namespace"]),
+            ("Status", q["status"]),
+            (
+                "GPU",
+                f"{quota_gpu(q)} (borrowed {q['gpu']['borrowed']}, borrow limit "
+                f"{'none' if q['gpu']['borrowing_limit'] is None else q['gpu']['borrowing_limit']})",
+            ),
+            ("CPU", f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}"),
+            ("Memory", f"{format_bytes(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}"),
+            ("Guaranteed", ", ".join(f"{p}={g}" for p, g in q["guarantees"].items()) or "-"),
+            ("Workloads", f"{q['admitted_workloads']} admitted, {q['pending_workloads']} pending"),
+        ]
+    )
+
+
+@guard
+def describe_quota(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
+
+    rows = views_svc.describe_quota(connect(args), args.name)
+    if args.output in ("json", "yaml"):
+        print_data(rows if len(rows) > 1 else rows[0], args.output)
+        return 0
+    for q in rows:
+        _print_quota(q)
+    return 0
+
+
+@guard
+def describe_namespace(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
+
+    d = views_svc.describe_namespace(connect(args), args.name)
+    if args.output in ("json", "yaml"):
+        print_data(d.as_dict(), args.output)
+        return 0
+    kv([("Name", d.namespace.name), ("Status", d.namespace.status), ("Age", age(d.namespace.age))])
+    print("Labels:")
+    for k, v in sorted(d.namespace.labels.items()):
+        print(f"  {k}={v}")
+    if d.quota:
+        _print_quota(d.quota)
+    else:
+        print("Quota: <none> (create one with kind: quota)")
+    return 0

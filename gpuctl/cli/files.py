@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Self
 
 from gpuctl.cli.errors import CommandError
 
@@ -123,3 +123,50 @@ def print_client_dry_run(args: argparse.Namespace, docs: list[Document]) -> int:
         for line in plan.lines:
             print(line + args.dry_run.suffix())
     return 0
+
+
+class FileOptions:
+    """create / apply / delete -f: Options -> complete (flags and files) -> validate -> run. (A plain
+    class: `dataclasses` would cost every command's start-up.)"""
+
+    action: ClassVar[str] = ""
+
+    def __init__(self, args: argparse.Namespace, docs: list[Document], namespace: str):
+        self.args = args
+        self.docs = docs
+        self.namespace = namespace
+
+    @classmethod
+    def complete(cls, args: argparse.Namespace) -> Self:
+        """Load and validate every document (all problems at once), and the namespace of jobs without
+        one (-n, else the context's)."""
+        return cls(args, load(args), default_namespace(args))
+
+    def validate(self) -> Self:
+        return self
+
+    def submit_flags(self) -> dict:
+        """The verb's own flags, as gpuctl.service.lifecycle.submit takes them."""
+        return {}
+
+    def run(self) -> int:
+        from gpuctl.domain.dryrun import DryRun  # noqa: PLC0415 - lazy: CLI start-up
+
+        if self.args.dry_run is DryRun.CLIENT:
+            from gpuctl.service.plan import needs_cluster  # noqa: PLC0415 - lazy: CLI start-up
+
+            if self.args.output in ("json", "yaml") or not needs_cluster(self.docs, self.action):
+                return print_client_dry_run(self.args, self.docs)
+        from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cli.report import print_results  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.service.lifecycle import submit  # noqa: PLC0415 - lazy: CLI start-up
+
+        results = submit(
+            connect(self.args),
+            self.docs,
+            self.namespace,
+            action=self.action,
+            dry_run=self.args.dry_run,
+            **self.submit_flags(),
+        )
+        return print_results(self.args, results)

@@ -1,9 +1,18 @@
-"""`gpuctl get jobs|pools|nodes|labels|quotas|ns`: tables like kubectl's, or -o json|yaml."""
+"""`gpuctl get jobs|pools|nodes|labels|quotas|ns`: tables like kubectl's, or -o json|yaml.
+
+The work is in gpuctl.service (one call per type), the printing is here. Module level imports only the
+standard library and the CLI's own light modules (start-up: tests/unit/test_cli_startup.py); each
+type's handler imports its service call and the printers when it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import threading
 
+from gpuctl.cli.cmdutil import connect, guard, note, or_dash, quota_gpu, scope
+from gpuctl.cli.errors import CommandError
 from gpuctl.constants import JOB_KINDS
 
 TYPES = {
@@ -47,14 +56,263 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuctl.cli import views  # noqa: PLC0415 - lazy: CLI start-up
-
     handlers = {
-        "jobs": views.get_jobs,
-        "pools": views.get_pools,
-        "nodes": views.get_nodes,
-        "labels": views.get_labels,
-        "quotas": views.get_quotas,
-        "namespaces": views.get_namespaces,
+        "jobs": get_jobs,
+        "pools": get_pools,
+        "nodes": get_nodes,
+        "labels": get_labels,
+        "quotas": get_quotas,
+        "namespaces": get_namespaces,
     }
     return handlers[TYPES[args.type]](args)
+
+
+# ----------------------------------------------------------------------------- get jobs
+JOB_COLUMNS = ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"]
+WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "REASON"]
+
+
+def _job_cells(r, wide: bool) -> list:
+    from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
+
+    cells = [r.job_id, r.name, r.namespace, r.kind, r.status, r.ready, r.node, r.ip, age(r.age)]
+    if wide:
+        cells += [r.pool, r.priority, r.queue, r.position if r.position else "-", r.reason or "-"]
+    return cells
+
+
+@guard
+def get_jobs(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
+
+    cluster = connect(args)
+    namespace = scope(args)
+    wide = args.output == "wide"
+    rows = list_job_rows(
+        cluster,
+        namespace,
+        pool=args.pool,
+        kind=args.kind,
+        selector=args.selector,
+        positions=wide or args.output in ("json", "yaml"),
+        gpus=args.output in ("json", "yaml"),  # tables show no GPU column: pods come as Table rows
+    )
+    if args.name:
+        rows = [r for r in rows if r.name == args.name]
+    if args.output in ("json", "yaml"):
+        print_data([r.as_dict() for r in rows], args.output)
+    elif not rows:
+        print(
+            "No jobs found." if not namespace else f"No jobs found in {namespace} namespace.", file=sys.stderr
+        )
+    else:
+        table(JOB_COLUMNS + (WIDE_COLUMNS if wide else []), [_job_cells(r, wide) for r in rows])
+    if args.watch:
+        _watch_jobs(args, cluster, namespace, rows, wide)
+    return 0
+
+
+def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
+    """Like kubectl -w: after the list, print a job's row again whenever it changes.
+
+    An informer on gpuctl's pods (gpuctl.cluster.informer: list, watch, 410 -> list again, back-off)
+    wakes us; rows are then recomputed through the same service call as the list, so -w shows
+    exactly what `get jobs` would.
+    """
+    from gpuctl.cluster import path  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cluster.informer import Informer  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.inventory import JOB_SELECTOR  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
+
+    seen = {(r.namespace, r.job_id): _job_cells(r, wide) for r in rows}
+    changed = threading.Event()
+    pods = Informer(
+        cluster,
+        "Pod",
+        path("Pod", namespace=namespace),
+        label_selector=JOB_SELECTOR,
+        transform=lambda pod: pod["metadata"].get("resourceVersion"),  # a wake-up: keep nothing else
+    )
+    pods.add_listener(lambda _informer: changed.set())
+    pods.start()
+    try:
+        while True:
+            changed.wait()
+            changed.clear()
+            for r in list_job_rows(
+                cluster,
+                namespace,
+                pool=args.pool,
+                kind=args.kind,
+                selector=args.selector,
+                positions=wide,
+                gpus=False,
+            ):
+                cells = _job_cells(r, wide)
+                key = (r.namespace, r.job_id)
+                old = seen.get(key)
+                if old is None or old[:8] != cells[:8] or old[9:] != cells[9:]:
+                    print("   ".join(str(c) for c in cells), flush=True)
+                seen[key] = cells
+    except KeyboardInterrupt:
+        return
+    finally:
+        pods.stop()  # and abort its watch
+
+
+# ----------------------------------------------------------------------------- get pools
+@guard
+def get_pools(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.pools import list_pools  # noqa: PLC0415 - lazy: CLI start-up
+
+    pools = list_pools(connect(args))
+    if args.name:
+        pools = [p for p in pools if p.name == args.name]
+        if not pools:
+            raise CommandError(f"pool {args.name} not found")
+    if args.output in ("json", "yaml"):
+        print_data([p.as_dict() for p in pools], args.output)
+        return 0
+    headers = ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "NODE COUNT"]
+    wide = args.output == "wide"
+    if wide:
+        headers += ["GPU RESERVED", "GPU QUEUED", "GPU TYPES"]
+        partial = next((p.queued_namespaces for p in pools if p.queued_namespaces is not None), None)
+        if partial is not None:
+            note(
+                f"GPU QUEUED counts the waiting jobs of {', '.join(partial) or 'no namespace'} only: "
+                "other teams' Workloads need a role that may list them all (gpuctl-admin)"
+            )
+    rows = []
+    for p in pools:
+        r = [p.name, p.status, p.capacity, p.taken, p.free, len(p.nodes)]
+        if wide:
+            r += [p.reserved, p.queued, ",".join(p.gpu_types) or "-"]
+        rows.append(r)
+    if not rows:
+        print("No pools found: create one with `gpuctl create -f pool.yaml`.", file=sys.stderr)
+        return 0
+    table(headers, rows)
+    return 0
+
+
+# ----------------------------------------------------------------------------- get nodes / labels
+
+
+@guard
+def get_nodes(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.nodes import list_nodes  # noqa: PLC0415 - lazy: CLI start-up
+
+    rows = list_nodes(connect(args), pool=args.pool, gpu_type=args.gpu_type)
+    if args.name:
+        rows = [r for r in rows if r["name"] == args.name]
+    if args.output in ("json", "yaml"):
+        print_data(rows, args.output)
+        return 0
+    if any(r["gpu_used"] is None for r in rows):
+        note(
+            "GPU USED and GPU FREE per node need a role that may list every pod (gpuctl-admin); "
+            "a pool's use, as Kueue counts it, is in `gpuctl get pools`"
+        )
+    table(
+        ["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "IP", "POOL"],
+        [
+            [
+                r["name"],
+                r["status"],
+                r["gpu_total"],
+                or_dash(r["gpu_used"]),
+                or_dash(r["gpu_free"]),
+                r["gpu_type"] or "-",
+                r["ip"],
+                r["pool"] or "-",
+            ]
+            for r in rows
+        ],
+    )
+    return 0
+
+
+@guard
+def get_labels(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.nodes import node_labels  # noqa: PLC0415 - lazy: CLI start-up
+
+    rows = node_labels(connect(args), args.name, args.key)
+    if args.output in ("json", "yaml"):
+        print_data(rows if not args.name else rows[0]["labels"], args.output)
+        return 0
+    if args.name and args.key:
+        for k, v in rows[0]["labels"].items():
+            print(f"{args.name} {k}={v}")
+        return 0
+    table(
+        ["NODE", "LABELS"],
+        [[r["node"], ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or "<none>"] for r in rows],
+    )
+    return 0
+
+
+# ----------------------------------------------------------------------------- get quotas / ns
+
+
+@guard
+def get_quotas(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.quantity import format_bytes  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.quotas import quota_rows  # noqa: PLC0415 - lazy: CLI start-up
+
+    rows = quota_rows(connect(args), args.name or scope(args))
+    if args.output in ("json", "yaml"):
+        print_data(rows, args.output)
+        return 0
+    if not rows:
+        print("No quotas found.", file=sys.stderr)
+        return 0 if not args.name else 1
+    table(
+        [
+            "QUOTA NAME",
+            "NAMESPACE",
+            "GPU (USED/QUOTA)",
+            "BORROWED",
+            "BORROW LIMIT",
+            "CPU",
+            "MEMORY",
+            "PENDING",
+            "STATUS",
+        ],
+        [
+            [
+                q["name"],
+                q["namespace"],
+                quota_gpu(q),
+                q["gpu"]["borrowed"],
+                "none" if q["gpu"]["borrowing_limit"] is None else q["gpu"]["borrowing_limit"],
+                f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}",
+                f"{format_bytes(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}",
+                q["pending_workloads"],
+                q["status"],
+            ]
+            for q in rows
+        ],
+    )
+    return 0
+
+
+@guard
+def get_namespaces(args: argparse.Namespace) -> int:
+    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
+
+    rows = views_svc.list_namespaces(connect(args))
+    if args.name:
+        rows = [r for r in rows if r.name == args.name]
+    if args.output in ("json", "yaml"):
+        print_data([r.as_dict() for r in rows], args.output)
+        return 0
+    table(["NAME", "STATUS", "QUOTA", "AGE"], [[r.name, r.status, r.quota, age(r.age)] for r in rows])
+    return 0

@@ -29,13 +29,13 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuctl.cli.create import _session  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.errors import ServiceError  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.nodes import label_nodes, parse_label_args  # noqa: PLC0415 - lazy: CLI start-up
 
     try:
         nodes, changes = parse_label_args(args.args, args.delete)
-        lines = label_nodes(_session(args), nodes, changes, overwrite=args.overwrite, dry_run=args.dry_run)
+        lines = label_nodes(connect(args), nodes, changes, overwrite=args.overwrite, dry_run=args.dry_run)
     except ServiceError as e:
         raise CommandError(str(e)) from None
     if args.output in ("json", "yaml"):

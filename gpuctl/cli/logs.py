@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
+from gpuctl.cli.cmdutil import connect, guard, scope
 
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
@@ -24,7 +27,39 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p.set_defaults(run=run)
 
 
+@guard
 def run(args: argparse.Namespace) -> int:
-    from gpuctl.cli import views  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.jobs import job_pods_for_logs, read_logs  # noqa: PLC0415 - lazy: CLI start-up
 
-    return views.logs(args)
+    cluster = connect(args)
+    _, pods = job_pods_for_logs(cluster, args.job, scope(args))
+    targets = pods if args.all_pods else pods[:1]
+    if args.follow:
+        pod = targets[0]
+        resp = read_logs(cluster, pod, tail=args.tail, timestamps=args.timestamps, follow=True, stream=True)
+        try:
+            for chunk in resp.stream(4096, decode_content=True):
+                sys.stdout.write(chunk.decode(errors="replace"))
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            resp.release_conn()
+        return 0
+    out = {}
+    for pod in targets:
+        out[pod["metadata"]["name"]] = read_logs(cluster, pod, tail=args.tail, timestamps=args.timestamps)
+    if args.output == "json":
+        name, text = next(iter(out.items()))
+        print_data(
+            {"pod_name": name, "namespace": targets[0]["metadata"]["namespace"], "logs": text.splitlines()}
+            if not args.all_pods
+            else [{"pod_name": n, "logs": t.splitlines()} for n, t in out.items()],
+            "json",
+        )
+        return 0
+    for name, text in out.items():
+        for line in text.splitlines():
+            print(f"[{name}] {line}" if args.all_pods else line)
+    return 0

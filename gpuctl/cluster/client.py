@@ -3,8 +3,9 @@
 Why not the generated `kubernetes` API classes: they deserialise every list into model objects, which
 costs more than the network for big lists (2,000 pods: seconds), and importing the package costs 170 ms
 of every command. gpuctl.cluster.config reads kubeconfigs (TLS, tokens, exec plugins, in-cluster) and
-this client speaks plain JSON over one urllib3 pool: paged lists with `limit`/`continue`, server-side
-apply with field manager `gpuctl`, merge patches, watches as line-delimited JSON.
+this client speaks plain JSON over one pool of keep-alive connections (gpuctl.cluster.transport): paged
+lists with `limit`/`continue`, server-side apply with field manager `gpuctl`, merge patches, watches as
+line-delimited JSON.
 """
 
 from __future__ import annotations
@@ -18,18 +19,18 @@ from typing import Any
 from urllib.parse import urlencode
 
 import orjson
-import urllib3
-from urllib3.exceptions import ReadTimeoutError
 
 from gpuctl.cluster.config import POOL_SIZE, Connection, in_cluster, kubeconfig_files
 from gpuctl.cluster.config import load as load_config
 from gpuctl.cluster.paths import object_path, path
+from gpuctl.cluster.transport import Pool, ReadTimeout
 from gpuctl.constants import FIELD_MANAGER
 
 PAGE_SIZE = 500
 VISIBILITY_VERSIONS = ("v1beta2", "v1beta1")
 VISIBILITY_PAGE = 1000
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
 MAX_RETRIES = 10  # client-go's default for answers that carry Retry-After
 MAX_RETRY_WAIT = 10.0  # seconds; a longer Retry-After is shortened to this
 
@@ -80,6 +81,12 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield buf
 
 
+def _drain(resp: Any) -> None:
+    """Read a short answer to its end (a 401 or 429 being retried) so its connection is reused."""
+    with contextlib.suppress(Exception):
+        resp.data  # noqa: B018 - read for its side effect
+
+
 def _close(resp: Any) -> None:
     """Release a streaming response; closing a socket another thread reads may raise anything."""
     for name in ("release_conn", "close"):
@@ -99,7 +106,7 @@ class Cluster:
         self.connection = connection
         self.host = connection.host.rstrip("/")
         self.context_namespace = connection.namespace
-        self._pool: urllib3.PoolManager = connection.pool(pool_size)
+        self._pool: Pool = connection.pool(pool_size)
         self._visibility: str | bool | None = None  # the visibility API version served; False: none
 
     # ---------------------------------------------------------------- construction
@@ -143,23 +150,20 @@ class Cluster:
         raw: bool = False,
         accept: str = "application/json",
     ) -> Any:
-        """Send one request; return the decoded JSON (or the urllib3 response when streaming/raw)."""
-        url = self.host + api_path
+        """Send one request; return the decoded JSON (or the response when streaming/raw: a
+        gpuctl.cluster.transport.Response, whose body the caller reads, streams or releases)."""
+        url = api_path
         q = {k: v for k, v in (query or {}).items() if v is not None and v is not False}
         if q:
             url += "?" + urlencode(q)
-        data = None
+        data: bytes | None = None
         if body is not None:
-            data = body if isinstance(body, (bytes, str)) else json.dumps(body)
-        tmo = (
-            urllib3.Timeout(connect=timeout[0], read=timeout[1])
-            if isinstance(timeout, tuple)
-            else (
-                urllib3.Timeout(connect=10, read=timeout)
-                if timeout
-                else urllib3.Timeout(connect=10, read=None)
-            )
-        )
+            text = body if isinstance(body, (bytes, str)) else json.dumps(body)
+            data = text.encode() if isinstance(text, str) else text
+        if isinstance(timeout, tuple):
+            connect, read = timeout
+        else:
+            connect, read = 10, (timeout or None)
         refreshed = False
         for attempt in range(MAX_RETRIES + 1):
             resp = self._pool.request(
@@ -167,28 +171,25 @@ class Cluster:
                 url,
                 body=data,
                 headers=self._headers(content_type if body is not None else None, accept),
-                preload_content=not stream,
-                timeout=tmo,
-                retries=False,
+                connect_timeout=connect,
+                read_timeout=read,
             )
             # An expired credential (exec plugin, rotated token file): fetch a new one and ask once more.
             if resp.status == 401 and not refreshed and self.connection.auth.refresh():
                 refreshed = True
-                _close(resp)
+                _drain(resp)
                 continue
             # The server asked to come back later (429 "storage is (re)initializing" after an etcd or API
             # server restart, 429 from priority and fairness, 5xx with Retry-After): wait as told and ask
             # again, as client-go does for every verb, at most MAX_RETRIES times.
             wait = retry_after(resp.status, resp.headers.get("Retry-After"))
             if wait is not None and attempt < MAX_RETRIES:
-                _close(resp)
+                _drain(resp)
                 time.sleep(wait)
                 continue
             break
         if resp.status >= 400:
-            payload = resp.data if not stream else resp.read()
-            if stream:
-                resp.release_conn()
+            payload = resp.data
             try:
                 status_body = json.loads(payload)
                 msg = status_body.get("message", "")
@@ -198,7 +199,8 @@ class Cluster:
         if stream or raw:
             return resp
         # orjson decodes a 2,000-pod list about 3x faster than json, and lists dominate `get jobs -A`.
-        return orjson.loads(resp.data) if resp.data else {}
+        data_in = resp.data
+        return orjson.loads(data_in) if data_in else {}
 
     # ---------------------------------------------------------------- verbs
     def get(self, api_path: str, **query: Any) -> dict:
@@ -304,6 +306,14 @@ class Cluster:
                 )
                 obj = row.get("object") or {}
                 items.append({"metadata": obj.get("metadata") or {}, "table": cells})
+        return items
+
+    def list_metadata(self, api_path: str, *, label_selector: str | None = None) -> list[dict]:
+        """The metadata of every object of a list (kubectl's PartialObjectMetadataList): names, labels
+        and owners at a fraction of the bytes of the objects."""
+        items: list[dict] = []
+        for page in self.pages(api_path, label_selector=label_selector, accept=METADATA_ACCEPT):
+            items += [i.get("metadata") or {} for i in page.get("items") or []]
         return items
 
     def pending_workloads(self, cluster_queue: str) -> list[dict] | None:
@@ -449,7 +459,7 @@ class Cluster:
                             int(st.get("code") or 500), st.get("reason", ""), st.get("message", ""), st
                         )
                 yield etype, ev.get("object") or {}
-        except ReadTimeoutError as e:
+        except ReadTimeout as e:
             raise WatchIdle(f"no watch event for {read_timeout}s on {api_path}") from e
         finally:
             _close(resp)

@@ -34,19 +34,19 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, BUDGET_FLAVOR, QUOTA_GPU, UNLIMITED, Labels
-from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request, quantity_gpus
+from gpuctl.constants import BORROW_PREEMPT_THRESHOLD
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request
 from gpuctl.domain.objects import condition, is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
 from gpuctl.domain.status import is_gated
-from gpuctl.domain.teams import team_usage
+from gpuctl.domain.teams import cohort_budget_gpus, team_budgets, team_reserved_gpus, team_usage
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
-    WAITING,
+    IN_QUEUE,
+    job_pool,
     labelled_priority_value,
     priority_value,
     topology_nodes,
-    workload_pool,
     workload_state,
 )
 from gpuctl.quantity import format_bytes, format_quantity
@@ -138,7 +138,7 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),
         namespace=m.get("namespace", ""),
-        pool=workload_pool(wl) or "",
+        pool=job_pool(wl) or "",
         pods=pods,
         gpus=gpus,
         priority=priority_value(wl),
@@ -156,33 +156,8 @@ class _Team:
 
 
 def _teams(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, _Team]:
-    out = {}
-    for cq in cluster_queues:
-        if not is_gpuctl_object(cq):
-            continue
-        quota: int | None = None
-        limit: int | None = None
-        for g in (cq.get("spec") or {}).get("resourceGroups") or []:
-            for fl in g.get("flavors") or []:
-                if fl.get("name") != BUDGET_FLAVOR:
-                    continue
-                for r in fl.get("resources") or []:
-                    if r.get("name") == QUOTA_GPU:
-                        nominal = str(r.get("nominalQuota", UNLIMITED[QUOTA_GPU]))
-                        quota = None if nominal == UNLIMITED[QUOTA_GPU] else quantity_gpus(nominal)
-                        if r.get("borrowingLimit") is not None:
-                            limit = quantity_gpus(str(r["borrowingLimit"]))
-        out[name(cq)] = _Team(quota, limit)
-    return out
-
-
-def _cohort_surplus(cohort: Mapping[str, Any] | None) -> int:
-    for g in ((cohort or {}).get("spec") or {}).get("resourceGroups") or []:
-        for fl in g.get("flavors") or []:
-            for r in fl.get("resources") or []:
-                if fl.get("name") == BUDGET_FLAVOR and r.get("name") == QUOTA_GPU:
-                    return quantity_gpus(str(r.get("nominalQuota", "0")))
-    return 0
+    """Team -> its GPU quota and borrowing limit, as gpuctl.domain.teams reads its ClusterQueue."""
+    return {ns: _Team(t.gpu, t.borrowing_limit) for ns, t in team_budgets(cluster_queues).items()}
 
 
 @dataclass
@@ -209,24 +184,6 @@ def _place(free: dict[str, int], pods: int, gpus: int) -> None:
             return
         n = min(fitting, key=lambda x: (free[x], x))
         free[n] -= gpus
-
-
-def _reservations(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Team -> GPUs of budget its Workloads hold, from the ClusterQueues' status (Kueue's own count);
-    teams whose ClusterQueue has no status yet are left out."""
-    out = {}
-    for cq in cluster_queues:
-        st = cq.get("status")
-        if not is_gpuctl_object(cq) or not st:
-            continue
-        total = 0
-        for fl in st.get("flavorsReservation") or []:
-            if fl.get("name") == BUDGET_FLAVOR:
-                for r in fl.get("resources") or []:
-                    if r.get("name") == QUOTA_GPU:
-                        total += quantity_gpus(str(r.get("total") or "0"))
-        out[name(cq)] = total
-    return out
 
 
 def pod_owner_label(pod: Mapping[str, Any]) -> str:
@@ -307,7 +264,7 @@ class Snapshot:
                     _Holder(d.label, ns, d.priority, sum(g * c for c, g in _per_pod(wl)), placed, d.pool)
                 )
                 known.add(d.label)
-            elif st in WAITING:
+            elif st in IN_QUEUE:
                 d = workload_demand(wl)
                 waiting.setdefault(ns, []).append(d)
                 known.add(d.label)
@@ -338,11 +295,11 @@ class Snapshot:
         for group in gated.values():
             d = pod_demand(group[0], len(group))
             waiting.setdefault(d.namespace, []).append(d)
-        reserved = _reservations(cluster_queues)
+        reserved = team_reserved_gpus(cluster_queues)
         for ns, t in teams.items():
             t.used = reserved[ns] if ns in reserved else sum(h.gpus for h in holders if h.namespace == ns)
         used = {n: max(tas_used.get(n, 0), bound.get(n, 0)) for n in set(tas_used) | set(bound)}
-        snap = cls(list(nodes), teams, holders, waiting, used, _cohort_surplus(cohort))
+        snap = cls(list(nodes), teams, holders, waiting, used, cohort_budget_gpus(cohort))
         if pool_reserved is not None:
             snap.pool_reserved = dict(pool_reserved)
             snap.team_pools = {
@@ -667,7 +624,7 @@ def demand_of_pod_template(
 ) -> Demand:
     """The demand of a job not created yet (dry run): its pod template and replica count."""
     spec = template.get("spec") or {}
-    pool = ((spec.get("nodeSelector") or {}).get(Labels.POOL)) or ""
+    pool = job_pool(template) or ""
     return Demand(
         namespace,
         pool,

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuctl.constants import CONTAINER_WAITING_REASONS
 from gpuctl.domain.objects import condition, meta
-from gpuctl.domain.workload import WorkloadState, finished_failed, workload_state
+from gpuctl.domain.workload import WAITING, WorkloadState, finished_failed, workload_state
 
 KUEUE_GATE = "kueue.x-k8s.io/admission"
 
@@ -36,9 +36,6 @@ class State(StrEnum):
     UNKNOWN = "Unknown"
 
 
-# Waiting for Kueue: a job in one of these states holds no quota.
-WAITING_STATES = frozenset({State.QUEUED, State.PREEMPTED, State.INACTIVE})
-
 _WORKLOAD_WORD: Mapping[WorkloadState, State] = {
     WorkloadState.PENDING: State.QUEUED,
     WorkloadState.PREEMPTED: State.PREEMPTED,
@@ -46,6 +43,9 @@ _WORKLOAD_WORD: Mapping[WorkloadState, State] = {
     WorkloadState.QUOTA_RESERVED: State.QUOTA_RESERVED,
     WorkloadState.ADMITTED: State.ADMITTED,
 }
+
+# Waiting for Kueue (holds no quota): the words of gpuctl.domain.workload.WAITING, the one definition.
+WAITING_STATES = frozenset(_WORKLOAD_WORD[s] for s in WAITING)
 
 
 def workload_word(wl: Mapping[str, Any] | None) -> State | None:

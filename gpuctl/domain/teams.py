@@ -134,20 +134,32 @@ class TeamUsage:
         return _gpus(self.budget_borrowed.get(QUOTA_GPU, "0"))
 
 
+def flavors_reservation(cq: Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]]]:
+    """flavor -> resource -> its entry ({total, borrowed}) of a ClusterQueue's
+    status.flavorsReservation: Kueue's count of the quota its Workloads hold. The one reading of that
+    field (team_usage, pool_reservations, flavor_reserved, explain's snapshot all go through it)."""
+    out: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for fr in (cq.get("status") or {}).get("flavorsReservation") or []:
+        entries = out.setdefault(str(fr.get("name", "")), {})
+        for r in fr.get("resources") or []:
+            entries[str(r.get("name", ""))] = r
+    return out
+
+
 def team_usage(cq: Mapping[str, Any]) -> TeamUsage:
     st = cq.get("status") or {}
     used: dict[str, str] = {}
     borrowed: dict[str, str] = {}
     pool_gpus: dict[str, int] = {}
     pool_borrowed: dict[str, int] = {}
-    for fr in st.get("flavorsReservation") or []:
-        for r in fr.get("resources") or []:
-            if fr.get("name") == BUDGET_FLAVOR:
-                used[r.get("name", "")] = str(r.get("total", "0"))
-                borrowed[r.get("name", "")] = str(r.get("borrowed", "0"))
-            elif r.get("name") == GPU_RESOURCE:
-                pool_gpus[fr.get("name", "")] = _gpus(r.get("total"))
-                pool_borrowed[fr.get("name", "")] = _gpus(r.get("borrowed"))
+    for flavor, resources in flavors_reservation(cq).items():
+        for res, r in resources.items():
+            if flavor == BUDGET_FLAVOR:
+                used[res] = str(r.get("total", "0"))
+                borrowed[res] = str(r.get("borrowed", "0"))
+            elif res == GPU_RESOURCE:
+                pool_gpus[flavor] = _gpus(r.get("total"))
+                pool_borrowed[flavor] = _gpus(r.get("borrowed"))
     active = condition(cq, "Active")
     return TeamUsage(
         budget_used=used,
@@ -177,16 +189,37 @@ def flavor_reserved(cluster_queues: Iterable[Mapping[str, Any]], flavor: str) ->
     """Whether any Workload holds quota of `flavor` (any resource: a CPU-only pool's jobs hold no GPU),
     by the ClusterQueues' status.flavorsReservation."""
     for cq in cluster_queues:
-        for fr in (cq.get("status") or {}).get("flavorsReservation") or []:
-            if fr.get("name") != flavor:
-                continue
-            for r in fr.get("resources") or []:
-                try:
-                    if parse_quantity(str(r.get("total") or "0")) != 0:
-                        return True
-                except QuantityError:
-                    return True  # unreadable: assume held (the caller then reads the Workloads)
+        for r in flavors_reservation(cq).get(flavor, {}).values():
+            try:
+                if parse_quantity(str(r.get("total") or "0")) != 0:
+                    return True
+            except QuantityError:
+                return True  # unreadable: assume held (the caller then reads the Workloads)
     return False
+
+
+def team_budgets(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, TeamQuota]:
+    """Team namespace -> the quota its gpuctl ClusterQueue was made from (team_from_cluster_queue)."""
+    return {ns: team_from_cluster_queue(cq) for ns, cq in team_queues(cluster_queues).items()}
+
+
+def team_reserved_gpus(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Team namespace -> GPUs of budget its Workloads hold (Kueue's count, team_usage); a team whose
+    ClusterQueue has no status yet is left out (the caller counts its jobs instead)."""
+    return {ns: team_usage(cq).gpus for ns, cq in team_queues(cluster_queues).items() if cq.get("status")}
+
+
+def cohort_budget_gpus(cohort: Mapping[str, Any] | None) -> int:
+    """GPUs of budget the root Cohort lends beyond the teams' quotas (its nominal quota of
+    runwhere.ai/quota-gpu on the budget flavor; 0 without a Cohort)."""
+    for g in ((cohort or {}).get("spec") or {}).get("resourceGroups") or []:
+        for fl in g.get("flavors") or []:
+            if fl.get("name") != BUDGET_FLAVOR:
+                continue
+            for r in fl.get("resources") or []:
+                if r.get("name") == QUOTA_GPU:
+                    return _gpus(r.get("nominalQuota", "0"))
+    return 0
 
 
 def team_queues(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:

@@ -34,7 +34,12 @@ class WorkloadState(StrEnum):
     FINISHED = "Finished"
 
 
-WAITING = frozenset({WorkloadState.PENDING, WorkloadState.PREEMPTED})
+# The one definition of "waiting" (gpuctl.domain.status.WAITING_STATES is its status words):
+# IN_QUEUE: in Kueue's queue, so ordered, given a position and counted as demand (an Inactive Workload
+# is in no queue: Kueue will not consider it until reactivated);
+# WAITING: holds no quota and has not finished: in the queue, or deactivated.
+IN_QUEUE = frozenset({WorkloadState.PENDING, WorkloadState.PREEMPTED})
+WAITING = IN_QUEUE | {WorkloadState.INACTIVE}
 HOLDING_QUOTA = frozenset({WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED})
 
 NO_PRIORITY = "none"
@@ -115,19 +120,33 @@ def assigned_flavors(wl: Mapping[str, Any]) -> set[str]:
     return out
 
 
-def workload_pool(wl: Mapping[str, Any]) -> str | None:
-    """runwhere.ai/pool (Kueue copies it via labelKeysToCopy), else the admitted flavor, else the pool
-    the pod template selects."""
-    p = labels(wl).get(Labels.POOL)
+def _pod_specs(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pod specs of any job object: a Workload's pod sets, a controller's template, a pod
+    template's or a pod's own spec."""
+    spec = obj.get("spec") or {}
+    if "podSets" in spec:
+        return [(ps.get("template") or {}).get("spec") or {} for ps in spec.get("podSets") or []]
+    if "template" in spec:
+        return [(spec.get("template") or {}).get("spec") or {}]
+    return [spec]
+
+
+def job_pool(obj: Mapping[str, Any]) -> str | None:
+    """The pool of a job, read from any of its objects (controller, pod, pod template, Workload): the
+    one rule. runwhere.ai/pool, which gpuctl puts on each of them and Kueue copies to the Workload
+    (labelKeysToCopy); else, for a Workload, the pool Kueue admitted it to (the flavor of its GPUs);
+    else the pool its pod spec selects (nodeSelector runwhere.ai/pool, what gpuctl's builders write).
+    None when none says: such work may land in any pool."""
+    p = labels(obj).get(Labels.POOL)
     if p:
         return p
-    assigned = reserved_pools(wl)
+    assigned = reserved_pools(obj) if "podSets" in (obj.get("spec") or {}) else []
     if assigned:
         return assigned[0][0]
-    for ps in (wl.get("spec") or {}).get("podSets") or []:
-        sel = ((ps.get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
-        if sel.get(Labels.POOL):
-            return sel[Labels.POOL]
+    for spec in _pod_specs(obj):
+        selected = (spec.get("nodeSelector") or {}).get(Labels.POOL)
+        if selected:
+            return selected
     return None
 
 
@@ -156,7 +175,7 @@ def labelled_priority_value(obj: Mapping[str, Any]) -> int:
 
 def pending_since(wl: Mapping[str, Any]) -> float | None:
     """When a waiting Workload started waiting: its creation, or its last eviction if later."""
-    if workload_state(wl) not in WAITING:
+    if workload_state(wl) not in IN_QUEUE:
         return None
     created = parse_time(meta(wl).get("creationTimestamp")) or 0.0
     ev = condition(wl, "Evicted")
@@ -190,7 +209,7 @@ def queue_positions(workloads: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """
     queues: dict[str, list[tuple[int, str, str]]] = {}
     for wl in workloads:
-        if workload_state(wl) not in WAITING:
+        if workload_state(wl) not in IN_QUEUE:
             continue
         m = meta(wl)
         ev = condition(wl, "Evicted")

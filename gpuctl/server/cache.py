@@ -154,6 +154,11 @@ class CacheReader:
             out.append(obj)
         return out
 
+    def holds(self, kinds: Iterable[str], label_selector: str | None = None) -> bool:
+        """Whether a list of each of `kinds` through `label_selector` is answered from memory."""
+        labels = _labels_of(label_selector)
+        return all(self._informer(kind, labels, ()) is not None for kind in kinds)
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
         by_name = (Requirement("metadata.name", "=", frozenset((name,))),)
         inf = self._informer(kind, (), by_name)

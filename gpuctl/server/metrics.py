@@ -59,12 +59,12 @@ from gpuctl.domain.teams import team_from_cluster_queue, team_usage
 from gpuctl.domain.workload import (
     NO_PRIORITY,
     PRIORITIES,
+    job_pool,
     metric_state,
     pending_since,
     preemptions,
     quota_reserved_at,
     reserved_pools,
-    workload_pool,
     workload_priority,
 )
 
@@ -184,7 +184,7 @@ def workload_summary(wl: dict) -> WorkloadInfo:
     return WorkloadInfo(
         uid=wl["metadata"].get("uid") or "",
         namespace=wl["metadata"].get("namespace", ""),
-        pool=workload_pool(wl),
+        pool=job_pool(wl),
         priority=workload_priority(wl),
         state=state,
         requested_gpus=workload_gpus(wl),

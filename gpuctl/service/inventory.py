@@ -19,7 +19,7 @@ from gpuctl.constants import COHORT_NAME, KUEUE_GROUP, LOCAL_QUEUE_NAME, MANAGED
 from gpuctl.domain.objects import is_true
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
-from gpuctl.domain.workload import WAITING, queue_positions, workload_state
+from gpuctl.domain.workload import IN_QUEUE, queue_positions, workload_state
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 
 JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl workload and pod, including the earlier gpuctl's
@@ -212,7 +212,7 @@ class Inventory:
 
     @cached_property
     def waiting_workloads(self) -> list[dict]:
-        """The Workloads waiting for quota (queued or preempted; WAITING) of `waiting_namespaces`.
+        """The Workloads waiting for quota (queued or preempted; IN_QUEUE) of `waiting_namespaces`.
 
         Listing every Workload is the slow read (CRDs are served as JSON through unstructured objects:
         8-11 s for 2,000 on the bench cluster), and most of them hold quota. Kueue's visibility API
@@ -229,13 +229,13 @@ class Inventory:
             for ns in spaces:
                 items = local(ns, LOCAL_QUEUE_NAME) if local is not None else None
                 if items is None or len(items) > WAITING_GET_MAX:
-                    out += [w for w in self.reader.list("Workload", ns) if workload_state(w) in WAITING]
+                    out += [w for w in self.reader.list("Workload", ns) if workload_state(w) in IN_QUEUE]
                 else:
                     out += self._waiting_by_name(items)
             return out
         items = self._pending_items([cq["metadata"]["name"] for cq in self.all_cluster_queues])
         if items is None or len(items) > WAITING_GET_MAX:
-            return [w for w in self.workloads_all if workload_state(w) in WAITING]
+            return [w for w in self.workloads_all if workload_state(w) in IN_QUEUE]
         return self._waiting_by_name(items)
 
     def _waiting_by_name(self, items: list[dict]) -> list[dict]:
@@ -245,7 +245,7 @@ class Inventory:
             return []
         with ThreadPoolExecutor(min(len(keys), SHARDS)) as pool:
             found = pool.map(lambda k: self.reader.get("Workload", k[1], k[0]), keys)
-            return [w for w in found if w is not None and workload_state(w) in WAITING]
+            return [w for w in found if w is not None and workload_state(w) in IN_QUEUE]
 
     # -------------------------------------------------------------- joins
     @cached_property

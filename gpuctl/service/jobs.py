@@ -25,6 +25,7 @@ from gpuctl.domain.status import (
     workload_word,
 )
 from gpuctl.domain.teams import pool_reservations
+from gpuctl.domain.workload import job_pool
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
@@ -153,7 +154,7 @@ def list_job_rows(
         labels = job.labels
         if kind and job.kind != kind:
             continue
-        if pool and labels.get(Labels.POOL) != pool:
+        if pool and job_pool(job.obj) != pool:
             continue
         if not wanted(labels):
             continue
@@ -161,7 +162,7 @@ def list_job_rows(
             "name": job.name,
             "namespace": job.namespace,
             "kind": job.kind,
-            "pool": labels.get(Labels.POOL, ""),
+            "pool": job_pool(job.obj) or "",
             "priority": labels.get(Labels.PRIORITY, ""),
             "queue": labels.get(Labels.KUEUE_QUEUE, ""),
         }
@@ -284,7 +285,7 @@ def find_job(
 def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
     """One line answering "why is it not running?" (empty when it runs or ran)."""
     inv = inv or Inventory(cluster, job.namespace)
-    pool = job.labels.get(Labels.POOL, "")
+    pool = job_pool(job.obj) or ""
     if job.status in (State.RUNNING, State.SUCCEEDED):
         return ""
     if pool and pool not in inv.pools:

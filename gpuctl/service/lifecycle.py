@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from gpuctl.builders import build
 from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import (
     DEFAULT_POOL,
     JOB_KINDS,
@@ -30,12 +31,14 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.explain import demand_of_pod_template
+from gpuctl.domain.explain import Snapshot, demand_of_pod_template
+from gpuctl.domain.pools import pool_names
+from gpuctl.domain.teams import team_queues
 from gpuctl.domain.workload import labelled_priority_value
 from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception, require
-from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import delete_job, snapshot_inventory, when
+from gpuctl.service.inventory import JOB_SELECTOR, MANAGED_SELECTOR
+from gpuctl.service.jobs import delete_job, snapshot, snapshot_inventory
 from gpuctl.service.plan import object_label
 from gpuctl.service.pools import apply_pool, delete_pool
 from gpuctl.service.quotas import apply_quota, delete_quota
@@ -79,20 +82,62 @@ def _spec_hash(obj: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- pre-checks
+# At most this many names of one kind in one namespace are looked up one GET each; more (a sweep of
+# many jobs in one file) are found in one list of the namespace's object metadata instead.
+NAME_GETS_MAX = 2
+CONTROLLER_KINDS = ("Job", "Deployment", "StatefulSet")
+
+
+def _existing(
+    cluster: Cluster, reader: Reader, kind: str, namespace: str, names: set[str], *, gpuctl_only: bool
+) -> dict[str, dict]:
+    """name -> metadata of the objects of `kind` named `names` in `namespace`. gpuctl_only: gpuctl's
+    objects suffice (read from the reader's list, a watch cache's memory inside `gpuctl serve`)."""
+    if gpuctl_only:
+        objs = reader.list(kind, namespace, label_selector=JOB_SELECTOR)
+        return {o["metadata"]["name"]: o["metadata"] for o in objs if o["metadata"]["name"] in names}
+    if len(names) <= NAME_GETS_MAX:
+        found = {n: reader.get(kind, n, namespace) for n in sorted(names)}
+        return {n: o["metadata"] for n, o in found.items() if o is not None}
+    return {
+        m["name"]: m for m in cluster.list_metadata(path(kind, namespace=namespace)) if m["name"] in names
+    }
+
+
 def _precheck_jobs(
-    cluster: Cluster, docs: list[Document], default_ns: str, action: str
+    cluster: Cluster,
+    docs: list[Document],
+    default_ns: str,
+    action: str,
+    reader: Reader | None = None,
 ) -> dict[int, list[dict]]:
-    """Check every job against the cluster before writing anything; return its objects by doc index."""
-    inv = Inventory(cluster, None)
+    """Check every job against the cluster before writing anything; return its objects by doc index.
+
+    What it reads, and only when a job needs it: gpuctl's ResourceFlavors (do the pools exist) and
+    ClusterQueues (has the namespace a quota), both through the managed-by selector, and, for a create,
+    the names already taken. A job name is one per namespace across gpuctl's Jobs, Deployments and
+    StatefulSets (`get jobs` and `describe job` find a job by name); an object of the same kind by
+    anyone is refused by the API server itself (409, _write_objects). One job alone (the REST API's
+    request) is checked against gpuctl's objects from `reader` (the watch cache in `gpuctl serve`),
+    since the create's own 409 covers the rest before anything is written; several are checked against
+    every object of the namespace first, one GET per name or one metadata list per kind."""
+    jobs = [(i, d) for i, d in enumerate(docs) if Kind(d.spec.kind) in JOB_KINDS]
+    if not jobs:
+        return {}
+    reader = as_reader(reader if reader is not None else cluster)
     new_pools = {d.spec.pool.name for d in docs if isinstance(d.spec, PoolSpec)}
     new_teams = {ns for d in docs if isinstance(d.spec, QuotaSpec) for ns in d.spec.entries()}
-    pools = set(inv.pools) | new_pools
-    teams = set(inv.team_queues) | new_teams
+    wanted_ns = {spec_namespace(d.spec, default_ns) for _, d in jobs}
+    wanted_pools = {d.spec.resources.pool for _, d in jobs}
+    teams = set(new_teams)
+    if wanted_ns - teams:
+        teams |= set(team_queues(reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)))
+    pools = set(new_pools)
+    if wanted_pools - pools:
+        pools |= set(pool_names(reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)))
     planned: dict[int, list[dict]] = {}
-    for i, doc in enumerate(docs):
+    for i, doc in jobs:
         spec = doc.spec
-        if Kind(spec.kind) not in JOB_KINDS:
-            continue
         ns = spec_namespace(spec, default_ns)
         where = f"{doc.source}: job {spec.job.name}"
         if ns not in teams:
@@ -114,23 +159,51 @@ def _precheck_jobs(
             raise NotFound(
                 f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
             )
-        objs = build(spec, ns)
-        if action == "create":
-            for resource in ("Job", "Deployment", "StatefulSet"):
-                other = cluster.get_or_none(path(resource, spec.job.name, ns))
-                if other is not None:
-                    kind = (other["metadata"].get("labels") or {}).get(Labels.JOB_TYPE, resource)
-                    raise Conflict(
-                        f"{where}: job {spec.job.name} already exists in namespace {ns} (kind: {kind}); "
-                        f"use `gpuctl apply -f {doc.source}` to update it, or delete it first"
-                    )
-        for o in objs:
-            if o["kind"] == "Service":
-                svc = cluster.get_or_none(path("Service", o["metadata"]["name"], ns))
-                if svc is not None and not (svc["metadata"].get("labels") or {}).get(Labels.JOB_TYPE):
-                    raise Conflict(f"{where}: Service {o['metadata']['name']} exists and is not gpuctl's")
-        planned[i] = objs
+        planned[i] = build(spec, ns)
+    _check_names(cluster, reader, docs, planned, action)
     return planned
+
+
+def _check_names(
+    cluster: Cluster, reader: Reader, docs: list[Document], planned: dict[int, list[dict]], action: str
+) -> None:
+    """Conflict when a job's name or its Service's is taken (see _precheck_jobs)."""
+    by_ns: dict[str, dict[str, list[tuple[int, dict]]]] = {}  # ns -> kind -> (doc, object)
+    for i, objs in planned.items():
+        for o in objs:
+            by_ns.setdefault(o["metadata"]["namespace"], {}).setdefault(o["kind"], []).append((i, o))
+    alone = len(planned) == 1
+    cached = alone and getattr(reader, "holds", lambda *a: False)(CONTROLLER_KINDS, JOB_SELECTOR)
+    for ns, kinds in by_ns.items():
+        if action == "create":
+            names = {o["metadata"]["name"] for k in CONTROLLER_KINDS for _, o in kinds.get(k, [])}
+            for resource in CONTROLLER_KINDS:
+                if alone and resource in kinds:
+                    continue  # its own kind: the create itself answers 409, before anything is written
+                taken = _existing(cluster, reader, resource, ns, names, gpuctl_only=cached)
+                for i, objs in planned.items():
+                    meta = objs[0]["metadata"]
+                    other = taken.get(meta["name"]) if meta["namespace"] == ns else None
+                    if other is not None:
+                        kind = (other.get("labels") or {}).get(Labels.JOB_TYPE, resource)
+                        raise Conflict(f"{docs[i].source}: {_taken(objs[0], kind, docs[i].source)}")
+        services = kinds.get("Service", [])
+        if services:
+            taken = _existing(
+                cluster,
+                reader,
+                "Service",
+                ns,
+                {o["metadata"]["name"] for _, o in services},
+                gpuctl_only=False,
+            )
+            for i, o in services:
+                other = taken.get(o["metadata"]["name"])
+                if other is not None and not (other.get("labels") or {}).get(Labels.JOB_TYPE):
+                    raise Conflict(
+                        f"{docs[i].source}: job {docs[i].spec.job.name}: Service {o['metadata']['name']} "
+                        "exists and is not gpuctl's"
+                    )
 
 
 # ----------------------------------------------------------------------------- submit
@@ -145,12 +218,14 @@ def submit(
     keep_running: bool = False,
     delete_namespace: bool = False,
     perms: Permissions | None = None,
+    reader: Reader | None = None,
 ) -> list[Result]:
     """create | apply | delete the documents. Stops at the first failure (later documents untouched).
     keep_running: a deleted pool's running jobs are left running (delete_pool). delete_namespace: a
     deleted quota's team namespaces go too, where gpuctl created them (delete_quota). perms: the
     caller's (what a server dry run's "when would it run" may read; default: the cluster's own
-    credential)."""
+    credential). reader: where the pre-checks read (default: the cluster; the REST API inside
+    `gpuctl serve` passes its watch cache)."""
     dry_run = DryRun(dry_run)
     if action == "delete":
         return [
@@ -159,10 +234,11 @@ def submit(
         ]
     results: list[Result] = []
     try:
-        planned = _precheck_jobs(cluster, docs, default_ns, action)
+        planned = _precheck_jobs(cluster, docs, default_ns, action, reader)
     except ServiceError as e:
         return [Result(kind="job", name="", error=str(e), error_status=e.status)]
     order = sorted(range(len(docs)), key=lambda i: _rank(docs[i]))
+    when = _When(cluster, perms) if dry_run is DryRun.SERVER else None
     for i in order:
         doc = docs[i]
         spec = doc.spec
@@ -177,7 +253,13 @@ def submit(
                 r.namespace = spec_namespace(spec, default_ns)
                 r.objects = planned[i]
                 r.lines = _write_job(
-                    cluster, planned[i], action=action, dry_run=dry_run, force=force, perms=perms
+                    cluster,
+                    planned[i],
+                    action=action,
+                    dry_run=dry_run,
+                    force=force,
+                    when=when,
+                    source=doc.source,
                 )
             r.action = "created" if action == "create" else "applied"
         except (ServiceError, ApiError, OSError) as e:
@@ -232,15 +314,35 @@ def _name(spec) -> str:
 _label = object_label
 
 
-def _when_line(cluster: Cluster, obj: dict, perms: Permissions | None = None) -> str:
-    """A server dry run's answer to "when would it run": from the cluster state as it is now, as the
-    caller may read it (by count for a team member: gpuctl.service.jobs.snapshot)."""
-    meta, spec = obj["metadata"], obj.get("spec") or {}
-    count = spec.get("parallelism") if obj["kind"] == "Job" else spec.get("replicas")
-    value = labelled_priority_value(obj)
-    demand = demand_of_pod_template(meta["namespace"], spec["template"], int(count or 1), value)
-    inv = snapshot_inventory(cluster, meta["namespace"], perms)
-    return f"{_label(obj)}: {when(inv, demand).summary(demand.pool)}"
+class _When:
+    """A server dry run's answers to "when would it run": from the cluster state as it is now, as the
+    caller may read it (by count for a team member: gpuctl.service.jobs.snapshot), read once per
+    submission (a sweep of 200 jobs is judged against one snapshot, not 200)."""
+
+    def __init__(self, cluster: Cluster, perms: Permissions | None):
+        self.cluster, self.perms = cluster, perms
+        self._every: Snapshot | None = None  # the caller reads every namespace
+        self._by_ns: dict[str, Snapshot] = {}
+
+    def _snapshot(self, namespace: str) -> Snapshot:
+        if self._every is not None:
+            return self._every
+        if namespace not in self._by_ns:
+            inv = snapshot_inventory(self.cluster, namespace, self.perms)
+            snap = snapshot(inv)
+            if inv.namespace is None:
+                self._every = snap
+                return snap
+            self._by_ns[namespace] = snap
+        return self._by_ns[namespace]
+
+    def line(self, obj: dict) -> str:
+        meta, spec = obj["metadata"], obj.get("spec") or {}
+        count = spec.get("parallelism") if obj["kind"] == "Job" else spec.get("replicas")
+        value = labelled_priority_value(obj)
+        demand = demand_of_pod_template(meta["namespace"], spec["template"], int(count or 1), value)
+        verdict = self._snapshot(meta["namespace"]).verdict(demand)
+        return f"{_label(obj)}: {verdict.summary(demand.pool)}"
 
 
 def _write_job(
@@ -250,16 +352,33 @@ def _write_job(
     action: str,
     dry_run: DryRun,
     force: bool,
-    perms: Permissions | None = None,
+    when: _When | None = None,
+    source: str | None = None,
 ) -> list[str]:
-    lines = _write_objects(cluster, objs, action=action, dry_run=dry_run, force=force)
-    if dry_run is DryRun.SERVER and objs and objs[0]["kind"] in ("Job", "Deployment", "StatefulSet"):
-        lines.append(_when_line(cluster, objs[0], perms))
+    lines = _write_objects(cluster, objs, action=action, dry_run=dry_run, force=force, source=source)
+    if dry_run is DryRun.SERVER and when is not None and objs and objs[0]["kind"] in CONTROLLER_KINDS:
+        lines.append(when.line(objs[0]))
     return lines
 
 
+def _taken(obj: dict, kind: str, source: str | None = None) -> Conflict:
+    """A job name already taken in its namespace (by `kind`: a gpuctl job kind or a resource)."""
+    meta = obj["metadata"]
+    fix = f"gpuctl apply -f {source}" if source else "gpuctl apply -f FILE"
+    return Conflict(
+        f"job {meta['name']} already exists in namespace {meta['namespace']} (kind: {kind}); "
+        f"use `{fix}` to update it, or delete it first"
+    )
+
+
 def _write_objects(
-    cluster: Cluster, objs: list[dict], *, action: str, dry_run: DryRun, force: bool
+    cluster: Cluster,
+    objs: list[dict],
+    *,
+    action: str,
+    dry_run: DryRun,
+    force: bool,
+    source: str | None = None,
 ) -> list[str]:
     for o in objs:
         o["metadata"].setdefault("annotations", {})[SPEC_HASH] = _spec_hash(o)
@@ -269,7 +388,12 @@ def _write_objects(
         try:
             for o in objs:
                 if writes:
-                    cluster.create(o, dry_run=server_dry)
+                    try:
+                        cluster.create(o, dry_run=server_dry)
+                    except ApiError as e:
+                        if e.status == 409 and o["kind"] in CONTROLLER_KINDS:
+                            raise _taken(o, o["kind"], source) from None
+                        raise
                 done.append(o)
         except Exception:
             if dry_run.persists:

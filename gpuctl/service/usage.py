@@ -24,7 +24,7 @@ from gpuctl.domain.pools import (
     pool_capacities,
 )
 from gpuctl.domain.teams import pool_reservations
-from gpuctl.domain.workload import workload_pool
+from gpuctl.domain.workload import job_pool
 from gpuctl.service.inventory import Inventory
 
 
@@ -99,7 +99,7 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
         if pool in out:
             out[pool].reserved += gpus
     for wl in inv.waiting_workloads:
-        p = workload_pool(wl)
+        p = job_pool(wl)
         if p in out:
             out[p].queued += workload_gpus(wl)
     spaces = inv.waiting_namespaces

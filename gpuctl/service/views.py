@@ -15,6 +15,7 @@ from gpuctl.constants import Labels
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, labels, meta
 from gpuctl.domain.status import State
+from gpuctl.domain.workload import job_pool
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound
 from gpuctl.service.inventory import Inventory
@@ -90,7 +91,7 @@ def describe_job(
         reason=job.reason,
         why=why,
         position=job.position,
-        pool=lb.get(Labels.POOL),
+        pool=job_pool(job.obj),
         priority=lb.get(Labels.PRIORITY),
         queue=lb.get(Labels.KUEUE_QUEUE),
         image=c.get("image"),

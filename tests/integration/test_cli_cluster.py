@@ -12,7 +12,7 @@ from gpuctl.cli.main import main
 from gpuctl.cluster import path
 from gpuctl.constants import COHORT_NAME, QUOTA_GPU, Labels
 from gpuctl.domain.gpus import workload_gpus
-from gpuctl.domain.workload import WAITING, reserved_gpus, workload_pool, workload_state
+from gpuctl.domain.workload import IN_QUEUE, job_pool, reserved_gpus, workload_state
 from tests.integration.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,7 +227,7 @@ def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, 
     expected = {"reserved": 0, "queued": 0}
     for w in workloads:
         expected["reserved"] += reserved_gpus(w).get("training-pool", 0)
-        if workload_state(w) in WAITING and workload_pool(w) == "training-pool":
+        if workload_state(w) in IN_QUEUE and job_pool(w) == "training-pool":
             expected["queued"] += workload_gpus(w)
     assert expected == {"reserved": 16, "queued": 7}, expected
 

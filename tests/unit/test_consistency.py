@@ -37,6 +37,7 @@ from gpuctl.constants import (
     QUOTA_GPU,
     Labels,
 )
+from gpuctl.domain.workload import job_pool, reserved_gpus
 from gpuctl.server.api import create_app
 from gpuctl.server.api.auth import SAR_PATH, TOKEN_REVIEW_PATH, Authenticator
 from gpuctl.server.cache import Cache, CacheReader
@@ -532,12 +533,30 @@ def test_every_consumer_gives_the_same_status_and_gpus(case: Case, fake: FakeApi
         assert (reserved, requested) == (0, 0)
 
 
-def test_pool_used_and_free_agree_in_steady_state(case: Case, fake: FakeApiServer, monkeypatch) -> None:
-    """One rule (gpuctl.domain.pools.gpus_taken / gpus_free): `get pools` and the API read Kueue's count
-    (the ClusterQueue's status.flavorsReservation, no pod); the metrics sum the Workloads and the bound
-    pods and take the larger. With Kueue's status in steady state (it counts the Workloads that hold
-    quota), all three give the same used and free GPUs."""
-    used = case.gpus if case.holds_quota else 0
+def kueue_reservation(objects: list[dict]) -> dict[str, int]:
+    """Pool -> GPUs, summed over the Workloads that hold quota the way Kueue sums them into each
+    ClusterQueue's status.flavorsReservation (each Workload's own status.admission:
+    gpuctl.domain.workload.reserved_gpus)."""
+    out: dict[str, int] = {}
+    for o in objects:
+        if o["kind"] == "Workload":
+            for pool, gpus in reserved_gpus(o).items():
+                out[pool] = out.get(pool, 0) + gpus
+    return out
+
+
+def test_pool_reserved_used_and_free_agree_in_steady_state(
+    case: Case, fake: FakeApiServer, monkeypatch
+) -> None:
+    """One rule for a pool's reserved GPUs: Kueue's reservations. `get pools` and the API read Kueue's
+    sum (the ClusterQueues' status.flavorsReservation, gpuctl.domain.teams.pool_reservations: no
+    Workload, no pod); the metrics sum the Workloads they hold in memory (reserved_gpus, the terms of
+    that sum). used = reserved, free = capacity - used (gpuctl.domain.pools.gpus_taken / gpus_free;
+    the metrics take the larger of reserved and what bound pods hold). With Kueue's status in steady
+    state all three give the same reserved, used and free GPUs (tests/integration/test_metrics.py
+    checks the two sources agree on a real Kueue)."""
+    used = kueue_reservation(fake.objects).get(POOL, 0)
+    assert used == (case.gpus if case.holds_quota else 0)
     (cq,) = [o for o in fake.objects if o["kind"] == "ClusterQueue"]
     cq["status"] = {
         "flavorsReservation": [
@@ -553,6 +572,17 @@ def test_pool_used_and_free_agree_in_steady_state(case: Case, fake: FakeApiServe
         r = client.get("/api/v1/pools", headers={"Authorization": "Bearer t"})
     assert r.status_code == 200, r.text
     (api,) = [p for p in r.json() if p["name"] == POOL]
-    free = _sum(metrics(fake), "gpuctl_pool_free_gpus", pool=POOL)
+    m = metrics(fake)
+    reserved, free = (
+        _sum(m, "gpuctl_pool_reserved_gpus", pool=POOL),
+        _sum(m, "gpuctl_pool_free_gpus", pool=POOL),
+    )
+    assert (cli["gpu_reserved"], api["gpuReserved"], reserved) == (used,) * 3
     assert (cli["gpu_used"], cli["gpu_free"]) == (api["gpuUsed"], api["gpuFree"]) == (used, 8 - used)
     assert free == 8 - used
+
+
+def test_a_job_has_one_pool_whichever_object_is_read(case: Case) -> None:
+    """gpuctl.domain.workload.job_pool: the controller, its pods and its Workload name one pool."""
+    pools = {job_pool(o) for o in case.objects if o["kind"] != "ClusterQueue"}
+    assert pools == {POOL}

@@ -202,6 +202,7 @@ async def _submit(
         dry_run=mode,
         force=force,
         perms=permissions(request, caller),
+        reader=st.reader(),
     )
     check_results(results)
     first = results[0]
