@@ -41,6 +41,8 @@ import yaml
 from gpuctl.cluster import ApiError, Cluster, path
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 
+pytestmark = pytest.mark.real_node  # hack/test.sh --real-node runs this module; the default run deselects it
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts/gpuctl"
 VALUES = ROOT / "hack/cluster/real-node-values.yaml"
