@@ -176,10 +176,12 @@ EOF
 # `repo:tag@digest` (the CRI drops the tag of a reference that has a digest).
 import_image() {
   local name
-  name=$(tar -xOf "$1" index.json | python3 -c 'import json,sys; print(json.load(sys.stdin)["manifests"][0]["annotations"]["io.containerd.image.name"])') \
+  name=$(tar -xOf "$1" index.json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["manifests"][0]["annotations"]["io.containerd.image.name"])' 2>/dev/null) \
     || die "$1 has no io.containerd.image.name annotation in its index.json"
   ctr -a "$SOCK" -n k8s.io images import --digests --base-name "${name%:*}" "$1" >/dev/null
-  ctr -a "$SOCK" -n k8s.io images ls -q | grep -qx "$name" || die "importing $1 did not give image $name"
+  # (not `ctr ... | grep -q`: grep's early exit would fail the pipeline under pipefail)
+  local names; names=$(ctr -a "$SOCK" -n k8s.io images ls -q)
+  grep -qx "$name" <<<"$names" || die "importing $1 did not give image $name"
 }
 
 # PID 1 of the node's namespaces (started by cmd_up through unshare).

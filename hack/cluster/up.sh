@@ -16,7 +16,7 @@
 #   GPUCTL_TESTBED_NODES   node list to create (default hack/cluster/nodes.yaml; "none" for no nodes)
 #   GPUCTL_TESTBED_REAL_NODE=1  same as --real-node (needs root; GPUCTL_IMAGE_ARCHIVE: the image to import)
 # On failure it prints the tail of every log, stops what it started and exits non-zero.
-set -euo pipefail
+set -Eeuo pipefail  # -E: the ERR trap (cleanup) also fires for a failure inside a function (kc)
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 source "$HERE/versions.env"
@@ -204,8 +204,8 @@ CA_B64=$(base64 -w0 <"$PKI/ca.crt")
 kc create namespace kueue-system >/dev/null
 "$PY" "$HERE/kueue_manifests.py" crds "$KUEUE_DIR" "https://127.0.0.1:$P_KQ_HOOK" "$CA_B64" >"$RUN/kueue-crds.yaml"
 kc apply --server-side --force-conflicts -f "$RUN/kueue-crds.yaml" >/dev/null
-kc wait --for=condition=Established crd --all --timeout=60s >/dev/null
-log "Kueue CRDs established"
+# A CRD read before the API server wrote its first status fails `kubectl wait` ("accessor error"): retry.
+wait_for "Kueue CRDs" 60 "$KUBECTL" --kubeconfig="$KC" wait --for=condition=Established crd --all --timeout=10s
 # Kueue's visibility API (pending workloads and their positions) is reached through the API server's
 # aggregation layer, as on a real cluster. The API server routes an APIService to an endpoint address,
 # which may not be loopback: so Kueue's visibility server listens on this machine's own address (none:
