@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # The project's test command (README): install into .venv, lint, build or reuse the cluster binaries,
 # run unit and integration tests. Exits non-zero on any failure, including "no tests ran" (pytest 5).
+#
+#   hack/test.sh [PYTEST ARGS]              everything but the real node (CI: .ci/run)
+#   hack/test.sh --real-node [PYTEST ARGS]  the chart installed on a real kubelet node
+#                                           (tests/integration/test_real_node.py; CI: .ci/run-real-node)
+# The real-node variant also builds the kubelet and the pause image (hack/cluster/build.sh with
+# GPUCTL_BUILD_REAL_NODE=1) and installs containerd, runc and the CNI plugins from Debian; it needs root.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REAL_NODE=0
+if [[ "${1:-}" == "--real-node" ]]; then REAL_NODE=1; shift; fi
 PY=${PYTHON:-python3}
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null
@@ -22,6 +30,16 @@ fi
 .venv/bin/ruff format --check .
 # Layers point down and the domain core stays pure (contracts in pyproject.toml, docs/architecture.md).
 .venv/bin/lint-imports
+if (( REAL_NODE )); then
+  export GPUCTL_BUILD_REAL_NODE=1
+  if ! command -v containerd >/dev/null 2>&1 || [[ ! -x /usr/lib/cni/bridge ]]; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        containerd runc containernetworking-plugins iptables >/dev/null) \
+        || echo "test: could not install containerd/runc/CNI plugins; the real-node tests will fail" >&2
+    fi
+  fi
+fi
 hack/cluster/build.sh
 # The container image (cached by the wheel's content: rebuilt only when gpuctl changed, ~1-2 min cold).
 # It needs root (mmdebstrap, chroot); CI runs as root. Elsewhere tests/integration/test_image.py fails
@@ -31,4 +49,11 @@ if [[ $(id -u) == 0 ]]; then hack/image.sh; else echo "test: not root, so no ima
 # one when GPUCTL_TEST_KUBECONFIG names a shared cluster. GPUCTL_TEST_WORKERS=0 runs in this process.
 workers=${GPUCTL_TEST_WORKERS:-2}
 [[ -n ${GPUCTL_TEST_KUBECONFIG:-} ]] && workers=0
-.venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+if (( REAL_NODE )); then
+  .venv/bin/python -m pytest tests/integration/test_real_node.py "$@"
+else
+  # The real node has its own run (it builds the kubelet, starts its own cluster and a Prometheus; README,
+  # "Install on a cluster"): deselected here, by marker, and pytest reports it as deselected.
+  echo "test: tests/integration/test_real_node.py runs in hack/test.sh --real-node" >&2
+  .venv/bin/python -m pytest -n "$workers" --dist loadfile -m "not real_node" "$@"
+fi

@@ -10,6 +10,9 @@
 #     bin/helm-<v>/{helm,.complete}   (charts/gpuctl lint and render; tests/integration/test_chart.py)
 #     bin/kind-validate-<v>/kind-validate   kind's own config loader + Validate, for hack/kind/cluster.yaml
 #     bin/kind-<v>/kind               only with GPUCTL_BUILD_KIND=1 (hack/kind.sh; needs Docker to run)
+#     bin/kubelet-<v>/kubelet         only with GPUCTL_BUILD_REAL_NODE=1 (hack/cluster/up.sh --real-node)
+#     bin/pause-<key>/{pause,pause.oci.tar}  the real node's sandbox image, same switch; key = sha256 of
+#                                     hack/cluster/pause/main.go and this recipe (no registry here)
 #     src/<component>-<v>/            scratch Go modules
 #     dirs.env                        module source dirs of kueue and kwok (CRDs, webhooks, stages)
 # A flock on $CACHE/build.lock makes two concurrent builds safe: the second waits, then skips.
@@ -38,28 +41,60 @@ step() { # step NAME DIR FUNCTION
   echo "build: $name done in $(( $(date +%s) - t0 ))s"
 }
 
-build_k8s() {
-  local bin=$1 stg="0.${K8S_VERSION#1.}" w="$CACHE/src/k8s-$K8S_VERSION" mod min ldf p
+k8s_module() { # k8s_module DIR: a scratch module that builds commands of k8s.io/kubernetes@v$K8S_VERSION
+  local w=$1 stg="0.${K8S_VERSION#1.}" mod m
   mkdir -p "$w"; cd "$w"
-  [[ -f go.mod ]] || go mod init gpuctl.local/k8sbuild >/dev/null
+  [[ -f go.mod ]] || go mod init "gpuctl.local/$(basename "$w" | tr -d .)" >/dev/null
   mod=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["GoMod"])')
   # The staging replace block is derived from the release's own go.mod, never hard-coded.
   for m in $(sed -nE 's#^\s*(k8s\.io/[a-z0-9-]+) => \./staging/.*#\1#p' "$mod"); do
     go mod edit "-replace=$m=$m@v$stg"
   done
   go mod edit "-require=k8s.io/kubernetes@v$K8S_VERSION"
-  p=k8s.io/kubernetes/cmd
-  go get "$p/kube-apiserver@v$K8S_VERSION" "$p/kube-controller-manager@v$K8S_VERSION" \
-         "$p/kube-scheduler@v$K8S_VERSION" "$p/kubectl@v$K8S_VERSION"
+}
+
+k8s_ldflags() {
+  local stg="0.${K8S_VERSION#1.}" min ldf p2
   min=${stg#0.}; min=${min%%.*}
   ldf="-s -w"
   # Version stamp: without it gitVersion is "v0.0.0-master+$Format:%H$" and Kueue exits on startup.
   for p2 in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldf+=" -X $p2.gitVersion=v$K8S_VERSION -X $p2.gitMajor=1 -X $p2.gitMinor=$min -X $p2.gitTreeState=clean -X $p2.buildDate=2026-01-01T00:00:00Z"
   done
-  go build -tags selinux,notest,grpcnotrace -ldflags "$ldf" -o "$bin/" \
+  echo "$ldf"
+}
+
+build_k8s() {
+  local bin=$1 p=k8s.io/kubernetes/cmd
+  k8s_module "$CACHE/src/k8s-$K8S_VERSION"
+  go get "$p/kube-apiserver@v$K8S_VERSION" "$p/kube-controller-manager@v$K8S_VERSION" \
+         "$p/kube-scheduler@v$K8S_VERSION" "$p/kubectl@v$K8S_VERSION"
+  go build -tags selinux,notest,grpcnotrace -ldflags "$(k8s_ldflags)" -o "$bin/" \
     "$p/kube-apiserver" "$p/kube-controller-manager" "$p/kube-scheduler" "$p/kubectl"
   "$bin/kube-apiserver" --version
+}
+
+build_kubelet() {
+  # The real node's kubelet (hack/cluster/real-node.sh), from the same Kubernetes module as the control
+  # plane. Its own scratch module: `go get cmd/kubelet` adds modules the control plane does not need
+  # (k8s.io/cri-streaming), and the control plane's cached binaries must not change.
+  local bin=$1 p=k8s.io/kubernetes/cmd
+  k8s_module "$CACHE/src/kubelet-$K8S_VERSION"
+  go get "$p/kubelet@v$K8S_VERSION"
+  go build -tags selinux,notest,grpcnotrace -ldflags "$(k8s_ldflags)" -o "$bin/kubelet" "$p/kubelet"
+  "$bin/kubelet" --version
+}
+
+build_pause() {
+  # The pod sandbox image. Without a registry there is no registry.k8s.io/pause: a static Go binary that
+  # does what pause does (sleep, reap adopted children, exit on SIGINT/SIGTERM), packed as a one-layer OCI
+  # archive by hack/cluster/oci_archive.py (reproducible: fixed mtimes, sorted entries).
+  local bin=$1 w="$CACHE/src/pause-$PAUSE_KEY"
+  rm -rf "$w"; mkdir -p "$w"; cp "$HERE/pause/main.go" "$w/"; cd "$w"
+  go mod init gpuctl.local/pause >/dev/null 2>&1
+  go build -ldflags "-s -w" -o "$bin/pause" .
+  python3 "$HERE/oci_archive.py" --binary "$bin/pause" --name "$PAUSE_IMAGE" --out "$bin/pause.oci.tar" >"$bin/digest"
+  echo "pause image $PAUSE_IMAGE@$(cat "$bin/digest")"
 }
 
 build_etcd() {
@@ -151,8 +186,16 @@ step "kubernetes $K8S_VERSION" "$CACHE/bin/k8s-$K8S_VERSION" build_k8s
 step "helm $HELM_VERSION" "$CACHE/bin/helm-$HELM_VERSION" build_helm
 step "kind-validate $KIND_VERSION" "$CACHE/bin/kind-validate-$KIND_VERSION" build_kind_validate
 if [[ "${GPUCTL_BUILD_KIND:-0}" == 1 ]]; then step "kind $KIND_VERSION" "$CACHE/bin/kind-$KIND_VERSION" build_kind; fi
+PAUSE_KEY=$(cat "$HERE/pause/main.go" "$HERE/oci_archive.py" | sha256sum | cut -c1-16)
+PAUSE_IMAGE="localhost/gpuctl-testbed/pause:$PAUSE_KEY"
+if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
+  step "kubelet $K8S_VERSION" "$CACHE/bin/kubelet-$K8S_VERSION" build_kubelet
+  step "pause image $PAUSE_KEY" "$CACHE/bin/pause-$PAUSE_KEY" build_pause
+fi
 {
   echo "KUEUE_DIR=$(go mod download -json "sigs.k8s.io/kueue@v$KUEUE_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
+  echo "PAUSE_DIR=$CACHE/bin/pause-$PAUSE_KEY"
+  echo "PAUSE_IMAGE=$PAUSE_IMAGE"
   echo "KWOK_DIR=$(go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
 } > "$CACHE/dirs.env.tmp" && mv "$CACHE/dirs.env.tmp" "$CACHE/dirs.env"
 echo "build: all binaries ready in $(( $(date +%s) - T0 ))s under $CACHE/bin"

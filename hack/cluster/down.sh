@@ -14,6 +14,10 @@ if alive kube-apiserver && [[ -x "$KUBECTL" ]]; then
   "$KUBECTL" --kubeconfig="$RUN/kubeconfig" delete mutatingwebhookconfiguration,validatingwebhookconfiguration \
     -l gpuctl.runwhere.ai/testbed=true --ignore-not-found --timeout=10s >/dev/null 2>&1 || true
 fi
+# The real node (hack/cluster/real-node.sh): its namespaces, cgroups and network interface.
+if [[ -f "$RUN/pids/real-node" ]] || [[ -d "$RUN/node" ]]; then
+  GPUCTL_TESTBED_RUN="$RUN" "$HERE/real-node.sh" down || echo "down: the real node left something behind (above)" >&2
+fi
 # hack/demo.sh adds the webhook, gpuctl serve and Prometheus; they go first (their webhook is deleted above).
 for name in prometheus gpuctl-serve gpuctl-webhook kueue kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   f="$RUN/pids/$name"

@@ -4,6 +4,8 @@
 #   really go Running/Succeeded) and the real Kueue controller with its webhooks registered by URL.
 #
 #   hack/cluster/up.sh            build what is missing (build.sh), start, wait until ready
+#   hack/cluster/up.sh --real-node   also one real node: kubelet + containerd running real pods, with the
+#                                 built image (build/image/gpuctl.oci.tar) imported (hack/cluster/real-node.sh)
 #   export KUBECONFIG=$(hack/cluster/up.sh --print-kubeconfig)
 #
 # Environment:
@@ -12,8 +14,9 @@
 #                          (default $CACHE/run); two clusters need two RUN dirs and port offsets
 #   GPUCTL_TESTBED_PORT_OFFSET  added to every port (default 0)
 #   GPUCTL_TESTBED_NODES   node list to create (default hack/cluster/nodes.yaml; "none" for no nodes)
+#   GPUCTL_TESTBED_REAL_NODE=1  same as --real-node (needs root; GPUCTL_IMAGE_ARCHIVE: the image to import)
 # On failure it prints the tail of every log, stops what it started and exits non-zero.
-set -euo pipefail
+set -Eeuo pipefail  # -E: the ERR trap (cleanup) also fires for a failure inside a function (kc)
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 source "$HERE/versions.env"
@@ -23,12 +26,19 @@ OFF="${GPUCTL_TESTBED_PORT_OFFSET:-0}"
 NODES="${GPUCTL_TESTBED_NODES:-$HERE/nodes.yaml}"
 PY="${GPUCTL_PYTHON:-$(command -v python3)}"
 
-if [[ "${1:-}" == "--print-kubeconfig" ]]; then echo "$RUN/kubeconfig"; exit 0; fi
+REAL_NODE="${GPUCTL_TESTBED_REAL_NODE:-0}"
+case "${1:-}" in
+  --print-kubeconfig) echo "$RUN/kubeconfig"; exit 0 ;;
+  --real-node) REAL_NODE=1 ;;
+  "") ;;
+  *) echo "usage: hack/cluster/up.sh [--real-node|--print-kubeconfig]" >&2; exit 2 ;;
+esac
 
 P_ETCD=$((23790 + OFF)); P_PEER=$((23800 + OFF)); P_API=$((36443 + OFF))
 P_KCM=$((10257 + OFF)); P_SCHED=$((10259 + OFF)); P_KWOK=$((10250 + OFF))
 P_KQ_HEALTH=$((8081 + OFF)); P_KQ_METRICS=$((8443 + OFF)); P_KQ_HOOK=$((9443 + OFF)); P_KQ_VIS=$((8082 + OFF))
 
+if [[ "$REAL_NODE" == 1 ]]; then export GPUCTL_BUILD_REAL_NODE=1; fi
 "$HERE/build.sh"
 source "$CACHE/dirs.env"
 K8SBIN="$CACHE/bin/k8s-$K8S_VERSION"; ETCD="$CACHE/bin/etcd-$ETCD_VERSION/etcd"
@@ -37,7 +47,19 @@ KUBECTL="$K8SBIN/kubectl"
 KC="$RUN/kubeconfig"
 
 if [[ -f "$RUN/pids/kube-apiserver" ]] && kill -0 "$(cat "$RUN/pids/kube-apiserver")" 2>/dev/null; then
+  if [[ "$REAL_NODE" == 1 && ! -f "$RUN/pids/real-node" ]]; then
+    echo "up: a cluster without a real node already runs from $RUN: hack/cluster/down.sh it first" >&2; exit 1
+  fi
   echo "up: a cluster already runs from $RUN (hack/cluster/down.sh stops it)"; echo "export KUBECONFIG=$KC"; exit 0
+fi
+# The real node's addresses (hack/cluster/real-node.sh): the API server must listen where the node and its
+# pods reach it and advertise that address as the kubernetes Service's endpoint. Prerequisites first.
+API_BIND=127.0.0.1; API_ADVERTISE=127.0.0.1; API_SAN=""
+if [[ "$REAL_NODE" == 1 ]]; then
+  export RUN OFF CACHE PAUSE_DIR PAUSE_IMAGE
+  "$HERE/real-node.sh" check
+  eval "$("$HERE/real-node.sh" vars)"
+  API_BIND=0.0.0.0; API_ADVERTISE=$RN_LINK_HOST; API_SAN=",IP:$RN_LINK_HOST"
 fi
 
 T0=$(date +%s)
@@ -79,7 +101,7 @@ cert() { # cert NAME SUBJECT [SAN]
   else printf "extendedKeyUsage=clientAuth\n" >"$PKI/$n.ext"; fi
   openssl_q x509 -req -in "$PKI/$n.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial -days 3650 -extfile "$PKI/$n.ext" -out "$PKI/$n.crt"
 }
-cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc,IP:10.0.0.1"
+cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc,IP:10.0.0.1$API_SAN"
 cert admin "/O=system:masters/CN=admin"
 cert kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
 cert webhook "/CN=webhooks" "IP:127.0.0.1,DNS:localhost"
@@ -110,7 +132,7 @@ wait_for etcd 30 curl -fs "http://127.0.0.1:$P_ETCD/health"
 
 # ---- kube-apiserver ----
 start kube-apiserver "$K8SBIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$P_ETCD" \
-  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$P_API" \
+  --bind-address="$API_BIND" --advertise-address="$API_ADVERTISE" --secure-port="$P_API" \
   --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
   --client-ca-file="$PKI/ca.crt" \
   --kubelet-client-certificate="$PKI/kubelet-client.crt" --kubelet-client-key="$PKI/kubelet-client.key" \
@@ -182,8 +204,8 @@ CA_B64=$(base64 -w0 <"$PKI/ca.crt")
 kc create namespace kueue-system >/dev/null
 "$PY" "$HERE/kueue_manifests.py" crds "$KUEUE_DIR" "https://127.0.0.1:$P_KQ_HOOK" "$CA_B64" >"$RUN/kueue-crds.yaml"
 kc apply --server-side --force-conflicts -f "$RUN/kueue-crds.yaml" >/dev/null
-kc wait --for=condition=Established crd --all --timeout=60s >/dev/null
-log "Kueue CRDs established"
+# A CRD read before the API server wrote its first status fails `kubectl wait` ("accessor error"): retry.
+wait_for "Kueue CRDs" 60 "$KUBECTL" --kubeconfig="$KC" wait --for=condition=Established crd --all --timeout=10s
 # Kueue's visibility API (pending workloads and their positions) is reached through the API server's
 # aggregation layer, as on a real cluster. The API server routes an APIService to an endpoint address,
 # which may not be loopback: so Kueue's visibility server listens on this machine's own address (none:
@@ -242,6 +264,10 @@ kind: ResourceFlavor
 metadata: {name: testbed-smoke}
 EOF
 kc delete resourceflavor testbed-smoke >/dev/null
+if [[ "$REAL_NODE" == 1 ]]; then
+  export KUBECTL KC PKI P_API
+  "$HERE/real-node.sh" up || fail "the real node did not start"
+fi
 trap - ERR
 echo "$(date +%s)" >"$RUN/started"
 log "cluster ready in $(( $(date +%s) - T0 ))s"
