@@ -195,7 +195,10 @@ def assemble(args: argparse.Namespace) -> str:
                     "mediaType": INDEX_MEDIA_TYPE,
                     "digest": index_digest,
                     "size": index_size,
-                    "annotations": {REF_NAME: args.tag, "io.containerd.image.name": f"{args.repo}:{args.tag}"},
+                    "annotations": {
+                        REF_NAME: args.tag,
+                        "io.containerd.image.name": f"{args.repo}:{args.tag}",
+                    },
                 }
             ],
         }
@@ -212,7 +215,7 @@ def assemble(args: argparse.Namespace) -> str:
 
 
 def select(layout: Path, arch: str) -> str:
-    """Point layout/index.json at the `arch` manifest of the image index it names (same tag); return the tag."""
+    """Point layout/index.json at the `arch` manifest of the image index it names (same tag); return it."""
     (entry,) = json.loads((layout / "index.json").read_text())["manifests"]
     tag = entry["annotations"][REF_NAME]
     if entry["mediaType"] == INDEX_MEDIA_TYPE:

@@ -27,9 +27,7 @@ STATE = state()
 
 def _bad_team_pod() -> dict:
     # A hostPath of the deny list: refused in a team namespace whoever asks, unless it is Kueue.
-    return raw_pod(
-        "bad", TEAM, volumes=[{"name": "h", "hostPath": {"path": "/etc"}}], labels={"app": "x"}
-    )
+    return raw_pod("bad", TEAM, volumes=[{"name": "h", "hostPath": {"path": "/etc"}}], labels={"app": "x"})
 
 
 def _bad_plain_pod() -> dict:
