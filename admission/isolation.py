@@ -225,9 +225,9 @@ def findings(gk: tuple[str, str], obj: Mapping[str, Any], where: str, state: Clu
     return [*stateless_findings(gk, spec, spec_path), *node_name_findings(gk, spec, spec_path, state)]
 
 
-def skip_reason(gk: tuple[str, str], obj: Mapping[str, Any], user: str) -> str:
+def skip_reason(gk: tuple[str, str], obj: Mapping[str, Any], user: str, kueue_user: str = KUEUE_USER) -> str:
     """Why a request is not judged (trusted by who sends it), or ""."""
-    if user == KUEUE_USER:
+    if user == kueue_user:
         return "Kueue's own request"
     if gk == _POD and user.startswith(NODE_USER_PREFIX):
         return "a kubelet's mirror pod"
@@ -273,7 +273,7 @@ def review_isolation(request: Mapping[str, Any], state: ClusterState, config: Ad
         return _not_ready(config, subject)
     user_info = request.get("userInfo")
     user = user_info.get("username") if type(user_info) is dict else None
-    skipped = skip_reason(gk, obj, user if type(user) is str else "")
+    skipped = skip_reason(gk, obj, user if type(user) is str else "", config.kueue_user)
     if skipped:
         return Verdict(allowed=True, subject=subject, skipped=skipped)
     found = findings(gk, obj, "request.object", state)

@@ -41,6 +41,7 @@ from admission.rules import (
     KNOWN_KEYS,
     KUEUE_GATE,
     KUEUE_GATES,
+    KUEUE_NAMESPACE,
     KUEUE_OWNER_KINDS,
     KUEUE_USER,
     ORPHAN_BY_DEFAULT,
@@ -72,7 +73,7 @@ from gpuctl.spec.models import normalise_host_path
 
 NAME: Final = "gpuctl-admission"
 NAMESPACE: Final = "gpuctl-system"
-SYSTEM_NAMESPACES: Final = ("kube-system", "kube-public", "kube-node-lease", "kueue-system", NAMESPACE)
+SYSTEM_NAMESPACES: Final = ("kube-system", "kube-public", "kube-node-lease", KUEUE_NAMESPACE, NAMESPACE)
 # The rules the policy carries, as named in denials.
 POLICY_RULES: Final = (
     HOST_PATH,

@@ -165,7 +165,10 @@ CONTROLLER_USERS: Final = {
 KCM_USER: Final = "system:kube-controller-manager"
 # Kueue's controller (its Deployment's ServiceAccount): it unsuspends Jobs, injects the flavor's
 # nodeSelector and removes its scheduling gate; the webhook's matchConditions never call for its requests.
-KUEUE_USER: Final = f"{SA_PREFIX}kueue-system:kueue-controller-manager"
+# The default (Kueue's own chart and manifests); AdmissionConfig.kueue_user is what the webhook trusts.
+KUEUE_NAMESPACE: Final = "kueue-system"
+KUEUE_SERVICE_ACCOUNT: Final = "kueue-controller-manager"
+KUEUE_USER: Final = f"{SA_PREFIX}{KUEUE_NAMESPACE}:{KUEUE_SERVICE_ACCOUNT}"
 # A pod controlled by one of these is made from a template already reviewed at its owner.
 _CHECKED_OWNERS: Final = frozenset({("batch", "Job"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
 # A ReplicaSet controlled by a Deployment is made from the Deployment's (reviewed) template.
@@ -262,6 +265,10 @@ class AdmissionConfig:
     mode: Mode = Mode.ENFORCE
     # hostPath prefixes the admin allows despite constants.DENIED_HOST_PATHS (normalised absolute paths).
     allowed_host_paths: tuple[str, ...] = ()
+    # Who Kueue's controller is (`--kueue-user`; the chart's kueue.namespace/serviceAccountName): its
+    # requests are never judged. Only this identity: a default-named ServiceAccount in a namespace Kueue
+    # does not run in is an ordinary user.
+    kueue_user: str = KUEUE_USER
 
 
 @dataclass(frozen=True, slots=True)
@@ -1317,7 +1324,7 @@ def _review_delete(
     ns = ns if type(ns) is str else ""
     user_info = request.get("userInfo")
     user = user_info.get("username") if type(user_info) is dict else None
-    if not queue or state.namespaces.get(ns) is False or user == KUEUE_USER:
+    if not queue or state.namespaces.get(ns) is False or user == config.kueue_user:
         return skip
     subject = _subject(kind, ns, old, request)
     v = Violation(
@@ -1474,7 +1481,7 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     user = user_info.get("username") if type(user_info) is dict else None
     if type(user) is not str:
         user = ""
-    if user == KUEUE_USER:
+    if user == config.kueue_user:
         # Kueue unsuspends, injects its flavor's nodeSelector and ungates: it must never depend on this
         # webhook (the API server does not even call for its requests, matchCondition not-kueue).
         return Verdict(allowed=True, subject=subject, skipped="Kueue's own request")

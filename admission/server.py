@@ -41,7 +41,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from admission import http as admission_http
 from admission.isolation import review_isolation
-from admission.rules import AdmissionConfig, Malformed, Mode, Verdict, review
+from admission.rules import KUEUE_USER, AdmissionConfig, Malformed, Mode, Verdict, review
 from admission.state import ClusterState, StateSource, StaticState, WatchCache
 from gpuctl.cluster.tls import CERT_RELOAD_SECONDS, CertReloader
 from gpuctl.spec.loader import HOST_PATHS_ENV
@@ -465,6 +465,13 @@ def _parser() -> argparse.ArgumentParser:
         "colon-separated)",
     )
     p.add_argument(
+        "--kueue-user",
+        default=KUEUE_USER,
+        metavar="USER",
+        help="Kueue's controller, whose requests are never judged (default "
+        f"{KUEUE_USER}; the chart sets it from kueue.namespace and kueue.serviceAccountName)",
+    )
+    p.add_argument(
         "--stale-wait",
         type=float,
         default=STALE_WAIT_SECONDS,
@@ -547,7 +554,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not os.access(f, os.R_OK):
             print(f"gpuctl admission: cannot read {f}", file=sys.stderr)
             return 2
-    config = AdmissionConfig(mode=Mode(args.mode), allowed_host_paths=paths)
+    if not args.kueue_user.startswith("system:serviceaccount:") or args.kueue_user.count(":") != 3:
+        print(
+            f"gpuctl admission: --kueue-user {args.kueue_user!r} is not a ServiceAccount user name "
+            "(system:serviceaccount:NAMESPACE:NAME)",
+            file=sys.stderr,
+        )
+        return 2
+    config = AdmissionConfig(mode=Mode(args.mode), allowed_host_paths=paths, kueue_user=args.kueue_user)
     source: StateSource
     if args.static_state:
         source = StaticState(load_static_state(args.static_state))

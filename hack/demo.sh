@@ -94,8 +94,9 @@ if command -v prometheus >/dev/null 2>&1; then
 global: {scrape_interval: 5s, evaluation_interval: 5s}
 rule_files: ["$ROOT/manifests/prometheus/rules.yaml"]
 scrape_configs:
-- job_name: gpuctl   # the job name the shipped alerts expect
-  static_configs: [{targets: ["127.0.0.1:$P_SERVE"]}]
+- job_name: gpuctl
+  # the label the shipped alerts select gpuctl serve by (Kubernetes discovery sets it from the Service)
+  static_configs: [{targets: ["127.0.0.1:$P_SERVE"], labels: {service: gpuctl}}]
 EOF
   start prometheus prometheus --config.file="$D/prometheus.yml" --storage.tsdb.path="$D/prometheus-data" \
     --web.listen-address="127.0.0.1:$P_PROM" --storage.tsdb.retention.time=1d

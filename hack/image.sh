@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Build gpuctl's container image without a Docker daemon, as an OCI archive with a digest.
+# Build gpuctl's container image without a Docker daemon, as an OCI archive with a digest: one image per
+# architecture (amd64 and arm64, hack/image.env IMAGE_ARCHES) under one OCI image index.
 #
 #   hack/image.sh              build (or reuse the cached image of the same wheel content), print the digest
 #   hack/image.sh --force      rebuild even when cached
-#   hack/image.sh --update-chart   also write the digest into charts/gpuctl/values.yaml (image.digest)
-#   hack/image.sh --trees DIR  only the two layer trees, DIR/rootfs and DIR/app (the Containerfile's stage)
+#   hack/image.sh --update-chart   also write the digest into charts/gpuctl/values.yaml (image.digest; a
+#                              release does it: tests/integration/test_image.py fails while it is stale)
+#   hack/image.sh --trees DIR [--arch ARCH]  only the two layer trees of one architecture (default: the
+#                              build host's), DIR/rootfs and DIR/app (the Containerfile's stage)
 #
 # What it is: Debian's python3.11 (python3.11-minimal + libpython3.11-stdlib and their library
 # dependencies, extracted by mmdebstrap --variant=extract: no shell, no apt, no dpkg, no perl) and the
@@ -15,12 +18,18 @@
 #   gpuctl api serve ...       the REST API alone
 # The Containerfile builds the same layout with Docker/Podman (docs/image.md says how they relate).
 #
-# Output: $GPUCTL_IMAGE_OUT (default build/image)/gpuctl.oci.tar (OCI archive: `skopeo copy
+# A foreign architecture needs no emulation: --variant=extract runs no maintainer scripts, pip only
+# downloads that architecture's manylinux wheels, and the .pyc files (bytecode does not depend on the CPU)
+# are compiled by the build host's own-architecture image interpreter -- the same Debian python3.11
+# version -- with the paths they will have in the image (docs/image.md, "Architectures").
+#
+# Output: $GPUCTL_IMAGE_OUT (default build/image)/gpuctl.oci.tar (OCI archive: `skopeo copy --all
 # oci-archive:build/image/gpuctl.oci.tar docker://REGISTRY/gpuctl:TAG`, `kind load image-archive`),
-# .../digest (sha256:... of the manifest: the chart's image.digest), .../ref.
+# .../digest (sha256:... of the image index: the chart's image.digest), .../digests.json (the index and
+# each architecture's manifest), .../ref.
 # Cache: ${GPUCTL_IMAGE_CACHE:-~/.cache/gpuctl-image}/<key>/ where key = sha256 of the wheel's members
 # and this recipe (hack/image.sh, hack/image.py, hack/image.env): CI rebuilds only when gpuctl changed.
-# Needs root (mmdebstrap --mode=root, chroot, bind mounts) and apt (installs mmdebstrap if missing).
+# Needs root (mmdebstrap --mode=root, chroot) and apt (installs mmdebstrap if missing).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/hack/image.env"
@@ -29,13 +38,15 @@ OUT="${GPUCTL_IMAGE_OUT:-$ROOT/build/image}"
 CACHE="${GPUCTL_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuctl-image}"
 REPO="${GPUCTL_IMAGE_REPOSITORY:-ghcr.io/runwhere/gpuctl}"
 PY="${GPUCTL_PYTHON:-$(command -v python3)}"
-FORCE=0; UPDATE_CHART=0; TREES=""
+NATIVE=$(dpkg --print-architecture)
+FORCE=0; UPDATE_CHART=0; TREES=""; TREES_ARCH=$NATIVE
 while (( $# )); do
   case $1 in
     --force) FORCE=1 ;;
     --update-chart) UPDATE_CHART=1 ;;
     --trees) TREES=$(realpath -m "${2:?--trees DIR}"); shift ;;
-    *) echo "usage: hack/image.sh [--force] [--update-chart] [--trees DIR]" >&2; exit 2 ;;
+    --arch) TREES_ARCH=${2:?--arch ARCH}; shift ;;
+    *) echo "usage: hack/image.sh [--force] [--update-chart] [--trees DIR [--arch ARCH]]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -54,20 +65,63 @@ mkdir -p "$OUT" "$CACHE"
 WORK=$(mktemp -d "$CACHE/work.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
-# make_trees WHEEL DIR: DIR/rootfs (the Debian layer) and DIR/app (the application layer), the two
-# file trees of the image. The Containerfile's build stage runs this too (hack/image.sh --trees DIR).
-make_trees() {
-  local wheel=$1 dir=$2 site p
-  # ---- the Debian layer: python3.X and the libraries it needs, nothing else ----
+# pip's manylinux platform tags of a Debian architecture (the image's glibc is bookworm's 2.36).
+pip_platforms() {
+  local m
+  case $1 in
+    amd64) m=x86_64 ;;
+    arm64) m=aarch64 ;;
+    *) die "no pip platform for architecture $1 (hack/image.env IMAGE_ARCHES: amd64, arm64)" ;;
+  esac
+  echo "--platform manylinux_2_36_$m --platform manylinux_2_28_$m --platform manylinux_2_17_$m --platform manylinux2014_$m"
+}
+
+# compile ROOTFS PREFIX DIR: unchecked-hash .pyc for every .py under PREFIX/DIR, as the image will see them
+# at DIR, by the interpreter of ROOTFS (the build host's architecture) in a chroot. The tree is moved
+# under ROOTFS/.compile for the run (no mounts), and back.
+# -B: the interpreter must not leave timestamp .pyc of the modules it imports itself; -f: every file
+# gets an unchecked-hash .pyc (reproducible, and valid on a read-only root whatever the mtimes);
+# -s/-p: the source path recorded in each .pyc is the image's.
+compile() {
+  local rootfs=$1 prefix=$2 dir=$3 stage
+  if [[ "$rootfs" == "$prefix" ]]; then
+    chroot "$rootfs" "/usr/bin/python$PV" -B -m compileall -f -q --invalidation-mode unchecked-hash "$dir" >/dev/null
+    return
+  fi
+  stage="$rootfs/.compile"
+  rm -rf "$stage"; mkdir -p "$stage$(dirname "$dir")"
+  mv "$prefix$dir" "$stage$dir"
+  chroot "$rootfs" "/usr/bin/python$PV" -B -m compileall -f -q --invalidation-mode unchecked-hash \
+    -s /.compile -p / "/.compile$dir" >/dev/null
+  mv "$stage$dir" "$prefix$dir"
+  rm -rf "$stage"
+}
+
+# debian_tree ARCH ROOTFS: python3.X and the libraries it needs, nothing else, for ARCH.
+debian_tree() {
+  local arch=$1 rootfs=$2
   mmdebstrap --quiet --mode="${GPUCTL_MMDEBSTRAP_MODE:-root}" --variant=extract --format=directory \
-    --skip=cleanup/apt/cache --include="python$PV-minimal,libpython$PV-stdlib" "$DEBIAN_SUITE" "$dir/rootfs" \
+    --architectures="$arch" --skip=cleanup/apt/cache --include="python$PV-minimal,libpython$PV-stdlib" \
+    "$DEBIAN_SUITE" "$rootfs" \
     "deb $DEBIAN_MIRROR $DEBIAN_SUITE main" "deb $DEBIAN_MIRROR $DEBIAN_SUITE-updates main" \
     "deb $DEBIAN_SECURITY $DEBIAN_SUITE-security main"
-  # extract runs no maintainer scripts: compile the standard library here (Debian's postinst would),
-  # with the image's own interpreter.
-  # -B: the interpreter must not leave timestamp .pyc of the modules it imports itself; -f: every file
-  # gets an unchecked-hash .pyc (reproducible, and valid on a read-only root whatever the mtimes).
-  chroot "$dir/rootfs" "/usr/bin/python$PV" -B -m compileall -f -q --invalidation-mode unchecked-hash "/usr/lib/python$PV" >/dev/null
+}
+
+# python_version ROOTFS: the Debian version of its python3.X (from the downloaded package).
+python_version() { dpkg-deb -f "$(ls "$1"/var/cache/apt/archives/python"$PV"-minimal_*.deb)" Version; }
+
+# make_trees WHEEL DIR ARCH COMPILER: DIR/rootfs (the Debian layer) and DIR/app (the application layer),
+# the two file trees of the ARCH image. COMPILER is a Debian tree of the build host's architecture whose
+# interpreter compiles the .pyc files (DIR/rootfs itself when ARCH is the host's). The Containerfile's
+# build stage runs this too (hack/image.sh --trees DIR --arch ARCH).
+make_trees() {
+  local wheel=$1 dir=$2 arch=$3 compiler=$4 site p
+  # ---- the Debian layer: python3.X and the libraries it needs, nothing else ----
+  debian_tree "$arch" "$dir/rootfs"
+  [[ "$(python_version "$dir/rootfs")" == "$(python_version "$compiler")" ]] \
+    || die "python$PV of $arch ($(python_version "$dir/rootfs")) and of $NATIVE ($(python_version "$compiler")) differ: the .pyc would not be the $arch interpreter's"
+  # extract runs no maintainer scripts: compile the standard library here (Debian's postinst would).
+  compile "$compiler" "$dir/rootfs" "/usr/lib/python$PV"
   # No dpkg database in an extracted tree: write each package's control fields to
   # /var/lib/dpkg/status.d/<package> (the distroless convention image scanners read).
   # dpkg and tar arrive as dependencies but only manage packages: their files are removed (by the
@@ -82,18 +136,20 @@ make_trees() {
     { dpkg-deb -f "$d"; echo "Status: install ok installed"; } > "$dir/rootfs/var/lib/dpkg/status.d/$p"
   done
   rm -rf "$dir/rootfs"/var/lib/dpkg/{info,alternatives,triggers} "$dir/rootfs/etc/alternatives"
-  rm -rf "$dir/rootfs"/var/cache/apt/* "$dir/rootfs"/var/lib/apt/lists/* "$dir/rootfs/dev" 2>/dev/null || true
+  # The compiler's .deb files are read above (version check): keep them until every tree is made.
+  if [[ "$compiler" != "$dir/rootfs" ]]; then
+    rm -rf "$dir/rootfs"/var/cache/apt/* "$dir/rootfs"/var/lib/apt/lists/* "$dir/rootfs/dev" 2>/dev/null || true
+  fi
   # Docs, man pages, locales: never opened by gpuctl. hostname and resolv.conf (mmdebstrap copies the
   # build host's): the container runtime provides them.
   rm -rf "$dir/rootfs"/usr/share/{doc,man,info,locale,lintian} "$dir/rootfs"/etc/{hostname,resolv.conf}
-  log "Debian layer: $(ls "$dir/rootfs/var/lib/dpkg/status.d" | wc -l) packages from $DEBIAN_SUITE"
+  log "$arch Debian layer: $(ls "$dir/rootfs/var/lib/dpkg/status.d" | wc -l) packages from $DEBIAN_SUITE"
 
-  # ---- the application layer: the wheel and its dependencies for cp${PV/./} manylinux ----
+  # ---- the application layer: the wheel and its dependencies for cp${PV/./} manylinux of ARCH ----
   site="$dir/app/usr/local/lib/python$PV/dist-packages"
+  # shellcheck disable=SC2046  # the platform flags are words
   "$PY" -m pip install -q --no-cache-dir --no-compile --target "$site" --only-binary=:all: \
-    --implementation cp --python-version "$PV" --abi "cp${PV/./}" \
-    --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 "$wheel" >/dev/null
+    --implementation cp --python-version "$PV" --abi "cp${PV/./}" $(pip_platforms "$arch") "$wheel" >/dev/null
   # Console scripts name the build host's interpreter: gone (the image has its own entrypoint), and so
   # are their RECORD lines, so the layer does not depend on where it was built.
   rm -rf "$site/bin"
@@ -102,11 +158,7 @@ make_trees() {
   rm -f "$site"/gpuctl-*.dist-info/direct_url.json
   sed -i '/direct_url.json/d' "$site"/gpuctl-*.dist-info/RECORD
   "$PY" -m pip freeze -q --path "$site" > "$dir/requirements.txt" 2>/dev/null || true
-  # Compile with the image's own interpreter: /usr/local moves into the rootfs for the run (no mounts).
-  mv "$dir/app/usr/local" "$dir/rootfs/usr/local"
-  chroot "$dir/rootfs" "/usr/bin/python$PV" -B -m compileall -f -q --invalidation-mode unchecked-hash \
-    "/usr/local/lib/python$PV/dist-packages" >/dev/null
-  mv "$dir/rootfs/usr/local" "$dir/app/usr/local"
+  compile "$compiler" "$dir/app" "/usr/local/lib/python$PV/dist-packages"
   # The entrypoint, the image's user, a world-writable /tmp (a read-only root mounts its own).
   mkdir -p "$dir/app/usr/local/bin" "$dir/app/etc" "$dir/app/tmp"
   printf '%s\n' "#!/usr/bin/python$PV -I" \
@@ -119,7 +171,26 @@ make_trees() {
     "$IMAGE_UID" "$IMAGE_UID" > "$dir/app/etc/passwd"
   printf 'root:x:0:\ngpuctl:x:%s:\n' "$IMAGE_UID" > "$dir/app/etc/group"
   chmod 0644 "$dir/app/etc/passwd" "$dir/app/etc/group"; chmod 1777 "$dir/app/tmp"
-  log "application layer: $(wc -l < "$dir/requirements.txt") Python distributions"
+  log "$arch application layer: $(wc -l < "$dir/requirements.txt") Python distributions"
+}
+
+# all_trees WHEEL DIR ARCH...: DIR/ARCH/{rootfs,app} for each ARCH, the host's own first (it compiles the
+# others' .pyc), whose apt cache is emptied last.
+all_trees() {
+  local wheel=$1 dir=$2 arch; shift 2
+  local ordered=("$NATIVE")
+  for arch in "$@"; do [[ "$arch" == "$NATIVE" ]] || ordered+=("$arch"); done
+  [[ " $* " == *" $NATIVE "* ]] || { mkdir -p "$dir/compiler"; debian_tree "$NATIVE" "$dir/compiler/rootfs"; }
+  local compiler="$dir/$NATIVE/rootfs"
+  [[ " $* " == *" $NATIVE "* ]] || compiler="$dir/compiler/rootfs"
+  for arch in "${ordered[@]}"; do
+    [[ " $* " == *" $arch "* ]] || continue
+    mkdir -p "$dir/$arch"
+    if [[ "$arch" == "$NATIVE" ]]; then make_trees "$wheel" "$dir/$arch" "$arch" "$dir/$arch/rootfs"
+    else make_trees "$wheel" "$dir/$arch" "$arch" "$compiler"; fi
+  done
+  rm -rf "$compiler"/var/cache/apt/* "$compiler"/var/lib/apt/lists/* "$compiler/dev" 2>/dev/null || true
+  rm -rf "$dir/compiler"
 }
 
 # ---- the wheel, and the cache key from its content ----
@@ -128,8 +199,9 @@ VERSION=$("$PY" -c 'import re,sys; print(re.search(r"__version__ = \"(.+?)\"", o
 WHEEL=$(ls "$WORK"/wheel/gpuctl-*.whl)
 if [[ -n "$TREES" ]]; then
   rm -rf "$TREES"; mkdir -p "$TREES"
-  make_trees "$WHEEL" "$TREES"
-  log "trees in $TREES (rootfs, app)"; exit 0
+  all_trees "$WHEEL" "$WORK/trees" "$TREES_ARCH"
+  mv "$WORK/trees/$TREES_ARCH"/* "$TREES"/
+  log "$TREES_ARCH trees in $TREES (rootfs, app)"; exit 0
 fi
 KEY=$("$PY" "$ROOT/hack/image.py" key "$WHEEL" "$ROOT/hack/image.sh" "$ROOT/hack/image.py" "$ROOT/hack/image.env")
 DEST="$CACHE/$KEY"
@@ -138,24 +210,39 @@ log "wheel $(basename "$WHEEL"), key ${KEY:0:16}"
 if [[ $FORCE == 0 && -f "$DEST/gpuctl.oci.tar" && -f "$DEST/digest" ]]; then
   log "cached in $DEST"
 else
-  make_trees "$WHEEL" "$WORK"
+  # shellcheck disable=SC2086  # IMAGE_ARCHES is a list of words
+  all_trees "$WHEEL" "$WORK/trees" $IMAGE_ARCHES
   mkdir -p "$DEST"
-  DIGEST=$("$PY" "$ROOT/hack/image.py" assemble --rootfs "$WORK/rootfs" --app "$WORK/app" \
+  PLATFORMS=()
+  for arch in $IMAGE_ARCHES; do PLATFORMS+=(--platform "$arch:$WORK/trees/$arch/rootfs:$WORK/trees/$arch/app"); done
+  DIGEST=$("$PY" "$ROOT/hack/image.py" assemble "${PLATFORMS[@]}" --digests "$DEST/digests.json" \
     --out "$DEST/gpuctl.oci.tar" --repo "$REPO" --tag "$VERSION" --epoch "$SOURCE_DATE_EPOCH" \
     --uid "$IMAGE_UID" --base-name "debian:$DEBIAN_SUITE python$PV (mmdebstrap extract)")
   echo "$DIGEST" > "$DEST/digest"
-  cp "$WORK/requirements.txt" "$DEST/requirements.txt"
-  log "assembled"
+  cp "$WORK/trees/$NATIVE/requirements.txt" "$DEST/requirements.txt" 2>/dev/null \
+    || cp "$WORK/trees/${IMAGE_ARCHES%% *}/requirements.txt" "$DEST/requirements.txt"
+  # Size per architecture (compressed layers, and unpacked trees) for docs/image.md.
+  for arch in $IMAGE_ARCHES; do
+    echo "$arch $(du -sb "$WORK/trees/$arch/rootfs" | cut -f1) $(du -sb "$WORK/trees/$arch/app" | cut -f1)"
+  done > "$DEST/unpacked-bytes"
+  log "assembled ($IMAGE_ARCHES)"
 fi
 
 DIGEST=$(cat "$DEST/digest")
 cp "$DEST/gpuctl.oci.tar" "$OUT/gpuctl.oci.tar.tmp" && mv "$OUT/gpuctl.oci.tar.tmp" "$OUT/gpuctl.oci.tar"
 echo "$DIGEST" > "$OUT/digest"
 echo "$REPO:$VERSION@$DIGEST" > "$OUT/ref"
+cp "$DEST/digests.json" "$OUT/digests.json"
+cp "$DEST/unpacked-bytes" "$OUT/unpacked-bytes" 2>/dev/null || true
 cp "$DEST/requirements.txt" "$OUT/requirements.txt" 2>/dev/null || true
-if command -v skopeo >/dev/null; then   # an independent reader of the archive agrees on the digest
-  SK=$(skopeo inspect --format '{{.Digest}}' "oci-archive:$OUT/gpuctl.oci.tar")
-  [[ "$SK" == "$DIGEST" ]] || die "skopeo reads digest $SK, expected $DIGEST"
+if command -v skopeo >/dev/null; then   # an independent reader of the archive agrees on the digests
+  SK=$(skopeo inspect --raw "oci-archive:$OUT/gpuctl.oci.tar" | sha256sum | cut -d' ' -f1)
+  [[ "sha256:$SK" == "$DIGEST" ]] || die "skopeo reads index digest sha256:$SK, expected $DIGEST"
+  for arch in $IMAGE_ARCHES; do   # and picks each architecture's image from the index
+    SK=$(skopeo --override-arch "$arch" inspect --config --raw "oci-archive:$OUT/gpuctl.oci.tar" \
+      | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["architecture"])')
+    [[ "$SK" == "$arch" ]] || die "skopeo picks a $SK image for $arch from the index"
+  done
 fi
 if [[ $UPDATE_CHART == 1 ]]; then
   sed -i -E "s/^(  digest: \")sha256:[0-9a-f]{64}(\")/\1$DIGEST\2/" "$ROOT/charts/gpuctl/values.yaml"
@@ -163,6 +250,6 @@ if [[ $UPDATE_CHART == 1 ]]; then
   log "charts/gpuctl/values.yaml image.digest = $DIGEST"
 fi
 SIZE=$(stat -c %s "$OUT/gpuctl.oci.tar")
-log "done: $OUT/gpuctl.oci.tar ($(( SIZE / 1024 / 1024 )) MiB compressed)"
+log "done: $OUT/gpuctl.oci.tar ($(( SIZE / 1024 / 1024 )) MiB compressed, $IMAGE_ARCHES)"
 echo "image: $REPO:$VERSION@$DIGEST"
 echo "image: helm install ... --set image.repository=<registry>/gpuctl --set image.digest=$DIGEST"

@@ -281,7 +281,7 @@ def test_values_change_what_they_say() -> None:
 
 @pytest.mark.parametrize(
     ("digest", "message"),
-    [("", "image.digest is required"), ("latest", "is not a sha256 digest")],
+    [("", "image.digest is required"), ("latest", "at '/image/digest'")],
 )
 def test_image_must_be_pinned_by_digest(digest: str, message: str) -> None:
     p = helm("template", "gpuctl", str(CHART), "--set", f"image.digest={digest}", check=False)
@@ -498,3 +498,450 @@ def test_server_side_dry_run_with_every_option_on(kubectl, namespace: str) -> No
         "deployment.apps/gpuctl-api",
     ):
         assert f"{obj} " in p.stdout, (obj, p.stdout)
+
+
+# ------------------------------------------------------------------------- issue 25: what an admin hits
+VAP_BINDING = "ValidatingAdmissionPolicyBinding"
+# Every ValidatingAdmissionPolicyBinding the chart installs from manifests/ (isolation's, the delete and
+# PriorityClass policies' too): a binding added to manifests/admission gets its own case here.
+BINDINGS = sorted(d["metadata"]["name"] for d in manifest_objects() if d["kind"] == VAP_BINDING)
+
+
+def test_the_chart_installs_every_policy_binding_of_manifests() -> None:
+    assert {
+        "gpuctl-admission",
+        "gpuctl-admission-delete",
+        "gpuctl-priority-classes",
+        "gpuctl-isolation",
+    } <= set(BINDINGS)
+    assert sorted(k[1] for k in by_key(render()) if k[0] == VAP_BINDING) == BINDINGS
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_warn_mode_warns_in_every_policy_binding(binding: str) -> None:
+    """webhook.mode=warn used to change only the webhook's flag: the policies still refused (issue 25)."""
+    enforce = by_key(render())[(VAP_BINDING, binding)]
+    assert enforce["spec"]["validationActions"] == ["Deny"]
+    warn = by_key(render("gpuctl-system", "--set", "webhook.mode=warn"))
+    assert warn[(VAP_BINDING, binding)]["spec"]["validationActions"] == ["Warn", "Audit"]
+    # Nothing else of the binding changes; the webhook warns too.
+    got = json.loads(json.dumps(warn[(VAP_BINDING, binding)]))
+    got["spec"]["validationActions"] = ["Deny"]
+    assert got == enforce
+    args = warn[("Deployment", "gpuctl-admission")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--mode=warn" in args
+
+
+# The values that broke (issue 25) and typos: `helm lint` and `helm template` refuse them, naming the value.
+BAD_VALUES = [
+    (["--set", "webhook.replicas=abc"], "at '/webhook/replicas': got string, want integer"),
+    (["--set", "webhook.replicas=0"], "at '/webhook/replicas': minimum: got 0, want 1"),
+    (["--set", "webhook.minAvailable=0"], "at '/webhook/minAvailable'"),
+    (["--set", "webhook.minAvailable=150%"], "at '/webhook/minAvailable'"),
+    (["--set", "webhook.replicaz=3"], "at '/webhook': additional properties 'replicaz' not allowed"),
+    (["--set", "webhok.mode=warn"], "additional properties 'webhok' not allowed"),
+    (["--set", "serve.backstop.evictafter=300"], "at '/serve/backstop': additional properties 'evictafter'"),
+    (["--set", "webhook.mode=warm"], "at '/webhook/mode': value must be one of 'enforce', 'warn'"),
+    (["--set", "webhook.failurePolicy=fail"], "at '/webhook/failurePolicy'"),
+    (["--set", "certManager.enabled=yes"], "at '/certManager/enabled'"),
+    (["--set", "image.digest=sha256:abc"], "at '/image/digest'"),
+    (["--set", "api.replicas=two"], "at '/api/replicas'"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_VALUES, ids=[" ".join(a[1:]) for a, _ in BAD_VALUES])
+def test_values_schema_refuses_what_used_to_render_silently(args: list[str], message: str) -> None:
+    t = helm("template", "gpuctl", str(CHART), "--set", f"image.digest={DIGEST}", *args, check=False)
+    assert t.returncode != 0 and message in t.stderr, t.stderr
+    lint = helm("lint", "--strict", str(CHART), "--set", f"image.digest={DIGEST}", *args, check=False)
+    assert lint.returncode != 0 and message in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+
+
+# A PodDisruptionBudget that keeps every replica blocks node drains; a schema cannot compare two values, so
+# the template refuses it. (`helm lint` only logs a template's fail() and passes: install and template fail.)
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("2", "webhook.minAvailable (2, 2 of 2 pods) must stay below webhook.replicas (2)"),
+        ("51%", "webhook.minAvailable (51%, 2 of 2 pods) must stay below webhook.replicas (2)"),
+    ],
+)
+def test_min_available_that_blocks_every_eviction_is_refused(value: str, message: str) -> None:
+    t = helm("template", "gpuctl", str(CHART), "--set", f"image.digest={DIGEST}",
+             "--set", f"webhook.minAvailable={value}", check=False)  # fmt: skip
+    assert t.returncode != 0 and message in t.stderr, t.stderr
+    assert "raise webhook.replicas or lower webhook.minAvailable" in t.stderr
+
+
+def test_min_available_takes_a_percentage_and_replicas_a_number() -> None:
+    """minAvailable=50% used to render 0 (int of a string): it stays a percentage now."""
+    docs = by_key(render("gpuctl-system", "--set", "webhook.minAvailable=50%", "--set", "webhook.replicas=3"))
+    assert docs[("PodDisruptionBudget", "gpuctl-admission")]["spec"]["minAvailable"] == "50%"
+    assert docs[("Deployment", "gpuctl-admission")]["spec"]["replicas"] == 3
+    docs = by_key(render("gpuctl-system", "--set", "webhook.minAvailable=2", "--set", "webhook.replicas=3"))
+    assert docs[("PodDisruptionBudget", "gpuctl-admission")]["spec"]["minAvailable"] == 2
+    # Every values file the project ships passes the schema.
+    for f in (ROOT / "hack/kind/values.yaml", CHART / "values.yaml"):
+        render("gpuctl-system", "-f", str(f))
+
+
+def test_no_default_image_digest_and_the_error_says_where_to_get_one() -> None:
+    """A default digest went stale with every change (issue 25): the chart ships none, and says so."""
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["image"]["digest"] == ""
+    p = helm("template", "gpuctl", str(CHART), check=False)
+    assert p.returncode != 0
+    assert "image.digest is required" in p.stderr and "hack/image.sh prints it" in p.stderr
+
+
+KUEUE_ARGS = ["--set", "kueue.namespace=kueue-prod", "--set", "kueue.serviceAccountName=kueue-ctrl"]
+KUEUE_USER = "system:serviceaccount:kueue-prod:kueue-ctrl"
+DEFAULT_KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+
+
+def test_kueue_namespace_and_service_account_follow_the_values_everywhere() -> None:
+    """Every place the default Kueue identity or namespace appears takes the values instead: the
+    matchConditions of the webhook configuration and of every policy, the system namespaces they never
+    judge, and the webhook's --kueue-user."""
+    default = helm("template", "gpuctl", str(CHART), "--set", f"image.digest={DIGEST}").stdout
+    other = helm("template", "gpuctl", str(CHART), "--set", f"image.digest={DIGEST}", *KUEUE_ARGS).stdout
+    assert "kueue-system" not in other and "kueue-controller-manager" not in other
+    assert other.count(KUEUE_USER) == default.count(DEFAULT_KUEUE_USER) >= 10
+    assert other.count("kueue-prod") == default.count("kueue-system")
+    docs = by_key([d for d in yaml.safe_load_all(other) if d])
+    args = docs[("Deployment", "gpuctl-admission")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--kueue-user={KUEUE_USER}" in args
+    vwc = docs[("ValidatingWebhookConfiguration", "gpuctl-admission")]
+    for w in vwc["webhooks"]:
+        conds = {c["name"]: c["expression"] for c in w.get("matchConditions") or []}
+        if w["name"] != "nodes.admission.runwhere.ai":
+            assert conds["not-kueue"] == f"request.userInfo.username != '{KUEUE_USER}'", w["name"]
+        if "namespaceSelector" in w:
+            excluded = next(
+                e["values"] for e in w["namespaceSelector"]["matchExpressions"] if e["operator"] == "NotIn"
+                and e["key"] == "kubernetes.io/metadata.name"
+            )  # fmt: skip
+            assert "kueue-prod" in excluded and "kueue-system" not in excluded, w["name"]
+
+
+# ------------------------------------------------------------------------- certificates
+def _tls_objects(docs: list[dict]) -> list[dict]:
+    return [
+        d
+        for d in docs
+        if d["kind"] in ("Secret", "ValidatingWebhookConfiguration", "Deployment", "ServiceMonitor")
+        or d["apiVersion"].startswith("cert-manager.io/")
+    ]
+
+
+EXISTING = [
+    "--set", "webhook.tls.existingSecret=corp-webhook-tls",
+    "--set", "webhook.tls.caBundle=" + base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode(),
+    "--set", "apiTls.existingSecret=corp-api-tls",
+    "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+]  # fmt: skip
+
+
+def test_existing_secrets_render_the_same_on_every_render_and_are_mounted() -> None:
+    """GitOps renderers run `helm template` on every sync: with Secrets of your own (or cert-manager) the
+    output is identical each time, so nothing is rotated behind your back."""
+    first = helm("template", "gpuctl", str(CHART), "--set", f"image.digest={DIGEST}", *EXISTING).stdout
+    again = helm("template", "gpuctl", str(CHART), "--set", f"image.digest={DIGEST}", *EXISTING).stdout
+    assert first == again
+    docs = by_key([d for d in yaml.safe_load_all(first) if d])
+    assert not [k for k in docs if k[0] == "Secret"]  # the chart makes none: they are yours
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+    vwc = docs[("ValidatingWebhookConfiguration", "gpuctl-admission")]
+    assert {w["clientConfig"]["caBundle"] for w in vwc["webhooks"]} == {ca}
+    assert "annotations" not in vwc["metadata"]  # no cert-manager injection
+
+    def secrets(name: str) -> set[str]:
+        vols = docs[("Deployment", name)]["spec"]["template"]["spec"]["volumes"]
+        return {v["secret"]["secretName"] for v in vols if "secret" in v}
+
+    assert secrets("gpuctl-admission") == {"corp-webhook-tls"}
+    assert secrets("gpuctl-serve") == {"corp-api-tls"}
+    sm = {k[1]: v for k, v in docs.items() if k[0] == "ServiceMonitor"}
+    assert sm["gpuctl"]["spec"]["endpoints"][0]["tlsConfig"]["ca"]["secret"]["name"] == "corp-api-tls"
+    assert (
+        sm["gpuctl-admission"]["spec"]["endpoints"][0]["tlsConfig"]["ca"]["secret"]["name"]
+        == "corp-webhook-tls"
+    )
+    # Without the CA the API server could not verify the webhook: refused, naming the value.
+    p = helm(
+        "template", "gpuctl", str(CHART), "--set", f"image.digest={DIGEST}",
+        "--set", "webhook.tls.existingSecret=corp-webhook-tls", check=False,
+    )  # fmt: skip
+    assert (
+        p.returncode != 0 and "webhook.tls.caBundle is required with webhook.tls.existingSecret" in p.stderr
+    )
+
+
+def test_cert_manager_renders_the_same_every_time_and_takes_an_issuer_ref() -> None:
+    apis = ["--api-versions", "cert-manager.io/v1"]
+    assert render("gpuctl-system", *apis) == render("gpuctl-system", *apis)
+    ref = ["--set", "certManager.issuerRef.name=corp-ca", "--set", "certManager.issuerRef.kind=ClusterIssuer"]
+    docs = render("gpuctl-system", *apis, *ref)
+    cm = {
+        (d["kind"], d["metadata"]["name"]): d for d in docs if d["apiVersion"].startswith("cert-manager.io/")
+    }
+    # Only the serving certificates, issued by your issuer: no self-signed root, no CA of the chart's own.
+    assert set(cm) == {("Certificate", "gpuctl-admission"), ("Certificate", "gpuctl-api")}
+    for c in cm.values():
+        assert c["spec"]["issuerRef"] == {
+            "name": "corp-ca",
+            "kind": "ClusterIssuer",
+            "group": "cert-manager.io",
+        }
+    assert cm[("Certificate", "gpuctl-admission")]["spec"]["secretName"] == "gpuctl-admission-tls"
+    vwc = by_key(docs)[("ValidatingWebhookConfiguration", "gpuctl-admission")]
+    assert vwc["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "gpuctl-system/gpuctl-admission"
+    }
+    bad = helm("template", "gpuctl", str(CHART), "--set", f"image.digest={DIGEST}", *apis,
+               "--set", "certManager.issuerRef.kind=Vault", check=False)  # fmt: skip
+    assert bad.returncode != 0 and "/certManager/issuerRef" in bad.stderr
+
+
+def test_self_signed_certificates_differ_per_render_without_a_cluster() -> None:
+    """Why the two options above exist: `helm template` cannot look the Secrets up, so Helm's self-signed
+    fallback makes new ones on every render (install and upgrade keep them: the next test)."""
+    a, b = by_key(render()), by_key(render())
+    for name in ("gpuctl-admission-tls", "gpuctl-api-tls"):
+        assert a[("Secret", name)]["data"]["ca.crt"] != b[("Secret", name)]["data"]["ca.crt"], name
+
+
+def test_self_signed_certificates_are_kept_when_rendered_against_the_cluster(kubectl, namespace: str) -> None:
+    """Install and upgrade (and `helm template --dry-run=server`) look the Secrets up: the first install's
+    certificate is rendered again, every time, for the webhook and the REST API alike."""
+    first = by_key(render(namespace))
+    for name in ("gpuctl-admission-tls", "gpuctl-api-tls"):
+        secret = json.loads(json.dumps(first[("Secret", name)]))
+        # As `helm install` leaves them: owned by the release.
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "Helm"
+        secret["metadata"]["annotations"] = {
+            "meta.helm.sh/release-name": "gpuctl",
+            "meta.helm.sh/release-namespace": namespace,
+        }
+        kubectl("apply", "-f", "-", input=yaml.safe_dump(secret))
+    renders = [by_key(render(namespace, "--dry-run=server")) for _ in range(2)]
+    for name in ("gpuctl-admission-tls", "gpuctl-api-tls"):
+        for r in renders:
+            assert r[("Secret", name)]["data"] == first[("Secret", name)]["data"], name
+    ca = first[("Secret", "gpuctl-admission-tls")]["data"]["ca.crt"]
+    for r in renders:
+        vwc = r[("ValidatingWebhookConfiguration", "gpuctl-admission")]
+        assert {w["clientConfig"]["caBundle"] for w in vwc["webhooks"]} == {ca}
+
+
+# ------------------------------------------------------------------------- monitoring
+def test_servicemonitors_honor_labels_and_scrape_the_webhook_over_https() -> None:
+    docs = by_key(render("platform", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"))
+    serve = docs[("ServiceMonitor", "gpuctl")]["spec"]["endpoints"][0]
+    hook = docs[("ServiceMonitor", "gpuctl-admission")]["spec"]["endpoints"][0]
+    assert serve["honorLabels"] is True and hook["honorLabels"] is True
+    assert hook["scheme"] == "https" and hook["port"] == "https"
+    assert hook["tlsConfig"] == {
+        "ca": {"secret": {"name": "gpuctl-admission-tls", "key": "ca.crt"}},
+        "serverName": "gpuctl-admission.platform.svc",
+    }
+    ann = docs[("Service", "gpuctl-admission")]["metadata"]["annotations"]
+    assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/scheme"] == "https"
+    assert docs[("ServiceMonitor", "gpuctl-admission")]["spec"]["namespaceSelector"]["matchNames"] == [
+        "platform"
+    ]
+    off = by_key(render("platform", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+                        "--set", "webhook.enabled=false"))  # fmt: skip
+    assert ("ServiceMonitor", "gpuctl-admission") not in off and ("ServiceMonitor", "gpuctl") in off
+
+
+# ------------------------------------------------------------------------- the rendered policies, enforced
+TESTBED_LABEL = {"gpuctl.runwhere.ai/testbed": "true"}
+
+
+def _bad_job(ns: str) -> dict:
+    """A raw Job a user could kubectl apply: mounts the host's /etc (rule host-path)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "bad", "namespace": ns, "labels": {"app": "bad"}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "c", "image": "busybox", "volumeMounts": [{"name": "h", "mountPath": "/h"}]}
+                    ],
+                    "volumes": [{"name": "h", "hostPath": {"path": "/etc"}}],
+                }
+            }
+        },
+    }
+
+
+def _bad_pod_outside_teams(ns: str) -> dict:
+    """A GPU pod outside team namespaces that tolerates the pool taint (rule pool-toleration)."""
+    gpu = {"nvidia.com/gpu": "1"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bad", "namespace": ns},
+        "spec": {
+            "tolerations": [{"key": "runwhere.ai/pool", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": gpu, "limits": gpu}}],
+        },
+    }
+
+
+class _Policies:
+    """The chart's rendered ValidatingAdmissionPolicies and their bindings, created on the cluster under test
+    names, each binding's namespace selector narrowed to the test's namespaces (the rest as rendered)."""
+
+    def __init__(self, kube, sfx: str) -> None:
+        self.kube, self.sfx, self.created = kube, sfx, []
+
+    def install(self, docs: dict, names: list[str], namespaces: list[str]) -> None:
+        from gpuctl.cluster import path
+
+        for name in names:
+            vap = json.loads(json.dumps(docs[("ValidatingAdmissionPolicy", name)]))
+            binding = json.loads(json.dumps(docs[(VAP_BINDING, name)]))
+            test_name = f"{name}-chart-{self.sfx}"
+            vap["metadata"] = {"name": test_name, "labels": dict(TESTBED_LABEL)}
+            binding["metadata"] = {"name": test_name, "labels": dict(TESTBED_LABEL)}
+            binding["spec"]["policyName"] = test_name
+            binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
+            )
+            for doc in (vap, binding):
+                self.kube.apply(doc)
+                self.created.append(path(doc["kind"], test_name))
+
+    def set_actions(self, name: str, actions: list[str]) -> None:
+        from gpuctl.cluster import path
+
+        self.kube.merge_patch(
+            path(VAP_BINDING, f"{name}-chart-{self.sfx}"), {"spec": {"validationActions": actions}}
+        )
+
+    def remove(self) -> None:
+        import contextlib
+
+        from gpuctl.cluster import ApiError
+
+        for p in reversed(self.created):
+            with contextlib.suppress(ApiError):
+                self.kube.delete(p)
+
+
+def _team_and_plain(kube, sfx: str) -> tuple[str, str]:
+    team, plain = f"chart-team-{sfx}", f"chart-plain-{sfx}"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": team, "labels": {"runwhere.ai/namespace": "true"}}})  # fmt: skip
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": plain}})
+    return team, plain
+
+
+def _dry_apply(kubectl, obj: dict, *extra: str):
+    return kubectl(*extra, "apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(obj), check=False)
+
+
+def _dry_apply_until(kubectl, obj: dict, ok, what: str):
+    """_dry_apply until ok(result) (a policy or webhook takes effect a moment after it is created)."""
+    from tests.integration.conftest import wait_until
+
+    return wait_until(lambda: (lambda r: r if ok(r) else None)(_dry_apply(kubectl, obj)), 60, 0.5, what=what)
+
+
+def test_warn_mode_admits_a_bad_raw_job_with_a_warning(kube, kubectl) -> None:
+    """webhook.mode=warn, as rendered, on the API server: the bad Job is admitted and kubectl prints the
+    policy's finding as a warning, in a team namespace (gpuctl-admission) and outside (gpuctl-isolation).
+    The same bindings with the enforce rendering's actions refuse it: the test can fail."""
+    import uuid
+
+    from gpuctl.cluster import path
+
+    sfx = uuid.uuid4().hex[:6]
+    team, plain = _team_and_plain(kube, sfx)
+    policies = _Policies(kube, sfx)
+    try:
+        warn = by_key(render("gpuctl-system", "--set", "webhook.mode=warn"))
+        policies.install(warn, ["gpuctl-admission", "gpuctl-isolation"], [team, plain])
+        cases = [("gpuctl-admission", _bad_job(team), "[host-path]"),
+                 ("gpuctl-isolation", _bad_pod_outside_teams(plain), "[pool-toleration]")]  # fmt: skip
+        for name, obj, rule in cases:
+            p = _dry_apply_until(
+                kubectl, obj, lambda r, rule=rule: rule in r.stderr, f"{name} warning about {rule}"
+            )
+            assert p.returncode == 0, (name, p.stderr)  # admitted
+            assert "Warning:" in p.stderr and f"breaks {rule}" in p.stderr and "Fix: " in p.stderr, p.stderr
+        enforce = by_key(render())
+        for name, obj, rule in cases:
+            policies.set_actions(name, enforce[(VAP_BINDING, name)]["spec"]["validationActions"])
+            p = _dry_apply_until(kubectl, obj, lambda r: r.returncode != 0, f"{name} refusing once enforced")
+            assert f"breaks {rule}" in p.stderr and "denied request" in p.stderr, p.stderr
+    finally:
+        policies.remove()
+        for ns in (team, plain):
+            kube.delete(path("Namespace", ns))
+
+
+def test_a_non_default_kueue_identity_is_trusted_and_the_default_one_no_longer_is(kube, kubectl) -> None:
+    """kueue.namespace/serviceAccountName on the API server: the rendered policy skips the configured
+    Kueue's requests and judges the default identity like anybody's; the rendered webhook configuration
+    (pointed at an address where nothing listens, failurePolicy Fail) is not even called for the configured
+    Kueue, and is for the default identity."""
+    import uuid
+
+    from gpuctl.cluster import path
+
+    sfx = uuid.uuid4().hex[:6]
+    team, plain = _team_and_plain(kube, sfx)
+    # Both identities may create Jobs in the namespace (RBAC): only who they are differs.
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "both-kueues", "namespace": team},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [
+            {"kind": "ServiceAccount", "name": "kueue-ctrl", "namespace": "kueue-prod"},
+            {"kind": "ServiceAccount", "name": "kueue-controller-manager", "namespace": "kueue-system"},
+        ],
+    }
+    kube.apply(binding)
+    policies = _Policies(kube, sfx)
+    hook_name = f"gpuctl-admission-kueue-{sfx}"
+    try:
+        docs = by_key(render("gpuctl-system", *KUEUE_ARGS))
+        policies.install(docs, ["gpuctl-admission"], [team])
+        bad = _bad_job(team)
+        _dry_apply_until(kubectl, bad, lambda r: "[host-path]" in r.stderr, "the policy enforced")
+        assert _dry_apply(kubectl, bad, f"--as={KUEUE_USER}").returncode == 0
+        p = _dry_apply(kubectl, bad, f"--as={DEFAULT_KUEUE_USER}")
+        assert p.returncode != 0 and "breaks [host-path]" in p.stderr, p.stderr
+        policies.remove()
+        # The webhook's matchConditions: rendered, pointed at nothing, bound to the test's namespace only.
+        vwc = json.loads(json.dumps(docs[("ValidatingWebhookConfiguration", "gpuctl-admission")]))
+        hooks = [w for w in vwc["webhooks"] if w["name"].startswith("workloads.")]
+        for w in hooks:
+            w["clientConfig"] = {"url": "https://127.0.0.1:1/validate"}
+            w["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": team}}
+        meta = {"name": hook_name, "labels": dict(TESTBED_LABEL)}
+        kube.apply(
+            {"apiVersion": vwc["apiVersion"], "kind": vwc["kind"], "metadata": meta, "webhooks": hooks}
+        )
+        good = _bad_job(team)
+        good["spec"]["template"]["spec"]["volumes"] = []
+        good["spec"]["template"]["spec"]["containers"][0].pop("volumeMounts")
+        good["metadata"]["labels"] = {"runwhere.ai/pool": "x"}  # relevant: the webhook would be called
+        _dry_apply_until(
+            kubectl, good, lambda r: "failed calling webhook" in r.stderr, "the webhook registered"
+        )
+        p = _dry_apply(kubectl, good, f"--as={KUEUE_USER}")
+        assert p.returncode == 0, p.stderr  # never sent to the (dead) webhook
+        p = _dry_apply(kubectl, good, f"--as={DEFAULT_KUEUE_USER}")
+        assert p.returncode != 0 and "failed calling webhook" in p.stderr, p.stderr
+    finally:
+        kube.delete(path("ValidatingWebhookConfiguration", hook_name))
+        policies.remove()
+        for ns in (team, plain):
+            kube.delete(path("Namespace", ns))

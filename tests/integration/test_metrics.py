@@ -312,7 +312,14 @@ def stack(
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                 "rule_files": [str(ROOT / "manifests/prometheus/rules.yaml")],
                 "scrape_configs": [
-                    {"job_name": "gpuctl", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]},
+                    # service: the label the shipped alerts select gpuctl serve by (the Operator and
+                    # kubernetes_sd scraping set it from the Service; a static config adds it).
+                    {
+                        "job_name": "gpuctl",
+                        "static_configs": [
+                            {"targets": [f"127.0.0.1:{port}"], "labels": {"service": "gpuctl"}}
+                        ],
+                    },
                     {"job_name": "dcgm", "static_configs": [{"targets": [f"127.0.0.1:{dcgm.server_port}"]}]},
                 ],
             }

@@ -4,7 +4,9 @@
   not on a platform team's screen);
 - PrometheusRule carries exactly rules.yaml's groups;
 - `promtool check rules` and `promtool test rules` pass (Debian package `prometheus`);
-- the RBAC stays least-privilege, and Deployment, Service and ServiceMonitor agree on ports and job.
+- the RBAC stays least-privilege, and Deployment, Service and ServiceMonitor agree on ports;
+- the alerts find gpuctl's targets by the `service` label both ways of scraping set (the Prometheus
+  Operator's ServiceMonitors and the Services' prometheus.io annotations), never by `job`.
 """
 
 from __future__ import annotations
@@ -40,12 +42,24 @@ def _exprs(board: dict) -> list[str]:
 
 
 def _exported_names() -> set[str]:
+    """What gpuctl serve and the admission webhook export (the webhook after one request of each outcome)."""
     from prometheus_client import generate_latest
 
+    from admission.rules import AdmissionConfig
+    from admission.server import AdmissionApp
+    from admission.state import StaticState
+    from tests.unit.test_admission_fixtures import state
+
     _, registry = populated_cache(with_reconciler=True, with_backstop=True)
+    webhook = AdmissionApp(StaticState(state()), AdmissionConfig())
+    for decision in ("allowed", "denied", "error"):
+        webhook.metrics.count("Job", "CREATE", decision, "", "false")
+    webhook.metrics.observe("Job", "CREATE", 0.001)
+    webhook.metrics.observe_state(webhook.source.state)
     names = set()
-    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
-        names.update(s.name for s in fam.samples)
+    for reg in (registry, webhook.registry):
+        for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+            names.update(s.name for s in fam.samples)
     return names
 
 
@@ -101,6 +115,13 @@ def test_every_metric_used_by_dashboards_and_rules_is_exported() -> None:
 
 
 def test_prometheusrule_carries_the_rules_file() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("prometheusrule", ROOT / "hack/prometheusrule.py")
+    assert spec and spec.loader
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert (PROM / "prometheusrule.yaml").read_text() == gen.render(), "run: python hack/prometheusrule.py"
     rules = yaml.safe_load((PROM / "rules.yaml").read_text())["groups"]
     (pr,) = _docs(PROM / "prometheusrule.yaml")
     assert pr["kind"] == "PrometheusRule" and pr["apiVersion"] == "monitoring.coreos.com/v1"
@@ -111,6 +132,13 @@ def test_prometheusrule_carries_the_rules_file() -> None:
         "GpuctlWorkQueuedTooLong",
         "GpuctlPoolNodeNotReady",
         "GpuctlServiceDown",
+        "GpuctlWebhookDown",
+        "GpuctlWebhookReplicaDown",
+        "GpuctlGpuXidFatal",
+        "GpuctlGpuXidError",
+        "GpuctlGpuEccUncorrectable",
+        "GpuctlGpuEccCorrectableHigh",
+        "GpuctlGpuRowRemapFailed",
     } <= alerts
 
 
@@ -204,13 +232,75 @@ def test_deployment_service_and_servicemonitor_agree() -> None:
         (("create",), ()),
     }
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
-    (sm,) = _docs(PROM / "servicemonitor.yaml")
+    sm = {d["metadata"]["name"]: d for d in _docs(PROM / "servicemonitor.yaml")}["gpuctl"]
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     assert sm["spec"]["endpoints"][0]["port"] == svc["spec"]["ports"][0]["name"]
     assert sm["spec"]["namespaceSelector"]["matchNames"] == [svc["metadata"]["namespace"]]
-    # The Operator names the job after the Service: the alerts expect job="gpuctl".
     assert svc["metadata"]["name"] == "gpuctl"
-    assert 'job="gpuctl"' in (PROM / "rules.yaml").read_text()
+
+
+def _services() -> dict[str, dict]:
+    docs = [*_docs(SERVE / "deployment.yaml"), *_docs(ROOT / "manifests/admission/deployment.yaml")]
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+
+
+def test_alerts_select_targets_by_service_never_by_job() -> None:
+    """GpuctlServiceDown fired forever under annotation-based scraping, where the job is the scrape config's
+    (kubernetes-service-endpoints), not the Service's name. Every `up` the rules read is selected by
+    `service`, and that Service exists, is annotated for scraping and has a ServiceMonitor."""
+    text = (PROM / "rules.yaml").read_text()
+    exprs = [r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
+    assert not [e for e in exprs if "job=" in e or "job =" in e], "select gpuctl's targets by service"
+    ups = re.findall(r"\bup\{([^}]*)\}", "\n".join(exprs))
+    assert ups and all(re.fullmatch(r'service="[a-z-]+"', u) for u in ups), ups
+    named = {re.search(r'"(.+)"', u)[1] for u in ups}
+    assert named == {"gpuctl", "gpuctl-admission"}
+    services = _services()
+    monitors = {d["metadata"]["name"]: d for d in _docs(PROM / "servicemonitor.yaml")}
+    for name in named:
+        svc = services[name]
+        ann = svc["metadata"]["annotations"]
+        assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/path"] == "/metrics", name
+        port = int(ann["prometheus.io/port"])
+        assert port in {p.get("targetPort") if isinstance(p.get("targetPort"), int) else None
+                        for p in svc["spec"]["ports"]} | {_container_port(name, p["targetPort"])
+                                                          for p in svc["spec"]["ports"]}, name  # fmt: skip
+        (sm,) = [m for m in monitors.values() if m["spec"]["selector"]["matchLabels"].items()
+                 <= svc["metadata"]["labels"].items()]  # fmt: skip
+        (ep,) = sm["spec"]["endpoints"]
+        assert ep["port"] in {p["name"] for p in svc["spec"]["ports"]}, name
+        # gpuctl's series carry their own `namespace` (a team's): the Operator must keep it.
+        assert ep["honorLabels"] is True, name
+
+
+def _container_port(service: str, target: str | int) -> int:
+    dep_file = (
+        SERVE / "deployment.yaml" if service == "gpuctl" else ROOT / "manifests/admission/deployment.yaml"
+    )
+    (dep,) = [d for d in _docs(dep_file) if d["kind"] == "Deployment"]
+    for c in dep["spec"]["template"]["spec"]["containers"]:
+        for p in c.get("ports") or []:
+            if target in (p["name"], p["containerPort"]):
+                return p["containerPort"]
+    raise AssertionError(f"{service}: no container port {target}")
+
+
+def test_the_webhooks_servicemonitor_verifies_its_certificate() -> None:
+    """The webhook serves /metrics on its HTTPS port only: the ServiceMonitor scrapes it over HTTPS with the
+    CA of the webhook's Secret, for the Service's DNS name."""
+    sm = {d["metadata"]["name"]: d for d in _docs(PROM / "servicemonitor.yaml")}["gpuctl-admission"]
+    (ep,) = sm["spec"]["endpoints"]
+    (dep,) = [d for d in _docs(ROOT / "manifests/admission/deployment.yaml") if d["kind"] == "Deployment"]
+    secret = next(
+        v["secret"]["secretName"] for v in dep["spec"]["template"]["spec"]["volumes"] if "secret" in v
+    )
+    assert ep["scheme"] == "https" and ep["path"] == "/metrics"
+    assert ep["tlsConfig"] == {
+        "ca": {"secret": {"name": secret, "key": "ca.crt"}},
+        "serverName": "gpuctl-admission.gpuctl-system.svc",
+    }
+    svc = _services()["gpuctl-admission"]
+    assert svc["metadata"]["annotations"]["prometheus.io/scheme"] == "https"
 
 
 def _ctx():

@@ -63,10 +63,60 @@ true
 {{- end }}
 
 {{/*
+Where a serving certificate comes from (admission.yaml, api-tls.yaml): "existing" (a Secret you manage,
+webhook.tls.existingSecret / apiTls.existingSecret), "cert-manager", or "helm" (a CA and certificate made by
+Helm at install, kept on upgrade by lookup). Usage: include "gpuctl.tlsSource" (list $ EXISTING_SECRET)
+*/}}
+{{- define "gpuctl.tlsSource" -}}
+{{- if index . 1 -}}existing
+{{- else if include "gpuctl.certManager" (index . 0) -}}cert-manager
+{{- else -}}helm
+{{- end -}}
+{{- end }}
+
+{{/* The webhook's serving Secret: gpuctl-admission-tls, or the one you manage. */}}
+{{- define "gpuctl.webhookSecret" -}}
+{{- .Values.webhook.tls.existingSecret | default "gpuctl-admission-tls" -}}
+{{- end }}
+
+{{/* The REST API's serving Secret: gpuctl-api-tls, or the one you manage. */}}
+{{- define "gpuctl.apiSecret" -}}
+{{- .Values.apiTls.existingSecret | default "gpuctl-api-tls" -}}
+{{- end }}
+
+{{/*
+cert-manager objects of a certificate file, adapted to certManager.issuerRef: without it, all of them (the
+file's own self-signed root -> CA -> serving certificate); with it, only the serving Certificate, issued by
+that issuer. Usage: include "gpuctl.certObjects" (dict "ctx" $ "file" F) | fromYaml -> {"items": [...]}
+*/}}
+{{- define "gpuctl.certObjects" -}}
+{{- $ctx := .ctx -}}
+{{- $ref := $ctx.Values.certManager.issuerRef | default (dict) -}}
+{{- $items := list -}}
+{{- range $o := (include "gpuctl.read" (dict "ctx" $ctx "file" .file) | fromYaml).items -}}
+{{- if not $ref.name -}}
+{{- $items = append $items $o -}}
+{{- else if and (eq $o.kind "Certificate") (not $o.spec.isCA) -}}
+{{- $_ := set $o.spec "issuerRef" (dict "name" $ref.name "kind" ($ref.kind | default "Issuer") "group" ($ref.group | default "cert-manager.io")) -}}
+{{- $items = append $items $o -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "items" $items) -}}
+{{- end }}
+
+{{/* Kueue's controller as the API server names it (the identity every policy and the webhook skip). */}}
+{{- define "gpuctl.kueueUser" -}}
+system:serviceaccount:{{ .Values.kueue.namespace }}:{{ .Values.kueue.serviceAccountName }}
+{{- end }}
+
+{{/*
 gpuctl.read: the objects of one file under files/ (symlinks to manifests/), as {"items": [...]}.
-The text is rewritten before parsing in exactly two ways (README.md lists them):
+The text is rewritten before parsing in exactly these ways (README.md lists them):
   - the namespace gpuctl-system becomes the release namespace (namespaces, service references,
     DNS names, the webhook's own-namespace exclusion, RBAC subjects),
+  - Kueue's controller system:serviceaccount:kueue-system:kueue-controller-manager becomes
+    kueue.serviceAccountName in kueue.namespace, and every other kueue-system (the system namespaces the
+    webhook and the policies never judge) kueue.namespace,
   - the placeholder image ghcr.io/runwhere/gpuctl:latest becomes the image pinned by digest,
   - "svc.cluster.local" follows kubernetesClusterDomain.
 Usage: (include "gpuctl.read" (dict "ctx" $ "file" "files/serve/rbac.yaml") | fromYaml).items
@@ -77,7 +127,9 @@ Usage: (include "gpuctl.read" (dict "ctx" $ "file" "files/serve/rbac.yaml") | fr
 {{- if not $raw -}}
 {{- fail (printf "chart file %s is missing or empty (it is a symlink into manifests/; see charts/gpuctl/README.md)" .file) -}}
 {{- end -}}
-{{- $text := $raw | replace "gpuctl-system" $ctx.Release.Namespace | replace "ghcr.io/runwhere/gpuctl:latest" (include "gpuctl.image" $ctx) | replace "svc.cluster.local" (printf "svc.%s" $ctx.Values.kubernetesClusterDomain) -}}
+{{- $text := $raw | replace "gpuctl-system" $ctx.Release.Namespace -}}
+{{- $text = $text | replace "system:serviceaccount:kueue-system:kueue-controller-manager" (printf "system:serviceaccount:kueue-system:%s" $ctx.Values.kueue.serviceAccountName) | replace "kueue-system" $ctx.Values.kueue.namespace -}}
+{{- $text = $text | replace "ghcr.io/runwhere/gpuctl:latest" (include "gpuctl.image" $ctx) | replace "svc.cluster.local" (printf "svc.%s" $ctx.Values.kubernetesClusterDomain) -}}
 {{- $items := list -}}
 {{- range $doc := regexSplit "(?m)^---[ \t]*$" $text -1 -}}
 {{- $o := fromYaml $doc -}}
