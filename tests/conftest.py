@@ -56,7 +56,8 @@ def cluster() -> Iterator[str]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... under pytest-xdist
     if worker:
         run = run.with_name(f"{run.name}-{worker}")
-        offset += 1000 * int(worker.removeprefix("gw"))
+        # Steps of 100: up.sh's base ports differ by 1,000 (8443 metrics, 9443 webhook), never by 100.
+        offset += 100 * int(worker.removeprefix("gw"))
     env = {**os.environ, "GPUCTL_TESTBED_RUN": str(run), "GPUCTL_TESTBED_PORT_OFFSET": str(offset)}
     up = subprocess.run([str(ROOT / "hack/cluster/up.sh")], env=env, capture_output=True, text=True)
     if up.returncode != 0:
