@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -214,6 +215,7 @@ class TeamMember:
         except ApiError as e:
             if e.status != 404:
                 raise
+        shutil.rmtree(self.dir, ignore_errors=True)  # its kubeconfig and token helper
 
 
 def dump(p: subprocess.CompletedProcess) -> str:
