@@ -8,6 +8,7 @@ command connects.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,14 @@ def guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespa
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper
+
+
+def interruptible() -> None:
+    """Ctrl-C ends a command that runs until interrupted (-w, logs -f), as it ends kubectl's: a process
+    started with SIGINT ignored (a shell's background job, a test runner's worker) would otherwise never
+    see KeyboardInterrupt, since Python keeps an inherited SIG_IGN (Go's signal.Notify replaces it)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def kv(pairs: list[tuple[str, object]], indent: int = 0) -> None:

@@ -11,7 +11,7 @@ import argparse
 import sys
 import threading
 
-from gpuctl.cli.cmdutil import connect, guard, note, or_dash, quota_gpu, scope
+from gpuctl.cli.cmdutil import connect, guard, interruptible, note, or_dash, quota_gpu, scope
 from gpuctl.cli.errors import CommandError
 from gpuctl.constants import JOB_KINDS
 
@@ -135,6 +135,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
         transform=lambda pod: pod["metadata"].get("resourceVersion"),  # a wake-up: keep nothing else
     )
     pods.add_listener(lambda _informer: changed.set())
+    interruptible()
     pods.start()
     try:
         while True:

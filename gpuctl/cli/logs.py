@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpuctl.cli.cmdutil import connect, guard, scope
+from gpuctl.cli.cmdutil import connect, guard, interruptible, scope
 
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if args.follow:
         pod = targets[0]
         resp = read_logs(cluster, pod, tail=args.tail, timestamps=args.timestamps, follow=True, stream=True)
+        interruptible()
         try:
             for chunk in resp.stream(4096, decode_content=True):
                 sys.stdout.write(chunk.decode(errors="replace"))

@@ -41,6 +41,7 @@ from tests.integration.conftest import wait_until
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts/gpuctl"
 ARCHIVE = Path(os.environ.get("GPUCTL_IMAGE_ARCHIVE", ROOT / "build/image/gpuctl.oci.tar"))
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 CACHE = Path(os.environ.get("GPUCTL_TESTBED_CACHE", Path.home() / ".cache" / "gpuctl-testbed"))
 VERSIONS = dict(
     line.split("=", 1)
@@ -85,6 +86,16 @@ def image(tmp_path_factory) -> dict:
     index = json.loads((d / "layout/index.json").read_text())
     (entry,) = index["manifests"]
     tag = entry["annotations"]["org.opencontainers.image.ref.name"]
+    if entry["mediaType"] == OCI_INDEX:
+        # One image per architecture under the tag (hack/image.py): umoci unpacks a manifest, so the tag
+        # is pointed at this machine's, as a runtime resolves it.
+        blob = d / "layout/blobs" / entry["digest"].replace(":", "/")
+        arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+        per_arch = json.loads(blob.read_text())["manifests"]
+        (mine,) = [m for m in per_arch if m["platform"]["architecture"] == arch]
+        (d / "layout/index.json").write_text(
+            json.dumps({**index, "manifests": [{**mine, "annotations": entry["annotations"]}]})
+        )
     subprocess.run(
         ["umoci", "unpack", "--image", f"{d / 'layout'}:{tag}", str(d / "bundle")],
         check=True,
