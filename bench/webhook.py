@@ -214,8 +214,10 @@ def image_variant(archive: Path, tmp: Path) -> str:
     layout, bundle = tmp / "image-layout", tmp / "image-bundle"
     with tarfile.open(archive) as t:
         t.extractall(layout, filter="tar")
-    (entry,) = json.loads((layout / "index.json").read_text())["manifests"]
-    tag = entry["annotations"]["org.opencontainers.image.ref.name"]
+    # One image per architecture under the tag: point it at this machine's (umoci unpacks a manifest).
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+    select = [sys.executable, str(ROOT / "hack/image.py"), "select", str(layout), arch]
+    tag = subprocess.run(select, check=True, capture_output=True, text=True).stdout.strip()
     subprocess.run(
         ["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)], check=True, capture_output=True
     )

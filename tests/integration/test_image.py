@@ -41,7 +41,7 @@ from tests.integration.conftest import wait_until
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts/gpuctl"
 ARCHIVE = Path(os.environ.get("GPUCTL_IMAGE_ARCHIVE", ROOT / "build/image/gpuctl.oci.tar"))
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
 CACHE = Path(os.environ.get("GPUCTL_TESTBED_CACHE", Path.home() / ".cache" / "gpuctl-testbed"))
 VERSIONS = dict(
     line.split("=", 1)
@@ -83,19 +83,15 @@ def image(tmp_path_factory) -> dict:
     d = tmp_path_factory.mktemp("image")
     with tarfile.open(ARCHIVE) as t:
         t.extractall(d / "layout", filter="tar")
-    index = json.loads((d / "layout/index.json").read_text())
-    (entry,) = index["manifests"]
-    tag = entry["annotations"]["org.opencontainers.image.ref.name"]
-    if entry["mediaType"] == OCI_INDEX:
-        # One image per architecture under the tag (hack/image.py): umoci unpacks a manifest, so the tag
-        # is pointed at this machine's, as a runtime resolves it.
-        blob = d / "layout/blobs" / entry["digest"].replace(":", "/")
-        arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
-        per_arch = json.loads(blob.read_text())["manifests"]
-        (mine,) = [m for m in per_arch if m["platform"]["architecture"] == arch]
-        (d / "layout/index.json").write_text(
-            json.dumps({**index, "manifests": [{**mine, "annotations": entry["annotations"]}]})
-        )
+    (entry,) = json.loads((d / "layout/index.json").read_text())["manifests"]
+    # One image per architecture under the tag: umoci unpacks a manifest, so point the tag at this
+    # machine's, as a runtime resolves it (hack/image.py select).
+    tag = subprocess.run(
+        [sys.executable, str(ROOT / "hack/image.py"), "select", str(d / "layout"), HOST_ARCH],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     subprocess.run(
         ["umoci", "unpack", "--image", f"{d / 'layout'}:{tag}", str(d / "bundle")],
         check=True,
