@@ -245,7 +245,8 @@ if command -v skopeo >/dev/null; then   # an independent reader of the archive a
   done
 fi
 if [[ $UPDATE_CHART == 1 ]]; then
-  sed -i -E "s/^(  digest: \")sha256:[0-9a-f]{64}(\")/\1$DIGEST\2/" "$ROOT/charts/gpuctl/values.yaml"
+  # Empty in the repository (no default: tests/integration/test_chart.py), or an earlier release's digest.
+  sed -i -E "s/^(  digest: \")(sha256:[0-9a-f]{64})?(\")/\1$DIGEST\3/" "$ROOT/charts/gpuctl/values.yaml"
   grep -q "$DIGEST" "$ROOT/charts/gpuctl/values.yaml" || die "could not write image.digest into charts/gpuctl/values.yaml"
   log "charts/gpuctl/values.yaml image.digest = $DIGEST"
 fi

@@ -702,6 +702,116 @@ def test_cert_manager_renders_the_same_every_time_and_takes_an_issuer_ref() -> N
     assert bad.returncode != 0 and "/certManager/issuerRef" in bad.stderr
 
 
+def _readme_section(title: str) -> str:
+    text = (CHART / "README.md").read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+def _fenced(section: str, lang: str) -> list[str]:
+    blocks, parts = [], section.split("```")
+    for i in range(1, len(parts), 2):
+        head, _, body = parts[i].partition("\n")
+        if head.strip() == lang:
+            blocks.append(body)
+    return blocks
+
+
+def _sans(pem: Path) -> set[str]:
+    out = subprocess.run(
+        ["openssl", "x509", "-in", str(pem), "-noout", "-ext", "subjectAltName"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return {n.strip().removeprefix("DNS:") for n in out.splitlines()[1].split(",")}
+
+
+def test_the_readmes_gitops_values_render_the_same_every_time(tmp_path: Path, kubectl_bin: str) -> None:
+    """charts/gpuctl/README.md, "Certificates": the values it tells `helm template` users (Argo CD, ...) to
+    set, rendered twice with no cluster, give the same output: nothing is rotated on a re-sync. Its openssl
+    recipe makes Secrets the rendered objects accept (names, CA). The defaults render differently each
+    time (test_self_signed_certificates_differ_per_render_without_a_cluster): why these values exist."""
+    section = _readme_section("Certificates")
+    cert_manager, own = [yaml.safe_load(b) for b in _fenced(section, "yaml")]
+    (recipe,) = _fenced(section, "bash")
+    # The recipe, with kubectl writing the Secrets it would create.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "kubectl").write_text(
+        f'#!/bin/sh\n{kubectl_bin} "$@" --dry-run=client -o yaml --kubeconfig=/dev/null >>secrets.yaml\n'
+        "echo ---  >>secrets.yaml\n"
+    )
+    (bin_dir / "kubectl").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    made = subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    ca_bundle = made.stdout.strip().splitlines()[-1]
+    assert base64.b64decode(ca_bundle) == (tmp_path / "ca.crt").read_bytes()
+    secrets = {
+        d["metadata"]["name"]: d for d in yaml.safe_load_all((tmp_path / "secrets.yaml").read_text()) if d
+    }
+    own["webhook"]["tls"]["caBundle"] = ca_bundle
+
+    renders = {}
+    for name, values in (("cert-manager", cert_manager), ("own", own)):
+        f = tmp_path / f"{name}.yaml"
+        f.write_text(yaml.safe_dump(values))
+        first, again = (
+            helm("template", "gpuctl", str(CHART), "-n", "gpuctl-system", "--set", f"image.digest={DIGEST}",
+                 "-f", str(f)).stdout
+            for _ in range(2)
+        )  # fmt: skip
+        assert first == again, f"{name}: two renders differ"
+        docs = by_key([d for d in yaml.safe_load_all(first) if d])
+        assert not [k for k in docs if k[0] == "Secret"], f"{name}: the render holds a Secret"
+        assert "PRIVATE KEY" not in first
+        renders[name] = docs
+
+    docs = renders["cert-manager"]
+    vwc = docs[("ValidatingWebhookConfiguration", "gpuctl-admission")]
+    assert vwc["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "gpuctl-system/gpuctl-admission"
+    }
+    certs = {k[1]: d for k, d in docs.items() if k[0] == "Certificate"}
+    assert {certs[n]["spec"]["secretName"] for n in ("gpuctl-admission", "gpuctl-api")} == {
+        "gpuctl-admission-tls", "gpuctl-api-tls"
+    }  # fmt: skip
+
+    docs = renders["own"]
+    vwc = docs[("ValidatingWebhookConfiguration", "gpuctl-admission")]
+    assert {w["clientConfig"]["caBundle"] for w in vwc["webhooks"]} == {ca_bundle}
+
+    # The Secrets the recipe made are the ones the pods mount, with the keys they read, for the names
+    # the API server (the webhook's Service) and clients and Prometheus (serve's Service) dial.
+    def secret_volumes(deployment: str) -> set[str]:
+        vols = docs[("Deployment", deployment)]["spec"]["template"]["spec"]["volumes"]
+        return {v["secret"]["secretName"] for v in vols if "secret" in v}
+
+    mounted = {name: secret_volumes(name) for name in ("gpuctl-admission", "gpuctl-serve")}
+    assert mounted == {"gpuctl-admission": {own["webhook"]["tls"]["existingSecret"]},
+                       "gpuctl-serve": {own["apiTls"]["existingSecret"]}}  # fmt: skip
+    hook_svc = {w["clientConfig"]["service"]["name"] for w in vwc["webhooks"]}
+    for deployment, services in (("gpuctl-admission", hook_svc), ("gpuctl-serve", {"gpuctl", "gpuctl-api"})):
+        (secret_name,) = mounted[deployment]
+        assert secret_name in secrets, (
+            f"the values name Secret {secret_name}, the recipe makes {set(secrets)}"
+        )
+        secret = secrets[secret_name]
+        assert secret["type"] == "kubernetes.io/tls" and set(secret["data"]) == {
+            "tls.crt",
+            "tls.key",
+            "ca.crt",
+        }
+        crt = tmp_path / f"{secret_name}.crt"
+        crt.write_bytes(base64.b64decode(secret["data"]["tls.crt"]))
+        verify = subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "ca.crt"), str(crt)],
+                                capture_output=True, text=True)  # fmt: skip
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+        for svc in services:
+            assert {f"{svc}.gpuctl-system.svc", f"{svc}.gpuctl-system.svc.cluster.local"} <= _sans(crt), svc
+
+
 def test_self_signed_certificates_differ_per_render_without_a_cluster() -> None:
     """Why the two options above exist: `helm template` cannot look the Secrets up, so Helm's self-signed
     fallback makes new ones on every render (install and upgrade keep them: the next test)."""
