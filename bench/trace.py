@@ -628,6 +628,10 @@ def setup_earlier(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path)
             pool_labels = {Labels.POOL: doc["pool"]["name"], Labels.GPU_TYPE: spec.get("gpu-type") or None}
             kube.merge_patch(path("Node", node), {"metadata": {"labels": pool_labels}})
     for prio, (value, policy) in PRIORITY_CLASSES.items():
+        # Created or replaced, as the earlier client does on every `create` (a run of it may have left
+        # them, unlabelled).
+        with contextlib.suppress(ApiError):
+            kube.delete(f"{PRIORITY_CLASS_PATH}/gpuctl-{prio}")
         kube.request(
             "POST",
             PRIORITY_CLASS_PATH,

@@ -46,6 +46,19 @@ def reset_gpuctl_state(kube) -> None:
             kube.merge_patch(path("Node", node["metadata"]["name"]), patch)
 
 
+def delete_namespaces(kube, names, timeout: float = 180) -> None:
+    """Delete the namespaces a test made (whatever gpuctl already deleted) and wait until they are gone:
+    a Workload left admitted in a terminating namespace counts in the next module's GPU sums."""
+    for ns in names:
+        with contextlib.suppress(ApiError):
+            kube.delete(path("Namespace", ns))
+    wait_until(
+        lambda: not [ns for ns in names if kube.get_or_none(path("Namespace", ns)) is not None],
+        timeout,
+        what=f"namespaces {', '.join(names)} gone",
+    )
+
+
 @pytest.fixture
 def clean_cluster(kube) -> Iterator[None]:
     reset_gpuctl_state(kube)

@@ -32,7 +32,7 @@ from gpuctl.cluster import Cluster, path
 from gpuctl.constants import Labels
 from gpuctl.server.api import create_app
 from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
-from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RBAC = ROOT / "manifests" / "api" / "rbac.yaml"
@@ -169,11 +169,13 @@ def _setup(cluster: str, kube: Cluster, tmp: Path, undo: list) -> Env:
         f"kind: quota\nquota: {{name: q-{s}}}\nnamespace:\n"
         f"  {a}: {{cpu: 64, memory: 256Gi, gpu: 8}}\n  {b}: {{cpu: 64, memory: 256Gi, gpu: 8}}\n"
     )
+    # (undo runs backwards: the namespaces go after the quota, also when a test deleted the quota first)
+    undo.append(lambda: delete_namespaces(kube, [a, b]))
     undo.append(lambda: _gpuctl(cluster, "delete", "quota", f"q-{s}", "--delete-namespace"))
     rc, _ = _gpuctl(cluster, "create", "-f", str(quota))
     assert rc == 0
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": system}})
-    undo.append(lambda: kube.delete(path("Namespace", system)))
+    undo.append(lambda: delete_namespaces(kube, [system]))
 
     # The shipped roles (ClusterRoles only: the ServiceAccount of rbac.yaml lives in gpuctl-system).
     for doc in yaml.safe_load_all(RBAC.read_text()):

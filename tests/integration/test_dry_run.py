@@ -21,7 +21,7 @@ import yaml
 from gpuctl.cli.main import main
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import COHORT_NAME, Labels
-from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 
 # The API's `env` (ServiceAccounts with the shipped roles, the API as gpuctl-api) and the CLI runner
 # `gpuctl`: fixtures of the other suites, asked for by name (request.getfixturevalue).
@@ -152,8 +152,7 @@ def world(cluster: str, kube: Cluster, tmp_path_factory: pytest.TempPathFactory)
             main(["delete", "quota", f"q-{s}" if ns == team else f"q2-{s}", "--delete-namespace"])
         # A quota a test case already deleted leaves its namespace (and its jobs) behind: remove the
         # namespaces this fixture made, so later tests see no stray Deployments.
-        for ns in (team, other, f"dry-c-{s}"):
-            kube.delete(path("Namespace", ns))
+        delete_namespaces(kube, [team, other, f"dry-c-{s}"])
         reset_gpuctl_state(kube)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 from typing import Any
 
 import orjson
@@ -36,6 +37,8 @@ ENFORCE = AdmissionConfig()
 WARN = AdmissionConfig(mode=Mode.WARN)
 APP = AdmissionApp(StaticState(STATE), ENFORCE, stale_wait=0.0)
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The workload generator's run: 400 examples in CI (~40 s); GPUCTL_FUZZ_EXAMPLES=5000 for a long run.
+WORKLOAD_EXAMPLES = int(os.environ.get("GPUCTL_FUZZ_EXAMPLES", "400"))
 
 # Keys the rules actually look at, so generated garbage lands where it matters.
 KEYS = st.sampled_from(
@@ -368,7 +371,7 @@ def test_valid_reviews_with_one_subtree_replaced_never_5xx(data):
         verdict_or_malformed(body["request"])
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=WORKLOAD_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads(), st.sampled_from(["CREATE", "UPDATE"]), st.none() | workloads())
 def test_random_workloads_get_a_verdict_or_a_400(obj, op, old):
     request = review(obj, op=op, old=old)
