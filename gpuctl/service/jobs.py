@@ -25,7 +25,7 @@ from gpuctl.domain.status import (
     workload_word,
 )
 from gpuctl.domain.teams import pool_reservations
-from gpuctl.domain.workload import job_pool
+from gpuctl.domain.workload import job_pool, stop_reason
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
@@ -140,6 +140,9 @@ def list_job_rows(
     def why(wl: dict | None, status: str, pod: dict | None = None) -> str:
         if not positions or status not in WAITING_STATES:
             return ""
+        stopped = stop_reason(wl)
+        if stopped:
+            return stopped  # in no queue: nothing to judge against the cluster state
         if wl is not None:
             demand = workload_demand(wl)
         elif pod is not None and "spec" in pod and is_gated(pod):
@@ -301,11 +304,9 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
             "message"
         )
         return f"preempted by higher-priority work, back in the queue{': ' + msg if msg else ''}"
-    if job.status == State.INACTIVE:
-        msg = condition(job.workload, "Evicted").get("message") or ""
-        return (
-            f"Kueue deactivated it (spec.active=false); it waits until reactivated{': ' + msg if msg else ''}"
-        )
+    stopped = stop_reason(job.workload)
+    if stopped:
+        return stopped
     if job.status == State.QUOTA_RESERVED:
         return "quota reserved; Kueue admits it once its admission checks pass"
     if job.status == State.QUEUED:
