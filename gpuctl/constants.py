@@ -293,6 +293,6 @@ MAX_RUNTIME_SECONDS: Final = 2**31 - 1  # Kueue parses the label as an int32
 DEACTIVATED_MAX_RUNTIME: Final = "DeactivatedDueToMaximumExecutionTimeExceeded"
 DEACTIVATED_REQUEUE_LIMIT: Final = "DeactivatedDueToRequeuingLimitExceeded"
 # What the "at the latest" bound adds per step of waiting (a holder ends, then the next job is admitted):
-# Kueue's deactivation at the deadline, eviction, quota release and the next admission. About 3-10 s on the
+# Kueue's deactivation at the deadline, eviction, quota release and the next admission. About 1-3 s on the
 # local cluster; the bound keeps a margin (docs/queueing.md, "When will it run: the estimate").
-ESTIMATE_STEP_SLACK_SECONDS: Final = 30
+ESTIMATE_STEP_SLACK_SECONDS: Final = 15
