@@ -141,11 +141,13 @@ def list_job_rows(
     snaps: list[Snapshot] = []  # built on the first waiting row
 
     def why(wl: dict | None, status: str, pod: dict | None = None) -> str:
-        if not positions or status not in WAITING_STATES:
+        if not positions:
             return ""
         stopped = stop_reason(wl)
-        if stopped:
-            return stopped  # in no queue: nothing to judge against the cluster state
+        if stopped:  # in no queue, nothing to judge (its pods may still be terminating)
+            return stopped
+        if status not in WAITING_STATES:
+            return ""
         if wl is not None:
             demand = workload_demand(wl)
         elif pod is not None and "spec" in pod and is_gated(pod):
