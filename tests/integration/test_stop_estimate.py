@@ -8,11 +8,13 @@ shipped roles (gpuctl-user + gpuctl-pool-viewer, exec-plugin kubeconfig).
 - an estimate holds: a pool filled with jobs of short maxRuntime (Kueue evicts them at their deadline),
   one more queued: it is admitted no later than its "at the latest";
 - the REST API's stop/resume answer the team and refuse another team (403);
-- dry runs (client and server) write nothing: the Workload's resourceVersion does not move.
+- dry runs (client and server) write nothing: the Workload's spec and generation do not move;
+- the workload-edit policy leaves a team member spec.active and nothing else of a Workload.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import time
@@ -21,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from admission import workload_edit as workload_edit_policy
+from admission.workload_edit import NAME
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import MAX_EXEC_TIME_LABEL
 from gpuctl.domain.objects import condition, parse_time
@@ -68,12 +72,14 @@ def write(tmp: Path, text: str) -> str:
     return str(f)
 
 
-def training(name: str, gpus: int, *, max_runtime: str | None = None, runtime: str = "30m") -> str:
+def training(
+    name: str, gpus: int, *, max_runtime: str | None = None, runtime: str = "30m", pool: str = "training-pool"
+) -> str:
     limit = f", maxRuntime: {max_runtime}" if max_runtime else ""
     return (
         f"kind: training\njob: {{name: {name}, priority: medium{limit}}}\n"
         f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {runtime}}}]}}\n"
-        f"resources: {{pool: training-pool, gpu: {gpus}, cpu: 2, memory: 8Gi}}\n"
+        f"resources: {{pool: {pool}, gpu: {gpus}, cpu: 2, memory: 8Gi}}\n"
     )
 
 
@@ -135,12 +141,13 @@ def test_stop_and_resume_round_trip_as_a_team_member(team, kube, tmp_path):
     wl = workload_of(kube, ns, "train-a")
     assert wl is not None
 
-    # Dry runs write nothing: the Workload is not even touched (its resourceVersion stays).
+    # Dry runs write nothing: the Workload's spec is not written (its generation stays; Kueue's status
+    # writes do not count, they go through the status subresource).
     for mode, suffix in (("client", "(dry run)"), ("server", "(server dry run)")):
         out = ok(team.gpuctl("stop", "train-a", f"--dry-run={mode}"))
         assert out.strip() == f"job.batch/train-a stopped {suffix}"
     after = kube.get(path("Workload", wl["metadata"]["name"], ns))
-    assert after["metadata"]["resourceVersion"] == wl["metadata"]["resourceVersion"]
+    assert (after["metadata"]["generation"], after["spec"]) == (wl["metadata"]["generation"], wl["spec"])
     assert (after["spec"].get("active") is not False) and workload_state(after) == WorkloadState.ADMITTED
 
     # Stop: the one field kueuectl sets, pods gone, quota released, REASON and describe say so.
@@ -304,7 +311,8 @@ def test_api_stop_and_resume_for_the_team_and_403_for_another(env):  # noqa: F81
     for mode in ("client", "server"):
         r = a.post(f"/api/v1/jobs/{env.a}/{job}/stop", params={"dryRun": mode})
         assert r.status_code == 200 and r.json()["dryRun"] is True, r.text
-    assert env.kube.get(wl_path)["metadata"]["resourceVersion"] == wl["metadata"]["resourceVersion"]
+    after = env.kube.get(wl_path)
+    assert (after["metadata"]["generation"], after["spec"]) == (wl["metadata"]["generation"], wl["spec"])
 
     r = a.post(f"/api/v1/jobs/{env.a}/{job}/stop")
     assert r.status_code == 200, r.text
@@ -329,3 +337,71 @@ def test_api_stop_and_resume_for_the_team_and_403_for_another(env):  # noqa: F81
     assert env.kube.get(wl_path)["spec"]["active"] is True
     assert b.post(f"/api/v1/jobs/{job}/resume", params={"namespace": env.a}).status_code == 403
     assert a.delete(f"/api/v1/jobs/{job}", params={"namespace": env.a}).status_code == 200
+
+
+# ----------------------------------------------------------------------------- workload-edit
+@pytest.fixture
+def workload_edit(kube, kubectl, team):
+    """The shipped workload-edit policy, under a test name, bound as shipped (team namespaces) and
+    narrowed to the team's namespace (as tests/integration/admission_stack.py binds the others)."""
+    vap, binding = copy.deepcopy(workload_edit_policy.policies())
+    sfx = uuid.uuid4().hex[:6]
+    vap["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = f"{NAME}-t{sfx}"
+    binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [team.namespace]}
+    )
+    objs = [vap, binding]
+    kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    try:
+        yield vap
+    finally:
+        kubectl(
+            "delete",
+            "-f",
+            "-",
+            "--ignore-not-found",
+            input=json.dumps({"kind": "List", "apiVersion": "v1", "items": objs}),
+        )
+
+
+def test_a_team_member_may_change_only_spec_active(workload_edit, team, kube, kubectl_bin, tmp_path):
+    ns = team.namespace
+    # The policy names every field of the served Workload CRD's spec but `active`.
+    crd = kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/workloads.kueue.x-k8s.io")
+    (v1beta2,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
+    served = set(v1beta2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"])
+    assert served - {"active"} == set(workload_edit_policy.FROZEN_SPEC)
+
+    # 8 GPUs in dev-pool (one 4-GPU node): its Workload waits for good, so every field is mutable as far
+    # as Kueue's own CRD rules go (they freeze some while quota is reserved) and the policy alone decides.
+    ok(team.gpuctl("create", "-f", write(tmp_path, training("guarded", 8, pool="dev-pool"))))
+    wait_until(lambda: workload_of(kube, ns, "guarded") is not None, 30, what="its Workload")
+    name = workload_of(kube, ns, "guarded")["metadata"]["name"]
+
+    def patch(body: dict) -> subprocess.CompletedProcess:
+        return team.kubectl(kubectl_bin, "patch", "workload", name, "--type=merge", "-p", json.dumps(body))
+
+    # The policy is in effect once a harmless forbidden change (a new annotation each try) is refused:
+    # the API server loads policies asynchronously.
+    def refused() -> subprocess.CompletedProcess | None:
+        p = patch({"metadata": {"annotations": {"probe": uuid.uuid4().hex}}})
+        return p if p.returncode != 0 else None
+
+    p = wait_until(refused, 30, what="workload-edit in effect")
+    assert "breaks [workload-edit]: only spec.active may change" in p.stderr
+    assert "this update changes metadata.annotations" in p.stderr
+    for body in (
+        {"spec": {"priority": 2_000_000_000}},
+        {"metadata": {"labels": {"runwhere.ai/pool": "training-pool"}}},
+        {"spec": {"maximumExecutionTimeSeconds": 99999}},
+        {"spec": {"queueName": "other"}},
+    ):
+        p = patch(body)
+        assert p.returncode != 0 and "breaks [workload-edit]" in p.stderr, (body, p.stdout, p.stderr)
+    w = kube.get(path("Workload", name, ns))
+    assert w["spec"]["priority"] == 500000 and "maximumExecutionTimeSeconds" not in w["spec"]
+    # spec.active alone passes: gpuctl's stop and resume, and a plain merge patch as kueuectl sends.
+    ok(team.gpuctl("stop", "guarded"))
+    assert kube.get(path("Workload", name, ns))["spec"]["active"] is False
+    assert patch({"spec": {"active": True}}).returncode == 0
+    assert kube.get(path("Workload", name, ns))["spec"]["active"] is True
