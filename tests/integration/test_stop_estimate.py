@@ -31,7 +31,7 @@ from gpuctl.domain.objects import condition, parse_time
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.conftest import CACHE
 from tests.integration.conftest import wait_until
-from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
+from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, caller_roles
 from tests.integration.test_api_cluster import env  # noqa: F401 - the API fixture
 from tests.integration.test_cli_cluster import gpuctl, pools  # noqa: F401 - fixtures
 
@@ -56,12 +56,18 @@ def team(pools, gpuctl, kube, tmp_path):  # noqa: F811
     )
     rc, _, err = gpuctl("create", "-f", str(q))
     assert rc == 0, err
+    # The shipped ClusterRoles; those this test adds go afterwards (a later `helm install` of the chart
+    # would find them owned by no release).
+    roles = [path("ClusterRole", r["metadata"]["name"]) for r in caller_roles()]
+    added = [r for r in roles if kube.get_or_none(r) is None]
     apply_caller_roles(kube)
     member = TeamMember.create(kube, ns, roles=SHIPPED_ROLES)
     try:
         yield member
     finally:
         member.delete()
+        for r in added:
+            kube.delete(r)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
         wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 90, what=f"namespace {ns} gone")
 
