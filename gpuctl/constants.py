@@ -277,3 +277,22 @@ PRIORITY_CLASS_PREEMPTION: Final = "Never"
 # The ServiceAccount of the garbage collector: it removes owner references when an owner is deleted with
 # orphaning (admission trusts it to drop a pod's controller reference, as it trusts the controllers).
 GC_USER: Final = "system:serviceaccount:kube-system:generic-garbage-collector"
+
+# ----------------------------------------------------------------------------- sched-a (issue 23)
+# Stop, resume, maxRuntime and "when will it run".
+# Kueue's label for a job's wall-clock cap (pkg/controller/constants MaxExecTimeSecondsLabel, v0.19.2). Read
+# from the labels of the object Kueue builds the Workload from (jobframework.MaximumExecutionTimeSeconds):
+# a batch Job's own labels, a pod's for pod-based work (a Deployment's pods, a StatefulSet's pod group), so
+# gpuctl writes it on the workload object and, for Deployments and StatefulSets, on the pod template. A
+# positive int32 of seconds; immutable while the job runs. Kueue deactivates the Workload (spec.active=false,
+# Evicted reason DeactivatedDueToMaximumExecutionTimeExceeded) once admitted that long.
+MAX_EXEC_TIME_LABEL: Final = "kueue.x-k8s.io/max-exec-time-seconds"
+MAX_RUNTIME_SECONDS: Final = 2**31 - 1  # Kueue parses the label as an int32
+# The Evicted condition reasons Kueue writes when it deactivates a Workload itself (evict.go: "Deactivated"
+# + "DueTo" + the underlying cause); a user's or kueuectl's stop leaves plain "Deactivated".
+DEACTIVATED_MAX_RUNTIME: Final = "DeactivatedDueToMaximumExecutionTimeExceeded"
+DEACTIVATED_REQUEUE_LIMIT: Final = "DeactivatedDueToRequeuingLimitExceeded"
+# What the "at the latest" bound adds per step of waiting (a holder ends, then the next job is admitted):
+# Kueue's deactivation at the deadline, eviction, quota release and the next admission. About 1-3 s on the
+# local cluster; the bound keeps a margin (docs/queueing.md, "When will it run: the estimate").
+ESTIMATE_STEP_SLACK_SECONDS: Final = 15

@@ -9,6 +9,7 @@ from gpuctl.constants import (
     GPU_TYPE_LABEL_KEYS,
     LOCAL_QUEUE_NAME,
     MANAGED_BY_VALUE,
+    MAX_EXEC_TIME_LABEL,
     PRIORITY_CLASS,
     SERVICE_PREFIX,
     TAS_UNCONSTRAINED,
@@ -33,7 +34,17 @@ def job_labels(spec: JobSpec, namespace: str) -> dict[str, str]:
         Labels.KUEUE_QUEUE: LOCAL_QUEUE_NAME,
         Labels.KUEUE_PRIORITY: PRIORITY_CLASS[priority],
         **gpuctl_labels(spec, namespace),
+        **max_runtime_labels(spec),
     }
+
+
+def max_runtime_labels(spec: JobSpec) -> dict[str, str]:
+    """`job.maxRuntime` as Kueue's max-exec-time label. Kueue reads it from the object it builds the
+    Workload from: a Job's own labels, a pod's for Deployments and StatefulSets (pod integration), so it
+    goes on the workload object and on the pod template (inert on a Job's pods; there it lets "when will
+    it run" read a running job's deadline from its pods)."""
+    seconds = spec.job.max_runtime
+    return {MAX_EXEC_TIME_LABEL: str(seconds)} if seconds else {}
 
 
 def gpuctl_labels(spec: JobSpec, namespace: str) -> dict[str, str]:
@@ -127,7 +138,7 @@ def pod_template(
             {"name": f"workdir-{i}", "hostPath": {"path": w.path, "type": "DirectoryOrCreate"}}
             for i, w in enumerate(workdirs)
         ]
-    labels = gpuctl_labels(spec, namespace)
+    labels = {**gpuctl_labels(spec, namespace), **max_runtime_labels(spec)}
     if app_label:
         labels[Labels.APP] = spec.job.name
     # Topology Aware Scheduling: Kueue admits the pods only when each fits on one node of the pool

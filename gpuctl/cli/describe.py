@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
 @guard
 def describe_job(args: argparse.Namespace) -> int:
     from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.domain.workload import format_duration  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
 
     d = views_svc.describe_job(connect(args), args.name, scope(args))
@@ -68,12 +69,15 @@ def describe_job(args: argparse.Namespace) -> int:
             ("Queue", d.queue),
             ("Position", d.position or "-"),
             ("GPUs", d.gpus),
+            ("Max runtime", format_duration(d.max_runtime) if d.max_runtime else "none"),
             ("Image", d.image),
             ("Requests", ", ".join(f"{k}={v}" for k, v in d.resources.items())),
         ]
     )
     if d.why:
         kv([("Why not running", d.why)])
+    if d.estimate:
+        kv([("When", d.estimate["summary"])])
     if data["service"]:
         s = data["service"]
         kv([("Service", f"{s['name']} {s['type']} {s['port']}->{s['targetPort']} nodePort {s['nodePort']}")])

@@ -34,12 +34,29 @@ from gpuctl.cli import (
     get,
     label,
     logs,
+    resume,
     serve,
+    stop,
     version,
 )
 from gpuctl.cli.errors import CommandError
 
-VERBS = (create, apply, delete, get, describe, logs, label, adopt, version, admission_cmd, api_cmd, serve)
+VERBS = (
+    create,
+    apply,
+    delete,
+    get,
+    describe,
+    logs,
+    stop,
+    resume,
+    label,
+    adopt,
+    version,
+    admission_cmd,
+    api_cmd,
+    serve,
+)
 
 # `gpuctl serve ...` / `gpuctl admission serve ...`: argv after the verb -> exit code (see gpuctl.main).
 Services = Mapping[str, Callable[[list[str]], int]]

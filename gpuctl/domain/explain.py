@@ -28,6 +28,7 @@ Pure: plain dicts in, a `Verdict` out. The CLI (`describe job`, `get jobs -o wid
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -45,7 +46,10 @@ from gpuctl.domain.workload import (
     IN_QUEUE,
     job_pool,
     labelled_priority_value,
+    max_runtime_seconds,
+    pod_release_deadline,
     priority_value,
+    release_deadline,
     topology_nodes,
     workload_state,
 )
@@ -75,6 +79,7 @@ class Demand:
     cpu: Decimal = Decimal(0)  # per pod, cores
     memory: Decimal = Decimal(0)  # per pod, bytes
     kueue_message: str = ""  # why Kueue has not reserved quota yet (its Workload's QuotaReserved=False)
+    max_runtime: int | None = None  # seconds (job.maxRuntime, Kueue's max-exec-time); None: no limit
 
     @property
     def total(self) -> int:
@@ -135,6 +140,7 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
     reserved = condition(wl, "QuotaReserved")
     return Demand(
         kueue_message=str(reserved.get("message") or "") if reserved.get("status") == "False" else "",
+        max_runtime=max_runtime_seconds(wl),
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),
         namespace=m.get("namespace", ""),
@@ -168,6 +174,7 @@ class _Holder:
     gpus: int
     nodes: dict[str, int]  # node -> GPUs it holds there
     pool: str
+    ends_by: float | None = None  # when Kueue stops it at the latest (its maxRuntime); None: unknown
 
 
 def _fits(free: Mapping[str, int], pods: int, gpus: int) -> bool:
@@ -260,9 +267,8 @@ class Snapshot:
                 placed = {n: c * d.gpus for n, c in topology_nodes(wl).items()}
                 for n, g in placed.items():
                     tas_used[n] = tas_used.get(n, 0) + g
-                holders.append(
-                    _Holder(d.label, ns, d.priority, sum(g * c for c, g in _per_pod(wl)), placed, d.pool)
-                )
+                gpus = sum(g * c for c, g in _per_pod(wl))
+                holders.append(_Holder(d.label, ns, d.priority, gpus, placed, d.pool, release_deadline(wl)))
                 known.add(d.label)
             elif st in IN_QUEUE:
                 d = workload_demand(wl)
@@ -285,8 +291,11 @@ class Snapshot:
                     if h is None:
                         ns = meta(p).get("namespace", "")
                         h = held[label] = _Holder(
-                            label, ns, labelled_priority_value(p), 0, {}, pool_of.get(node, "")
+                            label, ns, labelled_priority_value(p), 0, {}, pool_of.get(node, ""), -math.inf
                         )
+                    # A job's end: its last pod's (a pod without a maxRuntime: unknown).
+                    end = pod_release_deadline(p)
+                    h.ends_by = None if end is None or h.ends_by is None else max(h.ends_by, end)
                     h.gpus += g
                     h.nodes[node] = h.nodes.get(node, 0) + g
             elif is_gated(p) and label not in known:
@@ -634,4 +643,5 @@ def demand_of_pod_template(
         label=label,
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),
+        max_runtime=max_runtime_seconds(template),
     )

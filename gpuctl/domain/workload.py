@@ -15,7 +15,10 @@ from typing import Any
 from gpuctl.constants import (
     BUDGET_FLAVOR,
     CPU_RESOURCE,
+    DEACTIVATED_MAX_RUNTIME,
+    DEACTIVATED_REQUEUE_LIMIT,
     GPU_RESOURCE,
+    MAX_EXEC_TIME_LABEL,
     PRIORITY_CLASS,
     PRIORITY_VALUE,
     Labels,
@@ -251,4 +254,82 @@ def topology_nodes(wl: Mapping[str, Any]) -> dict[str, int]:
                 pods = [int(c) for c in counts.get("individual") or []]
             for node, c in zip(nodes, pods, strict=False):
                 out[node] = out.get(node, 0) + c
+    return out
+
+
+# ----------------------------------------------------------------------------- stop, maxRuntime
+def max_runtime_seconds(obj: Mapping[str, Any]) -> int | None:
+    """A job's declared maxRuntime in seconds, read from any of its objects: a Workload's
+    spec.maximumExecutionTimeSeconds (what Kueue enforces), else Kueue's max-exec-time label on a
+    controller, pod template or pod (what Kueue builds the Workload from). None when none says, or the
+    label is not a positive integer (Kueue ignores such a label too)."""
+    spec = obj.get("spec") or {}
+    raw = spec.get("maximumExecutionTimeSeconds") if "podSets" in spec else None
+    if raw is None:
+        raw = labels(obj).get(MAX_EXEC_TIME_LABEL)
+    try:
+        value = int(str(raw)) if raw is not None else 0
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def admitted_at(wl: Mapping[str, Any]) -> float | None:
+    c = condition(wl, "Admitted")
+    return parse_time(c.get("lastTransitionTime")) if c.get("status") == "True" else None
+
+
+def release_deadline(wl: Mapping[str, Any]) -> float | None:
+    """When Kueue stops an admitted Workload at the latest: its admission time plus its maximum
+    execution time, less what earlier admissions used (Kueue's reconcileMaxExecutionTime,
+    pkg/controller/core/workload_controller.go). None without a maxRuntime, or when not admitted."""
+    limit = max_runtime_seconds(wl)
+    since = admitted_at(wl)
+    if limit is None or since is None:
+        return None
+    past = int((wl.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0)
+    return since + limit - past
+
+
+def pod_release_deadline(pod: Mapping[str, Any]) -> float | None:
+    """The latest end of a running pod's job, from the pod alone: its start (a pod starts after its
+    Workload's admission, so this is never earlier than Kueue's deadline) plus the maxRuntime label
+    gpuctl puts on every pod template."""
+    limit = max_runtime_seconds(pod)
+    started = parse_time((pod.get("status") or {}).get("startTime"))
+    if limit is None or started is None:
+        return None
+    return started + limit
+
+
+def stop_reason(wl: Mapping[str, Any] | None) -> str | None:
+    """Why a job is stopped (its Workload's spec.active is false and it holds no quota), in users' words;
+    None when it is not stopped. The one rule behind `get jobs -o wide` REASON, `describe job` and the API:
+    a stopped job is in no queue, so it has no position and no "when will it run"."""
+    if workload_state(wl) != WorkloadState.INACTIVE:
+        return None
+    assert wl is not None
+    reason = condition(wl, "Evicted").get("reason") or ""
+    if reason == DEACTIVATED_MAX_RUNTIME:
+        limit = max_runtime_seconds(wl)
+        ran = f" of {format_duration(limit)}" if limit else ""
+        return f"stopped: it ran its maxRuntime{ran} (Kueue stopped it); `gpuctl resume` runs it again"
+    if reason == DEACTIVATED_REQUEUE_LIMIT:
+        return (
+            "stopped: Kueue gave up after requeueing it too often (its pods never all became ready); "
+            "fix the job, then `gpuctl resume` it"
+        )
+    return "stopped (spec.active=false); `gpuctl resume` requeues it"
+
+
+def format_duration(seconds: float) -> str:
+    """2h, 90m, 1h30m, 45s: the largest units that say it exactly (maxRuntime's own syntax)."""
+    s = int(seconds)
+    if s <= 0:
+        return "0s"
+    out = ""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if s >= size:
+            out += f"{s // size}{unit}"
+            s %= size
     return out

@@ -162,6 +162,9 @@ GRANTS: tuple[Grant, ...] = (
     # Through a RoleBinding, `get namespaces` covers the binding's own namespace only.
     Grant(ROLE_USER, "", ("namespaces",), ("get",)),
     Grant(ROLE_USER, KUEUE_GROUP, ("localqueues", "workloads"), READ),
+    # `stop`/`resume`: spec.active of its Workloads (the admission policy gpuctl-workload-edit keeps a
+    # team member's patch to that one field).
+    Grant(ROLE_USER, KUEUE_GROUP, ("workloads",), ("patch",)),
     # Kueue's visibility API for the team's own LocalQueue: queue positions (`get jobs -o wide`).
     Grant(ROLE_USER, VISIBILITY_GROUP, ("localqueues/pendingworkloads",), ("get",)),
     Grant(ROLE_POOL_VIEWER, KUEUE_GROUP, CLUSTER_KUEUE, READ),

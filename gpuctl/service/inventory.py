@@ -56,6 +56,18 @@ def owner_shards(controllers: list[tuple[str, dict]]) -> list[str]:
     return out
 
 
+def _may_wait(kind: str, obj: dict) -> bool:
+    """A controller whose Workload may be waiting: a suspended Job, a StatefulSet (one gang Workload,
+    labelled with its uid) with fewer ready replicas than asked for."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if kind == "Job":
+        return bool(spec.get("suspend"))
+    if kind == "StatefulSet":
+        wanted = 1 if spec.get("replicas") is None else int(spec["replicas"])
+        return int(status.get("readyReplicas") or 0) < wanted
+    return False
+
+
 class Inventory:
     def __init__(
         self,
@@ -178,16 +190,14 @@ class Inventory:
         return self._list("Workload")
 
     def use_workloads_of_suspended_jobs(self) -> None:
-        """Fetch only the Workloads that a plain `get jobs` table needs: those of suspended Jobs (to tell
-        Queued from Preempted). Listing every Workload costs more than listing every pod (each carries
+        """Fetch only the Workloads that a plain `get jobs` table needs: those of suspended Jobs and of
+        StatefulSets short of ready replicas (to tell Queued from Preempted and Inactive: a stopped
+        notebook's pod waits at Kueue's gate like a queued one). Listing every Workload costs more than
+        listing every pod (each carries
         a pod template and is served as JSON), and running pods need none. `positions` still covers
         every waiting Workload (from Kueue's visibility API, or a full list)."""
         self._workload_subset = True
-        uids = [
-            o["metadata"]["uid"]
-            for kind, o in self.controllers
-            if kind == "Job" and (o.get("spec") or {}).get("suspend")
-        ]
+        uids = [o["metadata"]["uid"] for kind, o in self.controllers if _may_wait(kind, o)]
         found: list[dict] = []
         for i in range(0, len(uids), 100):
             chunk = ",".join(uids[i : i + 100])

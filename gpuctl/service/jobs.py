@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import asdict, dataclass
+from weakref import WeakKeyDictionary
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.estimate import Estimate, estimate
 from gpuctl.domain.explain import Demand, Snapshot, Verdict, pod_demand, workload_demand
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, condition
@@ -25,7 +28,7 @@ from gpuctl.domain.status import (
     workload_word,
 )
 from gpuctl.domain.teams import pool_reservations
-from gpuctl.domain.workload import job_pool
+from gpuctl.domain.workload import IN_QUEUE, job_pool, stop_reason, workload_state
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
@@ -138,7 +141,12 @@ def list_job_rows(
     snaps: list[Snapshot] = []  # built on the first waiting row
 
     def why(wl: dict | None, status: str, pod: dict | None = None) -> str:
-        if not positions or status not in WAITING_STATES:
+        if not positions:
+            return ""
+        stopped = stop_reason(wl)
+        if stopped:  # in no queue, nothing to judge (its pods may still be terminating)
+            return stopped
+        if status not in WAITING_STATES:
             return ""
         if wl is not None:
             demand = workload_demand(wl)
@@ -301,11 +309,9 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
             "message"
         )
         return f"preempted by higher-priority work, back in the queue{': ' + msg if msg else ''}"
-    if job.status == State.INACTIVE:
-        msg = condition(job.workload, "Evicted").get("message") or ""
-        return (
-            f"Kueue deactivated it (spec.active=false); it waits until reactivated{': ' + msg if msg else ''}"
-        )
+    stopped = stop_reason(job.workload)
+    if stopped:
+        return stopped
     if job.status == State.QUOTA_RESERVED:
         return "quota reserved; Kueue admits it once its admission checks pass"
     if job.status == State.QUEUED:
@@ -351,10 +357,21 @@ def snapshot_inventory(
     return inv
 
 
+_SNAPSHOTS: WeakKeyDictionary[Inventory, Snapshot] = WeakKeyDictionary()
+
+
 def snapshot(inv: Inventory) -> Snapshot:
-    """The cluster state "when will it run" answers are computed from (one per command): per node for
-    a caller who may list every pod; else its namespace's pods and Workloads with the pools' use as
-    Kueue counts it (the ClusterQueues' reservations), judged by count (gpuctl.domain.explain)."""
+    """The cluster state "when will it run" answers are computed from (one per command, kept with its
+    Inventory: the reason and the estimate of `describe job` share it): per node for a caller who may
+    list every pod; else its namespace's pods and Workloads with the pools' use as Kueue counts it (the
+    ClusterQueues' reservations), judged by count (gpuctl.domain.explain)."""
+    snap = _SNAPSHOTS.get(inv)
+    if snap is None:
+        snap = _SNAPSHOTS[inv] = _build_snapshot(inv)
+    return snap
+
+
+def _build_snapshot(inv: Inventory) -> Snapshot:
     if inv.sees_every_pod:
         return Snapshot.build(
             nodes=inv.nodes,
@@ -376,6 +393,17 @@ def snapshot(inv: Inventory) -> Snapshot:
 def when(inv: Inventory, demand: Demand) -> Verdict:
     """Would this demand start now, or what blocks it (gpuctl.domain.explain)."""
     return snapshot(inv).verdict(demand)
+
+
+def job_estimate(inv: Inventory, job: Job, now: float | None = None) -> Estimate | None:
+    """When a job waiting in Kueue's queue starts at the latest, with its basis (gpuctl.domain.estimate),
+    from the snapshot its reason was judged against: no request of its own. None for a job that is not
+    in the queue (running, finished, stopped, or without a Workload yet)."""
+    if job.workload is None or workload_state(job.workload) not in IN_QUEUE:
+        return None
+    demand = workload_demand(job.workload)
+    snap = snapshot(inv)
+    return estimate(snap, demand, now=time.time() if now is None else now, verdict=snap.verdict(demand))
 
 
 def _ordinal(n: int) -> str:

@@ -31,6 +31,7 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.estimate import estimate
 from gpuctl.domain.explain import Snapshot, demand_of_pod_template
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
@@ -341,8 +342,13 @@ class _When:
         count = spec.get("parallelism") if obj["kind"] == "Job" else spec.get("replicas")
         value = labelled_priority_value(obj)
         demand = demand_of_pod_template(meta["namespace"], spec["template"], int(count or 1), value)
-        verdict = self._snapshot(meta["namespace"]).verdict(demand)
-        return f"{_label(obj)}: {verdict.summary(demand.pool)}"
+        snap = self._snapshot(meta["namespace"])
+        verdict = snap.verdict(demand)
+        line = f"{_label(obj)}: {verdict.summary(demand.pool)}"
+        if verdict.starts:
+            return line
+        # When it would start at the latest, had it been created now (gpuctl.domain.estimate).
+        return f"{line}; {estimate(snap, demand, now=time.time(), verdict=verdict).summary()}"
 
 
 def _write_job(

@@ -15,11 +15,11 @@ from gpuctl.constants import Labels
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, labels, meta
 from gpuctl.domain.status import State
-from gpuctl.domain.workload import job_pool
+from gpuctl.domain.workload import job_pool, max_runtime_seconds
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import explain, find_job, snapshot_inventory
+from gpuctl.service.jobs import explain, find_job, job_estimate, snapshot_inventory
 from gpuctl.service.quotas import quota_rows
 
 
@@ -47,6 +47,10 @@ class JobDescription:
     env: list[dict[str, Any]]
     service: dict[str, Any] | None
     created_at: str | None
+    max_runtime: int | None = None  # seconds (job.maxRuntime); None: no limit
+    # "When will it run" for a job in Kueue's queue (gpuctl.domain.estimate.Estimate.as_dict): the latest
+    # start and its basis, or why there is no bound; None for a job that is not waiting in the queue.
+    estimate: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,7 +65,9 @@ def describe_job(
     job = find_job(cluster, name, namespace, perms=perms)
     # A running or finished job has nothing to explain: no snapshot is read for it.
     waits = job.status not in (State.RUNNING, State.SUCCEEDED)
-    why = explain(cluster, job, snapshot_inventory(cluster, job.namespace, perms) if waits else None)
+    inv = snapshot_inventory(cluster, job.namespace, perms) if waits else None
+    why = explain(cluster, job, inv)
+    est = job_estimate(inv, job) if inv is not None else None
     lb = job.labels
     tmpl = job.obj["spec"]["template"]["spec"]
     c = tmpl["containers"][0]
@@ -114,6 +120,8 @@ def describe_job(
         env=c.get("env") or [],
         service=svc,
         created_at=meta(job.obj).get("creationTimestamp"),
+        max_runtime=max_runtime_seconds(wl) if wl else max_runtime_seconds(job.obj),
+        estimate=est.as_dict() if est is not None else None,
     )
 
 

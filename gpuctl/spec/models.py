@@ -34,6 +34,7 @@ from gpuctl.constants import (
     DEFAULT_POOL,
     DEFAULT_SERVICE_PORT,
     DENIED_HOST_PATHS,
+    MAX_RUNTIME_SECONDS,
     NOTEBOOK_PORT,
     SERVICE_PREFIX,
     Kind,
@@ -240,7 +241,44 @@ def _port(value: int) -> int:
     return value
 
 
+MAX_RUNTIME_FIX = (
+    "use a duration such as 2h, 90m, 1h30m or 45s, or a whole number of seconds, e.g. maxRuntime: 2h"
+)
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def _duration_seconds(value: object) -> int:
+    """`job.maxRuntime`: "2h", "90m", "1h30m", "45s", "1d" or whole seconds (3600 or "3600") -> seconds,
+    as Kueue's max-exec-time label takes them (a positive int32)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise _fail("max_runtime", f"{_show(value)} is not a duration", MAX_RUNTIME_FIX)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise _fail("max_runtime", f"{_show(value)} is not a whole number of seconds", MAX_RUNTIME_FIX)
+        value = int(value)
+    if isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        if text.isdigit():
+            value = int(text)
+        else:
+            m = _DURATION.match(text)
+            if not text or m is None:
+                raise _fail("max_runtime", f"{_show(value)} is not a duration", MAX_RUNTIME_FIX)
+            d, h, mi, sec = (int(g or 0) for g in m.groups())
+            value = ((d * 24 + h) * 60 + mi) * 60 + sec
+    if value <= 0:
+        raise _fail("max_runtime", f"{_show(value)} is not a positive duration", MAX_RUNTIME_FIX)
+    if value > MAX_RUNTIME_SECONDS:
+        raise _fail(
+            "max_runtime",
+            f"{_show(value)} is longer than Kueue accepts ({MAX_RUNTIME_SECONDS} seconds)",
+            "use at most 24855d, or leave maxRuntime out for no limit",
+        )
+    return value
+
+
 Text = Annotated[str, BeforeValidator(_scalar_text)]
+Duration = Annotated[int, BeforeValidator(_duration_seconds)]
 DnsLabel = Annotated[str, BeforeValidator(_name_text), AfterValidator(_dns_label)]
 DnsLabelKey = Annotated[str, BeforeValidator(_name_text), AfterValidator(_dns_label_key)]
 NodeName = Annotated[str, BeforeValidator(_name_text), AfterValidator(_dns_subdomain)]
@@ -292,6 +330,11 @@ class JobMeta(_Model):
     epochs: PositiveInt | None = None
     batch_size: PositiveInt | None = Field(
         None, validation_alias=_aliases("batch_size", "batchSize", "batch-size")
+    )
+    # Wall-clock cap in seconds (Kueue's max-exec-time-seconds: Kueue stops the job once admitted that
+    # long; "when will it run" counts on it). None: no limit.
+    max_runtime: Duration | None = Field(
+        None, validation_alias=_aliases("maxRuntime", "max_runtime", "max-runtime")
     )
 
     @field_validator("namespace", mode="before")

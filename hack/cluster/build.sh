@@ -8,6 +8,7 @@
 #     bin/k8s-<v>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,.complete}
 #     bin/etcd-<v>/{etcd,.complete}   bin/kwok-<v>/{kwok,.complete}   bin/kueue-<v>/{kueue,.complete}
 #     bin/helm-<v>/{helm,.complete}   (charts/gpuctl lint and render; tests/integration/test_chart.py)
+#     bin/kueuectl-<v>/kubectl-kueue   Kueue's CLI (tests/integration/test_stop_estimate.py)
 #     bin/kind-validate-<v>/kind-validate   kind's own config loader + Validate, for hack/kind/cluster.yaml
 #     bin/kind-<v>/kind               only with GPUCTL_BUILD_KIND=1 (hack/kind.sh; needs Docker to run)
 #     bin/kubelet-<v>/kubelet         only with GPUCTL_BUILD_REAL_NODE=1 (hack/cluster/up.sh --real-node)
@@ -121,6 +122,17 @@ build_kueue() {
   go build -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v$KUEUE_VERSION" -o "$bin/kueue" ./cmd/kueue
 }
 
+build_kueuectl() {
+  # kueuectl (kubectl-kueue), Kueue's CLI, from the same module source as the controller, as its Makefile's
+  # `kueuectl` target builds it: tests/integration/test_stop_estimate.py checks that its `stop|resume
+  # workload` and gpuctl's `stop|resume` read the same.
+  local bin=$1 dir w="$CACHE/src/kueuectl-$KUEUE_VERSION"
+  dir=$(go mod download -json "sigs.k8s.io/kueue@v$KUEUE_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$w"; mkdir -p "$w"; cp -r "$dir"/. "$w"/; chmod -R u+w "$w"; cd "$w"
+  go build -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v$KUEUE_VERSION" -o "$bin/kubectl-kueue" ./cmd/kueuectl
+  "$bin/kubectl-kueue" version 2>/dev/null | head -1 || true
+}
+
 build_helm() {
   # helm's version list is served, so plain `go install` works; the version stamp is what its Makefile sets.
   GOBIN=$1 go install -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION \
@@ -183,6 +195,7 @@ step "etcd $ETCD_VERSION" "$CACHE/bin/etcd-$ETCD_VERSION" build_etcd
 step "kwok $KWOK_VERSION" "$CACHE/bin/kwok-$KWOK_VERSION" build_kwok
 step "kueue $KUEUE_VERSION" "$CACHE/bin/kueue-$KUEUE_VERSION" build_kueue
 step "kubernetes $K8S_VERSION" "$CACHE/bin/k8s-$K8S_VERSION" build_k8s
+step "kueuectl $KUEUE_VERSION" "$CACHE/bin/kueuectl-$KUEUE_VERSION" build_kueuectl
 step "helm $HELM_VERSION" "$CACHE/bin/helm-$HELM_VERSION" build_helm
 step "kind-validate $KIND_VERSION" "$CACHE/bin/kind-validate-$KIND_VERSION" build_kind_validate
 if [[ "${GPUCTL_BUILD_KIND:-0}" == 1 ]]; then step "kind $KIND_VERSION" "$CACHE/bin/kind-$KIND_VERSION" build_kind; fi

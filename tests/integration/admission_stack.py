@@ -48,6 +48,8 @@ def _policies() -> list[dict]:
     docs += topology.policies()
     if has_module("earlier"):
         docs += importlib.import_module("admission.earlier").policies()
+    if has_module("workload_edit"):
+        docs += importlib.import_module("admission.workload_edit").policies()
     return docs
 
 

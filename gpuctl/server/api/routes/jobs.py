@@ -1,7 +1,8 @@
-"""/api/v1/jobs: submit, list, describe, delete, logs (and live logs over a WebSocket).
+"""/api/v1/jobs: submit, list, describe, delete, stop, resume, logs (and live logs over a WebSocket).
 
 Every operation is the CLI's: list_job_rows (`get jobs`), find_job + explain (`describe job`),
-submit (`create/apply -f`), delete_by_name (`delete job`), job_pods_for_logs + read_logs (`logs`).
+submit (`create/apply -f`), delete_by_name (`delete job`), set_active (`stop`, `resume`),
+job_pods_for_logs + read_logs (`logs`).
 What the API adds is who may do it: the namespace each document or job is in decides which RBAC
 permission is reviewed, so a team-a token cannot see, create or delete anything in team-b.
 """
@@ -42,7 +43,9 @@ from gpuctl.server.api.models import (
     BatchSubmit,
     DryRun,
     DryRunQ,
+    DryRunValue,
     JobName,
+    NamespaceP,
     NamespaceQ,
     Page,
     PageSize,
@@ -50,6 +53,7 @@ from gpuctl.server.api.models import (
     dry_run_mode,
     paged,
 )
+from gpuctl.service.activation import set_active
 from gpuctl.service.errors import NotFound, ServiceError, describe_exception
 from gpuctl.service.jobs import (
     Job,
@@ -325,6 +329,53 @@ async def delete_job_route(
             "message": "; ".join(line + mode.suffix() for line in r.lines),
         }
     )
+
+
+# ----------------------------------------------------------------------------- stop / resume
+async def _activate(
+    request: Request, caller: Caller, name: str, namespace: str | None, active: bool, dry_run: DryRunValue
+) -> JSON:
+    """`gpuctl stop|resume` for a caller: found where it may read jobs (as delete), then allowed only if
+    it may patch the job's Workload itself (what the CLI would send with its own credential)."""
+    mode = dry_run_mode(dry_run)
+    job = await resolve(request, caller, name, namespace)
+    wl_name = job.workload["metadata"]["name"] if job.workload else None
+    await require(request, caller, perms.on_kind("patch", "Workload", job.namespace, wl_name))
+    a = await run(set_active, state(request).cluster(), job.name, job.namespace, active, dry_run=mode)
+    return JSON({**a.as_dict(), "dryRun": not mode.persists, "message": a.line() + mode.suffix()})
+
+
+STOP_SUMMARY = "Stop a job without deleting it: its Workload's spec.active=false (as `gpuctl stop`)"
+RESUME_SUMMARY = "Requeue a stopped job: its Workload's spec.active=true (as `gpuctl resume`)"
+
+
+@router.post("/{namespace}/{jobId}/stop", responses=COMMON_ERRORS, summary=STOP_SUMMARY)
+async def stop_job(
+    request: Request, caller: Me, namespace: NamespaceP, jobId: JobName, dryRun: DryRunQ = False
+) -> JSON:
+    return await _activate(request, caller, jobId, namespace, False, dryRun)
+
+
+@router.post("/{namespace}/{jobId}/resume", responses=COMMON_ERRORS, summary=RESUME_SUMMARY)
+async def resume_job(
+    request: Request, caller: Me, namespace: NamespaceP, jobId: JobName, dryRun: DryRunQ = False
+) -> JSON:
+    return await _activate(request, caller, jobId, namespace, True, dryRun)
+
+
+# The shape of the other job routes (`DELETE /api/v1/jobs/{jobId}?namespace=`): the same operations.
+@router.post("/{jobId}/stop", responses=COMMON_ERRORS, summary=STOP_SUMMARY)
+async def stop_job_q(
+    request: Request, caller: Me, jobId: JobName, namespace: NamespaceQ = None, dryRun: DryRunQ = False
+) -> JSON:
+    return await _activate(request, caller, jobId, namespace, False, dryRun)
+
+
+@router.post("/{jobId}/resume", responses=COMMON_ERRORS, summary=RESUME_SUMMARY)
+async def resume_job_q(
+    request: Request, caller: Me, jobId: JobName, namespace: NamespaceQ = None, dryRun: DryRunQ = False
+) -> JSON:
+    return await _activate(request, caller, jobId, namespace, True, dryRun)
 
 
 # ----------------------------------------------------------------------------- logs

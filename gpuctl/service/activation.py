@@ -1,0 +1,105 @@
+"""Stop and resume a job: its Kueue Workload's `spec.active`, shared by the CLI and the REST API.
+
+The same object and field kueuectl's `stop workload` / `resume workload` change
+(cmd/kueuectl/app/options/update_workload_activation_options.go, v0.19.2: a JSON merge patch of
+spec.active on the Workload; kueuectl has no verb for the Job itself and suspends nothing), so either
+tool reads what the other did. Kueue then does the rest: a stopped Workload that held quota is evicted
+as if preempted (its Job suspended, its pods deleted) and stays out of every queue; resumed, it queues
+again with its original creation time.
+
+A job with several Workloads cannot be stopped this way: an inference or compute job is a Deployment,
+whose pods Kueue queues one by one, each with a Workload of its own, and the ReplicaSet replaces a
+stopped pod at once by a new one with a new, active Workload (seen on Kueue v0.19.2). Those are refused
+with what to do instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from gpuctl.cluster import Cluster, path
+from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.workload import WorkloadState, workload_state
+from gpuctl.service.access import Permissions
+from gpuctl.service.errors import ServiceError
+from gpuctl.service.jobs import find_job
+
+_GROUP = {"Job": "batch", "Deployment": "apps", "StatefulSet": "apps"}
+
+
+@dataclass
+class Activation:
+    """The outcome of a stop or resume (`-o json`, the API's answer)."""
+
+    name: str
+    namespace: str
+    kind: str  # training | notebook | ...
+    resource: str  # Job | StatefulSet
+    workload: str  # the Kueue Workload patched
+    active: bool  # spec.active now (or, in a dry run, after it)
+    changed: bool  # False: it was so already, nothing was sent
+    status: str  # the job's status word before
+
+    @property
+    def object_name(self) -> str:
+        """kubectl's TYPE/NAME of the job (`-o name`)."""
+        return f"{self.resource.lower()}.{_GROUP[self.resource]}/{self.name}"
+
+    def line(self) -> str:
+        verb = "resumed" if self.active else "stopped"
+        if self.changed:
+            return f"{self.object_name} {verb}"
+        return f"{self.object_name} unchanged (already {verb})"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def set_active(
+    cluster: Cluster,
+    name: str,
+    namespace: str | None,
+    active: bool,
+    *,
+    dry_run: DryRun = DryRun.NONE,
+    perms: Permissions | None = None,
+) -> Activation:
+    """Stop (active=False) or resume (active=True) the job `name`. CLIENT reads only; SERVER sends the
+    patch with dryRun=All; nothing is sent when spec.active already says so."""
+    dry_run = DryRun(dry_run)
+    verb = "resume" if active else "stop"
+    job = find_job(cluster, name, namespace, perms=perms)
+    if job.resource == "Deployment":
+        raise ServiceError(
+            f"job {job.name} ({job.kind}) is a Deployment: Kueue queues each of its pods with a Workload "
+            f"of its own and the Deployment replaces a stopped pod at once, so it cannot be held by {verb}; "
+            f"scale it (kubectl -n {job.namespace} scale deployment {job.name} --replicas=N) or delete it"
+        )
+    wl = job.workload
+    if wl is None:
+        raise ServiceError(
+            f"job {job.name} has no Kueue Workload yet (status {job.status}): nothing to {verb}; "
+            "Kueue makes one within seconds of the job's creation once its namespace has a quota, try again"
+        )
+    if workload_state(wl) == WorkloadState.FINISHED:
+        raise ServiceError(f"job {job.name} has finished ({job.status}): nothing to {verb}")
+    was_active = (wl.get("spec") or {}).get("active") is not False
+    changed = was_active != active
+    wl_meta = wl["metadata"]
+    if changed and dry_run.writes:
+        cluster.merge_patch(
+            path("Workload", wl_meta["name"], wl_meta["namespace"]),
+            # The uid makes it a precondition: never the Workload of a job re-created meanwhile.
+            {"metadata": {"uid": wl_meta["uid"]}, "spec": {"active": active}},
+            dry_run=dry_run is DryRun.SERVER,
+        )
+    return Activation(
+        name=job.name,
+        namespace=job.namespace,
+        kind=job.kind,
+        resource=job.resource,
+        workload=wl_meta["name"],
+        active=active,
+        changed=changed,
+        status=job.status,
+    )
