@@ -61,6 +61,8 @@ def cluster() -> Iterator[str]:
     env = {**os.environ, "GPUCTL_TESTBED_RUN": str(run), "GPUCTL_TESTBED_PORT_OFFSET": str(offset)}
     up = subprocess.run([str(ROOT / "hack/cluster/up.sh")], env=env, capture_output=True, text=True)
     if up.returncode != 0:
+        # What up.sh started before it failed (a half-started cluster keeps its ports and processes).
+        subprocess.run([str(ROOT / "hack/cluster/down.sh")], env=env, capture_output=True)
         pytest.fail(f"hack/cluster/up.sh failed:\n{up.stdout[-4000:]}\n{up.stderr[-4000:]}")
     kubeconfig = str(run / "kubeconfig")
     os.environ["KUBECONFIG"] = kubeconfig
