@@ -75,15 +75,21 @@ class Response:
             self._data = self.read()
         return self._data
 
-    def read(self, amt: int | None = None) -> bytes:
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A failed read closes the response and surfaces as the transport's own errors."""
         try:
-            out = self._raw.read(amt)
+            yield
         except http.client.HTTPException as e:
             self.close()
             raise TransportError(f"{type(e).__name__}: {e}") from e
         except TimeoutError as e:
             self.close()
             raise ReadTimeout(str(e) or "read timed out") from e
+
+    def read(self, amt: int | None = None) -> bytes:
+        with self._reading():
+            out = self._raw.read(amt)
         if amt is None or self._raw.isclosed():
             self.release_conn()
         return out
@@ -91,14 +97,8 @@ class Response:
     def stream(self, amt: int = 65536, decode_content: bool = True) -> Iterator[bytes]:
         """The body as it arrives, in chunks of at most `amt` bytes (a watch's events, `logs -f`)."""
         while True:
-            try:
+            with self._reading():
                 chunk = self._raw.read1(amt)
-            except http.client.HTTPException as e:
-                self.close()
-                raise TransportError(f"{type(e).__name__}: {e}") from e
-            except TimeoutError as e:
-                self.close()
-                raise ReadTimeout(str(e) or "read timed out") from e
             if not chunk:
                 self.release_conn()
                 return
