@@ -109,10 +109,33 @@ cert webhook "/CN=webhooks" "IP:127.0.0.1,DNS:localhost"
 cert front-proxy-client "/CN=front-proxy-client"
 openssl_q genrsa -out "$PKI/sa.key" 2048; openssl_q rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
 cp "$PKI/webhook.crt" "$RUN/kueue-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/kueue-webhook/tls.key"
-# Kueue with internalCertManagement off reads its metrics and visibility certs from fixed paths.
-for d in /etc/kueue/metrics/certs /visibility; do
-  mkdir -p "$d"; cp "$PKI/webhook.crt" "$d/tls.crt"; cp "$PKI/webhook.key" "$d/tls.key"
-done
+# Kueue with internalCertManagement off reads its metrics and visibility certs from fixed paths, shared
+# by every local cluster on this machine (xdist workers start two at once). Nothing verifies them (the
+# visibility APIService skips TLS verification; nothing scrapes Kueue's metrics over TLS), so all
+# clusters share one self-signed pair: made once under a lock, installed by rename, never overwritten
+# while it is a matching pair. Copying each run's own pair raced: one Kueue read another run's key
+# with its own certificate ("tls: private key does not match public key").
+fixed_certs() {
+  local shared="$CACHE/fixed-certs" d pub_c pub_k
+  mkdir -p "$shared"
+  (
+    flock 9
+    if [[ ! -s "$shared/tls.crt" || ! -s "$shared/tls.key" ]]; then
+      openssl_q req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=gpuctl-testbed-kueue" \
+        -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" -keyout "$shared/tls.key.tmp" -out "$shared/tls.crt.tmp"
+      mv "$shared/tls.key.tmp" "$shared/tls.key"; mv "$shared/tls.crt.tmp" "$shared/tls.crt"
+    fi
+    for d in /etc/kueue/metrics/certs /visibility; do
+      mkdir -p "$d"
+      pub_c=$(openssl x509 -in "$d/tls.crt" -noout -pubkey 2>/dev/null || true)
+      pub_k=$(openssl pkey -in "$d/tls.key" -pubout 2>/dev/null || true)
+      if [[ -n "$pub_c" && "$pub_c" == "$pub_k" ]]; then continue; fi
+      cp "$shared/tls.key" "$d/.tls.key.$$"; cp "$shared/tls.crt" "$d/.tls.crt.$$"
+      mv "$d/.tls.key.$$" "$d/tls.key"; mv "$d/.tls.crt.$$" "$d/tls.crt"
+    done
+  ) 9>"$shared/lock"
+}
+fixed_certs
 "$KUBECTL" config --kubeconfig="$KC" set-cluster testbed --server="https://127.0.0.1:$P_API" \
   --certificate-authority="$PKI/ca.crt" --embed-certs=true >/dev/null
 "$KUBECTL" config --kubeconfig="$KC" set-credentials admin --client-certificate="$PKI/admin.crt" \
