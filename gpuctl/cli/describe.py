@@ -74,6 +74,8 @@ def describe_job(args: argparse.Namespace) -> int:
     )
     if d.why:
         kv([("Why not running", d.why)])
+    if d.moved:
+        kv([("Moved", d.moved)])
     if data["service"]:
         s = data["service"]
         kv([("Service", f"{s['name']} {s['type']} {s['port']}->{s['targetPort']} nodePort {s['nodePort']}")])

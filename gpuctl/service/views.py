@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import Labels
+from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, Labels
+from gpuctl.domain.defrag import moved_reason
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, labels, meta
 from gpuctl.domain.status import State
@@ -47,9 +48,19 @@ class JobDescription:
     env: list[dict[str, Any]]
     service: dict[str, Any] | None
     created_at: str | None
+    # Why defragmentation last moved it (gpuctl.domain.defrag.moved_reason) and when; None if never.
+    moved: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _moved(wl: dict | None) -> str | None:
+    reason = moved_reason(wl) if wl else None
+    if not reason:
+        return None
+    at = (meta(wl).get("annotations") or {}).get(DEFRAG_MOVED_AT_ANNOTATION)
+    return f"{reason} (at {at})" if at else reason
 
 
 def describe_job(
@@ -91,7 +102,7 @@ def describe_job(
         reason=job.reason,
         why=why,
         position=job.position,
-        pool=job_pool(job.obj),
+        pool=job_pool(job.obj) or (job_pool(wl) if wl else None),
         priority=lb.get(Labels.PRIORITY),
         queue=lb.get(Labels.KUEUE_QUEUE),
         image=c.get("image"),
@@ -114,6 +125,7 @@ def describe_job(
         env=c.get("env") or [],
         service=svc,
         created_at=meta(job.obj).get("creationTimestamp"),
+        moved=_moved(wl),
     )
 
 

@@ -115,7 +115,11 @@ def test_the_any_pool_what_if_drops_only_small_training_jobs_pool() -> None:
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]["nodeSelectorTerms"]
     assert term["matchExpressions"] == [
-        {"key": "runwhere.ai/pool", "operator": "In", "values": ["dev-pool", "inference-pool", "training-pool"]}
+        {
+            "key": "runwhere.ai/pool",
+            "operator": "In",
+            "values": ["dev-pool", "inference-pool", "training-pool"],
+        }
     ]
     pinned = manifest(next(i for i in trace if i.name == moved[0].name), "ns", "gpuctl")
     original = next(i for i in trace if i.name == moved[0].name)
