@@ -37,7 +37,7 @@ from typing import Any
 from gpuctl.constants import BORROW_PREEMPT_THRESHOLD
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request
 from gpuctl.domain.objects import condition, is_gpuctl_object, meta, name
-from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
+from gpuctl.domain.pools import node_allocatable, node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.domain.status import is_gated
 from gpuctl.domain.teams import cohort_budget_gpus, team_budgets, team_reserved_gpus, team_usage
 from gpuctl.domain.workload import (
@@ -45,6 +45,7 @@ from gpuctl.domain.workload import (
     IN_QUEUE,
     job_pool,
     labelled_priority_value,
+    pool_choice,
     priority_value,
     topology_nodes,
     workload_state,
@@ -75,6 +76,9 @@ class Demand:
     cpu: Decimal = Decimal(0)  # per pod, cores
     memory: Decimal = Decimal(0)  # per pod, bytes
     kueue_message: str = ""  # why Kueue has not reserved quota yet (its Workload's QuotaReserved=False)
+    # sched-b (issue 23): a job of no single pool (pool ""): the pools it lists and the GPU types it asks.
+    any_of: tuple[str, ...] = ()
+    gpu_types: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -96,7 +100,8 @@ class Verdict:
         if self.starts:
             tail = f" after preempting {', '.join(self.preempts)}" if self.preempts else ""
             caveat = f", {self.by_count}" if self.by_count else ""
-            return f"would start now on pool {pool}{tail}{caveat}"
+            on = f"on pool {pool}" if pool else self.message  # no single pool: the verdict names it
+            return f"would start now {on}{tail}{caveat}"
         where = f"position {self.position}" if self.position else "waiting"
         behind = (
             f" behind {', '.join(self.ahead[:3])}{' ...' if len(self.ahead) > 3 else ''}"
@@ -145,6 +150,8 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
         created=m.get("creationTimestamp", ""),
         uid=m.get("uid", ""),
         label=_job_label(wl),
+        any_of=pool_choice(wl)[0],
+        gpu_types=pool_choice(wl)[1],
     )
 
 
@@ -410,7 +417,39 @@ def _larger_than_every_node(snap: Snapshot, demand: Demand) -> str:
     return ""
 
 
+def _any_pool_verdict(snap: Snapshot, demand: Demand) -> Verdict:
+    """A job of no single pool: Kueue tries its pools in the team queue's order (by name) and takes the
+    first with room; so does this. If none has room, the first pool's reason, naming the others."""
+    pools = demand.any_of or tuple(
+        sorted(
+            {
+                p
+                for n in snap.nodes
+                if (p := node_pool(n))
+                and (node_gpus(n) or not demand.gpus)
+                and (not demand.gpu_types or node_gpu_type(n) in demand.gpu_types)
+            }
+        )
+    )
+    if not pools:
+        return Verdict(False, NO_NODES, f"no pool has a Ready node of GPU type {', '.join(demand.gpu_types)}")
+    verdicts = [(p, _verdict(snap, replace(demand, pool=p))) for p in sorted(pools)]
+    for p, v in verdicts:
+        if v.starts:
+            return replace(v, message=f"on pool {p}, the first of its pools with room")
+    v = verdicts[0][1]
+    rest = [q for q, _ in verdicts[1:]]
+    others = (
+        f" (and no room in {', '.join(rest)})"
+        if rest and v.cause in (CAPACITY, FRAGMENTATION, NO_NODES)
+        else ""
+    )
+    return replace(v, message=f"{v.message}{others}")
+
+
 def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
+    if not demand.pool:
+        return _any_pool_verdict(snap, demand)
     pool_nodes = snap.pool_nodes(demand.pool)
     if not pool_nodes:
         return Verdict(False, NO_NODES, f"pool {demand.pool} has no Ready nodes")
@@ -634,4 +673,6 @@ def demand_of_pod_template(
         label=label,
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),
+        any_of=pool_choice(template)[0],
+        gpu_types=pool_choice(template)[1],
     )

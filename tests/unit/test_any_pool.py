@@ -109,3 +109,48 @@ def test_a_bad_pool_name_in_the_list_is_refused_with_its_field():
     with pytest.raises(SpecError) as e:
         _job("pool: [dev-pool, Not_A_Pool], gpu: 1, ")
     assert "pool" in str(e.value)
+
+
+# ----------------------------------------------------------------------------- explain
+def _node(n: str, pool: str, gpus: int, gpu_type: str) -> dict:
+    return {
+        "metadata": {"name": n, "labels": {"runwhere.ai/pool": pool, "runwhere.ai/gpu-type": gpu_type}},
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "32", "memory": "256Gi"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _busy_pod(node: str, gpus: int) -> dict:
+    return {
+        "metadata": {"name": f"busy-{node}", "namespace": "other"},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_explain_tries_the_listed_pools_in_order():
+    from gpuctl.domain.explain import blocking_reason, demand_of_pod_template
+
+    nodes = [_node("dev-1", "dev-pool", 4, "RTX"), _node("inf-1", "inference-pool", 4, "A10")]
+    tmpl = _job("pool: [dev-pool, inference-pool], gpu: 4, ")["spec"]["template"]
+    demand = demand_of_pod_template("team-a", tmpl, 1, 500_000)
+    assert demand.pool == "" and demand.any_of == ("dev-pool", "inference-pool")
+    from tests.unit.test_defrag import _cq
+
+    kw = {"workloads": [], "cluster_queues": [_cq("team-a", 16, 0)], "cohort": None}
+    v = blocking_reason(demand, nodes=nodes, pods=[], **kw)
+    assert v.starts and "dev-pool" in v.message, v
+    v = blocking_reason(demand, nodes=nodes, pods=[_busy_pod("dev-1", 4)], **kw)
+    assert v.starts and "inference-pool" in v.message, v
+    v = blocking_reason(demand, nodes=nodes, pods=[_busy_pod("dev-1", 4), _busy_pod("inf-1", 2)], **kw)
+    assert not v.starts and "dev-pool" in v.message and "inference-pool" in v.message, v
+    # A GPU type alone: only pools with that type.
+    tmpl = _job("gpu-type: A10, gpu: 4, ")["spec"]["template"]
+    v = blocking_reason(demand_of_pod_template("team-a", tmpl, 1, 500_000), nodes=nodes, pods=[], **kw)
+    assert v.starts and "inference-pool" in v.message, v
