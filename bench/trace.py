@@ -120,6 +120,7 @@ from gpuctl.domain.workload import (  # noqa: E402
 )
 from gpuctl.server.defrag import Defragmenter, list_source  # noqa: E402
 from gpuctl.spec import load_text  # noqa: E402
+from queues import pool_toleration  # noqa: E402
 
 TEAMS = {"a": 12, "b": 8, "c": 8}
 # Baseline: the same quotas split per pool (training, inference, dev); Kueue's defaults otherwise.
@@ -574,7 +575,10 @@ def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path
                 "apiVersion": api,
                 "kind": "ResourceFlavor",
                 "metadata": {"name": f"base-{pool}", "labels": managed},
-                "spec": {"nodeLabels": {Labels.POOL: pool}},
+                # Tolerating the pool taint gpuctl's pools put on their nodes (issue 26): Kueue adds a
+                # flavor's tolerations to the pods it admits, as an admin of plain Kueue would configure
+                # on tainted nodes. Without it no baseline pod ever binds (0 % utilisation).
+                "spec": {"nodeLabels": {Labels.POOL: pool}, "tolerations": [pool_toleration(pool)]},
             }
         )
     for team, split in SPLIT.items():
