@@ -92,9 +92,9 @@ def _wide_pool(member: TeamMember, name: str) -> str:
     r = member.gpuctl("get", "jobs", "-o", "wide")
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
-    col = lines[0].split().index("POOL")
-    row = next(line.split() for line in lines[1:] if line.split()[1] == name)
-    return row[col]
+    start = lines[0].index("POOL")  # columns are fixed-width: cut the row where the header puts POOL
+    row = next(line for line in lines[1:] if line.split()[1] == name)
+    return row[start:].split()[0]
 
 
 def test_any_pool_job_lands_in_the_first_pool_with_room(team, kube, tmp_path):
@@ -168,10 +168,11 @@ def _moves(port: int) -> float:
 def test_fragmented_pool_gets_a_whole_node_for_an_eight_gpu_job(team, serve, kube, tmp_path):
     ns, member = team
     port, log = serve
-    # 4 + 4 + 4 low on two 8-GPU nodes (TAS packs the first two on one node), then the packed node's
-    # first job ends: 4 GPUs used on each node, 8 free in all, no node with 8.
+    # 4 + 4 + 4 on two 8-GPU nodes (TAS packs the first two on one node), then the packed node's first
+    # job ends: 4 GPUs used on each node, 8 free in all, no node with 8. The same priority as the 8-GPU
+    # job, so Kueue's own preemption (withinClusterQueue: LowerPriority) does not make the room.
     for name in ("x1", "x2", "x3"):
-        _create(member, tmp_path, _job_yaml(name, ns, 4, "training-pool", "low"), name)
+        _create(member, tmp_path, _job_yaml(name, ns, 4, "training-pool", "medium"), name)
         wait_until(lambda name=name: _running_pod_node(kube, ns, name), 60, what=f"{name} running")
     nodes = {n: _running_pod_node(kube, ns, n) for n in ("x1", "x2", "x3")}
     crowded = next(n for n, node in nodes.items() if list(nodes.values()).count(node) == 2)
