@@ -94,13 +94,14 @@ class Verdict:
     ahead: tuple[str, ...] = ()  # the team's waiting jobs ahead of it, in order
     preempts: tuple[str, ...] = field(default=())
     by_count: str = ""  # judged by count (per-node use unknown to the caller): the caveat to show
+    pool: str = ""  # sched-b (issue 23): for a job of no single pool, the pool it would start in
 
     def summary(self, pool: str) -> str:
         """One line: "would start now on pool P" / "would wait: position N behind ..., because ..."."""
         if self.starts:
             tail = f" after preempting {', '.join(self.preempts)}" if self.preempts else ""
             caveat = f", {self.by_count}" if self.by_count else ""
-            on = f"on pool {pool}" if pool else self.message  # no single pool: the verdict names it
+            on = f"on pool {pool or self.pool}" + ("" if pool else ", the first of its pools with room")
             return f"would start now {on}{tail}{caveat}"
         where = f"position {self.position}" if self.position else "waiting"
         behind = (
@@ -436,7 +437,7 @@ def _any_pool_verdict(snap: Snapshot, demand: Demand) -> Verdict:
     verdicts = [(p, _verdict(snap, replace(demand, pool=p))) for p in sorted(pools)]
     for p, v in verdicts:
         if v.starts:
-            return replace(v, message=f"on pool {p}, the first of its pools with room")
+            return replace(v, pool=p)
     v = verdicts[0][1]
     rest = [q for q, _ in verdicts[1:]]
     others = (

@@ -145,12 +145,13 @@ def test_explain_tries_the_listed_pools_in_order():
 
     kw = {"workloads": [], "cluster_queues": [_cq("team-a", 16, 0)], "cohort": None}
     v = blocking_reason(demand, nodes=nodes, pods=[], **kw)
-    assert v.starts and "dev-pool" in v.message, v
+    assert v.starts and v.pool == "dev-pool", v
+    assert v.summary("") == "would start now on pool dev-pool, the first of its pools with room"
     v = blocking_reason(demand, nodes=nodes, pods=[_busy_pod("dev-1", 4)], **kw)
-    assert v.starts and "inference-pool" in v.message, v
+    assert v.starts and v.pool == "inference-pool", v
     v = blocking_reason(demand, nodes=nodes, pods=[_busy_pod("dev-1", 4), _busy_pod("inf-1", 2)], **kw)
     assert not v.starts and "dev-pool" in v.message and "inference-pool" in v.message, v
     # A GPU type alone: only pools with that type.
     tmpl = _job("gpu-type: A10, gpu: 4, ")["spec"]["template"]
     v = blocking_reason(demand_of_pod_template("team-a", tmpl, 1, 500_000), nodes=nodes, pods=[], **kw)
-    assert v.starts and "inference-pool" in v.message, v
+    assert v.starts and v.pool == "inference-pool", v
