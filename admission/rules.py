@@ -880,8 +880,49 @@ def _check_pool(w: _Work, gpus: int, state: ClusterState, out: list[Violation], 
                     f"until one does"
                 )
 
+    if pool is None and terms and all(_pins_pool(t) for t in terms):
+        # No single pool, a list in the affinity (gpuctl's `pool: [P, Q]`, issue 23): each listed pool
+        # exists, and a pod fits the largest node of one of them.
+        listed = sorted(_affinity_pools(terms))
+        missing = [p for p in listed if p not in state.pools]
+        for v in missing:
+            out.append(
+                Violation(
+                    POOL_EXISTS,
+                    f'{sp}.affinity[{Labels.POOL} In] names pool "{v}", which does not exist'
+                    f"{_did_you_mean(v, state.pools)}",
+                    f"use existing pools ({_names(state.pools)}); `gpuctl get pools` lists them",
+                    f"{POOL_EXISTS}={v}",
+                )
+            )
+        if missing:
+            return
+        sized = {p: state.pool_max_gpu.get(p, 0) for p in listed if state.pool_nodes.get(p)}
+        if gpus and sized and gpus > max(sized.values()):
+            best, biggest = max(sized.items(), key=lambda kv: (kv[1], kv[0]))
+            out.append(
+                Violation(
+                    GPU_FITS_NODE,
+                    f"a pod asks for {gpus} GPUs but the largest node of its pools ({', '.join(listed)}) has "
+                    f'{biggest} (pool "{best}"), so it could never run',
+                    f"ask for at most {biggest} GPUs per pod or list a pool with bigger nodes",
+                    f"{GPU_FITS_NODE}={gpus}",
+                )
+            )
+        return
+
     if gpus:
         _check_gpus(gpus, pool, state, out)
+
+
+def _affinity_pools(terms: list[Mapping[str, Any]]) -> set[str]:
+    """The pools a required node affinity allows by `runwhere.ai/pool In [...]` (every term has one)."""
+    out: set[str] = set()
+    for t in terms:
+        for e in t.get("matchExpressions") or ():
+            if type(e) is dict and e.get("key") == Labels.POOL and e.get("operator") == "In":
+                out.update(str(v) for v in e.get("values") or () if isinstance(v, str))
+    return out
 
 
 def _pins_pool(term: Mapping[str, Any]) -> bool:

@@ -99,6 +99,8 @@ from gpuctl.builders import build  # noqa: E402
 from gpuctl.cli.main import main as gpuctl_main  # noqa: E402
 from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
 from gpuctl.constants import (  # noqa: E402
+    DEFRAG_MOVES_PER_HOUR,
+    DEFRAG_WINDOW_SECONDS,
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     NAMESPACE_MARKER_VALUE,
@@ -116,7 +118,9 @@ from gpuctl.domain.workload import (  # noqa: E402
     reserved_pools,
     workload_state,
 )
+from gpuctl.server.defrag import Defragmenter, list_source  # noqa: E402
 from gpuctl.spec import load_text  # noqa: E402
+from queues import pool_toleration  # noqa: E402
 
 TEAMS = {"a": 12, "b": 8, "c": 8}
 # Baseline: the same quotas split per pool (training, inference, dev); Kueue's defaults otherwise.
@@ -211,7 +215,8 @@ def make_trace(seed: int, day: float) -> list[Item]:
 
 def spec_yaml(item: Item, ns: str) -> str:
     job = f"job: {{name: {item.name}, namespace: {ns}, priority: {item.priority}}}"
-    res = f"resources: {{pool: {item.pool or POOLS[0]}, gpu: {item.gpus}, cpu: 2, memory: 8Gi}}"
+    pool = f"[{', '.join(sorted(POOLS))}]" if item.pool == ANY_POOL else item.pool
+    res = f"resources: {{pool: {pool}, gpu: {item.gpus}, cpu: 2, memory: 8Gi}}"
     if item.kind == "training":
         env = f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {max(item.runtime, 1):.0f}s}}]}}"
         return f"kind: training\n{job}\n{env}\n{res}\n"
@@ -234,10 +239,6 @@ def manifest(item: Item, ns: str, design: str = "gpuctl", *, grace: int | None =
         design != "gpuctl"
     ):  # the baseline's flavors have no topology: the annotation would make pods inadmissible
         obj["spec"]["template"]["metadata"].get("annotations", {}).pop(TAS_UNCONSTRAINED, None)
-    if item.pool == ANY_POOL:  # what-if: no pool selector, so Kueue picks the flavor (pool)
-        for m in (obj["metadata"], obj["spec"]["template"]["metadata"]):
-            m["labels"].pop(Labels.POOL, None)
-        obj["spec"]["template"]["spec"]["nodeSelector"].pop(Labels.POOL, None)
     if grace is not None:
         obj["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = grace
     if design == "earlier":
@@ -265,9 +266,10 @@ def earlier_manifest(obj: dict, item: Item) -> None:
 
 
 def unpin(trace: list[Item]) -> list[Item]:
-    """The --any-pool what-if: training jobs of up to 4 GPUs per pod (one node of any GPU pool holds
-    them) name no pool, as if users could say "any GPU"; gpuctl's YAML cannot say that today (a job
-    without resources.pool goes to pool `default`)."""
+    """Any-pool jobs (--any-pool, feature `any-pool`): training jobs of up to 4 GPUs per pod (one node of
+    any GPU pool holds them) say `pool: [dev-pool, inference-pool, training-pool]` (gpuctl's YAML since
+    issue 23; the builders write `runwhere.ai/pool In [...]` node affinity and no pool selector), so
+    Kueue tries the team queue's pool flavors in order and takes the first with room."""
     return [replace(i, pool=ANY_POOL) if i.kind == "training" and i.gpus <= 4 else i for i in trace]
 
 
@@ -573,7 +575,10 @@ def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path
                 "apiVersion": api,
                 "kind": "ResourceFlavor",
                 "metadata": {"name": f"base-{pool}", "labels": managed},
-                "spec": {"nodeLabels": {Labels.POOL: pool}},
+                # Tolerating the pool taint gpuctl's pools put on their nodes (issue 26): Kueue adds a
+                # flavor's tolerations to the pods it admits, as an admin of plain Kueue would configure
+                # on tainted nodes. Without it no baseline pod ever binds (0 % utilisation).
+                "spec": {"nodeLabels": {Labels.POOL: pool}, "tolerations": [pool_toleration(pool)]},
             }
         )
     for team, split in SPLIT.items():
@@ -710,6 +715,9 @@ class Result:
     failed_jobs: int = 0  # Jobs Failed (backoffLimit exceeded: each preemption counts as a failure)
     nudges: int = 0  # controller objects touched (replay's nudge)
     lag_top: list[str] = field(default_factory=list)  # the jobs behind most of `lag`, and why
+    title: str = ""  # the design and its features (--features), for the tables
+    moves: int = 0  # jobs moved by defragmentation (gpuctl.server.defrag)
+    reactivated: int = 0
 
 
 def pct(v: list[float], p: float) -> float:
@@ -824,6 +832,7 @@ def replay(
     day: float,
     grace: int | None = GRACE_SECONDS,
     nudge: bool = False,
+    defrag: Defragmenter | None = None,
 ) -> Result:
     """Replay `trace` in `design` and measure it. `nudge`: touch the controller (Job, Deployment,
     StatefulSet) of a job whose quota now allows a pod it has not created, so the controller retries
@@ -1023,6 +1032,9 @@ def replay(
     wall0 = time.time()
     watcher = threading.Thread(target=observe, daemon=True)
     watcher.start()
+    mover = None
+    if defrag is not None:  # gpuctl serve's defragmentation, in process, on the compressed clock
+        mover = defrag.start(stop)
     pending = list(trace)
     try:
         while now() < day:
@@ -1060,8 +1072,13 @@ def replay(
     finally:
         stop.set()
         watcher.join(timeout=10)
+        if mover is not None:
+            mover.join(timeout=30)
     end = now()
     res = Result(design)
+    if defrag is not None:
+        res.moves = sum(defrag.moves.values())
+        res.reactivated = defrag.reactivated
     res.util = sum(gpu_seconds.values()) / (CAPACITY * day)
     for pool in POOLS:
         cap = sum(nodes[n][1] for n in pool_nodes.get(pool, []))
@@ -1213,21 +1230,45 @@ def print_table(
         ("controller nudges", lambda r: str(r.nudges)),
     ]
     w = max(len(n) for n, _ in rows)
-    print(f"\n{'':{w}}   " + "   ".join(f"{TITLES.get(r.design, r.design):>22}" for r in results))
+    print(f"\n{'':{w}}   " + "   ".join(f"{r.title or TITLES.get(r.design, r.design):>22}" for r in results))
     for name, fn in rows:
         print(f"{name:{w}}   " + "   ".join(f"{fn(r):>22}" for r in results))
-    ours = next((r for r in results if r.design == "gpuctl"), None)
+    ours = max((r for r in results if r.design == "gpuctl"), key=lambda r: r.util, default=None)
     for r in results:
-        if ours and r is not ours:
+        if ours and r.design != "gpuctl":
             lead = 100 * (ours.util - r.util)
             verdict = "MET" if lead >= TARGET_LEAD else "NOT MET"
             target = f"target +{TARGET_LEAD:.0f}: {verdict}"
-            print(f"utilisation gpuctl - {TITLES[r.design]}: {lead:+.1f} points ({target})")
+            print(
+                f"utilisation {ours.title or 'gpuctl'} - {r.title or TITLES[r.design]}: "
+                f"{lead:+.1f} points ({target})"
+            )
             if bound is not None and packed is not None:
                 print(
                     f"  the most any design could lead it by on this trace: {100 * (bound - r.util):+.1f} "
                     f"(upper bound), {100 * (packed - r.util):+.1f} (best offline packing)"
                 )
+
+
+FEATURES = ("off", "any-pool", "defrag", "both")
+
+
+def print_features(results: list[Result], day: float, trace: list[Item]) -> None:
+    """Issue 23's table: each feature set's utilisation, within-quota p99 wait, fragmentation-pending pods,
+    quota violations and moves per hour of the real day, against Kueue defaults."""
+    k = REAL_DAY / day / 60
+    hours = 24.0
+    base = next((r for r in results if r.design == "baseline"), None)
+    print("\nfeatures (issue 23)")
+    head = f"{'':30} {'util':>7} {'lead':>7} {'p99 within quota':>22} {'frag-pend':>9} {'violations':>10} "
+    print(head + f"{'moves/h':>8} {'preempt':>8}")
+    for r in results:
+        lead = f"{100 * (r.util - base.util):+.1f}" if base is not None and r is not base else "-"
+        print(
+            f"{r.title or TITLES[r.design]:30} {100 * r.util:6.1f}% {lead:>7} "
+            f"{wait_cell(r.waits_quota, 99, k):>22} {r.frag_pods:>9} {r.violations:>10} "
+            f"{r.moves / hours:>8.2f} {r.preemptions:>8}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1255,6 +1296,29 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="what-if: training jobs of up to 4 GPUs name no pool and run on any GPU pool (Kueue flavor "
         "fungibility); not something gpuctl's YAML can express today",
+    )
+    ap.add_argument(
+        "--features",
+        default="",
+        help="replay gpuctl's design once per comma-separated feature set of issue 23: off, any-pool, "
+        "defrag, both (e.g. off,any-pool,defrag,both), and print the features table (default: the "
+        "design as it is, with --any-pool if given)",
+    )
+    ap.add_argument(
+        "--defrag-pools", default="training-pool", help="pools where defragmentation is on (training-pool)"
+    )
+    ap.add_argument(
+        "--defrag-moves-per-hour",
+        type=int,
+        default=DEFRAG_MOVES_PER_HOUR,
+        help=f"defragmentation's cap, per hour of the real day ({DEFRAG_MOVES_PER_HOUR})",
+    )
+    ap.add_argument(
+        "--defrag-settle",
+        type=float,
+        default=3.0,
+        help="compressed seconds a job waits before a move is made for it (3 s = 9 min of the day: "
+        "above the bench's 3 s hand-over latency)",
     )
     ap.add_argument(
         "--offline",
@@ -1292,9 +1356,20 @@ def main(argv: list[str] | None = None) -> int:
         f"pods' terminationGracePeriodSeconds: {args.grace_seconds} s (every design); "
         f"controller nudges: {'on' if args.nudge_controllers else 'off'}"
     )
+    features = [f.strip() for f in args.features.split(",") if f.strip()]
+    bad = [f for f in features if f not in FEATURES]
+    if bad:
+        ap.error(f"--features: unknown {', '.join(bad)}; use {', '.join(FEATURES)}")
+    pinned = make_trace(args.seed, args.day_seconds)
+    runs: list[tuple[str, str]] = []
     for design in DESIGNS:
         if args.only and design not in args.only:
             continue
+        for feat in features if design == "gpuctl" and features else [""]:
+            runs.append((design, feat))
+    for design, feat in runs:
+        if feat:
+            trace = unpin(pinned) if feat in ("any-pool", "both") else pinned
         ns = {t: f"trace-{design[0]}-{t}" for t in TEAMS}
         reset(kube, list(ns.values()))
         SETUP[design](kube, args.kubeconfig, ns, tmp)
@@ -1328,14 +1403,32 @@ def main(argv: list[str] | None = None) -> int:
                 f"{100 * fifo:.1f} % in submission order, {100 * largest:.1f} % largest first; "
                 f"under the Kueue-defaults quota (per team and pool, no borrowing): {100 * modelled:.1f} %"
             )
-        print(f"{design}: replaying ...", flush=True)
+        title = f"{TITLES[design]} ({feat})" if feat else TITLES[design]
+        print(f"{title}: replaying ...", flush=True)
+        mover = None
+        if feat in ("defrag", "both"):
+            k = args.day_seconds / REAL_DAY
+            mover = Defragmenter(
+                kube,
+                list_source(kube),
+                pools=[p for p in args.defrag_pools.split(",") if p],
+                cap=args.defrag_moves_per_hour,
+                settle=args.defrag_settle,
+                window=DEFRAG_WINDOW_SECONDS * k,
+                interval=1.0,
+            )
         results.append(
-            replay(kube, design, ns, trace, args.day_seconds, args.grace_seconds, args.nudge_controllers)
+            replay(
+                kube, design, ns, trace, args.day_seconds, args.grace_seconds, args.nudge_controllers, mover
+            )
         )
+        results[-1].title = title
         print_table(results[-1:], args.day_seconds)  # as it comes: a long run may be cut short
         sys.stdout.flush()
         reset(kube, list(ns.values()))
     print_table(results, args.day_seconds, bound, packed)
+    if features:
+        print_features(results, args.day_seconds, pinned)
     for r in results:
         if r.lag_top:
             print(f"\n{TITLES[r.design]}: waiting jobs behind the 'quota allowed it' idle GPU-time, and why")

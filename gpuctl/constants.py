@@ -296,3 +296,20 @@ DEACTIVATED_REQUEUE_LIMIT: Final = "DeactivatedDueToRequeuingLimitExceeded"
 # Kueue's deactivation at the deadline, eviction, quota release and the next admission. About 1-3 s on the
 # local cluster; the bound keeps a margin (docs/queueing.md, "When will it run: the estimate").
 ESTIMATE_STEP_SLACK_SECONDS: Final = 15
+
+# ----------------------------------------------------------------------------- sched-b (issue 23)
+# Defragmentation (gpuctl.domain.defrag, gpuctl.server.defrag; docs/queueing.md "Defragmentation").
+# Annotations on a moved Workload: why (what `describe job` shows), when, and the marker that lets the
+# leader reactivate it once Kueue evicted it (removed then: a user's later `stop` is never undone).
+DEFRAG_MOVED_ANNOTATION: Final = "runwhere.ai/moved-for"
+DEFRAG_MOVED_AT_ANNOTATION: Final = "runwhere.ai/moved-at"
+DEFRAG_REACTIVATE_ANNOTATION: Final = "runwhere.ai/defrag-reactivate"
+DEFRAG_EVENT_REASON: Final = "GpuctlDefragMove"
+# Jobs moved per rolling hour at most, all pools together (`gpuctl serve --defrag-moves-per-hour`).
+DEFRAG_MOVES_PER_HOUR: Final = 4
+# Seconds a job must have waited before a move is planned for it: Kueue had its scheduling cycles
+# (admission, its own preemption) and a previous move settled.
+DEFRAG_SETTLE_SECONDS: Final = 30.0
+DEFRAG_WINDOW_SECONDS: Final = 3600.0
+# At most this many jobs moved off one node for one waiter (the search is over combinations).
+DEFRAG_MAX_VICTIMS: Final = 6

@@ -48,13 +48,18 @@ def max_runtime_labels(spec: JobSpec) -> dict[str, str]:
 
 
 def gpuctl_labels(spec: JobSpec, namespace: str) -> dict[str, str]:
-    return {
+    """A job that may run in several pools carries no runwhere.ai/pool label: its pool is the one Kueue
+    admits it to (gpuctl.domain.workload.job_pool reads the Workload's flavor or the pods' selector)."""
+    out = {
         Labels.JOB_TYPE: str(spec.kind),
         Labels.PRIORITY: Priority(spec.job.priority).value,
         Labels.POOL: spec.resources.pool or DEFAULT_POOL,
         Labels.NAMESPACE: namespace,
         Labels.MANAGED_BY: MANAGED_BY_VALUE,
     }
+    if spec.resources.any_pool:
+        del out[Labels.POOL]
+    return out
 
 
 def annotations(spec: JobSpec) -> dict[str, str]:
@@ -77,19 +82,36 @@ def resources(spec: JobSpec) -> dict:
 
 
 def node_selector(spec: JobSpec) -> dict[str, str]:
-    """Pins the pods to their pool, which also tells Kueue which flavor (pool) to charge."""
+    """Pins the pods to their pool, which also tells Kueue which flavor (pool) to charge. None for a job
+    that may run in several pools: Kueue tries the team queue's pool flavors in order (gpu_type_affinity
+    says which may hold it)."""
+    if spec.resources.any_pool:
+        return {}
     return {Labels.POOL: spec.resources.pool or DEFAULT_POOL}
 
 
 def gpu_type_affinity(spec: JobSpec) -> dict | None:
     """`gpuType: X` selects nodes labelled with X under any of gpuctl's GPU type keys (runwhere.ai/gpu-type
-    or the earlier runwhere.ai/gpuType): one node selector term per key, which Kubernetes ORs."""
+    or the earlier runwhere.ai/gpuType): one node selector term per key, which Kubernetes ORs. `pool: [P,
+    Q]` adds `runwhere.ai/pool In [P, Q]` to every term: Kueue compares it with each pool flavor's
+    nodeLabels, so only those pools' flavors are tried, and Topology Aware Scheduling and kube-scheduler
+    only place the pods on nodes matching a term (the GPU type)."""
+    pools = spec.resources.any_of_pools
+    pool_expr = [{"key": Labels.POOL, "operator": "In", "values": list(pools)}] if pools else []
     if not spec.resources.gpu_type:
-        return None
-    terms = [
-        {"matchExpressions": [{"key": key, "operator": "In", "values": [spec.resources.gpu_type]}]}
-        for key in GPU_TYPE_LABEL_KEYS
-    ]
+        if not pool_expr:
+            return None
+        terms = [{"matchExpressions": pool_expr}]
+    else:
+        terms = [
+            {
+                "matchExpressions": [
+                    *pool_expr,
+                    {"key": key, "operator": "In", "values": [spec.resources.gpu_type]},
+                ]
+            }
+            for key in GPU_TYPE_LABEL_KEYS
+        ]
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
@@ -124,7 +146,9 @@ def pod_template(
         container["livenessProbe"] = {**probe, "initialDelaySeconds": 30, "periodSeconds": 10}
         container["readinessProbe"] = {**probe, "initialDelaySeconds": 5, "periodSeconds": 10}
 
-    pod_spec: dict = {"containers": [container], "nodeSelector": node_selector(spec)}
+    pod_spec: dict = {"containers": [container]}
+    if selector := node_selector(spec):
+        pod_spec["nodeSelector"] = selector
     if affinity := gpu_type_affinity(spec):
         pod_spec["affinity"] = affinity
     if spec.resources.tolerations:

@@ -78,6 +78,8 @@ def describe_job(args: argparse.Namespace) -> int:
         kv([("Why not running", d.why)])
     if d.estimate:
         kv([("When", d.estimate["summary"])])
+    if d.moved:
+        kv([("Moved", d.moved)])
     if data["service"]:
         s = data["service"]
         kv([("Service", f"{s['name']} {s['type']} {s['port']}->{s['targetPort']} nodePort {s['nodePort']}")])

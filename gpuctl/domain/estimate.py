@@ -136,6 +136,16 @@ def estimate(
 
     if verdict.starts:
         return _make(now, "it fits now", clock, now=True, position=verdict.position)
+    if not pool:
+        # An any-pool job (resources.pool a list, or only a GPU type): Kueue takes the first of its pools
+        # with room, and the play below follows one pool's releases; no bound rather than a wrong one.
+        pools = ", ".join(demand.any_of) or "every pool of GPU type " + ", ".join(demand.gpu_types or ("any",))
+        return _make(
+            None,
+            f"it may run in any of {pools}: gpuctl bounds the start of jobs of one pool only",
+            clock,
+            position=verdict.position,
+        )
     nodes = snap.pool_nodes(pool)
     if verdict.cause == NO_NODES or not nodes:
         return _make(None, f"pool {pool} has no Ready nodes", clock, position=verdict.position)

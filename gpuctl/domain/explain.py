@@ -38,7 +38,7 @@ from typing import Any
 from gpuctl.constants import BORROW_PREEMPT_THRESHOLD
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request
 from gpuctl.domain.objects import condition, is_gpuctl_object, meta, name
-from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
+from gpuctl.domain.pools import node_allocatable, node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.domain.status import is_gated
 from gpuctl.domain.teams import cohort_budget_gpus, team_budgets, team_reserved_gpus, team_usage
 from gpuctl.domain.workload import (
@@ -48,6 +48,7 @@ from gpuctl.domain.workload import (
     labelled_priority_value,
     max_runtime_seconds,
     pod_release_deadline,
+    pool_choice,
     priority_value,
     release_deadline,
     topology_nodes,
@@ -80,6 +81,9 @@ class Demand:
     memory: Decimal = Decimal(0)  # per pod, bytes
     kueue_message: str = ""  # why Kueue has not reserved quota yet (its Workload's QuotaReserved=False)
     max_runtime: int | None = None  # seconds (job.maxRuntime, Kueue's max-exec-time); None: no limit
+    # sched-b (issue 23): a job of no single pool (pool ""): the pools it lists and the GPU types it asks.
+    any_of: tuple[str, ...] = ()
+    gpu_types: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -95,13 +99,15 @@ class Verdict:
     ahead: tuple[str, ...] = ()  # the team's waiting jobs ahead of it, in order
     preempts: tuple[str, ...] = field(default=())
     by_count: str = ""  # judged by count (per-node use unknown to the caller): the caveat to show
+    pool: str = ""  # sched-b (issue 23): for a job of no single pool, the pool it would start in
 
     def summary(self, pool: str) -> str:
         """One line: "would start now on pool P" / "would wait: position N behind ..., because ..."."""
         if self.starts:
             tail = f" after preempting {', '.join(self.preempts)}" if self.preempts else ""
             caveat = f", {self.by_count}" if self.by_count else ""
-            return f"would start now on pool {pool}{tail}{caveat}"
+            on = f"on pool {pool or self.pool}" + ("" if pool else ", the first of its pools with room")
+            return f"would start now {on}{tail}{caveat}"
         where = f"position {self.position}" if self.position else "waiting"
         behind = (
             f" behind {', '.join(self.ahead[:3])}{' ...' if len(self.ahead) > 3 else ''}"
@@ -151,6 +157,8 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
         created=m.get("creationTimestamp", ""),
         uid=m.get("uid", ""),
         label=_job_label(wl),
+        any_of=pool_choice(wl)[0],
+        gpu_types=pool_choice(wl)[1],
     )
 
 
@@ -419,7 +427,39 @@ def _larger_than_every_node(snap: Snapshot, demand: Demand) -> str:
     return ""
 
 
+def _any_pool_verdict(snap: Snapshot, demand: Demand) -> Verdict:
+    """A job of no single pool: Kueue tries its pools in the team queue's order (by name) and takes the
+    first with room; so does this. If none has room, the first pool's reason, naming the others."""
+    pools = demand.any_of or tuple(
+        sorted(
+            {
+                p
+                for n in snap.nodes
+                if (p := node_pool(n))
+                and (node_gpus(n) or not demand.gpus)
+                and (not demand.gpu_types or node_gpu_type(n) in demand.gpu_types)
+            }
+        )
+    )
+    if not pools:
+        return Verdict(False, NO_NODES, f"no pool has a Ready node of GPU type {', '.join(demand.gpu_types)}")
+    verdicts = [(p, _verdict(snap, replace(demand, pool=p))) for p in sorted(pools)]
+    for p, v in verdicts:
+        if v.starts:
+            return replace(v, pool=p)
+    v = verdicts[0][1]
+    rest = [q for q, _ in verdicts[1:]]
+    others = (
+        f" (and no room in {', '.join(rest)})"
+        if rest and v.cause in (CAPACITY, FRAGMENTATION, NO_NODES)
+        else ""
+    )
+    return replace(v, message=f"{v.message}{others}")
+
+
 def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
+    if not demand.pool:
+        return _any_pool_verdict(snap, demand)
     pool_nodes = snap.pool_nodes(demand.pool)
     if not pool_nodes:
         return Verdict(False, NO_NODES, f"pool {demand.pool} has no Ready nodes")
@@ -644,4 +684,6 @@ def demand_of_pod_template(
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),
         max_runtime=max_runtime_seconds(template),
+        any_of=pool_choice(template)[0],
+        gpu_types=pool_choice(template)[1],
     )

@@ -18,6 +18,7 @@ from gpuctl.constants import (
     DEACTIVATED_MAX_RUNTIME,
     DEACTIVATED_REQUEUE_LIMIT,
     GPU_RESOURCE,
+    GPU_TYPE_LABEL_KEYS,
     MAX_EXEC_TIME_LABEL,
     PRIORITY_CLASS,
     PRIORITY_VALUE,
@@ -151,6 +152,35 @@ def job_pool(obj: Mapping[str, Any]) -> str | None:
         if selected:
             return selected
     return None
+
+
+def pool_choice(obj: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """For a job that names no single pool (issue 23): the pools its required node affinity lists
+    (`runwhere.ai/pool In [...]`, gpuctl's `pool: [P, Q]`) and the GPU types it asks for (any of gpuctl's
+    GPU type keys), in order; empty tuples when it says none."""
+    pools: list[str] = []
+    types: list[str] = []
+    for spec in _pod_specs(obj):
+        req = (
+            ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
+            or {}
+        ).get("nodeSelectorTerms") or []
+        for term in req:
+            for e in term.get("matchExpressions") or []:
+                if e.get("operator") != "In":
+                    continue
+                target = (
+                    pools
+                    if e.get("key") == Labels.POOL
+                    else types
+                    if e.get("key") in GPU_TYPE_LABEL_KEYS
+                    else None
+                )
+                if target is not None:
+                    target.extend(v for v in e.get("values") or [] if v not in target)
+    return tuple(pools), tuple(types)
 
 
 def workload_priority(wl: Mapping[str, Any]) -> str:

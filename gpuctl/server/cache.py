@@ -37,7 +37,14 @@ from gpuctl.cluster.reader import (
     parse_field_selector,
     parse_label_selector,
 )
-from gpuctl.constants import KUEUE_WORKLOAD_ANNOTATION
+from gpuctl.constants import (
+    DEFRAG_MOVED_ANNOTATION,
+    DEFRAG_MOVED_AT_ANNOTATION,
+    DEFRAG_REACTIVATE_ANNOTATION,
+    KUEUE_WORKLOAD_ANNOTATION,
+)
+
+DEFRAG_KEYS = (DEFRAG_MOVED_ANNOTATION, DEFRAG_MOVED_AT_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION)
 
 
 class Cache:
@@ -336,10 +343,17 @@ def trim_workload(raw: dict) -> dict:
         }
     if status.get("schedulingStats"):
         out_status["schedulingStats"] = status["schedulingStats"]
+    wl_meta = _owners(raw, _meta(raw))
+    # Of the annotations, only defragmentation's (gpuctl.server.defrag: why and when it was moved).
+    notes = {
+        k: v for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items() if k in DEFRAG_KEYS
+    }
+    if notes:
+        wl_meta["annotations"] = notes
     return {
         "apiVersion": raw.get("apiVersion"),
         "kind": "Workload",
-        "metadata": _owners(raw, _meta(raw)),
+        "metadata": wl_meta,
         "spec": out_spec,
         "status": out_status,
     }

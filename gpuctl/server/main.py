@@ -51,9 +51,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from gpuctl.cluster import Cluster
 from gpuctl.cluster.tls import CertReloader, with_reloader
-from gpuctl.constants import UNCOVERED_EVICT_AFTER_SECONDS, UNCOVERED_GRACE_SECONDS
+from gpuctl.constants import (
+    DEFRAG_MOVES_PER_HOUR,
+    DEFRAG_SETTLE_SECONDS,
+    UNCOVERED_EVICT_AFTER_SECONDS,
+    UNCOVERED_GRACE_SECONDS,
+)
 from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache
+from gpuctl.server.defrag import Defragmenter, cache_source, parse_pools
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, LeaderElector, default_namespace
 from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
 from gpuctl.server.reconciler import Reconciler
@@ -76,6 +82,7 @@ class ServerContext:
     tracker: WorkloadTracker | None = None
     reconciler: Reconciler | None = None
     backstop: Backstop | None = None
+    defrag: Defragmenter | None = None
     elector: LeaderElector | None = None
     reloader: CertReloader | None = None
     stop: threading.Event = field(default_factory=threading.Event)
@@ -175,6 +182,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds uncovered before an eviction, at least the grace "
         f"({UNCOVERED_EVICT_AFTER_SECONDS:.0f})",
     )
+    p.add_argument(
+        "--defrag",
+        metavar="POOL[,POOL]|all",
+        default="",
+        help="free a node for a job that waits within its team's quota while its pool's free GPUs are spread "
+        "over several nodes, by moving (Kueue deactivate + requeue) the fewest, lowest-priority, newest "
+        "training jobs, in these pools (default: off; docs/queueing.md, Defragmentation)",
+    )
+    p.add_argument(
+        "--defrag-moves-per-hour",
+        type=int,
+        default=DEFRAG_MOVES_PER_HOUR,
+        help=f"jobs moved per rolling hour at most, all pools together ({DEFRAG_MOVES_PER_HOUR})",
+    )
+    p.add_argument(
+        "--defrag-settle",
+        type=float,
+        default=DEFRAG_SETTLE_SECONDS,
+        help=f"seconds a job waits before a move is made for it ({DEFRAG_SETTLE_SECONDS:g})",
+    )
     p.add_argument("--debounce", type=float, default=0.5, help="seconds of quiet before a reconcile (0.5)")
     p.add_argument("--resync", type=float, default=60.0, help="seconds between periodic reconciles (60)")
     p.add_argument(
@@ -209,10 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
 def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
     """Cache, reconciler and registry for these flags; nothing started yet."""
     backstop = getattr(args, "backstop", False)
-    cache = default_cache(cluster, metrics=args.metrics, api=args.api, backstop=backstop)
+    defrag_pools = parse_pools(getattr(args, "defrag", ""))
+    defrag = defrag_pools != []
+    cache = default_cache(cluster, metrics=args.metrics, api=args.api, backstop=backstop or defrag)
     ctx = ServerContext(cluster=cluster, cache=cache, options=args)
     leader = None
-    if getattr(args, "leader_elect", False) and (args.reconcile or args.metrics or backstop):
+    if getattr(args, "leader_elect", False) and (args.reconcile or args.metrics or backstop or defrag):
         ctx.elector = LeaderElector(
             cluster,
             namespace=args.lease_namespace or default_namespace(getattr(cluster, "context_namespace", None)),
@@ -236,10 +265,22 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             identity=ctx.elector.identity if ctx.elector is not None else "",
             leader=leader,
         )
+    if defrag:
+        ctx.defrag = Defragmenter(
+            cluster,
+            cache_source(cache),
+            pools=defrag_pools,
+            cap=args.defrag_moves_per_hour,
+            settle=args.defrag_settle,
+            leader=leader,
+            identity=ctx.elector.identity if ctx.elector is not None else "",
+        )
     if args.metrics:
         ctx.registry, ctx.collector, ctx.tracker = build_registry(
             cache, ctx.reconciler, leader=leader, backstop=ctx.backstop
         )
+        if ctx.defrag is not None:
+            ctx.registry.register(ctx.defrag)
     return ctx
 
 
@@ -341,6 +382,8 @@ def main(argv: list[str]) -> int:
         ctx.reconciler.start(ctx.stop)
     if ctx.backstop is not None:
         ctx.backstop.start(ctx.stop)
+    if ctx.defrag is not None:
+        ctx.defrag.start(ctx.stop)
     threading.Thread(target=freeze_heap, args=(ctx.cache, ctx.stop), name="gc-freeze", daemon=True).start()
     parts = [
         n
@@ -349,6 +392,7 @@ def main(argv: list[str]) -> int:
             ("reconcile", args.reconcile),
             ("api", args.api),
             ("backstop" + (" with eviction" if args.evict_uncovered else ""), args.backstop),
+            (f"defrag ({args.defrag})", bool(args.defrag)),
         )
         if on
     ]

@@ -21,6 +21,7 @@ from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import (
     DEFAULT_POOL,
+    GPU_TYPE_LABEL_KEYS,
     JOB_KINDS,
     KIND_TO_RESOURCE,
     KUEUE_GROUP,
@@ -129,7 +130,7 @@ def _precheck_jobs(
     new_pools = {d.spec.pool.name for d in docs if isinstance(d.spec, PoolSpec)}
     new_teams = {ns for d in docs if isinstance(d.spec, QuotaSpec) for ns in d.spec.entries()}
     wanted_ns = {spec_namespace(d.spec, default_ns) for _, d in jobs}
-    wanted_pools = {d.spec.resources.pool for _, d in jobs}
+    wanted_pools = {p for _, d in jobs for p in d.spec.resources.pools_allowed or ()}
     teams = set(new_teams)
     if wanted_ns - teams:
         teams |= set(team_queues(reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)))
@@ -149,6 +150,11 @@ def _precheck_jobs(
                 "create a quota for it first (kind: quota), or, on a cluster the earlier gpuctl ran, "
                 "run `gpuctl adopt` to convert its ResourceQuotas"
             )
+        allowed = spec.resources.pools_allowed
+        if allowed is None or len(allowed) > 1:
+            _check_any_pool(reader, where, spec.resources.gpu_type, allowed, pools)
+            planned[i] = build(spec, ns)
+            continue
         pool = spec.resources.pool
         if pool not in pools:
             if pool == DEFAULT_POOL:
@@ -163,6 +169,32 @@ def _precheck_jobs(
         planned[i] = build(spec, ns)
     _check_names(cluster, reader, docs, planned, action)
     return planned
+
+
+def _check_any_pool(
+    reader: Reader, where: str, gpu_type: str | None, allowed: list[str] | None, pools: set[str]
+) -> None:
+    """A job that may run in several pools: every pool it lists exists; with only a GPU type, some pool's
+    node has that type (else it would wait for ever)."""
+    if allowed is not None:
+        missing = sorted(set(allowed) - pools)
+        if missing:
+            raise NotFound(
+                f"{where}: resources.pool lists pool(s) {', '.join(missing)}, which do not exist; "
+                f"remove them or create them (kind: pool); pools: {', '.join(sorted(pools)) or 'none'}"
+            )
+        return
+    nodes = [
+        n
+        for key in GPU_TYPE_LABEL_KEYS
+        for n in reader.list("Node", label_selector=f"{key}={gpu_type},{Labels.POOL}")
+    ]
+    if not nodes:
+        raise NotFound(
+            f"{where}: resources.gpu-type {gpu_type} without resources.pool runs in any pool with "
+            f"{gpu_type} nodes, and no pool has one; check the GPU type (`gpuctl get nodes` shows them) or "
+            "set resources.pool"
+        )
 
 
 def _check_names(

@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import Labels
+from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, Labels
+from gpuctl.domain.defrag import moved_reason
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import age_seconds, labels, meta
 from gpuctl.domain.status import State
@@ -51,9 +52,19 @@ class JobDescription:
     # "When will it run" for a job in Kueue's queue (gpuctl.domain.estimate.Estimate.as_dict): the latest
     # start and its basis, or why there is no bound; None for a job that is not waiting in the queue.
     estimate: dict[str, Any] | None = None
+    # Why defragmentation last moved it (gpuctl.domain.defrag.moved_reason) and when; None if never.
+    moved: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _moved(wl: dict | None) -> str | None:
+    reason = moved_reason(wl) if wl else None
+    if not reason:
+        return None
+    at = (meta(wl).get("annotations") or {}).get(DEFRAG_MOVED_AT_ANNOTATION)
+    return f"{reason} (at {at})" if at else reason
 
 
 def describe_job(
@@ -97,7 +108,7 @@ def describe_job(
         reason=job.reason,
         why=why,
         position=job.position,
-        pool=job_pool(job.obj),
+        pool=job_pool(job.obj) or (job_pool(wl) if wl else None),
         priority=lb.get(Labels.PRIORITY),
         queue=lb.get(Labels.KUEUE_QUEUE),
         image=c.get("image"),
@@ -122,6 +133,7 @@ def describe_job(
         created_at=meta(job.obj).get("creationTimestamp"),
         max_runtime=max_runtime_seconds(wl) if wl else max_runtime_seconds(job.obj),
         estimate=est.as_dict() if est is not None else None,
+        moved=_moved(wl),
     )
 
 

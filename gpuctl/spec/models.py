@@ -556,9 +556,16 @@ class Toleration(_Model):
 
 class Resources(_Model):
     """`resources:` — requests (= limits) of the container and where it may run. `tolerations` adds
-    pod tolerations beyond the pool's (Kueue adds those of the pool's node taints itself)."""
+    pod tolerations beyond the pool's (Kueue adds those of the pool's node taints itself).
+
+    Where: `pool: P` pins the job to pool P; `pool: [P, Q]` lets it run in whichever of them Kueue
+    finds room in first (`pools_allowed`); no `pool` with a `gpu-type` lets it run in any pool whose
+    nodes have that GPU type; no `pool` and no `gpu-type` is pool `default`, as before (docs/queueing.md,
+    "Jobs that may run in any pool")."""
 
     pool: DnsLabel = DEFAULT_POOL
+    # sched-b (issue 23): `pool: [P, Q]`, two or more pools (one is the same as `pool: P`).
+    any_of_pools: list[DnsLabel] = []
     gpu: NonNegInt = Field(0, validation_alias=_aliases("gpu", "accelerator_count", "accelerator-count"))
     gpu_type: LabelValue | None = Field(None, validation_alias=_aliases("gpuType", "gpu_type", "gpu-type"))
     cpu: PositiveQuantity
@@ -571,10 +578,35 @@ class Resources(_Model):
     def _tolerations(cls, value: Any) -> Any:
         return [value] if isinstance(value, str | dict) else value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _pool_list(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("pool"), list):
+            data = dict(data)
+            pools = list(dict.fromkeys(data.pop("pool")))
+            if len(pools) == 1:
+                data["pool"] = pools[0]
+            elif pools:
+                data["any_of_pools"] = pools
+        return data
+
     @field_validator("pool", mode="before")
     @classmethod
     def _pool(cls, value: Any) -> Any:
         return DEFAULT_POOL if value == "" else value
+
+    @property
+    def any_pool(self) -> bool:
+        """The job names no single pool: a list of pools, or none with a GPU type."""
+        return bool(self.any_of_pools) or ("pool" not in self.model_fields_set and self.gpu_type is not None)
+
+    @property
+    def pools_allowed(self) -> list[str] | None:
+        """The pools the job may run in: [pool] when pinned, the list, or None for any pool (of its GPU
+        type)."""
+        if self.any_of_pools:
+            return list(self.any_of_pools)
+        return None if self.any_pool else [self.pool]
 
     @field_validator("gpu_type", mode="before")
     @classmethod

@@ -34,7 +34,9 @@ from admission.rules import (
 )
 from admission.rules import review as judge
 from admission.state import ClusterState
+from gpuctl.builders import build
 from gpuctl.constants import FIELD_MANAGER, GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
+from gpuctl.spec import load_text
 from tests.unit.test_admission_fixtures import (
     GPU_TYPE_A100,
     OTHER_TEAM,
@@ -765,3 +767,32 @@ def test_every_runwhere_key_gpuctl_itself_writes_is_known():
     job = training_job()
     job["metadata"]["annotations"] = {SPEC_HASH: "0123abcd"}
     allowed(job)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: jobs that may run in any of several pools (no pool label or selector, pool affinity).
+
+
+def _any_pool_job(pools: str, gpus: int = 1, gpu_type: str = "") -> dict:
+    extra = f"gpu-type: {gpu_type}, " if gpu_type else ""
+    (doc,) = load_text(
+        f"kind: training\njob: {{name: j, namespace: {TEAM}}}\nenvironment: {{image: busybox}}\n"
+        f"resources: {{pool: {pools}, {extra}gpu: {gpus}, cpu: 1, memory: 1Gi}}\n"
+    )
+    return build(doc.spec, TEAM)[0]
+
+
+def test_any_pool_job_of_existing_pools_passes():
+    allowed(_any_pool_job("[a100, a10]", 4))
+    allowed(_any_pool_job("[a100, a10]", 4, gpu_type=GPU_TYPE_A100))
+
+
+def test_any_pool_job_naming_a_missing_pool_is_denied_with_a_suggestion():
+    v = only(_any_pool_job("[a100, a1000]"), POOL_EXISTS)
+    assert 'names pool "a1000", which does not exist (did you mean "a100"?)' in v.message()
+
+
+def test_any_pool_job_bigger_than_every_listed_pools_node_is_denied():
+    v = only(_any_pool_job("[a10, empty]", 8), GPU_FITS_NODE)
+    assert 'has 4 (pool "a10")' in v.message()
+    allowed(_any_pool_job("[a10, a100]", 8))

@@ -196,3 +196,12 @@ def test_a_dry_run_job_queues_behind_the_waiting_work_of_its_priority() -> None:
 def test_nothing_bigger_than_a_node_ever_fits() -> None:
     e = judge([], demand("team-a", 16))
     assert e.summary() == "no bound: no node of training-pool has 16 GPUs: it never fits"
+
+
+def test_an_any_pool_job_gets_no_bound_that_names_its_pools() -> None:
+    """A waiting job of several pools (issue 23's any-pool) is not played forward in one pool's releases."""
+    full = [running("team-a", "finetune-a", 8, {"gpu-node-1": 1}, since=-300, limit=900)]
+    d = replace(demand("team-a", 16), pool="", any_of=("dev-pool", "training-pool"))
+    e = judge(full, d)
+    assert e.starts_by is None
+    assert "dev-pool, training-pool" in e.basis and "one pool only" in e.basis

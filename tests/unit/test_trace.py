@@ -108,8 +108,19 @@ def test_the_any_pool_what_if_drops_only_small_training_jobs_pool() -> None:
     assert moved and all(i.kind == "training" and i.gpus <= 4 for i in moved)
     assert all(i.pool != ANY_POOL for i in unpinned if i.kind != "training" or i.gpus == 8)
     obj = manifest(moved[0], "ns", "gpuctl")
-    assert "runwhere.ai/pool" not in obj["spec"]["template"]["spec"]["nodeSelector"]
+    assert "runwhere.ai/pool" not in obj["spec"]["template"]["spec"].get("nodeSelector", {})
     assert "runwhere.ai/pool" not in obj["metadata"]["labels"]
+    # Issue 23: the pools it may run in, as gpuctl's YAML says them (`pool: [...]`).
+    (term,) = obj["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [
+        {
+            "key": "runwhere.ai/pool",
+            "operator": "In",
+            "values": ["dev-pool", "inference-pool", "training-pool"],
+        }
+    ]
     pinned = manifest(next(i for i in trace if i.name == moved[0].name), "ns", "gpuctl")
     original = next(i for i in trace if i.name == moved[0].name)
     assert pinned["spec"]["template"]["spec"]["nodeSelector"]["runwhere.ai/pool"] == original.pool
