@@ -139,7 +139,9 @@ def estimate(
     if not pool:
         # An any-pool job (resources.pool a list, or only a GPU type): Kueue takes the first of its pools
         # with room, and the play below follows one pool's releases; no bound rather than a wrong one.
-        pools = ", ".join(demand.any_of) or "every pool of GPU type " + ", ".join(demand.gpu_types or ("any",))
+        pools = ", ".join(demand.any_of) or "every pool of GPU type " + ", ".join(
+            demand.gpu_types or ("any",)
+        )
         return _make(
             None,
             f"it may run in any of {pools}: gpuctl bounds the start of jobs of one pool only",
