@@ -39,7 +39,7 @@ from admission.isolation import (
     TAINT_TEXT,
     TEMPLATE_OWNERS,
 )
-from admission.policy import SYSTEM_NAMESPACES, _Dumper, q
+from admission.policy import SYSTEM_NAMESPACES, _Dumper, binding, q
 from admission.rules import KCM_USER, KUEUE_USER
 from gpuctl.constants import GPU_RESOURCE, NAMESPACE_MARKER_VALUE, POOL_TAINT_EFFECT, POOL_TAINT_KEY, Labels
 
@@ -248,17 +248,7 @@ def policy() -> list[dict]:
             "validations": [_validation(r) for r in STATELESS_RULES],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": NAME, "labels": LABELS},
-        "spec": {
-            "policyName": NAME,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": non_team_namespaces()},
-        },
-    }
-    return [vap, binding]
+    return [vap, binding(NAME, LABELS, non_team_namespaces())]
 
 
 def webhook_match_conditions() -> list[dict]:

@@ -504,17 +504,7 @@ def policy(allowed: tuple[str, ...] = ()) -> list[dict]:
             "validations": [_validation(r) for r in POLICY_RULES],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": NAME, "labels": labels},
-        "spec": {
-            "policyName": NAME,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": team_namespaces()},
-        },
-    }
-    return [vap, binding]
+    return [vap, binding(NAME, labels, team_namespaces())]
 
 
 def _orphaning() -> str:
@@ -582,17 +572,7 @@ def delete_policy() -> list[dict]:
             ],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": DELETE_NAME, "labels": labels},
-        "spec": {
-            "policyName": DELETE_NAME,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": team_namespaces()},
-        },
-    }
-    return [vap, binding]
+    return [vap, binding(DELETE_NAME, labels, team_namespaces())]
 
 
 def priority_class_policy() -> list[dict]:
@@ -636,13 +616,21 @@ def priority_class_policy() -> list[dict]:
             ],
         },
     }
-    binding = {
+    return [vap, binding(PRIORITY_CLASSES_NAME, labels, None)]
+
+
+def binding(name: str, labels: dict, namespaces: dict | None) -> dict:
+    """The ValidatingAdmissionPolicyBinding of policy `name`: Deny, for objects in the namespaces matched
+    by the selector `namespaces` (None: cluster-scoped objects, no selector)."""
+    spec: dict = {"policyName": name, "validationActions": ["Deny"]}
+    if namespaces is not None:
+        spec["matchResources"] = {"namespaceSelector": namespaces}
+    return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": PRIORITY_CLASSES_NAME, "labels": labels},
-        "spec": {"policyName": PRIORITY_CLASSES_NAME, "validationActions": ["Deny"]},
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
     }
-    return [vap, binding]
 
 
 def team_namespaces() -> dict:

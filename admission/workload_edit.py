@@ -25,7 +25,7 @@ from typing import Final
 
 import yaml
 
-from admission.policy import KUEUE_USER, q, team_namespaces
+from admission.policy import KUEUE_USER, binding, q, team_namespaces
 from gpuctl.constants import GC_USER
 
 NAME: Final = "gpuctl-workload-edit"
@@ -106,17 +106,7 @@ def policies() -> list[dict]:
             ],
         },
     }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": NAME, "labels": labels},
-        "spec": {
-            "policyName": NAME,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": team_namespaces()},
-        },
-    }
-    return [vap, binding]
+    return [vap, binding(NAME, labels, team_namespaces())]
 
 
 class _Dumper(yaml.SafeDumper):
