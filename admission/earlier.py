@@ -38,7 +38,15 @@ from typing import Final
 
 import yaml
 
-from admission.policy import POD_RULE, TEMPLATE_RULES, _Dumper, cel_list, match_conditions, q, team_namespaces
+from admission.policy import (
+    POD_RULE,
+    TEMPLATE_RULES,
+    _Dumper,
+    cel_list,
+    match_conditions,
+    mutating_policy,
+    q,
+)
 from gpuctl.constants import PRIORITY_CLASS, Labels, Priority
 
 TEMPLATES: Final = "gpuctl-earlier-client-templates"
@@ -132,29 +140,7 @@ def policies() -> list[dict]:
     """The two MutatingAdmissionPolicies (pod templates, pods) and their bindings."""
     out: list[dict] = []
     for name, pod in ((TEMPLATES, False), (PODS, True)):
-        out.append(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingAdmissionPolicy",
-                "metadata": {"name": name, "labels": dict(_LABELS)},
-                "spec": {
-                    "failurePolicy": "Fail",
-                    "reinvocationPolicy": "IfNeeded",
-                    "matchConstraints": {"resourceRules": _rules(pod), "matchPolicy": "Equivalent"},
-                    "matchConditions": _conditions(pod),
-                    "variables": _variables(pod),
-                    "mutations": _mutations(pod),
-                },
-            }
-        )
-        out.append(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingAdmissionPolicyBinding",
-                "metadata": {"name": name, "labels": dict(_LABELS)},
-                "spec": {"policyName": name, "matchResources": {"namespaceSelector": team_namespaces()}},
-            }
-        )
+        out += mutating_policy(name, _LABELS, _rules(pod), _conditions(pod), _mutations(pod), _variables(pod))
     return out
 
 

@@ -633,6 +633,36 @@ def binding(name: str, labels: dict, namespaces: dict | None) -> dict:
     }
 
 
+def mutating_policy(
+    name: str, labels: dict, rules: list[dict], conditions: list[dict], mutations: list[dict], variables=None
+) -> list[dict]:
+    """A MutatingAdmissionPolicy of gpuctl (fail closed, re-invoked after other mutations) and its binding
+    to the team namespaces."""
+    spec: dict = {
+        "failurePolicy": "Fail",
+        "reinvocationPolicy": "IfNeeded",
+        "matchConstraints": {"resourceRules": rules, "matchPolicy": "Equivalent"},
+        "matchConditions": conditions,
+    }
+    if variables is not None:
+        spec["variables"] = variables
+    spec["mutations"] = mutations
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingAdmissionPolicy",
+            "metadata": {"name": name, "labels": dict(labels)},
+            "spec": spec,
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingAdmissionPolicyBinding",
+            "metadata": {"name": name, "labels": dict(labels)},
+            "spec": {"policyName": name, "matchResources": {"namespaceSelector": team_namespaces()}},
+        },
+    ]
+
+
 def team_namespaces() -> dict:
     return {
         "matchExpressions": [

@@ -28,7 +28,15 @@ from typing import Final
 
 import yaml
 
-from admission.policy import POD_RULE, TEMPLATE_RULES, _Dumper, cel_list, match_conditions, q, team_namespaces
+from admission.policy import (
+    POD_RULE,
+    TEMPLATE_RULES,
+    _Dumper,
+    cel_list,
+    match_conditions,
+    mutating_policy,
+    q,
+)
 from gpuctl.constants import LOCAL_QUEUE_NAME, TAS_REQUEST_KEYS, TAS_UNCONSTRAINED, Labels
 
 TEMPLATES: Final = "gpuctl-topology-templates"
@@ -95,30 +103,8 @@ def policies() -> list[dict]:
     """The two MutatingAdmissionPolicies (pod templates, pods) and their bindings."""
     out: list[dict] = []
     for name, pod in ((TEMPLATES, False), (PODS, True)):
-        out.append(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingAdmissionPolicy",
-                "metadata": {"name": name, "labels": dict(_LABELS)},
-                "spec": {
-                    "failurePolicy": "Fail",
-                    "reinvocationPolicy": "IfNeeded",
-                    "matchConstraints": {"resourceRules": _rules(pod), "matchPolicy": "Equivalent"},
-                    "matchConditions": _conditions(pod),
-                    "mutations": [
-                        {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": _apply(pod)}}
-                    ],
-                },
-            }
-        )
-        out.append(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingAdmissionPolicyBinding",
-                "metadata": {"name": name, "labels": dict(_LABELS)},
-                "spec": {"policyName": name, "matchResources": {"namespaceSelector": team_namespaces()}},
-            }
-        )
+        mutations = [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": _apply(pod)}}]
+        out += mutating_policy(name, _LABELS, _rules(pod), _conditions(pod), mutations)
     return out
 
 
