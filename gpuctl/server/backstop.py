@@ -30,7 +30,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -47,6 +46,7 @@ from gpuctl.constants import (
 from gpuctl.domain.coverage import REASONS, Uncovered, uncovered_pods
 from gpuctl.domain.pools import node_pool
 from gpuctl.server.cache import Cache
+from gpuctl.server.events import post_event
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,6 @@ def default_interval(grace: float) -> float:
     """How often to scan: a quarter of the grace, between 1 and 10 s (a scan of 20,000 cached pods
     takes a few tens of milliseconds)."""
     return min(max(grace / 4, 1.0), 10.0)
-
-
-def _rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Backstop:
@@ -252,30 +248,21 @@ class Backstop:
         """A Warning Event on the pod (kubectl describe pod shows it); best effort."""
         if not self.events:
             return
-        ts = _rfc3339(self.wall())
-        body = {
+        pod = {
             "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{u.name}.", "namespace": u.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": u.name,
-                "namespace": u.namespace,
-                "uid": u.uid,
-            },
-            "type": "Warning",
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": SERVE_COMPONENT},
-            "reportingComponent": SERVE_COMPONENT,
-            "reportingInstance": self.identity[:128],
-            "firstTimestamp": ts,
-            "lastTimestamp": ts,
-            "count": 1,
+            "kind": "Pod",
+            "metadata": {"name": u.name, "namespace": u.namespace, "uid": u.uid},
         }
         try:
-            self.cluster.request("POST", path("Event", None, u.namespace), body=body)
+            post_event(
+                self.cluster,
+                pod,
+                type_="Warning",
+                reason=reason,
+                message=message,
+                identity=self.identity,
+                now=self.wall(),
+            )
         except Exception as e:
             log.warning("could not post an Event on pod %s: %s", u.key, e)
 

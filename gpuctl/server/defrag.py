@@ -31,7 +31,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -45,19 +44,15 @@ from gpuctl.constants import (
     DEFRAG_REACTIVATE_ANNOTATION,
     DEFRAG_SETTLE_SECONDS,
     DEFRAG_WINDOW_SECONDS,
-    SERVE_COMPONENT,
 )
 from gpuctl.domain.defrag import Plan, inputs_from_objects, moved_at, plan_move, to_reactivate
 from gpuctl.domain.objects import meta, name, namespace
+from gpuctl.server.events import post_event, rfc3339
 
 log = logging.getLogger(__name__)
 
 # (nodes, pods, workloads, cluster queues): serve's cache, or plain lists (the trace bench).
 Source = Callable[[], tuple[Iterable[Mapping[str, Any]], ...]]
-
-
-def _rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_pools(text: str | None) -> list[str] | None:
@@ -154,7 +149,7 @@ class Defragmenter:
                 "resourceVersion": meta(wl).get("resourceVersion"),
                 "annotations": {
                     DEFRAG_MOVED_ANNOTATION: plan.reason(),
-                    DEFRAG_MOVED_AT_ANNOTATION: _rfc3339(now),
+                    DEFRAG_MOVED_AT_ANNOTATION: rfc3339(now),
                     DEFRAG_REACTIVATE_ANNOTATION: "true",
                 },
             },
@@ -177,30 +172,17 @@ class Defragmenter:
             log.warning("defrag: could not reactivate %s/%s: %s", namespace(wl), name(wl), e)
 
     def _event(self, wl: Mapping[str, Any], message: str) -> None:
-        ts = _rfc3339(self.wall())
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{name(wl)}.", "namespace": namespace(wl)},
-            "involvedObject": {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "Workload",
-                "name": name(wl),
-                "namespace": namespace(wl),
-                "uid": meta(wl).get("uid"),
-            },
-            "type": "Normal",
-            "reason": DEFRAG_EVENT_REASON,
-            "message": message[:1024],
-            "source": {"component": SERVE_COMPONENT},
-            "reportingComponent": SERVE_COMPONENT,
-            "reportingInstance": self.identity[:128],
-            "firstTimestamp": ts,
-            "lastTimestamp": ts,
-            "count": 1,
-        }
+        obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": meta(wl)}
         try:
-            self.cluster.request("POST", path("Event", None, namespace(wl)), body=body)
+            post_event(
+                self.cluster,
+                obj,
+                type_="Normal",
+                reason=DEFRAG_EVENT_REASON,
+                message=message,
+                identity=self.identity,
+                now=self.wall(),
+            )
         except Exception as e:  # best effort: the annotation is the record
             log.warning("defrag: could not post an Event on %s/%s: %s", namespace(wl), name(wl), e)
 
