@@ -26,11 +26,11 @@ from typing import Final
 import yaml
 
 from admission.policy import KUEUE_USER, binding, q, team_namespaces
+from admission.rules import KCM_USER
 from gpuctl.constants import GC_USER
 
 NAME: Final = "gpuctl-workload-edit"
 RULE: Final = "workload-edit"
-KCM_USER: Final = "system:kube-controller-manager"
 # Kueue v0.19.2 WorkloadSpec, every field but `active`.
 FROZEN_SPEC: Final = (
     "podSets",
