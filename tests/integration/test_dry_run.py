@@ -44,7 +44,7 @@ KINDS = (
 )
 FORMS = {"--dry-run": " (dry run)", "--dry-run=client": " (dry run)", "--dry-run=server": " (server dry run)"}
 
-Snapshot = dict[tuple[str, str | None, str], tuple[str, str]]
+Snapshot = dict[tuple[str, str | None, str], tuple[str, str, bool]]  # uid, resourceVersion, being deleted
 
 
 def snapshot(kube: Cluster) -> Snapshot:
@@ -52,7 +52,13 @@ def snapshot(kube: Cluster) -> Snapshot:
     for kind in KINDS:
         for o in kube.list(path(kind)):
             m = o["metadata"]
-            out[(kind, m.get("namespace"), m["name"])] = (m["uid"], m["resourceVersion"])
+            # Objects already being deleted (a namespace an earlier module left terminating) may vanish
+            # during a dry run; diff() does not count that as the dry run's change.
+            out[(kind, m.get("namespace"), m["name"])] = (
+                m["uid"],
+                m["resourceVersion"],
+                "deletionTimestamp" in m,
+            )
     return out
 
 
@@ -73,7 +79,15 @@ def settled(kube: Cluster, timeout: float = 60) -> Snapshot:
 
 
 def diff(a: Snapshot, b: Snapshot) -> list:
-    return sorted({k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}, key=str)
+    """What changed from `a` to `b`, but for objects that were being deleted in `a` and are gone (or still
+    going) in `b`: their deletion began before."""
+
+    def going(k) -> bool:
+        return a[k][2] and (k not in b or b[k][2])
+
+    return sorted(
+        {k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and not (k in a and going(k))}, key=str
+    )
 
 
 def _pool(name: str, nodes: dict[str, str]) -> str:

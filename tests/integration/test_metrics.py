@@ -410,8 +410,13 @@ def test_capacity_and_quota_metrics_match_the_cluster(stack: Stack) -> None:
     assert info["cluster_queue"] == s.team_b and info["local_queue"] == "default"
     # The Cohort was written with the same capacity: the reconciler found nothing to change.
     assert s.cohort_gpus() == 16 + 4 - 12
+    # Its first run may end after the last scrape on a loaded machine: wait for a scrape that has it.
+    wait_until(
+        lambda: (s.value('gpuctl_reconcile_runs_total{result="unchanged"}') or 0) >= 1,
+        60,
+        what="an unchanged reconcile run scraped",
+    )
     assert s.value('gpuctl_reconcile_runs_total{result="error"}') == 0
-    assert s.value('gpuctl_reconcile_runs_total{result="unchanged"}') >= 1
 
 
 def test_admitted_job_raises_reserved_gpus(stack: Stack) -> None:

@@ -44,7 +44,7 @@ from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import GPU_RESOURCE, PRIORITY_VALUE, QUOTA_GPU, TAS_UNCONSTRAINED, Labels, Priority
 from gpuctl.domain.gpus import pod_spec_gpus
 from tests.integration.admission_stack import AdmissionStack, has_module
-from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 from tests.integration.tenancy import EDIT_ROLES, SHIPPED_ROLES, TeamMember, apply_caller_roles
 
 pytestmark = pytest.mark.integration
@@ -997,9 +997,7 @@ def env(cluster: str, kube: Cluster, kubectl_bin: str, tmp_path_factory) -> Iter
         gpuctl_main(["delete", "quota", f"q-{sfx}", "--delete-namespace", "--kubeconfig", cluster])
         with contextlib.suppress(ApiError):
             kube.delete(path("WorkloadPriorityClass", URGENT))
-        for ns in (a, b):
-            with contextlib.suppress(ApiError):
-                kube.delete(path("Namespace", ns))
+        delete_namespaces(kube, [a, b])  # gone before the next module looks (it counts namespaces)
         reset_gpuctl_state(kube)
 
 
