@@ -99,20 +99,27 @@ from gpuctl.builders import build  # noqa: E402
 from gpuctl.cli.main import main as gpuctl_main  # noqa: E402
 from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
 from gpuctl.constants import (  # noqa: E402
+    COHORT_NAME,
     DEFRAG_MOVES_PER_HOUR,
     DEFRAG_WINDOW_SECONDS,
+    ESTIMATE_STEP_SLACK_SECONDS,
     GPU_RESOURCE,
     HOSTNAME_LABEL,
+    MANAGED_BY_VALUE,
     NAMESPACE_MARKER_VALUE,
     TAS_UNCONSTRAINED,
     Labels,
 )
+from gpuctl.domain.estimate import estimate  # noqa: E402
+from gpuctl.domain.explain import Snapshot, workload_demand  # noqa: E402
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, quantity_gpus, workload_gpus  # noqa: E402
 from gpuctl.domain.objects import condition, labels, meta, parse_time  # noqa: E402
 from gpuctl.domain.objects import name as name_of  # noqa: E402
 from gpuctl.domain.objects import namespace as namespace_of  # noqa: E402
+from gpuctl.domain.teams import team_usage  # noqa: E402
 from gpuctl.domain.workload import (  # noqa: E402
     HOLDING_QUOTA,
+    IN_QUEUE,
     WorkloadState,
     priority_value,
     reserved_pools,
@@ -152,6 +159,7 @@ TRACE_MANAGED = {Labels.MANAGED_BY: "gpuctl-trace"}
 # (the quota evaluator counts only `requests.<name>`; the bare `nvidia.com/gpu` key that tool wrote is
 # accepted by the API server and never enforced).
 QUOTA_GPU_KEY = f"requests.{GPU_RESOURCE}"
+GPUCTL_MANAGED = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"  # gpuctl's own objects (its team queues)
 NUDGE = "gpuctl-trace/nudge"  # annotation the --nudge-controllers replay touches
 
 
@@ -213,12 +221,37 @@ def make_trace(seed: int, day: float) -> list[Item]:
     return sorted(items, key=lambda i: i.t)
 
 
-def spec_yaml(item: Item, ns: str) -> str:
-    job = f"job: {{name: {item.name}, namespace: {ns}, priority: {item.priority}}}"
+# A user declares a job's maxRuntime with room: its run time rounded up to the next quarter hour of the
+# real day, plus a quarter hour (15-30 minutes above it). Compressed with the day like the run time.
+DECLARE_ROUND_SECONDS = 900.0
+
+
+def fake_runtime(item: Item) -> int:
+    """The seconds KWOK runs a training pod (GPUCTL_FAKE_RUNTIME): the compressed run time, at least 1."""
+    return round(max(item.runtime, 1))
+
+
+def declared_runtime(item: Item, day: float) -> int | None:
+    """The job.maxRuntime (compressed seconds) the trace's user declares; None for inference (a
+    Deployment's maxRuntime caps each replica: a rolling restart, not an end) and for runs longer than
+    the day (nothing to declare)."""
+    if item.kind == "inference":
+        return None
+    k = day / REAL_DAY
+    real = item.runtime / k
+    declared = (math.ceil(real / DECLARE_ROUND_SECONDS) + 1) * DECLARE_ROUND_SECONDS * k
+    return max(math.ceil(declared), fake_runtime(item) + 2)
+
+
+def spec_yaml(item: Item, ns: str, day: float | None = None) -> str:
+    """The job's YAML; with `day`, its maxRuntime as declared_runtime (issue 23's estimate)."""
+    declared = declared_runtime(item, day) if day else None
+    limit = f", maxRuntime: {declared}" if declared else ""
+    job = f"job: {{name: {item.name}, namespace: {ns}, priority: {item.priority}{limit}}}"
     pool = f"[{', '.join(sorted(POOLS))}]" if item.pool == ANY_POOL else item.pool
     res = f"resources: {{pool: {pool}, gpu: {item.gpus}, cpu: 2, memory: 8Gi}}"
     if item.kind == "training":
-        env = f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {max(item.runtime, 1):.0f}s}}]}}"
+        env = f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {fake_runtime(item)}s}}]}}"
         return f"kind: training\n{job}\n{env}\n{res}\n"
     if item.kind == "notebook":
         return f"kind: notebook\n{job}\nenvironment: {{image: jupyter}}\nservice: {{port: 8888}}\n{res}\n"
@@ -227,11 +260,19 @@ def spec_yaml(item: Item, ns: str) -> str:
     )
 
 
-def manifest(item: Item, ns: str, design: str = "gpuctl", *, grace: int | None = GRACE_SECONDS) -> dict:
+def manifest(
+    item: Item,
+    ns: str,
+    design: str = "gpuctl",
+    *,
+    grace: int | None = GRACE_SECONDS,
+    day: float | None = None,
+) -> dict:
     """The object gpuctl builds for the item; for the baseline without the topology request; for the
     earlier gpuctl as that tool built it (earlier_manifest). `grace`: the pods'
-    terminationGracePeriodSeconds (None: Kubernetes' default 30 s), the same in every design."""
-    (doc,) = load_text(spec_yaml(item, ns), f"trace:{item.name}")
+    terminationGracePeriodSeconds (None: Kubernetes' default 30 s), the same in every design. `day`:
+    declare maxRuntime (declared_runtime; gpuctl's design only: the others have no such field)."""
+    (doc,) = load_text(spec_yaml(item, ns, day if design == "gpuctl" else None), f"trace:{item.name}")
     obj = build(doc.spec, ns)[0]
     if item.kind == "training" and item.pods > 1:
         obj["spec"]["parallelism"] = obj["spec"]["completions"] = item.pods
@@ -394,10 +435,17 @@ def offline_utilisation(
             team_pool = (it.team, it.pool)
             if caps is not None and held.get(team_pool, 0) + it.gpus * it.pods > caps.get(team_pool, 0):
                 continue
-            candidates = (
-                [n for p in POOLS for n in pools[p]] if it.pool == ANY_POOL else pools.get(it.pool, [])
+            # One pool holds every pod of a job (Kueue assigns a pod set one flavor); an any-pool job
+            # takes the first pool, in the team queue's order, that holds it.
+            groups = [pools[p] for p in sorted(POOLS)] if it.pool == ANY_POOL else [pools.get(it.pool, [])]
+            where = next(
+                (
+                    got
+                    for g in groups
+                    if (got := place(it.pods, it.gpus, {n: room[n] for n in g})) is not None
+                ),
+                None,
             )
-            where = place(it.pods, it.gpus, {n: room[n] for n in candidates})
             if where is None:
                 continue
             waiting.remove(it)
@@ -686,6 +734,14 @@ class JobTrack:
     ever_within: bool = False  # within its team's quota at some moment while waiting
     entitled: float = 0.0  # seconds waited while within quota and its pool had room for it
     blocked: float = 0.0  # of those, seconds while another team was over its quota
+    # Issue 23's estimate, computed once, when first seen waiting in Kueue's queue (epoch seconds):
+    # when, the bound with the product's step slack and with the bench's (None: no bound), the basis.
+    est_at: float | None = None
+    est_by: float | None = None
+    est_by_bench: float | None = None
+    est_basis: str = ""
+    est_now: bool = False  # "starts now (Kueue is admitting it)": no "at the latest" claim
+    kueue_said: list[str] = field(default_factory=list)  # Kueue's distinct messages while entitled
 
 
 @dataclass
@@ -718,6 +774,12 @@ class Result:
     title: str = ""  # the design and its features (--features), for the tables
     moves: int = 0  # jobs moved by defragmentation (gpuctl.server.defrag)
     reactivated: int = 0
+    # Issue 23's estimate against what happened (see estimate_rows): one row per job estimated.
+    estimates: list[dict[str, Any]] = field(default_factory=list)
+    maxruntime_stops: int = 0  # Workloads Kueue deactivated at their maxRuntime
+    quota_waits: list[str] = field(default_factory=list)  # the longest within-quota waits, and why
+    # Every job: (name, pool, priority, submitted, admitted or None), seconds into the day.
+    starts: list[tuple[str, str, str, float, float | None]] = field(default_factory=list)
 
 
 def pct(v: list[float], p: float) -> float:
@@ -833,12 +895,15 @@ def replay(
     grace: int | None = GRACE_SECONDS,
     nudge: bool = False,
     defrag: Defragmenter | None = None,
+    est_slack: float = 3.0,
 ) -> Result:
     """Replay `trace` in `design` and measure it. `nudge`: touch the controller (Job, Deployment,
     StatefulSet) of a job whose quota now allows a pod it has not created, so the controller retries
     at once instead of after its uncompressed backoff (up to 60 s, 3 hours of the day): what real time
     gives (the retry comes within a minute, 0.3 s here). Only pods a controller creates unsuspended
-    can be refused by a ResourceQuota, i.e. the earlier gpuctl's."""
+    can be refused by a ResourceQuota, i.e. the earlier gpuctl's. gpuctl's design also records, for each
+    job first seen waiting in Kueue's queue, the estimate `gpuctl describe job` would show then (issue
+    23), with the product's step slack and with `est_slack`."""
     kueue = design != "earlier"
     to_nudge: set[tuple[str, str]] = set()
     team_of = {v: k for k, v in ns.items()}
@@ -861,6 +926,7 @@ def replay(
     for node, (pool, _) in nodes.items():
         pool_nodes.setdefault(pool, []).append(node)
     any_nodes = [n for pool in POOLS for n in pool_nodes.get(pool, [])]
+    node_objs = kube.list(path("Node"))
     t0 = time.monotonic()
 
     def now() -> float:
@@ -868,6 +934,13 @@ def replay(
 
     def where(it: Item) -> list[str]:
         return any_nodes if it.pool == ANY_POOL else pool_nodes.get(it.pool, [])
+
+    def pools_of(it: Item) -> list[list[str]]:
+        """The node sets all pods of a job must share: its pool's; for an any-pool job each pool's, in
+        the team queue's flavor order (Kueue assigns a pod set one flavor: all its pods in one pool)."""
+        if it.pool == ANY_POOL:
+            return [pool_nodes.get(p, []) for p in sorted(POOLS)]
+        return [pool_nodes.get(it.pool, [])]
 
     def observe() -> None:
         last = now()
@@ -894,6 +967,7 @@ def replay(
             pool_use: dict[tuple[str, str], int] = {}  # (team, pool) -> GPUs, the baseline's per-pool quota
             held: dict[str, list[tuple[int, float, int, str]]] = {tm: [] for tm in TEAMS}
             state: dict[tuple[str, str], Any] = {}  # job -> its Workload's state (Kueue designs)
+            queued: dict[tuple[str, str], Any] = {}  # job -> its Workload waiting in Kueue's queue
             pend_msg: dict[tuple[str, str], str] = {}  # job -> why Kueue has not admitted it
             with lock:
                 for w in wls:
@@ -903,6 +977,8 @@ def replay(
                     if st is not None and (state.get(key) not in HOLDING_QUOTA):
                         state[key] = st
                         pend_msg[key] = condition(w, "QuotaReserved").get("message", "")
+                    if st in IN_QUEUE:
+                        queued[key] = w
                     if st in HOLDING_QUOTA and team:
                         use[team] += workload_gpus(w)
                         for flavor, g in reserved_pools(w):
@@ -929,6 +1005,30 @@ def replay(
                             at = c.scheduled_at
                             tr.admitted = max(tr.submitted, (at - wall0) if at else t)
                 usage.update(use)
+                gpuctl_design = design == "gpuctl"
+                cqs = kube.list(path("ClusterQueue"), label_selector=GPUCTL_MANAGED) if gpuctl_design else []
+                kueue_use = {team_of.get(name_of(cq), ""): team_usage(cq).gpus for cq in cqs}
+                fresh = [
+                    (tr, queued[key])
+                    for key, tr in tracks.items()
+                    if key in queued and tr.est_at is None and tr.admitted is None
+                ]
+                if fresh and gpuctl_design:
+                    snap = Snapshot.build(
+                        nodes=node_objs,
+                        pods=pods,
+                        workloads=wls,
+                        cluster_queues=cqs,
+                        cohort=kube.get_or_none(path("Cohort", COHORT_NAME)),
+                    )
+                    at = time.time()
+                    for tr, w in fresh:
+                        d = workload_demand(w)
+                        v = snap.verdict(d)
+                        e = estimate(snap, d, now=at, verdict=v)
+                        tr.est_at, tr.est_by, tr.est_basis = at, e.starts_by, e.summary()
+                        tr.est_now = e.now
+                        tr.est_by_bench = estimate(snap, d, now=at, verdict=v, slack=est_slack).starts_by
                 over = {tm for tm, u in use.items() if u > TEAMS[tm]}
                 recl = {(ns[tm], k) for tm in over for k in reclaimable(held[tm], TEAMS[tm])}
                 # GPUs taken per node: pods bound there, or placed there by TAS and not yet bound.
@@ -972,11 +1072,20 @@ def replay(
                         continue
                     tr.ever_within = True
                     c = counts.get((ns[it.team], it.name), PodCount()) if not kueue else PodCount()
-                    room = [nodes[n][1] - used.get(n, 0) + taken.get(n, 0) for n in where(it)]
-                    if fits(it.pods - c.bound - c.succeeded, it.gpus, room):
+                    need = it.pods - c.bound - c.succeeded
+                    if any(
+                        fits(need, it.gpus, [nodes[n][1] - used.get(n, 0) + taken.get(n, 0) for n in group])
+                        for group in pools_of(it)
+                    ):
                         tr.entitled += dt
                         if over - {it.team}:
                             tr.blocked += dt
+                        key = (ns[it.team], it.name)
+                        said = pend_msg.get(key, "")[:160]
+                        if kueue and it.team in kueue_use and kueue_use[it.team] != use[it.team]:
+                            said += f" [Kueue counts {kueue_use[it.team]} GPUs, the bench {use[it.team]}]"
+                        if said and said not in tr.kueue_said and len(tr.kueue_said) < 6:
+                            tr.kueue_said.append(said)
                 if t <= day:
                     # GPUs idle while a waiting job would fit in them, one node per pod, whatever its
                     # team's quota: the part of the idle capacity a queue design could have used now;
@@ -989,7 +1098,14 @@ def replay(
                     to_nudge.clear()
                     for tr, missing, created in sorted(waiting, key=lambda w: w[0].submitted):
                         it = tr.item
-                        spots = place(missing, it.gpus, {n: free[n] for n in where(it)})
+                        spots = next(
+                            (
+                                got
+                                for group in pools_of(it)
+                                if (got := place(missing, it.gpus, {n: free[n] for n in group})) is not None
+                            ),
+                            None,
+                        )
                         ok = spots is not None and quota_allows(design, it, missing, created, use, pool_use)
                         if ok and missing > created and not kueue:
                             to_nudge.add((ns[it.team], it.name))
@@ -1045,7 +1161,7 @@ def replay(
                     within = usage[item.team] + item.gpus * item.pods <= TEAMS[item.team]
                     tracks[(ns[item.team], item.name)] = JobTrack(item, now(), within)
                 try:
-                    kube.create(manifest(item, ns[item.team], design, grace=grace))
+                    kube.create(manifest(item, ns[item.team], design, grace=grace, day=day))
                 except ApiError as e:
                     print(f"  {item.name}: {e}", file=sys.stderr)
             # Inference and notebooks end when their time is up (counted from admission).
@@ -1093,6 +1209,32 @@ def replay(
         f"{k[1]} ({tracks[k].item.gpus}x{tracks[k].item.pods}): {v:.0f} GPU-s; {lag_why.get(k, '')}"
         for k, v in top
     ]
+    for (_, name), tr in tracks.items():
+        if tr.est_at is None:
+            continue
+        started = wall0 + tr.admitted if tr.admitted is not None else None
+        res.estimates.append(
+            {
+                "job": name,
+                "pool": tr.item.pool or "any",
+                "priority": tr.item.priority,
+                "at": tr.est_at - wall0,
+                "now": tr.est_now,
+                "by": None if tr.est_by is None else tr.est_by - wall0,
+                "by_bench": None if tr.est_by_bench is None else tr.est_by_bench - wall0,
+                "started": None if started is None else started - wall0,
+                "summary": tr.est_basis,
+            }
+        )
+    res.starts = [
+        (tr.item.name, tr.item.pool, tr.item.priority, tr.submitted, tr.admitted) for tr in tracks.values()
+    ]
+    longest = sorted((tr for tr in tracks.values() if tr.entitled > 0), key=lambda tr: -tr.entitled)[:6]
+    res.quota_waits = [
+        f"{tr.item.name} ({tr.item.gpus}x{tr.item.pods}, {tr.item.pool or 'any pool'}, {tr.item.priority}): "
+        f"{tr.entitled:.1f} s; Kueue: " + " | ".join(tr.kueue_said)
+        for tr in longest
+    ]
     for tr in tracks.values():
         wait = (tr.admitted if tr.admitted is not None else end) - tr.submitted
         if tr.admitted is None:
@@ -1109,6 +1251,13 @@ def replay(
     res.stuck = [f"{n}: {why.get(n, '')}" for n in sorted(stuck)]
     if kueue:
         res.preemptions = sum(evictions.values())
+        res.maxruntime_stops = sum(
+            1
+            for n in ns.values()
+            for w in kube.list(path("Workload", namespace=n))
+            if "MaximumExecutionTime" in (condition(w, "Evicted").get("reason") or "")
+            or "MaximumExecutionTime" in (condition(w, "Evicted").get("message") or "")
+        )
     else:  # kube-scheduler's preemptions: a "Preempted" event on each victim pod
         res.preemptions = sum(
             int(e.get("count") or 1)
@@ -1251,6 +1400,109 @@ def print_table(
 
 
 FEATURES = ("off", "any-pool", "defrag", "both")
+PRIORITY_RANK = {"low": 0, "medium": 1, "high": 2}
+
+
+def unbounded_kind(summary: str) -> str:
+    """Why an estimate has no bound, in a few words (for counting)."""
+    if "may run in any of" in summary:
+        return "any-pool job"
+    if "has no maxRuntime" in summary:
+        return "waits for work without maxRuntime (inference)"
+    if "never fits" in summary or "no Ready nodes" in summary:
+        return "never fits"
+    if "borrowed from other teams" in summary:
+        return "beyond its quota, borrows"
+    return summary.removeprefix("no bound: ")[:60]
+
+
+def estimate_summary(r: Result, day: float) -> dict[str, Any]:
+    """Issue 23's estimate against the replay: of the jobs estimated when first seen waiting, how many had
+    a bound ("starts by ... at the latest"), the p50/p90 |actual start - bound| of those that started,
+    and those that started after it (or still waited at the end of the day past it), with the product's
+    step slack (`by`) and the bench's (`by_bench`). A late job is explained by the jobs submitted after
+    its estimate that Kueue admitted in its pool before it (the bound assumes none)."""
+    rows = r.estimates
+    now = [e for e in rows if e["now"]]
+    bounded = [e for e in rows if not e["now"] and e["by"] is not None]
+    kinds: dict[str, int] = {}
+    for e in rows:
+        if not e["now"] and e["by"] is None:
+            k = unbounded_kind(e["summary"])
+            kinds[k] = kinds.get(k, 0) + 1
+    out: dict[str, Any] = {
+        "estimated": len(rows),
+        "now": len(now),
+        "now_p90_latency": pct([e["started"] - e["at"] for e in now if e["started"] is not None], 90),
+        "bounded": len(bounded),
+        "unbounded": len(rows) - len(now) - len(bounded),
+        "unbounded_why": kinds,
+    }
+    for key in ("by", "by_bench"):
+        started = [e for e in bounded if e["started"] is not None and e[key] is not None]
+        errors = [abs(e["started"] - e[key]) for e in started]
+        late = [e for e in bounded if e[key] is not None and (e["started"] or day) > e[key]]
+        out[key] = {
+            "p50": pct(errors, 50),
+            "p90": pct(errors, 90),
+            "early_p90": pct([e[key] - e["started"] for e in started], 90),
+            "late": len(late),
+            "late_jobs": [late_why(e, key, r, day) for e in late],
+        }
+    return out
+
+
+def late_why(e: Mapping[str, Any], key: str, r: Result, day: float) -> str:
+    start = e["started"] if e["started"] is not None else day
+    pool = "" if e["pool"] == "any" else e["pool"]
+    ahead = [
+        (name, prio)
+        for name, p, prio, submitted, admitted in r.starts
+        if submitted > e["at"]
+        and admitted is not None
+        and admitted < start
+        and (p in (pool, ANY_POOL) or not pool)
+        and name != e["job"]
+    ]
+    higher = sum(1 for _, prio in ahead if PRIORITY_RANK[prio] > PRIORITY_RANK[e["priority"]])
+    started = f"started {start - e[key]:.1f} s after" if e["started"] is not None else "still waiting, past"
+    return (
+        f"{e['job']} ({e['pool']}, {e['priority']}): {started} its bound; {len(ahead)} jobs submitted after "
+        f"the estimate admitted in its pool before it ({higher} of higher priority); estimate: {e['summary']}"
+    )
+
+
+def print_estimates(results: list[Result], day: float, slack: float) -> None:
+    k = REAL_DAY / day / 60
+    for r in results:
+        if not r.estimates:
+            continue
+        sm = estimate_summary(r, day)
+        why = ", ".join(f"{n} {w}" for w, n in sorted(sm["unbounded_why"].items(), key=lambda kv: -kv[1]))
+        print(
+            f"\n{r.title or TITLES[r.design]}: the estimate (issue 23), computed when a job was first seen "
+            f"waiting in Kueue's queue: {sm['estimated']} jobs; {sm['now']} 'starts now' (p90 admission "
+            f"{sm['now_p90_latency']:.1f} s later), {sm['bounded']} bounded, {sm['unbounded']} without a "
+            f"bound ({why})"
+        )
+        for key, what in (
+            ("by", f"step slack {ESTIMATE_STEP_SLACK_SECONDS} s (the product's)"),
+            ("by_bench", f"step slack {slack:g} s (the bench's)"),
+        ):
+            m = sm[key]
+            print(
+                f"  {what}: |actual start - bound| p50 {m['p50']:.1f} s ({m['p50'] * k:.0f} min), "
+                f"p90 {m['p90']:.1f} s ({m['p90'] * k:.0f} min); started after the bound: {m['late']}"
+            )
+            for line in m["late_jobs"]:
+                print(f"    late: {line}")
+        print(
+            f"  maxRuntime stops (Kueue deactivated a job at its declared maxRuntime): {r.maxruntime_stops}"
+        )
+        if r.quota_waits:
+            print("  longest within-quota waits (after capacity frees) and what Kueue said meanwhile:")
+            for line in r.quota_waits:
+                print(f"    {line}")
 
 
 def print_features(results: list[Result], day: float, trace: list[Item]) -> None:
@@ -1319,6 +1571,13 @@ def main(argv: list[str] | None = None) -> int:
         default=3.0,
         help="compressed seconds a job waits before a move is made for it (3 s = 9 min of the day: "
         "above the bench's 3 s hand-over latency)",
+    )
+    ap.add_argument(
+        "--estimate-slack",
+        type=float,
+        default=3.0,
+        help="the step slack of the bench's second estimate, compressed seconds (the product's, "
+        f"{ESTIMATE_STEP_SLACK_SECONDS} s, is measured too): Kueue's latency is not compressed with the day",
     )
     ap.add_argument(
         "--offline",
@@ -1419,16 +1678,26 @@ def main(argv: list[str] | None = None) -> int:
             )
         results.append(
             replay(
-                kube, design, ns, trace, args.day_seconds, args.grace_seconds, args.nudge_controllers, mover
+                kube,
+                design,
+                ns,
+                trace,
+                args.day_seconds,
+                args.grace_seconds,
+                args.nudge_controllers,
+                mover,
+                args.estimate_slack,
             )
         )
         results[-1].title = title
         print_table(results[-1:], args.day_seconds)  # as it comes: a long run may be cut short
+        print_estimates(results[-1:], args.day_seconds, args.estimate_slack)
         sys.stdout.flush()
         reset(kube, list(ns.values()))
     print_table(results, args.day_seconds, bound, packed)
     if features:
         print_features(results, args.day_seconds, pinned)
+    print_estimates(results, args.day_seconds, args.estimate_slack)
     for r in results:
         if r.lag_top:
             print(f"\n{TITLES[r.design]}: waiting jobs behind the 'quota allowed it' idle GPU-time, and why")
@@ -1437,7 +1706,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         out = []
         for r in results:
-            d = {k: v for k, v in r.__dict__.items() if not k.startswith("waits")}
+            d = {k: v for k, v in r.__dict__.items() if not k.startswith("waits") and k != "starts"}
+            if r.estimates:
+                d["estimate_summary"] = estimate_summary(r, args.day_seconds)
             for k in ("waits_quota", "waits_quota_submitted", "waits_all"):
                 d[k] = {"n": len(getattr(r, k)), "p50": pct(getattr(r, k), 50), "p99": pct(getattr(r, k), 99)}
             out.append(d)
