@@ -380,7 +380,9 @@ def test_declared_max_runtime_is_the_run_time_rounded_up_with_room() -> None:
 
 
 def test_estimate_summary_counts_bounds_errors_and_explains_late_starts() -> None:
-    def row(job: str, by: float | None, started: float | None, *, now: bool = False, summary: str = "") -> dict:
+    def row(
+        job: str, by: float | None, started: float | None, *, now: bool = False, summary: str = ""
+    ) -> dict:
         return {
             "job": job,
             "pool": "training-pool",
