@@ -782,6 +782,7 @@ class Result:
     estimates: list[dict[str, Any]] = field(default_factory=list)
     maxruntime_stops: int = 0  # Workloads Kueue deactivated at their maxRuntime
     quota_waits: list[str] = field(default_factory=list)  # the longest within-quota waits, and why
+    count_gaps: dict[str, Any] = field(default_factory=dict)  # Kueue's vs the bench's count of a team
     # Every job: (name, pool, priority, submitted, admitted or None), seconds into the day.
     starts: list[tuple[str, str, str, float, float | None]] = field(default_factory=list)
 
@@ -924,6 +925,8 @@ def replay(
     lag_why: dict[tuple[str, str], str] = {}  # its Workload's last QuotaReserved message
     evictions: dict[str, int] = {}
     usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
+    differ: dict[str, float] = {}  # team -> since when Kueue's count of its GPUs differs from the bench's
+    dumped: dict[str, dict[str, Any]] = {}  # team -> both counts, kept once (Result.count_gaps)
     lock = threading.Lock()
     nodes = read_nodes(kube)
     pool_nodes: dict[str, list[str]] = {}
@@ -1012,6 +1015,35 @@ def replay(
                 gpuctl_design = design == "gpuctl"
                 cqs = kube.list(path("ClusterQueue"), label_selector=GPUCTL_MANAGED) if gpuctl_design else []
                 kueue_use = {team_of.get(name_of(cq), ""): team_usage(cq).gpus for cq in cqs}
+                # Where Kueue's count of a team's GPUs (its ClusterQueue's reservations) and the bench's
+                # (the Workloads holding quota) differ for 5 s, keep both sides once per team.
+                for tm, k_use in kueue_use.items():
+                    if not tm or k_use == use[tm]:
+                        differ.pop(tm, None)
+                        continue
+                    since = differ.setdefault(tm, t)
+                    if t - since >= 5 and tm not in dumped:
+                        dumped[tm] = {
+                            "t": t,
+                            "kueue": k_use,
+                            "bench": use[tm],
+                            "cq_status": [cq.get("status") for cq in cqs if team_of.get(name_of(cq)) == tm],
+                            "workloads": [
+                                {
+                                    "name": name_of(w),
+                                    "state": str(workload_state(w)),
+                                    "gpus": workload_gpus(w),
+                                    "active": (w.get("spec") or {}).get("active"),
+                                    "conditions": [
+                                        (c.get("type"), c.get("status"), c.get("reason"))
+                                        for c in (w.get("status") or {}).get("conditions") or []
+                                    ],
+                                    "admission": (w.get("status") or {}).get("admission"),
+                                }
+                                for w in wls
+                                if team_of.get(namespace_of(w)) == tm
+                            ],
+                        }
                 fresh = [
                     (tr, queued[key])
                     for key, tr in tracks.items()
@@ -1230,6 +1262,7 @@ def replay(
                 "summary": tr.est_basis,
             }
         )
+    res.count_gaps = dumped
     res.starts = [
         (tr.item.name, tr.item.pool, tr.item.priority, tr.submitted, tr.admitted) for tr in tracks.values()
     ]
