@@ -745,6 +745,8 @@ class JobTrack:
     est_by_bench: float | None = None
     est_basis: str = ""
     est_now: bool = False  # "starts now (Kueue is admitting it)": no "at the latest" claim
+    est_kueue: str = ""  # Kueue's word on it when estimated (its Workload's QuotaReserved message)
+    last_kueue: str = ""  # and the last before its first admission
     kueue_said: list[str] = field(default_factory=list)  # Kueue's distinct messages while entitled
 
 
@@ -986,6 +988,10 @@ def replay(
                         pend_msg[key] = condition(w, "QuotaReserved").get("message", "")
                     if st in IN_QUEUE:
                         queued[key] = w
+                        tr_w = tracks.get(key)
+                        said_now = condition(w, "QuotaReserved").get("message", "")
+                        if tr_w is not None and tr_w.admitted is None and said_now:
+                            tr_w.last_kueue = said_now
                     if st in HOLDING_QUOTA and team:
                         use[team] += workload_gpus(w)
                         for flavor, g in reserved_pools(w):
@@ -1064,6 +1070,7 @@ def replay(
                         e = estimate(snap, d, now=at, verdict=v)
                         tr.est_at, tr.est_by, tr.est_basis = at, e.starts_by, e.summary()
                         tr.est_now = e.now
+                        tr.est_kueue = condition(w, "QuotaReserved").get("message", "")
                         tr.est_by_bench = estimate(snap, d, now=at, verdict=v, slack=est_slack).starts_by
                 over = {tm for tm, u in use.items() if u > TEAMS[tm]}
                 recl = {(ns[tm], k) for tm in over for k in reclaimable(held[tm], TEAMS[tm])}
@@ -1260,6 +1267,8 @@ def replay(
                 "by_bench": None if tr.est_by_bench is None else tr.est_by_bench - wall0,
                 "started": None if started is None else started - wall0,
                 "summary": tr.est_basis,
+                "kueue_then": tr.est_kueue,
+                "kueue_last": tr.last_kueue,
             }
         )
     res.count_gaps = dumped
