@@ -1049,6 +1049,19 @@ def replay(
                                 for w in wls
                                 if team_of.get(namespace_of(w)) == tm
                             ],
+                            "pods": [
+                                {
+                                    "name": name_of(p),
+                                    "phase": (p.get("status") or {}).get("phase"),
+                                    "node": (p.get("spec") or {}).get("nodeName"),
+                                    "gpus": pod_gpus(p),
+                                    "deleting": meta(p).get("deletionTimestamp"),
+                                    "finalizers": meta(p).get("finalizers"),
+                                    "owners": [o.get("kind") for o in meta(p).get("ownerReferences") or []],
+                                }
+                                for p in pods
+                                if team_of.get(namespace_of(p)) == tm
+                            ],
                         }
                 fresh = [
                     (tr, queued[key])
