@@ -161,6 +161,7 @@ TRACE_MANAGED = {Labels.MANAGED_BY: "gpuctl-trace"}
 QUOTA_GPU_KEY = f"requests.{GPU_RESOURCE}"
 GPUCTL_MANAGED = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"  # gpuctl's own objects (its team queues)
 NUDGE = "gpuctl-trace/nudge"  # annotation the --nudge-controllers replay touches
+KUEUE_STOPPING = "kueue.x-k8s.io/stopping"  # Kueue's mark on a Job it is stopping (job_controller.go)
 
 
 @dataclass
@@ -785,6 +786,9 @@ class Result:
     maxruntime_stops: int = 0  # Workloads Kueue deactivated at their maxRuntime
     quota_waits: list[str] = field(default_factory=list)  # the longest within-quota waits, and why
     count_gaps: dict[str, Any] = field(default_factory=dict)  # Kueue's vs the bench's count of a team
+    # GPU-time (share of capacity) Kueue counted reserved for a team beyond its Workloads holding quota
+    count_gap: float = 0.0
+    slow_stops: list[dict[str, Any]] = field(default_factory=list)  # Jobs Kueue took long to stop
     # Every job: (name, pool, priority, submitted, admitted or None), seconds into the day.
     starts: list[tuple[str, str, str, float, float | None]] = field(default_factory=list)
 
@@ -929,6 +933,8 @@ def replay(
     usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
     differ: dict[str, float] = {}  # team -> since when Kueue's count of its GPUs differs from the bench's
     dumped: dict[str, dict[str, Any]] = {}  # team -> both counts, kept once (Result.count_gaps)
+    gap_seconds = [0.0]  # GPU-seconds Kueue counted reserved beyond what the teams' Workloads showed
+    stops: dict[tuple[str, str], list[Any]] = {}  # Job -> [first, last seen stopping, its state at 10 s]
     lock = threading.Lock()
     nodes = read_nodes(kube)
     pool_nodes: dict[str, list[str]] = {}
@@ -972,6 +978,18 @@ def replay(
             )
             pods_by_name = {name_of(p): p for p in pods}
             counts = count_pods(pods)
+            # Jobs Kueue has begun to stop (evicted: preempted, stopped, or at their maxRuntime) and not yet
+            # finished stopping: its `stopping` annotation stays until it has restored the pod template.
+            stopping = (
+                {
+                    (namespace_of(j), name_of(j)): j
+                    for n in ns.values()
+                    for j in kube.list(path("Job", namespace=n))
+                    if (meta(j).get("annotations") or {}).get(KUEUE_STOPPING) == "true"
+                }
+                if design == "gpuctl"
+                else {}
+            )
             use = dict.fromkeys(TEAMS, 0)
             pool_use: dict[tuple[str, str], int] = {}  # (team, pool) -> GPUs, the baseline's per-pool quota
             held: dict[str, list[tuple[int, float, int, str]]] = {tm: [] for tm in TEAMS}
@@ -1024,6 +1042,8 @@ def replay(
                 # Where Kueue's count of a team's GPUs (its ClusterQueue's reservations) and the bench's
                 # (the Workloads holding quota) differ for 5 s, keep both sides once per team.
                 for tm, k_use in kueue_use.items():
+                    if tm and t <= day:
+                        gap_seconds[0] += max(k_use - use[tm], 0) * dt
                     if not tm or k_use == use[tm]:
                         differ.pop(tm, None)
                         continue
@@ -1085,6 +1105,25 @@ def replay(
                         tr.est_now = e.now
                         tr.est_kueue = condition(w, "QuotaReserved").get("message", "")
                         tr.est_by_bench = estimate(snap, d, now=at, verdict=v, slack=est_slack).starts_by
+                for key, j in stopping.items():
+                    first = stops.setdefault(key, [t, t, None])
+                    first[1] = t
+                    if first[2] is None and t - first[0] >= 10:
+                        st = j.get("status") or {}
+                        first[2] = {
+                            "suspend": (j.get("spec") or {}).get("suspend"),
+                            "active": st.get("active"),
+                            "terminating": st.get("terminating"),
+                            "startTime": st.get("startTime"),
+                            "conditions": [
+                                (c.get("type"), c.get("status")) for c in st.get("conditions") or []
+                            ],
+                            "pods": [
+                                ((p.get("status") or {}).get("phase"), bool(meta(p).get("deletionTimestamp")))
+                                for p in pods
+                                if (namespace_of(p), pod_job(p)) == key
+                            ],
+                        }
                 over = {tm for tm, u in use.items() if u > TEAMS[tm]}
                 recl = {(ns[tm], k) for tm in over for k in reclaimable(held[tm], TEAMS[tm])}
                 # GPUs taken per node: pods bound there, or placed there by TAS and not yet bound.
@@ -1285,6 +1324,11 @@ def replay(
             }
         )
     res.count_gaps = dumped
+    res.count_gap = gap_seconds[0] / (CAPACITY * day)
+    res.slow_stops = sorted(
+        ({"job": k[1], "seconds": last - first, "at_10s": seen} for k, (first, last, seen) in stops.items()),
+        key=lambda r: -r["seconds"],
+    )
     res.starts = [
         (tr.item.name, tr.item.pool, tr.item.priority, tr.submitted, tr.admitted) for tr in tracks.values()
     ]
@@ -1568,6 +1612,18 @@ def print_estimates(results: list[Result], day: float, slack: float) -> None:
             print("  longest within-quota waits (after capacity frees) and what Kueue said meanwhile:")
             for line in r.quota_waits:
                 print(f"    {line}")
+    for r in results:
+        if r.design != "gpuctl":
+            continue
+        slow = [x for x in r.slow_stops if x["seconds"] >= 5]
+        longest = max((x["seconds"] for x in slow), default=0)
+        print(
+            f"\n{r.title or TITLES[r.design]}: Kueue's count of the teams' GPUs beyond their Workloads "
+            f"holding quota: {100 * r.count_gap:.1f} % of capacity; Jobs Kueue was stopping: "
+            f"{len(r.slow_stops)}, {len(slow)} for 5 s or more (longest {longest:.0f} s)"
+        )
+        for x in slow[:4]:
+            print(f"  {x['job']}: {x['seconds']:.0f} s; at 10 s: {x['at_10s']}")
 
 
 def print_features(results: list[Result], day: float, trace: list[Item]) -> None:
