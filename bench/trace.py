@@ -789,6 +789,7 @@ class Result:
     # GPU-time (share of capacity) Kueue counted reserved for a team beyond its Workloads holding quota
     count_gap: float = 0.0
     slow_stops: list[dict[str, Any]] = field(default_factory=list)  # Jobs Kueue took long to stop
+    stop_nudges: int = 0  # --nudge-kueue-stops: Jobs touched so that Kueue finishes stopping them
     # Every job: (name, pool, priority, submitted, admitted or None), seconds into the day.
     starts: list[tuple[str, str, str, float, float | None]] = field(default_factory=list)
 
@@ -907,6 +908,7 @@ def replay(
     nudge: bool = False,
     defrag: Defragmenter | None = None,
     est_slack: float = 3.0,
+    nudge_stops: bool = False,
 ) -> Result:
     """Replay `trace` in `design` and measure it. `nudge`: touch the controller (Job, Deployment,
     StatefulSet) of a job whose quota now allows a pod it has not created, so the controller retries
@@ -935,6 +937,8 @@ def replay(
     dumped: dict[str, dict[str, Any]] = {}  # team -> both counts, kept once (Result.count_gaps)
     gap_seconds = [0.0]  # GPU-seconds Kueue counted reserved beyond what the teams' Workloads showed
     stops: dict[tuple[str, str], list[Any]] = {}  # Job -> [first, last seen stopping, its state at 10 s]
+    stop_nudges: set[tuple[str, str]] = set()  # stopped Jobs whose restore Kueue should retry now
+    stop_nudged = [0]
     lock = threading.Lock()
     nodes = read_nodes(kube)
     pool_nodes: dict[str, list[str]] = {}
@@ -1108,6 +1112,15 @@ def replay(
                 for key, j in stopping.items():
                     first = stops.setdefault(key, [t, t, None])
                     first[1] = t
+                    st_j = j.get("status") or {}
+                    if (
+                        nudge_stops
+                        and t - first[0] >= 1
+                        and (j.get("spec") or {}).get("suspend")
+                        and not st_j.get("active")
+                        and condition(j, "Suspended").get("status") == "True"
+                    ):
+                        stop_nudges.add(key)
                     if first[2] is None and t - first[0] >= 10:
                         st = j.get("status") or {}
                         first[2] = {
@@ -1270,6 +1283,14 @@ def replay(
                         tr.deleted = True
                 touch = sorted(to_nudge) if nudge else []
                 to_nudge.clear()
+                wake = sorted(stop_nudges)
+                stop_nudges.clear()
+            for n, name in wake:  # --nudge-kueue-stops: an update event makes Kueue reconcile the Job now
+                with contextlib.suppress(ApiError):
+                    kube.merge_patch(
+                        path("Job", name, namespace=n), {"metadata": {"annotations": {NUDGE: f"{now():.1f}"}}}
+                    )
+                stop_nudged[0] += 1
             for n, name in touch:
                 kind = {"training": "Job", "inference": "Deployment"}.get(
                     tracks[(n, name)].item.kind, "StatefulSet"
@@ -1325,6 +1346,7 @@ def replay(
         )
     res.count_gaps = dumped
     res.count_gap = gap_seconds[0] / (CAPACITY * day)
+    res.stop_nudges = stop_nudged[0]
     res.slow_stops = sorted(
         ({"job": k[1], "seconds": last - first, "at_10s": seen} for k, (first, last, seen) in stops.items()),
         key=lambda r: -r["seconds"],
@@ -1620,7 +1642,8 @@ def print_estimates(results: list[Result], day: float, slack: float) -> None:
         print(
             f"\n{r.title or TITLES[r.design]}: Kueue's count of the teams' GPUs beyond their Workloads "
             f"holding quota: {100 * r.count_gap:.1f} % of capacity; Jobs Kueue was stopping: "
-            f"{len(r.slow_stops)}, {len(slow)} for 5 s or more (longest {longest:.0f} s)"
+            f"{len(r.slow_stops)}, {len(slow)} for 5 s or more (longest {longest:.0f} s); "
+            f"nudged: {r.stop_nudges}"
         )
         for x in slow[:4]:
             print(f"  {x['job']}: {x['seconds']:.0f} s; at 10 s: {x['at_10s']}")
@@ -1692,6 +1715,14 @@ def main(argv: list[str] | None = None) -> int:
         default=3.0,
         help="compressed seconds a job waits before a move is made for it (3 s = 9 min of the day: "
         "above the bench's 3 s hand-over latency)",
+    )
+    ap.add_argument(
+        "--nudge-kueue-stops",
+        action="store_true",
+        help="what-if (gpuctl's design): touch a Job Kueue is stopping (its kueue.x-k8s.io/stopping "
+        "annotation) once it is suspended with no active pod, so Kueue retries restoring its pod template "
+        "at once instead of after its exponential backoff (Kubernetes 1.36 refuses the restore while the "
+        "Job has active pods; docs/queueing.md, Known limits)",
     )
     ap.add_argument(
         "--estimate-slack",
@@ -1808,6 +1839,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.nudge_controllers,
                 mover,
                 args.estimate_slack,
+                args.nudge_kueue_stops,
             )
         )
         results[-1].title = title
