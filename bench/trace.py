@@ -5,6 +5,7 @@ print what users wait for and what the GPUs do.
     hack/cluster/up.sh                    # a local cluster (KWOK fake GPU nodes, real Kueue)
     python bench/trace.py --kubeconfig <run>/kubeconfig [--day-seconds 480] [--seed 7]
                           [--only gpuctl|baseline|earlier ...] [--grace-seconds 1] [--any-pool] [--json]
+                          [--features off,any-pool,defrag,both] [--estimate-slack 3] [--nudge-kueue-stops]
     python bench/trace.py --offline 1-40  # no cluster: the bound and the offline models of 40 days
 
 The day (3 teams with quotas 12/8/8 GPUs on the 28 GPUs of examples/pools.yaml; 1/2/4/8-GPU training
@@ -70,6 +71,15 @@ trace generator's days differ, and one day's lead says little about the next; pi
 before replaying them.
 
 --any-pool is a what-if, not the headline: training jobs of up to 4 GPUs name no pool (see unpin()).
+
+Issue 23, in gpuctl's design: every training job and notebook declares job.maxRuntime (declared_runtime),
+and for each job first seen waiting in Kueue's queue the bench records the estimate `gpuctl describe job`
+would show then (gpuctl.domain.estimate on a Snapshot of the replay's own lists, with the product's step
+slack and with --estimate-slack) and its actual admission: p50/p90 |actual - bound|, bounded vs not, and
+the jobs admitted after their "at the latest", each with the later arrivals Kueue admitted first in its
+pool (estimate_summary). It also compares each team's use by its Workloads holding quota with Kueue's
+count (its ClusterQueue's), and lists the Jobs Kueue was slow to stop (docs/queueing.md, Known limits);
+--nudge-kueue-stops is a what-if on those.
 """
 
 from __future__ import annotations
