@@ -5,6 +5,7 @@ print what users wait for and what the GPUs do.
     hack/cluster/up.sh                    # a local cluster (KWOK fake GPU nodes, real Kueue)
     python bench/trace.py --kubeconfig <run>/kubeconfig [--day-seconds 480] [--seed 7]
                           [--only gpuctl|baseline|earlier ...] [--grace-seconds 1] [--any-pool] [--json]
+                          [--features off,any-pool,defrag,both] [--estimate-slack 3] [--nudge-kueue-stops]
     python bench/trace.py --offline 1-40  # no cluster: the bound and the offline models of 40 days
 
 The day (3 teams with quotas 12/8/8 GPUs on the 28 GPUs of examples/pools.yaml; 1/2/4/8-GPU training
@@ -70,6 +71,15 @@ trace generator's days differ, and one day's lead says little about the next; pi
 before replaying them.
 
 --any-pool is a what-if, not the headline: training jobs of up to 4 GPUs name no pool (see unpin()).
+
+Issue 23, in gpuctl's design: every training job and notebook declares job.maxRuntime (declared_runtime),
+and for each job first seen waiting in Kueue's queue the bench records the estimate `gpuctl describe job`
+would show then (gpuctl.domain.estimate on a Snapshot of the replay's own lists, with the product's step
+slack and with --estimate-slack) and its actual admission: p50/p90 |actual - bound|, bounded vs not, and
+the jobs admitted after their "at the latest", each with the later arrivals Kueue admitted first in its
+pool (estimate_summary). It also compares each team's use by its Workloads holding quota with Kueue's
+count (its ClusterQueue's), and lists the Jobs Kueue was slow to stop (docs/queueing.md, Known limits);
+--nudge-kueue-stops is a what-if on those.
 """
 
 from __future__ import annotations
@@ -99,20 +109,27 @@ from gpuctl.builders import build  # noqa: E402
 from gpuctl.cli.main import main as gpuctl_main  # noqa: E402
 from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402
 from gpuctl.constants import (  # noqa: E402
+    COHORT_NAME,
     DEFRAG_MOVES_PER_HOUR,
     DEFRAG_WINDOW_SECONDS,
+    ESTIMATE_STEP_SLACK_SECONDS,
     GPU_RESOURCE,
     HOSTNAME_LABEL,
+    MANAGED_BY_VALUE,
     NAMESPACE_MARKER_VALUE,
     TAS_UNCONSTRAINED,
     Labels,
 )
+from gpuctl.domain.estimate import estimate  # noqa: E402
+from gpuctl.domain.explain import Snapshot, workload_demand  # noqa: E402
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, quantity_gpus, workload_gpus  # noqa: E402
 from gpuctl.domain.objects import condition, labels, meta, parse_time  # noqa: E402
 from gpuctl.domain.objects import name as name_of  # noqa: E402
 from gpuctl.domain.objects import namespace as namespace_of  # noqa: E402
+from gpuctl.domain.teams import team_usage  # noqa: E402
 from gpuctl.domain.workload import (  # noqa: E402
     HOLDING_QUOTA,
+    IN_QUEUE,
     WorkloadState,
     priority_value,
     reserved_pools,
@@ -152,7 +169,9 @@ TRACE_MANAGED = {Labels.MANAGED_BY: "gpuctl-trace"}
 # (the quota evaluator counts only `requests.<name>`; the bare `nvidia.com/gpu` key that tool wrote is
 # accepted by the API server and never enforced).
 QUOTA_GPU_KEY = f"requests.{GPU_RESOURCE}"
+GPUCTL_MANAGED = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"  # gpuctl's own objects (its team queues)
 NUDGE = "gpuctl-trace/nudge"  # annotation the --nudge-controllers replay touches
+KUEUE_STOPPING = "kueue.x-k8s.io/stopping"  # Kueue's mark on a Job it is stopping (job_controller.go)
 
 
 @dataclass
@@ -213,12 +232,41 @@ def make_trace(seed: int, day: float) -> list[Item]:
     return sorted(items, key=lambda i: i.t)
 
 
-def spec_yaml(item: Item, ns: str) -> str:
-    job = f"job: {{name: {item.name}, namespace: {ns}, priority: {item.priority}}}"
+# A user declares a job's maxRuntime with room: its run time rounded up to the next quarter hour of the
+# real day, plus a quarter hour (15-30 minutes above it), compressed with the day like the run time;
+# plus the local cluster's latencies, which are not compressed: Kueue counts maxRuntime from admission,
+# KWOK runs the pod from when it is Running, and Kueue sees the Job finish seconds after (1-10 s on this
+# loaded 2-core machine; without the allowance Kueue stopped 30 of 76 jobs of a replay before their end).
+DECLARE_ROUND_SECONDS = 900.0
+DECLARE_LATENCY_SECONDS = 10
+
+
+def fake_runtime(item: Item) -> int:
+    """The seconds KWOK runs a training pod (GPUCTL_FAKE_RUNTIME): the compressed run time, at least 1."""
+    return round(max(item.runtime, 1))
+
+
+def declared_runtime(item: Item, day: float) -> int | None:
+    """The job.maxRuntime (compressed seconds) the trace's user declares; None for inference (a
+    Deployment's maxRuntime caps each replica: a rolling restart, not an end) and for runs longer than
+    the day (nothing to declare)."""
+    if item.kind == "inference":
+        return None
+    k = day / REAL_DAY
+    real = item.runtime / k
+    declared = (math.ceil(real / DECLARE_ROUND_SECONDS) + 1) * DECLARE_ROUND_SECONDS * k
+    return max(math.ceil(declared), fake_runtime(item) + 2) + DECLARE_LATENCY_SECONDS
+
+
+def spec_yaml(item: Item, ns: str, day: float | None = None) -> str:
+    """The job's YAML; with `day`, its maxRuntime as declared_runtime (issue 23's estimate)."""
+    declared = declared_runtime(item, day) if day else None
+    limit = f", maxRuntime: {declared}" if declared else ""
+    job = f"job: {{name: {item.name}, namespace: {ns}, priority: {item.priority}{limit}}}"
     pool = f"[{', '.join(sorted(POOLS))}]" if item.pool == ANY_POOL else item.pool
     res = f"resources: {{pool: {pool}, gpu: {item.gpus}, cpu: 2, memory: 8Gi}}"
     if item.kind == "training":
-        env = f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {max(item.runtime, 1):.0f}s}}]}}"
+        env = f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {fake_runtime(item)}s}}]}}"
         return f"kind: training\n{job}\n{env}\n{res}\n"
     if item.kind == "notebook":
         return f"kind: notebook\n{job}\nenvironment: {{image: jupyter}}\nservice: {{port: 8888}}\n{res}\n"
@@ -227,11 +275,19 @@ def spec_yaml(item: Item, ns: str) -> str:
     )
 
 
-def manifest(item: Item, ns: str, design: str = "gpuctl", *, grace: int | None = GRACE_SECONDS) -> dict:
+def manifest(
+    item: Item,
+    ns: str,
+    design: str = "gpuctl",
+    *,
+    grace: int | None = GRACE_SECONDS,
+    day: float | None = None,
+) -> dict:
     """The object gpuctl builds for the item; for the baseline without the topology request; for the
     earlier gpuctl as that tool built it (earlier_manifest). `grace`: the pods'
-    terminationGracePeriodSeconds (None: Kubernetes' default 30 s), the same in every design."""
-    (doc,) = load_text(spec_yaml(item, ns), f"trace:{item.name}")
+    terminationGracePeriodSeconds (None: Kubernetes' default 30 s), the same in every design. `day`:
+    declare maxRuntime (declared_runtime; gpuctl's design only: the others have no such field)."""
+    (doc,) = load_text(spec_yaml(item, ns, day if design == "gpuctl" else None), f"trace:{item.name}")
     obj = build(doc.spec, ns)[0]
     if item.kind == "training" and item.pods > 1:
         obj["spec"]["parallelism"] = obj["spec"]["completions"] = item.pods
@@ -394,10 +450,17 @@ def offline_utilisation(
             team_pool = (it.team, it.pool)
             if caps is not None and held.get(team_pool, 0) + it.gpus * it.pods > caps.get(team_pool, 0):
                 continue
-            candidates = (
-                [n for p in POOLS for n in pools[p]] if it.pool == ANY_POOL else pools.get(it.pool, [])
+            # One pool holds every pod of a job (Kueue assigns a pod set one flavor); an any-pool job
+            # takes the first pool, in the team queue's order, that holds it.
+            groups = [pools[p] for p in sorted(POOLS)] if it.pool == ANY_POOL else [pools.get(it.pool, [])]
+            where = next(
+                (
+                    got
+                    for g in groups
+                    if (got := place(it.pods, it.gpus, {n: room[n] for n in g})) is not None
+                ),
+                None,
             )
-            where = place(it.pods, it.gpus, {n: room[n] for n in candidates})
             if where is None:
                 continue
             waiting.remove(it)
@@ -686,6 +749,16 @@ class JobTrack:
     ever_within: bool = False  # within its team's quota at some moment while waiting
     entitled: float = 0.0  # seconds waited while within quota and its pool had room for it
     blocked: float = 0.0  # of those, seconds while another team was over its quota
+    # Issue 23's estimate, computed once, when first seen waiting in Kueue's queue (epoch seconds):
+    # when, the bound with the product's step slack and with the bench's (None: no bound), the basis.
+    est_at: float | None = None
+    est_by: float | None = None
+    est_by_bench: float | None = None
+    est_basis: str = ""
+    est_now: bool = False  # "starts now (Kueue is admitting it)": no "at the latest" claim
+    est_kueue: str = ""  # Kueue's word on it when estimated (its Workload's QuotaReserved message)
+    last_kueue: str = ""  # and the last before its first admission
+    kueue_said: list[str] = field(default_factory=list)  # Kueue's distinct messages while entitled
 
 
 @dataclass
@@ -718,6 +791,17 @@ class Result:
     title: str = ""  # the design and its features (--features), for the tables
     moves: int = 0  # jobs moved by defragmentation (gpuctl.server.defrag)
     reactivated: int = 0
+    # Issue 23's estimate against what happened (see estimate_rows): one row per job estimated.
+    estimates: list[dict[str, Any]] = field(default_factory=list)
+    maxruntime_stops: int = 0  # Workloads Kueue deactivated at their maxRuntime
+    quota_waits: list[str] = field(default_factory=list)  # the longest within-quota waits, and why
+    count_gaps: dict[str, Any] = field(default_factory=dict)  # Kueue's vs the bench's count of a team
+    # GPU-time (share of capacity) Kueue counted reserved for a team beyond its Workloads holding quota
+    count_gap: float = 0.0
+    slow_stops: list[dict[str, Any]] = field(default_factory=list)  # Jobs Kueue took long to stop
+    stop_nudges: int = 0  # --nudge-kueue-stops: Jobs touched so that Kueue finishes stopping them
+    # Every job: (name, pool, priority, submitted, admitted or None), seconds into the day.
+    starts: list[tuple[str, str, str, float, float | None]] = field(default_factory=list)
 
 
 def pct(v: list[float], p: float) -> float:
@@ -833,12 +917,16 @@ def replay(
     grace: int | None = GRACE_SECONDS,
     nudge: bool = False,
     defrag: Defragmenter | None = None,
+    est_slack: float = 3.0,
+    nudge_stops: bool = False,
 ) -> Result:
     """Replay `trace` in `design` and measure it. `nudge`: touch the controller (Job, Deployment,
     StatefulSet) of a job whose quota now allows a pod it has not created, so the controller retries
     at once instead of after its uncompressed backoff (up to 60 s, 3 hours of the day): what real time
     gives (the retry comes within a minute, 0.3 s here). Only pods a controller creates unsuspended
-    can be refused by a ResourceQuota, i.e. the earlier gpuctl's."""
+    can be refused by a ResourceQuota, i.e. the earlier gpuctl's. gpuctl's design also records, for each
+    job first seen waiting in Kueue's queue, the estimate `gpuctl describe job` would show then (issue
+    23), with the product's step slack and with `est_slack`."""
     kueue = design != "earlier"
     to_nudge: set[tuple[str, str]] = set()
     team_of = {v: k for k, v in ns.items()}
@@ -855,12 +943,19 @@ def replay(
     lag_why: dict[tuple[str, str], str] = {}  # its Workload's last QuotaReserved message
     evictions: dict[str, int] = {}
     usage: dict[str, int] = dict.fromkeys(TEAMS, 0)
+    differ: dict[str, float] = {}  # team -> since when Kueue's count of its GPUs differs from the bench's
+    dumped: dict[str, dict[str, Any]] = {}  # team -> both counts, kept once (Result.count_gaps)
+    gap_seconds = [0.0]  # GPU-seconds Kueue counted reserved beyond what the teams' Workloads showed
+    stops: dict[tuple[str, str], list[Any]] = {}  # Job -> [first, last seen stopping, its state at 10 s]
+    stop_nudges: set[tuple[str, str]] = set()  # stopped Jobs whose restore Kueue should retry now
+    stop_nudged = [0]
     lock = threading.Lock()
     nodes = read_nodes(kube)
     pool_nodes: dict[str, list[str]] = {}
     for node, (pool, _) in nodes.items():
         pool_nodes.setdefault(pool, []).append(node)
     any_nodes = [n for pool in POOLS for n in pool_nodes.get(pool, [])]
+    node_objs = kube.list(path("Node"))
     t0 = time.monotonic()
 
     def now() -> float:
@@ -868,6 +963,13 @@ def replay(
 
     def where(it: Item) -> list[str]:
         return any_nodes if it.pool == ANY_POOL else pool_nodes.get(it.pool, [])
+
+    def pools_of(it: Item) -> list[list[str]]:
+        """The node sets all pods of a job must share: its pool's; for an any-pool job each pool's, in
+        the team queue's flavor order (Kueue assigns a pod set one flavor: all its pods in one pool)."""
+        if it.pool == ANY_POOL:
+            return [pool_nodes.get(p, []) for p in sorted(POOLS)]
+        return [pool_nodes.get(it.pool, [])]
 
     def observe() -> None:
         last = now()
@@ -890,10 +992,23 @@ def replay(
             )
             pods_by_name = {name_of(p): p for p in pods}
             counts = count_pods(pods)
+            # Jobs Kueue has begun to stop (evicted: preempted, stopped, or at their maxRuntime) and not yet
+            # finished stopping: its `stopping` annotation stays until it has restored the pod template.
+            stopping = (
+                {
+                    (namespace_of(j), name_of(j)): j
+                    for n in ns.values()
+                    for j in kube.list(path("Job", namespace=n))
+                    if (meta(j).get("annotations") or {}).get(KUEUE_STOPPING) == "true"
+                }
+                if design == "gpuctl"
+                else {}
+            )
             use = dict.fromkeys(TEAMS, 0)
             pool_use: dict[tuple[str, str], int] = {}  # (team, pool) -> GPUs, the baseline's per-pool quota
             held: dict[str, list[tuple[int, float, int, str]]] = {tm: [] for tm in TEAMS}
             state: dict[tuple[str, str], Any] = {}  # job -> its Workload's state (Kueue designs)
+            queued: dict[tuple[str, str], Any] = {}  # job -> its Workload waiting in Kueue's queue
             pend_msg: dict[tuple[str, str], str] = {}  # job -> why Kueue has not admitted it
             with lock:
                 for w in wls:
@@ -903,6 +1018,12 @@ def replay(
                     if st is not None and (state.get(key) not in HOLDING_QUOTA):
                         state[key] = st
                         pend_msg[key] = condition(w, "QuotaReserved").get("message", "")
+                    if st in IN_QUEUE:
+                        queued[key] = w
+                        tr_w = tracks.get(key)
+                        said_now = condition(w, "QuotaReserved").get("message", "")
+                        if tr_w is not None and tr_w.admitted is None and said_now:
+                            tr_w.last_kueue = said_now
                     if st in HOLDING_QUOTA and team:
                         use[team] += workload_gpus(w)
                         for flavor, g in reserved_pools(w):
@@ -929,6 +1050,103 @@ def replay(
                             at = c.scheduled_at
                             tr.admitted = max(tr.submitted, (at - wall0) if at else t)
                 usage.update(use)
+                gpuctl_design = design == "gpuctl"
+                cqs = kube.list(path("ClusterQueue"), label_selector=GPUCTL_MANAGED) if gpuctl_design else []
+                kueue_use = {team_of.get(name_of(cq), ""): team_usage(cq).gpus for cq in cqs}
+                # Where Kueue's count of a team's GPUs (its ClusterQueue's reservations) and the bench's
+                # (the Workloads holding quota) differ for 5 s, keep both sides once per team.
+                for tm, k_use in kueue_use.items():
+                    if tm and t <= day:
+                        gap_seconds[0] += max(k_use - use[tm], 0) * dt
+                    if not tm or k_use == use[tm]:
+                        differ.pop(tm, None)
+                        continue
+                    since = differ.setdefault(tm, t)
+                    if t - since >= 5 and tm not in dumped:
+                        dumped[tm] = {
+                            "t": t,
+                            "kueue": k_use,
+                            "bench": use[tm],
+                            "cq_status": [cq.get("status") for cq in cqs if team_of.get(name_of(cq)) == tm],
+                            "workloads": [
+                                {
+                                    "name": name_of(w),
+                                    "state": str(workload_state(w)),
+                                    "gpus": workload_gpus(w),
+                                    "active": (w.get("spec") or {}).get("active"),
+                                    "conditions": [
+                                        (c.get("type"), c.get("status"), c.get("reason"))
+                                        for c in (w.get("status") or {}).get("conditions") or []
+                                    ],
+                                    "admission": (w.get("status") or {}).get("admission"),
+                                }
+                                for w in wls
+                                if team_of.get(namespace_of(w)) == tm
+                            ],
+                            "pods": [
+                                {
+                                    "name": name_of(p),
+                                    "phase": (p.get("status") or {}).get("phase"),
+                                    "node": (p.get("spec") or {}).get("nodeName"),
+                                    "gpus": pod_gpus(p),
+                                    "deleting": meta(p).get("deletionTimestamp"),
+                                    "finalizers": meta(p).get("finalizers"),
+                                    "owners": [o.get("kind") for o in meta(p).get("ownerReferences") or []],
+                                }
+                                for p in pods
+                                if team_of.get(namespace_of(p)) == tm
+                            ],
+                        }
+                fresh = [
+                    (tr, queued[key])
+                    for key, tr in tracks.items()
+                    if key in queued and tr.est_at is None and tr.admitted is None
+                ]
+                if fresh and gpuctl_design:
+                    snap = Snapshot.build(
+                        nodes=node_objs,
+                        pods=pods,
+                        workloads=wls,
+                        cluster_queues=cqs,
+                        cohort=kube.get_or_none(path("Cohort", COHORT_NAME)),
+                    )
+                    at = time.time()
+                    for tr, w in fresh:
+                        d = workload_demand(w)
+                        v = snap.verdict(d)
+                        e = estimate(snap, d, now=at, verdict=v)
+                        tr.est_at, tr.est_by, tr.est_basis = at, e.starts_by, e.summary()
+                        tr.est_now = e.now
+                        tr.est_kueue = condition(w, "QuotaReserved").get("message", "")
+                        tr.est_by_bench = estimate(snap, d, now=at, verdict=v, slack=est_slack).starts_by
+                for key, j in stopping.items():
+                    first = stops.setdefault(key, [t, t, None])
+                    first[1] = t
+                    st_j = j.get("status") or {}
+                    if (
+                        nudge_stops
+                        and t - first[0] >= 1
+                        and (j.get("spec") or {}).get("suspend")
+                        and not st_j.get("active")
+                        and condition(j, "Suspended").get("status") == "True"
+                    ):
+                        stop_nudges.add(key)
+                    if first[2] is None and t - first[0] >= 10:
+                        st = j.get("status") or {}
+                        first[2] = {
+                            "suspend": (j.get("spec") or {}).get("suspend"),
+                            "active": st.get("active"),
+                            "terminating": st.get("terminating"),
+                            "startTime": st.get("startTime"),
+                            "conditions": [
+                                (c.get("type"), c.get("status")) for c in st.get("conditions") or []
+                            ],
+                            "pods": [
+                                ((p.get("status") or {}).get("phase"), bool(meta(p).get("deletionTimestamp")))
+                                for p in pods
+                                if (namespace_of(p), pod_job(p)) == key
+                            ],
+                        }
                 over = {tm for tm, u in use.items() if u > TEAMS[tm]}
                 recl = {(ns[tm], k) for tm in over for k in reclaimable(held[tm], TEAMS[tm])}
                 # GPUs taken per node: pods bound there, or placed there by TAS and not yet bound.
@@ -972,11 +1190,20 @@ def replay(
                         continue
                     tr.ever_within = True
                     c = counts.get((ns[it.team], it.name), PodCount()) if not kueue else PodCount()
-                    room = [nodes[n][1] - used.get(n, 0) + taken.get(n, 0) for n in where(it)]
-                    if fits(it.pods - c.bound - c.succeeded, it.gpus, room):
+                    need = it.pods - c.bound - c.succeeded
+                    if any(
+                        fits(need, it.gpus, [nodes[n][1] - used.get(n, 0) + taken.get(n, 0) for n in group])
+                        for group in pools_of(it)
+                    ):
                         tr.entitled += dt
                         if over - {it.team}:
                             tr.blocked += dt
+                        key = (ns[it.team], it.name)
+                        said = pend_msg.get(key, "")[:160]
+                        if kueue and it.team in kueue_use and kueue_use[it.team] != use[it.team]:
+                            said += f" [Kueue counts {kueue_use[it.team]} GPUs, the bench {use[it.team]}]"
+                        if said and said not in tr.kueue_said and len(tr.kueue_said) < 6:
+                            tr.kueue_said.append(said)
                 if t <= day:
                     # GPUs idle while a waiting job would fit in them, one node per pod, whatever its
                     # team's quota: the part of the idle capacity a queue design could have used now;
@@ -989,7 +1216,14 @@ def replay(
                     to_nudge.clear()
                     for tr, missing, created in sorted(waiting, key=lambda w: w[0].submitted):
                         it = tr.item
-                        spots = place(missing, it.gpus, {n: free[n] for n in where(it)})
+                        spots = next(
+                            (
+                                got
+                                for group in pools_of(it)
+                                if (got := place(missing, it.gpus, {n: free[n] for n in group})) is not None
+                            ),
+                            None,
+                        )
                         ok = spots is not None and quota_allows(design, it, missing, created, use, pool_use)
                         if ok and missing > created and not kueue:
                             to_nudge.add((ns[it.team], it.name))
@@ -1046,7 +1280,7 @@ def replay(
                     within = usage[item.team] + item.gpus * item.pods <= TEAMS[item.team]
                     tracks[(ns[item.team], item.name)] = JobTrack(item, now(), within)
                 try:
-                    kube.create(manifest(item, ns[item.team], design, grace=grace))
+                    kube.create(manifest(item, ns[item.team], design, grace=grace, day=day))
                 except ApiError as e:
                     print(f"  {item.name}: {e}", file=sys.stderr)
             # Inference and notebooks end when their time is up (counted from admission).
@@ -1060,6 +1294,14 @@ def replay(
                         tr.deleted = True
                 touch = sorted(to_nudge) if nudge else []
                 to_nudge.clear()
+                wake = sorted(stop_nudges)
+                stop_nudges.clear()
+            for n, name in wake:  # --nudge-kueue-stops: an update event makes Kueue reconcile the Job now
+                with contextlib.suppress(ApiError):
+                    kube.merge_patch(
+                        path("Job", name, namespace=n), {"metadata": {"annotations": {NUDGE: f"{now():.1f}"}}}
+                    )
+                stop_nudged[0] += 1
             for n, name in touch:
                 kind = {"training": "Job", "inference": "Deployment"}.get(
                     tracks[(n, name)].item.kind, "StatefulSet"
@@ -1094,6 +1336,41 @@ def replay(
         f"{k[1]} ({tracks[k].item.gpus}x{tracks[k].item.pods}): {v:.0f} GPU-s; {lag_why.get(k, '')}"
         for k, v in top
     ]
+    for (_, name), tr in tracks.items():
+        if tr.est_at is None:
+            continue
+        started = wall0 + tr.admitted if tr.admitted is not None else None
+        res.estimates.append(
+            {
+                "job": name,
+                "pool": tr.item.pool or "any",
+                "priority": tr.item.priority,
+                "at": tr.est_at - wall0,
+                "now": tr.est_now,
+                "by": None if tr.est_by is None else tr.est_by - wall0,
+                "by_bench": None if tr.est_by_bench is None else tr.est_by_bench - wall0,
+                "started": None if started is None else started - wall0,
+                "summary": tr.est_basis,
+                "kueue_then": tr.est_kueue,
+                "kueue_last": tr.last_kueue,
+            }
+        )
+    res.count_gaps = dumped
+    res.count_gap = gap_seconds[0] / (CAPACITY * day)
+    res.stop_nudges = stop_nudged[0]
+    res.slow_stops = sorted(
+        ({"job": k[1], "seconds": last - first, "at_10s": seen} for k, (first, last, seen) in stops.items()),
+        key=lambda r: -r["seconds"],
+    )
+    res.starts = [
+        (tr.item.name, tr.item.pool, tr.item.priority, tr.submitted, tr.admitted) for tr in tracks.values()
+    ]
+    longest = sorted((tr for tr in tracks.values() if tr.entitled > 0), key=lambda tr: -tr.entitled)[:6]
+    res.quota_waits = [
+        f"{tr.item.name} ({tr.item.gpus}x{tr.item.pods}, {tr.item.pool or 'any pool'}, {tr.item.priority}): "
+        f"{tr.entitled:.1f} s; Kueue: " + " | ".join(tr.kueue_said)
+        for tr in longest
+    ]
     for tr in tracks.values():
         wait = (tr.admitted if tr.admitted is not None else end) - tr.submitted
         if tr.admitted is None:
@@ -1110,6 +1387,13 @@ def replay(
     res.stuck = [f"{n}: {why.get(n, '')}" for n in sorted(stuck)]
     if kueue:
         res.preemptions = sum(evictions.values())
+        res.maxruntime_stops = sum(
+            1
+            for n in ns.values()
+            for w in kube.list(path("Workload", namespace=n))
+            if "MaximumExecutionTime" in (condition(w, "Evicted").get("reason") or "")
+            or "MaximumExecutionTime" in (condition(w, "Evicted").get("message") or "")
+        )
     else:  # kube-scheduler's preemptions: a "Preempted" event on each victim pod
         res.preemptions = sum(
             int(e.get("count") or 1)
@@ -1252,6 +1536,128 @@ def print_table(
 
 
 FEATURES = ("off", "any-pool", "defrag", "both")
+PRIORITY_RANK = {"low": 0, "medium": 1, "high": 2}
+
+
+def unbounded_kind(summary: str) -> str:
+    """Why an estimate has no bound, in a few words (for counting)."""
+    if "may run in any of" in summary:
+        return "any-pool job"
+    if "has no maxRuntime" in summary:
+        return "waits for work without maxRuntime (inference)"
+    if "never fits" in summary or "no Ready nodes" in summary:
+        return "never fits"
+    if "borrowed from other teams" in summary:
+        return "beyond its quota, borrows"
+    return summary.removeprefix("no bound: ")[:60]
+
+
+def estimate_summary(r: Result, day: float) -> dict[str, Any]:
+    """Issue 23's estimate against the replay: of the jobs estimated when first seen waiting, how many had
+    a bound ("starts by ... at the latest"), the p50/p90 |actual start - bound| of those that started,
+    and those that started after it (or still waited at the end of the day past it), with the product's
+    step slack (`by`) and the bench's (`by_bench`). A late job is explained by the jobs submitted after
+    its estimate that Kueue admitted in its pool before it (the bound assumes none)."""
+    rows = r.estimates
+    now = [e for e in rows if e["now"]]
+    bounded = [e for e in rows if not e["now"] and e["by"] is not None]
+    kinds: dict[str, int] = {}
+    for e in rows:
+        if not e["now"] and e["by"] is None:
+            k = unbounded_kind(e["summary"])
+            kinds[k] = kinds.get(k, 0) + 1
+    out: dict[str, Any] = {
+        "estimated": len(rows),
+        "now": len(now),
+        "now_p90_latency": pct([e["started"] - e["at"] for e in now if e["started"] is not None], 90),
+        # the same of pinned jobs only: an any-pool job's "fits now" is judged in any listed pool with
+        # room, while Kueue nominates the first listed pool by quota (docs/queueing.md, any pool)
+        "now_pinned_p90_latency": pct(
+            [e["started"] - e["at"] for e in now if e["started"] is not None and e["pool"] != "any"], 90
+        ),
+        "bounded": len(bounded),
+        "unbounded": len(rows) - len(now) - len(bounded),
+        "unbounded_why": kinds,
+    }
+    for key in ("by", "by_bench"):
+        started = [e for e in bounded if e["started"] is not None and e[key] is not None]
+        errors = [abs(e["started"] - e[key]) for e in started]
+        late = [e for e in bounded if e[key] is not None and (e["started"] or day) > e[key]]
+        out[key] = {
+            "p50": pct(errors, 50),
+            "p90": pct(errors, 90),
+            "early_p90": pct([e[key] - e["started"] for e in started], 90),
+            "late": len(late),
+            "late_jobs": [late_why(e, key, r, day) for e in late],
+        }
+    return out
+
+
+def late_why(e: Mapping[str, Any], key: str, r: Result, day: float) -> str:
+    start = e["started"] if e["started"] is not None else day
+    pool = "" if e["pool"] == "any" else e["pool"]
+    ahead = [
+        (name, prio)
+        for name, p, prio, submitted, admitted in r.starts
+        if submitted > e["at"]
+        and admitted is not None
+        and admitted < start
+        and (p in (pool, ANY_POOL) or not pool)
+        and name != e["job"]
+    ]
+    higher = sum(1 for _, prio in ahead if PRIORITY_RANK[prio] > PRIORITY_RANK[e["priority"]])
+    started = f"started {start - e[key]:.1f} s after" if e["started"] is not None else "still waiting, past"
+    return (
+        f"{e['job']} ({e['pool']}, {e['priority']}): {started} its bound; {len(ahead)} jobs submitted after "
+        f"the estimate admitted in its pool before it ({higher} of higher priority); estimate: {e['summary']}"
+    )
+
+
+def print_estimates(results: list[Result], day: float, slack: float) -> None:
+    k = REAL_DAY / day / 60
+    for r in results:
+        if not r.estimates:
+            continue
+        sm = estimate_summary(r, day)
+        why = ", ".join(f"{n} {w}" for w, n in sorted(sm["unbounded_why"].items(), key=lambda kv: -kv[1]))
+        print(
+            f"\n{r.title or TITLES[r.design]}: the estimate (issue 23), computed when a job was first seen "
+            f"waiting in Kueue's queue: {sm['estimated']} jobs; {sm['now']} 'starts now' (p90 admission "
+            f"{sm['now_p90_latency']:.1f} s later; pinned jobs {sm['now_pinned_p90_latency']:.1f} s), "
+            f"{sm['bounded']} bounded, {sm['unbounded']} without a "
+            f"bound ({why})"
+        )
+        for key, what in (
+            ("by", f"step slack {ESTIMATE_STEP_SLACK_SECONDS} s (the product's)"),
+            ("by_bench", f"step slack {slack:g} s (the bench's)"),
+        ):
+            m = sm[key]
+            print(
+                f"  {what}: |actual start - bound| p50 {m['p50']:.1f} s ({m['p50'] * k:.0f} min), "
+                f"p90 {m['p90']:.1f} s ({m['p90'] * k:.0f} min); started after the bound: {m['late']}"
+            )
+            for line in m["late_jobs"]:
+                print(f"    late: {line}")
+        print(
+            f"  maxRuntime stops (Kueue deactivated a job at its declared maxRuntime): {r.maxruntime_stops}"
+        )
+        if r.quota_waits:
+            print("  longest within-quota waits (after capacity frees) and what Kueue said meanwhile:")
+            for line in r.quota_waits:
+                print(f"    {line}")
+    for r in results:
+        if r.design != "gpuctl":
+            continue
+        slow = [x for x in r.slow_stops if x["seconds"] >= 5]
+        longest = max((x["seconds"] for x in slow), default=0)
+        print(
+            f"\n{r.title or TITLES[r.design]}: Kueue's count of the teams' GPUs beyond their Workloads "
+            f"holding quota: {100 * r.count_gap:.1f} % of capacity; Jobs Kueue was stopping: "
+            f"{len(r.slow_stops)}, {len(slow)} for 5 s or more (longest {longest:.0f} s); "
+            f"nudged: {r.stop_nudges}"
+        )
+        for x in slow[:4]:
+            print(f"  {x['job']}: {x['seconds']:.0f} s; at 10 s: {x['at_10s']}")
 
 
 def print_features(results: list[Result], day: float, trace: list[Item]) -> None:
@@ -1320,6 +1726,21 @@ def main(argv: list[str] | None = None) -> int:
         default=3.0,
         help="compressed seconds a job waits before a move is made for it (3 s = 9 min of the day: "
         "above the bench's 3 s hand-over latency)",
+    )
+    ap.add_argument(
+        "--nudge-kueue-stops",
+        action="store_true",
+        help="what-if (gpuctl's design): touch a Job Kueue is stopping (its kueue.x-k8s.io/stopping "
+        "annotation) once it is suspended with no active pod, so Kueue retries restoring its pod template "
+        "at once instead of after its exponential backoff (Kubernetes 1.36 refuses the restore while the "
+        "Job has active pods; docs/queueing.md, Known limits)",
+    )
+    ap.add_argument(
+        "--estimate-slack",
+        type=float,
+        default=3.0,
+        help="the step slack of the bench's second estimate, compressed seconds (the product's, "
+        f"{ESTIMATE_STEP_SLACK_SECONDS} s, is measured too): Kueue's latency is not compressed with the day",
     )
     ap.add_argument(
         "--offline",
@@ -1420,16 +1841,27 @@ def main(argv: list[str] | None = None) -> int:
             )
         results.append(
             replay(
-                kube, design, ns, trace, args.day_seconds, args.grace_seconds, args.nudge_controllers, mover
+                kube,
+                design,
+                ns,
+                trace,
+                args.day_seconds,
+                args.grace_seconds,
+                args.nudge_controllers,
+                mover,
+                args.estimate_slack,
+                args.nudge_kueue_stops,
             )
         )
         results[-1].title = title
         print_table(results[-1:], args.day_seconds)  # as it comes: a long run may be cut short
+        print_estimates(results[-1:], args.day_seconds, args.estimate_slack)
         sys.stdout.flush()
         reset(kube, list(ns.values()))
     print_table(results, args.day_seconds, bound, packed)
     if features:
         print_features(results, args.day_seconds, pinned)
+    print_estimates(results, args.day_seconds, args.estimate_slack)
     for r in results:
         if r.lag_top:
             print(f"\n{TITLES[r.design]}: waiting jobs behind the 'quota allowed it' idle GPU-time, and why")
@@ -1438,7 +1870,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         out = []
         for r in results:
-            d = {k: v for k, v in r.__dict__.items() if not k.startswith("waits")}
+            d = {k: v for k, v in r.__dict__.items() if not k.startswith("waits") and k != "starts"}
+            if r.estimates:
+                d["estimate_summary"] = estimate_summary(r, args.day_seconds)
             for k in ("waits_quota", "waits_quota_submitted", "waits_all"):
                 d[k] = {"n": len(getattr(r, k)), "p50": pct(getattr(r, k), 50), "p99": pct(getattr(r, k), 99)}
             out.append(d)

@@ -10,10 +10,15 @@ from hypothesis import strategies as st
 from bench.trace import (
     ANY_POOL,
     CAPACITY,
+    DECLARE_LATENCY_SECONDS,
     GRACE_SECONDS,
     TEAMS,
     Item,
+    Result,
     count_pods,
+    declared_runtime,
+    estimate_summary,
+    fake_runtime,
     fits,
     fragmented,
     local_nodes,
@@ -300,6 +305,13 @@ def test_offline_packing_keeps_pods_whole_and_can_put_the_largest_job_first() ->
     # A job that names no pool may use any pool's nodes.
     other = {"n1": ("dev-pool", 4)}
     assert offline_utilisation([replace(big, gpus=4, pool=ANY_POOL)], 100, other, largest_first=False) == 1.0
+    # ... but all its pods in one pool (Kueue assigns a pod set one flavor): 2 x 4 GPUs never split
+    # over a dev-pool node and an inference-pool node.
+    two = {"n1": ("dev-pool", 4), "n2": ("inference-pool", 4)}
+    pair4 = replace(big, gpus=4, pods=2, pool=ANY_POOL)
+    assert offline_utilisation([pair4], 100, two, largest_first=False) == 0.0
+    two["n3"] = ("inference-pool", 4)
+    assert offline_utilisation([pair4], 100, two, largest_first=False) == 8 * 100 / (12 * 100)
 
 
 def test_the_baseline_model_caps_each_team_per_pool_and_orders_by_priority() -> None:
@@ -346,3 +358,65 @@ def test_offline_mode_prints_a_row_per_day_and_the_summary(capsys) -> None:  # t
     assert [line.split()[0] for line in out[1:3]] == ["7", "8"]
     # seed 7 leads by +10.2, seed 8 by +29.3
     assert out[-1].endswith("median +19.8, range +10.2 .. +29.3; >= +15 on 1 of 2 days")
+
+
+def test_declared_max_runtime_is_the_run_time_rounded_up_with_room() -> None:
+    """Users declare maxRuntime above the run time (Kueue would stop the job at it): the real run time
+    rounded up to a quarter hour plus a quarter hour, compressed, plus the cluster's uncompressed latency;
+    never within 2 s of the fake run time."""
+    day = 480.0
+    k = day / 86400
+    for item in make_trace(4, day):
+        got = declared_runtime(item, day)
+        if item.kind == "inference":
+            assert got is None
+            continue
+        assert got is not None and got >= fake_runtime(item) + 2
+        assert got >= item.runtime + 900 * k - 1e-9
+        assert got <= item.runtime + 2 * 900 * k + 1 + DECLARE_LATENCY_SECONDS
+        labels = manifest(item, "ns", "gpuctl", day=day)["metadata"]["labels"]
+        if item.kind == "training":  # a notebook's is on its pods (Kueue reads it there)
+            assert labels["kueue.x-k8s.io/max-exec-time-seconds"] == str(got)
+    plain = manifest(make_trace(4, day)[1], "ns", "baseline", day=day)
+    assert "kueue.x-k8s.io/max-exec-time-seconds" not in plain["metadata"].get("labels", {})
+
+
+def test_estimate_summary_counts_bounds_errors_and_explains_late_starts() -> None:
+    def row(
+        job: str, by: float | None, started: float | None, *, now: bool = False, summary: str = ""
+    ) -> dict:
+        return {
+            "job": job,
+            "pool": "training-pool",
+            "priority": "medium",
+            "at": 10.0,
+            "now": now,
+            "by": by,
+            "by_bench": None if by is None else by - 5,
+            "started": started,
+            "summary": summary or f"starts by {by}",
+        }
+
+    r = Result("gpuctl")
+    r.estimates = [
+        row("early", 50.0, 40.0),
+        row("late", 50.0, 60.0),
+        row("never", 50.0, None),
+        row("now", 10.0, 11.0, now=True),
+        row("free", None, 30.0, summary="no bound: it may run in any of dev-pool, training-pool: ..."),
+    ]
+    r.starts = [
+        ("late", "training-pool", "medium", 0.0, 60.0),
+        ("jumper", "training-pool", "high", 20.0, 55.0),  # after the estimate, admitted first
+        ("elsewhere", "dev-pool", "high", 20.0, 30.0),
+        ("older", "training-pool", "high", 5.0, 30.0),
+    ]
+    sm = estimate_summary(r, 100.0)
+    assert (sm["estimated"], sm["now"], sm["bounded"], sm["unbounded"]) == (5, 1, 3, 1)
+    assert sm["unbounded_why"] == {"any-pool job": 1}
+    assert sm["by"]["late"] == 2  # "late", and "never" still waiting past its bound at the day's end
+    assert sm["by"]["p90"] == 10.0
+    assert sm["by_bench"]["late"] == 2 and sm["by_bench"]["p90"] == 15.0
+    late = sm["by"]["late_jobs"][0]
+    assert late.startswith("late (training-pool, medium): started 10.0 s after")
+    assert "1 jobs submitted after the estimate admitted in its pool before it (1 of higher priority)" in late
