@@ -72,10 +72,20 @@ JOB_COLUMNS = ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE",
 WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "REASON"]
 
 
-def _job_cells(r, wide: bool) -> list:
+def _job_columns(rows, wide: bool) -> list[str]:
+    """The job table's headers: CLUSTER (before NODE) when some job runs through MultiKueue (issue 24)."""
+    cols = list(JOB_COLUMNS)
+    if any(r.cluster for r in rows):
+        cols.insert(cols.index("NODE"), "CLUSTER")
+    return cols + (WIDE_COLUMNS if wide else [])
+
+
+def _job_cells(r, wide: bool, cluster_column: bool = False) -> list:
     from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
 
     cells = [r.job_id, r.name, r.namespace, r.kind, r.status, r.ready, r.node, r.ip, age(r.age)]
+    if cluster_column:
+        cells.insert(JOB_COLUMNS.index("NODE"), r.cluster or "-")
     if wide:
         cells += [r.pool, r.priority, r.queue, r.position if r.position else "-", r.reason or "-"]
     return cells
@@ -107,7 +117,8 @@ def get_jobs(args: argparse.Namespace) -> int:
             "No jobs found." if not namespace else f"No jobs found in {namespace} namespace.", file=sys.stderr
         )
     else:
-        table(JOB_COLUMNS + (WIDE_COLUMNS if wide else []), [_job_cells(r, wide) for r in rows])
+        cluster_column = any(r.cluster for r in rows)
+        table(_job_columns(rows, wide), [_job_cells(r, wide, cluster_column) for r in rows])
     if args.watch:
         _watch_jobs(args, cluster, namespace, rows, wide)
     return 0
@@ -125,7 +136,8 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
     from gpuctl.service.inventory import JOB_SELECTOR  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
 
-    seen = {(r.namespace, r.job_id): _job_cells(r, wide) for r in rows}
+    col = any(r.cluster for r in rows)
+    seen = {(r.namespace, r.job_id): _job_cells(r, wide, col) for r in rows}
     changed = threading.Event()
     pods = Informer(
         cluster,
@@ -150,7 +162,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
                 positions=wide,
                 gpus=False,
             ):
-                cells = _job_cells(r, wide)
+                cells = _job_cells(r, wide, col)
                 key = (r.namespace, r.job_id)
                 old = seen.get(key)
                 if old is None or old[:8] != cells[:8] or old[9:] != cells[9:]:

@@ -22,7 +22,6 @@ from pathlib import Path
 import yaml
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.cluster.config import ConfigError
 from gpuctl.constants import (
     KUEUE_NAMESPACE,
     LOCAL_QUEUE_NAME,
@@ -45,6 +44,7 @@ from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_from_cluster_queue
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
+from gpuctl.service.members import worker
 from gpuctl.service.pools import apply_pool, delete_pool, ensure_bootstrap, sync_cohort, sync_queues
 from gpuctl.spec import PoolSpec
 from queues import TeamQuota, cluster_queue, local_queue, pool_toleration, resource_flavor, team_namespace
@@ -55,17 +55,6 @@ from queues.multicluster import (
     multikueue_cluster,
     multikueue_config,
 )
-
-
-def worker(cluster: Cluster, name: str, where: str = "") -> Cluster:
-    """Worker `name`, through the caller's kubeconfig context of that name."""
-    try:
-        return cluster.member(name)
-    except (ConfigError, OSError) as e:
-        raise ServiceError(
-            f"{where}cluster {name}: gpuctl reaches a worker cluster through the context named after it in "
-            f"your kubeconfig, and {e}; add one (kubectl config set-context {name} --cluster=... --user=...)"
-        ) from None
 
 
 @dataclass
@@ -325,11 +314,3 @@ def delete_pool_everywhere(
             with contextlib.suppress(ServiceError, ApiError):
                 sync_worker(cluster, c, member)
     return lines
-
-
-def job_cluster_pods(
-    cluster: Cluster, cluster_name: str, namespace: str, selector: str
-) -> tuple[Cluster, list[dict]]:
-    """The pods of a job that runs in worker `cluster_name` (read there with the caller's context)."""
-    member = worker(cluster, cluster_name)
-    return member, member.list(path("Pod", namespace=namespace), label_selector=selector)

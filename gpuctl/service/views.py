@@ -14,6 +14,7 @@ from gpuctl.cluster import Cluster, path
 from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, Labels
 from gpuctl.domain.defrag import moved_reason
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
+from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, labels, meta
 from gpuctl.domain.status import State
 from gpuctl.domain.workload import job_pool, max_runtime_seconds
@@ -54,6 +55,10 @@ class JobDescription:
     estimate: dict[str, Any] | None = None
     # Why defragmentation last moved it (gpuctl.domain.defrag.moved_reason) and when; None if never.
     moved: str | None = None
+    # A MultiKueue manager's job (issue 24): the worker cluster running it (or the clusters it is offered
+    # to), and the manager's MultiKueue check: its state and message.
+    cluster: str | None = None
+    multikueue: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +98,7 @@ def describe_job(
             "targetPort": port.get("targetPort"),
             "nodePort": port.get("nodePort"),
         }
+    where = placement(wl)
     spec = job.obj["spec"]
     if job.resource == "Job":
         replicas = int(spec.get("parallelism") or 1)
@@ -134,6 +140,8 @@ def describe_job(
         max_runtime=max_runtime_seconds(wl) if wl else max_runtime_seconds(job.obj),
         estimate=est.as_dict() if est is not None else None,
         moved=_moved(wl),
+        cluster=where.text if where else None,
+        multikueue={"state": where.state, "message": where.message} if where else None,
     )
 
 
