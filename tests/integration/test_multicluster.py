@@ -1,0 +1,263 @@
+"""Pools across clusters (issue 24): a MultiKueue manager and two worker clusters, all real (etcd, API
+server, KWOK GPU nodes, Kueue each), started once for this module by hack/cluster/multi.sh.
+
+gpuctl makes every MultiKueue object from a pool document; a job submitted to the manager lands in the
+worker that has room, its status and logs are read through gpuctl; a worker whose API server goes away and
+comes back loses no job and duplicates none; kinds MultiKueue cannot carry are refused before any write.
+
+Environment: GPUCTL_MULTI_OFFSETS (default "400 500 900": manager, worker-a, worker-b port offsets);
+GPUCTL_TEST_MULTI_RUN: reuse the clusters a `hack/cluster/multi.sh up` started there (not stopped after).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuctl.cli.main import main
+from gpuctl.cluster import Cluster, path
+from gpuctl.constants import MULTIKUEUE_CHECK, MULTIKUEUE_CONFIG, POOL_TAINT_KEY, Labels
+from gpuctl.domain.objects import is_true
+from tests.integration.conftest import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+MULTI = ROOT / "hack" / "cluster" / "multi.sh"
+WORKERS = ("worker-a", "worker-b")
+TEAM = "team-mc"
+POOL = "a100"
+
+
+@pytest.fixture(scope="module")
+def multi() -> Iterator[Path]:
+    """The run directory of three clusters: kubeconfig (contexts manager, worker-a, worker-b) and each
+    worker's multikueue.kubeconfig."""
+    reuse = os.environ.get("GPUCTL_TEST_MULTI_RUN")
+    if reuse:
+        yield Path(reuse)
+        return
+    run = Path(f"/tmp/gpuctl-multi-pytest-{os.getpid()}")
+    env = {**os.environ, "GPUCTL_MULTI_RUN": str(run)}
+    up = subprocess.run([str(MULTI), "up"], env=env, capture_output=True, text=True)
+    try:
+        if up.returncode != 0:
+            pytest.fail(f"hack/cluster/multi.sh up failed:\n{up.stdout[-4000:]}\n{up.stderr[-4000:]}")
+        yield run
+    finally:
+        subprocess.run([str(MULTI), "down"], env=env, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def kc(multi: Path) -> str:
+    return str(multi / "kubeconfig")
+
+
+@pytest.fixture(scope="module")
+def manager(kc: str) -> Cluster:
+    return Cluster.connect(kubeconfig=kc, context="manager")
+
+
+@pytest.fixture(scope="module")
+def workers(kc: str) -> dict[str, Cluster]:
+    return {w: Cluster.connect(kubeconfig=kc, context=w) for w in WORKERS}
+
+
+@pytest.fixture
+def gpuctl(kc, capsys):
+    """The CLI in-process on the manager: gpuctl("get", "jobs") -> (exit code, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        rc = main([*args, "--kubeconfig", kc])
+        out = capsys.readouterr()
+        return rc, out.out, out.err
+
+    return run
+
+
+def _job(name: str, kind: str = "training", gpu: int = 8) -> str:
+    return (
+        f"kind: {kind}\nversion: v0.1\njob: {{name: {name}, namespace: {TEAM}}}\n"
+        "environment:\n  image: pytorch/pytorch:2.2.0\n  command: [python, train.py]\n"
+        "  env:\n  - GPUCTL_FAKE_RUNTIME: 30m\n"
+        f"resources: {{pool: {POOL}, gpu: {gpu}, cpu: 8, memory: 32Gi}}\n"
+    )
+
+
+def _workload(manager: Cluster, job: str) -> dict | None:
+    found = [
+        w
+        for w in manager.list(path("Workload", namespace=TEAM))
+        if any(r.get("name") == job for r in w["metadata"].get("ownerReferences") or [])
+    ]
+    return found[0] if found else None
+
+
+def _admitted_in(manager: Cluster, job: str) -> str | None:
+    wl = _workload(manager, job)
+    if wl is None or not is_true(wl, "Admitted"):
+        return None
+    return (wl.get("status") or {}).get("clusterName")
+
+
+def _remote_jobs(workers: dict[str, Cluster], job: str) -> dict[str, int]:
+    """How many batch Jobs named `job` each worker holds."""
+    return {
+        w: sum(1 for j in c.list(path("Job", namespace=TEAM)) if j["metadata"]["name"] == job)
+        for w, c in workers.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def setup(multi, kc, manager, workers, tmp_path_factory) -> Iterator[dict]:
+    """The pool (gpu-node-1, 8 GPUs, in both workers) and the team quota, made through gpuctl."""
+    d = tmp_path_factory.mktemp("mc")
+    (d / "pool.yaml").write_text(
+        f"kind: pool\nversion: v0.1\npool:\n  name: {POOL}\n  clusters:\n"
+        + "".join(f"    {w}: {{kubeconfig: {multi / w / 'multikueue.kubeconfig'}}}\n" for w in WORKERS)
+        + "nodes:\n  gpu-node-1: {gpuType: a100}\n"
+    )
+    (d / "quota.yaml").write_text(
+        f"kind: quota\nversion: v0.1\nquota: {{name: mc}}\nnamespace:\n  {TEAM}: {{gpu: 24}}\n"
+    )
+    for f in ("pool.yaml", "quota.yaml"):
+        rc = main(["create", "-f", str(d / f), "--kubeconfig", kc])
+        assert rc == 0, f
+    wait_until(
+        lambda: all(is_true(manager.get(path("MultiKueueCluster", w)), "Active") for w in WORKERS),
+        120,
+        what="both MultiKueueClusters connected",
+    )
+    yield {"dir": d}
+    for job in ("mc-1", "mc-2", "mc-3"):
+        main(["delete", "job", job, "-n", TEAM, "--kubeconfig", kc])
+    main(["delete", "quota", "mc", "--delete-namespace", "--kubeconfig", kc])
+    main(["delete", "pool", POOL, "--kubeconfig", kc])
+
+
+def test_gpuctl_makes_the_multikueue_objects(setup, manager, workers):
+    """From one pool document: Secrets, MultiKueueClusters, MultiKueueConfig, AdmissionCheck, the team
+    queue's check on the manager; the flavor, node label and taint, and the team's queues on each worker."""
+    for w in WORKERS:
+        secret = manager.get(path("Secret", f"gpuctl-cluster-{w}", "kueue-system"))
+        assert set(secret["data"]) == {"kubeconfig"}
+    assert manager.get(path("MultiKueueConfig", MULTIKUEUE_CONFIG))["spec"]["clusters"] == list(WORKERS)
+    ac = manager.get(path("AdmissionCheck", MULTIKUEUE_CHECK))
+    assert ac["spec"]["controllerName"] == "kueue.x-k8s.io/multikueue"
+    wait_until(lambda: is_true(manager.get(path("AdmissionCheck", MULTIKUEUE_CHECK)), "Active"), 60)
+    cq = manager.get(path("ClusterQueue", TEAM))
+    assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": MULTIKUEUE_CHECK}]}
+    assert manager.list(path("Node")) == []  # the manager has no GPU nodes at all
+    for w, c in workers.items():
+        assert c.get(path("ResourceFlavor", POOL))["spec"]["nodeLabels"] == {Labels.POOL: POOL}
+        node = c.get(path("Node", "gpu-node-1"))
+        assert node["metadata"]["labels"][Labels.POOL] == POOL
+        assert any(t["key"] == POOL_TAINT_KEY and t.get("value") == POOL for t in node["spec"]["taints"]), w
+        wcq = c.get(path("ClusterQueue", TEAM))
+        assert "admissionChecksStrategy" not in wcq["spec"]
+        assert c.get(path("LocalQueue", "default", TEAM))["spec"]["clusterQueue"] == TEAM
+
+
+def test_refused_kinds_leave_nothing(setup, gpuctl, manager, tmp_path):
+    """A Deployment-based job (no MultiKueue adapter in v0.19.2) is refused naming file, field and fix;
+    nothing is created, in a dry run or not."""
+    f = tmp_path / "inf.yaml"
+    f.write_text(_job("inf-1", kind="inference"))
+    for extra in ((), ("--dry-run=server",)):
+        rc, _, err = gpuctl("create", "-f", str(f), *extra)
+        assert rc != 0
+        assert str(f) in err and "resources.pool" in err and "no Deployment adapter" in err, err
+        assert "kind: training" in err  # the fix
+    assert manager.list(path("Deployment", namespace=TEAM)) == []
+    assert manager.list(path("Service", namespace=TEAM)) == []
+
+
+def test_job_lands_where_there_is_room(setup, gpuctl, manager, workers, tmp_path):
+    """Two 8-GPU jobs fill gpu-node-1 of both workers, one each; a third waits with quota reserved on the
+    manager and no cluster. Status and logs of a running one through gpuctl, read in its worker."""
+    placed = {}
+    for name in ("mc-1", "mc-2"):
+        f = tmp_path / f"{name}.yaml"
+        f.write_text(_job(name))
+        rc, _, err = gpuctl("create", "-f", str(f))
+        assert rc == 0, err
+        placed[name] = wait_until(lambda n=name: _admitted_in(manager, n), 90, what=f"{name} admitted")
+    assert sorted(placed.values()) == list(WORKERS), placed  # the second went where there was room
+    for name, w in placed.items():
+        wait_until(lambda n=name, w=w: _remote_jobs(workers, n) == {x: int(x == w) for x in WORKERS}, 60)
+    f = tmp_path / "mc-3.yaml"
+    f.write_text(_job("mc-3"))
+    assert gpuctl("create", "-f", str(f))[0] == 0
+    wait_until(
+        lambda: (_workload(manager, "mc-3") or {}).get("status", {}).get("admission"), 60, what="mc-3 quota"
+    )
+
+    def row_of(out: str, name: str) -> list[str]:
+        return next(line.split() for line in out.splitlines() if line.split()[:1] == [name])
+
+    def shown() -> bool:
+        rc, out, _ = gpuctl("get", "jobs", "-n", TEAM)
+        return rc == 0 and row_of(out, "mc-1")[4] == "Running"
+
+    wait_until(shown, 60, what="mc-1 Running in get jobs")
+    rc, out, err = gpuctl("get", "jobs", "-n", TEAM)
+    header = out.splitlines()[0].split()
+    assert "CLUSTER" in header
+    col = header.index("CLUSTER") - 1  # the header "JOB ID" is two words
+    assert row_of(out, "mc-1")[col] == placed["mc-1"]
+    assert row_of(out, "mc-2")[col] == placed["mc-2"]
+    assert row_of(out, "mc-3")[4] == "QuotaReserved"  # held on the manager, no worker has room
+    rc, out, err = gpuctl("describe", "job", "mc-1", "-n", TEAM)
+    assert rc == 0, err
+    assert "Cluster:" in out and placed["mc-1"] in out and "MultiKueue Ready" in out, out
+    assert "gpu-node-1" in out  # its pod, read in the worker
+    rc, out, err = gpuctl("logs", "mc-1", "-n", TEAM, "--tail", "5")
+    assert rc == 0, err
+    assert "step 20: loss=0.05" in out, out
+
+
+def test_worker_goes_away_and_comes_back(setup, multi, gpuctl, manager, workers):
+    """The API server of mc-1's worker stops: the manager notices (MultiKueueCluster inactive), keeps the
+    job where it was (Kueue's workerLostTimeout, 15 min), and gpuctl says why it cannot read its pods.
+    It comes back: every job is in exactly one worker, as before, none lost, none duplicated."""
+    where = {n: _admitted_in(manager, n) for n in ("mc-1", "mc-2")}
+    lost = where["mc-1"]
+    assert lost, where
+    env = {**os.environ, "GPUCTL_MULTI_RUN": str(multi)}
+    t0 = time.monotonic()
+    subprocess.run([str(MULTI), "stop-worker", lost], env=env, check=True, capture_output=True)
+    try:
+        wait_until(
+            lambda: not is_true(manager.get(path("MultiKueueCluster", lost)), "Active"),
+            120,
+            what=f"the manager sees {lost} gone",
+        )
+        noticed = time.monotonic() - t0
+        assert {n: _admitted_in(manager, n) for n in where} == where  # nothing moved or lost
+        rc, out, _ = gpuctl("get", "jobs", "-n", TEAM)
+        assert rc == 0 and "mc-1" in out
+        rc, _, err = gpuctl("logs", "mc-1", "-n", TEAM)
+        assert rc != 0 and lost in err, err
+    finally:
+        subprocess.run([str(MULTI), "start-worker", lost], env=env, check=True, capture_output=True)
+    wait_until(
+        lambda: is_true(manager.get(path("MultiKueueCluster", lost)), "Active"),
+        180,
+        what=f"the manager reconnects to {lost}",
+    )
+    back = time.monotonic() - t0
+    assert {n: _admitted_in(manager, n) for n in where} == where
+    for name, w in where.items():
+        wait_until(
+            lambda n=name, w=w: _remote_jobs(workers, n) == {x: int(x == w) for x in WORKERS},
+            60,
+            what=f"{name} in {w} only",
+        )
+    assert sum(_remote_jobs(workers, "mc-3").values()) == 0  # still waiting: no copy ran anywhere
+    rc, out, err = gpuctl("logs", "mc-1", "-n", TEAM, "--tail", "1")
+    assert rc == 0, err
+    print(f"\nworker outage: noticed after {noticed:.1f}s, reconnected {back:.1f}s after the stop")
