@@ -169,7 +169,17 @@ def apply_remote_pool(
         )
     plans = plan_clusters(cluster, spec, base)
     inv = Inventory(cluster, None)
-    clusters = sorted({*worker_clusters(inv.flavors), *spec.pool.clusters})
+    others = [f for f in inv.flavors if f["metadata"]["name"] != name]
+    clusters = sorted({*worker_clusters(others), *spec.pool.clusters})
+    # Clusters the pool leaves: it goes from there as `gpuctl delete pool` would (refused while jobs use it).
+    dropped = {
+        c: worker(cluster, c, f"pool {name}: leaving ")
+        for c in pool_clusters(flavor)
+        if c not in spec.pool.clusters
+    }
+    for member in dropped.values():
+        with contextlib.suppress(NotFound):
+            delete_pool(member, name, dry_run=DryRun.CLIENT)
     lines = [
         f"pool/{name} {'created' if flavor is None else 'configured'} "
         f"in cluster(s) {', '.join(p.name for p in plans)}"
@@ -182,6 +192,7 @@ def apply_remote_pool(
             )
         lines.append(f"multikueuecluster/{p.name} configured")
         lines += [f"node/{n} labeled {Labels.POOL}={name} in cluster {p.name}" for n in sorted(p.nodes)]
+    lines += [f"pool/{name} removed from cluster {c}" for c in sorted(dropped)]
     lines.append(f"multikueueconfig/{MULTIKUEUE_CONFIG} clusters: {', '.join(clusters)}")
     if dry_run is DryRun.CLIENT:
         return lines
@@ -216,6 +227,13 @@ def apply_remote_pool(
             apply_pool(p.member, sub, create=False, dry_run=dry_run)
             if dry_run.persists:
                 sync_worker(cluster, p.name, p.member)
+        for c, member in dropped.items():
+            with contextlib.suppress(NotFound):
+                delete_pool(member, name, dry_run=dry_run)
+            if dry_run.persists:
+                sync_worker(cluster, c, member)
+        if dry_run.persists and dropped:
+            sync_manager(cluster)
     except Exception:
         if dry_run.persists and flavor is None:
             with contextlib.suppress(ApiError):
