@@ -158,7 +158,7 @@ def test_multikueue_objects():
         ("cluster: worker-a", {"worker-a": None}),
         ("clusters: [worker-a, worker-b]", {"worker-a": None, "worker-b": None}),
         (
-            "clusters: {worker-a: {kubeconfig: a.kubeconfig}, worker-b:}",
+            "clusters: {worker-a: {kubeconfig: a.kubeconfig}, worker-b: null}",
             {"worker-a": "a.kubeconfig", "worker-b": None},
         ),
     ],
