@@ -178,9 +178,9 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
 @guard
 def get_pools(args: argparse.Namespace) -> int:
     from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.service.pools import list_pools  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.multicluster import list_pools_everywhere  # noqa: PLC0415 - lazy: CLI start-up
 
-    pools = list_pools(connect(args))
+    pools = list_pools_everywhere(connect(args))
     if args.name:
         pools = [p for p in pools if p.name == args.name]
         if not pools:
@@ -198,17 +198,36 @@ def get_pools(args: argparse.Namespace) -> int:
                 f"GPU QUEUED counts the waiting jobs of {', '.join(partial) or 'no namespace'} only: "
                 "other teams' Workloads need a role that may list them all (gpuctl-admin)"
             )
+    multi = wide and any(p.clusters for p in pools)
+    if multi:
+        headers.append("CLUSTERS (FREE/TOTAL)")
     rows = []
     for p in pools:
         r = [p.name, p.status, p.capacity, p.taken, p.free, len(p.nodes)]
         if wide:
             r += [p.reserved, p.queued, ",".join(p.gpu_types) or "-"]
+        if multi:
+            r.append(_clusters_cell(p.clusters))
         rows.append(r)
+    for p in pools:
+        for c, v in p.clusters.items():
+            if "error" in v:
+                note(f"pool {p.name}: cluster {c} not read: {v['error']}")
     if not rows:
         print("No pools found: create one with `gpuctl create -f pool.yaml`.", file=sys.stderr)
         return 0
     table(headers, rows)
     return 0
+
+
+def _clusters_cell(clusters: dict[str, dict]) -> str:
+    """A pool's per-cluster GPUs (issue 24): worker-a:8/8,worker-b:0/8; ? for a worker not read."""
+    if not clusters:
+        return "-"
+    return ",".join(
+        f"{c}:?" if "error" in v else f"{c}:{v['gpu_free']}/{v['gpu_total']}"
+        for c, v in sorted(clusters.items())
+    )
 
 
 # ----------------------------------------------------------------------------- get nodes / labels

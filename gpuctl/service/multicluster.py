@@ -42,10 +42,19 @@ from gpuctl.domain.multicluster import (
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_from_cluster_queue
+from gpuctl.service.access import Permissions
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.members import worker
-from gpuctl.service.pools import apply_pool, delete_pool, ensure_bootstrap, sync_cohort, sync_queues
+from gpuctl.service.pools import (
+    apply_pool,
+    delete_pool,
+    ensure_bootstrap,
+    list_pools,
+    sync_cohort,
+    sync_queues,
+)
+from gpuctl.service.usage import PoolUsage, pool_usage
 from gpuctl.spec import PoolSpec
 from queues import TeamQuota, cluster_queue, local_queue, pool_toleration, resource_flavor, team_namespace
 from queues.multicluster import (
@@ -332,3 +341,51 @@ def delete_pool_everywhere(
             with contextlib.suppress(ServiceError, ApiError):
                 sync_worker(cluster, c, member)
     return lines
+
+
+def list_pools_everywhere(cluster: Cluster, perms: Permissions | None = None) -> list[PoolUsage]:
+    """`get pools`: on a manager, a pool in worker clusters has their nodes' GPUs (capacity and nodes
+    summed, and per cluster in `clusters`), read through the caller's context of each worker; what the
+    manager's Kueue reserved there (the team quotas' view) stays its used GPUs. A worker gpuctl cannot
+    read leaves its figures out and says why, the pool shows degraded."""
+    pools = list_pools(cluster, perms)
+    remote = remote_pools(Inventory(cluster, None, perms=perms).flavors)
+    if not remote:
+        return pools
+    seen: dict[str, dict[str, PoolUsage] | str] = {}
+    for c in sorted({c for cs in remote.values() for c in cs}):
+        try:
+            seen[c] = pool_usage(Inventory(worker(cluster, c), None))
+        except (ServiceError, ApiError, OSError) as e:
+            seen[c] = str(e)
+    for u in pools:
+        for c in remote.get(u.name, []):
+            there = seen[c]
+            if isinstance(there, str):
+                u.clusters[c] = {"error": there}
+                continue
+            w = there.get(u.name)
+            if w is None:
+                u.clusters[c] = {"error": f"pool {u.name} not found in cluster {c}"}
+                continue
+            u.capacity += w.capacity
+            u.total += w.total
+            u.nodes_ready += w.nodes_ready
+            u.nodes += [f"{c}/{n}" for n in w.nodes]
+            u.gpu_types += [t for t in w.gpu_types if t not in u.gpu_types]
+            u.clusters[c] = {
+                "gpu_total": w.capacity,
+                "gpu_used": w.taken,
+                "gpu_free": w.free,
+                "nodes": len(w.nodes),
+            }
+        if u.name in remote:
+            unreadable = any("error" in v for v in u.clusters.values())
+            u.status = (
+                "empty"
+                if not u.nodes and not unreadable
+                else "degraded"
+                if unreadable or u.nodes_ready < len(u.nodes)
+                else "active"
+            )
+    return pools

@@ -211,6 +211,11 @@ def test_job_lands_where_there_is_room(setup, gpuctl, manager, workers, tmp_path
     assert row_of(out, "mc-1")[col] == placed["mc-1"]
     assert row_of(out, "mc-2")[col] == placed["mc-2"]
     assert row_of(out, "mc-3")[4] == "QuotaReserved"  # held on the manager, no worker has room
+    rc, out, err = gpuctl("get", "pools", "-o", "wide")
+    assert rc == 0, err
+    # GPU TOTAL: both workers' node; GPU USED: the manager's reservations, mc-3's too (held, not placed).
+    assert row_of(out, POOL)[2:4] == ["16", "24"], out
+    assert "worker-a:0/8,worker-b:0/8" in out, out  # each worker's node is full
     rc, out, err = gpuctl("describe", "job", "mc-1", "-n", TEAM)
     assert rc == 0, err
     assert "Cluster:" in out and placed["mc-1"] in out and "MultiKueue Ready" in out, out
@@ -242,6 +247,9 @@ def test_worker_goes_away_and_comes_back(setup, multi, gpuctl, manager, workers)
         assert rc == 0 and "mc-1" in out
         rc, _, err = gpuctl("logs", "mc-1", "-n", TEAM)
         assert rc != 0 and lost in err, err
+        rc, out, err = gpuctl("get", "pools", "-o", "wide")
+        assert rc == 0 and f"{lost}:?" in out and "degraded" in out, out
+        assert f"cluster {lost} not read" in err, err
     finally:
         subprocess.run([str(MULTI), "start-worker", lost], env=env, check=True, capture_output=True)
     wait_until(
