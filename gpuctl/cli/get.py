@@ -213,6 +213,8 @@ def get_pools(args: argparse.Namespace) -> int:
         for c, v in p.clusters.items():
             if "error" in v:
                 note(f"pool {p.name}: cluster {c} not read: {v['error']}")
+            elif "disconnected" in v:
+                note(f"pool {p.name}: cluster {c} (*): {v['disconnected']}; jobs wait or go elsewhere")
     if not rows:
         print("No pools found: create one with `gpuctl create -f pool.yaml`.", file=sys.stderr)
         return 0
@@ -225,7 +227,9 @@ def _clusters_cell(clusters: dict[str, dict]) -> str:
     if not clusters:
         return "-"
     return ",".join(
-        f"{c}:?" if "error" in v else f"{c}:{v['gpu_free']}/{v['gpu_total']}"
+        f"{c}:?"
+        if "error" in v
+        else f"{c}:{v['gpu_free']}/{v['gpu_total']}" + ("*" if "disconnected" in v else "")
         for c, v in sorted(clusters.items())
     )
 

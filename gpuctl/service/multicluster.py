@@ -353,6 +353,7 @@ def list_pools_everywhere(cluster: Cluster, perms: Permissions | None = None) ->
     if not remote:
         return pools
     seen: dict[str, dict[str, PoolUsage] | str] = {}
+    down = kueue_disconnected(cluster)
     for c in sorted({c for cs in remote.values() for c in cs}):
         try:
             seen[c] = pool_usage(Inventory(worker(cluster, c), None))
@@ -379,8 +380,10 @@ def list_pools_everywhere(cluster: Cluster, perms: Permissions | None = None) ->
                 "gpu_free": w.free,
                 "nodes": len(w.nodes),
             }
+            if c in down:  # its nodes are there, but no job reaches them
+                u.clusters[c]["disconnected"] = f"the manager's Kueue cannot reach it: {down[c]}"
         if u.name in remote:
-            unreadable = any("error" in v for v in u.clusters.values())
+            unreadable = any("error" in v or "disconnected" in v for v in u.clusters.values())
             u.status = (
                 "empty"
                 if not u.nodes and not unreadable
@@ -389,3 +392,20 @@ def list_pools_everywhere(cluster: Cluster, perms: Permissions | None = None) ->
                 else "active"
             )
     return pools
+
+
+def kueue_disconnected(cluster: Cluster) -> dict[str, str]:
+    """Worker -> why the manager's Kueue is not connected to it (its MultiKueueCluster's Active condition:
+    an outage, a rotated or wrong credential). Empty for a caller who may not read MultiKueueClusters."""
+    try:
+        found = cluster.list(path("MultiKueueCluster"), label_selector=f"{Labels.MANAGED_BY}=gpuctl")
+    except ApiError:
+        return {}
+    out = {}
+    for m in found:
+        cond = next(
+            (c for c in (m.get("status") or {}).get("conditions") or [] if c.get("type") == "Active"), None
+        )
+        if cond is not None and cond.get("status") != "True":
+            out[m["metadata"]["name"]] = f"{cond.get('reason', '')}: {cond.get('message', '')}"
+    return out

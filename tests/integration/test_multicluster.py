@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import Cluster, path
@@ -269,3 +270,47 @@ def test_worker_goes_away_and_comes_back(setup, multi, gpuctl, manager, workers)
     rc, out, err = gpuctl("logs", "mc-1", "-n", TEAM, "--tail", "1")
     assert rc == 0, err
     print(f"\nworker outage: noticed after {noticed:.1f}s, reconnected {back:.1f}s after the stop")
+
+
+def test_rotated_kubeconfig(setup, multi, gpuctl, manager, workers, tmp_path):
+    """Kueue's credential for a worker is replaced through the pool document: a wrong one disconnects the
+    worker (gpuctl get pools says so and why, nothing running is lost), a fresh token reconnects it."""
+    w = "worker-b"
+    good = yaml.safe_load((multi / w / "multikueue.kubeconfig").read_text())
+    placed = {n: _admitted_in(manager, n) for n in ("mc-1", "mc-2")}
+
+    def pool_doc(kubeconfig: dict) -> Path:
+        f = tmp_path / f"{w}-{time.monotonic_ns()}.kubeconfig"
+        f.write_text(yaml.safe_dump(kubeconfig))
+        doc = tmp_path / "pool.yaml"
+        doc.write_text(
+            (setup["dir"] / "pool.yaml").read_text().replace(str(multi / w / "multikueue.kubeconfig"), str(f))
+        )
+        return doc
+
+    bad = {**good, "users": [{"name": u["name"], "user": {"token": "not-a-token"}} for u in good["users"]]}
+    rc, _, err = gpuctl("apply", "-f", str(pool_doc(bad)))
+    assert rc == 0, err
+    wait_until(
+        lambda: not is_true(manager.get(path("MultiKueueCluster", w)), "Active"), 90, what=f"{w} refused"
+    )
+    rc, out, err = gpuctl("get", "pools", "-o", "wide")
+    assert rc == 0 and f"{w}:0/8*" in out and "degraded" in out, out
+    assert f"cluster {w} (*)" in err and "credentials" in err, err
+    assert {n: _admitted_in(manager, n) for n in placed} == placed
+    token = workers[w].request(
+        "POST",
+        path("ServiceAccount", "gpuctl-multikueue", "kueue-system", "token"),
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )["status"]["token"]
+    fresh = {**good, "users": [{"name": u["name"], "user": {"token": token}} for u in good["users"]]}
+    rc, _, err = gpuctl("apply", "-f", str(pool_doc(fresh)))
+    assert rc == 0, err
+    wait_until(lambda: is_true(manager.get(path("MultiKueueCluster", w)), "Active"), 90, what=f"{w} back")
+    assert {n: _admitted_in(manager, n) for n in placed} == placed
+    for name, where in placed.items():
+        assert _remote_jobs(workers, name) == {x: int(x == where) for x in WORKERS}
