@@ -100,6 +100,9 @@ def describe_job(args: argparse.Namespace) -> int:
                 for x in data["conditions"]
             ],
         )
+    if d.pods_error:
+        print(f"Pods: not read: {d.pods_error}")
+        return 0
     print("Pods:" if d.pods else "Pods: <none>")
     for p in data["pods"]:
         print(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}")

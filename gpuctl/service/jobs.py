@@ -304,13 +304,13 @@ def find_job(
     job = matches[0]
     if job.kind in (Kind.INFERENCE, Kind.COMPUTE, Kind.NOTEBOOK):
         job.service = cluster.get_or_none(path("Service", SERVICE_PREFIX + job.name, job.namespace))
-    _read_worker_pods(cluster, job)
     return job
 
 
-def _read_worker_pods(cluster: Cluster, job: Job) -> None:
-    """A job MultiKueue runs in a worker cluster: its pods are there (the manager's Job has none), read
-    through the caller's context of that worker (gpuctl.service.members)."""
+def read_worker_pods(cluster: Cluster, job: Job) -> None:
+    """A job MultiKueue runs in a worker cluster (issue 24): its pods are there (the manager's Job has
+    none), read through the caller's context of that worker (gpuctl.service.members). ServiceError when
+    they cannot be read; nothing to do for a job of this cluster."""
     where = placement(job.workload)
     if where is None or not where.cluster or job.pods:
         return
@@ -497,6 +497,7 @@ def job_pods_for_logs(
     cluster: Cluster, name: str, namespace: str | None, perms: Permissions | None = None
 ) -> tuple[Job, list[dict]]:
     job = find_job(cluster, name, namespace, perms=perms)
+    read_worker_pods(cluster, job)
     # The pod named on the command line first, then running pods, then by name.
     pods = sorted(
         job.pods,

@@ -51,6 +51,7 @@ from gpuctl.service.pools import (
     delete_pool,
     ensure_bootstrap,
     list_pools,
+    patch_node_pool,
     sync_cohort,
     sync_queues,
 )
@@ -256,6 +257,15 @@ def apply_remote_pool(
     return lines
 
 
+def _unlabel_nodes(member: Cluster, pool: str, dry_run: DryRun) -> list[str]:
+    gone = {Labels.POOL: None, Labels.GPU_TYPE: None}
+    lines = []
+    for n in member.list(path("Node"), label_selector=f"{Labels.POOL}={pool}"):
+        change = patch_node_pool(member, n, gone, dry_run=dry_run)
+        lines.append(f"node/{n['metadata']['name']} unlabeled" + (f", {change}" if change else ""))
+    return lines
+
+
 def sync_manager(cluster: Cluster) -> None:
     """The manager's MultiKueue objects as its pools say: the config lists every worker cluster in use; with
     none left, the check, the config and the team queues' check go (the MultiKueueClusters and Secrets of
@@ -332,9 +342,11 @@ def delete_pool_everywhere(
         return lines
     members = {c: worker(cluster, c) for c in clusters}
     for c, member in members.items():
-        with contextlib.suppress(NotFound):
+        try:
             found = delete_pool(member, name, dry_run=dry_run, keep_running=True)
-            lines += [f"{line} (cluster {c})" for line in found[1:]]
+        except NotFound:  # its flavor is gone there already: its nodes still lose label and taint
+            found = ["", *_unlabel_nodes(member, name, dry_run)]
+        lines += [f"{line} (cluster {c})" for line in found[1:]]
     if dry_run.persists:
         sync_manager(cluster)
         for c, member in members.items():

@@ -19,9 +19,9 @@ from gpuctl.domain.objects import age_seconds, labels, meta
 from gpuctl.domain.status import State
 from gpuctl.domain.workload import job_pool, max_runtime_seconds
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
-from gpuctl.service.errors import NotFound
+from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import explain, find_job, job_estimate, snapshot_inventory
+from gpuctl.service.jobs import explain, find_job, job_estimate, read_worker_pods, snapshot_inventory
 from gpuctl.service.quotas import quota_rows
 
 
@@ -59,6 +59,8 @@ class JobDescription:
     # to), and the manager's MultiKueue check: its state and message.
     cluster: str | None = None
     multikueue: dict[str, Any] | None = None
+    # Why the pods of a job in a worker cluster were not read (no context for it, unreachable); None: read.
+    pods_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +81,11 @@ def describe_job(
     the one-line answer to "why is it not running" (per node, or by count for a caller who may not
     list every pod: gpuctl.service.jobs.snapshot)."""
     job = find_job(cluster, name, namespace, perms=perms)
+    pods_error = None
+    try:
+        read_worker_pods(cluster, job)
+    except ServiceError as e:
+        pods_error = str(e)
     # A running or finished job has nothing to explain: no snapshot is read for it.
     waits = job.status not in (State.RUNNING, State.SUCCEEDED)
     inv = snapshot_inventory(cluster, job.namespace, perms) if waits else None
@@ -142,6 +149,7 @@ def describe_job(
         moved=_moved(wl),
         cluster=where.text if where else None,
         multikueue={"state": where.state, "message": where.message} if where else None,
+        pods_error=pods_error,
     )
 
 

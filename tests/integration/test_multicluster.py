@@ -25,6 +25,7 @@ from gpuctl.cluster import Cluster, path
 from gpuctl.constants import MULTIKUEUE_CHECK, MULTIKUEUE_CONFIG, POOL_TAINT_KEY, Labels
 from gpuctl.domain.objects import is_true
 from tests.integration.conftest import wait_until
+from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTI = ROOT / "hack" / "cluster" / "multi.sh"
@@ -134,8 +135,9 @@ def setup(multi, kc, manager, workers, tmp_path_factory) -> Iterator[dict]:
         what="both MultiKueueClusters connected",
     )
     yield {"dir": d}
-    for job in ("mc-1", "mc-2", "mc-3"):
+    for job in ("mc-m", "mc-1", "mc-2", "mc-3"):
         main(["delete", "job", job, "-n", TEAM, "--kubeconfig", kc])
+    wait_until(lambda: not manager.list(path("Job", namespace=TEAM)), 60, what="the manager's Jobs gone")
     main(["delete", "quota", "mc", "--delete-namespace", "--kubeconfig", kc])
     main(["delete", "pool", POOL, "--kubeconfig", kc])
 
@@ -175,6 +177,36 @@ def test_refused_kinds_leave_nothing(setup, gpuctl, manager, tmp_path):
         assert "kind: training" in err  # the fix
     assert manager.list(path("Deployment", namespace=TEAM)) == []
     assert manager.list(path("Service", namespace=TEAM)) == []
+
+
+def test_team_member_sees_where_its_job_runs(setup, kc, manager, workers, monkeypatch, tmp_path):
+    """A team member with only the shipped roles, on the manager alone: submits, sees the cluster its job
+    runs in; its logs need a context for that worker, and gpuctl says so. Its job leaves no copy behind."""
+    monkeypatch.setenv("KUBECONFIG", kc)
+    apply_caller_roles(manager)
+    member = TeamMember.create(manager, TEAM, roles=SHIPPED_ROLES)
+    try:
+        f = tmp_path / "m1.yaml"
+        f.write_text(_job("mc-m", gpu=1))
+        p = member.gpuctl("create", "-f", str(f))
+        assert p.returncode == 0, p.stderr
+        where = wait_until(lambda: _admitted_in(manager, "mc-m"), 90, what="mc-m admitted")
+        p = member.gpuctl("get", "jobs")
+        assert p.returncode == 0 and "CLUSTER" in p.stdout and where in p.stdout, p.stdout + p.stderr
+        p = member.gpuctl("logs", "mc-m")
+        assert p.returncode != 0
+        assert f"runs in cluster {where}" in p.stderr and "context" in p.stderr, p.stderr
+        assert member.gpuctl("delete", "job", "mc-m").returncode == 0
+        wait_until(
+            lambda: sum(_remote_jobs(workers, "mc-m").values()) == 0, 90, what="mc-m gone from workers"
+        )
+        wait_until(
+            lambda: not [w for c in workers.values() for w in c.list(path("Workload", namespace=TEAM))],
+            90,
+            what="no Workload left in the workers",
+        )
+    finally:
+        member.delete()
 
 
 def test_job_lands_where_there_is_room(setup, gpuctl, manager, workers, tmp_path):
