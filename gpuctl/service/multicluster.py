@@ -257,6 +257,24 @@ def apply_remote_pool(
     return lines
 
 
+def _release_flavor(member: Cluster, pool: str) -> None:
+    """A worker's deleted pool flavor that Kueue keeps for its in-use finalizer although no ClusterQueue
+    there names it any more (Kueue does not look again when the last queue stops naming it): gpuctl owns
+    the flavor, so it lifts the finalizer, as gpuctl.service.pools does when it re-creates a flavor."""
+    rf = member.get_or_none(path("ResourceFlavor", pool))
+    if rf is None or not rf["metadata"].get("deletionTimestamp") or not rf["metadata"].get("finalizers"):
+        return
+    named = {
+        f.get("name")
+        for cq in member.list(path("ClusterQueue"))
+        for g in (cq.get("spec") or {}).get("resourceGroups") or []
+        for f in g.get("flavors") or []
+    }
+    if pool not in named:
+        with contextlib.suppress(ApiError):
+            member.merge_patch(path("ResourceFlavor", pool), {"metadata": {"finalizers": None}})
+
+
 def _unlabel_nodes(member: Cluster, pool: str, dry_run: DryRun) -> list[str]:
     gone = {Labels.POOL: None, Labels.GPU_TYPE: None}
     lines = []
@@ -303,6 +321,8 @@ def sync_worker(cluster: Cluster, name: str, member: Cluster | None = None) -> l
     ensure_bootstrap(member)
     lines = []
     for ns, cq in sorted(inv.team_queues.items()):
+        if cq["metadata"].get("deletionTimestamp"):
+            continue  # a quota being deleted (Kueue holds its queue until its Workloads are gone)
         team = worker_team(cq)
         if member.get_or_none(path("Namespace", ns)) is None:
             member.create(team_namespace(team))
@@ -347,6 +367,8 @@ def delete_pool_everywhere(
         except NotFound:  # its flavor is gone there already: its nodes still lose label and taint
             found = ["", *_unlabel_nodes(member, name, dry_run)]
         lines += [f"{line} (cluster {c})" for line in found[1:]]
+        if dry_run.persists:
+            _release_flavor(member, name)
     if dry_run.persists:
         sync_manager(cluster)
         for c, member in members.items():
