@@ -135,11 +135,13 @@ def setup(multi, kc, manager, workers, tmp_path_factory) -> Iterator[dict]:
         what="both MultiKueueClusters connected",
     )
     yield {"dir": d}
-    for job in ("mc-m", "mc-1", "mc-2", "mc-3"):
-        main(["delete", "job", job, "-n", TEAM, "--kubeconfig", kc])
-    wait_until(lambda: not manager.list(path("Job", namespace=TEAM)), 60, what="the manager's Jobs gone")
-    main(["delete", "quota", "mc", "--delete-namespace", "--kubeconfig", kc])
-    main(["delete", "pool", POOL, "--kubeconfig", kc])
+    # What a failed test left (test_deleting_everything_leaves_nothing deletes it all through gpuctl).
+    if manager.get_or_none(path("ResourceFlavor", POOL)) is not None:
+        for job in ("mc-m", "mc-1", "mc-2", "mc-3"):
+            main(["delete", "job", job, "-n", TEAM, "--kubeconfig", kc])
+        wait_until(lambda: not manager.list(path("Job", namespace=TEAM)), 60, what="the manager's Jobs gone")
+        main(["delete", "quota", "mc", "--delete-namespace", "--kubeconfig", kc])
+        main(["delete", "pool", POOL, "--kubeconfig", kc])
 
 
 def test_gpuctl_makes_the_multikueue_objects(setup, manager, workers):
@@ -346,3 +348,31 @@ def test_rotated_kubeconfig(setup, multi, gpuctl, manager, workers, tmp_path):
     assert {n: _admitted_in(manager, n) for n in placed} == placed
     for name, where in placed.items():
         assert _remote_jobs(workers, name) == {x: int(x == where) for x in WORKERS}
+
+
+def test_deleting_everything_leaves_nothing(setup, gpuctl, manager, workers):
+    """Jobs, the quota and the pool deleted through gpuctl: no MultiKueue object, Secret, flavor, team
+    queue, node label or taint of gpuctl's is left on the manager or a worker."""
+    for job in ("mc-1", "mc-2", "mc-3"):
+        rc, _, err = gpuctl("delete", "job", job, "-n", TEAM)
+        assert rc == 0, err
+    wait_until(lambda: not manager.list(path("Job", namespace=TEAM)), 90, what="the manager's Jobs gone")
+    rc, _, err = gpuctl("delete", "quota", "mc", "--delete-namespace")
+    assert rc == 0, err
+    rc, _, err = gpuctl("delete", "pool", POOL)
+    assert rc == 0, err
+    for kind in ("MultiKueueCluster", "MultiKueueConfig", "AdmissionCheck"):
+        assert manager.list(path(kind)) == [], kind
+    assert (
+        manager.list(path("Secret", namespace="kueue-system"), label_selector=f"{Labels.MANAGED_BY}=gpuctl")
+        == []
+    )
+    for w, c in workers.items():
+        wait_until(
+            lambda c=c: c.get_or_none(path("ResourceFlavor", POOL)) is None, 60, what=f"{w}: flavor gone"
+        )
+        assert c.get_or_none(path("ClusterQueue", TEAM)) is None, w
+        node = c.get(path("Node", "gpu-node-1"))
+        assert Labels.POOL not in node["metadata"].get("labels", {}), w
+        assert not any(t["key"] == POOL_TAINT_KEY for t in node["spec"].get("taints") or []), w
+        assert not [j for j in c.list(path("Job", namespace=TEAM))], w
