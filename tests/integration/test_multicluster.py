@@ -211,6 +211,53 @@ def test_team_member_sees_where_its_job_runs(setup, kc, manager, workers, monkey
         member.delete()
 
 
+def test_pool_dry_runs_write_nothing_and_bad_kubeconfigs_are_refused(
+    setup, multi, gpuctl, manager, workers, tmp_path
+):
+    """A second pool, in worker-a only: --dry-run=client and =server leave the API servers as they were;
+    a kubeconfig Kueue would refuse (TLS verification off) is refused naming the file, the field and the
+    fix, before anything is written."""
+    kubeconfig = multi / "worker-a" / "multikueue.kubeconfig"
+    doc = tmp_path / "h100.yaml"
+    doc.write_text(
+        "kind: pool\nversion: v0.1\npool:\n  name: h100\n  clusters:\n"
+        f"    worker-a: {{kubeconfig: {kubeconfig}}}\n"
+        "nodes:\n  gpu-node-3: {gpuType: a10}\n"
+    )
+
+    def state() -> tuple:
+        node = workers["worker-a"].get(path("Node", "gpu-node-3"))
+        return (
+            manager.get_or_none(path("ResourceFlavor", "h100")),
+            workers["worker-a"].get_or_none(path("ResourceFlavor", "h100")),
+            node["metadata"].get("labels", {}).get(Labels.POOL),
+            node["spec"].get("taints"),
+            manager.get(path("MultiKueueConfig", MULTIKUEUE_CONFIG))["metadata"]["resourceVersion"],
+            manager.get(path("Secret", "gpuctl-cluster-worker-a", "kueue-system"))["metadata"][
+                "resourceVersion"
+            ],
+        )
+
+    before = state()
+    assert before[:3] == (None, None, None)
+    for mode in ("client", "server"):
+        rc, out, err = gpuctl("create", "-f", str(doc), f"--dry-run={mode}")
+        assert rc == 0, err
+        assert "pool/h100 created in cluster(s) worker-a" in out, out
+        assert state() == before, mode
+    bad = yaml.safe_load(kubeconfig.read_text())
+    for c in bad["clusters"]:
+        c["cluster"].pop("certificate-authority-data", None)
+        c["cluster"]["insecure-skip-tls-verify"] = True
+    insecure = tmp_path / "insecure.kubeconfig"
+    insecure.write_text(yaml.safe_dump(bad))
+    doc.write_text(doc.read_text().replace(str(kubeconfig), str(insecure)))
+    rc, _, err = gpuctl("create", "-f", str(doc))
+    assert rc != 0
+    assert "pool.clusters.worker-a.kubeconfig" in err and str(insecure) in err and "skips TLS" in err, err
+    assert state() == before
+
+
 def test_job_lands_where_there_is_room(setup, gpuctl, manager, workers, tmp_path):
     """Two 8-GPU jobs fill gpu-node-1 of both workers, one each; a third waits with quota reserved on the
     manager and no cluster. Status and logs of a running one through gpuctl, read in its worker."""
