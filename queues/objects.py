@@ -139,8 +139,9 @@ def _guarantees_annotation(pools: dict[str, PoolGuarantee]) -> str:
     )
 
 
-def cluster_queue(team: TeamQuota, pools: Sequence[str]) -> dict:
-    """One ClusterQueue per team namespace, named after the namespace."""
+def cluster_queue(team: TeamQuota, pools: Sequence[str], *, checks: Mapping[str, Any] | None = None) -> dict:
+    """One ClusterQueue per team namespace, named after the namespace. `checks`: its
+    spec.admissionChecksStrategy (a MultiKueue manager's, queues.multicluster.admission_checks_strategy)."""
     # Every pool at the same, unreachable nominal quota (POOL_NOMINAL): a job never borrows pool
     # quota, so whether it is within its team's quota is decided by the budget alone, and Kueue's
     # reclaim (reclaimWithinCohort: Any) applies whenever it is. Nodes bound the pools (TAS).
@@ -179,30 +180,28 @@ def cluster_queue(team: TeamQuota, pools: Sequence[str]) -> dict:
         notes[Labels.POOL_GUARANTEES] = _guarantees_annotation(team.pools)
     if notes:
         meta["annotations"] = notes
-    return {
-        "apiVersion": KUEUE_API_VERSION,
-        "kind": "ClusterQueue",
-        "metadata": meta,
-        "spec": {
-            "cohortName": COHORT_NAME,
-            "namespaceSelector": {"matchLabels": {Labels.NS_NAME: team.namespace}},
-            # One queue spans all pools: a job blocked on a full pool must not hold up others.
-            "queueingStrategy": "BestEffortFIFO",
-            "preemption": {
-                # A team's high work preempts its own medium and low work.
-                "withinClusterQueue": "LowerPriority",
-                # Guarantees (nominal quota) are reclaimed from borrowers whatever their priority.
-                "reclaimWithinCohort": "Any",
-                # Work that borrows may preempt other teams' over-quota work of lower priority, up
-                # to medium: high work is never preempted by another team's borrowing.
-                "borrowWithinCohort": {
-                    "policy": "LowerPriority",
-                    "maxPriorityThreshold": BORROW_PREEMPT_THRESHOLD,
-                },
+    spec: dict = {
+        "cohortName": COHORT_NAME,
+        "namespaceSelector": {"matchLabels": {Labels.NS_NAME: team.namespace}},
+        # One queue spans all pools: a job blocked on a full pool must not hold up others.
+        "queueingStrategy": "BestEffortFIFO",
+        "preemption": {
+            # A team's high work preempts its own medium and low work.
+            "withinClusterQueue": "LowerPriority",
+            # Guarantees (nominal quota) are reclaimed from borrowers whatever their priority.
+            "reclaimWithinCohort": "Any",
+            # Work that borrows may preempt other teams' over-quota work of lower priority, up
+            # to medium: high work is never preempted by another team's borrowing.
+            "borrowWithinCohort": {
+                "policy": "LowerPriority",
+                "maxPriorityThreshold": BORROW_PREEMPT_THRESHOLD,
             },
-            "resourceGroups": groups,
         },
+        "resourceGroups": groups,
     }
+    if checks:
+        spec["admissionChecksStrategy"] = dict(checks)
+    return {"apiVersion": KUEUE_API_VERSION, "kind": "ClusterQueue", "metadata": meta, "spec": spec}
 
 
 def local_queue(namespace: str) -> dict:

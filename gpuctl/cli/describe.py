@@ -74,6 +74,10 @@ def describe_job(args: argparse.Namespace) -> int:
             ("Requests", ", ".join(f"{k}={v}" for k, v in d.resources.items())),
         ]
     )
+    if d.cluster:
+        mk = d.multikueue or {}
+        state = f" (MultiKueue {mk['state']}: {mk['message']})" if mk.get("state") else ""
+        kv([("Cluster", f"{d.cluster}{state}")])
     if d.why:
         kv([("Why not running", d.why)])
     if d.estimate:
@@ -96,6 +100,9 @@ def describe_job(args: argparse.Namespace) -> int:
                 for x in data["conditions"]
             ],
         )
+    if d.pods_error:
+        print(f"Pods: not read: {d.pods_error}")
+        return 0
     print("Pods:" if d.pods else "Pods: <none>")
     for p in data["pods"]:
         print(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}")

@@ -72,10 +72,20 @@ JOB_COLUMNS = ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE",
 WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "REASON"]
 
 
-def _job_cells(r, wide: bool) -> list:
+def _job_columns(rows, wide: bool) -> list[str]:
+    """The job table's headers: CLUSTER (before NODE) when some job runs through MultiKueue (issue 24)."""
+    cols = list(JOB_COLUMNS)
+    if any(r.cluster for r in rows):
+        cols.insert(cols.index("NODE"), "CLUSTER")
+    return cols + (WIDE_COLUMNS if wide else [])
+
+
+def _job_cells(r, wide: bool, cluster_column: bool = False) -> list:
     from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
 
     cells = [r.job_id, r.name, r.namespace, r.kind, r.status, r.ready, r.node, r.ip, age(r.age)]
+    if cluster_column:
+        cells.insert(JOB_COLUMNS.index("NODE"), r.cluster or "-")
     if wide:
         cells += [r.pool, r.priority, r.queue, r.position if r.position else "-", r.reason or "-"]
     return cells
@@ -107,7 +117,8 @@ def get_jobs(args: argparse.Namespace) -> int:
             "No jobs found." if not namespace else f"No jobs found in {namespace} namespace.", file=sys.stderr
         )
     else:
-        table(JOB_COLUMNS + (WIDE_COLUMNS if wide else []), [_job_cells(r, wide) for r in rows])
+        cluster_column = any(r.cluster for r in rows)
+        table(_job_columns(rows, wide), [_job_cells(r, wide, cluster_column) for r in rows])
     if args.watch:
         _watch_jobs(args, cluster, namespace, rows, wide)
     return 0
@@ -125,7 +136,8 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
     from gpuctl.service.inventory import JOB_SELECTOR  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
 
-    seen = {(r.namespace, r.job_id): _job_cells(r, wide) for r in rows}
+    col = any(r.cluster for r in rows)
+    seen = {(r.namespace, r.job_id): _job_cells(r, wide, col) for r in rows}
     changed = threading.Event()
     pods = Informer(
         cluster,
@@ -150,7 +162,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
                 positions=wide,
                 gpus=False,
             ):
-                cells = _job_cells(r, wide)
+                cells = _job_cells(r, wide, col)
                 key = (r.namespace, r.job_id)
                 old = seen.get(key)
                 if old is None or old[:8] != cells[:8] or old[9:] != cells[9:]:
@@ -166,9 +178,9 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
 @guard
 def get_pools(args: argparse.Namespace) -> int:
     from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.service.pools import list_pools  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.multicluster import list_pools_everywhere  # noqa: PLC0415 - lazy: CLI start-up
 
-    pools = list_pools(connect(args))
+    pools = list_pools_everywhere(connect(args))
     if args.name:
         pools = [p for p in pools if p.name == args.name]
         if not pools:
@@ -186,17 +198,40 @@ def get_pools(args: argparse.Namespace) -> int:
                 f"GPU QUEUED counts the waiting jobs of {', '.join(partial) or 'no namespace'} only: "
                 "other teams' Workloads need a role that may list them all (gpuctl-admin)"
             )
+    multi = wide and any(p.clusters for p in pools)
+    if multi:
+        headers.append("CLUSTERS (FREE/TOTAL)")
     rows = []
     for p in pools:
         r = [p.name, p.status, p.capacity, p.taken, p.free, len(p.nodes)]
         if wide:
             r += [p.reserved, p.queued, ",".join(p.gpu_types) or "-"]
+        if multi:
+            r.append(_clusters_cell(p.clusters))
         rows.append(r)
+    for p in pools:
+        for c, v in p.clusters.items():
+            if "error" in v:
+                note(f"pool {p.name}: cluster {c} not read: {v['error']}")
+            elif "disconnected" in v:
+                note(f"pool {p.name}: cluster {c} (*): {v['disconnected']}; jobs wait or go elsewhere")
     if not rows:
         print("No pools found: create one with `gpuctl create -f pool.yaml`.", file=sys.stderr)
         return 0
     table(headers, rows)
     return 0
+
+
+def _clusters_cell(clusters: dict[str, dict]) -> str:
+    """A pool's per-cluster GPUs (issue 24): worker-a:8/8,worker-b:0/8; ? for a worker not read."""
+    if not clusters:
+        return "-"
+    return ",".join(
+        f"{c}:?"
+        if "error" in v
+        else f"{c}:{v['gpu_free']}/{v['gpu_total']}" + ("*" if "disconnected" in v else "")
+        for c, v in sorted(clusters.items())
+    )
 
 
 # ----------------------------------------------------------------------------- get nodes / labels

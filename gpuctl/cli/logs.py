@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import job_pods_for_logs, read_logs  # noqa: PLC0415 - lazy: CLI start-up
 
-    cluster = connect(args)
-    _, pods = job_pods_for_logs(cluster, args.job, scope(args))
+    job, pods = job_pods_for_logs(connect(args), args.job, scope(args))
+    cluster = job.member or connect(args)  # a MultiKueue manager's job: its pods are in the worker
     targets = pods if args.all_pods else pods[:1]
     if args.follow:
         pod = targets[0]

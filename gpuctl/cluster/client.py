@@ -108,6 +108,7 @@ class Cluster:
         self.context_namespace = connection.namespace
         self._pool: Pool = connection.pool(pool_size)
         self._visibility: str | bool | None = None  # the visibility API version served; False: none
+        self.kubeconfig: str | None = None  # what connect() was given: member() reads its other contexts
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -121,7 +122,13 @@ class Cluster:
         with cls._lock:
             if key not in cls._instances:
                 cls._instances[key] = cls._load(kubeconfig, context, pool_size=pool_size)
+                cls._instances[key].kubeconfig = kubeconfig
             return cls._instances[key]
+
+    def member(self, context: str) -> Cluster:
+        """Another cluster reached through the context `context` of this one's kubeconfig: a MultiKueue
+        worker, whose context is named after it (docs/multicluster.md). ConfigError when there is none."""
+        return Cluster.connect(kubeconfig=self.kubeconfig, context=context)
 
     @classmethod
     def _load(cls, kubeconfig: str | None, context: str | None, *, pool_size: int = POOL_SIZE) -> Cluster:

@@ -32,6 +32,9 @@ RESOURCES: dict[str, Resource] = {
     "Topology": Resource("kueue.x-k8s.io/v1beta2", "topologies", False),
     "Workload": Resource("kueue.x-k8s.io/v1beta2", "workloads", True),
     "WorkloadPriorityClass": Resource("kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", False),
+    "AdmissionCheck": Resource("kueue.x-k8s.io/v1beta2", "admissionchecks", False),
+    "MultiKueueCluster": Resource("kueue.x-k8s.io/v1beta2", "multikueueclusters", False),
+    "MultiKueueConfig": Resource("kueue.x-k8s.io/v1beta2", "multikueueconfigs", False),
     "ValidatingWebhookConfiguration": Resource(
         "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False
     ),

@@ -15,7 +15,14 @@ from functools import cached_property
 from typing import Any
 
 from gpuctl.cluster.reader import Reader, as_reader
-from gpuctl.constants import COHORT_NAME, KUEUE_GROUP, LOCAL_QUEUE_NAME, MANAGED_BY_VALUE, Labels
+from gpuctl.constants import (
+    COHORT_NAME,
+    KUEUE_GROUP,
+    LOCAL_QUEUE_NAME,
+    MANAGED_BY_VALUE,
+    MULTIKUEUE_CONTROLLER,
+    Labels,
+)
 from gpuctl.domain.objects import is_true
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
@@ -61,7 +68,8 @@ def _may_wait(kind: str, obj: dict) -> bool:
     labelled with its uid) with fewer ready replicas than asked for."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     if kind == "Job":
-        return bool(spec.get("suspend"))
+        # MultiKueue's Job on a manager (issue 24) has no pod here: its Workload says where and how it is.
+        return bool(spec.get("suspend")) or spec.get("managedBy") == MULTIKUEUE_CONTROLLER
     if kind == "StatefulSet":
         wanted = 1 if spec.get("replicas") is None else int(spec["replicas"])
         return int(status.get("readyReplicas") or 0) < wanted

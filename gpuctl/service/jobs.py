@@ -13,6 +13,7 @@ from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.estimate import Estimate, estimate
 from gpuctl.domain.explain import Demand, Snapshot, Verdict, pod_demand, workload_demand
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
+from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, condition
 from gpuctl.domain.status import (
     WAITING_STATES,
@@ -32,6 +33,7 @@ from gpuctl.domain.workload import IN_QUEUE, job_pool, stop_reason, workload_sta
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
+from gpuctl.service.members import worker
 
 
 @dataclass
@@ -54,6 +56,8 @@ class JobRow:
     gpus: int | None = 0  # None: not read (list_job_rows(gpus=False))
     # Why a waiting job waits (gpuctl.domain.explain), when positions are computed (-o wide/json).
     reason: str = ""
+    # A MultiKueue manager's job: the worker cluster running it, or the clusters it is offered to.
+    cluster: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -72,6 +76,10 @@ class Job:
     reason: str = ""
     position: int | None = None
     service: dict | None = None
+    # The worker cluster that runs it (a MultiKueue manager's job, issue 24) and the connection its pods
+    # were read through (find_job); None: this cluster.
+    cluster: str | None = None
+    member: Cluster | None = None
 
     @property
     def name(self) -> str:
@@ -176,12 +184,15 @@ def list_job_rows(
         }
         live = [p for p in job.pods if not pod_finished(p)]
         shown = job.pods if job.resource == "Job" else (live or job.pods)
+        where = placement(job.workload)
+        if where is not None:
+            common["cluster"] = where.text
         if not shown:
             rows.append(
                 JobRow(
                     job_id=job.name,
                     status=job.status,
-                    ready="0/0",
+                    ready=_remote_ready(job) if where is not None else "0/0",
                     node="<none>",
                     ip="<none>",
                     age=age_seconds(job.obj),
@@ -219,6 +230,13 @@ def list_job_rows(
             )
     rows.sort(key=lambda r: (r.namespace, r.name, r.job_id))
     return rows
+
+
+def _remote_ready(job: Job) -> str:
+    """A job running in a worker cluster: its pods are there, and MultiKueue copies the Job's status back
+    (ready pods of parallelism)."""
+    st, spec = job.obj.get("status") or {}, job.obj.get("spec") or {}
+    return f"{int(st.get('ready') or 0)}/{int(spec.get('parallelism') or 1)}"
 
 
 _SEL = re.compile(r"^\s*([^=!\s]+)\s*(==|=|!=)?\s*([^\s]*)\s*$")
@@ -287,6 +305,26 @@ def find_job(
     if job.kind in (Kind.INFERENCE, Kind.COMPUTE, Kind.NOTEBOOK):
         job.service = cluster.get_or_none(path("Service", SERVICE_PREFIX + job.name, job.namespace))
     return job
+
+
+def read_worker_pods(cluster: Cluster, job: Job) -> None:
+    """A job MultiKueue runs in a worker cluster (issue 24): its pods are there (the manager's Job has
+    none), read through the caller's context of that worker (gpuctl.service.members). ServiceError when
+    they cannot be read; nothing to do for a job of this cluster."""
+    where = placement(job.workload)
+    if where is None or not where.cluster or job.pods:
+        return
+    job.cluster = where.cluster
+    job.member = worker(cluster, where.cluster, f"job {job.name}: runs in ")
+    try:
+        job.pods = job.member.list(
+            path("Pod", namespace=job.namespace), label_selector=f"{Labels.BATCH_JOB_NAME}={job.name}"
+        )
+    except (ApiError, OSError) as e:
+        raise ServiceError(
+            f"job {job.name} runs in cluster {where.cluster}, whose pods gpuctl cannot read through your "
+            f"context {where.cluster}: {e}"
+        ) from None
 
 
 # ----------------------------------------------------------------------------- why not running
@@ -459,6 +497,7 @@ def job_pods_for_logs(
     cluster: Cluster, name: str, namespace: str | None, perms: Permissions | None = None
 ) -> tuple[Job, list[dict]]:
     job = find_job(cluster, name, namespace, perms=perms)
+    read_worker_pods(cluster, job)
     # The pod named on the command line first, then running pods, then by name.
     pods = sorted(
         job.pods,

@@ -15,6 +15,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gpuctl.builders import build
 from gpuctl.cluster import ApiError, Cluster, path
@@ -34,6 +35,7 @@ from gpuctl.constants import (
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.estimate import estimate
 from gpuctl.domain.explain import Snapshot, demand_of_pod_template
+from gpuctl.domain.multicluster import refused_kind, remote_pools
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
 from gpuctl.domain.workload import labelled_priority_value
@@ -41,8 +43,9 @@ from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception, require
 from gpuctl.service.inventory import JOB_SELECTOR, MANAGED_SELECTOR
 from gpuctl.service.jobs import delete_job, snapshot, snapshot_inventory
+from gpuctl.service.multicluster import apply_remote_pool, check_local_pool, delete_pool_everywhere
 from gpuctl.service.plan import object_label
-from gpuctl.service.pools import apply_pool, delete_pool
+from gpuctl.service.pools import apply_pool
 from gpuctl.service.quotas import apply_quota, delete_quota
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 
@@ -135,13 +138,22 @@ def _precheck_jobs(
     if wanted_ns - teams:
         teams |= set(team_queues(reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)))
     pools = set(new_pools)
+    flavors: list[dict] = []
     if wanted_pools - pools:
-        pools |= set(pool_names(reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)))
+        flavors = reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)
+        pools |= set(pool_names(flavors))
+    # Pools in worker clusters (issue 24) take only the kinds MultiKueue carries.
+    remote = remote_pools(flavors)
+    remote.update(
+        {d.spec.pool.name: sorted(d.spec.pool.clusters) for d in docs if isinstance(d.spec, PoolSpec)}
+    )
+    remote = {p: cs for p, cs in remote.items() if cs}
     planned: dict[int, list[dict]] = {}
     for i, doc in jobs:
         spec = doc.spec
         ns = spec_namespace(spec, default_ns)
         where = f"{doc.source}: job {spec.job.name}"
+        _check_multicluster_kind(where, spec.kind, spec.resources.pools_allowed or [], remote)
         if ns not in teams:
             if cluster.get_or_none(path("Namespace", ns)) is None:
                 raise NotFound(f"{where}: namespace {ns} does not exist; create a quota for it (kind: quota)")
@@ -169,6 +181,22 @@ def _precheck_jobs(
         planned[i] = build(spec, ns)
     _check_names(cluster, reader, docs, planned, action)
     return planned
+
+
+def _check_multicluster_kind(
+    where: str, kind: str, job_pools: list[str], remote: dict[str, list[str]]
+) -> None:
+    """A job for a pool in worker clusters must be of a kind MultiKueue carries (refused before any write)."""
+    why = refused_kind(kind)
+    far = [p for p in job_pools if p in remote]
+    if why is None or not far:
+        return
+    p = far[0]
+    raise ServiceError(
+        f"{where}: kind: {kind} cannot run in pool {p} (resources.pool), whose nodes are in cluster(s) "
+        f"{', '.join(remote[p])}: {why}; submit it as kind: training, or to the cluster itself "
+        f"(--context {remote[p][0]}) where it runs as usual"
+    )
 
 
 def _check_any_pool(
@@ -279,7 +307,7 @@ def submit(
         try:
             require_admin(cluster, spec.kind, action, dry_run, perms)
             if isinstance(spec, PoolSpec):
-                r.lines = apply_pool(cluster, spec, create=action == "create", dry_run=dry_run)
+                r.lines = _apply_pool(cluster, spec, doc.source, create=action == "create", dry_run=dry_run)
             elif isinstance(spec, QuotaSpec):
                 r.lines = apply_quota(cluster, spec, create=action == "create", dry_run=dry_run)
             else:
@@ -304,6 +332,17 @@ def submit(
             break
         results.append(r)
     return results
+
+
+def _apply_pool(cluster: Cluster, spec: PoolSpec, source: str, *, create: bool, dry_run: DryRun) -> list[str]:
+    """A pool of this cluster's nodes, or of worker clusters' (pool.clusters, issue 24: kubeconfig files
+    are relative to the document's own file)."""
+    if not spec.pool.clusters:
+        check_local_pool(cluster, spec)
+        return apply_pool(cluster, spec, create=create, dry_run=dry_run)
+    src = Path(source)
+    base = src.parent if src.is_file() else Path.cwd()
+    return apply_remote_pool(cluster, spec, create=create, base=base, dry_run=dry_run)
 
 
 # What changing a pool, a quota or a namespace takes (cluster-scoped objects: gpuctl-admin).
@@ -512,7 +551,9 @@ def _delete_doc(
     try:
         require_admin(cluster, spec.kind, "delete", dry_run)
         if isinstance(spec, PoolSpec):
-            r.lines = delete_pool(cluster, spec.pool.name, dry_run=dry_run, keep_running=keep_running)
+            r.lines = delete_pool_everywhere(
+                cluster, spec.pool.name, dry_run=dry_run, keep_running=keep_running
+            )
         elif isinstance(spec, QuotaSpec):
             r.lines = delete_quota(
                 cluster,
@@ -553,7 +594,7 @@ def delete_by_name(
             if kind == "job":
                 r.lines = delete_job(cluster, name, namespace, force=force, dry_run=dry_run)
             elif kind == "pool":
-                r.lines = delete_pool(cluster, name, dry_run=dry_run, keep_running=keep_running)
+                r.lines = delete_pool_everywhere(cluster, name, dry_run=dry_run, keep_running=keep_running)
             elif kind == "quota":
                 r.lines = delete_quota(cluster, name, delete_namespace=delete_namespace, dry_run=dry_run)
             elif kind == "namespace":

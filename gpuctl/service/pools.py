@@ -17,6 +17,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import workload_gpus
+from gpuctl.domain.multicluster import team_checks
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import (
     desired_flavor,
@@ -139,9 +140,14 @@ def sync_queues(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[
         return
     inv = Inventory(cluster, None)
     pool_list = inv.pools if pools is None else pools
+    # A MultiKueue manager's queues carry its check while some pool is in a worker cluster (issue 24).
+    checks = team_checks(f for f in inv.flavors if f["metadata"]["name"] in pool_list)
     for cq in inv.cluster_queues:
-        desired = cluster_queue(team_from_cluster_queue(cq), pool_list)
-        if (cq.get("spec") or {}).get("resourceGroups") != desired["spec"]["resourceGroups"]:
+        desired = cluster_queue(team_from_cluster_queue(cq), pool_list, checks=checks)
+        spec = cq.get("spec") or {}
+        if spec.get("resourceGroups") != desired["spec"]["resourceGroups"] or spec.get(
+            "admissionChecksStrategy"
+        ) != desired["spec"].get("admissionChecksStrategy"):
             cluster.apply(desired, dry_run=dry_run is DryRun.SERVER)
     sync_cohort(cluster, dry_run=dry_run, pools=pool_list)
 

@@ -16,6 +16,7 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.multicluster import team_checks
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.domain.teams import cores, team_from_cluster_queue, team_usage
@@ -23,6 +24,7 @@ from gpuctl.quantity import format_quantity, parse_quantity
 from gpuctl.service.convert import team_limit_range, team_quotas
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
+from gpuctl.service.multicluster import remove_worker_team, sync_workers
 from gpuctl.service.pools import ensure_bootstrap, sync_cohort
 from gpuctl.spec import QuotaSpec
 from gpuctl.spec.models import QuotaEntry
@@ -90,7 +92,9 @@ def apply_quota(
                 )
             was = t.namespace in existing
             if writes:
-                cluster.apply(cluster_queue(t, inv.pools), dry_run=server_dry)
+                cluster.apply(
+                    cluster_queue(t, inv.pools, checks=team_checks(inv.flavors)), dry_run=server_dry
+                )
                 if not was:
                     created.append(("ClusterQueue", t.namespace))
                 # A server dry run did not create the namespace: its LocalQueue cannot be checked.
@@ -102,6 +106,7 @@ def apply_quota(
             )
         if dry_run.persists:
             sync_cohort(cluster)
+            lines += sync_workers(cluster)  # a MultiKueue manager's workers hold every team too (issue 24)
     except Exception:
         if dry_run.persists:
             for kind, name in reversed(created):
@@ -176,6 +181,8 @@ def delete_quota(
                 cluster.delete(path("LocalQueue", LOCAL_QUEUE_NAME, ns), dry_run=server_dry)
             _delete_limit_range(cluster, ns, dry_run=dry_run)
             cluster.delete(path("ClusterQueue", ns), dry_run=server_dry)
+            if dry_run.persists:
+                remove_worker_team(cluster, ns)
         lines.append(f"quota/{name} deleted for namespace {ns}")
         nsobj = cluster.get_or_none(path("Namespace", ns))
         if nsobj is None:

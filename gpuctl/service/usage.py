@@ -42,6 +42,9 @@ class PoolUsage:
     gpu_types: list[str] = field(default_factory=list)
     description: str = ""
     status: str = "active"
+    # A pool in worker clusters (issue 24): per cluster, its GPUs there (gpu_total, gpu_used by that
+    # worker's Kueue, gpu_free, nodes) or the error that kept gpuctl from reading them.
+    clusters: dict[str, dict] = field(default_factory=dict)
 
     @property
     def taken(self) -> int:

@@ -14,13 +14,14 @@ from gpuctl.cluster import Cluster, path
 from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, Labels
 from gpuctl.domain.defrag import moved_reason
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
+from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, labels, meta
 from gpuctl.domain.status import State
 from gpuctl.domain.workload import job_pool, max_runtime_seconds
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
-from gpuctl.service.errors import NotFound
+from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import explain, find_job, job_estimate, snapshot_inventory
+from gpuctl.service.jobs import explain, find_job, job_estimate, read_worker_pods, snapshot_inventory
 from gpuctl.service.quotas import quota_rows
 
 
@@ -54,6 +55,12 @@ class JobDescription:
     estimate: dict[str, Any] | None = None
     # Why defragmentation last moved it (gpuctl.domain.defrag.moved_reason) and when; None if never.
     moved: str | None = None
+    # A MultiKueue manager's job (issue 24): the worker cluster running it (or the clusters it is offered
+    # to), and the manager's MultiKueue check: its state and message.
+    cluster: str | None = None
+    multikueue: dict[str, Any] | None = None
+    # Why the pods of a job in a worker cluster were not read (no context for it, unreachable); None: read.
+    pods_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,6 +81,11 @@ def describe_job(
     the one-line answer to "why is it not running" (per node, or by count for a caller who may not
     list every pod: gpuctl.service.jobs.snapshot)."""
     job = find_job(cluster, name, namespace, perms=perms)
+    pods_error = None
+    try:
+        read_worker_pods(cluster, job)
+    except ServiceError as e:
+        pods_error = str(e)
     # A running or finished job has nothing to explain: no snapshot is read for it.
     waits = job.status not in (State.RUNNING, State.SUCCEEDED)
     inv = snapshot_inventory(cluster, job.namespace, perms) if waits else None
@@ -93,6 +105,7 @@ def describe_job(
             "targetPort": port.get("targetPort"),
             "nodePort": port.get("nodePort"),
         }
+    where = placement(wl)
     spec = job.obj["spec"]
     if job.resource == "Job":
         replicas = int(spec.get("parallelism") or 1)
@@ -134,6 +147,9 @@ def describe_job(
         max_runtime=max_runtime_seconds(wl) if wl else max_runtime_seconds(job.obj),
         estimate=est.as_dict() if est is not None else None,
         moved=_moved(wl),
+        cluster=where.text if where else None,
+        multikueue={"state": where.state, "message": where.message} if where else None,
+        pods_error=pods_error,
     )
 
 

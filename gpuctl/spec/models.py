@@ -840,11 +840,35 @@ class ComputeSpec(_JobKind):
     _name_why: ClassVar[str] = _SERVICE_WHY
 
 
+class PoolCluster(_Model):
+    """One `pool.clusters` entry (issue 24): a worker cluster the pool's nodes are in. `kubeconfig` is the
+    file (relative to the YAML file's directory) whose credential the manager's Kueue uses there; gpuctl
+    stores it in the manager's Secret kueue-system/gpuctl-cluster-<cluster>. Left out: that Secret exists."""
+
+    kubeconfig: str | None = None
+
+
+def _cluster_shorthand(value: Any) -> Any:
+    """`cluster: worker-a` and `clusters: [worker-a, worker-b]` are shorthand for `{worker-a: {}, ...}`."""
+    if isinstance(value, str):
+        return {value: {}}
+    if isinstance(value, list):
+        return {str(v): {} for v in value}
+    if isinstance(value, dict):
+        return {k: ({} if v is None else v) for k, v in value.items()}
+    return value
+
+
 class PoolMeta(_Model):
-    """`pool:` — a pool's identity; `name` is the value of the nodes' `runwhere.ai/pool` label."""
+    """`pool:` — a pool's identity; `name` is the value of the nodes' `runwhere.ai/pool` label.
+    `clusters` (or `cluster`): the worker clusters its nodes are in, when the cluster gpuctl talks to is a
+    MultiKueue manager (docs/multicluster.md); none: the nodes are in this cluster."""
 
     name: DnsLabel
     description: Text | None = None
+    clusters: Annotated[dict[DnsLabelKey, PoolCluster], BeforeValidator(_cluster_shorthand)] = Field(
+        {}, validation_alias=_aliases("clusters", "cluster")
+    )
 
 
 class PoolNode(_Model):

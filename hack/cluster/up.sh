@@ -15,6 +15,8 @@
 #   GPUCTL_TESTBED_PORT_OFFSET  added to every port (default 0)
 #   GPUCTL_TESTBED_NODES   node list to create (default hack/cluster/nodes.yaml; "none" for no nodes)
 #   GPUCTL_TESTBED_REAL_NODE=1  same as --real-node (needs root; GPUCTL_IMAGE_ARCHIVE: the image to import)
+#   GPUCTL_TESTBED_KUEUE_CONFIG  Kueue Configuration to start from (default manifests/kueue/configuration.yaml;
+#                          hack/cluster/multi.sh gives the MultiKueue manager its own)
 # On failure it prints the tail of every log, stops what it started and exits non-zero.
 set -Eeuo pipefail  # -E: the ERR trap (cleanup) also fires for a failure inside a function (kc)
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,6 +27,7 @@ RUN="${GPUCTL_TESTBED_RUN:-$CACHE/run}"
 OFF="${GPUCTL_TESTBED_PORT_OFFSET:-0}"
 NODES="${GPUCTL_TESTBED_NODES:-$HERE/nodes.yaml}"
 PY="${GPUCTL_PYTHON:-$(command -v python3)}"
+KUEUE_CONFIG="${GPUCTL_TESTBED_KUEUE_CONFIG:-$ROOT/manifests/kueue/configuration.yaml}"
 
 REAL_NODE="${GPUCTL_TESTBED_REAL_NODE:-0}"
 case "${1:-}" in
@@ -235,7 +238,7 @@ wait_for "Kueue CRDs" 60 "$KUBECTL" --kubeconfig="$KC" wait --for=condition=Esta
 # the API is not registered and gpuctl computes positions from Workloads instead).
 HOST_IP=$(ip -4 route get 192.0.2.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1)
 [[ "$HOST_IP" == 127.* ]] && HOST_IP=""
-"$PY" "$HERE/kueue_manifests.py" config "$ROOT/manifests/kueue/configuration.yaml" \
+"$PY" "$HERE/kueue_manifests.py" config "$KUEUE_CONFIG" \
   "$P_KQ_HOOK" "$RUN/kueue-webhook" "127.0.0.1:$P_KQ_HEALTH" "127.0.0.1:$P_KQ_METRICS" "$P_KQ_VIS" \
   "${HOST_IP:-127.0.0.1}" >"$RUN/kueue-config.yaml"
 # Kueue runs as its own ServiceAccount with its own roles, as installed in a real cluster: the admission
