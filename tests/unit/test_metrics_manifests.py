@@ -324,9 +324,8 @@ def test_serve_flags_and_the_cli_separator() -> None:
     assert (a.metrics, a.reconcile, a.api, a.metrics_port) == (False, False, True, 9191)
     ctx = _ctx()
     assert ctx.reconciler is not None and ctx.registry is not None
-    assert {"Node", "Pod", "Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort", "Event"} == set(
-        ctx.cache.informers
-    )
+    kinds = {"Node", "Pod", "Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort", "Event"}
+    assert kinds == set(ctx.cache.informers)
 
 
 def test_mounted_apps_see_the_shared_context() -> None:
