@@ -29,6 +29,21 @@ from gpuctl.domain.history import Record, dump, for_job, load, merge
 from gpuctl.service.errors import Forbidden, ServiceError
 
 WRITE_ATTEMPTS = 5
+SELF_REVIEW_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+
+
+def caller_name(cluster: Any) -> str | None:
+    """Who the cluster's credential is (a SelfSubjectReview: every authenticated user may ask), for
+    runwhere.ai/submitted-by and the stop/resume field manager; None when the API server cannot say."""
+    try:
+        status = cluster.request(
+            "POST",
+            SELF_REVIEW_PATH,
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        ).get("status")
+    except ApiError:
+        return None
+    return ((status or {}).get("userInfo") or {}).get("username") or None
 
 
 def _records(cm: dict[str, Any] | None) -> list[Record]:
