@@ -352,6 +352,15 @@ def event_records(
 
 
 # ----------------------------------------------------------------------------- the ring
+_ACTION_ORDER = {a.value: i for i, a in enumerate(Action)}
+
+
+def order(r: Record) -> tuple[float, int, str]:
+    """Records in time order; within one second, in the order a job's life has them (submitted before
+    admitted)."""
+    return (r.epoch, _ACTION_ORDER.get(r.action, len(_ACTION_ORDER)), r.key)
+
+
 def same(a: Record, b: Record) -> bool:
     """One happening seen twice (an Event and a condition, a restart's second look)."""
     return (
@@ -388,7 +397,7 @@ def merge(
         added.append(r)
     if not added:
         return kept, 0
-    ring = sorted([*kept, *added], key=lambda r: (r.epoch, r.key))
+    ring = sorted([*kept, *added], key=order)
     ring = ring[-max_records:]
     size = sum(len(r.line()) + 1 for r in ring)
     drop = 0

@@ -25,7 +25,7 @@ from gpuctl.constants import (
     ROLE_USER,
     Labels,
 )
-from gpuctl.domain.history import Record, dump, for_job, load, merge
+from gpuctl.domain.history import Record, dump, for_job, load, merge, order
 from gpuctl.service.errors import Forbidden, ServiceError
 
 WRITE_ATTEMPTS = 5
@@ -137,4 +137,4 @@ def read_all(cluster: Any, job: str | None = None) -> list[Record]:
             ) from None
         raise
     out = [r for cm in items for r in for_job(_records(cm), job)]
-    return sorted(out, key=lambda r: (r.epoch, r.namespace, r.key))
+    return sorted(out, key=order)

@@ -228,3 +228,10 @@ def test_merge_keeps_the_newest_within_the_bounds_and_never_resurrects_older():
 def test_dump_load_round_trip_skips_foreign_lines():
     rs = [rec(1), rec(2)]
     assert load(dump(rs) + "not json\n{}\n") == rs
+
+
+def test_one_second_keeps_a_jobs_order():
+    sub = Record("2026-11-25T10:00:00Z", "team-a", "j", "submitted", "a", "r", "u")
+    adm = Record("2026-11-25T10:00:00Z", "team-a", "j", "admitted", "kueue", "r", "u")
+    ring, _ = merge([], [adm, sub])
+    assert [r.action for r in ring] == ["submitted", "admitted"]
