@@ -3,11 +3,12 @@ cache -> records (gpuctl.domain.history) -> each team namespace's ConfigMap ring
 
 Every replica watches and gathers (each change's Workload or Event, as the cache holds it, until a flush);
 only the leader writes, every `interval` seconds, one read and at most one update per namespace with
-something new. What it has written it remembers (by record key), so a quiet cluster costs no request;
-a restarted or newly elected leader starts with an empty memory, derives the records again from its
-first list (conditions and Events outlive the restart), and the store's merge skips what is already
-there: no duplicates. What happened while no replica ran is kept if its evidence is still there: a
-condition's last transition, an Event younger than the API server's --event-ttl (one hour by default).
+something new. What it has written it remembers (by record key), so a quiet cluster costs no request.
+A restarted or newly elected leader starts with an empty memory: it derives the records again from its
+first list (conditions and Events outlive the restart), reads each namespace's store once to learn what
+it holds (so it asks no submitter again), and the store's merge skips what is already there: no
+duplicates. What happened while no replica ran is kept if its evidence is still there: a condition's
+last transition, an Event younger than the API server's --event-ttl (one hour by default).
 
 The submitter is read once per Workload from its job's controller (runwhere.ai/submitted-by, else its
 first field manager): one GET per new job, by the leader.
@@ -22,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpuctl.cluster import ApiError, path
-from gpuctl.constants import HISTORY_FLUSH_SECONDS
+from gpuctl.constants import HISTORY_CONFIGMAP, HISTORY_FLUSH_SECONDS
 from gpuctl.domain.history import (
     ACTOR_UNKNOWN,
     Record,
@@ -33,7 +34,7 @@ from gpuctl.domain.history import (
     workload_records,
 )
 from gpuctl.domain.objects import meta, name, namespace, uid
-from gpuctl.service.history import append
+from gpuctl.service.history import append, read
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,15 @@ class HistoryRecorder:
         self._submitters[wuid] = who
         return who
 
+    def _seed(self, namespaces: set[str]) -> None:
+        """Remember what the store of each namespace not yet seen already holds, so a restarted leader
+        neither asks again who submitted every job (one GET each) nor writes what is there."""
+        for ns in namespaces - set(self._written):
+            try:
+                self._written[ns] = {r.key for r in read(self.cluster, ns)}
+            except Exception as e:  # the write will say it again, with its own retry
+                log.warning("history: reading %s/%s: %s", ns, HISTORY_CONFIGMAP, e)
+
     def records(self, changes: list[tuple[str, Mapping[str, Any], float | None]]) -> dict[str, list[Record]]:
         """Records per namespace that the changes show (team namespaces only)."""
         teams = self.teams()
@@ -171,6 +181,7 @@ class HistoryRecorder:
             self._pending.clear()
         if not changes:
             return 0
+        self._seed({namespace(obj) for _, obj, _ in changes} & self.teams())
         added = 0
         for ns, recs in self.records(changes).items():
             written = self._written.setdefault(ns, set())

@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import AUDIT_SUBMITTED_BY_ANNOTATION, HISTORY_CONFIGMAP
@@ -58,7 +61,8 @@ def teams(pools, kube, gpuctl, tmp_path) -> Iterator[tuple[TeamMember, TeamMembe
 
 
 class Serve:
-    """`gpuctl serve` with its defaults but the backstop (not needed) and leader election (one replica)."""
+    """`gpuctl serve --api` with its defaults but the backstop (not needed) and leader election (one
+    replica)."""
 
     def __init__(self, sa: Path, log: Path):
         self.sa, self.log, self.port = sa, log, _free_port()
@@ -68,7 +72,7 @@ class Serve:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(self.sa),
              "--address", "127.0.0.1", "--metrics-port", str(self.port),
-             "--no-backstop", "--no-leader-elect", "--no-metrics"],
+             "--no-backstop", "--no-leader-elect", "--no-metrics", "--api"],
             stdout=self.log.open("a"), stderr=subprocess.STDOUT, cwd=ROOT,
         )  # fmt: skip
         wait_until(lambda: _ready(self.port, self.proc, self.log), 60, what="gpuctl serve ready")
@@ -79,17 +83,57 @@ class Serve:
             self.proc.wait(timeout=20)
 
 
+# serve --api as the chart runs it (serve.api): serve's ServiceAccount also holds the API's ClusterRole and
+# Kubernetes' auth-delegator (TokenReview, SubjectAccessReview of each caller).
+API_BINDINGS = (
+    ("gpuctl-history-test-api", "gpuctl-api"),
+    ("gpuctl-history-test-auth", "system:auth-delegator"),
+)
+
+
 @pytest.fixture
 def serve(kube, kubectl_bin, cluster, tmp_path) -> Iterator[Serve]:
-    s = Serve(
-        _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig"),
-        tmp_path / "serve.log",
-    )
+    sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig", "rbac-api.yaml")
+    api_role = next(
+        d for d in yaml.safe_load_all((ROOT / "manifests/api/rbac.yaml").read_text())
+        if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "gpuctl-api"
+    )  # fmt: skip
+    had_role = kube.get_or_none(path("ClusterRole", "gpuctl-api")) is not None
+    kube.apply(api_role)
+    for name, role in API_BINDINGS:
+        kube.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": "gpuctl-serve", "namespace": "gpuctl-system"}
+                ],
+            }
+        )
+    s = Serve(sa, tmp_path / "serve.log")
     s.start()
     try:
         yield s
     finally:
         s.stop()
+        for name, _ in API_BINDINGS:
+            kube.delete(path("ClusterRoleBinding", name))
+        if not had_role:
+            kube.delete(path("ClusterRole", "gpuctl-api"))
+
+
+def _api(serve: Serve, member: TeamMember, url: str) -> tuple[int, dict]:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{serve.port}{url}",
+        headers={"Authorization": f"Bearer {(member.dir / 'token').read_text().strip()}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
 
 
 def _history(member: TeamMember, *args: str) -> list[dict]:
@@ -177,6 +221,15 @@ def test_history_of_submission_admission_preemption_stop_and_delete(
     r = a.kubectl(kubectl_bin, "get", "configmaps")
     assert r.returncode != 0 and "forbidden" in r.stderr.lower(), r.stderr
     assert a.gpuctl("history", "-A").returncode != 0  # every namespace is an admin's
+    # The same through the REST API: the member reads its team's, the other team's member is refused.
+    code, body = _api(serve, a, f"/api/v1/history/{ns}?job={victim}")
+    assert code == 200 and [r["action"] for r in body["items"]][:3] == [
+        "submitted",
+        "admitted",
+        "preempted",
+    ], body
+    code, body = _api(serve, b, f"/api/v1/history/{ns}")
+    assert code == 403 and f"needs gpuctl-user in {ns}" in body["error"], body
 
     # Events gone (they expire after an hour), serve restarted: the records stay, none twice.
     serve.stop()
