@@ -25,6 +25,7 @@ import yaml
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import AUDIT_SUBMITTED_BY_ANNOTATION, HISTORY_CONFIGMAP
 from gpuctl.domain.workload import HOLDING_QUOTA, workload_state
+from gpuctl.service import history
 from tests.integration.conftest import wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_cli_cluster import gpuctl, pools  # noqa: F401 - fixtures
@@ -147,13 +148,15 @@ def _find(records: list[dict], job: str, action: str) -> dict | None:
 
 
 def _wait(member: TeamMember, job: str, action: str, serve: Serve) -> dict:
-    """The record once `gpuctl history` lists it (each look is a CLI process: every 2 s)."""
-    found = wait_until(
-        lambda: _find(_history(member), job, action),
+    """The record as the member's `gpuctl history` lists it, once the store holds it (watched with the
+    admin's credential, in this process: a CLI process per look would load the 2-core machine)."""
+    kube = member.kube
+    wait_until(
+        lambda: any(r.job == job and r.action == action for r in history.read(kube, member.namespace)),
         60,
-        interval=2,
         what=f"{job} {action} in the history; serve log:\n{serve.log.read_text()[-3000:]}",
     )
+    found = _find(_history(member), job, action)
     assert isinstance(found, dict)
     return found
 
