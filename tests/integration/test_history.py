@@ -166,7 +166,12 @@ def _admitted(kube: Cluster, ns: str, job: str) -> bool:
 
 
 def test_history_of_submission_admission_preemption_stop_and_delete(
-    teams, serve, kube, kubectl_bin, tmp_path
+    teams,
+    serve,
+    kube,
+    kubectl_bin,
+    gpuctl,  # noqa: F811
+    tmp_path,
 ):
     a, b = teams
     ns = a.namespace
@@ -224,6 +229,10 @@ def test_history_of_submission_admission_preemption_stop_and_delete(
     r = a.kubectl(kubectl_bin, "get", "configmaps")
     assert r.returncode != 0 and "forbidden" in r.stderr.lower(), r.stderr
     assert a.gpuctl("history", "-A").returncode != 0  # every namespace is an admin's
+    # An admin reads every team's (-A: one list of the ConfigMaps by name).
+    rc, out, err = gpuctl("history", "-A", "-o", "json")
+    assert rc == 0, err
+    assert {r["namespace"] for r in json.loads(out)["items"]} >= {ns}
     # The same through the REST API: the member reads its team's, the other team's member is refused.
     code, body = _api(serve, a, f"/api/v1/history/{ns}?job={victim}")
     assert code == 200 and [r["action"] for r in body["items"]][:3] == [
