@@ -123,6 +123,12 @@ def job_name(wl: Mapping[str, Any]) -> str:
     return str(owner.get("name") or name(wl))
 
 
+def _owner_pod(wl: Mapping[str, Any]) -> str:
+    owners = meta(wl).get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    return str(owner.get("name") or "") if owner and owner.get("kind") == "Pod" else ""
+
+
 def owner_kind(wl: Mapping[str, Any]) -> str:
     owners = meta(wl).get("ownerReferences") or []
     owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
@@ -232,12 +238,12 @@ def workload_records(
             out.append(Record(t, ns, job, action.value, actor or ACTOR_UNKNOWN, reason, wuid))
 
     kind = owner_kind(wl)
-    add(
-        Action.SUBMITTED,
-        meta(wl).get("creationTimestamp"),
-        submitted_by or ACTOR_UNKNOWN,
-        f"{kind} {job} created" if kind else f"Workload {name(wl)} created",
-    )
+    pod = _owner_pod(wl)
+    if pod:  # a Deployment's pods are queued one by one, each with a Workload of its own
+        what = f"pod {pod} of Deployment {job} queued"
+    else:
+        what = f"{kind} {job} created" if kind else f"Workload {name(wl)} created"
+    add(Action.SUBMITTED, meta(wl).get("creationTimestamp"), submitted_by or ACTOR_UNKNOWN, what)
     adm = condition(wl, "Admitted")
     if adm.get("status") == "True":
         add(Action.ADMITTED, adm.get("lastTransitionTime"), ACTOR_KUEUE, _admitted_reason(wl))

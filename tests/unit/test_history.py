@@ -148,7 +148,10 @@ def test_a_move_is_moved_not_a_stop_and_resume():
 
 
 def test_job_name_of_a_deployments_pod_workload():
-    assert job_name(wl(owner=("Pod", "serve-7d9f8b6c5d-x2x7q"))) == "serve"
+    pod_wl = wl(owner=("Pod", "serve-7d9f8b6c5d-x2x7q"))
+    assert job_name(pod_wl) == "serve"
+    (sub,) = workload_records(pod_wl)
+    assert sub.reason == "pod serve-7d9f8b6c5d-x2x7q of Deployment serve queued"
     assert job_name(wl(owner=("StatefulSet", "nb"))) == "nb"
 
 
