@@ -7,7 +7,7 @@ Why a ConfigMap in the team's namespace: the team reads it with its namespace-sc
 `get configmaps` by this one name), so RBAC, not gpuctl, keeps another team out; it lives and dies with
 the namespace; it needs no volume, database or second service; and optimistic concurrency (the
 resourceVersion) makes a leader change safe. The cost is the bound: a ConfigMap holds 1 MiB, so a busy
-team keeps its last ~2,000 happenings (docs/audit.md has the arithmetic), not forever.
+team keeps its last 2,000 happenings (docs/audit.md has the arithmetic), not forever.
 """
 
 from __future__ import annotations
