@@ -54,6 +54,7 @@ from typing import Any, Final, NamedTuple
 
 from admission.state import ClusterState, NodeInfo
 from gpuctl.constants import (
+    AUDIT_RUNWHERE_KEYS,
     BASELINE_CAPABILITIES,
     DEVICE_HOST_PATHS,
     EXTRA_RUNWHERE_KEYS,
@@ -135,7 +136,7 @@ RULES: Final = (
 MAX_WARNING_CHARS: Final = 256
 PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
 JOB_TYPES: Final = tuple(k.value for k in JOB_KINDS)
-_ALL_KEYS: Final = (*KNOWN_RUNWHERE_KEYS, *EXTRA_RUNWHERE_KEYS)
+_ALL_KEYS: Final = (*KNOWN_RUNWHERE_KEYS, *EXTRA_RUNWHERE_KEYS, *AUDIT_RUNWHERE_KEYS)
 KNOWN_KEYS: Final = frozenset(_ALL_KEYS)
 _KNOWN_SUFFIXES: Final = tuple(k.removeprefix(Labels.PREFIX) for k in _ALL_KEYS)
 PRIORITY_CLASSES: Final = frozenset(PRIORITY_CLASS.values())

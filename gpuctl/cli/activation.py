@@ -59,12 +59,18 @@ class ActivationOptions:
         from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.service.activation import set_active  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.service.errors import ServiceError  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.service.history import caller_name  # noqa: PLC0415 - lazy: CLI start-up
 
         cluster = connect(self.args)
+        actor = caller_name(cluster) if self.args.dry_run.persists else None
         done, failed = [], 0
         for name in self.args.names:
             try:
-                done.append(set_active(cluster, name, self.namespace, self.active, dry_run=self.args.dry_run))
+                done.append(
+                    set_active(
+                        cluster, name, self.namespace, self.active, dry_run=self.args.dry_run, actor=actor
+                    )
+                )
             except ServiceError as e:
                 print(f"error: {e}", file=sys.stderr)
                 failed += 1

@@ -383,11 +383,13 @@ class Cluster:
             content_type="application/apply-patch+yaml",
         )
 
-    def merge_patch(self, api_path: str, patch: dict, *, dry_run: bool = False) -> dict:
+    def merge_patch(
+        self, api_path: str, patch: dict, *, dry_run: bool = False, field_manager: str = FIELD_MANAGER
+    ) -> dict:
         return self.request(
             "PATCH",
             api_path,
-            query={"fieldManager": FIELD_MANAGER, "dryRun": "All" if dry_run else None},
+            query={"fieldManager": field_manager, "dryRun": "All" if dry_run else None},
             body=patch,
             content_type="application/merge-patch+json",
         )

@@ -312,6 +312,10 @@ def trim_pod(raw: dict) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": out_spec, "status": out_status}
 
 
+# Workload conditions whose message the audit trail reads (gpuctl.domain.history): the preemptor, the end.
+_MESSAGE_CONDITIONS = frozenset({"Preempted", "Evicted", "Finished"})
+
+
 def trim_workload(raw: dict) -> dict:
     """A Kueue Workload: queue, priority, per-podset counts and requests, conditions, admission."""
     spec = raw.get("spec") or {}
@@ -332,6 +336,9 @@ def trim_workload(raw: dict) -> dict:
     out_spec = {k: spec[k] for k in ("queueName", "priority", "priorityClassRef", "active") if k in spec}
     out_spec["podSets"] = pod_sets
     out_status: dict[str, Any] = {"conditions": _conditions(status.get("conditions"), message=False)}
+    for kept, raw_c in zip(out_status["conditions"], status.get("conditions") or [], strict=False):
+        if raw_c.get("type") in _MESSAGE_CONDITIONS and raw_c.get("message"):
+            kept["message"] = raw_c["message"]  # who preempted it, why it finished (the audit trail)
     if status.get("admission"):
         adm = status["admission"]
         out_status["admission"] = {
@@ -350,6 +357,14 @@ def trim_workload(raw: dict) -> dict:
     }
     if notes:
         wl_meta["annotations"] = notes
+    # Of the managedFields, who last set spec.active and when (the audit trail: who stopped or resumed it).
+    active = [
+        {"manager": f.get("manager"), "time": f.get("time"), "active": True}
+        for f in (raw.get("metadata") or {}).get("managedFields") or []
+        if "f:active" in (((f.get("fieldsV1") or {}).get("f:spec")) or {})
+    ]
+    if active:
+        wl_meta["managedFields"] = active
     return {
         "apiVersion": raw.get("apiVersion"),
         "kind": "Workload",

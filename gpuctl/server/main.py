@@ -60,6 +60,7 @@ from gpuctl.constants import (
 from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache
 from gpuctl.server.defrag import Defragmenter, cache_source, parse_pools
+from gpuctl.server.history import HistoryRecorder
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, LeaderElector, default_namespace
 from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
 from gpuctl.server.reconciler import Reconciler
@@ -83,6 +84,7 @@ class ServerContext:
     reconciler: Reconciler | None = None
     backstop: Backstop | None = None
     defrag: Defragmenter | None = None
+    history: HistoryRecorder | None = None
     elector: LeaderElector | None = None
     reloader: CertReloader | None = None
     stop: threading.Event = field(default_factory=threading.Event)
@@ -202,6 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFRAG_SETTLE_SECONDS,
         help=f"seconds a job waits before a move is made for it ({DEFRAG_SETTLE_SECONDS:g})",
     )
+    p.add_argument(
+        "--history",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep each team's audit trail (who submitted, stopped, preempted, moved, deleted which job) in "
+        "its namespace's ConfigMap gpuctl-history, read by `gpuctl history` (default on; docs/audit.md)",
+    )
     p.add_argument("--debounce", type=float, default=0.5, help="seconds of quiet before a reconcile (0.5)")
     p.add_argument("--resync", type=float, default=60.0, help="seconds between periodic reconciles (60)")
     p.add_argument(
@@ -238,10 +247,15 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
     backstop = getattr(args, "backstop", False)
     defrag_pools = parse_pools(getattr(args, "defrag", ""))
     defrag = defrag_pools != []
-    cache = default_cache(cluster, metrics=args.metrics, api=args.api, backstop=backstop or defrag)
+    history = getattr(args, "history", False)
+    cache = default_cache(
+        cluster, metrics=args.metrics, api=args.api, backstop=backstop or defrag, history=history
+    )
     ctx = ServerContext(cluster=cluster, cache=cache, options=args)
     leader = None
-    if getattr(args, "leader_elect", False) and (args.reconcile or args.metrics or backstop or defrag):
+    if getattr(args, "leader_elect", False) and (
+        args.reconcile or args.metrics or backstop or defrag or history
+    ):
         ctx.elector = LeaderElector(
             cluster,
             namespace=args.lease_namespace or default_namespace(getattr(cluster, "context_namespace", None)),
@@ -275,6 +289,9 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             leader=leader,
             identity=ctx.elector.identity if ctx.elector is not None else "",
         )
+    if history:
+        ctx.history = HistoryRecorder(cluster, cache, leader=leader)
+        ctx.history.attach()
     if args.metrics:
         ctx.registry, ctx.collector, ctx.tracker = build_registry(
             cache, ctx.reconciler, leader=leader, backstop=ctx.backstop
@@ -384,6 +401,8 @@ def main(argv: list[str]) -> int:
         ctx.backstop.start(ctx.stop)
     if ctx.defrag is not None:
         ctx.defrag.start(ctx.stop)
+    if ctx.history is not None:
+        ctx.history.start(ctx.stop)
     threading.Thread(target=freeze_heap, args=(ctx.cache, ctx.stop), name="gc-freeze", daemon=True).start()
     parts = [
         n
@@ -393,6 +412,7 @@ def main(argv: list[str]) -> int:
             ("api", args.api),
             ("backstop" + (" with eviction" if args.evict_uncovered else ""), args.backstop),
             (f"defrag ({args.defrag})", bool(args.defrag)),
+            ("history", args.history),
         )
         if on
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpuctl.cluster.informer import Transport
 from gpuctl.constants import COHORT_NAME, MANAGED_BY_VALUE, Labels
 from gpuctl.server.cache import Cache, trim_controller, trim_node, trim_pod, trim_workload
+from gpuctl.server.history import EVENT_FIELD_SELECTOR, trim_event
 from gpuctl.server.metrics import node_summary, workload_summary
 
 MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
@@ -18,7 +19,12 @@ JOB_CONTROLLERS = ("Job", "Deployment", "StatefulSet")
 
 
 def default_cache(
-    cluster: Transport, *, metrics: bool = True, api: bool = False, backstop: bool = False
+    cluster: Transport,
+    *,
+    metrics: bool = True,
+    api: bool = False,
+    backstop: bool = False,
+    history: bool = False,
 ) -> Cache:
     """The informers `gpuctl serve` runs.
 
@@ -27,7 +33,8 @@ def default_cache(
     With metrics, the API or the backstop: every Pod and Workload (GPU sums, queue state, which pods an
     admitted Workload covers: gpuctl.server.backstop) and LocalQueues. With the
     API: the controllers of gpuctl jobs, so `GET /api/v1/jobs` is answered from memory
-    (gpuctl.server.cache.CacheReader).
+    (gpuctl.server.cache.CacheReader). With the history (gpuctl.server.history): Workloads, and the
+    Events on Workloads (Kueue's Preempted/Admitted, gpuctl's GpuctlDefragMove).
     """
     cache = Cache(cluster)
     cache.add("Node", transform=trim_node, summarize=node_summary)
@@ -36,8 +43,12 @@ def default_cache(
     cache.add("Cohort", field_selector=f"metadata.name={COHORT_NAME}")
     if metrics or api or backstop:
         cache.add("Pod", transform=trim_pod)  # GPU sums: metrics.PodGpus, from the events
+    if metrics or api or backstop or history:
         cache.add("Workload", transform=trim_workload, summarize=workload_summary)
+    if metrics or api or backstop:
         cache.add("LocalQueue")
+    if history:
+        cache.add("Event", field_selector=EVENT_FIELD_SELECTOR, transform=trim_event)
     if api:
         for kind in JOB_CONTROLLERS:
             cache.add(kind, label_selector=JOB_SELECTOR, transform=trim_controller)

@@ -167,6 +167,8 @@ GRANTS: tuple[Grant, ...] = (
     Grant(ROLE_USER, KUEUE_GROUP, ("workloads",), ("patch",)),
     # Kueue's visibility API for the team's own LocalQueue: queue positions (`get jobs -o wide`).
     Grant(ROLE_USER, VISIBILITY_GROUP, ("localqueues/pendingworkloads",), ("get",)),
+    # `gpuctl history`: the team's audit trail, the ConfigMap gpuctl-history only (resourceNames).
+    Grant(ROLE_USER, "", ("configmaps",), ("get",)),
     Grant(ROLE_POOL_VIEWER, KUEUE_GROUP, CLUSTER_KUEUE, READ),
     Grant(ROLE_POOL_VIEWER, "", ("nodes",), READ),
 )

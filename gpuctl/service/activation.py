@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from gpuctl.cluster import Cluster, path
+from gpuctl.constants import AUDIT_ACTIVE_MANAGER_PREFIX
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.workload import WorkloadState, workload_state
 from gpuctl.service.access import Permissions
@@ -55,6 +56,13 @@ class Activation:
         return asdict(self)
 
 
+def active_field_manager(verb: str, actor: str) -> str:
+    """The field manager of a stop or resume by `actor` (at most 128 printable characters, as the API
+    server requires)."""
+    name = "".join(c for c in actor if c.isprintable())
+    return f"{AUDIT_ACTIVE_MANAGER_PREFIX}{verb}:{name}"[:128]
+
+
 def set_active(
     cluster: Cluster,
     name: str,
@@ -63,9 +71,12 @@ def set_active(
     *,
     dry_run: DryRun = DryRun.NONE,
     perms: Permissions | None = None,
+    actor: str | None = None,
 ) -> Activation:
     """Stop (active=False) or resume (active=True) the job `name`. CLIENT reads only; SERVER sends the
-    patch with dryRun=All; nothing is sent when spec.active already says so."""
+    patch with dryRun=All; nothing is sent when spec.active already says so. actor: who asks (the CLI's
+    SelfSubjectReview, the API's caller), sent as the field manager "gpuctl-stop:<actor>" so the
+    Workload's managedFields, and so the audit trail (gpuctl.domain.history), say who it was."""
     dry_run = DryRun(dry_run)
     verb = "resume" if active else "stop"
     job = find_job(cluster, name, namespace, perms=perms)
@@ -92,6 +103,7 @@ def set_active(
             # The uid makes it a precondition: never the Workload of a job re-created meanwhile.
             {"metadata": {"uid": wl_meta["uid"]}, "spec": {"active": active}},
             dry_run=dry_run is DryRun.SERVER,
+            **({"field_manager": active_field_manager(verb, actor)} if actor else {}),
         )
     return Activation(
         name=job.name,

@@ -21,6 +21,7 @@ from gpuctl.builders import build
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import (
+    AUDIT_SUBMITTED_BY_ANNOTATION,
     DEFAULT_POOL,
     GPU_TYPE_LABEL_KEYS,
     JOB_KINDS,
@@ -280,13 +281,15 @@ def submit(
     delete_namespace: bool = False,
     perms: Permissions | None = None,
     reader: Reader | None = None,
+    submitted_by: str | None = None,
 ) -> list[Result]:
     """create | apply | delete the documents. Stops at the first failure (later documents untouched).
     keep_running: a deleted pool's running jobs are left running (delete_pool). delete_namespace: a
     deleted quota's team namespaces go too, where gpuctl created them (delete_quota). perms: the
     caller's (what a server dry run's "when would it run" may read; default: the cluster's own
     credential). reader: where the pre-checks read (default: the cluster; the REST API inside
-    `gpuctl serve` passes its watch cache)."""
+    `gpuctl serve` passes its watch cache). submitted_by: who submits (the audit trail's
+    runwhere.ai/submitted-by on each job's controller it creates; docs/audit.md)."""
     dry_run = DryRun(dry_run)
     if action == "delete":
         return [
@@ -321,6 +324,7 @@ def submit(
                     force=force,
                     when=when,
                     source=doc.source,
+                    submitted_by=submitted_by,
                 )
             r.action = "created" if action == "create" else "applied"
         except (ServiceError, ApiError, OSError) as e:
@@ -431,8 +435,11 @@ def _write_job(
     force: bool,
     when: _When | None = None,
     source: str | None = None,
+    submitted_by: str | None = None,
 ) -> list[str]:
-    lines = _write_objects(cluster, objs, action=action, dry_run=dry_run, force=force, source=source)
+    lines = _write_objects(
+        cluster, objs, action=action, dry_run=dry_run, force=force, source=source, submitted_by=submitted_by
+    )
     if dry_run is DryRun.SERVER and when is not None and objs and objs[0]["kind"] in CONTROLLER_KINDS:
         lines.append(when.line(objs[0]))
     return lines
@@ -456,9 +463,12 @@ def _write_objects(
     dry_run: DryRun,
     force: bool,
     source: str | None = None,
+    submitted_by: str | None = None,
 ) -> list[str]:
     for o in objs:
         o["metadata"].setdefault("annotations", {})[SPEC_HASH] = _spec_hash(o)
+        if submitted_by and o["kind"] in CONTROLLER_KINDS:
+            o["metadata"]["annotations"][AUDIT_SUBMITTED_BY_ANNOTATION] = submitted_by
     writes, server_dry = dry_run.writes, dry_run is DryRun.SERVER
     if action == "create":
         done: list[dict] = []
@@ -490,7 +500,10 @@ def _write_objects(
         if (existing["metadata"].get("annotations") or {}).get(SPEC_HASH) == meta["annotations"][SPEC_HASH]:
             lines.append(f"{_label(o)} unchanged")
             continue
-        if o["kind"] == "Job":
+        first = (existing["metadata"].get("annotations") or {}).get(AUDIT_SUBMITTED_BY_ANNOTATION)
+        if first and o["kind"] != "Job":  # a changed Deployment or notebook keeps who submitted it
+            meta["annotations"][AUDIT_SUBMITTED_BY_ANNOTATION] = first
+        if o["kind"] == "Job":  # re-created: a new submission, by this caller
             lines.append(_replace_job(cluster, existing, o, dry_run=dry_run, force=force))
         elif not writes:
             lines.append(f"{_label(o)} configured")

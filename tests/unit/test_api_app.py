@@ -283,3 +283,17 @@ def test_a_quota_needs_the_right_to_create_or_label_its_namespace(kube):
     kube.grants.append({"resource": "namespaces", "verb": "patch", "namespace": "team-a"})
     r = client.post("/api/v1/quotas", headers=GOOD, json={"yamlContent": text})
     assert r.status_code == 403 and "may not create namespaces cluster-wide" in r.json()["error"]
+
+
+def test_history_is_read_only_by_who_may_get_the_teams_configmap(client, kube):
+    r = client.get("/api/v1/history/team-a", headers=GOOD)
+    assert r.status_code == 403, r.text
+    assert "needs gpuctl-user in team-a" in r.json()["error"]
+    assert kube.reviews[-1] == {
+        "verb": "get",
+        "resource": "configmaps",
+        "group": "",
+        "namespace": "team-a",
+        "name": "gpuctl-history",
+    }
+    assert client.get("/api/v1/history/team-a?job=Not_A_Name", headers=GOOD).status_code in (400, 422)

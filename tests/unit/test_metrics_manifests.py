@@ -177,11 +177,16 @@ def test_cluster_role_is_least_privilege() -> None:
         if extra:
             writes.append((rule["apiGroups"], rule["resources"], sorted(extra), rule.get("resourceNames")))
     # The only writes: tolerations of the pool flavors (a TAS flavor is re-created), and server-side
-    # apply of the Cohort `gpuctl`, by name.
+    # apply of the Cohort `gpuctl`, by name; the audit trail's ConfigMap gpuctl-history (get/update by
+    # name) and the one read of a new job's controller (who submitted it).
     assert writes == [
         (["kueue.x-k8s.io"], ["resourceflavors"], ["create", "delete", "get", "patch"], None),
         (["kueue.x-k8s.io"], ["cohorts"], ["patch"], ["gpuctl"]),
         ([""], ["events"], ["create"], None),  # the backstop's report on a pod
+        (["batch"], ["jobs"], ["get"], None),
+        (["apps"], ["deployments", "statefulsets"], ["get"], None),
+        ([""], ["configmaps"], ["get", "update"], ["gpuctl-history"]),
+        ([""], ["configmaps"], ["create"], None),
     ]
     read = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert read == {
@@ -193,6 +198,10 @@ def test_cluster_role_is_least_privilege() -> None:
         ("kueue.x-k8s.io", "workloads"),
         ("kueue.x-k8s.io", "cohorts"),
         ("", "events"),
+        ("batch", "jobs"),
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("", "configmaps"),
     }
     # Eviction (--evict-uncovered) only through its own file, applied where it is switched on.
     assert "pods/eviction" not in (SERVE / "rbac.yaml").read_text()
@@ -315,9 +324,8 @@ def test_serve_flags_and_the_cli_separator() -> None:
     assert (a.metrics, a.reconcile, a.api, a.metrics_port) == (False, False, True, 9191)
     ctx = _ctx()
     assert ctx.reconciler is not None and ctx.registry is not None
-    assert {"Node", "Pod", "Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort"} == set(
-        ctx.cache.informers
-    )
+    kinds = {"Node", "Pod", "Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort", "Event"}
+    assert kinds == set(ctx.cache.informers)
 
 
 def test_mounted_apps_see_the_shared_context() -> None:

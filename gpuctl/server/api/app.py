@@ -18,7 +18,7 @@ from gpuctl.cluster.reader import Reader
 from gpuctl.server.api.auth import Authenticator
 from gpuctl.server.api.deps import ApiState, AuthMiddleware, BodyLimitMiddleware
 from gpuctl.server.api.errors import GuardMiddleware, install
-from gpuctl.server.api.routes import health, jobs, namespaces, nodes, pools, quotas
+from gpuctl.server.api.routes import health, history, jobs, namespaces, nodes, pools, quotas
 from gpuctl.spec import SpecConfig
 
 DESCRIPTION = """\
@@ -61,6 +61,7 @@ def create_app(
     app.include_router(nodes.router)
     app.include_router(quotas.router)
     app.include_router(namespaces.router)
+    app.include_router(history.router)
     # Added last = outermost: the guard also catches what authentication raises, and authentication
     # comes before anything reads the body.
     app.add_middleware(BodyLimitMiddleware)

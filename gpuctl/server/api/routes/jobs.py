@@ -207,6 +207,7 @@ async def _submit(
         force=force,
         perms=permissions(request, caller),
         reader=st.reader(),
+        submitted_by=caller.username,
     )
     check_results(results)
     first = results[0]
@@ -341,7 +342,15 @@ async def _activate(
     job = await resolve(request, caller, name, namespace)
     wl_name = job.workload["metadata"]["name"] if job.workload else None
     await require(request, caller, perms.on_kind("patch", "Workload", job.namespace, wl_name))
-    a = await run(set_active, state(request).cluster(), job.name, job.namespace, active, dry_run=mode)
+    a = await run(
+        set_active,
+        state(request).cluster(),
+        job.name,
+        job.namespace,
+        active,
+        dry_run=mode,
+        actor=caller.username,
+    )
     return JSON({**a.as_dict(), "dryRun": not mode.persists, "message": a.line() + mode.suffix()})
 
 

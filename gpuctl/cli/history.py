@@ -1,0 +1,79 @@
+"""`gpuctl history [JOB] [-n NS | -A] [-o json|yaml]`: who submitted, stopped, preempted, moved or deleted
+which job, when and why: the team's audit trail that `gpuctl serve` keeps in the namespace's ConfigMap
+gpuctl-history (gpuctl.service.history; docs/audit.md says what each actor means). Oldest first, as
+`kubectl get events` lists. A team member reads its own namespace (gpuctl-user); -A is an admin's.
+
+Module level imports only the standard library and the CLI's light modules (start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Self
+
+from gpuctl.cli.cmdutil import guard
+from gpuctl.cli.errors import CommandError
+
+HELP = "who submitted, stopped, preempted, moved or deleted which job, when and why (the audit trail)"
+OUTPUTS = ("json", "yaml")
+
+
+def register(sub: argparse._SubParsersAction, common: dict) -> None:
+    p = sub.add_parser(
+        "history",
+        help=HELP,
+        description=__doc__.split("\n\n", 1)[0] if __doc__ else HELP,
+        parents=[common["cluster"], common["output"](OUTPUTS)],
+    )
+    p.add_argument("job", nargs="?", metavar="JOB", help="only this job (its job.name)")
+    p.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="every team namespace (needs gpuctl-admin)"
+    )
+    p.set_defaults(run=guard(lambda args: HistoryOptions.complete(args).validate().run()))
+
+
+class HistoryOptions:
+    """Options -> complete (where to read: -n, -A, the context's namespace) -> validate -> run."""
+
+    def __init__(self, args: argparse.Namespace, namespace: str | None):
+        self.args = args
+        self.namespace = namespace  # None: every namespace
+
+    @classmethod
+    def complete(cls, args: argparse.Namespace) -> Self:
+        from gpuctl.cli.cmdutil import scope  # noqa: PLC0415 - lazy: CLI start-up
+
+        if args.json:
+            args.output = "json"
+        return cls(args, scope(args))
+
+    def validate(self) -> Self:
+        if self.args.all_namespaces and self.args.namespace:
+            raise CommandError("-A and -n go apart: -A reads every namespace, -n one")
+        return self
+
+    def run(self) -> int:
+        from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.service import history  # noqa: PLC0415 - lazy: CLI start-up
+
+        cluster = connect(self.args)
+        if self.namespace is None:
+            records = history.read_all(cluster, self.args.job)
+        else:
+            records = history.read(cluster, self.namespace, self.args.job)
+        if self.args.output in OUTPUTS:
+            print_data({"items": [r.as_dict() for r in records]}, self.args.output)
+            return 0
+        if not records:
+            where = f"namespace {self.namespace}" if self.namespace else "any namespace"
+            what = f" of job {self.args.job}" if self.args.job else ""
+            print(f"No history{what} in {where} (gpuctl serve --history writes it; docs/audit.md)")
+            return 0
+        every = self.namespace is None
+        headers = [*(["NAMESPACE"] if every else []), "TIME", "JOB", "ACTION", "ACTOR", "REASON"]
+        rows = [
+            [*([r.namespace] if every else []), r.time, r.job, r.action, r.actor, r.reason] for r in records
+        ]
+        table(headers, rows)
+        return 0

@@ -1,0 +1,436 @@
+"""The audit trail's rules (issue 24): what happened to a job, when, who did it and why, decoded from a
+Kueue Workload (its conditions, spec.active's managedFields, gpuctl's defragmentation annotations) and
+from the Events on it (core/v1 or events.k8s.io, as the API server serves either). Pure: plain dicts in,
+`Record`s out; gpuctl.server.history feeds it from serve's watch cache and keeps what it returns
+(gpuctl.service.history: the bounded per-namespace store). docs/audit.md says what each actor means.
+
+Actions (source -> actor; the table with the reasons is in docs/audit.md):
+- submitted: the Workload's creation -> runwhere.ai/submitted-by on the job's controller, else its first
+  field manager ("via kubectl-create": only the tool is known);
+- admitted: condition Admitted, Event Admitted -> kueue;
+- preempted: condition Preempted / Evicted reason Preempted, Event Preempted -> the preemptor Kueue's
+  message names: its job when in the same team, else only its team;
+- stopped / resumed: Requeued False Deactivated* / Requeued True Reactivated -> Kueue for its own
+  (maxRuntime, requeue limit), else the field manager of spec.active ("gpuctl-stop:<user>");
+- moved: runwhere.ai/moved-for + moved-at, Event GpuctlDefragMove -> gpuctl-serve (defrag);
+- finished: condition Finished -> the job itself; deleted: deletionTimestamp or the DELETED watch event
+  -> unknown (no API object records who deletes; the API server's audit log does).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from gpuctl.constants import (
+    ACTOR_DEFRAG,
+    ACTOR_KUEUE,
+    AUDIT_ACTIVE_MANAGER_PREFIX,
+    AUDIT_SUBMITTED_BY_ANNOTATION,
+    DEACTIVATED_MAX_RUNTIME,
+    DEACTIVATED_REQUEUE_LIMIT,
+    DEFRAG_EVENT_REASON,
+    DEFRAG_MOVED_ANNOTATION,
+    DEFRAG_MOVED_AT_ANNOTATION,
+    GPU_RESOURCE,
+    HISTORY_MAX_BYTES,
+    HISTORY_MAX_RECORDS,
+    HISTORY_SAME_SECONDS,
+)
+from gpuctl.domain.objects import annotations, condition, meta, name, namespace, parse_time, uid
+
+
+class Action(StrEnum):
+    SUBMITTED = "submitted"
+    ADMITTED = "admitted"
+    PREEMPTED = "preempted"
+    STOPPED = "stopped"
+    RESUMED = "resumed"
+    MOVED = "moved"
+    FINISHED = "finished"
+    DELETED = "deleted"
+
+
+ACTOR_UNKNOWN = "unknown"
+# A move deactivates and later reactivates the Workload: within this long of runwhere.ai/moved-at, the
+# Deactivated/Reactivated conditions are the move's own halves, not a user's stop and resume.
+MOVE_SPAN_SECONDS = 600.0
+# Kueue's preemption message (pkg/scheduler/preemption/preemption.go preemptionMessage, v0.19.2).
+_PREEMPTOR = re.compile(r"accommodate a workload \(UID: (?P<uid>[^,)]+)")
+_PREEMPTOR_PATH = re.compile(r"preemptor path: (?P<path>[^;]+)")
+_PREEMPTION_DUE = re.compile(r"due to (?P<why>[^;]+)")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One thing that happened to a job. `uid` is its Workload's (the dedupe key with action and time)."""
+
+    time: str  # RFC 3339, seconds
+    namespace: str
+    job: str
+    action: str
+    actor: str
+    reason: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.uid}/{self.action}/{self.time}"
+
+    @property
+    def epoch(self) -> float:
+        return parse_time(self.time) or 0.0
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    def line(self) -> str:
+        """The stored form: one compact JSON object per line."""
+        return json.dumps(self.as_dict(), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Record:
+        return cls(**{k: str(d.get(k) or "") for k in cls.__dataclass_fields__})
+
+
+def rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _norm_time(ts: str | None) -> str:
+    """Any API time (RFC 3339, with or without fractions) -> seconds RFC 3339; '' when absent."""
+    t = parse_time(ts)
+    return rfc3339(t) if t is not None else ""
+
+
+# ----------------------------------------------------------------------------- which job
+def job_name(wl: Mapping[str, Any]) -> str:
+    """The gpuctl job a Workload belongs to: its controller owner (Job, StatefulSet); for a pod's own
+    Workload (a Deployment's pods, queued one by one) the Deployment, from the pod's name
+    <deployment>-<template hash>-<suffix>; else the Workload's name."""
+    owners = meta(wl).get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    if not owner:
+        return name(wl)
+    if owner.get("kind") == "Pod":
+        parts = str(owner.get("name") or "").rsplit("-", 2)
+        return parts[0] if len(parts) == 3 else str(owner.get("name") or "")
+    return str(owner.get("name") or name(wl))
+
+
+def _owner_pod(wl: Mapping[str, Any]) -> str:
+    owners = meta(wl).get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    return str(owner.get("name") or "") if owner and owner.get("kind") == "Pod" else ""
+
+
+def owner_kind(wl: Mapping[str, Any]) -> str:
+    owners = meta(wl).get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    if not owner:
+        return ""
+    return "Deployment" if owner.get("kind") == "Pod" else str(owner.get("kind") or "")
+
+
+# ----------------------------------------------------------------------------- who
+def submitter(controller: Mapping[str, Any] | None) -> str:
+    """Who submitted a job, from its controller object: runwhere.ai/submitted-by (what gpuctl's client
+    or API says the caller was), else the manager of the first managedFields entry ("via kubectl-create":
+    only the tool is known), else unknown."""
+    if not controller:
+        return ACTOR_UNKNOWN
+    who = annotations(controller).get(AUDIT_SUBMITTED_BY_ANNOTATION)
+    if who:
+        return who
+    fields = [f for f in meta(controller).get("managedFields") or [] if f.get("manager")]
+    if fields:
+        first = min(fields, key=lambda f: f.get("time") or "")
+        return f"via {first['manager']}"
+    return ACTOR_UNKNOWN
+
+
+def active_manager(wl: Mapping[str, Any]) -> tuple[str, str]:
+    """(actor, time) of the last change of spec.active, from the Workload's managedFields: the field
+    manager that owns f:spec.f:active. gpuctl's stop/resume sends "gpuctl-stop:<user>"; kueuectl and
+    kubectl name only the tool ("via kueuectl")."""
+    best: tuple[str, str] = ("", "")
+    for f in meta(wl).get("managedFields") or []:
+        spec = ((f.get("fieldsV1") or {}).get("f:spec")) or {}
+        if "f:active" not in spec and not f.get("active"):
+            continue
+        when = f.get("time") or ""
+        if when >= best[1]:
+            best = (str(f.get("manager") or ""), when)
+    manager, when = best
+    if not manager:
+        return ACTOR_UNKNOWN, ""
+    if manager.startswith(AUDIT_ACTIVE_MANAGER_PREFIX) and ":" in manager:
+        return manager.split(":", 1)[1], when
+    if manager == "kueue" or manager.startswith("kueue-"):  # Kueue's controllers, not kueuectl
+        return ACTOR_KUEUE, when
+    return f"via {manager}", when
+
+
+def preemptor(message: str, uids: Mapping[str, tuple[str, str]], ns: str) -> str:
+    """Who preempted, from Kueue's message: the preemptor's job when it is in the same namespace (uids:
+    Workload UID -> (namespace, job)); else "a job of team T" (T from the preemptor's ClusterQueue path:
+    another team's job names are not this team's to read); else Kueue."""
+    m = _PREEMPTOR.search(message or "")
+    if m:
+        found = uids.get(m.group("uid").strip())
+        if found and found[0] == ns:
+            return f"job {found[1]}"
+    p = _PREEMPTOR_PATH.search(message or "")
+    if p:
+        team = p.group("path").strip().rstrip("/").rsplit("/", 1)[-1]
+        if team and team != "UNKNOWN":
+            return f"a job of team {team}" if team != ns else "a job of this team"
+    return ACTOR_KUEUE
+
+
+def _preemption_reason(cond_reason: str, message: str) -> str:
+    why = _PREEMPTION_DUE.search(message or "")
+    text = why.group("why").strip() if why else ""
+    return f"{cond_reason}: {text}" if text else cond_reason or "Preempted"
+
+
+# ----------------------------------------------------------------------------- decoding
+def _admitted_reason(wl: Mapping[str, Any]) -> str:
+    adm = (wl.get("status") or {}).get("admission") or {}
+    cq = adm.get("clusterQueue") or ""
+    pools = []
+    for a in adm.get("podSetAssignments") or []:
+        f = (a.get("flavors") or {}).get(GPU_RESOURCE)
+        if f and f not in pools:
+            pools.append(f)
+    where = f" in pool {', '.join(pools)}" if pools else ""
+    return f"admitted by ClusterQueue {cq}{where}" if cq else "admitted"
+
+
+def _moved(wl: Mapping[str, Any]) -> tuple[str, float] | None:
+    notes = annotations(wl)
+    why, at = notes.get(DEFRAG_MOVED_ANNOTATION), parse_time(notes.get(DEFRAG_MOVED_AT_ANNOTATION))
+    return (why or "moved", at) if at is not None else None
+
+
+def workload_records(
+    wl: Mapping[str, Any],
+    *,
+    submitted_by: str | None = None,
+    uids: Mapping[str, tuple[str, str]] | None = None,
+    deleted_at: float | None = None,
+) -> list[Record]:
+    """Every record one Workload's current state shows. Conditions keep only their last transition, so
+    the caller (serve's watch) sees each as it happens and the store dedupes by `Record.key`.
+    submitted_by: the submitter (`submitter` of the job's controller) when known; uids: Workload UID ->
+    (namespace, job) for naming preemptors; deleted_at: when the Workload was seen deleted."""
+    ns, job, wuid = namespace(wl), job_name(wl), uid(wl)
+    out: list[Record] = []
+
+    def add(action: Action, ts: str | None, actor: str, reason: str) -> None:
+        t = _norm_time(ts)
+        if t:
+            out.append(Record(t, ns, job, action.value, actor or ACTOR_UNKNOWN, reason, wuid))
+
+    kind = owner_kind(wl)
+    pod = _owner_pod(wl)
+    if pod:  # a Deployment's pods are queued one by one, each with a Workload of its own
+        what = f"pod {pod} of Deployment {job} queued"
+    else:
+        what = f"{kind} {job} created" if kind else f"Workload {name(wl)} created"
+    add(Action.SUBMITTED, meta(wl).get("creationTimestamp"), submitted_by or ACTOR_UNKNOWN, what)
+    adm = condition(wl, "Admitted")
+    if adm.get("status") == "True":
+        add(Action.ADMITTED, adm.get("lastTransitionTime"), ACTOR_KUEUE, _admitted_reason(wl))
+    pre = condition(wl, "Preempted")
+    ev = condition(wl, "Evicted")
+    if pre.get("status") == "True":
+        msg = pre.get("message") or ev.get("message") or ""
+        add(
+            Action.PREEMPTED,
+            pre.get("lastTransitionTime"),
+            preemptor(msg, uids or {}, ns),
+            _preemption_reason(pre.get("reason") or "", msg),
+        )
+    elif ev.get("status") == "True" and ev.get("reason") == "Preempted":
+        msg = ev.get("message") or ""
+        add(
+            Action.PREEMPTED,
+            ev.get("lastTransitionTime"),
+            preemptor(msg, uids or {}, ns),
+            _preemption_reason("Preempted", msg),
+        )
+    moved = _moved(wl)
+    if moved is not None:
+        add(Action.MOVED, rfc3339(moved[1]), ACTOR_DEFRAG, moved[0])
+
+    def part_of_move(ts: str | None) -> bool:
+        t = parse_time(ts)
+        return moved is not None and t is not None and -5.0 <= t - moved[1] <= MOVE_SPAN_SECONDS
+
+    req = condition(wl, "Requeued")
+    deact = None
+    if req.get("status") == "False" and str(req.get("reason") or "").startswith("Deactivated"):
+        deact = req
+    elif ev.get("status") == "True" and str(ev.get("reason") or "").startswith("Deactivated"):
+        deact = ev
+    if deact is not None and not part_of_move(deact.get("lastTransitionTime")):
+        reason = str(deact.get("reason") or "")
+        if reason == DEACTIVATED_MAX_RUNTIME:
+            actor, why = ACTOR_KUEUE, "it ran its maxRuntime"
+        elif reason == DEACTIVATED_REQUEUE_LIMIT:
+            actor, why = ACTOR_KUEUE, "requeued too often (its pods never all became ready)"
+        else:
+            actor, why = active_manager(wl)[0], "spec.active=false"
+        add(Action.STOPPED, deact.get("lastTransitionTime"), actor, why)
+    if (
+        req.get("status") == "True"
+        and req.get("reason") == "Reactivated"
+        and not part_of_move(req.get("lastTransitionTime"))
+    ):
+        add(Action.RESUMED, req.get("lastTransitionTime"), active_manager(wl)[0], "spec.active=true")
+    fin = condition(wl, "Finished")
+    if fin.get("status") == "True":
+        why = str(fin.get("reason") or "")
+        msg = str(fin.get("message") or "")
+        add(Action.FINISHED, fin.get("lastTransitionTime"), f"job {job}", f"{why}: {msg}" if msg else why)
+    gone = meta(wl).get("deletionTimestamp") or (rfc3339(deleted_at) if deleted_at is not None else None)
+    if gone:
+        add(Action.DELETED, gone, ACTOR_UNKNOWN, f"Workload {name(wl)} deleted (its job was deleted)")
+    return out
+
+
+def event_time(ev: Mapping[str, Any]) -> str:
+    """When an Event (core/v1 or events.k8s.io) last happened."""
+    series = ev.get("series") or {}
+    return _norm_time(
+        series.get("lastObservedTime")
+        or ev.get("lastTimestamp")
+        or ev.get("eventTime")
+        or ev.get("deprecatedLastTimestamp")
+        or ev.get("firstTimestamp")
+        or meta(ev).get("creationTimestamp")
+    )
+
+
+def event_records(
+    ev: Mapping[str, Any],
+    workloads: Callable[[str, str], Mapping[str, Any] | None],
+    uids: Mapping[str, tuple[str, str]] | None = None,
+) -> list[Record]:
+    """Records an Event on a Workload says: Preempted, Admitted, GpuctlDefragMove. workloads(ns, name):
+    the Workload the Event regards, when still known (for its job's name and UID); otherwise the
+    Event's own `regarding`/`involvedObject` names it."""
+    obj = ev.get("regarding") or ev.get("involvedObject") or {}
+    if obj.get("kind") != "Workload":
+        return []
+    reason = ev.get("reason") or ""
+    msg = str(ev.get("note") or ev.get("message") or "")
+    ns = obj.get("namespace") or namespace(ev)
+    wl = workloads(ns, obj.get("name") or "")
+    job = job_name(wl) if wl else str(obj.get("name") or "")
+    wuid = uid(wl) if wl else str(obj.get("uid") or "")
+    t = event_time(ev)
+    if not t:
+        return []
+    if reason == "Preempted":
+        return [
+            Record(
+                t,
+                ns,
+                job,
+                Action.PREEMPTED.value,
+                preemptor(msg, uids or {}, ns),
+                _preemption_reason("", msg),
+                wuid,
+            )
+        ]
+    if reason == "Admitted":
+        return [Record(t, ns, job, Action.ADMITTED.value, ACTOR_KUEUE, msg.split(",", 1)[0], wuid)]
+    if reason == DEFRAG_EVENT_REASON:
+        return [Record(t, ns, job, Action.MOVED.value, ACTOR_DEFRAG, msg, wuid)]
+    return []
+
+
+# ----------------------------------------------------------------------------- the ring
+_ACTION_ORDER = {a.value: i for i, a in enumerate(Action)}
+
+
+def order(r: Record) -> tuple[float, int, str]:
+    """Records in time order; within one second, in the order a job's life has them (submitted before
+    admitted)."""
+    return (r.epoch, _ACTION_ORDER.get(r.action, len(_ACTION_ORDER)), r.key)
+
+
+def same(a: Record, b: Record) -> bool:
+    """One happening seen twice (an Event and a condition, a restart's second look)."""
+    return (
+        a.uid == b.uid
+        and a.action == b.action
+        and a.namespace == b.namespace
+        and abs(a.epoch - b.epoch) <= HISTORY_SAME_SECONDS
+    )
+
+
+def merge(
+    kept: list[Record],
+    new: Iterable[Record],
+    *,
+    max_records: int = HISTORY_MAX_RECORDS,
+    max_bytes: int = HISTORY_MAX_BYTES,
+) -> tuple[list[Record], int]:
+    """The ring after adding `new` to `kept` (oldest first): records already kept (by `same`) are
+    skipped; once the ring is full, nothing older than its oldest record comes back in (a restart
+    re-reading an old condition must not resurrect what the bound dropped); then the oldest records go
+    until at most `max_records` and `max_bytes` of stored lines remain. Returns (ring, records added)."""
+    full = len(kept) >= max_records or sum(len(r.line()) + 1 for r in kept) >= max_bytes
+    floor = kept[0].epoch if kept and full else float("-inf")
+    by_uid: dict[tuple[str, str], list[Record]] = {}
+    for r in kept:
+        by_uid.setdefault((r.uid, r.action), []).append(r)
+    added = []
+    for r in new:
+        if r.epoch < floor:
+            continue
+        if any(same(r, k) for k in by_uid.get((r.uid, r.action), [])):
+            continue
+        by_uid.setdefault((r.uid, r.action), []).append(r)
+        added.append(r)
+    if not added:
+        return kept, 0
+    ring = sorted([*kept, *added], key=order)
+    ring = ring[-max_records:]
+    size = sum(len(r.line()) + 1 for r in ring)
+    drop = 0
+    while size > max_bytes and drop < len(ring):
+        size -= len(ring[drop].line()) + 1
+        drop += 1
+    ring = ring[drop:]
+    kept_keys = {r.key for r in ring}
+    return ring, sum(1 for r in added if r.key in kept_keys)
+
+
+def dump(records: Iterable[Record]) -> str:
+    return "".join(r.line() + "\n" for r in records)
+
+
+def load(text: str | None) -> list[Record]:
+    """The stored lines -> records; a line that is not a record (hand-edited) is skipped."""
+    out = []
+    for line in (text or "").splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(d, dict) and d.get("action"):
+            out.append(Record.from_dict(d))
+    return out
+
+
+def for_job(records: Iterable[Record], job: str | None) -> list[Record]:
+    return [r for r in records if not job or r.job == job]

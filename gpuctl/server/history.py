@@ -1,0 +1,224 @@
+"""The audit trail's writer in `gpuctl serve` (issue 24): Workload and Event changes from serve's watch
+cache -> records (gpuctl.domain.history) -> each team namespace's ConfigMap ring (gpuctl.service.history).
+
+Every replica watches and gathers (each change's Workload or Event, as the cache holds it, until a flush);
+only the leader writes, every `interval` seconds, one read and at most one update per namespace with
+something new. What it has written it remembers (by record key), so a quiet cluster costs no request.
+A restarted or newly elected leader starts with an empty memory: it derives the records again from its
+first list (conditions and Events outlive the restart), reads each namespace's store once to learn what
+it holds (so it asks no submitter again), and the store's merge skips what is already there: no
+duplicates. What happened while no replica ran is kept if its evidence is still there: a condition's
+last transition, an Event younger than the API server's --event-ttl (one hour by default).
+
+The submitter is read once per Workload from its job's controller (runwhere.ai/submitted-by, else its
+first field manager): one GET per new job, by the leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gpuctl.cluster import ApiError, path
+from gpuctl.constants import HISTORY_CONFIGMAP, HISTORY_FLUSH_SECONDS
+from gpuctl.domain.history import (
+    ACTOR_UNKNOWN,
+    Record,
+    event_records,
+    job_name,
+    owner_kind,
+    submitter,
+    workload_records,
+)
+from gpuctl.domain.objects import meta, name, namespace, uid
+from gpuctl.service.history import append, read
+
+log = logging.getLogger(__name__)
+
+# At most this many changes wait for a flush (a standby's backlog, a leader that cannot write): the oldest
+# go first; the state they showed is mostly still in the cache's objects.
+MAX_PENDING = 20_000
+# Submitters remembered (by Workload UID).
+MAX_SUBMITTERS = 50_000
+# Record keys remembered per namespace as written (beyond, forgotten: the next write reads the store).
+MAX_REMEMBERED = 10_000
+EVENT_FIELD_SELECTOR = "involvedObject.kind=Workload"
+
+
+def trim_event(raw: dict) -> dict:
+    """What the history reads of an Event on a Workload (either API's spelling)."""
+    m = raw.get("metadata") or {}
+    obj = raw.get("regarding") or raw.get("involvedObject") or {}
+    out: dict[str, Any] = {
+        "metadata": {
+            k: m[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in m
+        },
+        "involvedObject": {k: obj[k] for k in ("kind", "name", "namespace", "uid") if k in obj},
+        "reason": raw.get("reason") or "",
+        "message": raw.get("message") or raw.get("note") or "",
+    }
+    for k in ("lastTimestamp", "eventTime", "firstTimestamp", "series"):
+        if raw.get(k):
+            out[k] = raw[k]
+    return out
+
+
+class HistoryRecorder:
+    def __init__(
+        self,
+        cluster: Any,
+        cache: Any,
+        *,
+        leader: Callable[[], bool] | None = None,
+        interval: float = HISTORY_FLUSH_SECONDS,
+        wall: Callable[[], float] = time.time,
+    ):
+        self.cluster = cluster
+        self.cache = cache
+        self.leader = leader
+        self.interval = interval
+        self.wall = wall
+        self._lock = threading.Lock()
+        # (kind, namespace/name, resourceVersion) -> (object, deleted at)
+        self._pending: dict[tuple[str, str, str], tuple[Mapping[str, Any], float | None]] = {}
+        self._written: dict[str, set[str]] = {}  # namespace -> keys this leader wrote or found
+        self._submitters: dict[str, str] = {}
+        self._was_leader = False
+        self.written = 0  # records added to the store by this process
+        self.failures = 0
+
+    # ---------------------------------------------------------------- gathering (informer threads)
+    def attach(self) -> None:
+        self.cache["Workload"].add_handler(self.on_workload)
+        self.cache["Event"].add_handler(self.on_event)
+
+    def _keep(self, kind: str, obj: Mapping[str, Any], deleted_at: float | None) -> None:
+        key = (kind, f"{namespace(obj)}/{name(obj)}", str(meta(obj).get("resourceVersion") or ""))
+        with self._lock:
+            self._pending[key] = (obj, deleted_at)
+            while len(self._pending) > MAX_PENDING:
+                self._pending.pop(next(iter(self._pending)))
+
+    def on_workload(self, etype: str, old: Any, new: Any) -> None:
+        if etype == "DELETED" and old is not None:
+            self._keep("Workload", old, self.wall())
+        elif new is not None:
+            self._keep("Workload", new, None)
+
+    def on_event(self, etype: str, old: Any, new: Any) -> None:
+        if new is not None and etype != "DELETED":
+            self._keep("Event", new, None)
+
+    # ---------------------------------------------------------------- writing (the leader)
+    def teams(self) -> set[str]:
+        """Team namespaces: gpuctl's team ClusterQueues are named after them."""
+        return {name(cq) for cq in self.cache["ClusterQueue"].list()}
+
+    def _submitter(self, wl: Mapping[str, Any]) -> str:
+        wuid = uid(wl)
+        if wuid in self._submitters:
+            return self._submitters[wuid]
+        kind = owner_kind(wl)
+        who = ACTOR_UNKNOWN
+        if kind in ("Job", "StatefulSet", "Deployment"):
+            try:
+                who = submitter(self.cluster.get_or_none(path(kind, job_name(wl), namespace(wl))))
+            except ApiError as e:
+                log.warning("history: reading %s %s/%s: %s", kind, namespace(wl), job_name(wl), e)
+                return ACTOR_UNKNOWN  # not remembered: asked again at the next flush
+        if len(self._submitters) >= MAX_SUBMITTERS:
+            self._submitters.pop(next(iter(self._submitters)))
+        self._submitters[wuid] = who
+        return who
+
+    def _seed(self, namespaces: set[str]) -> None:
+        """Remember what the store of each namespace not yet seen already holds, so a restarted leader
+        neither asks again who submitted every job (one GET each) nor writes what is there."""
+        for ns in namespaces - set(self._written):
+            try:
+                self._written[ns] = {r.key for r in read(self.cluster, ns)}
+            except Exception as e:  # the write will say it again, with its own retry
+                log.warning("history: reading %s/%s: %s", ns, HISTORY_CONFIGMAP, e)
+
+    def records(self, changes: list[tuple[str, Mapping[str, Any], float | None]]) -> dict[str, list[Record]]:
+        """Records per namespace that the changes show (team namespaces only)."""
+        teams = self.teams()
+        workloads = self.cache["Workload"]
+        uids = {uid(w): (namespace(w), job_name(w)) for w in workloads.list()}
+        for kind, obj, _ in changes:  # deleted Workloads still name preemptors
+            if kind == "Workload":
+                uids.setdefault(uid(obj), (namespace(obj), job_name(obj)))
+        out: dict[str, list[Record]] = {}
+        for kind, obj, deleted_at in changes:
+            ns = namespace(obj)
+            if ns not in teams:
+                continue
+            if kind == "Workload":
+                written = self._written.get(ns, set())
+                recs = workload_records(obj, uids=uids, deleted_at=deleted_at)
+                if any(r.action == "submitted" and r.key not in written for r in recs):
+                    who = self._submitter(obj)
+                    recs = [r if r.action != "submitted" else _with_actor(r, who) for r in recs]
+            else:
+                recs = event_records(obj, lambda n, w: workloads.get(f"{n}/{w}"), uids)
+            out.setdefault(ns, []).extend(recs)
+        return out
+
+    def flush(self) -> int:
+        """Write what was gathered (leader only); returns the records added."""
+        leading = self.leader is None or self.leader()
+        if not leading:
+            self._was_leader = False
+            return 0
+        if not self._was_leader:  # newly leading: what another leader wrote is unknown here
+            self._written.clear()
+            self._was_leader = True
+        with self._lock:
+            changes = [(k[0], obj, d) for k, (obj, d) in self._pending.items()]
+            self._pending.clear()
+        if not changes:
+            return 0
+        self._seed({namespace(obj) for _, obj, _ in changes} & self.teams())
+        added = 0
+        for ns, recs in self.records(changes).items():
+            written = self._written.setdefault(ns, set())
+            fresh = [r for r in recs if r.key not in written]
+            if not fresh:
+                continue
+            try:
+                added += append(self.cluster, ns, fresh)
+            except Exception as e:
+                self.failures += 1
+                log.warning("history: writing %d record(s) to %s: %s; retrying", len(fresh), ns, e)
+                for kind, obj, d in changes:  # keep this namespace's changes for the next flush
+                    if namespace(obj) == ns:
+                        self._keep(kind, obj, d)
+                continue
+            if len(written) + len(fresh) > MAX_REMEMBERED:
+                written.clear()  # the store's merge dedupes what this forgets (one more read)
+            written.update(r.key for r in fresh)
+        self.written += added
+        return added
+
+    # ---------------------------------------------------------------- loop
+    def start(self, stop: threading.Event) -> threading.Thread:
+        t = threading.Thread(target=self.run, args=(stop,), name="history", daemon=True)
+        t.start()
+        return t
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set() and not self.cache.wait_synced(timeout=1.0):
+            pass
+        while not stop.is_set():
+            try:
+                self.flush()
+            except Exception:
+                log.exception("history flush failed")
+            stop.wait(self.interval)
+
+
+def _with_actor(r: Record, actor: str) -> Record:
+    return Record(r.time, r.namespace, r.job, r.action, actor, r.reason, r.uid)
