@@ -15,6 +15,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpuctl.builders import build
 from gpuctl.cluster import ApiError, Cluster, path
@@ -32,19 +33,21 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.estimate import estimate
-from gpuctl.domain.explain import Snapshot, demand_of_pod_template
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
-from gpuctl.domain.workload import labelled_priority_value
 from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception, require
 from gpuctl.service.inventory import JOB_SELECTOR, MANAGED_SELECTOR
-from gpuctl.service.jobs import delete_job, snapshot, snapshot_inventory
 from gpuctl.service.plan import object_label
-from gpuctl.service.pools import apply_pool, delete_pool
-from gpuctl.service.quotas import apply_quota, delete_quota
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
+
+if TYPE_CHECKING:
+    from gpuctl.domain.explain import Snapshot
+
+# What only some submissions need is imported where it is used (marked "lazy: job create"): a
+# `create -f` of jobs, the common case, needs neither the server dry run's estimate (gpuctl.domain.
+# explain/estimate) nor the pool, quota and delete paths (gpuctl.service.pools and its usage
+# accounting, .quotas, .jobs): ~70 ms of imports on a 2-core machine under load (bench/submit.py).
 
 SPEC_HASH = SPEC_HASH_ANNOTATION  # the webhook knows this key
 
@@ -279,8 +282,12 @@ def submit(
         try:
             require_admin(cluster, spec.kind, action, dry_run, perms)
             if isinstance(spec, PoolSpec):
+                from gpuctl.service.pools import apply_pool  # noqa: PLC0415 - lazy: job create
+
                 r.lines = apply_pool(cluster, spec, create=action == "create", dry_run=dry_run)
             elif isinstance(spec, QuotaSpec):
+                from gpuctl.service.quotas import apply_quota  # noqa: PLC0415 - lazy: job create
+
                 r.lines = apply_quota(cluster, spec, create=action == "create", dry_run=dry_run)
             else:
                 r.namespace = spec_namespace(spec, default_ns)
@@ -358,6 +365,8 @@ class _When:
         self._by_ns: dict[str, Snapshot] = {}
 
     def _snapshot(self, namespace: str) -> Snapshot:
+        from gpuctl.service.jobs import snapshot, snapshot_inventory  # noqa: PLC0415 - lazy: job create
+
         if self._every is not None:
             return self._every
         if namespace not in self._by_ns:
@@ -370,6 +379,10 @@ class _When:
         return self._by_ns[namespace]
 
     def line(self, obj: dict) -> str:
+        from gpuctl.domain.estimate import estimate  # noqa: PLC0415 - lazy: job create
+        from gpuctl.domain.explain import demand_of_pod_template  # noqa: PLC0415 - lazy: job create
+        from gpuctl.domain.workload import labelled_priority_value  # noqa: PLC0415 - lazy: job create
+
         meta, spec = obj["metadata"], obj.get("spec") or {}
         count = spec.get("parallelism") if obj["kind"] == "Job" else spec.get("replicas")
         value = labelled_priority_value(obj)
@@ -507,6 +520,10 @@ def _delete_doc(
     keep_running: bool = False,
     delete_namespace: bool = False,
 ) -> Result:
+    from gpuctl.service.jobs import delete_job  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.pools import delete_pool  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.quotas import delete_quota  # noqa: PLC0415 - lazy: job create
+
     spec = doc.spec
     r = Result(kind=str(spec.kind), name=_name(spec), source=doc.source, action="deleted")
     try:
@@ -544,6 +561,10 @@ def delete_by_name(
     keep_running: bool = False,
 ) -> list[Result]:
     """`delete job|pool|quota|namespace NAME...`: each name on its own; CLIENT only reads."""
+    from gpuctl.service.jobs import delete_job  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.pools import delete_pool  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.quotas import delete_quota  # noqa: PLC0415 - lazy: job create
+
     dry_run = DryRun(dry_run)
     results = []
     for name in names:
@@ -568,6 +589,8 @@ def delete_by_name(
 
 
 def _delete_namespace(cluster: Cluster, name: str, *, dry_run: DryRun) -> list[str]:
+    from gpuctl.service.quotas import delete_quota  # noqa: PLC0415 - lazy: job create
+
     ns = cluster.get_or_none(path("Namespace", name))
     if ns is None:
         raise NotFound(f"namespace {name} not found")
