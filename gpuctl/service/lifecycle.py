@@ -115,8 +115,10 @@ def _precheck_jobs(
     default_ns: str,
     action: str,
     reader: Reader | None = None,
+    read: dict[str, list[dict]] | None = None,
 ) -> dict[int, list[dict]]:
     """Check every job against the cluster before writing anything; return its objects by doc index.
+    `read` gets the lists it read that a later step needs too ("ClusterQueue": gpuctl's).
 
     What it reads, and only when a job needs it: gpuctl's ResourceFlavors (do the pools exist) and
     ClusterQueues (has the namespace a quota), both through the managed-by selector, and, for a create,
@@ -136,7 +138,10 @@ def _precheck_jobs(
     wanted_pools = {p for _, d in jobs for p in d.spec.resources.pools_allowed or ()}
     teams = set(new_teams)
     if wanted_ns - teams:
-        teams |= set(team_queues(reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)))
+        cluster_queues = reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)
+        teams |= set(team_queues(cluster_queues))
+        if read is not None:
+            read["ClusterQueue"] = cluster_queues
     pools = set(new_pools)
     if wanted_pools - pools:
         pools |= set(pool_names(reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)))
@@ -269,12 +274,14 @@ def submit(
             for d in _ordered(docs, reverse=True)
         ]
     results: list[Result] = []
+    read: dict[str, list[dict]] = {}
     try:
-        planned = _precheck_jobs(cluster, docs, default_ns, action, reader)
+        planned = _precheck_jobs(cluster, docs, default_ns, action, reader, read)
     except ServiceError as e:
         return [Result(kind="job", name="", error=str(e), error_status=e.status)]
     order = sorted(range(len(docs)), key=lambda i: _rank(docs[i]))
-    when = _When(cluster, perms) if dry_run is DryRun.SERVER else None
+    # A dry run writes nothing, so the ClusterQueues the pre-checks read are still the cluster's.
+    when = _When(cluster, perms, read.get("ClusterQueue")) if dry_run is DryRun.SERVER else None
     for i in order:
         doc = docs[i]
         spec = doc.spec
@@ -359,8 +366,8 @@ class _When:
     caller may read it (by count for a team member: gpuctl.service.jobs.snapshot), read once per
     submission (a sweep of 200 jobs is judged against one snapshot, not 200)."""
 
-    def __init__(self, cluster: Cluster, perms: Permissions | None):
-        self.cluster, self.perms = cluster, perms
+    def __init__(self, cluster: Cluster, perms: Permissions | None, cluster_queues: list[dict] | None = None):
+        self.cluster, self.perms, self.cluster_queues = cluster, perms, cluster_queues
         self._every: Snapshot | None = None  # the caller reads every namespace
         self._by_ns: dict[str, Snapshot] = {}
 
@@ -370,7 +377,7 @@ class _When:
         if self._every is not None:
             return self._every
         if namespace not in self._by_ns:
-            inv = snapshot_inventory(self.cluster, namespace, self.perms)
+            inv = snapshot_inventory(self.cluster, namespace, self.perms, cluster_queues=self.cluster_queues)
             snap = snapshot(inv)
             if inv.namespace is None:
                 self._every = snap
