@@ -19,13 +19,17 @@ production). The resident memory of each server process is printed after its loa
   CLI   the same operations as whole processes (what a script calling gpuctl pays), `--concurrency`
         at a time: `gpuctl get jobs -n NS -o json` `--cli-runs` times, `gpuctl create -f` as often.
 
-Prints requests per second and p50/p99 latency of each. Everything created is deleted at the end.
+Prints requests per second and p50/p99 latency of each, and two floors measured the same way: `GET
+/health` (an endpoint that does nothing: the HTTP stack and the machine's load) and the rendered Job
+posted straight to the Kubernetes API server by as many threads (what the API server and Kueue's
+webhooks take for a create). Everything created is deleted at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import statistics
@@ -45,6 +49,8 @@ sys.path.insert(0, str(ROOT))
 
 from gpuctl.cluster import Cluster, path  # noqa: E402 - after the sys.path line: run as a script
 from gpuctl.service.jobs import list_job_rows  # noqa: E402
+from gpuctl.service.plan import plan_documents  # noqa: E402
+from gpuctl.spec import load_text  # noqa: E402
 
 RUN = "/tmp/gpuctl-bench-api"
 CLI = [sys.executable, "-m", "gpuctl.cli.main"]
@@ -294,6 +300,9 @@ def main() -> int:
                     return int(line.split()[1]) / 1024
             return float("nan")
 
+        async def get_health(client, w, i):
+            return await client.get("/health")
+
         async def get_jobs(client, w, i):
             return await client.get("/api/v1/jobs", params={"namespace": ns, "pageSize": 100})
 
@@ -307,6 +316,13 @@ def main() -> int:
                     api_load(url, token, c, get_jobs, lambda n, end=end: time.monotonic() >= end)
                 )
                 report.add("job list", f"API ({kind}), c={c}", lat, wall, err)
+            # The floor of any request at this load: an endpoint that does nothing (no auth, no cluster).
+            c = max(args.concurrency)
+            end = time.monotonic() + min(args.duration, 5)
+            lat, wall, err = asyncio.run(
+                api_load(url, token, c, get_health, lambda n, end=end: time.monotonic() >= end)
+            )
+            report.add("health", f"API ({kind}) /health, c={c}", lat, wall, err)
             print(f"  {kind}: resident memory {rss_mib(server.pid):.0f} MiB", flush=True)
             if kind != args.server[-1]:
                 server.terminate()
@@ -336,6 +352,21 @@ def main() -> int:
 
             lat, wall, err = asyncio.run(api_load(url, token, c, create, lambda n: n >= args.creates))
             report.add("job create", f"API ({args.server[-1]}), c={c}", lat, wall, err)
+            # The floor: the same Job posted straight to the Kubernetes API server by `c` threads (what
+            # `kubectl create` of the rendered object costs the API server and Kueue's webhooks).
+            job = plan_documents(load_text(job_yaml("floor", ns)), ns).objects[0]
+
+            def raw_create(i: int, c=c, job=job) -> float:
+                obj = json.loads(json.dumps(job))
+                obj["metadata"]["name"] = f"raw-{run}-{c}-{i}"
+                t = time.perf_counter()
+                kube.create(obj)
+                return time.perf_counter() - t
+
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(c) as pool:
+                lat = list(pool.map(raw_create, range(args.creates)))
+            report.add("job create", f"kube-apiserver POST, c={c}", lat, time.perf_counter() - t0, 0)
             if args.no_cli:
                 continue
             files = []

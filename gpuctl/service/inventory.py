@@ -158,8 +158,9 @@ class Inventory:
     def snapshot_pods(self) -> list[dict]:
         """What "when will it run" reads (gpuctl.domain.explain.Snapshot): every unfinished pod, in full.
         When gpuctl's pods of every namespace are at hand in full already, only the others are listed
-        (`!runwhere.ai/job-type`, usually few) rather than every pod again."""
-        if self.namespace is None and not self.pod_rows:
+        (`!runwhere.ai/job-type`, usually few) rather than every pod again; when they are not (a server
+        dry run's "when would it run"), every unfinished pod is one list."""
+        if self.namespace is None and not self.pod_rows and "pods" in self.__dict__:
             foreign = self.reader.list("Pod", label_selector=f"!{JOB_SELECTOR}", field_selector=UNFINISHED)
             return self.pods + foreign
         return self.bound_pods

@@ -16,6 +16,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuctl.builders import build
 from gpuctl.cluster import ApiError, Cluster, path
@@ -34,21 +35,22 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.estimate import estimate
-from gpuctl.domain.explain import Snapshot, demand_of_pod_template
 from gpuctl.domain.multicluster import refused_kind, remote_pools
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
-from gpuctl.domain.workload import labelled_priority_value
 from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception, require
 from gpuctl.service.inventory import JOB_SELECTOR, MANAGED_SELECTOR
-from gpuctl.service.jobs import delete_job, snapshot, snapshot_inventory
-from gpuctl.service.multicluster import apply_remote_pool, check_local_pool, delete_pool_everywhere
 from gpuctl.service.plan import object_label
-from gpuctl.service.pools import apply_pool
-from gpuctl.service.quotas import apply_quota, delete_quota
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
+
+if TYPE_CHECKING:
+    from gpuctl.domain.explain import Snapshot
+
+# What only some submissions need is imported where it is used (marked "lazy: job create"): a
+# `create -f` of jobs, the common case, needs neither the server dry run's estimate (gpuctl.domain.
+# explain/estimate) nor the pool, quota and delete paths (gpuctl.service.pools and its usage
+# accounting, .quotas, .jobs): ~70 ms of imports on a 2-core machine under load (bench/submit.py).
 
 SPEC_HASH = SPEC_HASH_ANNOTATION  # the webhook knows this key
 
@@ -116,8 +118,10 @@ def _precheck_jobs(
     default_ns: str,
     action: str,
     reader: Reader | None = None,
+    read: dict[str, list[dict]] | None = None,
 ) -> dict[int, list[dict]]:
     """Check every job against the cluster before writing anything; return its objects by doc index.
+    `read` gets the lists it read that a later step needs too ("ClusterQueue": gpuctl's).
 
     What it reads, and only when a job needs it: gpuctl's ResourceFlavors (do the pools exist) and
     ClusterQueues (has the namespace a quota), both through the managed-by selector, and, for a create,
@@ -137,7 +141,10 @@ def _precheck_jobs(
     wanted_pools = {p for _, d in jobs for p in d.spec.resources.pools_allowed or ()}
     teams = set(new_teams)
     if wanted_ns - teams:
-        teams |= set(team_queues(reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)))
+        cluster_queues = reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)
+        teams |= set(team_queues(cluster_queues))
+        if read is not None:
+            read["ClusterQueue"] = cluster_queues
     pools = set(new_pools)
     flavors: list[dict] = []
     if wanted_pools - pools:
@@ -297,12 +304,14 @@ def submit(
             for d in _ordered(docs, reverse=True)
         ]
     results: list[Result] = []
+    read: dict[str, list[dict]] = {}
     try:
-        planned = _precheck_jobs(cluster, docs, default_ns, action, reader)
+        planned = _precheck_jobs(cluster, docs, default_ns, action, reader, read)
     except ServiceError as e:
         return [Result(kind="job", name="", error=str(e), error_status=e.status)]
     order = sorted(range(len(docs)), key=lambda i: _rank(docs[i]))
-    when = _When(cluster, perms) if dry_run is DryRun.SERVER else None
+    # A dry run writes nothing, so the ClusterQueues the pre-checks read are still the cluster's.
+    when = _When(cluster, perms, read.get("ClusterQueue")) if dry_run is DryRun.SERVER else None
     for i in order:
         doc = docs[i]
         spec = doc.spec
@@ -312,6 +321,8 @@ def submit(
             if isinstance(spec, PoolSpec):
                 r.lines = _apply_pool(cluster, spec, doc.source, create=action == "create", dry_run=dry_run)
             elif isinstance(spec, QuotaSpec):
+                from gpuctl.service.quotas import apply_quota  # noqa: PLC0415 - lazy: job create
+
                 r.lines = apply_quota(cluster, spec, create=action == "create", dry_run=dry_run)
             else:
                 r.namespace = spec_namespace(spec, default_ns)
@@ -339,6 +350,9 @@ def submit(
 
 
 def _apply_pool(cluster: Cluster, spec: PoolSpec, source: str, *, create: bool, dry_run: DryRun) -> list[str]:
+    from gpuctl.service.multicluster import apply_remote_pool, check_local_pool  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.pools import apply_pool  # noqa: PLC0415 - lazy: job create
+
     """A pool of this cluster's nodes, or of worker clusters' (pool.clusters, issue 24: kubeconfig files
     are relative to the document's own file)."""
     if not spec.pool.clusters:
@@ -395,16 +409,18 @@ class _When:
     caller may read it (by count for a team member: gpuctl.service.jobs.snapshot), read once per
     submission (a sweep of 200 jobs is judged against one snapshot, not 200)."""
 
-    def __init__(self, cluster: Cluster, perms: Permissions | None):
-        self.cluster, self.perms = cluster, perms
+    def __init__(self, cluster: Cluster, perms: Permissions | None, cluster_queues: list[dict] | None = None):
+        self.cluster, self.perms, self.cluster_queues = cluster, perms, cluster_queues
         self._every: Snapshot | None = None  # the caller reads every namespace
         self._by_ns: dict[str, Snapshot] = {}
 
     def _snapshot(self, namespace: str) -> Snapshot:
+        from gpuctl.service.jobs import snapshot, snapshot_inventory  # noqa: PLC0415 - lazy: job create
+
         if self._every is not None:
             return self._every
         if namespace not in self._by_ns:
-            inv = snapshot_inventory(self.cluster, namespace, self.perms)
+            inv = snapshot_inventory(self.cluster, namespace, self.perms, cluster_queues=self.cluster_queues)
             snap = snapshot(inv)
             if inv.namespace is None:
                 self._every = snap
@@ -413,6 +429,10 @@ class _When:
         return self._by_ns[namespace]
 
     def line(self, obj: dict) -> str:
+        from gpuctl.domain.estimate import estimate  # noqa: PLC0415 - lazy: job create
+        from gpuctl.domain.explain import demand_of_pod_template  # noqa: PLC0415 - lazy: job create
+        from gpuctl.domain.workload import labelled_priority_value  # noqa: PLC0415 - lazy: job create
+
         meta, spec = obj["metadata"], obj.get("spec") or {}
         count = spec.get("parallelism") if obj["kind"] == "Job" else spec.get("replicas")
         value = labelled_priority_value(obj)
@@ -559,6 +579,10 @@ def _delete_doc(
     keep_running: bool = False,
     delete_namespace: bool = False,
 ) -> Result:
+    from gpuctl.service.jobs import delete_job  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.multicluster import delete_pool_everywhere  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.quotas import delete_quota  # noqa: PLC0415 - lazy: job create
+
     spec = doc.spec
     r = Result(kind=str(spec.kind), name=_name(spec), source=doc.source, action="deleted")
     try:
@@ -598,6 +622,10 @@ def delete_by_name(
     keep_running: bool = False,
 ) -> list[Result]:
     """`delete job|pool|quota|namespace NAME...`: each name on its own; CLIENT only reads."""
+    from gpuctl.service.jobs import delete_job  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.multicluster import delete_pool_everywhere  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.quotas import delete_quota  # noqa: PLC0415 - lazy: job create
+
     dry_run = DryRun(dry_run)
     results = []
     for name in names:
@@ -622,6 +650,8 @@ def delete_by_name(
 
 
 def _delete_namespace(cluster: Cluster, name: str, *, dry_run: DryRun) -> list[str]:
+    from gpuctl.service.quotas import delete_quota  # noqa: PLC0415 - lazy: job create
+
     ns = cluster.get_or_none(path("Namespace", name))
     if ns is None:
         raise NotFound(f"namespace {name} not found")

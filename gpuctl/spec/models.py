@@ -299,7 +299,9 @@ class _Model(BaseModel):
     is YAML null means "not given" (so `storage:` alone is the default and a null required field is
     reported as missing rather than as "None is not a string")."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=False)
+    # defer_build: a model's validator is built when it first validates, not at import. A `create -f`
+    # of a training job builds TrainingSpec's (its blocks inline) instead of every model's.
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=False, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod
