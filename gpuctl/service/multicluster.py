@@ -39,7 +39,6 @@ from gpuctl.domain.multicluster import (
     remote_pools,
     worker_clusters,
 )
-from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_from_cluster_queue
 from gpuctl.service.access import Permissions
@@ -50,6 +49,7 @@ from gpuctl.service.pools import (
     apply_pool,
     delete_pool,
     ensure_bootstrap,
+    existing_flavor,
     list_pools,
     patch_node_pool,
     sync_cohort,
@@ -165,13 +165,7 @@ def apply_remote_pool(
     new objects."""
     dry_run = DryRun(dry_run)
     name = spec.pool.name
-    flavor = cluster.get_or_none(path("ResourceFlavor", name))
-    if flavor is not None and not is_gpuctl_object(flavor):
-        raise Conflict(
-            f"pool {name}: a ResourceFlavor {name} exists that gpuctl did not create; choose another name"
-        )
-    if create and flavor is not None:
-        raise Conflict(f"pool {name} already exists: use `gpuctl apply -f` to change it")
+    flavor = existing_flavor(cluster, name, create=create)
     if flavor is not None and not pool_clusters(flavor):
         raise Conflict(
             f"pool {name}: pool.clusters: pool {name} is a pool of this cluster's nodes; delete it first "

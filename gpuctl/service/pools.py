@@ -289,6 +289,19 @@ def check_pool_name(name: str) -> None:
         raise ServiceError(f"pool name {name} is reserved by gpuctl: choose another name")
 
 
+def existing_flavor(cluster: Cluster, name: str, *, create: bool) -> dict | None:
+    """Pool `name`'s ResourceFlavor, or None when there is none yet. Conflict when the flavor is not
+    gpuctl's, or when `create` finds the pool already there (apply changes it)."""
+    flavor = cluster.get_or_none(path("ResourceFlavor", name))
+    if flavor is not None and not is_gpuctl_object(flavor):
+        raise Conflict(
+            f"pool {name}: a ResourceFlavor {name} exists that gpuctl did not create; choose another name"
+        )
+    if create and flavor is not None:
+        raise Conflict(f"pool {name} already exists: use `gpuctl apply -f` to change it")
+    return flavor
+
+
 def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRun = DryRun.NONE) -> list[str]:
     """Label the pool's nodes, create its flavor, update capacity. All or nothing."""
     dry_run = DryRun(dry_run)
@@ -307,13 +320,7 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRu
                 f"(gpuctl apply -f the {other} file without it) or move it with "
                 f"`gpuctl label node {n} {Labels.POOL}={name} --overwrite`"
             )
-    flavor = cluster.get_or_none(path("ResourceFlavor", name))
-    if flavor is not None and not is_gpuctl_object(flavor):
-        raise Conflict(
-            f"pool {name}: a ResourceFlavor {name} exists that gpuctl did not create; choose another name"
-        )
-    if create and flavor is not None:
-        raise Conflict(f"pool {name} already exists: use `gpuctl apply -f` to change it")
+    flavor = existing_flavor(cluster, name, create=create)
     leaving = sorted(n for n, obj in nodes.items() if node_pool(obj) == name and n not in spec.nodes)
     # The flavor tolerates the taints of the nodes the pool will have, its own pool taint first.
     members = [
