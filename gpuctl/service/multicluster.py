@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -56,7 +57,6 @@ from gpuctl.service.pools import (
     sync_queues,
 )
 from gpuctl.service.usage import PoolUsage, pool_usage
-from gpuctl.spec import PoolSpec
 from queues import TeamQuota, cluster_queue, local_queue, pool_toleration, resource_flavor, team_namespace
 from queues.multicluster import (
     admission_check,
@@ -65,6 +65,9 @@ from queues.multicluster import (
     multikueue_cluster,
     multikueue_config,
 )
+
+if TYPE_CHECKING:
+    from gpuctl.spec import PoolSpec
 
 
 @dataclass
@@ -376,8 +379,9 @@ def list_pools_everywhere(cluster: Cluster, perms: Permissions | None = None) ->
     summed, and per cluster in `clusters`), read through the caller's context of each worker; what the
     manager's Kueue reserved there (the team quotas' view) stays its used GPUs. A worker gpuctl cannot
     read leaves its figures out and says why, the pool shows degraded."""
-    pools = list_pools(cluster, perms)
-    remote = remote_pools(Inventory(cluster, None, perms=perms).flavors)
+    inv = Inventory(cluster, None, perms=perms)
+    pools = list_pools(cluster, perms, inv)
+    remote = remote_pools(inv.flavors)
     if not remote:
         return pools
     seen: dict[str, dict[str, PoolUsage] | str] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import (
@@ -47,14 +48,18 @@ from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, collect_jobs
 from gpuctl.service.usage import PoolUsage, pool_usage
-from gpuctl.spec import PoolSpec
 from queues import budget_flavor, cluster_queue, resource_flavor, topology, workload_priority_classes
 
+if TYPE_CHECKING:
+    from gpuctl.spec import PoolSpec
 
-def list_pools(cluster: Cluster, perms: Permissions | None = None) -> list[PoolUsage]:
+
+def list_pools(
+    cluster: Cluster, perms: Permissions | None = None, inv: Inventory | None = None
+) -> list[PoolUsage]:
     """`get pools`: nodes, flavors and ClusterQueues (what pool viewers read), and the waiting
-    Workloads the caller may read; no pod."""
-    usage = pool_usage(Inventory(cluster, None, perms=perms))
+    Workloads the caller may read; no pod. `inv`: the caller's cluster-wide inventory, when it has one."""
+    usage = pool_usage(inv or Inventory(cluster, None, perms=perms))
     return [usage[p] for p in sorted(usage)]
 
 
