@@ -180,3 +180,17 @@ def test_every_type_dispatches_to_its_view(module, prefix, monkeypatch) -> None:
         monkeypatch.setattr(module, f"{prefix}{kind}", lambda args, kind=kind: kind)
     for alias, kind in module.TYPES.items():
         assert module.run(argparse.Namespace(type=alias)) == kind, alias
+
+
+def test_a_table_or_json_never_imports_yaml() -> None:
+    """gpuctl.cli.output builds its YAML Dumper on first use: `get jobs` (a table) and -o json do not
+    pay for PyYAML; -o yaml does."""
+    code = (
+        "import sys\n"
+        "from gpuctl.cli.output import print_data, table, to_yaml\n"
+        "table(['NAME'], [['a']]); print_data({'a': 1}, 'json')\n"
+        "assert 'yaml' not in sys.modules, 'yaml imported'\n"
+        "assert to_yaml({'a': 1}) == 'a: 1\\n' and 'yaml' in sys.modules\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
