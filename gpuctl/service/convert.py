@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpuctl.constants import LIMIT_RANGE_NAME, MANAGED_BY_VALUE, Labels
-from gpuctl.spec import PoolSpec, QuotaSpec
-from gpuctl.spec.models import QuotaEntry
 from queues import PoolGuarantee, TeamQuota
+
+if TYPE_CHECKING:  # annotations only: a read (`get pools`, `describe job`) never loads pydantic
+    from gpuctl.spec import PoolSpec, QuotaSpec
+    from gpuctl.spec.models import QuotaEntry
 
 
 def team_quotas(spec: QuotaSpec) -> list[TeamQuota]:

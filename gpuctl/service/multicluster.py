@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -56,7 +57,6 @@ from gpuctl.service.pools import (
     sync_queues,
 )
 from gpuctl.service.usage import PoolUsage, pool_usage
-from gpuctl.spec import PoolSpec
 from queues import TeamQuota, cluster_queue, local_queue, pool_toleration, resource_flavor, team_namespace
 from queues.multicluster import (
     admission_check,
@@ -65,6 +65,9 @@ from queues.multicluster import (
     multikueue_cluster,
     multikueue_config,
 )
+
+if TYPE_CHECKING:  # annotations only: a read (`get pools`, `describe job`) never loads pydantic
+    from gpuctl.spec import PoolSpec
 
 
 @dataclass

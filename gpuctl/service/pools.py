@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import (
@@ -47,8 +48,10 @@ from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, collect_jobs
 from gpuctl.service.usage import PoolUsage, pool_usage
-from gpuctl.spec import PoolSpec
 from queues import budget_flavor, cluster_queue, resource_flavor, topology, workload_priority_classes
+
+if TYPE_CHECKING:  # annotations only: a read (`get pools`, `describe job`) never loads pydantic
+    from gpuctl.spec import PoolSpec
 
 
 def list_pools(cluster: Cluster, perms: Permissions | None = None) -> list[PoolUsage]:
