@@ -125,7 +125,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _configure_logging(verbose: int) -> None:
-    import logging  # noqa: PLC0415 - lazy: CLI start-up (not needed by --help)
+    """-v/-vv only: without them no handler is built (a warning still reaches stderr through
+    logging's last-resort handler, as its bare message)."""
+    import logging  # noqa: PLC0415 - lazy: CLI start-up (only -v needs it)
 
     logging.basicConfig(
         level=logging.WARNING - 10 * min(verbose, 2), format="%(levelname)s %(name)s: %(message)s"
@@ -143,7 +145,8 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
             setattr(args, name, getattr(args, f"global_{name}"))
     if getattr(args, "json", False) and not getattr(args, "output", None):
         args.output = "json"
-    _configure_logging(args.verbose)
+    if args.verbose:
+        _configure_logging(args.verbose)
     try:
         return int(args.run(args) or 0)
     except CommandError as e:

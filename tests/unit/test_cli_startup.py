@@ -347,3 +347,23 @@ def test_a_read_imports_no_pydantic_and_no_other_verb(command, tmp_path) -> None
     assert [m for m in modules if m.startswith("gpuctl.spec")] == []
     others = {m for v, m in cli.VERBS.items() if v != command.split()[0]}
     assert sorted(others & set(modules)) == []
+
+
+@pytest.mark.parametrize(("verbose", "handlers"), [([], 0), (["-v"], 1), (["-vv"], 1)])
+def test_logging_is_configured_only_with_verbose(verbose, handlers, tmp_path) -> None:
+    code = (
+        "import sys\n"
+        "from gpuctl.main import main\n"
+        "assert main(sys.argv[1:]) == 0\n"
+        "logging = sys.modules.get('logging')\n"
+        "print(len(logging.root.handlers) if logging else 0)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, *verbose, "version", "--client"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert int(p.stdout.splitlines()[-1]) == handlers
