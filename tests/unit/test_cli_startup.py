@@ -345,6 +345,8 @@ def test_a_read_imports_no_pydantic_and_no_other_verb(command, tmp_path) -> None
     assert set(READS[command]) <= set(modules)  # the handler ran its imports
     assert [m for m in modules if m.split(".")[0] in ("pydantic", "pydantic_core")] == []
     assert [m for m in modules if m.startswith("gpuctl.spec")] == []
+    # threads (pod list shards), logging (-v only) and orjson (big answers only) come when needed
+    assert sorted({"concurrent.futures", "logging", "orjson"} & set(modules)) == []
     others = {m for v, m in cli.VERBS.items() if v != command.split()[0]}
     assert sorted(others & set(modules)) == []
 
