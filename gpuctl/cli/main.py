@@ -4,8 +4,9 @@ Every verb module exposes `register(subparsers, common)` and a `run(args) -> int
 verbs live in `common` parents so they work after the verb (`gpuctl get jobs -n team-a -o wide`), the
 way kubectl reads them. Exit codes: 0 success, 1 any failure (kubectl's convention).
 
-Start-up cost: every command builds the whole tree, so this module and the verb modules import only
-the standard library, argparse and gpuctl.constants at module level. Everything else (spec/pydantic,
+Start-up cost: a command registers (and imports) only its own verb's module (`VERBS`, `verb_of`);
+`--help` and errors build the whole tree. This module and the verb modules import only the standard
+library, argparse and gpuctl.constants at module level. Everything else (spec/pydantic,
 yaml, the cluster client, the service layer, the views) is imported inside `run`, marked
 `# noqa: PLC0415 - lazy: CLI start-up`. tests/unit/test_cli_startup.py keeps it that way and
 bench/cli.py measures it against `kubectl version --client`.
@@ -18,47 +19,37 @@ package must not import the server or the webhook.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from gpuctl import __version__
-from gpuctl.cli import (
-    admission_cmd,
-    adopt,
-    api_cmd,
-    apply,
-    create,
-    delete,
-    describe,
-    get,
-    history,
-    label,
-    logs,
-    resume,
-    serve,
-    stop,
-    version,
-)
 from gpuctl.cli.errors import CommandError
 
-VERBS = (
-    create,
-    apply,
-    delete,
-    get,
-    describe,
-    logs,
-    history,
-    stop,
-    resume,
-    label,
-    adopt,
-    version,
-    admission_cmd,
-    api_cmd,
-    serve,
-)
+# Verb -> the module that registers it (`register(subparsers, common)`), in `gpuctl --help`'s order. A
+# command imports only its own verb's module (build_parser(only=verb_of(argv))).
+VERBS: dict[str, str] = {
+    "create": "gpuctl.cli.create",
+    "apply": "gpuctl.cli.apply",
+    "delete": "gpuctl.cli.delete",
+    "get": "gpuctl.cli.get",
+    "describe": "gpuctl.cli.describe",
+    "logs": "gpuctl.cli.logs",
+    "history": "gpuctl.cli.history",
+    "stop": "gpuctl.cli.stop",
+    "resume": "gpuctl.cli.resume",
+    "label": "gpuctl.cli.label",
+    "adopt": "gpuctl.cli.adopt",
+    "version": "gpuctl.cli.version",
+    "admission": "gpuctl.cli.admission_cmd",
+    "api": "gpuctl.cli.api_cmd",
+    "serve": "gpuctl.cli.serve",
+}
+
+# The options build_parser gives before the verb that take a value (`gpuctl -n team-a get jobs`).
+_VALUED_LONG = ("--kubeconfig", "--context", "--namespace")
+_VALUED_SHORT = "n"
 
 # `gpuctl serve ...` / `gpuctl admission serve ...`: argv after the verb -> exit code (see gpuctl.main).
 Services = Mapping[str, Callable[[list[str]], int]]
@@ -84,7 +75,36 @@ def output_flags(choices: Sequence[str] = ("json", "yaml", "wide")) -> argparse.
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def verb_of(argv: Sequence[str]) -> str | None:
+    """The verb of a command line: its first argument that is neither an option nor an option's value
+    (-n/--namespace, --kubeconfig, --context before the verb take one). None when there is none, or
+    when a help option comes before it (`gpuctl --help get`: the whole tree's help)."""
+    args = iter(argv)
+    for a in args:
+        if a == "--":
+            return None
+        if a.startswith("--"):
+            name = a.split("=", 1)[0]
+            if len(name) > 2 and "--help".startswith(name):
+                return None
+            # argparse takes unique prefixes too (`--kube K`)
+            if "=" not in a and len(a) > 2 and any(o.startswith(a) for o in _VALUED_LONG):
+                next(args, None)
+        elif a.startswith("-") and len(a) > 1:
+            flags = a[1:]
+            if "h" in flags.split(_VALUED_SHORT, 1)[0]:
+                return None
+            if flags.endswith(_VALUED_SHORT) and _VALUED_SHORT not in flags[:-1]:
+                next(args, None)  # `-n NS`, `-vn NS`; `-nNS` carries its value
+        else:
+            return a
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser. only: register just this verb's subparser (the one a command runs; the other
+    verb modules are not imported); the whole tree when it is None or no verb (so that --help lists
+    every verb and argparse's error for an unknown verb names them all)."""
     parser = argparse.ArgumentParser(
         prog="gpuctl",
         description="Queued, pooled, multi-team GPUs on Kubernetes, built on Kueue.",
@@ -99,13 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
     sub.required = True
     common = {"cluster": cluster_flags(), "output": output_flags}
-    for verb in VERBS:
-        verb.register(sub, common)
+    for verb in [only] if only in VERBS else VERBS:
+        importlib.import_module(VERBS[verb]).register(sub, common)
     return parser
 
 
 def _configure_logging(verbose: int) -> None:
-    import logging  # noqa: PLC0415 - lazy: CLI start-up (not needed by --help)
+    """-v/-vv only: without them no handler is built (a warning still reaches stderr through
+    logging's last-resort handler, as its bare message)."""
+    import logging  # noqa: PLC0415 - lazy: CLI start-up (only -v needs it)
 
     logging.basicConfig(
         level=logging.WARNING - 10 * min(verbose, 2), format="%(levelname)s %(name)s: %(message)s"
@@ -115,7 +137,7 @@ def _configure_logging(verbose: int) -> None:
 def main(argv: Sequence[str] | None = None, services: Services | None = None) -> int:
     """Run one CLI command; `services` runs `serve` and `admission serve` (given by gpuctl.main)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(only=verb_of(argv))
     args = parser.parse_args(argv)
     args.services = dict(services or {})
     for name in ("kubeconfig", "context", "namespace"):
@@ -123,7 +145,8 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
             setattr(args, name, getattr(args, f"global_{name}"))
     if getattr(args, "json", False) and not getattr(args, "output", None):
         args.output = "json"
-    _configure_logging(args.verbose)
+    if args.verbose:
+        _configure_logging(args.verbose)
     try:
         return int(args.run(args) or 0)
     except CommandError as e:

@@ -5,30 +5,42 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from enum import Enum
+from functools import cache
 from typing import IO, Any
 
-import yaml
 
+@cache
+def _dumper() -> type:
+    """The YAML Dumper, built on first use so that a table never imports PyYAML (CLI start-up).
 
-class _Dumper(yaml.SafeDumper):
-    """Block-style YAML that keeps key order, like kubectl's output. A dict or list used twice (the
+    Block-style YAML that keeps key order, like kubectl's output. A dict or list used twice (the
     liveness and readiness probes share their httpGet) is written out twice, never as `&id001`/`*id001`
-    anchors, which kubectl never prints and many readers of the output do not expect."""
+    anchors, which kubectl never prints and many readers of the output do not expect. An Enum (a row's
+    status is a gpuctl.domain.status.State) is written as its value, as json.dumps writes a StrEnum;
+    SafeDumper knows only exact built-in types and refuses it."""
+    import yaml  # noqa: PLC0415 - lazy: CLI start-up (tables print no YAML)
 
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
 
+    def represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+        style = "|" if "\n" in data else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
-def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+    def represent_enum(dumper: yaml.SafeDumper, data: Enum) -> yaml.Node:
+        return dumper.represent_data(data.value)
 
-
-_Dumper.add_representer(str, _str_presenter)
+    Dumper.add_representer(str, represent_str)
+    Dumper.add_multi_representer(Enum, represent_enum)
+    return Dumper
 
 
 def to_yaml(obj: Any) -> str:
-    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    import yaml  # noqa: PLC0415 - lazy: CLI start-up (tables print no YAML)
+
+    return yaml.dump(obj, Dumper=_dumper(), sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
 def print_objects(objects: Sequence[dict], fmt: str, out: IO[str] | None = None) -> None:

@@ -21,7 +21,6 @@ import re
 import threading
 import weakref
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -128,6 +127,8 @@ def readable_namespaces(
     spaces = sorted(set(candidates))
     if not spaces:
         return []
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - lazy: CLI start-up
+
     with ThreadPoolExecutor(min(len(spaces), REVIEW_THREADS)) as pool:
         ok = list(pool.map(lambda ns: perms.allows(verb, resource, group, ns), spaces))
     return [ns for ns, yes in zip(spaces, ok, strict=True) if yes]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from gpuctl.constants import LIMIT_RANGE_NAME, MANAGED_BY_VALUE, Labels
 from queues import PoolGuarantee, TeamQuota
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: a read (`get pools`, `describe job`) never loads pydantic
     from gpuctl.spec import PoolSpec, QuotaSpec
     from gpuctl.spec.models import QuotaEntry
 

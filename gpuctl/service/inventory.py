@@ -10,7 +10,6 @@ gpuctl.server.cache.CacheReader (each field is a filter over the watch cache).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any
 
@@ -38,14 +37,31 @@ WAITING_GET_MAX = 200  # waiting Workloads fetched one by one at most; more: one
 
 SHARDS = 4  # parallel pod lists at most
 SHARD_MIN_CONTROLLERS = 8  # fewer: one list
+SHARD_MIN_PODS = 200  # fewer pods expected (expected_pods): one list, no threads
 SHARD_MAX_SELECTOR = 6000  # characters; longer selectors (thousands of jobs): one list
+
+
+def expected_pods(controllers: list[tuple[str, dict]]) -> int:
+    """How many pods `controllers` have, from what their listing says already (no request): a Job's
+    active, succeeded and failed pods (before any: its parallelism, none while suspended); a
+    Deployment's or StatefulSet's replicas."""
+    n = 0
+    for kind, obj in controllers:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        if kind == "Job":
+            seen = sum(int(status.get(k) or 0) for k in ("active", "succeeded", "failed"))
+            n += seen or (0 if spec.get("suspend") else int(spec.get("parallelism", 1) or 0))
+        else:
+            n += int(status.get("replicas", spec.get("replicas", 1)) or 0)
+    return n
 
 
 def owner_shards(controllers: list[tuple[str, dict]]) -> list[str]:
     """Label selectors that together select the pods of `controllers` (Jobs' pods by job-name, the
     others' by app, as Inventory.pods_of finds them), in up to SHARDS groups; [] when one list is
-    better (few controllers, or selectors too long for a URL)."""
-    if len(controllers) < SHARD_MIN_CONTROLLERS:
+    better (few controllers, fewer than SHARD_MIN_PODS pods expected: the threads and extra requests
+    cost more than they save, or selectors too long for a URL)."""
+    if len(controllers) < SHARD_MIN_CONTROLLERS or expected_pods(controllers) < SHARD_MIN_PODS:
         return []
     names: dict[str, set[str]] = {Labels.JOB_NAME: set(), Labels.APP: set()}
     for kind, obj in controllers:
@@ -179,6 +195,8 @@ class Inventory:
             return table("Pod", self.namespace, JOB_SELECTOR)
         # The pods of the listed controllers, in parallel requests that split them by owner label: the
         # API server encodes the shards on several cores, where one paged list (kubectl's) uses one.
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - lazy: CLI start-up
+
         with ThreadPoolExecutor(len(shards)) as pool:
             parts = pool.map(lambda sel: table("Pod", self.namespace, sel), shards)
             seen: dict[str, dict] = {}
@@ -262,6 +280,8 @@ class Inventory:
         keys = [(i["metadata"].get("namespace", ""), i["metadata"]["name"]) for i in items]
         if not keys:
             return []
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - lazy: CLI start-up
+
         with ThreadPoolExecutor(min(len(keys), SHARDS)) as pool:
             found = pool.map(lambda k: self.reader.get("Workload", k[1], k[0]), keys)
             return [w for w in found if w is not None and workload_state(w) in IN_QUEUE]

@@ -66,7 +66,7 @@ from queues.multicluster import (
     multikueue_config,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: a read (`get pools`, `describe job`) never loads pydantic
     from gpuctl.spec import PoolSpec
 
 

@@ -50,7 +50,7 @@ from gpuctl.service.jobs import Job, collect_jobs
 from gpuctl.service.usage import PoolUsage, pool_usage
 from queues import budget_flavor, cluster_queue, resource_flavor, topology, workload_priority_classes
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: a read (`get pools`, `describe job`) never loads pydantic
     from gpuctl.spec import PoolSpec
 
 

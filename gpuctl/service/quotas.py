@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import (
@@ -26,9 +27,11 @@ from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.multicluster import remove_worker_team, sync_workers
 from gpuctl.service.pools import ensure_bootstrap, sync_cohort
-from gpuctl.spec import QuotaSpec
-from gpuctl.spec.models import QuotaEntry
 from queues import TeamQuota, cluster_queue, local_queue, team_namespace
+
+if TYPE_CHECKING:  # annotations only: a read (`get quotas`, `describe job`) never loads pydantic
+    from gpuctl.spec import QuotaSpec
+    from gpuctl.spec.models import QuotaEntry
 
 
 def apply_quota(

@@ -135,6 +135,7 @@ def test_get_jobs_rows_are_the_same_from_table_rows(
     # Many jobs: pods come in parallel lists split by owner label; the same rows.
     one_list = [r.as_dict() | {"age": None} for r in list_job_rows(kube, None, gpus=False)]
     monkeypatch.setattr(inventory, "SHARD_MIN_CONTROLLERS", 1)
+    monkeypatch.setattr(inventory, "SHARD_MIN_PODS", 1)
     monkeypatch.setattr(inventory, "SHARDS", 3)
     assert len(inventory.owner_shards(Inventory(kube).controllers)) >= 3
     sharded = [r.as_dict() | {"age": None} for r in list_job_rows(kube, None, gpus=False)]

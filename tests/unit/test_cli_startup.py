@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import io
+import json
 import os
 import subprocess
 import sys
@@ -180,3 +183,189 @@ def test_every_type_dispatches_to_its_view(module, prefix, monkeypatch) -> None:
         monkeypatch.setattr(module, f"{prefix}{kind}", lambda args, kind=kind: kind)
     for alias, kind in module.TYPES.items():
         assert module.run(argparse.Namespace(type=alias)) == kind, alias
+
+
+def test_a_table_or_json_never_imports_yaml() -> None:
+    """gpuctl.cli.output builds its YAML Dumper on first use: `get jobs` (a table) and -o json do not
+    pay for PyYAML; -o yaml does."""
+    code = (
+        "import sys\n"
+        "from gpuctl.cli.output import print_data, table, to_yaml\n"
+        "table(['NAME'], [['a']]); print_data({'a': 1}, 'json')\n"
+        "assert 'yaml' not in sys.modules, 'yaml imported'\n"
+        "assert to_yaml({'a': 1}) == 'a: 1\\n' and 'yaml' in sys.modules\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------- one verb per command
+PARSED = [
+    ["get", "jobs"],
+    ["get", "jobs", "-A"],
+    ["get", "jobs", "-n", "team-a", "-o", "wide"],
+    ["get", "jobs", "-A", "-o", "yaml", "--pool", "training-pool", "-l", "a=b"],
+    ["get", "pools", "--json"],
+    ["-n", "team-a", "get", "jobs"],
+    ["-nteam-a", "get", "jobs"],
+    ["-vn", "team-a", "get", "jobs"],
+    ["--namespace", "get", "get", "jobs"],  # a namespace called "get" is a value, not the verb
+    ["--namespace=logs", "describe", "job", "x"],
+    ["--kubeconfig", "/k", "--context", "c", "get", "pools"],
+    ["--kubeconfig=/k", "get", "nodes", "--gpu-type", "a100"],
+    ["--kube", "/k", "--cont", "describe", "get", "node", "x"],  # argparse's prefixes of valued options
+    ["-v", "get", "jobs", "-A", "-o", "yaml"],
+    ["-vv", "describe", "job", "x", "-o", "json"],
+    ["describe", "pool", "training-pool"],
+    ["logs", "x"],
+    ["logs", "x", "-f", "-n", "team-a"],
+    ["create", "-f", "x.yaml", "--dry-run=client", "-o", "yaml"],
+    ["create", "--dry-run", "-f", "x.yaml"],
+    ["apply", "-f", "x.yaml", "-f", "y.yaml"],
+    ["delete", "-f", "x.yaml"],
+    ["stop", "x"],
+    ["resume", "x", "--dry-run=server"],
+    ["history"],
+    ["adopt", "-n", "team-a"],
+    ["version", "--client"],
+    ["version", "-o", "json"],
+    ["label", "node-1", "runwhere.ai/pool=p"],
+    ["admission", "serve"],
+    ["api", "serve"],
+    ["-v", "serve", "--", "--no-api"],
+]
+
+REFUSED = [
+    [],
+    ["-v"],
+    ["bogus"],
+    ["get"],
+    ["get", "bogus"],
+    ["get", "jobs", "--bogus"],
+    ["describe", "job"],
+    ["--bogus", "get", "jobs"],
+    ["-n"],
+    ["--kubeconfig", "/k"],
+    ["get", "jobs", "-o", "table"],
+]
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[str, object]:
+    """("ok", the Namespace's values) or ("exit CODE", stderr) of parsing `argv`. A function (`run`: some
+    verbs register a closure) by its module and name."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            ns = parser.parse_args(argv)
+        return "ok", {
+            k: (v.__module__, v.__qualname__) if callable(v) and hasattr(v, "__qualname__") else v
+            for k, v in vars(ns).items()
+        }
+    except SystemExit as e:
+        return f"exit {e.code}", err.getvalue()
+
+
+@pytest.mark.parametrize("argv", PARSED + REFUSED, ids=" ".join)
+def test_the_one_verb_parser_parses_like_the_whole_tree(argv) -> None:
+    only = cli.verb_of(argv)
+    assert only in cli.VERBS or argv in REFUSED, only
+    assert _parse(cli.build_parser(only=only), argv) == _parse(cli.build_parser(), argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "verb"),
+    [
+        (["get", "jobs"], "get"),
+        (["-v", "-n", "x", "get"], "get"),
+        (["-vvn", "x", "logs", "j"], "logs"),
+        (["-nx", "logs"], "logs"),
+        (["--context=c", "--kubeconfig", "k", "describe"], "describe"),
+        (["--help", "get"], None),  # the whole tree's help
+        (["-vh", "get"], None),
+        (["--he", "get"], None),
+        (["--", "get"], None),
+        (["-v"], None),
+    ],
+)
+def test_verb_of(argv, verb) -> None:
+    assert cli.verb_of(argv) == verb
+
+
+def test_verbs_name_every_registered_verb_and_its_module() -> None:
+    parser = cli.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(sub.choices) == list(cli.VERBS)
+    for verb, module in cli.VERBS.items():
+        assert module.startswith("gpuctl.cli.")  # never the server or the webhook (see above)
+        one = cli.build_parser(only=verb)
+        (s,) = [a for a in one._actions if isinstance(a, argparse._SubParsersAction)]
+        assert list(s.choices) == [verb]
+
+
+def test_help_lists_every_verb_whatever_follows(capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help", "get"])
+    out = capsys.readouterr().out
+    assert all(f"\n    {verb} " in out for verb in cli.VERBS), out
+
+
+# What a read command imports on its way to the cluster: the verb's module and its service module,
+# never the spec models (pydantic), the other verbs, or a write path.
+READS = {
+    "get jobs": ("gpuctl.cli.get", "gpuctl.service.jobs"),
+    "get pools": ("gpuctl.cli.get", "gpuctl.service.multicluster"),
+    "get quotas": ("gpuctl.cli.get", "gpuctl.service.quotas"),
+    "describe job x": ("gpuctl.cli.describe", "gpuctl.service.views"),
+    "logs x": ("gpuctl.cli.logs", "gpuctl.service.jobs"),
+}
+
+
+@pytest.mark.parametrize("command", list(READS))
+def test_a_read_imports_no_pydantic_and_no_other_verb(command, tmp_path) -> None:
+    """The CLI's real path up to the cluster connection (none is configured: exit 1 with "no cluster"),
+    after which only the request is left."""
+    code = (
+        "import json, sys\n"
+        "from gpuctl.main import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "print(json.dumps([rc, sorted(sys.modules)]))\n"
+    )
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    p = subprocess.run(
+        [sys.executable, "-c", code, *command.split()],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    rc, modules = json.loads(p.stdout)
+    assert rc == 1 and "no cluster configured" in p.stderr, p.stderr[-2000:]
+    assert set(READS[command]) <= set(modules)  # the handler ran its imports
+    assert [m for m in modules if m.split(".")[0] in ("pydantic", "pydantic_core")] == []
+    assert [m for m in modules if m.startswith("gpuctl.spec")] == []
+    # threads (pod list shards), logging (-v only) and orjson (big answers only) come when needed
+    assert sorted({"concurrent.futures", "logging", "orjson"} & set(modules)) == []
+    others = {m for v, m in cli.VERBS.items() if v != command.split()[0]}
+    assert sorted(others & set(modules)) == []
+
+
+@pytest.mark.parametrize(("verbose", "handlers"), [([], 0), (["-v"], 1), (["-vv"], 1)])
+def test_logging_is_configured_only_with_verbose(verbose, handlers, tmp_path) -> None:
+    code = (
+        "import sys\n"
+        "from gpuctl.main import main\n"
+        "assert main(sys.argv[1:]) == 0\n"
+        "logging = sys.modules.get('logging')\n"
+        "print(len(logging.root.handlers) if logging else 0)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, *verbose, "version", "--client"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert int(p.stdout.splitlines()[-1]) == handlers

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 
 from admission.rules import pod_gpus as webhook_pod_gpus
@@ -410,6 +411,9 @@ class FakeApiServer:
     def pending_workloads(self, cluster_queue: str) -> None:
         return None  # a cluster without Kueue's visibility API: positions are computed from Workloads
 
+    def pending_in_local_queue(self, namespace: str, local_queue: str) -> None:
+        return None  # the same for a team's view of its own queue (`get jobs -n NS`)
+
     def request(self, method: str, path: str, *, body: dict | None = None, **_) -> dict:
         if path == TOKEN_REVIEW_PATH:
             return {"status": {"authenticated": True, "user": USER}}
@@ -586,3 +590,35 @@ def test_a_job_has_one_pool_whichever_object_is_read(case: Case) -> None:
     """gpuctl.domain.workload.job_pool: the controller, its pods and its Workload name one pool."""
     pools = {job_pool(o) for o in case.objects if o["kind"] != "ClusterQueue"}
     assert pools == {POOL}
+
+
+def _ageless(data):
+    """`data` without its ages (seconds since creation: they differ between two runs)."""
+    if isinstance(data, dict):
+        return {k: _ageless(v) for k, v in data.items() if k != "age"}
+    if isinstance(data, list):
+        return [_ageless(v) for v in data]
+    return data
+
+
+def _cli_out(monkeypatch, fake: FakeApiServer, argv: list[str]) -> str:
+    out = io.StringIO()
+    with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
+        assert cli_main(argv) == 0
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["get", "jobs", "-A"], ["get", "jobs", "-n", NS], ["describe", "job", "{name}", "-n", NS]],
+    ids=["get-jobs-A", "get-jobs-n", "describe-job"],
+)
+def test_yaml_output_is_the_json_output(case: Case, fake: FakeApiServer, monkeypatch, argv) -> None:
+    """-o yaml prints what -o json prints: a job's row holds enum values (its status is a
+    gpuctl.domain.status.State), which YAML writes as their value, like JSON does."""
+    (name,) = [o["metadata"]["name"] for o in case.objects if o["kind"] in ("Job", "Deployment")]
+    argv = [a.format(name=name) for a in argv]
+    as_json = json.loads(_cli_out(monkeypatch, fake, [*argv, "-o", "json"]))
+    text = _cli_out(monkeypatch, fake, [*argv, "-o", "yaml"])
+    assert _ageless(yaml.safe_load(text)) == _ageless(as_json)
+    assert "!!python" not in text
