@@ -4,7 +4,7 @@
                  [--metrics/--no-metrics] [--reconcile/--no-reconcile] [--api/--no-api]
                  [--backstop/--no-backstop] [--uncovered-grace 60] [--evict-uncovered] [--evict-after 120]
                  [--leader-elect/--no-leader-elect] [--lease-namespace NS] [--lease-name gpuctl-serve]
-                 [--tls-cert F --tls-key F]
+                 [--tls-cert F --tls-key F] [--cluster NAME]
 
 Replicas: with --leader-elect (the default) the replicas elect a leader on a coordination.k8s.io Lease
 (gpuctl.server.leader); only the leader reconciles, runs the backstop (gpuctl.server.backstop: GPU pods
@@ -238,6 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve HTTPS with this PEM certificate (chain); re-read when the file changes",
     )
     p.add_argument("--tls-key", "--tls-key-file", dest="tls_key", help="... and this PEM key")
+    p.add_argument(
+        "--cluster",
+        default="",
+        metavar="NAME",
+        help="label every exported series cluster=NAME, to tell a MultiKueue manager's and its workers' "
+        'metrics apart in one Prometheus (default: no label; docs/metrics.md, "Several clusters")',
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -294,7 +301,7 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
         ctx.history.attach()
     if args.metrics:
         ctx.registry, ctx.collector, ctx.tracker = build_registry(
-            cache, ctx.reconciler, leader=leader, backstop=ctx.backstop
+            cache, ctx.reconciler, leader=leader, backstop=ctx.backstop, cluster=args.cluster
         )
         if ctx.defrag is not None:
             ctx.registry.register(ctx.defrag)
