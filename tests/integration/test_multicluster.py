@@ -13,19 +13,30 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import MULTIKUEUE_CHECK, MULTIKUEUE_CONFIG, POOL_TAINT_KEY, Labels
+from gpuctl.constants import (
+    LOCAL_QUEUE_NAME,
+    METRICS_CLUSTER_LABEL,
+    MULTIKUEUE_CHECK,
+    MULTIKUEUE_CONFIG,
+    POOL_TAINT_KEY,
+    Labels,
+)
 from gpuctl.domain.objects import is_true
 from tests.integration.conftest import wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
+from tests.integration.test_metrics import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTI = ROOT / "hack" / "cluster" / "multi.sh"
@@ -305,6 +316,51 @@ def test_job_lands_where_there_is_room(setup, gpuctl, manager, workers, tmp_path
     rc, out, err = gpuctl("logs", "mc-1", "-n", TEAM, "--tail", "5")
     assert rc == 0, err
     assert "step 20: loss=0.05" in out, out
+
+
+def test_serve_with_cluster_labels_its_series(setup, kc, tmp_path):
+    """`gpuctl serve --cluster NAME` on the manager and on worker-a (metrics only, nothing written): every
+    series each exports carries its cluster; the manager's shows the team's queue, the worker's its pool's
+    8 GPUs (gpu-node-1), each under its own name, as one Prometheus scraping both would keep them."""
+    served: dict[str, tuple[subprocess.Popen, int, Path]] = {}
+    metrics_only = ["--no-reconcile", "--no-api", "--no-backstop", "--no-history", "--no-leader-elect"]
+    try:
+        for context in ("manager", "worker-a"):
+            port, log = _free_port(), tmp_path / f"serve-{context}.log"
+            cmd = [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", kc, "--context", context,
+                   "--cluster", context, "--address", "127.0.0.1", "--metrics-port", str(port)]  # fmt: skip
+            with log.open("w") as out:
+                proc = subprocess.Popen([*cmd, *metrics_only], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+            served[context] = (proc, port, log)
+
+        def samples(context: str) -> list:
+            proc, port, log = served[context]
+            assert proc.poll() is None, log.read_text()[-4000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    body = r.read().decode()
+            except OSError:
+                return []
+            return [s for f in text_string_to_metric_families(body) for s in f.samples]
+
+        def value(context: str, name: str, **labels: str) -> float | None:
+            want = {**labels, METRICS_CLUSTER_LABEL: context}
+            found = [s.value for s in samples(context) if s.name == name and s.labels == want]
+            return found[0] if found else None
+
+        wait_until(
+            lambda: value("worker-a", "gpuctl_pool_capacity_gpus", pool=POOL) == 8, 60, what="worker-a's pool"
+        )
+        team = {"namespace": TEAM, "cluster_queue": TEAM, "local_queue": LOCAL_QUEUE_NAME, "quota": "mc"}
+        wait_until(lambda: value("manager", "gpuctl_team_info", **team) == 1, 60, what="the manager's team")
+        for context in served:
+            got = samples(context)
+            assert {s.name for s in got} >= {"gpuctl_build_info", "process_cpu_seconds_total"}, context
+            assert [s for s in got if s.labels.get(METRICS_CLUSTER_LABEL) != context] == [], context
+    finally:
+        for proc, _, _ in served.values():
+            proc.terminate()
+            proc.wait(timeout=15)
 
 
 def test_worker_goes_away_and_comes_back(setup, multi, gpuctl, manager, workers):
