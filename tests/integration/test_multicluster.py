@@ -11,10 +11,12 @@ GPUCTL_TEST_MULTI_RUN: reuse the clusters a `hack/cluster/multi.sh up` started t
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +38,7 @@ from gpuctl.constants import (
 from gpuctl.domain.objects import is_true
 from tests.integration.conftest import wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
+from tests.integration.test_api_cluster import _token
 from tests.integration.test_metrics import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -361,6 +364,84 @@ def test_serve_with_cluster_labels_its_series(setup, kc, tmp_path):
         for proc, _, _ in served.values():
             proc.terminate()
             proc.wait(timeout=15)
+
+
+def _context_kubeconfig(kc: str, context: str, dest: Path) -> str:
+    """One context of the module's kubeconfig as a file of its own (what an admin mounts into serve's pod)."""
+    full = yaml.safe_load(Path(kc).read_text())
+    ctx = next(c for c in full["contexts"] if c["name"] == context)
+    dest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": context,
+                "contexts": [ctx],
+                "clusters": [c for c in full["clusters"] if c["name"] == ctx["context"]["cluster"]],
+                "users": [u for u in full["users"] if u["name"] == ctx["context"]["user"]],
+            }
+        )
+    )
+    return str(dest)
+
+
+def test_api_reads_a_dispatched_jobs_pods_in_its_worker_and_history_names_it(
+    setup, kc, manager, gpuctl, tmp_path
+):
+    """The manager's serve with --api and --worker-kubeconfig for both workers: a team member's describe
+    and logs of mc-1 through the REST API read its pod in its worker; the audit trail serve writes names
+    the worker in mc-1's admission."""
+    where = _admitted_in(manager, "mc-1")
+    assert where, "mc-1 is not running (test_job_lands_where_there_is_room)"
+    apply_caller_roles(manager)
+    member = TeamMember.create(manager, TEAM, roles=SHIPPED_ROLES)
+    port, log = _free_port(), tmp_path / "serve-api.log"
+    workers = [f"--worker-kubeconfig={w}={_context_kubeconfig(kc, w, tmp_path / w)}" for w in WORKERS]
+    cmd = [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", kc, "--context", "manager", "--api",
+           "--address", "127.0.0.1", "--metrics-port", str(port), "--no-reconcile", "--no-backstop",
+           "--no-leader-elect", *workers]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        token = _token(manager, TEAM, member.name)
+
+        def api(route: str) -> tuple[int, dict]:
+            assert proc.poll() is None, log.read_text()[-4000:]
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}{route}", headers={"Authorization": f"Bearer {token}"}
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    return r.status, json.load(r)
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read() or b"{}")
+            except (OSError, ValueError):
+                return 0, {}
+
+        wait_until(lambda: api("/healthz")[0] == 200, 60, what="serve listening")
+        wait_until(lambda: api(f"/api/v1/jobs/mc-1?namespace={TEAM}")[0] == 200, 60, what="the API up")
+        code, job = api(f"/api/v1/jobs/mc-1?namespace={TEAM}")
+        assert code == 200 and where in json.dumps(job) and "gpu-node-1" in json.dumps(job), job
+        code, logs = api(f"/api/v1/jobs/mc-1/logs?namespace={TEAM}&tail=5&timestamps=false")
+        assert code == 200 and any("step 20: loss=0.05" in line for line in logs["logs"]), logs
+
+        def admitted_reason() -> str | None:
+            code, h = api(f"/api/v1/history/{TEAM}?job=mc-1")
+            found = (
+                [r["reason"] for r in h.get("items") or [] if r["action"] == "admitted"]
+                if code == 200
+                else []
+            )
+            return found[0] if found else None
+
+        reason = wait_until(admitted_reason, 60, what="mc-1's admission in the history")
+        assert reason.endswith(f"in cluster {where}"), reason
+        rc, out, err = gpuctl("history", "mc-1", "-n", TEAM)
+        assert rc == 0 and f"in cluster {where}" in out, out + err
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        member.delete()
 
 
 def test_worker_goes_away_and_comes_back(setup, multi, gpuctl, manager, workers):

@@ -349,6 +349,23 @@ def test_serve_cluster_flag_labels_every_series_it_serves() -> None:
     assert [s for s in served() if "cluster" in s.labels] == []
 
 
+def test_worker_kubeconfig_flag(tmp_path, capsys) -> None:
+    """--worker-kubeconfig NAME=PATH, repeatable; a malformed value or a missing file stops serve, named."""
+    a, b = tmp_path / "a.kubeconfig", tmp_path / "b.kubeconfig"
+    a.write_text("{}")
+    b.write_text("{}")
+    args = build_parser().parse_args(
+        ["--worker-kubeconfig", f"worker-a={a}", "--worker-kubeconfig", f"worker-b={b}"]
+    )
+    assert args.worker_kubeconfig == [("worker-a", str(a)), ("worker-b", str(b))]
+    assert build_parser().parse_args([]).worker_kubeconfig == []
+    for bad, says in ((str(a), "expected NAME=PATH"), ("worker-a=", "expected NAME=PATH"),
+                      (f"worker-a={tmp_path}/nope", "no file")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["--worker-kubeconfig", bad])
+        assert says in capsys.readouterr().err, bad
+
+
 def test_mounted_apps_see_the_shared_context() -> None:
     """The hook the REST API uses: mount(app, ctx) after the built-in routes."""
     from fastapi.testclient import TestClient
