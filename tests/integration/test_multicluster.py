@@ -386,13 +386,14 @@ def _context_kubeconfig(kc: str, context: str, dest: Path) -> str:
 
 
 def test_api_reads_a_dispatched_jobs_pods_in_its_worker_and_history_names_it(
-    setup, kc, manager, gpuctl, tmp_path
+    setup, kc, manager, gpuctl, monkeypatch, tmp_path
 ):
     """The manager's serve with --api and --worker-kubeconfig for both workers: a team member's describe
     and logs of mc-1 through the REST API read its pod in its worker; the audit trail serve writes names
     the worker in mc-1's admission."""
     where = _admitted_in(manager, "mc-1")
     assert where, "mc-1 is not running (test_job_lands_where_there_is_room)"
+    monkeypatch.setenv("KUBECONFIG", kc)  # the team member's kubeconfig names the manager's server from it
     apply_caller_roles(manager)
     member = TeamMember.create(manager, TEAM, roles=SHIPPED_ROLES)
     port, log = _free_port(), tmp_path / "serve-api.log"
