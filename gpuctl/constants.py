@@ -372,3 +372,10 @@ HISTORY_FLUSH_SECONDS: Final = 2.0
 # The actor of what Kueue and gpuctl serve decide themselves.
 ACTOR_KUEUE: Final = "kueue"
 ACTOR_DEFRAG: Final = "gpuctl-serve (defrag)"
+
+# ----------------------------------------------------------------------------- metrics across clusters
+# `gpuctl serve --cluster NAME` adds this label, =NAME, to every series it exports (issue 24: metrics label
+# the cluster); without the flag none (one cluster, or Prometheus adds it: external_labels / relabeling).
+# The Grafana dashboards filter every query on it (`cluster=~"$cluster"`, All = `.*`, which an absent label
+# matches too). docs/metrics.md, "Several clusters".
+METRICS_CLUSTER_LABEL: Final = "cluster"

@@ -123,6 +123,9 @@ class Cluster:
         self._pool: Pool = connection.pool(pool_size)
         self._visibility: str | bool | None = None  # the visibility API version served; False: none
         self.kubeconfig: str | None = None  # what connect() was given: member() reads its other contexts
+        # Worker name -> a kubeconfig file of its own (`gpuctl serve --worker-kubeconfig NAME=PATH`):
+        # member() reads it instead of a context of this one's kubeconfig (a pod has no such contexts).
+        self.member_kubeconfigs: dict[str, str] = {}
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -141,7 +144,11 @@ class Cluster:
 
     def member(self, context: str) -> Cluster:
         """Another cluster reached through the context `context` of this one's kubeconfig: a MultiKueue
-        worker, whose context is named after it (docs/multicluster.md). ConfigError when there is none."""
+        worker, whose context is named after it (docs/multicluster.md). ConfigError when there is none.
+        A worker given its own kubeconfig file (member_kubeconfigs) is that file's current context."""
+        own = self.member_kubeconfigs.get(context)
+        if own is not None:
+            return Cluster.connect(kubeconfig=own)
         return Cluster.connect(kubeconfig=self.kubeconfig, context=context)
 
     @classmethod

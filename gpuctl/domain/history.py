@@ -7,11 +7,15 @@ from the Events on it (core/v1 or events.k8s.io, as the API server serves either
 Actions (source -> actor; the table with the reasons is in docs/audit.md):
 - submitted: the Workload's creation -> runwhere.ai/submitted-by on the job's controller, else its first
   field manager ("via kubectl-create": only the tool is known);
-- admitted: condition Admitted, Event Admitted -> kueue;
+- admitted: condition Admitted, Event Admitted -> kueue; on a MultiKueue manager the reason names the
+  worker cluster the job was dispatched to (status.clusterName, gpuctl.domain.multicluster.placement);
 - preempted: condition Preempted / Evicted reason Preempted, Event Preempted -> the preemptor Kueue's
   message names: its job when in the same team, else only its team;
 - stopped / resumed: Requeued False Deactivated* / Requeued True Reactivated -> Kueue for its own
   (maxRuntime, requeue limit), else the field manager of spec.active ("gpuctl-stop:<user>");
+- evicted: condition Evicted True for any other reason than preemption or deactivation (the pods never
+  became ready in time, an admission check such as MultiKueue's withdrew, the queue was stopped, a node
+  failed) -> kueue, with Kueue's reason and message;
 - moved: runwhere.ai/moved-for + moved-at, Event GpuctlDefragMove -> gpuctl-serve (defrag);
 - finished: condition Finished -> the job itself; deleted: deletionTimestamp or the DELETED watch event
   -> unknown (no API object records who deletes; the API server's audit log does).
@@ -42,6 +46,7 @@ from gpuctl.constants import (
     HISTORY_MAX_RECORDS,
     HISTORY_SAME_SECONDS,
 )
+from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import annotations, condition, meta, name, namespace, parse_time, uid
 
 
@@ -49,6 +54,7 @@ class Action(StrEnum):
     SUBMITTED = "submitted"
     ADMITTED = "admitted"
     PREEMPTED = "preempted"
+    EVICTED = "evicted"
     STOPPED = "stopped"
     RESUMED = "resumed"
     MOVED = "moved"
@@ -209,7 +215,20 @@ def _admitted_reason(wl: Mapping[str, Any]) -> str:
         if f and f not in pools:
             pools.append(f)
     where = f" in pool {', '.join(pools)}" if pools else ""
-    return f"admitted by ClusterQueue {cq}{where}" if cq else "admitted"
+    return f"admitted by ClusterQueue {cq}{where}{_in_cluster(wl)}" if cq else "admitted" + _in_cluster(wl)
+
+
+def _in_cluster(wl: Mapping[str, Any] | None) -> str:
+    """ " in cluster W" for a MultiKueue manager's Workload dispatched to worker W, else ""."""
+    where = placement(wl)
+    return f" in cluster {where.cluster}" if where is not None and where.cluster else ""
+
+
+def _evicted(ev: Mapping[str, Any]) -> bool:
+    """An Evicted condition that is neither a preemption nor a deactivation (those are preempted and
+    stopped/moved records): Kueue's PodsReadyTimeout, AdmissionCheck, ClusterQueueStopped, NodeFailures..."""
+    reason = str(ev.get("reason") or "")
+    return ev.get("status") == "True" and reason != "Preempted" and not reason.startswith("Deactivated")
 
 
 def _moved(wl: Mapping[str, Any]) -> tuple[str, float] | None:
@@ -265,6 +284,10 @@ def workload_records(
             preemptor(msg, uids or {}, ns),
             _preemption_reason("Preempted", msg),
         )
+    if _evicted(ev):
+        msg = str(ev.get("message") or "")
+        why = str(ev.get("reason") or "")
+        add(Action.EVICTED, ev.get("lastTransitionTime"), ACTOR_KUEUE, f"{why}: {msg}" if msg else why)
     moved = _moved(wl)
     if moved is not None:
         add(Action.MOVED, rfc3339(moved[1]), ACTOR_DEFRAG, moved[0])
@@ -351,7 +374,8 @@ def event_records(
             )
         ]
     if reason == "Admitted":
-        return [Record(t, ns, job, Action.ADMITTED.value, ACTOR_KUEUE, msg.split(",", 1)[0], wuid)]
+        why = msg.split(",", 1)[0] + _in_cluster(wl)
+        return [Record(t, ns, job, Action.ADMITTED.value, ACTOR_KUEUE, why, wuid)]
     if reason == DEFRAG_EVENT_REASON:
         return [Record(t, ns, job, Action.MOVED.value, ACTOR_DEFRAG, msg, wuid)]
     return []

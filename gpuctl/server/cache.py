@@ -350,6 +350,14 @@ def trim_workload(raw: dict) -> dict:
         }
     if status.get("schedulingStats"):
         out_status["schedulingStats"] = status["schedulingStats"]
+    # On a MultiKueue manager: the worker it was dispatched to and the check's word on it
+    # (gpuctl.domain.multicluster.placement; the audit trail's admission, the API's CLUSTER column).
+    if status.get("clusterName"):
+        out_status["clusterName"] = sys.intern(status["clusterName"])
+    if status.get("admissionChecks"):
+        out_status["admissionChecks"] = [
+            {k: c[k] for k in ("name", "state", "message") if k in c} for c in status["admissionChecks"]
+        ]
     wl_meta = _owners(raw, _meta(raw))
     # Of the annotations, only defragmentation's (gpuctl.server.defrag: why and when it was moved).
     notes = {

@@ -4,7 +4,7 @@
                  [--metrics/--no-metrics] [--reconcile/--no-reconcile] [--api/--no-api]
                  [--backstop/--no-backstop] [--uncovered-grace 60] [--evict-uncovered] [--evict-after 120]
                  [--leader-elect/--no-leader-elect] [--lease-namespace NS] [--lease-name gpuctl-serve]
-                 [--tls-cert F --tls-key F]
+                 [--tls-cert F --tls-key F] [--cluster NAME] [--worker-kubeconfig NAME=PATH ...]
 
 Replicas: with --leader-elect (the default) the replicas elect a leader on a coordination.k8s.io Lease
 (gpuctl.server.leader); only the leader reconciles, runs the backstop (gpuctl.server.backstop: GPU pods
@@ -43,6 +43,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -238,8 +239,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve HTTPS with this PEM certificate (chain); re-read when the file changes",
     )
     p.add_argument("--tls-key", "--tls-key-file", dest="tls_key", help="... and this PEM key")
+    p.add_argument(
+        "--cluster",
+        default="",
+        metavar="NAME",
+        help="label every exported series cluster=NAME, to tell a MultiKueue manager's and its workers' "
+        'metrics apart in one Prometheus (default: no label; docs/metrics.md, "Several clusters")',
+    )
+    p.add_argument(
+        "--worker-kubeconfig",
+        action="append",
+        type=worker_kubeconfig,
+        default=[],
+        metavar="NAME=PATH",
+        help="a MultiKueue manager's worker cluster NAME, reached with the kubeconfig file PATH (its current "
+        "context): the API's describe and logs of a job dispatched there read its pods there; repeatable "
+        "(docs/multicluster.md)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
+
+
+def worker_kubeconfig(value: str) -> tuple[str, str]:
+    """--worker-kubeconfig NAME=PATH -> (NAME, PATH); the file must exist."""
+    name, sep, file = value.partition("=")
+    if not sep or not name or not file:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: expected NAME=PATH (a worker cluster's name = its kubeconfig)"
+        )
+    if not Path(file).is_file():
+        raise argparse.ArgumentTypeError(f"{value!r}: no file {file}")
+    return name, file
 
 
 def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
@@ -294,7 +324,7 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
         ctx.history.attach()
     if args.metrics:
         ctx.registry, ctx.collector, ctx.tracker = build_registry(
-            cache, ctx.reconciler, leader=leader, backstop=ctx.backstop
+            cache, ctx.reconciler, leader=leader, backstop=ctx.backstop, cluster=args.cluster
         )
         if ctx.defrag is not None:
             ctx.registry.register(ctx.defrag)
@@ -389,6 +419,7 @@ def main(argv: list[str]) -> int:
     except (ConnectionError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    cluster.member_kubeconfigs.update(args.worker_kubeconfig)
     ctx = build_context(args, cluster)
     ctx.reloader = reloader
     app = create_app(ctx, _mounts(args))

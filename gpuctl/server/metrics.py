@@ -15,7 +15,9 @@ Labels are bounded and join with Kueue and DCGM (docs/metrics.md):
   `none` for anything else;
 - `gpu_type` only on gpuctl_pool_info;
 - `node` only on gpuctl_node_pool_info (one series per node of a pool), the join of DCGM's per-GPU
-  series to pools (manifests/prometheus/rules.yaml). Never a pod or job name.
+  series to pools (manifests/prometheus/rules.yaml). Never a pod or job name;
+- `cluster` on every series, only with `gpuctl serve --cluster NAME` (`ClusterRegistry`): a MultiKueue
+  manager and its workers each run a serve, and one Prometheus tells their series apart.
 
 Two event-driven series are kept by `WorkloadTracker`: the queue-wait histogram (observed once per
 Workload UID, the first time it is seen holding quota) and the preemption counter.
@@ -23,6 +25,7 @@ Workload UID, the first time it is seen holding quota) and the preemption counte
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import defaultdict
@@ -41,7 +44,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuctl import __version__
-from gpuctl.constants import LOCAL_QUEUE_NAME, Labels
+from gpuctl.constants import LOCAL_QUEUE_NAME, METRICS_CLUSTER_LABEL, Labels
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import is_gpuctl_object, labels, name, parse_time
 from gpuctl.domain.pools import (
@@ -581,6 +584,28 @@ class GpuctlCollector(Collector):
             yield from self.backstop.own_families()
 
 
+class ClusterRegistry(CollectorRegistry):
+    """A registry whose every series carries `cluster="<name>"` (METRICS_CLUSTER_LABEL).
+
+    Why in the registry and not in each family: every collector registered here, gpuctl's and the
+    process collectors, the reconciler's, the backstop's, the defragmenter's, is labelled by the one
+    rule, and one added later cannot forget it. It is Prometheus' external label done by the exporter,
+    for a Prometheus that scrapes several clusters' serves without relabeling each target.
+    """
+
+    def __init__(self, cluster: str):
+        super().__init__(auto_describe=False)
+        self.cluster = cluster
+
+    def collect(self) -> Iterator:
+        for family in super().collect():
+            labelled = copy.copy(family)
+            labelled.samples = [
+                s._replace(labels={**s.labels, METRICS_CLUSTER_LABEL: self.cluster}) for s in family.samples
+            ]
+            yield labelled
+
+
 def build_registry(
     cache: Cache,
     reconciler: Reconciler | None = None,
@@ -588,10 +613,12 @@ def build_registry(
     process: bool = True,
     leader: Callable[[], bool] | None = None,
     backstop: Backstop | None = None,
+    cluster: str = "",
 ) -> tuple[CollectorRegistry, GpuctlCollector, WorkloadTracker | None]:
     """A registry with gpuctl's collector, the Workload tracker (hooked to the Workload informer,
-    which must not have started yet) and the process collectors (process_resident_memory_bytes...)."""
-    registry = CollectorRegistry(auto_describe=False)
+    which must not have started yet) and the process collectors (process_resident_memory_bytes...).
+    cluster: label every series with it (ClusterRegistry); "" adds no label."""
+    registry = ClusterRegistry(cluster) if cluster else CollectorRegistry(auto_describe=False)
     pod_gpus = None
     if "Pod" in cache:
         pod_gpus = PodGpus()

@@ -1,6 +1,9 @@
 """Worker clusters of a MultiKueue manager, as the caller reaches them (issue 24, docs/multicluster.md):
 through the context named after the worker in the caller's kubeconfig, with the caller's own credential
-there (never Kueue's Secret: a team member reads a worker's pods as what they are there)."""
+there (never Kueue's Secret: a team member reads a worker's pods as what they are there). `gpuctl serve`
+has no such contexts: `--worker-kubeconfig NAME=PATH` gives it a kubeconfig per worker
+(Cluster.member_kubeconfigs), and its API reads a worker's pods with it only after checking that the caller
+may read the job's pods and logs in the manager's namespace."""
 
 from __future__ import annotations
 
@@ -16,5 +19,6 @@ def worker(cluster: Cluster, name: str, where: str = "") -> Cluster:
     except (ConfigError, OSError) as e:
         raise ServiceError(
             f"{where}cluster {name}: gpuctl reaches a worker cluster through the context named after it in "
-            f"your kubeconfig, and {e}; add one (kubectl config set-context {name} --cluster=... --user=...)"
+            f"your kubeconfig, and {e}; add one (kubectl config set-context {name} --cluster=... --user=...; "
+            f"gpuctl serve: --worker-kubeconfig {name}=PATH)"
         ) from None

@@ -451,6 +451,16 @@ def test_backstop_values_become_flags_and_eviction_brings_its_rbac() -> None:
     assert ("ClusterRole", "gpuctl-serve-evict") not in off
 
 
+def test_serve_cluster_becomes_the_cluster_flag() -> None:
+    """serve.cluster labels serve's series (--cluster); empty, the default, adds no flag and no label."""
+    serve = ("Deployment", "gpuctl-serve")
+    args = by_key(render())[serve]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [a for a in args if a.startswith("--cluster")]
+    docs = by_key(render("gpuctl-system", "--set", "serve.cluster=eu-west"))
+    args = docs[serve]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--cluster=eu-west" in args
+
+
 def test_network_policies_are_off_by_default_and_admit_what_the_values_say() -> None:
     assert not [k for k in by_key(render()) if k[0] == "NetworkPolicy"]
     clients = '{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"console"}}}'
@@ -546,6 +556,7 @@ BAD_VALUES = [
     (["--set", "certManager.enabled=yes"], "at '/certManager/enabled'"),
     (["--set", "image.digest=sha256:abc"], "at '/image/digest'"),
     (["--set", "api.replicas=two"], "at '/api/replicas'"),
+    (["--set", "serve.cluster=eu west"], "at '/serve/cluster'"),
 ]
 
 

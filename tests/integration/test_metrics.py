@@ -603,9 +603,10 @@ def _substitute(expr: str, window: str, **variables: str) -> str:
 def test_every_dashboard_query_returns_data(stack: Stack, selection: str) -> None:
     s = stack
     variables = (
-        {"pool": ".*", "team": ".*", "priority": ".*"}
+        {"cluster": ".*", "pool": ".*", "team": ".*", "priority": ".*"}
         if selection == "all"
-        else {"pool": TRAINING, "team": s.team_a, "priority": "low"}
+        # serve runs without --cluster here: no series has the label, and `.*` (All) matches its absence.
+        else {"cluster": ".*", "pool": TRAINING, "team": s.team_a, "priority": "low"}
     )
     # A window that covers everything since Prometheus started scraping.
     window = f"{int(time.time() - s.started) + 30}s"

@@ -11,21 +11,35 @@ GPUCTL_TEST_MULTI_RUN: reuse the clusters a `hack/cluster/multi.sh up` started t
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import MULTIKUEUE_CHECK, MULTIKUEUE_CONFIG, POOL_TAINT_KEY, Labels
+from gpuctl.constants import (
+    LOCAL_QUEUE_NAME,
+    METRICS_CLUSTER_LABEL,
+    MULTIKUEUE_CHECK,
+    MULTIKUEUE_CONFIG,
+    POOL_TAINT_KEY,
+    Labels,
+)
 from gpuctl.domain.objects import is_true
 from tests.integration.conftest import wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
+from tests.integration.test_api_cluster import _token
+from tests.integration.test_metrics import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTI = ROOT / "hack" / "cluster" / "multi.sh"
@@ -305,6 +319,130 @@ def test_job_lands_where_there_is_room(setup, gpuctl, manager, workers, tmp_path
     rc, out, err = gpuctl("logs", "mc-1", "-n", TEAM, "--tail", "5")
     assert rc == 0, err
     assert "step 20: loss=0.05" in out, out
+
+
+def test_serve_with_cluster_labels_its_series(setup, kc, tmp_path):
+    """`gpuctl serve --cluster NAME` on the manager and on worker-a (metrics only, nothing written): every
+    series each exports carries its cluster; the manager's shows the team's queue, the worker's its pool's
+    8 GPUs (gpu-node-1), each under its own name, as one Prometheus scraping both would keep them."""
+    served: dict[str, tuple[subprocess.Popen, int, Path]] = {}
+    metrics_only = ["--no-reconcile", "--no-api", "--no-backstop", "--no-history", "--no-leader-elect"]
+    try:
+        for context in ("manager", "worker-a"):
+            port, log = _free_port(), tmp_path / f"serve-{context}.log"
+            cmd = [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", kc, "--context", context,
+                   "--cluster", context, "--address", "127.0.0.1", "--metrics-port", str(port)]  # fmt: skip
+            with log.open("w") as out:
+                proc = subprocess.Popen([*cmd, *metrics_only], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+            served[context] = (proc, port, log)
+
+        def samples(context: str) -> list:
+            proc, port, log = served[context]
+            assert proc.poll() is None, log.read_text()[-4000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    body = r.read().decode()
+            except OSError:
+                return []
+            return [s for f in text_string_to_metric_families(body) for s in f.samples]
+
+        def value(context: str, name: str, **labels: str) -> float | None:
+            want = {**labels, METRICS_CLUSTER_LABEL: context}
+            found = [s.value for s in samples(context) if s.name == name and s.labels == want]
+            return found[0] if found else None
+
+        wait_until(
+            lambda: value("worker-a", "gpuctl_pool_capacity_gpus", pool=POOL) == 8, 60, what="worker-a's pool"
+        )
+        team = {"namespace": TEAM, "cluster_queue": TEAM, "local_queue": LOCAL_QUEUE_NAME, "quota": "mc"}
+        wait_until(lambda: value("manager", "gpuctl_team_info", **team) == 1, 60, what="the manager's team")
+        for context in served:
+            got = samples(context)
+            assert {s.name for s in got} >= {"gpuctl_build_info", "process_cpu_seconds_total"}, context
+            assert [s for s in got if s.labels.get(METRICS_CLUSTER_LABEL) != context] == [], context
+    finally:
+        for proc, _, _ in served.values():
+            proc.terminate()
+            proc.wait(timeout=15)
+
+
+def _context_kubeconfig(kc: str, context: str, dest: Path) -> str:
+    """One context of the module's kubeconfig as a file of its own (what an admin mounts into serve's pod)."""
+    full = yaml.safe_load(Path(kc).read_text())
+    ctx = next(c for c in full["contexts"] if c["name"] == context)
+    dest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": context,
+                "contexts": [ctx],
+                "clusters": [c for c in full["clusters"] if c["name"] == ctx["context"]["cluster"]],
+                "users": [u for u in full["users"] if u["name"] == ctx["context"]["user"]],
+            }
+        )
+    )
+    return str(dest)
+
+
+def test_api_reads_a_dispatched_jobs_pods_in_its_worker_and_history_names_it(
+    setup, kc, manager, gpuctl, monkeypatch, tmp_path
+):
+    """The manager's serve with --api and --worker-kubeconfig for both workers: a team member's describe
+    and logs of mc-1 through the REST API read its pod in its worker; the audit trail serve writes names
+    the worker in mc-1's admission."""
+    where = _admitted_in(manager, "mc-1")
+    assert where, "mc-1 is not running (test_job_lands_where_there_is_room)"
+    monkeypatch.setenv("KUBECONFIG", kc)  # the team member's kubeconfig names the manager's server from it
+    apply_caller_roles(manager)
+    member = TeamMember.create(manager, TEAM, roles=SHIPPED_ROLES)
+    port, log = _free_port(), tmp_path / "serve-api.log"
+    workers = [f"--worker-kubeconfig={w}={_context_kubeconfig(kc, w, tmp_path / w)}" for w in WORKERS]
+    cmd = [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", kc, "--context", "manager", "--api",
+           "--address", "127.0.0.1", "--metrics-port", str(port), "--no-reconcile", "--no-backstop",
+           "--no-leader-elect", *workers]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        token = _token(manager, TEAM, member.name)
+
+        def api(route: str) -> tuple[int, dict]:
+            assert proc.poll() is None, log.read_text()[-4000:]
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}{route}", headers={"Authorization": f"Bearer {token}"}
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    return r.status, json.load(r)
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read() or b"{}")
+            except (OSError, ValueError):
+                return 0, {}
+
+        wait_until(lambda: api("/healthz")[0] == 200, 60, what="serve listening")
+        wait_until(lambda: api(f"/api/v1/jobs/mc-1?namespace={TEAM}")[0] == 200, 60, what="the API up")
+        code, job = api(f"/api/v1/jobs/mc-1?namespace={TEAM}")
+        assert code == 200 and where in json.dumps(job) and "gpu-node-1" in json.dumps(job), job
+        code, logs = api(f"/api/v1/jobs/mc-1/logs?namespace={TEAM}&tail=5&timestamps=false")
+        assert code == 200 and any("step 20: loss=0.05" in line for line in logs["logs"]), logs
+
+        def admitted_reason() -> str | None:
+            code, h = api(f"/api/v1/history/{TEAM}?job=mc-1")
+            found = (
+                [r["reason"] for r in h.get("items") or [] if r["action"] == "admitted"]
+                if code == 200
+                else []
+            )
+            return found[0] if found else None
+
+        reason = wait_until(admitted_reason, 60, what="mc-1's admission in the history")
+        assert reason.endswith(f"in cluster {where}"), reason
+        rc, out, err = gpuctl("history", "mc-1", "-n", TEAM)
+        assert rc == 0 and f"in cluster {where}" in out, out + err
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        member.delete()
 
 
 def test_worker_goes_away_and_comes_back(setup, multi, gpuctl, manager, workers):

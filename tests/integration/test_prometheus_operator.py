@@ -446,6 +446,7 @@ def _per_team(prom: Prometheus, team: str) -> dict[str, list[dict]]:
     out = {}
     for title, expr in _team_panels():
         q = expr.replace("$__rate_interval", "1m").replace("$team", team).replace("$pool", POOL)
+        q = q.replace("$cluster", ".*")
         out[f"{title}: {q}"] = prom.query(q)
     return out
 

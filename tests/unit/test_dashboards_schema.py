@@ -143,12 +143,58 @@ def lint(board: dict) -> list[str]:
                 ok = ["[$__rate_interval]"] + (["[$__range]"] if fn[0] == "increase" else [])
                 if not any(w in fn[1] for w in ok):
                     problems.append(f"{name} query {t.get('refId')}: {fn[0]}() without [$__rate_interval]")
+    problems += cluster_filter_problems(board)
+    return problems
+
+
+# Several clusters (gpuctl serve --cluster, docs/metrics.md): every series selector of every panel query and
+# query variable filters on the `cluster` variable, whose All is `.*` (an absent label matches it, so one
+# cluster without the label keeps working).
+CLUSTER_FILTER = 'cluster=~"$cluster"'
+# A metric name in PromQL: gpuctl's, DCGM's, Kueue's, kube-state-metrics', or a recording rule's.
+METRIC_NAME = re.compile(r"\b(?:gpuctl_|DCGM_|kueue_|kube_)\w+|\b\w+:\w+:\w+")
+
+
+def cluster_filter_problems(board: dict) -> list[str]:
+    problems = []
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    cluster = variables.get("cluster", {})
+    if not (cluster.get("type") == "query" and cluster.get("includeAll") and cluster.get("allValue") == ".*"):
+        problems.append("no `cluster` query variable with All = .*")
+    exprs = [(f"variable {v['name']}", v["query"]["query"]) for v in board["templating"]["list"]
+             if v["type"] == "query" and v["name"] != "cluster"]  # fmt: skip
+    exprs += [(f"panel {p['id']} {p.get('title')!r} query {t.get('refId')}", t["expr"])
+              for p in board["panels"] for t in p.get("targets") or []]  # fmt: skip
+    for where, expr in exprs:
+        code = re.sub(r'"[^"]*"', '""', expr)  # label values and label_replace's strings are not selectors
+        selectors = re.findall(r"\{[^{}]*\}", expr)
+        bare = [m.group() for m in METRIC_NAME.finditer(code) if not code[m.end() :].startswith("{")]
+        if bare or not selectors or any(CLUSTER_FILTER not in s for s in selectors):
+            problems.append(f"{where}: a series selector without {CLUSTER_FILTER}")
     return problems
 
 
 @pytest.mark.parametrize("path", BOARDS, ids=lambda p: p.name)
 def test_dashboard_lint(path: Path) -> None:
     assert lint(_load(path)) == []
+
+
+def test_cluster_filter_check_finds_a_query_or_variable_that_misses_it() -> None:
+    """A selector without the filter, a bare metric, and a variable query without it are each named."""
+    board = _load(ROOT / "manifests/grafana/gpu-pools.json")
+    panels = [p for p in board["panels"] if p.get("targets")]
+    panels[0]["targets"][0]["expr"] = 'sum(gpuctl_pool_free_gpus{pool=~"$pool"})'
+    panels[1]["targets"][0]["expr"] = (
+        'sum(gpuctl_pool_free_gpus{cluster=~"$cluster"}) / sum(gpuctl_pool_info)'
+    )
+    pool = next(v for v in board["templating"]["list"] if v["name"] == "pool")
+    pool["query"]["query"] = "label_values(gpuctl_pool_info, pool)"
+    got = cluster_filter_problems(board)
+    assert got == [
+        f"variable pool: a series selector without {CLUSTER_FILTER}",
+        f"panel {panels[0]['id']} {panels[0]['title']!r} query A: a series selector without {CLUSTER_FILTER}",
+        f"panel {panels[1]['id']} {panels[1]['title']!r} query A: a series selector without {CLUSTER_FILTER}",
+    ]
 
 
 def test_dashboard_uids_are_unique_and_stable() -> None:
@@ -163,8 +209,10 @@ def test_lint_can_fail() -> None:
     panels[1]["gridPos"] = dict(panels[0]["gridPos"])
     t = next(p for p in panels if p.get("targets"))["targets"][0]
     t["expr"] = "sum(rate(gpuctl_reconcile_runs_total[5m]))"
+    board["templating"]["list"] = [v for v in board["templating"]["list"] if v["name"] != "cluster"]
     got = lint(board)
     assert any("datasource is not" in g for g in got)
+    assert "no `cluster` query variable with All = .*" in got
     assert any("overlaps" in g for g in got)
     assert any("rate() without [$__rate_interval]" in g for g in got)
 
@@ -184,7 +232,7 @@ def test_every_panel_query_is_valid_promql(tmp_path: Path) -> None:
                     .replace("$__range", "1h")
                     .replace("$__interval", "15s")
                 )
-                expr = re.sub(r"\$\{?(pool|team|priority)\}?", ".*", expr)
+                expr = re.sub(r"\$\{?(cluster|pool|team|priority)\}?", ".*", expr)
                 assert "$" not in expr.replace('"$1"', ""), (
                     f"{path.name} {p['title']}: unknown variable in {expr}"
                 )

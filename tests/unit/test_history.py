@@ -7,6 +7,7 @@ from gpuctl.constants import (
     DEACTIVATED_MAX_RUNTIME,
     DEFRAG_MOVED_ANNOTATION,
     DEFRAG_MOVED_AT_ANNOTATION,
+    MULTIKUEUE_CHECK,
 )
 from gpuctl.domain.history import (
     ACTOR_UNKNOWN,
@@ -202,6 +203,54 @@ def test_events_core_and_events_k8s_io():
         "Admitted by ClusterQueue team-a",
     )
     assert event_records({**core, "involvedObject": {"kind": "Pod"}}, lambda ns, n: None) == []
+
+
+def dispatched(w: dict, cluster: str) -> dict:
+    """A MultiKueue manager's Workload once its check placed it in worker `cluster` (Kueue v0.19.2)."""
+    w["status"]["clusterName"] = cluster
+    w["status"]["admissionChecks"] = [
+        {
+            "name": MULTIKUEUE_CHECK,
+            "state": "Ready",
+            "message": f'The workload got reservation on "{cluster}"',
+        }
+    ]
+    return w
+
+
+def test_admitted_on_a_multikueue_manager_names_the_worker_cluster():
+    """From the condition and from the Event alike (whichever the ring keeps of the two)."""
+    w = dispatched(wl([("Admitted", "True", "Admitted", "", "2026-11-25T10:00:03Z")]), "worker-a")
+    (adm,) = [r for r in workload_records(w) if r.action == "admitted"]
+    assert adm.reason == "admitted by ClusterQueue team-a in pool a100 in cluster worker-a"
+    event = {
+        "metadata": {"namespace": "team-a", "name": "e3"},
+        "involvedObject": {"kind": "Workload", "name": w["metadata"]["name"], "namespace": "team-a"},
+        "reason": "Admitted",
+        "message": "Admitted by ClusterQueue team-a, wait time since reservation was 1s",
+        "lastTimestamp": "2026-11-25T10:00:03Z",
+    }
+    (a,) = event_records(event, lambda ns, n: w)
+    assert a.reason == "Admitted by ClusterQueue team-a in cluster worker-a"
+    # Not dispatched (a local cluster's Workload): no cluster named.
+    local = wl([("Admitted", "True", "Admitted", "", "2026-11-25T10:00:03Z")])
+    assert next(r for r in workload_records(local) if r.action == "admitted").reason.endswith("in pool a100")
+
+
+def test_evicted_for_other_reasons_than_preemption_or_a_stop_is_its_own_record():
+    lost = "The workload was evicted: the admission check gpuctl-multikueue was rejected"
+    w = wl([("Evicted", "True", "AdmissionCheck", lost, "2026-11-25T10:20:00Z")])
+    (ev,) = [r for r in workload_records(w) if r.action == "evicted"]
+    assert (ev.actor, ev.reason, ev.time) == ("kueue", f"AdmissionCheck: {lost}", "2026-11-25T10:20:00Z")
+    timeout = wl([("Evicted", "True", "PodsReadyTimeout", "", "2026-11-25T10:20:00Z")])
+    assert [r.reason for r in workload_records(timeout) if r.action == "evicted"] == ["PodsReadyTimeout"]
+    # A preemption and a stop are their own actions, not also "evicted".
+    for reason in ("Preempted", "Deactivated", DEACTIVATED_MAX_RUNTIME):
+        w = wl([("Evicted", "True", reason, "", "2026-11-25T10:20:00Z")])
+        assert "evicted" not in [r.action for r in workload_records(w)], reason
+    assert "evicted" not in [
+        r.action for r in workload_records(wl([("Evicted", "False", "x", "", "2026-11-25T10:20:00Z")]))
+    ]
 
 
 def rec(i, action="submitted", uid=None):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from gpuctl.domain.history import workload_records
+from gpuctl.domain.multicluster import placement
 from gpuctl.server.cache import trim_workload
 from gpuctl.server.history import HistoryRecorder, trim_event
 from gpuctl.server.wiring import default_cache
-from tests.unit.test_history import PREEMPT_MSG, wl
+from tests.unit.test_history import PREEMPT_MSG, dispatched, wl
 from tests.unit.test_metrics import NoCluster
 
 
@@ -37,6 +38,18 @@ def test_the_trimmed_workload_still_names_the_preemptor_and_who_stopped_it():
     assert trim_workload(_raw())["metadata"]["managedFields"] == [
         {"manager": "gpuctl-stop:bob", "time": "2026-11-25T10:07:00Z", "active": True}
     ]
+
+
+def test_the_trimmed_workload_still_names_the_worker_it_was_dispatched_to():
+    """A MultiKueue manager's Workload in serve's cache: the admission record names the worker (the
+    integration test saw it lost when the cache dropped status.clusterName), placement() reads the same."""
+    w = trim_workload(
+        dispatched(wl([("Admitted", "True", "Admitted", "", "2026-11-25T10:00:03Z")]), "worker-b")
+    )
+    (adm,) = [r for r in workload_records(w) if r.action == "admitted"]
+    assert adm.reason.endswith("in cluster worker-b"), adm.reason
+    where = placement(w)
+    assert where is not None and (where.cluster, where.state) == ("worker-b", "Ready")
 
 
 def test_events_are_trimmed_in_either_spelling():

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, QUOTA_GPU, Labels
+from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, METRICS_CLUSTER_LABEL, QUOTA_GPU, Labels
 from gpuctl.domain.pools import pool_capacities, pool_taint
 from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache, trim_node, trim_pod, trim_workload
@@ -295,13 +295,15 @@ def test_preempted_workload_waits_since_its_eviction() -> None:
 
 # ---------------------------------------------------------------------------- the collector
 def populated_cache(
-    with_reconciler: bool = False, leader: Any = None, with_backstop: bool = False
+    with_reconciler: bool = False, leader: Any = None, with_backstop: bool = False, cluster: str = ""
 ) -> tuple[Cache, Any]:
     """Two pools, two teams, pods and Workloads in every state (also used by the manifest tests)."""
     cache = default_cache(NoCluster())
     reconciler = Reconciler(NoCluster(), cache, leader=leader) if with_reconciler else None
     backstop = Backstop(NoCluster(), cache, leader=leader) if with_backstop else None
-    registry, _, _ = build_registry(cache, reconciler, process=False, leader=leader, backstop=backstop)
+    registry, _, _ = build_registry(
+        cache, reconciler, process=False, leader=leader, backstop=backstop, cluster=cluster
+    )
     for inf in cache.informers.values():
         inf.relist()  # empty lists: every informer synced, trackers past their first list
     feed(cache, "ResourceFlavor", resource_flavor("training-pool"), resource_flavor("inference-pool"))
@@ -621,3 +623,33 @@ def test_without_leader_election_everything_is_exported_and_the_replica_leads() 
     _, registry = populated_cache(with_reconciler=True)
     m = scrape(registry)
     assert m["gpuctl_serve_leader"] == {(): 1.0} and any(n.startswith("gpuctl_pool_") for n in m)
+
+
+# ---------------------------------------------------------------------------- several clusters
+def _without_cluster(m: dict[str, dict[tuple, float]]) -> dict[str, set[tuple]]:
+    return {
+        n: {tuple(kv for kv in k if kv[0] != METRICS_CLUSTER_LABEL) for k in series}
+        for n, series in m.items()
+    }
+
+
+def test_with_a_cluster_name_every_series_carries_it_and_nothing_else_changes() -> None:
+    """--cluster eu-west: the same series as without, each with cluster="eu-west", the same values; the
+    event-driven series (histogram, preemption counter) and the reconciler's and backstop's too."""
+    kw: dict[str, Any] = {"with_reconciler": True, "with_backstop": True}
+    _, plain_registry = populated_cache(**kw)
+    _, registry = populated_cache(**kw, cluster="eu-west")
+    plain, labelled = scrape(plain_registry), scrape(registry)
+    assert not [n for n, series in plain.items() for k in series if METRICS_CLUSTER_LABEL in dict(k)]
+    assert {n for n in labelled if n.startswith("gpuctl_queue_wait_seconds")}
+    assert "gpuctl_workload_preemptions_total" in labelled and "gpuctl_reconcile_runs_total" in labelled
+    for n, series in labelled.items():
+        assert all(dict(k).get(METRICS_CLUSTER_LABEL) == "eu-west" for k in series), n
+    assert _without_cluster(labelled) == _without_cluster(plain)
+    assert val(labelled, "gpuctl_pool_capacity_gpus", pool="training-pool", cluster="eu-west") == val(
+        plain, "gpuctl_pool_capacity_gpus", pool="training-pool"
+    )
+    for n in ("gpuctl_workload_preemptions_total", "gpuctl_queue_wait_seconds_count", "gpuctl_workloads"):
+        assert labelled[n] == {
+            tuple(sorted((*k, (METRICS_CLUSTER_LABEL, "eu-west")))): v for k, v in plain[n].items()
+        }

@@ -328,6 +328,44 @@ def test_serve_flags_and_the_cli_separator() -> None:
     assert kinds == set(ctx.cache.informers)
 
 
+def test_serve_cluster_flag_labels_every_series_it_serves() -> None:
+    """`gpuctl serve --cluster us-east`: /metrics' series all carry cluster="us-east", the process collectors'
+    and the defragmenter's (registered after the registry is built) too; without the flag none does."""
+    from fastapi.testclient import TestClient
+
+    from gpuctl.server.main import build_context
+    from tests.unit.test_metrics import NoCluster
+
+    def served(*flags: str) -> list:
+        ctx = build_context(build_parser().parse_args([*flags, "--defrag", "all"]), NoCluster())
+        body = TestClient(create_app(ctx, [])).get("/metrics").text
+        return [s for f in text_string_to_metric_families(body) for s in f.samples]
+
+    labelled = served("--cluster", "us-east")
+    names = {s.name for s in labelled}
+    assert {"process_cpu_seconds_total", "python_info", "gpuctl_build_info", "gpuctl_cache_synced"} <= names
+    assert any(n.startswith("gpuctl_defrag_") for n in names), sorted(names)
+    assert [s for s in labelled if s.labels.get("cluster") != "us-east"] == []
+    assert [s for s in served() if "cluster" in s.labels] == []
+
+
+def test_worker_kubeconfig_flag(tmp_path, capsys) -> None:
+    """--worker-kubeconfig NAME=PATH, repeatable; a malformed value or a missing file stops serve, named."""
+    a, b = tmp_path / "a.kubeconfig", tmp_path / "b.kubeconfig"
+    a.write_text("{}")
+    b.write_text("{}")
+    args = build_parser().parse_args(
+        ["--worker-kubeconfig", f"worker-a={a}", "--worker-kubeconfig", f"worker-b={b}"]
+    )
+    assert args.worker_kubeconfig == [("worker-a", str(a)), ("worker-b", str(b))]
+    assert build_parser().parse_args([]).worker_kubeconfig == []
+    for bad, says in ((str(a), "expected NAME=PATH"), ("worker-a=", "expected NAME=PATH"),
+                      (f"worker-a={tmp_path}/nope", "no file")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["--worker-kubeconfig", bad])
+        assert says in capsys.readouterr().err, bad
+
+
 def test_mounted_apps_see_the_shared_context() -> None:
     """The hook the REST API uses: mount(app, ctx) after the built-in routes."""
     from fastapi.testclient import TestClient

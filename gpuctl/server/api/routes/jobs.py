@@ -19,7 +19,7 @@ import anyio
 from fastapi import APIRouter, Depends, Query, Request, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from gpuctl.cluster import ApiError
+from gpuctl.cluster import ApiError, Cluster
 from gpuctl.constants import JOB_KINDS, Kind
 from gpuctl.domain.objects import short_age
 from gpuctl.server.api import perms
@@ -390,18 +390,20 @@ async def resume_job_q(
 # ----------------------------------------------------------------------------- logs
 async def _log_target(
     request_or_ws: Any, caller: Caller, name: str, namespace: str | None, pod: str | None
-) -> dict:
+) -> tuple[Cluster, dict]:
+    """(the cluster the pod is in, the pod): a MultiKueue manager's job runs in its worker (job.member)."""
     cluster = request_or_ws.app.state.api.cluster()
     job = await resolve(request_or_ws, caller, name, namespace)
     await require(request_or_ws, caller, perms.pod_logs(job.namespace))
-    _, pods = await run(job_pods_for_logs, cluster, job.name, job.namespace)
+    found, pods = await run(job_pods_for_logs, cluster, job.name, job.namespace)
+    where = found.member or cluster
     if pod is None:
-        return pods[0]
+        return where, pods[0]
     chosen = next((p for p in pods if p["metadata"]["name"] == pod), None)
     if chosen is None:
         names = ", ".join(p["metadata"]["name"] for p in pods)
         raise NotFound(f"pod {pod} is not a pod of job {name}; its pods: {names}")
-    return chosen
+    return where, chosen
 
 
 POD = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
@@ -429,8 +431,8 @@ async def get_logs(
 ) -> JSON:
     if follow:
         raise ApiProblem(400, f"follow: use the WebSocket /api/v1/jobs/{jobId}/logs/ws")
-    target = await _log_target(request, caller, jobId, namespace, pod)
-    text = await run(read_logs, state(request).cluster(), target, tail=tail, timestamps=timestamps)
+    where, target = await _log_target(request, caller, jobId, namespace, pod)
+    text = await run(read_logs, where, target, tail=tail, timestamps=timestamps)
     lines = text.splitlines()
     last = lines[-1].split(" ", 1)[0] if (timestamps and lines) else None
     return JSON(
@@ -501,10 +503,8 @@ async def follow_logs(
     token, subprotocol = ws_token(ws)
     try:
         caller = await authenticate(st.auth, token)
-        target = await _log_target(ws, caller, jobId, namespace, pod)
-        resp = await run(
-            read_logs, st.cluster(), target, tail=tail, timestamps=timestamps, follow=True, stream=True
-        )
+        where, target = await _log_target(ws, caller, jobId, namespace, pod)
+        resp = await run(read_logs, where, target, tail=tail, timestamps=timestamps, follow=True, stream=True)
     except AuthError as e:
         await _deny(ws, e.status, e.message)
         return
