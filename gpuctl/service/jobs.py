@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.estimate import Estimate, estimate
-from gpuctl.domain.explain import Demand, Snapshot, Verdict, pod_demand, workload_demand
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, condition
@@ -34,6 +33,10 @@ from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.members import worker
+
+if TYPE_CHECKING:  # a table of running jobs never loads the explain and estimate models
+    from gpuctl.domain.estimate import Estimate
+    from gpuctl.domain.explain import Demand, Snapshot, Verdict
 
 
 @dataclass
@@ -156,6 +159,8 @@ def list_job_rows(
             return stopped
         if status not in WAITING_STATES:
             return ""
+        from gpuctl.domain.explain import pod_demand, workload_demand  # noqa: PLC0415 - lazy: waiting rows only
+
         if wl is not None:
             demand = workload_demand(wl)
         elif pod is not None and "spec" in pod and is_gated(pod):
@@ -362,6 +367,8 @@ def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
         ):
             return msg
         # Computed from the cluster state, not from Kueue's last flavor message.
+        from gpuctl.domain.explain import workload_demand  # noqa: PLC0415 - lazy: waiting jobs only
+
         v = when(inv, workload_demand(job.workload))
         if v.starts:
             tail = f" after preempting {', '.join(v.preempts)}" if v.preempts else ""
@@ -417,6 +424,8 @@ def snapshot(inv: Inventory) -> Snapshot:
 
 
 def _build_snapshot(inv: Inventory) -> Snapshot:
+    from gpuctl.domain.explain import Snapshot  # noqa: PLC0415 - lazy: only a waiting job is judged
+
     if inv.sees_every_pod:
         return Snapshot.build(
             nodes=inv.nodes,
@@ -446,6 +455,9 @@ def job_estimate(inv: Inventory, job: Job, now: float | None = None) -> Estimate
     in the queue (running, finished, stopped, or without a Workload yet)."""
     if job.workload is None or workload_state(job.workload) not in IN_QUEUE:
         return None
+    from gpuctl.domain.estimate import estimate  # noqa: PLC0415 - lazy: describe of a waiting job
+    from gpuctl.domain.explain import workload_demand  # noqa: PLC0415
+
     demand = workload_demand(job.workload)
     snap = snapshot(inv)
     return estimate(snap, demand, now=time.time() if now is None else now, verdict=snap.verdict(demand))

@@ -349,6 +349,8 @@ def test_a_read_imports_no_pydantic_and_no_other_verb(command, tmp_path) -> None
     assert sorted({"concurrent.futures", "logging", "orjson"} & set(modules)) == []
     others = {m for v, m in cli.VERBS.items() if v != command.split()[0]}
     assert sorted(others & set(modules)) == []
+    if command in ("get jobs", "logs x"):  # no waiting job to judge yet: no explain or estimate models
+        assert sorted({"gpuctl.domain.explain", "gpuctl.domain.estimate"} & set(modules)) == []
 
 
 @pytest.mark.parametrize(("verbose", "handlers"), [([], 0), (["-v"], 1), (["-vv"], 1)])
