@@ -104,9 +104,8 @@ def _plain(value: str) -> Any:
             return int(value)
         if any(p.match(value) for p in _non_str_patterns()):
             raise _Unsupported(value)  # a float, a non-decimal int or a timestamp: PyYAML's to construct
-    elif first in "<=":  # the merge key `<<` and the value `=` have tags of their own
-        if value in ("<<", "="):
-            raise _Unsupported(value)
+    elif value in ("<<", "="):  # the merge key and the value key have tags of their own
+        raise _Unsupported(value)
     return value
 
 
@@ -331,7 +330,7 @@ class _Parser:
                 at = n
             if n < at:
                 break
-            if blank_seen or not content or content != content.rstrip(" ") and header[0] == ">":
+            if blank_seen or not content or (header[0] == ">" and content != content.rstrip(" ")):
                 raise _Unsupported("blank or space-only lines in a block scalar")
             if header[0] == ">" and n != at:
                 raise _Unsupported("more-indented lines in a folded scalar")
