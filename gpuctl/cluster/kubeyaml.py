@@ -206,13 +206,10 @@ class _Parser:
             if not stripped or stripped[0] == "#":
                 self.advance()
                 items.append(self.block(self.indent) if self.indent > indent else None)
-            elif stripped[0] not in "'\"|>{[" and self._key_end(stripped) is not None:
-                self.indent, self.content = indent + 1 + len(rest) - len(stripped), stripped
-                items.append(self.mapping(self.indent))
             elif stripped == "-" or stripped.startswith("- "):
                 self.indent, self.content = indent + 1 + len(rest) - len(stripped), stripped
                 items.append(self.sequence(self.indent))
-            elif stripped[0] in "'\"" and self._quoted_key(stripped) is not None:
+            elif self._starts_mapping(stripped):  # `- key: v`: a mapping at the column of `key`
                 self.indent, self.content = indent + 1 + len(rest) - len(stripped), stripped
                 items.append(self.mapping(self.indent))
             else:
@@ -220,6 +217,11 @@ class _Parser:
             if self.indent > indent:
                 raise _Unsupported("bad indentation")
         return items
+
+    def _starts_mapping(self, s: str) -> bool:
+        if s[0] in "'\"":
+            return self._quoted_key(s) is not None
+        return s[0] not in "|>{[" and self._key_end(s) is not None
 
     @staticmethod
     def _key_end(s: str) -> int | None:
@@ -336,8 +338,8 @@ class _Parser:
                 raise _Unsupported("more-indented lines in a folded scalar")
             body.append(line[at:])
             i += 1
-        if not body or at <= indent:
-            raise _Unsupported("empty or under-indented block scalar")
+        if not body or at <= indent or (i == len(lines) and not blank_seen):
+            raise _Unsupported("empty or under-indented block scalar, or one without a final line break")
         self.pos = i - 1
         self.advance()
         text = ("\n" if header[0] == "|" else " ").join(body)
