@@ -33,12 +33,13 @@ def same_or_none(text: str) -> Any:
 # ----------------------------------------------------------------------------- property
 # Words PyYAML resolves to something other than a string, or that need quoting or escapes.
 TRICKY = [
-    "yes", "No", "ON", "off", "y", "n", "true", "False", "null", "Null", "~", "", "010", "0x1F", "0b101",
-    "0o17", "1e3", "1.5", "1.", ".5", ".inf", "-.Inf", ".NaN", "2001-12-14", "2001-12-14t21:59:43.10-05:00",
-    "190:20:30", "1_000", "-1", "+5", "-0", "00", "<<", "=", "- a", "-a", "#x", "a #b", "a#b", "a: b", "a:",
-    ":a", "?a", "it's", 'say "hi"', "back\\slash", "tab\there", "line\nbreak", "  lead", "trail  ", "é ü",
-    "*alias", "&anchor", "!tag", "%dir", "@at", "`bt", "{a}", "[a]", "a, b", "| x", "> x", "---", "...",
-    "https://example.com:6443/x?y=1#frag", "arn:aws:eks:us-east-1:123:cluster/prod", "\x07bell", "\u2028",
+    'yes', 'No', 'ON', 'off', 'y', 'n', 'true', 'False', 'null', 'Null', '~', '', '010', '0x1F', '0b101',
+    '0o17', '1e3', '1.5', '1.', '.5', '.inf', '-.Inf', '.NaN', '2001-12-14',
+    '2001-12-14t21:59:43.10-05:00', '190:20:30', '1_000', '-1', '+5', '-0', '00', '<<', '=', '- a', '-a',
+    '#x', 'a #b', 'a#b', 'a: b', 'a:', ':a', '?a', "it's", 'say "hi"', 'back\\slash', 'tab\there',
+    'line\nbreak', '  lead', 'trail  ', 'é ü', '*alias', '&anchor', '!tag', '%dir', '@at', '`bt', '{a}',
+    '[a]', 'a, b', '| x', '> x', '---', '...', 'https://example.com:6443/x?y=1#frag',
+    'arn:aws:eks:us-east-1:123:cluster/prod', '\x07bell', '\u2028',
 ]  # fmt: skip
 PLAIN_FIRST = "abcdeghijklmpqrsuvwxz"  # no letter that starts a YAML 1.1 bool or null word
 PLAIN_REST = "abcdefghijklmnopqrstuvwxyz0123456789-_./"
@@ -98,6 +99,38 @@ def test_go_yaml_layout_reads_the_same_or_gives_up(doc: Any) -> None:
     indent level of the dump to check the other layout too (PyYAML reads both)."""
     text = yaml.safe_dump(doc, default_flow_style=False, indent=4)
     same_or_none(text.replace("\n    ", "\n  "))
+
+
+# Lines that are valid, invalid or tricky YAML alone or in company: random texts of them must read as
+# PyYAML reads them, or give up; above all never read a text PyYAML rejects.
+LINES = [
+    'a:', 'b:', 'a: 1', 'b: x', '- ', '-', '- a', '- a: 1', '- - b', 'c: |', 'c: >', 'c: |-', 'c: >-',
+    '  text', 'text', '# c', 'a: x # c', "a: 'q'", 'a: "q\\n"', "'k': v", '"k": v', 'a: {}', '- []',
+    'x y', 'a: b: c', 'a:b', 'a :b', 'k: -1', 'k: - x', '---', '...', "a: ''", "k: 'it''s'", 'k: "a" #c',
+    "k: 'a' b", '-  a: 1', '   b: 2', 'k:  v  ', '', '  ', 'k: yes', 'k: ~', 'k: 012', '? x', ': y',
+    'k: #', 'k: a#b', 'k: a #b', "- 'a': b", '- "x"', 'k: "a\\"', 'k: -', 'k: --', '- -', 'k: [] x',
+    'k: {} # c', 'k: %x', 'k: @', 'k: a, b', 'k: [x]', 'a: 1.5', 'k: 2001-01-01', '<<: x', '~: 1',
+    'null: 1', "'yes': 1", 'k: "\\u00e9\\x4"',
+]  # fmt: skip
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    lines=st.lists(
+        st.tuples(st.sampled_from([0, 0, 1, 2, 2, 3, 4, 6]), st.sampled_from(LINES)), min_size=1, max_size=7
+    ),
+    end=st.sampled_from(["", "\n", "\n\n"]),
+)
+def test_random_lines_read_as_safe_load_or_give_up(lines: list[tuple[int, str]], end: str) -> None:
+    text = "\n".join(" " * n + line for n, line in lines) + end
+    got = kubeyaml.loads(text)
+    if got is None:
+        return
+    try:
+        want = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise AssertionError(f"kubeyaml read {text!r}, which PyYAML rejects: {e}") from None
+    assert json.dumps(got, default=repr) == json.dumps(want, default=repr), text
 
 
 # ----------------------------------------------------------------------------- kubectl's shapes
@@ -262,11 +295,11 @@ def test_outside_the_subset_gives_up(name: str) -> None:
 
 # ----------------------------------------------------------------------------- YAML 1.1 resolution
 RESOLVED = [
-    "yes", "Yes", "YES", "yEs", "no", "on", "Off", "y", "n", "true", "TRUE", "tRue", "null", "NULL", "nuLL", "~",
-    "0x1F", "0X1F", "0b11", "0o17", "010", "08", "0", "-0", "+12", "-12", "1_000", "1e3", "1E+3", "1.0e+3", "1.5",
-    "1.", ".5", ".", ".inf", "-.inf", ".NaN", "+.nan", "2001-12-14", "2001-12-14 21:59:43.10 -5", "2001-1-1",
-    "190:20:30", "1:2", "12:30:00", "1.2.3.4", "10.0.0.1/8", "v1.30", "1a", "0_1", "<<", "=", "-", "--", "-x",
-    "a:b", "a#b", "é", "999999999999999999999999",
+    'yes', 'Yes', 'YES', 'yEs', 'no', 'on', 'Off', 'y', 'n', 'true', 'TRUE', 'tRue', 'null', 'NULL',
+    'nuLL', '~', '0x1F', '0X1F', '0b11', '0o17', '010', '08', '0', '-0', '+12', '-12', '1_000', '1e3',
+    '1E+3', '1.0e+3', '1.5', '1.', '.5', '.', '.inf', '-.inf', '.NaN', '+.nan', '2001-12-14',
+    '2001-12-14 21:59:43.10 -5', '2001-1-1', '190:20:30', '1:2', '12:30:00', '1.2.3.4', '10.0.0.1/8',
+    'v1.30', '1a', '0_1', '<<', '=', '-', '--', '-x', 'a:b', 'a#b', 'é', '999999999999999999999999',
 ]  # fmt: skip
 
 
