@@ -281,7 +281,9 @@ def matching_jobs(jobs: list[Job], name: str) -> list[Job]:
 
 def namespaces_holding(cluster: Cluster, name: str) -> list[str]:
     """Namespaces where a job (or a job's pod) has this name."""
-    return sorted({j.namespace for j in matching_jobs(collect_jobs(Inventory(cluster, None)), name)})
+    inv = Inventory(cluster, None)
+    inv.use_job_named(name)
+    return sorted({j.namespace for j in matching_jobs(collect_jobs(inv), name)})
 
 
 def find_job(
@@ -298,7 +300,10 @@ def find_job(
 
     Never matched by prefix; several matches across namespaces is an error naming them.
     """
-    inv = inventory or Inventory(cluster, namespace, perms=perms)
+    inv = inventory
+    if inv is None:
+        inv = Inventory(cluster, namespace, perms=perms)
+        inv.use_job_named(name)  # its own objects only, not every job's
     matches = matching_jobs(collect_jobs(inv), name)
     if not matches:
         where = f" in namespace {namespace}" if namespace else ""
