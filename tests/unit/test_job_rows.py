@@ -2,16 +2,18 @@
 inactive, QuotaReserved, finished, running, a Deployment's gated pod) answered by its fake API server:
 
 - one job found by name (`describe`, the API's get) reads only that job, and finds it in the same state
-  as the whole listing does.
+  as the whole listing does;
+- `get jobs` decides each pod's status word once, and judges no REASON its caller does not print.
 """
 
 from __future__ import annotations
 
 import pytest
 
+import gpuctl.domain.status as status_module
 from gpuctl.domain.status import WAITING_STATES
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import collect_jobs, find_job
+from gpuctl.service.jobs import collect_jobs, find_job, list_job_rows
 from tests.unit.test_consistency import CASES, NS, Case, FakeApiServer, _team_objects
 
 CONTROLLERS = ("Job", "Deployment", "StatefulSet")
@@ -74,3 +76,36 @@ def test_a_job_is_found_by_the_name_of_its_pod() -> None:
     assert (job.name, job.status) == ("svc", "QuotaReserved")
     # No job has the pod's name: the pod names its owner, whose job is then read.
     assert fake.listed[:9] == [*CONTROLLERS, "Pod", *CONTROLLERS, "Pod", "Workload"]
+
+
+def test_a_listing_decides_each_pods_word_once(monkeypatch) -> None:
+    fake = _with_neighbours(CASES[0])
+    pods = sum(1 for o in fake.objects if o["kind"] == "Pod")
+    calls: list[str] = []
+    printed = status_module.printed_pod_status
+
+    def counted(pod):
+        calls.append(pod["metadata"]["name"])
+        return printed(pod)
+
+    # kubectl's STATUS of a pod, which every status word starts from (gpuctl.domain.status.pod_status).
+    monkeypatch.setattr(status_module, "printed_pod_status", counted)
+    rows = list_job_rows(fake, None)
+    assert sorted(calls) == sorted(o["metadata"]["name"] for o in fake.objects if o["kind"] == "Pod")
+    assert len(calls) == pods >= 2
+    statuses = {r.job_id: r.status for r in rows}
+    assert statuses["run-abcde"] == "Running" and statuses["svc-7d9f-x1"] == "QuotaReserved"
+
+
+def test_rows_without_reasons_judge_none() -> None:
+    fake = _with_neighbours(CASES[0])
+    judged = list_job_rows(fake, None)
+    assert "Node" in fake.listed  # the snapshot a waiting job's reason is judged against
+    assert {r.job_id: r.reason for r in judged}["queued"]
+    fake.listed.clear()
+    rows = list_job_rows(fake, None, reasons=False)
+    assert [r.reason for r in rows] == [""] * len(rows)
+    assert [(r.job_id, r.status, r.position) for r in rows] == [
+        (r.job_id, r.status, r.position) for r in judged
+    ]
+    assert "Node" not in fake.listed  # no snapshot of the cluster was built

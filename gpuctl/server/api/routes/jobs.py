@@ -149,7 +149,10 @@ async def list_jobs(
     cluster = state(request).reader()  # the serve cache inside `gpuctl serve --api`
     if namespace:
         await require(request, caller, perms.jobs("list", namespace))
-    rows = await run(list_job_rows, cluster, namespace, pool=pool, kind=kind, selector=selector)
+    # row_item prints no REASON: none is judged.
+    rows = await run(
+        list_job_rows, cluster, namespace, pool=pool, kind=kind, selector=selector, reasons=False
+    )
     if not namespace:
         seen = await visible(request, caller, perms.jobs("list", None), {r.namespace for r in rows})
         rows = [r for r in rows if r.namespace in seen]
