@@ -15,14 +15,16 @@ authentication and authorisation (TokenReview and SubjectAccessReview, cached 10
 production). The resident memory of each server process is printed after its load.
 
   API   `--concurrency` clients (httpx, keep-alive) for `--duration` seconds:
-        GET /api/v1/jobs?namespace=NS&pageSize=100, then POST /api/v1/jobs until `--creates` jobs.
+        GET /api/v1/jobs?namespace=NS&pageSize=100 (list), GET /api/v1/jobs/NAME?namespace=NS (get:
+        describe one job), then POST /api/v1/jobs until `--creates` jobs (create).
   CLI   the same operations as whole processes (what a script calling gpuctl pays), `--concurrency`
         at a time: `gpuctl get jobs -n NS -o json` `--cli-runs` times, `gpuctl create -f` as often.
 
 Prints requests per second and p50/p99 latency of each, and two floors measured the same way: `GET
 /health` (an endpoint that does nothing: the HTTP stack and the machine's load) and the rendered Job
 posted straight to the Kubernetes API server by as many threads (what the API server and Kueue's
-webhooks take for a create). Everything created is deleted at the end.
+webhooks take for a create), then issue 22's targets against the figures. Everything created is
+deleted at the end, the namespace too (waited for, at most a minute).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpuctl.cluster import Cluster, path  # noqa: E402 - after the sys.path line: run as a script
+from gpuctl.cluster import ApiError, Cluster, path  # noqa: E402 - after the sys.path line: run as a script
 from gpuctl.service.jobs import list_job_rows  # noqa: E402
 from gpuctl.service.plan import plan_documents  # noqa: E402
 from gpuctl.spec import load_text  # noqa: E402
@@ -99,6 +101,23 @@ class Report:
         )
         p99 = percentile(latencies, 99) * 1000
         print(f"  {op:<11} {client:<24} n={n:<5} {n / wall:8.1f} req/s  p99 {p99:8.1f} ms", flush=True)
+
+    def targets(self, c: int) -> None:
+        """Issue 22's REST API targets at `c` clients, from the rows measured (the last server's)."""
+        rows = {(op, client): (rps, p99) for op, client, _, _, rps, _, p99 in self.rows}
+        want = [
+            ("job create", "req/s", ">=", 100.0, 0),
+            ("job create", "p99 ms", "<=", 250.0, 1),
+            ("job list", "p99 ms", "<=", 50.0, 1),
+        ]
+        print(f"\nissue 22 targets at c={c}:")
+        for op, what, cmp, bound, i in want:
+            for (row_op, client), figures in rows.items():
+                if row_op != op or not client.startswith("API") or not client.endswith(f"c={c}"):
+                    continue
+                v = figures[i]
+                met = v >= bound if cmp == ">=" else v <= bound
+                print(f"  {op} {what} {cmp} {bound:g}: {client}: {v:.1f} {'met' if met else 'NOT met'}")
 
     def print(self) -> None:
         print()
@@ -165,6 +184,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def remove_namespace(kube: Cluster, ns: str, timeout: float = 60) -> None:
+    """Delete the bench's namespace (its jobs, pods, ServiceAccount and binding go with it) and wait
+    until it is gone: `delete quota --delete-namespace` leaves it when the quota is already gone or
+    the delete fails, and a bench run must not leave namespaces behind."""
+    try:
+        kube.delete(path("Namespace", ns))  # False: gone already
+    except (ApiError, OSError) as e:
+        print(f"cleanup: namespace {ns}: {e}", file=sys.stderr)
+        return
+    deadline = time.monotonic() + timeout
+    while kube.get_or_none(path("Namespace", ns)) is not None:
+        if time.monotonic() > deadline:
+            print(f"cleanup: namespace {ns} still terminating after {timeout:.0f} s", file=sys.stderr)
+            return
+        time.sleep(0.5)
+    print(f"cleanup: namespace {ns} removed", flush=True)
 
 
 def main() -> int:
@@ -306,6 +343,9 @@ def main() -> int:
         async def get_jobs(client, w, i):
             return await client.get("/api/v1/jobs", params={"namespace": ns, "pageSize": 100})
 
+        async def get_job(client, w, i):
+            return await client.get(f"/api/v1/jobs/seed-{(w + i) % args.jobs}", params={"namespace": ns})
+
         for kind in args.server:
             server, url = start(kind)
             # ---- job list (while the namespace holds the seed jobs only)
@@ -316,6 +356,14 @@ def main() -> int:
                     api_load(url, token, c, get_jobs, lambda n, end=end: time.monotonic() >= end)
                 )
                 report.add("job list", f"API ({kind}), c={c}", lat, wall, err)
+            # ---- one job (describe), by name
+            for c in args.concurrency:
+                asyncio.run(api_load(url, token, c, get_job, lambda n, c=c: n >= c * 5))
+                end = time.monotonic() + args.duration
+                lat, wall, err = asyncio.run(
+                    api_load(url, token, c, get_job, lambda n, end=end: time.monotonic() >= end)
+                )
+                report.add("job get", f"API ({kind}), c={c}", lat, wall, err)
             # The floor of any request at this load: an endpoint that does nothing (no auth, no cluster).
             c = max(args.concurrency)
             end = time.monotonic() + min(args.duration, 5)
@@ -378,6 +426,7 @@ def main() -> int:
             report.add("job create", f"CLI (process), c={c}", lat, wall, err)
 
         report.print()
+        report.targets(max(args.concurrency))
         total = len(list_job_rows(kube, ns))
         print(
             f"\n`get jobs -n {ns}` had {len(rows)} rows during the list runs, {total} at the end. "
@@ -397,6 +446,7 @@ def main() -> int:
         if role_created:
             kube.delete(role_path)
         sh(*CLI, "delete", "quota", quota_name, "--delete-namespace", env=env, check=False)
+        remove_namespace(kube, ns)
         if args.start_cluster:
             sh(str(ROOT / "hack/cluster/down.sh"), env=cluster_env, check=False)
     return 0

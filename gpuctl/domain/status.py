@@ -260,15 +260,22 @@ _PLAIN = frozenset(
 
 
 def job_status(
-    kind: str, obj: Mapping[str, Any], wl: Mapping[str, Any] | None, pods: list[Mapping[str, Any]]
+    kind: str,
+    obj: Mapping[str, Any],
+    wl: Mapping[str, Any] | None,
+    pods: list[Mapping[str, Any]],
+    pod_words: list[str] | None = None,
 ) -> JobStatus:
-    """Status of one gpuctl job (kind = Job | Deployment | StatefulSet)."""
+    """Status of one gpuctl job (kind = Job | Deployment | StatefulSet). pod_words: the pods' words when
+    the caller has them already (pod_status of each pod with or without its Workload: they differ only
+    for a gated pod, whose word is a Workload's or Queued either way, never Running nor a problem)."""
     if meta(obj).get("deletionTimestamp"):
         return JobStatus(State.TERMINATING)
     spec = obj.get("spec") or {}
     st = obj.get("status") or {}
     word = workload_word(wl)
-    pod_words = [pod_status(p) for p in pods]
+    if pod_words is None:
+        pod_words = [pod_status(p) for p in pods]
     bad = next((s for s in pod_words if s not in _PLAIN), None)
 
     if kind == "Job":

@@ -112,6 +112,7 @@ class Inventory:
         self.pod_rows = pod_rows
         self.perms: Permissions = permissions_of(self.reader, perms)
         self._workload_subset = False  # use_workloads_of_suspended_jobs() narrowed `workloads`
+        self._one_job = False  # use_job_named() narrowed `controllers`, `pods` and `workloads`
 
     # -------------------------------------------------------------- what the caller may read
     @cached_property
@@ -176,7 +177,7 @@ class Inventory:
         When gpuctl's pods of every namespace are at hand in full already, only the others are listed
         (`!runwhere.ai/job-type`, usually few) rather than every pod again; when they are not (a server
         dry run's "when would it run"), every unfinished pod is one list."""
-        if self.namespace is None and not self.pod_rows and "pods" in self.__dict__:
+        if self.namespace is None and not self.pod_rows and not self._one_job and "pods" in self.__dict__:
             foreign = self.reader.list("Pod", label_selector=f"!{JOB_SELECTOR}", field_selector=UNFINISHED)
             return self.pods + foreign
         return self.bound_pods
@@ -225,13 +226,62 @@ class Inventory:
         every waiting Workload (from Kueue's visibility API, or a full list)."""
         self._workload_subset = True
         uids = [o["metadata"]["uid"] for kind, o in self.controllers if _may_wait(kind, o)]
+        self.__dict__["workloads"] = self._workloads_of(uids, self.namespace)
+
+    def _workloads_of(self, uids: list[str], namespace: str | None) -> list[dict]:
+        """The Workloads of these owners (Kueue labels each with its job's uid), 100 uids a request."""
         found: list[dict] = []
         for i in range(0, len(uids), 100):
             chunk = ",".join(uids[i : i + 100])
             found += self.reader.list(
-                "Workload", self.namespace, label_selector=f"{Labels.KUEUE_JOB_UID} in ({chunk})"
+                "Workload", namespace, label_selector=f"{Labels.KUEUE_JOB_UID} in ({chunk})"
             )
-        self.__dict__["workloads"] = found
+        return found
+
+    def use_job_named(self, name: str) -> None:
+        """Read only the job named `name` (or, when no job has that name, the job owning the pod `name`:
+        `get jobs` prints pod names) with its own pods and Workloads, instead of every job of the
+        namespace (or cluster) and then filtering: `describe job`, `logs`, `stop`, the API's one job.
+        A list per controller kind by `metadata.name` (a field selector every resource serves; in every
+        namespace when `namespace` is None), then one list of its pods by owner label and one of its
+        Workloads by Kueue's job-uid label (a Deployment's pods each own one): 5 requests."""
+        controllers = self._controllers_named(name)
+        if not controllers:
+            owners = {
+                (labels.get(Labels.JOB_NAME) or labels.get(Labels.APP) or "")
+                for p in self.reader.list(
+                    "Pod", self.namespace, label_selector=JOB_SELECTOR, field_selector=f"metadata.name={name}"
+                )
+                for labels in [p["metadata"].get("labels") or {}]
+            } - {""}
+            controllers = [c for owner in sorted(owners) for c in self._controllers_named(owner)]
+        self.__dict__["controllers"] = controllers
+        spaces = {o["metadata"]["namespace"] for _, o in controllers}
+        namespace = next(iter(spaces)) if len(spaces) == 1 else self.namespace
+        keys = sorted(
+            {
+                (Labels.JOB_NAME if kind == "Job" else Labels.APP, o["metadata"]["name"])
+                for kind, o in controllers
+            }
+        )
+        pods: list[dict] = []
+        for key, value in keys:
+            pods += self.reader.list("Pod", namespace, label_selector=f"{JOB_SELECTOR},{key}={value}")
+        self.__dict__["pods"] = pods
+        uids = [o["metadata"]["uid"] for _, o in controllers]
+        if any(kind == "Deployment" for kind, _ in controllers):
+            uids += [p["metadata"]["uid"] for p in pods]  # a Deployment's pods each own their Workload
+        self._workload_subset = self._one_job = True
+        self.__dict__["workloads"] = self._workloads_of(uids, namespace)
+
+    def _controllers_named(self, name: str) -> list[tuple[str, dict]]:
+        out = []
+        for kind in CONTROLLER_KINDS:
+            items = self.reader.list(
+                kind, self.namespace, label_selector=JOB_SELECTOR, field_selector=f"metadata.name={name}"
+            )
+            out += [(kind, o) for o in items]
+        return out
 
     @cached_property
     def workloads_all(self) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
@@ -83,6 +83,8 @@ class Job:
     # were read through (find_job); None: this cluster.
     cluster: str | None = None
     member: Cluster | None = None
+    # Pod uid -> its status word (pod_status with the pod's own Workload), computed once per pod.
+    pod_words: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -107,9 +109,15 @@ def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
     for resource, obj in inv.controllers:
         pods = inv.pods_of(resource, obj)
         wl = inv.workload_of(resource, obj, pods)
-        st = job_status(resource, obj, wl, pods)
+        # A Deployment's pod has a Workload of its own; a Job's or StatefulSet's pods share the job's.
+        own = inv.workloads_by_owner_uid  # read by workload_of already: no request of its own
+        words = {}
+        for p in pods:
+            uid = p["metadata"]["uid"]
+            words[uid] = pod_status(p, (own.get(uid) or [wl])[0])
+        st = job_status(resource, obj, wl, pods, list(words.values()))
         pos = _position(inv, wl) if positions else None
-        jobs.append(Job(_kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos))
+        jobs.append(Job(_kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos, pod_words=words))
     return jobs
 
 
@@ -131,6 +139,7 @@ def list_job_rows(
     inventory: Inventory | None = None,
     positions: bool = True,
     gpus: bool = True,
+    reasons: bool = True,
     perms: Permissions | None = None,
 ) -> list[JobRow]:
     """Rows of `get jobs`: every pod of every gpuctl job, plus one row per job without pods.
@@ -138,6 +147,8 @@ def list_job_rows(
     positions=False skips the queue positions, and with them the list of every Workload (the cost of
     `get jobs` at scale): the plain table does not show them. gpus=False leaves the rows' GPU counts
     unset (None) and reads pods as Table rows without their specs, a fifth of the bytes.
+    reasons=False leaves REASON empty, for a caller that does not print it (the API's rows): no
+    snapshot of the cluster is built to judge why each waiting job waits.
     """
     inv = inventory or Inventory(cluster, namespace, pod_rows=not gpus, perms=perms)
     if inventory is None and not gpus:
@@ -152,7 +163,7 @@ def list_job_rows(
     snaps: list[Snapshot] = []  # built on the first waiting row
 
     def why(wl: dict | None, status: str, pod: dict | None = None) -> str:
-        if not positions:
+        if not (positions and reasons):
             return ""
         stopped = stop_reason(wl)
         if stopped:  # in no queue, nothing to judge (its pods may still be terminating)
@@ -210,10 +221,9 @@ def list_job_rows(
             continue
         for pod in sorted(shown, key=lambda p: p["metadata"]["name"]):
             r, t = pod_ready(pod)
-            # A Deployment's pod has a Workload of its own; a Job's or StatefulSet's pods share the job's.
-            own = inv.workloads_by_owner_uid.get(pod["metadata"]["uid"], [])
-            pod_wl = own[0] if own else job.workload
-            st = pod_status(pod, pod_wl)
+            uid = pod["metadata"]["uid"]
+            pod_wl = (inv.workloads_by_owner_uid.get(uid) or [job.workload])[0]
+            st = job.pod_words[uid]
             if job.resource == "Job" and job.status in WAITING_STATES and st in (State.PENDING, State.QUEUED):
                 st = job.status
             wl_pos = None
@@ -281,7 +291,9 @@ def matching_jobs(jobs: list[Job], name: str) -> list[Job]:
 
 def namespaces_holding(cluster: Cluster, name: str) -> list[str]:
     """Namespaces where a job (or a job's pod) has this name."""
-    return sorted({j.namespace for j in matching_jobs(collect_jobs(Inventory(cluster, None)), name)})
+    inv = Inventory(cluster, None)
+    inv.use_job_named(name)
+    return sorted({j.namespace for j in matching_jobs(collect_jobs(inv), name)})
 
 
 def find_job(
@@ -298,7 +310,10 @@ def find_job(
 
     Never matched by prefix; several matches across namespaces is an error naming them.
     """
-    inv = inventory or Inventory(cluster, namespace, perms=perms)
+    inv = inventory
+    if inv is None:
+        inv = Inventory(cluster, namespace, perms=perms)
+        inv.use_job_named(name)  # its own objects only, not every job's
     matches = matching_jobs(collect_jobs(inv), name)
     if not matches:
         where = f" in namespace {namespace}" if namespace else ""

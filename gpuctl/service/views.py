@@ -21,7 +21,14 @@ from gpuctl.domain.workload import job_pool, max_runtime_seconds
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import explain, find_job, job_estimate, read_worker_pods, snapshot_inventory
+from gpuctl.service.jobs import (
+    Job,
+    explain,
+    find_job,
+    job_estimate,
+    read_worker_pods,
+    snapshot_inventory,
+)
 from gpuctl.service.quotas import quota_rows
 
 
@@ -75,12 +82,19 @@ def _moved(wl: dict | None) -> str | None:
 
 
 def describe_job(
-    cluster: Cluster, name: str, namespace: str | None, perms: Permissions | None = None
+    cluster: Cluster,
+    name: str,
+    namespace: str | None,
+    perms: Permissions | None = None,
+    *,
+    job: Job | None = None,
 ) -> JobDescription:
     """A job found by its name (or the name of one of its pods, as `get jobs` prints them), with
     the one-line answer to "why is it not running" (per node, or by count for a caller who may not
-    list every pod: gpuctl.service.jobs.snapshot)."""
-    job = find_job(cluster, name, namespace, perms=perms)
+    list every pod: gpuctl.service.jobs.snapshot). job: the job when the caller has just found it
+    (the API finds it first to check who may read it), so it is not read again."""
+    if job is None:
+        job = find_job(cluster, name, namespace, perms=perms)
     pods_error = None
     try:
         read_worker_pods(cluster, job)

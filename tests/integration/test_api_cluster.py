@@ -114,6 +114,7 @@ class Env:
     api_key: str
     quota: str
     kube: Cluster
+    api_cluster: Cluster  # the API process's connection: every Kubernetes request it sends
     cleanup: list[str] = field(default_factory=list)
 
     def client(self, who: str | None) -> httpx.Client:
@@ -248,7 +249,19 @@ def _setup(cluster: str, kube: Cluster, tmp: Path, undo: list) -> Env:
     thread.start()
     undo.append(lambda: (setattr(server, "should_exit", True), thread.join(10)))
     wait_until(lambda: server.started, 20, 0.05, what="API server started")
-    e = Env(f"http://127.0.0.1:{port}", cluster, str(api_kc), a, b, system, tokens, key, f"q-{s}", kube)
+    e = Env(
+        f"http://127.0.0.1:{port}",
+        cluster,
+        str(api_kc),
+        a,
+        b,
+        system,
+        tokens,
+        key,
+        f"q-{s}",
+        kube,
+        api_cluster,
+    )
     undo.append(lambda: [kube.delete(path("Namespace", n)) for n in e.cleanup])
     return e
 
@@ -403,6 +416,97 @@ def test_api_list_and_describe_are_the_clis(env):
             admin.delete(f"/api/v1/jobs/{n}", params={"namespace": env.b, "force": True}).status_code == 200
         )
     assert a.delete(f"/api/v1/jobs/{ok}", params={"namespace": env.a}).status_code == 200
+
+
+# ----------------------------------------------------------------------------- requests per call
+class Requests:
+    """The Kubernetes requests the API sends: its Cluster's `request`, which every verb goes through
+    (the real client against the real API server, only counted)."""
+
+    def __init__(self, cluster: Cluster, monkeypatch: pytest.MonkeyPatch):
+        self.sent: list[str] = []
+        real = cluster.request
+
+        def counted(method: str, api_path: str, **kw):
+            self.sent.append(f"{method} {api_path}{'?' + str(kw['query']) if kw.get('query') else ''}")
+            return real(method, api_path, **kw)
+
+        monkeypatch.setattr(cluster, "request", counted)
+
+    def during(self, call):
+        """The requests `call` sent (the caller's authentication and RBAC answers warm: cached)."""
+        call()  # warm the authenticator's caches
+        self.sent.clear()
+        r = call()
+        assert r.status_code == 200, r.text
+        return list(self.sent)
+
+
+def test_describing_one_job_reads_only_that_job(env, monkeypatch):
+    """Issue 22: describe (and every lookup of one job: logs, stop, delete) reads the job by name, its
+    pods by owner label and its Workloads by Kueue's job-uid label, not every job of the namespace
+    (or of the cluster) to filter: 5 requests whatever else the namespace holds (they were 10: the
+    API found the job, then describe found it again, each time listing every job, pod and Workload)."""
+    admin = env.client("admin")
+    name = f"one-{uuid.uuid4().hex[:4]}"
+    others = [f"other-{i}-{uuid.uuid4().hex[:4]}" for i in range(2)]
+    text = "---\n".join(_training(n, env.a, gpu=0) for n in [name, *others])
+    assert admin.post("/api/v1/jobs", json={"yamlContent": text}).status_code == 201
+    wait_until(lambda: _job_status(admin, name, env.a) == "Running", 60, what="job Running")
+    count = Requests(env.api_cluster, monkeypatch)
+
+    sent = count.during(lambda: admin.get(f"/api/v1/jobs/{name}", params={"namespace": env.a}))
+    assert len(sent) == 5, sent
+    assert not any(other in r for r in sent for other in others)
+    # Every read names the job: by metadata.name, by owner label, or by its Workload's job-uid.
+    assert all(name in r or "job-uid" in r for r in sent), sent
+    # Without a namespace (a caller allowed cluster-wide reads): the same reads in every namespace.
+    sent = count.during(lambda: admin.get(f"/api/v1/jobs/{name}"))
+    assert len(sent) == 5, sent
+    # By the name of its pod, as `get jobs` prints it: one more read finds the pod's owner.
+    pod = next(
+        r["jobId"]
+        for r in admin.get("/api/v1/jobs", params={"namespace": env.a}).json()["items"]
+        if r["name"] == name
+    )
+    api = admin.get(f"/api/v1/jobs/{pod}", params={"namespace": env.a}).json()
+    assert api["name"] == name and api["status"] == "Running"
+    assert len(count.during(lambda: admin.get(f"/api/v1/jobs/{pod}", params={"namespace": env.a}))) == 9
+    # The same answer as the CLI's (which lists nothing either).
+    rc, out = _gpuctl(env.kubeconfig, "describe", "job", name, "-n", env.a, "-o", "json")
+    assert rc == 0
+    cli = json.loads(out)
+    for k in ("name", "status", "pool", "workload", "gpus", "why", "pods"):
+        assert api[k] == cli[k], k
+    # A Deployment (inference): its pods' own Workloads, by their job-uid, and its Service, by name.
+    inf = f"inf-{uuid.uuid4().hex[:4]}"
+    text = (
+        f"kind: inference\njob: {{name: {inf}, namespace: {env.a}}}\nenvironment: {{image: busybox}}\n"
+        "service: {port: 8000, replicas: 1}\nresources: {pool: inference-pool, gpu: 1, cpu: 1, memory: 1Gi}\n"
+    )
+    assert admin.post("/api/v1/jobs", json={"yamlContent": text}).status_code == 201
+
+    def described() -> dict:
+        return admin.get(f"/api/v1/jobs/{inf}", params={"namespace": env.a}).json()
+
+    # Running: nothing to explain, so no snapshot of the cluster is read (a waiting job's would be).
+    wait_until(
+        lambda: (d := described()).get("workload") and d["status"] == "Running", 60, what="inference Running"
+    )
+    sent = count.during(lambda: admin.get(f"/api/v1/jobs/{inf}", params={"namespace": env.a}))
+    assert len(sent) == 6 and any("/services/" in r for r in sent), sent
+
+    def listed() -> set[str]:
+        rows = admin.get("/api/v1/jobs", params={"namespace": env.a, "pageSize": 100}).json()["items"]
+        return {r["status"] for r in rows if r["name"] == inf}
+
+    # The same word as the listing's (read before and after: the pod may move on in between).
+    before, status, after = listed(), described()["status"], listed()
+    assert status in before | after, (before, status, after)
+    for n in [name, *others, inf]:
+        assert (
+            admin.delete(f"/api/v1/jobs/{n}", params={"namespace": env.a, "force": True}).status_code == 200
+        )
 
 
 # ----------------------------------------------------------------------------- admin-only changes

@@ -149,7 +149,10 @@ async def list_jobs(
     cluster = state(request).reader()  # the serve cache inside `gpuctl serve --api`
     if namespace:
         await require(request, caller, perms.jobs("list", namespace))
-    rows = await run(list_job_rows, cluster, namespace, pool=pool, kind=kind, selector=selector)
+    # row_item prints no REASON: none is judged.
+    rows = await run(
+        list_job_rows, cluster, namespace, pool=pool, kind=kind, selector=selector, reasons=False
+    )
     if not namespace:
         seen = await visible(request, caller, perms.jobs("list", None), {r.namespace for r in rows})
         rows = [r for r in rows if r.namespace in seen]
@@ -162,7 +165,7 @@ async def list_jobs(
 async def get_job(request: Request, caller: Me, jobId: JobName, namespace: NamespaceQ = None) -> JSON:
     job = await resolve(request, caller, jobId, namespace)
     perms = permissions(request, caller)  # why it waits: from what the caller may read, as in the CLI
-    d = await run(describe_job, state(request).cluster(), job.name, job.namespace, perms)
+    d = await run(describe_job, state(request).cluster(), job.name, job.namespace, perms, job=job)
     return JSON(d.as_dict())
 
 

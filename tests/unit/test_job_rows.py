@@ -1,0 +1,111 @@
+"""What reading jobs costs (issue 22), over the consistency test's jobs (every status: queued, preempted,
+inactive, QuotaReserved, finished, running, a Deployment's gated pod) answered by its fake API server:
+
+- one job found by name (`describe`, the API's get) reads only that job, and finds it in the same state
+  as the whole listing does;
+- `get jobs` decides each pod's status word once, and judges no REASON its caller does not print.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import gpuctl.domain.status as status_module
+from gpuctl.domain.status import WAITING_STATES
+from gpuctl.service.inventory import Inventory
+from gpuctl.service.jobs import collect_jobs, find_job, list_job_rows
+from tests.unit.test_consistency import CASES, NS, Case, FakeApiServer, _team_objects
+
+CONTROLLERS = ("Job", "Deployment", "StatefulSet")
+
+
+@pytest.fixture(params=CASES, ids=[c.id for c in CASES])
+def case(request) -> Case:
+    return request.param
+
+
+class Server(FakeApiServer):
+    def __init__(self, objects: list[dict]):
+        super().__init__(objects)
+        self.selectors: list[str] = []  # each list's selectors
+
+    def list(self, api_path: str, *, label_selector=None, field_selector=None, **kw) -> list[dict]:
+        self.selectors.append(f"{label_selector or ''} {field_selector or ''}")
+        return super().list(api_path, label_selector=label_selector, field_selector=field_selector, **kw)
+
+    def pending_in_local_queue(self, namespace: str, local_queue: str) -> None:
+        return None  # no visibility API: a waiting job's position is computed from the Workloads
+
+
+def _with_neighbours(case: Case) -> Server:
+    """The case's job beside every other case's job in the same namespace."""
+    return Server(_team_objects() + [o for c in CASES for o in c.objects])
+
+
+def _subject(case: Case) -> tuple[str, str]:
+    """The case's controller: (kind, name)."""
+    obj = next(o for o in case.objects if o["kind"] in CONTROLLERS)
+    return obj["kind"], obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize("namespace", [NS, None])
+def test_one_job_by_name_is_read_alone_and_in_the_listings_state(case: Case, namespace: str | None) -> None:
+    fake = _with_neighbours(case)
+    kind, name = _subject(case)
+    listed = next(j for j in collect_jobs(Inventory(fake, NS)) if j.name == name)
+    fake.listed.clear()
+    fake.selectors.clear()
+    job = find_job(fake, name, namespace)
+    assert (job.resource, job.name, job.status, job.reason) == (kind, name, listed.status, listed.reason)
+    assert job.status == case.status
+    assert [p["metadata"]["uid"] for p in job.pods] == [p["metadata"]["uid"] for p in listed.pods]
+    assert job.workload == listed.workload
+    # A list per controller kind, the job's pods, its Workloads: whatever else the namespace holds.
+    assert fake.listed[:5] == [*CONTROLLERS, "Pod", "Workload"]
+    uid = job.obj["metadata"]["uid"]
+    assert [f"metadata.name={name}" in s for s in fake.selectors[:3]] == [True] * 3
+    assert f"={name}" in fake.selectors[3] and uid in fake.selectors[4], fake.selectors
+    # A job in the queue also reads its position (here computed from its queue's Workloads).
+    assert len(fake.listed) == 5 or job.status in WAITING_STATES, fake.listed
+
+
+def test_a_job_is_found_by_the_name_of_its_pod() -> None:
+    case = next(c for c in CASES if c.id == "deployment-pod-quota-reserved")
+    fake = _with_neighbours(case)
+    job = find_job(fake, "svc-7d9f-x1", NS)
+    assert (job.name, job.status) == ("svc", "QuotaReserved")
+    # No job has the pod's name: the pod names its owner, whose job is then read.
+    assert fake.listed[:9] == [*CONTROLLERS, "Pod", *CONTROLLERS, "Pod", "Workload"]
+
+
+def test_a_listing_decides_each_pods_word_once(monkeypatch) -> None:
+    fake = _with_neighbours(CASES[0])
+    pods = sum(1 for o in fake.objects if o["kind"] == "Pod")
+    calls: list[str] = []
+    printed = status_module.printed_pod_status
+
+    def counted(pod):
+        calls.append(pod["metadata"]["name"])
+        return printed(pod)
+
+    # kubectl's STATUS of a pod, which every status word starts from (gpuctl.domain.status.pod_status).
+    monkeypatch.setattr(status_module, "printed_pod_status", counted)
+    rows = list_job_rows(fake, None)
+    assert sorted(calls) == sorted(o["metadata"]["name"] for o in fake.objects if o["kind"] == "Pod")
+    assert len(calls) == pods >= 2
+    statuses = {r.job_id: r.status for r in rows}
+    assert statuses["run-abcde"] == "Running" and statuses["svc-7d9f-x1"] == "QuotaReserved"
+
+
+def test_rows_without_reasons_judge_none() -> None:
+    fake = _with_neighbours(CASES[0])
+    judged = list_job_rows(fake, None)
+    assert "Node" in fake.listed  # the snapshot a waiting job's reason is judged against
+    assert {r.job_id: r.reason for r in judged}["queued"]
+    fake.listed.clear()
+    rows = list_job_rows(fake, None, reasons=False)
+    assert [r.reason for r in rows] == [""] * len(rows)
+    assert [(r.job_id, r.status, r.position) for r in rows] == [
+        (r.job_id, r.status, r.position) for r in judged
+    ]
+    assert "Node" not in fake.listed  # no snapshot of the cluster was built
