@@ -191,20 +191,37 @@ build_kind() {
 }
 
 T0=$(date +%s)
-step "etcd $ETCD_VERSION" "$CACHE/bin/etcd-$ETCD_VERSION" build_etcd
-step "kwok $KWOK_VERSION" "$CACHE/bin/kwok-$KWOK_VERSION" build_kwok
-step "kueue $KUEUE_VERSION" "$CACHE/bin/kueue-$KUEUE_VERSION" build_kueue
-step "kubernetes $K8S_VERSION" "$CACHE/bin/k8s-$K8S_VERSION" build_k8s
-step "kueuectl $KUEUE_VERSION" "$CACHE/bin/kueuectl-$KUEUE_VERSION" build_kueuectl
-step "helm $HELM_VERSION" "$CACHE/bin/helm-$HELM_VERSION" build_helm
-step "kind-validate $KIND_VERSION" "$CACHE/bin/kind-validate-$KIND_VERSION" build_kind_validate
-if [[ "${GPUCTL_BUILD_KIND:-0}" == 1 ]]; then step "kind $KIND_VERSION" "$CACHE/bin/kind-$KIND_VERSION" build_kind; fi
 PAUSE_KEY=$(cat "$HERE/pause/main.go" "$HERE/oci_archive.py" | sha256sum | cut -c1-16)
 PAUSE_IMAGE="localhost/gpuctl-testbed/pause:$PAUSE_KEY"
-if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
-  step "kubelet $K8S_VERSION" "$CACHE/bin/kubelet-$K8S_VERSION" build_kubelet
-  step "pause image $PAUSE_KEY" "$CACHE/bin/pause-$PAUSE_KEY" build_pause
-fi
+# Two lanes at once: a Go build keeps 2 cores busy only while it compiles (module downloads and the
+# single-threaded links of kube-apiserver and kueue leave one idle). Cold, on 2 cores: 1,063 s one step
+# after another (1.3 cores busy), 850 s in two lanes (1.85). Each lane's steps use their own scratch
+# modules; the Go caches are safe to share.
+lane_kubernetes() {
+  step "kubernetes $K8S_VERSION" "$CACHE/bin/k8s-$K8S_VERSION" build_k8s
+  if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
+    step "kubelet $K8S_VERSION" "$CACHE/bin/kubelet-$K8S_VERSION" build_kubelet
+  fi
+  step "helm $HELM_VERSION" "$CACHE/bin/helm-$HELM_VERSION" build_helm
+  step "kind-validate $KIND_VERSION" "$CACHE/bin/kind-validate-$KIND_VERSION" build_kind_validate
+  if [[ "${GPUCTL_BUILD_KIND:-0}" == 1 ]]; then step "kind $KIND_VERSION" "$CACHE/bin/kind-$KIND_VERSION" build_kind; fi
+}
+lane_kueue() {
+  step "etcd $ETCD_VERSION" "$CACHE/bin/etcd-$ETCD_VERSION" build_etcd
+  step "kwok $KWOK_VERSION" "$CACHE/bin/kwok-$KWOK_VERSION" build_kwok
+  step "kueue $KUEUE_VERSION" "$CACHE/bin/kueue-$KUEUE_VERSION" build_kueue
+  step "kueuectl $KUEUE_VERSION" "$CACHE/bin/kueuectl-$KUEUE_VERSION" build_kueuectl
+  if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
+    step "pause image $PAUSE_KEY" "$CACHE/bin/pause-$PAUSE_KEY" build_pause
+  fi
+}
+# Each lane in a subshell (the build functions cd); a failed step fails its lane (set -e) and the build.
+(lane_kubernetes) & lane_a=$!
+(lane_kueue) & lane_b=$!
+rc=0
+wait "$lane_a" || rc=$?
+wait "$lane_b" || rc=$?
+if (( rc != 0 )); then echo "build: a step failed (exit $rc); see above" >&2; exit "$rc"; fi
 {
   echo "KUEUE_DIR=$(go mod download -json "sigs.k8s.io/kueue@v$KUEUE_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
   echo "PAUSE_DIR=$CACHE/bin/pause-$PAUSE_KEY"
