@@ -346,6 +346,11 @@ class Inventory:
                 out.setdefault(ref["uid"], []).append(wl)
         return out
 
+    def pod_workload(self, pod: dict, job_workload: dict | None) -> dict | None:
+        """The Workload a pod is judged by: a Deployment's pod has a Workload of its own; a Job's or
+        StatefulSet's pods share their job's (`job_workload`)."""
+        return (self.workloads_by_owner_uid.get(pod["metadata"]["uid"]) or [job_workload])[0]
+
     @cached_property
     def positions(self) -> dict[str, int]:
         """Owner UID (a Job's, a StatefulSet's, a Deployment pod's) -> 1-based position of its waiting

@@ -109,12 +109,7 @@ def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
     for resource, obj in inv.controllers:
         pods = inv.pods_of(resource, obj)
         wl = inv.workload_of(resource, obj, pods)
-        # A Deployment's pod has a Workload of its own; a Job's or StatefulSet's pods share the job's.
-        own = inv.workloads_by_owner_uid  # read by workload_of already: no request of its own
-        words = {}
-        for p in pods:
-            uid = p["metadata"]["uid"]
-            words[uid] = pod_status(p, (own.get(uid) or [wl])[0])
+        words = {p["metadata"]["uid"]: pod_status(p, inv.pod_workload(p, wl)) for p in pods}
         st = job_status(resource, obj, wl, pods, list(words.values()))
         pos = _position(inv, wl) if positions else None
         jobs.append(Job(_kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos, pod_words=words))
@@ -221,9 +216,8 @@ def list_job_rows(
             continue
         for pod in sorted(shown, key=lambda p: p["metadata"]["name"]):
             r, t = pod_ready(pod)
-            uid = pod["metadata"]["uid"]
-            pod_wl = (inv.workloads_by_owner_uid.get(uid) or [job.workload])[0]
-            st = job.pod_words[uid]
+            pod_wl = inv.pod_workload(pod, job.workload)
+            st = job.pod_words[pod["metadata"]["uid"]]
             if job.resource == "Job" and job.status in WAITING_STATES and st in (State.PENDING, State.QUEUED):
                 st = job.status
             wl_pos = None
