@@ -151,9 +151,11 @@ TAS_UNCONSTRAINED: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 # IsExplicitTAS in pkg/util/tas plus the unconstrained one). A pod set with none of them is never
 # admitted on gpuctl's TAS-only pool flavors, so the topology MutatingAdmissionPolicy adds
 # TAS_UNCONSTRAINED to raw work in team namespaces that carries none (admission/topology.py).
+TAS_REQUIRED: Final = "kueue.x-k8s.io/podset-required-topology"
+TAS_PREFERRED: Final = "kueue.x-k8s.io/podset-preferred-topology"
 TAS_REQUEST_KEYS: Final = (
-    "kueue.x-k8s.io/podset-required-topology",
-    "kueue.x-k8s.io/podset-preferred-topology",
+    TAS_REQUIRED,
+    TAS_PREFERRED,
     TAS_UNCONSTRAINED,
     "kueue.x-k8s.io/podset-slice-required-topology",
     "kueue.x-k8s.io/podset-slice-required-topology-constraints",
@@ -379,3 +381,29 @@ ACTOR_DEFRAG: Final = "gpuctl-serve (defrag)"
 # The Grafana dashboards filter every query on it (`cluster=~"$cluster"`, All = `.*`, which an absent label
 # matches too). docs/metrics.md, "Several clusters".
 METRICS_CLUSTER_LABEL: Final = "cluster"
+
+# ----------------------------------------------------------------------------- gang (issue 31)
+# Multi-node training (docs/distributed.md; gpuctl.builders.gang, gpuctl.domain.gang). A `kind: training`
+# with resources.nodes: N > 1 is an Indexed Job of N pods (one Kueue Workload counting N: quota for all or
+# none), a headless Service svc-<job> and the launcher environment below in every container.
+# The Job controller's annotation (and env JOB_COMPLETION_INDEX) holding a pod's index: its rank.
+JOB_COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
+# torchrun's default rendezvous port (Kubeflow Trainer's torch plugin uses it too).
+GANG_MASTER_PORT: Final = 29500
+GANG_PORT_NAME: Final = "rendezvous"
+# The launcher environment, name -> meaning (docs/distributed.md prints this table; a user's own `env`
+# entry of the same name wins). torchrun reads the PET_* form of its flags; DeepSpeed, Lightning and
+# accelerate the plain ones.
+GANG_ENV: Final = {
+    "PET_NNODES": "number of pods (nodes), N",
+    "PET_NPROC_PER_NODE": "processes per pod: resources.gpu (1 for a CPU-only job)",
+    "PET_NODE_RANK": "this pod's rank, 0..N-1 (its completion index)",
+    "PET_MASTER_ADDR": "rank 0's host name, <job>-0.svc-<job>",
+    "PET_MASTER_PORT": f"rank 0's rendezvous port, {GANG_MASTER_PORT}",
+    "MASTER_ADDR": "same as PET_MASTER_ADDR",
+    "MASTER_PORT": "same as PET_MASTER_PORT",
+    "WORLD_SIZE": "number of pods, N (torchrun sets its workers' own WORLD_SIZE = N x nproc)",
+    "NODE_RANK": "same as PET_NODE_RANK",
+}
+# Variables whose value is the pod's rank (a fieldRef on JOB_COMPLETION_INDEX_ANNOTATION).
+GANG_RANK_ENV: Final = ("PET_NODE_RANK", "NODE_RANK")
