@@ -407,3 +407,12 @@ GANG_ENV: Final = {
 }
 # Variables whose value is the pod's rank (a fieldRef on JOB_COMPLETION_INDEX_ANNOTATION).
 GANG_RANK_ENV: Final = ("PET_NODE_RANK", "NODE_RANK")
+# A pool's network topology (kind: pool `topology`): at most this many node-label levels above the node
+# (Kueue's Topology takes 16 levels, the node's hostname being the last one).
+MAX_TOPOLOGY_LEVELS: Final = 15
+# On a pool's ResourceFlavor: its topology levels above the node, comma-separated, outermost first (the
+# flavor's topologyName names the Kueue Topology holding them plus kubernetes.io/hostname).
+POOL_TOPOLOGY_ANNOTATION: Final = "runwhere.ai/topology"
+# The Kueue Topology of the pools whose levels are `levels` (none: TOPOLOGY_NAME): TOPOLOGY_PREFIX + a
+# hash of the levels, so pools with the same levels share one and a Topology (immutable) never changes.
+TOPOLOGY_PREFIX: Final = "gpuctl-topology-"

@@ -35,11 +35,13 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.gang import gang_note
 from gpuctl.domain.multicluster import refused_kind, remote_pools
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
 from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception, require
+from gpuctl.service.gang_facts import gang_pool_facts
 from gpuctl.service.inventory import JOB_SELECTOR, MANAGED_SELECTOR
 from gpuctl.service.plan import object_label
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
@@ -186,7 +188,7 @@ def _precheck_jobs(
             raise NotFound(
                 f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
             )
-        planned[i] = build(spec, ns)
+        planned[i] = build(spec, ns, gang_pool_facts(where, spec, flavors, docs))
     _check_names(cluster, reader, docs, planned, action)
     return planned
 
@@ -507,7 +509,7 @@ def _write_objects(
                 for o in reversed(done):
                     cluster.delete(path(o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]))
             raise
-        return [f"{_label(o)} created" for o in objs]
+        return [f"{_label(o)} created{gang_note(o)}" for o in objs]
     lines = []
     for o in objs:
         meta = o["metadata"]
@@ -515,7 +517,7 @@ def _write_objects(
         if existing is None:
             if writes:
                 cluster.create(o, dry_run=server_dry)
-            lines.append(f"{_label(o)} created")
+            lines.append(f"{_label(o)} created{gang_note(o)}")
             continue
         if (existing["metadata"].get("annotations") or {}).get(SPEC_HASH) == meta["annotations"][SPEC_HASH]:
             lines.append(f"{_label(o)} unchanged")

@@ -202,4 +202,11 @@ class TrainingResources(Resources):
                 "remove resources.topology, or set resources.nodes to 2 or more",
                 at="topology",
             )
+        if self.topology is not None and self.any_pool:
+            raise fail(
+                "topology_any_pool",
+                f"{self.topology} is a level of one pool's topology; this job may run in several pools",
+                "name one pool (resources.pool: P) or remove resources.topology",
+                at="topology",
+            )
         return self

@@ -8,7 +8,18 @@ import yaml
 from gpuctl.builders import PoolFacts, build
 from gpuctl.builders.gang import topology_level
 from gpuctl.constants import GANG_ENV, TAS_PREFERRED, TAS_REQUIRED, TAS_UNCONSTRAINED
+from gpuctl.domain.gang import (
+    default_topology,
+    gang_nodes,
+    gang_note,
+    gang_pods,
+    nodes_missing_levels,
+    pool_topology,
+    rank_rows,
+)
+from gpuctl.domain.status import gang_status
 from gpuctl.spec import SpecError, load_text
+from queues import resource_flavor, topology, topology_name
 
 RACKS = ("example.com/block", "example.com/rack")
 
@@ -93,7 +104,10 @@ def test_failure_policy_fails_the_whole_gang_but_not_on_disruption() -> None:
     spec = job["spec"]
     assert spec["backoffLimit"] == 0 and spec["podReplacementPolicy"] == "Failed"
     rules = spec["podFailurePolicy"]["rules"]
-    assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert rules[0] == {
+        "action": "Ignore",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+    }
     assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["operator"] == "NotIn"
 
 
@@ -146,3 +160,106 @@ def test_numnodes_alias_and_name_length() -> None:
     assert err.value.issues[0].field == "job.name"
     (doc,) = load_text(_doc({}, name="x" * 63))  # one node: no Service, the usual limit
     assert doc.spec.job.name == "x" * 63
+
+
+# ----------------------------------------------------------------------------- pools' topology
+def _pool(topology: object) -> str:
+    return yaml.safe_dump({"kind": "pool", "pool": {"name": "p"}, "nodes": {"n1": {}}, "topology": topology})
+
+
+def test_pool_topology_levels() -> None:
+    (doc,) = load_text(_pool(["example.com/block", "example.com/rack"]))
+    assert doc.spec.topology == ["example.com/block", "example.com/rack"]
+    (doc,) = load_text(_pool("example.com/rack"))
+    assert doc.spec.topology == ["example.com/rack"]
+    (doc,) = load_text(yaml.safe_dump({"kind": "pool", "pool": {"name": "p"}}))
+    assert doc.spec.topology is None  # the well-known levels its nodes carry, at creation
+
+
+@pytest.mark.parametrize(
+    ("levels", "field", "words"),
+    [
+        (["example.com/rack", "bad key!"], "topology[1]", "not a node label key"),
+        (["kubernetes.io/hostname"], "topology[0]", "always the lowest level"),
+        (["example.com/rack", "example.com/rack"], "topology[1]", "twice"),
+        ([f"example.com/l{i}" for i in range(16)], "topology", "at most 15"),
+    ],
+)
+def test_pool_topology_refused(levels: list[str], field: str, words: str) -> None:
+    with pytest.raises(SpecError) as err:
+        load_text(_pool(levels))
+    (issue,) = err.value.issues
+    assert issue.field == field and words in issue.message
+
+
+def test_topology_needs_one_pool() -> None:
+    with pytest.raises(SpecError) as err:
+        load_text(_doc({"nodes": 2, "topology": "rack", "pool": ["a", "b"]}))
+    assert err.value.issues[0].field == "resources.topology"
+
+
+def test_kueue_topology_and_flavor_of_a_pool() -> None:
+    flat, racks = topology(), topology(RACKS)
+    assert flat["metadata"]["name"] == "gpuctl-nodes" == topology_name(())
+    assert flat["spec"]["levels"] == [{"nodeLabel": "kubernetes.io/hostname"}]
+    assert [lv["nodeLabel"] for lv in racks["spec"]["levels"]] == [*RACKS, "kubernetes.io/hostname"]
+    assert racks["metadata"]["name"].startswith("gpuctl-topology-")
+    assert topology_name(RACKS) != topology_name(RACKS[::-1])  # levels are ordered
+    rf = resource_flavor("p", levels=RACKS)
+    assert rf["spec"]["topologyName"] == racks["metadata"]["name"]
+    assert pool_topology(rf) == RACKS
+    assert pool_topology(resource_flavor("p")) == ()
+
+
+def _node(name: str, **node_labels: str) -> dict:
+    return {"metadata": {"name": name, "labels": node_labels}}
+
+
+def test_default_topology_is_a_well_known_hierarchy_every_node_carries() -> None:
+    gke = {"cloud.google.com/gce-topology-block": "b1", "cloud.google.com/gce-topology-subblock": "s1"}
+    assert default_topology([_node("a", **gke), _node("b", **gke)]) == tuple(gke)
+    assert default_topology([_node("a", **gke), _node("b")]) == ()
+    assert default_topology([]) == ()
+    assert nodes_missing_levels([_node("a", **{RACKS[0]: "b"}), _node("b")], RACKS) == {
+        "a": [RACKS[1]],
+        "b": list(RACKS),
+    }
+
+
+# ----------------------------------------------------------------------------- gangs as read back
+def _pod(name: str, rank: int | None, owner: str = "u1", phase: str = "Running", node: str = "") -> dict:
+    ann = {} if rank is None else {"batch.kubernetes.io/job-completion-index": str(rank)}
+    return {
+        "metadata": {"name": name, "annotations": ann, "ownerReferences": [{"uid": owner}]},
+        "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase},
+    }
+
+
+def test_gang_size_ranks_and_words() -> None:
+    (job, _svc) = _build({"nodes": 2})
+    job["metadata"]["uid"] = "u1"
+    assert gang_nodes(job) == 2 and gang_note(job) == " (2 nodes x 8 GPUs = 16 GPUs)"
+    (one,) = _build({})
+    assert gang_nodes(one) == 1 and gang_note(one) == ""
+    assert gang_nodes({"spec": {"completionMode": "Indexed", "parallelism": 4, "completions": 2}}) == 2
+    pods = [
+        _pod("j-1-x", 1),
+        _pod("old-0", 0, owner="u0"),
+        _pod("j-0-y", 0),
+        _pod("j-0-z", 0, phase="Failed"),
+    ]
+    assert [p["metadata"]["name"] for p in gang_pods(job, pods)] == ["j-0-y", "j-1-x"]
+    assert gang_status("Pending", ["Running", "Running"]) == "Running"
+    assert gang_status("Pending", ["Running", "Pending"]) == "Partially Running"
+    assert gang_status("Pending", ["Running", "ImagePullBackOff"]) == "ImagePullBackOff"
+    assert gang_status("Queued", ["Queued"]) == "Queued"
+
+
+def test_rank_rows_name_each_ranks_domains() -> None:
+    nodes = {"n1": _node("n1", **{RACKS[0]: "b1", RACKS[1]: "r1"}), "n2": _node("n2", **{RACKS[0]: "b1"})}
+    rows = rank_rows([_pod("p1", 1, node="n2"), _pod("p0", 0, node="n1")], nodes, RACKS)
+    assert rows == [
+        {"rank": 0, "pod": "p0", "node": "n1", "domains": {RACKS[0]: "b1", RACKS[1]: "r1"}},
+        {"rank": 1, "pod": "p1", "node": "n2", "domains": {RACKS[0]: "b1", RACKS[1]: "-"}},
+    ]
