@@ -134,3 +134,48 @@ def rank_rows(
             }
         )
     return rows
+
+
+def level_domains(nodes: Iterable[Mapping[str, Any]], level: str) -> dict[str, list[str]]:
+    """Domain (the node's value of label `level`) -> its node names; nodes without the label are in none."""
+    out: dict[str, list[str]] = {}
+    for n in nodes:
+        value = labels(n).get(level)
+        if value is not None:
+            out.setdefault(value, []).append(name(n))
+    return out
+
+
+def fits_in_one(free: Mapping[str, int], domains: Mapping[str, Sequence[str]], pods: int, gpus: int) -> bool:
+    """Whether one domain has `pods` nodes with `gpus` free GPUs each (one pod per node)."""
+    return any(sum(free.get(n, 0) >= gpus for n in members) >= pods for members in domains.values())
+
+
+def gang_wait_message(
+    pool: str,
+    pods: int,
+    gpus: int,
+    free: Mapping[str, int],
+    level: str = "",
+    domains: Mapping[str, Sequence[str]] | None = None,
+) -> str:
+    """Why a gang waits for room: "needs 2 nodes with 8 free GPUs in one rack; 1 has 8 free" (the
+    nodes of the pool with that much free, in the best domain of its required level)."""
+    fitting = {n for n, f in free.items() if f >= gpus}
+    total = sum(max(f, 0) for f in free.values())
+    if level and domains is not None:
+        short = level.rsplit("/", 1)[-1]
+        best, count = max(
+            ((d, sum(n in fitting for n in m)) for d, m in sorted(domains.items())),
+            key=lambda x: x[1],
+            default=("", 0),
+        )
+        where = f"; the most in one {short} is {count} ({best})" if best else f"; no node has a {short} label"
+        return (
+            f"needs {pods} nodes with {gpus} free GPUs in one {short} of {pool}; {len(fitting)} "
+            f"{'has' if len(fitting) == 1 else 'have'} {gpus} free{where} ({total} GPUs free in all)"
+        )
+    return (
+        f"needs {pods} nodes with {gpus} free GPUs in {pool}; {len(fitting)} "
+        f"{'has' if len(fitting) == 1 else 'have'} {gpus} free ({total} GPUs free in all)"
+    )
