@@ -379,3 +379,13 @@ ACTOR_DEFRAG: Final = "gpuctl-serve (defrag)"
 # The Grafana dashboards filter every query on it (`cluster=~"$cluster"`, All = `.*`, which an absent label
 # matches too). docs/metrics.md, "Several clusters".
 METRICS_CLUSTER_LABEL: Final = "cluster"
+
+# ----------------------------------------------------------------------------- YAML limits (issue 33)
+# What one gpuctl YAML text may be, for `gpuctl create|apply|delete -f` and the REST API alike
+# (gpuctl.spec.limits checks both before loading; the API's request models cap yamlContent the same).
+# 1 MiB of YAML is thousands of jobs; a file past it is a mistake (the API server refuses objects past
+# 3 MiB anyway, by closing the connection: "EOF occurred in violation of protocol").
+YAML_MAX_BYTES: Final = 1024 * 1024
+# Aliases can make a 1 KB document expand into billions of nodes ("billion laughs"): count the expanded
+# size before constructing anything (10 nested levels took 28 s and 2.2 GB before the limit).
+YAML_MAX_EXPANDED_NODES: Final = 200_000
