@@ -172,6 +172,7 @@ TRANSIENT_TAINT_KEYS: Final = frozenset(
         "DeletionCandidateOfClusterAutoscaler",
         "karpenter.sh/disrupted",
         "karpenter.sh/disruption",
+        "runwhere.ai/set-aside",  # SET_ASIDE_TAINT_KEY (issue 31): never tolerated by a pool's flavor
     }
 )
 # The taint gpuctl puts on every pool node (issue 26): `runwhere.ai/pool=<pool>:NoSchedule`. The pool's
@@ -448,3 +449,12 @@ POOL_TOPOLOGY_ANNOTATION: Final = "runwhere.ai/topology"
 # The Kueue Topology of the pools whose levels are `levels` (none: TOPOLOGY_NAME): TOPOLOGY_PREFIX + a
 # hash of the levels, so pools with the same levels share one and a Topology (immutable) never changes.
 TOPOLOGY_PREFIX: Final = "gpuctl-topology-"
+# No starvation (docs/distributed.md, "No starvation"): `gpuctl serve --defrag POOLS` sets whole nodes aside
+# for the oldest waiting multi-node job of each pool, with this NoSchedule taint (value: the gang's
+# namespace). Kueue places nothing new there but a gang (every gang's pods tolerate it); what runs there
+# keeps running (the Kueue configuration turns TASReplaceNodeOnNodeTaints off). The node annotation names
+# the gang; serve removes both once the gang holds quota or stops waiting.
+SET_ASIDE_TAINT_KEY: Final = "runwhere.ai/set-aside"
+SET_ASIDE_FOR_ANNOTATION: Final = "runwhere.ai/set-aside-for"
+# A gang must have waited this long (Kueue had its cycles) before nodes are set aside for it.
+SET_ASIDE_SETTLE_SECONDS: Final = 30.0

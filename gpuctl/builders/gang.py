@@ -30,6 +30,7 @@ from gpuctl.constants import (
     GANG_PORT_NAME,
     GANG_RANK_ENV,
     JOB_COMPLETION_INDEX_ANNOTATION,
+    SET_ASIDE_TAINT_KEY,
     TAS_PREFERRED,
     TAS_REQUIRED,
     TAS_UNCONSTRAINED,
@@ -125,6 +126,10 @@ def make_gang(job: dict, spec: TrainingSpec, pool: PoolFacts) -> None:
     annotations.pop(TAS_UNCONSTRAINED, None)
     annotations.update(topology_annotation(spec, pool))
     template["spec"]["subdomain"] = service_name(spec.job.name)
+    # Nodes `gpuctl serve --defrag` set aside for the oldest waiting gang (docs/distributed.md).
+    template["spec"].setdefault("tolerations", []).append(
+        {"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+    )
     container = template["spec"]["containers"][0]
     user = container.get("env") or []
     container["env"] = [*launcher_env(spec, {e["name"] for e in user}), *user]
