@@ -224,19 +224,20 @@ def quota_transformations() -> list[dict]:
     return [{"input": r, "strategy": "Retain", "outputs": {QUOTA_GPU: str(resource_units(r))}} for r in names]
 
 
+def units_to_gpus(units: int) -> int | float:
+    """Budget units as GPUs: an int when whole (840 -> 1, 7 x 120 -> 1), else to the hundredth
+    (120 -> 0.14, 420 -> 0.5)."""
+    whole, rest = divmod(units, GPU_UNITS)
+    return whole if not rest else round(units / GPU_UNITS, 2)
+
+
 def units_as_gpus(units: int | str) -> str:
-    """Budget units as GPUs for people: 840 -> "1", 120 -> "0.14", 7*120 -> "1"."""
+    """units_to_gpus of a quantity (Kueue's status strings) as text; unreadable is "0"."""
     try:
-        u = int(units)
-    except (TypeError, ValueError):
-        try:
-            u = int(parse_quantity(str(units)))
-        except QuantityError:
-            return "0"
-    g = Fraction(u, GPU_UNITS)
-    if g.denominator == 1:
-        return str(g.numerator)
-    return f"{float(g):.2f}".rstrip("0").rstrip(".")
+        u = int(parse_quantity(str(units)))
+    except QuantityError:
+        return "0"
+    return str(units_to_gpus(u))
 
 
 # --- what a node advertises ------------------------------------------------------------------------
