@@ -406,3 +406,13 @@ GPU_UNITS: Final = 840
 # by its name, whatever a node's replicas; the NVIDIA GPU Operator's example uses 4). An admin who slices
 # N ways changes nvidia.com/gpu.shared's output in the Kueue configuration to GPU_UNITS/N.
 SHARED_REPLICAS_CHARGED: Final = 4
+
+# ----------------------------------------------------------------------------- YAML limits (issue 33)
+# What one gpuctl YAML text may be, for `gpuctl create|apply|delete -f` and the REST API alike
+# (gpuctl.spec.limits checks both before loading; the API's request models cap yamlContent the same).
+# 1 MiB of YAML is thousands of jobs; a file past it is a mistake (the API server refuses objects past
+# 3 MiB anyway, by closing the connection: "EOF occurred in violation of protocol").
+YAML_MAX_BYTES: Final = 1024 * 1024
+# Aliases can make a 1 KB document expand into billions of nodes ("billion laughs"): count the expanded
+# size before constructing anything (10 nested levels took 28 s and 2.2 GB before the limit).
+YAML_MAX_EXPANDED_NODES: Final = 200_000
