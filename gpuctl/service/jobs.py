@@ -61,6 +61,8 @@ class JobRow:
     reason: str = ""
     # A MultiKueue manager's job: the worker cluster running it, or the clusters it is offered to.
     cluster: str = ""
+    # The job's own labels (its controller's), what -l selects on and --show-labels prints.
+    labels: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -192,6 +194,7 @@ def list_job_rows(
             "pool": job_pool(job.obj) or "",
             "priority": labels.get(Labels.PRIORITY, ""),
             "queue": labels.get(Labels.KUEUE_QUEUE, ""),
+            "labels": dict(labels),
         }
         live = [p for p in job.pods if not pod_finished(p)]
         shown = job.pods if job.resource == "Job" else (live or job.pods)
