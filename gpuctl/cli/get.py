@@ -10,7 +10,16 @@ from __future__ import annotations
 import argparse
 import threading
 
-from gpuctl.cli.cmdutil import connect, guard, interruptible, note, or_dash, quota_gpu, scope
+from gpuctl.cli.cmdutil import (
+    connect,
+    guard,
+    interruptible,
+    job_object_name,
+    note,
+    or_dash,
+    quota_gpu,
+    scope,
+)
 from gpuctl.cli.errors import CommandError
 from gpuctl.constants import JOB_KINDS
 
@@ -129,16 +138,6 @@ def _job_cells(r, wide: bool, cluster_column: bool = False) -> list:
     return cells
 
 
-def job_object_name(item: dict) -> str:
-    """-o name of a job: its Kubernetes object's TYPE/NAME (job.batch/x, deployment.apps/y), as
-    `gpuctl stop -o name` prints it and kubectl reads it."""
-    from gpuctl.constants import KIND_TO_RESOURCE  # noqa: PLC0415 - lazy: CLI start-up
-
-    resource = KIND_TO_RESOURCE.get(item["kind"], "Job")
-    group = "batch" if resource == "Job" else "apps"
-    return f"{resource.lower()}.{group}/{item['name']}"
-
-
 @guard
 def get_jobs(args: argparse.Namespace) -> int:
     from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
@@ -170,7 +169,7 @@ def get_jobs(args: argparse.Namespace) -> int:
             items=[r.as_dict() for r in rows],
             headers=_job_columns(rows, wide),
             rows=[_job_cells(r, wide, cluster_column) for r in rows],
-            name=job_object_name,
+            name=lambda item: job_object_name(item["kind"], item["name"]),
             labels=lambda item: item["labels"],
             empty="No jobs found." if not namespace else f"No jobs found in {namespace} namespace.",
         ),

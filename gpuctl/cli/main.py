@@ -37,6 +37,7 @@ VERBS: dict[str, str] = {
     "get": "gpuctl.cli.get",
     "describe": "gpuctl.cli.describe",
     "logs": "gpuctl.cli.logs",
+    "wait": "gpuctl.cli.wait",
     "history": "gpuctl.cli.history",
     "stop": "gpuctl.cli.stop",
     "resume": "gpuctl.cli.resume",
@@ -265,12 +266,12 @@ def _readable_namespace(args: argparse.Namespace, e: Exception) -> str | None:
     if refused(e) is None:
         return None
     try:
-        from gpuctl.cluster import Cluster  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.cluster.config import namespace_scope  # noqa: PLC0415 - lazy: CLI start-up
 
         kubeconfig, context = getattr(args, "kubeconfig", None), getattr(args, "context", None)
         ns = namespace_scope(getattr(args, "namespace", None), kubeconfig=kubeconfig, context=context)
-        cluster = Cluster.connect(kubeconfig=kubeconfig, context=context)
+        cluster = connect(args)
         return ns if ns and permissions_of(cluster).allows("list", "jobs", "batch", ns) else None
     except Exception:  # the hint is a courtesy: never let it hide the error itself
         return None
