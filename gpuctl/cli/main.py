@@ -23,10 +23,13 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
 
 from gpuctl import __version__
 from gpuctl.cli.errors import CommandError
+
+TYPE_CHECKING = False  # typing itself is not imported at run time (CLI start-up: bench/cli.py)
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 # Verb -> the module that registers it (`register(subparsers, common)`), in `gpuctl --help`'s order. A
 # command imports only its own verb's module (build_parser(only=verb_of(argv))).
@@ -44,6 +47,7 @@ VERBS: dict[str, str] = {
     "label": "gpuctl.cli.label",
     "adopt": "gpuctl.cli.adopt",
     "version": "gpuctl.cli.version",
+    "completion": "gpuctl.cli.completion",
     "admission": "gpuctl.cli.admission_cmd",
     "api": "gpuctl.cli.api_cmd",
     "serve": "gpuctl.cli.serve",
@@ -225,6 +229,10 @@ def _configure_logging(verbose: int) -> None:
 def main(argv: Sequence[str] | None = None, services: Services | None = None) -> int:
     """Run one CLI command; `services` runs `serve` and `admission serve` (given by gpuctl.main)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["__complete"]:  # the completion scripts' question (gpuctl.cli.completion)
+        from gpuctl.cli.completion import complete  # noqa: PLC0415 - lazy: CLI start-up
+
+        return complete(argv[1:])
     verb = verb_of(argv)
     parser = build_parser(only=verb)
     parser.usage_hint = f"gpuctl {verb}" if verb in VERBS else "gpuctl"  # type: ignore[attr-defined]

@@ -252,14 +252,16 @@ CASES = [
         "allstructsSlice",
         "{.Bicycle}",
         STORE,
-        '[{"Color":"red","IsNew":true,"Price":19.95},{"Color":"green","IsNew":false,"Price":20.01}]',  # sorted keys
+        # sorted keys
+        '[{"Color":"red","IsNew":true,"Price":19.95},{"Color":"green","IsNew":false,"Price":20.01}]',
         False,
     ),
     (
         "allstructs",
         '{range .Bicycle[*]}{ @ }{ " " }{end}',
         STORE,
-        '{"Color":"red","IsNew":true,"Price":19.95} {"Color":"green","IsNew":false,"Price":20.01} ',  # sorted keys
+        # sorted keys
+        '{"Color":"red","IsNew":true,"Price":19.95} {"Color":"green","IsNew":false,"Price":20.01} ',
         False,
     ),
     (
@@ -499,7 +501,7 @@ def test_client_go_failures(name, template, message) -> None:
 # client-go's testJSONPathSortOutput: a map's values in any order
 def test_recursive_name_in_any_order() -> None:
     out = JSONPath("{..name}", allow_missing_keys=False).execute(NODES)
-    assert sorted(out.split()) == sorted("127.0.0.1 127.0.0.2 myself e2e".split())
+    assert sorted(out.split()) == sorted(["127.0.0.1", "127.0.0.2", "myself", "e2e"])
 
 
 # parser_test.go's failures
