@@ -4,7 +4,7 @@ each job reaches the state, as `kubectl wait --for=condition=complete job/x` doe
 Exit codes and lines as kubectl wait's: 0 and `job.batch/x condition met` per job when met; 1 with
 `error: timed out waiting for the condition on jobs/x` at the timeout (default 30s; 0: look once;
 a negative one: a week, as kubectl); 1 with `Error from server (NotFound): jobs "x" not found` when
-a job to wait for does not exist (`--for=deleted`: that is met at once).
+a job to wait for does not exist (`--for=deleted`: that is met at once, silently, as kubectl's).
 
 What each state means, from the job's status word (gpuctl.domain.status, the one `get jobs` shows):
 - admitted: Kueue admitted it (Admitted, Running, Partially Running, Succeeded; or its Workload is
@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
                 job = find_job(cluster, name, namespace)
             except NotFound:
                 if args.condition == "deleted":
-                    print(f"{shown.get(name, f'job/{name}')} condition met")
+                    if name in shown:  # never seen: nothing to say (kubectl's wait --for=delete)
+                        print(f"{shown[name]} condition met", flush=True)
                     pending.remove(name)
                     continue
                 raise CommandError(f'jobs "{name}" not found', reason="NotFound") from None

@@ -204,3 +204,46 @@ def test_watch_compares_cells_by_column_name() -> None:
     assert not get.changed_cells(row, {**row, "AGE": "2m"})  # an AGE tick alone prints nothing
     assert get.changed_cells(row, {**row, "IP": "10.0.0.2"})  # an IP change (9th column with CLUSTER)
     assert get.changed_cells(None, row)
+
+
+# ----------------------------------------------------------------------------- wait
+@pytest.mark.parametrize(
+    ("status", "admitted", "condition", "expected"),
+    [
+        ("Queued", False, "admitted", False),
+        ("QuotaReserved", False, "admitted", False),
+        ("Pending", True, "admitted", True),  # its Workload is Admitted, the pods not scheduled yet
+        ("Running", False, "admitted", True),
+        ("Succeeded", False, "admitted", True),
+        ("Failed", False, "admitted", None),
+        ("Admitted", False, "running", False),
+        ("Running", False, "running", True),
+        ("Failed", False, "running", None),
+        ("Running", False, "complete", False),
+        ("Succeeded", False, "complete", True),
+        ("Failed", False, "complete", None),
+        ("Failed", False, "failed", True),
+        ("Succeeded", False, "failed", None),
+        ("Running", False, "failed", False),
+    ],
+)
+def test_wait_conditions(status, admitted, condition, expected) -> None:
+    from gpuctl.cli.wait import reached
+
+    assert reached(status, admitted, condition) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30s", 30), ("2m", 120), ("1h30m", 5400), ("0", 0), ("-1s", 604800)]
+)
+def test_wait_timeouts(text, seconds) -> None:
+    from gpuctl.cli.wait import timeout_seconds
+
+    assert timeout_seconds(text) == seconds
+
+
+def test_wait_refuses_a_bad_timeout() -> None:
+    from gpuctl.cli.wait import timeout_seconds
+
+    with pytest.raises(CommandError, match="invalid --timeout"):
+        timeout_seconds("soon")
