@@ -661,7 +661,8 @@ def test_a_team_member_reads_the_same_through_the_api_and_the_cli(env):
         def cli(kubeconfig: str, *args: str):
             rc, out = _gpuctl(kubeconfig, *args, "-o", "json")
             assert rc == 0, args
-            return json.loads(out)
+            doc = json.loads(out)
+            return doc["items"] if doc.get("kind") == "List" else doc  # `get` prints a v1 List
 
         for who, kubeconfig in (("member", member), ("admin", env.kubeconfig)):
             c = a if who == "member" else admin
@@ -742,7 +743,7 @@ def test_websocket_follows_logs_without_gaps_or_repeats(env):
     job = f"api-logs-{uuid.uuid4().hex[:5]}"
     assert a.post("/api/v1/jobs", json={"yamlContent": _training(job, env.a)}).status_code == 201
     wait_until(lambda: _job_status(a, job, env.a) == "Running", 60, what=f"{job} Running")
-    rc, out = _gpuctl(env.kubeconfig, "logs", job, "-n", env.a, "--tail", "-1")
+    rc, out = _gpuctl(env.kubeconfig, "logs", job, "-n", env.a, "--tail", "-1", "--timestamps")  # as the API
     assert rc == 0
     expected = out.splitlines()
     assert len(expected) >= 20
