@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,7 @@ from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exc
 from gpuctl.service.gang_facts import gang_pool_facts
 from gpuctl.service.inventory import JOB_SELECTOR, MANAGED_SELECTOR
 from gpuctl.service.plan import object_label
+from gpuctl.service.sharing import share_facts
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 
 if TYPE_CHECKING:
@@ -174,6 +175,11 @@ def _precheck_jobs(
             )
         allowed = spec.resources.pools_allowed
         if allowed is None or len(allowed) > 1:
+            if spec.resources.gpu_share is not None:
+                raise ServiceError(
+                    f"{where}: resources.gpu-share needs one pool, whose GPUs' slices it names; "
+                    "set resources.pool to one pool"
+                )
             _check_any_pool(reader, where, spec.resources.gpu_type, allowed, pools)
             planned[i] = build(spec, ns)
             continue
@@ -188,7 +194,11 @@ def _precheck_jobs(
             raise NotFound(
                 f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
             )
-        planned[i] = build(spec, ns, gang_pool_facts(where, spec, flavors, docs))
+        facts = gang_pool_facts(where, spec, flavors, docs)
+        share = spec.resources.gpu_share
+        if share is not None:  # the slice of gpu-share, on the same pool (its topology kept)
+            facts = replace(share_facts(reader, where, pool, share), topology=facts.topology)
+        planned[i] = build(spec, ns, facts)
     _check_names(cluster, reader, docs, planned, action)
     return planned
 
