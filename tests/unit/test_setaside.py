@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gpuctl.constants import SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_TAINT_KEY
+from gpuctl.constants import GPU_UNITS, QUOTA_GPU, SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_TAINT_KEY
 from gpuctl.domain.setaside import plan_set_aside, set_aside_for, waiting_gangs
 
 RACK = "example.com/rack"
@@ -81,11 +81,11 @@ def _cq(ns: str, quota: int, used: int = 0) -> dict:
         "spec": {
             "resourceGroups": [
                 {
-                    "coveredResources": ["runwhere.ai/quota-gpu"],
+                    "coveredResources": [QUOTA_GPU],
                     "flavors": [
                         {
                             "name": "gpuctl-budget",
-                            "resources": [{"name": "runwhere.ai/quota-gpu", "nominalQuota": str(quota)}],
+                            "resources": [{"name": QUOTA_GPU, "nominalQuota": str(quota * GPU_UNITS)}],
                         }
                     ],
                 }
@@ -95,7 +95,7 @@ def _cq(ns: str, quota: int, used: int = 0) -> dict:
             "flavorsReservation": [
                 {
                     "name": "gpuctl-budget",
-                    "resources": [{"name": "runwhere.ai/quota-gpu", "total": str(used)}],
+                    "resources": [{"name": QUOTA_GPU, "total": str(used * GPU_UNITS)}],
                 }
             ]
         },
