@@ -321,7 +321,16 @@ def test_tenant_update_rules_agree_on_the_api_server(env, kube):
     made = wait_until(
         lambda: kube.list(path("Pod", namespace=env.ns), label_selector="job-name=made"), 30, what="its pod"
     )[0]
-    made = kube.get(path("Pod", made["metadata"]["name"], env.ns))  # with its kind (list items have none)
+    # Read it once kube-scheduler has bound it: a copy read before the binding, replaced after it, would
+    # take spec.nodeName away, which the API server refuses for that reason ("pod updates may not change
+    # fields other than ...") instead of the policy's.
+    made_path = path("Pod", made["metadata"]["name"], env.ns)
+
+    def bound() -> dict | None:
+        pod = kube.get(made_path)  # with its kind (list items have none)
+        return pod if pod["spec"].get("nodeName") else None
+
+    made = wait_until(bound, 60, what="its pod bound to a node")
     dropped = copy.deepcopy(made)
     del dropped["metadata"]["ownerReferences"]
     relabelled = copy.deepcopy(made)
