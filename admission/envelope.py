@@ -24,7 +24,7 @@ class Envelope:
     """One decoded request. `obj` and `old` are typed objects (old: UPDATE only); both None for DELETE and
     CONNECT, whose handling is the evaluator's."""
 
-    __slots__ = ("group", "kind", "obj", "old", "op", "request", "user")
+    __slots__ = ("gk", "group", "kind", "obj", "old", "op", "request", "user")
 
     def __init__(
         self,
@@ -38,16 +38,13 @@ class Envelope:
         self.request = request
         self.group = group
         self.kind = kind
+        self.gk = (group, kind)
         self.op = op
         self.obj = obj
         self.old = old
         user_info = request.get("userInfo")
         user = user_info.get("username") if type(user_info) is dict else None
         self.user: str = user if type(user) is str else ""
-
-    @property
-    def gk(self) -> tuple[str, str]:
-        return (self.group, self.kind)
 
     def namespace(self) -> str:
         """The request's namespace, else the object's own metadata.namespace."""

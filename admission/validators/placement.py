@@ -16,7 +16,7 @@ node matching is Kubernetes' own (gpuctl.domain.nodeaffinity).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from admission.rule_names import GPU_FITS_NODE, POOL_EXISTS, POOL_PLACEMENT
 from admission.state import ClusterState
@@ -39,19 +39,31 @@ _POOL = Labels.POOL
 Terms = list[Mapping[str, Any]]
 
 
-class Placement(NamedTuple):
+class Placement:
     """What a pod (template) says about where it runs."""
 
-    spec_path: str
-    selector: Mapping[str, str]
-    terms: Terms  # required node affinity terms, typed
-    node_name: str
-    # The one existing pool it names, the same wherever it is said (label, template label, nodeSelector).
-    pool: str | None
-    # Where a pool is named, when they disagree or name a pool that does not exist ((where, value), ...).
-    conflict: tuple[tuple[str, str], ...] = ()
-    # No single pool, but every required affinity term lists pools (gpuctl's `pool: [P, Q]`, issue 23).
-    any_pool: bool = False
+    __slots__ = ("any_pool", "conflict", "node_name", "pool", "selector", "spec_path", "terms")
+
+    def __init__(
+        self,
+        spec_path: str,
+        selector: Mapping[str, str],
+        terms: Terms,
+        node_name: str,
+        pool: str | None,
+        conflict: tuple[tuple[str, str], ...] = (),
+        any_pool: bool = False,
+    ) -> None:
+        self.spec_path = spec_path
+        self.selector = selector
+        self.terms = terms  # required node affinity terms, typed
+        self.node_name = node_name
+        # The one existing pool it names, the same wherever it is said (label, template label, nodeSelector).
+        self.pool = pool
+        # Where a pool is named, when they disagree or name a pool that does not exist ((where, value), ...).
+        self.conflict = conflict
+        # No single pool, but every required affinity term lists pools (gpuctl's `pool: [P, Q]`, issue 23).
+        self.any_pool = any_pool
 
     @property
     def selector_pool(self) -> str | None:
@@ -75,7 +87,7 @@ def placement_of(w: Work, state: ClusterState) -> Placement:
     said = label_pool if label_pool is not None else tmpl_pool if tmpl_pool is not None else selector_pool
     if said is None:
         any_pool = bool(terms) and all(term_requires(t, _POOL) for t in terms)
-        return Placement(sp, selector, terms, node_name, None, any_pool=any_pool)
+        return Placement(sp, selector, terms, node_name, None, (), any_pool)
     if (
         (tmpl_pool is None or tmpl_pool == said)
         and (selector_pool is None or selector_pool == said)
@@ -91,7 +103,7 @@ def placement_of(w: Work, state: ClusterState) -> Placement:
         )
         if v is not None
     )
-    return Placement(sp, selector, terms, node_name, None, conflict=sources)
+    return Placement(sp, selector, terms, node_name, None, sources)
 
 
 def check_pool_exists(p: Placement, state: ClusterState) -> list[Violation]:
@@ -163,20 +175,20 @@ def check_pool_placement(p: Placement, state: ClusterState, warn: list[str]) -> 
                     f"{POOL_PLACEMENT}: nodeName={p.node_name} pool={pool}",
                 )
             )
-    out += _selector_outside_pool(p, pool, state, warn)
+    # Any nodeSelector key besides the pool's, or any other condition in the terms.
+    if len(p.selector) > (selector_pool is not None) or (
+        terms and any(has_other_conditions(t, _POOL) for t in terms)
+    ):
+        out += _selector_outside_pool(p, pool, state, warn)
     return out
 
 
 def _selector_outside_pool(p: Placement, pool: str, state: ClusterState, warn: list[str]) -> list[Violation]:
-    """A nodeSelector/affinity that matches no node of the pool: denied when it matches other pools' nodes
-    (the pool is wrong), warned when it matches none yet."""
+    """A nodeSelector/affinity that says more than the pool and matches no node of it: denied when it matches
+    other pools' nodes (the pool is wrong), warned when it matches none yet."""
     selector, terms = p.selector, p.terms
     members = state.pool_nodes.get(pool, ())
-    # Any nodeSelector key besides the pool's, or any other condition in the terms.
-    extra = len(selector) > (p.selector_pool is not None) or (
-        bool(terms) and any(has_other_conditions(t, _POOL) for t in terms)
-    )
-    if not extra or not members or any(node_matches(n.name, n.labels, selector, terms) for n in members):
+    if not members or any(node_matches(n.name, n.labels, selector, terms) for n in members):
         return []
     elsewhere = sorted(
         {
