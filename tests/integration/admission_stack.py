@@ -42,6 +42,12 @@ def _policies() -> list[dict]:
     return catalog.team_policies()
 
 
+def has_module(name: str) -> bool:
+    """Whether this checkout's admission package has the module (looked up beside it: an editable install of
+    another checkout would otherwise answer for a module this one lacks)."""
+    return (Path(catalog.__file__).parents[1] / f"{name}.py").exists()
+
+
 @dataclass
 class AdmissionStack:
     kube: Cluster
