@@ -42,8 +42,8 @@ class HistoryOptions:
     def complete(cls, args: argparse.Namespace) -> Self:
         from gpuctl.cli.cmdutil import scope  # noqa: PLC0415 - lazy: CLI start-up
 
-        if args.json:
-            args.output = "json"
+        if args.json:  # history never printed a bare array: --json is -o json, a List with its items
+            args.output, args.json = "json", False
         return cls(args, scope(args))
 
     def validate(self) -> Self:
