@@ -51,6 +51,7 @@ from gpuctl.constants import (  # noqa: E402
     BUDGET_FLAVOR,
     COHORT_NAME,
     GPU_RESOURCE,
+    GPU_UNITS,
     QUOTA_GPU,
     TAS_UNCONSTRAINED,
     Labels,
@@ -336,7 +337,10 @@ def cohort_gpus(kube: Cluster) -> int:
     for group in c["spec"].get("resourceGroups") or []:
         for fl in group.get("flavors") or []:
             if fl["name"] == BUDGET_FLAVOR:
-                return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU))
+                return (
+                    int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU))
+                    // GPU_UNITS
+                )
     return -1
 
 

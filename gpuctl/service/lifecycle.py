@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuctl.builders import build
+from gpuctl.builders import WHOLE_GPUS, build
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import (
@@ -42,6 +42,7 @@ from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception, require
 from gpuctl.service.inventory import JOB_SELECTOR, MANAGED_SELECTOR
 from gpuctl.service.plan import object_label
+from gpuctl.service.sharing import share_facts
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 
 if TYPE_CHECKING:
@@ -172,6 +173,11 @@ def _precheck_jobs(
             )
         allowed = spec.resources.pools_allowed
         if allowed is None or len(allowed) > 1:
+            if spec.resources.gpu_share is not None:
+                raise ServiceError(
+                    f"{where}: resources.gpu-share needs one pool, whose GPUs' slices it names; "
+                    "set resources.pool to one pool"
+                )
             _check_any_pool(reader, where, spec.resources.gpu_type, allowed, pools)
             planned[i] = build(spec, ns)
             continue
@@ -186,7 +192,8 @@ def _precheck_jobs(
             raise NotFound(
                 f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
             )
-        planned[i] = build(spec, ns)
+        share = spec.resources.gpu_share
+        planned[i] = build(spec, ns, WHOLE_GPUS if share is None else share_facts(reader, where, pool, share))
     _check_names(cluster, reader, docs, planned, action)
     return planned
 

@@ -10,7 +10,7 @@ import pytest
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import path
-from gpuctl.constants import COHORT_NAME, QUOTA_GPU, Labels
+from gpuctl.constants import COHORT_NAME, GPU_UNITS, QUOTA_GPU, Labels
 from gpuctl.domain.gpus import workload_gpus
 from gpuctl.domain.workload import IN_QUEUE, job_pool, reserved_gpus, workload_state
 from tests.integration.conftest import wait_until
@@ -64,7 +64,7 @@ def _cohort_budget(kube) -> int:
     """GPUs the Cohort lends beyond the team quotas (all Ready GPUs less the quotas)."""
     cohort = kube.get(path("Cohort", COHORT_NAME))
     (fl,) = cohort["spec"]["resourceGroups"][0]["flavors"]
-    return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU))
+    return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU)) // GPU_UNITS
 
 
 def _pool_gpus(gpuctl) -> dict[str, int]:

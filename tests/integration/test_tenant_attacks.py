@@ -41,7 +41,15 @@ import yaml
 
 from gpuctl.cli.main import main as gpuctl_main
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import GPU_RESOURCE, PRIORITY_VALUE, QUOTA_GPU, TAS_UNCONSTRAINED, Labels, Priority
+from gpuctl.constants import (
+    GPU_RESOURCE,
+    GPU_UNITS,
+    PRIORITY_VALUE,
+    QUOTA_GPU,
+    TAS_UNCONSTRAINED,
+    Labels,
+    Priority,
+)
 from gpuctl.domain.gpus import pod_spec_gpus
 from tests.integration.admission_stack import AdmissionStack, has_module
 from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
@@ -175,7 +183,7 @@ def kueue_gpus(kube: Cluster, ns: str) -> int:
     for fl in (cq.get("status") or {}).get("flavorsReservation") or []:
         for r in fl.get("resources") or []:
             if r["name"] == QUOTA_GPU:
-                return int(r["total"])
+                return int(r["total"]) // GPU_UNITS
     return 0
 
 
