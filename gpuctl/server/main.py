@@ -336,6 +336,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             ctx.registry.register(ctx.defrag)
         if ctx.set_aside is not None:
             ctx.registry.register(ctx.set_aside)
+        if ctx.history is not None:
+            ctx.registry.register(ctx.history)
     return ctx
 
 
