@@ -201,7 +201,7 @@ def test_a_two_node_job_is_one_workload_placed_in_one_rack(gpuctl, kube, racks, 
     assert wait_until(lambda: _usage_matches(kube, racks.ns), 30, what="usage = held") == (16, 16)
 
     rc, out, err = gpuctl("get", "jobs", "-n", racks.ns, "-o", "json")
-    (row,) = [r for r in json.loads(out) if r["name"] == "pair"]
+    (row,) = [r for r in json.loads(out)["items"] if r["name"] == "pair"]
     assert (row["job_id"], row["ready"], row["node"].split(",")) == ("pair", "2/2", used)
     rc, out, err = gpuctl("describe", "job", "pair", "-n", racks.ns)
     assert rc == 0, err
@@ -304,7 +304,7 @@ def test_a_killed_rank_fails_the_whole_gang_and_frees_its_quota(gpuctl, kube, ra
         is True
     )
     rc, out, _ = gpuctl("get", "jobs", "-n", racks.ns, "-o", "json")
-    (row,) = [r for r in json.loads(out) if r["name"] == "crash"]
+    (row,) = [r for r in json.loads(out)["items"] if r["name"] == "crash"]
     assert row["status"] == "Failed"
     assert gpuctl("delete", "job", "crash", "-n", racks.ns)[0] == 0
 
