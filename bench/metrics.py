@@ -149,7 +149,7 @@ def job(i: int) -> dict:
             "suspend": True,
             "template": {
                 # Pool flavors are Topology Aware Scheduling flavors: Kueue admits only pod sets that ask
-                # for a topology (gpuctl's builders and admission/topology.py add this annotation).
+                # for a topology (gpuctl's builders and admission/policies/topology.py add this annotation).
                 "metadata": {"labels": {Labels.POOL: pool}, "annotations": {TAS_UNCONSTRAINED: "true"}},
                 "spec": {
                     "restartPolicy": "Never",

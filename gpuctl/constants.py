@@ -155,7 +155,7 @@ TAS_UNCONSTRAINED: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 # Every annotation by which a pod set asks Kueue for Topology Aware Scheduling (Kueue's
 # IsExplicitTAS in pkg/util/tas plus the unconstrained one). A pod set with none of them is never
 # admitted on gpuctl's TAS-only pool flavors, so the topology MutatingAdmissionPolicy adds
-# TAS_UNCONSTRAINED to raw work in team namespaces that carries none (admission/topology.py).
+# TAS_UNCONSTRAINED to raw work in team namespaces that carries none (admission/policies/topology.py).
 TAS_REQUEST_KEYS: Final = (
     "kueue.x-k8s.io/podset-required-topology",
     "kueue.x-k8s.io/podset-preferred-topology",
@@ -237,7 +237,7 @@ ROLE_ADMIN: Final = "gpuctl-admin"  # ClusterRoleBinding: everything
 VISIBILITY_GROUP: Final = "visibility.kueue.x-k8s.io"  # Kueue's pending-workloads API
 
 # ---------------------------------------------------------------------------------------------------------
-# holes (issue 26): what a tenant may not do in its own team namespace (admission/rules.py, admission.md).
+# holes (issue 26): what a tenant may not do in its own team namespace (admission/validators/, admission.md).
 
 # Host paths that hold device nodes: a pod mounting them reaches devices its resource requests never
 # asked for (on real hardware /dev/nvidia*), so Kueue would count 0 GPUs for it. Refused by the

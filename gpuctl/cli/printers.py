@@ -98,6 +98,21 @@ def emit(args: Any, listing: Listing) -> int:
     return 0
 
 
+def print_one(args: Any, doc: Any, name: str) -> bool:
+    """-o of one described object (`describe`): json|yaml the document, name its TYPE/NAME,
+    jsonpath on the document. False: no such output asked (print the description)."""
+    fmt, arg = fmt_of(getattr(args, "output", None))
+    if fmt in ("json", "yaml"):
+        print_data(doc, fmt)
+    elif fmt == "name":
+        print(name)
+    elif fmt in ("jsonpath", "jsonpath-file"):
+        sys.stdout.write(run_jsonpath(_template(fmt, arg), doc))
+    else:
+        return False
+    return True
+
+
 def labels_cell(labels: dict) -> str:
     """kubectl's LABELS column: k=v,... sorted by key, <none> when there is none."""
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"

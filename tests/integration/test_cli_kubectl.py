@@ -204,6 +204,11 @@ def test_get_jobs_is_a_list_with_names_and_jsonpath(team) -> None:
     )
     assert p.stdout.split() == ["long"]
     assert "LABELS" in gpuctl("get", "jobs", "-n", team, "--show-labels").stdout.splitlines()[0]
+    # describe: one object; -o name and jsonpath on its document
+    assert gpuctl("describe", "job", "long", "-n", team, "-o", "name").stdout == "job.batch/long\n"
+    assert gpuctl("describe", "job", "long", "-n", team, "-o", "jsonpath={.status}").stdout == "Running"
+    p = gpuctl("describe", "pool", "training-pool", "-o", "jsonpath={.name}")
+    assert (p.returncode, p.stdout) == (0, "training-pool"), p.stderr
 
 
 def test_not_found_and_usage_errors_exit_like_kubectl(team, kubectl) -> None:

@@ -25,7 +25,6 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from admission.rules import pod_gpus as webhook_pod_gpus
 from gpuctl.cli.main import main as cli_main
 from gpuctl.cluster import Cluster
 from gpuctl.cluster.paths import RESOURCES
@@ -38,6 +37,7 @@ from gpuctl.constants import (
     QUOTA_GPU,
     Labels,
 )
+from gpuctl.domain.gpus import pod_spec_gpus as webhook_pod_gpus
 from gpuctl.domain.workload import job_pool, reserved_gpus
 from gpuctl.server.api import create_app
 from gpuctl.server.api.auth import SAR_PATH, TOKEN_REVIEW_PATH, Authenticator
