@@ -34,6 +34,7 @@ from typing import Any
 from gpuctl.constants import (
     GPU_RESOURCE,
     GPU_UNITS,
+    LEGACY_QUOTA_GPU,
     MIG_RESOURCE_PREFIX,
     QUOTA_GPU,
     SHARED_GPU_RESOURCE,
@@ -219,9 +220,18 @@ def resource_units(resource: str) -> int | None:
 def quota_transformations() -> list[dict]:
     """Kueue's resources.transformations for manifests/kueue/configuration.yaml: every GPU resource
     charges its units of the team budget QUOTA_GPU (Retain: the pod still asks the scheduler for the
-    slice). tests/unit/test_sharing.py checks the file says exactly this."""
+    slice). nvidia.com/gpu also still charges LEGACY_QUOTA_GPU, one per GPU, so a ClusterQueue written
+    before the budget moved to QUOTA_GPU keeps bounding its team until gpuctl rewrites it (queues
+    written since do not declare it and Kueue ignores it there). tests/unit/test_sharing.py checks the
+    file says exactly this."""
     names = [*WHOLE_GPU_RESOURCES, SHARED_GPU_RESOURCE, *sorted({p.resource for p in PROFILES.values()})]
-    return [{"input": r, "strategy": "Retain", "outputs": {QUOTA_GPU: str(resource_units(r))}} for r in names]
+    out = []
+    for r in names:
+        outputs = {QUOTA_GPU: str(resource_units(r))}
+        if r == GPU_RESOURCE:
+            outputs[LEGACY_QUOTA_GPU] = "1"
+        out.append({"input": r, "strategy": "Retain", "outputs": outputs})
+    return out
 
 
 def units_to_gpus(units: int) -> int | float:
