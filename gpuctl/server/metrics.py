@@ -512,6 +512,12 @@ class GpuctlCollector(Collector):
             "GPUs Kueue counts as used by the team's admitted Workloads in a pool (ClusterQueue status)",
             labels=["namespace", "pool"],
         )
+        t_budget = GaugeMetricFamily(
+            "gpuctl_team_budget_used_gpus",
+            "GPU equivalents of its budget the team's admitted Workloads hold across pools: whole GPUs and "
+            "slices (MIG instances, time-slicing replicas) by docs/sharing.md's rule (ClusterQueue status)",
+            labels=["namespace"],
+        )
         t_borrow = GaugeMetricFamily(
             "gpuctl_team_borrowed_gpus",
             "GPUs the team uses in a pool beyond its guarantee there, borrowed from the cohort (Kueue's "
@@ -538,13 +544,14 @@ class GpuctlCollector(Collector):
             if team.borrowing_limit is not None:
                 t_limit.add_metric([ns], team.borrowing_limit)
             t_over.add_metric([ns], usage.gpus_over_quota)
+            t_budget.add_metric([ns], usage.gpus)
             for p in sp:
                 g = team.pools.get(p)
                 t_guar.add_metric([ns, p], g.gpu if g else 0)
                 t_used.add_metric([ns, p], usage.pool_gpus.get(p, 0))
                 t_borrow.add_metric([ns, p], usage.pool_borrowed.get(p, 0))
                 t_alloc.add_metric([ns, p], team_allocated.get((ns, p), 0.0))
-        yield from (t_info, t_quota, t_limit, t_guar, t_used, t_borrow, t_over, t_alloc)
+        yield from (t_info, t_quota, t_limit, t_guar, t_used, t_borrow, t_over, t_alloc, t_budget)
 
         # ---- the backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage)
         if self.backstop is not None:
