@@ -257,7 +257,7 @@ def get_pools(args: argparse.Namespace) -> int:
     headers = ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "NODE COUNT"]
     wide = args.output == "wide"
     if wide:
-        headers += ["GPU RESERVED", "GPU QUEUED", "GPU TYPES"]
+        headers += ["GPU RESERVED", "GPU QUEUED", "GPU TYPES", "SHARING"]
         partial = next((p.queued_namespaces for p in pools if p.queued_namespaces is not None), None)
         if partial is not None:
             note(
@@ -271,7 +271,7 @@ def get_pools(args: argparse.Namespace) -> int:
     for p in pools:
         r = [p.name, p.status, p.capacity, p.taken, p.free, len(p.nodes)]
         if wide:
-            r += [p.reserved, p.queued, ",".join(p.gpu_types) or "-"]
+            r += [p.reserved, p.queued, ",".join(p.gpu_types) or "-", p.shared or "-"]
         if multi:
             r.append(_clusters_cell(p.clusters))
         rows.append(r)

@@ -350,3 +350,35 @@ def test_pod_gpu_units_of_a_pod_without_gpus():
 def test_pod_gpu_requests_bad_shape():
     with pytest.raises(gpus.ShapeError, match=r"containers\[0\] must be an object"):
         gpus.pod_spec_gpu_requests({"containers": ["x"]})
+
+
+def test_pool_sharing_sums_nodes_and_says_it_in_one_line():
+    a = mig_node(**{"1g.10gb": 14})
+    b = mig_node(**{"1g.10gb": 7, "3g.40gb": 2})
+    ps = sharing.pool_sharing([a, b])
+    assert (ps.mode, ps.whole, ps.shared_gpus) == (Mode.MIG_MIXED, 12, 4)
+    assert ps.slices == {"1g.10gb": 21, "3g.40gb": 2}
+    assert sharing.describe_pool_sharing(ps) == "12 GPUs + 4 as 21 x 1g.10gb, 2 x 3g.40gb"
+    view = sharing.slice_view(ps, {"nvidia.com/mig-1g.10gb": 3})
+    assert view["1g.10gb"] == {"resource": "nvidia.com/mig-1g.10gb", "total": 21, "used": 3, "free": 18}
+    assert view["3g.40gb"]["used"] == 0
+    assert sharing.slice_view(ps, None)["1g.10gb"]["used"] is None
+
+
+def test_time_sliced_pool_line_says_memory_is_not_isolated():
+    n = node(
+        {
+            "nvidia.com/gpu.sharing-strategy": "time-slicing",
+            "nvidia.com/gpu.replicas": "4",
+            "nvidia.com/gpu.count": "2",
+        },
+        {"nvidia.com/gpu.shared": "8"},
+    )
+    ps = sharing.pool_sharing([n])
+    assert sharing.describe_pool_sharing(ps) == "2 GPUs as 8 x shared (time-slicing, memory not isolated)"
+    assert ps.resource("shared") == "nvidia.com/gpu.shared"
+
+
+def test_pool_without_sharing():
+    ps = sharing.pool_sharing([node({}, {"nvidia.com/gpu": "8"})])
+    assert (ps.mode, sharing.describe_pool_sharing(ps)) == (Mode.NONE, "8 GPUs")
