@@ -145,9 +145,19 @@ def describe_pool(args: argparse.Namespace) -> int:
             ("GPU Free", d["gpu_free"]),
             ("GPU Queued", d["gpu_queued"]),
             ("GPU Types", ", ".join(d["gpu_types"]) or "-"),
+            ("Sharing", d["shared"] or "none"),
             ("Node Count", len(d["nodes"])),
         ]
     )
+    if d["slices"]:  # issue 32: slices per MIG profile / shared replicas (docs/sharing.md)
+        print("Slices:")
+        table(
+            ["  PROFILE", "RESOURCE", "TOTAL", "USED", "FREE"],
+            [
+                [f"  {p}", v["resource"], v["total"], or_dash(v["used"]), or_dash(v["free"])]
+                for p, v in d["slices"].items()
+            ],
+        )
     print("Nodes:")
     table(
         ["  NAME", "READY", "GPUS", "GPU TYPE"],

@@ -384,20 +384,36 @@ def _order(profile: str) -> Fraction:
     return p.share if p is not None else Fraction(0)
 
 
+def slice_view(ps: PoolSharing, used: Mapping[str, int] | None) -> dict[str, dict]:
+    """Per slice kind of a pool (a MIG profile, or "shared"): its resource, how many the nodes offer,
+    and, when the caller counted what pods hold (`used`: resource -> count), used and free."""
+    out = {}
+    for prof, total in ps.slices.items():
+        r = ps.resource(prof)
+        held = None if used is None else used.get(r, 0)
+        out[prof] = {
+            "resource": r,
+            "total": total,
+            "used": held,
+            "free": None if held is None else max(total - held, 0),
+        }
+    return out
+
+
 def describe_pool_sharing(ps: PoolSharing) -> str:
     """One line for people: "6 GPUs + 2 as 14 x 1g.10gb" (MIG), "2 GPUs as 8 x shared (time-slicing,
     memory not isolated)", "8 GPUs" (no sharing)."""
     if ps.mode is Mode.NONE or not ps.slices:
         return f"{ps.whole} GPUs"
     cut = ", ".join(f"{n} x {p}" for p, n in ps.slices.items())
-    head = f"{ps.whole} GPUs + " if ps.whole else ""
+    head = f"{ps.whole} GPUs + {ps.shared_gpus}" if ps.whole else f"{ps.shared_gpus} GPUs"
     how = {
         Mode.MIG_MIXED: "",
         Mode.MIG_SINGLE: " (MIG single)",
         Mode.TIME_SLICING: " (time-slicing, memory not isolated)",
         Mode.MPS: " (MPS)",
     }[ps.mode]
-    return f"{head}{ps.shared_gpus} as {cut}{how}"
+    return f"{head} as {cut}{how}"
 
 
 # --- gpu-share --------------------------------------------------------------------------------------

@@ -360,6 +360,21 @@ def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path, clus
                 60,
                 what=f"gpuctl_team_budget_used_gpus {units_to_gpus(expected)}",
             )
+        # The pool view: whole GPUs and slices per profile, used and free (the admin reads the pods).
+        rc, out, err = gpuctl("describe", "pool", MIG, "-o", "json")
+        assert rc == 0, err
+        d = json.loads(out)
+        assert (d["sharing"], d["shared"]) == ("mig-mixed", "5 GPUs + 3 as 14 x 1g.10gb, 2 x 3g.40gb")
+        assert d["slices"] == {
+            "1g.10gb": {"resource": "nvidia.com/mig-1g.10gb", "total": 14, "used": 3, "free": 11},
+            "3g.40gb": {"resource": "nvidia.com/mig-3g.40gb", "total": 2, "used": 1, "free": 1},
+        }
+        rc, out, err = gpuctl("get", "pools", "-o", "json")
+        assert rc == 0, err
+        shared = {p["name"]: p["shared"] for p in json.loads(out)["items"]}
+        assert shared[TS] == "2 GPUs as 8 x shared (time-slicing, memory not isolated)"
+        assert shared[SINGLE] == "2 GPUs as 14 x 1g.10gb (MIG single)"
+        assert shared[PLAIN] == ""
         pod = kube.get(path("Pod", "raw-mig", ns))
         assert pod["metadata"]["labels"].get(Labels.KUEUE_QUEUE) == "default"
         row = quota_row(gpuctl, ns)
