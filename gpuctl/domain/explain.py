@@ -37,7 +37,7 @@ from typing import Any
 
 from gpuctl.constants import BORROW_PREEMPT_THRESHOLD
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request
-from gpuctl.domain.objects import condition, is_gpuctl_object, meta, name
+from gpuctl.domain.objects import condition, controller_ref, is_gpuctl_object, meta, name, owner_ref
 from gpuctl.domain.pools import node_allocatable, node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.domain.status import is_gated
 from gpuctl.domain.teams import cohort_budget_gpus, team_budgets, team_reserved_gpus, team_usage
@@ -118,10 +118,10 @@ class Verdict:
 
 
 def _job_label(wl: Mapping[str, Any]) -> str:
+    """namespace/job of a Workload: its owner's name (gpuctl.domain.objects.owner_ref), else its own."""
     m = meta(wl)
-    owners = m.get("ownerReferences") or []
-    owner = owners[0].get("name") if owners else m.get("name", "")
-    return f"{m.get('namespace', '')}/{owner}"
+    owner = owner_ref(wl)
+    return f"{m.get('namespace', '')}/{owner.get('name') if owner else m.get('name', '')}"
 
 
 def _pod_sets(wl: Mapping[str, Any]) -> list[tuple[int, int, Mapping[str, Any]]]:
@@ -203,10 +203,10 @@ def _place(free: dict[str, int], pods: int, gpus: int) -> None:
 
 def pod_owner_label(pod: Mapping[str, Any]) -> str:
     """namespace/job as Workloads are labelled (_job_label): a Job's or StatefulSet's pods share their
-    controller's Workload; any other pod (a Deployment's) has a Workload of its own."""
+    controller's Workload (gpuctl.domain.objects.controller_ref); any other pod (a Deployment's) has a
+    Workload of its own."""
     m = meta(pod)
-    refs = m.get("ownerReferences") or []
-    ctrl = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    ctrl = controller_ref(pod)
     owner = ctrl.get("name") if ctrl and ctrl.get("kind") in ("Job", "StatefulSet") else m.get("name", "")
     return f"{m.get('namespace', '')}/{owner}"
 

@@ -33,7 +33,7 @@ from gpuctl.domain.pools import (
     pool_tolerations,
     stale_flavors,
 )
-from gpuctl.domain.status import WAITING_STATES, State
+from gpuctl.domain.status import State
 from gpuctl.domain.teams import (
     cohort_spec_equal,
     desired_cohort,
@@ -41,7 +41,14 @@ from gpuctl.domain.teams import (
     team_from_cluster_queue,
     team_usage,
 )
-from gpuctl.domain.workload import WorkloadState, assigned_flavors, workload_state
+from gpuctl.domain.workload import (
+    HOLDING_QUOTA,
+    IN_QUEUE,
+    WAITING,
+    WorkloadState,
+    assigned_flavors,
+    workload_state,
+)
 from gpuctl.service.access import Permissions
 from gpuctl.service.convert import node_label_patch
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
@@ -92,18 +99,6 @@ def describe_pool(cluster: Cluster, name: str, perms: Permissions | None = None)
             }
         )
     found, spaces = readable_jobs(cluster, inv)
-    jobs = [
-        {
-            "name": j.name,
-            "namespace": j.namespace,
-            "kind": j.kind,
-            "status": j.status,
-            "position": j.position,
-            "gpus": workload_gpus(j.workload) if j.workload else 0,
-        }
-        for j in found
-        if j.labels.get(Labels.POOL) == name
-    ]
     return {
         **u.as_dict(),
         "nodes": [
@@ -117,9 +112,42 @@ def describe_pool(cluster: Cluster, name: str, perms: Permissions | None = None)
         ],
         "teams": sorted(teams, key=lambda t: t["team"]),
         "jobs_namespaces": spaces,
-        "running": [j for j in jobs if j["status"] not in (*WAITING_STATES, State.PENDING)],
-        "queued": [j for j in jobs if j["status"] in WAITING_STATES],
+        **pool_jobs(found, name),
     }
+
+
+def pool_jobs(jobs: list[Job], pool: str) -> dict[str, list[dict]]:
+    """`describe pool`'s jobs of `pool` (Job.pool, gpuctl.domain.workload.job_pool), by the domain's sets
+    of their Workload's state: running = holding quota (QuotaReserved or Admitted; finished Workloads
+    hold none) and not being deleted; queued = IN_QUEUE (pending or preempted: the set the pool's GPU
+    Queued counts); stopped = WAITING but not IN_QUEUE (Inactive: in no queue, counted nowhere). A job
+    without a Workload yet, a finished one and a terminating one are in none of them."""
+    out: dict[str, list[dict]] = {"running": [], "queued": [], "stopped": []}
+    for j in jobs:
+        if j.pool != pool or j.status == State.TERMINATING:
+            continue
+        st = workload_state(j.workload)
+        key = (
+            "running"
+            if st in HOLDING_QUOTA
+            else "queued"
+            if st in IN_QUEUE
+            else "stopped"
+            if st in WAITING
+            else None
+        )
+        if key is not None:
+            out[key].append(
+                {
+                    "name": j.name,
+                    "namespace": j.namespace,
+                    "kind": j.kind,
+                    "status": j.status,
+                    "position": j.position,
+                    "gpus": workload_gpus(j.workload) if j.workload else 0,
+                }
+            )
+    return out
 
 
 # ----------------------------------------------------------------------------- writes
@@ -454,7 +482,8 @@ def untaint_nodes(cluster: Cluster, names: list[str], *, dry_run: DryRun = DryRu
 
 
 def jobs_using_pool(inv: Inventory, name: str) -> list[str]:
-    return sorted(f"{j.namespace}/{j.name}" for j in collect_jobs(inv) if j.labels.get(Labels.POOL) == name)
+    """The jobs of the pool (Job.pool: the label of a single-pool job, the admission of a job of several)."""
+    return sorted(f"{j.namespace}/{j.name}" for j in collect_jobs(inv) if j.pool == name)
 
 
 def delete_pool(
