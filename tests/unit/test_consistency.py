@@ -780,6 +780,15 @@ def test_pool_reserved_used_and_free_agree_in_steady_state(
         _sum(m, "gpuctl_pool_free_gpus", pool=pool),
     )
     assert (cli["gpu_reserved"], api["gpuReserved"], reserved) == (used,) * 3
+    # The pool's facts (gpuctl.domain.pools.PoolFacts): one aggregation for the views and the gauges.
+    assert cli["gpu_total"] == api["gpuTotal"] == _sum(m, "gpuctl_pool_allocatable_gpus", pool=pool) == 8
+    assert cli["total"] == _sum(m, "gpuctl_pool_capacity_gpus", pool=pool) == 8
+    assert (
+        cli["nodes_ready"] == _sum(m, "gpuctl_pool_nodes", pool=pool, state="ready") == len(cli["nodes"]) == 1
+    )
+    metric_nodes = sorted(dict(k)["node"] for k in m["gpuctl_node_pool_info"] if dict(k)["pool"] == pool)
+    assert cli["nodes"] == api["nodes"] == metric_nodes
+    assert cli["gpu_types"] == api["gpuType"]
     assert (cli["gpu_used"], cli["gpu_free"]) == (api["gpuUsed"], api["gpuFree"]) == (used, 8 - used)
     assert free == 8 - used
 
