@@ -166,12 +166,19 @@ def ensure_bootstrap(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> None
             cluster.apply(obj, dry_run=dry_run is DryRun.SERVER)
 
 
-def sync_queues(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[str] | None = None) -> None:
-    """Make every team ClusterQueue list exactly the current pools, and the Cohort hold capacity."""
+def sync_queues(
+    cluster: Cluster,
+    *,
+    dry_run: DryRun = DryRun.NONE,
+    pools: list[str] | None = None,
+    inv: Inventory | None = None,
+) -> None:
+    """Make every team ClusterQueue list exactly the current pools, and the Cohort hold capacity.
+    inv: the caller's cluster-wide Inventory, read after its own writes (else one is read here)."""
     dry_run = DryRun(dry_run)
     if not dry_run.writes:
         return
-    inv = Inventory(cluster, None)
+    inv = inv or Inventory(cluster, None)
     pool_list = inv.pools if pools is None else pools
     # A MultiKueue manager's queues carry its check while some pool is in a worker cluster (issue 24).
     checks = team_checks(f for f in inv.flavors if f["metadata"]["name"] in pool_list)
@@ -182,10 +189,18 @@ def sync_queues(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[
             "admissionChecksStrategy"
         ) != desired["spec"].get("admissionChecksStrategy"):
             cluster.apply(desired, dry_run=dry_run is DryRun.SERVER)
-    sync_cohort(cluster, dry_run=dry_run, pools=pool_list)
+    # The Cohort reads the teams' budgets from the same ClusterQueues: applying the desired queues changes
+    # which pools they list, never a team's budget (team_from_cluster_queue reads the same TeamQuota back).
+    sync_cohort(cluster, dry_run=dry_run, pools=pool_list, inv=inv)
 
 
-def sync_cohort(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[str] | None = None) -> dict:
+def sync_cohort(
+    cluster: Cluster,
+    *,
+    dry_run: DryRun = DryRun.NONE,
+    pools: list[str] | None = None,
+    inv: Inventory | None = None,
+) -> dict:
     """Apply the desired Cohort; with no pool left, delete gpuctl's Cohort instead.
 
     An empty `spec: {}` cannot be applied (the API server stores it as null and rejects the object),
@@ -194,7 +209,7 @@ def sync_cohort(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[
     serve`'s reconciler leaves a missing Cohort alone.
     """
     dry_run = DryRun(dry_run)
-    inv = Inventory(cluster, None)
+    inv = inv or Inventory(cluster, None)
     flavors = inv.flavors
     if pools is not None:
         flavors = [resource_flavor(p) for p in pools]
@@ -246,11 +261,14 @@ def set_flavor_tolerations(
     cluster.create(new)
 
 
-def sync_flavors(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
+def sync_flavors(
+    cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, inv: Inventory | None = None
+) -> list[str]:
     """Make every pool flavor tolerate its nodes' taints now (gpuctl.domain.pools.stale_flavors); the
-    reconciler of `gpuctl serve` does the same continuously. Returns the flavors changed."""
+    reconciler of `gpuctl serve` does the same continuously. Returns the flavors changed. inv: as
+    sync_queues'."""
     dry_run = DryRun(dry_run)
-    inv = Inventory(cluster, None)
+    inv = inv or Inventory(cluster, None)
     stale = stale_flavors(inv.flavors, inv.nodes)
     if dry_run.writes:
         by_name = {f["metadata"]["name"]: f for f in inv.flavors}
@@ -418,8 +436,10 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRu
             patch_node_pool(cluster, nodes[n], gone, dry_run=dry_run)
             touched.append(n)
         if dry_run.persists:
-            sync_queues(cluster)
-            sync_flavors(cluster)  # nodes that left may have taken taints away from other pools
+            # One read of what the writes made (the new flavor, the nodes' labels and taints) for both.
+            after = Inventory(cluster, None)
+            sync_queues(cluster, inv=after)
+            sync_flavors(cluster, inv=after)  # nodes that left may have taken taints away from other pools
     except Exception:
         if dry_run.persists:
             for n in touched:
@@ -535,11 +555,10 @@ def delete_pool(
         return lines
     server_dry = dry_run is DryRun.SERVER
     remaining = [p for p in inv.pools if p != name]
-    # The queues stop naming the pool first (a server dry run validates these writes too).
-    sync_queues(cluster, pools=remaining, dry_run=dry_run)
+    # The queues stop naming the pool first (a server dry run validates these writes too), and the Cohort
+    # holds the remaining pools' capacity (their nodes are not the ones unlabelled below).
+    sync_queues(cluster, pools=remaining, dry_run=dry_run, inv=inv)
     cluster.delete(path("ResourceFlavor", name), dry_run=server_dry)
     for n in nodes:
         patch_node_pool(cluster, n, gone, dry_run=dry_run)
-    if dry_run.persists:
-        sync_cohort(cluster)
     return lines
