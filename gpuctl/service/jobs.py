@@ -25,7 +25,6 @@ from gpuctl.domain.status import (
     pod_ready,
     pod_status,
     unschedulable_message,
-    workload_word,
 )
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import IN_QUEUE, job_pool, stop_reason, workload_state
@@ -122,8 +121,9 @@ def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
 
 
 def _position(inv: Inventory, wl: dict | None) -> int | None:
-    """The queue position of a waiting Workload, through its owner (inv.positions is keyed by owner)."""
-    if not wl or workload_word(wl) not in WAITING_STATES:
+    """The queue position of a Workload in the queue (IN_QUEUE: an Inactive one is in none), through its
+    owner (inv.positions is keyed by owner)."""
+    if workload_state(wl) not in IN_QUEUE:
         return None
     return next((inv.positions[r["uid"]] for r in owner_refs(wl) if r.get("uid") in inv.positions), None)
 
