@@ -1,6 +1,8 @@
-"""Pieces every job kind shares: labels, the pod template, the NodePort Service."""
+"""Pieces every job kind shares: labels, the pod template, the GPU request, the NodePort Service."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from gpuctl.constants import (
     CONTAINER_NAME,
@@ -16,7 +18,21 @@ from gpuctl.constants import (
     Labels,
     Priority,
 )
-from gpuctl.spec import JobSpec
+from gpuctl.spec import JobSpec, Resources
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """What a builder may know about the pool a job goes to, beyond the YAML (the caller reads the
+    cluster; builders do no I/O). None everywhere means "nothing known": the plain `nvidia.com/gpu`
+    request of a whole-GPU pool. Extended by GPU sharing (issue 32) with the resource names a pool's
+    nodes advertise."""
+
+    name: str | None = None
+    gpu_resource: str = GPU_RESOURCE
+
+
+WHOLE_GPUS = PoolFacts()
 
 
 def service_name(job_name: str) -> str:
@@ -73,11 +89,18 @@ def metadata(spec: JobSpec, namespace: str, labels: dict[str, str], name: str | 
     return meta
 
 
-def resources(spec: JobSpec) -> dict:
+def gpu_resources(resources: Resources, pool: PoolFacts = WHOLE_GPUS) -> dict[str, str]:
+    """The one place a container's GPU request is decided: {resource name: quantity} to request (and
+    limit), empty for CPU-only work. Every job kind's container gets its GPUs from here, per pod."""
+    if not resources.gpu:
+        return {}
+    return {pool.gpu_resource: str(resources.gpu)}
+
+
+def container_resources(spec: JobSpec, pool: PoolFacts = WHOLE_GPUS) -> dict:
     """requests = limits (Guaranteed QoS), the GPU only when asked for; Kueue charges the requests."""
     amounts = {"cpu": spec.resources.cpu, "memory": spec.resources.memory}
-    if spec.resources.gpu:
-        amounts[GPU_RESOURCE] = str(spec.resources.gpu)
+    amounts.update(gpu_resources(spec.resources, pool))
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
@@ -122,6 +145,7 @@ def pod_template(
     app_label: bool,
     container_port: int | None = None,
     restart_policy: str | None = None,
+    pool: PoolFacts = WHOLE_GPUS,
 ) -> dict:
     env = spec.environment
     container: dict = {"name": CONTAINER_NAME, "image": env.image, "imagePullPolicy": "IfNotPresent"}
@@ -134,7 +158,7 @@ def pod_template(
     if container_port:
         protocol = getattr(getattr(spec, "service", None), "protocol", "TCP")
         container["ports"] = [{"containerPort": container_port, "protocol": protocol}]
-    container["resources"] = resources(spec)
+    container["resources"] = container_resources(spec, pool)
     workdirs = spec.storage.workdirs if spec.storage else []
     if workdirs:
         container["volumeMounts"] = [

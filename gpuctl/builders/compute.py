@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from gpuctl.builders.common import WHOLE_GPUS, PoolFacts
 from gpuctl.builders.deployment import build_deployment
 from gpuctl.constants import Labels
 from gpuctl.spec import ComputeSpec
 
 
-def build(spec: ComputeSpec, namespace: str) -> list[dict]:
-    return build_deployment(spec, namespace, extra_labels={Labels.PORT: str(spec.service.port)})
+def build(spec: ComputeSpec, namespace: str, pool: PoolFacts = WHOLE_GPUS) -> list[dict]:
+    return build_deployment(spec, namespace, extra_labels={Labels.PORT: str(spec.service.port)}, pool=pool)

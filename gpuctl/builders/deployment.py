@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
-from gpuctl.builders.common import job_labels, metadata, node_port_service, pod_template, service_port
+from gpuctl.builders.common import (
+    WHOLE_GPUS,
+    PoolFacts,
+    job_labels,
+    metadata,
+    node_port_service,
+    pod_template,
+    service_port,
+)
 from gpuctl.constants import Labels
 from gpuctl.spec import ComputeSpec, InferenceSpec
 
 
 def build_deployment(
-    spec: InferenceSpec | ComputeSpec, namespace: str, extra_labels: dict[str, str]
+    spec: InferenceSpec | ComputeSpec,
+    namespace: str,
+    extra_labels: dict[str, str],
+    pool: PoolFacts = WHOLE_GPUS,
 ) -> list[dict]:
     _, target = service_port(spec)
     labels = {**job_labels(spec, namespace), **extra_labels}
-    template = pod_template(spec, namespace, app_label=True, container_port=target)
+    template = pod_template(spec, namespace, app_label=True, container_port=target, pool=pool)
     template["metadata"]["labels"].update(extra_labels)
     deployment = {
         "apiVersion": "apps/v1",

@@ -6,6 +6,8 @@ Kueue admits the StatefulSet as one gang Workload; scaling it to 0 releases the 
 from __future__ import annotations
 
 from gpuctl.builders.common import (
+    WHOLE_GPUS,
+    PoolFacts,
     job_labels,
     metadata,
     node_port_service,
@@ -17,7 +19,7 @@ from gpuctl.constants import Labels
 from gpuctl.spec import NotebookSpec
 
 
-def build(spec: NotebookSpec, namespace: str) -> list[dict]:
+def build(spec: NotebookSpec, namespace: str, pool: PoolFacts = WHOLE_GPUS) -> list[dict]:
     _, target = service_port(spec)
     statefulset = {
         "apiVersion": "apps/v1",
@@ -27,7 +29,7 @@ def build(spec: NotebookSpec, namespace: str) -> list[dict]:
             "replicas": 1,
             "serviceName": service_name(spec.job.name),
             "selector": {"matchLabels": {Labels.APP: spec.job.name}},
-            "template": pod_template(spec, namespace, app_label=True, container_port=target),
+            "template": pod_template(spec, namespace, app_label=True, container_port=target, pool=pool),
         },
     }
     return [statefulset, node_port_service(spec, namespace)]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from gpuctl.builders.common import job_labels, metadata, pod_template
+from gpuctl.builders.common import WHOLE_GPUS, PoolFacts, job_labels, metadata, pod_template
 from gpuctl.spec import TrainingSpec
 
 BACKOFF_LIMIT = 3
 
 
-def build(spec: TrainingSpec, namespace: str) -> list[dict]:
+def build(spec: TrainingSpec, namespace: str, pool: PoolFacts = WHOLE_GPUS) -> list[dict]:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -20,7 +20,7 @@ def build(spec: TrainingSpec, namespace: str) -> list[dict]:
             "completions": 1,
             "backoffLimit": BACKOFF_LIMIT,
             # No ttlSecondsAfterFinished: finished jobs and their logs stay until the user deletes them.
-            "template": pod_template(spec, namespace, app_label=False, restart_policy="Never"),
+            "template": pod_template(spec, namespace, app_label=False, restart_policy="Never", pool=pool),
         },
     }
     return [job]

@@ -9,6 +9,10 @@
   (the pod's effective request, k8s.io/component-helpers/resource PodRequests).
 - Extended resources are whole numbers; a fraction (only possible in objects the API server has not
   validated yet) counts rounded up.
+- "GPUs" are `nvidia.com/gpu`, what pools and nodes count. Slices of GPUs (MIG instances, time-slicing
+  and MPS replicas) and other vendors' GPUs are GPU resources too (`is_gpu_resource`, one list in
+  gpuctl.constants): `pod_spec_gpu_requests` counts each, and `pod_spec_gpu_units` weighs them by
+  gpuctl.domain.sharing's one rule into GPU equivalents, what a team's budget is charged.
 
 The objects may be untrusted (the admission webhook reads what a client sent): a value of the wrong
 type raises ShapeError naming the field, which the webhook answers with a 400.
@@ -21,7 +25,8 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from gpuctl.constants import GPU_RESOURCE
+from gpuctl.constants import GPU_RESOURCE, GPU_RESOURCE_PREFIXES
+from gpuctl.domain.sharing import resource_units
 from gpuctl.quantity import QuantityError, parse_quantity
 
 # Anything larger is absurd for one pod; capping keeps `1e999` from becoming a giant integer.
@@ -74,19 +79,31 @@ def quantity_gpus(value: Any, where: str = "value") -> int:
 
 def container_gpus(c: Any, where: str = "container") -> int:
     """GPUs of one container: its request, else its limit."""
+    return container_count(c, GPU_RESOURCE, where)
+
+
+def container_count(c: Any, resource: str, where: str = "container") -> int:
+    """One container's count of an extended resource (GPUs, slices): its request, else its limit."""
     if type(c) is not dict:
         raise ShapeError(f"{where} must be an object, not {type(c).__name__}")
     res = _map(c, "resources", where)
     if not res:
         return 0
-    v = _map(res, "requests", f"{where}.resources").get(GPU_RESOURCE)
+    v = _map(res, "requests", f"{where}.resources").get(resource)
     if v is None:
-        v = _map(res, "limits", f"{where}.resources").get(GPU_RESOURCE)
+        v = _map(res, "limits", f"{where}.resources").get(resource)
         if v is None:
             return 0
     if type(v) is str and v.isascii() and v.isdigit():  # the usual "4": quantity_gpus without the f-string
         return min(int(v), MAX_GPUS)
-    return quantity_gpus(v, f"{where}.resources[{GPU_RESOURCE}]")
+    return quantity_gpus(v, f"{where}.resources[{resource}]")
+
+
+def is_gpu_resource(resource: str) -> bool:
+    """Whether an extended resource hands out a GPU or a slice of one (constants.GPU_RESOURCE_PREFIXES:
+    nvidia.com/gpu*, nvidia.com/mig-*, amd.com/gpu*, gpu.intel.com/*). The one matcher: admission,
+    the pool views and the Kueue configuration's list all read it."""
+    return resource.startswith(GPU_RESOURCE_PREFIXES)
 
 
 def _effective(spec: Mapping[str, Any], where: str, per_container: Callable[[Any, str], Any]) -> Any:
@@ -114,6 +131,42 @@ def pod_spec_gpus(spec: Mapping[str, Any] | None, where: str = "spec") -> int:
     if type(spec) is not dict:
         raise ShapeError(f"{where} must be an object, not {type(spec).__name__}")
     return _effective(spec, where, container_gpus)
+
+
+def _gpu_names(spec: Mapping[str, Any], where: str) -> set[str]:
+    names: set[str] = set()
+    for key in ("containers", "initContainers"):
+        for i, c in enumerate(_list(spec, key, where)):
+            if type(c) is not dict:
+                raise ShapeError(f"{where}.{key}[{i}] must be an object, not {type(c).__name__}")
+            res = _map(c, "resources", f"{where}.{key}[{i}]")
+            for part in ("requests", "limits"):
+                names.update(
+                    r for r in _map(res, part, f"{where}.{key}[{i}].resources") if is_gpu_resource(r)
+                )
+    return names
+
+
+def pod_spec_gpu_requests(spec: Mapping[str, Any] | None, where: str = "spec") -> dict[str, int]:
+    """Every GPU resource one pod with this spec holds (whole GPUs, MIG instances, replicas), each
+    counted like its GPUs; resources it holds none of are left out."""
+    if not spec:
+        return {}
+    if type(spec) is not dict:
+        raise ShapeError(f"{where} must be an object, not {type(spec).__name__}")
+    out = {}
+    for r in sorted(_gpu_names(spec, where)):
+        n = _effective(spec, where, lambda c, w, r=r: container_count(c, r, w))
+        if n:
+            out[r] = n
+    return out
+
+
+def pod_spec_gpu_units(spec: Mapping[str, Any] | None, where: str = "spec") -> int:
+    """GPU equivalents one pod holds, in 1/GPU_UNITS GPU: what a team's budget is charged for it (the
+    Kueue transformations apply the same rule, gpuctl.domain.sharing.resource_units). A GPU resource
+    the rule does not know (HAMi's nvidia.com/gpumem) costs nothing here, as in Kueue."""
+    return sum(n * (resource_units(r) or 0) for r, n in pod_spec_gpu_requests(spec, where).items())
 
 
 def pod_spec_request(spec: Mapping[str, Any] | None, resource: str) -> Decimal:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpuctl.constants import KIND_ALIASES, Kind
 from gpuctl.quantity import QuantityError, parse_quantity
+from gpuctl.spec.limits import limit_problem
 from gpuctl.spec.models import (
     KIND_MODELS,
     NAME_FIX,
@@ -530,6 +531,8 @@ def _load(text: str, source: str, config: SpecConfig) -> tuple[list[Document], l
     issues: list[SpecIssue] = []
     warnings: list[str] = []
     index = 0
+    if (over := limit_problem(text)) is not None:
+        return docs, [SpecIssue(source, None, "", *over)], warnings
     try:
         for index, raw, duplicates in _iter_documents(text):
             if raw is None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-import yaml
 from fastapi import Request
 
 from gpuctl.constants import Kind
@@ -21,47 +20,10 @@ from gpuctl.service.lifecycle import Result, submit
 from gpuctl.service.plan import plan_documents
 from gpuctl.spec import Document, SpecConfig, load_text
 
-# YAML aliases can make a 1 KB document expand into billions of nodes (the "billion laughs"): the
-# loader would spend minutes of CPU on it. Count the expanded size before loading.
-MAX_EXPANDED_NODES = 200_000
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def expanded_size(text: str, limit: int = MAX_EXPANDED_NODES) -> int:
-    """How many nodes the documents have once aliases are expanded (stops counting past `limit`)."""
-    memo: dict[int, int] = {}
-
-    def size(node: yaml.Node) -> int:
-        key = id(node)
-        if key in memo:
-            return memo[key]
-        memo[key] = 1  # a recursive alias counts once (the loader rejects or bounds it)
-        n = 1
-        if isinstance(node, yaml.SequenceNode):
-            n += sum(size(c) for c in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            n += sum(size(k) + size(v) for k, v in node.value)
-        memo[key] = min(n, limit + 1)
-        return memo[key]
-
-    total = 0
-    try:
-        for doc in yaml.compose_all(text, Loader=_Loader):
-            if doc is not None:
-                total += size(doc)
-            if total > limit:
-                break
-    except yaml.YAMLError:
-        return 0  # not YAML: the loader reports it with a line number
-    return total
-
 
 def load(text: str, config: SpecConfig, *, strict: bool = False, source: str = "<request>") -> list[Document]:
-    """Validate every document (SpecError -> 400 with every problem listed). Blocking: CPU-bound."""
-    if expanded_size(text) > MAX_EXPANDED_NODES:
-        raise ApiProblem(
-            400, f"{source}: the YAML expands to more than {MAX_EXPANDED_NODES} nodes (aliases); write it out"
-        )
+    """Validate every document (SpecError -> 400 with every problem listed; the size and alias limits are
+    the loader's, gpuctl.spec.limits, as for `gpuctl create -f`). Blocking: CPU-bound."""
     if strict:
         config = SpecConfig(allowed_host_paths=config.allowed_host_paths, strict=True)
     docs = load_text(text, source, config)

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpuctl.constants import YAML_MAX_BYTES
 from gpuctl.domain.dryrun import DryRun
 
 # Kubernetes name rules (apimachinery validation): DNS-1123 label (namespaces), subdomain (most objects).
@@ -23,7 +24,7 @@ LABEL_KEY = (
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
-MAX_YAML = 1024 * 1024
+MAX_YAML = YAML_MAX_BYTES  # characters here; the loader counts its UTF-8 bytes (gpuctl.spec.limits)
 
 NamespaceQ = Annotated[
     str | None, Query(max_length=63, pattern=DNS_LABEL, description="a namespace (DNS-1123 label)")

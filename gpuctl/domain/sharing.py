@@ -1,0 +1,409 @@
+"""Shared GPUs: MIG profiles per GPU model, how a node shares its GPUs, and what a slice costs.
+
+Pure: reads plain Node dicts and strings, no I/O. docs/sharing.md explains the rules for users.
+
+- **MIG** (A100, H100, H200): a GPU is cut into hardware-isolated instances of fixed profiles
+  (`<compute slices>g.<memory>gb`, 7 compute and 8 memory slices per GPU; NVIDIA's mig-parted
+  config-default.yaml and the MIG user guide's supported-profiles table). The device plugin's
+  `mixed` strategy advertises each profile as its own resource `nvidia.com/mig-<profile>` (a `+`
+  becomes `.`: `1g.10gb+me` -> `nvidia.com/mig-1g.10gb.me`); `single` advertises the slices as
+  `nvidia.com/gpu` and suffixes the product label with `-MIG-<profile>`.
+- **Time-slicing / MPS**: with `renameByDefault` the device plugin advertises `nvidia.com/gpu.shared`,
+  `replicas` per GPU; GFD labels the node `nvidia.com/gpu.sharing-strategy=time-slicing|mps`,
+  `nvidia.com/gpu.replicas` (replicas per GPU) and `nvidia.com/gpu.count` (physical GPUs).
+
+**The one quota rule** (docs/sharing.md, "One budget"): a team's `gpu` quota is counted in units of
+1/GPU_UNITS GPU. A whole GPU costs GPU_UNITS; a MIG instance costs the larger of its share of the
+GPU's compute (g/7) and of its memory (memory slices/8), so every layout NVIDIA allows on one GPU costs
+about one GPU (7 x 1g.10gb = 1, 4 x 1g.20gb = 1, 2 x 3g.40gb = 1, 3 x 2g.20gb = 6/7); a time-slicing
+or MPS replica costs 1/SHARED_REPLICAS_CHARGED. GPU_UNITS = 840, the least common multiple of 1..8:
+every one of these shares is a whole number of units, so Kueue (which rounds every resource but cpu
+up to a whole unit per pod) charges them exactly and 7 x 1g.10gb fill a 1-GPU budget to the unit.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from gpuctl.constants import (
+    GPU_RESOURCE,
+    GPU_UNITS,
+    MIG_RESOURCE_PREFIX,
+    QUOTA_GPU,
+    SHARED_GPU_RESOURCE,
+    SHARED_REPLICAS_CHARGED,
+    WHOLE_GPU_RESOURCES,
+)
+from gpuctl.quantity import QuantityError, parse_quantity
+
+GIB = 1024**3
+# GFD / device plugin node labels.
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB per GPU
+COUNT_LABEL = "nvidia.com/gpu.count"
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
+COMPUTE_SLICES = 7
+MEMORY_SLICES = 8
+
+
+class Mode(enum.StrEnum):
+    """How a node (or a pool) shares its GPUs."""
+
+    NONE = "none"
+    MIG_MIXED = "mig-mixed"
+    MIG_SINGLE = "mig-single"
+    TIME_SLICING = "time-slicing"
+    MPS = "mps"
+
+    @property
+    def is_mig(self) -> bool:
+        return self in (Mode.MIG_MIXED, Mode.MIG_SINGLE)
+
+    @property
+    def isolated(self) -> bool:
+        """Whether a slice's memory is its own: MIG in hardware, MPS by its control daemon's limit;
+        time-slicing shares one GPU's memory and faults among every replica."""
+        return self is not Mode.TIME_SLICING
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One MIG profile of one GPU model."""
+
+    name: str  # as NVIDIA writes it: 1g.10gb, 1g.10gb+me
+    compute: int  # compute slices of 7
+    memory: int  # memory slices of 8
+    per_gpu: int  # instances one GPU holds
+    memory_gb: int
+
+    @property
+    def resource(self) -> str:
+        """The device plugin's resource name under the mixed strategy."""
+        return MIG_RESOURCE_PREFIX + self.name.replace("+", ".")
+
+    @property
+    def share(self) -> Fraction:
+        """GPU equivalent: the larger of its share of compute and of memory."""
+        return max(Fraction(self.compute, COMPUTE_SLICES), Fraction(self.memory, MEMORY_SLICES))
+
+    @property
+    def media(self) -> bool:
+        return self.name.endswith("+me")
+
+
+@dataclass(frozen=True)
+class Model:
+    """A MIG-capable GPU model."""
+
+    name: str  # gpuctl's short name, shown in pool views
+    memory_gb: int
+    products: tuple[str, ...]  # substrings of nvidia.com/gpu.product that name it (upper case)
+    profiles: tuple[Profile, ...]
+
+    def profile(self, name: str) -> Profile | None:
+        return next((p for p in self.profiles if p.name == name), None)
+
+
+def _profiles(mem: tuple[int, int, int, int, int, int], *, media: bool = True) -> tuple[Profile, ...]:
+    """The six MIG profiles every model has, from their memory sizes (1g/1 memory slice, 1g/2, 2g/2,
+    3g/4, 4g/4, 7g/8), plus the 1g media-extension profile where NVIDIA lists one."""
+    g1, g1x2, g2, g3, g4, g7 = mem
+    out = [
+        Profile(f"1g.{g1}gb", 1, 1, 7, g1),
+        Profile(f"1g.{g1x2}gb", 1, 2, 4, g1x2),
+        Profile(f"2g.{g2}gb", 2, 2, 3, g2),
+        Profile(f"3g.{g3}gb", 3, 4, 2, g3),
+        Profile(f"4g.{g4}gb", 4, 4, 1, g4),
+        Profile(f"7g.{g7}gb", 7, 8, 1, g7),
+    ]
+    if media:
+        out.insert(1, Profile(f"1g.{g1}gb+me", 1, 1, 1, g1))
+    return tuple(out)
+
+
+# NVIDIA mig-parted deployments/systemd/config-default.yaml; MIG user guide, supported profiles.
+MODELS: tuple[Model, ...] = (
+    Model(
+        "A100-40GB", 40, ("A100-SXM4-40GB", "A100-PCIE-40GB", "A100 40GB"), _profiles((5, 10, 10, 20, 20, 40))
+    ),
+    Model(
+        "A100-80GB",
+        80,
+        ("A100-SXM4-80GB", "A100-PCIE-80GB", "A100 80GB", "A100-80GB", "A100-80G"),
+        _profiles((10, 20, 20, 40, 40, 80)),
+    ),
+    Model("H100-NVL", 94, ("H100 NVL", "H100-NVL"), _profiles((12, 24, 24, 47, 47, 94), media=False)),
+    Model(
+        "H100-80GB",
+        80,
+        ("H100-SXM5-80GB", "H100 80GB", "H100-80GB", "H100-PCIE-80GB", "H100-SXM"),
+        _profiles((10, 20, 20, 40, 40, 80)),
+    ),
+    Model("H200-141GB", 141, ("H200",), _profiles((18, 35, 35, 71, 71, 141))),
+)
+
+
+def model_named(product: str | None) -> Model | None:
+    """The MIG-capable model a product label (`NVIDIA-A100-SXM4-80GB`, `A100-80G`, a MIG single
+    product `NVIDIA-A100-SXM4-80GB-MIG-1g.10gb`) names; None for any other GPU."""
+    if not product:
+        return None
+    p = product.upper().replace("_", "-")
+    for m in MODELS:
+        if m.name.upper() == p or any(s.upper() in p for s in m.products):
+            return m
+    return None
+
+
+def model_by_memory(mib: int) -> Model | None:
+    """The model whose memory (GFD's nvidia.com/gpu.memory, MiB) this is, when the product is unknown:
+    only sizes no two models share (40 GB, 94 GB, 141 GB)."""
+    gb = round(mib / 1024)
+    found = [m for m in MODELS if abs(m.memory_gb - gb) <= 1]
+    return found[0] if len(found) == 1 else None
+
+
+def _all_profiles() -> dict[str, Profile]:
+    """Profile name -> the profile, where a name appears on several models (only 1g.10gb: A100-40GB's
+    1g/2-memory-slice profile and the 80 GB GPUs' smallest) the one with the smaller share: a quota
+    resource is charged by name, Kueue does not know the node's model (docs/sharing.md)."""
+    out: dict[str, Profile] = {}
+    for m in MODELS:
+        for p in m.profiles:
+            if p.name not in out or p.share < out[p.name].share:
+                out[p.name] = p
+    return out
+
+
+PROFILES: Mapping[str, Profile] = _all_profiles()
+_PROFILE_RE = re.compile(r"^[1-7]g\.\d+gb(\+me)?$")
+
+
+def is_profile_name(value: str) -> bool:
+    return bool(_PROFILE_RE.match(value.strip().lower()))
+
+
+def profile_of_resource(resource: str) -> str | None:
+    """`nvidia.com/mig-1g.10gb.me` -> `1g.10gb+me`; None for anything but a MIG resource."""
+    if not resource.startswith(MIG_RESOURCE_PREFIX):
+        return None
+    rest = resource[len(MIG_RESOURCE_PREFIX) :]
+    return rest[: -len(".me")] + "+me" if rest.endswith(".me") else rest
+
+
+def resource_units(resource: str) -> int | None:
+    """What one of `resource` costs of a team's GPU budget, in 1/GPU_UNITS GPU (the one rule, module
+    docstring); None for a resource that is not a GPU or a slice of one."""
+    if resource in WHOLE_GPU_RESOURCES:
+        return GPU_UNITS
+    if resource == SHARED_GPU_RESOURCE:
+        return GPU_UNITS // SHARED_REPLICAS_CHARGED
+    prof = profile_of_resource(resource)
+    if prof is None:
+        return None
+    known = PROFILES.get(prof)
+    if known is not None:
+        return int(known.share * GPU_UNITS)
+    m = re.match(r"^([1-7])g\.", prof)  # a profile of a model not in the table: its compute share
+    return GPU_UNITS * int(m.group(1)) // COMPUTE_SLICES if m else None
+
+
+def quota_transformations() -> list[dict]:
+    """Kueue's resources.transformations for manifests/kueue/configuration.yaml: every GPU resource
+    charges its units of the team budget QUOTA_GPU (Retain: the pod still asks the scheduler for the
+    slice). tests/unit/test_sharing.py checks the file says exactly this."""
+    names = [*WHOLE_GPU_RESOURCES, SHARED_GPU_RESOURCE, *sorted({p.resource for p in PROFILES.values()})]
+    return [{"input": r, "strategy": "Retain", "outputs": {QUOTA_GPU: str(resource_units(r))}} for r in names]
+
+
+def units_as_gpus(units: int | str) -> str:
+    """Budget units as GPUs for people: 840 -> "1", 120 -> "0.14", 7*120 -> "1"."""
+    try:
+        u = int(units)
+    except (TypeError, ValueError):
+        try:
+            u = int(parse_quantity(str(units)))
+        except QuantityError:
+            return "0"
+    g = Fraction(u, GPU_UNITS)
+    if g.denominator == 1:
+        return str(g.numerator)
+    return f"{float(g):.2f}".rstrip("0").rstrip(".")
+
+
+# --- what a node advertises ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeSharing:
+    """How one node shares its GPUs, from its labels and allocatable."""
+
+    mode: Mode
+    model: Model | None
+    whole: int  # GPUs handed out whole (allocatable nvidia.com/gpu, but not MIG single's slices)
+    slices: dict[str, int] = field(default_factory=dict)  # profile name (or "shared") -> allocatable
+    shared_gpus: int = 0  # physical GPUs cut into the slices
+    replicas: int = 0  # time-slicing / MPS replicas per GPU
+
+    @property
+    def shared_resources(self) -> dict[str, int]:
+        """Allocatable per slice resource name."""
+        return {slice_resource(self.mode, p): n for p, n in self.slices.items()}
+
+
+def _int(v: Any) -> int:
+    try:
+        return max(0, math.floor(parse_quantity(str(v)))) if v is not None else 0
+    except QuantityError:
+        return 0
+
+
+def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+def node_model(node: Mapping[str, Any]) -> Model | None:
+    lab = _labels(node)
+    m = model_named(lab.get(PRODUCT_LABEL)) or model_named(lab.get("runwhere.ai/gpu-type"))
+    return m or (model_by_memory(_int(lab.get(MEMORY_LABEL))) if lab.get(MEMORY_LABEL) else None)
+
+
+def node_sharing(node: Mapping[str, Any]) -> NodeSharing:
+    """What the node advertises: MIG mixed (allocatable `nvidia.com/mig-*`), MIG single (label
+    `nvidia.com/mig.strategy=single` or a `-MIG-<profile>` product), time-slicing / MPS
+    (`nvidia.com/gpu.shared`, label `nvidia.com/gpu.sharing-strategy`), or none."""
+    lab = _labels(node)
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    model = node_model(node)
+    whole = _int(alloc.get(GPU_RESOURCE))
+    physical = _int(lab.get(COUNT_LABEL))
+    mig = {profile_of_resource(r): _int(v) for r, v in alloc.items() if r.startswith(MIG_RESOURCE_PREFIX)}
+    mig = {p: n for p, n in mig.items() if p and n > 0}
+    product = lab.get(PRODUCT_LABEL, "")
+    single = re.search(r"-MIG-([1-7]g\.\d+gb)", product, re.IGNORECASE)
+    if mig:
+        used = sum(Fraction(n, (PROFILES.get(p) or _fallback(p)).per_gpu) for p, n in mig.items())
+        shared = max(physical - whole, 0) if physical else math.ceil(used)
+        return NodeSharing(Mode.MIG_MIXED, model, whole, mig, shared)
+    if single or (lab.get(MIG_STRATEGY_LABEL) == "single" and whole):
+        prof = single.group(1).lower() if single else "mig"
+        return NodeSharing(Mode.MIG_SINGLE, model, 0, {prof: whole}, physical or whole)
+    shared_n = _int(alloc.get(SHARED_GPU_RESOURCE))
+    strategy = lab.get(SHARING_STRATEGY_LABEL, "")
+    if shared_n or strategy in ("time-slicing", "mps"):
+        mode = Mode.MPS if strategy == "mps" else Mode.TIME_SLICING
+        replicas = _int(lab.get(REPLICAS_LABEL)) or (shared_n // physical if physical else 0)
+        gpus = physical or (math.ceil(shared_n / replicas) if replicas else 0)
+        slices = {"shared": shared_n} if shared_n else {}
+        return NodeSharing(mode, model, whole, slices, gpus, replicas)
+    return NodeSharing(Mode.NONE, model, whole)
+
+
+def _fallback(profile: str) -> Profile:
+    """A profile the table does not know: its compute share, one per compute slice."""
+    m = re.match(r"^([1-7])g\.(\d+)gb", profile)
+    g = int(m.group(1)) if m else COMPUTE_SLICES
+    return Profile(profile, g, g, max(1, COMPUTE_SLICES // g), int(m.group(2)) if m else 0)
+
+
+def slice_resource(mode: Mode, profile: str) -> str:
+    """The resource a pod asks for to get one slice of this kind on a node in this mode."""
+    if mode is Mode.MIG_MIXED:
+        return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
+    if mode in (Mode.TIME_SLICING, Mode.MPS):
+        return SHARED_GPU_RESOURCE
+    return GPU_RESOURCE  # MIG single: the slices are nvidia.com/gpu
+
+
+# --- gpu-share --------------------------------------------------------------------------------------
+
+
+class ShareError(ValueError):
+    """A gpu-share value or placement that cannot be met; the message names the fix."""
+
+
+def parse_share(value: str) -> tuple[str | None, int | None]:
+    """`gpu-share` -> (profile name, None) or (None, bytes). A memory size is a Kubernetes quantity
+    (`10Gi`, `10G`, `10GB`, `10gb`: the earlier gpuctl's users wrote all of them)."""
+    v = str(value).strip()
+    if is_profile_name(v):
+        return v.lower(), None
+    m = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT]i?)?[bB]?$", v, re.IGNORECASE)
+    if m:
+        unit = (m.group(2) or "").capitalize()
+        try:
+            n = parse_quantity(m.group(1) + (unit if unit.endswith("i") else unit.upper()))
+        except QuantityError:
+            n = None
+        if n is not None and n > 0:
+            return None, int(n)
+    raise ShareError(
+        f"gpu-share {value!r} is neither a memory size (10Gi) nor a MIG profile (1g.10gb); write one of them"
+    )
+
+
+def smallest_profile(model: Model, memory: int) -> Profile | None:
+    """The smallest profile of `model` holding `memory` bytes (a profile's `Ngb` is GB as NVIDIA
+    rounds it: 10gb holds 10Gi); media-extension profiles are only given by name."""
+    fits = [p for p in model.profiles if not p.media and p.memory_gb * GIB >= memory]
+    return min(fits, key=lambda p: (p.share, p.memory_gb), default=None)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """What a `gpu-share` asks for on one pool: the resource and one of it, and what it means."""
+
+    resource: str
+    profile: str  # the MIG profile, or "shared" for a time-slicing / MPS replica
+    mode: Mode
+    memory: int | None  # bytes asked for (None when a profile was named)
+
+    @property
+    def units(self) -> int:
+        return resource_units(self.resource) or GPU_UNITS
+
+
+def choose_slice(share: str, pool: str, mode: Mode, model: Model | None, profiles: set[str]) -> Slice:
+    """The slice `gpu-share: share` asks for on a pool that shares its GPUs this way and whose nodes
+    offer these profiles (MIG). Raises ShareError naming the fix."""
+    prof, memory = parse_share(share)
+    if mode is Mode.NONE:
+        raise ShareError(f"pool {pool} does not share its GPUs (no MIG, time-slicing or MPS)")
+    if mode in (Mode.TIME_SLICING, Mode.MPS):
+        return Slice(SHARED_GPU_RESOURCE, "shared", mode, memory)
+    if prof is None:
+        if model is None:
+            raise ShareError(
+                f"pool {pool}: its GPU model is unknown (no nvidia.com/gpu.product label), so a memory "
+                "size cannot be turned into a MIG profile; name the profile (gpu-share: 1g.10gb)"
+            )
+        best = smallest_profile(model, memory or 0)
+        if best is None:
+            raise ShareError(
+                f"pool {pool}: no MIG profile of {model.name} holds {share} (largest "
+                f"{model.profiles[-1].name}); ask for a whole GPU (gpu: 1) instead of gpu-share"
+            )
+        prof = best.name
+    if mode is Mode.MIG_SINGLE:
+        if prof not in profiles:
+            cut = ", ".join(sorted(profiles))
+            raise ShareError(
+                f"pool {pool} is cut into {cut} (MIG single): gpu-share {share} needs {prof}; "
+                f"ask for {cut} or use another pool"
+            )
+        return Slice(GPU_RESOURCE, prof, mode, memory)
+    if prof not in profiles:
+        offered = ", ".join(sorted(profiles)) or "none"
+        raise ShareError(
+            f"pool {pool} offers no {prof} MIG instances (it has {offered}); ask for one of those, "
+            "or have an admin add the profile (docs/sharing.md)"
+        )
+    return Slice(MIG_RESOURCE_PREFIX + prof.replace("+", "."), prof, mode, memory)

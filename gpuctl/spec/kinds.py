@@ -1,0 +1,86 @@
+"""The job kinds: `training`, `inference`, `notebook`, `compute`, each a `job` + `environment` +
+`resources` (+ `service`, `storage`)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import field_validator
+
+from gpuctl.constants import SERVICE_PREFIX
+from gpuctl.spec.fields import KindModel, fail, show
+from gpuctl.spec.job import Environment, JobMeta
+from gpuctl.spec.resources import Resources
+from gpuctl.spec.service import NotebookService, Service, Storage
+
+# A notebook is a StatefulSet: its pods carry `controller-revision-hash: <name>-<10-char hash>`, a label
+# value limited to 63 characters, so longer names create a StatefulSet that never gets a pod.
+NOTEBOOK_NAME_MAX = 52
+# Service kinds also get a Service `svc-<name>`, itself a 63-character DNS label.
+SERVICE_NAME_MAX = 63 - len(SERVICE_PREFIX)
+
+
+class _JobKind(KindModel):
+    job: JobMeta
+    environment: Environment
+    resources: Resources
+
+    # Longest job.name the objects of this kind allow (see NOTEBOOK_NAME_MAX / SERVICE_NAME_MAX).
+    _name_max: ClassVar[int] = 63
+    _name_why: ClassVar[str] = ""
+
+    @field_validator("job")
+    @classmethod
+    def _name_length(cls, job: JobMeta) -> JobMeta:
+        if len(job.name) > cls._name_max:
+            raise fail(
+                "name_length",
+                f"{show(job.name)} is {len(job.name)} characters; {cls._name_why}",
+                f"shorten job.name to at most {cls._name_max} characters",
+                at="name",
+            )
+        return job
+
+
+_SERVICE_WHY = f"the Service {SERVICE_PREFIX}<name> allows at most {SERVICE_NAME_MAX}"
+
+
+class TrainingSpec(_JobKind):
+    """`kind: training` → a batch/v1 Job."""
+
+    kind: Literal["training"] = "training"
+    storage: Storage = Storage()
+
+
+class InferenceSpec(_JobKind):
+    """`kind: inference` → a Deployment and a NodePort Service. `model` is accepted and unused."""
+
+    kind: Literal["inference"] = "inference"
+    service: Service = Service()
+    storage: Storage = Storage()
+    model: dict[str, Any] | None = None
+
+    _name_max: ClassVar[int] = SERVICE_NAME_MAX
+    _name_why: ClassVar[str] = _SERVICE_WHY
+
+
+class NotebookSpec(_JobKind):
+    """`kind: notebook` → a one-replica StatefulSet and a NodePort Service on the notebook port."""
+
+    kind: Literal["notebook"] = "notebook"
+    service: NotebookService = NotebookService()
+    storage: Storage = Storage()
+
+    _name_max: ClassVar[int] = NOTEBOOK_NAME_MAX
+    _name_why: ClassVar[str] = f"a notebook's StatefulSet pods break above {NOTEBOOK_NAME_MAX}"
+
+
+class ComputeSpec(_JobKind):
+    """`kind: compute` → a Deployment and a NodePort Service (CPU or GPU services)."""
+
+    kind: Literal["compute"] = "compute"
+    service: Service = Service()
+    storage: Storage = Storage()
+
+    _name_max: ClassVar[int] = SERVICE_NAME_MAX
+    _name_why: ClassVar[str] = _SERVICE_WHY

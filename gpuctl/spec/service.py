@@ -1,0 +1,159 @@
+"""`service:` and `storage:`: the port a service kind exposes, and the host directories a job mounts."""
+
+from __future__ import annotations
+
+import os.path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from gpuctl.constants import DEFAULT_SERVICE_PORT, DENIED_HOST_PATHS, NOTEBOOK_PORT
+from gpuctl.spec.fields import (
+    HOST_PATH_FIX,
+    NOTEBOOK_REPLICAS_FIX,
+    NonNegInt,
+    Port,
+    SpecModel,
+    Text,
+    aliases,
+    fail,
+    show,
+)
+from gpuctl.spec.suggest import closest
+
+_PROTOCOLS = ("TCP", "UDP", "SCTP")
+_SERVICE_TYPES = {t.lower(): t for t in ("NodePort", "ClusterIP", "LoadBalancer")}
+
+
+class Service(SpecModel):
+    """`service:` — replicas and the port exposed through the NodePort Service `svc-<name>`."""
+
+    replicas: NonNegInt = 1
+    port: Port = DEFAULT_SERVICE_PORT
+    health_check: Text | None = Field(
+        None, validation_alias=aliases("healthCheck", "health_check", "health-check")
+    )
+    timeout: Text | None = None
+    target_port: Port | None = Field(
+        None, validation_alias=aliases("targetPort", "target_port", "target-port")
+    )
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    type: Literal["NodePort", "ClusterIP", "LoadBalancer"] = "NodePort"
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _protocol(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().upper() in _PROTOCOLS:
+            return value.strip().upper()
+        raise fail("protocol", f"unknown protocol {show(value)}", f"use one of {', '.join(_PROTOCOLS)}")
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in _SERVICE_TYPES:
+            return _SERVICE_TYPES[value.strip().lower()]
+        hint = closest(str(value), list(_SERVICE_TYPES.values())) if isinstance(value, str) else None
+        fix = f"use one of {', '.join(_SERVICE_TYPES.values())}" + (
+            f" (did you mean '{hint}'?)" if hint else ""
+        )
+        raise fail("service_type", f"unknown Service type {show(value)}", fix)
+
+    @field_validator("health_check")
+    @classmethod
+    def _health_check(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise fail(
+                "health_check",
+                f"{show(value)} is not an HTTP path",
+                f"start the path with '/', e.g. healthCheck: /{value.lstrip('/') or 'health'}",
+            )
+        return value
+
+
+class NotebookService(Service):
+    """A notebook's service: the Service port is also the container port (the earlier gpuctl defaulted the
+    Service to 8000 while Jupyter listened on 8888), and there is exactly one replica."""
+
+    port: Port = NOTEBOOK_PORT
+
+    @field_validator("replicas")
+    @classmethod
+    def _one_replica(cls, value: int) -> int:
+        if value != 1:
+            raise fail("notebook_replicas", f"a notebook cannot have {value} replicas", NOTEBOOK_REPLICAS_FIX)
+        return value
+
+
+def normalise_host_path(path: str) -> str:
+    """`os.path.normpath`, plus folding POSIX's preserved leading `//` (which would dodge the deny list)."""
+    norm = os.path.normpath(path)
+    if norm.startswith("//"):
+        norm = "/" + norm.lstrip("/")
+    return norm
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or root == "/" or path.startswith(root.rstrip("/") + "/")
+
+
+def path_denied(path: str, allowed: tuple[str, ...] | list[str] = ()) -> str | None:
+    """Return the deny-list entry that forbids hostPath `path` (normalised), or None if it may be mounted.
+
+    A path is denied if it equals or lies under an entry of DENIED_HOST_PATHS; `/` denies only itself (or
+    nothing could be mounted). An allowed entry overrides the deny list for itself and everything below.
+    """
+    if any(_under(path, normalise_host_path(a)) for a in allowed):
+        return None
+    for denied in DENIED_HOST_PATHS:
+        if path == denied or (denied != "/" and path.startswith(denied + "/")):
+            return denied
+    return None
+
+
+class Workdir(SpecModel):
+    """One `storage.workdirs` entry: a host directory mounted read-write at the same path."""
+
+    path: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_path(cls, data: Any) -> Any:
+        return {"path": data} if isinstance(data, str) else data
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str, info: ValidationInfo) -> str:
+        if not value.startswith("/"):
+            raise fail(
+                "host_path_relative",
+                f"{show(value)} is not an absolute path",
+                "use an absolute host path such as /data/<team>",
+            )
+        norm = normalise_host_path(value)
+        allowed = tuple((info.context or {}).get("allowed_host_paths", ()))
+        denied = path_denied(norm, allowed)
+        if denied is not None:
+            inside = "" if denied == norm else f" (inside {denied})"
+            raise fail("host_path_denied", f"mounting host path {norm}{inside} is not allowed", HOST_PATH_FIX)
+        return norm
+
+
+class Storage(SpecModel):
+    """`storage:` — host directories to mount (no PVCs, as in the earlier gpuctl)."""
+
+    workdirs: list[Workdir] = []
+
+    @field_validator("workdirs")
+    @classmethod
+    def _unique(cls, value: list[Workdir]) -> list[Workdir]:
+        seen: dict[str, int] = {}
+        for i, workdir in enumerate(value):
+            if workdir.path in seen:
+                raise fail(
+                    "duplicate_workdir",
+                    f"{workdir.path} is listed twice (also at [{seen[workdir.path]}])",
+                    "remove the duplicate entry",
+                    at=f"[{i}]",
+                )
+            seen[workdir.path] = i
+        return value
