@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuctl.domain.defrag import _job_name, _owner_kind
-from gpuctl.domain.explain import _job_label, pod_owner_label
+from gpuctl.domain.demand import _job_label, pod_owner_label
 from gpuctl.domain.history import job_name, owner_kind
 from gpuctl.domain.objects import controller_ref, owner_ref
 

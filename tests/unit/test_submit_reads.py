@@ -12,7 +12,8 @@ import pytest
 from gpuctl.cluster import ApiError
 from gpuctl.constants import LOCAL_QUEUE_NAME, MANAGED_BY_VALUE, Labels
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.service.lifecycle import NAME_GETS_MAX, submit
+from gpuctl.service.lifecycle import submit
+from gpuctl.service.prechecks import NAME_GETS_MAX
 from gpuctl.spec import load_text
 
 NS = "team-a"
