@@ -255,10 +255,22 @@ def set_flavor_tolerations(
         with contextlib.suppress(ApiError):
             cluster.merge_patch(path("ResourceFlavor", name), {"metadata": {"finalizers": None}})
     cluster.delete(path("ResourceFlavor", name))
-    deadline = time.monotonic() + 30
-    while cluster.get_or_none(path("ResourceFlavor", name)) is not None and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_flavor_gone(cluster, name)
     cluster.create(new)
+
+
+FLAVOR_GONE_SECONDS = 30.0
+
+
+def wait_flavor_gone(cluster: Cluster, name: str, seconds: float = FLAVOR_GONE_SECONDS) -> bool:
+    """Wait (as `kubectl delete` does by default) until a deleted flavor is gone: Kueue lifts its in-use
+    finalizer once no ClusterQueue or Cohort names it, asynchronously. False when it is still there."""
+    deadline = time.monotonic() + seconds
+    while cluster.get_or_none(path("ResourceFlavor", name)) is not None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def sync_flavors(
@@ -561,4 +573,9 @@ def delete_pool(
     cluster.delete(path("ResourceFlavor", name), dry_run=server_dry)
     for n in nodes:
         patch_node_pool(cluster, n, gone, dry_run=dry_run)
+    if dry_run.persists and not wait_flavor_gone(cluster, name):
+        lines.append(
+            f"resourceflavor/{name} still deleting after {FLAVOR_GONE_SECONDS:g}s: Kueue keeps its in-use "
+            "finalizer while something names it (`kubectl get resourceflavor` shows when it is gone)"
+        )
     return lines

@@ -157,7 +157,8 @@ def test_without_the_flavor_tolerations_the_same_job_would_never_start(
         # Kueue's own words (pkg/cache/scheduler/tas_flavor_snapshot.go notFitMessage and its exclusion
         # counts): the one node of the pool was excluded for the GPU taint its flavor does not tolerate.
         assert "doesn't allow to fit any of 1 pod(s)" in msg, msg
-        assert f'taint "{GPU_TAINT["key"]}:{GPU_TAINT["effect"]}": 1' in msg.partition("excluded:")[2], msg
+        taint = f"{GPU_TAINT['key']}={GPU_TAINT['value']}:{GPU_TAINT['effect']}"
+        assert f'taint "{taint}": 1' in msg.partition("excluded:")[2], msg
         assert _pods(kube, ns, "stuck") == []
     finally:
         gpuctl("delete", "job", "stuck", "-n", ns)
