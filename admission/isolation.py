@@ -24,14 +24,14 @@ container (whatever the value): the same test in CEL and Python, no quantity par
 
 What is judged where: Pods, and the pod templates of Jobs, CronJobs, Deployments, StatefulSets, ReplicaSets,
 DaemonSets and ReplicationControllers, where a user writes them. What their controllers make from a
-reviewed template is skipped, by who asks (CONTROLLER_USERS below, as admission/rules.py trusts
+reviewed template is skipped, by who asks (CONTROLLER_USERS below, as admission.identities trusts
 controllers): the Job/ReplicaSet/StatefulSet/DaemonSet/ReplicationController controllers' pods, the
 Deployment controller's ReplicaSets, the CronJob controller's Jobs. Also skipped: Kueue's own requests and
 kubelets' mirror pods (a static pod is the node admin's). Every other pod (an operator's, a user's with a
 forged ownerReference) is judged itself. On UPDATE only findings the old object did not have are denied.
 
 The stateless rules also run in the API server as a ValidatingAdmissionPolicy generated from this module's
-tables (admission/isolation_policy.py, manifests/admission/isolation.yaml); `review_isolation` is the
+tables (admission/policies/isolation.py, manifests/admission/isolation.yaml); `review_isolation` is the
 webhook's evaluator of all three (`POST /isolation`, the `isolation.admission.runwhere.ai` entry of
 manifests/admission/webhook.yaml, called only for non-team namespaces).
 """
@@ -41,31 +41,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from admission.rules import (
-    CONTROLLER_USERS,
-    KCM_NAMESPACE,
-    KCM_USER,
-    KUEUE_USER,
-    SA_PREFIX,
-    AdmissionConfig,
-    Malformed,
-    Verdict,
-    Violation,
-    _controller,
-    _decide,
-    _item,
-    _l,
-    _m,
-    _not_ready,
-    _s,
-    _strmap,
-    _subject,
-)
+from admission.envelope import controller_kind, decode, subject
+from admission.identities import CONTROLLER_USERS, KCM_NAMESPACE, KCM_USER, KUEUE_USER, SA_PREFIX
 from admission.state import ClusterState
+from admission.verdict import AdmissionConfig, Malformed, Verdict, Violation, judge, not_ready
 from gpuctl.constants import GPU_RESOURCE, POOL_TAINT_EFFECT, POOL_TAINT_KEY, Labels
 from gpuctl.domain.pools import tolerates_pool_taint
+from gpuctl.domain.shape import item, list_at, obj_at, str_at, strmap_at
 
-__all__ = ["ISOLATION_RULES", "STATELESS_RULES", "review_isolation"]
+__all__ = ["ISOLATION_RULES", "STATELESS_RULES", "Malformed", "review_isolation"]
 
 POOL_TOLERATION: Final = "pool-toleration"
 POOL_SELECTION: Final = "pool-selection"
@@ -104,7 +88,7 @@ POD_SPEC_PATHS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
 }
 _POD: Final = ("", "Pod")
 _DAEMONSET: Final = ("apps", "DaemonSet")
-# admission/rules.py's controllers plus the ones that make pods or Jobs outside team namespaces too. A pod
+# admission.identities' controllers plus the ones that make pods or Jobs outside team namespaces too. A pod
 # controlled by one of POD_OWNERS and sent by its controller's identity is made from a reviewed template.
 ISOLATION_CONTROLLER_USERS: Final = {
     **CONTROLLER_USERS,
@@ -135,7 +119,7 @@ def _pod_spec(gk: tuple[str, str], obj: Mapping[str, Any], where: str) -> tuple[
     spec: Mapping[str, Any] = obj
     here = where
     for part in POD_SPEC_PATHS[gk]:
-        spec = _m(spec, part, here)
+        spec = obj_at(spec, part, here)
         here = f"{here}.{part}"
     return spec, here.removeprefix(f"{where}.")
 
@@ -143,16 +127,16 @@ def _pod_spec(gk: tuple[str, str], obj: Mapping[str, Any], where: str) -> tuple[
 def _containers(spec: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
     out = []
     for field in ("containers", "initContainers"):
-        for i, c in enumerate(_l(spec, field, where)):
-            out.append(_item(c, f"{where}.{field}[{i}]"))
+        for i, c in enumerate(list_at(spec, field, where)):
+            out.append(item(c, f"{where}.{field}[{i}]"))
     return out
 
 
 def names_gpus(spec: Mapping[str, Any], where: str = "spec") -> bool:
     """`nvidia.com/gpu` among the requests or limits of a container or init container (any value)."""
     for c in _containers(spec, where):
-        res = _m(c, "resources", where)
-        if GPU_RESOURCE in _m(res, "requests", where) or GPU_RESOURCE in _m(res, "limits", where):
+        res = obj_at(c, "resources", where)
+        if GPU_RESOURCE in obj_at(res, "requests", where) or GPU_RESOURCE in obj_at(res, "limits", where):
             return True
     return False
 
@@ -173,14 +157,14 @@ def stateless_findings(gk: tuple[str, str], spec: Mapping[str, Any], spec_path: 
     gpus = names_gpus(spec, spec_path)
     if gk == _DAEMONSET and not gpus:
         return out
-    for i, t in enumerate(_l(spec, "tolerations", spec_path)):
-        t = _item(t, f"{spec_path}.tolerations[{i}]")
+    for i, t in enumerate(list_at(spec, "tolerations", spec_path)):
+        t = item(t, f"{spec_path}.tolerations[{i}]")
         if tolerates_pool_taint(t):
             text = f"{spec_path}.tolerations: {toleration_text(t)} tolerates the pool taint {TAINT_TEXT}"
             out.append(Violation(POOL_TOLERATION, text, FIXES[POOL_TOLERATION]))
     if not gpus:
         return out
-    selector = _strmap(spec, "nodeSelector", spec_path)
+    selector = strmap_at(spec, "nodeSelector", spec_path)
     if Labels.POOL in selector:
         where = f"{spec_path}.nodeSelector[{Labels.POOL}]={selector[Labels.POOL]}"
         text = f"{where} selects a pool for a pod requesting GPUs"
@@ -195,12 +179,12 @@ def stateless_findings(gk: tuple[str, str], spec: Mapping[str, Any], spec_path: 
 
 
 def _affinity_selects_pool(spec: Mapping[str, Any], where: str) -> bool:
-    node_affinity = _m(_m(spec, "affinity", where), "nodeAffinity", where)
-    required = _m(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", where)
-    for i, term in enumerate(_l(required, "nodeSelectorTerms", where)):
-        term = _item(term, f"{where}.affinity...nodeSelectorTerms[{i}]")
-        for j, expr in enumerate(_l(term, "matchExpressions", where)):
-            expr = _item(expr, f"{where}.affinity...matchExpressions[{j}]")
+    node_affinity = obj_at(obj_at(spec, "affinity", where), "nodeAffinity", where)
+    required = obj_at(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", where)
+    for i, term in enumerate(list_at(required, "nodeSelectorTerms", where)):
+        term = item(term, f"{where}.affinity...nodeSelectorTerms[{i}]")
+        for j, expr in enumerate(list_at(term, "matchExpressions", where)):
+            expr = item(expr, f"{where}.affinity...matchExpressions[{j}]")
             if expr.get("key") == Labels.POOL and expr.get("operator") in ("In", "Exists"):
                 return True
     return False
@@ -210,7 +194,7 @@ def node_name_findings(
     gk: tuple[str, str], spec: Mapping[str, Any], spec_path: str, state: ClusterState
 ) -> list[Violation]:
     """`pool-node-name`: spec.nodeName names a node the cache knows in a pool (its runwhere.ai/pool label)."""
-    node = _s(spec, "nodeName", spec_path)
+    node = str_at(spec, "nodeName", spec_path)
     if not node or (gk == _DAEMONSET and not names_gpus(spec, spec_path)):
         return []
     info = state.nodes.get(node)
@@ -234,7 +218,7 @@ def skip_reason(gk: tuple[str, str], obj: Mapping[str, Any], user: str, kueue_us
     meta = obj.get("metadata")
     if type(meta) is not dict or meta.get("ownerReferences") is None:
         return ""
-    owner = _controller(_m(obj, "metadata", "request.object"), "request.object.metadata")
+    owner = controller_kind(obj_at(obj, "metadata", "request.object"), "request.object.metadata")
     if owner is None or user not in (ISOLATION_CONTROLLER_USERS.get(owner), KCM_USER):
         return ""
     if (gk == _POD and owner in POD_OWNERS) or TEMPLATE_OWNERS.get(gk) == owner:
@@ -245,44 +229,22 @@ def skip_reason(gk: tuple[str, str], obj: Mapping[str, Any], user: str, kueue_us
 def review_isolation(request: Mapping[str, Any], state: ClusterState, config: AdmissionConfig) -> Verdict:
     """Judge one AdmissionReview `request` from a namespace that is not a team namespace (the API server's
     namespaceSelector decided that). Returns a Verdict, or raises Malformed; never anything else."""
-    if type(request) is not dict:
-        raise Malformed("request must be an object")
-    kind_ref = _m(request, "kind", "request")
-    group, kind = _s(kind_ref, "group", "request.kind"), _s(kind_ref, "kind", "request.kind")
-    if not kind:
-        raise Malformed("request.kind.kind is missing")
-    op = _s(request, "operation", "request")
-    if op not in ("CREATE", "UPDATE"):
-        if op in ("DELETE", "CONNECT"):
-            return Verdict(allowed=True, skipped=f"operation {op}")
-        raise Malformed(f"request.operation {op!r} is not CREATE, UPDATE, DELETE or CONNECT")
-    obj = request.get("object")
-    if type(obj) is not dict:
-        raise Malformed(f"request.object must be an object for {op}")
-    old = request.get("oldObject") if op == "UPDATE" else None
-    if old is not None and type(old) is not dict:
-        raise Malformed("request.oldObject must be an object")
-    gk = (group, kind)
-    ns = _s(request, "namespace", "request") or _s(
-        _m(obj, "metadata", "request.object"), "namespace", "metadata"
-    )
-    subject = _subject(kind, ns, obj, request)
+    env = decode(request)
+    obj = env.obj
+    if obj is None:
+        return Verdict(allowed=True, skipped=f"operation {env.op}")
+    gk = env.gk
+    ns = env.namespace()
+    subj = subject(env.kind, ns, obj, request)
     if gk not in POD_SPEC_PATHS:
-        return Verdict(allowed=True, subject=subject, skipped=f"kind {group}/{kind} is not reviewed")
+        return Verdict(allowed=True, subject=subj, skipped=f"kind {env.group}/{env.kind} is not reviewed")
     if not state.synced:
-        return _not_ready(config, subject)
-    user_info = request.get("userInfo")
-    user = user_info.get("username") if type(user_info) is dict else None
-    skipped = skip_reason(gk, obj, user if type(user) is str else "", config.kueue_user)
+        return not_ready(config, subj)
+    skipped = skip_reason(gk, obj, env.user, config.kueue_user)
     if skipped:
-        return Verdict(allowed=True, subject=subject, skipped=skipped)
+        return Verdict(allowed=True, subject=subj, skipped=skipped)
+    old = env.old
     found = findings(gk, obj, "request.object", state)
-    if not found:
-        return Verdict(True, subject)
-    before: list[Violation] = []
-    if old:
-        try:
-            before = findings(gk, old, "request.oldObject", state)
-        except Malformed:
-            before = []
-    return _decide(subject, found, [], before, config)
+    return judge(
+        subj, found, [], (lambda: findings(gk, old, "request.oldObject", state)) if old else None, config
+    )

@@ -17,17 +17,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import bisect
-import ctypes
-import gc
-import itertools
 import logging
 import os
-import platform
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,14 +30,17 @@ import orjson
 import uvicorn
 import uvloop
 import yaml
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from admission import http as admission_http
+from admission.identities import KUEUE_USER
 from admission.isolation import review_isolation
-from admission.rules import KUEUE_USER, AdmissionConfig, Malformed, Mode, Verdict, review
+from admission.metrics import Metrics
+from admission.rules import review
 from admission.state import ClusterState, StateSource, StaticState, WatchCache
+from admission.tuning import request_sched_slice, tune_gc
+from admission.verdict import AdmissionConfig, Malformed, Mode, Verdict
 from gpuctl.cluster.tls import CERT_RELOAD_SECONDS, CertReloader
 from gpuctl.spec.loader import HOST_PATHS_ENV
 from gpuctl.spec.models import normalise_host_path
@@ -87,90 +85,6 @@ Send = Callable[[Message], Awaitable[None]]
 
 _JSON: Final = b"application/json"
 _TEXT: Final = b"text/plain; charset=utf-8"
-
-
-_DURATION_BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0)
-
-
-class _RequestStats:
-    """The per-request series (gpuctl_webhook_requests_total, gpuctl_webhook_duration_seconds) as plain
-    ints and floats, turned into metric families only when /metrics is scraped.
-
-    prometheus_client's Counter.inc and Histogram.observe take a lock and walk label children on every
-    call: about 3 us of each request, more than the response body's encoding. Requests are counted on the
-    server's one event-loop thread and scraped on it too; the GIL keeps each update whole anyway.
-    """
-
-    def __init__(self) -> None:
-        self.counts: dict[tuple[str, ...], int] = {}
-        # (kind, operation) -> per-bucket (non-cumulative) counts, the last one +Inf; and the sums.
-        self.buckets: dict[tuple[str, str], list[int]] = {}
-        self.sums: dict[tuple[str, str], float] = {}
-        self.created = time.time()
-
-    def count(self, labels: tuple[str, ...]) -> None:
-        counts = self.counts
-        counts[labels] = counts.get(labels, 0) + 1
-
-    def observe(self, kind: str, op: str, seconds: float) -> None:
-        key = (kind, op)
-        b = self.buckets.get(key)
-        if b is None:
-            b = self.buckets[key] = [0] * (len(_DURATION_BUCKETS) + 1)
-            self.sums[key] = 0.0
-        b[bisect.bisect_left(_DURATION_BUCKETS, seconds)] += 1
-        self.sums[key] += seconds
-
-    def collect(self) -> Iterator[Metric]:
-        requests = CounterMetricFamily(
-            "gpuctl_webhook_requests",
-            "Admission requests by outcome; rule is the first rule a denied or warned request broke.",
-            labels=("kind", "operation", "decision", "rule", "dry_run"),
-        )
-        for labels, n in list(self.counts.items()):
-            requests.add_metric(labels, n, created=self.created)
-        yield requests
-        duration = HistogramMetricFamily(
-            "gpuctl_webhook_duration_seconds",
-            "Time from a complete request body to the response body, per request.",
-            labels=("kind", "operation"),
-        )
-        les = [*(repr(float(le)) for le in _DURATION_BUCKETS), "+Inf"]
-        for key, counts in list(self.buckets.items()):
-            cumulative = list(itertools.accumulate(counts))
-            duration.add_metric(key, list(zip(les, cumulative, strict=True)), self.sums[key])
-        yield duration
-
-
-class _Metrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.stats = _RequestStats()
-        registry.register(self.stats)  # type: ignore[arg-type]  # a Collector by its collect()
-        self.synced = Gauge(
-            "gpuctl_webhook_cache_synced", "1 once every watch has listed.", registry=registry
-        )
-        self.objects = Gauge(
-            "gpuctl_webhook_cache_objects",
-            "Objects in the cached snapshot.",
-            ("resource",),
-            registry=registry,
-        )
-        self.generation = Gauge("gpuctl_webhook_cache_generation", "Snapshots published.", registry=registry)
-
-    def count(self, *labels: str) -> None:
-        self.stats.count(labels)
-
-    def observe(self, kind: str, op: str, seconds: float) -> None:
-        self.stats.observe(kind, op, seconds)
-
-    def observe_state(self, state: ClusterState) -> None:
-        self.synced.set(1 if state.synced else 0)
-        self.generation.set(state.generation)
-        self.objects.labels("pools").set(len(state.pools))
-        self.objects.labels("nodes").set(len(state.nodes))
-        self.objects.labels("localqueues").set(sum(len(q) for q in state.local_queues.values()))
-        self.objects.labels("clusterqueues").set(len(state.cluster_queues))
-        self.objects.labels("namespaces").set(len(state.namespaces))
 
 
 _NO_REQUEST: Final[dict[str, Any]] = {}  # never mutated: needs_recheck only asks whether it is empty
@@ -255,7 +169,7 @@ class AdmissionApp:
         self.source = source
         self.config = config
         self.registry = registry or CollectorRegistry()
-        self.metrics = _Metrics(self.registry)
+        self.metrics = Metrics(self.registry)
         self.max_body = max_body
         self._background = background
         self._tasks: list[asyncio.Task] = []
@@ -598,65 +512,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         stopper.start()
         stopper.join(1.0)
     return 0
-
-
-class _SchedAttr(ctypes.Structure):
-    # include/uapi/linux/sched/types.h, struct sched_attr (SCHED_ATTR_SIZE_VER1 = 56 bytes)
-    _fields_ = [
-        ("size", ctypes.c_uint32),
-        ("policy", ctypes.c_uint32),
-        ("flags", ctypes.c_uint64),
-        ("nice", ctypes.c_int32),
-        ("priority", ctypes.c_uint32),
-        ("runtime", ctypes.c_uint64),
-        ("deadline", ctypes.c_uint64),
-        ("period", ctypes.c_uint64),
-        ("util_min", ctypes.c_uint32),
-        ("util_max", ctypes.c_uint32),
-    ]
-
-
-_SYS_SCHED_SETATTR: Final = {"x86_64": 314, "aarch64": 274}
-_SCHED_OTHER: Final = 0
-
-
-def request_sched_slice(microseconds: int) -> str:
-    """Ask the kernel for a short scheduling slice for the calling thread (the event loop): "" or why not.
-
-    Linux 6.12+ (EEVDF) takes `sched_attr.sched_runtime` of a normal (SCHED_OTHER) task as its requested
-    slice, 0.1-100 ms. A shorter slice gives the task an earlier virtual deadline, so when a request wakes it
-    on a busy node it preempts a neighbour sooner instead of waiting behind it; its CPU share (weight, nice)
-    is unchanged and no privilege or real-time class is involved. Older kernels ignore the field.
-    """
-    nr = _SYS_SCHED_SETATTR.get(platform.machine())
-    if nr is None:
-        return f"sched_setattr: unknown system call number on {platform.machine()}"
-    attr = _SchedAttr(
-        size=ctypes.sizeof(_SchedAttr),
-        policy=_SCHED_OTHER,
-        nice=os.getpriority(
-            os.PRIO_PROCESS, 0
-        ),  # unchanged (SCHED_FLAG_KEEP_PARAMS would skip the slice too)
-        runtime=microseconds * 1000,
-    )
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(nr, 0, ctypes.byref(attr), 0) != 0:
-        return f"sched_setattr: {os.strerror(ctypes.get_errno())}"
-    return ""
-
-
-def tune_gc() -> None:
-    """Keep Python's cyclic garbage collector off the latency tail.
-
-    Requests allocate only acyclic JSON (freed by reference counting), but every ~700 allocations the
-    collector runs and, now and then, a full collection walks every object of the process — the kubernetes
-    client, pydantic, uvicorn: a pause of many milliseconds in the middle of someone's request. Freezing
-    what startup allocated takes it out of those walks for good; a larger first-generation threshold makes
-    the remaining collections rarer.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
 
 
 def serve(

@@ -41,8 +41,9 @@ def _empty() -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeInfo:
-    """The parts of a Node the rules read."""
+class CachedNode:
+    """The parts of a Node the webhook's rules read, as its cache keeps them (the metrics' per-node summary
+    is gpuctl.server.metrics.NodeInfo; both read the node through gpuctl.domain.pools)."""
 
     name: str
     labels: Mapping[str, str]
@@ -56,8 +57,8 @@ class ClusterState:
 
     synced: bool = False
     pools: frozenset[str] = frozenset()
-    nodes: Mapping[str, NodeInfo] = field(default_factory=_empty)
-    pool_nodes: Mapping[str, tuple[NodeInfo, ...]] = field(default_factory=_empty)
+    nodes: Mapping[str, CachedNode] = field(default_factory=_empty)
+    pool_nodes: Mapping[str, tuple[CachedNode, ...]] = field(default_factory=_empty)
     pool_max_gpu: Mapping[str, int] = field(default_factory=_empty)  # only pools that have nodes
     local_queues: Mapping[str, Mapping[str, str]] = field(
         default_factory=_empty
@@ -73,7 +74,7 @@ class ClusterState:
         cls,
         *,
         pools: Iterable[str] = (),
-        nodes: Iterable[NodeInfo] = (),
+        nodes: Iterable[CachedNode] = (),
         local_queues: Mapping[str, Mapping[str, str]] | None = None,
         cluster_queues: Mapping[str, Iterable[str]] | None = None,
         namespaces: Mapping[str, bool] | None = None,
@@ -82,7 +83,7 @@ class ClusterState:
     ) -> ClusterState:
         """A snapshot from already-reduced parts (the cache and tests both build states this way)."""
         node_map = {n.name: n for n in nodes}
-        by_pool: dict[str, list[NodeInfo]] = {}
+        by_pool: dict[str, list[CachedNode]] = {}
         for n in node_map.values():
             if n.pool is not None:
                 by_pool.setdefault(n.pool, []).append(n)
@@ -139,10 +140,10 @@ def reduce_flavor(obj: Mapping[str, Any]) -> tuple[str, bool | None]:
     return _meta(obj).get("name", ""), (True if is_pool_flavor(obj) else None)
 
 
-def reduce_node(obj: Mapping[str, Any]) -> tuple[str, NodeInfo]:
+def reduce_node(obj: Mapping[str, Any]) -> tuple[str, CachedNode]:
     name = _meta(obj).get("name", "")
     labels = _labels(obj)
-    return name, NodeInfo(name, MappingProxyType(labels), node_gpus(obj), labels.get(Labels.POOL))
+    return name, CachedNode(name, MappingProxyType(labels), node_gpus(obj), labels.get(Labels.POOL))
 
 
 def reduce_local_queue(obj: Mapping[str, Any]) -> tuple[tuple[str, str], str]:
@@ -349,10 +350,10 @@ class WatchCache:
 
 __all__ = [
     "RESOURCES",
+    "CachedNode",
     "ClusterState",
     "Gone",
     "Informer",
-    "NodeInfo",
     "Resource",
     "StateSource",
     "StaticState",

@@ -51,6 +51,7 @@ from gpuctl.constants import (  # noqa: E402
     BUDGET_FLAVOR,
     COHORT_NAME,
     GPU_RESOURCE,
+    GPU_UNITS,
     QUOTA_GPU,
     TAS_UNCONSTRAINED,
     Labels,
@@ -148,7 +149,7 @@ def job(i: int) -> dict:
             "suspend": True,
             "template": {
                 # Pool flavors are Topology Aware Scheduling flavors: Kueue admits only pod sets that ask
-                # for a topology (gpuctl's builders and admission/topology.py add this annotation).
+                # for a topology (gpuctl's builders and admission/policies/topology.py add this annotation).
                 "metadata": {"labels": {Labels.POOL: pool}, "annotations": {TAS_UNCONSTRAINED: "true"}},
                 "spec": {
                     "restartPolicy": "Never",
@@ -336,7 +337,10 @@ def cohort_gpus(kube: Cluster) -> int:
     for group in c["spec"].get("resourceGroups") or []:
         for fl in group.get("flavors") or []:
             if fl["name"] == BUDGET_FLAVOR:
-                return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU))
+                return (
+                    int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU))
+                    // GPU_UNITS
+                )
     return -1
 
 

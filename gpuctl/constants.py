@@ -127,7 +127,12 @@ LIMIT_RANGE_NAME: Final = "gpuctl-defaults"
 BUDGET_FLAVOR: Final = "gpuctl-budget"
 # Virtual resources that Kueue derives from every pod's requests (resources.transformations in
 # manifests/kueue/configuration.yaml); a team's quota is its nominal quota of these.
-QUOTA_GPU: Final = "runwhere.ai/quota-gpu"
+# quota-gpu-840ths counts GPU equivalents in 1/GPU_UNITS (840ths of a) GPU, so that slices of GPUs (MIG
+# instances, time-slicing replicas) are charged exactly (gpuctl.domain.sharing, docs/sharing.md): a
+# whole GPU is 840, a 1g.10gb MIG instance 120. Before issue 32 the budget was whole GPUs under
+# LEGACY_QUOTA_GPU; a ClusterQueue that still has it is read as such and rewritten on the next apply.
+QUOTA_GPU: Final = "runwhere.ai/quota-gpu-840ths"
+LEGACY_QUOTA_GPU: Final = "runwhere.ai/quota-gpu"
 QUOTA_CPU: Final = "runwhere.ai/quota-cpu"
 QUOTA_MEMORY: Final = "runwhere.ai/quota-memory"
 QUOTA_RESOURCES: Final = {GPU_RESOURCE: QUOTA_GPU, CPU_RESOURCE: QUOTA_CPU, MEMORY_RESOURCE: QUOTA_MEMORY}
@@ -135,7 +140,7 @@ QUOTA_RESOURCES: Final = {GPU_RESOURCE: QUOTA_GPU, CPU_RESOURCE: QUOTA_CPU, MEMO
 # would cost a whole CPU of budget otherwise): the transformation multiplies cpu by 1000.
 QUOTA_CPU_PER_CORE: Final = 1000
 # Nominal quota used where a quota leaves a resource unlimited.
-UNLIMITED: Final = {QUOTA_GPU: "1M", QUOTA_CPU: "1T", QUOTA_MEMORY: "1Ei"}
+UNLIMITED: Final = {QUOTA_GPU: "840M", QUOTA_CPU: "1T", QUOTA_MEMORY: "1Ei"}
 # Nominal quota of every team in every pool flavor: a pool's capacity is enforced per node by
 # Topology Aware Scheduling, not by quota, so a team's job always fits its own quota there and the
 # team budget (runwhere.ai/quota-*) alone decides who is within quota (docs/queueing.md). Small
@@ -150,7 +155,7 @@ TAS_UNCONSTRAINED: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 # Every annotation by which a pod set asks Kueue for Topology Aware Scheduling (Kueue's
 # IsExplicitTAS in pkg/util/tas plus the unconstrained one). A pod set with none of them is never
 # admitted on gpuctl's TAS-only pool flavors, so the topology MutatingAdmissionPolicy adds
-# TAS_UNCONSTRAINED to raw work in team namespaces that carries none (admission/topology.py).
+# TAS_UNCONSTRAINED to raw work in team namespaces that carries none (admission/policies/topology.py).
 TAS_REQUEST_KEYS: Final = (
     "kueue.x-k8s.io/podset-required-topology",
     "kueue.x-k8s.io/podset-preferred-topology",
@@ -232,7 +237,7 @@ ROLE_ADMIN: Final = "gpuctl-admin"  # ClusterRoleBinding: everything
 VISIBILITY_GROUP: Final = "visibility.kueue.x-k8s.io"  # Kueue's pending-workloads API
 
 # ---------------------------------------------------------------------------------------------------------
-# holes (issue 26): what a tenant may not do in its own team namespace (admission/rules.py, admission.md).
+# holes (issue 26): what a tenant may not do in its own team namespace (admission/validators/, admission.md).
 
 # Host paths that hold device nodes: a pod mounting them reaches devices its resource requests never
 # asked for (on real hardware /dev/nvidia*), so Kueue would count 0 GPUs for it. Refused by the

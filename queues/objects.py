@@ -12,6 +12,7 @@ from gpuctl.constants import (
     COHORT_NAME,
     CPU_RESOURCE,
     GPU_RESOURCE,
+    GPU_UNITS,
     HOSTNAME_LABEL,
     KUEUE_API_VERSION,
     LOCAL_QUEUE_NAME,
@@ -124,7 +125,7 @@ def cohort(pools: Sequence[PoolCapacity], teams: Sequence[TeamQuota] = ()) -> di
             "resources": [
                 {"name": QUOTA_CPU, "nominalQuota": "0"},
                 {"name": QUOTA_MEMORY, "nominalQuota": "0"},
-                {"name": QUOTA_GPU, "nominalQuota": str(max(total - quotas, 0))},
+                {"name": QUOTA_GPU, "nominalQuota": str(max(total - quotas, 0) * GPU_UNITS)},
             ],
         }
         spec["resourceGroups"] = [{"coveredResources": list(BUDGET_RESOURCES), "flavors": [budget]}]
@@ -154,10 +155,10 @@ def cluster_queue(team: TeamQuota, pools: Sequence[str], *, checks: Mapping[str,
     ]
     gpu_budget: dict = {
         "name": QUOTA_GPU,
-        "nominalQuota": UNLIMITED[QUOTA_GPU] if team.gpu is None else str(team.gpu),
+        "nominalQuota": UNLIMITED[QUOTA_GPU] if team.gpu is None else str(team.gpu * GPU_UNITS),
     }
     if team.borrowing_limit is not None:
-        gpu_budget["borrowingLimit"] = str(team.borrowing_limit)
+        gpu_budget["borrowingLimit"] = str(team.borrowing_limit * GPU_UNITS)
     # A CPU or memory quota is a hard cap, as the earlier gpuctl's ResourceQuota was; GPUs may be
     # borrowed up to borrowingLimit.
     cpu_budget: dict = {"name": QUOTA_CPU, "nominalQuota": UNLIMITED[QUOTA_CPU]}

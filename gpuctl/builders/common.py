@@ -30,6 +30,9 @@ class PoolFacts:
 
     name: str | None = None
     gpu_resource: str = GPU_RESOURCE
+    # The one slice `resources.gpu-share` gets on this pool (a MIG profile's resource, or
+    # nvidia.com/gpu.shared), chosen from the pool's nodes by gpuctl.service.sharing.share_facts.
+    slice_resource: str | None = None
 
 
 WHOLE_GPUS = PoolFacts()
@@ -92,6 +95,12 @@ def metadata(spec: JobSpec, namespace: str, labels: dict[str, str], name: str | 
 def gpu_resources(resources: Resources, pool: PoolFacts = WHOLE_GPUS) -> dict[str, str]:
     """The one place a container's GPU request is decided: {resource name: quantity} to request (and
     limit), empty for CPU-only work. Every job kind's container gets its GPUs from here, per pod."""
+    if resources.gpu_share is not None:
+        if pool.slice_resource is not None:
+            return {pool.slice_resource: "1"}  # one slice (gpu: 1 or none; more is refused by the spec)
+        if pool.name is None:
+            return {}  # offline (client dry run): the pool's nodes decide the slice when it is applied
+        raise ValueError(f"pool {pool.name}: gpu-share {resources.gpu_share} has no slice resolved")
     if not resources.gpu:
         return {}
     return {pool.gpu_resource: str(resources.gpu)}

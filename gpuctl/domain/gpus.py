@@ -15,7 +15,8 @@
   gpuctl.domain.sharing's one rule into GPU equivalents, what a team's budget is charged.
 
 The objects may be untrusted (the admission webhook reads what a client sent): a value of the wrong
-type raises ShapeError naming the field, which the webhook answers with a 400.
+type raises ShapeError naming the field (gpuctl.domain.shape, the one copy of these typed reads), which
+the webhook answers with a 400.
 """
 
 from __future__ import annotations
@@ -26,36 +27,12 @@ from decimal import Decimal
 from typing import Any
 
 from gpuctl.constants import GPU_RESOURCE, GPU_RESOURCE_PREFIXES
+from gpuctl.domain.shape import ShapeError, item, list_at, obj_at
 from gpuctl.domain.sharing import resource_units
 from gpuctl.quantity import QuantityError, parse_quantity
 
 # Anything larger is absurd for one pod; capping keeps `1e999` from becoming a giant integer.
 MAX_GPUS = 1_000_000
-
-
-class ShapeError(ValueError):
-    """An object field has the wrong type or an unreadable value; the message names the field."""
-
-
-_EMPTY: Mapping[str, Any] = {}
-
-
-def _map(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    v = parent.get(key)
-    if v is None:
-        return _EMPTY
-    if type(v) is not dict:
-        raise ShapeError(f"{where}.{key} must be an object, not {type(v).__name__}")
-    return v
-
-
-def _list(parent: Mapping[str, Any], key: str, where: str) -> list:
-    v = parent.get(key)
-    if v is None:
-        return []
-    if type(v) is not list:
-        raise ShapeError(f"{where}.{key} must be a list, not {type(v).__name__}")
-    return v
 
 
 def quantity_gpus(value: Any, where: str = "value") -> int:
@@ -86,12 +63,12 @@ def container_count(c: Any, resource: str, where: str = "container") -> int:
     """One container's count of an extended resource (GPUs, slices): its request, else its limit."""
     if type(c) is not dict:
         raise ShapeError(f"{where} must be an object, not {type(c).__name__}")
-    res = _map(c, "resources", where)
+    res = obj_at(c, "resources", where)
     if not res:
         return 0
-    v = _map(res, "requests", f"{where}.resources").get(resource)
+    v = obj_at(res, "requests", f"{where}.resources").get(resource)
     if v is None:
-        v = _map(res, "limits", f"{where}.resources").get(resource)
+        v = obj_at(res, "limits", f"{where}.resources").get(resource)
         if v is None:
             return 0
     if type(v) is str and v.isascii() and v.isdigit():  # the usual "4": quantity_gpus without the f-string
@@ -109,13 +86,13 @@ def is_gpu_resource(resource: str) -> bool:
 def _effective(spec: Mapping[str, Any], where: str, per_container: Callable[[Any, str], Any]) -> Any:
     """A pod's effective request of one resource: max(app containers + sidecars, init-phase peak)."""
     main = 0
-    for i, c in enumerate(_list(spec, "containers", where)):
+    for i, c in enumerate(list_at(spec, "containers", where)):
         main += per_container(c, f"{where}.containers[{i}]")
     if spec.get("initContainers") is None:
         return max(main, 0)  # what the general case below gives without init containers
     sidecars = 0
     init_peak = 0
-    for i, c in enumerate(_list(spec, "initContainers", where)):
+    for i, c in enumerate(list_at(spec, "initContainers", where)):
         v = per_container(c, f"{where}.initContainers[{i}]")
         if c.get("restartPolicy") == "Always":
             sidecars += v
@@ -136,13 +113,11 @@ def pod_spec_gpus(spec: Mapping[str, Any] | None, where: str = "spec") -> int:
 def _gpu_names(spec: Mapping[str, Any], where: str) -> set[str]:
     names: set[str] = set()
     for key in ("containers", "initContainers"):
-        for i, c in enumerate(_list(spec, key, where)):
-            if type(c) is not dict:
-                raise ShapeError(f"{where}.{key}[{i}] must be an object, not {type(c).__name__}")
-            res = _map(c, "resources", f"{where}.{key}[{i}]")
+        for i, c in enumerate(list_at(spec, key, where)):
+            res = obj_at(item(c, f"{where}.{key}[{i}]"), "resources", f"{where}.{key}[{i}]")
             for part in ("requests", "limits"):
                 names.update(
-                    r for r in _map(res, part, f"{where}.{key}[{i}].resources") if is_gpu_resource(r)
+                    r for r in obj_at(res, part, f"{where}.{key}[{i}].resources") if is_gpu_resource(r)
                 )
     return names
 

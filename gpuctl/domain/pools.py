@@ -135,7 +135,7 @@ def tolerates_pool_taint(t: Mapping[str, Any], pool: str | None = None) -> bool:
     Kubernetes' rule (k8s.io/api core/v1 Toleration.ToleratesTaint): its effect is empty or NoSchedule,
     and it is key-less with `operator: Exists` (tolerates every taint), or has key runwhere.ai/pool with
     `Exists` or the pool's name as value. The one definition used by the admission rules outside team
-    namespaces (admission/isolation.py, and its CEL in admission/isolation_policy.py) and by adopt."""
+    namespaces (admission/isolation.py, and its CEL in admission/policies/isolation.py) and by adopt."""
     if t.get("effect") not in (None, "", POOL_TAINT_EFFECT):
         return False
     key, op = t.get("key") or "", t.get("operator") or "Equal"

@@ -224,19 +224,20 @@ def quota_transformations() -> list[dict]:
     return [{"input": r, "strategy": "Retain", "outputs": {QUOTA_GPU: str(resource_units(r))}} for r in names]
 
 
+def units_to_gpus(units: int) -> int | float:
+    """Budget units as GPUs: an int when whole (840 -> 1, 7 x 120 -> 1), else to the hundredth
+    (120 -> 0.14, 420 -> 0.5)."""
+    whole, rest = divmod(units, GPU_UNITS)
+    return whole if not rest else round(units / GPU_UNITS, 2)
+
+
 def units_as_gpus(units: int | str) -> str:
-    """Budget units as GPUs for people: 840 -> "1", 120 -> "0.14", 7*120 -> "1"."""
+    """units_to_gpus of a quantity (Kueue's status strings) as text; unreadable is "0"."""
     try:
-        u = int(units)
-    except (TypeError, ValueError):
-        try:
-            u = int(parse_quantity(str(units)))
-        except QuantityError:
-            return "0"
-    g = Fraction(u, GPU_UNITS)
-    if g.denominator == 1:
-        return str(g.numerator)
-    return f"{float(g):.2f}".rstrip("0").rstrip(".")
+        u = int(parse_quantity(str(units)))
+    except QuantityError:
+        return "0"
+    return str(units_to_gpus(u))
 
 
 # --- what a node advertises ------------------------------------------------------------------------
@@ -321,6 +322,72 @@ def slice_resource(mode: Mode, profile: str) -> str:
     if mode in (Mode.TIME_SLICING, Mode.MPS):
         return SHARED_GPU_RESOURCE
     return GPU_RESOURCE  # MIG single: the slices are nvidia.com/gpu
+
+
+@dataclass(frozen=True)
+class PoolSharing:
+    """How a pool's Ready nodes share their GPUs, summed: the mode (MIG mixed if any node is, then MIG
+    single, then time-slicing / MPS), the GPU model of its MIG nodes, and per slice kind (a MIG profile,
+    or "shared" for a replica) how many the nodes offer."""
+
+    mode: Mode = Mode.NONE
+    model: Model | None = None
+    whole: int = 0  # GPUs handed out whole
+    shared_gpus: int = 0  # GPUs cut into slices
+    slices: dict[str, int] = field(default_factory=dict)  # profile -> allocatable
+    replicas: int = 0  # time-slicing / MPS replicas per GPU (the largest of the nodes')
+
+    @property
+    def profiles(self) -> set[str]:
+        return set(self.slices)
+
+    def resource(self, profile: str) -> str:
+        return slice_resource(self.mode, profile)
+
+
+_MODE_ORDER = (Mode.MIG_MIXED, Mode.MIG_SINGLE, Mode.MPS, Mode.TIME_SLICING)
+
+
+def pool_sharing(nodes: list[Mapping[str, Any]]) -> PoolSharing:
+    """The sharing of a pool from its nodes (the caller passes the pool's Ready, schedulable ones)."""
+    per = [node_sharing(n) for n in nodes]
+    modes = {s.mode for s in per}
+    mode = next((m for m in _MODE_ORDER if m in modes), Mode.NONE)
+    slices: dict[str, int] = {}
+    for s in per:
+        if s.mode is mode:
+            for p, n in s.slices.items():
+                slices[p] = slices.get(p, 0) + n
+    models = [s.model for s in per if s.model is not None and (s.mode is mode or mode is Mode.NONE)]
+    return PoolSharing(
+        mode=mode,
+        model=max(set(models), key=models.count, default=None) if models else None,
+        whole=sum(s.whole for s in per),
+        shared_gpus=sum(s.shared_gpus for s in per),
+        slices=dict(sorted(slices.items(), key=lambda kv: (_order(kv[0]), kv[0]))),
+        replicas=max((s.replicas for s in per), default=0),
+    )
+
+
+def _order(profile: str) -> Fraction:
+    p = PROFILES.get(profile)
+    return p.share if p is not None else Fraction(0)
+
+
+def describe_pool_sharing(ps: PoolSharing) -> str:
+    """One line for people: "6 GPUs + 2 as 14 x 1g.10gb" (MIG), "2 GPUs as 8 x shared (time-slicing,
+    memory not isolated)", "8 GPUs" (no sharing)."""
+    if ps.mode is Mode.NONE or not ps.slices:
+        return f"{ps.whole} GPUs"
+    cut = ", ".join(f"{n} x {p}" for p, n in ps.slices.items())
+    head = f"{ps.whole} GPUs + " if ps.whole else ""
+    how = {
+        Mode.MIG_MIXED: "",
+        Mode.MIG_SINGLE: " (MIG single)",
+        Mode.TIME_SLICING: " (time-slicing, memory not isolated)",
+        Mode.MPS: " (MPS)",
+    }[ps.mode]
+    return f"{head}{ps.shared_gpus} as {cut}{how}"
 
 
 # --- gpu-share --------------------------------------------------------------------------------------

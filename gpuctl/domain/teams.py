@@ -1,7 +1,8 @@
 """What a gpuctl team ClusterQueue means, read back from Kueue's objects, and the desired Cohort.
 
 A team is a ClusterQueue named after its namespace (made by queues.cluster_queue): its budget of
-virtual resources runwhere.ai/quota-{gpu,cpu,memory} on the budget flavor, optional per-pool
+virtual resources runwhere.ai/quota-{gpu-840ths,cpu,memory} on the budget flavor (GPUs in 1/840 GPU
+units, so slices of GPUs are charged exactly: gpuctl.domain.sharing), optional per-pool
 guarantees (nominal quota on pool flavors), and Kueue's accounting of both in `status`. The root
 Cohort holds every pool's capacity less what teams are guaranteed there.
 """
@@ -17,6 +18,8 @@ from typing import Any
 from gpuctl.constants import (
     BUDGET_FLAVOR,
     GPU_RESOURCE,
+    GPU_UNITS,
+    LEGACY_QUOTA_GPU,
     QUOTA_CPU,
     QUOTA_CPU_PER_CORE,
     QUOTA_GPU,
@@ -27,6 +30,7 @@ from gpuctl.constants import (
 from gpuctl.domain.gpus import quantity_gpus
 from gpuctl.domain.objects import annotations, condition, is_gpuctl_object, labels, name
 from gpuctl.domain.pools import pool_capacities, pool_names
+from gpuctl.domain.sharing import units_to_gpus
 from gpuctl.quantity import QuantityError, parse_quantity
 from queues.model import PoolGuarantee, TeamQuota
 from queues.objects import cohort
@@ -36,6 +40,14 @@ def _gpus(v: Any) -> int:
     try:
         return quantity_gpus(str(v)) if v is not None else 0
     except ValueError:
+        return 0
+
+
+def _units(v: Any) -> int:
+    """A quantity of runwhere.ai/quota-gpu-840ths (units of 1/840 GPU); unreadable counts 0."""
+    try:
+        return max(0, int(parse_quantity(str(v)))) if v is not None else 0
+    except QuantityError:
         return 0
 
 
@@ -90,22 +102,33 @@ def pool_guarantees(cq: Mapping[str, Any]) -> dict[str, PoolGuarantee]:
 
 
 def team_from_cluster_queue(cq: Mapping[str, Any]) -> TeamQuota:
-    """Read a gpuctl team ClusterQueue back into the TeamQuota it was made from."""
+    """Read a gpuctl team ClusterQueue back into the TeamQuota it was made from. One made before issue
+    32 holds its GPU budget in whole GPUs (LEGACY_QUOTA_GPU): read as such, so the next write of the
+    ClusterQueue (apply, a pool change) moves it to QUOTA_GPU without changing the team's quota."""
     budget = _resources(cq, flavor_is_budget=True).get(BUDGET_FLAVOR, {})
 
     def nominal(res: str) -> str | None:
         v = str((budget.get(res) or {}).get("nominalQuota", UNLIMITED[res]))
         return None if v == UNLIMITED[res] else v
 
-    gpu, cpu = nominal(QUOTA_GPU), nominal(QUOTA_CPU)
-    borrow = (budget.get(QUOTA_GPU) or {}).get("borrowingLimit")
+    cpu = nominal(QUOTA_CPU)
+    if QUOTA_GPU not in budget and LEGACY_QUOTA_GPU in budget:
+        legacy = budget[LEGACY_QUOTA_GPU]
+        gpu_v, borrow_v = str(legacy.get("nominalQuota", "1M")), legacy.get("borrowingLimit")
+        gpu = None if gpu_v == "1M" else _gpus(gpu_v)
+        borrow = None if borrow_v is None else _gpus(borrow_v)
+    else:
+        units = nominal(QUOTA_GPU)
+        gpu = None if units is None else _units(units) // GPU_UNITS
+        borrow_u = (budget.get(QUOTA_GPU) or {}).get("borrowingLimit")
+        borrow = None if borrow_u is None else _units(borrow_u) // GPU_UNITS
     return TeamQuota(
         namespace=name(cq),
         quota_name=labels(cq).get(Labels.QUOTA, ""),
-        gpu=None if gpu is None else _gpus(gpu),
+        gpu=gpu,
         cpu=None if cpu is None else cores(cpu),
         memory=nominal(QUOTA_MEMORY),
-        borrowing_limit=None if borrow is None else _gpus(borrow),
+        borrowing_limit=borrow,
         pools=pool_guarantees(cq),
         description=annotations(cq).get(Labels.DESCRIPTION),
     )
@@ -126,12 +149,18 @@ class TeamUsage:
     inactive_reason: str = ""
 
     @property
-    def gpus(self) -> int:
-        return _gpus(self.budget_used.get(QUOTA_GPU, "0"))
+    def gpu_units(self) -> int:
+        """GPU equivalents of budget held, in 1/840 GPU (whole GPUs and slices together)."""
+        return _units(self.budget_used.get(QUOTA_GPU, "0"))
 
     @property
-    def gpus_over_quota(self) -> int:
-        return _gpus(self.budget_borrowed.get(QUOTA_GPU, "0"))
+    def gpus(self) -> int | float:
+        """GPU equivalents of budget held (units_to_gpus: 1, 0.14, 2.5)."""
+        return units_to_gpus(self.gpu_units)
+
+    @property
+    def gpus_over_quota(self) -> int | float:
+        return units_to_gpus(_units(self.budget_borrowed.get(QUOTA_GPU, "0")))
 
 
 def flavors_reservation(cq: Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]]]:
@@ -203,22 +232,22 @@ def team_budgets(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, TeamQ
     return {ns: team_from_cluster_queue(cq) for ns, cq in team_queues(cluster_queues).items()}
 
 
-def team_reserved_gpus(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def team_reserved_gpus(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, int | float]:
     """Team namespace -> GPUs of budget its Workloads hold (Kueue's count, team_usage); a team whose
     ClusterQueue has no status yet is left out (the caller counts its jobs instead)."""
     return {ns: team_usage(cq).gpus for ns, cq in team_queues(cluster_queues).items() if cq.get("status")}
 
 
-def cohort_budget_gpus(cohort: Mapping[str, Any] | None) -> int:
+def cohort_budget_gpus(cohort: Mapping[str, Any] | None) -> int | float:
     """GPUs of budget the root Cohort lends beyond the teams' quotas (its nominal quota of
-    runwhere.ai/quota-gpu on the budget flavor; 0 without a Cohort)."""
+    runwhere.ai/quota-gpu-840ths on the budget flavor, as GPUs; 0 without a Cohort)."""
     for g in ((cohort or {}).get("spec") or {}).get("resourceGroups") or []:
         for fl in g.get("flavors") or []:
             if fl.get("name") != BUDGET_FLAVOR:
                 continue
             for r in fl.get("resources") or []:
                 if r.get("name") == QUOTA_GPU:
-                    return _gpus(r.get("nominalQuota", "0"))
+                    return units_to_gpus(_units(r.get("nominalQuota", "0")))
     return 0
 
 

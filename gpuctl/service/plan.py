@@ -51,6 +51,12 @@ def plan_documents(docs: list[Document], default_namespace: str) -> Plan:
             objs = build(spec, spec_namespace(spec, default_namespace))
             plan.objects += objs
             plan.lines += [f"{object_label(o)} created" for o in objs]
+            if spec.resources.gpu_share is not None:
+                plan.notes.append(
+                    f"{doc.source}: job {spec.job.name}: gpu-share {spec.resources.gpu_share} becomes a "
+                    f"slice of pool {spec.resources.pool}'s GPUs (a MIG profile or a shared replica) when "
+                    "applied; offline the container requests no GPU (--dry-run=server shows the slice)"
+                )
         elif isinstance(spec, PoolSpec):
             plan.lines.append(f"pool/{spec.pool.name} created")
             plan.lines += [f"node/{n} labeled {Labels.POOL}={spec.pool.name}" for n in sorted(spec.nodes)]

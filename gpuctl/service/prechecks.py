@@ -5,7 +5,7 @@ as few requests as the submission needs. Nothing here writes."""
 
 from __future__ import annotations
 
-from gpuctl.builders import build
+from gpuctl.builders import WHOLE_GPUS, build
 from gpuctl.cluster import Cluster, path
 from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import DEFAULT_POOL, GPU_TYPE_LABEL_KEYS, JOB_KINDS, Kind, Labels
@@ -14,6 +14,7 @@ from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import CONTROLLER_KINDS, JOB_SELECTOR, MANAGED_SELECTOR
+from gpuctl.service.sharing import share_facts
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 
 # At most this many names of one kind in one namespace are looked up one GET each; more (a sweep of
@@ -97,6 +98,11 @@ def precheck_jobs(
             )
         allowed = spec.resources.pools_allowed
         if allowed is None or len(allowed) > 1:
+            if spec.resources.gpu_share is not None:
+                raise ServiceError(
+                    f"{where}: resources.gpu-share needs one pool, whose GPUs' slices it names; "
+                    "set resources.pool to one pool"
+                )
             _check_any_pool(reader, where, spec.resources.gpu_type, allowed, pools)
             planned[i] = build(spec, ns)
             continue
@@ -111,7 +117,8 @@ def precheck_jobs(
             raise NotFound(
                 f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
             )
-        planned[i] = build(spec, ns)
+        share = spec.resources.gpu_share
+        planned[i] = build(spec, ns, WHOLE_GPUS if share is None else share_facts(reader, where, pool, share))
     _check_names(cluster, reader, docs, planned, action)
     return planned
 

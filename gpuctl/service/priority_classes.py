@@ -6,7 +6,7 @@ PreemptLowerPriority), gpuctl-medium (500,000, PreemptLowerPriority) and gpuctl-
 kube-scheduler evict lower-priority pods, Kueue-admitted ones included: it jumps Kueue. gpuctl keeps the
 same names and values (dashboards and habits carry over) with `preemptionPolicy: Never`, so a pod naming
 one waits for room like any other and only Kueue decides who runs on pool GPUs (the earlier client's own
-pods in team namespaces do not even name them any more: admission/earlier.py).
+pods in team namespaces do not even name them any more: admission/policies/earlier_client.py).
 
 `value` and `preemptionPolicy` are immutable (k8s.io/kubernetes pkg/apis/scheduling/validation,
 ValidatePriorityClassUpdate), so a class with the wrong policy or value is deleted and created again. Pods

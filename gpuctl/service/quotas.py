@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import (
+    GPU_UNITS,
     LIMIT_RANGE_NAME,
     LOCAL_QUEUE_NAME,
     MANAGED_BY_VALUE,
     QUOTA_CPU,
-    QUOTA_GPU,
     QUOTA_MEMORY,
     Labels,
 )
@@ -20,6 +20,7 @@ from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.multicluster import team_checks
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import pool_capacities
+from gpuctl.domain.sharing import units_to_gpus
 from gpuctl.domain.teams import cores, team_from_cluster_queue, team_usage
 from gpuctl.quantity import format_quantity, parse_quantity
 from gpuctl.service.convert import team_limit_range, team_quotas
@@ -222,10 +223,13 @@ def quota_rows(cluster: Cluster, namespace: str | None = None) -> list[dict]:
             {
                 "name": t.quota_name,
                 "namespace": ns,
+                # GPU equivalents: whole GPUs and slices (MIG, time-slicing) in one unit, the team's
+                # budget's (docs/sharing.md); free = quota - used, None when unlimited.
                 "gpu": {
-                    "used": u.budget_used.get(QUOTA_GPU, "0"),
+                    "used": u.gpus,
                     "quota": t.gpu,
-                    "borrowed": u.budget_borrowed.get(QUOTA_GPU, "0"),
+                    "free": None if t.gpu is None else units_to_gpus(max(t.gpu * GPU_UNITS - u.gpu_units, 0)),
+                    "borrowed": u.gpus_over_quota,
                     "borrowing_limit": t.borrowing_limit,
                 },
                 "cpu": {"used": cores(u.budget_used.get(QUOTA_CPU, "0")), "quota": t.cpu},

@@ -108,6 +108,20 @@ class Resources(SpecModel):
                 data["any_of_pools"] = pools
         return data
 
+    @model_validator(mode="after")
+    def _one_slice(self) -> Resources:
+        """`gpu-share` is one slice of one GPU (issue 32, docs/sharing.md): with `gpu: 1` or no `gpu`
+        (the earlier gpuctl's files say both); more GPUs and a share of one is a contradiction."""
+        if self.gpu_share is not None and self.gpu > 1:
+            raise fail(
+                "gpu_share",
+                f"gpu: {self.gpu} with gpu-share: {self.gpu_share} asks for {self.gpu} GPUs and a slice "
+                "of one",
+                f"for one slice set gpu: 1 (or omit gpu); for {self.gpu} whole GPUs remove gpu-share",
+                at="gpu",
+            )
+        return self
+
     @field_validator("pool", mode="before")
     @classmethod
     def _pool(cls, value: Any) -> Any:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import importlib
 import json
 import subprocess
 import uuid
@@ -25,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from admission import policy, topology
+from admission.policies import catalog
 from gpuctl.cluster import ApiError, Cluster, path
 from tests.integration.conftest import wait_until
 from tests.integration.test_admission_webhook import (
@@ -39,24 +38,14 @@ from tests.integration.test_admission_webhook import (
 
 
 def _policies() -> list[dict]:
-    """Every admission policy the checkout ships (manifests/admission/*.yaml's generators)."""
-    docs = [
-        *policy.policy(),
-        *getattr(policy, "delete_policy", list)(),
-        *getattr(policy, "priority_class_policy", list)(),
-    ]
-    docs += topology.policies()
-    if has_module("earlier"):
-        docs += importlib.import_module("admission.earlier").policies()
-    if has_module("workload_edit"):
-        docs += importlib.import_module("admission.workload_edit").policies()
-    return docs
+    """Every admission policy the checkout ships for team namespaces (and the cluster-scoped one)."""
+    return catalog.team_policies()
 
 
 def has_module(name: str) -> bool:
     """Whether this checkout's admission package has the module (looked up beside it: an editable install of
     another checkout would otherwise answer for a module this one lacks)."""
-    return (Path(policy.__file__).parent / f"{name}.py").exists()
+    return (Path(catalog.__file__).parents[1] / f"{name}.py").exists()
 
 
 @dataclass

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from admission import policy
+from admission.policies import deletes, team
 from admission.rules import AdmissionConfig, review
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import PRIORITY_CLASS, Labels, Priority
@@ -65,7 +65,7 @@ class Env:
 
 
 def _test_policy(sfx: str, namespaces: list[str], docs: list[dict] | None = None) -> list[dict]:
-    vap, binding = copy.deepcopy(docs if docs is not None else policy.policy((ALLOWED,)))
+    vap, binding = copy.deepcopy(docs if docs is not None else team.policy((ALLOWED,)))
     name = f"{vap['metadata']['name']}-test-{sfx}"
     vap["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
     binding["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
@@ -116,7 +116,7 @@ def env(cluster: str, kube, kubectl_bin: str) -> Iterator[Env]:
         kube.apply(binding)
         created.append(path("ValidatingAdmissionPolicyBinding", binding["metadata"]["name"]))
         # orphan-delete: its own policy (nothing in it reads `object`, null on DELETE)
-        for doc in _test_policy(sfx, [e.ns, e.down], policy.delete_policy()):
+        for doc in _test_policy(sfx, [e.ns, e.down], deletes.policy()):
             kube.apply(doc)
             created.append(path(doc["kind"], doc["metadata"]["name"]))
         owner = _job(OWNER, e.ns, gpus=0)
@@ -283,11 +283,11 @@ def _tenant_corpus(ns: str, hi: dict) -> dict[str, dict]:
 
 def _python_rules(obj: dict, ns: str, **kw) -> set[str]:
     v = review(admission_review(obj, namespace=ns, **kw)["request"], state(), PY_CONFIG)
-    return {r for r in v.rules if r in policy.POLICY_RULES}
+    return {r for r in v.rules if r in team.POLICY_RULES}
 
 
 def _policy_rules(stderr: str) -> set[str]:
-    return {r for r in policy.POLICY_RULES if f"breaks [{r}]" in stderr}
+    return {r for r in team.POLICY_RULES if f"breaks [{r}]" in stderr}
 
 
 @pytest.mark.parametrize("case", list(_corpus("x")))
@@ -321,7 +321,16 @@ def test_tenant_update_rules_agree_on_the_api_server(env, kube):
     made = wait_until(
         lambda: kube.list(path("Pod", namespace=env.ns), label_selector="job-name=made"), 30, what="its pod"
     )[0]
-    made = kube.get(path("Pod", made["metadata"]["name"], env.ns))  # with its kind (list items have none)
+    # Read it once kube-scheduler has bound it: a copy read before the binding, replaced after it, would
+    # take spec.nodeName away, which the API server refuses for that reason ("pod updates may not change
+    # fields other than ...") instead of the policy's.
+    made_path = path("Pod", made["metadata"]["name"], env.ns)
+
+    def bound() -> dict | None:
+        pod = kube.get(made_path)  # with its kind (list items have none)
+        return pod if pod["spec"].get("nodeName") else None
+
+    made = wait_until(bound, 60, what="its pod bound to a node")
     dropped = copy.deepcopy(made)
     del dropped["metadata"]["ownerReferences"]
     relabelled = copy.deepcopy(made)

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from admission.rules import CONTROLLER_USERS, KUEUE_USER
+from admission.identities import CONTROLLER_USERS, KUEUE_USER
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import (
     COHORT_NAME,

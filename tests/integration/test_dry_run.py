@@ -20,7 +20,7 @@ import yaml
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import COHORT_NAME, Labels
+from gpuctl.constants import COHORT_NAME, GPU_UNITS, QUOTA_GPU, UNLIMITED, Labels
 from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 
 # The API's `env` (ServiceAccounts with the shipped roles, the API as gpuctl-api) and the CLI runner
@@ -321,16 +321,14 @@ def test_deleting_the_last_pool_works_and_a_new_pool_brings_the_cohort_back(
         assert flavor["name"] == "gpuctl-budget"
         # 4 RTX4090 less every team's quota (this test's 2, and any other test's still around)
         quotas = sum(
-            int(r["nominalQuota"])
+            int(r["nominalQuota"]) // GPU_UNITS
             for q in kube.list(path("ClusterQueue"), label_selector=f"{Labels.MANAGED_BY}=gpuctl")
             for g in q["spec"]["resourceGroups"]
             for fl in g["flavors"]
             for r in fl["resources"]
-            if r["name"] == "runwhere.ai/quota-gpu" and r["nominalQuota"] != "1M"
+            if r["name"] == QUOTA_GPU and r["nominalQuota"] != UNLIMITED[QUOTA_GPU]
         )
-        assert {"name": "runwhere.ai/quota-gpu", "nominalQuota": str(max(4 - quotas, 0))} in flavor[
-            "resources"
-        ]
+        assert {"name": QUOTA_GPU, "nominalQuota": str(max(4 - quotas, 0) * GPU_UNITS)} in flavor["resources"]
         assert "only-pool" in str(kube.get(path("ClusterQueue", ns))["spec"]["resourceGroups"])
         # And once more through delete -f (the document path).
         rc, _, err = cli("delete", "-f", str(f))

@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
+from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.service.pools import patch_node_pool
 from queues import PoolGuarantee, TeamQuota, desired_objects, local_queue, team_namespace
@@ -145,7 +145,7 @@ class Stack:
             for fl in group.get("flavors") or []:
                 for r in fl["resources"]:
                     if r["name"] == QUOTA_GPU:
-                        return int(r["nominalQuota"])
+                        return int(r["nominalQuota"]) // GPU_UNITS
         return None
 
 
@@ -529,7 +529,7 @@ def test_node_changes_move_capacity_and_the_kueue_quota(stack: Stack) -> None:
     for fl in cohort["spec"]["resourceGroups"][0]["flavors"]:
         for r in fl["resources"]:
             if r["name"] == QUOTA_GPU:
-                r["nominalQuota"] = "100"
+                r["nominalQuota"] = str(100 * GPU_UNITS)
     s.kube.request("PUT", path("Cohort", COHORT_NAME), body=cohort)
     wait_until(lambda: s.cohort_gpus() == 12, 10, 0.1, what="hand edit of the Cohort reverted")
     # Six changes, six applies, each with its latency observed; no errors.

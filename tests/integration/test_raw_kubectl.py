@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from admission import topology
+from admission.policies import topology
 from gpuctl.cluster import path
 from gpuctl.constants import TAS_REQUEST_KEYS, TAS_UNCONSTRAINED, Labels
 from tests.integration.conftest import wait_until

@@ -29,7 +29,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import BUDGET_FLAVOR, COHORT_NAME, GPU_RESOURCE, QUOTA_GPU, Labels
+from gpuctl.constants import BUDGET_FLAVOR, COHORT_NAME, GPU_RESOURCE, GPU_UNITS, QUOTA_GPU, Labels
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
 from queues import desired_objects
@@ -99,7 +99,8 @@ class Pair:
         for group in (cohort.get("spec") or {}).get("resourceGroups") or []:
             for fl in group.get("flavors") or []:
                 if fl["name"] == BUDGET_FLAVOR:
-                    return next(int(r["nominalQuota"]) for r in fl["resources"] if r["name"] == QUOTA_GPU)
+                    units = next(int(r["nominalQuota"]) for r in fl["resources"] if r["name"] == QUOTA_GPU)
+                    return units // GPU_UNITS
         return None
 
 

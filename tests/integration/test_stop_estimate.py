@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from admission import workload_edit as workload_edit_policy
-from admission.workload_edit import NAME
+from admission.policies import workload_edit as workload_edit_policy
+from admission.policies.workload_edit import NAME
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import MAX_EXEC_TIME_LABEL
 from gpuctl.domain.objects import condition, parse_time

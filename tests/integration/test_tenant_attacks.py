@@ -41,7 +41,15 @@ import yaml
 
 from gpuctl.cli.main import main as gpuctl_main
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import GPU_RESOURCE, PRIORITY_VALUE, QUOTA_GPU, TAS_UNCONSTRAINED, Labels, Priority
+from gpuctl.constants import (
+    GPU_RESOURCE,
+    GPU_UNITS,
+    PRIORITY_VALUE,
+    QUOTA_GPU,
+    TAS_UNCONSTRAINED,
+    Labels,
+    Priority,
+)
 from gpuctl.domain.gpus import pod_spec_gpus
 from tests.integration.admission_stack import AdmissionStack, has_module
 from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
@@ -53,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BEFORE_FILE = Path(__file__).with_name("tenant_attacks_before.json")
 TABLE = ROOT / "build" / "tenant-attacks.md"
 RECORD = os.environ.get("GPUCTL_ATTACKS_RECORD", "")  # "before": record only (main's admission code)
-EARLIER_POLICY = has_module("earlier")  # not on main before issue 26
+EARLIER_POLICY = has_module("policies/earlier_client")  # not on main before issue 26
 DELAY = {"pod-complete.stage.kwok.x-k8s.io/delay": "3600s"}  # KWOK: pods keep running
 QUOTA = 4  # team A's GPUs
 WATCH = 8.0  # seconds an attack is watched for an escape
@@ -175,7 +183,7 @@ def kueue_gpus(kube: Cluster, ns: str) -> int:
     for fl in (cq.get("status") or {}).get("flavorsReservation") or []:
         for r in fl.get("resources") or []:
             if r["name"] == QUOTA_GPU:
-                return int(r["total"])
+                return int(r["total"]) // GPU_UNITS
     return 0
 
 

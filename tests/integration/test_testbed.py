@@ -107,8 +107,8 @@ def test_job_admitted_scheduled_run_and_over_quota_waits(kube, namespace, clean_
         what="QuotaReserved condition",
     )
     assert reserved["status"] == "False"
-    # 12 > the team's 8: Kueue says "insufficient quota ... > maximum capacity (8)".
-    assert "quota for runwhere.ai/quota-gpu in flavor gpuctl-budget" in reserved["message"]
-    assert "maximum capacity (8)" in reserved["message"]
+    # 12 > the team's 8 (in 1/840 GPU): Kueue says "insufficient quota ... > maximum capacity (6720)".
+    assert "quota for runwhere.ai/quota-gpu-840ths in flavor gpuctl-budget" in reserved["message"]
+    assert "maximum capacity (6720)" in reserved["message"]
     assert kube.get(path("Job", "too-big", namespace))["spec"]["suspend"] is True
     assert kube.list(path("Pod", namespace=namespace), label_selector="job-name=too-big") == []

@@ -25,7 +25,8 @@ import orjson
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from admission.rules import KUEUE_USER, AdmissionConfig, Malformed, Mode, review
+from admission.identities import KUEUE_USER
+from admission.rules import AdmissionConfig, Malformed, Mode, review
 from admission.server import AdmissionApp, BadRequest, parse_review
 from admission.state import ClusterState, StaticState
 from bench.webhook import POOL as BENCH_POOL

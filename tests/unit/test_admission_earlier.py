@@ -1,5 +1,5 @@
-"""The earlier client's MutatingAdmissionPolicies are generated (admission/earlier.py) and the checked-in file
-is it. What they do to the earlier client's own objects is checked on the API server
+"""The earlier client's MutatingAdmissionPolicies are generated (admission/policies/earlier_client.py) and the
+checked-in file is it. What they do to the earlier client's own objects is checked on the API server
 (tests/integration/test_earlier_client.py)."""
 
 from __future__ import annotations
@@ -8,21 +8,21 @@ from pathlib import Path
 
 import yaml
 
-from admission import earlier
+from admission.policies import earlier_client as earlier
 from gpuctl.constants import PRIORITY_CLASS, Labels, Priority
 
 DIR = Path(__file__).resolve().parents[2] / "manifests" / "admission"
 
 
 def test_checked_in_file_is_the_generators_output_and_kustomize_installs_it():
-    assert (DIR / "earlier-client.yaml").read_text() == earlier.render(), (
+    assert (DIR / "earlier-client.yaml").read_text() == earlier.render_manifest(), (
         "earlier-client.yaml is stale: python -m admission.earlier > manifests/admission/earlier-client.yaml"
     )
     assert "earlier-client.yaml" in yaml.safe_load((DIR / "kustomization.yaml").read_text())["resources"]
 
 
 def _by_name() -> dict[str, dict]:
-    return {f"{d['kind']}/{d['metadata']['name']}": d for d in yaml.safe_load_all(earlier.render())}
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in yaml.safe_load_all(earlier.render_manifest())}
 
 
 def test_the_mapping_is_gpuctls_and_only_where_no_kueue_class_is_set():

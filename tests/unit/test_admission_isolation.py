@@ -11,7 +11,7 @@ import orjson
 import pytest
 import yaml
 
-from admission import isolation_policy
+from admission.identities import KCM_USER, KUEUE_USER
 from admission.isolation import (
     ISOLATION_CONTROLLER_USERS,
     POOL_NODE_NAME,
@@ -19,7 +19,8 @@ from admission.isolation import (
     POOL_TOLERATION,
     review_isolation,
 )
-from admission.rules import KCM_USER, KUEUE_USER, AdmissionConfig, Malformed, Mode, Verdict
+from admission.policies import isolation as isolation_policy
+from admission.rules import AdmissionConfig, Malformed, Mode, Verdict
 from admission.server import AdmissionApp
 from admission.state import StaticState
 from gpuctl.constants import GPU_RESOURCE, Labels
@@ -232,7 +233,7 @@ def test_the_server_answers_isolation_on_its_own_route() -> None:
 
 
 def test_the_shipped_policy_is_the_generators_output_and_installed_with_the_others() -> None:
-    assert (DIR / "isolation.yaml").read_text() == isolation_policy.render(), (
+    assert (DIR / "isolation.yaml").read_text() == isolation_policy.render_manifest(), (
         "isolation.yaml is stale: python -m admission.isolation_policy > manifests/admission/isolation.yaml"
     )
     assert "isolation.yaml" in yaml.safe_load((DIR / "kustomization.yaml").read_text())["resources"]
@@ -258,7 +259,7 @@ def test_the_webhook_entry_is_generated_and_only_for_non_team_namespaces() -> No
     hooks = {w["name"]: w for w in yaml.safe_load((DIR / "webhook.yaml").read_text())["webhooks"]}
     entry = hooks[isolation_policy.WEBHOOK_NAME]
     assert entry == isolation_policy.webhook_entry(), (
-        "webhook.yaml's isolation entry is stale: paste admission.isolation_policy.webhook_entry()"
+        "webhook.yaml's isolation entry is stale: paste admission.policies.isolation.webhook_entry()"
     )
     assert entry["clientConfig"]["service"]["path"] == "/isolation" and entry["failurePolicy"] == "Fail"
     conditions = {c["name"] for c in entry["matchConditions"]}

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from admission import policy, server
+from admission import server
+from admission.identities import KUEUE_USER
 from admission.isolation import review_isolation
-from admission.rules import KUEUE_USER, AdmissionConfig, Mode, review
+from admission.policies import skeleton
+from admission.rules import AdmissionConfig, Mode, review
 from tests.unit.test_admission_fixtures import PLAIN, TEAM, raw_pod, state
 from tests.unit.test_admission_fixtures import review as admission_review
 
@@ -98,7 +100,7 @@ def test_the_shipped_deployment_passes_the_identity_every_manifest_skips() -> No
     args = server._parser().parse_args(dep["spec"]["template"]["spec"]["containers"][0]["args"])
     assert args.kueue_user == KUEUE_USER
     namespace = KUEUE_USER.split(":")[2]
-    assert namespace in policy.SYSTEM_NAMESPACES
+    assert namespace in skeleton.SYSTEM_NAMESPACES
     for f in ("webhook.yaml", "policy.yaml", "isolation.yaml", "topology.yaml", "earlier-client.yaml"):
         text = (ROOT / "manifests/admission" / f).read_text()
         assert f"'{KUEUE_USER}'" in text, f

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from admission import policy
-from admission.rules import CONTROLLER_USERS, KCM_USER, KUEUE_USER, ORPHAN_KINDS
+from admission.identities import CONTROLLER_USERS, KCM_USER, KUEUE_USER
+from admission.policies import deletes
 from admission.server import DEFAULT_PORT
 from admission.state import RESOURCES
+from admission.validators.orphan_delete import ORPHAN_KINDS
 
 DIR = Path(__file__).resolve().parents[2] / "manifests" / "admission"
 SYSTEM = {"kube-system", "kube-public", "kube-node-lease", "kueue-system", "gpuctl-system"}
@@ -65,7 +66,8 @@ def test_every_webhook_fails_closed_quickly_and_supports_dry_run(name):
 
 
 def test_deletes_are_sent_only_when_they_would_orphan_a_jobs_or_statefulsets_pods():
-    """The webhook's orphan-delete: the same kinds and the same CEL as the policy (admission.policy)."""
+    """The webhook's orphan-delete: the same kinds and the same CEL as the policy
+    (admission.policies.deletes)."""
     w = webhooks()["deletes.admission.runwhere.ai"]
     assert (w["failurePolicy"], w["timeoutSeconds"], w["sideEffects"]) == ("Fail", 3, "None")
     assert w["clientConfig"] == webhooks()["pods.admission.runwhere.ai"]["clientConfig"]
@@ -75,7 +77,7 @@ def test_deletes_are_sent_only_when_they_would_orphan_a_jobs_or_statefulsets_pod
     assert all(r["operations"] == ["DELETE"] for r in w["rules"])
     conds = {c["name"]: c["expression"] for c in w["matchConditions"]}
     assert conds["not-kueue"] == f"request.userInfo.username != '{KUEUE_USER}'"
-    assert conds["orphaning"] == f"({policy._orphaning()}) != ''"
+    assert conds["orphaning"] == f"({deletes.orphaning()}) != ''"
 
 
 def test_namespaced_webhooks_only_see_team_namespaces_and_never_system_ones():

@@ -1,4 +1,4 @@
-"""The ValidatingAdmissionPolicy is generated from admission/rules.py's tables and the checked-in file is it.
+"""The ValidatingAdmissionPolicy is generated from admission/validators' tables and the checked-in file is it.
 
 Whether the CEL says what the Python rules say is checked on the API server itself
 (tests/integration/test_admission_policy.py feeds both the same objects).
@@ -11,18 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from admission import policy
-from admission.rules import (
-    ALLOWED_WORKLOAD_CLASSES,
-    CONTROLLER_USERS,
-    JOB_TYPES,
-    KNOWN_KEYS,
-    KUEUE_OWNER_KINDS,
-    KUEUE_USER,
-    ORPHAN_KINDS,
-    POD_MAKERS,
-    PRIORITY_VALUES,
-)
+from admission.identities import CONTROLLER_USERS, KUEUE_OWNER_KINDS, KUEUE_USER, POD_MAKERS
+from admission.policies import deletes, priority_classes, skeleton, team
+from admission.policies.cel import cel_list
+from admission.validators.labels import JOB_TYPES, KNOWN_KEYS, PRIORITY_VALUES
+from admission.validators.orphan_delete import ORPHAN_KINDS
+from admission.validators.priority_class import ALLOWED_WORKLOAD_CLASSES
 from gpuctl.constants import (
     BASELINE_CAPABILITIES,
     DENIED_HOST_PATHS,
@@ -37,18 +31,20 @@ DIR = Path(__file__).resolve().parents[2] / "manifests" / "admission"
 
 
 def test_checked_in_policy_is_the_generators_output():
-    assert (DIR / "policy.yaml").read_text() == policy.render(), (
+    assert (DIR / "policy.yaml").read_text() == team.render_manifest(), (
         "policy.yaml is stale: python -m admission.policy > manifests/admission/policy.yaml"
     )
 
 
 def _docs() -> dict[str, dict]:
     """The main policy and its binding by kind (the other two policies: _named)."""
-    return {d["kind"]: d for d in yaml.safe_load_all(policy.render()) if d["metadata"]["name"] == policy.NAME}
+    return {
+        d["kind"]: d for d in yaml.safe_load_all(team.render_manifest()) if d["metadata"]["name"] == team.NAME
+    }
 
 
 def _named() -> dict[tuple[str, str], dict]:
-    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(policy.render())}
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(team.render_manifest())}
 
 
 def test_policy_carries_the_python_tables():
@@ -67,8 +63,8 @@ def test_policy_carries_the_python_tables():
         assert f"'{user}'" in conditions[where], kind
     assert [
         v["messageExpression"].count(f"[{r}]")
-        for v, r in zip(spec["validations"], policy.POLICY_RULES, strict=True)
-    ] == [1] * len(policy.POLICY_RULES)
+        for v, r in zip(spec["validations"], team.POLICY_RULES, strict=True)
+    ] == [1] * len(team.POLICY_RULES)
 
 
 def test_policy_fails_closed_and_binds_to_team_namespaces():
@@ -91,13 +87,13 @@ def _allowed_in(text: str) -> str:
     spec = next(
         d
         for d in yaml.safe_load_all(text)
-        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == policy.NAME
+        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == team.NAME
     )["spec"]
     return next(v["expression"] for v in spec["variables"] if v["name"] == "allowedHostPaths")
 
 
 def test_allowed_host_paths_are_compiled_in_and_agree_with_the_webhook_deployment():
-    assert _allowed_in(policy.render(("/data/", "//scratch"))) == "['/data', '/scratch']"
+    assert _allowed_in(team.render_manifest(("/data/", "//scratch"))) == "['/data', '/scratch']"
     dep = next(
         x
         for x in yaml.safe_load_all((DIR / "deployment.yaml").read_text())
@@ -105,12 +101,12 @@ def test_allowed_host_paths_are_compiled_in_and_agree_with_the_webhook_deploymen
     )
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
     shipped = tuple(p for p in env["GPUCTL_ALLOWED_HOST_PATHS"]["value"].split(":") if p)
-    assert _allowed_in((DIR / "policy.yaml").read_text()) == policy.cel_list(shipped)
+    assert _allowed_in((DIR / "policy.yaml").read_text()) == cel_list(shipped)
 
 
 def test_generator_cli_refuses_relative_paths(capsys):
     with pytest.raises(SystemExit):
-        policy.main(["--allowed-host-path", "data"])
+        team.main(["--allowed-host-path", "data"])
     assert "must be absolute" in capsys.readouterr().err
 
 
@@ -136,10 +132,10 @@ def test_the_tenant_rules_carry_their_tables():
 
 def test_orphaning_deletes_have_their_own_policy_bound_to_team_namespaces():
     d = _named()
-    vap = d[("ValidatingAdmissionPolicy", policy.DELETE_NAME)]["spec"]
-    binding = d[("ValidatingAdmissionPolicyBinding", policy.DELETE_NAME)]["spec"]
+    vap = d[("ValidatingAdmissionPolicy", deletes.NAME)]["spec"]
+    binding = d[("ValidatingAdmissionPolicyBinding", deletes.NAME)]["spec"]
     assert vap["failurePolicy"] == "Fail" and binding["validationActions"] == ["Deny"]
-    assert binding["matchResources"]["namespaceSelector"] == policy.team_namespaces()
+    assert binding["matchResources"]["namespaceSelector"] == skeleton.team_namespaces()
     covered = {
         (r["apiGroups"][0], res) for r in vap["matchConstraints"]["resourceRules"] for res in r["resources"]
     }
@@ -154,8 +150,8 @@ def test_orphaning_deletes_have_their_own_policy_bound_to_team_namespaces():
 
 def test_gpuctl_priority_classes_are_held_at_preemption_never_cluster_wide():
     d = _named()
-    vap = d[("ValidatingAdmissionPolicy", policy.PRIORITY_CLASSES_NAME)]["spec"]
-    binding = d[("ValidatingAdmissionPolicyBinding", policy.PRIORITY_CLASSES_NAME)]["spec"]
+    vap = d[("ValidatingAdmissionPolicy", priority_classes.NAME)]["spec"]
+    binding = d[("ValidatingAdmissionPolicyBinding", priority_classes.NAME)]["spec"]
     assert "matchResources" not in binding  # cluster-scoped objects: every one
     (cond,) = vap["matchConditions"]
     for name in PRIORITY_CLASS.values():

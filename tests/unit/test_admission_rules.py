@@ -7,35 +7,29 @@ import copy
 
 import pytest
 
-from admission import rules
-from admission.rules import (
+from admission.identities import CONTROLLER_USERS, KCM_USER, KUEUE_USER
+from admission.rule_names import (
     CACHE_RULES,
-    CONTROLLER_USERS,
     GPU_FITS_NODE,
     GPU_QUEUE,
     GPU_TOPOLOGY,
     HOST_PATH,
     JOB_TYPE,
-    KCM_USER,
     KUEUE_GATE,
-    KUEUE_USER,
     NODE_POOL,
     POOL_EXISTS,
     POOL_PLACEMENT,
     PRIORITY,
     PRIORITY_CLASS_RULE,
-    RULES,
     UNKNOWN_KEY,
-    AdmissionConfig,
-    Malformed,
-    Mode,
-    Verdict,
-    pod_gpus,
 )
+from admission.rules import RULES, AdmissionConfig, Malformed, Mode, Verdict
 from admission.rules import review as judge
 from admission.state import ClusterState
+from admission.validators import labels as label_rules
 from gpuctl.builders import build
 from gpuctl.constants import FIELD_MANAGER, GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
+from gpuctl.domain.gpus import pod_spec_gpus as pod_gpus
 from gpuctl.spec import load_text
 from tests.unit.test_admission_fixtures import (
     GPU_TYPE_A100,
@@ -375,9 +369,9 @@ def test_known_keys_and_foreign_prefixes_pass():
 def test_the_memo_of_key_runs_stays_bounded_and_never_changes_a_verdict():
     # Whether a run of keys holds an unknown runwhere.ai/ key is memoised per run: flood it with runs that
     # never repeat, then the same runs with and without an unknown key must still be judged right.
-    for i in range(rules._KEYS_SEEN_MAX + 100):
+    for i in range(label_rules.KEYS_SEEN_MAX + 100):
         allowed(queued_pod(labels={f"example.com/k{i}": "x"}))
-        assert len(rules._KEYS_SEEN) <= rules._KEYS_SEEN_MAX
+        assert len(label_rules.KEYS_SEEN) <= label_rules.KEYS_SEEN_MAX
     allowed(queued_pod(labels={"example.com/k1": "x"}))
     only(queued_pod(labels={"example.com/k1": "x", "runwhere.ai/k1": "x"}), UNKNOWN_KEY)
     allowed(queued_pod(labels={"example.com/k1": "x"}))

@@ -22,6 +22,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from admission import metrics as metrics_mod
 from admission import server as server_mod
 from admission.rules import AdmissionConfig, Mode, Verdict
 from admission.server import AdmissionApp, CertReloader, allowed_host_paths, parse_review, response_body
@@ -506,7 +507,7 @@ def test_sched_slice_is_requested_for_the_calling_thread_only_at_unchanged_prior
 
 def test_request_metrics_keep_prometheus_semantics():
     reg = CollectorRegistry()
-    m = server_mod._Metrics(reg)
+    m = metrics_mod.Metrics(reg)
     for seconds in (0.0005, 0.0004, 0.0006, 2.0):  # a value on a bound counts in that bucket (le)
         m.observe("Pod", "CREATE", seconds)
     m.count("Pod", "CREATE", "allow", "", "false")

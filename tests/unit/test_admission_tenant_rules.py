@@ -8,23 +8,16 @@ import copy
 
 import pytest
 
-from admission.rules import (
-    CONTROLLER_USERS,
+from admission.identities import CONTROLLER_USERS, KCM_USER, KUEUE_OWNER_KINDS, KUEUE_USER, POD_MAKERS
+from admission.rule_names import (
     DEVICE_ACCESS,
-    KCM_USER,
     KUEUE_GATE,
-    KUEUE_OWNER_KINDS,
-    KUEUE_USER,
     ORPHAN_DELETE,
     OWNER_CLAIM,
-    POD_MAKERS,
     PRIORITY,
     PRIORITY_CLASS_RULE,
-    RULES,
-    AdmissionConfig,
-    Mode,
-    Verdict,
 )
+from admission.rules import RULES, AdmissionConfig, Mode, Verdict
 from admission.rules import review as judge
 from gpuctl.constants import (
     BASELINE_CAPABILITIES,

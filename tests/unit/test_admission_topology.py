@@ -1,6 +1,6 @@
-"""The topology MutatingAdmissionPolicies are generated (admission/topology.py) and the checked-in file is
-it. What they do to raw Jobs and Pods is checked on the API server (tests/integration/test_raw_kubectl.py).
-"""
+"""The topology MutatingAdmissionPolicies are generated (admission/policies/topology.py) and the checked-in
+file is it. What they do to raw Jobs and Pods is checked on the API server
+(tests/integration/test_raw_kubectl.py)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,21 @@ from pathlib import Path
 
 import yaml
 
-from admission import topology
+from admission.policies import topology
 from gpuctl.constants import LOCAL_QUEUE_NAME, TAS_REQUEST_KEYS, TAS_UNCONSTRAINED
 
 DIR = Path(__file__).resolve().parents[2] / "manifests" / "admission"
 
 
 def test_checked_in_file_is_the_generators_output_and_kustomize_installs_it():
-    assert (DIR / "topology.yaml").read_text() == topology.render(), (
+    assert (DIR / "topology.yaml").read_text() == topology.render_manifest(), (
         "topology.yaml is stale: python -m admission.topology > manifests/admission/topology.yaml"
     )
     assert "topology.yaml" in yaml.safe_load((DIR / "kustomization.yaml").read_text())["resources"]
 
 
 def _by_name() -> dict[str, dict]:
-    return {f"{d['kind']}/{d['metadata']['name']}": d for d in yaml.safe_load_all(topology.render())}
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in yaml.safe_load_all(topology.render_manifest())}
 
 
 def test_every_topology_key_leaves_the_object_alone_and_only_gpuctls_queue_is_touched():

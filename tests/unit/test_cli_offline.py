@@ -105,7 +105,11 @@ def test_pool_and_quota_dry_run_print_kueue_objects(capsys) -> None:
     assert nodes["cpu-node-1"]["runwhere.ai/pool"] == "compute-pool"
     cq = next(o for o in objs if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "team-b")
     budget = cq["spec"]["resourceGroups"][-1]["flavors"][0]["resources"]
-    assert {"name": "runwhere.ai/quota-gpu", "nominalQuota": "8", "borrowingLimit": "0"} in budget
+    assert {
+        "name": "runwhere.ai/quota-gpu-840ths",
+        "nominalQuota": str(8 * 840),
+        "borrowingLimit": "0",
+    } in budget
 
 
 def test_broken_file_names_file_field_and_fix(tmp_path, capsys) -> None:

@@ -7,7 +7,7 @@ Consumers, each through its real entry point:
   `gpuctl serve --api`, answering from the serve cache (trimmed objects, gpuctl.server.cache.CacheReader);
 - the metrics: `gpuctl serve`'s informers (gpuctl.server.wiring) filled with the objects as watch events
   (trimmed as in production), then a scrape of gpuctl_workloads and the pool GPU gauges;
-- the webhook: admission.rules.pod_gpus on the pod (or the controller's pod template) it would review.
+- the webhook's GPU count (gpuctl.domain.gpus.pod_spec_gpus) of the pod or controller template it reviews.
 
 The fake API server answers lists and gets from a dict, filtering with the same selector semantics
 the API server has (gpuctl.cluster.reader); nothing here talks to a network.
@@ -25,7 +25,6 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from admission.rules import pod_gpus as webhook_pod_gpus
 from gpuctl.cli.main import main as cli_main
 from gpuctl.cluster import Cluster
 from gpuctl.cluster.paths import RESOURCES
@@ -39,6 +38,7 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.gpus import pod_spec_gpus as webhook_pod_gpus
 from gpuctl.domain.status import NONE_CELL, TABLE, pod_ip, pod_node, pod_ready, printed_pod_status
 from gpuctl.domain.workload import job_pool, reserved_gpus
 from gpuctl.server.api import create_app
@@ -593,7 +593,7 @@ def cli_rows(monkeypatch, fake: FakeApiServer, argv: tuple[str, ...] = ("-o", "j
     out = io.StringIO()
     with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
         assert cli_main(["get", "jobs", "-A", *argv]) == 0
-    return json.loads(out.getvalue())
+    return json.loads(out.getvalue())["items"]
 
 
 def serve_cache(fake: FakeApiServer) -> Cache:
@@ -768,7 +768,7 @@ def test_pool_reserved_used_and_free_agree_in_steady_state(
     out = io.StringIO()
     with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
         assert cli_main(["get", "pools", "-o", "json"]) == 0
-    (cli,) = [p for p in json.loads(out.getvalue()) if p["name"] == pool]
+    (cli,) = [p for p in json.loads(out.getvalue())["items"] if p["name"] == pool]
     app = create_app(lambda: fake, Authenticator(lambda: fake), spec_config=SpecConfig())
     with TestClient(app) as client:
         r = client.get("/api/v1/pools", headers={"Authorization": "Bearer t"})

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from gpuctl.constants import GPU_UNITS, QUOTA_GPU
 from gpuctl.domain.defrag import (
     Inputs,
     Node,
@@ -283,11 +284,11 @@ def _cq(ns: str, quota: int, used: int) -> dict:
         "spec": {
             "resourceGroups": [
                 {
-                    "coveredResources": ["runwhere.ai/quota-gpu"],
+                    "coveredResources": [QUOTA_GPU],
                     "flavors": [
                         {
                             "name": "gpuctl-budget",
-                            "resources": [{"name": "runwhere.ai/quota-gpu", "nominalQuota": str(quota)}],
+                            "resources": [{"name": QUOTA_GPU, "nominalQuota": str(quota * GPU_UNITS)}],
                         }
                     ],
                 }
@@ -297,7 +298,7 @@ def _cq(ns: str, quota: int, used: int) -> dict:
             "flavorsReservation": [
                 {
                     "name": "gpuctl-budget",
-                    "resources": [{"name": "runwhere.ai/quota-gpu", "total": str(used), "borrowed": "0"}],
+                    "resources": [{"name": QUOTA_GPU, "total": str(used * GPU_UNITS), "borrowed": "0"}],
                 }
             ]
         },

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuctl.constants import BUDGET_FLAVOR, PRIORITY_VALUE, QUOTA_GPU, Priority
+from gpuctl.constants import BUDGET_FLAVOR, GPU_UNITS, PRIORITY_VALUE, QUOTA_GPU, Priority
 from gpuctl.domain import explain as ex
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import topology_nodes
@@ -284,10 +284,10 @@ def test_pods_alone_tell_who_holds_which_node_without_any_workload() -> None:
     # Kueue's own count (ClusterQueue status) decides a team's use when it is there.
     cqs = [dict(cq) for cq in st["cluster_queues"]]
     for cq in cqs:
-        reserved = "8" if cq["metadata"]["name"] == "team-a" else "0"
+        reserved = str(8 * GPU_UNITS) if cq["metadata"]["name"] == "team-a" else "0"
         cq["status"] = {
             "flavorsReservation": [
-                {"name": "quota-gpu", "resources": [{"name": "runwhere.ai/quota-gpu", "total": reserved}]}
+                {"name": "quota-gpu", "resources": [{"name": QUOTA_GPU, "total": reserved}]}
             ]
         }
     v = ex.blocking_reason(demand("team-b", 8, priority="low"), workloads=[], **{**st, "cluster_queues": cqs})
@@ -351,7 +351,10 @@ def reserving(t: TeamQuota, gpus: int) -> dict:
     cq["status"] = {
         "flavorsReservation": [
             {"name": POOL, "resources": [{"name": "nvidia.com/gpu", "total": str(gpus), "borrowed": "0"}]},
-            {"name": BUDGET_FLAVOR, "resources": [{"name": QUOTA_GPU, "total": str(gpus), "borrowed": "0"}]},
+            {
+                "name": BUDGET_FLAVOR,
+                "resources": [{"name": QUOTA_GPU, "total": str(gpus * GPU_UNITS), "borrowed": "0"}],
+            },
         ]
     }
     return cq

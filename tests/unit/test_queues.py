@@ -26,7 +26,7 @@ from queues import (
 API = "kueue.x-k8s.io/v1beta2"
 MANAGED = {"app.kubernetes.io/managed-by": "gpuctl"}
 POOL_RESOURCES = ["cpu", "memory", "nvidia.com/gpu"]
-BUDGET_RESOURCES = ["runwhere.ai/quota-cpu", "runwhere.ai/quota-memory", "runwhere.ai/quota-gpu"]
+BUDGET_RESOURCES = ["runwhere.ai/quota-cpu", "runwhere.ai/quota-memory", "runwhere.ai/quota-gpu-840ths"]
 PREEMPTION = {
     "withinClusterQueue": "LowerPriority",
     "reclaimWithinCohort": "Any",
@@ -113,14 +113,14 @@ def test_cohort_holds_the_gpus_beyond_the_quotas() -> None:
     assert _budget(co["spec"]) == {
         "runwhere.ai/quota-cpu": "0",
         "runwhere.ai/quota-memory": "0",
-        "runwhere.ai/quota-gpu": "10",
+        "runwhere.ai/quota-gpu-840ths": str(10 * 840),
     }
 
 
 def test_cohort_budget_floors_at_zero_when_quotas_oversubscribe() -> None:
     pools = [PoolCapacity("dev-pool", gpu=4, cpu="8", memory="16Gi")]
     teams = [TeamQuota("team-a", "q", gpu=4), TeamQuota("team-b", "q", gpu=4)]
-    assert _budget(cohort(pools, teams)["spec"])["runwhere.ai/quota-gpu"] == "0"
+    assert _budget(cohort(pools, teams)["spec"])["runwhere.ai/quota-gpu-840ths"] == "0"
 
 
 def test_cohort_holds_no_pool_capacity() -> None:
@@ -155,7 +155,7 @@ def test_budgets_and_cohort_cover_every_gpu_unless_oversubscribed(gpus, quotas) 
     budget taken by a team over its own and Kueue reclaims it."""
     pools = [PoolCapacity(f"p{i}", gpu=g, cpu="1", memory="1Gi") for i, g in enumerate(gpus)]
     teams = [TeamQuota(f"t{i}", "q", gpu=g) for i, g in enumerate(quotas)]
-    surplus = int(_budget(cohort(pools, teams)["spec"])["runwhere.ai/quota-gpu"])
+    surplus = int(_budget(cohort(pools, teams)["spec"])["runwhere.ai/quota-gpu-840ths"]) // 840
     counted = sum(q for q in quotas if q is not None)
     assert surplus + counted == max(sum(gpus), counted)
 
@@ -191,7 +191,7 @@ def test_cluster_queue_budget_is_the_quota() -> None:
         # milli-CPUs, and a CPU/memory quota is a hard cap
         "runwhere.ai/quota-cpu": {"nominalQuota": "128000", "borrowingLimit": "0"},
         "runwhere.ai/quota-memory": {"nominalQuota": "1Ti", "borrowingLimit": "0"},
-        "runwhere.ai/quota-gpu": {"nominalQuota": "16", "borrowingLimit": "8"},
+        "runwhere.ai/quota-gpu-840ths": {"nominalQuota": str(16 * 840), "borrowingLimit": str(8 * 840)},
     }
 
 
@@ -200,17 +200,17 @@ def test_cluster_queue_unset_quota_is_unlimited_without_borrowing_limit() -> Non
     assert budget == {
         "runwhere.ai/quota-cpu": {"nominalQuota": "1T"},
         "runwhere.ai/quota-memory": {"nominalQuota": "1Ei"},
-        "runwhere.ai/quota-gpu": {"nominalQuota": "1M"},
+        "runwhere.ai/quota-gpu-840ths": {"nominalQuota": "840M"},
     }
 
 
-@pytest.mark.parametrize(("limit", "expected"), [(None, None), (0, "0"), (8, "8")])
+@pytest.mark.parametrize(("limit", "expected"), [(None, None), (0, "0"), (8, str(8 * 840))])
 def test_cluster_queue_borrowing_limit_only_when_set_and_only_on_gpu(limit, expected) -> None:
     spec = cluster_queue(TeamQuota("team-a", "q", gpu=4, borrowing_limit=limit), ["dev-pool"])["spec"]
-    assert _flavor(spec, "gpuctl-budget")["runwhere.ai/quota-gpu"].get("borrowingLimit") == expected
+    assert _flavor(spec, "gpuctl-budget")["runwhere.ai/quota-gpu-840ths"].get("borrowingLimit") == expected
     others = [q for g in spec["resourceGroups"] for f in g["flavors"] for q in f["resources"]]
     assert [q["name"] for q in others if "borrowingLimit" in q] == (
-        [] if limit is None else ["runwhere.ai/quota-gpu"]
+        [] if limit is None else ["runwhere.ai/quota-gpu-840ths"]
     )
     assert not any("lendingLimit" in q for q in others)
 

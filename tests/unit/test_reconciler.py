@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, QUOTA_GPU, Labels
+from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, GPU_UNITS, QUOTA_GPU, Labels
 from gpuctl.domain.pools import desired_flavor
 from gpuctl.domain.teams import desired_cohort
 from gpuctl.server.reconciler import Reconciler, capacity_fingerprint
@@ -65,7 +65,7 @@ def make(fail: int = 0, *, cohort_obj: dict | str | None = "default", debounce: 
 def gpus_of(c: dict) -> int:
     """GPUs of budget the Cohort lends beyond the team quotas (the pools' GPUs less the quotas)."""
     (fl,) = c["spec"]["resourceGroups"][0]["flavors"]
-    return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU))
+    return int(next(r["nominalQuota"] for r in fl["resources"] if r["name"] == QUOTA_GPU)) // GPU_UNITS
 
 
 def test_unchanged_capacity_writes_nothing() -> None:

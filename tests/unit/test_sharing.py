@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuctl.constants import GPU_UNITS, SHARED_REPLICAS_CHARGED
 from gpuctl.domain import gpus, sharing
 from gpuctl.domain.sharing import Mode, ShareError
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def node(labels: dict | None = None, alloc: dict | None = None) -> dict:
@@ -141,6 +145,12 @@ def test_units_as_gpus():
     assert sharing.units_as_gpus("1680") == "2"
     assert sharing.units_as_gpus(420) == "0.5"
     assert sharing.units_as_gpus("junk") == "0"
+
+
+def test_kueue_configuration_has_exactly_the_gpu_transformations():
+    config = yaml.safe_load((ROOT / "manifests" / "kueue" / "configuration.yaml").read_text())
+    gpu = [t for t in config["resources"]["transformations"] if t["input"] not in ("cpu", "memory")]
+    assert gpu == sharing.quota_transformations()
 
 
 def test_transformations_cover_every_profile_and_whole_gpu_once():

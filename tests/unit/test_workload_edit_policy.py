@@ -1,6 +1,6 @@
-"""workload-edit (admission/workload_edit.py): the checked-in policy is the generator's output, kustomize
-and the chart install it, and it leaves spec.active, and only it, to team members. What the API server
-does with it is tests/integration/test_stop_estimate.py's."""
+"""workload-edit (admission/policies/workload_edit.py): the checked-in policy is the generator's output,
+kustomize and the chart install it, and it leaves spec.active, and only it, to team members.
+What the API server does with it is tests/integration/test_stop_estimate.py's."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import yaml
 
-from admission import workload_edit
+from admission.policies import workload_edit
 
 DIR = Path(__file__).resolve().parents[2] / "manifests" / "admission"
 
 
 def test_checked_in_file_is_the_generators_output_and_kustomize_installs_it():
-    assert (DIR / "workload-edit.yaml").read_text() == workload_edit.render(), (
+    assert (DIR / "workload-edit.yaml").read_text() == workload_edit.render_manifest(), (
         "stale: python -m admission.workload_edit > manifests/admission/workload-edit.yaml"
     )
     assert "workload-edit.yaml" in yaml.safe_load((DIR / "kustomization.yaml").read_text())["resources"]

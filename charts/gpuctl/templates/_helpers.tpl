@@ -53,7 +53,7 @@ true
 {{- include "gpuctl.auto" (list .Values.topologyPolicy.enabled (semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version)) -}}
 {{- end }}
 
-{{/* The earlier client's MutatingAdmissionPolicies (admission/earlier.py): the same switch, its own value. */}}
+{{/* The earlier client's MutatingAdmissionPolicies (admission/policies/earlier_client.py): the same switch, its own value. */}}
 {{- define "gpuctl.earlierClientPolicy" -}}
 {{- include "gpuctl.auto" (list .Values.earlierClientPolicy.enabled (semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version)) -}}
 {{- end }}

@@ -1,79 +1,74 @@
-"""gpuctl's stateless admission rules as a ValidatingAdmissionPolicy, generated from admission/rules.py.
+"""gpuctl's stateless team-namespace rules as a ValidatingAdmissionPolicy (`gpuctl-admission`), generated from
+the tables admission/validators/ use.
 
-The rules that need no cluster state (`host-path`, `priority`, `job-type`, `unknown-key`) also hold inside the
-API server, in CEL: no network hop, no outage risk, so they hold while the webhook is down or its
-configuration was deleted in an emergency. The CEL is generated here from the same constants the Python
-rules use (DENIED_HOST_PATHS, the priority classes, the job kinds, the known keys, the trusted usernames);
-`manifests/admission/policy.yaml` is this module's output and a unit test keeps it so:
+The rules that need no cluster state (`host-path`, `priority`, `job-type`, `unknown-key`, and the tenant
+rules `priority-class`, `device-access`, `owner-claim`, `kueue-gate`) also hold inside the API server, in CEL:
+no network hop, no outage risk, so they hold while the webhook is down or its configuration was deleted in
+an emergency. The CEL is generated here from the same constants the Python rules use (DENIED_HOST_PATHS,
+the priority classes, the job kinds, the known keys, the trusted usernames); `manifests/admission/policy.yaml`
+holds it with the `orphan-delete` policy (admission/policies/deletes.py) and the PriorityClass one
+(admission/policies/priority_classes.py), and a unit test keeps it current:
 
-    python -m admission.policy > manifests/admission/policy.yaml
+    python -m admission.policies.team [--allowed-host-path /data ...] > manifests/admission/policy.yaml
 
-Semantics match admission/rules.py: each rule yields *findings* (strings naming the place and the value);
-CREATE is denied by any finding, UPDATE only by findings the old object did not have. Pods the Job,
-ReplicaSet or StatefulSet controller sends, ReplicaSets the Deployment controller sends, and everything
-Kueue sends are not evaluated (matchConditions on `request.userInfo.username`, as in webhook.yaml).
+Semantics match admission/rules.py (admission/validators): each rule yields *findings* (strings naming the
+place and the value); CREATE is denied by any finding, UPDATE only by findings the old object did not have.
+Pods the Job, ReplicaSet or StatefulSet controller sends, ReplicaSets the Deployment controller sends, and
+everything Kueue sends are not evaluated (matchConditions on `request.userInfo.username`, as in webhook.yaml).
 Allowed host paths (the webhook's --allowed-host-path / $GPUCTL_ALLOWED_HOST_PATHS) are compiled into the
-policy: `python -m admission.policy --allowed-host-path /data ...`; a unit test keeps the shipped webhook
-Deployment's $GPUCTL_ALLOWED_HOST_PATHS equal to the shipped policy's list. (Not a params ConfigMap: the API
-server's param informer for built-in kinds is the shared one, and deleting the last policy that uses it
-stops it for good -- later ConfigMap-param policies then never find their params until the API server
-restarts; seen on 1.36.3, k8s.io/apiserver policy_source.go ensureParamsForPolicyLocked.)
+policy; a unit test keeps the shipped webhook Deployment's $GPUCTL_ALLOWED_HOST_PATHS equal to the shipped
+policy's list. (Not a params ConfigMap: the API server's param informer for built-in kinds is the shared
+one, and deleting the last policy that uses it stops it for good -- later ConfigMap-param policies then
+never find their params until the API server restarts; seen on 1.36.3, k8s.io/apiserver policy_source.go
+ensureParamsForPolicyLocked.)
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Final
+from typing import Final
 
-import yaml
-
-from admission.rules import (
-    ALLOWED_WORKLOAD_CLASSES,
-    CLASS_PREFIX,
-    CONTROLLER_USERS,
+from admission.identities import GC_USER, KCM_USER, KUEUE_OWNER_KINDS, POD_MAKERS, RELEASING_KINDS
+from admission.policies import deletes, priority_classes
+from admission.policies.cel import cel_list, q
+from admission.policies.skeleton import (
+    EPHEMERAL_RULE,
+    POD_RULE,
+    TEMPLATE_RULES,
+    labels,
+    render,
+    team_match_conditions,
+    team_namespaces,
+    validating_policy,
+)
+from admission.rule_names import (
     DEVICE_ACCESS,
-    FOREGROUND_FINALIZER,
     HOST_PATH,
     JOB_TYPE,
-    JOB_TYPES,
-    KCM_USER,
-    KNOWN_KEYS,
     KUEUE_GATE,
-    KUEUE_GATES,
-    KUEUE_NAMESPACE,
-    KUEUE_OWNER_KINDS,
-    KUEUE_USER,
-    ORPHAN_BY_DEFAULT,
-    ORPHAN_DELETE,
-    ORPHAN_FINALIZER,
-    ORPHAN_KINDS,
     OWNER_CLAIM,
-    POD_MAKERS,
     PRIORITY,
     PRIORITY_CLASS_RULE,
-    PRIORITY_CLASSES,
-    PRIORITY_VALUES,
-    RELEASING_KINDS,
     UNKNOWN_KEY,
 )
+from admission.validators.kueue_gate import KUEUE_GATES
+from admission.validators.labels import CLASS_PREFIX, JOB_TYPES, KNOWN_KEYS, PRIORITY_CLASSES, PRIORITY_VALUES
+from admission.validators.priority_class import ALLOWED_WORKLOAD_CLASSES
 from gpuctl.constants import (
     BASELINE_CAPABILITIES,
     DENIED_HOST_PATHS,
     DEVICE_HOST_PATHS,
-    GC_USER,
-    NAMESPACE_MARKER_VALUE,
     NVIDIA_DEVICE_ENV,
     PRIORITY_CLASS,
-    PRIORITY_CLASS_PREEMPTION,
     Labels,
     Priority,
 )
 from gpuctl.spec.models import normalise_host_path
 
+__all__ = ["NAME", "POLICY_RULES", "policy", "render_manifest", "variables"]
+
 NAME: Final = "gpuctl-admission"
-NAMESPACE: Final = "gpuctl-system"
-SYSTEM_NAMESPACES: Final = ("kube-system", "kube-public", "kube-node-lease", KUEUE_NAMESPACE, NAMESPACE)
 # The rules the policy carries, as named in denials.
 POLICY_RULES: Final = (
     HOST_PATH,
@@ -85,20 +80,6 @@ POLICY_RULES: Final = (
     OWNER_CLAIM,
     KUEUE_GATE,
 )
-# The second policy: DELETEs (its own matchConstraints: `object` is null on DELETE).
-DELETE_NAME: Final = f"{NAME}-delete"
-DELETE_RULES: Final = (ORPHAN_DELETE,)
-# The third: gpuctl's Kubernetes PriorityClasses keep preemptionPolicy Never (cluster-scoped).
-PRIORITY_CLASSES_NAME: Final = "gpuctl-priority-classes"
-
-
-def q(s: str) -> str:
-    """A CEL string literal."""
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def cel_list(items: Any) -> str:
-    return "[" + ", ".join(q(i) for i in items) + "]"
 
 
 def _n(pre: str, base: str) -> str:
@@ -199,7 +180,7 @@ def _finding_vars(pre: str) -> list[tuple[str, str]]:
 
 
 def _priority_vars(pre: str) -> list[tuple[str, str]]:
-    """admission.rules._check_keys' priority part: the first finding in the same order, or none."""
+    """admission.validators.labels' priority part: the first finding in the same order, or none."""
     pk, ck = q(Labels.PRIORITY), q(Labels.KUEUE_PRIORITY)
     values, classes = cel_list(PRIORITY_VALUES), cel_list(sorted(PRIORITY_CLASSES))
     class_of = "{" + ", ".join(f"{q(p.value)}: {q(PRIORITY_CLASS[p])}" for p in Priority) + "}"
@@ -246,14 +227,15 @@ def _priority_vars(pre: str) -> list[tuple[str, str]]:
 
 
 def _gk(r: str) -> str:
-    """CEL: an owner reference's `group/Kind` (core kinds: `/Pod`), as admission.rules._ref_kind."""
+    """CEL: an owner reference's `group/Kind` (core kinds: `/Pod`), as admission.envelope.ref_kind."""
     return f"((r.apiVersion.contains('/') ? r.apiVersion.split('/')[0] : '') + '/' + {r}.kind)".replace(
         "r.apiVersion", f"{r}.apiVersion"
     )
 
 
 def _tenant_vars(root: str, pre: str) -> list[tuple[str, str]]:
-    """priority-class, device-access and owner-claim findings of `root` (admission.rules: the same table)."""
+    """priority-class, device-access and owner-claim findings of `root` (admission/validators: the same
+    table)."""
     skip = "request.operation != 'UPDATE' ? [] : " if root == "oldObject" else ""
     spec = f"(request.kind.kind == 'Pod' ? {root}.spec : {root}.spec.template.spec)"
     where = "(request.kind.kind == 'Pod' ? 'spec' : 'spec.template.spec')"
@@ -348,7 +330,7 @@ def _owner_dropped_var() -> tuple[str, str]:
 
 _FIXES: Final = {
     HOST_PATH: f"mount a directory outside {', '.join(DENIED_HOST_PATHS)}, or ask an admin to allow it "
-    "(--allowed-host-path of the webhook and of python -m admission.policy)",
+    "(--allowed-host-path of the webhook and of python -m admission.policies.team)",
     PRIORITY: f"use one of {', '.join(PRIORITY_VALUES)} with the matching {Labels.KUEUE_PRIORITY} "
     f"({', '.join(f'{p.value}: {PRIORITY_CLASS[p]}' for p in Priority)}), the same on object and template",
     JOB_TYPE: f"use one of {', '.join(JOB_TYPES)}",
@@ -422,58 +404,6 @@ def _kueue_gate_var() -> tuple[str, str]:
     )
 
 
-def _from(user: str) -> str:
-    """CEL: the request comes from this controller (its own ServiceAccount, or the shared kcm identity)."""
-    return f"(request.userInfo.username == {q(user)} || request.userInfo.username == {q(KCM_USER)})"
-
-
-def match_conditions() -> list[dict]:
-    """The identity skips of webhook.yaml, from the same table."""
-    pod_owners = [(gk, u) for gk, u in CONTROLLER_USERS.items() if gk[1] != "Deployment"]
-    owned = " ||\n".join(
-        f"(r.kind == {q(kind)} && r.apiVersion.startsWith({q(group + '/')}) && {_from(user)})"
-        for (group, kind), user in pod_owners
-    )
-    dep_user = CONTROLLER_USERS[("apps", "Deployment")]
-    return [
-        {"name": "not-kueue", "expression": f"request.userInfo.username != {q(KUEUE_USER)}"},
-        {
-            "name": "not-made-by-its-controller",
-            "expression": (
-                "request.kind.kind != 'Pod' || !has(object.metadata.ownerReferences) ||\n"
-                "!object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && (\n"
-                f"{owned}))"
-            ),
-        },
-        {
-            "name": "not-a-deployments-replicaset-from-its-controller",
-            "expression": (
-                f"!(request.kind.kind == 'ReplicaSet' && {_from(dep_user)} &&\n"
-                "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r,\n"
-                "has(r.controller) && r.controller && r.kind == 'Deployment' &&\n"
-                "r.apiVersion.startsWith('apps/')))"
-            ),
-        },
-    ]
-
-
-def _rule(group: str, *resources: str) -> dict:
-    return {
-        "apiGroups": [group],
-        "apiVersions": ["v1"],
-        "resources": list(resources),
-        "operations": ["CREATE", "UPDATE"],
-    }
-
-
-# What the webhook and the policies review: pods, and the kinds that carry a pod template.
-POD_RULE: Final = _rule("", "pods")
-TEMPLATE_RULES: Final = (_rule("batch", "jobs"), _rule("apps", "deployments", "statefulsets", "replicasets"))
-# `kubectl debug` adds ephemeral containers through this subresource: device-access judges them (the other
-# rules find nothing new there: an ephemeral container changes no label, volume or priority).
-EPHEMERAL_RULE: Final = {**_rule("", "pods/ephemeralcontainers"), "operations": ["UPDATE"]}
-
-
 def variables(allowed: tuple[str, ...] = ()) -> list[dict]:
     paths = cel_list(normalise_host_path(a) for a in allowed if a.startswith("/"))
     pairs = [
@@ -488,193 +418,21 @@ def variables(allowed: tuple[str, ...] = ()) -> list[dict]:
 
 def policy(allowed: tuple[str, ...] = ()) -> list[dict]:
     """The ValidatingAdmissionPolicy and its Binding; `allowed`: host paths allowed despite the deny list."""
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpuctl"}
-    vap = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": NAME, "labels": labels},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [POD_RULE, EPHEMERAL_RULE, *TEMPLATE_RULES],
-                "matchPolicy": "Equivalent",
-            },
-            "matchConditions": match_conditions(),
-            "variables": variables(allowed),
-            "validations": [_validation(r) for r in POLICY_RULES],
-        },
-    }
-    return [vap, binding(NAME, labels, team_namespaces())]
-
-
-def _orphaning() -> str:
-    """CEL: how a DELETE orphans the object's dependents, '' when it does not (admission.rules._orphaning,
-    the API server store's shouldOrphanDependents)."""
-    o = "request.options"
-    fins = "(has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : [])"
-    default = " || ".join(
-        f"(request.kind.group == {q(g)} && request.kind.kind == {q(k)} && request.kind.version == {q(v)})"
-        for g, k, v in sorted(ORPHAN_BY_DEFAULT)
+    return validating_policy(
+        NAME,
+        labels(NAME),
+        [POD_RULE, EPHEMERAL_RULE, *TEMPLATE_RULES],
+        team_match_conditions(),
+        variables(allowed),
+        [_validation(r) for r in POLICY_RULES],
+        team_namespaces(),
     )
-    return (
-        f"has({o}.orphanDependents) ? ({o}.orphanDependents ? 'orphanDependents: true' : '') :\n"
-        f"has({o}.propagationPolicy) ?\n"
-        f"({o}.propagationPolicy == 'Orphan' ? 'propagationPolicy Orphan' : '') :\n"
-        f"{q(ORPHAN_FINALIZER)} in {fins} ? "
-        f"'no propagationPolicy while the object carries the {ORPHAN_FINALIZER} finalizer' :\n"
-        f"!({q(FOREGROUND_FINALIZER)} in {fins}) && ({default}) ? "
-        "'no propagationPolicy (for batch/v1 Jobs the API server then orphans the pods)' : ''"
-    )
-
-
-def delete_policy() -> list[dict]:
-    """orphan-delete: no orphaning DELETE of a Job or StatefulSet Kueue counts (its own policy: every
-    expression of the main one reads `object`, which is null on DELETE)."""
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpuctl"}
-    groups: dict[str, list[str]] = {}
-    for g, k in sorted(ORPHAN_KINDS):
-        groups.setdefault(g, []).append(f"{k.lower()}s")
-    rules = [
-        {"apiGroups": [g], "apiVersions": ["v1"], "resources": r, "operations": ["DELETE"]}
-        for g, r in sorted(groups.items())
-    ]
-    qk = q(Labels.KUEUE_QUEUE)
-    meta = "oldObject.metadata"
-    queue = (
-        f"has({meta}.labels) && {qk} in {meta}.labels ? {meta}.labels[{qk}] :\n"
-        f"has({meta}.annotations) && {qk} in {meta}.annotations ? {meta}.annotations[{qk}] : ''"
-    )
-    vap = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": DELETE_NAME, "labels": labels},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": rules, "matchPolicy": "Equivalent"},
-            "matchConditions": [match_conditions()[0]],  # not-kueue
-            "variables": [
-                {"name": "orphaning", "expression": _orphaning()},
-                {"name": "queue", "expression": queue},
-            ],
-            "validations": [
-                {
-                    "expression": "variables.orphaning == '' || variables.queue == ''",
-                    "messageExpression": (
-                        "'gpuctl policy: ' + request.kind.kind + ' ' + request.namespace + '/' + "
-                        "request.name + "
-                        f"' breaks [{ORPHAN_DELETE}]: deleting it with ' + variables.orphaning + "
-                        "' would leave its pods running while Kueue stops counting them (LocalQueue ' + "
-                        "variables.queue + '). Fix: delete with propagationPolicy Background or Foreground "
-                        "(kubectl delete\\'s default, --cascade=background; gpuctl delete)'"
-                    ),
-                    "reason": "Forbidden",
-                }
-            ],
-        },
-    }
-    return [vap, binding(DELETE_NAME, labels, team_namespaces())]
-
-
-def priority_class_policy() -> list[dict]:
-    """gpuctl's Kubernetes PriorityClasses (the earlier gpuctl's names) keep preemptionPolicy Never, whoever
-    writes them: a pod naming one never preempts through kube-scheduler (the earlier client re-creates
-    them with PreemptLowerPriority on every `create` when it may)."""
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "gpuctl"}
-    names = cel_list(sorted(PRIORITY_CLASSES))
-    vap = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": PRIORITY_CLASSES_NAME, "labels": labels},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": ["scheduling.k8s.io"],
-                        "apiVersions": ["v1"],
-                        "resources": ["priorityclasses"],
-                        "operations": ["CREATE", "UPDATE"],
-                    }
-                ],
-                "matchPolicy": "Equivalent",
-            },
-            "matchConditions": [{"name": "gpuctl-class", "expression": f"object.metadata.name in {names}"}],
-            "validations": [
-                {
-                    "expression": (
-                        "has(object.preemptionPolicy) && "
-                        f"object.preemptionPolicy == {q(PRIORITY_CLASS_PREEMPTION)}"
-                    ),
-                    "messageExpression": (
-                        "'gpuctl policy: PriorityClass ' + object.metadata.name + ' must have "
-                        f"preemptionPolicy {PRIORITY_CLASS_PREEMPTION}: pods naming it must never preempt "
-                        "through kube-scheduler (Kueue alone decides who runs on pool GPUs). Fix: leave "
-                        "gpuctl\\'s PriorityClasses to `gpuctl adopt`'"
-                    ),
-                    "reason": "Forbidden",
-                }
-            ],
-        },
-    }
-    return [vap, binding(PRIORITY_CLASSES_NAME, labels, None)]
-
-
-def binding(name: str, labels: dict, namespaces: dict | None) -> dict:
-    """The ValidatingAdmissionPolicyBinding of policy `name`: Deny, for objects in the namespaces matched
-    by the selector `namespaces` (None: cluster-scoped objects, no selector)."""
-    spec: dict = {"policyName": name, "validationActions": ["Deny"]}
-    if namespaces is not None:
-        spec["matchResources"] = {"namespaceSelector": namespaces}
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": labels},
-        "spec": spec,
-    }
-
-
-def mutating_policy(
-    name: str, labels: dict, rules: list[dict], conditions: list[dict], mutations: list[dict], variables=None
-) -> list[dict]:
-    """A MutatingAdmissionPolicy of gpuctl (fail closed, re-invoked after other mutations) and its binding
-    to the team namespaces."""
-    spec: dict = {
-        "failurePolicy": "Fail",
-        "reinvocationPolicy": "IfNeeded",
-        "matchConstraints": {"resourceRules": rules, "matchPolicy": "Equivalent"},
-        "matchConditions": conditions,
-    }
-    if variables is not None:
-        spec["variables"] = variables
-    spec["mutations"] = mutations
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingAdmissionPolicy",
-            "metadata": {"name": name, "labels": dict(labels)},
-            "spec": spec,
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingAdmissionPolicyBinding",
-            "metadata": {"name": name, "labels": dict(labels)},
-            "spec": {"policyName": name, "matchResources": {"namespaceSelector": team_namespaces()}},
-        },
-    ]
-
-
-def team_namespaces() -> dict:
-    return {
-        "matchExpressions": [
-            {"key": Labels.NAMESPACE, "operator": "In", "values": [NAMESPACE_MARKER_VALUE]},
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(SYSTEM_NAMESPACES)},
-        ]
-    }
 
 
 HEADER: Final = """\
-# GENERATED by `python -m admission.policy > manifests/admission/policy.yaml` from admission/rules.py's tables
-# (tests/unit/test_admission_policy.py fails when this file and the generator disagree). Do not edit by hand.
+# GENERATED by `python -m admission.policies.team > manifests/admission/policy.yaml` from the tables of
+# admission/validators (tests/unit/test_admission_policy.py fails when this file and the generator disagree).
+# Do not edit by hand.
 #
 # gpuctl's stateless rules (host-path, priority, job-type, unknown-key) as a ValidatingAdmissionPolicy: CEL in
 # the API server, so they hold while the webhook is down or deleted. Same scope as the webhook (team
@@ -686,26 +444,14 @@ HEADER: Final = """\
 """
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-def _str(dumper: yaml.SafeDumper, s: str) -> yaml.Node:
-    style = "|" if "\n" in s or len(s) > 100 else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", s, style=style)
-
-
-_Dumper.add_representer(str, _str)
-
-
-def render(allowed: tuple[str, ...] = ()) -> str:
-    docs = [*policy(allowed), *delete_policy(), *priority_class_policy()]
-    return HEADER + yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=1000)
+def render_manifest(allowed: tuple[str, ...] = ()) -> str:
+    """manifests/admission/policy.yaml: this policy, the orphan-delete one and the PriorityClass one."""
+    return render(HEADER, [*policy(allowed), *deletes.policy(), *priority_classes.policy()])
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m admission.policy", description="Print gpuctl's admission policy."
+        prog="python -m admission.policies.team", description="Print gpuctl's admission policy."
     )
     ap.add_argument("--allowed-host-path", action="append", default=[], metavar="PATH",
                     help="absolute host path allowed despite the deny list (repeatable)")  # fmt: skip
@@ -713,7 +459,7 @@ def main(argv: list[str]) -> int:
     bad = [a for a in args.allowed_host_path if not a.startswith("/")]
     if bad:
         ap.error(f"--allowed-host-path must be absolute: {', '.join(bad)}")
-    sys.stdout.write(render(tuple(args.allowed_host_path)))
+    sys.stdout.write(render_manifest(tuple(args.allowed_host_path)))
     return 0
 
 

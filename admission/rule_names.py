@@ -1,0 +1,45 @@
+"""Every rule of the team namespaces' webhook (`POST /validate`) by the name denials, warnings and metrics
+show; admission/validators/ has one file per group of them, named after it."""
+
+from __future__ import annotations
+
+from typing import Final
+
+GPU_QUEUE: Final = "gpu-queue"
+GPU_TOPOLOGY: Final = "gpu-topology"
+POOL_EXISTS: Final = "pool-exists"
+POOL_PLACEMENT: Final = "pool-placement"
+PRIORITY: Final = "priority"
+JOB_TYPE: Final = "job-type"
+UNKNOWN_KEY: Final = "unknown-key"
+GPU_FITS_NODE: Final = "gpu-fits-node"
+HOST_PATH: Final = "host-path"
+NODE_POOL: Final = "node-pool"
+# What a tenant may not do in its own team namespace (issue 26).
+PRIORITY_CLASS_RULE: Final = "priority-class"
+DEVICE_ACCESS: Final = "device-access"
+OWNER_CLAIM: Final = "owner-claim"
+ORPHAN_DELETE: Final = "orphan-delete"
+KUEUE_GATE: Final = "kueue-gate"
+# Rules whose verdict depends on what the cache has seen: a denial by these alone may be watch lag (a pool
+# created a millisecond before its nodes are labelled), so the server re-checks it once the cache moves.
+CACHE_RULES: Final = frozenset(
+    {GPU_QUEUE, GPU_TOPOLOGY, POOL_EXISTS, POOL_PLACEMENT, GPU_FITS_NODE, NODE_POOL}
+)
+RULES: Final = (
+    GPU_QUEUE,
+    GPU_TOPOLOGY,
+    POOL_EXISTS,
+    POOL_PLACEMENT,
+    PRIORITY,
+    JOB_TYPE,
+    UNKNOWN_KEY,
+    GPU_FITS_NODE,
+    HOST_PATH,
+    NODE_POOL,
+    PRIORITY_CLASS_RULE,
+    DEVICE_ACCESS,
+    OWNER_CLAIM,
+    ORPHAN_DELETE,
+    KUEUE_GATE,
+)

@@ -1,0 +1,194 @@
+"""`unknown-key`, `job-type` and `priority`: what gpuctl's labels and annotations say, said right.
+
+- `unknown-key`  no `runwhere.ai/` label or annotation key gpuctl does not know
+                 (`constants.KNOWN_RUNWHERE_KEYS` + `EXTRA_RUNWHERE_KEYS` + `AUDIT_RUNWHERE_KEYS`): a typo
+                 would otherwise be silently ignored. On workloads and on Nodes.
+- `job-type`     `runwhere.ai/job-type` is one of gpuctl's four job kinds.
+- `priority`     `runwhere.ai/priority` is high/medium/low, the same on object and pod template, and agrees
+                 with `kueue.x-k8s.io/priority-class` (`gpuctl-<priority>`, on the object); no misspelt
+                 `gpuctl-*` class.
+
+Written for CPU per request: job-type and priority read six label values and nothing else, so their
+findings are memoised on them; "is there an unknown key" is memoised on the run of keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Final
+
+from admission.rule_names import JOB_TYPE, PRIORITY, UNKNOWN_KEY
+from admission.validators.hints import closest_memo, did_you_mean, names
+from admission.verdict import Violation
+from admission.work import Work
+from gpuctl.constants import (
+    AUDIT_RUNWHERE_KEYS,
+    EXTRA_RUNWHERE_KEYS,
+    JOB_KINDS,
+    KNOWN_RUNWHERE_KEYS,
+    PRIORITY_CLASS,
+    Labels,
+    Priority,
+)
+
+__all__ = [
+    "CLASS_PREFIX",
+    "JOB_TYPES",
+    "KNOWN_KEYS",
+    "PRIORITY_CLASSES",
+    "PRIORITY_VALUES",
+    "check_labels",
+    "check_unknown_keys",
+]
+
+PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
+JOB_TYPES: Final = tuple(k.value for k in JOB_KINDS)
+_ALL_KEYS: Final = (*KNOWN_RUNWHERE_KEYS, *EXTRA_RUNWHERE_KEYS, *AUDIT_RUNWHERE_KEYS)
+KNOWN_KEYS: Final = frozenset(_ALL_KEYS)
+_KNOWN_SUFFIXES: Final = tuple(k.removeprefix(Labels.PREFIX) for k in _ALL_KEYS)
+PRIORITY_CLASSES: Final = frozenset(PRIORITY_CLASS.values())
+CLASS_PREFIX: Final = PRIORITY_CLASS[Priority.HIGH].removesuffix(Priority.HIGH.value)  # "gpuctl-"
+# Label keys read on every request, as module constants (a class attribute lookup per use adds up).
+_PREFIX: Final = Labels.PREFIX
+_JOB_TYPE: Final = Labels.JOB_TYPE
+_PRIORITY: Final = Labels.PRIORITY
+_KUEUE_PRIORITY: Final = Labels.KUEUE_PRIORITY
+
+
+def check_unknown_keys(places: Iterable[tuple[str, Mapping[str, str]]]) -> list[Violation]:
+    """unknown-key, for workloads and Nodes alike: (where, labels or annotations) pairs."""
+    out: list[Violation] = []
+    for where, m in places:
+        for key in m:
+            if key.startswith(Labels.PREFIX) and key not in KNOWN_KEYS:
+                # Compare what follows the shared prefix, or every key looks "close" to every other.
+                hit = closest_memo(key.removeprefix(Labels.PREFIX), _KNOWN_SUFFIXES)
+                hit = f"{Labels.PREFIX}{hit}" if hit else None
+                fix = f"rename it to {hit}" if hit else f"remove it (gpuctl's keys: {names(KNOWN_KEYS, 12)})"
+                hint = f' (did you mean "{hit}"?)' if hit else ""
+                out.append(
+                    Violation(UNKNOWN_KEY, f"unknown key {key} in {where}{hint}", fix, f"{UNKNOWN_KEY}={key}")
+                )
+    return out
+
+
+# Whether a run of label and annotation keys holds a runwhere.ai/ key gpuctl does not know, memoised on the
+# keys: they recur (every object gpuctl or a controller makes carries the same ones), so a lookup replaces a
+# pass over them. Bounded: input that never repeats only misses, and the table starts over when full.
+KEYS_SEEN: Final[dict[tuple[str, ...], bool]] = {}
+KEYS_SEEN_MAX: Final = 4096
+
+
+def _has_unknown_key(keys: tuple[str, ...]) -> bool:
+    """Whether check_unknown_keys would find anything among `keys`."""
+    hit = KEYS_SEEN.get(keys)
+    if hit is None:
+        hit = any(k.startswith(_PREFIX) and k not in KNOWN_KEYS for k in keys)
+        if len(KEYS_SEEN) >= KEYS_SEEN_MAX:
+            KEYS_SEEN.clear()
+        KEYS_SEEN[keys] = hit
+    return hit
+
+
+def check_labels(w: Work) -> list[Violation]:
+    """unknown-key, job-type, priority of a workload (object and pod template)."""
+    labels, tl = w.labels, w.tmpl_labels
+    out: list[Violation] = []
+    if _has_unknown_key((*labels, *w.annotations, *tl, *w.tmpl_annotations)):
+        out = check_unknown_keys(
+            (
+                ("metadata.labels", labels),
+                ("metadata.annotations", w.annotations),
+                ("spec.template.metadata.labels", tl),
+                ("spec.template.metadata.annotations", w.tmpl_annotations),
+            )
+        )
+    found = _label_rules(
+        labels.get(_JOB_TYPE),
+        tl.get(_JOB_TYPE),
+        labels.get(_PRIORITY),
+        tl.get(_PRIORITY),
+        labels.get(_KUEUE_PRIORITY),
+        tl.get(_KUEUE_PRIORITY),
+    )
+    if found:
+        out += found
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _label_rules(
+    jt: str | None,
+    tmpl_jt: str | None,
+    p: str | None,
+    tmpl_p: str | None,
+    cls: str | None,
+    tmpl_cls: str | None,
+) -> tuple[Violation, ...]:
+    """job-type and priority, from the object's and its pod template's label values (None: no label)."""
+    out: list[Violation] = []
+    for where, v in (("metadata.labels", jt), ("spec.template.metadata.labels", tmpl_jt)):
+        if v is not None and v not in JOB_TYPES:
+            out.append(
+                Violation(
+                    JOB_TYPE,
+                    f'{where}[{Labels.JOB_TYPE}] is "{v}"{did_you_mean(v, JOB_TYPES)}',
+                    f"use one of {', '.join(JOB_TYPES)}",
+                )
+            )
+    found = _priority(((p, cls), (tmpl_p, tmpl_cls)))
+    if found is not None:
+        out.append(found)
+    return tuple(out)
+
+
+_PLACES: Final = ("metadata.labels", "spec.template.metadata.labels")
+
+
+def _priority(levels: tuple[tuple[str | None, str | None], ...]) -> Violation | None:
+    """The first priority finding, from (runwhere.ai/priority, kueue.x-k8s.io/priority-class) of the object,
+    then of its pod template: each level that says one must say a valid one, the levels must agree, and
+    Kueue's priority class (what Kueue actually schedules by) must be the matching gpuctl class."""
+    said: str | None = None
+    for where, (p, _) in zip(_PLACES, levels, strict=True):
+        if p is None:
+            continue
+        if p not in PRIORITY_VALUES:
+            return Violation(
+                PRIORITY,
+                f'{where}[{Labels.PRIORITY}] is "{p}"{did_you_mean(p, PRIORITY_VALUES)}',
+                f"use one of {', '.join(PRIORITY_VALUES)}",
+            )
+        if said is not None and p != said:
+            return Violation(
+                PRIORITY,
+                f'{Labels.PRIORITY} is "{said}" on the object but "{p}" on its pod template',
+                "use the same priority in both places",
+            )
+        said = p
+    for where, (_, cls) in zip(_PLACES, levels, strict=True):
+        if cls is None:
+            continue
+        if cls.startswith(CLASS_PREFIX) and cls not in PRIORITY_CLASSES:
+            return Violation(
+                PRIORITY,
+                f'{where}[{Labels.KUEUE_PRIORITY}] is "{cls}", not a gpuctl priority class'
+                f"{did_you_mean(cls, PRIORITY_CLASSES)}",
+                f"use one of {', '.join(sorted(PRIORITY_CLASSES))}",
+            )
+        if said is not None and cls != PRIORITY_CLASS[Priority(said)]:
+            return Violation(
+                PRIORITY,
+                f'{Labels.PRIORITY} is "{said}" but {where}[{Labels.KUEUE_PRIORITY}] is "{cls}"',
+                f"set {Labels.KUEUE_PRIORITY}: {PRIORITY_CLASS[Priority(said)]} "
+                f"(or change {Labels.PRIORITY})",
+            )
+    if said is not None and levels[0][1] is None:
+        return Violation(
+            PRIORITY,
+            f'{Labels.PRIORITY} is "{said}" but the object has no {Labels.KUEUE_PRIORITY} label, '
+            f"so Kueue would schedule it at the default priority",
+            f"add label {Labels.KUEUE_PRIORITY}: {PRIORITY_CLASS[Priority(said)]}",
+        )
+    return None

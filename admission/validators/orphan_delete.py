@@ -1,0 +1,93 @@
+"""`orphan-delete`: no orphaning DELETE of a Job Kueue counts (a queue label): its pods would run on while
+Kueue stops counting them.
+
+The API server hands the request's DeleteOptions to admission as `request.options` before it applies its own
+default, so the rule repeats the store's decision (k8s.io/apiserver registry/generic/registry/store.go,
+shouldOrphanDependents): an explicit `orphanDependents`, else an explicit `propagationPolicy`, else the
+object's `orphan`/`foregroundDeletion` finalizer, else the kind's default, which is orphaning for `batch/v1`
+Jobs (pkg/registry/batch/job/strategy.go, DefaultGarbageCollectionPolicy: "for backwards compatibility").
+Measured on Kueue v0.19.2: only Jobs need it (docs/admission.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from admission.rule_names import ORPHAN_DELETE
+from admission.state import ClusterState
+from admission.verdict import Violation
+from gpuctl.constants import Labels
+from gpuctl.domain.shape import EMPTY, obj_at, strmap_at
+
+__all__ = [
+    "FOREGROUND_FINALIZER",
+    "ORPHAN_BY_DEFAULT",
+    "ORPHAN_FINALIZER",
+    "ORPHAN_KINDS",
+    "check_orphan_delete",
+]
+
+# Kinds whose pods Kueue counts through the object's own Workload only: deleting it with orphaning finishes
+# the Workload while the pods run on. Measured on Kueue v0.19.2: a Deployment's or a bare ReplicaSet's pods
+# are each their own Workload (Kueue's pod integration) and stay counted, and the Workload of a
+# StatefulSet's pod group is owned by its pods too and stays admitted, so orphaning those escapes nothing
+# (the Deployment controller's next ReplicaSet even adopts the orphans back).
+ORPHAN_KINDS: Final = frozenset({("batch", "Job")})
+# The kind whose API server default for a DELETE without any policy is orphaning.
+ORPHAN_BY_DEFAULT: Final = frozenset({("batch", "Job", "v1")})
+ORPHAN_FINALIZER: Final = "orphan"
+FOREGROUND_FINALIZER: Final = "foregroundDeletion"
+
+
+def orphaning(request: Mapping[str, Any], gk: tuple[str, str], version: str, old: Mapping[str, Any]) -> str:
+    """How a DELETE orphans the object's dependents ("" when it does not)."""
+    options = request.get("options")
+    options = options if type(options) is dict else EMPTY
+    od = options.get("orphanDependents")
+    if od is not None:
+        return "orphanDependents: true" if od is True else ""
+    pp = options.get("propagationPolicy")
+    if pp is not None:
+        return 'propagationPolicy "Orphan"' if pp == "Orphan" else ""
+    meta = old.get("metadata")
+    finalizers = meta.get("finalizers") if type(meta) is dict else None
+    finalizers = finalizers if type(finalizers) is list else ()
+    if ORPHAN_FINALIZER in finalizers:
+        return f'no propagationPolicy while the object carries the "{ORPHAN_FINALIZER}" finalizer'
+    if FOREGROUND_FINALIZER not in finalizers and (*gk, version) in ORPHAN_BY_DEFAULT:
+        return f"no propagationPolicy (for {gk[0]}/{version} {gk[1]}s the API server then orphans the pods)"
+    return ""
+
+
+def check_orphan_delete(
+    request: Mapping[str, Any], gk: tuple[str, str], user: str, state: ClusterState, kueue_user: str
+) -> list[Violation]:
+    """orphan-delete for one DELETE request of kind `gk` by `user` (Kueue's own deletes are never judged)."""
+    old = request.get("oldObject")
+    if gk not in ORPHAN_KINDS or type(old) is not dict:
+        return []
+    kind_ref = request.get("kind")
+    version = kind_ref.get("version") if type(kind_ref) is dict else None
+    how = orphaning(request, gk, version if type(version) is str else "", old)
+    if not how:
+        return []
+    meta = obj_at(old, "metadata", "request.oldObject")
+    labels = strmap_at(meta, "labels", "request.oldObject.metadata")
+    queue = labels.get(Labels.KUEUE_QUEUE) or strmap_at(
+        meta, "annotations", "request.oldObject.metadata"
+    ).get(Labels.KUEUE_QUEUE)
+    ns = request.get("namespace")
+    ns = ns if type(ns) is str else ""
+    if not queue or state.namespaces.get(ns) is False or user == kueue_user:
+        return []
+    return [
+        Violation(
+            ORPHAN_DELETE,
+            f"deleting it with {how} would leave its pods running while Kueue stops counting them "
+            f"(LocalQueue {queue})",
+            "delete with propagationPolicy Background or Foreground (kubectl's default, "
+            "--cascade=background; gpuctl delete); to keep a pod, copy it out first",
+            ORPHAN_DELETE,
+        )
+    ]

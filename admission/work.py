@@ -1,0 +1,64 @@
+"""The object under review (a Pod, or a Job, Deployment, StatefulSet or ReplicaSet with its pod template),
+reduced to what the team namespaces' rules read, each part typed once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.constants import Labels
+from gpuctl.domain.shape import EMPTY, obj_at, strmap_at
+
+__all__ = ["Work", "queue_name", "reduce"]
+
+
+@dataclass(slots=True)
+class Work:
+    kind: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    tmpl_labels: Mapping[str, str]  # pod template metadata; empty for a Pod
+    tmpl_annotations: Mapping[str, str]
+    spec: Mapping[str, Any]  # the pod spec
+    spec_path: str
+    has_template: bool
+    obj_spec: Mapping[str, Any]  # the object's own spec (a Job's suspend); a Pod's: the pod spec
+
+
+def reduce(kind: str, obj: Mapping[str, Any], where: str) -> Work:
+    """The Work of `obj` (at `where`: request.object or request.oldObject); Malformed for a mistyped part."""
+    # Each `x = get(); if type(x) is not dict: x = obj_at(...)` is obj_at's check with the error path (and
+    # its f-string) only taken when the value is missing or wrong: same results, same errors, same order.
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        meta = obj_at(obj, "metadata", where)
+    labels = strmap_at(meta, "labels", f"{where}.metadata")
+    annotations = strmap_at(meta, "annotations", f"{where}.metadata")
+    spec = obj.get("spec")
+    if type(spec) is not dict:
+        spec = obj_at(obj, "spec", where)
+    if kind == "Pod":
+        return Work(kind, labels, annotations, EMPTY, EMPTY, spec, "spec", False, spec)
+    tmpl = spec.get("template")
+    if type(tmpl) is not dict:
+        tmpl = obj_at(spec, "template", f"{where}.spec")
+    tmeta = tmpl.get("metadata")
+    if type(tmeta) is not dict:
+        tmeta = obj_at(tmpl, "metadata", f"{where}.spec.template")
+    tmpl_labels = strmap_at(tmeta, "labels", f"{where}.spec.template.metadata")
+    tmpl_annotations = strmap_at(tmeta, "annotations", f"{where}.spec.template.metadata")
+    pspec = tmpl.get("spec")
+    if type(pspec) is not dict:
+        pspec = obj_at(tmpl, "spec", f"{where}.spec.template")
+    return Work(
+        kind, labels, annotations, tmpl_labels, tmpl_annotations, pspec, "spec.template.spec", True, spec
+    )
+
+
+def queue_name(w: Work) -> str:
+    """The queue Kueue will use: Jobs, Deployments, StatefulSets and Pods carry it on the object; the pods of
+    a bare ReplicaSet are Kueue-managed pods, so there it is the template's. Kueue still reads the
+    (deprecated) annotation of the same name too."""
+    src, ann = (w.tmpl_labels, w.tmpl_annotations) if w.kind == "ReplicaSet" else (w.labels, w.annotations)
+    return src.get(Labels.KUEUE_QUEUE) or ann.get(Labels.KUEUE_QUEUE) or ""

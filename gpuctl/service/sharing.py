@@ -1,0 +1,46 @@
+"""`resources.gpu-share`: which slice of a GPU a job gets on its pool, read from the pool's nodes.
+
+The rules are gpuctl.domain.sharing's (pure); this module reads the nodes and turns a refusal into the
+error a user sees (file, job, field, fix). docs/sharing.md.
+"""
+
+from __future__ import annotations
+
+from gpuctl.builders import PoolFacts
+from gpuctl.cluster.reader import Reader
+from gpuctl.constants import Labels
+from gpuctl.domain.pools import node_pool
+from gpuctl.domain.sharing import Mode, PoolSharing, ShareError, choose_slice, pool_sharing
+from gpuctl.service.errors import ServiceError
+
+
+def pools_sharing(reader: Reader) -> dict[str, PoolSharing]:
+    """Pool -> how its nodes share their GPUs, for every pool with a node (one list of pool nodes)."""
+    by_pool: dict[str, list[dict]] = {}
+    for n in reader.list("Node", label_selector=Labels.POOL):
+        pool = node_pool(n)
+        if pool:
+            by_pool.setdefault(pool, []).append(n)
+    return {p: pool_sharing(nodes) for p, nodes in sorted(by_pool.items())}
+
+
+def share_facts(reader: Reader, where: str, pool: str, share: str) -> PoolFacts:
+    """The PoolFacts that make a job's `gpu-share` one slice on `pool`: the smallest MIG profile of the
+    pool's GPU model holding the memory asked for (or the profile named), or one time-slicing / MPS
+    replica. Refused, naming the fix, on a pool that does not share its GPUs or lacks the profile."""
+    nodes = reader.list("Node", label_selector=f"{Labels.POOL}={pool}")
+    ps = pool_sharing(nodes)
+    try:
+        chosen = choose_slice(share, pool, ps.mode, ps.model, ps.profiles)
+    except ShareError as exc:
+        fix = ""
+        if ps.mode is Mode.NONE:
+            sharing = [p for p, s in pools_sharing(reader).items() if s.mode is not Mode.NONE and s.slices]
+            fix = (
+                f"; pools that share GPUs: {', '.join(sharing)} (set resources.pool to one of them)"
+                if sharing
+                else "; no pool shares GPUs (docs/sharing.md: how an admin turns on MIG or time-slicing)"
+            )
+            fix += ", or ask for whole GPUs (gpu: N) without gpu-share"
+        raise ServiceError(f"{where}: resources.gpu-share: {exc}{fix}") from None
+    return PoolFacts(name=pool, gpu_resource=chosen.resource, slice_resource=chosen.resource)

@@ -1,0 +1,314 @@
+"""Shared GPUs on the real cluster (issue 32, docs/sharing.md): `gpu-share` on pools of fake nodes that
+advertise MIG mixed profiles, MIG single slices and time-sliced replicas, and one GPU budget that whole
+GPUs and slices both count against, through Kueue.
+
+The test creates its own KWOK nodes through the API (hack/cluster/nodes.yaml stays as every other test
+expects it) and deletes them afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuctl.cli.main import main
+from gpuctl.cluster import ApiError, path
+from gpuctl.constants import GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
+from tests.integration.conftest import delete_namespaces, wait_until
+
+MIG, SINGLE, TS, PLAIN = "share-mig", "share-single", "share-ts", "share-plain"
+NODE = {p: f"{p}-1" for p in (MIG, SINGLE, TS, PLAIN)}
+A100_80 = "NVIDIA-A100-SXM4-80GB"
+# What the NVIDIA device plugin and GPU feature discovery make a node advertise.
+NODES = {
+    # MIG mixed: 8 A100-80GB, 5 whole, 2 cut into 7 x 1g.10gb each, 1 into 2 x 3g.40gb.
+    MIG: (
+        {"nvidia.com/gpu.product": A100_80, "nvidia.com/gpu.count": "8", "nvidia.com/mig.strategy": "mixed"},
+        {"nvidia.com/gpu": "5", "nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "2"},
+    ),
+    # MIG single: every GPU cut into 1g.10gb, advertised as nvidia.com/gpu.
+    SINGLE: (
+        {
+            "nvidia.com/gpu.product": f"{A100_80}-MIG-1g.10gb",
+            "nvidia.com/gpu.count": "2",
+            "nvidia.com/mig.strategy": "single",
+        },
+        {"nvidia.com/gpu": "14"},
+    ),
+    # Time-slicing, renameByDefault: 2 L4 x 4 replicas.
+    TS: (
+        {
+            "nvidia.com/gpu.product": "NVIDIA-L4",
+            "nvidia.com/gpu.count": "2",
+            "nvidia.com/gpu.replicas": "4",
+            "nvidia.com/gpu.sharing-strategy": "time-slicing",
+        },
+        {"nvidia.com/gpu.shared": "8"},
+    ),
+    PLAIN: ({"nvidia.com/gpu.product": A100_80, "nvidia.com/gpu.count": "4"}, {"nvidia.com/gpu": "4"}),
+}
+
+
+def fake_node(name: str, labels: dict[str, str], gpus: dict[str, str]) -> dict:
+    alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", **gpus}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                **labels,
+            },
+        },
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": name},
+            ],
+            "capacity": alloc,
+            "allocatable": alloc,
+        },
+    }
+
+
+@pytest.fixture
+def gpuctl(cluster, capsys):
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        rc = main([*args, "--kubeconfig", cluster])
+        out = capsys.readouterr()
+        return rc, out.out, out.err
+
+    return run
+
+
+def _ready(node: dict) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in node.get("status", {}).get("conditions", [])
+    )
+
+
+@pytest.fixture
+def shared_pools(clean_cluster, kube, gpuctl, tmp_path) -> Iterator[None]:
+    """Four fake nodes, each its own pool: MIG mixed, MIG single, time-sliced, plain."""
+    for pool, (labels, gpus) in NODES.items():
+        with pytest.raises(ApiError):  # not left over: this test owns these names
+            kube.get(path("Node", NODE[pool]))
+        kube.create(fake_node(NODE[pool], labels, gpus))
+    try:
+        wait_until(
+            lambda: all(_ready(kube.get(path("Node", n))) for n in NODE.values()), 60, what="fake nodes Ready"
+        )
+        f = tmp_path / "pools.yaml"
+        f.write_text(
+            "\n---\n".join(f"kind: pool\npool: {{name: {p}}}\nnodes:\n  {NODE[p]}: {{}}\n" for p in NODES)
+        )
+        rc, _, err = gpuctl("create", "-f", str(f))
+        assert rc == 0, err
+        yield
+    finally:
+        for n in NODE.values():
+            kube.delete(path("Node", n))
+
+
+@pytest.fixture
+def team(kube, gpuctl, tmp_path) -> Iterator[str]:
+    """A team namespace with a hard budget of 1 GPU (borrowingLimit 0: nothing borrowed from idle GPUs)."""
+    ns = f"share-{uuid.uuid4().hex[:6]}"
+    f = tmp_path / "quota.yaml"
+    f.write_text(f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace:\n  {ns}: {{gpu: 1, borrowingLimit: 0}}\n")
+    rc, _, err = gpuctl("create", "-f", str(f))
+    assert rc == 0, err
+    yield ns
+    gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+    delete_namespaces(kube, [ns])
+
+
+def job_file(tmp: Path, kind: str, name: str, ns: str, pool: str, resources: str) -> str:
+    service = "service: {port: 8000}\n" if kind in ("inference", "compute", "notebook") else ""
+    f = tmp / f"{name}.yaml"
+    f.write_text(
+        f"kind: {kind}\njob: {{name: {name}, namespace: {ns}}}\nenvironment: {{image: busybox}}\n{service}"
+        f"resources: {{pool: {pool}, cpu: 1, memory: 1Gi, {resources}}}\n"
+    )
+    return str(f)
+
+
+def pod_template(kube, kind: str, name: str, ns: str) -> dict:
+    obj = kube.get(path({"training": "Job", "notebook": "StatefulSet"}.get(kind, "Deployment"), name, ns))
+    return obj["spec"]["template"]["spec"]
+
+
+def gpu_requests(spec: dict) -> dict[str, str]:
+    req = spec["containers"][0]["resources"]["requests"]
+    return {k: v for k, v in req.items() if k not in ("cpu", "memory")}
+
+
+def running_on(kube, ns: str, node: str) -> int:
+    return sum(
+        1
+        for p in kube.list(path("Pod", namespace=ns))
+        if p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running"
+    )
+
+
+def budget_reserved(kube, ns: str) -> int:
+    """Kueue's own count: the team ClusterQueue's reservation of the GPU budget, in 1/840 GPU."""
+    cq = kube.get(path("ClusterQueue", ns))
+    for fl in (cq.get("status") or {}).get("flavorsReservation") or []:
+        for r in fl.get("resources") or []:
+            if r["name"] == QUOTA_GPU:
+                return int(r["total"])
+    return 0
+
+
+# ----------------------------------------------------------------------------- gpu-share -> the slice
+
+
+def test_gpu_share_is_the_smallest_profile_or_a_replica_for_every_kind(
+    shared_pools, team, gpuctl, kube, tmp_path
+):
+    ns = team
+    cases = [
+        # kind, pool, resources, what the container asks for
+        ("notebook", MIG, "gpu: 1, gpu-share: 10Gi", {"nvidia.com/mig-1g.10gb": "1"}),
+        ("training", MIG, "gpu-share: 30Gi", {"nvidia.com/mig-3g.40gb": "1"}),
+        ("inference", TS, "gpu-share: 10Gi", {"nvidia.com/gpu.shared": "1"}),
+        ("compute", SINGLE, "gpuShare: 1g.10gb", {"nvidia.com/gpu": "1"}),
+    ]
+    for i, (kind, pool, res, want) in enumerate(cases):
+        name = f"{kind}-{i}"
+        rc, _, err = gpuctl("create", "-f", job_file(tmp_path, kind, name, ns, pool, res))
+        assert rc == 0, err
+        assert gpu_requests(pod_template(kube, kind, name, ns)) == want, (kind, pool)
+    # Kueue admits each on the pool's node (TAS found the slice free there) and charges the budget:
+    # 1g.10gb 120 + 3g.40gb 420 + a replica 210 = 750 of 840; MIG single's slice is nvidia.com/gpu (840)
+    # and does not fit what is left, so it waits.
+    for pool in (MIG, TS):
+        wait_until(
+            lambda pool=pool: running_on(kube, ns, NODE[pool]), 90, what=f"a pod running on {NODE[pool]}"
+        )
+    wait_until(lambda: running_on(kube, ns, NODE[MIG]) == 2, 90, what="both MIG slices running")
+    wait_until(lambda: budget_reserved(kube, ns) == 120 + 420 + 210, 60, what="Kueue's reservation 750")
+    rc, out, err = gpuctl("get", "quotas", ns, "-o", "json")
+    assert rc == 0, err
+    (row,) = json.loads(out)
+    assert row["gpu"] == {**row["gpu"], "used": 0.89, "quota": 1, "free": 0.11}
+    assert running_on(kube, ns, NODE[SINGLE]) == 0
+
+
+def test_gpu_share_refused_where_it_cannot_be_met(shared_pools, team, gpuctl, kube, tmp_path):
+    ns = team
+    rc, _, err = gpuctl("create", "-f", job_file(tmp_path, "notebook", "nb", ns, PLAIN, "gpu-share: 10Gi"))
+    assert rc == 1
+    assert f"resources.gpu-share: pool {PLAIN} does not share its GPUs" in err
+    assert f"pools that share GPUs: {MIG}, {SINGLE}, {TS}" in err
+    rc, _, err = gpuctl(
+        "create", "-f", job_file(tmp_path, "training", "two", ns, MIG, "gpu: 2, gpu-share: 10Gi")
+    )
+    assert rc == 1
+    assert "gpu: 2 with gpu-share: 10Gi" in err and "set gpu: 1 (or omit gpu)" in err
+    # 15Gi needs a 1g.20gb, which this pool's GPUs are not cut into: the error names what it has.
+    rc, _, err = gpuctl("create", "-f", job_file(tmp_path, "training", "mid", ns, MIG, "gpu-share: 15Gi"))
+    assert rc == 1
+    assert "offers no 1g.20gb MIG instances (it has 1g.10gb, 3g.40gb)" in err
+    # Nothing was created.
+    for kind in ("Job", "StatefulSet", "Deployment"):
+        assert kube.list(path(kind, namespace=ns)) == []
+
+
+# ----------------------------------------------------------------------------- one budget
+
+
+def test_a_one_gpu_team_runs_seven_1g10gb_and_the_eighth_waits(shared_pools, team, gpuctl, kube, tmp_path):
+    ns = team
+    for i in range(8):
+        f = job_file(tmp_path, "training", f"s{i}", ns, MIG, "gpu-share: 1g.10gb")
+        rc, _, err = gpuctl("create", "-f", f)
+        assert rc == 0, err
+    wait_until(lambda: running_on(kube, ns, NODE[MIG]) == 7, 120, what="7 slices running")
+    wait_until(
+        lambda: budget_reserved(kube, ns) == 7 * 120 == GPU_UNITS, 30, what="the whole budget reserved"
+    )
+
+    def pending() -> list[dict]:
+        return [
+            w
+            for w in kube.list(path("Workload", namespace=ns))
+            if not any(
+                c["type"] == "QuotaReserved" and c["status"] == "True"
+                for c in w["status"].get("conditions", [])
+            )
+        ]
+
+    (waiting,) = wait_until(pending, 30, what="one Workload waiting")
+    reason = next(c for c in waiting["status"]["conditions"] if c["type"] == "QuotaReserved")
+    assert reason["status"] == "False"
+    # 14 slices exist on the node: the 8th waits for the budget, not for a free 1g.10gb.
+    assert running_on(kube, ns, NODE[MIG]) == 7
+    rc, out, err = gpuctl("get", "quotas", ns, "-o", "json")
+    assert rc == 0, err
+    (row,) = json.loads(out)
+    assert (row["gpu"]["used"], row["gpu"]["free"], row["pending_workloads"]) == (1, 0, 1)
+
+
+def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path):
+    ns = f"share-{uuid.uuid4().hex[:6]}"
+    f = tmp_path / "quota.yaml"
+    f.write_text(f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace:\n  {ns}: {{gpu: 2, borrowingLimit: 0}}\n")
+    rc, _, err = gpuctl("create", "-f", str(f))
+    assert rc == 0, err
+    try:
+        rc, _, err = gpuctl("create", "-f", job_file(tmp_path, "training", "whole", ns, MIG, "gpu: 1"))
+        assert rc == 0, err
+        for i in range(3):
+            rc, _, err = gpuctl(
+                "create", "-f", job_file(tmp_path, "training", f"s{i}", ns, MIG, "gpu-share: 10Gi")
+            )
+            assert rc == 0, err
+        # A raw kubectl pod asking a MIG profile in the team namespace is queued and charged the same way.
+        raw = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            # The annotation gpuctl's topology policy adds to raw work in team namespaces (admission/).
+            "metadata": {"name": "raw-mig", "namespace": ns, "annotations": {TAS_UNCONSTRAINED: "true"}},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "resources": {
+                            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/mig-3g.40gb": "1"},
+                            "limits": {"nvidia.com/mig-3g.40gb": "1"},
+                        },
+                    }
+                ],
+            },
+        }
+        kube.create(raw)
+        expected = GPU_UNITS + 3 * 120 + 420
+        wait_until(lambda: budget_reserved(kube, ns) == expected, 90, what=f"Kueue's reservation {expected}")
+        wait_until(lambda: running_on(kube, ns, NODE[MIG]) == 5, 90, what="5 pods running on the MIG node")
+        pod = kube.get(path("Pod", "raw-mig", ns))
+        assert pod["metadata"]["labels"].get(Labels.KUEUE_QUEUE) == "default"
+        rc, out, err = gpuctl("get", "quotas", ns, "-o", "json")
+        assert rc == 0, err
+        (row,) = json.loads(out)
+        assert (row["gpu"]["used"], row["gpu"]["free"]) == (
+            round(expected / GPU_UNITS, 2),
+            round(2 - expected / GPU_UNITS, 2),
+        )
+    finally:
+        gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
+        delete_namespaces(kube, [ns])
