@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from gpuctl.domain.gpus import pod_spec_gpus, pod_spec_request
+from gpuctl.constants import GPU_UNITS
+from gpuctl.domain.gpus import pod_spec_gpu_units, pod_spec_gpus, pod_spec_request
 from gpuctl.domain.objects import condition, controller_ref, meta, owner_ref
 from gpuctl.domain.workload import (
     job_pool,
@@ -39,10 +40,17 @@ class Demand:
     # sched-b (issue 23): a job of no single pool (pool ""): the pools it lists and the GPU types it asks.
     any_of: tuple[str, ...] = ()
     gpu_types: tuple[str, ...] = ()
+    # Issue 32: GPU equivalents one pod costs of its team's budget, in 1/GPU_UNITS GPU (whole GPUs and
+    # slices, gpuctl.domain.gpus.pod_spec_gpu_units); None: its whole GPUs.
+    units: int | None = None
 
     @property
     def total(self) -> int:
         return self.pods * self.gpus
+
+    @property
+    def total_units(self) -> int:
+        return self.pods * (self.gpus * GPU_UNITS if self.units is None else self.units)
 
 
 def _job_label(wl: Mapping[str, Any]) -> str:
@@ -81,6 +89,7 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
         pool=job_pool(wl) or "",
         pods=pods,
         gpus=gpus,
+        units=pod_spec_gpu_units(spec),
         priority=priority_value(wl),
         created=m.get("creationTimestamp", ""),
         uid=m.get("uid", ""),
@@ -122,6 +131,7 @@ def demand_of_pod_template(
         pods,
         pod_spec_gpus(spec),
         priority,
+        units=pod_spec_gpu_units(spec),
         label=label,
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),

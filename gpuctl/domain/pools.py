@@ -27,6 +27,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.gpus import quantity_gpus
 from gpuctl.domain.objects import condition, is_gpuctl_object, labels, name
+from gpuctl.domain.sharing import node_sharing, slice_resource
 from gpuctl.quantity import QuantityError, format_quantity, parse_quantity
 from queues import pool_toleration, resource_flavor
 from queues.model import PoolCapacity
@@ -272,6 +273,14 @@ class NodeFacts(NamedTuple):
     # Its pool taint is not what its pool label says (labelled by kubectl, not by gpuctl): pods from outside
     # Kueue can land there until `gpuctl apply -f` of the pool or `gpuctl adopt` taints it.
     untainted: bool = False
+    # Issue 32: slices of its GPUs a Ready node offers, (profile or "shared", resource, count)
+    # (gpuctl.domain.sharing.node_sharing, what `describe pool` sums).
+    slices: tuple[tuple[str, str, int], ...] = ()
+
+
+def _node_slices(node: Mapping[str, Any]) -> tuple[tuple[str, str, int], ...]:
+    ns = node_sharing(node)
+    return tuple((p, slice_resource(ns.mode, p), n) for p, n in sorted(ns.slices.items()))
 
 
 def node_facts(node: Mapping[str, Any]) -> NodeFacts:
@@ -287,6 +296,7 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
         memory=_qty(alloc.get(MEMORY_RESOURCE)) if ready else Decimal(0),
         gpu_type=node_gpu_type(node),
         untainted=node_pool_taint_missing(node),
+        slices=_node_slices(node) if ready else (),
     )
 
 
@@ -322,6 +332,8 @@ class PoolFacts:
     gpu_types: tuple[str, ...] = ()  # of its nodes, sorted
     untainted_nodes: int = 0  # nodes without the pool taint (NodeFacts.untainted)
     reserved_gpus: float = 0  # what Kueue reserved there (the caller's count: ClusterQueues' or Workloads')
+    # Issue 32: (MIG profile or "shared", resource) -> slices its Ready nodes offer (NodeFacts.slices).
+    slices: Mapping[tuple[str, str], int] = field(default_factory=dict)
     resources: Mapping[str, ResourceFacts] = field(default_factory=lambda: _NO_RESOURCES)
 
     @property
@@ -361,6 +373,8 @@ def pool_facts(
         a["states"][f.state] = a["states"].get(f.state, 0) + 1
         if f.gpu_type:
             a["types"].add(f.gpu_type)
+        for prof, res, count in f.slices:
+            a.setdefault("slices", {})[(prof, res)] = a.get("slices", {}).get((prof, res), 0) + count
         t[0] += f.capacity_gpus
         t[1] += f.allocatable_gpus
         t[2] += f.cpu
@@ -380,6 +394,7 @@ def pool_facts(
             gpu_types=tuple(sorted(a["types"])),
             untainted_nodes=sums[p][4],
             reserved_gpus=reserved.get(p, 0),
+            slices=MappingProxyType(dict(sorted(a.get("slices", {}).items()))),
         )
         for p, a in sorted(acc.items())
     }

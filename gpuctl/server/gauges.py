@@ -87,6 +87,16 @@ def pool_families(
     for node, pool in sorted((n, p) for p in sp for n in facts[p].nodes):
         node_info.add_metric([node, pool], 1)
     yield node_info
+    pool_slices = GaugeMetricFamily(
+        "gpuctl_pool_slices",
+        "Slices of GPUs the pool's Ready nodes offer, per MIG profile (or `shared` for time-slicing/MPS "
+        "replicas) and the resource a pod asks for (docs/sharing.md)",
+        labels=["pool", "profile", "resource"],
+    )
+    for p in sp:
+        for (prof, res), n in facts[p].slices.items():
+            pool_slices.add_metric([p, prof, res], n)
+    yield pool_slices
     yield _per_pool(
         "gpuctl_pool_capacity_gpus",
         "GPUs installed in the pool's nodes (status.capacity), ready or not",
@@ -220,6 +230,12 @@ def team_families(
             "GPUs requested by the team's bound, unfinished pods in a pool",
             labels=["namespace", "pool"],
         ),
+        "budget": GaugeMetricFamily(
+            "gpuctl_team_budget_used_gpus",
+            "GPU equivalents of its budget the team's admitted Workloads hold across pools: whole GPUs and "
+            "slices (MIG instances, time-slicing replicas) by docs/sharing.md's rule (ClusterQueue status)",
+            labels=["namespace"],
+        ),
     }
     for cq in sorted(cluster_queues, key=lambda c: c["metadata"]["name"]):
         ns = cq["metadata"]["name"]
@@ -231,6 +247,7 @@ def team_families(
         if team.borrowing_limit is not None:
             fams["limit"].add_metric([ns], team.borrowing_limit)
         fams["over"].add_metric([ns], usage.gpus_over_quota)
+        fams["budget"].add_metric([ns], usage.gpus)
         for p in pools:
             g = team.pools.get(p)
             fams["guar"].add_metric([ns, p], g.gpu if g else 0)

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from gpuctl.constants import Labels
-from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, workload_gpus
+from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, pod_spec_gpu_requests, workload_gpus
 from gpuctl.domain.objects import annotations, name
-from gpuctl.domain.pools import gpus_free, gpus_taken, pool_facts
+from gpuctl.domain.pools import gpus_free, gpus_taken, node_pool, node_ready, pool_facts
+from gpuctl.domain.sharing import Mode, describe_pool_sharing, pool_sharing, slice_view
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import job_pool
 from gpuctl.service.inventory import Inventory
@@ -37,6 +38,12 @@ class PoolUsage:
     # A pool in worker clusters (issue 24): per cluster, its GPUs there (gpu_total, gpu_used by that
     # worker's Kueue, gpu_free, nodes) or the error that kept gpuctl from reading them.
     clusters: dict[str, dict] = field(default_factory=dict)
+    # Issue 32 (docs/sharing.md): how the Ready nodes share their GPUs (none, mig-mixed, mig-single,
+    # time-slicing, mps), one line for people ("6 GPUs + 2 as 14 x 1g.10gb") and per slice kind its
+    # resource, total and (with pod use) used and free (gpuctl.domain.sharing.slice_view).
+    sharing: str = "none"
+    shared: str = ""
+    slices: dict[str, dict] = field(default_factory=dict)
 
     @property
     def taken(self) -> int:
@@ -82,7 +89,9 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
         )
         for p in pools
     }
+    slices_used: dict[str, dict[str, int]] | None = None
     if with_pods:
+        slices_used = {}
         node_to_pool = {n: p for p in pools for n in facts[p].nodes}
         for u in out.values():
             u.used = 0
@@ -90,6 +99,18 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
             p = node_to_pool.get((pod.get("spec") or {}).get("nodeName") or "")
             if p and pod_holds_gpus(pod):
                 out[p].used = (out[p].used or 0) + pod_gpus(pod)
+                held = slices_used.setdefault(p, {})
+                for r, n in pod_spec_gpu_requests(pod.get("spec")).items():
+                    held[r] = held.get(r, 0) + n
+    ready: dict[str, list[dict]] = {}
+    for n in inv.nodes:
+        if node_pool(n) in out and node_ready(n):
+            ready.setdefault(node_pool(n) or "", []).append(n)
+    for p, u in out.items():
+        ps = pool_sharing(ready.get(p, []))
+        if ps.mode is not Mode.NONE:
+            u.sharing, u.shared = str(ps.mode), describe_pool_sharing(ps)
+            u.slices = slice_view(ps, None if slices_used is None else slices_used.get(p, {}))
     for wl in inv.waiting_workloads:
         p = job_pool(wl)
         if p in out:
