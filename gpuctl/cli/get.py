@@ -166,11 +166,12 @@ def get_jobs(args: argparse.Namespace) -> int:
     emit(
         args,
         Listing(
-            items=[r.as_dict() for r in rows],
+            items=rows,
+            doc=lambda r: r.as_dict(),
             headers=_job_columns(rows, wide),
             rows=[_job_cells(r, wide, cluster_column) for r in rows],
-            name=lambda item: job_object_name(item["kind"], item["name"]),
-            labels=lambda item: item["labels"],
+            name=lambda r: job_object_name(r.kind, r.name),
+            labels=lambda r: r.labels,
             empty="No jobs found." if not namespace else f"No jobs found in {namespace} namespace.",
         ),
     )

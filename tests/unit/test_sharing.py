@@ -11,6 +11,7 @@ import yaml
 from gpuctl.constants import GPU_UNITS, SHARED_REPLICAS_CHARGED
 from gpuctl.domain import gpus, sharing
 from gpuctl.domain.sharing import Mode, ShareError
+from tests.unit.test_metrics import feed, node_obj, populated_cache, scrape, val
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -382,3 +383,19 @@ def test_time_sliced_pool_line_says_memory_is_not_isolated():
 def test_pool_without_sharing():
     ps = sharing.pool_sharing([node({}, {"nvidia.com/gpu": "8"})])
     assert (ps.mode, sharing.describe_pool_sharing(ps)) == (Mode.NONE, "8 GPUs")
+
+
+def test_pool_slices_metric_per_profile():
+    cache, registry = populated_cache()
+    n = node_obj("m1", "inference-pool", 6, gpu_type="NVIDIA-A100-SXM4-80GB", tainted=True)
+    n["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = "14"
+    ts = node_obj("t1", "inference-pool", 0, gpu_type="NVIDIA-L4", tainted=True)
+    ts["metadata"]["labels"]["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
+    ts["status"]["allocatable"]["nvidia.com/gpu.shared"] = "8"
+    feed(cache, "Node", n, ts)
+    m = scrape(registry)
+    mig = {"pool": "inference-pool", "profile": "1g.10gb", "resource": "nvidia.com/mig-1g.10gb"}
+    assert val(m, "gpuctl_pool_slices", **mig) == 14
+    shared = {"pool": "inference-pool", "profile": "shared", "resource": "nvidia.com/gpu.shared"}
+    assert val(m, "gpuctl_pool_slices", **shared) == 8
+    assert val(m, "gpuctl_pool_slices", pool="training-pool", profile="1g.10gb", resource="x") is None
