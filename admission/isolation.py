@@ -238,6 +238,8 @@ def review_isolation(request: Mapping[str, Any], state: ClusterState, config: Ad
     subj = subject(env.kind, ns, obj, request)
     if gk not in POD_SPEC_PATHS:
         return Verdict(allowed=True, subject=subj, skipped=f"kind {env.group}/{env.kind} is not reviewed")
+    if ns in config.exempt_namespaces:
+        return Verdict(allowed=True, subject=subj, skipped="exempt namespace")
     if not state.synced:
         return not_ready(config, subj)
     skipped = skip_reason(gk, obj, env.user, config.kueue_user)

@@ -22,6 +22,7 @@ outside team namespaces are refused.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Final
 
@@ -40,7 +41,7 @@ from admission.isolation import (
 )
 from admission.policies.cel import from_controller, q
 from admission.policies.skeleton import labels, non_team_namespaces, render, validating_policy
-from gpuctl.constants import GPU_RESOURCE, POOL_TAINT_EFFECT, POOL_TAINT_KEY, Labels
+from gpuctl.constants import EXEMPT_NAMESPACES, GPU_RESOURCE, POOL_TAINT_EFFECT, POOL_TAINT_KEY, Labels
 
 NAME: Final = "gpuctl-isolation"
 WEBHOOK_NAME: Final = "isolation.admission.runwhere.ai"
@@ -117,7 +118,7 @@ def affinity_selects_pool(s: str) -> str:
     )
 
 
-def exempt(s: str) -> str:
+def daemonset_without_gpus(s: str) -> str:
     """CEL: a DaemonSet whose template requests no GPUs (monitoring agents, CNI)."""
     return f"(request.kind.kind == 'DaemonSet' && !{gpus(s)})"
 
@@ -218,8 +219,8 @@ def match_conditions() -> list[dict]:
     ]
 
 
-def policy() -> list[dict]:
-    """The ValidatingAdmissionPolicy and its Binding."""
+def policy(exempt_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES) -> list[dict]:
+    """The ValidatingAdmissionPolicy and its Binding (to every namespace but team, system and exempt ones)."""
     return validating_policy(
         NAME,
         labels(NAME),
@@ -227,7 +228,7 @@ def policy() -> list[dict]:
         match_conditions(),
         variables(),
         [_validation(r) for r in STATELESS_RULES],
-        non_team_namespaces(),
+        non_team_namespaces(exempt_namespaces),
     )
 
 
@@ -238,7 +239,8 @@ def webhook_match_conditions() -> list[dict]:
     s, old = spec_of("object"), spec_of("oldObject")
     relevant = (
         f"(has({s}.nodeName) && {s}.nodeName != '') ||\n"
-        f"(!{exempt(s)} && has({s}.tolerations) && {s}.tolerations.exists(t, {tolerates('t')})) ||\n"
+        f"(!{daemonset_without_gpus(s)} && has({s}.tolerations) && "
+        f"{s}.tolerations.exists(t, {tolerates('t')})) ||\n"
         f"({gpus(s)} && {selects_pool(s)})"
     )
     return [
@@ -248,7 +250,7 @@ def webhook_match_conditions() -> list[dict]:
     ]
 
 
-def webhook_entry() -> dict:
+def webhook_entry(exempt_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES) -> dict:
     """The `isolation.admission.runwhere.ai` entry of manifests/admission/webhook.yaml."""
     return {
         "name": WEBHOOK_NAME,
@@ -266,7 +268,7 @@ def webhook_entry() -> dict:
             }
         },
         "rules": [{**r, "scope": "Namespaced"} for r in _rules()],
-        "namespaceSelector": non_team_namespaces(),
+        "namespaceSelector": non_team_namespaces(exempt_namespaces),
         "matchConditions": webhook_match_conditions(),
     }
 
@@ -279,25 +281,32 @@ HEADER: Final = """\
 # Pool GPUs run only Kueue-admitted work (issue 26). Outside team namespaces (runwhere.ai/namespace != true)
 # and system namespaces, no pod or pod template may tolerate the pool taint runwhere.ai/pool=<pool>:NoSchedule
 # (pool-toleration; DaemonSets that request no GPUs may) or select a pool while requesting GPUs
-# (pool-selection). CEL in the API server: it holds while the webhook is down. nodeName on a pool node needs
+# (pool-selection); exempt namespaces (the last namespaceSelector expression; default the GPU Operator's)
+# may. CEL in the API server: it holds while the webhook is down. nodeName on a pool node needs
 # the cluster's nodes: the webhook's isolation.admission.runwhere.ai entry (webhook.yaml). Same identity skips
 # as the webhook (Kueue; pods, ReplicaSets and Jobs their controller makes; kubelets' mirror pods); on
 # UPDATE only findings the old object did not have are denied. docs/admission.md.
 """
 
 
-def render_manifest() -> str:
+def render_manifest(exempt_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES) -> str:
     """manifests/admission/isolation.yaml."""
-    return render(HEADER, policy())
+    return render(HEADER, policy(exempt_namespaces))
 
 
 def main(argv: list[str]) -> int:
-    if argv:
-        sys.stderr.write(
-            "usage: python -m admission.policies.isolation > manifests/admission/isolation.yaml\n"
-        )
-        return 2
-    sys.stdout.write(render_manifest())
+    ap = argparse.ArgumentParser(
+        prog="python -m admission.policies.isolation",
+        description="Print the isolation policy (> manifests/admission/isolation.yaml).",
+    )
+    ap.add_argument("--exempt-namespace", action="append", metavar="NS",
+                    help=f"namespace whose pods may run on pool nodes (repeatable; default: "
+                    f"{', '.join(EXEMPT_NAMESPACES)}; --exempt-namespace '' for none)")  # fmt: skip
+    args = ap.parse_args(argv)
+    exempt = (
+        EXEMPT_NAMESPACES if args.exempt_namespace is None else tuple(n for n in args.exempt_namespace if n)
+    )
+    sys.stdout.write(render_manifest(exempt))
     return 0
 
 
