@@ -39,9 +39,15 @@ from admission.isolation import (
     TAINT_TEXT,
     TEMPLATE_OWNERS,
 )
-from admission.policies.cel import from_controller, q
+from admission.policies.cel import cel_list, from_controller, q
 from admission.policies.skeleton import labels, non_team_namespaces, render, validating_policy
-from gpuctl.constants import EXEMPT_NAMESPACES, GPU_RESOURCE, POOL_TAINT_EFFECT, POOL_TAINT_KEY, Labels
+from gpuctl.constants import (
+    EXEMPT_NAMESPACES,
+    GPU_RESOURCE_PREFIXES,
+    POOL_TAINT_EFFECT,
+    POOL_TAINT_KEY,
+    Labels,
+)
 
 NAME: Final = "gpuctl-isolation"
 WEBHOOK_NAME: Final = "isolation.admission.runwhere.ai"
@@ -75,10 +81,17 @@ SPEC_PATH: Final = (
     "(request.kind.kind == 'Pod' ? 'spec' : request.kind.kind == 'CronJob' ? "
     f"'{'.'.join(POD_SPEC_PATHS[('batch', 'CronJob')])}' : 'spec.template.spec')"
 )
-_GPU = q(GPU_RESOURCE)
+
+
+def any_gpu_resource(m: str) -> str:
+    """CEL: the resources map `m` names a GPU resource (gpuctl.domain.gpus.is_gpu_resource: one of
+    constants.GPU_RESOURCE_PREFIXES), whatever the value."""
+    return f"{m}.exists(k, {cel_list(GPU_RESOURCE_PREFIXES)}.exists(p, k.startsWith(p)))"
+
+
 _HAS_GPU: Final = (
-    f"has(c.resources) && ((has(c.resources.requests) && {_GPU} in c.resources.requests) || "
-    f"(has(c.resources.limits) && {_GPU} in c.resources.limits))"
+    f"has(c.resources) && ((has(c.resources.requests) && {any_gpu_resource('c.resources.requests')}) || "
+    f"(has(c.resources.limits) && {any_gpu_resource('c.resources.limits')}))"
 )
 
 
