@@ -2,14 +2,12 @@
 
 `AdmissionStack.install(kube, namespaces, tmp)` starts the webhook server (enforce mode) on 127.0.0.1 and
 registers manifests/admission/webhook.yaml pointed at it, and creates every ValidatingAdmissionPolicy and
-MutatingAdmissionPolicy of manifests/admission/ (the generators' output, as the chart installs them) under
-test names. Namespaced bindings keep their shipped selector (team namespaces) narrowed to `namespaces`, so
-the stack judges exactly what it would judge in production there and nothing of other tests; the
-cluster-scoped PriorityClass policy binds as shipped. `remove()` deletes the webhook configuration first (a
-dangling Fail webhook would break the cluster for everyone), then the rest, then stops the server.
-
-Policies a checkout does not have yet are skipped (`getattr`), so the same tests can record what an older
-checkout (main before issue 26) did with the same attacks.
+MutatingAdmissionPolicy the demo installs (hack/demo.sh: the chart's own rendering for the local cluster's
+Kubernetes version, admission.policies.catalog.chart_policies) under test names. Namespaced bindings keep
+their shipped selector (team or other namespaces) narrowed to `namespaces`, so the stack judges exactly
+what it would judge in production there and nothing of other tests; the cluster-scoped PriorityClass
+policy binds as shipped. `remove()` deletes the webhook configuration first (a dangling Fail webhook would
+break the cluster for everyone), then the rest, then stops the server.
 """
 
 from __future__ import annotations
@@ -24,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from admission.policies import catalog
 from gpuctl.cluster import ApiError, Cluster, path
 from tests.integration.conftest import wait_until
@@ -35,11 +35,17 @@ from tests.integration.test_admission_webhook import (
     _start_server,
     _webhook_config,
 )
+from tests.integration.test_chart import CHART, VERSIONS, helm
 
 
 def _policies() -> list[dict]:
-    """Every admission policy the checkout ships for team namespaces (and the cluster-scoped one)."""
-    return catalog.team_policies()
+    """Every admission policy (and binding) the demo installs: the chart's rendering, as hack/demo.sh makes
+    it for the local cluster's Kubernetes version."""
+    out = helm(
+        "template", "gpuctl", str(CHART), "-n", "gpuctl-system", "--show-only", "templates/admission.yaml",
+        "--kube-version", VERSIONS["K8S_VERSION"], "--set", f"image.digest=sha256:{'0' * 64}",
+    ).stdout  # fmt: skip
+    return catalog.chart_policies(yaml.safe_load_all(out))
 
 
 @dataclass
