@@ -32,6 +32,7 @@ from admission.policies import (
     earlier_client,
     isolation,
     priority_classes,
+    submitted_by,
     team,
     topology,
     workload_edit,
@@ -46,6 +47,7 @@ GENERATED: Final[dict[str, Callable[[], str]]] = {
     "isolation.yaml": isolation.render_manifest,
     "earlier-client.yaml": earlier_client.render_manifest,
     "workload-edit.yaml": workload_edit.render_manifest,
+    "submitted-by.yaml": submitted_by.render_manifest,
 }
 
 
@@ -59,6 +61,7 @@ def team_policies(allowed: tuple[str, ...] = ()) -> list[dict]:
         *topology.policies(),
         *earlier_client.policies(),
         *workload_edit.policies(),
+        *submitted_by.policies(),
     ]
 
 
