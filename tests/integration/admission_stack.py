@@ -18,14 +18,15 @@ import copy
 import json
 import subprocess
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from admission.policies import catalog
+from admission.policies import catalog, submitted_by
 from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.constants import AUDIT_SUBMITTED_BY_ANNOTATION
 from tests.integration.conftest import wait_until
 from tests.integration.test_admission_webhook import (
     TESTBED_LABEL,
@@ -188,3 +189,59 @@ class AdmissionStack:
             except subprocess.TimeoutExpired:
                 self.server.kill()
                 self.server.wait(5)
+
+
+@contextlib.contextmanager
+def submitted_by_policy(
+    kube: Cluster, kubectl_bin: str, kubeconfig: str, namespaces: list[str]
+) -> Iterator[None]:
+    """The shipped submitted-by MutatingAdmissionPolicy (the API server, not the client, says who submitted
+    a job: issue 33) under a test name, bound to `namespaces` only; active once it stamps a dry run."""
+    sfx = uuid.uuid4().hex[:6]
+    mpa, binding = copy.deepcopy(submitted_by.policies())
+    name = f"{submitted_by.NAME}-t{sfx}"
+    for o in (mpa, binding):
+        o["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
+    binding["spec"]["policyName"] = name
+    binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}
+    )
+    probe = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "generateName": "probe-",
+            "namespace": namespaces[0],
+            "annotations": {AUDIT_SUBMITTED_BY_ANNOTATION: "forged"},
+        },
+        "spec": {
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}
+        },
+    }
+
+    def stamped() -> bool:
+        made = kube.create(copy.deepcopy(probe), dry_run=True)
+        return made["metadata"]["annotations"].get(AUDIT_SUBMITTED_BY_ANNOTATION) != "forged"
+
+    def kubectl(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(  # gpuctl's client knows only the kinds gpuctl writes
+            [kubectl_bin, "--kubeconfig", kubeconfig, *args], input=input, capture_output=True, text=True
+        )
+
+    try:
+        p = kubectl(
+            "create",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [mpa, binding]}),
+        )
+        assert p.returncode == 0, p.stderr
+        wait_until(stamped, 30, 0.3, what="submitted-by policy active")
+        yield
+    finally:
+        kubectl(
+            "delete",
+            "--ignore-not-found",
+            f"mutatingadmissionpolicybinding/{name}",
+            f"mutatingadmissionpolicy/{name}",
+        )
