@@ -2,7 +2,7 @@
 
     python -m admission.policies.catalog --write manifests/admission   # regenerate every file
     python -m admission.policies.catalog --check manifests/admission   # exit 1 naming each stale file
-    helm template ... --show-only templates/admission.yaml \
+    helm template gpuctl charts/gpuctl ... \
       | python -m admission.policies.catalog --chart-objects URL CA.crt  # what hack/demo.sh installs
 
 One list for the chart and the demo: the chart installs every file manifests/admission/kustomization.yaml
@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
         "--chart-objects",
         nargs=2,
         metavar=("URL", "CA"),
-        help="read the chart's rendered templates/admission.yaml on stdin; print (JSON, a v1 List) its "
+        help="read the chart's rendering on stdin; print (JSON, a v1 List) its "
         "webhook configuration pointed at URL with the CA file's certificate, and every policy",
     )
     args = ap.parse_args(argv)
