@@ -17,13 +17,39 @@ from gpuctl.cli.errors import CommandError
 
 if TYPE_CHECKING:
     from gpuctl.cluster import Cluster
+    from gpuctl.cluster.config import Overrides
 
 
 def connect(args: argparse.Namespace) -> Cluster:
-    """The process's connection to the cluster of --kubeconfig/--context."""
+    """The process's connection to the cluster of --kubeconfig/--context and kubectl's override flags."""
     from gpuctl.cluster import Cluster  # noqa: PLC0415 - lazy: CLI start-up
 
-    return Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
+    return Cluster.connect(
+        kubeconfig=getattr(args, "kubeconfig", None),
+        context=getattr(args, "context", None),
+        overrides=overrides_of(args),
+    )
+
+
+def overrides_of(args: argparse.Namespace) -> Overrides | None:
+    """--server, --token, --as, ... (gpuctl.cluster.config.Overrides); None when none is given."""
+    from gpuctl.cluster.config import ConfigError, Overrides, parse_timeout  # noqa: PLC0415 - lazy: CLI start-up
+
+    timeout = getattr(args, "request_timeout", None)
+    try:
+        o = Overrides(
+            server=getattr(args, "server", None),
+            token=getattr(args, "token", None),
+            certificate_authority=getattr(args, "certificate_authority", None),
+            insecure_skip_tls_verify=bool(getattr(args, "insecure_skip_tls_verify", False)),
+            as_user=getattr(args, "as_user", None),
+            as_groups=tuple(getattr(args, "as_group", None) or ()),
+            as_uid=getattr(args, "as_uid", None),
+            request_timeout=parse_timeout(timeout) if timeout else None,
+        )
+    except ConfigError as e:
+        raise CommandError(str(e)) from None
+    return None if o == Overrides() else o
 
 
 def scope(args: argparse.Namespace) -> str | None:
@@ -37,6 +63,15 @@ def scope(args: argparse.Namespace) -> str | None:
         kubeconfig=args.kubeconfig,
         context=args.context,
     )
+
+
+def job_object_name(kind: str, name: str) -> str:
+    """kubectl's TYPE/NAME of a job's Kubernetes object (job.batch/x, deployment.apps/y,
+    statefulset.apps/z), as `-o name` and `wait` print it and kubectl reads it back."""
+    from gpuctl.constants import KIND_TO_RESOURCE  # noqa: PLC0415 - lazy: CLI start-up
+
+    resource = KIND_TO_RESOURCE.get(kind, "Job")  # type: ignore[call-overload]
+    return f"{resource.lower()}.{'batch' if resource == 'Job' else 'apps'}/{name}"
 
 
 def note(text: str) -> None:

@@ -1,7 +1,14 @@
-"""Errors a command reports to the user: message on stderr, exit code 1."""
+"""Errors a command reports to the user: message on stderr, exit code 1 (kubectl's)."""
 
 from __future__ import annotations
 
 
 class CommandError(Exception):
-    """A failure the user can act on. `str(e)` is printed as `error: ...`."""
+    """A failure the user can act on. `str(e)` is printed as `error: ...`; with a reason (an API
+    status reason such as NotFound) as kubectl prints a server's refusal: `Error from server
+    (NotFound): ...`. code: the exit code (1, as kubectl's; `wait` uses others)."""
+
+    def __init__(self, message: str, *, reason: str | None = None, code: int = 1):
+        super().__init__(message)
+        self.reason = reason
+        self.code = code

@@ -8,10 +8,18 @@ type's handler imports its service call and the printers when it runs.
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 
-from gpuctl.cli.cmdutil import connect, guard, interruptible, note, or_dash, quota_gpu, scope
+from gpuctl.cli.cmdutil import (
+    connect,
+    guard,
+    interruptible,
+    job_object_name,
+    note,
+    or_dash,
+    quota_gpu,
+    scope,
+)
 from gpuctl.cli.errors import CommandError
 from gpuctl.constants import JOB_KINDS
 
@@ -36,23 +44,49 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p = sub.add_parser(
         "get",
         help="list jobs, pools, nodes, labels, quotas, namespaces",
-        parents=[common["cluster"], common["output"]()],
+        description="List jobs, pools, nodes, labels, quotas or namespaces. Namespaced reads (jobs, quotas) "
+        "look in -n, else the context's namespace, else every gpuctl namespace; -A: every namespace.",
+        parents=[common["cluster"], common["read"]()],
     )
     p.add_argument(
         "type", choices=sorted(TYPES), metavar="TYPE", help="jobs, pools, nodes, labels, quotas or ns"
     )
     p.add_argument("name", nargs="?", help="a node (labels), a namespace (quotas), or one object")
     p.add_argument("-A", "--all-namespaces", action="store_true", help="jobs in every team namespace")
-    p.add_argument("--pool", help="only this pool")
-    p.add_argument("--kind", choices=[k.value for k in JOB_KINDS], help="only this job kind")
-    p.add_argument("-l", "--selector", help="label selector, e.g. runwhere.ai/priority=high")
-    p.add_argument("--gpu-type", help="nodes: only this GPU type")
-    p.add_argument("--key", help="labels: only this key")
-    p.add_argument("-w", "--watch", action="store_true", help="after listing, print changes as they happen")
+    p.add_argument("--pool", help="only this pool (jobs, nodes)")
+    p.add_argument("--kind", choices=[k.value for k in JOB_KINDS], help="only this job kind (jobs)")
+    p.add_argument("-l", "--selector", help="label selector, e.g. runwhere.ai/priority=high (jobs)")
+    p.add_argument("--gpu-type", help="only this GPU type (nodes)")
+    p.add_argument("--key", help="only this key (labels)")
+    p.add_argument(
+        "-w", "--watch", action="store_true", help="after listing, print changes as they happen (jobs)"
+    )
     p.add_argument(
         "--pods", action="store_true", help=argparse.SUPPRESS
     )  # earlier gpuctl; rows are pods anyway
     p.set_defaults(run=run)
+
+
+# The type-specific flags each type honours; any other given is refused, never ignored. The listing
+# flags (-o, --no-headers, --sort-by, --field-selector) work on every type (gpuctl.cli.printers).
+HONOURS: dict[str, set[str]] = {
+    "jobs": {"pool", "kind", "selector", "watch", "show_labels", "all_namespaces"},
+    "pools": set(),
+    "nodes": {"pool", "gpu_type"},
+    "labels": {"key"},
+    "quotas": {"all_namespaces"},
+    "namespaces": {"show_labels"},
+}
+FLAG_NAMES = {
+    "pool": "--pool",
+    "kind": "--kind",
+    "selector": "-l/--selector",
+    "watch": "-w/--watch",
+    "show_labels": "--show-labels",
+    "all_namespaces": "-A/--all-namespaces",
+    "gpu_type": "--gpu-type",
+    "key": "--key",
+}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +98,20 @@ def run(args: argparse.Namespace) -> int:
         "quotas": get_quotas,
         "namespaces": get_namespaces,
     }
-    return handlers[TYPES[args.type]](args)
+    kind = TYPES[args.type]
+    given = [f for f in FLAG_NAMES if getattr(args, f, None) and f not in HONOURS[kind]]
+    if given:
+        takers = [t for t, flags in HONOURS.items() if given[0] in flags]
+        raise CommandError(
+            f"get {kind} does not take {FLAG_NAMES[given[0]]}"
+            + (f" (only get {' and get '.join(takers)} does)" if takers else "")
+        )
+    return handlers[kind](args)
+
+
+def not_found(kind: str, name: str) -> CommandError:
+    """kubectl's `Error from server (NotFound): pods "x" not found`, exit 1."""
+    return CommandError(f'{kind} "{name}" not found', reason="NotFound")
 
 
 # ----------------------------------------------------------------------------- get jobs
@@ -93,35 +140,51 @@ def _job_cells(r, wide: bool, cluster_column: bool = False) -> list:
 
 @guard
 def get_jobs(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
 
+    if args.watch and args.output not in (None, "wide"):
+        raise CommandError(f"-w prints table rows: it does not take -o {args.output}")
     cluster = connect(args)
     namespace = scope(args)
     wide = args.output == "wide"
+    full = structured(args.output) or bool(args.sort_by or args.field_selector)
     rows = list_job_rows(
         cluster,
         namespace,
         pool=args.pool,
         kind=args.kind,
         selector=args.selector,
-        positions=wide or args.output in ("json", "yaml"),
-        gpus=args.output in ("json", "yaml"),  # tables show no GPU column: pods come as Table rows
+        positions=wide or full,
+        gpus=full,  # tables show no GPU column: pods come as Table rows
     )
     if args.name:
         rows = [r for r in rows if r.name == args.name]
-    if args.output in ("json", "yaml"):
-        print_data([r.as_dict() for r in rows], args.output)
-    elif not rows:
-        print(
-            "No jobs found." if not namespace else f"No jobs found in {namespace} namespace.", file=sys.stderr
-        )
-    else:
-        cluster_column = any(r.cluster for r in rows)
-        table(_job_columns(rows, wide), [_job_cells(r, wide, cluster_column) for r in rows])
+        if not rows:
+            raise not_found("jobs", args.name)
+    cluster_column = any(r.cluster for r in rows)
+    emit(
+        args,
+        Listing(
+            items=[r.as_dict() for r in rows],
+            headers=_job_columns(rows, wide),
+            rows=[_job_cells(r, wide, cluster_column) for r in rows],
+            name=lambda item: job_object_name(item["kind"], item["name"]),
+            labels=lambda item: item["labels"],
+            empty="No jobs found." if not namespace else f"No jobs found in {namespace} namespace.",
+        ),
+    )
     if args.watch:
         _watch_jobs(args, cluster, namespace, rows, wide)
     return 0
+
+
+def changed_cells(old: dict[str, object] | None, new: dict[str, object]) -> bool:
+    """A watched row is printed again when a cell other than AGE changed (compared by column name,
+    so that an added column such as CLUSTER shifts nothing)."""
+    return old is None or {k: v for k, v in old.items() if k != "AGE"} != {
+        k: v for k, v in new.items() if k != "AGE"
+    }
 
 
 def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
@@ -137,7 +200,12 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
 
     col = any(r.cluster for r in rows)
-    seen = {(r.namespace, r.job_id): _job_cells(r, wide, col) for r in rows}
+    headers = _job_columns(rows, wide)
+
+    def named(r) -> dict[str, object]:
+        return dict(zip(headers, _job_cells(r, wide, col), strict=True))
+
+    seen = {(r.namespace, r.job_id): named(r) for r in rows}
     changed = threading.Event()
     pods = Informer(
         cluster,
@@ -162,11 +230,12 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
                 positions=wide,
                 gpus=False,
             ):
-                cells = _job_cells(r, wide, col)
+                if args.name and r.name != args.name:
+                    continue
+                cells = named(r)
                 key = (r.namespace, r.job_id)
-                old = seen.get(key)
-                if old is None or old[:8] != cells[:8] or old[9:] != cells[9:]:
-                    print("   ".join(str(c) for c in cells), flush=True)
+                if changed_cells(seen.get(key), cells):
+                    print("   ".join(str(c) for c in cells.values()), flush=True)
                 seen[key] = cells
     except KeyboardInterrupt:
         return
@@ -177,17 +246,14 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
 # ----------------------------------------------------------------------------- get pools
 @guard
 def get_pools(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.multicluster import list_pools_everywhere  # noqa: PLC0415 - lazy: CLI start-up
 
     pools = list_pools_everywhere(connect(args))
     if args.name:
         pools = [p for p in pools if p.name == args.name]
         if not pools:
-            raise CommandError(f"pool {args.name} not found")
-    if args.output in ("json", "yaml"):
-        print_data([p.as_dict() for p in pools], args.output)
-        return 0
+            raise not_found("pools", args.name)
     headers = ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "NODE COUNT"]
     wide = args.output == "wide"
     if wide:
@@ -215,11 +281,17 @@ def get_pools(args: argparse.Namespace) -> int:
                 note(f"pool {p.name}: cluster {c} not read: {v['error']}")
             elif "disconnected" in v:
                 note(f"pool {p.name}: cluster {c} (*): {v['disconnected']}; jobs wait or go elsewhere")
-    if not rows:
-        print("No pools found: create one with `gpuctl create -f pool.yaml`.", file=sys.stderr)
-        return 0
-    table(headers, rows)
-    return 0
+    return emit(
+        args,
+        Listing(
+            items=[p.as_dict() for p in pools],
+            headers=headers,
+            rows=rows,
+            name=lambda item: f"pool/{item['name']}",
+            single=bool(args.name),
+            empty="No pools found: create one with `gpuctl create -f pool.yaml`.",
+        ),
+    )
 
 
 def _clusters_cell(clusters: dict[str, dict]) -> str:
@@ -239,57 +311,66 @@ def _clusters_cell(clusters: dict[str, dict]) -> str:
 
 @guard
 def get_nodes(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.nodes import list_nodes  # noqa: PLC0415 - lazy: CLI start-up
 
     rows = list_nodes(connect(args), pool=args.pool, gpu_type=args.gpu_type)
     if args.name:
         rows = [r for r in rows if r["name"] == args.name]
-    if args.output in ("json", "yaml"):
-        print_data(rows, args.output)
-        return 0
-    if any(r["gpu_used"] is None for r in rows):
+        if not rows:
+            raise not_found("nodes", args.name)
+    if any(r["gpu_used"] is None for r in rows) and not args.output:
         note(
             "GPU USED and GPU FREE per node need a role that may list every pod (gpuctl-admin); "
             "a pool's use, as Kueue counts it, is in `gpuctl get pools`"
         )
-    table(
-        ["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "IP", "POOL"],
-        [
-            [
-                r["name"],
-                r["status"],
-                r["gpu_total"],
-                or_dash(r["gpu_used"]),
-                or_dash(r["gpu_free"]),
-                r["gpu_type"] or "-",
-                r["ip"],
-                r["pool"] or "-",
-            ]
-            for r in rows
-        ],
+    return emit(
+        args,
+        Listing(
+            items=rows,
+            headers=["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "IP", "POOL"],
+            rows=[
+                [
+                    r["name"],
+                    r["status"],
+                    r["gpu_total"],
+                    or_dash(r["gpu_used"]),
+                    or_dash(r["gpu_free"]),
+                    r["gpu_type"] or "-",
+                    r["ip"],
+                    r["pool"] or "-",
+                ]
+                for r in rows
+            ],
+            name=lambda item: f"node/{item['name']}",
+            single=bool(args.name),
+        ),
     )
-    return 0
 
 
 @guard
 def get_labels(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, emit, labels_cell  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.nodes import node_labels  # noqa: PLC0415 - lazy: CLI start-up
 
     rows = node_labels(connect(args), args.name, args.key)
-    if args.output in ("json", "yaml"):
-        print_data(rows if not args.name else rows[0]["labels"], args.output)
+    if args.name and args.output in ("json", "yaml"):
+        print_data(rows[0]["labels"], args.output)  # the earlier gpuctl's shape: the node's labels
         return 0
-    if args.name and args.key:
+    if args.name and args.key and not args.output:
         for k, v in rows[0]["labels"].items():
             print(f"{args.name} {k}={v}")
         return 0
-    table(
-        ["NODE", "LABELS"],
-        [[r["node"], ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or "<none>"] for r in rows],
+    return emit(
+        args,
+        Listing(
+            items=rows,
+            headers=["NODE", "LABELS"],
+            rows=[[r["node"], labels_cell(r["labels"])] for r in rows],
+            name=lambda item: f"node/{item['node']}",
+        ),
     )
-    return 0
 
 
 # ----------------------------------------------------------------------------- get quotas / ns
@@ -297,58 +378,67 @@ def get_labels(args: argparse.Namespace) -> int:
 
 @guard
 def get_quotas(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.quantity import format_bytes  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.quotas import quota_rows  # noqa: PLC0415 - lazy: CLI start-up
 
     rows = quota_rows(connect(args), args.name or scope(args))
-    if args.output in ("json", "yaml"):
-        print_data(rows, args.output)
-        return 0
-    if not rows:
-        print("No quotas found.", file=sys.stderr)
-        return 0 if not args.name else 1
-    table(
-        [
-            "QUOTA NAME",
-            "NAMESPACE",
-            "GPU (USED/QUOTA)",
-            "BORROWED",
-            "BORROW LIMIT",
-            "CPU",
-            "MEMORY",
-            "PENDING",
-            "STATUS",
-        ],
-        [
-            [
-                q["name"],
-                q["namespace"],
-                quota_gpu(q),
-                q["gpu"]["borrowed"],
-                "none" if q["gpu"]["borrowing_limit"] is None else q["gpu"]["borrowing_limit"],
-                f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}",
-                f"{format_bytes(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}",
-                q["pending_workloads"],
-                q["status"],
-            ]
-            for q in rows
-        ],
+    if args.name and not rows:
+        raise not_found("quotas", args.name)
+    return emit(
+        args,
+        Listing(
+            items=rows,
+            headers=[
+                "QUOTA NAME",
+                "NAMESPACE",
+                "GPU (USED/QUOTA)",
+                "BORROWED",
+                "BORROW LIMIT",
+                "CPU",
+                "MEMORY",
+                "PENDING",
+                "STATUS",
+            ],
+            rows=[
+                [
+                    q["name"],
+                    q["namespace"],
+                    quota_gpu(q),
+                    q["gpu"]["borrowed"],
+                    "none" if q["gpu"]["borrowing_limit"] is None else q["gpu"]["borrowing_limit"],
+                    f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}",
+                    f"{format_bytes(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}",
+                    q["pending_workloads"],
+                    q["status"],
+                ]
+                for q in rows
+            ],
+            name=lambda item: f"quota/{item['name']}",
+            empty="No quotas found.",
+        ),
     )
-    return 0
 
 
 @guard
 def get_namespaces(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
 
     rows = views_svc.list_namespaces(connect(args))
     if args.name:
         rows = [r for r in rows if r.name == args.name]
-    if args.output in ("json", "yaml"):
-        print_data([r.as_dict() for r in rows], args.output)
-        return 0
-    table(["NAME", "STATUS", "QUOTA", "AGE"], [[r.name, r.status, r.quota, age(r.age)] for r in rows])
-    return 0
+        if not rows:
+            raise not_found("namespaces", args.name)
+    return emit(
+        args,
+        Listing(
+            items=[{**r.as_dict(), "labels": r.labels} for r in rows],
+            headers=["NAME", "STATUS", "QUOTA", "AGE"],
+            rows=[[r.name, r.status, r.quota, age(r.age)] for r in rows],
+            name=lambda item: f"namespace/{item['name']}",
+            labels=lambda item: item["labels"],
+            single=bool(args.name),
+        ),
+    )

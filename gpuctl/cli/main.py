@@ -27,6 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from gpuctl import __version__
 from gpuctl.cli.errors import CommandError
 
+TYPE_CHECKING = False  # typing itself is not imported at run time (CLI start-up: bench/cli.py)
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
 # Verb -> the module that registers it (`register(subparsers, common)`), in `gpuctl --help`'s order. A
 # command imports only its own verb's module (build_parser(only=verb_of(argv))).
 VERBS: dict[str, str] = {
@@ -36,49 +40,137 @@ VERBS: dict[str, str] = {
     "get": "gpuctl.cli.get",
     "describe": "gpuctl.cli.describe",
     "logs": "gpuctl.cli.logs",
+    "wait": "gpuctl.cli.wait",
     "history": "gpuctl.cli.history",
     "stop": "gpuctl.cli.stop",
     "resume": "gpuctl.cli.resume",
     "label": "gpuctl.cli.label",
     "adopt": "gpuctl.cli.adopt",
     "version": "gpuctl.cli.version",
+    "completion": "gpuctl.cli.completion",
     "admission": "gpuctl.cli.admission_cmd",
     "api": "gpuctl.cli.api_cmd",
     "serve": "gpuctl.cli.serve",
 }
 
-# The options build_parser gives before the verb that take a value (`gpuctl -n team-a get jobs`).
-_VALUED_LONG = ("--kubeconfig", "--context", "--namespace")
-_VALUED_SHORT = "n"
+# The options build_parser also takes before the verb (`gpuctl -n team-a get jobs`, `gpuctl --as jane get
+# jobs`), as kubectl does: (flag, dest, takes a value, help). The verb's own flags win when both are given.
+GLOBAL_FLAGS: tuple[tuple[tuple[str, ...], str, bool, str], ...] = (
+    (("--kubeconfig",), "kubeconfig", True, "path to the kubeconfig file ($KUBECONFIG, ~/.kube/config)"),
+    (("--context",), "context", True, "kubeconfig context to use"),
+    (
+        ("-n", "--namespace"),
+        "namespace",
+        True,
+        "namespace. Reads (get, describe, logs, wait, history) default to the context's namespace, else "
+        "every gpuctl namespace; writes to the context's namespace, else $DEFAULT_NAMESPACE, else default",
+    ),
+    (("-s", "--server"), "server", True, "the API server's address and port (overrides the kubeconfig's)"),
+    (("--token",), "token", True, "bearer token for the API server (overrides the kubeconfig's user)"),
+    (("--as",), "as_user", True, "user to impersonate for the operation"),
+    (("--as-group",), "as_group", True, "group to impersonate (repeat for several)"),
+    (("--as-uid",), "as_uid", True, "UID to impersonate"),
+    (("--certificate-authority",), "certificate_authority", True, "path to a CA file for the API server"),
+    (("--insecure-skip-tls-verify",), "insecure_skip_tls_verify", False, "do not check the server's cert"),
+    (
+        ("--request-timeout",),
+        "request_timeout",
+        True,
+        "how long to wait for one answer (1s, 2m, 3h; 0: the default, 30s per request)",
+    ),
+)
+_VALUED_LONG = tuple(f for flags, _, valued, _ in GLOBAL_FLAGS if valued for f in flags if f.startswith("--"))
+_VALUED_SHORT = "ns"  # -n NS, -s SERVER
 
 # `gpuctl serve ...` / `gpuctl admission serve ...`: argv after the verb -> exit code (see gpuctl.main).
 Services = Mapping[str, Callable[[list[str]], int]]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with kubectl's usage errors: `error: MESSAGE` and where to read the usage, exit 1
+    (argparse's own exit code 2 means nothing to a kubectl user's scripts)."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = getattr(self, "usage_hint", None) or self.prog
+        self.exit(1, f"error: {message}\nSee '{hint} --help' for usage.\n")
+
+
+def _add_flag(g: Any, flags: tuple[str, ...], dest: str, valued: bool, text: str, *, hidden: bool) -> None:
+    helptext = argparse.SUPPRESS if hidden else text
+    if not valued:
+        g.add_argument(*flags, dest=dest, action="store_true", default=None, help=helptext)
+    elif dest == "as_group":
+        g.add_argument(*flags, dest=dest, action="append", help=helptext)
+    else:
+        g.add_argument(*flags, dest=dest, help=helptext)
+
+
 def cluster_flags() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("cluster access")
-    g.add_argument("--kubeconfig", help="path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-    g.add_argument("--context", help="kubeconfig context to use")
-    g.add_argument(
-        "-n",
-        "--namespace",
-        help="namespace (default: the context's namespace, or $DEFAULT_NAMESPACE, or default)",
-    )
+    for flags, dest, valued, text in GLOBAL_FLAGS:
+        _add_flag(g, flags, dest, valued, text, hidden=False)
     return p
+
+
+OUTPUT_FORMATS = (
+    "json",
+    "yaml",
+    "wide",
+    "name",
+    "jsonpath",
+    "jsonpath-file",
+    "custom-columns",
+    "custom-columns-file",
+)
+_WITH_ARGUMENT = ("jsonpath", "jsonpath-file", "custom-columns", "custom-columns-file")
+
+
+def output_type(choices: Sequence[str]) -> Callable[[str], str]:
+    """-o's value checked against the verb's formats: `json`, `jsonpath={.items[*].name}`, ..."""
+
+    def check(value: str) -> str:
+        name, sep, _ = value.partition("=")
+        if name in choices and (name in _WITH_ARGUMENT) == bool(sep):
+            return value
+        raise argparse.ArgumentTypeError(
+            f'unable to match a printer suitable for the output format "{value}", allowed formats are: '
+            + ",".join(f"{c}=..." if c in _WITH_ARGUMENT else c for c in choices)
+        )
+
+    check.__name__ = "output format"
+    return check
 
 
 def output_flags(choices: Sequence[str] = ("json", "yaml", "wide")) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("-o", "--output", choices=list(choices), help="output format")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=output_type(choices),
+        metavar="FORMAT",
+        help="output format: " + "|".join(f"{c}=..." if c in _WITH_ARGUMENT else c for c in choices),
+    )
     p.add_argument("--json", action="store_true", help="same as -o json (earlier gpuctl)")
+    return p
+
+
+def read_flags() -> argparse.ArgumentParser:
+    """kubectl's listing flags (gpuctl.cli.printers): every read verb's -o takes all of OUTPUT_FORMATS."""
+    p = output_flags(OUTPUT_FORMATS)
+    p.add_argument("--no-headers", action="store_true", help="print no header line (tables, custom-columns)")
+    p.add_argument("--sort-by", metavar="PATH", help="sort by a JSONPath field of the items, e.g. .status")
+    p.add_argument("--show-labels", action="store_true", help="add a LABELS column to the table")
+    p.add_argument(
+        "--field-selector", metavar="SELECTOR", help="only items whose fields match: status=Running,pool!=a"
+    )
     return p
 
 
 def verb_of(argv: Sequence[str]) -> str | None:
     """The verb of a command line: its first argument that is neither an option nor an option's value
-    (-n/--namespace, --kubeconfig, --context before the verb take one). None when there is none, or
-    when a help option comes before it (`gpuctl --help get`: the whole tree's help)."""
+    (GLOBAL_FLAGS that take one: -n, --kubeconfig, --context, --as, ...). None when there is none, or when
+    a help option comes before it (`gpuctl --help get`: the whole tree's help)."""
     args = iter(argv)
     for a in args:
         if a == "--":
@@ -92,9 +184,10 @@ def verb_of(argv: Sequence[str]) -> str | None:
                 next(args, None)
         elif a.startswith("-") and len(a) > 1:
             flags = a[1:]
-            if "h" in flags.split(_VALUED_SHORT, 1)[0]:
+            cut = min((flags.index(c) for c in _VALUED_SHORT if c in flags), default=len(flags))
+            if "h" in flags[:cut]:
                 return None
-            if flags.endswith(_VALUED_SHORT) and _VALUED_SHORT not in flags[:-1]:
+            if cut == len(flags) - 1:
                 next(args, None)  # `-n NS`, `-vn NS`; `-nNS` carries its value
         else:
             return a
@@ -105,7 +198,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The CLI's parser. only: register just this verb's subparser (the one a command runs; the other
     verb modules are not imported); the whole tree when it is None or no verb (so that --help lists
     every verb and argparse's error for an unknown verb names them all)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gpuctl",
         description="Queued, pooled, multi-team GPUs on Kubernetes, built on Kueue.",
     )
@@ -113,12 +206,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log API calls (-vv: more)")
     # kubectl also takes these before the verb (`gpuctl --kubeconfig K get jobs`); the verb's own
     # flags win when both are given.
-    parser.add_argument("--kubeconfig", dest="global_kubeconfig", help=argparse.SUPPRESS)
-    parser.add_argument("--context", dest="global_context", help=argparse.SUPPRESS)
-    parser.add_argument("-n", "--namespace", dest="global_namespace", help=argparse.SUPPRESS)
+    for flags, dest, valued, text in GLOBAL_FLAGS:
+        _add_flag(parser, flags, f"global_{dest}", valued, text, hidden=True)
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
     sub.required = True
-    common = {"cluster": cluster_flags(), "output": output_flags}
+    common = {"cluster": cluster_flags(), "output": output_flags, "read": read_flags}
     for verb in [only] if only in VERBS else VERBS:
         importlib.import_module(VERBS[verb]).register(sub, common)
     return parser
@@ -137,10 +229,16 @@ def _configure_logging(verbose: int) -> None:
 def main(argv: Sequence[str] | None = None, services: Services | None = None) -> int:
     """Run one CLI command; `services` runs `serve` and `admission serve` (given by gpuctl.main)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(only=verb_of(argv))
+    if argv[:1] == ["__complete"]:  # the completion scripts' question (gpuctl.cli.completion)
+        from gpuctl.cli.completion import complete  # noqa: PLC0415 - lazy: CLI start-up
+
+        return complete(argv[1:])
+    verb = verb_of(argv)
+    parser = build_parser(only=verb)
+    parser.usage_hint = f"gpuctl {verb}" if verb in VERBS else "gpuctl"  # type: ignore[attr-defined]
     args = parser.parse_args(argv)
     args.services = dict(services or {})
-    for name in ("kubeconfig", "context", "namespace"):
+    for _, name, _, _ in GLOBAL_FLAGS:
         if getattr(args, name, None) is None and getattr(args, f"global_{name}", None) is not None:
             setattr(args, name, getattr(args, f"global_{name}"))
     if getattr(args, "json", False) and not getattr(args, "output", None):
@@ -150,8 +248,8 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
     try:
         return int(args.run(args) or 0)
     except CommandError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        print(f"error: {e}" if e.reason is None else f"Error from server ({e.reason}): {e}", file=sys.stderr)
+        return e.code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -176,12 +274,12 @@ def _readable_namespace(args: argparse.Namespace, e: Exception) -> str | None:
     if refused(e) is None:
         return None
     try:
-        from gpuctl.cluster import Cluster  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.cluster.config import namespace_scope  # noqa: PLC0415 - lazy: CLI start-up
 
         kubeconfig, context = getattr(args, "kubeconfig", None), getattr(args, "context", None)
         ns = namespace_scope(getattr(args, "namespace", None), kubeconfig=kubeconfig, context=context)
-        cluster = Cluster.connect(kubeconfig=kubeconfig, context=context)
+        cluster = connect(args)
         return ns if ns and permissions_of(cluster).allows("list", "jobs", "batch", ns) else None
     except Exception:  # the hint is a courtesy: never let it hide the error itself
         return None

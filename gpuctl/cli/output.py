@@ -65,11 +65,15 @@ def print_data(data: Any, fmt: str, out: IO[str] | None = None) -> None:
         out.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: IO[str] | None = None) -> None:
-    """A kubectl-style table: upper-case headers, columns padded to the widest cell plus 3 spaces."""
+def table(headers: Sequence[str] | None, rows: Iterable[Sequence[Any]], out: IO[str] | None = None) -> None:
+    """A kubectl-style table: upper-case headers, columns padded to the widest cell plus 3 spaces.
+    headers None or empty: the rows alone (--no-headers), padded to their own widths."""
     out = out or sys.stdout
-    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    cells = [[str(c) for c in headers]] if headers else []
+    cells += [["" if c is None else str(c) for c in r] for r in rows]
+    if not cells:
+        return
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     for r in cells:
         line = "   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
         out.write(line + "\n")

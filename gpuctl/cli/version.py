@@ -40,9 +40,9 @@ def _server_version(args: argparse.Namespace) -> dict:
     """`{"serverVersion": "v1.36.3"}`, or `{"serverVersion": None, "serverError": ...}`: an unreachable
     cluster is part of the answer, not a failure (exit code 0, as before)."""
     try:
-        from gpuctl.cluster import Cluster  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
 
-        cluster = Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
+        cluster = connect(args)
         return {"serverVersion": cluster.server_version()}
     except Exception as e:
         return {"serverVersion": None, "serverError": str(e).splitlines()[0] if str(e) else type(e).__name__}

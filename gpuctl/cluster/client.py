@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
-from gpuctl.cluster.config import POOL_SIZE, Connection, in_cluster, kubeconfig_files
+from gpuctl.cluster.config import POOL_SIZE, Connection, Overrides, in_cluster, kubeconfig_files
 from gpuctl.cluster.config import load as load_config
 from gpuctl.cluster.paths import object_path, path
 from gpuctl.cluster.transport import Pool, ReadTimeout
@@ -113,7 +113,7 @@ def _close(resp: Any) -> None:
 class Cluster:
     """One connection to one cluster. `connect()` returns the same instance for the same config."""
 
-    _instances: dict[tuple[str | None, str | None], Cluster] = {}
+    _instances: dict[tuple, Cluster] = {}
     _lock = threading.Lock()
 
     def __init__(self, connection: Connection, *, pool_size: int = POOL_SIZE):
@@ -123,6 +123,7 @@ class Cluster:
         self._pool: Pool = connection.pool(pool_size)
         self._visibility: str | bool | None = None  # the visibility API version served; False: none
         self.kubeconfig: str | None = None  # what connect() was given: member() reads its other contexts
+        self.overrides: Overrides | None = None
         # Worker name -> a kubeconfig file of its own (`gpuctl serve --worker-kubeconfig NAME=PATH`):
         # member() reads it instead of a context of this one's kubeconfig (a pod has no such contexts).
         self.member_kubeconfigs: dict[str, str] = {}
@@ -130,16 +131,23 @@ class Cluster:
     # ---------------------------------------------------------------- construction
     @classmethod
     def connect(
-        cls, kubeconfig: str | None = None, context: str | None = None, *, pool_size: int = POOL_SIZE
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        *,
+        pool_size: int = POOL_SIZE,
+        overrides: Overrides | None = None,
     ) -> Cluster:
-        """The process's connection to the cluster of (kubeconfig, context), made once. Keyed by the
-        files the kubeconfig resolves to ($KUBECONFIG, ~/.kube/config) and whether a service account
-        is mounted, so a changed environment never reuses another cluster's connection."""
-        key = (tuple(kubeconfig_files(kubeconfig)), context, in_cluster())
+        """The process's connection to the cluster of (kubeconfig, context, kubectl's override flags),
+        made once. Keyed by the files the kubeconfig resolves to ($KUBECONFIG, ~/.kube/config) and
+        whether a service account is mounted, so a changed environment never reuses another
+        cluster's connection."""
+        key = (tuple(kubeconfig_files(kubeconfig)), context, in_cluster(), overrides)
         with cls._lock:
             if key not in cls._instances:
-                cls._instances[key] = cls._load(kubeconfig, context, pool_size=pool_size)
+                cls._instances[key] = cls._load(kubeconfig, context, pool_size=pool_size, overrides=overrides)
                 cls._instances[key].kubeconfig = kubeconfig
+                cls._instances[key].overrides = overrides
             return cls._instances[key]
 
     def member(self, context: str) -> Cluster:
@@ -152,12 +160,22 @@ class Cluster:
         return Cluster.connect(kubeconfig=self.kubeconfig, context=context)
 
     @classmethod
-    def _load(cls, kubeconfig: str | None, context: str | None, *, pool_size: int = POOL_SIZE) -> Cluster:
-        return cls(load_config(kubeconfig, context), pool_size=pool_size)
+    def _load(
+        cls,
+        kubeconfig: str | None,
+        context: str | None,
+        *,
+        pool_size: int = POOL_SIZE,
+        overrides: Overrides | None = None,
+    ) -> Cluster:
+        return cls(load_config(kubeconfig, context, overrides), pool_size=pool_size)
 
     # ---------------------------------------------------------------- raw HTTP
-    def _headers(self, content_type: str | None = None, accept: str = "application/json") -> dict[str, str]:
-        h = {"Accept": accept, "User-Agent": "gpuctl"}
+    def _headers(
+        self, content_type: str | None = None, accept: str = "application/json"
+    ) -> dict[str, str | list[str]]:
+        h: dict[str, str | list[str]] = {"Accept": accept, "User-Agent": "gpuctl"}
+        h.update(self.connection.impersonate)
         token = self.connection.auth.header()
         if token:
             h["Authorization"] = token
@@ -191,7 +209,11 @@ class Cluster:
         if isinstance(timeout, tuple):
             connect, read = timeout
         else:
-            connect, read = 10, (timeout or None)
+            # --request-timeout bounds every answer but a stream's (a watch, `logs -f`: their own).
+            limit = self.connection.request_timeout
+            connect, read = 10, ((limit if limit and not stream else timeout) or None)
+            if limit and not stream:
+                connect = min(connect, limit)
         refreshed = False
         for attempt in range(MAX_RETRIES + 1):
             resp = self._pool.request(

@@ -15,6 +15,13 @@ whose import alone cost 170 ms of every command's start:
   auth-provider's id-token. Other auth-providers (gcp, azure) were removed from kubectl in 1.26; they get
   a clear error naming the exec plugin that replaced them.
 - `insecure-skip-tls-verify`, `tls-server-name`, `proxy-url` (http/https proxies) on the cluster.
+- Without a `proxy-url`, the proxy of the environment, as Go's http.ProxyFromEnvironment picks it:
+  HTTPS_PROXY (https servers) or HTTP_PROXY (http), upper or lower case, unless NO_PROXY names the
+  host (a name, a `.domain` or `domain` suffix, an IP, a CIDR, `*`, each with an optional :port);
+  `localhost` and loopback IPs are never proxied (Go's rule, so kubectl's).
+- kubectl's global overrides (`Overrides`): --server, --token, --certificate-authority,
+  --insecure-skip-tls-verify, --as/--as-group/--as-uid (impersonation headers), --request-timeout;
+  --server (with --token or nothing) works without any kubeconfig, as kubectl does.
 - In a pod: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, the service account's CA, and
   its token file re-read every minute.
 """
@@ -25,6 +32,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -36,8 +44,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from gpuctl.cluster import kubeyaml
+from gpuctl.cluster.proxy import proxy_from_environment
 from gpuctl.cluster.transport import Pool
 from gpuctl.constants import DEFAULT_NAMESPACE
 
@@ -102,8 +112,9 @@ class KubeConfig:
         if not self.current_context and doc.get("current-context"):
             self.current_context = str(doc["current-context"])
 
-    def resolve(self, context: str | None) -> tuple[Entry, Entry, Entry]:
-        """(context, cluster, user) of `context`, or of the current context."""
+    def resolve(self, context: str | None, server: str | None = None) -> tuple[Entry, Entry, Entry]:
+        """(context, cluster, user) of `context`, or of the current context; `server` (--server)
+        stands in for the cluster's."""
         where = " ".join(self.files)
         name = context or self.current_context
         if not name:
@@ -115,7 +126,9 @@ class KubeConfig:
                 f"(contexts: {', '.join(self.contexts) or 'none'})"
             )
         cluster = self.clusters.get(ctx.value.get("cluster", ""))
-        if cluster is None or not cluster.value.get("server"):
+        if cluster is None and server:
+            cluster = Entry("", {"server": server}, Path.cwd())
+        if cluster is None or not (server or cluster.value.get("server")):
             raise ConfigError(
                 f"kubeconfig {where}: context {name!r} names cluster {ctx.value.get('cluster')!r}, "
                 "which is not defined or has no server"
@@ -311,6 +324,9 @@ class Connection:
     server_hostname: str | None = None
     proxy: str | None = None
     auth: Auth = field(default_factory=Auth)
+    # Impersonation headers (--as, --as-group, --as-uid): name -> values, a header line per value.
+    impersonate: dict[str, list[str]] = field(default_factory=dict)
+    request_timeout: float | None = None  # --request-timeout: seconds one answer may take (None: 30)
 
     def pool(self, maxsize: int = POOL_SIZE) -> Pool:
         """Keep-alive connections to the API server (gpuctl.cluster.transport), at most `maxsize` idle.
@@ -323,6 +339,59 @@ class Connection:
             proxy=self.proxy,
             maxsize=maxsize,
         )
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """kubectl's global flags over the kubeconfig (clientcmd's ConfigOverrides)."""
+
+    server: str | None = None
+    token: str | None = None
+    certificate_authority: str | None = None
+    insecure_skip_tls_verify: bool = False
+    as_user: str | None = None
+    as_groups: tuple[str, ...] = ()
+    as_uid: str | None = None
+    request_timeout: float | None = None
+
+    def impersonation(self) -> dict[str, list[str]]:
+        if (self.as_groups or self.as_uid) and not self.as_user:
+            raise ConfigError("--as-group and --as-uid need --as (the user to impersonate), as kubectl's do")
+        headers: dict[str, list[str]] = {}
+        if self.as_user:
+            headers["Impersonate-User"] = [self.as_user]
+        if self.as_groups:
+            headers["Impersonate-Group"] = list(self.as_groups)
+        if self.as_uid:
+            headers["Impersonate-Uid"] = [self.as_uid]
+        return headers
+
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|m|s|ms))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+
+
+def parse_timeout(value: str) -> float | None:
+    """--request-timeout: a bare number of seconds or a Go duration (1s, 2m, 1h30m); 0: none given."""
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        if not _DURATION.match(text):
+            raise ConfigError(
+                f"invalid --request-timeout {value!r}: a number of seconds or a duration such as 30s, 2m, 1h"
+            ) from None
+        unit = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+        seconds = sum(float(n) * unit[u] for n, u in _DURATION_PART.findall(text))
+    if seconds < 0:
+        raise ConfigError(f"invalid --request-timeout {value!r}: not negative")
+    return seconds or None
+
+
+def _checked_proxy(proxy: str | None, source: str) -> str | None:
+    if proxy and urlsplit(proxy).scheme not in ("http", "https"):
+        raise ConfigError(f"{source} {proxy}: only http:// and https:// proxies are supported (no socks5)")
+    return proxy
 
 
 def _tls(ca: bytes | None, cert: bytes | None, key: bytes | None, insecure: bool) -> ssl.SSLContext:
@@ -384,22 +453,34 @@ def _auth(user: Entry, cluster: Entry) -> tuple[Auth, bytes | None, bytes | None
     return Auth(), cert, key
 
 
-def from_kubeconfig(kc: KubeConfig, context: str | None) -> Connection:
-    ctx, cluster, user = kc.resolve(context)
+def from_kubeconfig(kc: KubeConfig, context: str | None, overrides: Overrides | None = None) -> Connection:
+    o = overrides or Overrides()
+    ctx, cluster, user = kc.resolve(context, server=o.server)
     c = cluster.value
-    host = str(c["server"]).rstrip("/")
+    host = str(o.server or c["server"]).rstrip("/")
     auth, cert, key = _auth(user, cluster)
+    if o.token:
+        auth = StaticAuth(f"Bearer {o.token}")
     tls = None
     if host.startswith("https"):
-        ca = _file_or_data(cluster, "certificate-authority")
-        tls = _tls(ca, cert, key, bool(c.get("insecure-skip-tls-verify")))
+        ca = Path(o.certificate_authority).read_bytes() if o.certificate_authority else None
+        ca = ca or _file_or_data(cluster, "certificate-authority")
+        insecure = o.insecure_skip_tls_verify or bool(c.get("insecure-skip-tls-verify"))
+        if insecure and o.certificate_authority:
+            raise ConfigError("--insecure-skip-tls-verify and --certificate-authority go apart: pick one")
+        tls = _tls(None if insecure else ca, cert, key, insecure)
+    proxy = _checked_proxy(c.get("proxy-url"), "kubeconfig proxy-url") or _checked_proxy(
+        proxy_from_environment(host), "HTTPS_PROXY/HTTP_PROXY"
+    )
     return Connection(
         host=host,
         namespace=ctx.value.get("namespace") or None,
         ssl_context=tls,
         server_hostname=c.get("tls-server-name") or None,
-        proxy=c.get("proxy-url") or None,
+        proxy=proxy,
         auth=auth,
+        impersonate=o.impersonation(),
+        request_timeout=o.request_timeout,
     )
 
 
@@ -417,16 +498,27 @@ def from_service_account(root: Path = SERVICE_ACCOUNT, environ: Mapping[str, str
     )
 
 
-def load(kubeconfig: str | None = None, context: str | None = None) -> Connection:
+def load(
+    kubeconfig: str | None = None, context: str | None = None, overrides: Overrides | None = None
+) -> Connection:
     """The connection: the kubeconfig if there is one (flag, $KUBECONFIG, ~/.kube/config), else the
-    in-cluster service account."""
+    in-cluster service account; --server alone (kubectl's `--server URL --token T`) needs neither."""
     if kubeconfig and not Path(kubeconfig).exists():
         raise FileNotFoundError(f"kubeconfig {kubeconfig} not found")
     files = kubeconfig_files(kubeconfig)
     if files:
-        return from_kubeconfig(read_kubeconfig(files), context)
+        return from_kubeconfig(read_kubeconfig(files), context, overrides)
+    if overrides is not None and overrides.server:
+        kc = KubeConfig()
+        kc.add({"clusters": [{"name": "flags", "cluster": {"server": overrides.server}}],
+                "contexts": [{"name": "flags", "context": {"cluster": "flags"}}],
+                "current-context": "flags"}, "--server")  # fmt: skip
+        return from_kubeconfig(kc, None, overrides)
     if in_cluster():
-        return from_service_account()
+        conn = from_service_account()
+        if overrides is not None:
+            conn.impersonate, conn.request_timeout = overrides.impersonation(), overrides.request_timeout
+        return conn
     raise ConfigError(
         "no cluster configured: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config "
         "(hack/cluster/up.sh starts a local cluster)"

@@ -14,6 +14,7 @@ every front end already reports as "cannot reach the API server".
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import select
@@ -21,7 +22,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Iterator
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 POOL_SIZE = 10  # idle connections kept; more are opened when needed and closed after use
 
@@ -131,6 +132,16 @@ class Response:
             conn.close()
 
 
+class _Headers(dict):
+    """Request headers where a list is one header line per value (Impersonate-Group: a, then b):
+    http.client sends what items() gives."""
+
+    def items(self):  # type: ignore[override]
+        for k, v in super().items():
+            for one in v if isinstance(v, list) else [v]:
+                yield k, one
+
+
 class Pool:
     """Connections to one API server (`https://host:port`), thread-safe; at most `maxsize` kept idle."""
 
@@ -157,15 +168,25 @@ class Pool:
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
+    def _proxy_headers(self) -> dict[str, str]:
+        """Proxy-Authorization from the proxy URL's user:password (http://user:pass@proxy:3128)."""
+        p = self.proxy
+        if p is None or p.username is None:
+            return {}
+        cred = f"{unquote(p.username)}:{unquote(p.password or '')}".encode()
+        return {"Proxy-Authorization": "Basic " + base64.b64encode(cred).decode()}
+
     def _new(self) -> http.client.HTTPConnection:
         if self.proxy is not None:
             phost, pport = self.proxy.hostname or "", self.proxy.port or 80
             if self.scheme == "https":
+                # An http:// proxy is asked to CONNECT (a tunnel; TLS to the API server inside it). An
+                # https:// proxy would need TLS to the proxy too, which http.client does not nest.
                 assert self.ssl_context is not None
                 conn: http.client.HTTPConnection = _HTTPSConnection(
                     phost, pport, context=self.ssl_context, server_hostname=self.server_hostname or self.host
                 )
-                conn.set_tunnel(self.host, self.port)
+                conn.set_tunnel(self.host, self.port, headers=self._proxy_headers())
                 return conn
             return http.client.HTTPConnection(phost, pport)
         if self.scheme == "https":
@@ -194,7 +215,7 @@ class Pool:
 
     def _target(self, path: str) -> str:
         if self.proxy is not None and self.scheme == "http":
-            return f"http://{self.host}:{self.port}{self.prefix}{path}"
+            return f"http://{self.host}:{self.port}{self.prefix}{path}"  # a plain proxy: the whole URL
         return self.prefix + path
 
     def request(
@@ -203,7 +224,7 @@ class Pool:
         path: str,
         *,
         body: bytes | str | None = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str | list[str]] | None = None,
         connect_timeout: float | None = 10,
         read_timeout: float | None = 30,
     ) -> Response:
@@ -218,7 +239,7 @@ class Pool:
                     conn.connect()
                 assert conn.sock is not None
                 conn.sock.settimeout(read_timeout)
-                conn.request(method, self._target(path), body=body, headers=headers or {})
+                conn.request(method, self._target(path), body=body, headers=_Headers(headers or {}))
                 raw = conn.getresponse()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
                 conn.close()

@@ -61,6 +61,8 @@ class JobRow:
     reason: str = ""
     # A MultiKueue manager's job: the worker cluster running it, or the clusters it is offered to.
     cluster: str = ""
+    # The job's own labels (its controller's), what -l selects on and --show-labels prints.
+    labels: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -192,6 +194,7 @@ def list_job_rows(
             "pool": job_pool(job.obj) or "",
             "priority": labels.get(Labels.PRIORITY, ""),
             "queue": labels.get(Labels.KUEUE_QUEUE, ""),
+            "labels": dict(labels),
         }
         live = [p for p in job.pods if not pod_finished(p)]
         shown = job.pods if job.resource == "Job" else (live or job.pods)
@@ -544,13 +547,21 @@ def read_logs(
     timestamps: bool,
     follow: bool = False,
     stream: bool = False,
+    container: str | None = None,
+    since_seconds: int | None = None,
+    since_time: str | None = None,
+    previous: bool = False,
 ):
-    """A pod's log text (or, with stream=True, the raw response to iterate)."""
+    """A pod's log text (or, with stream=True, the raw response to iterate): of `container` (default:
+    the first), since a number of seconds or an RFC 3339 time, of the previous (restarted) container."""
     query = {
-        "container": (pod["spec"]["containers"][0]["name"]),
+        "container": container or pod["spec"]["containers"][0]["name"],
         "tailLines": tail if tail is not None and tail >= 0 else None,
         "timestamps": "true" if timestamps else None,
         "follow": "true" if follow else None,
+        "sinceSeconds": since_seconds,
+        "sinceTime": since_time,
+        "previous": "true" if previous else None,
     }
     p = path("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"], "log")
     try:

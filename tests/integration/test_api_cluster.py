@@ -373,7 +373,7 @@ def test_api_list_and_describe_are_the_clis(env):
     wait_until(lambda: all(_job_status(admin, n, env.b) == "Running" for n in names), 60, what="jobs Running")
     rc, out = _gpuctl(env.kubeconfig, "get", "jobs", "-n", env.b, "-o", "json")
     assert rc == 0
-    cli_rows = {(r["job_id"], r["name"], r["status"], r["pool"], r["gpus"]) for r in json.loads(out)}
+    cli_rows = {(r["job_id"], r["name"], r["status"], r["pool"], r["gpus"]) for r in json.loads(out)["items"]}
     api_rows = {
         (r["jobId"], r["name"], r["status"], r["pool"], r["gpus"])
         for r in admin.get("/api/v1/jobs", params={"namespace": env.b, "pageSize": 100}).json()["items"]
@@ -566,7 +566,7 @@ def test_only_admins_change_pools_quotas_labels_and_namespaces(env):
     )
     rc, out = _gpuctl(env.kubeconfig, "get", "pools", "-o", "json")
     assert rc == 0
-    cli = {p["name"]: (p["gpu_total"], p["gpu_used"], p["gpu_free"]) for p in json.loads(out)}
+    cli = {p["name"]: (p["gpu_total"], p["gpu_used"], p["gpu_free"]) for p in json.loads(out)["items"]}
     api = {p["name"]: (p["gpuTotal"], p["gpuUsed"], p["gpuFree"]) for p in admin.get("/api/v1/pools").json()}
     assert api == cli
     assert admin.delete("/api/v1/pools/api-pool").status_code == 200
@@ -661,7 +661,8 @@ def test_a_team_member_reads_the_same_through_the_api_and_the_cli(env):
         def cli(kubeconfig: str, *args: str):
             rc, out = _gpuctl(kubeconfig, *args, "-o", "json")
             assert rc == 0, args
-            return json.loads(out)
+            doc = json.loads(out)
+            return doc["items"] if doc.get("kind") == "List" else doc  # `get` prints a v1 List
 
         for who, kubeconfig in (("member", member), ("admin", env.kubeconfig)):
             c = a if who == "member" else admin
@@ -742,7 +743,7 @@ def test_websocket_follows_logs_without_gaps_or_repeats(env):
     job = f"api-logs-{uuid.uuid4().hex[:5]}"
     assert a.post("/api/v1/jobs", json={"yamlContent": _training(job, env.a)}).status_code == 201
     wait_until(lambda: _job_status(a, job, env.a) == "Running", 60, what=f"{job} Running")
-    rc, out = _gpuctl(env.kubeconfig, "logs", job, "-n", env.a, "--tail", "-1")
+    rc, out = _gpuctl(env.kubeconfig, "logs", job, "-n", env.a, "--tail", "-1", "--timestamps")  # as the API
     assert rc == 0
     expected = out.splitlines()
     assert len(expected) >= 20

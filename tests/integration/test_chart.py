@@ -524,7 +524,9 @@ def test_the_chart_installs_every_policy_binding_of_manifests() -> None:
         "gpuctl-priority-classes",
         "gpuctl-isolation",
     } <= set(BINDINGS)
-    assert sorted(k[1] for k in by_key(render()) if k[0] == VAP_BINDING) == BINDINGS
+    # Plus gpuctl's own identities' confinement (manifests/serve, tests/integration/test_chart_trust.py).
+    want = sorted([*BINDINGS, "gpuctl-service-confinement"])
+    assert sorted(k[1] for k in by_key(render()) if k[0] == VAP_BINDING) == want
 
 
 @pytest.mark.parametrize("binding", BINDINGS)

@@ -144,7 +144,9 @@ def _idle(world: World) -> None:
 
 
 def _json(p: subprocess.CompletedProcess):
-    return json.loads(ok(p))
+    """The document printed; a listing's items (`get -o json` prints a v1 List)."""
+    doc = json.loads(ok(p))
+    return doc["items"] if isinstance(doc, dict) and doc.get("kind") == "List" else doc
 
 
 def _status(m: TeamMember, name: str) -> dict:
@@ -326,7 +328,7 @@ def test_why_a_job_waits_without_reading_other_teams(world: World) -> None:
             return {p["name"]: (p["gpu_used"], p["gpu_free"], p["gpu_queued"]) for p in rows}
 
         rc, out, _ = world.admin("get", "pools", "-o", "json")
-        admin_pools = numbers(json.loads(out))
+        admin_pools = numbers(json.loads(out)["items"])
         assert admin_pools["training-pool"] == (12, 4, 4) and admin_pools["dev-pool"] == (4, 0, 2)
         assert numbers(_json(m.gpuctl("get", "pools", "-o", "json"))) == admin_pools
         # Another team's member sees the same use, and no queue but its own (empty).

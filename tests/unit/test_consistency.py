@@ -450,7 +450,7 @@ def cli_row(monkeypatch, fake: FakeApiServer, case: Case) -> dict:
     out = io.StringIO()
     with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
         assert cli_main(["get", "jobs", "-A", "-o", "json"]) == 0
-    return _only_row(json.loads(out.getvalue()))
+    return _only_row(json.loads(out.getvalue())["items"])
 
 
 def serve_cache(fake: FakeApiServer) -> Cache:
@@ -570,7 +570,7 @@ def test_pool_reserved_used_and_free_agree_in_steady_state(
     out = io.StringIO()
     with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
         assert cli_main(["get", "pools", "-o", "json"]) == 0
-    (cli,) = [p for p in json.loads(out.getvalue()) if p["name"] == POOL]
+    (cli,) = [p for p in json.loads(out.getvalue())["items"] if p["name"] == POOL]
     app = create_app(lambda: fake, Authenticator(lambda: fake), spec_config=SpecConfig())
     with TestClient(app) as client:
         r = client.get("/api/v1/pools", headers={"Authorization": "Bearer t"})

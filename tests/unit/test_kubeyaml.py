@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import glob
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -247,19 +247,61 @@ def test_kubectl_shapes_read_as_safe_load(name: str) -> None:
     assert got == yaml.safe_load(text)
 
 
-def test_the_demo_cluster_kubeconfigs_need_no_fallback() -> None:
-    files = [
-        f
-        for f in ("/tmp/tb-demo/kubeconfig", *glob.glob("/tmp/tb-demo/demo/*.kubeconfig"))
-        if Path(f).exists()
-    ]
-    if not files:
-        pytest.skip("no demo cluster kubeconfigs in /tmp/tb-demo")
-    for f in files:
-        text = Path(f).read_text()
+def _kubectl() -> Path:
+    cache = Path(os.environ.get("GPUCTL_TESTBED_CACHE", Path.home() / ".cache" / "gpuctl-testbed"))
+    found = sorted(cache.glob("bin/k8s-*/kubectl"))
+    if not found:
+        pytest.fail(f"no kubectl under {cache}/bin: run hack/cluster/build.sh (hack/test.sh does)")
+    return found[-1]
+
+
+def test_kubeconfigs_written_by_kubectl_need_no_fallback(tmp_path: Path) -> None:
+    """The kubeconfigs of the local cluster and the demo, written by the real kubectl with the same
+    commands as hack/cluster/up.sh (embedded CA and client certificate) and hack/demo.sh (a team
+    member's token and namespace), are read by kubeyaml exactly as by PyYAML."""
+    kubectl = _kubectl()
+    for name in ("ca.crt", "admin.crt", "admin.key"):
+        body = base64.b64encode(f"{name} ".encode() * 40).decode()
+        (tmp_path / name).write_text(f"-----BEGIN X-----\n{body}\n-----END X-----\n")
+    admin = tmp_path / "kubeconfig"
+    alice = tmp_path / "alice.kubeconfig"
+
+    def kc(path: Path, *args: str) -> str:
+        run = subprocess.run([str(kubectl), "--kubeconfig", str(path), *args], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    kc(
+        admin,
+        "config",
+        "set-cluster",
+        "testbed",
+        "--server=https://127.0.0.1:36543",
+        f"--certificate-authority={tmp_path / 'ca.crt'}",
+        "--embed-certs=true",
+    )
+    kc(
+        admin,
+        "config",
+        "set-credentials",
+        "admin",
+        f"--client-certificate={tmp_path / 'admin.crt'}",
+        f"--client-key={tmp_path / 'admin.key'}",
+        "--embed-certs=true",
+    )
+    kc(admin, "config", "set-context", "testbed", "--cluster=testbed", "--user=admin")
+    kc(admin, "config", "use-context", "testbed")
+    alice.write_text(kc(admin, "config", "view", "--raw", "--minify"))
+    kc(alice, "config", "set-credentials", "alice", "--token=eyJhbGciOiJSUzI1NiJ9.e30.c2ln")
+    kc(alice, "config", "set-context", "alice", "--cluster=testbed", "--user=alice", "--namespace=team-a")
+    kc(alice, "config", "use-context", "alice")
+    for f in (admin, alice):
+        text = f.read_text()
         got = kubeyaml.loads(text)
         assert got is not None, f
         assert got == yaml.safe_load(text), f
+    contexts = {c["name"]: c["context"] for c in kubeyaml.loads(alice.read_text())["contexts"]}
+    assert contexts["alice"]["namespace"] == "team-a"
 
 
 # ----------------------------------------------------------------------------- outside the subset

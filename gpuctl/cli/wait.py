@@ -1,0 +1,131 @@
+"""`gpuctl wait job NAME... --for=admitted|running|complete|failed|deleted [--timeout=30s]`: block until
+each job reaches the state, as `kubectl wait --for=condition=complete job/x` does in CI pipelines.
+
+Exit codes and lines as kubectl wait's: 0 and `job.batch/x condition met` per job when met; 1 with
+`error: timed out waiting for the condition on jobs/x` at the timeout (default 30s; 0: look once;
+a negative one: a week, as kubectl); 1 with `Error from server (NotFound): jobs "x" not found` when
+a job to wait for does not exist (`--for=deleted`: that is met at once, silently, as kubectl's).
+
+What each state means, from the job's status word (gpuctl.domain.status, the one `get jobs` shows):
+- admitted: Kueue admitted it (Admitted, Running, Partially Running, Succeeded; or its Workload is
+  Admitted);
+- running: Running; complete: Succeeded; failed: Failed; deleted: gone.
+A job that ended the other way (Failed while waiting for running/complete/admitted, Succeeded while
+waiting for failed) can never get there: the wait stops at once with exit 1 rather than sitting out
+its timeout (kubectl's condition wait would time out).
+
+It asks the API server about once a second (each time the same reads as `describe job`), until the
+deadline. Module level imports only the standard library (CLI start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from gpuctl.cli.cmdutil import connect, interruptible, job_object_name, scope
+from gpuctl.cli.errors import CommandError
+
+FOR = ("admitted", "running", "complete", "failed", "deleted")
+DEFAULT_TIMEOUT = "30s"
+FOREVER = 7 * 24 * 3600.0  # kubectl: a negative --timeout waits a week
+POLL = 1.0  # seconds between two looks
+
+
+def register(sub: argparse._SubParsersAction, common: dict) -> None:
+    p = sub.add_parser(
+        "wait",
+        help="wait until jobs are admitted, running, complete, failed or deleted",
+        description=__doc__.split("\n\n", 1)[0] if __doc__ else "",
+        parents=[common["cluster"]],
+    )
+    p.add_argument("type", choices=["job", "jobs"], metavar="TYPE", help="job")
+    p.add_argument("names", nargs="+", metavar="NAME", help="job.name (or the name of one of its pods)")
+    p.add_argument("--for", dest="condition", required=True, choices=FOR, help="the state to wait for")
+    p.add_argument(
+        "--timeout",
+        default=DEFAULT_TIMEOUT,
+        help="how long to wait (30s, 5m, 1h; 0: look once; negative: a week). Default 30s",
+    )
+    p.set_defaults(run=run)
+
+
+def reached(status: str, workload_admitted: bool, condition: str) -> bool | None:
+    """True: the job is in `condition`; False: not yet; None: it never will be (it ended otherwise)."""
+    from gpuctl.domain.status import State  # noqa: PLC0415 - lazy: CLI start-up
+
+    if condition == "admitted":
+        ok = workload_admitted or status in (
+            State.ADMITTED,
+            State.RUNNING,
+            State.PARTIALLY_RUNNING,
+            State.SUCCEEDED,
+        )
+    else:
+        words = {"running": State.RUNNING, "complete": State.SUCCEEDED, "failed": State.FAILED}
+        ok = status == words[condition]
+    if ok:
+        return True
+    ended = State.SUCCEEDED if condition == "failed" else State.FAILED
+    return None if status == ended else False
+
+
+def timeout_seconds(text: str) -> float:
+    from gpuctl.cluster.config import ConfigError, parse_timeout  # noqa: PLC0415 - lazy: CLI start-up
+
+    t = text.strip()
+    if t.startswith("-"):
+        return FOREVER
+    try:
+        return parse_timeout(t) or 0.0
+    except ConfigError:
+        raise CommandError(f"invalid --timeout {text!r}: a duration such as 30s, 5m, 1h") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuctl.domain.workload import WorkloadState, workload_state  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.errors import NotFound, ServiceError  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.jobs import find_job  # noqa: PLC0415 - lazy: CLI start-up
+
+    deadline = time.monotonic() + timeout_seconds(args.timeout)
+    cluster = connect(args)
+    namespace = scope(args)
+    interruptible()
+    pending = list(dict.fromkeys(args.names))
+    shown: dict[str, str] = {}  # job name -> its kubectl TYPE/NAME, once found
+    while True:
+        for name in list(pending):
+            try:
+                job = find_job(cluster, name, namespace)
+            except NotFound:
+                if args.condition == "deleted":
+                    if name in shown:  # never seen: nothing to say (kubectl's wait --for=delete)
+                        print(f"{shown[name]} condition met", flush=True)
+                    pending.remove(name)
+                    continue
+                raise CommandError(f'jobs "{name}" not found', reason="NotFound") from None
+            except ServiceError as e:
+                raise CommandError(str(e)) from None
+            shown[name] = job_object_name(job.kind, job.name)
+            if args.condition == "deleted":
+                continue
+            got = reached(job.status, workload_state(job.workload) == WorkloadState.ADMITTED, args.condition)
+            if got:
+                print(f"{shown[name]} condition met", flush=True)
+                pending.remove(name)
+            elif got is None:
+                raise CommandError(
+                    f"{shown[name]} is {job.status}: it will not become {args.condition}", code=1
+                )
+        if not pending:
+            return 0
+        left = deadline - time.monotonic()
+        if left <= 0:
+            for name in pending:
+                print(f"error: timed out waiting for the condition on jobs/{name}", file=sys.stderr)
+            return 1
+        try:
+            time.sleep(min(POLL, left))
+        except KeyboardInterrupt:
+            return 130

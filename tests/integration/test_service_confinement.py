@@ -1,0 +1,249 @@
+"""gpuctl's own identities confined (issue 33), tried as them on the local cluster: `gpuctl serve`
+(ServiceAccount gpuctl-serve, which the chart also binds to the API's role with serve.api) and the REST
+API (gpuctl-api) write namespaced objects only in team namespaces (manifests/serve/confinement.yaml), make
+no existing namespace a team's, delete only namespaces gpuctl created, and read no Secret: the MultiKueue
+workers' kubeconfigs in kueue-system stay Kueue's.
+
+Each request is made with kubectl --as the ServiceAccount (the API server authorizes and admits it as that
+user: RBAC and the ValidatingAdmissionPolicy both apply), with --dry-run=server where it would be allowed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.conftest import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+# A release namespace and name prefix of this module's own, so its cluster-wide roles and policy never
+# meet another test's copy of gpuctl's (the chart's `helm install` refuses objects it did not create).
+SYSTEM_NS = f"cf-{uuid.uuid4().hex[:6]}"
+PREFIX = SYSTEM_NS
+API = f"system:serviceaccount:{SYSTEM_NS}:gpuctl-api"
+SERVE = f"system:serviceaccount:{SYSTEM_NS}:gpuctl-serve"
+RBAC_FILES = [
+    "serve/rbac.yaml",
+    "serve/rbac-api.yaml",
+    "api/rbac.yaml",
+    "serve/defrag/rbac.yaml",
+    "serve/evict/rbac.yaml",
+]
+REFUSED = "[service-confinement]"
+CLUSTER_KINDS = (
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+)
+
+
+def installed() -> list[dict]:
+    """gpuctl's RBAC and confinement policy as the chart installs them with serve.api (the API's bindings
+    also name gpuctl-serve), in SYSTEM_NS (as the chart's release namespace) with PREFIX on cluster-wide
+    names. Rules and CEL unchanged."""
+    docs = []
+    for f in [*RBAC_FILES, "serve/confinement.yaml"]:
+        text = (MANIFESTS / f).read_text().replace("gpuctl-system", SYSTEM_NS)
+        docs += [d for d in yaml.safe_load_all(text) if d]
+    for d in docs:
+        if d["kind"] in CLUSTER_KINDS:
+            d["metadata"]["name"] = f"{PREFIX}-{d['metadata']['name']}"
+        ref = d.get("roleRef", {})
+        if ref.get("kind") == "ClusterRole" and ref["name"].startswith("gpuctl"):
+            ref["name"] = f"{PREFIX}-{ref['name']}"
+        if d["kind"] == "ValidatingAdmissionPolicyBinding":
+            d["spec"]["policyName"] = f"{PREFIX}-{d['spec']['policyName']}"
+        if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"].startswith(f"{PREFIX}-gpuctl-api"):
+            d["subjects"].append({"kind": "ServiceAccount", "name": "gpuctl-serve", "namespace": SYSTEM_NS})
+    return docs
+
+
+def _job(name: str) -> dict:
+    """A Job that would read the MultiKueue kubeconfigs, were it admitted in kueue-system."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox", "command": ["ls", "/secrets"]}],
+                    "volumes": [{"name": "s", "secret": {"secretName": "gpuctl-cluster-worker"}}],
+                }
+            },
+        },
+    }
+
+
+def _workload(kind: str) -> dict:
+    obj = _job(f"steal-{kind.lower()}")
+    if kind == "Job":
+        return obj
+    tpl = obj["spec"]["template"]
+    tpl["metadata"] = {"labels": {"app": "steal"}}
+    tpl["spec"]["restartPolicy"] = "Always"
+    spec = {"replicas": 1, "selector": {"matchLabels": {"app": "steal"}}, "template": tpl}
+    if kind == "StatefulSet":
+        spec["serviceName"] = "steal"
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": obj["metadata"], "spec": spec}
+
+
+@pytest.fixture(scope="module")
+def confined(cluster, kubectl_bin) -> Iterator[None]:
+    """installed() applied, then wait until the policy refuses; all of it deleted afterwards."""
+
+    def kubectl(*args: str, input: str | None = None, check: bool = True):
+        p = subprocess.run(
+            [kubectl_bin, "--kubeconfig", cluster, *args], input=input, capture_output=True, text=True
+        )
+        assert not check or p.returncode == 0, p.stderr
+        return p
+
+    docs = installed()
+    kubectl("create", "namespace", SYSTEM_NS)
+    try:
+        kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+        job = yaml.safe_dump({**_job("probe"), "metadata": {"name": "probe", "namespace": "kueue-system"}})
+        wait_until(
+            lambda: (
+                REFUSED
+                in kubectl(
+                    "create", "--as", API, "--dry-run=server", "-f", "-", input=job, check=False
+                ).stderr
+            ),
+            60,
+            what="the confinement policy refuses",
+        )
+        yield
+    finally:
+        cluster_wide = [d for d in docs if d["kind"] in CLUSTER_KINDS]
+        kubectl(
+            "delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(cluster_wide), check=False
+        )
+        kubectl("delete", "namespace", SYSTEM_NS, "--wait=false", check=False)
+
+
+@pytest.fixture
+def team(kube) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    labels = {"runwhere.ai/namespace": "true", "app.kubernetes.io/managed-by": "gpuctl"}
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+    yield name
+    kube.delete(f"/api/v1/namespaces/{name}")
+
+
+def as_(kubectl, who: str, *args: str, obj: dict | None = None):
+    return kubectl("--as", who, *args, input=yaml.safe_dump(obj) if obj else None, check=False)
+
+
+@pytest.mark.parametrize("who", [API, SERVE], ids=["api", "serve"])
+@pytest.mark.parametrize("kind", ["Job", "Deployment", "StatefulSet"])
+def test_no_workload_in_kueue_system_nor_any_other_non_team_namespace(
+    confined, kubectl, namespace, who: str, kind: str
+) -> None:
+    for ns in ("kueue-system", "kube-system", namespace):
+        p = as_(kubectl, who, "-n", ns, "create", "--dry-run=server", "-f", "-", obj=_workload(kind))
+        assert p.returncode == 1 and REFUSED in p.stderr, (ns, p.stderr)
+        assert f"may create {kind.lower()}s only in team namespaces" in p.stderr
+    # A bare pod is not even in the role.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": _job("x")["spec"]["template"]["spec"],
+    }
+    p = as_(kubectl, who, "-n", "kueue-system", "create", "--dry-run=server", "-f", "-", obj=pod)
+    assert p.returncode == 1 and 'cannot create resource "pods"' in p.stderr
+
+
+@pytest.mark.parametrize("who", [API, SERVE], ids=["api", "serve"])
+def test_the_same_writes_in_a_team_namespace_pass(confined, kubectl, team, who: str) -> None:
+    for kind in ("Job", "Deployment", "StatefulSet"):
+        p = as_(kubectl, who, "-n", team, "create", "--dry-run=server", "-f", "-", obj=_workload(kind))
+        assert p.returncode == 0, p.stderr
+        assert "created (server dry run)" in p.stdout
+
+
+@pytest.mark.parametrize("who", [API, SERVE], ids=["api", "serve"])
+def test_no_secret_is_readable_anywhere(confined, kubectl, who: str) -> None:
+    for verb in ("get", "list", "watch"):
+        for scope in (["-n", "kueue-system"], ["-A"]):
+            p = kubectl("auth", "can-i", verb, "secrets", *scope, "--as", who, check=False)
+            assert p.stdout.strip() == "no", (verb, scope, p.stdout)
+    p = as_(kubectl, who, "-n", "kueue-system", "get", "secrets")
+    assert p.returncode == 1 and 'cannot list resource "secrets"' in p.stderr
+    listed = kubectl("auth", "can-i", "--list", "-n", "kueue-system", "--as", who).stdout
+    assert "secrets" not in listed and not any(line.startswith("*.* ") for line in listed.splitlines())
+
+
+def test_no_gpuctl_role_grants_secrets() -> None:
+    """Every role gpuctl ships (its services' and its callers': gpuctl-user, gpuctl-admin, ...): no Secret,
+    no wildcard, so no gpuctl binding makes the MultiKueue kubeconfigs readable to anyone but Kueue."""
+    roles = [
+        d
+        for f in MANIFESTS.rglob("*.yaml")
+        for d in yaml.safe_load_all(f.read_text())
+        if d and d.get("kind") in ("ClusterRole", "Role")
+    ]
+    assert {r["metadata"]["name"] for r in roles} >= {
+        "gpuctl-api",
+        "gpuctl-serve",
+        "gpuctl-user",
+        "gpuctl-admin",
+    }
+    for r in roles:
+        for rule in r["rules"]:
+            assert "secrets" not in rule.get("resources", []), r["metadata"]["name"]
+            assert "*" not in rule.get("resources", []) and "*" not in rule.get("verbs", []), r["metadata"][
+                "name"
+            ]
+
+
+def test_serve_keeps_its_lease_and_history_in_its_own_namespace(confined, kubectl) -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gpuctl-history"}}
+    assert (
+        as_(kubectl, SERVE, "-n", SYSTEM_NS, "create", "--dry-run=server", "-f", "-", obj=cm).returncode == 0
+    )
+    p = as_(kubectl, SERVE, "-n", "kueue-system", "create", "--dry-run=server", "-f", "-", obj=cm)
+    assert p.returncode == 1 and REFUSED in p.stderr
+
+
+@pytest.mark.parametrize("who", [API, SERVE], ids=["api", "serve"])
+def test_no_existing_namespace_becomes_a_team_and_none_is_deleted_unless_gpuctl_made_it(
+    confined, kubectl, namespace, team, who: str
+) -> None:
+    for ns in ("kueue-system", namespace):
+        p = as_(kubectl, who, "label", "namespace", ns, "runwhere.ai/namespace=true", "--dry-run=server")
+        assert p.returncode == 1 and f"may not make namespace {ns} a team namespace" in p.stderr, p.stderr
+        assert "kubectl label namespace" in p.stderr  # the fix: adopt it with your own credentials
+        p = as_(
+            kubectl, who, "label", "namespace", ns, "app.kubernetes.io/managed-by=gpuctl", "--dry-run=server"
+        )
+        assert p.returncode == 1 and REFUSED in p.stderr
+        p = as_(kubectl, who, "delete", "namespace", ns, "--dry-run=server")
+        assert p.returncode == 1 and "deletes only namespaces gpuctl created" in p.stderr
+    # What gpuctl made stays gpuctl's: relabelled, deleted (server dry run).
+    assert (
+        as_(kubectl, who, "label", "namespace", team, "runwhere.ai/quota=q", "--dry-run=server").returncode
+        == 0
+    )
+    assert as_(kubectl, who, "delete", "namespace", team, "--dry-run=server").returncode == 0
+    fresh = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"t-{uuid.uuid4().hex[:8]}"}}
+    assert as_(kubectl, who, "create", "--dry-run=server", "-f", "-", obj=fresh).returncode == 0
+
+
+def test_other_identities_are_not_confined(confined, kubectl, namespace) -> None:
+    """The policy matches gpuctl's two ServiceAccounts only: an admin (the test's own user) still writes."""
+    p = kubectl(
+        "-n", namespace, "create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(_job("x")), check=False
+    )
+    assert p.returncode == 0, p.stderr

@@ -1,0 +1,79 @@
+"""`gpuctl completion` and `gpuctl __complete` without a cluster: verbs, flags, types, formats. Live
+names (jobs, pools, nodes, namespaces) from the local cluster: tests/integration/test_cli_kubectl.py."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuctl.cli.completion import candidates
+from gpuctl.cli.main import VERBS, main
+
+
+@pytest.fixture(autouse=True)
+def no_cluster(monkeypatch, tmp_path):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ([""], list(VERBS)),
+        (["get", ""], ["job", "jobs", "label", "labels", "namespace", "namespaces", "node", "nodes", "ns"]),
+        (["describe", "j"], ["job", "jobs"]),
+        (["get", "jobs", "-o", ""], ["json", "yaml", "wide", "name", "jsonpath=", "jsonpath-file="]),
+        (["wait", ""], ["job"]),
+        (["wait", "job", "x", "--for", ""], ["admitted", "running", "complete", "failed", "deleted"]),
+        (["completion", ""], ["bash", "zsh", "fish"]),
+        (["get", "jobs", "-l", ""], []),  # a selector: nothing to guess
+    ],
+)
+def test_candidates(words, expected) -> None:
+    got = [c for c in candidates(words) if c.startswith(words[-1])]
+    assert got[: len(expected)] == expected
+
+
+def test_flags_come_from_the_parser_itself() -> None:
+    flags = candidates(["get", "jobs", "--"])
+    for f in (
+        "--sort-by",
+        "--no-headers",
+        "--show-labels",
+        "--field-selector",
+        "--watch",
+        "--as",
+        "--output",
+    ):
+        assert f in flags
+    assert "--pods" not in flags  # hidden
+    assert "--for" in candidates(["wait", "job", "x", "--"])
+    assert "--since-time" in candidates(["logs", "x", "--"])
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_prints_a_script(shell, capsys) -> None:
+    assert main(["completion", shell]) == 0
+    assert "gpuctl __complete" in capsys.readouterr().out
+
+
+def test_bash_completes_through_the_script(tmp_path) -> None:
+    """The script sourced in bash, asked as bash asks at <TAB>."""
+    bash = shutil.which("bash")
+    assert bash
+    bindir = Path(sys.executable).parent
+    script = (
+        "source <(gpuctl completion bash)\n"
+        'show() { _gpuctl_complete; printf "%s\\n" "${COMPREPLY[@]}"; }\n'
+        "COMP_WORDS=(gpuctl get jobs --sort); COMP_CWORD=3; show\n"
+        "COMP_WORDS=(gpuctl wai); COMP_CWORD=1; show\n"
+    )
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
+    p = subprocess.run([bash, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["--sort-by", "wait"]
