@@ -416,3 +416,11 @@ YAML_MAX_BYTES: Final = 1024 * 1024
 # Aliases can make a 1 KB document expand into billions of nodes ("billion laughs"): count the expanded
 # size before constructing anything (10 nested levels took 28 s and 2.2 GB before the limit).
 YAML_MAX_EXPANDED_NODES: Final = 200_000
+
+# ----------------------------------------------------------------------------- exempt namespaces (issue 33)
+# Namespaces (besides the system ones) whose pods may run on pool nodes: the isolation rules outside team
+# namespaces (pool-toleration, pool-selection, pool-node-name) skip them. The NVIDIA GPU Operator's default
+# namespace: its validator and device plugin, DCGM exporter and NFD must reach every GPU node. An admin sets
+# the list (chart value isolation.exemptNamespaces, webhook flag --exempt-namespace, generator flag of
+# admission.policies.isolation); tenants have no rights there (docs/admission.md, "Exempt namespaces").
+EXEMPT_NAMESPACES: Final = ("gpu-operator",)

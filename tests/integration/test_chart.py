@@ -1068,3 +1068,33 @@ def test_a_non_default_kueue_identity_is_trusted_and_the_default_one_no_longer_i
         policies.remove()
         for ns in (team, plain):
             kube.delete(path("Namespace", ns))
+
+
+def test_exempt_namespaces_reach_the_webhook_the_binding_and_its_entry(tmp_path: Path) -> None:
+    """isolation.exemptNamespaces (default the GPU Operator's) is one list in three places: the webhook's
+    --exempt-namespace, the isolation binding's and the isolation webhook entry's last NotIn; [] drops it."""
+
+    def places(docs: dict) -> tuple[list[str], list, list]:
+        args = docs[("Deployment", "gpuctl-admission")]["spec"]["template"]["spec"]["containers"][0]["args"]
+        binding = docs[("ValidatingAdmissionPolicyBinding", "gpuctl-isolation")]["spec"]["matchResources"]
+        (vwc,) = [d for k, d in docs.items() if k[0] == "ValidatingWebhookConfiguration"]
+        (entry,) = [w for w in vwc["webhooks"] if w["name"] == "isolation.admission.runwhere.ai"]
+        flags = [a for a in args if a.startswith("--exempt-namespace=")]
+        return (
+            flags,
+            binding["namespaceSelector"]["matchExpressions"],
+            entry["namespaceSelector"]["matchExpressions"],
+        )
+
+    name = "kubernetes.io/metadata.name"
+    flags, binding, entry = places(by_key(render()))
+    assert flags == ["--exempt-namespace=gpu-operator"]
+    assert binding == entry and binding[-1] == {"key": name, "operator": "NotIn", "values": ["gpu-operator"]}
+    flags, binding, entry = places(by_key(render("gpuctl-system", "--set", "exemptNamespaces={nfd,dcgm}")))
+    assert flags == ["--exempt-namespace=nfd", "--exempt-namespace=dcgm"]
+    assert binding == entry and binding[-1]["values"] == ["nfd", "dcgm"] and len(binding) == 3
+    values = tmp_path / "none.yaml"
+    values.write_text("exemptNamespaces: []\n")
+    flags, binding, entry = places(by_key(render("gpuctl-system", "-f", str(values))))
+    assert flags == ["--exempt-namespace="]  # none: not the webhook's default
+    assert binding == entry and len(binding) == 2 and all("gpu-operator" not in e["values"] for e in binding)
