@@ -58,15 +58,15 @@ start gpuctl-webhook "$G" admission serve --tls-cert "$D/tls.crt" --tls-key "$D/
   --port "$P_HOOK" --mode enforce --kubeconfig "$KUBECONFIG"
 wait_url gpuctl-webhook "https://127.0.0.1:$P_HOOK/readyz" --cacert "$D/ca.crt"
 # The chart's admission objects, from the same list (manifests/admission/kustomization.yaml, which the
-# chart's templates/admission.yaml installs; and serve's confinement policy, which binds only gpuctl's
-# service identities), rendered by the chart itself for this cluster's version:
+# chart's templates/admission.yaml installs), rendered by the chart itself for this cluster's version
+# (serve's own policies bind serve's ServiceAccount, which the demo's serve process is not):
 # the ValidatingWebhookConfiguration (rules, matchConditions, namespaceSelector, failurePolicy Fail),
 # pointed at this process by URL and labelled so that hack/cluster/down.sh deletes it first, and every
 # ValidatingAdmissionPolicy and MutatingAdmissionPolicy with its binding (the stateless rules that hold
 # while the webhook is down, the isolation rules outside team namespaces, topology, the earlier client,
 # workload-edit: docs/admission.md). tests/integration/test_demo.py checks the two sets are equal.
 # (The chart pins its image by digest: any digest renders these objects, which run no image.)
-"$HELM" template gpuctl charts/gpuctl -n gpuctl-system \
+"$HELM" template gpuctl charts/gpuctl -n gpuctl-system --show-only templates/admission.yaml \
   --kube-version "$K8S_VERSION" --set image.digest="sha256:$(printf '0%.0s' {1..64})" 2>/dev/null \
   | "$VPY" -m admission.policies.catalog --chart-objects "https://127.0.0.1:$P_HOOK" "$D/ca.crt" \
   | "$KUBECTL" apply -f - >/dev/null

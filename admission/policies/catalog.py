@@ -2,7 +2,7 @@
 
     python -m admission.policies.catalog --write manifests/admission   # regenerate every file
     python -m admission.policies.catalog --check manifests/admission   # exit 1 naming each stale file
-    helm template gpuctl charts/gpuctl ... \
+    helm template gpuctl charts/gpuctl --show-only templates/admission.yaml ... \
       | python -m admission.policies.catalog --chart-objects URL CA.crt  # what hack/demo.sh installs
 
 One list for the chart and the demo: the chart installs every file manifests/admission/kustomization.yaml

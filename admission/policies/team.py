@@ -372,8 +372,9 @@ _FIXES: Final = {
     "team's quota has room (`gpuctl describe job` says why it waits)",
     OWNER_CLAIM: "remove the ownerReference (a pod of your own is queued by Kueue like any other) and leave "
     "the controller references of your pods as they are; to stop a pod, delete it",
-    GPU_RESOURCE_RULE: f"request whole GPUs with {GPU_RESOURCE}: Kueue charges only "
-    f"{', '.join(sorted(COUNTED_GPU_RESOURCES))} to the team's budget here (docs/sharing.md)",
+    GPU_RESOURCE_RULE: f"request whole GPUs with {GPU_RESOURCE}, or a slice with gpuctl's gpu-share: Kueue "
+    "charges only whole GPUs, time-slicing replicas and the MIG profiles of docs/sharing.md to the team's "
+    "budget",
 }
 _VAR: Final = {
     HOST_PATH: "hostPath",

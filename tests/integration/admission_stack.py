@@ -43,7 +43,7 @@ def _policies() -> list[dict]:
     """Every admission policy (and binding) the demo installs: the chart's rendering, as hack/demo.sh makes
     it for the local cluster's Kubernetes version."""
     out = helm(
-        "template", "gpuctl", str(CHART), "-n", "gpuctl-system",
+        "template", "gpuctl", str(CHART), "-n", "gpuctl-system", "--show-only", "templates/admission.yaml",
         "--kube-version", VERSIONS["K8S_VERSION"], "--set", f"image.digest=sha256:{'0' * 64}",
     ).stdout  # fmt: skip
     return catalog.chart_policies(yaml.safe_load_all(out))

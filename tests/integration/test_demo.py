@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _admission_objects(kubeconfig: Path) -> set[tuple[str, str]]:
-    """(kind, name) of every admission policy, binding and gpuctl webhook configuration on a cluster."""
+    """(kind, name) of every gpuctl admission policy, binding and webhook configuration on a cluster."""
     kinds = ",".join(
         f"{r}.admissionregistration.k8s.io"
         for r in (
@@ -85,7 +85,13 @@ def test_demo_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:
     # workload-edit, so the earlier client was refused in a team namespace on the demo).
     chart = {
         (d["kind"], d["metadata"]["name"])
-        for d in render("gpuctl-system", "--kube-version", VERSIONS["K8S_VERSION"])
+        for d in render(
+            "gpuctl-system",
+            "--show-only",
+            "templates/admission.yaml",
+            "--kube-version",
+            VERSIONS["K8S_VERSION"],
+        )
         if d["kind"] in POLICY_KINDS or d["kind"] == "ValidatingWebhookConfiguration"
     }
     assert installed == chart, installed ^ chart

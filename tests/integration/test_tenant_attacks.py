@@ -849,27 +849,38 @@ def attack_host_pid(env: Env) -> Outcome:
 
 
 def _other_gpus(env: Env, name: str, resource: str, n: str) -> Outcome:
-    """A namespace editor's raw Job asking a GPU resource Kueue does not charge (issue 33: admitted and
-    charged 0 before), on the free pool."""
+    """A namespace editor's raw Job asking a GPU resource other than nvidia.com/gpu, on the free pool, while
+    the team's budget is spent (issue 33: before, Kueue admitted these charged 0 and they ran)."""
     obj = job(env.a, name, name, gpus=0, pool=FREE)
     res = obj["spec"]["template"]["spec"]["containers"][0]["resources"]
     res["requests"][resource] = res["limits"][resource] = n
-    return judge(env, 15, [("editor", env.create(env.editor, obj))])
+    out = judge(env, 15, [("editor", env.create(env.editor, obj))])
+    made = env.kube.get_or_none(path("Job", name, env.a))
+    if made is not None and made["spec"].get("suspend") is not True:
+        # Admitted by Kueue beyond the spent budget (the test nodes advertise no such resource, so its pods
+        # could not start here: the GPU count of `held` cannot see them, Kueue's admission can).
+        return Outcome(ESCAPED, f"Kueue admitted it ({resource}: {n}) with the team's budget spent", out.seen)
+    return out
 
 
-@attack("amd.com/gpu: 4 beyond the team's budget (raw Job of a namespace editor)", REFUSED)
+@attack("amd.com/gpu: 4 beyond the team's budget (raw Job of a namespace editor)", QUEUED)
 def attack_amd_gpus(env: Env) -> Outcome:
     return _other_gpus(env, "amd-gpus", "amd.com/gpu", "4")
 
 
-@attack("a MIG instance nvidia.com/mig-1g.10gb (raw Job of a namespace editor)", REFUSED)
+@attack("a MIG instance nvidia.com/mig-1g.10gb beyond the team's budget", QUEUED)
 def attack_mig_instance(env: Env) -> Outcome:
     return _other_gpus(env, "mig-instance", "nvidia.com/mig-1g.10gb", "1")
 
 
-@attack("nvidia.com/gpu.shared: 16 time-slicing replicas (raw Job of a namespace editor)", REFUSED)
+@attack("nvidia.com/gpu.shared: 16 time-slicing replicas beyond the team's budget", QUEUED)
 def attack_shared_replicas(env: Env) -> Outcome:
     return _other_gpus(env, "shared-replicas", "nvidia.com/gpu.shared", "16")
+
+
+@attack("a GPU resource Kueue does not charge (HAMi's nvidia.com/gpumem)", REFUSED)
+def attack_uncharged_gpu_resource(env: Env) -> Outcome:
+    return _other_gpus(env, "gpumem", "nvidia.com/gpumem", "4000")
 
 
 URGENT = "urgent-t"  # a WorkloadPriorityClass another Kueue user made (value 2e9)

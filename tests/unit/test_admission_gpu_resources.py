@@ -1,6 +1,7 @@
 """gpu-resource (issue 33): every GPU-like extended resource (constants.GPU_RESOURCE_PREFIXES) that Kueue does
-not charge to a team's budget is refused in team namespaces (webhook and policy), and counts as GPUs for
-the rules outside them (pool-selection, the DaemonSet exemption, pool-node-name)."""
+not charge to a team's budget (gpuctl.domain.sharing.quota_transformations) is refused in team namespaces
+(webhook and policy), and every one counts as GPUs for the rules outside them (pool-selection, the
+DaemonSet exemption, pool-node-name)."""
 
 from __future__ import annotations
 
@@ -42,31 +43,32 @@ def pod(ns: str, resources: dict, init: bool = False, **spec) -> dict:
 
 
 def test_kueue_charges_exactly_the_counted_gpu_resources() -> None:
-    """The webhook and the policy let through only what Kueue's configuration charges to the budget."""
+    """The webhook and the policy let through exactly what Kueue's configuration charges to the budget."""
     config = yaml.safe_load((ROOT / "manifests/kueue/configuration.yaml").read_text())
     charged = {t["input"] for t in config["resources"]["transformations"] if is_gpu_resource(t["input"])}
-    assert charged == set(COUNTED_GPU_RESOURCES), (
-        "the Kueue configuration charges other GPU resources now: make COUNTED_GPU_RESOURCES its list"
-    )
+    assert charged == set(COUNTED_GPU_RESOURCES)
+    assert {GPU_RESOURCE, "amd.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb"} <= charged
 
 
 @pytest.mark.parametrize(
     ("case", "resources", "init", "want"),
     [
         ("whole nvidia GPUs", {"limits": {GPU_RESOURCE: "2"}}, False, []),
-        ("AMD", {"limits": {"amd.com/gpu": "4"}}, False, ["amd.com/gpu"]),
-        ("MIG", {"requests": {"nvidia.com/mig-1g.10gb": "1"}}, False, ["nvidia.com/mig-1g.10gb"]),
+        ("AMD: charged as whole GPUs", {"limits": {"amd.com/gpu": "4"}}, False, []),
+        ("a known MIG profile: charged its share", {"requests": {"nvidia.com/mig-1g.10gb": "1"}}, False, []),
+        ("time-slicing replicas: charged", {"limits": {"nvidia.com/gpu.shared": "16"}}, False, []),
+        ("HAMi's GPU memory", {"limits": {"nvidia.com/gpumem": "4000"}}, False, ["nvidia.com/gpumem"]),
         (
-            "time-slicing replicas",
-            {"limits": {"nvidia.com/gpu.shared": "16"}},
+            "a MIG profile of no known model",
+            {"limits": {"nvidia.com/mig-9g.99gb": "1"}},
             False,
-            ["nvidia.com/gpu.shared"],
+            ["nvidia.com/mig-9g.99gb"],
         ),
         (
-            "Intel, in an init container",
-            {"limits": {"gpu.intel.com/i915": "1"}},
+            "Intel's shared millicores, in an init container",
+            {"limits": {"gpu.intel.com/millicores": "100"}},
             True,
-            ["gpu.intel.com/i915"],
+            ["gpu.intel.com/millicores"],
         ),
         ("not a GPU", {"limits": {"example.com/fpga": "1", "cpu": "1"}}, False, []),
     ],
@@ -85,9 +87,10 @@ def test_uncounted_gpu_resources_are_refused_in_team_namespaces(case, resources,
 
 
 def test_other_gpu_resources_are_gpus_outside_team_namespaces() -> None:
-    """pool-selection and the DaemonSet exemption read every GPU resource, not only nvidia.com/gpu."""
+    """pool-selection and the DaemonSet exemption read every GPU resource, charged or not: outside team
+    namespaces nothing is charged."""
     sel = {"nodeSelector": {Labels.POOL: "a100"}}
-    for r in ("amd.com/gpu", "nvidia.com/mig-3g.40gb", "nvidia.com/gpu.shared"):
+    for r in ("amd.com/gpu", "nvidia.com/mig-3g.40gb", "nvidia.com/gpu.shared", "nvidia.com/gpumem"):
         obj = pod(PLAIN, {"limits": {r: "1"}}, **sel)
         assert names_gpus(obj["spec"])
         v = review_isolation(admission_review(obj)["request"], STATE, ENFORCE)
