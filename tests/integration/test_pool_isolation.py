@@ -857,10 +857,9 @@ def test_gpu_operator_pods_run_on_a_pool_node_and_tenants_cannot_use_the_exempti
         plugin,
     ]
     try:
-        for o in objs:
-            if kube.get_or_none(path(o["kind"], o["metadata"]["name"], OPERATOR_NS)) is None:
-                p = _kubectl(e.kubectl_bin, e.kubeconfig, "create", "-f", "-", input=yaml.safe_dump(o))
-                assert p.returncode == 0, dump(p)
+        for o in objs:  # kubectl: gpuctl's client knows only the kinds gpuctl writes (no DaemonSet)
+            p = _kubectl(e.kubectl_bin, e.kubeconfig, "apply", "-f", "-", input=yaml.safe_dump(o))
+            assert p.returncode == 0, dump(p)
 
         def running(selector: str = "", name: str = "") -> dict | None:
             pods = kube.list(path("Pod", namespace=OPERATOR_NS), label_selector=selector or None)
@@ -896,8 +895,16 @@ def test_gpu_operator_pods_run_on_a_pool_node_and_tenants_cannot_use_the_exempti
     finally:
         member.delete()
         for o in reversed(objs):
-            with contextlib.suppress(ApiError):
-                kube.delete(path(o["kind"], o["metadata"]["name"], OPERATOR_NS))
+            _kubectl(
+                e.kubectl_bin,
+                e.kubeconfig,
+                "delete",
+                "--ignore-not-found",
+                "--wait=false",
+                "-f",
+                "-",
+                input=yaml.safe_dump(o),
+            )
         if made_ns:
             with contextlib.suppress(ApiError):
                 kube.delete(path("Namespace", OPERATOR_NS))
