@@ -48,6 +48,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     ap.add_argument("--reuse", action="store_true", help="time an earlier --keep run's cluster again")
+    ap.add_argument("--gpuctl", help="gpuctl executable (default: the console script of this venv)")
     ap.add_argument(
         "--waiting", action="store_true", help="add one job that waits, so -o wide computes a REASON"
     )
@@ -59,7 +60,7 @@ def main() -> int:
     )
     cache = Path(os.environ.get("GPUCTL_TESTBED_CACHE", Path.home() / ".cache" / "gpuctl-testbed"))
     kubectl = str(cache / "bin" / f"k8s-{versions['K8S_VERSION']}" / "kubectl")
-    gpuctl = str(Path(sys.executable).parent / "gpuctl")
+    gpuctl = args.gpuctl or str(Path(sys.executable).parent / "gpuctl")
     kc = f"{RUN}/kubeconfig"
     t0 = time.monotonic()
     env = {**os.environ, "KUBECONFIG": kc}

@@ -417,6 +417,19 @@ YAML_MAX_BYTES: Final = 1024 * 1024
 # size before constructing anything (10 nested levels took 28 s and 2.2 GB before the limit).
 YAML_MAX_EXPANDED_NODES: Final = 200_000
 
+# ----------------------------------------------------------------------------- trust (issue 33)
+# gpuctl serve's ServiceAccount as the API server names it (manifests/serve/rbac.yaml; the chart rewrites
+# gpuctl-system to the release namespace). The workload-edit policy lets it write defragmentation's
+# markers on Workloads (admission/workload_edit.py); manifests/serve/*-policy.yaml and confinement.yaml
+# name it too.
+SERVE_USER: Final = "system:serviceaccount:gpuctl-system:gpuctl-serve"
+# Defragmentation cannot be steered by one tenant against another (issue 33; docs/queueing.md): a job is
+# moved at most once per window (its runwhere.ai/moved-at says when it last was), and the waiters of one
+# team cause at most DEFRAG_MOVES_PER_TEAM_PER_HOUR moves per window (the team a move was made for is
+# runwhere.ai/moved-for-team on the moved Workload), so one team cannot use up the hourly cap of all.
+DEFRAG_MOVED_FOR_TEAM_ANNOTATION: Final = "runwhere.ai/moved-for-team"
+DEFRAG_MOVES_PER_TEAM_PER_HOUR: Final = 2
+
 # ----------------------------------------------------------------------------- exempt namespaces (issue 33)
 # Namespaces (besides the system ones) whose pods may run on pool nodes: the isolation rules outside team
 # namespaces (pool-toleration, pool-selection, pool-node-name) skip them. The NVIDIA GPU Operator's default

@@ -7,8 +7,9 @@ to one field, and the rest of a Workload is what Kueue admits by: spec.priority 
 updateWorkloadPriorities, v0.19.2), queueName, podSets (what quota is charged for),
 maximumExecutionTimeSeconds, preemptionGates, and the labels gpuctl reads (runwhere.ai/pool,
 runwhere.ai/priority). This ValidatingAdmissionPolicy, in the API server, refuses any UPDATE of a Workload
-in a team namespace that changes anything but spec.active, from anyone but Kueue and the
-kube-controller-manager's garbage collector (which drops owner references). Status is a subresource and
+in a team namespace that changes anything but spec.active, from anyone but Kueue, the
+kube-controller-manager's garbage collector (which drops owner references) and gpuctl serve (its
+defragmentation's markers, gpuctl.server.defrag). Status is a subresource and
 not matched: only Kueue may write it (RBAC).
 
 The spec fields are Kueue v0.19.2's WorkloadSpec (apis/kueue/v1beta2/workload_types.go);
@@ -26,6 +27,7 @@ from typing import Final
 from admission.identities import GC_USER, KCM_USER, KUEUE_USER
 from admission.policies.cel import q
 from admission.policies.skeleton import labels, render, team_namespaces, validating_policy
+from gpuctl.constants import SERVE_USER
 
 NAME: Final = "gpuctl-workload-edit"
 RULE: Final = "workload-edit"
@@ -45,9 +47,10 @@ HEADER: Final = """\
 # (admission/policies/workload_edit.py; tests/unit/test_workload_edit_policy.py fails when the two disagree).
 # Do not edit by hand.
 #
-# workload-edit: in team namespaces, a Workload UPDATE by anyone but Kueue and the garbage collector may
-# change spec.active only (gpuctl stop|resume, kueuectl stop|resume workload): gpuctl-user's `patch
-# workloads` cannot raise a priority, change the pod sets Kueue charges, or move a Workload to another queue.
+# workload-edit: in team namespaces, a Workload UPDATE by anyone but Kueue, the garbage collector and gpuctl
+# serve (defragmentation's markers) may change spec.active only (gpuctl stop|resume, kueuectl stop|resume
+# workload): gpuctl-user's `patch workloads` cannot raise a priority, change the pod sets Kueue charges,
+# or move a Workload to another queue.
 """
 
 
@@ -88,6 +91,9 @@ def policies() -> list[dict]:
                 "name": "not-the-garbage-collector",
                 "expression": f"!(request.userInfo.username in [{q(GC_USER)}, {q(KCM_USER)}])",
             },
+            # gpuctl serve's defragmentation marks the Workloads it moves (runwhere.ai/moved-*) and
+            # deactivates them in one patch (issue 33: this policy refused it wherever the chart ran).
+            {"name": "not-gpuctl-serve", "expression": f"request.userInfo.username != {q(SERVE_USER)}"},
         ],
         [{"name": "changed", "expression": changed_expression()}],
         [{"expression": "size(variables.changed) == 0", "messageExpression": message, "reason": "Forbidden"}],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuctl.cli.cmdutil import connect, guard, kv, note, or_dash, quota_gpu, scope
+from gpuctl.cli.cmdutil import connect, guard, job_object_name, kv, note, or_dash, quota_gpu, scope
 
 TYPES = {
     "job": "job",
@@ -24,11 +24,14 @@ TYPES = {
 }
 
 
+DESCRIBE_OUTPUTS = ("json", "yaml", "name", "jsonpath", "jsonpath-file")
+
+
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p = sub.add_parser(
         "describe",
         help="show one job, pool, node, quota or namespace in detail",
-        parents=[common["cluster"], common["output"](("json", "yaml"))],
+        parents=[common["cluster"], common["output"](DESCRIBE_OUTPUTS)],
     )
     p.add_argument("type", choices=sorted(TYPES), metavar="TYPE")
     p.add_argument("name", metavar="NAME")
@@ -48,14 +51,14 @@ def run(args: argparse.Namespace) -> int:
 
 @guard
 def describe_job(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.output import table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import print_one  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.domain.workload import format_duration  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
 
     d = views_svc.describe_job(connect(args), args.name, scope(args))
     data = d.as_dict()
-    if args.output in ("json", "yaml"):
-        print_data(data, args.output)
+    if print_one(args, data, job_object_name(d.kind, d.name)):
         return 0
     kv(
         [
@@ -111,12 +114,12 @@ def describe_job(args: argparse.Namespace) -> int:
 
 @guard
 def describe_pool(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.output import table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import print_one  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import pools as pools_svc  # noqa: PLC0415 - lazy: CLI start-up
 
     d = pools_svc.describe_pool(connect(args), args.name)
-    if args.output in ("json", "yaml"):
-        print_data(d, args.output)
+    if print_one(args, d, f"{TYPES[args.type]}/{args.name}"):
         return 0
     kv(
         [
@@ -130,9 +133,19 @@ def describe_pool(args: argparse.Namespace) -> int:
             ("GPU Free", d["gpu_free"]),
             ("GPU Queued", d["gpu_queued"]),
             ("GPU Types", ", ".join(d["gpu_types"]) or "-"),
+            ("Sharing", d["shared"] or "none"),
             ("Node Count", len(d["nodes"])),
         ]
     )
+    if d["slices"]:  # issue 32: slices per MIG profile / shared replicas (docs/sharing.md)
+        print("Slices:")
+        table(
+            ["  PROFILE", "RESOURCE", "TOTAL", "USED", "FREE"],
+            [
+                [f"  {p}", v["resource"], v["total"], or_dash(v["used"]), or_dash(v["free"])]
+                for p, v in d["slices"].items()
+            ],
+        )
     print("Nodes:")
     table(
         ["  NAME", "READY", "GPUS", "GPU TYPE"],
@@ -171,12 +184,11 @@ def describe_pool(args: argparse.Namespace) -> int:
 
 @guard
 def describe_node(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import print_one  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import nodes as nodes_svc  # noqa: PLC0415 - lazy: CLI start-up
 
     d = nodes_svc.describe_node(connect(args), args.name)
-    if args.output in ("json", "yaml"):
-        print_data(d, args.output)
+    if print_one(args, d, f"{TYPES[args.type]}/{args.name}"):
         return 0
     kv(
         [
@@ -231,12 +243,11 @@ def _print_quota(q: dict) -> None:
 
 @guard
 def describe_quota(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import print_one  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
 
     rows = views_svc.describe_quota(connect(args), args.name)
-    if args.output in ("json", "yaml"):
-        print_data(rows if len(rows) > 1 else rows[0], args.output)
+    if print_one(args, rows if len(rows) > 1 else rows[0], f"quota/{args.name}"):
         return 0
     for q in rows:
         _print_quota(q)
@@ -245,13 +256,12 @@ def describe_quota(args: argparse.Namespace) -> int:
 
 @guard
 def describe_namespace(args: argparse.Namespace) -> int:
-    from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import print_one  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
 
     d = views_svc.describe_namespace(connect(args), args.name)
-    if args.output in ("json", "yaml"):
-        print_data(d.as_dict(), args.output)
+    if print_one(args, d.as_dict(), f"namespace/{args.name}"):
         return 0
     kv([("Name", d.namespace.name), ("Status", d.namespace.status), ("Age", age(d.namespace.age))])
     print("Labels:")

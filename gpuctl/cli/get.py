@@ -166,11 +166,12 @@ def get_jobs(args: argparse.Namespace) -> int:
     emit(
         args,
         Listing(
-            items=[r.as_dict() for r in rows],
+            items=rows,
+            doc=lambda r: r.as_dict(),
             headers=_job_columns(rows, wide),
             rows=[_job_cells(r, wide, cluster_column) for r in rows],
-            name=lambda item: job_object_name(item["kind"], item["name"]),
-            labels=lambda item: item["labels"],
+            name=lambda r: job_object_name(r.kind, r.name),
+            labels=lambda r: r.labels,
             empty="No jobs found." if not namespace else f"No jobs found in {namespace} namespace.",
         ),
     )
@@ -257,7 +258,7 @@ def get_pools(args: argparse.Namespace) -> int:
     headers = ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "NODE COUNT"]
     wide = args.output == "wide"
     if wide:
-        headers += ["GPU RESERVED", "GPU QUEUED", "GPU TYPES"]
+        headers += ["GPU RESERVED", "GPU QUEUED", "GPU TYPES", "SHARING"]
         partial = next((p.queued_namespaces for p in pools if p.queued_namespaces is not None), None)
         if partial is not None:
             note(
@@ -271,7 +272,7 @@ def get_pools(args: argparse.Namespace) -> int:
     for p in pools:
         r = [p.name, p.status, p.capacity, p.taken, p.free, len(p.nodes)]
         if wide:
-            r += [p.reserved, p.queued, ",".join(p.gpu_types) or "-"]
+            r += [p.reserved, p.queued, ",".join(p.gpu_types) or "-", p.shared or "-"]
         if multi:
             r.append(_clusters_cell(p.clusters))
         rows.append(r)

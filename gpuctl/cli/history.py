@@ -15,7 +15,6 @@ from gpuctl.cli.cmdutil import guard
 from gpuctl.cli.errors import CommandError
 
 HELP = "who submitted, stopped, preempted, moved or deleted which job, when and why (the audit trail)"
-OUTPUTS = ("json", "yaml")
 
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
@@ -23,7 +22,7 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
         "history",
         help=HELP,
         description=__doc__.split("\n\n", 1)[0] if __doc__ else HELP,
-        parents=[common["cluster"], common["output"](OUTPUTS)],
+        parents=[common["cluster"], common["read"]()],
     )
     p.add_argument("job", nargs="?", metavar="JOB", help="only this job (its job.name)")
     p.add_argument(
@@ -43,8 +42,8 @@ class HistoryOptions:
     def complete(cls, args: argparse.Namespace) -> Self:
         from gpuctl.cli.cmdutil import scope  # noqa: PLC0415 - lazy: CLI start-up
 
-        if args.json:
-            args.output = "json"
+        if args.json:  # history never printed a bare array: --json is -o json, a List with its items
+            args.output, args.json = "json", False
         return cls(args, scope(args))
 
     def validate(self) -> Self:
@@ -54,26 +53,29 @@ class HistoryOptions:
 
     def run(self) -> int:
         from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
-        from gpuctl.cli.output import print_data, table  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.service import history  # noqa: PLC0415 - lazy: CLI start-up
 
+        if self.args.show_labels:
+            raise CommandError("history does not take --show-labels: its records carry no labels")
         cluster = connect(self.args)
         if self.namespace is None:
             records = history.read_all(cluster, self.args.job)
         else:
             records = history.read(cluster, self.namespace, self.args.job)
-        if self.args.output in OUTPUTS:
-            print_data({"items": [r.as_dict() for r in records]}, self.args.output)
-            return 0
-        if not records:
-            where = f"namespace {self.namespace}" if self.namespace else "any namespace"
-            what = f" of job {self.args.job}" if self.args.job else ""
-            print(f"No history{what} in {where} (gpuctl serve --history writes it; docs/audit.md)")
-            return 0
         every = self.namespace is None
-        headers = [*(["NAMESPACE"] if every else []), "TIME", "JOB", "ACTION", "ACTOR", "REASON"]
-        rows = [
-            [*([r.namespace] if every else []), r.time, r.job, r.action, r.actor, r.reason] for r in records
-        ]
-        table(headers, rows)
-        return 0
+        where = f"namespace {self.namespace}" if self.namespace else "any namespace"
+        what = f" of job {self.args.job}" if self.args.job else ""
+        return emit(
+            self.args,
+            Listing(
+                items=[r.as_dict() for r in records],
+                headers=[*(["NAMESPACE"] if every else []), "TIME", "JOB", "ACTION", "ACTOR", "REASON"],
+                rows=[
+                    [*([r.namespace] if every else []), r.time, r.job, r.action, r.actor, r.reason]
+                    for r in records
+                ],
+                name=lambda item: f"job/{item['job']}",  # the jobs that have records, each once
+                empty=f"No history{what} in {where} (gpuctl serve --history writes it; docs/audit.md)",
+            ),
+        )

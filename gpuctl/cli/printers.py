@@ -39,11 +39,14 @@ class Listing:
     """What a read verb lists. items: the documents -o json|yaml|jsonpath|custom-columns see; rows:
     their table cells (same order); name: an item's TYPE/NAME (-o name)."""
 
-    items: list[dict]
+    items: list[Any]
     headers: list[str]
     rows: list[list[Any]]
-    name: Callable[[dict], str]
-    labels: Callable[[dict], dict] | None = None  # None: the items carry no labels
+    name: Callable[[Any], str]
+    labels: Callable[[Any], dict] | None = None  # None: the items carry no labels
+    # An item's document, made only when an output or a flag reads documents (a plain table of 2,000
+    # job rows does not pay for 2,000 dataclasses.asdict): items are their own documents by default.
+    doc: Callable[[Any], dict] = lambda item: item
     single: bool = False  # one named object: -o json prints the item, not a List
     empty: str = "No resources found."
     notes: list[str] = field(default_factory=list)
@@ -64,22 +67,29 @@ def structured(output: str | None) -> bool:
 
 def emit(args: Any, listing: Listing) -> int:
     """Filter (--field-selector), sort (--sort-by) and print a listing as -o asks."""
-    pairs = list(zip(listing.items, listing.rows, strict=True))
+    fmt, arg = fmt_of(getattr(args, "output", None))
     selector = getattr(args, "field_selector", None)
-    if selector:
-        keep = field_filter(selector, listing.items)
-        pairs = [(i, r) for i, r in pairs if keep(i)]
     sort_by = getattr(args, "sort_by", None)
+    raw = listing.items
+    if selector or sort_by or fmt not in (None, "wide", "name"):
+        docs = [listing.doc(i) for i in raw]
+        keys = {id(d): i for d, i in zip(docs, raw, strict=True)}
+    else:
+        docs, keys = raw, {}
+    pairs = list(zip(docs, listing.rows, strict=True))
+    if selector:
+        keep = field_filter(selector, docs)
+        pairs = [(i, r) for i, r in pairs if keep(i)]
     if sort_by:
         pairs = sort_pairs(pairs, sort_by)
     items = [i for i, _ in pairs]
-    fmt, arg = fmt_of(getattr(args, "output", None))
+    originals = [keys.get(id(i), i) for i in items]  # what name and labels read
     if fmt == "json" and getattr(args, "json", False):
         print_data(items, "json")  # the earlier gpuctl's --json: the bare array its scripts read
     elif fmt in ("json", "yaml"):
         print_data(items[0] if listing.single and len(items) == 1 else {**LIST_HEADER, "items": items}, fmt)
     elif fmt == "name":
-        for name in dict.fromkeys(listing.name(i) for i in items):
+        for name in dict.fromkeys(listing.name(i) for i in originals):
             print(name)
     elif fmt in ("jsonpath", "jsonpath-file"):
         doc = items[0] if listing.single and len(items) == 1 else {**LIST_HEADER, "items": items}
@@ -93,9 +103,24 @@ def emit(args: Any, listing: Listing) -> int:
         headers, rows = listing.headers, [r for _, r in pairs]
         if getattr(args, "show_labels", False) and listing.labels is not None:
             headers = [*headers, "LABELS"]
-            rows = [[*r, labels_cell(listing.labels(i))] for (i, _), r in zip(pairs, rows, strict=True)]
+            rows = [[*r, labels_cell(listing.labels(i))] for i, r in zip(originals, rows, strict=True)]
         table([] if getattr(args, "no_headers", False) else headers, rows)
     return 0
+
+
+def print_one(args: Any, doc: Any, name: str) -> bool:
+    """-o of one described object (`describe`): json|yaml the document, name its TYPE/NAME,
+    jsonpath on the document. False: no such output asked (print the description)."""
+    fmt, arg = fmt_of(getattr(args, "output", None))
+    if fmt in ("json", "yaml"):
+        print_data(doc, fmt)
+    elif fmt == "name":
+        print(name)
+    elif fmt in ("jsonpath", "jsonpath-file"):
+        sys.stdout.write(run_jsonpath(_template(fmt, arg), doc))
+    else:
+        return False
+    return True
 
 
 def labels_cell(labels: dict) -> str:

@@ -42,13 +42,30 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     )
     p.add_argument("type", choices=["job", "jobs"], metavar="TYPE", help="job")
     p.add_argument("names", nargs="+", metavar="NAME", help="job.name (or the name of one of its pods)")
-    p.add_argument("--for", dest="condition", required=True, choices=FOR, help="the state to wait for")
+    p.add_argument(
+        "--for",
+        dest="condition",
+        required=True,
+        type=condition_of,
+        metavar="STATE",
+        help="admitted, running, complete, failed or deleted (kubectl's condition=complete, "
+        "condition=failed and delete too)",
+    )
     p.add_argument(
         "--timeout",
         default=DEFAULT_TIMEOUT,
         help="how long to wait (30s, 5m, 1h; 0: look once; negative: a week). Default 30s",
     )
     p.set_defaults(run=run)
+
+
+def condition_of(text: str) -> str:
+    """--for's value; kubectl's spellings (`condition=complete`, `condition=Failed`, `delete`) too."""
+    word = text.removeprefix("condition=").lower()
+    word = {"delete": "deleted", "completed": "complete", "succeeded": "complete"}.get(word, word)
+    if word not in FOR:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: use one of {', '.join(FOR)}")
+    return word
 
 
 def reached(status: str, workload_admitted: bool, condition: str) -> bool | None:

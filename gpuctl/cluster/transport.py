@@ -178,7 +178,8 @@ class Pool:
 
     def _new(self) -> http.client.HTTPConnection:
         if self.proxy is not None:
-            phost, pport = self.proxy.hostname or "", self.proxy.port or 80
+            phost = self.proxy.hostname or ""
+            pport = self.proxy.port or (443 if self.proxy.scheme == "https" else 80)
             if self.scheme == "https":
                 # An http:// proxy is asked to CONNECT (a tunnel; TLS to the API server inside it). An
                 # https:// proxy would need TLS to the proxy too, which http.client does not nest.

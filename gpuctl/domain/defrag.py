@@ -16,7 +16,11 @@ Rules (docs/queueing.md, "Defragmentation"):
 - movable: a training job (batch Job) admitted and running, of priority at most the waiter's, that is
   not the waiter's own; never another team's work within its quota to make room for work beyond the
   waiter's team quota (the waiter is within quota by the first rule, the check is kept explicit);
-- at most `cap` jobs moved per window (one hour) in all, a plan that would pass it is not made.
+- at most `cap` jobs moved per window (one hour) in all, a plan that would pass it is not made;
+- not steerable by one tenant against another (issue 33): a job moved within the window is not moved
+  again (each move restarts it), and the waiters of one team cause at most `team_cap` moves per window
+  (the team a move was made for is on the moved Workload), so one team's submissions can neither move
+  another team's job again and again nor use up the cap of every team.
 
 Pure: plain dataclasses in, a Plan (or None with why) out; `inputs_from_objects` builds them from
 Kubernetes objects (Nodes, Pods, Workloads, ClusterQueues).
@@ -26,14 +30,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuctl.constants import (
     DEFRAG_MAX_VICTIMS,
     DEFRAG_MOVED_ANNOTATION,
     DEFRAG_MOVED_AT_ANNOTATION,
+    DEFRAG_MOVED_FOR_TEAM_ANNOTATION,
+    DEFRAG_MOVES_PER_TEAM_PER_HOUR,
     DEFRAG_REACTIVATE_ANNOTATION,
+    DEFRAG_WINDOW_SECONDS,
     KUEUE_WORKLOAD_ANNOTATION,
 )
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, pod_spec_gpus
@@ -63,6 +70,7 @@ class Running:
     pod_gpus: tuple[int, ...]  # GPUs of each of its pods (what must fit elsewhere)
     movable: bool = True
     team_within_quota: bool = False  # its team uses no more than its quota
+    moved_at: float | None = None  # when defragmentation last moved it (runwhere.ai/moved-at)
 
 
 @dataclass(frozen=True)
@@ -197,11 +205,19 @@ def plan_move(
     settle: float,
     moved_in_window: int,
     cap: int,
+    moved_for_team: Mapping[str, int] | None = None,
+    team_cap: int = DEFRAG_MOVES_PER_TEAM_PER_HOUR,
+    window: float = DEFRAG_WINDOW_SECONDS,
 ) -> tuple[Plan | None, str]:
     """At most one move (one node freed) per call: (plan, "") or (None, why not). `pools`: where it is
-    enabled (None: every pool)."""
+    enabled (None: every pool); moved_for_team: moves made for each team's waiters within the window."""
     enabled = None if pools is None else set(pools)
+    for_team = moved_for_team or {}
     why = "no job waits for a node"
+    rested = [
+        replace(r, movable=False) if r.moved_at is not None and now - r.moved_at < window else r
+        for r in inputs.running
+    ]
     order = sorted(inputs.waiting, key=lambda w: (-w.priority, w.since, w.key))
     for w in order:
         if enabled is not None and w.pool not in enabled:
@@ -216,9 +232,13 @@ def plan_move(
         if w.pool in inputs.busy_pools:
             why = f"pool {w.pool} is still settling (a pod terminating or a job being placed)"
             continue
-        plan = plan_for(w, inputs.nodes, inputs.running)
+        plan = plan_for(w, inputs.nodes, rested)
         if plan is None:
             why = f"no node of {w.pool} can be freed for {w.job} by moving jobs that fit elsewhere"
+            why += " (a job moved within the hour is not moved again)" if rested != inputs.running else ""
+            continue
+        if for_team.get(w.team, 0) + len(plan.victims) > team_cap:
+            why = f"team {w.team}'s jobs had {for_team.get(w.team, 0)} of their {team_cap} moves this hour"
             continue
         if moved_in_window + len(plan.victims) > cap:
             return None, f"cap reached: {moved_in_window} of {cap} moves this hour"
@@ -312,6 +332,7 @@ def inputs_from_objects(
                 tuple(pods_of[key]),
                 movable,
                 within,
+                moved_at(wl),
             )
         )
     for wl in workloads:
@@ -354,6 +375,18 @@ def moved_reason(wl: Mapping[str, Any]) -> str | None:
 
 def moved_at(wl: Mapping[str, Any]) -> float | None:
     return parse_time(annotations(wl).get(DEFRAG_MOVED_AT_ANNOTATION))
+
+
+def moved_for_team(workloads: Iterable[Mapping[str, Any]], since: float) -> dict[str, int]:
+    """Moves made since `since` for each team's waiters, from the moved Workloads' annotations (an
+    earlier leader's moves count too)."""
+    out: dict[str, int] = {}
+    for w in workloads:
+        team = annotations(w).get(DEFRAG_MOVED_FOR_TEAM_ANNOTATION)
+        at = moved_at(w)
+        if team and at is not None and at > since:
+            out[team] = out.get(team, 0) + 1
+    return out
 
 
 def to_reactivate(wl: Mapping[str, Any]) -> bool:

@@ -35,12 +35,13 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from gpuctl.constants import BORROW_PREEMPT_THRESHOLD
-from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus, pod_spec_request
+from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, GPU_UNITS
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_units, pod_spec_gpus, pod_spec_request
 from gpuctl.domain.objects import condition, is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpu_type, node_gpus, node_pool, node_ready
+from gpuctl.domain.sharing import units_to_gpus
 from gpuctl.domain.status import is_gated
-from gpuctl.domain.teams import cohort_budget_gpus, team_budgets, team_reserved_gpus, team_usage
+from gpuctl.domain.teams import cohort_budget_gpus, team_budgets, team_reserved_units, team_usage
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
     IN_QUEUE,
@@ -84,10 +85,17 @@ class Demand:
     # sched-b (issue 23): a job of no single pool (pool ""): the pools it lists and the GPU types it asks.
     any_of: tuple[str, ...] = ()
     gpu_types: tuple[str, ...] = ()
+    # Issue 32: GPU equivalents one pod costs of its team's budget, in 1/GPU_UNITS GPU (whole GPUs and
+    # slices, gpuctl.domain.gpus.pod_spec_gpu_units); None: its whole GPUs.
+    units: int | None = None
 
     @property
     def total(self) -> int:
         return self.pods * self.gpus
+
+    @property
+    def total_units(self) -> int:
+        return self.pods * (self.gpus * GPU_UNITS if self.units is None else self.units)
 
 
 @dataclass(frozen=True)
@@ -153,6 +161,7 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
         pool=job_pool(wl) or "",
         pods=pods,
         gpus=gpus,
+        units=pod_spec_gpu_units(spec),
         priority=priority_value(wl),
         created=m.get("creationTimestamp", ""),
         uid=m.get("uid", ""),
@@ -166,7 +175,8 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
 class _Team:
     quota: int | None  # None = unlimited
     borrowing_limit: int | None
-    used: int = 0
+    used: int | float = 0  # GPU equivalents of budget held (slices count their share)
+    used_units: int = 0  # the same in 1/GPU_UNITS GPU: what the quota check adds up
 
 
 def _teams(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, _Team]:
@@ -312,9 +322,13 @@ class Snapshot:
         for group in gated.values():
             d = pod_demand(group[0], len(group))
             waiting.setdefault(d.namespace, []).append(d)
-        reserved = team_reserved_gpus(cluster_queues)
+        reserved = team_reserved_units(cluster_queues)
         for ns, t in teams.items():
-            t.used = reserved[ns] if ns in reserved else sum(h.gpus for h in holders if h.namespace == ns)
+            units = reserved.get(ns)
+            t.used_units = (
+                sum(h.gpus for h in holders if h.namespace == ns) * GPU_UNITS if units is None else units
+            )
+            t.used = units_to_gpus(t.used_units)
         used = {n: max(tas_used.get(n, 0), bound.get(n, 0)) for n in set(tas_used) | set(bound)}
         snap = cls(list(nodes), teams, holders, waiting, used, cohort_budget_gpus(cohort))
         if pool_reserved is not None:
@@ -485,32 +499,9 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
     team = snap.teams.get(demand.namespace)
     if team is None:
         return Verdict(False, QUOTA, f"namespace {demand.namespace} has no quota", position, ahead)
-    budget_total = snap.surplus + sum(t.quota or 0 for t in snap.teams.values())
-    budget_used = sum(t.used if t.quota is not None else 0 for t in snap.teams.values())
-    within = team.quota is None or team.used + demand.total <= team.quota
-    # The team's own lower-priority work can make room in its budget too (withinClusterQueue).
-    own = snap.own_below(demand.namespace, demand.priority)
-    if not within and team.quota is not None and team.used - own + demand.total > team.quota:
-        over = team.used - own + demand.total - team.quota
-        if team.borrowing_limit is not None and over > team.borrowing_limit:
-            return Verdict(
-                False,
-                QUOTA,
-                f"{demand.namespace} uses {team.used} of its {team.quota} GPUs and may borrow "
-                f"{team.borrowing_limit}; this job needs {demand.total}",
-                position,
-                ahead,
-            )
-        idle = budget_total - budget_used + own
-        if idle < demand.total - max(team.quota - team.used + own, 0):
-            return Verdict(
-                False,
-                QUOTA,
-                f"{demand.namespace} uses {team.used} of its {team.quota} GPUs and other teams use "
-                "theirs: no idle GPUs to borrow",
-                position,
-                ahead,
-            )
+    within = _quota_check(snap, team, demand)
+    if isinstance(within, str):
+        return Verdict(False, QUOTA, within, position, ahead)
 
     if snap.pool_reserved is not None:
         return _by_count(snap, demand, within, queue[:k], position, ahead)
@@ -537,6 +528,34 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
         lambda: _preempt_or_capacity(snap, demand, within, free, pool_nodes),
     )
     return Verdict(cause == PREEMPTION, cause, message, position, ahead, preempts)
+
+
+def _quota_check(snap: Snapshot, team: _Team, demand: Demand) -> bool | str:
+    """Step 1, in 1/GPU_UNITS GPU so that slices count their share (docs/sharing.md): whether the job is
+    within its team's quota, or why it cannot borrow (the message)."""
+    need = demand.total_units
+    budget_total = (snap.surplus + sum(t.quota or 0 for t in snap.teams.values())) * GPU_UNITS
+    budget_used = sum(t.used_units if t.quota is not None else 0 for t in snap.teams.values())
+    quota = None if team.quota is None else team.quota * GPU_UNITS
+    within = quota is None or team.used_units + need <= quota
+    # The team's own lower-priority work can make room in its budget too (withinClusterQueue).
+    own = snap.own_below(demand.namespace, demand.priority) * GPU_UNITS
+    if within or quota is None or team.used_units - own + need <= quota:
+        return within
+    over = team.used_units - own + need - quota
+    gpus = units_to_gpus
+    if team.borrowing_limit is not None and over > team.borrowing_limit * GPU_UNITS:
+        return (
+            f"{demand.namespace} uses {team.used} of its {team.quota} GPUs and may borrow "
+            f"{team.borrowing_limit}; this job needs {gpus(need)}"
+        )
+    idle = budget_total - budget_used + own
+    if idle < need - max(quota - team.used_units + own, 0):
+        return (
+            f"{demand.namespace} uses {team.used} of its {team.quota} GPUs and other teams use "
+            "theirs: no idle GPUs to borrow"
+        )
+    return within
 
 
 def _preempt_or_capacity(
@@ -680,6 +699,7 @@ def demand_of_pod_template(
         pods,
         pod_spec_gpus(spec),
         priority,
+        units=pod_spec_gpu_units(spec),
         label=label,
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),

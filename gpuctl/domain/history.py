@@ -1,6 +1,8 @@
 """The audit trail's rules (issue 24): what happened to a job, when, who did it and why, decoded from a
 Kueue Workload (its conditions, spec.active's managedFields, gpuctl's defragmentation annotations) and
-from the Events on it (core/v1 or events.k8s.io, as the API server serves either). Pure: plain dicts in,
+from the Events on it (core/v1 or events.k8s.io, as the API server serves either; only an Event of the
+Workload's own namespace counts, and the chart's policy gpuctl-workload-events lets only Kueue and gpuctl
+serve write them: manifests/serve/history-policy.yaml). Pure: plain dicts in,
 `Record`s out; gpuctl.server.history feeds it from serve's watch cache and keeps what it returns
 (gpuctl.service.history: the bounded per-namespace store). docs/audit.md says what each actor means.
 
@@ -12,7 +14,8 @@ Actions (source -> actor; the table with the reasons is in docs/audit.md):
 - preempted: condition Preempted / Evicted reason Preempted, Event Preempted -> the preemptor Kueue's
   message names: its job when in the same team, else only its team;
 - stopped / resumed: Requeued False Deactivated* / Requeued True Reactivated -> Kueue for its own
-  (maxRuntime, requeue limit), else the field manager of spec.active ("gpuctl-stop:<user>");
+  (maxRuntime, requeue limit), else the field manager of spec.active ("gpuctl-stop:<user>"), marked
+  CLAIMED: a field manager is the client's word;
 - evicted: condition Evicted True for any other reason than preemption or deactivation (the pods never
   became ready in time, an admission check such as MultiKueue's withdrew, the queue was stopped, a node
   failed) -> kueue, with Kueue's reason and message;
@@ -63,6 +66,8 @@ class Action(StrEnum):
 
 
 ACTOR_UNKNOWN = "unknown"
+# Appended to an actor that only the client's own words name (a field manager): docs/audit.md.
+CLAIMED = " (unverified)"
 # A move deactivates and later reactivates the Workload: within this long of runwhere.ai/moved-at, the
 # Deactivated/Reactivated conditions are the move's own halves, not a user's stop and resume.
 MOVE_SPAN_SECONDS = 600.0
@@ -175,11 +180,12 @@ def active_manager(wl: Mapping[str, Any]) -> tuple[str, str]:
     manager, when = best
     if not manager:
         return ACTOR_UNKNOWN, ""
+    # A field manager is whatever the client sent (?fieldManager=): a claim, never an identity (issue 33:
+    # a tenant's patch with fieldManager=kueue read as Kueue's). Kueue's own stops are read from their
+    # conditions' reasons (maxRuntime, requeue limit), not from here.
     if manager.startswith(AUDIT_ACTIVE_MANAGER_PREFIX) and ":" in manager:
-        return manager.split(":", 1)[1], when
-    if manager == "kueue" or manager.startswith("kueue-"):  # Kueue's controllers, not kueuectl
-        return ACTOR_KUEUE, when
-    return f"via {manager}", when
+        return f"{manager.split(':', 1)[1]}{CLAIMED}", when
+    return f"via {manager}{CLAIMED}", when
 
 
 def preemptor(message: str, uids: Mapping[str, tuple[str, str]], ns: str) -> str:
@@ -352,9 +358,11 @@ def event_records(
     obj = ev.get("regarding") or ev.get("involvedObject") or {}
     if obj.get("kind") != "Workload":
         return []
+    ns = namespace(ev)
+    if obj.get("namespace") not in (None, "", ns):
+        return []  # an Event about another namespace's Workload says nothing of this one (issue 33: a leak)
     reason = ev.get("reason") or ""
     msg = str(ev.get("note") or ev.get("message") or "")
-    ns = obj.get("namespace") or namespace(ev)
     wl = workloads(ns, obj.get("name") or "")
     job = job_name(wl) if wl else str(obj.get("name") or "")
     wuid = uid(wl) if wl else str(obj.get("uid") or "")

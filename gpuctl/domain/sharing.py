@@ -34,6 +34,7 @@ from typing import Any
 from gpuctl.constants import (
     GPU_RESOURCE,
     GPU_UNITS,
+    LEGACY_QUOTA_GPU,
     MIG_RESOURCE_PREFIX,
     QUOTA_GPU,
     SHARED_GPU_RESOURCE,
@@ -219,9 +220,18 @@ def resource_units(resource: str) -> int | None:
 def quota_transformations() -> list[dict]:
     """Kueue's resources.transformations for manifests/kueue/configuration.yaml: every GPU resource
     charges its units of the team budget QUOTA_GPU (Retain: the pod still asks the scheduler for the
-    slice). tests/unit/test_sharing.py checks the file says exactly this."""
+    slice). nvidia.com/gpu also still charges LEGACY_QUOTA_GPU, one per GPU, so a ClusterQueue written
+    before the budget moved to QUOTA_GPU keeps bounding its team until gpuctl rewrites it (queues
+    written since do not declare it and Kueue ignores it there). tests/unit/test_sharing.py checks the
+    file says exactly this."""
     names = [*WHOLE_GPU_RESOURCES, SHARED_GPU_RESOURCE, *sorted({p.resource for p in PROFILES.values()})]
-    return [{"input": r, "strategy": "Retain", "outputs": {QUOTA_GPU: str(resource_units(r))}} for r in names]
+    out = []
+    for r in names:
+        outputs = {QUOTA_GPU: str(resource_units(r))}
+        if r == GPU_RESOURCE:
+            outputs[LEGACY_QUOTA_GPU] = "1"
+        out.append({"input": r, "strategy": "Retain", "outputs": outputs})
+    return out
 
 
 def units_to_gpus(units: int) -> int | float:
@@ -374,20 +384,36 @@ def _order(profile: str) -> Fraction:
     return p.share if p is not None else Fraction(0)
 
 
+def slice_view(ps: PoolSharing, used: Mapping[str, int] | None) -> dict[str, dict]:
+    """Per slice kind of a pool (a MIG profile, or "shared"): its resource, how many the nodes offer,
+    and, when the caller counted what pods hold (`used`: resource -> count), used and free."""
+    out = {}
+    for prof, total in ps.slices.items():
+        r = ps.resource(prof)
+        held = None if used is None else used.get(r, 0)
+        out[prof] = {
+            "resource": r,
+            "total": total,
+            "used": held,
+            "free": None if held is None else max(total - held, 0),
+        }
+    return out
+
+
 def describe_pool_sharing(ps: PoolSharing) -> str:
     """One line for people: "6 GPUs + 2 as 14 x 1g.10gb" (MIG), "2 GPUs as 8 x shared (time-slicing,
     memory not isolated)", "8 GPUs" (no sharing)."""
     if ps.mode is Mode.NONE or not ps.slices:
         return f"{ps.whole} GPUs"
     cut = ", ".join(f"{n} x {p}" for p, n in ps.slices.items())
-    head = f"{ps.whole} GPUs + " if ps.whole else ""
+    head = f"{ps.whole} GPUs + {ps.shared_gpus}" if ps.whole else f"{ps.shared_gpus} GPUs"
     how = {
         Mode.MIG_MIXED: "",
         Mode.MIG_SINGLE: " (MIG single)",
         Mode.TIME_SLICING: " (time-slicing, memory not isolated)",
         Mode.MPS: " (MPS)",
     }[ps.mode]
-    return f"{head}{ps.shared_gpus} as {cut}{how}"
+    return f"{head} as {cut}{how}"
 
 
 # --- gpu-share --------------------------------------------------------------------------------------

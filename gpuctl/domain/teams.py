@@ -232,10 +232,18 @@ def team_budgets(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, TeamQ
     return {ns: team_from_cluster_queue(cq) for ns, cq in team_queues(cluster_queues).items()}
 
 
+def team_reserved_units(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Team namespace -> budget its Workloads hold in 1/840 GPU, whole GPUs and slices together (Kueue's
+    count, team_usage); a team whose ClusterQueue has no status yet is left out (the caller counts its
+    jobs instead)."""
+    return {
+        ns: team_usage(cq).gpu_units for ns, cq in team_queues(cluster_queues).items() if cq.get("status")
+    }
+
+
 def team_reserved_gpus(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, int | float]:
-    """Team namespace -> GPUs of budget its Workloads hold (Kueue's count, team_usage); a team whose
-    ClusterQueue has no status yet is left out (the caller counts its jobs instead)."""
-    return {ns: team_usage(cq).gpus for ns, cq in team_queues(cluster_queues).items() if cq.get("status")}
+    """team_reserved_units as GPU equivalents (1, 0.14, 2.5)."""
+    return {ns: units_to_gpus(u) for ns, u in team_reserved_units(cluster_queues).items()}
 
 
 def cohort_budget_gpus(cohort: Mapping[str, Any] | None) -> int | float:

@@ -40,12 +40,14 @@ from gpuctl.constants import (
     DEFRAG_EVENT_REASON,
     DEFRAG_MOVED_ANNOTATION,
     DEFRAG_MOVED_AT_ANNOTATION,
+    DEFRAG_MOVED_FOR_TEAM_ANNOTATION,
     DEFRAG_MOVES_PER_HOUR,
+    DEFRAG_MOVES_PER_TEAM_PER_HOUR,
     DEFRAG_REACTIVATE_ANNOTATION,
     DEFRAG_SETTLE_SECONDS,
     DEFRAG_WINDOW_SECONDS,
 )
-from gpuctl.domain.defrag import Plan, inputs_from_objects, moved_at, plan_move, to_reactivate
+from gpuctl.domain.defrag import Plan, inputs_from_objects, moved_at, moved_for_team, plan_move, to_reactivate
 from gpuctl.domain.objects import meta, name, namespace
 from gpuctl.server.events import post_event, rfc3339
 
@@ -72,6 +74,7 @@ class Defragmenter:
         *,
         pools: list[str] | None,
         cap: int = DEFRAG_MOVES_PER_HOUR,
+        team_cap: int = DEFRAG_MOVES_PER_TEAM_PER_HOUR,
         settle: float = DEFRAG_SETTLE_SECONDS,
         window: float = DEFRAG_WINDOW_SECONDS,
         interval: float = 5.0,
@@ -83,6 +86,7 @@ class Defragmenter:
         self.source = source
         self.pools = pools
         self.cap = cap
+        self.team_cap = team_cap
         self.settle = settle
         self.window = window
         self.interval = interval
@@ -92,6 +96,7 @@ class Defragmenter:
         self.moves: dict[str, int] = {}  # pool -> moves carried out (counter)
         self.reactivated = 0
         self._recent: deque[float] = deque()  # when each move was made, within the window
+        self._recent_teams: deque[tuple[float, str]] = deque()  # (when, the team it was made for)
         self.last_decision = ""
         self._thread: threading.Thread | None = None
 
@@ -103,6 +108,17 @@ class Defragmenter:
             self._recent.popleft()
         seen = sum(1 for w in workloads if (moved_at(w) or 0.0) > now - self.window)
         return max(len(self._recent), seen)
+
+    def moved_for_team(self, now: float, workloads: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+        """Moves within the window per team they were made for: this replica's, or, if more, what the
+        Workloads' annotations say (an earlier leader's moves)."""
+        while self._recent_teams and self._recent_teams[0][0] <= now - self.window:
+            self._recent_teams.popleft()
+        mine: dict[str, int] = {}
+        for _, team in self._recent_teams:
+            mine[team] = mine.get(team, 0) + 1
+        seen = moved_for_team(workloads, now - self.window)
+        return {t: max(mine.get(t, 0), seen.get(t, 0)) for t in set(mine) | set(seen)}
 
     def step(self) -> Plan | None:
         """Reactivate what a move evicted, then plan and carry out at most one move."""
@@ -121,6 +137,9 @@ class Defragmenter:
             settle=self.settle,
             moved_in_window=self.moved_in_window(now, workloads),
             cap=self.cap,
+            moved_for_team=self.moved_for_team(now, workloads),
+            team_cap=self.team_cap,
+            window=self.window,
         )
         self.last_decision = why or "moved"
         if plan is None:
@@ -132,6 +151,7 @@ class Defragmenter:
             if wl is not None and self._deactivate(wl, plan, now):
                 done += 1
                 self._recent.append(now)
+                self._recent_teams.append((now, plan.waiter.team))
                 self.moves[plan.pool] = self.moves.get(plan.pool, 0) + 1
         log.info(
             "defrag: moved %d of %d job(s) off %s for %s: %s",
@@ -150,6 +170,7 @@ class Defragmenter:
                 "annotations": {
                     DEFRAG_MOVED_ANNOTATION: plan.reason(),
                     DEFRAG_MOVED_AT_ANNOTATION: rfc3339(now),
+                    DEFRAG_MOVED_FOR_TEAM_ANNOTATION: plan.waiter.team,
                     DEFRAG_REACTIVATE_ANNOTATION: "true",
                 },
             },

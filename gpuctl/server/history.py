@@ -19,8 +19,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import HISTORY_CONFIGMAP, HISTORY_FLUSH_SECONDS
@@ -84,11 +86,14 @@ class HistoryRecorder:
         self._lock = threading.Lock()
         # (kind, namespace/name, resourceVersion) -> (object, deleted at)
         self._pending: dict[tuple[str, str, str], tuple[Mapping[str, Any], float | None]] = {}
-        self._written: dict[str, set[str]] = {}  # namespace -> keys this leader wrote or found
+        # namespace -> records this leader wrote or found there, by key (written again if erased)
+        self._written: dict[str, dict[str, Record]] = {}
         self._submitters: dict[str, str] = {}
         self._was_leader = False
-        self.written = 0  # records added to the store by this process
+        self.written = 0  # records added to the store by this process (rebuilt ones included)
         self.failures = 0
+        self.failures_by_ns: dict[str, int] = {}  # gpuctl_history_write_failures_total{namespace}
+        self.last_success = 0.0  # wall time of the last write that succeeded
 
     # ---------------------------------------------------------------- gathering (informer threads)
     def attach(self) -> None:
@@ -139,7 +144,7 @@ class HistoryRecorder:
         neither asks again who submitted every job (one GET each) nor writes what is there."""
         for ns in namespaces - set(self._written):
             try:
-                self._written[ns] = {r.key for r in read(self.cluster, ns)}
+                self._written[ns] = {r.key: r for r in read(self.cluster, ns)}
             except Exception as e:  # the write will say it again, with its own retry
                 log.warning("history: reading %s/%s: %s", ns, HISTORY_CONFIGMAP, e)
 
@@ -157,7 +162,7 @@ class HistoryRecorder:
             if ns not in teams:
                 continue
             if kind == "Workload":
-                written = self._written.get(ns, set())
+                written = self._written.get(ns, {})
                 recs = workload_records(obj, uids=uids, deleted_at=deleted_at)
                 if any(r.action == "submitted" and r.key not in written for r in recs):
                     who = self._submitter(obj)
@@ -184,24 +189,50 @@ class HistoryRecorder:
         self._seed({namespace(obj) for _, obj, _ in changes} & self.teams())
         added = 0
         for ns, recs in self.records(changes).items():
-            written = self._written.setdefault(ns, set())
+            written = self._written.setdefault(ns, {})
             fresh = [r for r in recs if r.key not in written]
             if not fresh:
                 continue
             try:
-                added += append(self.cluster, ns, fresh)
+                added += append(self.cluster, ns, fresh, rebuild=written.values())
             except Exception as e:
                 self.failures += 1
+                self.failures_by_ns[ns] = self.failures_by_ns.get(ns, 0) + 1
                 log.warning("history: writing %d record(s) to %s: %s; retrying", len(fresh), ns, e)
                 for kind, obj, d in changes:  # keep this namespace's changes for the next flush
                     if namespace(obj) == ns:
                         self._keep(kind, obj, d)
                 continue
+            self.last_success = self.wall()
             if len(written) + len(fresh) > MAX_REMEMBERED:
                 written.clear()  # the store's merge dedupes what this forgets (one more read)
-            written.update(r.key for r in fresh)
+            written.update((r.key, r) for r in fresh)
         self.written += added
         return added
+
+    # ---------------------------------------------------------------- metrics (gpuctl serve registers it)
+    def collect(self) -> Iterator[Any]:
+        """gpuctl_history_write_failures_total{namespace}: writes of the audit trail that failed (a
+        ConfigMap made immutable, RBAC, a conflict five times in a row: alert GpuctlHistoryWriteFailing);
+        gpuctl_history_records_written_total; gpuctl_history_last_write_success_timestamp_seconds."""
+        failures = CounterMetricFamily(
+            "gpuctl_history_write_failures",
+            "Failed writes of a team namespace's audit trail (ConfigMap gpuctl-history), retried every flush",
+            labels=["namespace"],
+        )
+        for ns, n in sorted(self.failures_by_ns.items()):
+            failures.add_metric([ns], n)
+        yield failures
+        yield CounterMetricFamily(
+            "gpuctl_history_records_written",
+            "Audit trail records this replica added to the stores (written again after an erasure included)",
+            value=self.written,
+        )
+        yield GaugeMetricFamily(
+            "gpuctl_history_last_write_success_timestamp_seconds",
+            "When this replica last wrote an audit trail store (0: never)",
+            value=self.last_success,
+        )
 
     # ---------------------------------------------------------------- loop
     def start(self, stop: threading.Event) -> threading.Thread:

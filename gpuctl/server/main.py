@@ -328,6 +328,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
         )
         if ctx.defrag is not None:
             ctx.registry.register(ctx.defrag)
+        if ctx.history is not None:
+            ctx.registry.register(ctx.history)
     return ctx
 
 

@@ -58,6 +58,7 @@ from gpuctl.domain.pools import (
     node_state,
 )
 from gpuctl.domain.pools import pool_names as flavor_pool_names
+from gpuctl.domain.sharing import node_sharing, slice_resource
 from gpuctl.domain.teams import team_from_cluster_queue, team_usage
 from gpuctl.domain.workload import (
     NO_PRIORITY,
@@ -93,6 +94,9 @@ class NodeInfo(NamedTuple):
     # The node's pool taint is not what its pool label says (labelled by kubectl, not by gpuctl): pods
     # from outside Kueue can land there until `gpuctl apply -f` of the pool or `gpuctl adopt` taints it.
     untainted: bool = False
+    # Issue 32: slices of its GPUs a Ready node offers, (profile or "shared", resource, count)
+    # (gpuctl.domain.sharing.node_sharing, what `describe pool` sums).
+    slices: tuple[tuple[str, str, int], ...] = ()
 
 
 def node_summary(node: dict) -> NodeInfo:
@@ -107,7 +111,13 @@ def node_summary(node: dict) -> NodeInfo:
         allocatable_gpus=node_gpus(node) if ready else 0,
         gpu_type=node_gpu_type(node),
         untainted=node_pool_taint_missing(node),
+        slices=_node_slices(node) if ready else (),
     )
+
+
+def _node_slices(node: dict) -> tuple[tuple[str, str, int], ...]:
+    ns = node_sharing(node)
+    return tuple((p, slice_resource(ns.mode, p), n) for p, n in sorted(ns.slices.items()))
 
 
 class PodInfo(NamedTuple):
@@ -335,6 +345,7 @@ class GpuctlCollector(Collector):
         node_states: dict[tuple[str, str], int] = defaultdict(int)
         gpu_types: dict[str, set[str]] = defaultdict(set)
         untainted: dict[str, float] = defaultdict(float)
+        slices: dict[tuple[str, str, str], float] = defaultdict(float)
         for info in nodes:
             if info.pool is None:
                 continue
@@ -347,6 +358,8 @@ class GpuctlCollector(Collector):
             node_states[(info.pool, info.state)] += 1
             if info.gpu_type:
                 gpu_types[info.pool].add(info.gpu_type)
+            for prof, res, n in info.slices:
+                slices[(info.pool, prof, res)] += n
 
         cqs = [cq for cq in self._list("ClusterQueue") if is_gpuctl_object(cq)]
         teams = {cq["metadata"]["name"] for cq in cqs}
@@ -398,6 +411,15 @@ class GpuctlCollector(Collector):
         for node, pool in sorted(node_pool_of.items()):
             node_info.add_metric([node, pool], 1)
         yield node_info
+        pool_slices = GaugeMetricFamily(
+            "gpuctl_pool_slices",
+            "Slices of GPUs the pool's Ready nodes offer, per MIG profile (or `shared` for time-slicing/MPS "
+            "replicas) and the resource a pod asks for (docs/sharing.md)",
+            labels=["pool", "profile", "resource"],
+        )
+        for (p, prof, res), n in sorted(slices.items()):
+            pool_slices.add_metric([p, prof, res], n)
+        yield pool_slices
 
         def pool_gauge(name: str, doc: str, values: dict[str, float]) -> GaugeMetricFamily:
             g = GaugeMetricFamily(name, doc, labels=["pool"])
@@ -512,6 +534,12 @@ class GpuctlCollector(Collector):
             "GPUs Kueue counts as used by the team's admitted Workloads in a pool (ClusterQueue status)",
             labels=["namespace", "pool"],
         )
+        t_budget = GaugeMetricFamily(
+            "gpuctl_team_budget_used_gpus",
+            "GPU equivalents of its budget the team's admitted Workloads hold across pools: whole GPUs and "
+            "slices (MIG instances, time-slicing replicas) by docs/sharing.md's rule (ClusterQueue status)",
+            labels=["namespace"],
+        )
         t_borrow = GaugeMetricFamily(
             "gpuctl_team_borrowed_gpus",
             "GPUs the team uses in a pool beyond its guarantee there, borrowed from the cohort (Kueue's "
@@ -538,13 +566,14 @@ class GpuctlCollector(Collector):
             if team.borrowing_limit is not None:
                 t_limit.add_metric([ns], team.borrowing_limit)
             t_over.add_metric([ns], usage.gpus_over_quota)
+            t_budget.add_metric([ns], usage.gpus)
             for p in sp:
                 g = team.pools.get(p)
                 t_guar.add_metric([ns, p], g.gpu if g else 0)
                 t_used.add_metric([ns, p], usage.pool_gpus.get(p, 0))
                 t_borrow.add_metric([ns, p], usage.pool_borrowed.get(p, 0))
                 t_alloc.add_metric([ns, p], team_allocated.get((ns, p), 0.0))
-        yield from (t_info, t_quota, t_limit, t_guar, t_used, t_borrow, t_over, t_alloc)
+        yield from (t_info, t_quota, t_limit, t_guar, t_used, t_borrow, t_over, t_alloc, t_budget)
 
         # ---- the backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage)
         if self.backstop is not None:

@@ -79,18 +79,23 @@ def append(
     *,
     max_records: int = HISTORY_MAX_RECORDS,
     max_bytes: int = HISTORY_MAX_BYTES,
+    rebuild: Iterable[Record] = (),
 ) -> int:
     """Add `records` to the namespace's ring (records already there are skipped: a restarted or new
     leader re-derives what the last one wrote). Read, merge, then create or update with the
-    resourceVersion read; a conflict (another writer) reads again. Returns the records added."""
+    resourceVersion read; a conflict (another writer) reads again. Returns the records added.
+    rebuild: records the writer wrote before; those missing from the store (erased, or the ConfigMap
+    deleted, where the chart's gpuctl-history-writer policy is not installed) are written again with
+    these (the ring's bound still drops the oldest)."""
     new = list(records)
     if not new:
         return 0
+    again = list(rebuild)
     cm_path = path("ConfigMap", HISTORY_CONFIGMAP, namespace)
     for _ in range(WRITE_ATTEMPTS):
         cm = cluster.get_or_none(cm_path)
         kept = _records(cm)
-        ring, added = merge(kept, new, max_records=max_records, max_bytes=max_bytes)
+        ring, added = merge(kept, [*again, *new], max_records=max_records, max_bytes=max_bytes)
         if added == 0 and cm is not None:
             return 0
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from gpuctl.constants import Labels
-from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, workload_gpus
+from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, pod_spec_gpu_requests, workload_gpus
 from gpuctl.domain.objects import annotations, name
 from gpuctl.domain.pools import (
     gpus_free,
@@ -23,6 +23,7 @@ from gpuctl.domain.pools import (
     node_ready,
     pool_capacities,
 )
+from gpuctl.domain.sharing import Mode, describe_pool_sharing, pool_sharing, slice_view
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import job_pool
 from gpuctl.service.inventory import Inventory
@@ -45,6 +46,12 @@ class PoolUsage:
     # A pool in worker clusters (issue 24): per cluster, its GPUs there (gpu_total, gpu_used by that
     # worker's Kueue, gpu_free, nodes) or the error that kept gpuctl from reading them.
     clusters: dict[str, dict] = field(default_factory=dict)
+    # Issue 32 (docs/sharing.md): how the Ready nodes share their GPUs (none, mig-mixed, mig-single,
+    # time-slicing, mps), one line for people ("6 GPUs + 2 as 14 x 1g.10gb") and per slice kind its
+    # resource, total and (with pod use) used and free (gpuctl.domain.sharing.slice_view).
+    sharing: str = "none"
+    shared: str = ""
+    slices: dict[str, dict] = field(default_factory=dict)
 
     @property
     def taken(self) -> int:
@@ -81,6 +88,7 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
         for p in pools
     }
     node_to_pool = {}
+    pool_nodes: dict[str, list[dict]] = {}
     for n in inv.nodes:
         p = node_pool(n)
         if p in out:
@@ -88,16 +96,28 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
             u = out[p]
             u.total += node_gpus(n, "capacity")
             u.nodes_ready += 1 if node_ready(n) else 0
+            if node_ready(n):
+                pool_nodes.setdefault(p, []).append(n)
             t = node_gpu_type(n)
             if t and t not in u.gpu_types:
                 u.gpu_types.append(t)
+    slices_used: dict[str, dict[str, int]] | None = None
     if with_pods:
+        slices_used = {}
         for u in out.values():
             u.used = 0
         for pod in inv.bound_pods:
             p = node_to_pool.get((pod.get("spec") or {}).get("nodeName") or "")
             if p and pod_holds_gpus(pod):
                 out[p].used = (out[p].used or 0) + pod_gpus(pod)
+                held = slices_used.setdefault(p, {})
+                for r, n in pod_spec_gpu_requests(pod.get("spec")).items():
+                    held[r] = held.get(r, 0) + n
+    for p, u in out.items():
+        ps = pool_sharing(pool_nodes.get(p, []))
+        if ps.mode is not Mode.NONE:
+            u.sharing, u.shared = str(ps.mode), describe_pool_sharing(ps)
+            u.slices = slice_view(ps, None if slices_used is None else slices_used.get(p, {}))
     for pool, gpus in pool_reservations(inv.all_cluster_queues).items():
         if pool in out:
             out[pool].reserved += gpus

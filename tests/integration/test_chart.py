@@ -526,7 +526,10 @@ def test_the_chart_installs_every_policy_binding_of_manifests() -> None:
         "gpuctl-isolation",
     } <= set(BINDINGS)
     # Plus gpuctl's own identities' confinement (manifests/serve, tests/integration/test_chart_trust.py).
-    want = sorted([*BINDINGS, "gpuctl-service-confinement"])
+    # And the audit trail's (manifests/serve/history-policy.yaml, tests/integration/test_history_trust.py).
+    want = sorted(
+        [*BINDINGS, "gpuctl-service-confinement", "gpuctl-history-writer", "gpuctl-workload-events"]
+    )
     assert sorted(k[1] for k in by_key(render()) if k[0] == VAP_BINDING) == want
 
 

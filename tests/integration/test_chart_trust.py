@@ -147,3 +147,18 @@ def test_the_service_confinement_follows_the_release_and_kueue_namespaces_and_ne
     assert ("ValidatingAdmissionPolicy", "gpuctl-service-confinement") not in by_key(
         render("gpuctl-system", "--set", "serve.enabled=false")
     )
+
+
+def test_the_history_policies_name_the_releases_serve_and_the_values_kueue() -> None:
+    docs = by_key(
+        render("gpu-platform", "--set", "kueue.namespace=kueue", "--set", "kueue.serviceAccountName=kq")
+    )
+    writer = docs[("ValidatingAdmissionPolicy", "gpuctl-history-writer")]
+    events = docs[("ValidatingAdmissionPolicy", "gpuctl-workload-events")]
+    serve = "system:serviceaccount:gpu-platform:gpuctl-serve"
+    assert any(serve in c["expression"] for c in writer["spec"]["matchConditions"])
+    (who, _) = events["spec"]["validations"]
+    assert "'system:serviceaccount:kueue:kq'" in who["expression"] and serve in who["expression"]
+    assert ("ValidatingAdmissionPolicy", "gpuctl-history-writer") not in by_key(
+        render("gpuctl-system", "--set", "serve.enabled=false")
+    )

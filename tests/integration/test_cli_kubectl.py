@@ -199,11 +199,16 @@ def test_get_jobs_is_a_list_with_names_and_jsonpath(team) -> None:
     assert p.stdout == "long:Running\n", p.stderr
     p = gpuctl("get", "jobs", "-n", team, "-o", "custom-columns=JOB:.name,POOL:.pool", "--sort-by=.name")
     assert p.stdout.splitlines()[0].split() == ["JOB", "POOL"] and "training-pool" in p.stdout
-    p = gpuctl(
-        "get", "jobs", "-n", team, "--field-selector", "status=Running", "-o", "jsonpath={.items[*].name}"
-    )
-    assert p.stdout.split() == ["long"]
+    p = gpuctl("get", "jobs", "-n", team, "--field-selector", "name=long,status=Running", "-o", "name")
+    assert p.stdout == "job.batch/long\n", p.stderr
+    p = gpuctl("get", "jobs", "-n", team, "--field-selector", "name!=long", "-o", "name")
+    assert p.returncode == 0 and "job.batch/long" not in p.stdout, p.stderr
     assert "LABELS" in gpuctl("get", "jobs", "-n", team, "--show-labels").stdout.splitlines()[0]
+    # describe: one object; -o name and jsonpath on its document
+    assert gpuctl("describe", "job", "long", "-n", team, "-o", "name").stdout == "job.batch/long\n"
+    assert gpuctl("describe", "job", "long", "-n", team, "-o", "jsonpath={.status}").stdout == "Running"
+    p = gpuctl("describe", "pool", "training-pool", "-o", "jsonpath={.name}")
+    assert (p.returncode, p.stdout) == (0, "training-pool"), p.stderr
 
 
 def test_not_found_and_usage_errors_exit_like_kubectl(team, kubectl) -> None:

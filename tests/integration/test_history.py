@@ -212,7 +212,7 @@ def test_history_of_submission_admission_preemption_stop_and_delete(
     # A stop through gpuctl names the member (the field manager it sends); a delete is recorded.
     assert a.gpuctl("stop", "urgent").returncode == 0
     stop = _wait(a, "urgent", "stopped", serve)
-    assert stop["actor"] == a.username, stop
+    assert stop["actor"] == f"{a.username} (unverified)", stop
     assert a.gpuctl("delete", "job", survivor).returncode == 0
     gone = _wait(a, survivor, "deleted", serve)
     assert gone["actor"] == "unknown"

@@ -8,9 +8,14 @@ expects it) and deletes them afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import subprocess
+import sys
+import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +23,7 @@ import pytest
 from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
+from gpuctl.domain.sharing import units_to_gpus
 from tests.integration.conftest import delete_namespaces, wait_until
 
 MIG, SINGLE, TS, PLAIN = "share-mig", "share-single", "share-ts", "share-plain"
@@ -172,6 +178,48 @@ def budget_reserved(kube, ns: str) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def serve_metrics(kubeconfig: str) -> Iterator[Callable[[], str]]:
+    """`gpuctl serve` (metrics only) as a subprocess; yields a function returning its /metrics text."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", kubeconfig, "--address", "127.0.0.1",
+         "--metrics-port", str(port), "--no-reconcile", "--no-api", "--no-leader-elect", "--no-history"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def scrape() -> str:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                return r.read().decode()
+        except OSError:
+            return ""
+
+    try:
+        yield scrape
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def quota_row(gpuctl, ns: str) -> dict:
+    """`gpuctl get quotas -n NS -o json`: the team's row (a v1 List of one, as kubectl prints a list)."""
+    rc, out, err = gpuctl("get", "quotas", "-n", ns, "-o", "json")
+    assert rc == 0, err
+    (row,) = json.loads(out)["items"]
+    return row
+
+
+def metric(text: str, series: str) -> float | None:
+    """The value of one series in a /metrics text (None when absent)."""
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return None
+
+
 # ----------------------------------------------------------------------------- gpu-share -> the slice
 
 
@@ -200,9 +248,7 @@ def test_gpu_share_is_the_smallest_profile_or_a_replica_for_every_kind(
         )
     wait_until(lambda: running_on(kube, ns, NODE[MIG]) == 2, 90, what="both MIG slices running")
     wait_until(lambda: budget_reserved(kube, ns) == 120 + 420 + 210, 60, what="Kueue's reservation 750")
-    rc, out, err = gpuctl("get", "quotas", ns, "-o", "json")
-    assert rc == 0, err
-    (row,) = json.loads(out)
+    row = quota_row(gpuctl, ns)
     assert row["gpu"] == {**row["gpu"], "used": 0.89, "quota": 1, "free": 0.11}
     assert running_on(kube, ns, NODE[SINGLE]) == 0
 
@@ -254,15 +300,19 @@ def test_a_one_gpu_team_runs_seven_1g10gb_and_the_eighth_waits(shared_pools, tea
     (waiting,) = wait_until(pending, 30, what="one Workload waiting")
     reason = next(c for c in waiting["status"]["conditions"] if c["type"] == "QuotaReserved")
     assert reason["status"] == "False"
+    # gpuctl says why, in GPU equivalents (Kueue's own message names flavors, not the budget).
+    job = waiting["metadata"]["ownerReferences"][0]["name"]
+    rc, out, err = gpuctl("describe", "job", job, "-n", ns, "-o", "json")
+    assert rc == 0, err
+    why = json.dumps(json.loads(out))
+    assert f"{ns} uses 1 of its 1 GPUs and may borrow 0; this job needs 0.14" in why, why
     # 14 slices exist on the node: the 8th waits for the budget, not for a free 1g.10gb.
     assert running_on(kube, ns, NODE[MIG]) == 7
-    rc, out, err = gpuctl("get", "quotas", ns, "-o", "json")
-    assert rc == 0, err
-    (row,) = json.loads(out)
+    row = quota_row(gpuctl, ns)
     assert (row["gpu"]["used"], row["gpu"]["free"], row["pending_workloads"]) == (1, 0, 1)
 
 
-def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path):
+def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path, cluster):
     ns = f"share-{uuid.uuid4().hex[:6]}"
     f = tmp_path / "quota.yaml"
     f.write_text(f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace:\n  {ns}: {{gpu: 2, borrowingLimit: 0}}\n")
@@ -300,11 +350,34 @@ def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path):
         expected = GPU_UNITS + 3 * 120 + 420
         wait_until(lambda: budget_reserved(kube, ns) == expected, 90, what=f"Kueue's reservation {expected}")
         wait_until(lambda: running_on(kube, ns, NODE[MIG]) == 5, 90, what="5 pods running on the MIG node")
+        # gpuctl serve's metrics count them the same way.
+        with serve_metrics(cluster) as scrape:
+            wait_until(
+                lambda: (
+                    metric(scrape(), f'gpuctl_team_budget_used_gpus{{namespace="{ns}"}}')
+                    == units_to_gpus(expected)
+                ),
+                60,
+                what=f"gpuctl_team_budget_used_gpus {units_to_gpus(expected)}",
+            )
+        # The pool view: whole GPUs and slices per profile, used and free (the admin reads the pods).
+        rc, out, err = gpuctl("describe", "pool", MIG, "-o", "json")
+        assert rc == 0, err
+        d = json.loads(out)
+        assert (d["sharing"], d["shared"]) == ("mig-mixed", "5 GPUs + 3 as 14 x 1g.10gb, 2 x 3g.40gb")
+        assert d["slices"] == {
+            "1g.10gb": {"resource": "nvidia.com/mig-1g.10gb", "total": 14, "used": 3, "free": 11},
+            "3g.40gb": {"resource": "nvidia.com/mig-3g.40gb", "total": 2, "used": 1, "free": 1},
+        }
+        rc, out, err = gpuctl("get", "pools", "-o", "json")
+        assert rc == 0, err
+        shared = {p["name"]: p["shared"] for p in json.loads(out)["items"]}
+        assert shared[TS] == "2 GPUs as 8 x shared (time-slicing, memory not isolated)"
+        assert shared[SINGLE] == "2 GPUs as 14 x 1g.10gb (MIG single)"
+        assert shared[PLAIN] == ""
         pod = kube.get(path("Pod", "raw-mig", ns))
         assert pod["metadata"]["labels"].get(Labels.KUEUE_QUEUE) == "default"
-        rc, out, err = gpuctl("get", "quotas", ns, "-o", "json")
-        assert rc == 0, err
-        (row,) = json.loads(out)
+        row = quota_row(gpuctl, ns)
         assert (row["gpu"]["used"], row["gpu"]["free"]) == (
             round(expected / GPU_UNITS, 2),
             round(2 - expected / GPU_UNITS, 2),

@@ -77,3 +77,31 @@ def test_bash_completes_through_the_script(tmp_path) -> None:
     p = subprocess.run([bash, "-c", script], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == ["--sort-by", "wait"]
+
+
+def _env(tmp_path) -> dict:
+    bindir = Path(sys.executable).parent
+    return {"PATH": f"{bindir}:/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed here (apt-get install fish)")
+def test_fish_completes_through_the_script(tmp_path) -> None:
+    script = 'gpuctl completion fish | source; complete -C"gpuctl wai"; complete -C"gpuctl get jobs --sort"'
+    p = subprocess.run(["fish", "-c", script], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert [line.split("\t")[0] for line in p.stdout.splitlines()] == ["wait", "--sort-by"]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed here (apt-get install zsh)")
+def test_zsh_completes_through_the_script(tmp_path) -> None:
+    """The function zsh calls at <TAB>, with its words and CURRENT, compadd replaced by a printer (a
+    real compadd needs an interactive completion widget)."""
+    script = (
+        "autoload -Uz compinit; compinit -u -d $HOME/.zcompdump; source <(gpuctl completion zsh)\n"
+        'compadd() { shift; printf "%s\\n" "$@"; }\n'
+        "words=(gpuctl wai); CURRENT=2; _gpuctl\n"
+        "words=(gpuctl get jobs --sort); CURRENT=4; _gpuctl\n"
+    )
+    p = subprocess.run(["zsh", "-c", script], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["wait", "--sort-by"]

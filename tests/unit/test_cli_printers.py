@@ -247,3 +247,27 @@ def test_wait_refuses_a_bad_timeout() -> None:
 
     with pytest.raises(CommandError, match="invalid --timeout"):
         timeout_seconds("soon")
+
+
+@pytest.mark.parametrize(
+    ("text", "word"),
+    [
+        ("complete", "complete"),
+        ("condition=complete", "complete"),
+        ("condition=Failed", "failed"),
+        ("delete", "deleted"),
+    ],
+)
+def test_wait_reads_kubectls_spellings(text, word) -> None:
+    from gpuctl.cli.wait import condition_of
+
+    assert condition_of(text) == word
+
+
+def test_wait_refuses_an_unknown_state(no_cluster, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["wait", "job", "x", "--for=condition=Ready"])
+    assert (
+        e.value.code == 1
+        and "use one of admitted, running, complete, failed, deleted" in capsys.readouterr().err
+    )

@@ -103,11 +103,11 @@ def test_stop_by_gpuctl_names_the_user_kueue_stop_names_kueue():
     ]
     w = wl([("Requeued", "False", "Deactivated", "", "2026-11-25T10:07:01Z")], managed=managed)
     w["spec"]["active"] = False
-    assert ("stopped", "bob") in actions(workload_records(w))
+    assert ("stopped", "bob (unverified)") in actions(workload_records(w))
     kueuectl = [
         {"manager": "kueuectl", "time": "2026-11-25T10:07:00Z", "fieldsV1": {"f:spec": {"f:active": {}}}}
     ]
-    assert active_manager(wl(managed=kueuectl)) == ("via kueuectl", "2026-11-25T10:07:00Z")
+    assert active_manager(wl(managed=kueuectl)) == ("via kueuectl (unverified)", "2026-11-25T10:07:00Z")
     w2 = wl([("Evicted", "True", DEACTIVATED_MAX_RUNTIME, "", "2026-11-25T11:00:00Z")])
     stop = [r for r in workload_records(w2) if r.action == "stopped"]
     assert stop[0].actor == "kueue" and "maxRuntime" in stop[0].reason
@@ -123,7 +123,7 @@ def test_resumed_and_finished_and_deleted():
         deletionTimestamp="2026-11-25T10:40:00Z",
     )
     got = {r.action: r for r in workload_records(w)}
-    assert got["resumed"].actor == "bob"
+    assert got["resumed"].actor == "bob (unverified)"
     assert got["finished"].reason == "Succeeded: Job finished successfully"
     assert got["deleted"].actor == ACTOR_UNKNOWN and got["deleted"].time == "2026-11-25T10:40:00Z"
 
@@ -287,3 +287,48 @@ def test_one_second_keeps_a_jobs_order():
     adm = Record("2026-11-25T10:00:00Z", "team-a", "j", "admitted", "kueue", "r", "u")
     ring, _ = merge([], [adm, sub])
     assert [r.action for r in ring] == ["submitted", "admitted"]
+
+
+# ----------------------------------------------------------------------------- issue 33: claims and leaks
+def test_a_field_manager_named_kueue_is_a_claim_not_kueue():
+    """A tenant's `kubectl patch --field-manager=kueue` of spec.active used to read as Kueue's stop."""
+    forged = [{"manager": "kueue", "time": "2026-11-25T10:07:00Z", "fieldsV1": {"f:spec": {"f:active": {}}}}]
+    w = wl([("Requeued", "False", "Deactivated", "", "2026-11-25T10:07:01Z")], managed=forged)
+    w["spec"]["active"] = False
+    (stop,) = [r for r in workload_records(w) if r.action == "stopped"]
+    assert stop.actor == "via kueue (unverified)" and stop.actor != "kueue"
+    bob = [
+        {
+            "manager": "gpuctl-stop:bob",
+            "time": "2026-11-25T10:07:00Z",
+            "fieldsV1": {"f:spec": {"f:active": {}}},
+        }
+    ]
+    assert active_manager(wl(managed=bob))[0] == "bob (unverified)"
+
+
+def test_an_event_about_another_namespaces_workload_writes_nothing():
+    """An events.k8s.io Event in team-a `regarding` team-b's Workload wrote team-b's job and Workload UID
+    into team-a's history."""
+    other = wl([], uid="u-b")
+    other["metadata"]["namespace"] = "team-b"
+
+    def workloads(ns, n):
+        return other if (ns, n) == ("team-b", other["metadata"]["name"]) else None
+
+    ev = {
+        "metadata": {"name": "x", "namespace": "team-a"},
+        "regarding": {
+            "kind": "Workload",
+            "name": other["metadata"]["name"],
+            "namespace": "team-b",
+            "uid": "u-b",
+        },
+        "reason": "Admitted",
+        "note": "Admitted by ClusterQueue team-b",
+        "eventTime": "2026-11-25T10:00:00.000000Z",
+    }
+    assert event_records(ev, workloads) == []
+    same_ns = {**ev, "metadata": {"name": "x", "namespace": "team-b"}}
+    (rec,) = event_records(same_ns, workloads)
+    assert (rec.namespace, rec.uid, rec.action) == ("team-b", "u-b", "admitted")

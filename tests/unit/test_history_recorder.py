@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+from gpuctl.cluster import ApiError, path
+from gpuctl.constants import HISTORY_CONFIGMAP, HISTORY_DATA_KEY
 from gpuctl.domain.history import workload_records
 from gpuctl.domain.multicluster import placement
 from gpuctl.server.cache import trim_workload
@@ -34,7 +38,7 @@ def _raw():
 def test_the_trimmed_workload_still_names_the_preemptor_and_who_stopped_it():
     recs = workload_records(trim_workload(_raw()), uids={"u-high": ("team-a", "urgent")})
     got = {r.action: r.actor for r in recs}
-    assert got["preempted"] == "job urgent" and got["stopped"] == "bob", got
+    assert got["preempted"] == "job urgent" and got["stopped"] == "bob (unverified)", got
     assert trim_workload(_raw())["metadata"]["managedFields"] == [
         {"manager": "gpuctl-stop:bob", "time": "2026-11-25T10:07:00Z", "active": True}
     ]
@@ -73,3 +77,97 @@ def test_a_standby_gathers_and_never_writes():
     cache["Workload"].apply_event("ADDED", _raw())
     assert rec.flush() == 0  # a standby does not even read the store
     assert len(rec._pending) == 1
+
+
+# ----------------------------------------------------------------------------- issue 33: failures, erasures
+class StoreCluster(NoCluster):
+    """The history store as the API server keeps it: one ConfigMap per namespace, `immutable` honoured."""
+
+    def __init__(self):
+        self.cms: dict[str, dict] = {}
+
+    def get_or_none(self, p):
+        cm = self.cms.get(p)
+        return json.loads(json.dumps(cm)) if cm else None
+
+    def create(self, body):
+        self.cms[path("ConfigMap", body["metadata"]["name"], body["metadata"]["namespace"])] = body
+
+    def request(self, method, p, body=None, **_):
+        assert method == "PUT"
+        if self.cms[p].get("immutable"):
+            raise ApiError(422, "Invalid", "field is immutable when `immutable` is set")
+        self.cms[p] = body
+        return body
+
+
+def _recorder(cluster):
+    cache = default_cache(NoCluster(), metrics=False, history=True)
+    cache["ClusterQueue"].apply_event("ADDED", {"metadata": {"name": "team-a", "resourceVersion": "1"}})
+    rec = HistoryRecorder(cluster, cache, leader=lambda: True, wall=lambda: 1_800_000_000.0)
+    rec.attach()
+    return cache, rec
+
+
+def _families(rec) -> dict[str, list]:
+    return {
+        f.name: [(s.labels, s.value) for s in f.samples if not s.name.endswith("_created")]
+        for f in rec.collect()
+    }
+
+
+def test_a_failing_write_is_counted_per_namespace_and_retried():
+    """`immutable: true` on the store used to stop every write with only a log line."""
+    store = StoreCluster()
+    cache, rec = _recorder(store)
+    cache["Workload"].apply_event("ADDED", _raw())
+    assert rec.flush() > 0
+    cm = path("ConfigMap", HISTORY_CONFIGMAP, "team-a")
+    store.cms[cm]["immutable"] = True
+    resumed = _raw()
+    resumed["metadata"]["resourceVersion"] = "8"
+    resumed["status"]["conditions"].append(
+        {
+            "type": "Finished",
+            "status": "True",
+            "reason": "Succeeded",
+            "lastTransitionTime": "2026-11-25T10:30:00Z",
+        }
+    )
+    cache["Workload"].apply_event("MODIFIED", resumed)
+    assert rec.flush() == 0 and rec.flush() == 0  # kept and retried at every flush
+    fam = _families(rec)
+    assert fam["gpuctl_history_write_failures"] == [({"namespace": "team-a"}, 2.0)]
+    assert fam["gpuctl_history_last_write_success_timestamp_seconds"] == [({}, 1_800_000_000.0)]
+    del store.cms[cm]["immutable"]
+    assert rec.flush() == 1  # the finished record, once the store is writable again
+    assert any(
+        r["action"] == "finished"
+        for r in map(json.loads, store.cms[cm]["data"][HISTORY_DATA_KEY].splitlines())
+    )
+
+
+def test_records_erased_from_the_store_are_written_again_with_the_next_write():
+    """Where the chart's gpuctl-history-writer policy is not installed, someone who can edit the ConfigMap
+    can erase records: the leader writes what it wrote again the next time it writes there."""
+    store = StoreCluster()
+    cache, rec = _recorder(store)
+    cache["Workload"].apply_event("ADDED", _raw())
+    first = rec.flush()
+    cm = path("ConfigMap", HISTORY_CONFIGMAP, "team-a")
+    before = store.cms[cm]["data"][HISTORY_DATA_KEY].splitlines()
+    del store.cms[cm]  # erased, ConfigMap and all
+    later = _raw()
+    later["metadata"]["resourceVersion"] = "9"
+    later["status"]["conditions"].append(
+        {
+            "type": "Finished",
+            "status": "True",
+            "reason": "Succeeded",
+            "lastTransitionTime": "2026-11-25T10:30:00Z",
+        }
+    )
+    cache["Workload"].apply_event("MODIFIED", later)
+    assert rec.flush() == first + 1
+    after = store.cms[cm]["data"][HISTORY_DATA_KEY].splitlines()
+    assert set(before) < set(after) and len(after) == len(before) + 1

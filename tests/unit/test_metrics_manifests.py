@@ -22,9 +22,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuctl.server.history import HistoryRecorder
 from gpuctl.server.main import build_parser, create_app
 from tests.unit.test_leader import Store
-from tests.unit.test_metrics import populated_cache
+from tests.unit.test_metrics import NoCluster, feed, node_obj, populated_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "manifests/grafana"
@@ -50,7 +51,13 @@ def _exported_names() -> set[str]:
     from admission.state import StaticState
     from tests.unit.test_admission_fixtures import state
 
-    _, registry = populated_cache(with_reconciler=True, with_backstop=True)
+    cache, registry = populated_cache(with_reconciler=True, with_backstop=True)
+    mig = node_obj("mig-1", "inference-pool", 0, tainted=True)  # a node offering MIG slices (issue 32)
+    mig["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = "7"
+    feed(cache, "Node", mig)
+    history = HistoryRecorder(NoCluster(), cache)  # gpuctl serve registers it (--history, the default)
+    history.failures_by_ns["team-a"] = 1  # a failed write: the counter has a sample
+    registry.register(history)
     webhook = AdmissionApp(StaticState(state()), AdmissionConfig())
     for decision in ("allowed", "denied", "error"):
         webhook.metrics.count("Job", "CREATE", decision, "", "false")

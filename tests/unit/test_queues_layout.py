@@ -207,8 +207,14 @@ def test_every_pod_resource_is_covered_and_transformed() -> None:
     whole = {"cpu", "memory", "nvidia.com/gpu"}
     for cq in (o for o in layout_objects() if o["kind"] == "ClusterQueue"):
         covered = {r for g in cq["spec"]["resourceGroups"] for r in g["coveredResources"]}
-        assert covered == whole | derived
-    assert derived == {"runwhere.ai/quota-cpu", "runwhere.ai/quota-memory", "runwhere.ai/quota-gpu-840ths"}
+        assert covered == whole | derived - {"runwhere.ai/quota-gpu"}
+    # runwhere.ai/quota-gpu: the whole-GPU budget of ClusterQueues written before issue 32 (docs/sharing.md).
+    assert derived == {
+        "runwhere.ai/quota-cpu",
+        "runwhere.ai/quota-memory",
+        "runwhere.ai/quota-gpu-840ths",
+        "runwhere.ai/quota-gpu",
+    }
     assert whole < inputs
     assert {"nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared", "amd.com/gpu"} < inputs
 

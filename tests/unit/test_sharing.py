@@ -11,6 +11,7 @@ import yaml
 from gpuctl.constants import GPU_UNITS, SHARED_REPLICAS_CHARGED
 from gpuctl.domain import gpus, sharing
 from gpuctl.domain.sharing import Mode, ShareError
+from tests.unit.test_metrics import feed, node_obj, populated_cache, scrape, val
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -350,3 +351,51 @@ def test_pod_gpu_units_of_a_pod_without_gpus():
 def test_pod_gpu_requests_bad_shape():
     with pytest.raises(gpus.ShapeError, match=r"containers\[0\] must be an object"):
         gpus.pod_spec_gpu_requests({"containers": ["x"]})
+
+
+def test_pool_sharing_sums_nodes_and_says_it_in_one_line():
+    a = mig_node(**{"1g.10gb": 14})
+    b = mig_node(**{"1g.10gb": 7, "3g.40gb": 2})
+    ps = sharing.pool_sharing([a, b])
+    assert (ps.mode, ps.whole, ps.shared_gpus) == (Mode.MIG_MIXED, 12, 4)
+    assert ps.slices == {"1g.10gb": 21, "3g.40gb": 2}
+    assert sharing.describe_pool_sharing(ps) == "12 GPUs + 4 as 21 x 1g.10gb, 2 x 3g.40gb"
+    view = sharing.slice_view(ps, {"nvidia.com/mig-1g.10gb": 3})
+    assert view["1g.10gb"] == {"resource": "nvidia.com/mig-1g.10gb", "total": 21, "used": 3, "free": 18}
+    assert view["3g.40gb"]["used"] == 0
+    assert sharing.slice_view(ps, None)["1g.10gb"]["used"] is None
+
+
+def test_time_sliced_pool_line_says_memory_is_not_isolated():
+    n = node(
+        {
+            "nvidia.com/gpu.sharing-strategy": "time-slicing",
+            "nvidia.com/gpu.replicas": "4",
+            "nvidia.com/gpu.count": "2",
+        },
+        {"nvidia.com/gpu.shared": "8"},
+    )
+    ps = sharing.pool_sharing([n])
+    assert sharing.describe_pool_sharing(ps) == "2 GPUs as 8 x shared (time-slicing, memory not isolated)"
+    assert ps.resource("shared") == "nvidia.com/gpu.shared"
+
+
+def test_pool_without_sharing():
+    ps = sharing.pool_sharing([node({}, {"nvidia.com/gpu": "8"})])
+    assert (ps.mode, sharing.describe_pool_sharing(ps)) == (Mode.NONE, "8 GPUs")
+
+
+def test_pool_slices_metric_per_profile():
+    cache, registry = populated_cache()
+    n = node_obj("m1", "inference-pool", 6, gpu_type="NVIDIA-A100-SXM4-80GB", tainted=True)
+    n["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = "14"
+    ts = node_obj("t1", "inference-pool", 0, gpu_type="NVIDIA-L4", tainted=True)
+    ts["metadata"]["labels"]["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
+    ts["status"]["allocatable"]["nvidia.com/gpu.shared"] = "8"
+    feed(cache, "Node", n, ts)
+    m = scrape(registry)
+    mig = {"pool": "inference-pool", "profile": "1g.10gb", "resource": "nvidia.com/mig-1g.10gb"}
+    assert val(m, "gpuctl_pool_slices", **mig) == 14
+    shared = {"pool": "inference-pool", "profile": "shared", "resource": "nvidia.com/gpu.shared"}
+    assert val(m, "gpuctl_pool_slices", **shared) == 8
+    assert val(m, "gpuctl_pool_slices", pool="training-pool", profile="1g.10gb", resource="x") is None

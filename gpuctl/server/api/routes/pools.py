@@ -44,6 +44,9 @@ def pool_item(p: PoolUsage) -> dict:
         "gpuType": p.gpu_types,
         "nodes": p.nodes,
         "nodeCount": len(p.nodes),
+        "sharing": p.sharing,  # issue 32: none | mig-mixed | mig-single | time-slicing | mps
+        "gpuShared": p.shared,
+        "slices": p.slices,
     }
 
 
