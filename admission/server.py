@@ -392,7 +392,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NS",
         help="a namespace whose pods may run on pool nodes: the isolation rules skip it (repeatable; "
         f"default {', '.join(EXEMPT_NAMESPACES)}; --exempt-namespace= for none; the chart sets it from "
-        "isolation.exemptNamespaces)",
+        "exemptNamespaces)",
     )
     p.add_argument(
         "--stale-wait",

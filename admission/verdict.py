@@ -60,7 +60,7 @@ class AdmissionConfig:
     # does not run in is an ordinary user.
     kueue_user: str = KUEUE_USER
     # Namespaces whose pods may run on pool nodes (`--exempt-namespace`; the chart's
-    # isolation.exemptNamespaces): the isolation rules skip them, as the policy's binding does.
+    # exemptNamespaces): the isolation rules skip them, as the policy's binding does.
     exempt_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES
 
 

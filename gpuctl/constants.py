@@ -434,6 +434,6 @@ DEFRAG_MOVES_PER_TEAM_PER_HOUR: Final = 2
 # Namespaces (besides the system ones) whose pods may run on pool nodes: the isolation rules outside team
 # namespaces (pool-toleration, pool-selection, pool-node-name) skip them. The NVIDIA GPU Operator's default
 # namespace: its validator and device plugin, DCGM exporter and NFD must reach every GPU node. An admin sets
-# the list (chart value isolation.exemptNamespaces, webhook flag --exempt-namespace, generator flag of
+# the list (chart value exemptNamespaces, webhook flag --exempt-namespace, generator flag of
 # admission.policies.isolation); tenants have no rights there (docs/admission.md, "Exempt namespaces").
 EXEMPT_NAMESPACES: Final = ("gpu-operator",)

@@ -76,7 +76,7 @@ def team_namespaces() -> dict:
 
 def non_team_namespaces(exempt: tuple[str, ...] = EXEMPT_NAMESPACES) -> dict:
     """Every other namespace (also those without the label), but the system ones and the admin's `exempt`
-    ones (their own expression, the last: the chart rewrites it from isolation.exemptNamespaces)."""
+    ones (their own expression, the last: the chart rewrites it from exemptNamespaces)."""
     exprs = [
         {"key": Labels.NAMESPACE, "operator": "NotIn", "values": [NAMESPACE_MARKER_VALUE]},
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(SYSTEM_NAMESPACES)},

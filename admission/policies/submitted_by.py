@@ -34,15 +34,12 @@ from admission.policies.skeleton import (
     render,
     team_match_conditions,
 )
-from gpuctl.constants import AUDIT_SUBMITTED_BY_ANNOTATION
+from gpuctl.constants import AUDIT_SUBMITTED_BY_ANNOTATION, SERVE_USER
 
 NAME: Final = "gpuctl-submitted-by"
 # gpuctl's REST API identities (manifests/api, manifests/serve; the chart writes its release namespace):
 # they create jobs for their authenticated callers and name them (gpuctl.server.api, `submitted_by`).
-SUBMITTER_PROXIES: Final = (
-    "system:serviceaccount:gpuctl-system:gpuctl-api",
-    "system:serviceaccount:gpuctl-system:gpuctl-serve",
-)
+SUBMITTER_PROXIES: Final = ("system:serviceaccount:gpuctl-system:gpuctl-api", SERVE_USER)
 _KEY: Final = q(AUDIT_SUBMITTED_BY_ANNOTATION)
 _NEW: Final = (
     f"(has(object.metadata.annotations) && {_KEY} in object.metadata.annotations ? "

@@ -1075,7 +1075,7 @@ def test_a_non_default_kueue_identity_is_trusted_and_the_default_one_no_longer_i
 
 
 def test_exempt_namespaces_reach_the_webhook_the_binding_and_its_entry(tmp_path: Path) -> None:
-    """isolation.exemptNamespaces (default the GPU Operator's) is one list in three places: the webhook's
+    """exemptNamespaces (default the GPU Operator's) is one list in three places: the webhook's
     --exempt-namespace, the isolation binding's and the isolation webhook entry's last NotIn; [] drops it."""
 
     def places(docs: dict) -> tuple[list[str], list, list]:

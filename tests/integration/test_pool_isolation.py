@@ -838,7 +838,7 @@ def _operator_objects(sfx: str, node: str) -> tuple[dict, dict]:
 
 
 def test_gpu_operator_pods_run_on_a_pool_node_and_tenants_cannot_use_the_exemption(env: Env, kube) -> None:
-    """Issue 33: the GPU Operator's namespace is exempt (isolation.exemptNamespaces' default), so its
+    """Issue 33: the GPU Operator's namespace is exempt (exemptNamespaces' default), so its
     validator and device plugin run on pool nodes; a tenant has no rights there, so the exemption is no
     side door: a team member and a team namespace's editor are refused by RBAC."""
     e = env
