@@ -433,6 +433,14 @@ SERVE_USER: Final = "system:serviceaccount:gpuctl-system:gpuctl-serve"
 DEFRAG_MOVED_FOR_TEAM_ANNOTATION: Final = "runwhere.ai/moved-for-team"
 DEFRAG_MOVES_PER_TEAM_PER_HOUR: Final = 2
 
+# ----------------------------------------------------------------------------- exempt namespaces (issue 33)
+# Namespaces (besides the system ones) whose pods may run on pool nodes: the isolation rules outside team
+# namespaces (pool-toleration, pool-selection, pool-node-name) skip them. The NVIDIA GPU Operator's default
+# namespace: its validator and device plugin, DCGM exporter and NFD must reach every GPU node. An admin sets
+# the list (chart value exemptNamespaces, webhook flag --exempt-namespace, generator flag of
+# admission.policies.isolation); tenants have no rights there (docs/admission.md, "Exempt namespaces").
+EXEMPT_NAMESPACES: Final = ("gpu-operator",)
+
 # ----------------------------------------------------------------------------- gang (issue 31)
 # Multi-node training (docs/distributed.md; gpuctl.builders.gang, gpuctl.domain.gang). A `kind: training`
 # with resources.nodes: N > 1 is an Indexed Job of N pods (one Kueue Workload counting N: quota for all or

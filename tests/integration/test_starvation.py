@@ -56,7 +56,8 @@ class Stream:
     def _job(self) -> dict:
         runtime = random.randint(STREAM_MIN_SECONDS, STREAM_MAX_SECONDS)
         text = (
-            f"kind: training\njob: {{name: s-{uuid.uuid4().hex[:8]}, namespace: {self.ns}, maxRuntime: 600}}\n"
+            f"kind: training\njob: {{name: s-{uuid.uuid4().hex[:8]}, namespace: {self.ns}, "
+            "maxRuntime: 600}\n"
             f"environment: {{image: busybox, env: [{{GPUCTL_FAKE_RUNTIME: {runtime}s}}]}}\n"
             f"resources: {{pool: {self.pool}, gpu: 1, cpu: 1, memory: 1Gi}}\n"
         )
