@@ -35,11 +35,17 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, GPU_UNITS
-from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_units, pod_spec_gpus, pod_spec_request
+from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, GPU_RESOURCE, GPU_UNITS
+from gpuctl.domain.gpus import (
+    pod_gpus,
+    pod_spec_gpu_requests,
+    pod_spec_gpu_units,
+    pod_spec_gpus,
+    pod_spec_request,
+)
 from gpuctl.domain.objects import condition, is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpu_type, node_gpus, node_pool, node_ready
-from gpuctl.domain.sharing import units_to_gpus
+from gpuctl.domain.sharing import profile_of_resource, units_to_gpus
 from gpuctl.domain.status import is_gated
 from gpuctl.domain.teams import cohort_budget_gpus, team_budgets, team_reserved_units, team_usage
 from gpuctl.domain.workload import (
@@ -88,6 +94,7 @@ class Demand:
     # Issue 32: GPU equivalents one pod costs of its team's budget, in 1/GPU_UNITS GPU (whole GPUs and
     # slices, gpuctl.domain.gpus.pod_spec_gpu_units); None: its whole GPUs.
     units: int | None = None
+    slice: str = ""  # the slice of a GPU each pod asks for (nvidia.com/mig-1g.10gb, nvidia.com/gpu.shared)
 
     @property
     def total(self) -> int:
@@ -162,6 +169,7 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
         pods=pods,
         gpus=gpus,
         units=pod_spec_gpu_units(spec),
+        slice=_slice_of(spec),
         priority=priority_value(wl),
         created=m.get("creationTimestamp", ""),
         uid=m.get("uid", ""),
@@ -253,6 +261,8 @@ class Snapshot:
     # pool -> GPUs its ClusterQueue holds there. None: per node (`used` covers every pod).
     pool_reserved: dict[str, int] | None = None
     team_pools: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Issue 32: slice resource -> node -> namespace -> slices bound pods hold there.
+    slice_use: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -277,6 +287,7 @@ class Snapshot:
         waiting: dict[str, list[Demand]] = {}
         tas_used: dict[str, int] = {}
         known: set[str] = set()  # jobs (namespace/owner) a given Workload already describes
+        slice_use: dict[str, dict[str, dict[str, int]]] = {}
         for wl in workloads:
             st = workload_state(wl)
             ns = meta(wl).get("namespace", "")
@@ -302,6 +313,11 @@ class Snapshot:
             node = (p.get("spec") or {}).get("nodeName")
             label = pod_owner_label(p)
             if node:
+                for r, n in pod_spec_gpu_requests(p.get("spec")).items():
+                    if r != GPU_RESOURCE:
+                        by_ns = slice_use.setdefault(r, {}).setdefault(node, {})
+                        ns_p = meta(p).get("namespace", "")
+                        by_ns[ns_p] = by_ns.get(ns_p, 0) + n
                 g = pod_gpus(p)
                 bound[node] = bound.get(node, 0) + g
                 if g and label not in known:
@@ -331,6 +347,7 @@ class Snapshot:
             t.used = units_to_gpus(t.used_units)
         used = {n: max(tas_used.get(n, 0), bound.get(n, 0)) for n in set(tas_used) | set(bound)}
         snap = cls(list(nodes), teams, holders, waiting, used, cohort_budget_gpus(cohort))
+        snap.slice_use = slice_use
         if pool_reserved is not None:
             snap.pool_reserved = dict(pool_reserved)
             snap.team_pools = {
@@ -502,6 +519,9 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
     within = _quota_check(snap, team, demand)
     if isinstance(within, str):
         return Verdict(False, QUOTA, within, position, ahead)
+    no_slice = _slices_free(snap, demand) if demand.slice else ""
+    if no_slice:
+        return Verdict(False, CAPACITY, no_slice, position, ahead)
 
     if snap.pool_reserved is not None:
         return _by_count(snap, demand, within, queue[:k], position, ahead)
@@ -528,6 +548,31 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
         lambda: _preempt_or_capacity(snap, demand, within, free, pool_nodes),
     )
     return Verdict(cause == PREEMPTION, cause, message, position, ahead, preempts)
+
+
+def _slice_of(spec: Mapping[str, Any]) -> str:
+    """The slice of a GPU a pod spec asks for (a GPU resource other than whole nvidia.com/gpu), or ""."""
+    return next((r for r in pod_spec_gpu_requests(spec) if r != GPU_RESOURCE), "")
+
+
+def _slices_free(snap: Snapshot, demand: Demand) -> str:
+    """Why a slice job cannot start for want of free slices in its pool ("" if enough are free): the
+    pool's Ready nodes' allocatable of the slice less what bound pods hold (known only to a caller who
+    reads every pod; by count nothing is held). "no free 1g.10gb in dev-pool: 14, 3 in use by team-b"."""
+    nodes = [name(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)]
+    total = int(sum(node_allocatable(n, demand.slice) for n in snap.nodes if name(n) in nodes))
+    by_ns: dict[str, int] = {}
+    for node in nodes:
+        for ns, c in snap.slice_use.get(demand.slice, {}).get(node, {}).items():
+            by_ns[ns] = by_ns.get(ns, 0) + c
+    free = total - sum(by_ns.values())
+    if free >= demand.pods:
+        return ""
+    kind = profile_of_resource(demand.slice) or "shared GPU replica"
+    if not total:
+        return f"no node of {demand.pool} offers {kind} ({demand.slice})"
+    held = ", ".join(f"{c} in use by {ns}" for ns, c in sorted(by_ns.items(), key=lambda kv: -kv[1]))
+    return f"no free {kind} in {demand.pool} ({total} in all; {held})"
 
 
 def _quota_check(snap: Snapshot, team: _Team, demand: Demand) -> bool | str:
@@ -700,6 +745,7 @@ def demand_of_pod_template(
         pod_spec_gpus(spec),
         priority,
         units=pod_spec_gpu_units(spec),
+        slice=_slice_of(spec),
         label=label,
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),
