@@ -26,6 +26,12 @@ if ! command -v umoci >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v apt-g
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap umoci skopeo >/dev/null) \
     || echo "test: could not install mmdebstrap/umoci/skopeo; the image tests will fail" >&2
 fi
+# Every local cluster's Kueue, kube-apiserver and KWOK take inotify instances; the suite starts up to
+# seven clusters (two workers, the demo, MultiKueue's three, the real node) and the kernel's default of
+# 128 per user ran out ("couldn't initialize inotify: too many open files"). Raised as root, never lowered.
+if [[ $(id -u) == 0 ]] && (( $(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 1024) < 1024 )); then
+  sysctl -qw fs.inotify.max_user_instances=1024 || echo "test: could not raise fs.inotify.max_user_instances" >&2
+fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 # Layers point down and the domain core stays pure (contracts in pyproject.toml, docs/architecture.md).

@@ -162,7 +162,9 @@ def describe_pool(args: argparse.Namespace) -> int:
             f"jobs of {', '.join(d['jobs_namespaces']) or 'no namespace'} only (the namespaces you may "
             "read); GPU Allocated (pods) needs a role that may list every pod"
         )
-    for title, key in (("Running jobs", "running"), ("Queued jobs", "queued")):
+    for title, key in (("Running jobs", "running"), ("Queued jobs", "queued"), ("Stopped jobs", "stopped")):
+        if key == "stopped" and not d[key]:
+            continue
         print(f"{title}:" if d[key] else f"{title}: <none>")
         if d[key]:
             table(

@@ -42,7 +42,7 @@ from typing import Any
 
 from gpuctl.constants import KUEUE_WORKLOAD_ANNOTATION
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus
-from gpuctl.domain.objects import meta, parse_time
+from gpuctl.domain.objects import controller_ref, meta, owner_refs, parse_time
 from gpuctl.domain.workload import HOLDING_QUOTA, reserved_gpus, workload_state
 
 
@@ -88,15 +88,12 @@ class Uncovered:
 
 
 def controller_uid(pod: Mapping[str, Any]) -> str | None:
-    """The uid the pod names as its controller (ownerReferences with controller: true)."""
-    for o in meta(pod).get("ownerReferences") or ():
-        if o.get("controller"):
-            return o.get("uid") or None
-    return None
+    """The uid the pod names as its controller (gpuctl.domain.objects.controller_ref)."""
+    return (controller_ref(pod) or {}).get("uid") or None
 
 
 def _owner_uids(wl: Mapping[str, Any]) -> list[str]:
-    return [o["uid"] for o in meta(wl).get("ownerReferences") or () if o.get("uid")]
+    return [o["uid"] for o in owner_refs(wl) if o.get("uid")]
 
 
 _Index = Mapping[tuple[str, str], Any]  # (namespace, owner uid or Workload name) -> Workload(s)

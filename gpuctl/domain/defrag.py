@@ -44,7 +44,7 @@ from gpuctl.constants import (
     KUEUE_WORKLOAD_ANNOTATION,
 )
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, pod_spec_gpus
-from gpuctl.domain.objects import annotations, condition, meta, name, namespace, parse_time
+from gpuctl.domain.objects import annotations, condition, meta, name, namespace, owner_ref, parse_time
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready
 from gpuctl.domain.teams import team_budgets, team_reserved_gpus
 from gpuctl.domain.workload import (
@@ -258,15 +258,12 @@ def _workload_key(wl: Mapping[str, Any]) -> str:
 
 
 def _job_name(wl: Mapping[str, Any]) -> str:
-    for o in meta(wl).get("ownerReferences") or []:
-        if o.get("controller") or len(meta(wl).get("ownerReferences") or []) == 1:
-            return f"{namespace(wl)}/{o.get('name')}"
-    return _workload_key(wl)
+    owner = owner_ref(wl)
+    return f"{namespace(wl)}/{owner.get('name')}" if owner else _workload_key(wl)
 
 
 def _owner_kind(wl: Mapping[str, Any]) -> str:
-    owners = meta(wl).get("ownerReferences") or []
-    return str(owners[0].get("kind") or "") if owners else ""
+    return str((owner_ref(wl) or {}).get("kind") or "")
 
 
 def _pod_set_gpus(wl: Mapping[str, Any]) -> tuple[int, ...]:

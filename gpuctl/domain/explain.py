@@ -36,14 +36,16 @@ from decimal import Decimal
 from typing import Any
 
 from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, GPU_RESOURCE, GPU_UNITS
-from gpuctl.domain.gpus import (
-    pod_gpus,
-    pod_spec_gpu_requests,
-    pod_spec_gpu_units,
-    pod_spec_gpus,
-    pod_spec_request,
+from gpuctl.domain.demand import (
+    Demand,
+    _per_pod,
+    demand_of_pod_template,
+    pod_demand,
+    pod_owner_label,
+    workload_demand,
 )
-from gpuctl.domain.objects import condition, is_gpuctl_object, meta, name
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_requests
+from gpuctl.domain.objects import is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.domain.sharing import profile_of_resource, units_to_gpus
 from gpuctl.domain.status import is_gated
@@ -51,17 +53,23 @@ from gpuctl.domain.teams import cohort_budget_gpus, team_budgets, team_reserved_
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
     IN_QUEUE,
-    job_pool,
     labelled_priority_value,
-    max_runtime_seconds,
     pod_release_deadline,
-    pool_choice,
-    priority_value,
     release_deadline,
     topology_nodes,
     workload_state,
 )
 from gpuctl.quantity import format_bytes, format_quantity
+
+__all__ = [
+    "Demand",
+    "Snapshot",
+    "Verdict",
+    "blocking_reason",
+    "demand_of_pod_template",
+    "pod_demand",
+    "workload_demand",
+]
 
 QUOTA = "quota"
 CAPACITY = "capacity"
@@ -70,39 +78,6 @@ PRIORITY = "priority"
 PREEMPTION = "preemption"
 NO_NODES = "no-nodes"
 NONE = ""
-
-
-@dataclass(frozen=True)
-class Demand:
-    """What a job asks for: `pods` pods of `gpus` GPUs each in `pool`, for team `namespace`."""
-
-    namespace: str
-    pool: str
-    pods: int
-    gpus: int
-    priority: int
-    created: str = ""  # creationTimestamp (or eviction time); "" = now, behind everything queued
-    uid: str = ""  # the job's own Workload, left out of the state it is judged against
-    label: str = ""  # how others' jobs name it
-    cpu: Decimal = Decimal(0)  # per pod, cores
-    memory: Decimal = Decimal(0)  # per pod, bytes
-    kueue_message: str = ""  # why Kueue has not reserved quota yet (its Workload's QuotaReserved=False)
-    max_runtime: int | None = None  # seconds (job.maxRuntime, Kueue's max-exec-time); None: no limit
-    # sched-b (issue 23): a job of no single pool (pool ""): the pools it lists and the GPU types it asks.
-    any_of: tuple[str, ...] = ()
-    gpu_types: tuple[str, ...] = ()
-    # Issue 32: GPU equivalents one pod costs of its team's budget, in 1/GPU_UNITS GPU (whole GPUs and
-    # slices, gpuctl.domain.gpus.pod_spec_gpu_units); None: its whole GPUs.
-    units: int | None = None
-    slice: str = ""  # the slice of a GPU each pod asks for (nvidia.com/mig-1g.10gb, nvidia.com/gpu.shared)
-
-    @property
-    def total(self) -> int:
-        return self.pods * self.gpus
-
-    @property
-    def total_units(self) -> int:
-        return self.pods * (self.gpus * GPU_UNITS if self.units is None else self.units)
 
 
 @dataclass(frozen=True)
@@ -130,53 +105,6 @@ class Verdict:
             else ""
         )
         return f"would wait: {where}{behind}, because {self.message}"
-
-
-def _job_label(wl: Mapping[str, Any]) -> str:
-    m = meta(wl)
-    owners = m.get("ownerReferences") or []
-    owner = owners[0].get("name") if owners else m.get("name", "")
-    return f"{m.get('namespace', '')}/{owner}"
-
-
-def _pod_sets(wl: Mapping[str, Any]) -> list[tuple[int, int, Mapping[str, Any]]]:
-    """(pods, GPUs per pod, pod spec) per pod set."""
-    out = []
-    for ps in (wl.get("spec") or {}).get("podSets") or []:
-        tmpl = (ps.get("template") or {}).get("spec") or {}
-        out.append((int(ps.get("count") or 1), pod_spec_gpus(tmpl), tmpl))
-    return out
-
-
-def _per_pod(wl: Mapping[str, Any]) -> list[tuple[int, int]]:
-    """(pods, GPUs per pod) per pod set."""
-    return [(p, g) for p, g, _ in _pod_sets(wl)]
-
-
-def workload_demand(wl: Mapping[str, Any]) -> Demand:
-    """A Workload's demand (its first GPU pod set decides pods x GPUs)."""
-    sets = _pod_sets(wl) or [(1, 0, {})]
-    pods, gpus, spec = next((s for s in sets if s[1]), sets[0])
-    m = meta(wl)
-    reserved = condition(wl, "QuotaReserved")
-    return Demand(
-        kueue_message=str(reserved.get("message") or "") if reserved.get("status") == "False" else "",
-        max_runtime=max_runtime_seconds(wl),
-        cpu=pod_spec_request(spec, "cpu"),
-        memory=pod_spec_request(spec, "memory"),
-        namespace=m.get("namespace", ""),
-        pool=job_pool(wl) or "",
-        pods=pods,
-        gpus=gpus,
-        units=pod_spec_gpu_units(spec),
-        slice=_slice_of(spec),
-        priority=priority_value(wl),
-        created=m.get("creationTimestamp", ""),
-        uid=m.get("uid", ""),
-        label=_job_label(wl),
-        any_of=pool_choice(wl)[0],
-        gpu_types=pool_choice(wl)[1],
-    )
 
 
 @dataclass
@@ -217,26 +145,6 @@ def _place(free: dict[str, int], pods: int, gpus: int) -> None:
             return
         n = min(fitting, key=lambda x: (free[x], x))
         free[n] -= gpus
-
-
-def pod_owner_label(pod: Mapping[str, Any]) -> str:
-    """namespace/job as Workloads are labelled (_job_label): a Job's or StatefulSet's pods share their
-    controller's Workload; any other pod (a Deployment's) has a Workload of its own."""
-    m = meta(pod)
-    refs = m.get("ownerReferences") or []
-    ctrl = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
-    owner = ctrl.get("name") if ctrl and ctrl.get("kind") in ("Job", "StatefulSet") else m.get("name", "")
-    return f"{m.get('namespace', '')}/{owner}"
-
-
-def pod_demand(pod: Mapping[str, Any], pods: int = 1) -> Demand:
-    """The demand of a pod waiting at Kueue's gate (or of `pods` such pods of one job): its spec read as
-    a pod template's (demand_of_pod_template), plus when and whose it is."""
-    m = meta(pod)
-    d = demand_of_pod_template(
-        m.get("namespace", ""), pod, pods, labelled_priority_value(pod), label=pod_owner_label(pod)
-    )
-    return replace(d, created=m.get("creationTimestamp", ""), uid=m.get("uid", ""))
 
 
 @dataclass
@@ -550,23 +458,18 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
     return Verdict(cause == PREEMPTION, cause, message, position, ahead, preempts)
 
 
-def _slice_of(spec: Mapping[str, Any]) -> str:
-    """The slice of a GPU a pod spec asks for (a GPU resource other than whole nvidia.com/gpu), or ""."""
-    return next((r for r in pod_spec_gpu_requests(spec) if r != GPU_RESOURCE), "")
-
-
 def _slices_free(snap: Snapshot, demand: Demand) -> str:
     """Why a slice job cannot start for want of free slices in its pool ("" if enough are free): the
     pool's Ready nodes' allocatable of the slice less what bound pods hold (known only to a caller who
-    reads every pod; by count nothing is held). "no free 1g.10gb in dev-pool: 14, 3 in use by team-b"."""
-    nodes = [name(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)]
+    reads every pod; by count nothing is held). "no free 1g.10gb in dev-pool (14 in all; 3 in use by
+    team-b)"."""
+    nodes = {name(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)}
     total = int(sum(node_allocatable(n, demand.slice) for n in snap.nodes if name(n) in nodes))
     by_ns: dict[str, int] = {}
     for node in nodes:
         for ns, c in snap.slice_use.get(demand.slice, {}).get(node, {}).items():
             by_ns[ns] = by_ns.get(ns, 0) + c
-    free = total - sum(by_ns.values())
-    if free >= demand.pods:
+    if total - sum(by_ns.values()) >= demand.pods:
         return ""
     kind = profile_of_resource(demand.slice) or "shared GPU replica"
     if not total:
@@ -729,27 +632,4 @@ def _by_count(
         "(used by work within its teams' quotas)",
         position,
         ahead,
-    )
-
-
-def demand_of_pod_template(
-    namespace: str, template: Mapping[str, Any], pods: int, priority: int, label: str = ""
-) -> Demand:
-    """The demand of a job not created yet (dry run): its pod template and replica count."""
-    spec = template.get("spec") or {}
-    pool = job_pool(template) or ""
-    return Demand(
-        namespace,
-        pool,
-        pods,
-        pod_spec_gpus(spec),
-        priority,
-        units=pod_spec_gpu_units(spec),
-        slice=_slice_of(spec),
-        label=label,
-        cpu=pod_spec_request(spec, "cpu"),
-        memory=pod_spec_request(spec, "memory"),
-        max_runtime=max_runtime_seconds(template),
-        any_of=pool_choice(template)[0],
-        gpu_types=pool_choice(template)[1],
     )

@@ -50,7 +50,7 @@ from gpuctl.constants import (
     HISTORY_SAME_SECONDS,
 )
 from gpuctl.domain.multicluster import placement
-from gpuctl.domain.objects import annotations, condition, meta, name, namespace, parse_time, uid
+from gpuctl.domain.objects import annotations, condition, meta, name, namespace, owner_ref, parse_time, uid
 
 
 class Action(StrEnum):
@@ -121,11 +121,10 @@ def _norm_time(ts: str | None) -> str:
 
 # ----------------------------------------------------------------------------- which job
 def job_name(wl: Mapping[str, Any]) -> str:
-    """The gpuctl job a Workload belongs to: its controller owner (Job, StatefulSet); for a pod's own
-    Workload (a Deployment's pods, queued one by one) the Deployment, from the pod's name
-    <deployment>-<template hash>-<suffix>; else the Workload's name."""
-    owners = meta(wl).get("ownerReferences") or []
-    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    """The gpuctl job a Workload belongs to: its owner (gpuctl.domain.objects.owner_ref: a Job, a
+    StatefulSet); for a pod's own Workload (a Deployment's pods, queued one by one) the Deployment, from
+    the pod's name <deployment>-<template hash>-<suffix>; else the Workload's name."""
+    owner = owner_ref(wl)
     if not owner:
         return name(wl)
     if owner.get("kind") == "Pod":
@@ -135,14 +134,12 @@ def job_name(wl: Mapping[str, Any]) -> str:
 
 
 def _owner_pod(wl: Mapping[str, Any]) -> str:
-    owners = meta(wl).get("ownerReferences") or []
-    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    owner = owner_ref(wl)
     return str(owner.get("name") or "") if owner and owner.get("kind") == "Pod" else ""
 
 
 def owner_kind(wl: Mapping[str, Any]) -> str:
-    owners = meta(wl).get("ownerReferences") or []
-    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    owner = owner_ref(wl)
     if not owner:
         return ""
     return "Deployment" if owner.get("kind") == "Pod" else str(owner.get("kind") or "")

@@ -80,3 +80,43 @@ def short_age(seconds: float | None) -> str:
     if s < 86400 * 2:
         return f"{s // 3600}h"
     return f"{s // 86400}d"
+
+
+# ----------------------------------------------------------------------------- owners
+def owner_refs(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The object's ownerReferences that are objects (a malformed entry is skipped, never raised on)."""
+    refs = meta(obj).get("ownerReferences")
+    return [r for r in refs if isinstance(r, Mapping)] if isinstance(refs, list) else []
+
+
+def controller_ref(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The object's controller: its ownerReference marked `controller: true`, else None. Kubernetes'
+    rule (apimachinery metav1.GetControllerOf), with no fallback: who *manages* a pod (the Job,
+    ReplicaSet or StatefulSet that made it; what Kueue's pod webhook reads to leave a pod to its
+    controller's integration, and what a pod can forge). Used wherever a claim of control matters: the
+    backstop's links (gpuctl.domain.coverage), the pods of a job (explain), the webhook's owner-claim
+    rule (admission/). "Which object owns this Workload" is `owner_ref`, which starts here."""
+    for ref in owner_refs(obj):
+        if ref.get("controller") is True:
+            return ref
+    return None
+
+
+def owner_ref(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """Which object owns this one (a Workload, a pod): the one answer, in this fallback order:
+
+    1. its controller (`controller_ref`): a Job's Workload, a single pod's own Workload (Kueue's pod
+       integration: a Deployment's pods), every pod a controller made;
+    2. else its first owner that is not a Pod: a StatefulSet's Workload, which Kueue's statefulset
+       integration owns by a plain reference to the StatefulSet (statefulset_reconciler.go,
+       SetOwnerReference) while its pod group adds one plain reference per pod;
+    3. else its first owner: a plain pod group's Workload, owned by each of its pods alike.
+
+    None for an object without owners. Used for every "which job is this" of a Workload: the audit
+    trail's job (gpuctl.domain.history), defragmentation's jobs (gpuctl.domain.defrag), explain's
+    labels (gpuctl.domain.explain)."""
+    ctrl = controller_ref(obj)
+    if ctrl is not None:
+        return ctrl
+    refs = owner_refs(obj)
+    return next((r for r in refs if r.get("kind") != "Pod"), refs[0] if refs else None)

@@ -7,8 +7,10 @@ against it could not run.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from gpuctl.constants import (
     BUDGET_FLAVOR,
@@ -25,6 +27,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.gpus import quantity_gpus
 from gpuctl.domain.objects import condition, is_gpuctl_object, labels, name
+from gpuctl.domain.sharing import node_sharing, slice_resource
 from gpuctl.quantity import QuantityError, format_quantity, parse_quantity
 from queues import pool_toleration, resource_flavor
 from queues.model import PoolCapacity
@@ -254,21 +257,161 @@ def node_allocatable(node: Mapping[str, Any], resource: str) -> Decimal:
     return _qty(((node.get("status") or {}).get("allocatable") or {}).get(resource))
 
 
+# ----------------------------------------------------------------------------- a pool's facts
+class NodeFacts(NamedTuple):
+    """What one node says about its pool, read once: `gpuctl serve` keeps one per node in its watch cache
+    (refreshed on the node's events), the CLI and the API read them from the nodes they list."""
+
+    name: str
+    pool: str | None
+    state: str  # node_state: ready | not_ready | cordoned
+    capacity_gpus: int  # status.capacity, ready or not
+    allocatable_gpus: int  # status.allocatable of a Ready, schedulable node (node_ready), else 0
+    cpu: Decimal  # allocatable cores, 0 unless node_ready
+    memory: Decimal  # allocatable bytes, 0 unless node_ready
+    gpu_type: str
+    # Its pool taint is not what its pool label says (labelled by kubectl, not by gpuctl): pods from outside
+    # Kueue can land there until `gpuctl apply -f` of the pool or `gpuctl adopt` taints it.
+    untainted: bool = False
+    # Issue 32: slices of its GPUs a Ready node offers, (profile or "shared", resource, count)
+    # (gpuctl.domain.sharing.node_sharing, what `describe pool` sums).
+    slices: tuple[tuple[str, str, int], ...] = ()
+
+
+def _node_slices(node: Mapping[str, Any]) -> tuple[tuple[str, str, int], ...]:
+    ns = node_sharing(node)
+    return tuple((p, slice_resource(ns.mode, p), n) for p, n in sorted(ns.slices.items()))
+
+
+def node_facts(node: Mapping[str, Any]) -> NodeFacts:
+    ready = node_ready(node)
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    return NodeFacts(
+        name=name(node),
+        pool=node_pool(node),
+        state=node_state(node),
+        capacity_gpus=node_gpus(node, "capacity"),
+        allocatable_gpus=node_gpus(node) if ready else 0,
+        cpu=_qty(alloc.get(CPU_RESOURCE)) if ready else Decimal(0),
+        memory=_qty(alloc.get(MEMORY_RESOURCE)) if ready else Decimal(0),
+        gpu_type=node_gpu_type(node),
+        untainted=node_pool_taint_missing(node),
+        slices=_node_slices(node) if ready else (),
+    )
+
+
+class ResourceFacts(NamedTuple):
+    """One schedulable resource of a pool besides whole GPUs (a GPU slice, issue 32): how much its nodes
+    offer and how much is used."""
+
+    capacity: float
+    used: float
+
+
+_NO_RESOURCES: Mapping[str, ResourceFacts] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """A pool's facts, aggregated once from its nodes (`pool_facts`) and, given by the caller, what Kueue
+    reserved there: the one source of `get pools`, `describe pool`, the API's pools, the Cohort's capacity
+    (`pool_capacities`) and the metrics' pool gauges, which only print it.
+
+    Extending it: a new kind of schedulable resource (GPU slices: issue 32) goes in `resources`, resource
+    name -> ResourceFacts(capacity, used), filled where the nodes' facts are summed; views and gauges
+    iterate the mapping, so a resource added is a key, not a new field every consumer must learn."""
+
+    name: str
+    registered: bool = True  # a gpuctl pool flavor exists (else only nodes are labelled with it)
+    nodes: tuple[str, ...] = ()  # every node labelled into the pool, sorted
+    node_states: Mapping[str, int] = field(default_factory=dict)  # ready | not_ready | cordoned -> nodes
+    capacity_gpus: int = 0  # installed (status.capacity), Ready or not
+    allocatable_gpus: int = 0  # of Ready, schedulable nodes: the pool's Kueue capacity
+    cpu: Decimal = Decimal(0)  # allocatable cores of Ready nodes
+    memory: Decimal = Decimal(0)  # allocatable bytes of Ready nodes
+    gpu_types: tuple[str, ...] = ()  # of its nodes, sorted
+    untainted_nodes: int = 0  # nodes without the pool taint (NodeFacts.untainted)
+    reserved_gpus: float = 0  # what Kueue reserved there (the caller's count: ClusterQueues' or Workloads')
+    # Issue 32: (MIG profile or "shared", resource) -> slices its Ready nodes offer (NodeFacts.slices).
+    slices: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    resources: Mapping[str, ResourceFacts] = field(default_factory=lambda: _NO_RESOURCES)
+
+    @property
+    def nodes_ready(self) -> int:
+        return self.node_states.get("ready", 0)
+
+    @property
+    def status(self) -> str:
+        """empty (no node) | degraded (some node not ready) | active."""
+        if not self.nodes:
+            return "empty"
+        return "degraded" if self.nodes_ready < len(self.nodes) else "active"
+
+    def free(self, used: float | None = None) -> float:
+        """GPUs free to new work (gpus_free); `used`: what bound pods hold, where the caller counted it."""
+        return gpus_free(self.allocatable_gpus, used, self.reserved_gpus)
+
+
+def pool_facts(
+    nodes: Iterable[Mapping[str, Any] | NodeFacts],
+    pools: Iterable[str] = (),
+    reserved: Mapping[str, float] | None = None,
+) -> dict[str, PoolFacts]:
+    """Pool -> its facts, for every pool named in `pools` (its flavors: registered) and every pool a node
+    is labelled with (not registered unless named). `nodes`: Node objects or their NodeFacts. `reserved`:
+    pool -> GPUs Kueue reserved there (gpuctl.domain.teams.pool_reservations, or the Workloads' terms)."""
+    named = set(pools)
+    acc: dict[str, dict[str, Any]] = {p: {"nodes": [], "states": {}, "types": set()} for p in named}
+    sums: dict[str, list] = {p: [0, 0, Decimal(0), Decimal(0), 0] for p in named}
+    for n in nodes:
+        f = n if isinstance(n, NodeFacts) else node_facts(n)
+        if f.pool is None:
+            continue
+        a = acc.setdefault(f.pool, {"nodes": [], "states": {}, "types": set()})
+        t = sums.setdefault(f.pool, [0, 0, Decimal(0), Decimal(0), 0])
+        a["nodes"].append(f.name)
+        a["states"][f.state] = a["states"].get(f.state, 0) + 1
+        if f.gpu_type:
+            a["types"].add(f.gpu_type)
+        for prof, res, count in f.slices:
+            a.setdefault("slices", {})[(prof, res)] = a.get("slices", {}).get((prof, res), 0) + count
+        t[0] += f.capacity_gpus
+        t[1] += f.allocatable_gpus
+        t[2] += f.cpu
+        t[3] += f.memory
+        t[4] += 1 if f.untainted else 0
+    reserved = reserved or {}
+    return {
+        p: PoolFacts(
+            name=p,
+            registered=p in named,
+            nodes=tuple(sorted(a["nodes"])),
+            node_states=MappingProxyType(a["states"]),
+            capacity_gpus=sums[p][0],
+            allocatable_gpus=sums[p][1],
+            cpu=sums[p][2],
+            memory=sums[p][3],
+            gpu_types=tuple(sorted(a["types"])),
+            untainted_nodes=sums[p][4],
+            reserved_gpus=reserved.get(p, 0),
+            slices=MappingProxyType(dict(sorted(a.get("slices", {}).items()))),
+        )
+        for p, a in sorted(acc.items())
+    }
+
+
 def pool_capacities(nodes: Iterable[Mapping[str, Any]], pools: Iterable[str]) -> list[PoolCapacity]:
-    """Capacity of each named pool (pools without nodes have 0), from Node objects."""
-    acc: dict[str, list] = {p: [0, Decimal(0), Decimal(0), []] for p in pools}
-    for node in nodes:
-        pool = node_pool(node)
-        if pool not in acc:
-            continue
-        acc[pool][3].append(name(node))
-        if not node_ready(node):
-            continue
-        alloc = (node.get("status") or {}).get("allocatable") or {}
-        acc[pool][0] += node_gpus(node)
-        acc[pool][1] += _qty(alloc.get(CPU_RESOURCE))
-        acc[pool][2] += _qty(alloc.get(MEMORY_RESOURCE))
+    """Capacity of each named pool (pools without nodes have 0), from Node objects: the Cohort's
+    (queues.model.PoolCapacity), read from pool_facts."""
+    named = list(pools)
+    facts = pool_facts(nodes, named)
     return [
-        PoolCapacity(name=p, gpu=g, cpu=format_quantity(c), memory=format_quantity(m), nodes=tuple(sorted(n)))
-        for p, (g, c, m, n) in sorted(acc.items())
+        PoolCapacity(
+            name=f.name,
+            gpu=f.allocatable_gpus,
+            cpu=format_quantity(f.cpu),
+            memory=format_quantity(f.memory),
+            nodes=f.nodes,
+        )
+        for f in (facts[p] for p in sorted(set(named)))
     ]

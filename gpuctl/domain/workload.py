@@ -135,22 +135,38 @@ def _pod_specs(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [spec]
 
 
-def job_pool(obj: Mapping[str, Any]) -> str | None:
-    """The pool of a job, read from any of its objects (controller, pod, pod template, Workload): the
-    one rule. runwhere.ai/pool, which gpuctl puts on each of them and Kueue copies to the Workload
-    (labelKeysToCopy); else, for a Workload, the pool Kueue admitted it to (the flavor of its GPUs);
-    else the pool its pod spec selects (nodeSelector runwhere.ai/pool, what gpuctl's builders write).
-    None when none says: such work may land in any pool."""
-    p = labels(obj).get(Labels.POOL)
-    if p:
-        return p
-    assigned = reserved_pools(obj) if "podSets" in (obj.get("spec") or {}) else []
-    if assigned:
-        return assigned[0][0]
-    for spec in _pod_specs(obj):
-        selected = (spec.get("nodeSelector") or {}).get(Labels.POOL)
-        if selected:
-            return selected
+def job_pool(*objects: Mapping[str, Any] | None) -> str | None:
+    """The pool of a job, from whichever of its objects are at hand (its controller, its Workload, its
+    pods, a pod template; in any order, None skipped): the one rule behind `get jobs` and its `--pool`,
+    `describe job`, `describe pool`, `delete pool`'s in-use check, the API, the metrics and explain.
+    In this order of authority, over all the objects given:
+
+    1. runwhere.ai/pool on any of them: the single pool the job names (gpuctl puts it on each of its
+       objects, Kueue copies it to the Workload: labelKeysToCopy);
+    2. else the pool Kueue admitted a Workload to (the flavor of its GPUs, status.admission): where a job
+       of several pools (`pool: [P, Q]`, issue 23, no label) runs while it holds quota;
+    3. else the pool a pod spec selects (nodeSelector runwhere.ai/pool): what gpuctl's builders write
+       for a single pool, and what Kueue writes from the admitted flavor's nodeLabels into an admitted
+       Job's template and into the pods it ungates (so a Job read without its Workload, or such a pod,
+       still names the pool of a job of several pools).
+
+    None when none says: a job of several pools not admitted (yet, or any more) may land in any of
+    them. A Deployment of several pools whose replicas Kueue admitted to different pools (one Workload
+    per pod) has the pool of the first object that names one."""
+    objs = [o for o in objects if o]
+    for o in objs:
+        p = labels(o).get(Labels.POOL)
+        if p:
+            return p
+    for o in objs:
+        assigned = reserved_pools(o) if "podSets" in (o.get("spec") or {}) else []
+        if assigned:
+            return assigned[0][0]
+    for o in objs:
+        for spec in _pod_specs(o):
+            selected = (spec.get("nodeSelector") or {}).get(Labels.POOL)
+            if selected:
+                return selected
     return None
 
 

@@ -58,6 +58,7 @@ from gpuctl.constants import (
     UNCOVERED_EVICT_AFTER_SECONDS,
     UNCOVERED_GRACE_SECONDS,
 )
+from gpuctl.server import flags
 from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache
 from gpuctl.server.defrag import Defragmenter, cache_source, parse_pools
@@ -141,10 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpuctl serve",
         description="Run gpuctl's service: pool capacity reconciler, Prometheus /metrics, REST API.",
     )
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-    p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--address", default="0.0.0.0", help="listen address (default 0.0.0.0)")
-    p.add_argument("--metrics-port", "--port", type=int, default=9090, help="listen port (default 9090)")
+    flags.add_cluster(p)
+    flags.add_listener(p, 9090, "--metrics-port", "--port")
     p.add_argument(
         "--metrics", action=argparse.BooleanOptionalAction, default=True, help="serve /metrics (default on)"
     )
@@ -232,13 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--renew-deadline", type=float, default=10.0, help="seconds to renew before stepping down (10)"
     )
     p.add_argument("--retry-period", type=float, default=2.0, help="seconds between Lease attempts (2)")
-    p.add_argument(
-        "--tls-cert",
-        "--tls-cert-file",
-        dest="tls_cert",
-        help="serve HTTPS with this PEM certificate (chain); re-read when the file changes",
-    )
-    p.add_argument("--tls-key", "--tls-key-file", dest="tls_key", help="... and this PEM key")
+    flags.add_tls(p)
+    flags.add_api_auth(p)  # with --api
     p.add_argument(
         "--cluster",
         default="",
@@ -256,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         "context): the API's describe and logs of a job dispatched there read its pods there; repeatable "
         "(docs/multicluster.md)",
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    flags.add_log_level(p)
     return p
 
 
@@ -392,9 +386,8 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     args = build_parser().parse_args(argv)
-    if bool(args.tls_cert) != bool(args.tls_key):
-        print("error: --tls-cert and --tls-key go together", file=sys.stderr)
-        return 2
+    if bool(args.tls_cert) != bool(args.tls_key):  # a usage error, before any other check
+        return flags.tls_reloader(args)[1]
     if args.evict_uncovered and not args.backstop:
         print("error: --evict-uncovered needs the backstop (drop --no-backstop)", file=sys.stderr)
         return 2
@@ -408,14 +401,9 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    reloader = None
-    if args.tls_cert:  # checked before anything else: a bad pair stops the server, naming the files
-        try:
-            reloader = CertReloader(args.tls_cert, args.tls_key)
-            reloader.load()
-        except (OSError, ValueError) as e:
-            print(f"error: --tls-cert {args.tls_cert} / --tls-key {args.tls_key}: {e}", file=sys.stderr)
-            return 1
+    reloader, code = flags.tls_reloader(args)  # a bad pair stops the server, naming the files
+    if code:
+        return code
     try:
         cluster = Cluster.connect(kubeconfig=args.kubeconfig, context=args.context)
     except (ConnectionError, FileNotFoundError) as e:
@@ -455,7 +443,7 @@ def main(argv: list[str]) -> int:
         ", ".join(parts) or "health only",
         "https" if ctx.reloader else "http",
         args.address,
-        args.metrics_port,
+        args.port,
         f"; leader election on lease {ctx.elector.namespace}/{ctx.elector.name} as {ctx.elector.identity}"
         if ctx.elector
         else "; no leader election (this replica leads)",
@@ -468,9 +456,7 @@ def main(argv: list[str]) -> int:
             "ssl_context_factory": ctx.reloader.factory,
         }
     try:
-        uvicorn.run(
-            app, host=args.address, port=args.metrics_port, log_level=args.log_level, access_log=False, **tls
-        )
+        uvicorn.run(app, host=args.address, port=args.port, log_level=args.log_level, access_log=False, **tls)
     finally:
         stop_parts(ctx)
         ctx.cache.stop()

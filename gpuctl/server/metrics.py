@@ -44,25 +44,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuctl import __version__
-from gpuctl.constants import LOCAL_QUEUE_NAME, METRICS_CLUSTER_LABEL, Labels
+from gpuctl.constants import METRICS_CLUSTER_LABEL
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus, workload_gpus
-from gpuctl.domain.objects import is_gpuctl_object, labels, name, parse_time
-from gpuctl.domain.pools import (
-    NODE_STATES,
-    gpus_free,
-    node_gpu_type,
-    node_gpus,
-    node_pool,
-    node_pool_taint_missing,
-    node_ready,
-    node_state,
-)
+from gpuctl.domain.objects import is_gpuctl_object, parse_time
+from gpuctl.domain.pools import NodeFacts, PoolFacts, pool_facts
 from gpuctl.domain.pools import pool_names as flavor_pool_names
-from gpuctl.domain.sharing import node_sharing, slice_resource
-from gpuctl.domain.teams import team_from_cluster_queue, team_usage
 from gpuctl.domain.workload import (
-    NO_PRIORITY,
-    PRIORITIES,
     job_pool,
     metric_state,
     pending_since,
@@ -71,53 +58,21 @@ from gpuctl.domain.workload import (
     reserved_pools,
     workload_priority,
 )
+from gpuctl.server.gauges import ANY_POOL, WorkloadSums, pool_families, team_families, workload_families
 
 if TYPE_CHECKING:
     from gpuctl.server.backstop import Backstop
     from gpuctl.server.cache import Cache, Informer
     from gpuctl.server.reconciler import Reconciler
 
-ANY_POOL = "*"
 # Queue wait: seconds to a day, roughly x2-x3 apart (Kueue's own buckets stop at ~2.8 h).
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 86400)
 WORKLOAD_STATES = ("queued", "admitted", "running", "preempted", "inactive")
 
 
 # -------------------------------------------------------------------- summaries
-class NodeInfo(NamedTuple):
-    name: str
-    pool: str | None
-    state: str  # ready | not_ready | cordoned
-    capacity_gpus: int
-    allocatable_gpus: int  # what the pool's Kueue capacity counts: 0 unless node_ready()
-    gpu_type: str
-    # The node's pool taint is not what its pool label says (labelled by kubectl, not by gpuctl): pods
-    # from outside Kueue can land there until `gpuctl apply -f` of the pool or `gpuctl adopt` taints it.
-    untainted: bool = False
-    # Issue 32: slices of its GPUs a Ready node offers, (profile or "shared", resource, count)
-    # (gpuctl.domain.sharing.node_sharing, what `describe pool` sums).
-    slices: tuple[tuple[str, str, int], ...] = ()
-
-
-def node_summary(node: dict) -> NodeInfo:
-    """Per-node inputs of the pool gauges; the same domain functions as the Cohort's capacity
-    (gpuctl.domain.pools.pool_capacities), so the gauge and the Cohort agree by construction."""
-    ready = node_ready(node)
-    return NodeInfo(
-        name=name(node),
-        pool=node_pool(node),
-        state=node_state(node),
-        capacity_gpus=node_gpus(node, "capacity"),
-        allocatable_gpus=node_gpus(node) if ready else 0,
-        gpu_type=node_gpu_type(node),
-        untainted=node_pool_taint_missing(node),
-        slices=_node_slices(node) if ready else (),
-    )
-
-
-def _node_slices(node: dict) -> tuple[tuple[str, str, int], ...]:
-    ns = node_sharing(node)
-    return tuple((p, slice_resource(ns.mode, p), n) for p, n in sorted(ns.slices.items()))
+# A node's summary in the cache is gpuctl.domain.pools.NodeFacts (node_facts): the same reading as the
+# Cohort's capacity and `get pools`, so the gauges and the views agree by construction.
 
 
 class PodInfo(NamedTuple):
@@ -334,250 +289,38 @@ class GpuctlCollector(Collector):
         return iter(families)
 
     def _pools_and_teams(self) -> Iterator:
-        now = time.time()
-        flavors = self._list("ResourceFlavor")
-        flavor_pools = set(flavor_pool_names(flavors))
-        nodes: list[NodeInfo] = self._summaries("Node")
-        node_pool_of: dict[str, str] = {}
-        pools: set[str] = set(flavor_pools)
-        capacity: dict[str, float] = defaultdict(float)
-        allocatable: dict[str, float] = defaultdict(float)
-        node_states: dict[tuple[str, str], int] = defaultdict(int)
-        gpu_types: dict[str, set[str]] = defaultdict(set)
-        untainted: dict[str, float] = defaultdict(float)
-        slices: dict[tuple[str, str, str], float] = defaultdict(float)
-        for info in nodes:
-            if info.pool is None:
-                continue
-            if info.untainted:
-                untainted[info.pool] += 1
-            node_pool_of[info.name] = info.pool
-            pools.add(info.pool)
-            capacity[info.pool] += info.capacity_gpus
-            allocatable[info.pool] += info.allocatable_gpus
-            node_states[(info.pool, info.state)] += 1
-            if info.gpu_type:
-                gpu_types[info.pool].add(info.gpu_type)
-            for prof, res, n in info.slices:
-                slices[(info.pool, prof, res)] += n
-
+        """The cluster-state series: facts from the cache's summaries, then gpuctl.server.gauges."""
+        nodes: list[NodeFacts] = self._summaries("Node")
+        flavor_pools = flavor_pool_names(self._list("ResourceFlavor"))
+        pools = set(flavor_pools) | {n.pool for n in nodes if n.pool is not None}
+        sums = WorkloadSums.of(self._summaries("Workload"), pools, time.time())
+        facts = pool_facts(nodes, flavor_pools, reserved=sums.reserved)
         cqs = [cq for cq in self._list("ClusterQueue") if is_gpuctl_object(cq)]
         teams = {cq["metadata"]["name"] for cq in cqs}
+        allocated, team_allocated = self._allocated(facts, teams)
+        yield from pool_families(facts, allocated, sums.requested)
+        yield from workload_families(sums, teams)
+        yield from team_families(cqs, sorted(facts), team_allocated)
+        # The backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage).
+        if self.backstop is not None:
+            yield from self.backstop.pool_families(sorted(facts))
 
+    def _allocated(
+        self, facts: dict[str, PoolFacts], teams: set[str]
+    ) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
+        """GPUs bound pods hold, per pool and per (team namespace, pool), from PodGpus' per-node sums."""
+        node_pool = {n: p for p, f in facts.items() for n in f.nodes}
         allocated: dict[str, float] = defaultdict(float)
         team_allocated: dict[tuple[str, str], float] = defaultdict(float)
         for node, per_ns in (self.pod_gpus.by_node() if self.pod_gpus else {}).items():
-            pool = node_pool_of.get(node)
+            pool = node_pool.get(node)
             if pool is None:
                 continue
             for ns, gpus in per_ns.items():
                 allocated[pool] += gpus
                 if ns in teams:
                     team_allocated[(ns, pool)] += gpus
-
-        reserved: dict[str, float] = defaultdict(float)
-        requested: dict[tuple[str, str], float] = defaultdict(float)
-        wl_count: dict[tuple[str, str, str, str], int] = defaultdict(int)
-        oldest: dict[tuple[str, str], float] = {}
-        for w in self._summaries("Workload"):
-            if w.state is None:
-                continue
-            pool = w.pool if w.pool in pools else ANY_POOL
-            wl_count[(pool, w.namespace, w.priority, w.state)] += 1
-            for rp, gpus in w.reserved:
-                reserved[rp] += gpus
-            if w.pending_since is not None:
-                requested[(pool, w.priority)] += w.requested_gpus
-                key = (pool, w.priority)
-                oldest[key] = max(oldest.get(key, 0.0), now - w.pending_since)
-
-        # ---- pools
-        sp = sorted(pools)
-        info = GaugeMetricFamily(
-            "gpuctl_pool_info",
-            "A gpuctl pool (=1). flavor is its Kueue ResourceFlavor; gpu_type lists its nodes' GPU types",
-            labels=["pool", "flavor", "gpu_type", "registered"],
-        )
-        for p in sp:
-            info.add_metric(
-                [p, p, ",".join(sorted(gpu_types[p])), "true" if p in flavor_pools else "false"], 1
-            )
-        yield info
-        node_info = GaugeMetricFamily(
-            "gpuctl_node_pool_info",
-            "A node of a gpuctl pool (=1): joins per-node series such as DCGM's to pools",
-            labels=["node", "pool"],
-        )
-        for node, pool in sorted(node_pool_of.items()):
-            node_info.add_metric([node, pool], 1)
-        yield node_info
-        pool_slices = GaugeMetricFamily(
-            "gpuctl_pool_slices",
-            "Slices of GPUs the pool's Ready nodes offer, per MIG profile (or `shared` for time-slicing/MPS "
-            "replicas) and the resource a pod asks for (docs/sharing.md)",
-            labels=["pool", "profile", "resource"],
-        )
-        for (p, prof, res), n in sorted(slices.items()):
-            pool_slices.add_metric([p, prof, res], n)
-        yield pool_slices
-
-        def pool_gauge(name: str, doc: str, values: dict[str, float]) -> GaugeMetricFamily:
-            g = GaugeMetricFamily(name, doc, labels=["pool"])
-            for p in sp:
-                g.add_metric([p], values.get(p, 0.0))
-            return g
-
-        yield pool_gauge(
-            "gpuctl_pool_capacity_gpus",
-            "GPUs installed in the pool's nodes (status.capacity), ready or not",
-            capacity,
-        )
-        yield pool_gauge(
-            "gpuctl_pool_allocatable_gpus",
-            "GPUs of the pool's Ready, schedulable nodes (status.allocatable): the pool's Kueue capacity",
-            allocatable,
-        )
-        yield pool_gauge(
-            "gpuctl_pool_allocated_gpus",
-            "GPUs requested by bound, unfinished pods on the pool's nodes",
-            allocated,
-        )
-        yield pool_gauge(
-            "gpuctl_pool_reserved_gpus",
-            "GPUs Kueue has reserved in the pool for admitted Workloads",
-            reserved,
-        )
-        free = {
-            p: float(gpus_free(allocatable.get(p, 0.0), allocated.get(p, 0.0), reserved.get(p, 0.0)))
-            for p in sp
-        }
-        yield pool_gauge(
-            "gpuctl_pool_free_gpus",
-            "Allocatable GPUs neither reserved by Kueue nor allocated to pods: "
-            "allocatable - max(reserved, allocated)",
-            free,
-        )
-        req = GaugeMetricFamily(
-            "gpuctl_pool_requested_gpus",
-            "GPUs requested by Workloads waiting for quota (queued or preempted); pool * = not chosen yet",
-            labels=["pool", "priority"],
-        )
-        for p in [*sp, ANY_POOL]:
-            for prio in sorted(PRIORITIES | {NO_PRIORITY}):
-                if p != ANY_POOL or (p, prio) in requested:
-                    req.add_metric([p, prio], requested.get((p, prio), 0.0))
-        yield req
-        yield pool_gauge(
-            "gpuctl_pool_untainted_nodes",
-            "Nodes of the pool without its taint runwhere.ai/pool=<pool>:NoSchedule (labelled into the "
-            "pool without gpuctl): work from outside Kueue can run there; `gpuctl apply -f` of the pool "
-            "taints them",
-            untainted,
-        )
-        nodes_g = GaugeMetricFamily(
-            "gpuctl_pool_nodes",
-            "Nodes of the pool by state (ready, not_ready, cordoned)",
-            labels=["pool", "state"],
-        )
-        for p in sp:
-            for s in NODE_STATES:
-                nodes_g.add_metric([p, s], node_states.get((p, s), 0))
-        yield nodes_g
-
-        # ---- workloads
-        wl = GaugeMetricFamily(
-            "gpuctl_workloads",
-            "Kueue Workloads by pool, team namespace, priority and state (queued, admitted, running, "
-            "preempted, inactive); finished ones are not counted",
-            labels=["pool", "namespace", "priority", "state"],
-        )
-        for (p, ns, prio, st), n in sorted(wl_count.items()):
-            wl.add_metric([p, ns, prio, st], n)
-        # Zero series per team so "no queued work" is a 0, not an absent series.
-        for ns in sorted(teams):
-            for st in ("queued", "admitted", "running", "preempted"):
-                if not any(k[1] == ns and k[3] == st for k in wl_count):
-                    wl.add_metric([ANY_POOL, ns, NO_PRIORITY, st], 0)
-        yield wl
-        old = GaugeMetricFamily(
-            "gpuctl_queue_oldest_pending_seconds",
-            "Age of the oldest Workload waiting for quota (since creation or its last eviction)",
-            labels=["pool", "priority"],
-        )
-        for (p, prio), age in sorted(oldest.items()):
-            old.add_metric([p, prio], age)
-        yield old
-
-        # ---- teams
-        t_info = GaugeMetricFamily(
-            "gpuctl_team_info",
-            "A gpuctl team (=1): its namespace, ClusterQueue (Kueue's cluster_queue label) and quota name",
-            labels=["namespace", "cluster_queue", "local_queue", "quota"],
-        )
-        t_quota = GaugeMetricFamily(
-            "gpuctl_team_quota_gpus",
-            "The team's GPU budget across pools (absent when unlimited)",
-            labels=["namespace"],
-        )
-        t_limit = GaugeMetricFamily(
-            "gpuctl_team_borrowing_limit_gpus",
-            "GPUs the team may borrow beyond its budget (absent when unlimited)",
-            labels=["namespace"],
-        )
-        t_guar = GaugeMetricFamily(
-            "gpuctl_team_guaranteed_gpus",
-            "GPUs guaranteed to the team in a pool",
-            labels=["namespace", "pool"],
-        )
-        t_used = GaugeMetricFamily(
-            "gpuctl_team_used_gpus",
-            "GPUs Kueue counts as used by the team's admitted Workloads in a pool (ClusterQueue status)",
-            labels=["namespace", "pool"],
-        )
-        t_budget = GaugeMetricFamily(
-            "gpuctl_team_budget_used_gpus",
-            "GPU equivalents of its budget the team's admitted Workloads hold across pools: whole GPUs and "
-            "slices (MIG instances, time-slicing replicas) by docs/sharing.md's rule (ClusterQueue status)",
-            labels=["namespace"],
-        )
-        t_borrow = GaugeMetricFamily(
-            "gpuctl_team_borrowed_gpus",
-            "GPUs the team uses in a pool beyond its guarantee there, borrowed from the cohort (Kueue's "
-            "ClusterQueue status)",
-            labels=["namespace", "pool"],
-        )
-        t_over = GaugeMetricFamily(
-            "gpuctl_team_over_quota_gpus",
-            "GPUs the team uses beyond its budget, borrowed from idle teams' budgets (ClusterQueue status)",
-            labels=["namespace"],
-        )
-        t_alloc = GaugeMetricFamily(
-            "gpuctl_team_allocated_gpus",
-            "GPUs requested by the team's bound, unfinished pods in a pool",
-            labels=["namespace", "pool"],
-        )
-        for cq in sorted(cqs, key=lambda c: c["metadata"]["name"]):
-            ns = cq["metadata"]["name"]
-            t_info.add_metric([ns, ns, LOCAL_QUEUE_NAME, labels(cq).get(Labels.QUOTA, "")], 1)
-            team = team_from_cluster_queue(cq)
-            usage = team_usage(cq)
-            if team.gpu is not None:
-                t_quota.add_metric([ns], team.gpu)
-            if team.borrowing_limit is not None:
-                t_limit.add_metric([ns], team.borrowing_limit)
-            t_over.add_metric([ns], usage.gpus_over_quota)
-            t_budget.add_metric([ns], usage.gpus)
-            for p in sp:
-                g = team.pools.get(p)
-                t_guar.add_metric([ns, p], g.gpu if g else 0)
-                t_used.add_metric([ns, p], usage.pool_gpus.get(p, 0))
-                t_borrow.add_metric([ns, p], usage.pool_borrowed.get(p, 0))
-                t_alloc.add_metric([ns, p], team_allocated.get((ns, p), 0.0))
-        yield from (t_info, t_quota, t_limit, t_guar, t_used, t_borrow, t_over, t_alloc, t_budget)
-
-        # ---- the backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage)
-        if self.backstop is not None:
-            yield from self.backstop.pool_families(sp)
+        return allocated, team_allocated
 
     def _health(self) -> Iterator:
         b = GaugeMetricFamily("gpuctl_build_info", "gpuctl's version (=1)", labels=["version"])

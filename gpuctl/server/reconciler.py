@@ -148,9 +148,9 @@ class Reconciler:
                 if target > now:
                     self._wake.wait(timeout=min(target - now, 1.0))
                     continue
-                first = self._first_trigger
-                self._first_trigger = self._last_trigger = None
-            result = self.reconcile_once(first)
+            result = self.poll() if due is not None else self.reconcile_once()
+            if result is None:  # a trigger arrived meanwhile and moved the debounce on
+                continue
             next_resync = self.clock() + self.resync
             if result == "error":
                 if stop.wait(backoff):
@@ -159,6 +159,18 @@ class Reconciler:
                 self.trigger("retry")
             else:
                 backoff = 1.0
+
+    def poll(self) -> str | None:
+        """One turn of the loop without waiting: reconcile when the pending trigger is due by `clock`
+        (`debounce` after the last trigger, at most `max_delay` after the first) and return what
+        happened; None when nothing is due. run() calls it; tests drive it with their own clock."""
+        with self._wake:
+            due = self._due_at()
+            if due is None or due > self.clock():
+                return None
+            first = self._first_trigger
+            self._first_trigger = self._last_trigger = None
+        return self.reconcile_once(first)
 
     def _due_at(self) -> float | None:
         if self._first_trigger is None or self._last_trigger is None:

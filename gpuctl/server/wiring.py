@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from gpuctl.cluster.informer import Transport
 from gpuctl.constants import COHORT_NAME, MANAGED_BY_VALUE, Labels
+from gpuctl.domain.pools import node_facts
 from gpuctl.server.cache import Cache, trim_controller, trim_node, trim_pod, trim_workload
 from gpuctl.server.history import EVENT_FIELD_SELECTOR, trim_event
-from gpuctl.server.metrics import node_summary, workload_summary
+from gpuctl.server.metrics import workload_summary
 
 MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
 JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl job's controller and pods (gpuctl.service.inventory)
@@ -37,7 +38,7 @@ def default_cache(
     Events on Workloads (Kueue's Preempted/Admitted, gpuctl's GpuctlDefragMove).
     """
     cache = Cache(cluster)
-    cache.add("Node", transform=trim_node, summarize=node_summary)
+    cache.add("Node", transform=trim_node, summarize=node_facts)
     cache.add("ResourceFlavor", label_selector=MANAGED_SELECTOR)
     cache.add("ClusterQueue", label_selector=MANAGED_SELECTOR)
     cache.add("Cohort", field_selector=f"metadata.name={COHORT_NAME}")

@@ -50,7 +50,7 @@ from gpuctl.constants import (
     NAMESPACE_MARKER_VALUE,
     Labels,
 )
-from gpuctl.domain.objects import is_gpuctl_object, labels, name, namespace
+from gpuctl.domain.objects import controller_ref, is_gpuctl_object, labels, name, namespace
 from gpuctl.domain.pools import (
     flavor_tolerations,
     is_pool_flavor,
@@ -411,8 +411,8 @@ def untolerating_pods(
         tolerations = (pod.get("spec") or {}).get("tolerations") or []
         if pool is None or any(tolerates_pool_taint(t, pool) for t in tolerations):
             continue
-        refs = (pod.get("metadata") or {}).get("ownerReferences") or []
-        ds = next((r.get("name") for r in refs if r.get("controller") and r.get("kind") == "DaemonSet"), None)
+        ctrl = controller_ref(pod)
+        ds = ctrl.get("name") if ctrl and ctrl.get("kind") == "DaemonSet" else None
         if ds:
             daemonsets.add(f"{namespace(pod)}/{ds}")
         else:

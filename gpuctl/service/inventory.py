@@ -22,7 +22,7 @@ from gpuctl.constants import (
     MULTIKUEUE_CONTROLLER,
     Labels,
 )
-from gpuctl.domain.objects import is_true
+from gpuctl.domain.objects import is_true, owner_refs
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
 from gpuctl.domain.workload import IN_QUEUE, queue_positions, workload_state
@@ -81,12 +81,13 @@ def owner_shards(controllers: list[tuple[str, dict]]) -> list[str]:
 
 def _may_wait(kind: str, obj: dict) -> bool:
     """A controller whose Workload may be waiting: a suspended Job, a StatefulSet (one gang Workload,
-    labelled with its uid) with fewer ready replicas than asked for."""
+    labelled with its uid) or a Deployment (one Workload per pod) with fewer ready replicas than asked
+    for."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     if kind == "Job":
         # MultiKueue's Job on a manager (issue 24) has no pod here: its Workload says where and how it is.
         return bool(spec.get("suspend")) or spec.get("managedBy") == MULTIKUEUE_CONTROLLER
-    if kind == "StatefulSet":
+    if kind in ("StatefulSet", "Deployment"):
         wanted = 1 if spec.get("replicas") is None else int(spec["replicas"])
         return int(status.get("readyReplicas") or 0) < wanted
     return False
@@ -215,18 +216,33 @@ class Inventory:
 
     @cached_property
     def workloads(self) -> list[dict]:
+        if self._workload_subset:  # use_workloads_of_suspended_jobs()
+            return self._workloads_of(self._owners_needing_workloads(), self.namespace)
         return self._list("Workload")
 
     def use_workloads_of_suspended_jobs(self) -> None:
         """Fetch only the Workloads that a plain `get jobs` table needs: those of suspended Jobs and of
         StatefulSets short of ready replicas (to tell Queued from Preempted and Inactive: a stopped
-        notebook's pod waits at Kueue's gate like a queued one). Listing every Workload costs more than
-        listing every pod (each carries
-        a pod template and is served as JSON), and running pods need none. `positions` still covers
-        every waiting Workload (from Kueue's visibility API, or a full list)."""
+        notebook's pod waits at Kueue's gate like a queued one), and those of jobs of several pools
+        (their pool is where Kueue admitted them: gpuctl.domain.workload.job_pool). Listing every
+        Workload costs more than listing every pod (each carries a pod template and is served as JSON),
+        and running pods need none. Read when first used (after the caller chose how to read pods).
+        `positions` still covers every waiting Workload (from Kueue's visibility API, or a full list)."""
         self._workload_subset = True
-        uids = [o["metadata"]["uid"] for kind, o in self.controllers if _may_wait(kind, o)]
-        self.__dict__["workloads"] = self._workloads_of(uids, self.namespace)
+        self.__dict__.pop("workloads", None)
+
+    def _owners_needing_workloads(self) -> list[str]:
+        """The owner uids of use_workloads_of_suspended_jobs: a job that may wait, and a job that names no
+        single pool (for a Deployment, its pods: Kueue gives each pod its own Workload)."""
+        uids = []
+        for kind, o in self.controllers:
+            if Labels.POOL in (o["metadata"].get("labels") or {}) and not _may_wait(kind, o):
+                continue
+            if kind == "Deployment":
+                uids += [p["metadata"]["uid"] for p in self.pods_of(kind, o)]
+            else:
+                uids.append(o["metadata"]["uid"])
+        return uids
 
     def _workloads_of(self, uids: list[str], namespace: str | None) -> list[dict]:
         """The Workloads of these owners (Kueue labels each with its job's uid), 100 uids a request."""
@@ -342,7 +358,7 @@ class Inventory:
         """Owner UID -> Workloads (a Deployment's pods each have one, owned by the pod)."""
         out: dict[str, list[dict]] = {}
         for wl in self.workloads:
-            for ref in wl["metadata"].get("ownerReferences") or []:
+            for ref in owner_refs(wl):
                 out.setdefault(ref["uid"], []).append(wl)
         return out
 
@@ -366,7 +382,7 @@ class Inventory:
         for wl in workloads:
             pos = by_uid.get(wl["metadata"].get("uid", ""))
             if pos is not None:
-                for ref in wl["metadata"].get("ownerReferences") or []:
+                for ref in owner_refs(wl):
                     out[ref["uid"]] = pos
         return out
 
@@ -399,7 +415,7 @@ class Inventory:
             return None
         out: dict[str, int] = {}
         for item in items:
-            for ref in item.get("metadata", {}).get("ownerReferences") or []:
+            for ref in owner_refs(item):
                 out[ref["uid"]] = int(item.get("positionInClusterQueue", 0)) + 1
         return out
 

@@ -13,7 +13,7 @@ from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
-from gpuctl.domain.objects import age_seconds, condition
+from gpuctl.domain.objects import age_seconds, condition, owner_refs
 from gpuctl.domain.status import (
     WAITING_STATES,
     State,
@@ -25,7 +25,6 @@ from gpuctl.domain.status import (
     pod_ready,
     pod_status,
     unschedulable_message,
-    workload_word,
 )
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import IN_QUEUE, job_pool, stop_reason, workload_state
@@ -100,6 +99,11 @@ class Job:
     def labels(self) -> dict:
         return self.obj["metadata"].get("labels") or {}
 
+    @property
+    def pool(self) -> str | None:
+        """The job's pool (gpuctl.domain.workload.job_pool over its controller, Workload and pods)."""
+        return job_pool(self.obj, self.workload, *self.pods)
+
 
 # ----------------------------------------------------------------------------- building Jobs
 def _kind_of(obj: dict) -> str:
@@ -119,11 +123,11 @@ def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
 
 
 def _position(inv: Inventory, wl: dict | None) -> int | None:
-    """The queue position of a waiting Workload, through its owner (inv.positions is keyed by owner)."""
-    if not wl or workload_word(wl) not in WAITING_STATES:
+    """The queue position of a Workload in the queue (IN_QUEUE: an Inactive one is in none), through its
+    owner (inv.positions is keyed by owner)."""
+    if workload_state(wl) not in IN_QUEUE:
         return None
-    refs = wl["metadata"].get("ownerReferences") or []
-    return next((inv.positions[r["uid"]] for r in refs if r["uid"] in inv.positions), None)
+    return next((inv.positions[r["uid"]] for r in owner_refs(wl) if r.get("uid") in inv.positions), None)
 
 
 def list_job_rows(
@@ -183,7 +187,8 @@ def list_job_rows(
         labels = job.labels
         if kind and job.kind != kind:
             continue
-        if pool and job_pool(job.obj) != pool:
+        job_pool_name = job.pool or ""
+        if pool and job_pool_name != pool:
             continue
         if not wanted(labels):
             continue
@@ -191,7 +196,7 @@ def list_job_rows(
             "name": job.name,
             "namespace": job.namespace,
             "kind": job.kind,
-            "pool": job_pool(job.obj) or "",
+            "pool": job_pool_name,
             "priority": labels.get(Labels.PRIORITY, ""),
             "queue": labels.get(Labels.KUEUE_QUEUE, ""),
             "labels": dict(labels),
@@ -348,7 +353,7 @@ def read_worker_pods(cluster: Cluster, job: Job) -> None:
 def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
     """One line answering "why is it not running?" (empty when it runs or ran)."""
     inv = inv or Inventory(cluster, job.namespace)
-    pool = job_pool(job.obj) or ""
+    pool = job.pool or ""
     if job.status in (State.RUNNING, State.SUCCEEDED):
         return ""
     if pool and pool not in inv.pools:

@@ -191,8 +191,9 @@ def label_nodes(
         if taint:
             lines.append(f"node/{n} {taint}")
     if dry_run.persists and Labels.POOL in changes:
-        sync_cohort(cluster)
-        sync_flavors(cluster)
+        after = Inventory(cluster)  # one read of the relabelled nodes for both
+        sync_cohort(cluster, inv=after)
+        sync_flavors(cluster, inv=after)
     return lines
 
 

@@ -33,7 +33,7 @@ from gpuctl.domain.pools import (
     pool_tolerations,
     stale_flavors,
 )
-from gpuctl.domain.status import WAITING_STATES, State
+from gpuctl.domain.status import State
 from gpuctl.domain.teams import (
     cohort_spec_equal,
     desired_cohort,
@@ -41,7 +41,14 @@ from gpuctl.domain.teams import (
     team_from_cluster_queue,
     team_usage,
 )
-from gpuctl.domain.workload import WorkloadState, assigned_flavors, workload_state
+from gpuctl.domain.workload import (
+    HOLDING_QUOTA,
+    IN_QUEUE,
+    WAITING,
+    WorkloadState,
+    assigned_flavors,
+    workload_state,
+)
 from gpuctl.service.access import Permissions
 from gpuctl.service.convert import node_label_patch
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
@@ -92,18 +99,6 @@ def describe_pool(cluster: Cluster, name: str, perms: Permissions | None = None)
             }
         )
     found, spaces = readable_jobs(cluster, inv)
-    jobs = [
-        {
-            "name": j.name,
-            "namespace": j.namespace,
-            "kind": j.kind,
-            "status": j.status,
-            "position": j.position,
-            "gpus": workload_gpus(j.workload) if j.workload else 0,
-        }
-        for j in found
-        if j.labels.get(Labels.POOL) == name
-    ]
     return {
         **u.as_dict(),
         "nodes": [
@@ -117,9 +112,42 @@ def describe_pool(cluster: Cluster, name: str, perms: Permissions | None = None)
         ],
         "teams": sorted(teams, key=lambda t: t["team"]),
         "jobs_namespaces": spaces,
-        "running": [j for j in jobs if j["status"] not in (*WAITING_STATES, State.PENDING)],
-        "queued": [j for j in jobs if j["status"] in WAITING_STATES],
+        **pool_jobs(found, name),
     }
+
+
+def pool_jobs(jobs: list[Job], pool: str) -> dict[str, list[dict]]:
+    """`describe pool`'s jobs of `pool` (Job.pool, gpuctl.domain.workload.job_pool), by the domain's sets
+    of their Workload's state: running = holding quota (QuotaReserved or Admitted; finished Workloads
+    hold none) and not being deleted; queued = IN_QUEUE (pending or preempted: the set the pool's GPU
+    Queued counts); stopped = WAITING but not IN_QUEUE (Inactive: in no queue, counted nowhere). A job
+    without a Workload yet, a finished one and a terminating one are in none of them."""
+    out: dict[str, list[dict]] = {"running": [], "queued": [], "stopped": []}
+    for j in jobs:
+        if j.pool != pool or j.status == State.TERMINATING:
+            continue
+        st = workload_state(j.workload)
+        key = (
+            "running"
+            if st in HOLDING_QUOTA
+            else "queued"
+            if st in IN_QUEUE
+            else "stopped"
+            if st in WAITING
+            else None
+        )
+        if key is not None:
+            out[key].append(
+                {
+                    "name": j.name,
+                    "namespace": j.namespace,
+                    "kind": j.kind,
+                    "status": j.status,
+                    "position": j.position,
+                    "gpus": workload_gpus(j.workload) if j.workload else 0,
+                }
+            )
+    return out
 
 
 # ----------------------------------------------------------------------------- writes
@@ -138,12 +166,19 @@ def ensure_bootstrap(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> None
             cluster.apply(obj, dry_run=dry_run is DryRun.SERVER)
 
 
-def sync_queues(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[str] | None = None) -> None:
-    """Make every team ClusterQueue list exactly the current pools, and the Cohort hold capacity."""
+def sync_queues(
+    cluster: Cluster,
+    *,
+    dry_run: DryRun = DryRun.NONE,
+    pools: list[str] | None = None,
+    inv: Inventory | None = None,
+) -> None:
+    """Make every team ClusterQueue list exactly the current pools, and the Cohort hold capacity.
+    inv: the caller's cluster-wide Inventory, read after its own writes (else one is read here)."""
     dry_run = DryRun(dry_run)
     if not dry_run.writes:
         return
-    inv = Inventory(cluster, None)
+    inv = inv or Inventory(cluster, None)
     pool_list = inv.pools if pools is None else pools
     # A MultiKueue manager's queues carry its check while some pool is in a worker cluster (issue 24).
     checks = team_checks(f for f in inv.flavors if f["metadata"]["name"] in pool_list)
@@ -154,10 +189,18 @@ def sync_queues(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[
             "admissionChecksStrategy"
         ) != desired["spec"].get("admissionChecksStrategy"):
             cluster.apply(desired, dry_run=dry_run is DryRun.SERVER)
-    sync_cohort(cluster, dry_run=dry_run, pools=pool_list)
+    # The Cohort reads the teams' budgets from the same ClusterQueues: applying the desired queues changes
+    # which pools they list, never a team's budget (team_from_cluster_queue reads the same TeamQuota back).
+    sync_cohort(cluster, dry_run=dry_run, pools=pool_list, inv=inv)
 
 
-def sync_cohort(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[str] | None = None) -> dict:
+def sync_cohort(
+    cluster: Cluster,
+    *,
+    dry_run: DryRun = DryRun.NONE,
+    pools: list[str] | None = None,
+    inv: Inventory | None = None,
+) -> dict:
     """Apply the desired Cohort; with no pool left, delete gpuctl's Cohort instead.
 
     An empty `spec: {}` cannot be applied (the API server stores it as null and rejects the object),
@@ -166,7 +209,7 @@ def sync_cohort(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, pools: list[
     serve`'s reconciler leaves a missing Cohort alone.
     """
     dry_run = DryRun(dry_run)
-    inv = Inventory(cluster, None)
+    inv = inv or Inventory(cluster, None)
     flavors = inv.flavors
     if pools is not None:
         flavors = [resource_flavor(p) for p in pools]
@@ -212,17 +255,32 @@ def set_flavor_tolerations(
         with contextlib.suppress(ApiError):
             cluster.merge_patch(path("ResourceFlavor", name), {"metadata": {"finalizers": None}})
     cluster.delete(path("ResourceFlavor", name))
-    deadline = time.monotonic() + 30
-    while cluster.get_or_none(path("ResourceFlavor", name)) is not None and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_flavor_gone(cluster, name)
     cluster.create(new)
 
 
-def sync_flavors(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
+FLAVOR_GONE_SECONDS = 30.0
+
+
+def wait_flavor_gone(cluster: Cluster, name: str, seconds: float = FLAVOR_GONE_SECONDS) -> bool:
+    """Wait (as `kubectl delete` does by default) until a deleted flavor is gone: Kueue lifts its in-use
+    finalizer once no ClusterQueue or Cohort names it, asynchronously. False when it is still there."""
+    deadline = time.monotonic() + seconds
+    while cluster.get_or_none(path("ResourceFlavor", name)) is not None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def sync_flavors(
+    cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, inv: Inventory | None = None
+) -> list[str]:
     """Make every pool flavor tolerate its nodes' taints now (gpuctl.domain.pools.stale_flavors); the
-    reconciler of `gpuctl serve` does the same continuously. Returns the flavors changed."""
+    reconciler of `gpuctl serve` does the same continuously. Returns the flavors changed. inv: as
+    sync_queues'."""
     dry_run = DryRun(dry_run)
-    inv = Inventory(cluster, None)
+    inv = inv or Inventory(cluster, None)
     stale = stale_flavors(inv.flavors, inv.nodes)
     if dry_run.writes:
         by_name = {f["metadata"]["name"]: f for f in inv.flavors}
@@ -390,8 +448,10 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRu
             patch_node_pool(cluster, nodes[n], gone, dry_run=dry_run)
             touched.append(n)
         if dry_run.persists:
-            sync_queues(cluster)
-            sync_flavors(cluster)  # nodes that left may have taken taints away from other pools
+            # One read of what the writes made (the new flavor, the nodes' labels and taints) for both.
+            after = Inventory(cluster, None)
+            sync_queues(cluster, inv=after)
+            sync_flavors(cluster, inv=after)  # nodes that left may have taken taints away from other pools
     except Exception:
         if dry_run.persists:
             for n in touched:
@@ -454,7 +514,8 @@ def untaint_nodes(cluster: Cluster, names: list[str], *, dry_run: DryRun = DryRu
 
 
 def jobs_using_pool(inv: Inventory, name: str) -> list[str]:
-    return sorted(f"{j.namespace}/{j.name}" for j in collect_jobs(inv) if j.labels.get(Labels.POOL) == name)
+    """The jobs of the pool (Job.pool: the label of a single-pool job, the admission of a job of several)."""
+    return sorted(f"{j.namespace}/{j.name}" for j in collect_jobs(inv) if j.pool == name)
 
 
 def delete_pool(
@@ -506,11 +567,15 @@ def delete_pool(
         return lines
     server_dry = dry_run is DryRun.SERVER
     remaining = [p for p in inv.pools if p != name]
-    # The queues stop naming the pool first (a server dry run validates these writes too).
-    sync_queues(cluster, pools=remaining, dry_run=dry_run)
+    # The queues stop naming the pool first (a server dry run validates these writes too), and the Cohort
+    # holds the remaining pools' capacity (their nodes are not the ones unlabelled below).
+    sync_queues(cluster, pools=remaining, dry_run=dry_run, inv=inv)
     cluster.delete(path("ResourceFlavor", name), dry_run=server_dry)
     for n in nodes:
         patch_node_pool(cluster, n, gone, dry_run=dry_run)
-    if dry_run.persists:
-        sync_cohort(cluster)
+    if dry_run.persists and not wait_flavor_gone(cluster, name):
+        lines.append(
+            f"resourceflavor/{name} still deleting after {FLAVOR_GONE_SECONDS:g}s: Kueue keeps its in-use "
+            "finalizer while something names it (`kubectl get resourceflavor` shows when it is gone)"
+        )
     return lines

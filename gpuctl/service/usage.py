@@ -14,15 +14,7 @@ from dataclasses import asdict, dataclass, field
 from gpuctl.constants import Labels
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, pod_spec_gpu_requests, workload_gpus
 from gpuctl.domain.objects import annotations, name
-from gpuctl.domain.pools import (
-    gpus_free,
-    gpus_taken,
-    node_gpu_type,
-    node_gpus,
-    node_pool,
-    node_ready,
-    pool_capacities,
-)
+from gpuctl.domain.pools import gpus_free, gpus_taken, node_pool, node_ready, pool_facts
 from gpuctl.domain.sharing import Mode, describe_pool_sharing, pool_sharing, slice_view
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import job_pool
@@ -76,34 +68,31 @@ class PoolUsage:
 
 
 def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsage]:
-    """Per pool: capacity (Ready nodes), Kueue reservations (the ClusterQueues' status), queued GPUs
-    (the waiting Workloads the caller may read) and, with_pods, what bound pods hold (one more list of
-    every unfinished pod: only for a caller who may). No list of every Workload unless many wait
-    (Inventory.waiting_workloads)."""
+    """Per pool: its facts (gpuctl.domain.pools.pool_facts: capacity of Ready nodes, nodes, GPU types,
+    status, and Kueue's reservations from the ClusterQueues' status), queued GPUs (the waiting Workloads
+    the caller may read) and, with_pods, what bound pods hold (one more list of every unfinished pod:
+    only for a caller who may). No list of every Workload unless many wait (Inventory.waiting_workloads)."""
     pools = list(inv.pools)
-    caps = {c.name: c for c in pool_capacities(inv.nodes, pools)}
+    facts = pool_facts(inv.nodes, pools, reserved=pool_reservations(inv.all_cluster_queues))
     descr = {name(f): annotations(f).get(Labels.DESCRIPTION, "") for f in inv.flavors}
     out = {
-        p: PoolUsage(name=p, capacity=caps[p].gpu, nodes=list(caps[p].nodes), description=descr.get(p, ""))
+        p: PoolUsage(
+            name=p,
+            capacity=facts[p].allocatable_gpus,
+            total=facts[p].capacity_gpus,
+            reserved=int(facts[p].reserved_gpus),
+            nodes=list(facts[p].nodes),
+            nodes_ready=facts[p].nodes_ready,
+            gpu_types=list(facts[p].gpu_types),
+            description=descr.get(p, ""),
+            status=facts[p].status,
+        )
         for p in pools
     }
-    node_to_pool = {}
-    pool_nodes: dict[str, list[dict]] = {}
-    for n in inv.nodes:
-        p = node_pool(n)
-        if p in out:
-            node_to_pool[n["metadata"]["name"]] = p
-            u = out[p]
-            u.total += node_gpus(n, "capacity")
-            u.nodes_ready += 1 if node_ready(n) else 0
-            if node_ready(n):
-                pool_nodes.setdefault(p, []).append(n)
-            t = node_gpu_type(n)
-            if t and t not in u.gpu_types:
-                u.gpu_types.append(t)
     slices_used: dict[str, dict[str, int]] | None = None
     if with_pods:
         slices_used = {}
+        node_to_pool = {n: p for p in pools for n in facts[p].nodes}
         for u in out.values():
             u.used = 0
         for pod in inv.bound_pods:
@@ -113,14 +102,15 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
                 held = slices_used.setdefault(p, {})
                 for r, n in pod_spec_gpu_requests(pod.get("spec")).items():
                     held[r] = held.get(r, 0) + n
+    ready: dict[str, list[dict]] = {}
+    for n in inv.nodes:
+        if node_pool(n) in out and node_ready(n):
+            ready.setdefault(node_pool(n) or "", []).append(n)
     for p, u in out.items():
-        ps = pool_sharing(pool_nodes.get(p, []))
+        ps = pool_sharing(ready.get(p, []))
         if ps.mode is not Mode.NONE:
             u.sharing, u.shared = str(ps.mode), describe_pool_sharing(ps)
             u.slices = slice_view(ps, None if slices_used is None else slices_used.get(p, {}))
-    for pool, gpus in pool_reservations(inv.all_cluster_queues).items():
-        if pool in out:
-            out[pool].reserved += gpus
     for wl in inv.waiting_workloads:
         p = job_pool(wl)
         if p in out:
@@ -128,9 +118,4 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
     spaces = inv.waiting_namespaces
     for u in out.values():
         u.queued_namespaces = spaces
-    for u in out.values():
-        if not u.nodes:
-            u.status = "empty"
-        elif u.nodes_ready < len(u.nodes):
-            u.status = "degraded"
     return out

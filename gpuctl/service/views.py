@@ -17,7 +17,7 @@ from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, labels, meta
 from gpuctl.domain.status import State
-from gpuctl.domain.workload import job_pool, max_runtime_seconds
+from gpuctl.domain.workload import max_runtime_seconds
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
@@ -135,7 +135,7 @@ def describe_job(
         reason=job.reason,
         why=why,
         position=job.position,
-        pool=job_pool(job.obj) or (job_pool(wl) if wl else None),
+        pool=job.pool,
         priority=lb.get(Labels.PRIORITY),
         queue=lb.get(Labels.KUEUE_QUEUE),
         image=c.get("image"),

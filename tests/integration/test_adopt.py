@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import httpx
 import pytest
 import yaml
 
@@ -153,7 +154,11 @@ def test_without_the_flavor_tolerations_the_same_job_would_never_start(
             60,
             what="Kueue refusing the job",
         )
-        assert "taint" in msg or "topology" in msg.lower(), msg
+        # Kueue's own words (pkg/cache/scheduler/tas_flavor_snapshot.go notFitMessage and its exclusion
+        # counts): the one node of the pool was excluded for the GPU taint its flavor does not tolerate.
+        assert "doesn't allow to fit any of 1 pod(s)" in msg, msg
+        taint = f"{GPU_TAINT['key']}={GPU_TAINT['value']}:{GPU_TAINT['effect']}"
+        assert f'taint "{taint}": 1' in msg.partition("excluded:")[2], msg
         assert _pods(kube, ns, "stuck") == []
     finally:
         gpuctl("delete", "job", "stuck", "-n", ns)
@@ -460,6 +465,13 @@ def test_delete_pool_keep_running_leaves_running_jobs_and_refuses_new_work(
 
 
 # ----------------------------------------------------------------------------- the serve reconciler
+def _ready(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
     clean_cluster, tainted, gpuctl, kube, kubectl_bin, cluster, tmp_path
 ):
@@ -472,9 +484,10 @@ def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
     assert kube.get(path("ResourceFlavor", "followed"))["spec"]["tolerations"] == [own]
     sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig")
     log = (tmp_path / "serve.log").open("w")
+    port = _free_port()
     serve = subprocess.Popen(
         [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
-         "--metrics-port", str(_free_port()), "--no-leader-elect", "--resync", "30"],
+         "--metrics-port", str(port), "--no-leader-elect", "--resync", "30"],
         stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
     )  # fmt: skip
 
@@ -484,7 +497,8 @@ def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
         return None if flavor is None else flavor["spec"].get("tolerations") or []
 
     try:
-        time.sleep(2)  # serve lists and watches
+        # serve has listed every resource and watches (its /readyz: every informer listed once).
+        wait_until(lambda: _ready(port), 30, what="serve ready")
         t0 = time.monotonic()
         tainted("gpu-node-3")
         wait_until(lambda: tolerations() == [own, GPU_TOLERATION], 30, what="serve adds the toleration")

@@ -804,6 +804,9 @@ def test_manifests_pass_server_side_dry_run(env, kubectl):
 
 
 def test_standalone_process_serves_the_api(env):
+    name = f"alone-{uuid.uuid4().hex[:4]}"
+    r = env.client("a").post("/api/v1/jobs", json={"yamlContent": _training(name, env.a)})
+    assert r.status_code == 201, r.text
     port = _free_port()
     proc = subprocess.Popen(
         [
@@ -832,9 +835,16 @@ def test_standalone_process_serves_the_api(env):
 
         wait_until(up, 30, 0.2, what="python -m gpuctl.server.api answering")
         r = httpx.get(
-            f"http://127.0.0.1:{port}/api/v1/jobs", headers={"Authorization": f"Bearer {env.tokens['a']}"}
+            f"http://127.0.0.1:{port}/api/v1/jobs",
+            params={"pageSize": 100},
+            headers={"Authorization": f"Bearer {env.tokens['a']}"},
         )
-        assert r.status_code == 200 and r.json()["total"] >= 0
+        assert r.status_code == 200, r.text
+        # The same jobs as the API mounted in serve answers to the same caller, the new one among them.
+        mounted = env.client("a").get("/api/v1/jobs", params={"pageSize": 100}).json()
+        assert r.json()["total"] == mounted["total"] == len(r.json()["items"])
+        assert {i["name"] for i in r.json()["items"]} == {i["name"] for i in mounted["items"]}
+        assert name in {i["name"] for i in r.json()["items"]}
         assert httpx.get(f"http://127.0.0.1:{port}/api/v1/jobs").status_code == 401
         assert httpx.get(f"http://127.0.0.1:{port}/docs").status_code == 200
     finally:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import time
 import uuid
@@ -215,11 +216,10 @@ def test_stop_and_resume_round_trip_as_a_team_member(team, kube, tmp_path):
 def test_kueuectl_and_gpuctl_read_the_same(team, kube, tmp_path):
     ns = team.namespace
 
-    def kueuectl(*args: str) -> str:
-        # The member's own kubeconfig (exec plugin, context namespace = the team's): its roles suffice.
-        p = subprocess.run(
-            [str(KUEUECTL), "--kubeconfig", team.kubeconfig, *args], capture_output=True, text=True
-        )
+    def kueuectl(*args: str, kubeconfig: str = team.kubeconfig) -> str:
+        # The member's own kubeconfig (exec plugin, context namespace = the team's): its roles suffice
+        # for stop and resume.
+        p = subprocess.run([str(KUEUECTL), "--kubeconfig", kubeconfig, *args], capture_output=True, text=True)
         return ok(p)
 
     ok(team.gpuctl("create", "-f", write(tmp_path, training("kq", 4))))
@@ -237,7 +237,18 @@ def test_kueuectl_and_gpuctl_read_the_same(team, kube, tmp_path):
     wait_until(lambda: describe(team, "kq")["status"] == "Running", 90, what="kq Running again")
     # ... and kueuectl sees gpuctl's stop and resumes it.
     ok(team.gpuctl("stop", "kq"))
-    listed = kueuectl("list", "workload", "-o", "json")
+    wait_until(lambda: describe(team, "kq")["status"] == "Inactive", 90, what="kq Inactive again")
+    # `kueuectl list workload` asks the visibility API of the ClusterQueue of every Pending Workload
+    # (cmd/kueuectl/app/list/list_workload.go, pendingWorkloads): clusterqueues/pendingworkloads is
+    # cluster-scoped and would show every team's waiting jobs, so gpuctl-user does not grant it
+    # (docs/cli.md) and the member's list fails with Forbidden while its job waits. A cluster admin lists.
+    denied = subprocess.run(
+        [str(KUEUECTL), "--kubeconfig", team.kubeconfig, "list", "workload", "-o", "json"],
+        capture_output=True,
+        text=True,
+    )
+    assert denied.returncode == 1 and "clusterqueues/pendingworkloads" in denied.stderr, denied.stderr
+    listed = kueuectl("list", "workload", "-n", ns, "-o", "json", kubeconfig=os.environ["KUBECONFIG"])
     (item,) = [w for w in json.loads(listed)["items"] if w["metadata"]["name"] == name]
     assert item["spec"]["active"] is False
     assert kueuectl("resume", "workload", name).strip() == f"workload.kueue.x-k8s.io/{name} resumed"

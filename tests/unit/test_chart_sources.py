@@ -84,7 +84,7 @@ def test_api_certificate_names_the_services_and_the_deployment_mounts_its_secret
     (c,) = pod["containers"]
     args = build_parser().parse_args(c["args"])
     mount = next(m["mountPath"] for m in c["volumeMounts"] if m["name"] == "tls")
-    assert (args.tls_cert_file, args.tls_key_file) == (f"{mount}/tls.crt", f"{mount}/tls.key")
+    assert (args.tls_cert, args.tls_key) == (f"{mount}/tls.crt", f"{mount}/tls.key")
     secret = next(v["secret"] for v in pod["volumes"] if v["name"] == "tls")
     assert secret == {"secretName": cert["spec"]["secretName"]}  # not optional: no clear-text fallback
     assert {c["readinessProbe"]["httpGet"]["scheme"], c["livenessProbe"]["httpGet"]["scheme"]} == {"HTTPS"}

@@ -7,7 +7,7 @@ Consumers, each through its real entry point:
   `gpuctl serve --api`, answering from the serve cache (trimmed objects, gpuctl.server.cache.CacheReader);
 - the metrics: `gpuctl serve`'s informers (gpuctl.server.wiring) filled with the objects as watch events
   (trimmed as in production), then a scrape of gpuctl_workloads and the pool GPU gauges;
-- the webhook: admission.rules.pod_gpus on the pod (or the controller's pod template) it would review.
+- the webhook's GPU count (gpuctl.domain.gpus.pod_spec_gpus) of the pod or controller template it reviews.
 
 The fake API server answers lists and gets from a dict, filtering with the same selector semantics
 the API server has (gpuctl.cluster.reader); nothing here talks to a network.
@@ -37,7 +37,9 @@ from gpuctl.constants import (
     QUOTA_GPU,
     Labels,
 )
+from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import pod_spec_gpus as webhook_pod_gpus
+from gpuctl.domain.status import NONE_CELL, TABLE, pod_ip, pod_node, pod_ready, printed_pod_status
 from gpuctl.domain.workload import job_pool, reserved_gpus
 from gpuctl.server.api import create_app
 from gpuctl.server.api.auth import SAR_PATH, TOKEN_REVIEW_PATH, Authenticator
@@ -45,11 +47,16 @@ from gpuctl.server.cache import Cache, CacheReader
 from gpuctl.server.metrics import build_registry
 from gpuctl.server.wiring import default_cache
 from gpuctl.service.access import SSAR_PATH
+from gpuctl.service.errors import Conflict
+from gpuctl.service.jobs import list_job_rows
+from gpuctl.service.pools import delete_pool
 from gpuctl.spec import SpecConfig
 from queues import TeamQuota, cluster_queue, resource_flavor
 
 NS = "team-a"
 POOL = "training-pool"
+# Issue 30: a job of several pools (`pool: [inference-pool, dev-pool]`) admitted to dev-pool.
+DEV, INF = "dev-pool", "inference-pool"
 T0 = "2026-01-01T00:00:00Z"
 USER = {"username": "admin", "uid": "1", "groups": ["system:masters"]}
 
@@ -78,17 +85,48 @@ def pod_spec(main: int, *, limits_only: bool = False, sidecar: int = 0, init: in
     return spec
 
 
-def _labels(name: str, kind: str) -> dict:
-    return {
+def any_pool_spec(gpus: int, admitted_to: str | None) -> dict:
+    """A pod spec of `pool: [inference-pool, dev-pool]` (gpuctl's builders: node affinity, no selector);
+    admitted_to: the nodeSelector Kueue writes from the admitted flavor's nodeLabels (a Job's template
+    when Kueue unsuspends it, the pods made from it)."""
+    spec: dict = {
+        "containers": [{"name": "main", "image": "busybox", **_gpu(gpus)}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": Labels.POOL, "operator": "In", "values": [INF, DEV]}]}
+                    ]
+                }
+            }
+        },
+    }
+    if admitted_to:
+        spec["nodeSelector"] = {Labels.POOL: admitted_to}
+    return spec
+
+
+def _labels(name: str, kind: str, pool: str | None = POOL) -> dict:
+    out = {
         Labels.JOB_TYPE: kind,
-        Labels.POOL: POOL,
         Labels.PRIORITY: "medium",
         Labels.KUEUE_QUEUE: LOCAL_QUEUE_NAME,
         Labels.MANAGED_BY: "gpuctl",
     }
+    if pool:  # a job of several pools carries no pool label (gpuctl.builders.common.gpuctl_labels)
+        out[Labels.POOL] = pool
+    return out
 
 
-def job_obj(name: str, spec: dict, *, suspend: bool, status: dict | None = None) -> dict:
+def job_obj(
+    name: str,
+    spec: dict,
+    *,
+    suspend: bool,
+    status: dict | None = None,
+    pool: str | None = POOL,
+    parallelism: int = 1,
+) -> dict:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -96,13 +134,13 @@ def job_obj(name: str, spec: dict, *, suspend: bool, status: dict | None = None)
             "name": name,
             "namespace": NS,
             "uid": f"uid-{name}",
-            "labels": _labels(name, "training"),
+            "labels": _labels(name, "training", pool),
             "creationTimestamp": T0,
         },
         "spec": {
             "suspend": suspend,
-            "parallelism": 1,
-            "template": {"metadata": {"labels": _labels(name, "training")}, "spec": spec},
+            "parallelism": parallelism,
+            "template": {"metadata": {"labels": _labels(name, "training", pool)}, "spec": spec},
         },
         "status": status or {},
     }
@@ -131,7 +169,8 @@ def deployment_obj(name: str, spec: dict) -> dict:
 
 
 def pod_obj(name: str, owner: dict, spec: dict, *, gated: bool, node: str | None, phase: str) -> dict:
-    labels = {**_labels(owner["metadata"]["name"], owner["metadata"]["labels"][Labels.JOB_TYPE])}
+    owner_labels = owner["metadata"]["labels"]
+    labels = _labels(owner["metadata"]["name"], owner_labels[Labels.JOB_TYPE], owner_labels.get(Labels.POOL))
     labels[Labels.JOB_NAME if owner["kind"] == "Job" else Labels.APP] = owner["metadata"]["name"]
     s = dict(spec)
     if gated:
@@ -139,6 +178,8 @@ def pod_obj(name: str, owner: dict, spec: dict, *, gated: bool, node: str | None
     if node:
         s["nodeName"] = node
     status: dict = {"phase": phase}
+    if gated:  # what the API server writes on a gated pod (kubectl prints SchedulingGated)
+        status["conditions"] = [cond("PodScheduled", "False", "SchedulingGated")]
     if phase == "Running":
         status["containerStatuses"] = [{"name": "main", "ready": True, "state": {"running": {}}}]
         status["podIP"] = "10.0.0.9"
@@ -183,6 +224,9 @@ def workload_obj(
     *,
     active: bool = True,
     reserved: int | None = None,
+    pool: str | None = POOL,
+    flavor: str = POOL,
+    count: int = 1,
 ) -> dict:
     wl: dict = {
         "apiVersion": KUEUE_API_VERSION,
@@ -192,7 +236,7 @@ def workload_obj(
             "namespace": NS,
             "uid": f"uid-{name}",
             "labels": {
-                Labels.POOL: POOL,
+                **({Labels.POOL: pool} if pool else {}),
                 Labels.PRIORITY: "medium",
                 Labels.KUEUE_JOB_UID: owner["metadata"]["uid"],
             },
@@ -211,7 +255,7 @@ def workload_obj(
             "priority": 500000,
             "priorityClassRef": {"name": "gpuctl-medium"},
             "active": active,
-            "podSets": [{"name": "main", "count": 1, "template": {"spec": spec}}],
+            "podSets": [{"name": "main", "count": count, "template": {"spec": spec}}],
         },
         "status": {"conditions": conditions},
     }
@@ -221,8 +265,8 @@ def workload_obj(
             "podSetAssignments": [
                 {
                     "name": "main",
-                    "count": 1,
-                    "flavors": {GPU_RESOURCE: POOL, "cpu": POOL, QUOTA_GPU: BUDGET_FLAVOR},
+                    "count": count,
+                    "flavors": {GPU_RESOURCE: flavor, "cpu": flavor, QUOTA_GPU: BUDGET_FLAVOR},
                     "resourceUsage": {GPU_RESOURCE: str(reserved), "cpu": "1"},
                 }
             ],
@@ -230,11 +274,11 @@ def workload_obj(
     return wl
 
 
-def node_obj() -> dict:
+def node_obj(name: str = "gpu-node-1", pool: str = POOL) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": "gpu-node-1", "uid": "uid-n1", "labels": {Labels.POOL: POOL}},
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {Labels.POOL: pool}},
         "spec": {},
         "status": {
             "capacity": {"cpu": "96", "memory": "1Ti", GPU_RESOURCE: "8"},
@@ -265,7 +309,12 @@ class Case:
     gpus: int  # GPUs of that row, of the webhook's count, and of the metrics
     metric_state: str | None  # gpuctl_workloads state label (None: not counted, finished)
     holds_quota: bool  # metrics count the GPUs as reserved (else as requested)
-    webhook_spec: dict = field(default_factory=dict)
+    webhook_spec: dict = field(default_factory=dict)  # one pod's
+    # `describe pool`'s list of the job in its pool: running | queued | stopped, None: in none
+    listed: str | None = None
+    pool: str = POOL  # the job's pool in every view ("" none; the metrics' `*`)
+    pods: int = 1  # rows of the job (one per pod); `gpus` is their sum
+    job_status: str = ""  # the job's own status (`describe job`), when not its rows' (a pod not bound yet)
 
 
 def _cases() -> list[Case]:
@@ -274,13 +323,15 @@ def _cases() -> list[Case]:
     spec = pod_spec(4, limits_only=True, sidecar=1)
     j = job_obj("qr", spec, suspend=True)
     wl = workload_obj("job-qr", j, spec, [cond("QuotaReserved")], reserved=5)
-    out.append(Case("quota-reserved-limits-sidecar", [j, wl], "QuotaReserved", 5, "admitted", True, spec))
+    out.append(
+        Case("quota-reserved-limits-sidecar", [j, wl], "QuotaReserved", 5, "admitted", True, spec, "running")
+    )
 
     # Waiting for quota, a classic init container bigger than the app container.
     spec = pod_spec(1, init=2)
     j = job_obj("queued", spec, suspend=True)
     wl = workload_obj("job-queued", j, spec, [cond("QuotaReserved", "False", "Pending", "insufficient")])
-    out.append(Case("queued-init-container", [j, wl], "Queued", 2, "queued", False, spec))
+    out.append(Case("queued-init-container", [j, wl], "Queued", 2, "queued", False, spec, "queued"))
 
     # Deactivated by Kueue (spec.active=false): not queued any more.
     spec = pod_spec(2)
@@ -292,7 +343,7 @@ def _cases() -> list[Case]:
         [cond("QuotaReserved", "False", "Inactive"), cond("Evicted", "True", "InactiveWorkload")],
         active=False,
     )
-    out.append(Case("inactive", [j, wl], "Inactive", 2, "inactive", False, spec))
+    out.append(Case("inactive", [j, wl], "Inactive", 2, "inactive", False, spec, "stopped"))
 
     # Evicted by preemption, back in the queue.
     spec = pod_spec(3)
@@ -307,7 +358,7 @@ def _cases() -> list[Case]:
             cond("Preempted", "True", "InCohortReclamation"),
         ],
     )
-    out.append(Case("evicted-preempted", [j, wl], "Preempted", 3, "preempted", False, spec))
+    out.append(Case("evicted-preempted", [j, wl], "Preempted", 3, "preempted", False, spec, "queued"))
 
     # Finished: the Job completed; its pod is gone.
     spec = pod_spec(2)
@@ -328,7 +379,7 @@ def _cases() -> list[Case]:
         "job-run", j, spec, [cond("QuotaReserved"), cond("Admitted"), cond("PodsReady")], reserved=2
     )
     p = pod_obj("run-abcde", j, spec, gated=False, node="gpu-node-1", phase="Running")
-    out.append(Case("admitted-running", [j, wl, p], "Running", 2, "running", True, p["spec"]))
+    out.append(Case("admitted-running", [j, wl, p], "Running", 2, "running", True, p["spec"], "running"))
 
     # A Deployment's pod: gated, its own Workload QuotaReserved, a sidecar.
     spec = pod_spec(1, sidecar=1)
@@ -336,7 +387,78 @@ def _cases() -> list[Case]:
     p = pod_obj("svc-7d9f-x1", d, spec, gated=True, node=None, phase="Pending")
     wl = workload_obj("pod-svc-7d9f-x1", p, spec, [cond("QuotaReserved")], reserved=2)
     out.append(
-        Case("deployment-pod-quota-reserved", [d, p, wl], "QuotaReserved", 2, "admitted", True, p["spec"])
+        Case(
+            "deployment-pod-quota-reserved",
+            [d, p, wl],
+            "QuotaReserved",
+            2,
+            "admitted",
+            True,
+            p["spec"],
+            "running",
+        )
+    )
+    return out + _more_cases()
+
+
+def _more_cases() -> list[Case]:
+    """Issue 30: a job of several pools admitted to dev-pool (its pod not bound yet, then running there),
+    the same job stopped before any admission (no pool at all), and a job of two pods."""
+    out = []
+    spec = any_pool_spec(2, None)
+    admitted = any_pool_spec(2, DEV)
+    j = job_obj("anyp-bind", admitted, suspend=False, status={"active": 1}, pool=None)
+    wl = workload_obj(
+        "job-anyp-bind", j, spec, [cond("QuotaReserved"), cond("Admitted")], reserved=2, pool=None, flavor=DEV
+    )
+    p = pod_obj("anyp-bind-x1", j, admitted, gated=False, node=None, phase="Pending")
+    out.append(
+        Case(
+            "any-pool-not-bound",
+            [j, wl, p],
+            "Pending",
+            2,
+            "admitted",
+            True,
+            admitted,
+            "running",
+            DEV,
+            job_status="Admitted",
+        )
+    )
+
+    j = job_obj("anyp-run", admitted, suspend=False, status={"active": 1, "ready": 1}, pool=None)
+    wl = workload_obj(
+        "job-anyp-run",
+        j,
+        spec,
+        [cond("QuotaReserved"), cond("Admitted"), cond("PodsReady")],
+        reserved=2,
+        pool=None,
+        flavor=DEV,
+    )
+    p = pod_obj("anyp-run-x1", j, admitted, gated=False, node="dev-node-1", phase="Running")
+    out.append(Case("any-pool-running", [j, wl, p], "Running", 2, "running", True, admitted, "running", DEV))
+
+    j = job_obj("anyp-stop", spec, suspend=True, pool=None)
+    wl = workload_obj(
+        "job-anyp-stop",
+        j,
+        spec,
+        [cond("QuotaReserved", "False", "Inactive"), cond("Evicted", "True", "InactiveWorkload")],
+        active=False,
+        pool=None,
+    )
+    out.append(Case("any-pool-inactive", [j, wl], "Inactive", 2, "inactive", False, spec, None, ""))
+
+    spec = pod_spec(1)
+    j = job_obj("two", spec, suspend=False, status={"active": 2, "ready": 2}, parallelism=2)
+    wl = workload_obj(
+        "job-two", j, spec, [cond("QuotaReserved"), cond("Admitted"), cond("PodsReady")], reserved=2, count=2
+    )
+    pods = [pod_obj(f"two-{i}", j, spec, gated=False, node="gpu-node-1", phase="Running") for i in "ab"]
+    out.append(
+        Case("multi-pod-running", [j, wl, *pods], "Running", 2, "running", True, spec, "running", pods=2)
     )
     return out
 
@@ -348,7 +470,15 @@ CASES = _cases()
 
 def _team_objects() -> list[dict]:
     team = TeamQuota(namespace=NS, quota_name="q", gpu=8)
-    return [namespace_obj(), node_obj(), resource_flavor(POOL), cluster_queue(team, [POOL])]
+    pools = [POOL, DEV, INF]
+    return [
+        namespace_obj(),
+        node_obj(),
+        node_obj("dev-node-1", DEV),
+        node_obj("inf-node-1", INF),
+        *(resource_flavor(p) for p in pools),
+        cluster_queue(team, pools),
+    ]
 
 
 _PLURAL = {r.plural: kind for kind, r in RESOURCES.items()}
@@ -383,6 +513,23 @@ class FakeApiServer:
             and labels_match(lreq, o["metadata"].get("labels"))
             and fields_match(freq, o)
         ]
+
+    def list_table(self, api_path: str, *, label_selector=None, field_selector=None, **_) -> list[dict]:
+        """The objects as the API server's Table rows (gpuctl.cluster.Cluster.list_table): metadata and
+        kubectl's printed cells, computed by the same printer port the CLI uses for a full pod."""
+        rows = []
+        for o in self.list(api_path, label_selector=label_selector, field_selector=field_selector):
+            ready, total = pod_ready(o)
+            cells = {
+                "Name": o["metadata"]["name"],
+                "Ready": f"{ready}/{total}",
+                "Status": printed_pod_status(o),
+                "IP": pod_ip(o) or NONE_CELL,
+                "Node": pod_node(o) or NONE_CELL,
+                "Completed": (o.get("status") or {}).get("phase") in ("Succeeded", "Failed"),
+            }
+            rows.append({"metadata": o["metadata"], TABLE: cells})
+        return rows
 
     def get_or_none(self, api_path: str, **_) -> dict | None:
         kind, ns, name = self._parse(api_path)
@@ -438,19 +585,15 @@ def _cli_cluster(monkeypatch, fake: FakeApiServer) -> Iterator[None]:
     yield
 
 
-def _only_row(rows: list[dict]) -> dict:
-    assert len(rows) == 1, rows
-    return rows[0]
-
-
 # --------------------------------------------------------------------------------------------- consumers
 
 
-def cli_row(monkeypatch, fake: FakeApiServer, case: Case) -> dict:
+def cli_rows(monkeypatch, fake: FakeApiServer, argv: tuple[str, ...] = ("-o", "json")) -> list[dict]:
+    """`gpuctl get jobs -A` rows, printed as JSON."""
     out = io.StringIO()
     with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
-        assert cli_main(["get", "jobs", "-A", "-o", "json"]) == 0
-    return _only_row(json.loads(out.getvalue())["items"])
+        assert cli_main(["get", "jobs", "-A", *argv]) == 0
+    return json.loads(out.getvalue())["items"]
 
 
 def serve_cache(fake: FakeApiServer) -> Cache:
@@ -470,14 +613,19 @@ def serve_cache(fake: FakeApiServer) -> Cache:
     return cache
 
 
-def api_row(fake: FakeApiServer, case: Case, cache: Cache | None = None) -> dict:
-    """GET /api/v1/jobs; with `cache`, as mounted in `gpuctl serve --api` (lists from the cache)."""
+def api_get(fake: FakeApiServer, url: str, cache: Cache | None = None, **params):
+    """GET `url` of the REST API; with `cache`, as mounted in `gpuctl serve --api` (lists from the cache)."""
     kwargs = {"reader_factory": (lambda: CacheReader(cache, fake))} if cache is not None else {}
     app = create_app(lambda: fake, Authenticator(lambda: fake), spec_config=SpecConfig(), **kwargs)
     with TestClient(app) as client:
-        r = client.get("/api/v1/jobs", params={"page_size": 100}, headers={"Authorization": "Bearer t"})
+        r = client.get(url, params=params, headers={"Authorization": "Bearer t"})
     assert r.status_code == 200, r.text
-    return _only_row(r.json()["items"])
+    return r.json()
+
+
+def api_rows(fake: FakeApiServer, cache: Cache | None = None) -> list[dict]:
+    """GET /api/v1/jobs; with `cache`, inside `gpuctl serve --api`."""
+    return api_get(fake, "/api/v1/jobs", cache, page_size=100)["items"]
 
 
 def metrics(fake: FakeApiServer) -> dict[str, dict[tuple, float]]:
@@ -506,35 +654,84 @@ def _sum(m: dict, name: str, **want: str) -> float:
 # --------------------------------------------------------------------------------------------- the test
 
 
-def test_every_consumer_gives_the_same_status_and_gpus(case: Case, fake: FakeApiServer, monkeypatch) -> None:
-    cli = cli_row(monkeypatch, fake, case)
-    api = api_row(fake, case)
+def _view(rows: list[dict]) -> list[tuple]:
+    """What every consumer must agree on, per row: status, GPUs, pool."""
+    return sorted((r["status"], r["gpus"], r["pool"]) for r in rows)
+
+
+def test_every_consumer_gives_the_same_status_gpus_and_pool(
+    case: Case, fake: FakeApiServer, monkeypatch
+) -> None:
+    cli = cli_rows(monkeypatch, fake)
+    api = api_rows(fake)
     cache = serve_cache(fake)
     fake.listed.clear()
-    served = api_row(fake, case, cache)
+    served = api_rows(fake, cache)
     # Inside serve, the job list reads pods, controllers and Workloads from memory.
     assert not {"Pod", "Job", "Deployment", "StatefulSet", "Workload"} & set(fake.listed), fake.listed
     m = metrics(fake)
     webhook = webhook_pod_gpus(case.webhook_spec)
 
-    assert (cli["status"], api["status"], served["status"]) == (case.status,) * 3
-    assert (cli["gpus"], api["gpus"], served["gpus"], webhook) == (case.gpus,) * 4
+    want = [(case.status, case.gpus // case.pods, case.pool)] * case.pods
+    assert _view(cli) == _view(api) == _view(served) == want
+    # The plain table's reads (no GPUs; the Workloads of suspended jobs and of jobs of several pools only).
+    table = [(r.status, r.pool) for r in list_job_rows(fake, None, gpus=False)]
+    assert table == [(case.status, case.pool)] * case.pods
+    assert webhook * case.pods == case.gpus
+    # `get jobs --pool P` lists the job exactly in its pool.
+    for pool in (POOL, DEV, INF):
+        listed = cli_rows(monkeypatch, fake, ("--pool", pool, "-o", "json"))
+        assert len(listed) == (case.pods if pool == case.pool else 0), (pool, listed)
 
     states = {
-        dict(k)["state"]: v for k, v in m["gpuctl_workloads"].items() if dict(k)["namespace"] == NS and v
+        (dict(k)["state"], dict(k)["pool"]): v
+        for k, v in m["gpuctl_workloads"].items()
+        if dict(k)["namespace"] == NS and v
     }
     if case.metric_state is None:
         assert states == {}
     else:
-        assert states == {case.metric_state: 1}
-    reserved = _sum(m, "gpuctl_pool_reserved_gpus", pool=POOL)
-    requested = _sum(m, "gpuctl_pool_requested_gpus", pool=POOL)
+        assert states == {(case.metric_state, case.pool or "*"): 1}
+    pool = case.pool or "*"
+    reserved = _sum(m, "gpuctl_pool_reserved_gpus", pool=pool)
+    requested = _sum(m, "gpuctl_pool_requested_gpus", pool=pool)
     if case.holds_quota:
         assert (reserved, requested) == (case.gpus, 0)
     elif case.metric_state in ("queued", "preempted"):  # waiting for quota: requested
         assert (reserved, requested) == (0, case.gpus)
     else:  # finished, or inactive (Kueue does not consider it): neither
         assert (reserved, requested) == (0, 0)
+
+
+def _describe_lists(d: dict) -> dict[str, list[str]]:
+    return {k: [j["name"] for j in d[k]] for k in ("running", "queued", "stopped") if d[k]}
+
+
+def test_describe_job_and_pool_and_delete_pool_see_the_job_in_its_pool(
+    case: Case, fake: FakeApiServer, monkeypatch
+) -> None:
+    """`describe pool` (CLI and API) lists the job in its pool only, in the list of the domain's set its
+    Workload is in; `delete pool` refuses to delete the pool while the job uses it. The bug of issue 30:
+    a job of several pools running in dev-pool was counted in dev-pool's GPUs but missing from its jobs,
+    and `delete pool dev-pool` did not see it."""
+    (name,) = [o["metadata"]["name"] for o in case.objects if o["kind"] in ("Job", "Deployment")]
+    described = json.loads(_cli_out(monkeypatch, fake, ["describe", "job", name, "-n", NS, "-o", "json"]))
+    assert described["pool"] == (case.pool or None)
+    for pool in (POOL, DEV, INF):
+        mine = pool == case.pool
+        cli = json.loads(_cli_out(monkeypatch, fake, ["describe", "pool", pool, "-o", "json"]))
+        api = api_get(fake, f"/api/v1/pools/{pool}")
+        want = {case.listed: [name]} if mine and case.listed else {}
+        assert _describe_lists(cli) == _describe_lists(api) == want, pool
+        if mine and case.listed == "queued":
+            assert cli["gpu_queued"] == sum(j["gpus"] for j in cli["queued"]) == case.gpus
+        try:
+            delete_pool(fake, pool, dry_run=DryRun.CLIENT)
+            in_use = False
+        except Conflict as e:
+            assert f"{NS}/{name}" in str(e)
+            in_use = True
+        assert in_use == mine, pool
 
 
 def kueue_reservation(objects: list[dict]) -> dict[str, int]:
@@ -559,37 +756,50 @@ def test_pool_reserved_used_and_free_agree_in_steady_state(
     the metrics take the larger of reserved and what bound pods hold). With Kueue's status in steady
     state all three give the same reserved, used and free GPUs (tests/integration/test_metrics.py
     checks the two sources agree on a real Kueue)."""
-    used = kueue_reservation(fake.objects).get(POOL, 0)
+    pool = case.pool or POOL
+    used = kueue_reservation(fake.objects).get(pool, 0)
     assert used == (case.gpus if case.holds_quota else 0)
     (cq,) = [o for o in fake.objects if o["kind"] == "ClusterQueue"]
     cq["status"] = {
         "flavorsReservation": [
-            {"name": POOL, "resources": [{"name": GPU_RESOURCE, "total": str(used), "borrowed": "0"}]}
+            {"name": pool, "resources": [{"name": GPU_RESOURCE, "total": str(used), "borrowed": "0"}]}
         ]
     }
     out = io.StringIO()
     with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
         assert cli_main(["get", "pools", "-o", "json"]) == 0
-    (cli,) = [p for p in json.loads(out.getvalue())["items"] if p["name"] == POOL]
+    (cli,) = [p for p in json.loads(out.getvalue())["items"] if p["name"] == pool]
     app = create_app(lambda: fake, Authenticator(lambda: fake), spec_config=SpecConfig())
     with TestClient(app) as client:
         r = client.get("/api/v1/pools", headers={"Authorization": "Bearer t"})
     assert r.status_code == 200, r.text
-    (api,) = [p for p in r.json() if p["name"] == POOL]
+    (api,) = [p for p in r.json() if p["name"] == pool]
     m = metrics(fake)
     reserved, free = (
-        _sum(m, "gpuctl_pool_reserved_gpus", pool=POOL),
-        _sum(m, "gpuctl_pool_free_gpus", pool=POOL),
+        _sum(m, "gpuctl_pool_reserved_gpus", pool=pool),
+        _sum(m, "gpuctl_pool_free_gpus", pool=pool),
     )
     assert (cli["gpu_reserved"], api["gpuReserved"], reserved) == (used,) * 3
+    # The pool's facts (gpuctl.domain.pools.PoolFacts): one aggregation for the views and the gauges.
+    assert cli["gpu_total"] == api["gpuTotal"] == _sum(m, "gpuctl_pool_allocatable_gpus", pool=pool) == 8
+    assert cli["total"] == _sum(m, "gpuctl_pool_capacity_gpus", pool=pool) == 8
+    assert (
+        cli["nodes_ready"] == _sum(m, "gpuctl_pool_nodes", pool=pool, state="ready") == len(cli["nodes"]) == 1
+    )
+    metric_nodes = sorted(dict(k)["node"] for k in m["gpuctl_node_pool_info"] if dict(k)["pool"] == pool)
+    assert cli["nodes"] == api["nodes"] == metric_nodes
+    assert cli["gpu_types"] == api["gpuType"]
     assert (cli["gpu_used"], cli["gpu_free"]) == (api["gpuUsed"], api["gpuFree"]) == (used, 8 - used)
     assert free == 8 - used
 
 
 def test_a_job_has_one_pool_whichever_object_is_read(case: Case) -> None:
-    """gpuctl.domain.workload.job_pool: the controller, its pods and its Workload name one pool."""
-    pools = {job_pool(o) for o in case.objects if o["kind"] != "ClusterQueue"}
-    assert pools == {POOL}
+    """gpuctl.domain.workload.job_pool: the controller, its pods and its Workload name one pool, each
+    alone (a Job of several pools: the nodeSelector Kueue wrote from the admitted flavor, the Workload's
+    admission) and together."""
+    pools = {job_pool(o) for o in case.objects}
+    assert pools == {case.pool or None}
+    assert job_pool(*case.objects) == (case.pool or None)
 
 
 def _ageless(data):

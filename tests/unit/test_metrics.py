@@ -12,13 +12,12 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.constants import BUDGET_FLAVOR, GPU_RESOURCE, METRICS_CLUSTER_LABEL, QUOTA_GPU, Labels
-from gpuctl.domain.pools import pool_capacities, pool_taint
+from gpuctl.domain.pools import node_facts, pool_capacities, pool_taint
 from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache, trim_node, trim_pod, trim_workload
 from gpuctl.server.metrics import (
     ANY_POOL,
     build_registry,
-    node_summary,
     pod_spec_gpus,
     pod_summary,
     workload_summary,
@@ -235,7 +234,7 @@ def test_node_allocatable_is_the_capacity_the_cohort_gets() -> None:
         node_obj("n6", None, 8),
     ]
     trimmed = [trim_node(n) for n in nodes]
-    summaries = [node_summary(n) for n in trimmed]
+    summaries = [node_facts(n) for n in trimmed]
     for pool in ("p", "q"):
         cap = next(c for c in pool_capacities(nodes, ["p", "q"]) if c.name == pool)
         assert sum(s.allocatable_gpus for s in summaries if s.pool == pool) == cap.gpu

@@ -230,7 +230,7 @@ def test_deployment_service_and_servicemonitor_agree() -> None:
     args = build_parser().parse_args(c["args"])
     assert c["command"] == ["gpuctl", "serve"]  # the image's entrypoint (hack/image.sh)
     assert args.metrics and args.reconcile
-    assert c["ports"] == [{"name": "metrics", "containerPort": args.metrics_port, "protocol": "TCP"}]
+    assert c["ports"] == [{"name": "metrics", "containerPort": args.port, "protocol": "TCP"}]
     routes = {r.path for r in create_app(_ctx()).routes}
     assert {
         c["readinessProbe"]["httpGet"]["path"],
@@ -328,7 +328,7 @@ def _ctx():
 
 def test_serve_flags_and_the_cli_separator() -> None:
     a = build_parser().parse_args(["--no-metrics", "--no-reconcile", "--api", "--metrics-port", "9191"])
-    assert (a.metrics, a.reconcile, a.api, a.metrics_port) == (False, False, True, 9191)
+    assert (a.metrics, a.reconcile, a.api, a.port) == (False, False, True, 9191)
     ctx = _ctx()
     assert ctx.reconciler is not None and ctx.registry is not None
     kinds = {"Node", "Pod", "Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort", "Event"}

@@ -163,62 +163,87 @@ def test_a_failed_apply_is_counted_and_retried() -> None:
     assert len(c.applied) == 1
 
 
+class Clock:
+    """The reconciler's clock, moved by the test: debounce and max_delay are judged on it, not on the
+    machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def tick(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def settled(clock: Clock, **kw: Any):
+    """make() on `clock`, its set-up's own triggers reconciled (nothing to change) and gone."""
+    c, cache, rec = make(clock=clock, **kw)
+    clock.tick(kw.get("max_delay", 2.0))
+    assert rec.poll() == "unchanged" and rec.poll() is None
+    return c, cache, rec
+
+
 def test_bursts_are_debounced_into_one_apply() -> None:
-    c, cache, rec = make(debounce=0.5, max_delay=10, resync=3600)
-    stop = threading.Event()
-    rec.start(stop)
-    try:
-        # The start-up reconcile finds nothing to do.
-        deadline = time.monotonic() + 5
-        while rec.results["unchanged"] < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert rec.results["unchanged"] == 1
-        t0 = time.monotonic()
-        for i in range(3, 23):  # a rack of 20 nodes joins, one every 20 ms
-            cache["Node"].apply_event("ADDED", node_obj(f"g{i}", "training-pool", 8))
-            time.sleep(0.02)
-        while not c.applied and time.monotonic() - t0 < 10:
-            time.sleep(0.01)
-        time.sleep(1.0)
-        assert len(c.applied) == 1
-        assert gpus_of(c.applied[0]) == 22 * 8 - 8
-        # About 0.4 s of events (longer on a loaded machine), then the 0.5 s debounce.
-        assert 0.5 <= rec.latency._sum.get() <= 5
-    finally:
-        stop.set()
+    clock = Clock()
+    c, cache, rec = settled(clock, debounce=0.5, max_delay=10, resync=3600)
+    for i in range(3, 23):  # a rack of 20 nodes joins, one every 20 ms
+        clock.tick(0.02)
+        cache["Node"].apply_event("ADDED", node_obj(f"g{i}", "training-pool", 8))
+        assert rec.poll() is None  # never while the burst goes on
+    clock.tick(0.49)
+    assert rec.poll() is None  # 0.49 s of quiet: not yet
+    clock.tick(0.02)
+    assert rec.poll() == "applied"
+    assert len(c.applied) == 1 and gpus_of(c.applied[0]) == 22 * 8 - 8
+    # From the first event: 19 more events 20 ms apart, then the 0.5 s debounce (and 10 ms).
+    assert rec.latency._sum.get() == pytest.approx(19 * 0.02 + 0.51)
+    assert rec.poll() is None  # nothing pending any more
 
 
 def test_a_long_burst_is_applied_after_max_delay() -> None:
-    c, cache, rec = make(debounce=0.2, max_delay=0.5, resync=3600)
-    stop = threading.Event()
-    rec.start(stop)
-    try:
-        time.sleep(0.3)
-        t0 = time.monotonic()
-        i = 3
-        while not c.applied and time.monotonic() - t0 < 5:  # a change every 50 ms, never 200 ms of quiet
-            cache["Node"].apply_event("ADDED", node_obj(f"g{i}", "training-pool", 8))
-            i += 1
-            time.sleep(0.05)
-        assert c.applied, "max_delay did not bound the wait"
-        assert time.monotonic() - t0 < 3  # 0.5 s max_delay, not the 5 s the burst lasts
-    finally:
-        stop.set()
+    clock = Clock()
+    c, cache, rec = settled(clock, debounce=0.25, max_delay=0.5, resync=3600)
+    applied_at = None
+    for i in range(3, 100):  # a change every 62.5 ms (exact in binary): never 250 ms of quiet
+        cache["Node"].apply_event("ADDED", node_obj(f"g{i}", "training-pool", 8))
+        if rec.poll() == "applied":
+            applied_at = i
+            break
+        clock.tick(0.0625)
+    assert applied_at == 3 + 8  # 0.5 s after the first change, not after the burst
+    assert len(c.applied) == 1
 
 
-def test_a_hand_edit_of_the_cohort_triggers_a_reconcile() -> None:
+def test_the_loop_reconciles_a_trigger_in_its_thread() -> None:
+    """run(): the start-up reconcile, then a trigger, applied by the reconciler's own thread."""
     c, cache, rec = make(debounce=0.05, resync=3600)
     stop = threading.Event()
     rec.start(stop)
     try:
-        time.sleep(0.3)
-        edited = cohort([PoolCapacity("training-pool", 100, "192", "2199023255552")], [TEAM])
-        edited["metadata"]["resourceVersion"] = "2"
-        cache["Cohort"].apply_event("MODIFIED", edited)
-        deadline = time.monotonic() + 3
-        while not c.applied and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert c.applied and gpus_of(c.applied[0]) == 8
-        assert COHORT_NAME in rec.last_reason
+        _wait(lambda: rec.results["unchanged"] >= 1, "the start-up reconcile")
+        cache["Node"].apply_event("ADDED", node_obj("g3", "training-pool", 8))
+        _wait(lambda: c.applied, "the new node's capacity applied")
+        assert gpus_of(c.applied[0]) == 16
     finally:
         stop.set()
+
+
+def _wait(cond, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_hand_edit_of_the_cohort_triggers_a_reconcile() -> None:
+    clock = Clock()
+    c, cache, rec = settled(clock, debounce=0.05, resync=3600)
+    edited = cohort([PoolCapacity("training-pool", 100, "192", "2199023255552")], [TEAM])
+    edited["metadata"]["resourceVersion"] = "2"
+    cache["Cohort"].apply_event("MODIFIED", edited)
+    clock.tick(0.05)
+    assert rec.poll() == "applied"
+    assert c.applied and gpus_of(c.applied[0]) == 8
+    assert COHORT_NAME in rec.last_reason

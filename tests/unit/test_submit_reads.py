@@ -12,7 +12,8 @@ import pytest
 from gpuctl.cluster import ApiError
 from gpuctl.constants import LOCAL_QUEUE_NAME, MANAGED_BY_VALUE, Labels
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.service.lifecycle import NAME_GETS_MAX, submit
+from gpuctl.service.lifecycle import submit
+from gpuctl.service.prechecks import NAME_GETS_MAX
 from gpuctl.spec import load_text
 
 NS = "team-a"
@@ -29,6 +30,8 @@ KINDS = {
     "workloads": "Workload",
     "cohorts": "Cohort",
     "namespaces": "Namespace",
+    "workloadpriorityclasses": "WorkloadPriorityClass",
+    "topologies": "Topology",
 }
 
 
@@ -202,3 +205,59 @@ def test_jobs_for_a_missing_pool_or_team_fail_before_anything_is_read_twice() ->
     assert "pool training-pool does not exist" in (r.error or "")
     assert c.writes() == []
     assert c.reads() == ["list ClusterQueue", "list ResourceFlavor"]
+
+
+class PoolCluster(RecordingCluster):
+    """RecordingCluster with the writes a pool makes (server-side apply, node merge patches) applied."""
+
+    def apply(self, obj: dict, *, dry_run: bool = False) -> dict:
+        self.calls.append(f"apply {obj['kind']}")
+        if not dry_run:
+            self.objects = [
+                o
+                for o in self.objects
+                if not (o["kind"] == obj["kind"] and o["metadata"]["name"] == obj["metadata"]["name"])
+            ] + [json.loads(json.dumps(obj))]
+        return obj
+
+    def merge_patch(self, api_path: str, patch: dict, *, dry_run: bool = False) -> dict:
+        kind, _, name = self._parse(api_path)
+        self.calls.append(f"patch {kind}")
+        (obj,) = [o for o in self.objects if o["kind"] == kind and o["metadata"]["name"] == name]
+        if not dry_run:
+            labels = {
+                **(obj["metadata"].get("labels") or {}),
+                **(patch.get("metadata") or {}).get("labels", {}),
+            }
+            obj["metadata"]["labels"] = {k: v for k, v in labels.items() if v is not None}
+            obj["spec"].update(patch.get("spec") or {})
+        return obj
+
+
+def _node(name: str) -> dict:
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {}, "uid": f"uid-{name}"},
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "8", "cpu": "8", "memory": "8Gi"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def test_create_pool_reads_the_cluster_once_before_and_once_after_its_writes() -> None:
+    """Issue 30: `create pool` used to list the nodes, flavors and ClusterQueues four times (its checks,
+    then sync_queues, sync_cohort and sync_flavors each on their own Inventory). Now: once for the
+    checks, once for what its writes made (the new flavor, the relabelled nodes), shared by the syncs."""
+    c = PoolCluster([*cluster().objects, _node("n1")])
+    (doc,) = load_text("kind: pool\npool: {name: new-pool}\nnodes: {n1: {}}\n", "pool.yaml")
+    (result,) = submit(c, [doc], None, action="create")
+    assert "pool/new-pool created" in result.lines
+    lists = [r for r in c.reads() if r.startswith("list")]
+    assert lists.count("list Node") == 2, c.calls
+    assert lists.count("list ResourceFlavor") == 2, c.calls
+    assert lists.count("list ClusterQueue") <= 2, c.calls
+    assert ("Node", "n1") in {(o["kind"], o["metadata"]["name"]) for o in c.objects}
+    (n1,) = [o for o in c.objects if o["kind"] == "Node"]
+    assert n1["metadata"]["labels"][Labels.POOL] == "new-pool"

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import uvicorn
 
 from gpuctl.cluster import Cluster
-from gpuctl.cluster.tls import CertReloader, with_reloader
+from gpuctl.cluster.tls import with_reloader
+from gpuctl.server import flags
 from gpuctl.server.api import deps
 from gpuctl.server.api.app import create_app
 from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
@@ -24,30 +25,13 @@ from gpuctl.spec import SpecError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The API's flags: gpuctl.server.flags' groups, the same as `gpuctl serve --api`'s."""
     p = argparse.ArgumentParser(prog="python -m gpuctl.server.api", description="gpuctl's REST API")
-    p.add_argument("--address", default="0.0.0.0", help="listen address (default 0.0.0.0)")
-    p.add_argument("--port", type=int, default=8080, help="listen port (default 8080)")
-    p.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-    p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--api-keys-file", help="YAML file of hashed static API keys (see docs/api.md)")
-    p.add_argument(
-        "--auth-cache-seconds",
-        type=float,
-        default=10.0,
-        help="how long TokenReview and SubjectAccessReview answers are reused (default 10; 0 = never)",
-    )
-    p.add_argument(
-        "--audience", action="append", default=[], help="tokens must be issued for this audience (repeatable)"
-    )
-    p.add_argument(
-        "--tls-cert",
-        "--tls-cert-file",
-        dest="tls_cert_file",
-        help="serve HTTPS with this PEM certificate (chain); re-read when the file changes",
-    )
-    p.add_argument("--tls-key", "--tls-key-file", dest="tls_key_file", help="... and this PEM key")
-    p.add_argument("--threads", type=int, default=deps.THREADS, help="worker threads for cluster calls (64)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    flags.add_listener(p, 8080)
+    flags.add_cluster(p)
+    flags.add_api_auth(p)
+    flags.add_tls(p)
+    flags.add_log_level(p)
     p.add_argument(
         "--new-api-key", metavar="NAME", help="print a new API key and its keys-file entry, then exit"
     )
@@ -71,20 +55,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         print("entry for the keys file:")
         print(f'- name: {args.new_api_key}\n  sha256: "{hash_key(key)}"\n  groups: []')
         return 0
-    if bool(args.tls_cert_file) != bool(args.tls_key_file):
-        print("error: --tls-cert and --tls-key go together", file=sys.stderr)
-        return 2
-    reloader = None
-    if args.tls_cert_file:
-        reloader = CertReloader(args.tls_cert_file, args.tls_key_file)
-        try:
-            reloader.load()
-        except (OSError, ValueError) as e:
-            print(
-                f"error: --tls-cert {args.tls_cert_file} / --tls-key {args.tls_key_file}: {e}",
-                file=sys.stderr,
-            )
-            return 1
+    reloader, code = flags.tls_reloader(args)
+    if code:
+        return code
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

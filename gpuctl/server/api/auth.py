@@ -34,11 +34,11 @@ from typing import Any
 import yaml
 
 from gpuctl.cluster import ApiError, Cluster
+from gpuctl.server.flags import API_KEYS_ENV
 
 log = logging.getLogger("gpuctl.api.auth")
 
 API_KEY_PREFIX = "gpk_"
-API_KEYS_ENV = "GPUCTL_API_KEYS_FILE"
 TOKEN_REVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 

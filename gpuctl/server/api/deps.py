@@ -26,13 +26,14 @@ from gpuctl.cluster import Cluster
 from gpuctl.cluster.reader import Reader
 from gpuctl.server.api.auth import MISS, Access, Authenticator, AuthError, Caller, bearer_token
 from gpuctl.server.api.errors import error
+from gpuctl.server.flags import API_THREADS
 from gpuctl.service.access import forbidden_message
 from gpuctl.spec import SpecConfig
 
 T = TypeVar("T")
 
 # Worker threads for blocking calls. The cluster client's connection pool is sized to match.
-THREADS = 64
+THREADS = API_THREADS  # set from --threads
 # One limiter per event loop: a limiter belongs to the loop it waits on (tests run several loops).
 _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
     weakref.WeakKeyDictionary()

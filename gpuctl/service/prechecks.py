@@ -1,0 +1,217 @@
+"""What a create / apply checks before its first write (gpuctl.service.lifecycle.submit): every job of a
+submission against the cluster (its namespace has a quota, its pools exist, a job of several pools can
+land somewhere, a pool in worker clusters takes its kind, its name and its Service's are free), read with
+as few requests as the submission needs. Nothing here writes."""
+
+from __future__ import annotations
+
+from gpuctl.builders import WHOLE_GPUS, build
+from gpuctl.cluster import Cluster, path
+from gpuctl.cluster.reader import Reader, as_reader
+from gpuctl.constants import DEFAULT_POOL, GPU_TYPE_LABEL_KEYS, JOB_KINDS, Kind, Labels
+from gpuctl.domain.multicluster import refused_kind, remote_pools
+from gpuctl.domain.pools import pool_names
+from gpuctl.domain.teams import team_queues
+from gpuctl.service.errors import Conflict, NotFound, ServiceError
+from gpuctl.service.inventory import CONTROLLER_KINDS, JOB_SELECTOR, MANAGED_SELECTOR
+from gpuctl.service.sharing import share_facts
+from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
+
+# At most this many names of one kind in one namespace are looked up one GET each; more (a sweep of
+# many jobs in one file) are found in one list of the namespace's object metadata instead.
+NAME_GETS_MAX = 2
+
+
+def _existing(
+    cluster: Cluster, reader: Reader, kind: str, namespace: str, names: set[str], *, gpuctl_only: bool
+) -> dict[str, dict]:
+    """name -> metadata of the objects of `kind` named `names` in `namespace`. gpuctl_only: gpuctl's
+    objects suffice (read from the reader's list, a watch cache's memory inside `gpuctl serve`)."""
+    if gpuctl_only:
+        objs = reader.list(kind, namespace, label_selector=JOB_SELECTOR)
+        return {o["metadata"]["name"]: o["metadata"] for o in objs if o["metadata"]["name"] in names}
+    if len(names) <= NAME_GETS_MAX:
+        found = {n: reader.get(kind, n, namespace) for n in sorted(names)}
+        return {n: o["metadata"] for n, o in found.items() if o is not None}
+    return {
+        m["name"]: m for m in cluster.list_metadata(path(kind, namespace=namespace)) if m["name"] in names
+    }
+
+
+def precheck_jobs(
+    cluster: Cluster,
+    docs: list[Document],
+    default_ns: str,
+    action: str,
+    reader: Reader | None = None,
+    read: dict[str, list[dict]] | None = None,
+) -> dict[int, list[dict]]:
+    """Check every job against the cluster before writing anything; return its objects by doc index.
+    `read` gets the lists it read that a later step needs too ("ClusterQueue": gpuctl's).
+
+    What it reads, and only when a job needs it: gpuctl's ResourceFlavors (do the pools exist) and
+    ClusterQueues (has the namespace a quota), both through the managed-by selector, and, for a create,
+    the names already taken. A job name is one per namespace across gpuctl's Jobs, Deployments and
+    StatefulSets (`get jobs` and `describe job` find a job by name); an object of the same kind by
+    anyone is refused by the API server itself (409, _write_objects). One job alone (the REST API's
+    request) is checked against gpuctl's objects from `reader` (the watch cache in `gpuctl serve`),
+    since the create's own 409 covers the rest before anything is written; several are checked against
+    every object of the namespace first, one GET per name or one metadata list per kind."""
+    jobs = [(i, d) for i, d in enumerate(docs) if Kind(d.spec.kind) in JOB_KINDS]
+    if not jobs:
+        return {}
+    reader = as_reader(reader if reader is not None else cluster)
+    new_pools = {d.spec.pool.name for d in docs if isinstance(d.spec, PoolSpec)}
+    new_teams = {ns for d in docs if isinstance(d.spec, QuotaSpec) for ns in d.spec.entries()}
+    wanted_ns = {spec_namespace(d.spec, default_ns) for _, d in jobs}
+    wanted_pools = {p for _, d in jobs for p in d.spec.resources.pools_allowed or ()}
+    teams = set(new_teams)
+    if wanted_ns - teams:
+        cluster_queues = reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)
+        teams |= set(team_queues(cluster_queues))
+        if read is not None:
+            read["ClusterQueue"] = cluster_queues
+    pools = set(new_pools)
+    flavors: list[dict] = []
+    if wanted_pools - pools:
+        flavors = reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)
+        pools |= set(pool_names(flavors))
+    # Pools in worker clusters (issue 24) take only the kinds MultiKueue carries.
+    remote = remote_pools(flavors)
+    remote.update(
+        {d.spec.pool.name: sorted(d.spec.pool.clusters) for d in docs if isinstance(d.spec, PoolSpec)}
+    )
+    remote = {p: cs for p, cs in remote.items() if cs}
+    planned: dict[int, list[dict]] = {}
+    for i, doc in jobs:
+        spec = doc.spec
+        ns = spec_namespace(spec, default_ns)
+        where = f"{doc.source}: job {spec.job.name}"
+        _check_multicluster_kind(where, spec.kind, spec.resources.pools_allowed or [], remote)
+        if ns not in teams:
+            if cluster.get_or_none(path("Namespace", ns)) is None:
+                raise NotFound(f"{where}: namespace {ns} does not exist; create a quota for it (kind: quota)")
+            raise ServiceError(
+                f"{where}: namespace {ns} has no quota, so Kueue would not queue its work; "
+                "create a quota for it first (kind: quota), or, on a cluster the earlier gpuctl ran, "
+                "run `gpuctl adopt` to convert its ResourceQuotas"
+            )
+        allowed = spec.resources.pools_allowed
+        if allowed is None or len(allowed) > 1:
+            if spec.resources.gpu_share is not None:
+                raise ServiceError(
+                    f"{where}: resources.gpu-share needs one pool, whose GPUs' slices it names; "
+                    "set resources.pool to one pool"
+                )
+            _check_any_pool(reader, where, spec.resources.gpu_type, allowed, pools)
+            planned[i] = build(spec, ns)
+            continue
+        pool = spec.resources.pool
+        if pool not in pools:
+            if pool == DEFAULT_POOL:
+                raise NotFound(
+                    f"{where}: jobs without resources.pool run in pool {DEFAULT_POOL}, which does not exist; "
+                    f"set resources.pool, create pool {DEFAULT_POOL} (kind: pool), or run `gpuctl adopt` to "
+                    "put the GPU nodes without a pool label into it"
+                )
+            raise NotFound(
+                f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
+            )
+        share = spec.resources.gpu_share
+        planned[i] = build(spec, ns, WHOLE_GPUS if share is None else share_facts(reader, where, pool, share))
+    _check_names(cluster, reader, docs, planned, action)
+    return planned
+
+
+def _check_multicluster_kind(
+    where: str, kind: str, job_pools: list[str], remote: dict[str, list[str]]
+) -> None:
+    """A job for a pool in worker clusters must be of a kind MultiKueue carries (refused before any write)."""
+    why = refused_kind(kind)
+    far = [p for p in job_pools if p in remote]
+    if why is None or not far:
+        return
+    p = far[0]
+    raise ServiceError(
+        f"{where}: kind: {kind} cannot run in pool {p} (resources.pool), whose nodes are in cluster(s) "
+        f"{', '.join(remote[p])}: {why}; submit it as kind: training, or to the cluster itself "
+        f"(--context {remote[p][0]}) where it runs as usual"
+    )
+
+
+def _check_any_pool(
+    reader: Reader, where: str, gpu_type: str | None, allowed: list[str] | None, pools: set[str]
+) -> None:
+    """A job that may run in several pools: every pool it lists exists; with only a GPU type, some pool's
+    node has that type (else it would wait for ever)."""
+    if allowed is not None:
+        missing = sorted(set(allowed) - pools)
+        if missing:
+            raise NotFound(
+                f"{where}: resources.pool lists pool(s) {', '.join(missing)}, which do not exist; "
+                f"remove them or create them (kind: pool); pools: {', '.join(sorted(pools)) or 'none'}"
+            )
+        return
+    nodes = [
+        n
+        for key in GPU_TYPE_LABEL_KEYS
+        for n in reader.list("Node", label_selector=f"{key}={gpu_type},{Labels.POOL}")
+    ]
+    if not nodes:
+        raise NotFound(
+            f"{where}: resources.gpu-type {gpu_type} without resources.pool runs in any pool with "
+            f"{gpu_type} nodes, and no pool has one; check the GPU type (`gpuctl get nodes` shows them) or "
+            "set resources.pool"
+        )
+
+
+def _check_names(
+    cluster: Cluster, reader: Reader, docs: list[Document], planned: dict[int, list[dict]], action: str
+) -> None:
+    """Conflict when a job's name or its Service's is taken (see precheck_jobs)."""
+    by_ns: dict[str, dict[str, list[tuple[int, dict]]]] = {}  # ns -> kind -> (doc, object)
+    for i, objs in planned.items():
+        for o in objs:
+            by_ns.setdefault(o["metadata"]["namespace"], {}).setdefault(o["kind"], []).append((i, o))
+    alone = len(planned) == 1
+    cached = alone and getattr(reader, "holds", lambda *a: False)(CONTROLLER_KINDS, JOB_SELECTOR)
+    for ns, kinds in by_ns.items():
+        if action == "create":
+            names = {o["metadata"]["name"] for k in CONTROLLER_KINDS for _, o in kinds.get(k, [])}
+            for resource in CONTROLLER_KINDS:
+                if alone and resource in kinds:
+                    continue  # its own kind: the create itself answers 409, before anything is written
+                taken = _existing(cluster, reader, resource, ns, names, gpuctl_only=cached)
+                for i, objs in planned.items():
+                    meta = objs[0]["metadata"]
+                    other = taken.get(meta["name"]) if meta["namespace"] == ns else None
+                    if other is not None:
+                        kind = (other.get("labels") or {}).get(Labels.JOB_TYPE, resource)
+                        raise Conflict(f"{docs[i].source}: {taken_name(objs[0], kind, docs[i].source)}")
+        services = kinds.get("Service", [])
+        if services:
+            taken = _existing(
+                cluster,
+                reader,
+                "Service",
+                ns,
+                {o["metadata"]["name"] for _, o in services},
+                gpuctl_only=False,
+            )
+            for i, o in services:
+                other = taken.get(o["metadata"]["name"])
+                if other is not None and not (other.get("labels") or {}).get(Labels.JOB_TYPE):
+                    raise Conflict(
+                        f"{docs[i].source}: job {docs[i].spec.job.name}: Service {o['metadata']['name']} "
+                        "exists and is not gpuctl's"
+                    )
+
+
+def taken_name(obj: dict, kind: str, source: str | None = None) -> Conflict:
+    """A job name already taken in its namespace (by `kind`: a gpuctl job kind or a resource)."""
+    meta = obj["metadata"]
+    fix = f"gpuctl apply -f {source}" if source else "gpuctl apply -f FILE"
+    return Conflict(
+        f"job {meta['name']} already exists in namespace {meta['namespace']} (kind: {kind}); "
+        f"use `{fix}` to update it, or delete it first"
+    )
