@@ -60,6 +60,8 @@ class JobRow:
     reason: str = ""
     # A MultiKueue manager's job: the worker cluster running it, or the clusters it is offered to.
     cluster: str = ""
+    # The job's own labels (its controller's), what -l selects on and --show-labels prints.
+    labels: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -158,35 +160,11 @@ def list_job_rows(
             # so gpuctl's pods come in full once instead of as Table rows and then in full again.
             inv.pod_rows = False
     wanted = _selector_filter(selector)
-    why = _Reasons(inv, positions and reasons)
     rows: list[JobRow] = []
-    for job in collect_jobs(inv, positions=positions):
-        job_pool_name = job.pool or ""
-        if (kind and job.kind != kind) or (pool and job_pool_name != pool) or not wanted(job.labels):
-            continue
-        common = {
-            "name": job.name,
-            "namespace": job.namespace,
-            "kind": job.kind,
-            "pool": job_pool_name,
-            "priority": job.labels.get(Labels.PRIORITY, ""),
-            "queue": job.labels.get(Labels.KUEUE_QUEUE, ""),
-            "labels": dict(job.labels),
-        }
-        rows += _job_rows(inv, job, common, why, positions=positions, gpus=gpus)
-    rows.sort(key=lambda r: (r.namespace, r.name, r.job_id))
-    return rows
+    snaps: list[Snapshot] = []  # built on the first waiting row
 
-
-class _Reasons:
-    """REASON of a `get jobs` row: why its job is stopped, or why a waiting one waits (judged against one
-    snapshot of the cluster, built on the first waiting row); "" when not asked for (`enabled`)."""
-
-    def __init__(self, inv: Inventory, enabled: bool):
-        self.inv, self.enabled = inv, enabled
-
-    def __call__(self, wl: dict | None, status: str, pod: dict | None = None) -> str:
-        if not self.enabled:
+    def why(wl: dict | None, status: str, pod: dict | None = None) -> str:
+        if not (positions and reasons):
             return ""
         stopped = stop_reason(wl)
         if stopped:  # in no queue, nothing to judge (its pods may still be terminating)
@@ -201,58 +179,73 @@ class _Reasons:
             demand = pod_demand(pod)  # a Deployment's pod whose own Workload was not read
         else:
             return ""
-        return snapshot(self.inv).verdict(demand).message or "being admitted"
+        if not snaps:
+            snaps.append(snapshot(inv))
+        return snaps[0].verdict(demand).message or "being admitted"
 
-
-def _job_rows(
-    inv: Inventory, job: Job, common: dict, why: _Reasons, *, positions: bool, gpus: bool
-) -> list[JobRow]:
-    """One row per pod shown (a Job's every pod; a Deployment's or StatefulSet's live ones), else one
-    for the job itself (no pod yet, or its pods in a worker cluster)."""
-    live = [p for p in job.pods if not pod_finished(p)]
-    shown = job.pods if job.resource == "Job" else (live or job.pods)
-    where = placement(job.workload)
-    if where is not None:
-        common = {**common, "cluster": where.text}
-    if not shown:
-        return [
-            JobRow(
-                job_id=job.name,
-                status=job.status,
-                ready=_remote_ready(job) if where is not None else "0/0",
-                node="<none>",
-                ip="<none>",
-                age=age_seconds(job.obj),
-                position=job.position,
-                gpus=(workload_gpus(job.workload) if job.workload else 0) if gpus else None,
-                reason=why(job.workload, job.status),
-                **common,
+    for job in collect_jobs(inv, positions=positions):
+        labels = job.labels
+        if kind and job.kind != kind:
+            continue
+        job_pool_name = job.pool or ""
+        if pool and job_pool_name != pool:
+            continue
+        if not wanted(labels):
+            continue
+        common = {
+            "name": job.name,
+            "namespace": job.namespace,
+            "kind": job.kind,
+            "pool": job_pool_name,
+            "priority": labels.get(Labels.PRIORITY, ""),
+            "queue": labels.get(Labels.KUEUE_QUEUE, ""),
+            "labels": dict(labels),
+        }
+        live = [p for p in job.pods if not pod_finished(p)]
+        shown = job.pods if job.resource == "Job" else (live or job.pods)
+        where = placement(job.workload)
+        if where is not None:
+            common["cluster"] = where.text
+        if not shown:
+            rows.append(
+                JobRow(
+                    job_id=job.name,
+                    status=job.status,
+                    ready=_remote_ready(job) if where is not None else "0/0",
+                    node="<none>",
+                    ip="<none>",
+                    age=age_seconds(job.obj),
+                    position=job.position,
+                    gpus=(workload_gpus(job.workload) if job.workload else 0) if gpus else None,
+                    reason=why(job.workload, job.status),
+                    **common,
+                )
             )
-        ]
-    rows = []
-    for pod in sorted(shown, key=lambda p: p["metadata"]["name"]):
-        r, t = pod_ready(pod)
-        pod_wl = inv.pod_workload(pod, job.workload)
-        st = job.pod_words[pod["metadata"]["uid"]]
-        if job.resource == "Job" and job.status in WAITING_STATES and st in (State.PENDING, State.QUEUED):
-            st = job.status
-        wl_pos = None
-        if positions and st in WAITING_STATES:
-            wl_pos = inv.positions.get(pod["metadata"]["uid"]) or _position(inv, pod_wl) or job.position
-        rows.append(
-            JobRow(
-                job_id=pod["metadata"]["name"],
-                status=st,
-                ready=f"{r}/{t}",
-                node=pod_node(pod) or "<none>",
-                ip=pod_ip(pod) or "<none>",
-                age=age_seconds(pod),
-                position=wl_pos,
-                gpus=pod_gpus(pod) if gpus else None,
-                reason=why(pod_wl, st, pod),
-                **common,
+            continue
+        for pod in sorted(shown, key=lambda p: p["metadata"]["name"]):
+            r, t = pod_ready(pod)
+            pod_wl = inv.pod_workload(pod, job.workload)
+            st = job.pod_words[pod["metadata"]["uid"]]
+            if job.resource == "Job" and job.status in WAITING_STATES and st in (State.PENDING, State.QUEUED):
+                st = job.status
+            wl_pos = None
+            if positions and st in WAITING_STATES:
+                wl_pos = inv.positions.get(pod["metadata"]["uid"]) or _position(inv, pod_wl) or job.position
+            rows.append(
+                JobRow(
+                    job_id=pod["metadata"]["name"],
+                    status=st,
+                    ready=f"{r}/{t}",
+                    node=pod_node(pod) or "<none>",
+                    ip=pod_ip(pod) or "<none>",
+                    age=age_seconds(pod),
+                    position=wl_pos,
+                    gpus=pod_gpus(pod) if gpus else None,
+                    reason=why(pod_wl, st, pod),
+                    **common,
+                )
             )
-        )
+    rows.sort(key=lambda r: (r.namespace, r.name, r.job_id))
     return rows
 
 
@@ -559,13 +552,21 @@ def read_logs(
     timestamps: bool,
     follow: bool = False,
     stream: bool = False,
+    container: str | None = None,
+    since_seconds: int | None = None,
+    since_time: str | None = None,
+    previous: bool = False,
 ):
-    """A pod's log text (or, with stream=True, the raw response to iterate)."""
+    """A pod's log text (or, with stream=True, the raw response to iterate): of `container` (default:
+    the first), since a number of seconds or an RFC 3339 time, of the previous (restarted) container."""
     query = {
-        "container": (pod["spec"]["containers"][0]["name"]),
+        "container": container or pod["spec"]["containers"][0]["name"],
         "tailLines": tail if tail is not None and tail >= 0 else None,
         "timestamps": "true" if timestamps else None,
         "follow": "true" if follow else None,
+        "sinceSeconds": since_seconds,
+        "sinceTime": since_time,
+        "previous": "true" if previous else None,
     }
     p = path("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"], "log")
     try:
