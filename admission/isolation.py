@@ -19,7 +19,8 @@ DaemonSets that request no GPUs are exempt (monitoring agents, dcgm-exporter, CN
 the DaemonSet's template is judged where a user writes it, and its pods come from the daemon-set
 controller. A DaemonSet whose template requests GPUs is judged like any pod template.
 
-"Requests GPUs" here means `nvidia.com/gpu` among the requests or limits of any container or init
+"Requests GPUs" here means any GPU resource (constants.GPU_RESOURCE_PREFIXES: nvidia.com/gpu*,
+nvidia.com/mig-*, amd.com/gpu*, gpu.intel.com/*) among the requests or limits of any container or init
 container (whatever the value): the same test in CEL and Python, no quantity parsing.
 
 What is judged where: Pods, and the pod templates of Jobs, CronJobs, Deployments, StatefulSets, ReplicaSets,
@@ -45,7 +46,8 @@ from admission.envelope import controller_kind, decode, subject
 from admission.identities import CONTROLLER_USERS, KCM_NAMESPACE, KCM_USER, KUEUE_USER, SA_PREFIX
 from admission.state import ClusterState
 from admission.verdict import AdmissionConfig, Malformed, Verdict, Violation, judge, not_ready
-from gpuctl.constants import GPU_RESOURCE, POOL_TAINT_EFFECT, POOL_TAINT_KEY, Labels
+from gpuctl.constants import POOL_TAINT_EFFECT, POOL_TAINT_KEY, Labels
+from gpuctl.domain.gpus import is_gpu_resource
 from gpuctl.domain.pools import tolerates_pool_taint
 from gpuctl.domain.shape import item, list_at, obj_at, str_at, strmap_at
 
@@ -133,10 +135,13 @@ def _containers(spec: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
 
 
 def names_gpus(spec: Mapping[str, Any], where: str = "spec") -> bool:
-    """`nvidia.com/gpu` among the requests or limits of a container or init container (any value)."""
+    """A GPU resource (gpuctl.domain.gpus.is_gpu_resource: nvidia.com/gpu*, nvidia.com/mig-*, amd.com/gpu*,
+    gpu.intel.com/*) among the requests or limits of a container or init container (any value)."""
     for c in _containers(spec, where):
         res = obj_at(c, "resources", where)
-        if GPU_RESOURCE in obj_at(res, "requests", where) or GPU_RESOURCE in obj_at(res, "limits", where):
+        if any(map(is_gpu_resource, obj_at(res, "requests", where))) or any(
+            map(is_gpu_resource, obj_at(res, "limits", where))
+        ):
             return True
     return False
 
@@ -238,6 +243,8 @@ def review_isolation(request: Mapping[str, Any], state: ClusterState, config: Ad
     subj = subject(env.kind, ns, obj, request)
     if gk not in POD_SPEC_PATHS:
         return Verdict(allowed=True, subject=subj, skipped=f"kind {env.group}/{env.kind} is not reviewed")
+    if ns in config.exempt_namespaces:
+        return Verdict(allowed=True, subject=subj, skipped="exempt namespace")
     if not state.synced:
         return not_ready(config, subj)
     skipped = skip_reason(gk, obj, env.user, config.kueue_user)

@@ -21,6 +21,8 @@ DEVICE_ACCESS: Final = "device-access"
 OWNER_CLAIM: Final = "owner-claim"
 ORPHAN_DELETE: Final = "orphan-delete"
 KUEUE_GATE: Final = "kueue-gate"
+# GPU-like resources Kueue does not charge (issue 33).
+GPU_RESOURCE_RULE: Final = "gpu-resource"
 # Rules whose verdict depends on what the cache has seen: a denial by these alone may be watch lag (a pool
 # created a millisecond before its nodes are labelled), so the server re-checks it once the cache moves.
 CACHE_RULES: Final = frozenset(
@@ -42,4 +44,5 @@ RULES: Final = (
     OWNER_CLAIM,
     ORPHAN_DELETE,
     KUEUE_GATE,
+    GPU_RESOURCE_RULE,
 )

@@ -11,6 +11,7 @@ module runs them, in a fixed order, on the object the request carries:
 - `host-path`                                     validators/host_paths.py
 - `priority-class`                                validators/priority_class.py
 - `device-access`                                 validators/device_access.py
+- `gpu-resource`                                  validators/gpu_resources.py
 - `owner-claim`                                   validators/owner_claim.py
 - `kueue-gate` (UPDATE)                           validators/kueue_gate.py
 - `orphan-delete` (DELETE)                        validators/orphan_delete.py
@@ -35,6 +36,7 @@ from admission.identities import CHECKED_OWNERS, CHECKED_RS_OWNERS, CONTROLLER_U
 from admission.rule_names import RULES
 from admission.state import ClusterState
 from admission.validators.device_access import check_device_access
+from admission.validators.gpu_resources import check_gpu_resources
 from admission.validators.host_paths import check_host_paths
 from admission.validators.kueue_gate import check_kueue_gate
 from admission.validators.labels import check_labels
@@ -93,6 +95,7 @@ def violations(
     out += check_host_paths(w, allowed)
     out += check_priority_class(w)
     out += check_device_access(w, allowed)
+    out += check_gpu_resources(w)
     return out, warn
 
 

@@ -42,6 +42,7 @@ from admission.state import ClusterState, StateSource, StaticState, WatchCache
 from admission.tuning import request_sched_slice, tune_gc
 from admission.verdict import AdmissionConfig, Malformed, Mode, Verdict
 from gpuctl.cluster.tls import CERT_RELOAD_SECONDS, CertReloader
+from gpuctl.constants import EXEMPT_NAMESPACES
 from gpuctl.spec.loader import HOST_PATHS_ENV
 from gpuctl.spec.models import normalise_host_path
 
@@ -386,6 +387,14 @@ def _parser() -> argparse.ArgumentParser:
         f"{KUEUE_USER}; the chart sets it from kueue.namespace and kueue.serviceAccountName)",
     )
     p.add_argument(
+        "--exempt-namespace",
+        action="append",
+        metavar="NS",
+        help="a namespace whose pods may run on pool nodes: the isolation rules skip it (repeatable; "
+        f"default {', '.join(EXEMPT_NAMESPACES)}; --exempt-namespace= for none; the chart sets it from "
+        "exemptNamespaces)",
+    )
+    p.add_argument(
         "--stale-wait",
         type=float,
         default=STALE_WAIT_SECONDS,
@@ -475,7 +484,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    config = AdmissionConfig(mode=Mode(args.mode), allowed_host_paths=paths, kueue_user=args.kueue_user)
+    exempt = (
+        EXEMPT_NAMESPACES if args.exempt_namespace is None else tuple(n for n in args.exempt_namespace if n)
+    )
+    config = AdmissionConfig(
+        mode=Mode(args.mode), allowed_host_paths=paths, kueue_user=args.kueue_user, exempt_namespaces=exempt
+    )
     source: StateSource
     if args.static_state:
         source = StaticState(load_static_state(args.static_state))

@@ -18,6 +18,7 @@ from typing import Final, NamedTuple
 
 from admission.identities import KUEUE_USER
 from admission.rule_names import CACHE_RULES
+from gpuctl.constants import EXEMPT_NAMESPACES
 from gpuctl.domain.shape import ShapeError
 
 __all__ = [
@@ -58,6 +59,9 @@ class AdmissionConfig:
     # requests are never judged. Only this identity: a default-named ServiceAccount in a namespace Kueue
     # does not run in is an ordinary user.
     kueue_user: str = KUEUE_USER
+    # Namespaces whose pods may run on pool nodes (`--exempt-namespace`; the chart's
+    # exemptNamespaces): the isolation rules skip them, as the policy's binding does.
+    exempt_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES
 
 
 @dataclass(frozen=True, slots=True)

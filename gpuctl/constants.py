@@ -429,3 +429,11 @@ SERVE_USER: Final = "system:serviceaccount:gpuctl-system:gpuctl-serve"
 # runwhere.ai/moved-for-team on the moved Workload), so one team cannot use up the hourly cap of all.
 DEFRAG_MOVED_FOR_TEAM_ANNOTATION: Final = "runwhere.ai/moved-for-team"
 DEFRAG_MOVES_PER_TEAM_PER_HOUR: Final = 2
+
+# ----------------------------------------------------------------------------- exempt namespaces (issue 33)
+# Namespaces (besides the system ones) whose pods may run on pool nodes: the isolation rules outside team
+# namespaces (pool-toleration, pool-selection, pool-node-name) skip them. The NVIDIA GPU Operator's default
+# namespace: its validator and device plugin, DCGM exporter and NFD must reach every GPU node. An admin sets
+# the list (chart value exemptNamespaces, webhook flag --exempt-namespace, generator flag of
+# admission.policies.isolation); tenants have no rights there (docs/admission.md, "Exempt namespaces").
+EXEMPT_NAMESPACES: Final = ("gpu-operator",)

@@ -57,30 +57,20 @@ fi
 start gpuctl-webhook "$G" admission serve --tls-cert "$D/tls.crt" --tls-key "$D/tls.key" --host 127.0.0.1 \
   --port "$P_HOOK" --mode enforce --kubeconfig "$KUBECONFIG"
 wait_url gpuctl-webhook "https://127.0.0.1:$P_HOOK/readyz" --cacert "$D/ca.crt"
-# The chart's ValidatingWebhookConfiguration (rules, matchConditions, namespaceSelector, failurePolicy
-# Fail), pointed at this process; labelled so that hack/cluster/down.sh deletes it first.
-# (The chart pins its image by digest: any digest renders this one object, which runs no image.)
+# The chart's admission objects, from the same list (manifests/admission/kustomization.yaml, which the
+# chart's templates/admission.yaml installs), rendered by the chart itself for this cluster's version
+# (serve's own policies bind serve's ServiceAccount, which the demo's serve process is not):
+# the ValidatingWebhookConfiguration (rules, matchConditions, namespaceSelector, failurePolicy Fail),
+# pointed at this process by URL and labelled so that hack/cluster/down.sh deletes it first, and every
+# ValidatingAdmissionPolicy and MutatingAdmissionPolicy with its binding (the stateless rules that hold
+# while the webhook is down, the isolation rules outside team namespaces, topology, the earlier client,
+# workload-edit: docs/admission.md). tests/integration/test_demo.py checks the two sets are equal.
+# (The chart pins its image by digest: any digest renders these objects, which run no image.)
 "$HELM" template gpuctl charts/gpuctl -n gpuctl-system --show-only templates/admission.yaml \
-  --set image.digest="sha256:$(printf '0%.0s' {1..64})" 2>/dev/null \
-  | "$VPY" -c '
-import base64, sys, yaml
-url, ca = sys.argv[1], base64.b64encode(open(sys.argv[2], "rb").read()).decode()
-(vwc,) = [d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "ValidatingWebhookConfiguration"]
-vwc["metadata"] = {"name": "gpuctl-admission", "labels": {"gpuctl.runwhere.ai/testbed": "true"}}
-for w in vwc["webhooks"]:  # each entry on its own path (/validate, /isolation)
-    w["clientConfig"] = {"url": url + w["clientConfig"]["service"]["path"], "caBundle": ca}
-print(yaml.safe_dump(vwc))' "https://127.0.0.1:$P_HOOK" "$D/ca.crt" \
+  --kube-version "$K8S_VERSION" --set image.digest="sha256:$(printf '0%.0s' {1..64})" 2>/dev/null \
+  | "$VPY" -m admission.policies.catalog --chart-objects "https://127.0.0.1:$P_HOOK" "$D/ca.crt" \
   | "$KUBECTL" apply -f - >/dev/null
-echo "demo: webhook registered (enforce) at https://127.0.0.1:$P_HOOK/validate and /isolation"
-# The chart's topology MutatingAdmissionPolicies: raw kubectl work in team namespaces asks Kueue for node
-# placement as gpuctl's own jobs do (docs/admission.md).
-"$KUBECTL" apply -f manifests/admission/topology.yaml >/dev/null
-# The ValidatingAdmissionPolicy: the stateless rules inside the API server, which hold while the webhook
-# is down (docs/admission.md, "The ValidatingAdmissionPolicy").
-"$KUBECTL" apply -f manifests/admission/policy.yaml >/dev/null
-# The chart's isolation ValidatingAdmissionPolicy: outside team namespaces nothing may tolerate the pool
-# taint or select a pool with GPUs (the webhook's isolation entry adds nodeName on a pool node).
-"$KUBECTL" apply -f manifests/admission/isolation.yaml >/dev/null
+echo "demo: webhook registered (enforce) at https://127.0.0.1:$P_HOOK/validate and /isolation, with the chart's admission policies"
 
 # ---- gpuctl serve: reconciler, /metrics, REST API ----
 # One replica: no leader election (its Lease would need the gpuctl-system namespace).

@@ -13,4 +13,5 @@ fail when a file and its generator disagree), every object built on admission.po
 | `topology` | `topology.yaml` | `topology-templates`, `topology-pods` (mutating) |
 | `earlier_client` | `earlier-client.yaml` | `earlier-client-templates`, `earlier-client-pods` (mutating) |
 | `workload_edit` | `workload-edit.yaml` | `workload-edit` |
+| `submitted_by` | `submitted-by.yaml` | `submitted-by` (mutating) |
 """

@@ -22,6 +22,7 @@ outside team namespaces are refused.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Final
 
@@ -38,9 +39,15 @@ from admission.isolation import (
     TAINT_TEXT,
     TEMPLATE_OWNERS,
 )
-from admission.policies.cel import from_controller, q
+from admission.policies.cel import cel_list, from_controller, q
 from admission.policies.skeleton import labels, non_team_namespaces, render, validating_policy
-from gpuctl.constants import GPU_RESOURCE, POOL_TAINT_EFFECT, POOL_TAINT_KEY, Labels
+from gpuctl.constants import (
+    EXEMPT_NAMESPACES,
+    GPU_RESOURCE_PREFIXES,
+    POOL_TAINT_EFFECT,
+    POOL_TAINT_KEY,
+    Labels,
+)
 
 NAME: Final = "gpuctl-isolation"
 WEBHOOK_NAME: Final = "isolation.admission.runwhere.ai"
@@ -74,10 +81,17 @@ SPEC_PATH: Final = (
     "(request.kind.kind == 'Pod' ? 'spec' : request.kind.kind == 'CronJob' ? "
     f"'{'.'.join(POD_SPEC_PATHS[('batch', 'CronJob')])}' : 'spec.template.spec')"
 )
-_GPU = q(GPU_RESOURCE)
+
+
+def any_gpu_resource(m: str) -> str:
+    """CEL: the resources map `m` names a GPU resource (gpuctl.domain.gpus.is_gpu_resource: one of
+    constants.GPU_RESOURCE_PREFIXES), whatever the value."""
+    return f"{m}.exists(k, {cel_list(GPU_RESOURCE_PREFIXES)}.exists(p, k.startsWith(p)))"
+
+
 _HAS_GPU: Final = (
-    f"has(c.resources) && ((has(c.resources.requests) && {_GPU} in c.resources.requests) || "
-    f"(has(c.resources.limits) && {_GPU} in c.resources.limits))"
+    f"has(c.resources) && ((has(c.resources.requests) && {any_gpu_resource('c.resources.requests')}) || "
+    f"(has(c.resources.limits) && {any_gpu_resource('c.resources.limits')}))"
 )
 
 
@@ -117,7 +131,7 @@ def affinity_selects_pool(s: str) -> str:
     )
 
 
-def exempt(s: str) -> str:
+def daemonset_without_gpus(s: str) -> str:
     """CEL: a DaemonSet whose template requests no GPUs (monitoring agents, CNI)."""
     return f"(request.kind.kind == 'DaemonSet' && !{gpus(s)})"
 
@@ -218,8 +232,8 @@ def match_conditions() -> list[dict]:
     ]
 
 
-def policy() -> list[dict]:
-    """The ValidatingAdmissionPolicy and its Binding."""
+def policy(exempt_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES) -> list[dict]:
+    """The ValidatingAdmissionPolicy and its Binding (to every namespace but team, system and exempt ones)."""
     return validating_policy(
         NAME,
         labels(NAME),
@@ -227,7 +241,7 @@ def policy() -> list[dict]:
         match_conditions(),
         variables(),
         [_validation(r) for r in STATELESS_RULES],
-        non_team_namespaces(),
+        non_team_namespaces(exempt_namespaces),
     )
 
 
@@ -238,7 +252,8 @@ def webhook_match_conditions() -> list[dict]:
     s, old = spec_of("object"), spec_of("oldObject")
     relevant = (
         f"(has({s}.nodeName) && {s}.nodeName != '') ||\n"
-        f"(!{exempt(s)} && has({s}.tolerations) && {s}.tolerations.exists(t, {tolerates('t')})) ||\n"
+        f"(!{daemonset_without_gpus(s)} && has({s}.tolerations) && "
+        f"{s}.tolerations.exists(t, {tolerates('t')})) ||\n"
         f"({gpus(s)} && {selects_pool(s)})"
     )
     return [
@@ -248,7 +263,7 @@ def webhook_match_conditions() -> list[dict]:
     ]
 
 
-def webhook_entry() -> dict:
+def webhook_entry(exempt_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES) -> dict:
     """The `isolation.admission.runwhere.ai` entry of manifests/admission/webhook.yaml."""
     return {
         "name": WEBHOOK_NAME,
@@ -266,7 +281,7 @@ def webhook_entry() -> dict:
             }
         },
         "rules": [{**r, "scope": "Namespaced"} for r in _rules()],
-        "namespaceSelector": non_team_namespaces(),
+        "namespaceSelector": non_team_namespaces(exempt_namespaces),
         "matchConditions": webhook_match_conditions(),
     }
 
@@ -279,25 +294,32 @@ HEADER: Final = """\
 # Pool GPUs run only Kueue-admitted work (issue 26). Outside team namespaces (runwhere.ai/namespace != true)
 # and system namespaces, no pod or pod template may tolerate the pool taint runwhere.ai/pool=<pool>:NoSchedule
 # (pool-toleration; DaemonSets that request no GPUs may) or select a pool while requesting GPUs
-# (pool-selection). CEL in the API server: it holds while the webhook is down. nodeName on a pool node needs
+# (pool-selection); exempt namespaces (the last namespaceSelector expression; default the GPU Operator's)
+# may. CEL in the API server: it holds while the webhook is down. nodeName on a pool node needs
 # the cluster's nodes: the webhook's isolation.admission.runwhere.ai entry (webhook.yaml). Same identity skips
 # as the webhook (Kueue; pods, ReplicaSets and Jobs their controller makes; kubelets' mirror pods); on
 # UPDATE only findings the old object did not have are denied. docs/admission.md.
 """
 
 
-def render_manifest() -> str:
+def render_manifest(exempt_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES) -> str:
     """manifests/admission/isolation.yaml."""
-    return render(HEADER, policy())
+    return render(HEADER, policy(exempt_namespaces))
 
 
 def main(argv: list[str]) -> int:
-    if argv:
-        sys.stderr.write(
-            "usage: python -m admission.policies.isolation > manifests/admission/isolation.yaml\n"
-        )
-        return 2
-    sys.stdout.write(render_manifest())
+    ap = argparse.ArgumentParser(
+        prog="python -m admission.policies.isolation",
+        description="Print the isolation policy (> manifests/admission/isolation.yaml).",
+    )
+    ap.add_argument("--exempt-namespace", action="append", metavar="NS",
+                    help=f"namespace whose pods may run on pool nodes (repeatable; default: "
+                    f"{', '.join(EXEMPT_NAMESPACES)}; --exempt-namespace '' for none)")  # fmt: skip
+    args = ap.parse_args(argv)
+    exempt = (
+        EXEMPT_NAMESPACES if args.exempt_namespace is None else tuple(n for n in args.exempt_namespace if n)
+    )
+    sys.stdout.write(render_manifest(exempt))
     return 0
 
 

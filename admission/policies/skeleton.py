@@ -15,7 +15,7 @@ import yaml
 
 from admission.identities import CONTROLLER_USERS, KUEUE_NAMESPACE, KUEUE_USER
 from admission.policies.cel import from_controller, q
-from gpuctl.constants import NAMESPACE_MARKER_VALUE, Labels
+from gpuctl.constants import EXEMPT_NAMESPACES, NAMESPACE_MARKER_VALUE, Labels
 
 __all__ = [
     "API_VERSION",
@@ -74,14 +74,16 @@ def team_namespaces() -> dict:
     }
 
 
-def non_team_namespaces() -> dict:
-    """Every other namespace (also those without the label), but the system ones."""
-    return {
-        "matchExpressions": [
-            {"key": Labels.NAMESPACE, "operator": "NotIn", "values": [NAMESPACE_MARKER_VALUE]},
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(SYSTEM_NAMESPACES)},
-        ]
-    }
+def non_team_namespaces(exempt: tuple[str, ...] = EXEMPT_NAMESPACES) -> dict:
+    """Every other namespace (also those without the label), but the system ones and the admin's `exempt`
+    ones (their own expression, the last: the chart rewrites it from exemptNamespaces)."""
+    exprs = [
+        {"key": Labels.NAMESPACE, "operator": "NotIn", "values": [NAMESPACE_MARKER_VALUE]},
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(SYSTEM_NAMESPACES)},
+    ]
+    if exempt:  # NotIn needs values
+        exprs.append({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(exempt)})
+    return {"matchExpressions": exprs}
 
 
 def team_match_conditions() -> list[dict]:

@@ -44,6 +44,7 @@ from admission.policies.skeleton import (
 )
 from admission.rule_names import (
     DEVICE_ACCESS,
+    GPU_RESOURCE_RULE,
     HOST_PATH,
     JOB_TYPE,
     KUEUE_GATE,
@@ -52,6 +53,7 @@ from admission.rule_names import (
     PRIORITY_CLASS_RULE,
     UNKNOWN_KEY,
 )
+from admission.validators.gpu_resources import COUNTED_GPU_RESOURCES
 from admission.validators.kueue_gate import KUEUE_GATES
 from admission.validators.labels import CLASS_PREFIX, JOB_TYPES, KNOWN_KEYS, PRIORITY_CLASSES, PRIORITY_VALUES
 from admission.validators.priority_class import ALLOWED_WORKLOAD_CLASSES
@@ -59,6 +61,8 @@ from gpuctl.constants import (
     BASELINE_CAPABILITIES,
     DENIED_HOST_PATHS,
     DEVICE_HOST_PATHS,
+    GPU_RESOURCE,
+    GPU_RESOURCE_PREFIXES,
     NVIDIA_DEVICE_ENV,
     PRIORITY_CLASS,
     Labels,
@@ -79,6 +83,7 @@ POLICY_RULES: Final = (
     DEVICE_ACCESS,
     OWNER_CLAIM,
     KUEUE_GATE,
+    GPU_RESOURCE_RULE,
 )
 
 
@@ -128,7 +133,7 @@ def _root_vars(root: str, pre: str) -> list[tuple[str, str]]:
             f"{guard}(request.kind.kind == 'Pod' ? {root}.spec : {tmpl}.spec)",
         ),
     ]
-    return v + _finding_vars(pre) + _tenant_vars(root, pre)
+    return v + _finding_vars(pre) + _tenant_vars(root, pre) + [_gpu_resource_var(root, pre)]
 
 
 def _finding_vars(pre: str) -> list[tuple[str, str]]:
@@ -300,6 +305,28 @@ def _tenant_vars(root: str, pre: str) -> list[tuple[str, str]]:
     return out
 
 
+def _gpu_resource_var(root: str, pre: str) -> tuple[str, str]:
+    """gpu-resource findings of `root`: per container or init container, the GPU resources
+    (constants.GPU_RESOURCE_PREFIXES) it requests or limits that Kueue does not charge
+    (admission.validators.gpu_resources.COUNTED_GPU_RESOURCES)."""
+    skip = "request.operation != 'UPDATE' ? [] : " if root == "oldObject" else ""
+    spec = f"(request.kind.kind == 'Pod' ? {root}.spec : {root}.spec.template.spec)"
+    gpu = (
+        f"({cel_list(GPU_RESOURCE_PREFIXES)}.exists(p, k.startsWith(p)) && "
+        f"!(k in {cel_list(sorted(COUNTED_GPU_RESOURCES))}))"
+    )
+    req = "(has(c.resources) && has(c.resources.requests) ? c.resources.requests : {})"
+    lim = "(has(c.resources) && has(c.resources.limits) ? c.resources.limits : {})"
+    parts = [
+        f"(has({spec}.{part}) ? {spec}.{part} : [])"
+        f".filter(c, {req}.exists(k, {gpu}) || {lim}.exists(k, {gpu}))"
+        f".map(c, 'container ' + c.name + ' requests ' + "
+        f"({req}.filter(k, {gpu}) + {lim}.filter(k, {gpu} && !(k in {req}))).join(', '))"
+        for part in ("containers", "initContainers")
+    ]
+    return (_n(pre, "gpuResource"), skip + " +\n".join(parts))
+
+
 def _owner_dropped_var() -> tuple[str, str]:
     """owner-claim on UPDATE (after every other variable: it reads labels and oldLabels): a pod's controller
     reference taken away, or a RELEASING_KINDS owner's pod relabelled, by anyone but its controller."""
@@ -345,6 +372,9 @@ _FIXES: Final = {
     "team's quota has room (`gpuctl describe job` says why it waits)",
     OWNER_CLAIM: "remove the ownerReference (a pod of your own is queued by Kueue like any other) and leave "
     "the controller references of your pods as they are; to stop a pod, delete it",
+    GPU_RESOURCE_RULE: f"request whole GPUs with {GPU_RESOURCE}, or a slice with gpuctl's gpu-share: Kueue "
+    "charges only whole GPUs, time-slicing replicas and the MIG profiles of docs/sharing.md to the team's "
+    "budget",
 }
 _VAR: Final = {
     HOST_PATH: "hostPath",
@@ -354,6 +384,7 @@ _VAR: Final = {
     PRIORITY_CLASS_RULE: "priorityClass",
     DEVICE_ACCESS: "deviceAccess",
     OWNER_CLAIM: "ownerClaim",
+    GPU_RESOURCE_RULE: "gpuResource",
 }
 
 

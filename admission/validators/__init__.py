@@ -10,6 +10,7 @@ Violations it finds (an empty list when none). admission.rules.review runs them 
 | `host_paths.py` | `host-path` |
 | `priority_class.py` | `priority-class` |
 | `device_access.py` | `device-access` |
+| `gpu_resources.py` | `gpu-resource` |
 | `owner_claim.py` | `owner-claim` |
 | `kueue_gate.py` | `kueue-gate` (UPDATE) |
 | `orphan_delete.py` | `orphan-delete` (DELETE) |

@@ -159,18 +159,17 @@ class FileOptions:
                 return print_client_dry_run(self.args, self.docs)
         from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.cli.report import print_results  # noqa: PLC0415 - lazy: CLI start-up
-        from gpuctl.service.history import caller_name  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.service.lifecycle import submit  # noqa: PLC0415 - lazy: CLI start-up
 
         cluster = connect(self.args)
-        creates = self.action in ("create", "apply") and self.args.dry_run.persists
+        # No submitter: the API server writes runwhere.ai/submitted-by from the request's user (the
+        # submitted-by MutatingAdmissionPolicy, docs/audit.md), so no SelfSubjectReview round trip.
         results = submit(
             cluster,
             self.docs,
             self.namespace,
             action=self.action,
             dry_run=self.args.dry_run,
-            submitted_by=caller_name(cluster) if creates else None,
             **self.submit_flags(),
         )
         return print_results(self.args, results)

@@ -2,14 +2,12 @@
 
 `AdmissionStack.install(kube, namespaces, tmp)` starts the webhook server (enforce mode) on 127.0.0.1 and
 registers manifests/admission/webhook.yaml pointed at it, and creates every ValidatingAdmissionPolicy and
-MutatingAdmissionPolicy of manifests/admission/ (the generators' output, as the chart installs them) under
-test names. Namespaced bindings keep their shipped selector (team namespaces) narrowed to `namespaces`, so
-the stack judges exactly what it would judge in production there and nothing of other tests; the
-cluster-scoped PriorityClass policy binds as shipped. `remove()` deletes the webhook configuration first (a
-dangling Fail webhook would break the cluster for everyone), then the rest, then stops the server.
-
-Policies a checkout does not have yet are skipped (`getattr`), so the same tests can record what an older
-checkout (main before issue 26) did with the same attacks.
+MutatingAdmissionPolicy the demo installs (hack/demo.sh: the chart's own rendering for the local cluster's
+Kubernetes version, admission.policies.catalog.chart_policies) under test names. Namespaced bindings keep
+their shipped selector (team or other namespaces) narrowed to `namespaces`, so the stack judges exactly
+what it would judge in production there and nothing of other tests; the cluster-scoped PriorityClass
+policy binds as shipped. `remove()` deletes the webhook configuration first (a dangling Fail webhook would
+break the cluster for everyone), then the rest, then stops the server.
 """
 
 from __future__ import annotations
@@ -20,12 +18,15 @@ import copy
 import json
 import subprocess
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from admission.policies import catalog
+import yaml
+
+from admission.policies import catalog, submitted_by
 from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.constants import AUDIT_SUBMITTED_BY_ANNOTATION
 from tests.integration.conftest import wait_until
 from tests.integration.test_admission_webhook import (
     TESTBED_LABEL,
@@ -35,11 +36,17 @@ from tests.integration.test_admission_webhook import (
     _start_server,
     _webhook_config,
 )
+from tests.integration.test_chart import CHART, VERSIONS, helm
 
 
 def _policies() -> list[dict]:
-    """Every admission policy the checkout ships for team namespaces (and the cluster-scoped one)."""
-    return catalog.team_policies()
+    """Every admission policy (and binding) the demo installs: the chart's rendering, as hack/demo.sh makes
+    it for the local cluster's Kubernetes version."""
+    out = helm(
+        "template", "gpuctl", str(CHART), "-n", "gpuctl-system", "--show-only", "templates/admission.yaml",
+        "--kube-version", VERSIONS["K8S_VERSION"], "--set", f"image.digest=sha256:{'0' * 64}",
+    ).stdout  # fmt: skip
+    return catalog.chart_policies(yaml.safe_load_all(out))
 
 
 def has_module(name: str) -> bool:
@@ -188,3 +195,59 @@ class AdmissionStack:
             except subprocess.TimeoutExpired:
                 self.server.kill()
                 self.server.wait(5)
+
+
+@contextlib.contextmanager
+def submitted_by_policy(
+    kube: Cluster, kubectl_bin: str, kubeconfig: str, namespaces: list[str]
+) -> Iterator[None]:
+    """The shipped submitted-by MutatingAdmissionPolicy (the API server, not the client, says who submitted
+    a job: issue 33) under a test name, bound to `namespaces` only; active once it stamps a dry run."""
+    sfx = uuid.uuid4().hex[:6]
+    mpa, binding = copy.deepcopy(submitted_by.policies())
+    name = f"{submitted_by.NAME}-t{sfx}"
+    for o in (mpa, binding):
+        o["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
+    binding["spec"]["policyName"] = name
+    binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}
+    )
+    probe = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "generateName": "probe-",
+            "namespace": namespaces[0],
+            "annotations": {AUDIT_SUBMITTED_BY_ANNOTATION: "forged"},
+        },
+        "spec": {
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}
+        },
+    }
+
+    def stamped() -> bool:
+        made = kube.create(copy.deepcopy(probe), dry_run=True)
+        return made["metadata"]["annotations"].get(AUDIT_SUBMITTED_BY_ANNOTATION) != "forged"
+
+    def kubectl(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(  # gpuctl's client knows only the kinds gpuctl writes
+            [kubectl_bin, "--kubeconfig", kubeconfig, *args], input=input, capture_output=True, text=True
+        )
+
+    try:
+        p = kubectl(
+            "create",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [mpa, binding]}),
+        )
+        assert p.returncode == 0, p.stderr
+        wait_until(stamped, 30, 0.3, what="submitted-by policy active")
+        yield
+    finally:
+        kubectl(
+            "delete",
+            "--ignore-not-found",
+            f"mutatingadmissionpolicybinding/{name}",
+            f"mutatingadmissionpolicy/{name}",
+        )

@@ -278,6 +278,19 @@ def _tenant_corpus(ns: str, hi: dict) -> dict[str, dict]:
         ),
         "owner-claim-job": owned,
         "owner-daemonset": by_daemonset,
+        # gpu-resource (issue 33): charged GPU resources pass, uncharged ones are refused.
+        "gpu-resource-gpumem": pod_with(resources={"limits": {"nvidia.com/gpumem": "4000"}}),
+        "gpu-resource-millicores-init-job": job_with(
+            initContainers=[
+                {
+                    "name": "i",
+                    "image": "busybox",
+                    "resources": {"limits": {"gpu.intel.com/millicores": "100"}},
+                }
+            ]
+        ),
+        "gpu-resource-amd-charged": pod_with(resources={"limits": {"amd.com/gpu": "1"}}),
+        "gpu-resource-mig-charged": pod_with(resources={"limits": {"nvidia.com/mig-1g.10gb": "1"}}),
     }
 
 

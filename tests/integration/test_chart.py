@@ -220,10 +220,11 @@ def test_topology_policies_follow_the_kubernetes_version() -> None:
     def names(*args: str) -> set[str]:
         return {k[1] for k in by_key(render("gpuctl-system", *args) if args else render()) if k[0] in maps}
 
-    topology = {"gpuctl-topology-templates", "gpuctl-topology-pods"}
+    # The submitted-by policy (issue 33) comes and goes with the topology ones.
+    topology = {"gpuctl-topology-templates", "gpuctl-topology-pods", "gpuctl-submitted-by"}
     earlier = {"gpuctl-earlier-client-templates", "gpuctl-earlier-client-pods"}
     assert names() == topology | earlier  # each a policy and its binding
-    assert len([k for k in by_key(render()) if k[0] in maps]) == 8
+    assert len([k for k in by_key(render()) if k[0] in maps]) == 10
     assert not names("--kube-version", "1.35.0")
     assert names("--kube-version", "1.35.0", "--set", "topologyPolicy.enabled=true") == topology
     assert names("--kube-version", "1.35.0", "--set", "earlierClientPolicy.enabled=true") == earlier
@@ -1071,3 +1072,33 @@ def test_a_non_default_kueue_identity_is_trusted_and_the_default_one_no_longer_i
         policies.remove()
         for ns in (team, plain):
             kube.delete(path("Namespace", ns))
+
+
+def test_exempt_namespaces_reach_the_webhook_the_binding_and_its_entry(tmp_path: Path) -> None:
+    """exemptNamespaces (default the GPU Operator's) is one list in three places: the webhook's
+    --exempt-namespace, the isolation binding's and the isolation webhook entry's last NotIn; [] drops it."""
+
+    def places(docs: dict) -> tuple[list[str], list, list]:
+        args = docs[("Deployment", "gpuctl-admission")]["spec"]["template"]["spec"]["containers"][0]["args"]
+        binding = docs[("ValidatingAdmissionPolicyBinding", "gpuctl-isolation")]["spec"]["matchResources"]
+        (vwc,) = [d for k, d in docs.items() if k[0] == "ValidatingWebhookConfiguration"]
+        (entry,) = [w for w in vwc["webhooks"] if w["name"] == "isolation.admission.runwhere.ai"]
+        flags = [a for a in args if a.startswith("--exempt-namespace=")]
+        return (
+            flags,
+            binding["namespaceSelector"]["matchExpressions"],
+            entry["namespaceSelector"]["matchExpressions"],
+        )
+
+    name = "kubernetes.io/metadata.name"
+    flags, binding, entry = places(by_key(render()))
+    assert flags == ["--exempt-namespace=gpu-operator"]
+    assert binding == entry and binding[-1] == {"key": name, "operator": "NotIn", "values": ["gpu-operator"]}
+    flags, binding, entry = places(by_key(render("gpuctl-system", "--set", "exemptNamespaces={nfd,dcgm}")))
+    assert flags == ["--exempt-namespace=nfd", "--exempt-namespace=dcgm"]
+    assert binding == entry and binding[-1]["values"] == ["nfd", "dcgm"] and len(binding) == 3
+    values = tmp_path / "none.yaml"
+    values.write_text("exemptNamespaces: []\n")
+    flags, binding, entry = places(by_key(render("gpuctl-system", "-f", str(values))))
+    assert flags == ["--exempt-namespace="]  # none: not the webhook's default
+    assert binding == entry and len(binding) == 2 and all("gpu-operator" not in e["values"] for e in binding)

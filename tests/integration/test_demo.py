@@ -9,12 +9,37 @@ The demo's cluster uses its own run directory and port offset ($GPUCTL_TEST_DEMO
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
+from admission.policies.catalog import POLICY_KINDS
+from tests.integration.test_chart import CACHE, VERSIONS, render
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _admission_objects(kubeconfig: Path) -> set[tuple[str, str]]:
+    """(kind, name) of every gpuctl admission policy, binding and webhook configuration on a cluster."""
+    kinds = ",".join(
+        f"{r}.admissionregistration.k8s.io"
+        for r in (
+            "validatingadmissionpolicies",
+            "validatingadmissionpolicybindings",
+            "mutatingadmissionpolicies",
+            "mutatingadmissionpolicybindings",
+            "validatingwebhookconfigurations",
+        )
+    )
+    kubectl = CACHE / "bin" / f"k8s-{VERSIONS['K8S_VERSION']}" / "kubectl"
+    p = subprocess.run(
+        [str(kubectl), "--kubeconfig", str(kubeconfig), "get", kinds, "-o", "json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    items = json.loads(p.stdout)["items"]
+    return {(o["kind"], o["metadata"]["name"]) for o in items if o["metadata"]["name"].startswith("gpuctl-")}
 
 
 def test_demo_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:
@@ -33,6 +58,7 @@ def test_demo_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:
         assert p.returncode == 0, out[-3000:] + p.stderr[-3000:]
         pids = {f.name: int(f.read_text()) for f in (run / "pids").iterdir()}
         assert {"gpuctl-webhook", "gpuctl-serve", "prometheus", "kube-apiserver", "kueue"} <= set(pids)
+        installed = _admission_objects(run / "kubeconfig")
     finally:
         down = subprocess.run([str(ROOT / "hack/cluster/down.sh")], env=env, capture_output=True, text=True)
     assert down.returncode == 0, down.stderr
@@ -55,6 +81,22 @@ def test_demo_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:
     for pool in ("compute-pool", "dev-pool", "inference-pool"):
         assert f"  {pool}" in out
     assert "Prometheus  http://127.0.0.1:" in out and "metrics     http://127.0.0.1:" in out
+    # The demo installs the chart's admission objects, every one (issue 33: it lacked earlier-client and
+    # workload-edit, so the earlier client was refused in a team namespace on the demo).
+    chart = {
+        (d["kind"], d["metadata"]["name"])
+        for d in render(
+            "gpuctl-system",
+            "--show-only",
+            "templates/admission.yaml",
+            "--kube-version",
+            VERSIONS["K8S_VERSION"],
+        )
+        if d["kind"] in POLICY_KINDS or d["kind"] == "ValidatingWebhookConfiguration"
+    }
+    assert installed == chart, installed ^ chart
+    assert {("MutatingAdmissionPolicy", "gpuctl-earlier-client-templates"),
+            ("ValidatingAdmissionPolicy", "gpuctl-workload-edit")} <= installed  # fmt: skip
     # down.sh stopped every process the demo and the cluster started.
     alive = []
     for name, pid in pids.items():

@@ -26,6 +26,7 @@ from gpuctl.cluster import Cluster, path
 from gpuctl.constants import AUDIT_SUBMITTED_BY_ANNOTATION, HISTORY_CONFIGMAP
 from gpuctl.domain.workload import HOLDING_QUOTA, workload_state
 from gpuctl.service import history
+from tests.integration.admission_stack import submitted_by_policy
 from tests.integration.conftest import wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_cli_cluster import gpuctl, pools  # noqa: F401 - fixtures
@@ -42,7 +43,7 @@ def _job_yaml(name: str, ns: str, priority: str) -> str:
 
 
 @pytest.fixture
-def teams(pools, kube, gpuctl, tmp_path) -> Iterator[tuple[TeamMember, TeamMember]]:  # noqa: F811
+def teams(pools, kube, kubectl_bin, cluster, gpuctl, tmp_path) -> Iterator[tuple[TeamMember, TeamMember]]:  # noqa: F811
     a, b = f"hist-{uuid.uuid4().hex[:6]}", f"histb-{uuid.uuid4().hex[:6]}"
     q = tmp_path / "quota.yaml"
     q.write_text(f"kind: quota\nquota: {{name: q-{a}}}\nnamespace:\n  {a}: {{gpu: 24}}\n  {b}: {{gpu: 1}}\n")
@@ -53,7 +54,9 @@ def teams(pools, kube, gpuctl, tmp_path) -> Iterator[tuple[TeamMember, TeamMembe
         TeamMember.create(kube, a, roles=SHIPPED_ROLES),
         TeamMember.create(kube, b, roles=SHIPPED_ROLES),
     )
-    yield members
+    # The submitter is the API server's word (the shipped submitted-by policy), not the client's.
+    with submitted_by_policy(kube, kubectl_bin, cluster, [a, b]):
+        yield members
     for m in members:
         m.delete()
     gpuctl("delete", "quota", f"q-{a}", "--delete-namespace")
@@ -183,7 +186,7 @@ def test_history_of_submission_admission_preemption_stop_and_delete(
     wait_until(
         lambda: _admitted(kube, ns, "low1") and _admitted(kube, ns, "low2"), 60, what="low jobs admitted"
     )
-    # The submitter is stamped by the client from the caller's SelfSubjectReview.
+    # The submitter is stamped by admission from the request's user (admission/policies/submitted_by.py).
     job = kube.get(path("Job", "low1", ns))
     assert job["metadata"]["annotations"][AUDIT_SUBMITTED_BY_ANNOTATION] == a.username
     # training-pool is full (two 8-GPU nodes): a high-priority job of the same team preempts one.

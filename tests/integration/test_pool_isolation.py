@@ -771,3 +771,140 @@ def test_adopt_and_apply_bring_old_pools_to_the_tainted_state_without_evicting(
                 path("Node", node),
                 {"metadata": {"labels": {Labels.POOL: None}}, "spec": {"taints": kept or None}},
             )
+
+
+OPERATOR_NS = "gpu-operator"  # the GPU Operator's default namespace, exempt by default
+# The GPU Operator's validator DaemonSet tolerations (nvidia.com/gpu NoSchedule) plus the pool toleration
+# docs/adoption.md has the admin give the operator's DaemonSets.
+OPERATOR_TOLERATIONS = [
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": POOL_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+]
+
+
+def _operator_objects(sfx: str, node: str) -> tuple[dict, dict]:
+    """A pod shaped like the GPU Operator's plugin validator (a bare Pod of its own ServiceAccount, nodeName
+    set, the validator DaemonSet's tolerations, 1 GPU) and a DaemonSet shaped like its device plugin's
+    (privileged, hostPath device-plugins, system-node-critical; kept to `node` by a hostname selector
+    instead of the operator's nvidia.com/gpu.deploy.device-plugin label, which the test nodes lack)."""
+    validator = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"nvidia-device-plugin-validator-{sfx}", "namespace": OPERATOR_NS},
+        "spec": {
+            "serviceAccountName": "nvidia-operator-validator",
+            "nodeName": node,
+            "tolerations": OPERATOR_TOLERATIONS,
+            "restartPolicy": "OnFailure",
+            "containers": [
+                {
+                    "name": "plugin-validation",
+                    "image": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.0",
+                    "env": RUNTIME,
+                    "resources": {"limits": {GPU_RESOURCE: "1"}},
+                }
+            ],
+        },
+    }
+    labels = {"app": f"nvidia-device-plugin-{sfx}"}
+    plugin = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": f"nvidia-device-plugin-daemonset-{sfx}", "namespace": OPERATOR_NS},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": "nvidia-device-plugin",
+                    "priorityClassName": "system-node-critical",
+                    "tolerations": OPERATOR_TOLERATIONS,
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "containers": [
+                        {
+                            "name": "nvidia-device-plugin",
+                            "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1",
+                            "env": RUNTIME,
+                            "securityContext": {"privileged": True},
+                            "volumeMounts": [{"name": "dp", "mountPath": "/var/lib/kubelet/device-plugins"}],
+                        }
+                    ],
+                    "volumes": [{"name": "dp", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}],
+                },
+            },
+        },
+    }
+    return validator, plugin
+
+
+def test_gpu_operator_pods_run_on_a_pool_node_and_tenants_cannot_use_the_exemption(env: Env, kube) -> None:
+    """Issue 33: the GPU Operator's namespace is exempt (exemptNamespaces' default), so its
+    validator and device plugin run on pool nodes; a tenant has no rights there, so the exemption is no
+    side door: a team member and a team namespace's editor are refused by RBAC."""
+    e = env
+    node = "gpu-node-3"  # inference-pool
+    made_ns = kube.get_or_none(path("Namespace", OPERATOR_NS)) is None
+    if made_ns:
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NS}})
+    member = TeamMember.create(kube, e.team_a)  # gpuctl's shipped roles
+    validator, plugin = _operator_objects(e.sfx, node)
+    objs = [
+        *(
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": n, "namespace": OPERATOR_NS}}
+            for n in ("nvidia-operator-validator", "nvidia-device-plugin")
+        ),
+        validator,
+        plugin,
+    ]
+    try:
+        for o in objs:  # kubectl: gpuctl's client knows only the kinds gpuctl writes (no DaemonSet)
+            p = _kubectl(e.kubectl_bin, e.kubeconfig, "apply", "-f", "-", input=yaml.safe_dump(o))
+            assert p.returncode == 0, dump(p)
+
+        def running(selector: str = "", name: str = "") -> dict | None:
+            pods = kube.list(path("Pod", namespace=OPERATOR_NS), label_selector=selector or None)
+            for pod in pods:
+                if (name in ("", pod["metadata"]["name"])) and (pod.get("status") or {}).get(
+                    "phase"
+                ) == "Running":
+                    return pod
+            return None
+
+        v = wait_until(lambda: running(name=validator["metadata"]["name"]), 60, what="validator running")
+        assert v["spec"]["nodeName"] == node and POOL_NODES[node] == INFERENCE
+        d = wait_until(
+            lambda: running(selector=f"app=nvidia-device-plugin-{e.sfx}"), 60, what="plugin running"
+        )
+        assert d["spec"]["nodeName"] == node
+        RESULTS.append(
+            (
+                "GPU Operator validator (bare Pod, nodeName, 1 GPU) and device-plugin DaemonSet",
+                "run on the pool node",
+                f"{v['metadata']['name']} and {d['metadata']['name']} Running on {node} (exempt namespace)",
+            )
+        )
+        # The exemption is the namespace's, and a tenant has no rights there.
+        for who, role in ((member, "gpuctl-user"), (e.in_team_a, "edit of its team namespace")):
+            pod = _pod(f"side-{e.sfx}", OPERATOR_NS, gpus=1, nodeName=node, tolerations=OPERATOR_TOLERATIONS)
+            p = who.kubectl(e.kubectl_bin, "create", "-n", OPERATOR_NS, "-f", "-", input=yaml.safe_dump(pod))
+            assert p.returncode != 0 and "forbidden" in p.stderr.lower(), dump(p)
+            assert 'cannot create resource "pods"' in p.stderr, dump(p)
+            RESULTS.append(
+                (f"a tenant ({role}) creates a GPU pod in {OPERATOR_NS}", "refused by RBAC", p.stderr.strip())
+            )
+    finally:
+        member.delete()
+        for o in reversed(objs):
+            _kubectl(
+                e.kubectl_bin,
+                e.kubeconfig,
+                "delete",
+                "--ignore-not-found",
+                "--wait=false",
+                "-f",
+                "-",
+                input=yaml.safe_dump(o),
+            )
+        if made_ns:
+            with contextlib.suppress(ApiError):
+                kube.delete(path("Namespace", OPERATOR_NS))

@@ -42,6 +42,7 @@ import yaml
 from gpuctl.cli.main import main as gpuctl_main
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import (
+    AUDIT_SUBMITTED_BY_ANNOTATION,
     GPU_RESOURCE,
     GPU_UNITS,
     PRIORITY_VALUE,
@@ -847,6 +848,41 @@ def attack_host_pid(env: Env) -> Outcome:
     return judge(env, 15, _m(env, obj))
 
 
+def _other_gpus(env: Env, name: str, resource: str, n: str) -> Outcome:
+    """A namespace editor's raw Job asking a GPU resource other than nvidia.com/gpu, on the free pool, while
+    the team's budget is spent (issue 33: before, Kueue admitted these charged 0 and they ran)."""
+    obj = job(env.a, name, name, gpus=0, pool=FREE)
+    res = obj["spec"]["template"]["spec"]["containers"][0]["resources"]
+    res["requests"][resource] = res["limits"][resource] = n
+    out = judge(env, 15, [("editor", env.create(env.editor, obj))])
+    made = env.kube.get_or_none(path("Job", name, env.a))
+    if made is not None and made["spec"].get("suspend") is not True:
+        # Admitted by Kueue beyond the spent budget (the test nodes advertise no such resource, so its pods
+        # could not start here: the GPU count of `held` cannot see them, Kueue's admission can).
+        return Outcome(ESCAPED, f"Kueue admitted it ({resource}: {n}) with the team's budget spent", out.seen)
+    return out
+
+
+@attack("amd.com/gpu: 4 beyond the team's budget (raw Job of a namespace editor)", QUEUED)
+def attack_amd_gpus(env: Env) -> Outcome:
+    return _other_gpus(env, "amd-gpus", "amd.com/gpu", "4")
+
+
+@attack("a MIG instance nvidia.com/mig-1g.10gb beyond the team's budget", QUEUED)
+def attack_mig_instance(env: Env) -> Outcome:
+    return _other_gpus(env, "mig-instance", "nvidia.com/mig-1g.10gb", "1")
+
+
+@attack("nvidia.com/gpu.shared: 16 time-slicing replicas beyond the team's budget", QUEUED)
+def attack_shared_replicas(env: Env) -> Outcome:
+    return _other_gpus(env, "shared-replicas", "nvidia.com/gpu.shared", "16")
+
+
+@attack("a GPU resource Kueue does not charge (HAMi's nvidia.com/gpumem)", REFUSED)
+def attack_uncharged_gpu_resource(env: Env) -> Outcome:
+    return _other_gpus(env, "gpumem", "nvidia.com/gpumem", "4000")
+
+
 URGENT = "urgent-t"  # a WorkloadPriorityClass another Kueue user made (value 2e9)
 _KINDS = "jobs,cronjobs,deployments,statefulsets,replicasets,daemonsets,replicationcontrollers,localqueues"
 
@@ -1071,3 +1107,30 @@ def _write(env: Env) -> None:
             json.dumps({"attacks": {k: v["outcome"] for k, v in env.results.items()}}, indent=1) + "\n"
         )
     print("\n".join(rows))
+
+
+def test_the_submitter_is_the_requester_not_what_the_object_says(env: Env, tmp_path: Path) -> None:
+    """runwhere.ai/submitted-by (the audit trail's submitter) is the API server's word (the submitted-by
+    MutatingAdmissionPolicy): a namespace editor's forged value is overwritten on create and kept on update,
+    and `gpuctl create` (which no longer asks a SelfSubjectReview) gets its caller's name."""
+    key = AUDIT_SUBMITTED_BY_ANNOTATION
+    forged = job(env.a, "forged", "forged-submitter", gpus=0, pool=None)
+    forged["metadata"]["annotations"] = {key: env.member.username}
+    p = env.create(env.editor, forged)
+    assert p.returncode == 0, p.stderr
+    said = lambda name: env.kube.get(path("Job", name, env.a))["metadata"]["annotations"].get(key)  # noqa: E731
+    assert said("forged") == env.editor.username
+    p = env.run(env.editor, "annotate", "job", "forged", f"{key}=someone-else", "--overwrite")
+    assert p.returncode == 0, p.stderr
+    assert said("forged") == env.editor.username  # restored: the update cannot rewrite it
+    spec = tmp_path / "mine.yaml"
+    spec.write_text(
+        f"kind: training\njob: {{name: mine, namespace: {env.a}}}\n"
+        "environment: {image: busybox, env: [{GPUCTL_FAKE_RUNTIME: 30m}]}\n"
+        f"resources: {{pool: {FREE}, gpu: 1, cpu: 1, memory: 1Gi}}\n"
+    )
+    r = env.member.gpuctl("create", "-f", str(spec))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert said("mine") == env.member.username  # queued behind the team's fill; who submitted it is known
+    env.member.gpuctl("delete", "job", "mine", "-n", env.a)
+    env.admin("delete", "job", "forged", "-n", env.a, "--cascade=background", "--wait=false")

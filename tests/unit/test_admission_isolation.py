@@ -234,18 +234,19 @@ def test_the_server_answers_isolation_on_its_own_route() -> None:
 
 def test_the_shipped_policy_is_the_generators_output_and_installed_with_the_others() -> None:
     assert (DIR / "isolation.yaml").read_text() == isolation_policy.render_manifest(), (
-        "isolation.yaml is stale: python -m admission.isolation_policy > manifests/admission/isolation.yaml"
+        "isolation.yaml is stale: python -m admission.policies.isolation > manifests/admission/isolation.yaml"
     )
     assert "isolation.yaml" in yaml.safe_load((DIR / "kustomization.yaml").read_text())["resources"]
     vap, binding = yaml.safe_load_all((DIR / "isolation.yaml").read_text())
     assert [v["name"] for v in vap["spec"]["validations"] if "name" in v] == []
     rules = {r["messageExpression"].split("breaks [")[1].split("]")[0] for r in vap["spec"]["validations"]}
     assert rules == {POOL_TOLERATION, POOL_SELECTION}
-    exprs = {e["key"]: e for e in binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]}
-    assert exprs[Labels.NAMESPACE] == {"key": Labels.NAMESPACE, "operator": "NotIn", "values": ["true"]}
-    assert {"kube-system", "kueue-system", "gpuctl-system"} <= set(
-        exprs["kubernetes.io/metadata.name"]["values"]
-    )
+    team, system, exempt = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert team == {"key": Labels.NAMESPACE, "operator": "NotIn", "values": ["true"]}
+    assert system["key"] == "kubernetes.io/metadata.name" and system["operator"] == "NotIn"
+    assert {"kube-system", "kueue-system", "gpuctl-system"} <= set(system["values"])
+    # The admin's exempt namespaces, the last expression (the chart rewrites it): the GPU Operator's.
+    assert exempt == {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["gpu-operator"]}
     assert binding["spec"]["validationActions"] == ["Deny"] and vap["spec"]["failurePolicy"] == "Fail"
     kinds = {(g, r) for rule in vap["spec"]["matchConstraints"]["resourceRules"] for g in rule["apiGroups"]
              for r in rule["resources"]}  # fmt: skip
@@ -276,3 +277,24 @@ def test_the_webhook_entry_is_generated_and_only_for_non_team_namespaces() -> No
             "NotIn",
         }
     )
+
+
+def test_exempt_namespaces_are_the_admins_list_in_webhook_policy_and_generator(capsys) -> None:
+    """Pods of an exempt namespace (default the GPU Operator's) may run on pool nodes: the webhook skips
+    them (--exempt-namespace), the binding and the webhook entry never match them, the generator takes the
+    admin's list and an empty one."""
+    validator = pod(spec(1, nodeName="a100-1", tolerations=[EXISTS]), "nvidia-device-plugin-validator")
+    validator["metadata"]["namespace"] = "gpu-operator"
+    v = review_isolation(review(validator, namespace="gpu-operator")["request"], STATE, AdmissionConfig())
+    assert v.allowed and v.skipped == "exempt namespace"
+    other = AdmissionConfig(exempt_namespaces=("dcgm",))
+    assert not review_isolation(review(validator, namespace="gpu-operator")["request"], STATE, other).allowed
+    assert isolation_policy.policy(("a", "b"))[1]["spec"]["matchResources"]["namespaceSelector"][
+        "matchExpressions"
+    ][-1] == {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["a", "b"]}
+    none = isolation_policy.webhook_entry(())["namespaceSelector"]["matchExpressions"]
+    assert len(none) == 2 and all("gpu-operator" not in e["values"] for e in none)  # NotIn needs values
+    assert isolation_policy.main(["--exempt-namespace", "nfd", "--exempt-namespace", "dcgm"]) == 0
+    assert "values:\n        - nfd\n        - dcgm" in capsys.readouterr().out
+    assert isolation_policy.main(["--exempt-namespace", ""]) == 0
+    assert "gpu-operator" not in capsys.readouterr().out

@@ -1,0 +1,70 @@
+"""`gpu-resource`: in a team namespace a pod asks for GPUs only through resources Kueue charges to the team's
+budget.
+
+Every extended resource that hands out a GPU or a slice of one is a GPU resource (`nvidia.com/gpu*`,
+`nvidia.com/mig-*`, `amd.com/gpu*`, `gpu.intel.com/*`: constants.GPU_RESOURCE_PREFIXES, the one matcher
+gpuctl.domain.gpus.is_gpu_resource). Kueue charges a team's budget only for the resources its configuration
+transforms into the budget resource (manifests/kueue/configuration.yaml, gpuctl.domain.sharing.
+quota_transformations: whole GPUs, time-slicing replicas, the MIG profiles of the known models), and with
+`quotaCheckStrategy: IgnoreUndeclared` it admits anything else charged 0: before issue 33 a Job asking
+`amd.com/gpu: 4` or `nvidia.com/mig-1g.10gb` ran outside the team's quota. So any GPU resource the
+configuration does not charge (HAMi's `nvidia.com/gpumem`, a MIG profile of an unknown model, Intel's
+`gpu.intel.com/millicores`) is refused here, and in the ValidatingAdmissionPolicy
+(admission/policies/team.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from admission.rule_names import GPU_RESOURCE_RULE
+from admission.verdict import Violation
+from admission.work import Work
+from gpuctl.constants import GPU_RESOURCE, SHARED_GPU_RESOURCE
+from gpuctl.domain.gpus import is_gpu_resource
+from gpuctl.domain.shape import item, list_at, obj_at
+from gpuctl.domain.sharing import quota_transformations
+
+__all__ = ["COUNTED_GPU_RESOURCES", "check_gpu_resources", "uncounted_gpu_resources"]
+
+# The GPU resources Kueue charges to a team's budget: the inputs of the configuration's
+# resources.transformations (tests/unit/test_sharing.py and test_admission_gpu_resources.py keep the file so).
+COUNTED_GPU_RESOURCES: Final = frozenset(t["input"] for t in quota_transformations())
+_PARTS: Final = ("containers", "initContainers")
+
+
+def uncounted_gpu_resources(spec: Mapping[str, Any], where: str) -> list[str]:
+    """The GPU resources a pod spec's containers and init containers request or limit that Kueue does not
+    charge (sorted; [] for the usual pod)."""
+    found: set[str] = set()
+    for part in _PARTS:
+        if spec.get(part) is None:
+            continue
+        for i, c in enumerate(list_at(spec, part, where)):
+            cw = f"{where}.{part}[{i}]"
+            res = obj_at(item(c, cw), "resources", cw)
+            if not res:
+                continue
+            for m in (res.get("requests"), res.get("limits")):
+                # A map of the wrong type is the GPU count's Malformed (it reads requests, and limits
+                # when requests has no nvidia.com/gpu): one that it does not read stays unjudged here.
+                if type(m) is dict:
+                    found.update(r for r in m if r not in COUNTED_GPU_RESOURCES and is_gpu_resource(r))
+    return sorted(found)
+
+
+def check_gpu_resources(w: Work) -> list[Violation]:
+    found = uncounted_gpu_resources(w.spec, w.spec_path)
+    if not found:
+        return []
+    return [
+        Violation(
+            GPU_RESOURCE_RULE,
+            f"requests {', '.join(found)}: GPU resource(s) Kueue does not charge to the team's budget (it "
+            f"charges whole GPUs, {SHARED_GPU_RESOURCE} and the MIG profiles of docs/sharing.md), so the "
+            "pods would run outside the team's quota",
+            f"request whole GPUs with {GPU_RESOURCE}, or a slice with gpuctl's gpu-share (docs/sharing.md)",
+            f"{GPU_RESOURCE_RULE}: {','.join(found)}",
+        )
+    ]
