@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from admission.verdict import Malformed
+from gpuctl.domain import objects
 from gpuctl.domain.shape import item, list_at, obj_at, str_at
 
 __all__ = ["Envelope", "controller_kind", "controller_ref", "decode", "ref_kind", "subject"]
@@ -106,12 +107,11 @@ def subject(kind: str, ns: str, obj: Mapping[str, Any], request: Mapping[str, An
 
 
 def controller_ref(meta: Mapping[str, Any], where: str) -> Mapping[str, Any] | None:
-    """The object's controller owner reference (`controller: true`), if any."""
+    """The object's controller owner reference: gpuctl.domain.objects.controller_ref (Kubernetes' rule,
+    the one owner lookup), after the webhook's type check of every reference (Malformed, HTTP 400)."""
     for i, ref in enumerate(list_at(meta, "ownerReferences", where)):
-        ref = item(ref, f"{where}.ownerReferences[{i}]")
-        if ref.get("controller") is True:
-            return ref
-    return None
+        item(ref, f"{where}.ownerReferences[{i}]")
+    return objects.controller_ref({"metadata": meta})
 
 
 def ref_kind(ref: Mapping[str, Any]) -> tuple[str, str]:
@@ -122,12 +122,8 @@ def ref_kind(ref: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def controller_kind(meta: Mapping[str, Any], where: str) -> tuple[str, str] | None:
-    """(apiGroup, kind) of the first controller reference that names both (what the identity skips read)."""
-    for i, ref in enumerate(list_at(meta, "ownerReferences", where)):
-        ref = item(ref, f"{where}.ownerReferences[{i}]")
-        if ref.get("controller") is True:
-            api = ref.get("apiVersion")
-            kind = ref.get("kind")
-            if type(api) is str and type(kind) is str:
-                return (api.rpartition("/")[0] if "/" in api else "", kind)
-    return None
+    """(apiGroup, kind) of the controller reference, when it names both (what the identity skips read)."""
+    ref = controller_ref(meta, where)
+    if ref is None or type(ref.get("apiVersion")) is not str or type(ref.get("kind")) is not str:
+        return None
+    return ref_kind(ref)

@@ -117,6 +117,22 @@ def _links(pod: Mapping[str, Any], by_owner: _Index, by_name: _Index) -> list[Ma
     return out
 
 
+def _entry(pod: Mapping[str, Any], node: str, pool: str, gpus: int, reason: Reason, wl: Any) -> Uncovered:
+    m = meta(pod)
+    return Uncovered(
+        namespace=m.get("namespace") or "",
+        name=m.get("name") or "",
+        uid=m.get("uid") or "",
+        node=node,
+        pool=pool,
+        gpus=gpus,
+        reason=reason,
+        workload=(meta(wl).get("name") or "") if wl is not None else "",
+        terminating=bool(m.get("deletionTimestamp")),
+        deleting_at=parse_time(m.get("deletionTimestamp")),
+    )
+
+
 def uncovered_pods(
     pods: Iterable[Mapping[str, Any]],
     workloads: Iterable[Mapping[str, Any]],
@@ -144,21 +160,6 @@ def uncovered_pods(
             h = holding[id(wl)] = workload_state(wl) in HOLDING_QUOTA
         return h
 
-    def entry(pod: Mapping[str, Any], node: str, pool: str, gpus: int, reason: Reason, wl: Any) -> Uncovered:
-        m = meta(pod)
-        return Uncovered(
-            namespace=m.get("namespace") or "",
-            name=m.get("name") or "",
-            uid=m.get("uid") or "",
-            node=node,
-            pool=pool,
-            gpus=gpus,
-            reason=reason,
-            workload=(meta(wl).get("name") or "") if wl is not None else "",
-            terminating=bool(m.get("deletionTimestamp")),
-            deleting_at=parse_time(m.get("deletionTimestamp")),
-        )
-
     out: list[Uncovered] = []
     # id(Workload) -> (the Workload, its claimants: (pod, node, pool, GPUs))
     claims: dict[int, tuple[Mapping[str, Any], list[tuple[Mapping[str, Any], str, str, int]]]] = {}
@@ -175,11 +176,11 @@ def uncovered_pods(
             continue
         links = _links(pod, by_owner, by_name)
         if not links:
-            out.append(entry(pod, node, pool, gpus, Reason.NO_WORKLOAD, None))
+            out.append(_entry(pod, node, pool, gpus, Reason.NO_WORKLOAD, None))
             continue
         wl = next((w for w in links if holds(w)), None)
         if wl is None:
-            out.append(entry(pod, node, pool, gpus, Reason.NOT_ADMITTED, links[0]))
+            out.append(_entry(pod, node, pool, gpus, Reason.NOT_ADMITTED, links[0]))
         else:  # decided below, against the Workload's reserved GPUs
             claims.setdefault(id(wl), (wl, []))[1].append((pod, node, pool, gpus))
 
@@ -199,7 +200,7 @@ def uncovered_pods(
             if gpus <= budget:
                 budget -= gpus
             else:
-                out.append(entry(pod, node, pool, gpus, Reason.BEYOND_ADMISSION, wl))
+                out.append(_entry(pod, node, pool, gpus, Reason.BEYOND_ADMISSION, wl))
     out.sort(key=lambda u: (u.pool, u.namespace, u.name))
     return out
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from gpuctl.constants import GPU_UNITS, TAS_REQUIRED
-from gpuctl.domain.gpus import pod_spec_gpu_units, pod_spec_gpus, pod_spec_request
+from gpuctl.constants import GPU_RESOURCE, GPU_UNITS, TAS_REQUIRED
+from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpu_units, pod_spec_gpus, pod_spec_request
 from gpuctl.domain.objects import annotations, condition, controller_ref, meta, owner_ref
 from gpuctl.domain.workload import (
     job_pool,
@@ -43,6 +43,7 @@ class Demand:
     # Issue 32: GPU equivalents one pod costs of its team's budget, in 1/GPU_UNITS GPU (whole GPUs and
     # slices, gpuctl.domain.gpus.pod_spec_gpu_units); None: its whole GPUs.
     units: int | None = None
+    slice: str = ""  # the slice of a GPU each pod asks for (nvidia.com/mig-1g.10gb, nvidia.com/gpu.shared)
     # Issue 31: the topology level (node label) all its pods must share (podset-required-topology); "": none.
     level: str = ""
 
@@ -53,6 +54,11 @@ class Demand:
     @property
     def total_units(self) -> int:
         return self.pods * (self.gpus * GPU_UNITS if self.units is None else self.units)
+
+
+def slice_of(spec: Mapping[str, Any]) -> str:
+    """The slice of a GPU a pod spec asks for (a GPU resource other than whole nvidia.com/gpu), or ""."""
+    return next((r for r in pod_spec_gpu_requests(spec) if r != GPU_RESOURCE), "")
 
 
 def _job_label(wl: Mapping[str, Any]) -> str:
@@ -94,6 +100,7 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
         pods=pods,
         gpus=gpus,
         units=pod_spec_gpu_units(spec),
+        slice=slice_of(spec),
         priority=priority_value(wl),
         created=m.get("creationTimestamp", ""),
         uid=m.get("uid", ""),
@@ -137,6 +144,7 @@ def demand_of_pod_template(
         gpus=pod_spec_gpus(spec),
         priority=priority,
         units=pod_spec_gpu_units(spec),
+        slice=slice_of(spec),
         label=label,
         cpu=pod_spec_request(spec, "cpu"),
         memory=pod_spec_request(spec, "memory"),

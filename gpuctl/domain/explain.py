@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, GPU_UNITS
+from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, GPU_RESOURCE, GPU_UNITS
 from gpuctl.domain.demand import (
     Demand,
     _per_pod,
@@ -45,10 +45,10 @@ from gpuctl.domain.demand import (
     workload_demand,
 )
 from gpuctl.domain.gang import fits_in_one, gang_wait_message, level_domains
-from gpuctl.domain.gpus import pod_gpus
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_requests
 from gpuctl.domain.objects import is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpu_type, node_gpus, node_pool, node_ready
-from gpuctl.domain.sharing import units_to_gpus
+from gpuctl.domain.sharing import profile_of_resource, units_to_gpus
 from gpuctl.domain.status import is_gated
 from gpuctl.domain.teams import cohort_budget_gpus, team_budgets, team_reserved_units, team_usage
 from gpuctl.domain.workload import (
@@ -170,6 +170,8 @@ class Snapshot:
     # pool -> GPUs its ClusterQueue holds there. None: per node (`used` covers every pod).
     pool_reserved: dict[str, int] | None = None
     team_pools: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Issue 32: slice resource -> node -> namespace -> slices bound pods hold there.
+    slice_use: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -194,6 +196,7 @@ class Snapshot:
         waiting: dict[str, list[Demand]] = {}
         tas_used: dict[str, int] = {}
         known: set[str] = set()  # jobs (namespace/owner) a given Workload already describes
+        slice_use: dict[str, dict[str, dict[str, int]]] = {}
         for wl in workloads:
             st = workload_state(wl)
             ns = meta(wl).get("namespace", "")
@@ -219,6 +222,11 @@ class Snapshot:
             node = (p.get("spec") or {}).get("nodeName")
             label = pod_owner_label(p)
             if node:
+                for r, n in pod_spec_gpu_requests(p.get("spec")).items():
+                    if r != GPU_RESOURCE:
+                        by_ns = slice_use.setdefault(r, {}).setdefault(node, {})
+                        ns_p = meta(p).get("namespace", "")
+                        by_ns[ns_p] = by_ns.get(ns_p, 0) + n
                 g = pod_gpus(p)
                 bound[node] = bound.get(node, 0) + g
                 if g and label not in known:
@@ -248,6 +256,7 @@ class Snapshot:
             t.used = units_to_gpus(t.used_units)
         used = {n: max(tas_used.get(n, 0), bound.get(n, 0)) for n in set(tas_used) | set(bound)}
         snap = cls(list(nodes), teams, holders, waiting, used, cohort_budget_gpus(cohort))
+        snap.slice_use = slice_use
         if pool_reserved is not None:
             snap.pool_reserved = dict(pool_reserved)
             snap.team_pools = {
@@ -435,6 +444,9 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
     within = _quota_check(snap, team, demand)
     if isinstance(within, str):
         return Verdict(False, QUOTA, within, position, ahead)
+    no_slice = _slices_free(snap, demand) if demand.slice else ""
+    if no_slice:
+        return Verdict(False, CAPACITY, no_slice, position, ahead)
 
     if snap.pool_reserved is not None:
         return _by_count(snap, demand, within, queue[:k], position, ahead)
@@ -461,6 +473,26 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
         lambda: _preempt_or_capacity(snap, demand, within, free, pool_nodes),
     )
     return Verdict(cause == PREEMPTION, cause, message, position, ahead, preempts)
+
+
+def _slices_free(snap: Snapshot, demand: Demand) -> str:
+    """Why a slice job cannot start for want of free slices in its pool ("" if enough are free): the
+    pool's Ready nodes' allocatable of the slice less what bound pods hold (known only to a caller who
+    reads every pod; by count nothing is held). "no free 1g.10gb in dev-pool (14 in all; 3 in use by
+    team-b)"."""
+    nodes = {name(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)}
+    total = int(sum(node_allocatable(n, demand.slice) for n in snap.nodes if name(n) in nodes))
+    by_ns: dict[str, int] = {}
+    for node in nodes:
+        for ns, c in snap.slice_use.get(demand.slice, {}).get(node, {}).items():
+            by_ns[ns] = by_ns.get(ns, 0) + c
+    if total - sum(by_ns.values()) >= demand.pods:
+        return ""
+    kind = profile_of_resource(demand.slice) or "shared GPU replica"
+    if not total:
+        return f"no node of {demand.pool} offers {kind} ({demand.slice})"
+    held = ", ".join(f"{c} in use by {ns}" for ns, c in sorted(by_ns.items(), key=lambda kv: -kv[1]))
+    return f"no free {kind} in {demand.pool} ({total} in all; {held})"
 
 
 def _quota_check(snap: Snapshot, team: _Team, demand: Demand) -> bool | str:

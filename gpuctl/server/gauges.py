@@ -66,6 +66,19 @@ def _per_pool(name: str, doc: str, pools: list[str], values: Mapping[str, float]
     return g
 
 
+def _slices(facts: Mapping[str, PoolFacts]) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(
+        "gpuctl_pool_slices",
+        "Slices of GPUs the pool's Ready nodes offer, per MIG profile (or `shared` for time-slicing/MPS "
+        "replicas) and the resource a pod asks for (docs/sharing.md)",
+        labels=["pool", "profile", "resource"],
+    )
+    for p in sorted(facts):
+        for (prof, res), n in facts[p].slices.items():
+            g.add_metric([p, prof, res], n)
+    return g
+
+
 def pool_families(
     facts: Mapping[str, PoolFacts], allocated: Mapping[str, float], requested: Mapping[tuple[str, str], float]
 ) -> Iterator[GaugeMetricFamily]:
@@ -87,16 +100,7 @@ def pool_families(
     for node, pool in sorted((n, p) for p in sp for n in facts[p].nodes):
         node_info.add_metric([node, pool], 1)
     yield node_info
-    pool_slices = GaugeMetricFamily(
-        "gpuctl_pool_slices",
-        "Slices of GPUs the pool's Ready nodes offer, per MIG profile (or `shared` for time-slicing/MPS "
-        "replicas) and the resource a pod asks for (docs/sharing.md)",
-        labels=["pool", "profile", "resource"],
-    )
-    for p in sp:
-        for (prof, res), n in facts[p].slices.items():
-            pool_slices.add_metric([p, prof, res], n)
-    yield pool_slices
+    yield _slices(facts)
     yield _per_pool(
         "gpuctl_pool_capacity_gpus",
         "GPUs installed in the pool's nodes (status.capacity), ready or not",

@@ -252,6 +252,30 @@ def _min_quantity(values: list[str]) -> tuple[Decimal, str] | None:
     return min(parsed, key=lambda p: p[0]) if parsed else None
 
 
+def _converted_limits(
+    ns: str, enforcing: list[Mapping[str, Any]], removable: list[Mapping[str, Any]], bad: list[str]
+) -> dict[str, Any]:
+    """The gpuctl quota's limits from the ResourceQuotas gpuctl removes (the smallest of each), except
+    what a ResourceQuota that stays enforces; a GPU limit that is not whole is rounded down (noted)."""
+    enforced = {k for rq in enforcing for k in _hard(rq)}
+    limits: dict[str, Any] = {}
+    for fld, keys in QUOTA_KEYS.items():
+        if enforced & set(keys):
+            continue  # a ResourceQuota that stays enforces it
+        found = _min_quantity([str(_hard(rq)[k]) for rq in removable for k in keys if k in _hard(rq)])
+        if found is None:
+            continue
+        q, text = found
+        if fld == "gpu":
+            if q != q.to_integral_value():
+                bad.append(f"namespace {ns}: GPU quota {text} is not a whole number; rounded down")
+            limits["gpu"] = int(q)
+            limits["borrowing_limit"] = 0
+        else:
+            limits[fld] = text
+    return limits
+
+
 def decide_quotas(
     namespaces: Iterable[Mapping[str, Any]],
     resource_quotas: Iterable[Mapping[str, Any]],
@@ -320,23 +344,7 @@ def decide_quotas(
                 )
         if ns in teams:
             continue  # already a gpuctl quota: only the ResourceQuota change (if any) is left to do
-        enforced = {k for rq in enforcing for k in _hard(rq)}
-        limits: dict[str, Any] = {}
-        for fld, keys in QUOTA_KEYS.items():
-            if enforced & set(keys):
-                continue  # a ResourceQuota that stays enforces it
-            values = [str(_hard(rq)[k]) for rq in removable for k in keys if k in _hard(rq)]
-            found = _min_quantity(values)
-            if found is None:
-                continue
-            q, text = found
-            if fld == "gpu":
-                if q != q.to_integral_value():
-                    bad.append(f"namespace {ns}: GPU quota {text} is not a whole number; rounded down")
-                limits["gpu"] = int(q)
-                limits["borrowing_limit"] = 0
-            else:
-                limits[fld] = text
+        limits = _converted_limits(ns, enforcing, removable, bad)
         quota_name = _quota_name(ns, items, ns_labels.get(ns, {}))
         sources = ", ".join(f"ResourceQuota {name(rq)}" for rq in removable) or "no ResourceQuota"
         quotas.append(QuotaPlan(TeamQuota(ns, quota_name, **limits), reason=f"from {sources}"))

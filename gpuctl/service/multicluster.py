@@ -169,6 +169,27 @@ def plan_clusters(cluster: Cluster, spec: PoolSpec, base: Path) -> list[ClusterP
     return plans
 
 
+def _remote_pool_lines(
+    name: str, flavor: dict | None, plans: list, dropped: list[str], clusters: list[str]
+) -> list[str]:
+    """What apply_remote_pool does, in kubectl's words."""
+    lines = [
+        f"pool/{name} {'created' if flavor is None else 'configured'} "
+        f"in cluster(s) {', '.join(p.name for p in plans)}"
+    ]
+    for p in plans:
+        if p.kubeconfig is not None:
+            lines.append(
+                f"secret/{cluster_secret_name(p.name)} -n {KUEUE_NAMESPACE} written "
+                f"(Kueue's kubeconfig for {p.name})"
+            )
+        lines.append(f"multikueuecluster/{p.name} configured")
+        lines += [f"node/{n} labeled {Labels.POOL}={name} in cluster {p.name}" for n in sorted(p.nodes)]
+    lines += [f"pool/{name} removed from cluster {c}" for c in dropped]
+    lines.append(f"multikueueconfig/{MULTIKUEUE_CONFIG} clusters: {', '.join(clusters)}")
+    return lines
+
+
 def apply_remote_pool(
     cluster: Cluster, spec: PoolSpec, *, create: bool, base: Path, dry_run: DryRun = DryRun.NONE
 ) -> list[str]:
@@ -196,20 +217,7 @@ def apply_remote_pool(
     for member in dropped.values():
         with contextlib.suppress(NotFound):
             delete_pool(member, name, dry_run=DryRun.CLIENT)
-    lines = [
-        f"pool/{name} {'created' if flavor is None else 'configured'} "
-        f"in cluster(s) {', '.join(p.name for p in plans)}"
-    ]
-    for p in plans:
-        if p.kubeconfig is not None:
-            lines.append(
-                f"secret/{cluster_secret_name(p.name)} -n {KUEUE_NAMESPACE} written "
-                f"(Kueue's kubeconfig for {p.name})"
-            )
-        lines.append(f"multikueuecluster/{p.name} configured")
-        lines += [f"node/{n} labeled {Labels.POOL}={name} in cluster {p.name}" for n in sorted(p.nodes)]
-    lines += [f"pool/{name} removed from cluster {c}" for c in sorted(dropped)]
-    lines.append(f"multikueueconfig/{MULTIKUEUE_CONFIG} clusters: {', '.join(clusters)}")
+    lines = _remote_pool_lines(name, flavor, plans, sorted(dropped), clusters)
     if dry_run is DryRun.CLIENT:
         return lines
     server_dry = dry_run is DryRun.SERVER

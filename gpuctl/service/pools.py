@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuctl.cluster import ApiError, Cluster, path
@@ -376,9 +377,17 @@ def existing_flavor(cluster: Cluster, name: str, *, create: bool) -> dict | None
 def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRun = DryRun.NONE) -> list[str]:
     """Label the pool's nodes, create its flavor, update capacity. All or nothing."""
     dry_run = DryRun(dry_run)
-    name = spec.pool.name
-    check_pool_name(name)
+    check_pool_name(spec.pool.name)
     inv = Inventory(cluster, None)
+    plan = _PoolPlan.of(spec, _pool_nodes(inv, spec), existing_flavor(cluster, spec.pool.name, create=create))
+    if dry_run is not DryRun.CLIENT:
+        plan.write(cluster, dry_run)
+    return plan.lines()
+
+
+def _pool_nodes(inv: Inventory, spec: PoolSpec) -> dict[str, dict]:
+    """Every node by name, once the pool's nodes are known to exist and to be in no other pool."""
+    name = spec.pool.name
     nodes = {n["metadata"]["name"]: n for n in inv.nodes}
     missing = sorted(set(spec.nodes) - set(nodes))
     if missing:
@@ -391,90 +400,137 @@ def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRu
                 f"(gpuctl apply -f the {other} file without it) or move it with "
                 f"`gpuctl label node {n} {Labels.POOL}={name} --overwrite`"
             )
-    flavor = existing_flavor(cluster, name, create=create)
-    leaving = sorted(n for n, obj in nodes.items() if node_pool(obj) == name and n not in spec.nodes)
-    # The flavor tolerates the taints of the nodes the pool will have, its own pool taint first.
-    members = [
-        {
-            **n,
-            "metadata": {
-                **n["metadata"],
-                "labels": {**(n["metadata"].get("labels") or {}), Labels.POOL: name},
+    return nodes
+
+
+_LEFT = {Labels.POOL: None, Labels.GPU_TYPE: None}  # a node's labels once it leaves its pool
+
+
+@dataclass
+class _PoolPlan:
+    """What `apply_pool` changes: the flavor (its tolerations those of the nodes the pool will have, its
+    own pool taint first), the labels (and pool taint) of its nodes, the nodes that leave it."""
+
+    name: str
+    nodes: dict[str, dict]  # every node, by name
+    joining: list[str]
+    leaving: list[str]
+    labels_of: dict[str, dict]  # joining node -> its labels patch
+    flavor: dict | None  # the pool's flavor now, None: created
+    desired: dict  # its flavor as it will be
+
+    @classmethod
+    def of(cls, spec: PoolSpec, nodes: dict[str, dict], flavor: dict | None) -> _PoolPlan:
+        name = spec.pool.name
+        members = [
+            {
+                **n,
+                "metadata": {
+                    **n["metadata"],
+                    "labels": {**(n["metadata"].get("labels") or {}), Labels.POOL: name},
+                },
+            }
+            for k, n in nodes.items()
+            if k in spec.nodes
+        ]
+        rf = desired_flavor(name, members, _pool_levels(spec, members, flavor))
+        if spec.pool.description:
+            rf["metadata"].setdefault("annotations", {})[Labels.DESCRIPTION] = spec.pool.description
+        return cls(
+            name=name,
+            nodes=nodes,
+            joining=sorted(spec.nodes),
+            leaving=sorted(n for n, obj in nodes.items() if node_pool(obj) == name and n not in spec.nodes),
+            labels_of={
+                n: node_label_patch(n, name, m.gpu_type)["metadata"]["labels"] for n, m in spec.nodes.items()
             },
-        }
-        for k, n in nodes.items()
-        if k in spec.nodes
-    ]
-    levels = _pool_levels(spec, members, flavor)
-    rf = desired_flavor(name, members, levels)
-    if spec.pool.description:
-        rf["metadata"].setdefault("annotations", {})[Labels.DESCRIPTION] = spec.pool.description
-    want_tolerations = rf["spec"].get("tolerations", [])
-    retolerate = flavor is not None and flavor_tolerations(flavor) != want_tolerations
-    labels_of = {
-        n: node_label_patch(n, name, m.gpu_type)["metadata"]["labels"] for n, m in spec.nodes.items()
-    }
-    gone = {Labels.POOL: None, Labels.GPU_TYPE: None}
-    lines = [f"pool/{name} {'created' if flavor is None else 'configured'}"]
-    if retolerate:
-        how = " (re-created: Kueue keeps a topology flavor immutable)" if flavor_immutable(flavor) else ""
-        lines.append(f"resourceflavor/{name} tolerations set{how}: {_tolerations_text(want_tolerations)}")
-    for n in sorted(spec.nodes):
-        lines.append(f"node/{n} labeled {Labels.POOL}={name}")
-        if change := pool_taint_change(nodes[n], labels_of[n]):
-            lines.append(f"node/{n} {change} (running pods stay: NoSchedule evicts nothing)")
-    for n in leaving:
-        lines.append(f"node/{n} unlabeled (left pool {name})")
-        if change := pool_taint_change(nodes[n], gone):
-            lines.append(f"node/{n} {change}")
-    if dry_run is DryRun.CLIENT:
+            flavor=flavor,
+            desired=rf,
+        )
+
+    @property
+    def tolerations(self) -> list[dict]:
+        return self.desired["spec"].get("tolerations", [])
+
+    @property
+    def retolerate(self) -> bool:
+        return self.flavor is not None and flavor_tolerations(self.flavor) != self.tolerations
+
+    def lines(self) -> list[str]:
+        name = self.name
+        lines = [f"pool/{name} {'created' if self.flavor is None else 'configured'}"]
+        if self.retolerate:
+            how = (
+                " (re-created: Kueue keeps a topology flavor immutable)"
+                if flavor_immutable(self.flavor)
+                else ""
+            )
+            lines.append(f"resourceflavor/{name} tolerations set{how}: {_tolerations_text(self.tolerations)}")
+        for n in self.joining:
+            lines.append(f"node/{n} labeled {Labels.POOL}={name}")
+            if change := pool_taint_change(self.nodes[n], self.labels_of[n]):
+                lines.append(f"node/{n} {change} (running pods stay: NoSchedule evicts nothing)")
+        for n in self.leaving:
+            lines.append(f"node/{n} unlabeled (left pool {name})")
+            if change := pool_taint_change(self.nodes[n], _LEFT):
+                lines.append(f"node/{n} {change}")
         return lines
 
-    server_dry = dry_run is DryRun.SERVER
-    previous = {
-        n: (
-            {k: (nodes[n]["metadata"].get("labels") or {}).get(k) for k in (Labels.POOL, Labels.GPU_TYPE)},
-            (nodes[n].get("spec") or {}).get("taints"),
-        )
-        for n in [*spec.nodes, *leaving]
-    }
-    touched: list[str] = []
-    created_flavor = False
-    try:
-        ensure_bootstrap(cluster, dry_run=dry_run)
-        if cluster.get_or_none(path("Topology", topology_name(levels))) is None:
-            cluster.apply(topology(levels), dry_run=server_dry)
-        if flavor is None:
-            cluster.apply(rf, dry_run=server_dry)
-            created_flavor = True
-        else:
-            if retolerate:  # before any node is tainted: admitted pods must tolerate it first
-                set_flavor_tolerations(cluster, flavor, want_tolerations, dry_run=dry_run)
-            if dry_run.persists or not (retolerate and flavor_immutable(flavor)):
-                cluster.apply(rf, dry_run=server_dry)
-        for n in sorted(spec.nodes):
-            patch_node_pool(cluster, nodes[n], labels_of[n], dry_run=dry_run)
-            touched.append(n)
-        for n in leaving:
-            patch_node_pool(cluster, nodes[n], gone, dry_run=dry_run)
-            touched.append(n)
-        if dry_run.persists:
-            # One read of what the writes made (the new flavor, the nodes' labels and taints) for both.
-            after = Inventory(cluster, None)
-            sync_queues(cluster, inv=after)
-            sync_flavors(cluster, inv=after)  # nodes that left may have taken taints away from other pools
-    except Exception:
-        if dry_run.persists:
-            for n in touched:
-                labels, taints = previous[n]
-                with contextlib.suppress(ApiError):
-                    cluster.merge_patch(
-                        path("Node", n), {"metadata": {"labels": labels}, "spec": {"taints": taints or None}}
-                    )
-            if created_flavor:
-                cluster.delete(path("ResourceFlavor", name))
-        raise
-    return lines
+    def write(self, cluster: Cluster, dry_run: DryRun) -> None:
+        """The flavor first (admitted pods must tolerate a new taint before any node carries it), then the
+        nodes; then, once, the queues and flavors from what the writes made. A failure puts the touched
+        nodes back and removes a flavor it created (with NONE; a server dry run persisted nothing)."""
+        server_dry = dry_run is DryRun.SERVER
+        previous = {
+            n: (
+                {
+                    k: (self.nodes[n]["metadata"].get("labels") or {}).get(k)
+                    for k in (Labels.POOL, Labels.GPU_TYPE)
+                },
+                (self.nodes[n].get("spec") or {}).get("taints"),
+            )
+            for n in [*self.joining, *self.leaving]
+        }
+        touched: list[str] = []
+        created_flavor = False
+        try:
+            ensure_bootstrap(cluster, dry_run=dry_run)
+            levels = pool_topology(self.desired)
+            if cluster.get_or_none(path("Topology", topology_name(levels))) is None:
+                cluster.apply(topology(levels), dry_run=server_dry)
+            if self.flavor is None:
+                cluster.apply(self.desired, dry_run=server_dry)
+                created_flavor = True
+            else:
+                if self.retolerate:
+                    set_flavor_tolerations(cluster, self.flavor, self.tolerations, dry_run=dry_run)
+                if dry_run.persists or not (self.retolerate and flavor_immutable(self.flavor)):
+                    cluster.apply(self.desired, dry_run=server_dry)
+            for n, labels in [
+                *((n, self.labels_of[n]) for n in self.joining),
+                *((n, _LEFT) for n in self.leaving),
+            ]:
+                patch_node_pool(cluster, self.nodes[n], labels, dry_run=dry_run)
+                touched.append(n)
+            if dry_run.persists:
+                # One read of what the writes made (the new flavor, the nodes' labels and taints) for both.
+                after = Inventory(cluster, None)
+                sync_queues(cluster, inv=after)
+                sync_flavors(
+                    cluster, inv=after
+                )  # nodes that left may have taken taints away from other pools
+        except Exception:
+            if dry_run.persists:
+                for n in touched:
+                    labels, taints = previous[n]
+                    with contextlib.suppress(ApiError):
+                        cluster.merge_patch(
+                            path("Node", n),
+                            {"metadata": {"labels": labels}, "spec": {"taints": taints or None}},
+                        )
+                if created_flavor:
+                    cluster.delete(path("ResourceFlavor", self.name))
+            raise
 
 
 def _pool_levels(spec: PoolSpec, members: list[dict], flavor: dict | None) -> tuple[str, ...]:
@@ -594,10 +650,9 @@ def delete_pool(
             "pool and leave them running (no new work is admitted to it)"
         )
     nodes = [n for n in inv.nodes if node_pool(n) == name]
-    gone = {Labels.POOL: None, Labels.GPU_TYPE: None}
     lines = [f"pool/{name} deleted"]
     for n in nodes:
-        change = pool_taint_change(n, gone)
+        change = pool_taint_change(n, _LEFT)
         lines.append(f"node/{n['metadata']['name']} unlabeled" + (f", {change}" if change else ""))
     lines += [
         f"job {j} keeps running (pool {name} is gone: it cannot restart there)" for j in users or admitted
@@ -611,7 +666,7 @@ def delete_pool(
     sync_queues(cluster, pools=remaining, dry_run=dry_run, inv=inv)
     cluster.delete(path("ResourceFlavor", name), dry_run=server_dry)
     for n in nodes:
-        patch_node_pool(cluster, n, gone, dry_run=dry_run)
+        patch_node_pool(cluster, n, _LEFT, dry_run=dry_run)
     if dry_run.persists and not wait_flavor_gone(cluster, name):
         lines.append(
             f"resourceflavor/{name} still deleting after {FLAVOR_GONE_SECONDS:g}s: Kueue keeps its in-use "

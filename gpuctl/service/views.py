@@ -112,22 +112,7 @@ def describe_job(
     tmpl = job.obj["spec"]["template"]["spec"]
     c = tmpl["containers"][0]
     wl = job.workload
-    svc = None
-    if job.service:
-        port = job.service["spec"]["ports"][0]
-        svc = {
-            "name": job.service["metadata"]["name"],
-            "type": job.service["spec"].get("type"),
-            "port": port.get("port"),
-            "targetPort": port.get("targetPort"),
-            "nodePort": port.get("nodePort"),
-        }
     where = placement(wl)
-    spec = job.obj["spec"]
-    if job.resource == "Job":
-        replicas = int(spec.get("parallelism") or 1)
-    else:
-        replicas = int(spec["replicas"]) if spec.get("replicas") is not None else 1
     return JobDescription(
         job_id=job.name,
         name=job.name,
@@ -144,7 +129,7 @@ def describe_job(
         image=c.get("image"),
         resources=(c.get("resources") or {}).get("requests") or {},
         # The Workload's count when Kueue made one; else what the pods would ask for.
-        gpus=workload_gpus(wl) if wl else pod_spec_gpus(tmpl) * replicas,
+        gpus=workload_gpus(wl) if wl else pod_spec_gpus(tmpl) * _replicas(job),
         workload=wl["metadata"]["name"] if wl else None,
         conditions=[
             {k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
@@ -159,7 +144,7 @@ def describe_job(
             for p in job.pods
         ],
         env=c.get("env") or [],
-        service=svc,
+        service=_service(job.service),
         created_at=meta(job.obj).get("creationTimestamp"),
         max_runtime=max_runtime_seconds(wl) if wl else max_runtime_seconds(job.obj),
         estimate=est.as_dict() if est is not None else None,
@@ -169,6 +154,27 @@ def describe_job(
         pods_error=pods_error,
         gang=gang_view(job.member or cluster, job.obj, job.pods, job.pool),
     )
+
+
+def _replicas(job: Job) -> int:
+    spec = job.obj["spec"]
+    if job.resource == "Job":
+        return int(spec.get("parallelism") or 1)
+    return int(spec["replicas"]) if spec.get("replicas") is not None else 1
+
+
+def _service(svc: dict | None) -> dict | None:
+    """A job's Service as `describe job` shows it (its first port)."""
+    if not svc:
+        return None
+    port = svc["spec"]["ports"][0]
+    return {
+        "name": svc["metadata"]["name"],
+        "type": svc["spec"].get("type"),
+        "port": port.get("port"),
+        "targetPort": port.get("targetPort"),
+        "nodePort": port.get("nodePort"),
+    }
 
 
 # ----------------------------------------------------------------------------- namespaces

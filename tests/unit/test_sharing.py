@@ -9,8 +9,10 @@ import pytest
 import yaml
 
 from gpuctl.constants import GPU_UNITS, SHARED_REPLICAS_CHARGED
+from gpuctl.domain import explain as ex
 from gpuctl.domain import gpus, sharing
 from gpuctl.domain.sharing import Mode, ShareError
+from queues import TeamQuota, cluster_queue
 from tests.unit.test_metrics import feed, node_obj, populated_cache, scrape, val
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -399,3 +401,37 @@ def test_pool_slices_metric_per_profile():
     shared = {"pool": "inference-pool", "profile": "shared", "resource": "nvidia.com/gpu.shared"}
     assert val(m, "gpuctl_pool_slices", **shared) == 8
     assert val(m, "gpuctl_pool_slices", pool="training-pool", profile="1g.10gb", resource="x") is None
+
+
+def _pod(ns: str, name: str, node: str, resource: str) -> dict:
+    res = {"requests": {resource: "1"}, "limits": {resource: "1"}}
+    return {
+        "metadata": {"name": name, "namespace": ns, "uid": f"u-{name}"},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "resources": res}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_explain_names_the_missing_slice_and_who_holds_them():
+    n = mig_node(**{"1g.10gb": 3})
+    n["metadata"]["labels"]["runwhere.ai/pool"] = "dev-pool"
+    n["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    r = "nvidia.com/mig-1g.10gb"
+    pods = [_pod("team-b", f"b{i}", "m", r) for i in range(3)]
+    cqs = [
+        cluster_queue(TeamQuota("team-a", "q", gpu=4), ["dev-pool"]),
+        cluster_queue(TeamQuota("team-b", "q", gpu=4), ["dev-pool"]),
+    ]
+    snap = ex.Snapshot.build(nodes=[n], pods=pods, workloads=[], cluster_queues=cqs, cohort=None)
+    tmpl = {
+        "metadata": {"labels": {"runwhere.ai/pool": "dev-pool"}},
+        "spec": _pod("team-a", "a", "", r)["spec"],
+    }
+    d = ex.demand_of_pod_template("team-a", tmpl, 1, 500_000, label="team-a/a")
+    assert (d.slice, d.total_units) == (r, 120)
+    v = snap.verdict(d)
+    assert (v.starts, v.cause) == (False, "capacity")
+    assert v.message == "no free 1g.10gb in dev-pool (3 in all; 3 in use by team-b)"
+    # One slice freed: it would start.
+    snap = ex.Snapshot.build(nodes=[n], pods=pods[:2], workloads=[], cluster_queues=cqs, cohort=None)
+    assert snap.verdict(d).starts
