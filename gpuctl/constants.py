@@ -156,9 +156,11 @@ TAS_UNCONSTRAINED: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 # IsExplicitTAS in pkg/util/tas plus the unconstrained one). A pod set with none of them is never
 # admitted on gpuctl's TAS-only pool flavors, so the topology MutatingAdmissionPolicy adds
 # TAS_UNCONSTRAINED to raw work in team namespaces that carries none (admission/policies/topology.py).
+TAS_REQUIRED: Final = "kueue.x-k8s.io/podset-required-topology"
+TAS_PREFERRED: Final = "kueue.x-k8s.io/podset-preferred-topology"
 TAS_REQUEST_KEYS: Final = (
-    "kueue.x-k8s.io/podset-required-topology",
-    "kueue.x-k8s.io/podset-preferred-topology",
+    TAS_REQUIRED,
+    TAS_PREFERRED,
     TAS_UNCONSTRAINED,
     "kueue.x-k8s.io/podset-slice-required-topology",
     "kueue.x-k8s.io/podset-slice-required-topology-constraints",
@@ -175,6 +177,7 @@ TRANSIENT_TAINT_KEYS: Final = frozenset(
         "DeletionCandidateOfClusterAutoscaler",
         "karpenter.sh/disrupted",
         "karpenter.sh/disruption",
+        "runwhere.ai/set-aside",  # SET_ASIDE_TAINT_KEY (issue 31): never tolerated by a pool's flavor
     }
 )
 # The taint gpuctl puts on every pool node (issue 26): `runwhere.ai/pool=<pool>:NoSchedule`. The pool's
@@ -437,3 +440,47 @@ DEFRAG_MOVES_PER_TEAM_PER_HOUR: Final = 2
 # the list (chart value exemptNamespaces, webhook flag --exempt-namespace, generator flag of
 # admission.policies.isolation); tenants have no rights there (docs/admission.md, "Exempt namespaces").
 EXEMPT_NAMESPACES: Final = ("gpu-operator",)
+
+# ----------------------------------------------------------------------------- gang (issue 31)
+# Multi-node training (docs/distributed.md; gpuctl.builders.gang, gpuctl.domain.gang). A `kind: training`
+# with resources.nodes: N > 1 is an Indexed Job of N pods (one Kueue Workload counting N: quota for all or
+# none), a headless Service svc-<job> and the launcher environment below in every container.
+# The Job controller's annotation (and env JOB_COMPLETION_INDEX) holding a pod's index: its rank.
+JOB_COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
+# torchrun's default rendezvous port (Kubeflow Trainer's torch plugin uses it too).
+GANG_MASTER_PORT: Final = 29500
+GANG_PORT_NAME: Final = "rendezvous"
+# The launcher environment, name -> meaning (docs/distributed.md prints this table; a user's own `env`
+# entry of the same name wins). torchrun reads the PET_* form of its flags; DeepSpeed, Lightning and
+# accelerate the plain ones.
+GANG_ENV: Final = {
+    "PET_NNODES": "number of pods (nodes), N",
+    "PET_NPROC_PER_NODE": "processes per pod: resources.gpu (1 for a CPU-only job)",
+    "PET_NODE_RANK": "this pod's rank, 0..N-1 (its completion index)",
+    "PET_MASTER_ADDR": "rank 0's host name, <job>-0.svc-<job>",
+    "PET_MASTER_PORT": f"rank 0's rendezvous port, {GANG_MASTER_PORT}",
+    "MASTER_ADDR": "same as PET_MASTER_ADDR",
+    "MASTER_PORT": "same as PET_MASTER_PORT",
+    "WORLD_SIZE": "number of pods, N (torchrun sets its workers' own WORLD_SIZE = N x nproc)",
+    "NODE_RANK": "same as PET_NODE_RANK",
+}
+# Variables whose value is the pod's rank (a fieldRef on JOB_COMPLETION_INDEX_ANNOTATION).
+GANG_RANK_ENV: Final = ("PET_NODE_RANK", "NODE_RANK")
+# A pool's network topology (kind: pool `topology`): at most this many node-label levels above the node
+# (Kueue's Topology takes 16 levels, the node's hostname being the last one).
+MAX_TOPOLOGY_LEVELS: Final = 15
+# On a pool's ResourceFlavor: its topology levels above the node, comma-separated, outermost first (the
+# flavor's topologyName names the Kueue Topology holding them plus kubernetes.io/hostname).
+POOL_TOPOLOGY_ANNOTATION: Final = "runwhere.ai/topology"
+# The Kueue Topology of the pools whose levels are `levels` (none: TOPOLOGY_NAME): TOPOLOGY_PREFIX + a
+# hash of the levels, so pools with the same levels share one and a Topology (immutable) never changes.
+TOPOLOGY_PREFIX: Final = "gpuctl-topology-"
+# No starvation (docs/distributed.md, "No starvation"): `gpuctl serve --defrag POOLS` sets whole nodes aside
+# for the oldest waiting multi-node job of each pool, with this NoSchedule taint (value: the gang's
+# namespace). Kueue places nothing new there but a gang (every gang's pods tolerate it); what runs there
+# keeps running (the Kueue configuration turns TASReplaceNodeOnNodeTaints off). The node annotation names
+# the gang; serve removes both once the gang holds quota or stops waiting.
+SET_ASIDE_TAINT_KEY: Final = "runwhere.ai/set-aside"
+SET_ASIDE_FOR_ANNOTATION: Final = "runwhere.ai/set-aside-for"
+# A gang must have waited this long (Kueue had its cycles) before nodes are set aside for it.
+SET_ASIDE_SETTLE_SECONDS: Final = 30.0

@@ -21,6 +21,7 @@ from queues.objects import (
     resource_flavor,
     team_namespace,
     topology,
+    topology_name,
     workload_priority_classes,
 )
 
@@ -37,5 +38,6 @@ __all__ = [
     "resource_flavor",
     "team_namespace",
     "topology",
+    "topology_name",
     "workload_priority_classes",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from gpuctl.constants import (
     POOL_NOMINAL,
     POOL_TAINT_EFFECT,
     POOL_TAINT_KEY,
+    POOL_TOPOLOGY_ANNOTATION,
     PRIORITY_CLASS,
     PRIORITY_VALUE,
     QUOTA_CPU,
@@ -29,6 +31,7 @@ from gpuctl.constants import (
     QUOTA_GPU,
     QUOTA_MEMORY,
     TOPOLOGY_NAME,
+    TOPOLOGY_PREFIX,
     UNLIMITED,
     Labels,
     Priority,
@@ -52,31 +55,41 @@ def pool_toleration(pool: str) -> dict:
     return {"key": POOL_TAINT_KEY, "operator": "Equal", "value": pool, "effect": POOL_TAINT_EFFECT}
 
 
-def resource_flavor(pool: str, tolerations: Sequence[Mapping[str, Any]] = ()) -> dict:
+def resource_flavor(
+    pool: str, tolerations: Sequence[Mapping[str, Any]] = (), levels: Sequence[str] = ()
+) -> dict:
     """A pool's flavor: Kueue admits a pod to it only if the pod's nodeSelector names the pool, and
     copies the label into the nodeSelector of pods admitted there. `tolerations` (the pool's node
     taints, gpuctl.domain.pools.pool_tolerations) are added by Kueue to every pod admitted there.
     `topologyName` makes it a Topology Aware Scheduling flavor: a pod is admitted only when one node
     of the pool can hold it (Kueue then keeps nodeLabels and tolerations immutable: a change of the
-    pool's taints re-creates the flavor, gpuctl.service.pools)."""
-    spec: dict = {"nodeLabels": {Labels.POOL: pool}, "topologyName": TOPOLOGY_NAME}
+    pool's taints re-creates the flavor, gpuctl.service.pools). `levels`: the pool's network topology
+    above the node (kind: pool `topology`), kept in POOL_TOPOLOGY_ANNOTATION and in the Topology the
+    flavor names (topology(levels))."""
+    spec: dict = {"nodeLabels": {Labels.POOL: pool}, "topologyName": topology_name(levels)}
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
-    return {
-        "apiVersion": KUEUE_API_VERSION,
-        "kind": "ResourceFlavor",
-        "metadata": _meta(pool, **{Labels.POOL: pool}),
-        "spec": spec,
-    }
+    meta = _meta(pool, **{Labels.POOL: pool})
+    if levels:
+        meta["annotations"] = {POOL_TOPOLOGY_ANNOTATION: ",".join(levels)}
+    return {"apiVersion": KUEUE_API_VERSION, "kind": "ResourceFlavor", "metadata": meta, "spec": spec}
 
 
-def topology() -> dict:
-    """The one Topology of the pool flavors: a single level, the node."""
+def topology_name(levels: Sequence[str] = ()) -> str:
+    """The Topology of pools with these levels above the node: TOPOLOGY_NAME for none, else one named by
+    a hash of the levels (a Topology is immutable: other levels are another Topology)."""
+    if not levels:
+        return TOPOLOGY_NAME
+    return TOPOLOGY_PREFIX + hashlib.sha256("\n".join(levels).encode()).hexdigest()[:10]
+
+
+def topology(levels: Sequence[str] = ()) -> dict:
+    """The Topology of pool flavors: the pool's levels (outermost first), then the node."""
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "Topology",
-        "metadata": _meta(TOPOLOGY_NAME),
-        "spec": {"levels": [{"nodeLabel": HOSTNAME_LABEL}]},
+        "metadata": _meta(topology_name(levels)),
+        "spec": {"levels": [*({"nodeLabel": level} for level in levels), {"nodeLabel": HOSTNAME_LABEL}]},
     }
 
 

@@ -30,6 +30,9 @@ class PoolFacts:
 
     name: str | None = None
     gpu_resource: str = GPU_RESOURCE
+    # The pool's network topology: node-label levels above the node, outermost first (kind: pool's
+    # `topology`); () when it has none, None when not known (a client dry run). gpuctl.builders.gang.
+    topology: tuple[str, ...] | None = None
     # The one slice `resources.gpu-share` gets on this pool (a MIG profile's resource, or
     # nvidia.com/gpu.shared), chosen from the pool's nodes by gpuctl.service.sharing.share_facts.
     slice_resource: str | None = None

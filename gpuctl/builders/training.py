@@ -1,8 +1,10 @@
-"""training -> batch/v1 Job, created suspended; Kueue unsuspends it on admission."""
+"""training -> batch/v1 Job, created suspended; Kueue unsuspends it on admission. With
+`resources.nodes: N` > 1, an Indexed Job of N pods and its headless Service (gpuctl.builders.gang)."""
 
 from __future__ import annotations
 
 from gpuctl.builders.common import WHOLE_GPUS, PoolFacts, job_labels, metadata, pod_template
+from gpuctl.builders.gang import headless_service, make_gang
 from gpuctl.spec import TrainingSpec
 
 BACKOFF_LIMIT = 3
@@ -23,4 +25,7 @@ def build(spec: TrainingSpec, namespace: str, pool: PoolFacts = WHOLE_GPUS) -> l
             "template": pod_template(spec, namespace, app_label=False, restart_policy="Never", pool=pool),
         },
     }
-    return [job]
+    if spec.resources.nodes == 1:
+        return [job]
+    make_gang(job, spec, pool)
+    return [job, headless_service(spec, namespace)]

@@ -71,7 +71,7 @@ def describe_job(args: argparse.Namespace) -> int:
             ("Priority", d.priority),
             ("Queue", d.queue),
             ("Position", d.position or "-"),
-            ("GPUs", d.gpus),
+            ("GPUs", d.gang["text"] if d.gang else d.gpus),
             ("Max runtime", format_duration(d.max_runtime) if d.max_runtime else "none"),
             ("Image", d.image),
             ("Requests", ", ".join(f"{k}={v}" for k, v in d.resources.items())),
@@ -93,7 +93,8 @@ def describe_job(args: argparse.Namespace) -> int:
     if data["env"]:
         print("Env:")
         for e in data["env"]:
-            print(f"  {e.get('name')}={e.get('value', '')}")
+            ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+            print(f"  {e.get('name')}={e.get('value', '')}" + (f"<{ref}>" if ref else ""))
     print(f"Kueue Workload: {data['workload'] or '<none yet>'}")
     if data["conditions"]:
         table(
@@ -105,6 +106,17 @@ def describe_job(args: argparse.Namespace) -> int:
         )
     if d.pods_error:
         print(f"Pods: not read: {d.pods_error}")
+        return 0
+    if d.gang and d.pods:  # a multi-node job: rank -> pod -> node -> its topology domains
+        levels = d.gang["topology"]
+        print("Ranks:")
+        table(
+            ["  RANK", "POD", "NODE", *(lv.rsplit("/", 1)[-1].upper() for lv in levels)],
+            [
+                [f"  {r['rank']}", r["pod"], r["node"] or "<unscheduled>", *r["domains"].values()]
+                for r in d.gang["ranks"]
+            ],
+        )
         return 0
     print("Pods:" if d.pods else "Pods: <none>")
     for p in data["pods"]:

@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from gpuctl.constants import GPU_RESOURCE, GPU_UNITS
+from gpuctl.constants import GPU_RESOURCE, GPU_UNITS, TAS_REQUIRED
 from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpu_units, pod_spec_gpus, pod_spec_request
-from gpuctl.domain.objects import condition, controller_ref, meta, owner_ref
+from gpuctl.domain.objects import annotations, condition, controller_ref, meta, owner_ref
 from gpuctl.domain.workload import (
     job_pool,
     labelled_priority_value,
@@ -44,6 +44,8 @@ class Demand:
     # slices, gpuctl.domain.gpus.pod_spec_gpu_units); None: its whole GPUs.
     units: int | None = None
     slice: str = ""  # the slice of a GPU each pod asks for (nvidia.com/mig-1g.10gb, nvidia.com/gpu.shared)
+    # Issue 31: the topology level (node label) all its pods must share (podset-required-topology); "": none.
+    level: str = ""
 
     @property
     def total(self) -> int:
@@ -86,7 +88,9 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
     pods, gpus, spec = next((s for s in sets if s[1]), sets[0])
     m = meta(wl)
     reserved = condition(wl, "QuotaReserved")
+    podsets = (wl.get("spec") or {}).get("podSets") or [{}]
     return Demand(
+        level=annotations(podsets[0].get("template")).get(TAS_REQUIRED, ""),
         kueue_message=str(reserved.get("message") or "") if reserved.get("status") == "False" else "",
         max_runtime=max_runtime_seconds(wl),
         cpu=pod_spec_request(spec, "cpu"),
@@ -133,11 +137,12 @@ def demand_of_pod_template(
     spec = template.get("spec") or {}
     pool = job_pool(template) or ""
     return Demand(
-        namespace,
-        pool,
-        pods,
-        pod_spec_gpus(spec),
-        priority,
+        level=annotations(template).get(TAS_REQUIRED, ""),
+        namespace=namespace,
+        pool=pool,
+        pods=pods,
+        gpus=pod_spec_gpus(spec),
+        priority=priority,
         units=pod_spec_gpu_units(spec),
         slice=slice_of(spec),
         label=label,

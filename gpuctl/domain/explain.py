@@ -44,6 +44,7 @@ from gpuctl.domain.demand import (
     pod_owner_label,
     workload_demand,
 )
+from gpuctl.domain.gang import fits_in_one, gang_wait_message, level_domains
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_requests
 from gpuctl.domain.objects import is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpu_type, node_gpus, node_pool, node_ready
@@ -279,6 +280,22 @@ class Snapshot:
             lambda: {name(n): node_gpus(n) for n in self.nodes if node_pool(n) == pool and node_ready(n)},
         )
 
+    def fits(self, free: Mapping[str, int], demand: Demand) -> bool:
+        """Room for the demand's pods, each on one node; a gang with a required level (issue 31) in
+        one domain of it (gpuctl.domain.gang.fits_in_one)."""
+        if not _fits(free, demand.pods, demand.gpus):
+            return False
+        return not demand.level or fits_in_one(
+            free, self.domains(demand.pool, demand.level), demand.pods, demand.gpus
+        )
+
+    def domains(self, pool: str, level: str) -> dict[str, list[str]]:
+        """The pool's Ready nodes by their value of the topology level `level`."""
+        return self.memo(
+            ("domains", pool, level),
+            lambda: level_domains((n for n in self.nodes if name(n) in self.pool_nodes(pool)), level),
+        )
+
     def largest(self, pool: str, resource: str) -> Decimal:
         """The most of `resource` (cpu, memory) one Ready node of the pool has allocatable."""
         return self.memo(
@@ -438,11 +455,11 @@ def _verdict(snap: Snapshot, demand: Demand) -> Verdict:
     free = snap.free(demand.pool)
     steps = snap.placements(demand.namespace, demand.pool)
     done = bisect_right(steps.after, k) - 1  # placements made by the first k jobs of the queue
-    if _fits(steps.sims[done], demand.pods, demand.gpus):
+    if snap.fits(steps.sims[done], demand):
         return Verdict(True, NONE, "", position, ahead)
-    if done and _fits(free, demand.pods, demand.gpus):
+    if done and snap.fits(free, demand):
         # Name the jobs that took the room, up to the one after which this job no longer fits.
-        last = next(i for i in range(1, done + 1) if not _fits(steps.sims[i], demand.pods, demand.gpus))
+        last = next(i for i in range(1, done + 1) if not snap.fits(steps.sims[i], demand))
         return Verdict(
             False,
             PRIORITY,
@@ -535,11 +552,15 @@ def _preempt_or_capacity(
             if n in sim:
                 sim[n] += g
         chosen.append(h.label)
-        if _fits(sim, demand.pods, demand.gpus):
+        if snap.fits(sim, demand):
             return PREEMPTION, "", tuple(chosen)
 
-    # 4. Capacity or fragmentation.
+    # 4. Capacity or fragmentation; a gang (issue 31) says how many nodes it needs and how many have room.
     total_free = sum(max(f, 0) for f in free.values())
+    if demand.pods > 1 and demand.gpus:
+        domains = snap.domains(demand.pool, demand.level) if demand.level else None
+        message = gang_wait_message(demand.pool, demand.pods, demand.gpus, free, demand.level, domains)
+        return (CAPACITY if total_free < demand.total else FRAGMENTATION), message, ()
     if total_free < demand.total:
         return (
             CAPACITY,

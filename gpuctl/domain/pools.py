@@ -6,7 +6,7 @@ against it could not run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
@@ -214,9 +214,10 @@ def pool_tolerations(nodes: Iterable[Mapping[str, Any]], pool: str) -> list[dict
     )
 
 
-def desired_flavor(pool: str, nodes: Iterable[Mapping[str, Any]]) -> dict:
-    """The ResourceFlavor of a pool as its nodes are now (tolerations follow the nodes' taints)."""
-    return resource_flavor(pool, pool_tolerations(nodes, pool))
+def desired_flavor(pool: str, nodes: Iterable[Mapping[str, Any]], levels: Sequence[str] = ()) -> dict:
+    """The ResourceFlavor of a pool as its nodes are now (tolerations follow the nodes' taints); `levels`:
+    its network topology above the node (gpuctl.domain.gang)."""
+    return resource_flavor(pool, pool_tolerations(nodes, pool), levels)
 
 
 def flavor_tolerations(flavor: Mapping[str, Any] | None) -> list[dict]:

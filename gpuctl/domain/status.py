@@ -9,7 +9,7 @@ Order of authority:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -226,6 +226,16 @@ def pod_finished(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def gang_ready(pods: Iterable[Mapping[str, Any]], nodes: int) -> str:
+    """READY of a multi-node job's one row in `get jobs`: its ready pods (every container ready, as kubectl
+    counts them) of its N (gpuctl.domain.gang.gang_nodes)."""
+    ready = 0
+    for p in pods:
+        r, t = pod_ready(p)
+        ready += bool(t) and r == t
+    return f"{ready}/{nodes}"
+
+
 def pod_node(pod: Mapping[str, Any]) -> str:
     cell = _cell(pod, "Node")
     if cell is not None:
@@ -312,3 +322,19 @@ def job_status(
     if any(is_gated(p) for p in pods):
         return JobStatus(State.QUEUED)
     return JobStatus(State.PENDING)
+
+
+def gang_status(job_word: str, pod_words: list[str]) -> str:
+    """The word of a multi-node job's one row in `get jobs`: its job status, unless that is Pending for
+    want of its Workload (a plain table reads none for running Jobs) while its pods say more: a pod's
+    problem word, Running when every rank runs, Partially Running when some do."""
+    if job_word != State.PENDING or not pod_words:
+        return job_word
+    bad = next((w for w in pod_words if w not in _PLAIN), None)
+    if bad:
+        return bad
+    if all(w == State.RUNNING for w in pod_words):
+        return State.RUNNING
+    if State.RUNNING in pod_words:
+        return State.PARTIALLY_RUNNING
+    return pod_words[0]

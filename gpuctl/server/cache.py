@@ -42,6 +42,8 @@ from gpuctl.constants import (
     DEFRAG_MOVED_AT_ANNOTATION,
     DEFRAG_REACTIVATE_ANNOTATION,
     KUEUE_WORKLOAD_ANNOTATION,
+    SET_ASIDE_FOR_ANNOTATION,
+    TAS_REQUIRED,
 )
 
 DEFRAG_KEYS = (DEFRAG_MOVED_ANNOTATION, DEFRAG_MOVED_AT_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION)
@@ -212,10 +214,14 @@ def trim_node(raw: dict) -> dict:
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
     out_spec = {k: spec[k] for k in ("unschedulable", "taints") if spec.get(k)}
+    node_meta = _meta(raw)
+    gang = ((raw.get("metadata") or {}).get("annotations") or {}).get(SET_ASIDE_FOR_ANNOTATION)
+    if gang:  # which gang the node is set aside for (gpuctl.server.setaside)
+        node_meta["annotations"] = {SET_ASIDE_FOR_ANNOTATION: gang}
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": _meta(raw),
+        "metadata": node_meta,
         "spec": out_spec,
         "status": {
             "capacity": _interned_map(status.get("capacity")),
@@ -332,6 +338,11 @@ def trim_workload(raw: dict) -> dict:
             item["template"]["spec"]["initContainers"] = _containers(tspec["initContainers"])
         if tspec.get("nodeSelector"):
             item["template"]["spec"]["nodeSelector"] = _interned_map(tspec["nodeSelector"])
+        level = (((ps.get("template") or {}).get("metadata") or {}).get("annotations") or {}).get(
+            TAS_REQUIRED
+        )
+        if level:  # a gang's required topology level (gpuctl.domain.setaside)
+            item["template"]["metadata"] = {"annotations": {TAS_REQUIRED: level}}
         pod_sets.append(item)
     out_spec = {k: spec[k] for k in ("queueName", "priority", "priorityClassRef", "active") if k in spec}
     out_spec["podSets"] = pod_sets

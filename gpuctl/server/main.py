@@ -66,6 +66,8 @@ from gpuctl.server.history import HistoryRecorder
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, LeaderElector, default_namespace
 from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
 from gpuctl.server.reconciler import Reconciler
+from gpuctl.server.setaside import SetAside
+from gpuctl.server.setaside import cache_source as set_aside_source
 from gpuctl.server.wiring import default_cache
 
 log = logging.getLogger("gpuctl.server")
@@ -86,6 +88,7 @@ class ServerContext:
     reconciler: Reconciler | None = None
     backstop: Backstop | None = None
     defrag: Defragmenter | None = None
+    set_aside: SetAside | None = None  # issue 31: nodes held for the oldest waiting gang (with --defrag)
     history: HistoryRecorder | None = None
     elector: LeaderElector | None = None
     reloader: CertReloader | None = None
@@ -313,6 +316,9 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             leader=leader,
             identity=ctx.elector.identity if ctx.elector is not None else "",
         )
+        ctx.set_aside = SetAside(
+            cluster, set_aside_source(cache), pools=defrag_pools, settle=args.defrag_settle, leader=leader
+        )
     if history:
         ctx.history = HistoryRecorder(cluster, cache, leader=leader)
         ctx.history.attach()
@@ -322,6 +328,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
         )
         if ctx.defrag is not None:
             ctx.registry.register(ctx.defrag)
+        if ctx.set_aside is not None:
+            ctx.registry.register(ctx.set_aside)
         if ctx.history is not None:
             ctx.registry.register(ctx.history)
     return ctx
@@ -422,6 +430,8 @@ def main(argv: list[str]) -> int:
         ctx.backstop.start(ctx.stop)
     if ctx.defrag is not None:
         ctx.defrag.start(ctx.stop)
+    if ctx.set_aside is not None:
+        ctx.set_aside.start(ctx.stop)
     if ctx.history is not None:
         ctx.history.start(ctx.stop)
     threading.Thread(target=freeze_heap, args=(ctx.cache, ctx.stop), name="gc-freeze", daemon=True).start()

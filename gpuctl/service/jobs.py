@@ -11,12 +11,15 @@ from weakref import WeakKeyDictionary
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, condition, owner_refs
 from gpuctl.domain.status import (
     WAITING_STATES,
     State,
+    gang_ready,
+    gang_status,
     is_gated,
     job_status,
     pod_finished,
@@ -222,6 +225,23 @@ def list_job_rows(
                 )
             )
             continue
+        if gang_nodes(job.obj) > 1:  # a multi-node job: one row, READY k/N, its nodes in rank order
+            ranked = gang_pods(job.obj, shown) or by_rank(shown)
+            rows.append(
+                JobRow(
+                    job_id=job.name,
+                    status=gang_status(job.status, [job.pod_words[p["metadata"]["uid"]] for p in ranked]),
+                    ready=gang_ready(ranked, gang_nodes(job.obj)),
+                    node=",".join(dict.fromkeys(n for p in ranked if (n := pod_node(p)))) or "<none>",
+                    ip=pod_ip(ranked[0]) or "<none>",
+                    age=age_seconds(job.obj),
+                    position=job.position,
+                    gpus=sum(pod_gpus(p) for p in ranked) if gpus else None,
+                    reason=why(job.workload, job.status),
+                    **common,
+                )
+            )
+            continue
         for pod in sorted(shown, key=lambda p: p["metadata"]["name"]):
             r, t = pod_ready(pod)
             pod_wl = inv.pod_workload(pod, job.workload)
@@ -324,7 +344,7 @@ def find_job(
         where = ", ".join(sorted(f"{j.namespace} ({j.kind})" for j in matches))
         raise ServiceError(f"job {name} exists in several places: {where}; pass -n NAMESPACE")
     job = matches[0]
-    if job.kind in (Kind.INFERENCE, Kind.COMPUTE, Kind.NOTEBOOK):
+    if job.kind in (Kind.INFERENCE, Kind.COMPUTE, Kind.NOTEBOOK) or gang_nodes(job.obj) > 1:
         job.service = cluster.get_or_none(path("Service", SERVICE_PREFIX + job.name, job.namespace))
     return job
 

@@ -30,6 +30,7 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.gang import gang_note
 from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception, require
 from gpuctl.service.inventory import CONTROLLER_KINDS
@@ -304,7 +305,7 @@ def _write_objects(
                 for o in reversed(done):
                     cluster.delete(path(o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]))
             raise
-        return [f"{_label(o)} created" for o in objs]
+        return [f"{_label(o)} created{gang_note(o)}" for o in objs]
     lines = []
     for o in objs:
         meta = o["metadata"]
@@ -312,7 +313,7 @@ def _write_objects(
         if existing is None:
             if writes:
                 cluster.create(o, dry_run=server_dry)
-            lines.append(f"{_label(o)} created")
+            lines.append(f"{_label(o)} created{gang_note(o)}")
             continue
         if (existing["metadata"].get("annotations") or {}).get(SPEC_HASH) == meta["annotations"][SPEC_HASH]:
             lines.append(f"{_label(o)} unchanged")

@@ -57,7 +57,16 @@ from gpuctl.service.pools import (
     sync_queues,
 )
 from gpuctl.service.usage import PoolUsage, pool_usage
-from queues import TeamQuota, cluster_queue, local_queue, pool_toleration, resource_flavor, team_namespace
+from queues import (
+    TeamQuota,
+    cluster_queue,
+    local_queue,
+    pool_toleration,
+    resource_flavor,
+    team_namespace,
+    topology,
+    topology_name,
+)
 from queues.multicluster import (
     admission_check,
     cluster_secret,
@@ -223,9 +232,15 @@ def apply_remote_pool(
             cluster.apply(multikueue_cluster(p.name), dry_run=server_dry)
         cluster.apply(multikueue_config(clusters), dry_run=server_dry)
         cluster.apply(admission_check(), dry_run=server_dry)
-        rf = resource_flavor(name, [pool_toleration(name)])
+        levels = tuple(
+            spec.topology or ()
+        )  # the workers' levels (issue 31), so a gang's level exists here too
+        if levels and cluster.get_or_none(path("Topology", topology_name(levels))) is None:
+            cluster.apply(topology(levels), dry_run=server_dry)
+        rf = resource_flavor(name, [pool_toleration(name)], levels)
         notes = {Labels.DESCRIPTION: spec.pool.description} if spec.pool.description else {}
         rf["metadata"]["annotations"] = {
+            **rf["metadata"].get("annotations", {}),
             **notes,
             POOL_CLUSTERS_ANNOTATION: clusters_annotation(spec.pool.clusters),
         }

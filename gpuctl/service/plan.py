@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from gpuctl.builders import build
 from gpuctl.constants import JOB_KINDS, Kind, Labels
+from gpuctl.domain.gang import gang_note
 from gpuctl.service.convert import pool_node_patches, team_limit_range, team_quotas
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
-from queues import PoolCapacity, cluster_queue, cohort, local_queue, resource_flavor, team_namespace
+from queues import PoolCapacity, cluster_queue, cohort, local_queue, resource_flavor, team_namespace, topology
 
 
 @dataclass
@@ -50,7 +51,7 @@ def plan_documents(docs: list[Document], default_namespace: str) -> Plan:
         if kind in JOB_KINDS:
             objs = build(spec, spec_namespace(spec, default_namespace))
             plan.objects += objs
-            plan.lines += [f"{object_label(o)} created" for o in objs]
+            plan.lines += [f"{object_label(o)} created{gang_note(o)}" for o in objs]
             if spec.resources.gpu_share is not None:
                 plan.notes.append(
                     f"{doc.source}: job {spec.job.name}: gpu-share {spec.resources.gpu_share} becomes a "
@@ -61,7 +62,10 @@ def plan_documents(docs: list[Document], default_namespace: str) -> Plan:
             plan.lines.append(f"pool/{spec.pool.name} created")
             plan.lines += [f"node/{n} labeled {Labels.POOL}={spec.pool.name}" for n in sorted(spec.nodes)]
             plan.objects += pool_node_patches(spec)
-            plan.objects.append(resource_flavor(spec.pool.name))
+            levels = tuple(spec.topology or ())
+            if levels:
+                plan.objects.append(topology(levels))
+            plan.objects.append(resource_flavor(spec.pool.name, levels=levels))
             plan.objects.append(cohort([PoolCapacity(name=spec.pool.name, nodes=tuple(sorted(spec.nodes)))]))
             plan.notes.append(
                 f"{doc.source}: pool {spec.pool.name}: capacity is read from the nodes when applied; "

@@ -18,6 +18,7 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.gang import default_topology, nodes_missing_levels, pool_topology
 from gpuctl.domain.gpus import workload_gpus
 from gpuctl.domain.multicluster import team_checks
 from gpuctl.domain.objects import is_gpuctl_object
@@ -56,7 +57,14 @@ from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, collect_jobs
 from gpuctl.service.usage import PoolUsage, pool_usage
-from queues import budget_flavor, cluster_queue, resource_flavor, topology, workload_priority_classes
+from queues import (
+    budget_flavor,
+    cluster_queue,
+    resource_flavor,
+    topology,
+    topology_name,
+    workload_priority_classes,
+)
 
 if TYPE_CHECKING:  # annotations only: a read (`get pools`, `describe job`) never loads pydantic
     from gpuctl.spec import PoolSpec
@@ -425,9 +433,9 @@ class _PoolPlan:
             for k, n in nodes.items()
             if k in spec.nodes
         ]
-        rf = desired_flavor(name, members)
+        rf = desired_flavor(name, members, _pool_levels(spec, members, flavor))
         if spec.pool.description:
-            rf["metadata"]["annotations"] = {Labels.DESCRIPTION: spec.pool.description}
+            rf["metadata"].setdefault("annotations", {})[Labels.DESCRIPTION] = spec.pool.description
         return cls(
             name=name,
             nodes=nodes,
@@ -487,6 +495,9 @@ class _PoolPlan:
         created_flavor = False
         try:
             ensure_bootstrap(cluster, dry_run=dry_run)
+            levels = pool_topology(self.desired)
+            if cluster.get_or_none(path("Topology", topology_name(levels))) is None:
+                cluster.apply(topology(levels), dry_run=server_dry)
             if self.flavor is None:
                 cluster.apply(self.desired, dry_run=server_dry)
                 created_flavor = True
@@ -520,6 +531,34 @@ class _PoolPlan:
                 if created_flavor:
                     cluster.delete(path("ResourceFlavor", self.name))
             raise
+
+
+def _pool_levels(spec: PoolSpec, members: list[dict], flavor: dict | None) -> tuple[str, ...]:
+    """The pool's network topology above the node (issue 31, docs/distributed.md): the document's
+    `topology`; else, for a new pool, the well-known levels all its nodes carry
+    (gpuctl.domain.gang.default_topology), for an existing one the levels it has. Refused: a node
+    without a label of some level (Kueue would never place a pod on it), and a change of an existing
+    pool's levels (Kueue keeps a flavor's topologyName fixed)."""
+    name = spec.pool.name
+    if spec.topology is not None:
+        levels = tuple(spec.topology)
+    else:
+        levels = default_topology(members) if flavor is None else pool_topology(flavor)
+    missing = nodes_missing_levels(members, levels)
+    if missing:
+        node, lack = sorted(missing.items())[0]
+        raise ServiceError(
+            f"pool {name}: node {node} has no label {', '.join(lack)}, a level of the pool's topology, so "
+            f"Kueue would never place a pod on it: label it (gpuctl label node {node} {lack[0]}=<value>) "
+            "or leave the level out of `topology`"
+        )
+    if flavor is not None and (flavor.get("spec") or {}).get("topologyName") != topology_name(levels):
+        was = ", ".join(pool_topology(flavor)) or "the node only"
+        raise Conflict(
+            f"pool {name}: its topology is {was}; Kueue keeps a pool's topology fixed while the pool exists: "
+            f"delete the pool (gpuctl delete pool {name}) and create it again with the new `topology`"
+        )
+    return levels
 
 
 def _tolerations_text(tolerations: list[dict]) -> str:

@@ -5,7 +5,9 @@ as few requests as the submission needs. Nothing here writes."""
 
 from __future__ import annotations
 
-from gpuctl.builders import WHOLE_GPUS, build
+from dataclasses import replace
+
+from gpuctl.builders import build
 from gpuctl.cluster import Cluster, path
 from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import DEFAULT_POOL, GPU_TYPE_LABEL_KEYS, JOB_KINDS, Kind, Labels
@@ -13,6 +15,7 @@ from gpuctl.domain.multicluster import refused_kind, remote_pools
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
+from gpuctl.service.gang_facts import gang_pool_facts
 from gpuctl.service.inventory import CONTROLLER_KINDS, JOB_SELECTOR, MANAGED_SELECTOR
 from gpuctl.service.sharing import share_facts
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
@@ -118,7 +121,10 @@ def precheck_jobs(
                 f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
             )
         share = spec.resources.gpu_share
-        planned[i] = build(spec, ns, WHOLE_GPUS if share is None else share_facts(reader, where, pool, share))
+        facts = gang_pool_facts(where, spec, flavors, docs)
+        if share is not None:  # the slice of gpu-share, on the same pool (its topology kept)
+            facts = replace(share_facts(reader, where, pool, share), topology=facts.topology)
+        planned[i] = build(spec, ns, facts)
     _check_names(cluster, reader, docs, planned, action)
     return planned
 

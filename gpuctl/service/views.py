@@ -20,6 +20,7 @@ from gpuctl.domain.status import State
 from gpuctl.domain.workload import max_runtime_seconds
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound, ServiceError
+from gpuctl.service.gang import gang_view
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import (
     Job,
@@ -68,6 +69,8 @@ class JobDescription:
     multikueue: dict[str, Any] | None = None
     # Why the pods of a job in a worker cluster were not read (no context for it, unreachable); None: read.
     pods_error: str | None = None
+    # A multi-node job (issue 31, gpuctl.service.gang.gang_view): its size and ranks; None for one pod.
+    gang: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,6 +152,7 @@ def describe_job(
         cluster=where.text if where else None,
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,
+        gang=gang_view(job.member or cluster, job.obj, job.pods, job.pool),
     )
 
 

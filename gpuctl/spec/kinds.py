@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from gpuctl.constants import SERVICE_PREFIX
 from gpuctl.spec.fields import KindModel, fail, show
 from gpuctl.spec.job import Environment, JobMeta
-from gpuctl.spec.resources import Resources
+from gpuctl.spec.resources import Resources, TrainingResources
 from gpuctl.spec.service import NotebookService, Service, Storage
 
 # A notebook is a StatefulSet: its pods carry `controller-revision-hash: <name>-<10-char hash>`, a label
@@ -46,10 +46,25 @@ _SERVICE_WHY = f"the Service {SERVICE_PREFIX}<name> allows at most {SERVICE_NAME
 
 
 class TrainingSpec(_JobKind):
-    """`kind: training` → a batch/v1 Job."""
+    """`kind: training` → a batch/v1 Job; with `resources.nodes: N` > 1 an Indexed Job of N pods and the
+    headless Service svc-<name> through which rank 0 is reached (docs/distributed.md)."""
 
     kind: Literal["training"] = "training"
+    resources: TrainingResources
     storage: Storage = Storage()
+
+    @model_validator(mode="after")
+    def _gang_name(self) -> TrainingSpec:
+        """A multi-node job also gets the Service svc-<name>, a 63-character DNS label."""
+        if self.resources.nodes > 1 and len(self.job.name) > SERVICE_NAME_MAX:
+            raise fail(
+                "name_length",
+                f"{show(self.job.name)} is {len(self.job.name)} characters; "
+                f"a multi-node job's {_SERVICE_WHY}",
+                f"shorten job.name to at most {SERVICE_NAME_MAX} characters",
+                at="job.name",
+            )
+        return self
 
 
 class InferenceSpec(_JobKind):

@@ -16,6 +16,7 @@ __all__ = [
     "is_dns_label",
     "is_dns_subdomain",
     "is_env_name",
+    "is_label_key",
     "is_label_value",
 ]
 
@@ -49,3 +50,12 @@ def is_label_value(s: str) -> bool:
 def is_env_name(s: str) -> bool:
     """Environment variable name as Kubernetes validated it before 1.30: `[-._a-zA-Z][-._a-zA-Z0-9]*`."""
     return _ENV_NAME_RE.fullmatch(s) is not None
+
+
+def is_label_key(s: str) -> bool:
+    """Kubernetes label key: an optional DNS-subdomain prefix and '/', then a name of at most 63
+    alphanumerics with '-', '_', '.' inside (example.com/rack, topology.kubernetes.io/zone)."""
+    prefix, _, key = s.rpartition("/")
+    if prefix and not is_dns_subdomain(prefix):
+        return False
+    return bool(key) and is_label_value(key)

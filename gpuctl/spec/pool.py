@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator
 
+from gpuctl.constants import HOSTNAME_LABEL, MAX_TOPOLOGY_LEVELS
 from gpuctl.spec.fields import (
     DnsLabel,
     DnsLabelKey,
@@ -15,8 +16,11 @@ from gpuctl.spec.fields import (
     SpecModel,
     Text,
     aliases,
+    fail,
     none_to_empty_dict_values,
+    show,
 )
+from gpuctl.spec.names import is_label_key
 
 
 class PoolCluster(SpecModel):
@@ -56,9 +60,49 @@ class PoolNode(SpecModel):
     gpu_type: LabelValue = Field("", validation_alias=aliases("gpuType", "gpu_type", "gpu-type"))
 
 
+_TOPOLOGY_FIX = (
+    "list the node-label keys of the pool's network levels, outermost first, e.g. "
+    "topology: [example.com/block, example.com/rack] (the node itself is always the last level)"
+)
+
+
+def _one_or_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
 class PoolSpec(KindModel):
-    """`kind: pool` (earlier spelling `resource`): a named set of nodes."""
+    """`kind: pool` (earlier spelling `resource`): a named set of nodes. `topology`: the node labels of its
+    network levels above the node, outermost first (`[example.com/block, example.com/rack]`); the pool's
+    Kueue Topology gets them above kubernetes.io/hostname, and a multi-node job is placed inside the
+    smallest level that holds it (docs/distributed.md). Left out: the well-known levels its nodes carry
+    (gpuctl.domain.gang.WELL_KNOWN_TOPOLOGIES), else none."""
 
     kind: Literal["pool"] = "pool"
     pool: PoolMeta
     nodes: Annotated[dict[NodeName, PoolNode], BeforeValidator(none_to_empty_dict_values)] = {}
+    topology: Annotated[list[str], BeforeValidator(_one_or_list)] | None = None
+
+    @field_validator("topology")
+    @classmethod
+    def _levels(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for i, level in enumerate(value):
+            if not is_label_key(level):
+                raise fail("topology", f"{show(level)} is not a node label key", _TOPOLOGY_FIX, at=f"[{i}]")
+            if level == HOSTNAME_LABEL:
+                raise fail(
+                    "topology",
+                    f"{HOSTNAME_LABEL} is always the lowest level",
+                    "remove it; list only the levels above the node",
+                    at=f"[{i}]",
+                )
+            if level in value[:i]:
+                raise fail("topology", f"{level} is listed twice", "list each level once", at=f"[{i}]")
+        if len(value) > MAX_TOPOLOGY_LEVELS:
+            raise fail(
+                "topology",
+                f"{len(value)} levels; Kueue takes at most {MAX_TOPOLOGY_LEVELS} above the node",
+                _TOPOLOGY_FIX,
+            )
+        return value

@@ -1,16 +1,18 @@
-"""`resources:`: what each pod of a job requests and where it may run (pools, GPU type, tolerations)."""
+"""`resources:`: what each pod of a job requests and where it may run (pools, GPU type, tolerations);
+for `kind: training`, also how many nodes (pods) the job spans and how close they must be placed."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gpuctl.constants import DEFAULT_POOL
+from gpuctl.constants import DEFAULT_POOL, SET_ASIDE_TAINT_KEY
 from gpuctl.spec.fields import (
     DnsLabel,
     LabelValue,
     NonNegInt,
+    PositiveInt,
     PositiveQuantity,
     SpecModel,
     Text,
@@ -52,6 +54,12 @@ class Toleration(SpecModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Toleration:
+        if self.key == SET_ASIDE_TAINT_KEY:
+            raise fail(
+                "toleration",
+                f"{SET_ASIDE_TAINT_KEY} marks nodes set aside for a waiting multi-node job",
+                "remove this toleration; gpuctl gives it to multi-node jobs (resources.nodes) only",
+            )
         if self.operator == "Exists" and self.value:
             raise fail("toleration", "operator Exists takes no value", "remove `value` or use operator Equal")
         if not self.key and self.operator != "Exists":
@@ -91,10 +99,30 @@ class Resources(SpecModel):
     gpu_share: Text | None = Field(None, validation_alias=aliases("gpuShare", "gpu_share", "gpu-share"))
     tolerations: list[Toleration] = []
 
+    # Why `resources.nodes` / `resources.topology` mean nothing for this kind (None: the kind takes them).
+    _gang_why: ClassVar[str | None] = "only `kind: training` runs on several nodes (a pod per node)"
+
     @field_validator("tolerations", mode="before")
     @classmethod
     def _tolerations(cls, value: Any) -> Any:
         return [value] if isinstance(value, str | dict) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gang_keys(cls, data: Any) -> Any:
+        """`nodes` and `topology` are refused, not ignored, on the kinds that cannot span nodes."""
+        if cls._gang_why is None or not isinstance(data, dict):
+            return data
+        for key in (*GANG_NODES_KEYS, "topology"):
+            if key in data:
+                raise fail(
+                    "training_only",
+                    cls._gang_why,
+                    "remove it; a service (inference, compute) scales with service.replicas, each replica "
+                    "its own pod; a multi-node job is `kind: training` with resources.nodes",
+                    at=key,
+                )
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -144,3 +172,61 @@ class Resources(SpecModel):
     @classmethod
     def _gpu_type(cls, value: Any) -> Any:
         return None if value == "" else value
+
+
+# Spellings of `resources.nodes` (Kubeflow Trainer's numNodes too).
+GANG_NODES_KEYS = ("nodes", "numNodes", "num_nodes", "num-nodes")
+_NODES_FIX = (
+    "use resources.nodes: N: N pods, one per node, each with the gpu, cpu and memory above (per node, like "
+    "Kubeflow's resourcesPerNode), e.g. nodes: 2 with gpu: 8 for 16 GPUs"
+)
+
+
+class TrainingResources(Resources):
+    """`resources:` of `kind: training`: `nodes: N` runs N pods (one per node, ranks 0..N-1), each
+    requesting the block's gpu, cpu and memory: every amount is per node. `topology: rack` (a level
+    of the pool's topology, docs/distributed.md) requires all N pods inside one such domain; without it
+    Kueue prefers the smallest level that holds them."""
+
+    nodes: PositiveInt = Field(1, validation_alias=aliases(*GANG_NODES_KEYS))
+    topology: Text | None = None
+
+    _gang_why: ClassVar[str | None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replicas(cls, data: Any) -> Any:
+        """`replicas` (Deployment's word) and `workers` are what users try first: say what to write."""
+        if isinstance(data, dict):
+            for key in ("replicas", "workers", "world_size", "worldSize"):
+                if key in data:
+                    raise fail(
+                        "nodes",
+                        f"{key} is not a training field: a training job's pods are its nodes",
+                        _NODES_FIX,
+                        at=key,
+                    )
+        return data
+
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _topology(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _gang(self) -> TrainingResources:
+        if self.topology is not None and self.nodes == 1:
+            raise fail(
+                "topology_one_node",
+                f"{self.topology} places the pods of a multi-node job together; this job has one node",
+                "remove resources.topology, or set resources.nodes to 2 or more",
+                at="topology",
+            )
+        if self.topology is not None and self.any_pool:
+            raise fail(
+                "topology_any_pool",
+                f"{self.topology} is a level of one pool's topology; this job may run in several pools",
+                "name one pool (resources.pool: P) or remove resources.topology",
+                at="topology",
+            )
+        return self

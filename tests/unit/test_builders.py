@@ -17,12 +17,16 @@ GOLDEN = Path(__file__).parent / "golden" / "builders"
 KINDS = ["training", "inference", "notebook", "compute"]
 
 
+# Example files with a golden rendering beyond the one per kind.
+EXAMPLES = [*KINDS, "training-multinode"]
+
+
 def _objects(kind: str) -> list[dict]:
     (doc,) = load_file(str(ROOT / "examples" / f"{kind}.yaml"))
     return build(doc.spec, doc.spec.job.namespace)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", EXAMPLES)
 def test_golden_manifests(kind: str) -> None:
     rendered = yaml.safe_dump_all(_objects(kind), sort_keys=False)
     golden = GOLDEN / f"{kind}.yaml"

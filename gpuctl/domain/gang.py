@@ -1,0 +1,181 @@
+"""Multi-node jobs ("gangs", issue 31; docs/distributed.md): what a gang is, how it is shown, and a pool's
+network topology. Pure: plain dicts in, values out.
+
+A gang is a batch/v1 Job in Indexed completion mode running more than one pod at once (gpuctl's
+`resources.nodes: N` renders one; a raw Indexed Job applied with kubectl is one too): Kueue admits its N
+pods as one Workload, and pod `i` is rank `i` (its completion index).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gpuctl.constants import JOB_COMPLETION_INDEX_ANNOTATION, POOL_TOPOLOGY_ANNOTATION
+from gpuctl.domain.gpus import pod_spec_gpus
+from gpuctl.domain.objects import annotations, labels, meta, name
+from gpuctl.domain.status import pod_finished
+
+# The well-known node labels of network levels, as hierarchies outermost first: a pool document that names
+# no `topology` gets the first hierarchy every one of its nodes carries entirely (none: the node only).
+# GKE's TPU/GPU blocks and sub-blocks; AWS's network node layers (EC2 instance topology); the levels of
+# Kueue's own Topology Aware Scheduling examples.
+WELL_KNOWN_TOPOLOGIES: tuple[tuple[str, ...], ...] = (
+    ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock"),
+    (
+        "topology.k8s.aws/network-node-layer-1",
+        "topology.k8s.aws/network-node-layer-2",
+        "topology.k8s.aws/network-node-layer-3",
+    ),
+    ("cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"),
+)
+
+
+def default_topology(nodes: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The levels of WELL_KNOWN_TOPOLOGIES that every node carries, the first hierarchy that fits; ()."""
+    node_labels = [labels(n) for n in nodes]
+    if not node_labels:
+        return ()
+    for levels in WELL_KNOWN_TOPOLOGIES:
+        if all(all(level in nl for level in levels) for nl in node_labels):
+            return levels
+    return ()
+
+
+def pool_topology(flavor: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """A pool's levels above the node, as its ResourceFlavor records them (queues.resource_flavor)."""
+    text = annotations(flavor).get(POOL_TOPOLOGY_ANNOTATION) or ""
+    return tuple(level for level in text.split(",") if level)
+
+
+def nodes_missing_levels(nodes: Iterable[Mapping[str, Any]], levels: Sequence[str]) -> dict[str, list[str]]:
+    """Node name -> the levels it has no label for. Kueue's Topology Aware Scheduling never places a pod
+    on such a node, so a pool refuses it rather than keep a node nothing can use."""
+    out = {}
+    for n in nodes:
+        missing = [level for level in levels if level not in labels(n)]
+        if missing:
+            out[name(n)] = missing
+    return out
+
+
+def gang_nodes(job: Mapping[str, Any] | None) -> int:
+    """How many pods (nodes) a Job runs at once as one gang: min(parallelism, completions) of an Indexed
+    Job, else 1 (a Deployment's or StatefulSet's pods are not one gang of ranks)."""
+    spec = (job or {}).get("spec") or {}
+    if spec.get("completionMode") != "Indexed":  # a Job's field (list items carry no `kind`)
+        return 1
+    parallelism = int(spec.get("parallelism") if spec.get("parallelism") is not None else 1)
+    completions = int(spec.get("completions") if spec.get("completions") is not None else parallelism)
+    return max(min(parallelism, completions), 1)
+
+
+def gang_text(nodes: int, gpus_per_node: int) -> str:
+    """ "2 nodes x 8 GPUs = 16 GPUs" (what `describe job` and a dry run say of a gang)."""
+    return f"{nodes} nodes x {gpus_per_node} GPUs = {nodes * gpus_per_node} GPUs"
+
+
+def gang_note(obj: Mapping[str, Any]) -> str:
+    """ " (2 nodes x 8 GPUs = 16 GPUs)" after a multi-node Job's line in create/apply output, else ""."""
+    nodes = gang_nodes(obj)
+    if nodes == 1:
+        return ""
+    return f" ({gang_text(nodes, pod_spec_gpus((obj['spec']['template'] or {}).get('spec') or {}))})"
+
+
+def pod_rank(pod: Mapping[str, Any]) -> int | None:
+    """A gang pod's rank: its completion index (None for a pod of no Indexed Job)."""
+    value = annotations(pod).get(JOB_COMPLETION_INDEX_ANNOTATION)
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
+def by_rank(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Pods in rank order (pods without a rank last, by name)."""
+    return sorted(pods, key=lambda p: (pod_rank(p) is None, pod_rank(p) or 0, meta(p).get("name", "")))
+
+
+def gang_pods(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The Job's own unfinished pods in rank order: not a deleted Job's of the same name still
+    terminating (matched by the job-name label too), nor a failed or succeeded one."""
+    uid = meta(job).get("uid")
+    own = [
+        p
+        for p in pods
+        if any(r.get("uid") == uid for r in meta(p).get("ownerReferences") or []) and not pod_finished(p)
+    ]
+    return by_rank(own)
+
+
+def rank_pod(pods: Iterable[Mapping[str, Any]], rank: int) -> Mapping[str, Any] | None:
+    """The live pod of `rank` (a replaced rank's newest pod), or None."""
+    found = [p for p in pods if pod_rank(p) == rank and not meta(p).get("deletionTimestamp")]
+    return max(found, key=lambda p: meta(p).get("creationTimestamp", ""), default=None)
+
+
+def node_domains(node: Mapping[str, Any] | None, levels: Sequence[str]) -> list[str]:
+    """The node's value at each topology level ("-" where it has no label), outermost first."""
+    node_labels = labels(node or {})
+    return [node_labels.get(level, "-") for level in levels]
+
+
+def rank_rows(
+    pods: Sequence[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]], levels: Sequence[str]
+) -> list[dict]:
+    """`describe job`'s ranks: rank -> pod -> node -> its domain at each topology level, in rank order."""
+    rows = []
+    for p in by_rank(pods):
+        node = (p.get("spec") or {}).get("nodeName")
+        rows.append(
+            {
+                "rank": pod_rank(p),
+                "pod": name(p),
+                "node": node,
+                "domains": dict(zip(levels, node_domains(nodes.get(node or ""), levels), strict=True)),
+            }
+        )
+    return rows
+
+
+def level_domains(nodes: Iterable[Mapping[str, Any]], level: str) -> dict[str, list[str]]:
+    """Domain (the node's value of label `level`) -> its node names; nodes without the label are in none."""
+    out: dict[str, list[str]] = {}
+    for n in nodes:
+        value = labels(n).get(level)
+        if value is not None:
+            out.setdefault(value, []).append(name(n))
+    return out
+
+
+def fits_in_one(free: Mapping[str, int], domains: Mapping[str, Sequence[str]], pods: int, gpus: int) -> bool:
+    """Whether one domain has `pods` nodes with `gpus` free GPUs each (one pod per node)."""
+    return any(sum(free.get(n, 0) >= gpus for n in members) >= pods for members in domains.values())
+
+
+def gang_wait_message(
+    pool: str,
+    pods: int,
+    gpus: int,
+    free: Mapping[str, int],
+    level: str = "",
+    domains: Mapping[str, Sequence[str]] | None = None,
+) -> str:
+    """Why a gang waits for room: "needs 2 nodes with 8 free GPUs in one rack; 1 has 8 free" (the
+    nodes of the pool with that much free, in the best domain of its required level)."""
+    fitting = {n for n, f in free.items() if f >= gpus}
+    total = sum(max(f, 0) for f in free.values())
+    if level and domains is not None:
+        short = level.rsplit("/", 1)[-1]
+        best, count = max(
+            ((d, sum(n in fitting for n in m)) for d, m in sorted(domains.items())),
+            key=lambda x: x[1],
+            default=("", 0),
+        )
+        where = f"; the most in one {short} is {count} ({best})" if best else f"; no node has a {short} label"
+        return (
+            f"needs {pods} nodes with {gpus} free GPUs in one {short} of {pool}; {len(fitting)} "
+            f"{'has' if len(fitting) == 1 else 'have'} {gpus} free{where} ({total} GPUs free in all)"
+        )
+    return (
+        f"needs {pods} nodes with {gpus} free GPUs in {pool}; {len(fitting)} "
+        f"{'has' if len(fitting) == 1 else 'have'} {gpus} free ({total} GPUs free in all)"
+    )

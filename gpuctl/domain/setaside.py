@@ -1,0 +1,171 @@
+"""No starvation for multi-node jobs (issue 31, docs/distributed.md "No starvation"): which nodes to set
+aside for the oldest waiting gang of a pool, and which to give back. Pure: objects in, a plan out;
+gpuctl.server.setaside carries it out in `gpuctl serve --defrag POOLS`.
+
+Kueue admits a smaller job past a gang that does not fit (BestEffortFIFO, and other teams' queues in any
+case), so a stream of 1-GPU jobs can keep two whole nodes from ever being free at once. Setting nodes aside
+stops that without preempting anything:
+
+- **Who.** Per pool, the first waiting gang (a Workload in Kueue's queue whose pod set counts more than one
+  pod) in Kueue's own order (priority, then age), that has waited `settle` seconds and whose team is within
+  its GPU quota with it (a team can hold back others only for work its quota entitles it to). One gang per
+  pool at a time; nothing for a gang that no domain of its pool could ever hold.
+- **Which nodes.** N Ready nodes with room for one pod each when empty, inside one domain of the gang's
+  required level (else of the smallest level that has N, else anywhere in the pool), those that become free
+  first: the latest known end (maxRuntime) of what runs there, then the fewest GPUs in use, then by name.
+- **What it does.** A NoSchedule taint (SET_ASIDE_TAINT_KEY) that only gangs tolerate: Kueue admits no new
+  non-gang work there, what runs there runs to its end, and the gang is admitted as soon as they are free.
+- **Given back** when the gang holds quota, is deleted or stopped, or another gang now comes first.
+
+The bound: a gang starts at most `settle` + one reconcile interval + the longest remaining run time of the
+jobs on the chosen nodes after it became the first waiting gang of its pool (plus Kueue's admission step);
+jobs without a maxRuntime make that bound unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.constants import SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_TAINT_KEY, TAS_REQUIRED
+from gpuctl.domain.gang import level_domains
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus
+from gpuctl.domain.objects import annotations, meta, name, parse_time
+from gpuctl.domain.pools import node_gpus, node_pool, node_ready
+from gpuctl.domain.teams import team_budgets, team_reserved_gpus
+from gpuctl.domain.workload import IN_QUEUE, job_pool, pod_release_deadline, priority_value, workload_state
+
+
+@dataclass(frozen=True)
+class Gang:
+    """A waiting multi-node Workload."""
+
+    key: str  # namespace/job, as the node annotation records it
+    namespace: str
+    pool: str
+    pods: int
+    gpus: int  # per pod
+    priority: int
+    since: float
+    level: str = ""  # required topology level ("": none)
+
+
+@dataclass(frozen=True)
+class Plan:
+    hold: dict[str, str]  # node -> gang key: nodes to set aside (already or newly)
+    release: tuple[str, ...]  # nodes set aside for a gang that no longer needs them
+    why: dict[str, str]  # pool -> the decision, for logs and the metric
+
+
+def set_aside_for(node: Mapping[str, Any]) -> str | None:
+    """The gang a node is set aside for (its annotation, while it carries the taint), else None."""
+    tainted = any(t.get("key") == SET_ASIDE_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or [])
+    return annotations(node).get(SET_ASIDE_FOR_ANNOTATION) if tainted else None
+
+
+def waiting_gangs(
+    workloads: Iterable[Mapping[str, Any]], cluster_queues: Sequence[Mapping[str, Any]]
+) -> list[Gang]:
+    """Waiting gangs whose team is within its GPU quota with them, in Kueue's order."""
+    budgets, used = team_budgets(cluster_queues), team_reserved_gpus(cluster_queues)
+    out = []
+    for wl in workloads:
+        sets = (wl.get("spec") or {}).get("podSets") or []
+        if workload_state(wl) not in IN_QUEUE or len(sets) != 1 or int(sets[0].get("count") or 1) < 2:
+            continue
+        template = sets[0].get("template") or {}
+        pods, gpus = int(sets[0]["count"]), pod_spec_gpus(template.get("spec") or {})
+        ns = meta(wl).get("namespace", "")
+        quota = budgets[ns].gpu if ns in budgets else 0
+        if gpus <= 0 or (quota is not None and used.get(ns, 0) + pods * gpus > quota):
+            continue
+        owners = meta(wl).get("ownerReferences") or []
+        key = f"{ns}/{owners[0]['name'] if owners else name(wl)}"
+        since = parse_time(meta(wl).get("creationTimestamp")) or 0.0
+        level = annotations(template).get(TAS_REQUIRED, "")
+        out.append(Gang(key, ns, job_pool(wl) or "", pods, gpus, priority_value(wl), since, level))
+    return sorted(out, key=lambda g: (-g.priority, g.since, g.key))
+
+
+def _node_cost(node: str, pods_on: Mapping[str, list[Mapping[str, Any]]]) -> tuple[float, int, str]:
+    """When the node is free at the latest (inf: unknown), then GPUs in use, then its name."""
+    holding = [p for p in pods_on.get(node, []) if pod_gpus(p)]
+    ends = [pod_release_deadline(p) for p in holding]
+    end = 0.0 if not holding else (math.inf if None in ends else max(e for e in ends if e is not None))
+    return end, sum(pod_gpus(p) for p in holding), node
+
+
+def choose_nodes(
+    gang: Gang, nodes: Sequence[Mapping[str, Any]], levels: Sequence[str], pods_on: Mapping[str, list]
+) -> list[str] | None:
+    """The gang's N nodes (module docstring), or None when no domain could ever hold it."""
+    fit = [n for n in nodes if node_gpus(n) >= gang.gpus]
+    # The levels a domain may be taken from, smallest first: inside the required level, else any.
+    if gang.level:
+        ladder = list(levels[levels.index(gang.level) :][::-1]) if gang.level in levels else [gang.level]
+    else:
+        ladder = [*levels[::-1], ""]
+    for level in ladder:
+        domains = level_domains(fit, level) if level else {"": [name(n) for n in fit]}
+        best: list[tuple[tuple, ...]] = []
+        for members in domains.values():
+            if len(members) >= gang.pods:
+                costs = sorted(_node_cost(n, pods_on) for n in members)[: gang.pods]
+                best.append((max(costs), tuple(c[2] for c in costs)))
+        if best:
+            return sorted(min(best)[1])
+    return None
+
+
+def plan_set_aside(
+    nodes: Sequence[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    workloads: Sequence[Mapping[str, Any]],
+    cluster_queues: Sequence[Mapping[str, Any]],
+    levels: Mapping[str, Sequence[str]],
+    *,
+    pools: Sequence[str] | None,
+    now: float,
+    settle: float,
+) -> Plan:
+    """Which nodes to hold for which gang, and which to give back (module docstring). `levels`: each
+    pool's topology levels above the node (gpuctl.domain.gang.pool_topology); `pools`: None for all."""
+    pods_on: dict[str, list[Mapping[str, Any]]] = {}
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            pods_on.setdefault(node, []).append(p)
+    marked = {name(n): g for n in nodes if (g := set_aside_for(n))}
+    first: dict[str, Gang] = {}
+    for g in waiting_gangs(workloads, cluster_queues):
+        if g.pool and (pools is None or g.pool in pools):
+            first.setdefault(g.pool, g)
+    hold: dict[str, str] = {}
+    why: dict[str, str] = {}
+    for pool, g in sorted(first.items()):
+        if now - g.since < settle:
+            why[pool] = f"{g.key} waits {now - g.since:.0f}s of {settle:.0f}s before nodes are set aside"
+            continue
+        kept = [n for n, k in marked.items() if k == g.key]
+        if len(kept) >= g.pods:
+            hold.update(dict.fromkeys(kept, g.key))
+            why[pool] = f"holding {', '.join(sorted(kept))} for {g.key}"
+            continue
+        candidates = [
+            n
+            for n in nodes
+            if node_pool(n) == pool
+            and node_ready(n)
+            and not (n.get("spec") or {}).get("unschedulable")
+            and marked.get(name(n)) in (None, g.key)
+        ]
+        chosen = choose_nodes(g, candidates, levels.get(pool, ()), pods_on)
+        if chosen is None:
+            why[pool] = f"no domain of {pool} can hold {g.key} ({g.pods} nodes with {g.gpus} GPUs)"
+            continue
+        hold.update(dict.fromkeys(chosen, g.key))
+        why[pool] = f"set aside {', '.join(chosen)} for {g.key}"
+    release = tuple(sorted(n for n in marked if n not in hold))
+    return Plan(hold, release, why)

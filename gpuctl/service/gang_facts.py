@@ -1,0 +1,42 @@
+"""Multi-node jobs (issue 31, docs/distributed.md): what a submission needs to know of its pool. Loaded
+by the write paths only (it imports the builders, hence the spec models)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from gpuctl.builders import PoolFacts
+from gpuctl.builders.gang import topology_level
+from gpuctl.domain.gang import pool_topology
+from gpuctl.domain.objects import name
+from gpuctl.service.errors import ServiceError
+
+if TYPE_CHECKING:  # annotations only: a read never loads pydantic
+    from gpuctl.spec import Document, JobSpec
+
+
+def gang_pool_facts(
+    where: str, spec: JobSpec, flavors: Sequence[Mapping[str, Any]], docs: list[Document]
+) -> PoolFacts:
+    """What the builders may know of a single-pool job's pool: its topology levels, from the pool
+    document in the same submission or from the pool's ResourceFlavor (None: not known). A
+    `resources.topology` that names no level of the pool is refused here, before anything is written."""
+    pool = spec.resources.pool
+    new = next(
+        (d.spec for d in docs if getattr(d.spec, "kind", "") == "pool" and d.spec.pool.name == pool), None
+    )
+    if new is not None:
+        levels = tuple(new.topology) if new.topology is not None else None
+    else:
+        flavor = next((f for f in flavors if name(f) == pool), None)
+        levels = pool_topology(flavor) if flavor is not None else None
+    wanted = getattr(spec.resources, "topology", None)
+    if wanted and levels is not None and topology_level(wanted, levels) is None:
+        names = ", ".join(level.rsplit("/", 1)[-1] for level in levels)
+        fix = f"use one of {names}" if levels else f"name its levels in pool {pool}'s `topology`"
+        raise ServiceError(
+            f"{where}: resources.topology: {wanted} is no level of pool {pool}'s topology "
+            f"({', '.join(levels) or 'none: the node only'}); {fix}, or remove resources.topology"
+        )
+    return PoolFacts(name=pool, topology=levels)

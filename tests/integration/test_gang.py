@@ -1,0 +1,336 @@
+"""Multi-node training on the real cluster (issue 31, docs/distributed.md): a pool of three fake 8-GPU
+nodes in two racks, made by this module through the API (hack/cluster/nodes.yaml, which every other test
+relies on, is left alone). A 2-node x 8-GPU job is one Workload of 16 GPUs, both pods are placed at once on
+two nodes of one rack with the launcher environment; with one node free no pod of it exists and `describe`
+says why; a killed rank fails the whole gang and its quota is released; the team's Kueue usage always
+equals the GPUs its pods hold."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from gpuctl.cli.main import main
+from gpuctl.cluster import ApiError, path
+from gpuctl.constants import GPU_RESOURCE
+from gpuctl.domain.gpus import pod_gpus, workload_gpus
+from gpuctl.domain.teams import team_usage
+from gpuctl.domain.workload import WorkloadState, workload_state
+from tests.integration.conftest import wait_until
+from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
+
+BLOCK, RACK = "example.com/block", "example.com/rack"
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+@dataclass(frozen=True)
+class Racks:
+    pool: str
+    ns: str
+    nodes: dict[str, str]  # node -> rack
+
+
+def _node(name: str, rack: str) -> dict:
+    alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU_RESOURCE: "8"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/hostname": name, "type": "kwok", BLOCK: "b1", RACK: rack},
+        },
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": name},
+            ],
+            "capacity": dict(alloc),
+            "allocatable": alloc,
+        },
+    }
+
+
+def _ready(kube, name: str) -> bool:
+    node = kube.get_or_none(path("Node", name)) or {}
+    return any(
+        c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", [])
+    )
+
+
+@pytest.fixture(scope="module")
+def racks(cluster, kube, tmp_path_factory) -> Iterator[Racks]:
+    sfx = uuid.uuid4().hex[:5]
+    nodes = {f"gang-{sfx}-1": "r1", f"gang-{sfx}-2": "r1", f"gang-{sfx}-3": "r2"}
+    tmp = tmp_path_factory.mktemp("gang")
+    pool, ns = f"racks-{sfx}", f"gang-{sfx}"
+    for name, rack in nodes.items():
+        kube.create(_node(name, rack))
+    try:
+        for name in nodes:
+            wait_until(lambda name=name: _ready(kube, name), 60, what=f"node {name} Ready")
+        (tmp / "pool.yaml").write_text(
+            f"kind: pool\npool: {{name: {pool}}}\ntopology: [{BLOCK}, {RACK}]\nnodes:\n"
+            + "".join(f"  {n}: {{gpu-type: A100}}\n" for n in nodes)
+        )
+        (tmp / "quota.yaml").write_text(
+            f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace:\n  {ns}: {{gpu: 24}}\n"
+        )
+        assert (
+            main(
+                [
+                    "create",
+                    "-f",
+                    str(tmp / "pool.yaml"),
+                    "-f",
+                    str(tmp / "quota.yaml"),
+                    "--kubeconfig",
+                    cluster,
+                ]
+            )
+            == 0
+        )
+        yield Racks(pool, ns, nodes)
+    finally:
+        # Jobs first: a deleted namespace's gang pods wait for the Job controller (podReplacementPolicy
+        # Failed keeps their tracking finalizer until they end, which KWOK's pods never do on their own).
+        for job in kube.list(path("Job", namespace=ns)):
+            kube.delete(path("Job", job["metadata"]["name"], ns), propagation="Background")
+        main(["delete", "quota", f"q-{ns}", "--delete-namespace", "--kubeconfig", cluster])
+        wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
+        main(["delete", "pool", pool, "--kubeconfig", cluster])
+        for name in nodes:
+            try:
+                kube.delete(path("Node", name))
+            except ApiError as e:
+                if e.status != 404:
+                    raise
+
+
+def _job_file(
+    tmp_path, racks: Racks, name: str, nodes: int, *, topology: str = "", runtime: str = "30m"
+) -> str:
+    f = tmp_path / f"{name}.yaml"
+    extra = f", topology: {topology}" if topology else ""
+    f.write_text(
+        f"kind: training\njob: {{name: {name}, namespace: {racks.ns}}}\n"
+        "environment: {image: busybox, command: [torchrun, train.py], "
+        f"env: [{{GPUCTL_FAKE_RUNTIME: {runtime}}}]}}\n"
+        f"resources: {{pool: {racks.pool}, nodes: {nodes}, gpu: 8, cpu: 8, memory: 64Gi{extra}}}\n"
+    )
+    return str(f)
+
+
+def _workload(kube, ns: str, job: str) -> dict | None:
+    for wl in kube.list(path("Workload", namespace=ns)):
+        if any(o.get("name") == job for o in wl["metadata"].get("ownerReferences", [])):
+            return wl
+    return None
+
+
+def _pods(kube, ns: str, job: str) -> list[dict]:
+    return kube.list(path("Pod", namespace=ns), label_selector=f"batch.kubernetes.io/job-name={job}")
+
+
+def _team_gpus(kube, ns: str) -> int:
+    """The team's GPUs as Kueue counts them: its ClusterQueue's usage of the GPU budget."""
+    return team_usage(kube.get(path("ClusterQueue", ns))).gpus
+
+
+def _held_gpus(kube, ns: str) -> int:
+    """The GPUs the team's pods hold: bound, not finished."""
+    return sum(
+        pod_gpus(p)
+        for p in kube.list(path("Pod", namespace=ns))
+        if p["spec"].get("nodeName") and p["status"].get("phase") not in ("Succeeded", "Failed")
+    )
+
+
+def _usage_matches(kube, ns: str) -> tuple[int, int] | None:
+    """(Kueue's count, pods' GPUs) when they agree, else None (polled: pods bind a moment after admission)."""
+    counted, held = _team_gpus(kube, ns), _held_gpus(kube, ns)
+    return (counted, held) if counted == held else None
+
+
+def test_a_two_node_job_is_one_workload_placed_in_one_rack(gpuctl, kube, racks, tmp_path):  # noqa: F811
+    rc, out, err = gpuctl("create", "-f", _job_file(tmp_path, racks, "pair", 2))
+    assert rc == 0, err
+    assert "job.batch/pair created (2 nodes x 8 GPUs = 16 GPUs)" in out
+    wl = wait_until(lambda: _workload(kube, racks.ns, "pair"), 30, what="pair's Workload")
+    (ps,) = wl["spec"]["podSets"]
+    assert ps["count"] == 2
+    wait_until(
+        lambda: workload_state(_workload(kube, racks.ns, "pair")) == WorkloadState.ADMITTED,
+        60,
+        what="admitted",
+    )
+    assert workload_gpus(_workload(kube, racks.ns, "pair")) == 16
+
+    def bound() -> list[dict] | None:
+        pods = _pods(kube, racks.ns, "pair")
+        return pods if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    pods = sorted(
+        wait_until(bound, 60, what="both ranks bound"), key=lambda p: int(p["metadata"]["annotations"][INDEX])
+    )
+    # Two nodes of one rack (the only rack that holds 16 GPUs), one rank per node.
+    used = [p["spec"]["nodeName"] for p in pods]
+    assert len(set(used)) == 2 and {racks.nodes[n] for n in used} == {"r1"}, used
+    for rank, pod in enumerate(pods):
+        assert pod["metadata"]["annotations"][INDEX] == str(rank)
+        assert pod["spec"]["hostname"] == f"pair-{rank}" and pod["spec"]["subdomain"] == "svc-pair"
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        assert env["WORLD_SIZE"]["value"] == env["PET_NNODES"]["value"] == "2"
+        assert env["PET_NPROC_PER_NODE"]["value"] == "8"
+        # master address = rank 0's host name in the headless Service
+        assert (
+            env["MASTER_ADDR"]["value"]
+            == env["PET_MASTER_ADDR"]["value"]
+            == f"{pods[0]['spec']['hostname']}.svc-pair"
+        )
+        for var in ("PET_NODE_RANK", "NODE_RANK"):
+            assert env[var]["valueFrom"]["fieldRef"]["fieldPath"] == f"metadata.annotations['{INDEX}']"
+    svc = kube.get(path("Service", "svc-pair", racks.ns))
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["selector"] == {
+        "batch.kubernetes.io/job-name": "pair"
+    }
+    assert wait_until(lambda: _usage_matches(kube, racks.ns), 30, what="usage = held") == (16, 16)
+
+    rc, out, err = gpuctl("get", "jobs", "-n", racks.ns, "-o", "json")
+    (row,) = [r for r in json.loads(out)["items"] if r["name"] == "pair"]
+    assert (row["job_id"], row["ready"], row["node"].split(",")) == ("pair", "2/2", used)
+    rc, out, err = gpuctl("describe", "job", "pair", "-n", racks.ns)
+    assert rc == 0, err
+    assert "2 nodes x 8 GPUs = 16 GPUs" in out
+    for rank, node in enumerate(used):
+        assert any(
+            line.split()[:3] == [str(rank), pods[rank]["metadata"]["name"], node] and line.split()[-1] == "r1"
+            for line in out.splitlines()
+        ), out
+    rc, _, err = gpuctl("delete", "job", "pair", "-n", racks.ns)
+    assert rc == 0, err
+    wait_until(
+        lambda: kube.get_or_none(path("Service", "svc-pair", racks.ns)) is None, 30, what="svc-pair deleted"
+    )
+
+
+def test_with_one_node_free_no_pod_of_the_gang_exists(gpuctl, kube, racks, tmp_path):  # noqa: F811
+    # Two one-node jobs take two of the three nodes; whichever they take, no rack has two free nodes.
+    for name in ("solo-a", "solo-b"):
+        rc, _, err = gpuctl("create", "-f", _job_file(tmp_path, racks, name, 1))
+        assert rc == 0, err
+    for name in ("solo-a", "solo-b"):
+        wait_until(
+            lambda name=name: workload_state(_workload(kube, racks.ns, name)) == WorkloadState.ADMITTED,
+            60,
+            what=name,
+        )
+    rc, _, err = gpuctl("create", "-f", _job_file(tmp_path, racks, "wait", 2))
+    assert rc == 0, err
+    wait_until(
+        lambda: workload_state(_workload(kube, racks.ns, "wait")) == WorkloadState.PENDING,
+        30,
+        what="wait queued",
+    )
+    job = kube.get(path("Job", "wait", racks.ns))
+    assert job["spec"]["suspend"] is True and _pods(kube, racks.ns, "wait") == []
+    rc, out, err = gpuctl("describe", "job", "wait", "-n", racks.ns, "-o", "json")
+    d = json.loads(out)
+    assert d["status"] == "Queued" and d["pods"] == []
+    assert "needs 2 nodes with 8 free GPUs" in d["why"], d["why"]
+    assert wait_until(lambda: _usage_matches(kube, racks.ns), 30, what="usage = held") == (16, 16)
+    # One of the solo jobs ends: the gang fits only if its node's rack partner is free; stop both.
+    for name in ("solo-a", "solo-b"):
+        assert gpuctl("delete", "job", name, "-n", racks.ns)[0] == 0
+    wait_until(
+        lambda: workload_state(_workload(kube, racks.ns, "wait")) == WorkloadState.ADMITTED,
+        90,
+        what="wait admitted",
+    )
+    assert gpuctl("delete", "job", "wait", "-n", racks.ns)[0] == 0
+
+
+def test_a_killed_rank_fails_the_whole_gang_and_frees_its_quota(gpuctl, kube, racks, tmp_path):  # noqa: F811
+    rc, _, err = gpuctl("create", "-f", _job_file(tmp_path, racks, "crash", 2))
+    assert rc == 0, err
+
+    def running() -> list[dict] | None:
+        pods = _pods(kube, racks.ns, "crash")
+        return pods if len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods) else None
+
+    pods = wait_until(running, 90, what="both ranks running")
+    assert wait_until(lambda: _usage_matches(kube, racks.ns), 30, what="usage = held") == (16, 16)
+    victim = next(p for p in pods if p["metadata"]["annotations"][INDEX] == "1")
+    # Rank 1's container dies (exit 137, as an OOM kill): the fake kubelet reports it Failed.
+    kube.merge_patch(
+        path("Pod", victim["metadata"]["name"], racks.ns, subresource="status"),
+        {
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "started": False,
+                        "state": {"terminated": {"exitCode": 137, "reason": "Error"}},
+                    }
+                ],
+            }
+        },
+    )
+
+    def failed() -> dict | None:
+        job = kube.get(path("Job", "crash", racks.ns))
+        conds = {c["type"]: c for c in job.get("status", {}).get("conditions", []) if c["status"] == "True"}
+        return conds.get("Failed")
+
+    cond = wait_until(failed, 60, what="the Job failed")
+    assert cond["reason"] == "PodFailurePolicy", cond
+    # The other rank is stopped and no GPU stays reserved: Kueue's count and the pods' agree at 0.
+    wait_until(
+        lambda: workload_state(_workload(kube, racks.ns, "crash")) == WorkloadState.FINISHED,
+        60,
+        what="finished",
+    )
+    assert (
+        wait_until(lambda: _usage_matches(kube, racks.ns) == (0, 0) or None, 90, what="quota released")
+        is True
+    )
+    rc, out, _ = gpuctl("get", "jobs", "-n", racks.ns, "-o", "json")
+    (row,) = [r for r in json.loads(out)["items"] if r["name"] == "crash"]
+    assert row["status"] == "Failed"
+    assert gpuctl("delete", "job", "crash", "-n", racks.ns)[0] == 0
+
+
+def test_a_required_rack_that_no_rack_can_hold_waits(gpuctl, kube, racks, tmp_path):  # noqa: F811
+    # 3 nodes x 8 GPUs fit the pool (24 GPUs) but no rack (r1 has 2 nodes): required rack never fits,
+    # preferred spreads over both racks.
+    rc, _, err = gpuctl("create", "-f", _job_file(tmp_path, racks, "wide", 3, topology="rack"))
+    assert rc == 0, err
+    wait_until(
+        lambda: workload_state(_workload(kube, racks.ns, "wide")) == WorkloadState.PENDING, 30, what="queued"
+    )
+    assert _pods(kube, racks.ns, "wide") == []
+    assert gpuctl("delete", "job", "wide", "-n", racks.ns)[0] == 0
+    rc, _, err = gpuctl("create", "-f", _job_file(tmp_path, racks, "spread", 3))
+    assert rc == 0, err
+    wait_until(
+        lambda: len([p for p in _pods(kube, racks.ns, "spread") if p["spec"].get("nodeName")]) == 3,
+        90,
+        what="3 ranks bound",
+    )
+    assert {p["spec"]["nodeName"] for p in _pods(kube, racks.ns, "spread")} == set(racks.nodes)
+    assert gpuctl("delete", "job", "spread", "-n", racks.ns)[0] == 0
+
+
+def test_a_level_the_pool_does_not_have_is_refused(gpuctl, racks, tmp_path):  # noqa: F811
+    rc, _, err = gpuctl("create", "-f", _job_file(tmp_path, racks, "zoned", 2, topology="zone"))
+    assert rc != 0
+    assert "resources.topology: zone is no level of pool" in err and "use one of block, rack" in err, err

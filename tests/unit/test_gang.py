@@ -1,0 +1,265 @@
+"""Multi-node training (issue 31): the spec's `resources.nodes` / `topology` and the gang's objects."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from gpuctl.builders import PoolFacts, build
+from gpuctl.builders.gang import topology_level
+from gpuctl.constants import GANG_ENV, TAS_PREFERRED, TAS_REQUIRED, TAS_UNCONSTRAINED
+from gpuctl.domain.gang import (
+    default_topology,
+    gang_nodes,
+    gang_note,
+    gang_pods,
+    nodes_missing_levels,
+    pool_topology,
+    rank_rows,
+)
+from gpuctl.domain.status import gang_status
+from gpuctl.spec import SpecError, load_text
+from queues import resource_flavor, topology, topology_name
+
+RACKS = ("example.com/block", "example.com/rack")
+
+
+def _doc(resources: dict, kind: str = "training", env: list | None = None, name: str = "llama") -> str:
+    environment: dict = {"image": "pytorch/pytorch:2.2.0"}
+    if env:
+        environment["env"] = env
+    res = {"pool": "training-pool", "gpu": 8, "cpu": 32, "memory": "256Gi", **resources}
+    return yaml.safe_dump({"kind": kind, "job": {"name": name}, "environment": environment, "resources": res})
+
+
+def _build(resources: dict, pool: PoolFacts | None = None, **kw) -> list[dict]:
+    (doc,) = load_text(_doc(resources, **kw))
+    return build(doc.spec, "team-a", pool) if pool else build(doc.spec, "team-a")
+
+
+def _env(job: dict) -> dict[str, object]:
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in env}
+
+
+def test_one_node_is_todays_job() -> None:
+    (job,) = _build({})
+    spec = job["spec"]
+    assert (spec["parallelism"], spec["completions"], spec["backoffLimit"]) == (1, 1, 3)
+    assert "completionMode" not in spec and "subdomain" not in spec["template"]["spec"]
+    assert "env" not in spec["template"]["spec"]["containers"][0]
+    assert spec["template"]["metadata"]["annotations"][TAS_UNCONSTRAINED] == "true"
+
+
+def test_two_nodes_are_one_indexed_job_and_a_headless_service() -> None:
+    job, svc = _build({"nodes": 2})
+    spec = job["spec"]
+    assert spec["suspend"] is True
+    assert (spec["parallelism"], spec["completions"], spec["completionMode"]) == (2, 2, "Indexed")
+    # Each pod asks for the block's amounts: they are per node.
+    res = spec["template"]["spec"]["containers"][0]["resources"]
+    assert res["requests"] == {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"} == res["limits"]
+    assert spec["template"]["spec"]["subdomain"] == "svc-llama" == svc["metadata"]["name"]
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"] == {"batch.kubernetes.io/job-name": "llama"}
+    assert svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["metadata"]["labels"]["runwhere.ai/job-type"] == "training"  # `delete job` removes it
+    # No partial admission: Kueue admits all pods or none.
+    assert not any("min-parallelism" in k for k in job["metadata"].get("annotations", {}))
+
+
+def test_launcher_environment() -> None:
+    job, _ = _build({"nodes": 3})
+    env = _env(job)
+    assert list(env)[: len(GANG_ENV)] == list(GANG_ENV)
+    rank = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+    assert env == {
+        "PET_NNODES": "3",
+        "PET_NPROC_PER_NODE": "8",
+        "PET_NODE_RANK": rank,
+        "PET_MASTER_ADDR": "llama-0.svc-llama",
+        "PET_MASTER_PORT": "29500",
+        "MASTER_ADDR": "llama-0.svc-llama",
+        "MASTER_PORT": "29500",
+        "WORLD_SIZE": "3",
+        "NODE_RANK": rank,
+    }
+
+
+def test_users_own_env_wins() -> None:
+    job, _ = _build({"nodes": 2}, env=[{"MASTER_PORT": "1234"}, {"NCCL_DEBUG": "INFO"}])
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert [e["value"] for e in env if e["name"] == "MASTER_PORT"] == ["1234"]
+    assert _env(job)["PET_MASTER_PORT"] == "29500"
+    assert env[-2:] == [{"name": "MASTER_PORT", "value": "1234"}, {"name": "NCCL_DEBUG", "value": "INFO"}]
+
+
+def test_cpu_only_gang_runs_one_process_per_pod() -> None:
+    job, _ = _build({"nodes": 2, "gpu": 0})
+    assert _env(job)["PET_NPROC_PER_NODE"] == "1"
+
+
+def test_failure_policy_fails_the_whole_gang_but_not_on_disruption() -> None:
+    job, _ = _build({"nodes": 2})
+    spec = job["spec"]
+    assert spec["backoffLimit"] == 0 and spec["podReplacementPolicy"] == "Failed"
+    rules = spec["podFailurePolicy"]["rules"]
+    assert rules[0] == {
+        "action": "Ignore",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+    }
+    assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["operator"] == "NotIn"
+
+
+@pytest.mark.parametrize(
+    ("resources", "pool", "annotation"),
+    [
+        ({"nodes": 2}, PoolFacts(topology=RACKS), {TAS_PREFERRED: "example.com/rack"}),
+        ({"nodes": 2}, PoolFacts(topology=()), {TAS_UNCONSTRAINED: "true"}),
+        ({"nodes": 2, "topology": "rack"}, PoolFacts(topology=RACKS), {TAS_REQUIRED: "example.com/rack"}),
+        ({"nodes": 2, "topology": "block"}, PoolFacts(topology=RACKS), {TAS_REQUIRED: "example.com/block"}),
+        ({"nodes": 2, "topology": "rack"}, None, {TAS_REQUIRED: "rack"}),  # pool unknown: as written
+    ],
+)
+def test_placement_annotation(resources: dict, pool: PoolFacts | None, annotation: dict) -> None:
+    job, _ = _build(resources, pool)
+    annotations = job["spec"]["template"]["metadata"]["annotations"]
+    assert {k: v for k, v in annotations.items() if k.startswith("kueue.x-k8s.io/")} == annotation
+
+
+def test_topology_level_names() -> None:
+    assert topology_level("rack", RACKS) == "example.com/rack"
+    assert topology_level("example.com/block", RACKS) == "example.com/block"
+    assert topology_level("rack", ("cloud.provider.com/topology-rack",)) == "cloud.provider.com/topology-rack"
+    assert topology_level("zone", RACKS) is None
+
+
+@pytest.mark.parametrize(
+    ("resources", "kind", "field", "words"),
+    [
+        ({"replicas": 2}, "training", "resources.replicas", "resources.nodes: N"),
+        ({"nodes": 2}, "inference", "resources.nodes", "only `kind: training`"),
+        ({"topology": "rack"}, "compute", "resources.topology", "only `kind: training`"),
+        ({"nodes": 0}, "training", "resources.nodes", "at least 1"),
+        ({"topology": "rack"}, "training", "resources.topology", "one node"),
+    ],
+)
+def test_refused(resources: dict, kind: str, field: str, words: str) -> None:
+    with pytest.raises(SpecError) as err:
+        load_text(_doc(resources, kind=kind))
+    (issue,) = err.value.issues
+    assert issue.field == field
+    assert words in f"{issue.message} {issue.fix}"
+
+
+def test_numnodes_alias_and_name_length() -> None:
+    (doc,) = load_text(_doc({"numNodes": 4}))
+    assert doc.spec.resources.nodes == 4
+    with pytest.raises(SpecError) as err:
+        load_text(_doc({"nodes": 2}, name="x" * 60))
+    assert err.value.issues[0].field == "job.name"
+    (doc,) = load_text(_doc({}, name="x" * 63))  # one node: no Service, the usual limit
+    assert doc.spec.job.name == "x" * 63
+
+
+# ----------------------------------------------------------------------------- pools' topology
+def _pool(topology: object) -> str:
+    return yaml.safe_dump({"kind": "pool", "pool": {"name": "p"}, "nodes": {"n1": {}}, "topology": topology})
+
+
+def test_pool_topology_levels() -> None:
+    (doc,) = load_text(_pool(["example.com/block", "example.com/rack"]))
+    assert doc.spec.topology == ["example.com/block", "example.com/rack"]
+    (doc,) = load_text(_pool("example.com/rack"))
+    assert doc.spec.topology == ["example.com/rack"]
+    (doc,) = load_text(yaml.safe_dump({"kind": "pool", "pool": {"name": "p"}}))
+    assert doc.spec.topology is None  # the well-known levels its nodes carry, at creation
+
+
+@pytest.mark.parametrize(
+    ("levels", "field", "words"),
+    [
+        (["example.com/rack", "bad key!"], "topology[1]", "not a node label key"),
+        (["kubernetes.io/hostname"], "topology[0]", "always the lowest level"),
+        (["example.com/rack", "example.com/rack"], "topology[1]", "twice"),
+        ([f"example.com/l{i}" for i in range(16)], "topology", "at most 15"),
+    ],
+)
+def test_pool_topology_refused(levels: list[str], field: str, words: str) -> None:
+    with pytest.raises(SpecError) as err:
+        load_text(_pool(levels))
+    (issue,) = err.value.issues
+    assert issue.field == field and words in issue.message
+
+
+def test_topology_needs_one_pool() -> None:
+    with pytest.raises(SpecError) as err:
+        load_text(_doc({"nodes": 2, "topology": "rack", "pool": ["a", "b"]}))
+    assert err.value.issues[0].field == "resources.topology"
+
+
+def test_kueue_topology_and_flavor_of_a_pool() -> None:
+    flat, racks = topology(), topology(RACKS)
+    assert flat["metadata"]["name"] == "gpuctl-nodes" == topology_name(())
+    assert flat["spec"]["levels"] == [{"nodeLabel": "kubernetes.io/hostname"}]
+    assert [lv["nodeLabel"] for lv in racks["spec"]["levels"]] == [*RACKS, "kubernetes.io/hostname"]
+    assert racks["metadata"]["name"].startswith("gpuctl-topology-")
+    assert topology_name(RACKS) != topology_name(RACKS[::-1])  # levels are ordered
+    rf = resource_flavor("p", levels=RACKS)
+    assert rf["spec"]["topologyName"] == racks["metadata"]["name"]
+    assert pool_topology(rf) == RACKS
+    assert pool_topology(resource_flavor("p")) == ()
+
+
+def _node(name: str, **node_labels: str) -> dict:
+    return {"metadata": {"name": name, "labels": node_labels}}
+
+
+def test_default_topology_is_a_well_known_hierarchy_every_node_carries() -> None:
+    gke = {"cloud.google.com/gce-topology-block": "b1", "cloud.google.com/gce-topology-subblock": "s1"}
+    assert default_topology([_node("a", **gke), _node("b", **gke)]) == tuple(gke)
+    assert default_topology([_node("a", **gke), _node("b")]) == ()
+    assert default_topology([]) == ()
+    assert nodes_missing_levels([_node("a", **{RACKS[0]: "b"}), _node("b")], RACKS) == {
+        "a": [RACKS[1]],
+        "b": list(RACKS),
+    }
+
+
+# ----------------------------------------------------------------------------- gangs as read back
+def _pod(name: str, rank: int | None, owner: str = "u1", phase: str = "Running", node: str = "") -> dict:
+    ann = {} if rank is None else {"batch.kubernetes.io/job-completion-index": str(rank)}
+    return {
+        "metadata": {"name": name, "annotations": ann, "ownerReferences": [{"uid": owner}]},
+        "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase},
+    }
+
+
+def test_gang_size_ranks_and_words() -> None:
+    (job, _svc) = _build({"nodes": 2})
+    job["metadata"]["uid"] = "u1"
+    assert gang_nodes(job) == 2 and gang_note(job) == " (2 nodes x 8 GPUs = 16 GPUs)"
+    (one,) = _build({})
+    assert gang_nodes(one) == 1 and gang_note(one) == ""
+    assert gang_nodes({"spec": {"completionMode": "Indexed", "parallelism": 4, "completions": 2}}) == 2
+    pods = [
+        _pod("j-1-x", 1),
+        _pod("old-0", 0, owner="u0"),
+        _pod("j-0-y", 0),
+        _pod("j-0-z", 0, phase="Failed"),
+    ]
+    assert [p["metadata"]["name"] for p in gang_pods(job, pods)] == ["j-0-y", "j-1-x"]
+    assert gang_status("Pending", ["Running", "Running"]) == "Running"
+    assert gang_status("Pending", ["Running", "Pending"]) == "Partially Running"
+    assert gang_status("Pending", ["Running", "ImagePullBackOff"]) == "ImagePullBackOff"
+    assert gang_status("Queued", ["Queued"]) == "Queued"
+
+
+def test_rank_rows_name_each_ranks_domains() -> None:
+    nodes = {"n1": _node("n1", **{RACKS[0]: "b1", RACKS[1]: "r1"}), "n2": _node("n2", **{RACKS[0]: "b1"})}
+    rows = rank_rows([_pod("p1", 1, node="n2"), _pod("p0", 0, node="n1")], nodes, RACKS)
+    assert rows == [
+        {"rank": 0, "pod": "p0", "node": "n1", "domains": {RACKS[0]: "b1", RACKS[1]: "r1"}},
+        {"rank": 1, "pod": "p1", "node": "n2", "domains": {RACKS[0]: "b1", RACKS[1]: "-"}},
+    ]

@@ -1,0 +1,157 @@
+"""No starvation (issue 31): which nodes gpuctl serve sets aside for the oldest waiting gang (pure)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gpuctl.constants import GPU_UNITS, QUOTA_GPU, SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_TAINT_KEY
+from gpuctl.domain.setaside import plan_set_aside, set_aside_for, waiting_gangs
+
+RACK = "example.com/rack"
+NOW = 10_000.0
+
+
+def _node(name: str, rack: str, *, gang: str | None = None, pool: str = "p", gpus: int = 8) -> dict:
+    node: dict = {
+        "metadata": {"name": name, "labels": {"runwhere.ai/pool": pool, RACK: rack}},
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    if gang:
+        node["metadata"]["annotations"] = {SET_ASIDE_FOR_ANNOTATION: gang}
+        node["spec"]["taints"] = [{"key": SET_ASIDE_TAINT_KEY, "value": "t", "effect": "NoSchedule"}]
+    return node
+
+
+def _ts(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _wl(
+    job: str,
+    ns: str = "ta",
+    *,
+    pods: int = 2,
+    gpus: int = 8,
+    age: float = 600,
+    prio: int = 500,
+    state: str = "pending",
+) -> dict:
+    conds = []
+    if state == "admitted":
+        conds = [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
+    return {
+        "metadata": {
+            "name": f"job-{job}",
+            "namespace": ns,
+            "creationTimestamp": _ts(NOW - age),
+            "labels": {"runwhere.ai/pool": "p"},
+            "ownerReferences": [{"kind": "Job", "name": job, "uid": job}],
+        },
+        "spec": {
+            "priority": prio,
+            "active": True,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": pods,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "main", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+        "status": {"conditions": conds},
+    }
+
+
+def _cq(ns: str, quota: int, used: int = 0) -> dict:
+    return {
+        "metadata": {
+            "name": ns,
+            "labels": {"app.kubernetes.io/managed-by": "gpuctl", "runwhere.ai/team": ns},
+        },
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": [QUOTA_GPU],
+                    "flavors": [
+                        {
+                            "name": "gpuctl-budget",
+                            "resources": [{"name": QUOTA_GPU, "nominalQuota": str(quota * GPU_UNITS)}],
+                        }
+                    ],
+                }
+            ]
+        },
+        "status": {
+            "flavorsReservation": [
+                {
+                    "name": "gpuctl-budget",
+                    "resources": [{"name": QUOTA_GPU, "total": str(used * GPU_UNITS)}],
+                }
+            ]
+        },
+    }
+
+
+def _pod(node: str, gpus: int, *, ends_in: int | None = None) -> dict:
+    labels = {"kueue.x-k8s.io/max-exec-time-seconds": str(ends_in + 100)} if ends_in is not None else {}
+    return {
+        "metadata": {"name": f"p-{node}-{gpus}", "labels": labels},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}],
+        },
+        "status": {"phase": "Running", "startTime": _ts(NOW - 100)},
+    }
+
+
+NODES = [_node("n1", "r1"), _node("n2", "r1"), _node("n3", "r2")]
+CQS = [_cq("ta", 16), _cq("tb", 24)]
+
+
+def _plan(nodes=NODES, pods=(), workloads=(), cqs=CQS, settle=30.0):
+    return plan_set_aside(
+        nodes, pods, list(workloads), cqs, {"p": (RACK,)}, pools=None, now=NOW, settle=settle
+    )
+
+
+def test_oldest_gang_gets_two_nodes_of_one_rack_that_free_up_first() -> None:
+    pods = [_pod("n1", 1, ends_in=50), _pod("n2", 2, ends_in=20), _pod("n3", 1, ends_in=5)]
+    plan = _plan(pods=pods, workloads=[_wl("young", age=100), _wl("old", age=900)])
+    assert plan.hold == {"n1": "ta/old", "n2": "ta/old"}  # r2 has one node only
+    assert plan.release == ()
+    assert "set aside n1, n2 for ta/old" in plan.why["p"]
+
+
+def test_nothing_before_settle_or_beyond_quota_or_for_one_pod_jobs() -> None:
+    assert _plan(workloads=[_wl("g", age=5)]).hold == {}
+    assert _plan(workloads=[_wl("g")], cqs=[_cq("ta", 16, used=8)]).hold == {}  # 8 + 16 > 16
+    assert _plan(workloads=[_wl("solo", pods=1)]).hold == {}
+    assert waiting_gangs([_wl("g", state="admitted")], CQS) == []
+
+
+def test_set_aside_nodes_are_kept_then_given_back() -> None:
+    marked = [_node("n1", "r1", gang="ta/old"), _node("n2", "r1", gang="ta/old"), _node("n3", "r2")]
+    assert set_aside_for(marked[0]) == "ta/old" and set_aside_for(marked[2]) is None
+    assert _plan(nodes=marked, workloads=[_wl("old")]).hold == {"n1": "ta/old", "n2": "ta/old"}
+    gone = _plan(nodes=marked, workloads=[_wl("old", state="admitted")])
+    assert gone.hold == {} and gone.release == ("n1", "n2")
+
+
+def test_priority_comes_first_as_in_kueue() -> None:
+    plan = _plan(workloads=[_wl("old", age=900), _wl("urgent", ns="tb", age=60, prio=1000)])
+    assert set(plan.hold.values()) == {"tb/urgent"}
+
+
+def test_a_gang_no_domain_holds_gets_nothing() -> None:
+    plan = _plan(workloads=[_wl("huge", pods=4)], cqs=[_cq("ta", 64)])
+    assert plan.hold == {} and "no domain" in plan.why["p"]
