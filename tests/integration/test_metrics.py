@@ -19,6 +19,7 @@ import http.server
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -599,6 +600,24 @@ def _substitute(expr: str, window: str, **variables: str) -> str:
     return expr
 
 
+# Series that exist only where a pool's nodes offer MIG instances or shared replicas: this stack's KWOK
+# nodes offer none (tests/integration/test_sharing.py makes such nodes; tests/unit/test_metrics_manifests.py
+# feeds one to the collector). A panel that reads only these may be empty here, but Prometheus must know
+# the metric from serve's scrape (its # HELP and # TYPE lines), so a misspelt name still fails.
+SLICE_ONLY_METRICS = {"gpuctl_pool_slices"}
+
+
+def _needs_sliced_nodes(s: Stack, expr: str) -> bool:
+    names = set(re.findall(r"\bgpuctl_[a-z_]+", expr))
+    if not names or not names <= SLICE_ONLY_METRICS:
+        return False
+    for m in names:
+        with urllib.request.urlopen(f"{s.prom_url}/api/v1/metadata?metric={m}", timeout=10) as r:
+            if not json.load(r)["data"].get(m):
+                return False
+    return True
+
+
 @pytest.mark.parametrize("selection", ["all", "one pool, team and priority"])
 def test_every_dashboard_query_returns_data(stack: Stack, selection: str) -> None:
     s = stack
@@ -618,7 +637,7 @@ def test_every_dashboard_query_returns_data(stack: Stack, selection: str) -> Non
             res = s.query(q)
             finite = [r for r in res if math.isfinite(float(r["value"][1]))]
             checked += 1
-            if not finite:
+            if not finite and not _needs_sliced_nodes(s, expr):
                 empty.append(f"{name} / {title}: {q} -> {res}")
     assert checked >= 40
     assert not empty, "panel queries without data:\n" + "\n".join(empty)
