@@ -135,9 +135,9 @@ def _busy(kube, nodes: list[str]) -> list[str]:
 
 
 @pytest.mark.skip(
-    reason="known failing since the 2026-11-27 merges: the nodes are set aside and freed, but Kueue does not "
-    "admit the gang within 90 s (2 of 2 runs on the merged main; cause not found). docs/distributed.md, "
-    "'No starvation', Status; issue 31 stays open until this passes"
+    reason="flaky on the merged main of 2026-11-27: 1 of 3 runs passed (112 s, machine idle); in 2, beside "
+    "another cluster's tests, the nodes were set aside and freed but Kueue did not admit the gang in 90 s "
+    "(cause not found). docs/distributed.md, 'No starvation', Status; issue 31 stays open until it holds"
 )
 def test_a_gang_starts_within_the_bound_despite_a_stream_of_small_jobs(
     racks,  # noqa: F811
