@@ -84,6 +84,11 @@ def gpuctl_labels(spec: JobSpec, namespace: str) -> dict[str, str]:
     return out
 
 
+def service_labels(spec: JobSpec, namespace: str) -> dict[str, str]:
+    """A job's Service carries the job's labels but its priority (a Service is not queued work)."""
+    return {k: v for k, v in gpuctl_labels(spec, namespace).items() if k != Labels.PRIORITY}
+
+
 def annotations(spec: JobSpec) -> dict[str, str]:
     return {Labels.DESCRIPTION: spec.job.description} if spec.job.description else {}
 
@@ -220,7 +225,7 @@ def node_port_service(spec: JobSpec, namespace: str) -> dict:
     nodePort is left to Kubernetes; server-side apply keeps the allocated one on later applies.
     """
     port, target = service_port(spec)
-    labels = {k: v for k, v in gpuctl_labels(spec, namespace).items() if k != Labels.PRIORITY}
+    labels = service_labels(spec, namespace)
     return {
         "apiVersion": "v1",
         "kind": "Service",

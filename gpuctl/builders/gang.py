@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 
-from gpuctl.builders.common import PoolFacts, gpuctl_labels, metadata, service_name
+from gpuctl.builders.common import PoolFacts, metadata, service_labels, service_name
 from gpuctl.constants import (
     CONTAINER_NAME,
     GANG_ENV,
@@ -139,7 +139,7 @@ def make_gang(job: dict, spec: TrainingSpec, pool: PoolFacts) -> None:
 def headless_service(spec: TrainingSpec, namespace: str) -> dict:
     """svc-<job>: no cluster IP, one DNS record per pod of the Job (`<job>-<rank>.svc-<job>`), published
     before the pods are Ready so that every rank can resolve rank 0 while the rendezvous forms."""
-    labels = {k: v for k, v in gpuctl_labels(spec, namespace).items() if k != Labels.PRIORITY}
+    labels = service_labels(spec, namespace)
     return {
         "apiVersion": "v1",
         "kind": "Service",
