@@ -214,7 +214,7 @@ _label = object_label
 
 class _When:
     """A server dry run's answers to "when would it run": from the cluster state as it is now, as the
-    caller may read it (by count for a team member: gpuctl.service.jobs.snapshot), read once per
+    caller may read it (by count for a team member: gpuctl.service.waiting.snapshot), read once per
     submission (a sweep of 200 jobs is judged against one snapshot, not 200)."""
 
     def __init__(self, cluster: Cluster, perms: Permissions | None, cluster_queues: list[dict] | None = None):
@@ -223,7 +223,7 @@ class _When:
         self._by_ns: dict[str, Snapshot] = {}
 
     def _snapshot(self, namespace: str) -> Snapshot:
-        from gpuctl.service.jobs import snapshot, snapshot_inventory  # noqa: PLC0415 - lazy: job create
+        from gpuctl.service.waiting import snapshot, snapshot_inventory  # noqa: PLC0415 - lazy: job create
 
         if self._every is not None:
             return self._every
