@@ -18,7 +18,7 @@ Rules:
   left to `gpuctl create pool` (creating it here would race with `gpuctl delete`), a foreign one is
   never written. A gpuctl pool flavor whose tolerations differ from its nodes' taints gets its
   `spec.tolerations` merge-patched, or, being a Topology Aware Scheduling flavor Kueue keeps
-  immutable, is re-created with them (gpuctl.service.pools.set_flavor_tolerations). Nothing else is
+  immutable, is re-created with them (gpuctl.service.pool_sync.set_flavor_tolerations). Nothing else is
   written at all;
 - nothing is done before every informer has listed once (a half-filled cache would shrink pools);
 - a failed apply is retried with backoff, and everything is re-checked every `resync` seconds;
@@ -42,7 +42,7 @@ from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import node_pool, node_ready, node_taints, stale_flavors
 from gpuctl.domain.teams import cohort_spec_equal, desired_cohort
 from gpuctl.server.cache import Cache
-from gpuctl.service.pools import set_flavor_tolerations
+from gpuctl.service.pool_sync import set_flavor_tolerations
 
 log = logging.getLogger(__name__)
 

@@ -46,16 +46,9 @@ from gpuctl.service.access import Permissions
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.members import worker
-from gpuctl.service.pools import (
-    apply_pool,
-    delete_pool,
-    ensure_bootstrap,
-    existing_flavor,
-    list_pools,
-    patch_node_pool,
-    sync_cohort,
-    sync_queues,
-)
+from gpuctl.service.node_pools import LEFT_POOL, patch_node_pool
+from gpuctl.service.pool_sync import ensure_bootstrap, sync_cohort, sync_queues
+from gpuctl.service.pools import apply_pool, delete_pool, existing_flavor, list_pools
 from gpuctl.service.usage import PoolUsage, pool_usage
 from queues import (
     TeamQuota,
@@ -280,7 +273,7 @@ def apply_remote_pool(
 def _release_flavor(member: Cluster, pool: str) -> None:
     """A worker's deleted pool flavor that Kueue keeps for its in-use finalizer although no ClusterQueue
     there names it any more (Kueue does not look again when the last queue stops naming it): gpuctl owns
-    the flavor, so it lifts the finalizer, as gpuctl.service.pools does when it re-creates a flavor."""
+    the flavor, so it lifts the finalizer, as gpuctl.service.pool_sync does when it re-creates a flavor."""
     rf = member.get_or_none(path("ResourceFlavor", pool))
     if rf is None or not rf["metadata"].get("deletionTimestamp") or not rf["metadata"].get("finalizers"):
         return
@@ -296,10 +289,9 @@ def _release_flavor(member: Cluster, pool: str) -> None:
 
 
 def _unlabel_nodes(member: Cluster, pool: str, dry_run: DryRun) -> list[str]:
-    gone = {Labels.POOL: None, Labels.GPU_TYPE: None}
     lines = []
     for n in member.list(path("Node"), label_selector=f"{Labels.POOL}={pool}"):
-        change = patch_node_pool(member, n, gone, dry_run=dry_run)
+        change = patch_node_pool(member, n, LEFT_POOL, dry_run=dry_run)
         lines.append(f"node/{n['metadata']['name']} unlabeled" + (f", {change}" if change else ""))
     return lines
 

@@ -27,7 +27,7 @@ from gpuctl.service.convert import team_limit_range, team_quotas
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.multicluster import remove_worker_team, sync_workers
-from gpuctl.service.pools import ensure_bootstrap, sync_cohort
+from gpuctl.service.pool_sync import ensure_bootstrap, sync_cohort
 from queues import TeamQuota, cluster_queue, local_queue, team_namespace
 
 if TYPE_CHECKING:  # annotations only: a read (`get quotas`, `describe job`) never loads pydantic
