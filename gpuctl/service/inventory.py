@@ -142,6 +142,10 @@ class Inventory:
     def pools(self) -> list[str]:
         return pool_names(self.flavors)
 
+    def flavor(self, name: str) -> dict | None:
+        """The ResourceFlavor `name` (gpuctl's or not), from the one list of every flavor."""
+        return next((f for f in self.flavors if f["metadata"]["name"] == name), None)
+
     @cached_property
     def cluster_queues(self) -> list[dict]:
         """gpuctl's ClusterQueues (the teams'); from every ClusterQueue when those were read already."""

@@ -164,10 +164,10 @@ def check_pool_name(name: str) -> None:
         raise ServiceError(f"pool name {name} is reserved by gpuctl: choose another name")
 
 
-def existing_flavor(cluster: Cluster, name: str, *, create: bool) -> dict | None:
+def existing_flavor(inv: Inventory, name: str, *, create: bool) -> dict | None:
     """Pool `name`'s ResourceFlavor, or None when there is none yet. Conflict when the flavor is not
     gpuctl's, or when `create` finds the pool already there (apply changes it)."""
-    flavor = cluster.get_or_none(path("ResourceFlavor", name))
+    flavor = inv.flavor(name)
     if flavor is not None and not is_gpuctl_object(flavor):
         raise Conflict(
             f"pool {name}: a ResourceFlavor {name} exists that gpuctl did not create; choose another name"
@@ -177,12 +177,20 @@ def existing_flavor(cluster: Cluster, name: str, *, create: bool) -> dict | None
     return flavor
 
 
-def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRun = DryRun.NONE) -> list[str]:
-    """Label the pool's nodes, create its flavor, update capacity. All or nothing."""
+def apply_pool(
+    cluster: Cluster,
+    spec: PoolSpec,
+    *,
+    create: bool,
+    dry_run: DryRun = DryRun.NONE,
+    inv: Inventory | None = None,
+) -> list[str]:
+    """Label the pool's nodes, create its flavor, update capacity. All or nothing. inv: the command's
+    cluster-wide Inventory (its nodes and flavors; else one is read here)."""
     dry_run = DryRun(dry_run)
     check_pool_name(spec.pool.name)
-    inv = Inventory(cluster, None)
-    plan = _PoolPlan.of(spec, _pool_nodes(inv, spec), existing_flavor(cluster, spec.pool.name, create=create))
+    inv = inv or Inventory(cluster, None)
+    plan = _PoolPlan.of(spec, _pool_nodes(inv, spec), existing_flavor(inv, spec.pool.name, create=create))
     if dry_run is not DryRun.CLIENT:
         plan.write(cluster, dry_run)
     return plan.lines()
@@ -369,14 +377,16 @@ def _tolerations_text(tolerations: list[dict]) -> str:
     return ", ".join(out)
 
 
-def isolate_pool(cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
+def isolate_pool(
+    cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE, inv: Inventory | None = None
+) -> list[str]:
     """Bring a pool an earlier gpuctl made to issue 26's state (gpuctl adopt): its flavor tolerates the
     pool taint first (a TAS flavor is re-created: Kueue keeps it immutable), then each node of the pool
     that lacks the taint gets it. NoSchedule: nothing running is evicted."""
     dry_run = DryRun(dry_run)
     check_pool_name(name)
-    inv = Inventory(cluster, None)
-    flavor = cluster.get_or_none(path("ResourceFlavor", name))
+    inv = inv or Inventory(cluster, None)
+    flavor = inv.flavor(name)
     if flavor is None or not is_gpuctl_object(flavor):
         raise NotFound(f"pool {name} not found")
     lines = []
@@ -402,16 +412,22 @@ def jobs_using_pool(inv: Inventory, name: str) -> list[str]:
 
 
 def delete_pool(
-    cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE, keep_running: bool = False
+    cluster: Cluster,
+    name: str,
+    *,
+    dry_run: DryRun = DryRun.NONE,
+    keep_running: bool = False,
+    inv: Inventory | None = None,
 ) -> list[str]:
     """Remove a pool: only gpuctl's flavor and labels are removed. Refuses while jobs use it, unless
     keep_running (the product documents' behaviour): the jobs keep running where they are (a running
     pod is never evicted for a node label it no longer matches), and new work naming the pool is
-    refused because the pool no longer exists."""
+    refused because the pool no longer exists. inv: the command's cluster-wide Inventory (else one is
+    read here)."""
     dry_run = DryRun(dry_run)
     check_pool_name(name)
-    inv = Inventory(cluster, None)
-    flavor = cluster.get_or_none(path("ResourceFlavor", name))
+    inv = inv or Inventory(cluster, None)
+    flavor = inv.flavor(name)
     if flavor is None:
         if name == DEFAULT_POOL:
             raise NotFound("pool default has not been created (jobs without a pool wait for it)")
