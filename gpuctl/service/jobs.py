@@ -333,18 +333,20 @@ def find_job(
     *,
     inventory: Inventory | None = None,
     perms: Permissions | None = None,
+    positions: bool = True,
 ) -> Job:
     """The gpuctl job whose job.name is `name`, or that owns the pod `name` (the JOB ID column of
     `get jobs` shows pod names, and users of the earlier gpuctl pass those): in `namespace` if given,
     else in every namespace.
 
-    Never matched by prefix; several matches across namespaces is an error naming them.
+    Never matched by prefix; several matches across namespaces is an error naming them. inventory: the
+    command's (read with use_job_named(name)); positions=False: its queue position is not read.
     """
     inv = inventory
     if inv is None:
         inv = Inventory(cluster, namespace, perms=perms)
         inv.use_job_named(name)  # its own objects only, not every job's
-    matches = matching_jobs(collect_jobs(inv), name)
+    matches = matching_jobs(collect_jobs(inv, positions=positions), name)
     if not matches:
         where = f" in namespace {namespace}" if namespace else ""
         raise NotFound(f"job {name} not found{where}")
@@ -392,7 +394,7 @@ def delete_job(
     CLIENT: find the job (reads only) and say what would go; SERVER: the deletes with dryRun=All."""
     dry_run = DryRun(dry_run)
     server_dry = dry_run is DryRun.SERVER
-    job = find_job(cluster, name, namespace, perms=perms)
+    job = find_job(cluster, name, namespace, perms=perms, positions=False)
     done = []
     grace = 0 if force else None
     if dry_run is DryRun.CLIENT or cluster.delete(

@@ -380,10 +380,10 @@ def sync_workers(cluster: Cluster, inv: Inventory | None = None) -> list[str]:
     return [line for c in worker_clusters(inv.flavors) for line in sync_worker(cluster, c, inv=inv)]
 
 
-def remove_worker_team(cluster: Cluster, namespace: str) -> None:
-    """A quota deleted on the manager: its queues go from every worker (namespaces stay)."""
-    inv = Inventory(cluster, None)
-    for c in worker_clusters(inv.flavors):
+def remove_worker_team(cluster: Cluster, namespace: str, clusters: list[str]) -> None:
+    """A quota deleted on the manager: its queues go from every worker cluster (`clusters`, the
+    manager's worker_clusters read before the command's first write; namespaces stay)."""
+    for c in clusters:
         member = worker(cluster, c)
         for p in (path("LocalQueue", LOCAL_QUEUE_NAME, namespace), path("ClusterQueue", namespace)):
             with contextlib.suppress(ApiError):

@@ -303,8 +303,8 @@ class _PoolPlan:
         created_flavor = False
         try:
             ensure_bootstrap(cluster, dry_run=dry_run)
-            levels = pool_topology(self.desired)
-            if cluster.get_or_none(path("Topology", topology_name(levels))) is None:
+            levels = pool_topology(self.desired)  # () is the node-level Topology ensure_bootstrap made
+            if levels and cluster.get_or_none(path("Topology", topology_name(levels))) is None:
                 cluster.apply(topology(levels), dry_run=server_dry)
             if self.flavor is None:
                 cluster.apply(self.desired, dry_run=server_dry)

@@ -17,7 +17,7 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.multicluster import team_checks
+from gpuctl.domain.multicluster import team_checks, worker_clusters
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.domain.sharing import units_to_gpus
@@ -189,14 +189,16 @@ def delete_quota(
     """Remove a quota's queues. Namespaces stay unless delete_namespace and gpuctl created them."""
     dry_run = DryRun(dry_run)
     writes, server_dry = dry_run.writes, dry_run is DryRun.SERVER
+    inv = Inventory(cluster, None)
     cqs = [
         cq
-        for cq in Inventory(cluster, None).cluster_queues
+        for cq in inv.cluster_queues
         if (cq["metadata"].get("labels") or {}).get(Labels.QUOTA) == name
         and (namespaces is None or cq["metadata"]["name"] in namespaces)
     ]
     if not cqs:
         raise NotFound(f"quota {name} not found")
+    workers = worker_clusters(inv.flavors) if dry_run.persists else []  # MultiKueue's (issue 24)
     lines = []
     for cq in cqs:
         ns = cq["metadata"]["name"]
@@ -207,7 +209,7 @@ def delete_quota(
             _delete_limit_range(cluster, ns, dry_run=dry_run)
             cluster.delete(path("ClusterQueue", ns), dry_run=server_dry)
             if dry_run.persists:
-                remove_worker_team(cluster, ns)
+                remove_worker_team(cluster, ns, workers)
         lines.append(f"quota/{name} deleted for namespace {ns}")
         nsobj = cluster.get_or_none(path("Namespace", ns))
         if nsobj is None:

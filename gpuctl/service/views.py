@@ -90,8 +90,11 @@ def describe_job(
     the one-line answer to "why is it not running" (per node, or by count for a caller who may not
     list every pod: gpuctl.service.waiting.snapshot). job: the job when the caller has just found it
     (the API finds it first to check who may read it), so it is not read again."""
+    found = None
     if job is None:
-        job = find_job(cluster, name, namespace, perms=perms)
+        found = Inventory(cluster, namespace, perms=perms)
+        found.use_job_named(name)  # its own objects only, not every job's
+        job = find_job(cluster, name, namespace, inventory=found)
     pods_error = None
     try:
         read_worker_pods(cluster, job)
@@ -99,7 +102,7 @@ def describe_job(
         pods_error = str(e)
     # A running or finished job has nothing to explain: no snapshot is read for it.
     waits = job.status not in (State.RUNNING, State.SUCCEEDED)
-    inv = snapshot_inventory(cluster, job.namespace, perms) if waits else None
+    inv = snapshot_inventory(cluster, job.namespace, perms, known=found) if waits else None
     why = explain(job, inv) if inv is not None else ""
     est = job_estimate(inv, job) if inv is not None else None
     lb = job.labels

@@ -82,18 +82,22 @@ def snapshot_inventory(
     perms: Permissions | None = None,
     *,
     cluster_queues: list[dict] | None = None,
+    known: Inventory | None = None,
 ) -> Inventory:
     """What "when will it run" answers read, for a command that has no listing of its own: every
     namespace, gpuctl's pods in full, and of the Workloads only the suspended Jobs' (a job without
     pods is known by its Workload alone; the rest comes from pods and ClusterQueue status). A caller
     who may not list every pod (a team member) reads the job's own `namespace` instead, and gets the
     verdict by count (snapshot). cluster_queues: gpuctl's ClusterQueues when the caller has just read
-    them (a server dry run's pre-checks), so they are not listed again."""
+    them (a server dry run's pre-checks), so they are not listed again; known: an Inventory the command
+    has read already (`describe job`'s of its job), whose cluster-scoped lists are reused."""
     inv = Inventory(cluster, None, perms=perms)
     if namespace and not inv.sees_every_pod:
         inv = Inventory(cluster, namespace, perms=inv.perms)
     if cluster_queues is not None:
         inv.__dict__["cluster_queues"] = cluster_queues  # the cached_property, already read
+    if known is not None:
+        inv.reuse(known)
     inv.use_workloads_of_suspended_jobs()
     return inv
 
