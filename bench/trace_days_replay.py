@@ -67,7 +67,7 @@ from bench.trace_days import (
     slice_equivalents,
     slice_nodes,
 )
-from gpuctl.builders import PoolFacts, build
+from gpuctl.builders import TargetPool, build
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import GPU_UNITS, TAS_REQUEST_KEYS, Labels
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpu_units
@@ -164,19 +164,19 @@ def setup(kube: Cluster, kubeconfig: str, day: str, design: str, ns: Mapping[str
     cli(kubeconfig, "create", "-f", str(q))
 
 
-def facts(kube: Cluster, day: str, item: Item) -> PoolFacts:
+def facts(kube: Cluster, day: str, item: Item) -> TargetPool:
     """What gpuctl's submission reads of the pool (gpuctl.service.gang_facts / sharing): the gang pool's
     topology levels; for a gpu-share the slice the pool's nodes offer (gpuctl.domain.sharing's rule)."""
     if day == "gangs":
-        return PoolFacts(name=item.pool, topology=(BLOCK_LABEL, RACK_LABEL))
+        return TargetPool(name=item.pool, topology=(BLOCK_LABEL, RACK_LABEL))
     if item.share is None:
-        return PoolFacts(name=item.pool)
+        return TargetPool(name=item.pool)
     ps = pool_sharing(kube.list(path("Node"), label_selector=f"{Labels.POOL}={item.pool}"))
     chosen = choose_slice(item.share, item.pool, ps.mode, ps.model, ps.profiles)
-    return PoolFacts(name=item.pool, gpu_resource=chosen.resource, slice_resource=chosen.resource)
+    return TargetPool(name=item.pool, gpu_resource=chosen.resource, slice_resource=chosen.resource)
 
 
-def day_manifest(item: Item, ns: str, design: str, day: float, pool: PoolFacts) -> dict:
+def day_manifest(item: Item, ns: str, design: str, day: float, pool: TargetPool) -> dict:
     """The workload object gpuctl builds (its headless Service is not made: KWOK's pods do not talk);
     maxRuntime declared as bench/trace.py's users do (gpuctl's designs; the set-aside's bound reads
     it); for Kueue's defaults without the topology request (its flavor has no topology)."""
@@ -263,14 +263,14 @@ def replay_day(
     watcher = threading.Thread(target=observe, daemon=True)
     watcher.start()
     mover = setaside.start(stop) if setaside is not None else None
-    pool_facts: dict[tuple[str, str | None], PoolFacts] = {}
+    targets: dict[tuple[str, str | None], TargetPool] = {}
     pending = list(trace)
     try:
         while now() < day or (pending and pending[0].t < day):
             while pending and pending[0].t <= now():
                 it = pending.pop(0)
-                pf = pool_facts.get((it.pool, it.share)) or facts(kube, day_name, it)
-                pool_facts[(it.pool, it.share)] = pf
+                pf = targets.get((it.pool, it.share)) or facts(kube, day_name, it)
+                targets[(it.pool, it.share)] = pf
                 with lock:
                     tracks[(ns[it.team], it.name)] = Track(it, now())
                 try:

@@ -63,7 +63,7 @@ from bench.trace_days import (
     slice_equivalents,
     slice_nodes,
 )
-from gpuctl.builders import PoolFacts
+from gpuctl.builders import TargetPool
 from gpuctl.constants import GPU_UNITS, TAS_PREFERRED, TAS_REQUEST_KEYS
 from gpuctl.domain.sharing import Mode, choose_slice, pool_sharing, resource_units
 
@@ -481,7 +481,7 @@ def test_a_gangs_yaml_builds_an_indexed_job_placed_by_rack_and_the_baseline_drop
     from bench.trace_days_replay import day_manifest
 
     gang = next(i for i in gang_day(7, 300) if i.pods == 4)
-    facts = PoolFacts(name=GANG_POOL, topology=(BLOCK_LABEL, RACK_LABEL))
+    facts = TargetPool(name=GANG_POOL, topology=(BLOCK_LABEL, RACK_LABEL))
     ours = day_manifest(gang, "ns", "gpuctl", 300, facts)
     assert (ours["spec"]["parallelism"], ours["spec"]["completionMode"]) == (4, "Indexed")
     pod = ours["spec"]["template"]
@@ -529,7 +529,7 @@ def test_a_notebooks_share_builds_one_mig_slice() -> None:
 
     nb = next(i for i in slice_day(7, 300, sliced=True) if i.kind == "notebook")
     res = "nvidia.com/mig-1g.10gb"
-    facts = PoolFacts(name=SLICE_POOL, gpu_resource=res, slice_resource=res)
+    facts = TargetPool(name=SLICE_POOL, gpu_resource=res, slice_resource=res)
     obj = day_manifest(nb, "ns", "slices", 300, facts)
     requests = obj["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
     assert requests[res] == "1" and "nvidia.com/gpu" not in requests
