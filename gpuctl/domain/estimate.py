@@ -44,6 +44,7 @@ from gpuctl.domain.explain import (
     _larger_than_every_node,
     _place,
 )
+from gpuctl.domain.gang import set_aside_start
 
 Clock = Callable[[float], str]  # epoch seconds -> what users read ("14:20")
 
@@ -174,6 +175,18 @@ def estimate(
         )
 
     by_count = snap.pool_reserved is not None
+    # Issue 31: a gang whose nodes `gpuctl serve --defrag` set aside waits only for the jobs on them.
+    held = set_aside_start(
+        demand.label,
+        snap.nodes,
+        ((short(h.label), h.nodes, h.ends_by) for h in snap.holders),
+        now=now,
+        slack=slack,
+        clock=clock,
+        visible=not by_count,
+    )
+    if held is not None:
+        return _make(held[0], held[1], clock, position=verdict.position)
     if by_count:
         assert snap.pool_reserved is not None
         free = {pool: max(sum(nodes.values()) - snap.pool_reserved.get(pool, 0), 0)}

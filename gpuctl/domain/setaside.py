@@ -13,7 +13,7 @@ stops that without preempting anything:
 - **Which nodes.** N Ready nodes with room for one pod each when empty, inside one domain of the gang's
   required level (else of the smallest level that has N, else anywhere in the pool), those that become free
   first: the latest known end (maxRuntime) of what runs there, then the fewest GPUs in use, then by name.
-- **What it does.** A NoSchedule taint (SET_ASIDE_TAINT_KEY) that only gangs tolerate: Kueue admits no new
+- **What it does.** A NoSchedule taint (runwhere.ai/set-aside) that only gangs tolerate: Kueue admits no new
   non-gang work there, what runs there runs to its end, and the gang is admitted as soon as they are free.
 - **Given back** when the gang holds quota, is deleted or stopped, or another gang now comes first.
 - **Stranded jobs requeued.** Kueue may admit a job onto a node in the moment the taint is being set (its
@@ -39,11 +39,9 @@ from typing import Any
 from gpuctl.constants import (
     HOSTNAME_LABEL,
     KUEUE_WORKLOAD_ANNOTATION,
-    SET_ASIDE_FOR_ANNOTATION,
-    SET_ASIDE_TAINT_KEY,
     TAS_REQUIRED,
 )
-from gpuctl.domain.gang import level_domains
+from gpuctl.domain.gang import level_domains, set_aside_for, tolerates_set_aside
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus
 from gpuctl.domain.objects import annotations, condition, meta, name, namespace, parse_time
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready
@@ -80,12 +78,6 @@ class Plan:
     requeue: dict[str, str] = field(default_factory=dict)  # Workload ns/name -> why (`stranded`)
 
 
-def set_aside_for(node: Mapping[str, Any]) -> str | None:
-    """The gang a node is set aside for (its annotation, while it carries the taint), else None."""
-    tainted = any(t.get("key") == SET_ASIDE_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or [])
-    return annotations(node).get(SET_ASIDE_FOR_ANNOTATION) if tainted else None
-
-
 def waiting_gangs(
     workloads: Iterable[Mapping[str, Any]], cluster_queues: Sequence[Mapping[str, Any]]
 ) -> list[Gang]:
@@ -97,6 +89,8 @@ def waiting_gangs(
         if workload_state(wl) not in IN_QUEUE or len(sets) != 1 or int(sets[0].get("count") or 1) < 2:
             continue
         template = sets[0].get("template") or {}
+        if not tolerates_set_aside(template.get("spec")):
+            continue  # its pods could not use the nodes set aside (a raw Indexed Job the policy missed)
         pods, gpus = int(sets[0]["count"]), pod_spec_gpus(template.get("spec") or {})
         ns = meta(wl).get("namespace", "")
         quota = budgets[ns].gpu if ns in budgets else 0
@@ -193,19 +187,20 @@ def plan_set_aside(
 
 
 def stranded(
-    unbound: Iterable[Mapping[str, Any]], workloads: Iterable[Mapping[str, Any]], held: Mapping[str, str]
+    pods: Iterable[Mapping[str, Any]], workloads: Iterable[Mapping[str, Any]], held: Mapping[str, str]
 ) -> dict[str, str]:
     """Workloads (ns/name -> why) holding quota whose pod Kueue pinned to a node set aside (`held`: node ->
     gang), that the scheduler reports Unschedulable there: not a gang (gangs tolerate the taint), never
     started. Requeuing them is the only way out (module docstring, "Stranded jobs requeued")."""
     by_key = {f"{namespace(w)}/{name(w)}": w for w in workloads}
     out: dict[str, str] = {}
-    for p in unbound:
+    for p in pods:
         node = ((p.get("spec") or {}).get("nodeSelector") or {}).get(HOSTNAME_LABEL)
         wl = by_key.get(f"{namespace(p)}/{annotations(p).get(KUEUE_WORKLOAD_ANNOTATION)}")
         scheduled = condition(p, "PodScheduled")
         if (
             node not in held
+            or (p.get("spec") or {}).get("nodeName")
             or wl is None
             or workload_state(wl) not in HOLDING_QUOTA
             or scheduled.get("status") != "False"
