@@ -9,13 +9,20 @@ another team's gang. Stateless: the ValidatingAdmissionPolicy (admission/policie
 
 from __future__ import annotations
 
+from typing import Final
+
 from admission.rule_names import SET_ASIDE_TOLERATION
 from admission.verdict import Violation
 from admission.work import Work
 from gpuctl.constants import SET_ASIDE_TAINT_KEY
 from gpuctl.domain.gang import gang_nodes, tolerates_set_aside
 
-__all__ = ["check_set_aside_toleration"]
+__all__ = ["SET_ASIDE_FIX", "check_set_aside_toleration"]
+
+SET_ASIDE_FIX: Final = (
+    "remove that toleration (and any `operator: Exists` without a key: list the taints it tolerates by key); "
+    "multi-node jobs (an Indexed Job with parallelism and completions of 2 or more) get it from gpuctl"
+)
 
 
 def check_set_aside_toleration(w: Work) -> list[Violation]:
@@ -26,9 +33,7 @@ def check_set_aside_toleration(w: Work) -> list[Violation]:
             SET_ASIDE_TOLERATION,
             f"{w.spec_path}.tolerations tolerates {SET_ASIDE_TAINT_KEY}, the taint of nodes set aside for "
             "the oldest waiting multi-node job: only multi-node jobs may run there",
-            "remove that toleration (and any `operator: Exists` without a key: list the taints it tolerates "
-            "by key); multi-node jobs (an Indexed Job with parallelism and completions of 2 or more) get it "
-            "from gpuctl",
+            SET_ASIDE_FIX,
             SET_ASIDE_TOLERATION,
         )
     ]
