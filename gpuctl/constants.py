@@ -212,7 +212,7 @@ CONTAINER_WAITING_REASONS: Final = frozenset(
 # Annotation gpuctl writes on the workloads it submits: a hash of the spec, so `apply` can say "unchanged".
 SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
 # runwhere.ai/ keys gpuctl writes that were added after KNOWN_RUNWHERE_KEYS; the webhook accepts both tuples.
-EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)
+EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION, "runwhere.ai/slices-used")
 
 # ---- serve (issue 26): the backstop in `gpuctl serve` (gpuctl.domain.coverage, gpuctl.server.backstop)
 # Kueue writes this annotation (the Workload's name) on the pods it admits with Topology Aware Scheduling.
@@ -412,6 +412,10 @@ GPU_UNITS: Final = 840
 # by its name, whatever a node's replicas; the NVIDIA GPU Operator's example uses 4). An admin who slices
 # N ways changes nvidia.com/gpu.shared's output in the Kueue configuration to GPU_UNITS/N.
 SHARED_REPLICAS_CHARGED: Final = 4
+# Slices of GPUs in use per pool, as `gpuctl serve` counts them from every bound pod and writes them on the
+# pool's ResourceFlavor (JSON {resource: count}): a team member, who may not list other teams' pods, reads
+# per-profile used and free from it (gpuctl.domain.sharing.slices_used, docs/sharing.md).
+SLICES_USED_ANNOTATION: Final = "runwhere.ai/slices-used"
 
 # ----------------------------------------------------------------------------- YAML limits (issue 33)
 # What one gpuctl YAML text may be, for `gpuctl create|apply|delete -f` and the REST API alike
