@@ -212,7 +212,7 @@ CONTAINER_WAITING_REASONS: Final = frozenset(
 # Annotation gpuctl writes on the workloads it submits: a hash of the spec, so `apply` can say "unchanged".
 SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
 # runwhere.ai/ keys gpuctl writes that were added after KNOWN_RUNWHERE_KEYS; the webhook accepts both tuples.
-EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION, "runwhere.ai/slices-used")
+EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)
 
 # ---- serve (issue 26): the backstop in `gpuctl serve` (gpuctl.domain.coverage, gpuctl.server.backstop)
 # Kueue writes this annotation (the Workload's name) on the pods it admits with Topology Aware Scheduling.
