@@ -491,3 +491,6 @@ SET_ASIDE_TAINT_KEY: Final = "runwhere.ai/set-aside"
 SET_ASIDE_FOR_ANNOTATION: Final = "runwhere.ai/set-aside-for"
 # A gang must have waited this long (Kueue had its cycles) before nodes are set aside for it.
 SET_ASIDE_SETTLE_SECONDS: Final = 30.0
+# The Event on a Workload requeued because Kueue admitted it onto a node just set aside for a gang
+# (gpuctl.domain.setaside.stranded).
+SET_ASIDE_REQUEUE_REASON: Final = "GpuctlSetAsideRequeue"
