@@ -119,21 +119,14 @@ def snapshot(inv: Inventory) -> Snapshot:
 def _build_snapshot(inv: Inventory) -> Snapshot:
     from gpuctl.domain.explain import Snapshot  # noqa: PLC0415 - lazy: only a waiting job is judged
 
-    if inv.sees_every_pod:
-        return Snapshot.build(
-            nodes=inv.nodes,
-            pods=inv.snapshot_pods,
-            workloads=inv.workloads,
-            cluster_queues=inv.cluster_queues,
-            cohort=inv.cohort,
-        )
+    every = inv.sees_every_pod  # per node; else by count, with the pools' use as Kueue reserved it
     return Snapshot.build(
         nodes=inv.nodes,
-        pods=inv.pods,
+        pods=inv.snapshot_pods if every else inv.pods,
         workloads=inv.workloads,
         cluster_queues=inv.cluster_queues,
         cohort=inv.cohort,
-        pool_reserved=pool_reservations(inv.all_cluster_queues),
+        pool_reserved=None if every else pool_reservations(inv.all_cluster_queues),
     )
 
 
