@@ -163,6 +163,9 @@ def test_no_workload_in_kueue_system_nor_any_other_non_team_namespace(
     }
     p = as_(kubectl, who, "-n", "kueue-system", "create", "--dry-run=server", "-f", "-", obj=pod)
     assert p.returncode == 1 and 'cannot create resource "pods"' in p.stderr
+    # Deletes too: their role may delete Services anywhere, the policy keeps them to team namespaces.
+    p = as_(kubectl, who, "-n", "default", "delete", "service", "kubernetes", "--dry-run=server")
+    assert p.returncode == 1 and "may delete services only in team namespaces" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("who", [API, SERVE], ids=["api", "serve"])
