@@ -366,6 +366,10 @@ AUDIT_RUNWHERE_KEYS: Final = (AUDIT_SUBMITTED_BY_ANNOTATION,)
 # `gpuctl stop|resume` sends this field manager plus the caller's name ("gpuctl-stop:alice"), so the
 # Workload's managedFields say who changed spec.active (kueuectl's and kubectl's only name the tool).
 AUDIT_ACTIVE_MANAGER_PREFIX: Final = "gpuctl-"
+# Who last changed a Workload's spec.active, written by the API server from the request (the
+# gpuctl-active-set-by MutatingAdmissionPolicy, admission/policies/submitted_by.py): the audit trail's
+# verified stop/resume actor where the chart's policies run; the field manager above is the fallback.
+AUDIT_ACTIVE_SET_BY_ANNOTATION: Final = "runwhere.ai/active-set-by"
 # The store: one ConfigMap per team namespace, written by the leader of `gpuctl serve`, read by the team
 # (gpuctl-user: get configmaps by this name). Records are JSON lines under HISTORY_DATA_KEY, oldest first.
 HISTORY_CONFIGMAP: Final = "gpuctl-history"
@@ -399,6 +403,9 @@ GPU_RESOURCE_PREFIXES: Final = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gp
 MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"
 # Time-slicing and MPS replicas as the NVIDIA device plugin advertises them with renameByDefault: true.
 SHARED_GPU_RESOURCE: Final = "nvidia.com/gpu.shared"
+# The suffix renameByDefault gives a time-sliced resource; on a MIG instance too (MIG + time-slicing:
+# nvidia.com/mig-1g.10gb.shared, a replica of one 1g.10gb, charged its share / SHARED_REPLICAS_CHARGED).
+SHARED_SUFFIX: Final = ".shared"
 # Resources each of which is one whole GPU (charged one GPU of budget).
 WHOLE_GPU_RESOURCES: Final = (GPU_RESOURCE, "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe")
 # A team's GPU budget is counted in 1/GPU_UNITS GPU: 840 = lcm(1..8), so a MIG instance's share (1/7,
@@ -409,6 +416,10 @@ GPU_UNITS: Final = 840
 # by its name, whatever a node's replicas; the NVIDIA GPU Operator's example uses 4). An admin who slices
 # N ways changes nvidia.com/gpu.shared's output in the Kueue configuration to GPU_UNITS/N.
 SHARED_REPLICAS_CHARGED: Final = 4
+# Slices of GPUs in use per pool, as `gpuctl serve` counts them from every bound pod and writes them on the
+# pool's ResourceFlavor (JSON {resource: count}): a team member, who may not list other teams' pods, reads
+# per-profile used and free from it (gpuctl.domain.sharing.slices_used, docs/sharing.md).
+SLICES_USED_ANNOTATION: Final = "runwhere.ai/slices-used"
 
 # ----------------------------------------------------------------------------- YAML limits (issue 33)
 # What one gpuctl YAML text may be, for `gpuctl create|apply|delete -f` and the REST API alike
@@ -484,3 +495,6 @@ SET_ASIDE_TAINT_KEY: Final = "runwhere.ai/set-aside"
 SET_ASIDE_FOR_ANNOTATION: Final = "runwhere.ai/set-aside-for"
 # A gang must have waited this long (Kueue had its cycles) before nodes are set aside for it.
 SET_ASIDE_SETTLE_SECONDS: Final = 30.0
+# The Event on a Workload requeued because Kueue admitted it onto a node just set aside for a gang
+# (gpuctl.domain.setaside.stranded).
+SET_ASIDE_REQUEUE_REASON: Final = "GpuctlSetAsideRequeue"

@@ -38,15 +38,19 @@ from gpuctl.cluster.reader import (
     parse_label_selector,
 )
 from gpuctl.constants import (
+    AUDIT_ACTIVE_SET_BY_ANNOTATION,
     DEFRAG_MOVED_ANNOTATION,
     DEFRAG_MOVED_AT_ANNOTATION,
     DEFRAG_REACTIVATE_ANNOTATION,
     KUEUE_WORKLOAD_ANNOTATION,
     SET_ASIDE_FOR_ANNOTATION,
+    SET_ASIDE_TAINT_KEY,
     TAS_REQUIRED,
 )
+from gpuctl.domain.gang import tolerates_set_aside
 
 DEFRAG_KEYS = (DEFRAG_MOVED_ANNOTATION, DEFRAG_MOVED_AT_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION)
+WORKLOAD_KEYS = frozenset((*DEFRAG_KEYS, AUDIT_ACTIVE_SET_BY_ANNOTATION))
 
 
 class Cache:
@@ -338,6 +342,8 @@ def trim_workload(raw: dict) -> dict:
             item["template"]["spec"]["initContainers"] = _containers(tspec["initContainers"])
         if tspec.get("nodeSelector"):
             item["template"]["spec"]["nodeSelector"] = _interned_map(tspec["nodeSelector"])
+        if tolerates_set_aside(tspec):  # a gang whose pods may use nodes set aside (gpuctl.domain.setaside)
+            item["template"]["spec"]["tolerations"] = [{"key": SET_ASIDE_TAINT_KEY, "operator": "Exists"}]
         level = (((ps.get("template") or {}).get("metadata") or {}).get("annotations") or {}).get(
             TAS_REQUIRED
         )
@@ -370,9 +376,10 @@ def trim_workload(raw: dict) -> dict:
             {k: c[k] for k in ("name", "state", "message") if k in c} for c in status["admissionChecks"]
         ]
     wl_meta = _owners(raw, _meta(raw))
-    # Of the annotations, only defragmentation's (gpuctl.server.defrag: why and when it was moved).
+    # Of the annotations, only defragmentation's (gpuctl.server.defrag: why and when it was moved) and who
+    # last stopped or resumed it, as admission stamped it (the audit trail).
     notes = {
-        k: v for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items() if k in DEFRAG_KEYS
+        k: v for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items() if k in WORKLOAD_KEYS
     }
     if notes:
         wl_meta["annotations"] = notes
