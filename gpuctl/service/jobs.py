@@ -11,7 +11,7 @@ from weakref import WeakKeyDictionary
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods
+from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, pod_rank
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, condition, owner_refs
@@ -559,6 +559,9 @@ def job_pods_for_logs(
         job.pods,
         key=lambda p: (p["metadata"]["name"] != name, pod_status(p) != "Running", p["metadata"]["name"]),
     )
+    # A gang: rank order, rank 0 first (docs/distributed.md); a pod named on the command line before all.
+    if gang_nodes(job.obj) > 1:
+        pods.sort(key=lambda p: (p["metadata"]["name"] != name, pod_rank(p) is None, pod_rank(p) or 0))
     if not pods:
         raise NotFound(f"job {name} has no pods yet (status {job.status}); nothing to show")
     return job, pods
