@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from kueue_manifests import TESTBED_LABEL
+from kueue_manifests import TESTBED_LABEL, kustomize_rbac
 
 NAMESPACE = "jobset-system"
 PREFIX = "jobset-"
@@ -66,19 +66,7 @@ def config(port: str, cert_dir: str, health: str) -> dict:
 
 
 def rbac(jobset_dir: str) -> list[dict]:
-    docs = [d for f in RBAC_FILES for d in _docs(Path(jobset_dir) / "config/components" / f)]
-    for d in docs:
-        meta = d["metadata"]
-        meta["name"] = PREFIX + meta["name"]
-        meta["labels"] = dict(TESTBED_LABEL)
-        if meta.get("namespace") == "system":
-            meta["namespace"] = NAMESPACE
-        if d.get("roleRef"):
-            d["roleRef"]["name"] = PREFIX + d["roleRef"]["name"]
-        for sub in d.get("subjects", []):
-            if sub.get("namespace") == "system":
-                sub["namespace"], sub["name"] = NAMESPACE, PREFIX + sub["name"]
-    return docs
+    return kustomize_rbac(jobset_dir, RBAC_FILES, PREFIX, NAMESPACE)
 
 
 def main(argv: list[str]) -> None:
