@@ -12,6 +12,7 @@ module runs them, in a fixed order, on the object the request carries:
 - `priority-class`                                validators/priority_class.py
 - `device-access`                                 validators/device_access.py
 - `gpu-resource`                                  validators/gpu_resources.py
+- `mig-profile`                                   validators/mig_profiles.py
 - `owner-claim`                                   validators/owner_claim.py
 - `kueue-gate` (UPDATE)                           validators/kueue_gate.py
 - `orphan-delete` (DELETE)                        validators/orphan_delete.py
@@ -40,6 +41,7 @@ from admission.validators.gpu_resources import check_gpu_resources
 from admission.validators.host_paths import check_host_paths
 from admission.validators.kueue_gate import check_kueue_gate
 from admission.validators.labels import check_labels
+from admission.validators.mig_profiles import check_mig_profiles
 from admission.validators.node_pool import check_node
 from admission.validators.orphan_delete import check_orphan_delete
 from admission.validators.owner_claim import check_owner_claim, check_owner_dropped
@@ -96,6 +98,7 @@ def violations(
     out += check_priority_class(w)
     out += check_device_access(w, allowed)
     out += check_gpu_resources(w)
+    out += check_mig_profiles(w, ns, placement, state)
     return out, warn
 
 

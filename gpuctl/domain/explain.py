@@ -43,9 +43,10 @@ from gpuctl.domain.demand import (
     pod_demand,
     pod_owner_label,
     workload_demand,
+    workload_slices,
 )
 from gpuctl.domain.gang import fits_in_one, gang_wait_message, level_domains
-from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_requests
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_requests, pod_spec_gpu_units
 from gpuctl.domain.objects import is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.domain.sharing import profile_of_resource, units_to_gpus
@@ -130,6 +131,10 @@ class _Holder:
     nodes: dict[str, int]  # node -> GPUs it holds there
     pool: str
     ends_by: float | None = None  # when Kueue stops it at the latest (its maxRuntime); None: unknown
+    # Issue 32: budget held in 1/GPU_UNITS GPU (slices count their share), and slices held in its pool
+    # (slice resource -> count); what gpuctl.domain.estimate releases at its end.
+    units: int = 0
+    slices: dict[str, int] = field(default_factory=dict)
 
 
 def _fits(free: Mapping[str, int], pods: int, gpus: int) -> bool:
@@ -206,7 +211,9 @@ class Snapshot:
                 for n, g in placed.items():
                     tas_used[n] = tas_used.get(n, 0) + g
                 gpus = sum(g * c for c, g in _per_pod(wl))
-                holders.append(_Holder(d.label, ns, d.priority, gpus, placed, d.pool, release_deadline(wl)))
+                units, slices = workload_slices(wl)
+                end = release_deadline(wl)
+                holders.append(_Holder(d.label, ns, d.priority, gpus, placed, d.pool, end, units, slices))
                 known.add(d.label)
             elif st in IN_QUEUE:
                 d = workload_demand(wl)
@@ -222,14 +229,14 @@ class Snapshot:
             node = (p.get("spec") or {}).get("nodeName")
             label = pod_owner_label(p)
             if node:
-                for r, n in pod_spec_gpu_requests(p.get("spec")).items():
-                    if r != GPU_RESOURCE:
-                        by_ns = slice_use.setdefault(r, {}).setdefault(node, {})
-                        ns_p = meta(p).get("namespace", "")
-                        by_ns[ns_p] = by_ns.get(ns_p, 0) + n
+                slices = {r: n for r, n in pod_spec_gpu_requests(p.get("spec")).items() if r != GPU_RESOURCE}
+                for r, n in slices.items():
+                    by_ns = slice_use.setdefault(r, {}).setdefault(node, {})
+                    ns_p = meta(p).get("namespace", "")
+                    by_ns[ns_p] = by_ns.get(ns_p, 0) + n
                 g = pod_gpus(p)
                 bound[node] = bound.get(node, 0) + g
-                if g and label not in known:
+                if (g or slices) and label not in known:
                     h = held.get(label)
                     if h is None:
                         ns = meta(p).get("namespace", "")
@@ -240,7 +247,11 @@ class Snapshot:
                     end = pod_release_deadline(p)
                     h.ends_by = None if end is None or h.ends_by is None else max(h.ends_by, end)
                     h.gpus += g
-                    h.nodes[node] = h.nodes.get(node, 0) + g
+                    if g:
+                        h.nodes[node] = h.nodes.get(node, 0) + g
+                    h.units += pod_spec_gpu_units(p.get("spec"))
+                    for r, n in slices.items():
+                        h.slices[r] = h.slices.get(r, 0) + n
             elif is_gated(p) and label not in known:
                 gated.setdefault(label, []).append(p)
         holders += held.values()
@@ -251,7 +262,9 @@ class Snapshot:
         for ns, t in teams.items():
             units = reserved.get(ns)
             t.used_units = (
-                sum(h.gpus for h in holders if h.namespace == ns) * GPU_UNITS if units is None else units
+                sum(h.units or h.gpus * GPU_UNITS for h in holders if h.namespace == ns)
+                if units is None
+                else units
             )
             t.used = units_to_gpus(t.used_units)
         used = {n: max(tas_used.get(n, 0), bound.get(n, 0)) for n in set(tas_used) | set(bound)}
@@ -305,6 +318,17 @@ class Snapshot:
                 default=Decimal(0),
             ),
         )
+
+    def slices_held(self, pool: str, resource: str) -> tuple[int, dict[str, int]]:
+        """How many of a slice resource the pool's Ready nodes offer, and namespace -> how many bound
+        pods hold there (every pod's for an admin; by count only the caller's own)."""
+        nodes = self.pool_nodes(pool)
+        total = int(sum(node_allocatable(n, resource) for n in self.nodes if name(n) in nodes))
+        by_ns: dict[str, int] = {}
+        for node in nodes:
+            for ns, c in self.slice_use.get(resource, {}).get(node, {}).items():
+                by_ns[ns] = by_ns.get(ns, 0) + c
+        return total, by_ns
 
     def free(self, pool: str) -> dict[str, int]:
         return self.memo(
@@ -480,12 +504,7 @@ def _slices_free(snap: Snapshot, demand: Demand) -> str:
     pool's Ready nodes' allocatable of the slice less what bound pods hold (known only to a caller who
     reads every pod; by count nothing is held). "no free 1g.10gb in dev-pool (14 in all; 3 in use by
     team-b)"."""
-    nodes = {name(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)}
-    total = int(sum(node_allocatable(n, demand.slice) for n in snap.nodes if name(n) in nodes))
-    by_ns: dict[str, int] = {}
-    for node in nodes:
-        for ns, c in snap.slice_use.get(demand.slice, {}).get(node, {}).items():
-            by_ns[ns] = by_ns.get(ns, 0) + c
+    total, by_ns = snap.slices_held(demand.pool, demand.slice)
     if total - sum(by_ns.values()) >= demand.pods:
         return ""
     kind = profile_of_resource(demand.slice) or "shared GPU replica"
