@@ -16,4 +16,6 @@ Violations it finds (an empty list when none). admission.rules.review runs them 
 | `kueue_gate.py` | `kueue-gate` (UPDATE) |
 | `orphan_delete.py` | `orphan-delete` (DELETE) |
 | `node_pool.py` | `node-pool`, and `unknown-key` on Nodes |
+| `gangs.py` | `gang-fits` |
+| `set_aside.py` | `set-aside-toleration` |
 """

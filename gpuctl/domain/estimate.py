@@ -44,6 +44,7 @@ from gpuctl.domain.explain import (
     _larger_than_every_node,
     _place,
 )
+from gpuctl.domain.gang import set_aside_start
 from gpuctl.domain.sharing import profile_of_resource, units_to_gpus
 
 Clock = Callable[[float], str]  # epoch seconds -> what users read ("14:20")
@@ -234,6 +235,18 @@ def estimate(
             clock,
             position=verdict.position,
         )
+    # Issue 31: a gang whose nodes `gpuctl serve --defrag` set aside waits only for the jobs on them.
+    held = set_aside_start(
+        demand.label,
+        snap.nodes,
+        ((_short(h.label, demand.namespace), h.nodes, h.ends_by) for h in snap.holders),
+        now=now,
+        slack=slack,
+        clock=clock,
+        visible=snap.pool_reserved is None,
+    )
+    if held is not None:
+        return _make(held[0], held[1], clock, position=verdict.position)
     play = _start(snap, demand, budget, slack)
     return _run(play, _queue(snap, demand, budget), now, verdict, clock)
 
