@@ -140,7 +140,7 @@ def log_targets(
 @guard
 def run(args: argparse.Namespace) -> int:
     from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.service.jobs import job_pods_for_logs, read_logs  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.logs import job_pods_for_logs, read_logs  # noqa: PLC0415 - lazy: CLI start-up
 
     options = log_options(args)
     if args.follow and args.previous:

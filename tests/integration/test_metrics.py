@@ -39,7 +39,7 @@ import yaml
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.pools import pool_capacities
-from gpuctl.service.pools import patch_node_pool
+from gpuctl.service.node_pools import patch_node_pool
 from queues import PoolGuarantee, TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 
@@ -258,7 +258,7 @@ def stack(
     team_a, team_b = f"t-{run}-a", f"t-{run}-b"
 
     # Pools: training-pool = gpu-node-1, -2 (16 GPUs); inference-pool = gpu-node-3 (4 GPUs), labelled
-    # and tainted as gpuctl does it (gpuctl.service.pools.patch_node_pool).
+    # and tainted as gpuctl does it (gpuctl.service.node_pools.patch_node_pool).
     for node, pool in (("gpu-node-1", TRAINING), ("gpu-node-2", TRAINING), ("gpu-node-3", INFERENCE)):
         patch_node_pool(kube, kube.get(path("Node", node)), {Labels.POOL: pool})
     # Team A: 4-GPU quota. Team B: 8-GPU quota (8 written as its training-pool share, shown only).
