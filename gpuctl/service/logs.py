@@ -1,9 +1,10 @@
-"""A job's logs: which of its pods to read (the one named first, then running ones) and a pod's log text
-or stream. Shared by `gpuctl logs` and the API's logs."""
+"""A job's logs: which of its pods to read (the one named first, then running ones; a gang's in rank order)
+and a pod's log text or stream. Shared by `gpuctl logs` and the API's logs."""
 
 from __future__ import annotations
 
 from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.domain.gang import gang_nodes, pod_rank
 from gpuctl.domain.status import pod_status
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
@@ -20,6 +21,9 @@ def job_pods_for_logs(
         job.pods,
         key=lambda p: (p["metadata"]["name"] != name, pod_status(p) != "Running", p["metadata"]["name"]),
     )
+    # A gang: rank order, rank 0 first (docs/distributed.md); a pod named on the command line before all.
+    if gang_nodes(job.obj) > 1:
+        pods.sort(key=lambda p: (p["metadata"]["name"] != name, pod_rank(p) is None, pod_rank(p) or 0))
     if not pods:
         raise NotFound(f"job {name} has no pods yet (status {job.status}); nothing to show")
     return job, pods

@@ -57,9 +57,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _job(name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING, pods: int = 1) -> dict:
+def _job(
+    name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING, pods: int = 1, gang: bool = False
+) -> dict:
     """A Job as gpuctl's builders make it: queue, priority and pool labels, the pool's nodeSelector;
-    `pods` pods of `gpus` GPUs each."""
+    `pods` pods of `gpus` GPUs each (a gang: an Indexed Job, as `resources.nodes` renders)."""
     res = {"cpu": "1", "memory": "1Gi", GPU_RESOURCE: str(gpus)}
     labels = {
         Labels.KUEUE_QUEUE: "default",
@@ -76,6 +78,7 @@ def _job(name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING, pod
             "backoffLimit": 0,
             "parallelism": pods,
             "completions": pods,
+            **({"completionMode": "Indexed"} if gang else {}),
             "template": {
                 "metadata": {"labels": {Labels.POOL: pool}, "annotations": {TAS_UNCONSTRAINED: "true"}},
                 "spec": {
@@ -580,6 +583,20 @@ def test_reclaim_preempts_borrowers_and_queue_metrics_follow(stack: Stack) -> No
     # Through admissions, preemptions and reclaim, the backstop never saw a pod outside Kueue.
     assert s.value("max(max_over_time(gpuctl_pool_uncovered_gpus[1h]))") == 0
     assert s.value('max(gpuctl_serve_leader{job="gpuctl"})') == 1
+
+
+def test_a_waiting_gang_is_shown_in_its_pool(stack: Stack) -> None:
+    s = stack
+    # The pool is full (the reclaim above): a 2-node x 4-GPU gang of A waits as one Workload of 8 GPUs.
+    # It stays queued for the dashboard queries below (the waiting-gangs panel has a gang to show).
+    s.kube.create(_job("a-gang", s.team_a, 4, "low", pods=2, gang=True))
+    s.wait_value(f'gpuctl_pool_waiting_gangs{{pool="{TRAINING}"}}', 1)
+    s.wait_value(f'gpuctl_pool_waiting_gang_gpus{{pool="{TRAINING}"}}', 8)
+    s.wait_value(f'gpuctl_pool_requested_gpus{{pool="{TRAINING}", priority="low"}}', 16)
+    assert s.value(f'gpuctl_pool_waiting_gangs{{pool="{INFERENCE}"}}') == 0
+    # A multi-pod Workload's GPUs count once per pod: b-0's two 4-GPU pods hold 8, as Kueue counts them.
+    s.wait_value(f'gpuctl_team_used_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 8)
+    s.wait_value(f'gpuctl_team_allocated_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 8)
 
 
 def _dashboards() -> list[tuple[str, dict]]:
