@@ -121,7 +121,7 @@ def precheck_jobs(
                 f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
             )
         share = spec.resources.gpu_share
-        facts = gang_pool_facts(where, spec, flavors, docs)
+        facts = gang_pool_facts(where, spec, flavors, docs, reader)
         if share is not None:  # the slice of gpu-share, on the same pool (its topology kept)
             facts = replace(share_facts(reader, where, pool, share), topology=facts.topology)
         planned[i] = build(spec, ns, facts)
