@@ -185,6 +185,7 @@ class Item:
     pool: str
     priority: str
     runtime: float  # compressed seconds
+    share: str | None = None  # resources.gpu-share: one slice per pod (bench/trace_days.py's slice day)
 
 
 def make_trace(seed: int, day: float) -> list[Item]:
@@ -630,9 +631,16 @@ def setup_gpuctl(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path) 
 def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path) -> None:
     """Kueue defaults: per-team ClusterQueue, per-pool nominal quota, no cohort, no preemption."""
     cli(kubeconfig, "create", "-f", str(ROOT / "examples" / "pools.yaml"))  # node labels, priorities
+    baseline_queues(kube, ns, {team: dict(zip(POOLS, split, strict=True)) for team, split in SPLIT.items()})
+
+
+def baseline_queues(kube: Cluster, ns: Mapping[str, str], quotas: Mapping[str, Mapping[str, int]]) -> None:
+    """Plain Kueue as an admin configures it on gpuctl's labelled and tainted pools: a ResourceFlavor
+    `base-<pool>` per pool, and per team a namespace, a ClusterQueue holding `quotas[team][pool]` GPUs of
+    each pool as nominal quota (no cohort: no borrowing; no preemption; no topology) and its LocalQueue."""
     managed = TRACE_MANAGED
     api = "kueue.x-k8s.io/v1beta2"
-    for pool in POOLS:
+    for pool in sorted({p for q in quotas.values() for p in q}):
         kube.apply(
             {
                 "apiVersion": api,
@@ -644,7 +652,7 @@ def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path
                 "spec": {"nodeLabels": {Labels.POOL: pool}, "tolerations": [pool_toleration(pool)]},
             }
         )
-    for team, split in SPLIT.items():
+    for team, split in quotas.items():
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns[team]}})
         kube.apply(
             {
@@ -667,7 +675,7 @@ def setup_baseline(kube: Cluster, kubeconfig: str, ns: dict[str, str], tmp: Path
                                 }
                                 # In name order, as gpuctl's queues list pools: a job naming no
                                 # pool (--any-pool) tries them in the same order in both designs.
-                                for pool, g in sorted(zip(POOLS, split, strict=True))
+                                for pool, g in sorted(split.items())
                             ],
                         }
                     ],
@@ -1683,7 +1691,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kubeconfig", help="the cluster to replay on (required unless --offline)")
     ap.add_argument("--day-seconds", type=float, default=480.0)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--only", choices=DESIGNS, action="append", help="run only this design (repeatable)")
+    ap.add_argument(
+        "--only",
+        choices=(*DESIGNS, "setaside", "whole", "slices"),
+        action="append",
+        help="run only this design (repeatable); --day gangs: baseline, gpuctl, setaside; "
+        "--day slices: whole, slices",
+    )
     ap.add_argument(
         "--grace-seconds",
         type=int,
@@ -1750,7 +1764,22 @@ def main(argv: list[str] | None = None) -> int:
         "packings and the offline Kueue-defaults model (per-team per-pool quota, no borrowing): which days "
         "leave room for the target lead, in milliseconds",
     )
+    ap.add_argument(
+        "--day",
+        choices=("mixed", "gangs", "slices"),
+        default="mixed",
+        help="mixed: this day (issues 15/23); gangs: multi-node jobs on 8-GPU nodes in racks (issue 31); "
+        "slices: notebooks and small inference on MIG slices vs whole GPUs (issue 32); "
+        "bench/trace_days.py and bench/trace_days_replay.py",
+    )
     args = ap.parse_args(argv)
+    if args.day != "mixed":
+        if not args.kubeconfig:
+            ap.error("--kubeconfig is required for --day gangs|slices")
+        from bench.trace_days_replay import run_day  # lazy: that module imports this one
+
+        kube = Cluster.connect(kubeconfig=args.kubeconfig)
+        return run_day(kube, args.kubeconfig, args.day, args.seed, args.day_seconds, args.only, args.json)
     if args.offline:
         print_offline(
             [offline_day(n, args.day_seconds, local_nodes(), any_pool=args.any_pool) for n in args.offline]

@@ -7,7 +7,7 @@ keeps one folder per integration. `build()` here dispatches on the spec's kind.
 from __future__ import annotations
 
 from gpuctl.builders import compute, inference, notebook, training
-from gpuctl.builders.common import WHOLE_GPUS, PoolFacts, gpu_resources
+from gpuctl.builders.common import WHOLE_GPUS, TargetPool, gpu_resources
 from gpuctl.constants import Kind
 from gpuctl.spec import JobSpec
 
@@ -19,10 +19,10 @@ _BUILDERS = {
 }
 
 
-def build(spec: JobSpec, namespace: str, pool: PoolFacts = WHOLE_GPUS) -> list[dict]:
+def build(spec: JobSpec, namespace: str, pool: TargetPool = WHOLE_GPUS) -> list[dict]:
     """Every object a job needs, in creation order (workload first, then its Service). `pool`: what the
     caller knows of the job's pool (the GPU resource its nodes advertise; `gpu_resources`)."""
     return _BUILDERS[Kind(spec.kind)](spec, namespace, pool)
 
 
-__all__ = ["WHOLE_GPUS", "PoolFacts", "build", "gpu_resources"]
+__all__ = ["WHOLE_GPUS", "TargetPool", "build", "gpu_resources"]

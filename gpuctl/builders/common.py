@@ -22,11 +22,11 @@ from gpuctl.spec import JobSpec, Resources
 
 
 @dataclass(frozen=True)
-class PoolFacts:
-    """What a builder may know about the pool a job goes to, beyond the YAML (the caller reads the
-    cluster; builders do no I/O). None everywhere means "nothing known": the plain `nvidia.com/gpu`
-    request of a whole-GPU pool. Extended by GPU sharing (issue 32) with the resource names a pool's
-    nodes advertise."""
+class TargetPool:
+    """The pool a job goes to, as a builder may know it beyond the YAML (the caller reads the cluster;
+    builders do no I/O). Not gpuctl.domain.pools.PoolFacts, the pool's facts aggregated from its nodes.
+    None everywhere means "nothing known": the plain `nvidia.com/gpu` request of a whole-GPU pool.
+    Extended by GPU sharing (issue 32) with the resource names a pool's nodes advertise."""
 
     name: str | None = None
     gpu_resource: str = GPU_RESOURCE
@@ -38,7 +38,7 @@ class PoolFacts:
     slice_resource: str | None = None
 
 
-WHOLE_GPUS = PoolFacts()
+WHOLE_GPUS = TargetPool()
 
 
 def service_name(job_name: str) -> str:
@@ -100,7 +100,7 @@ def metadata(spec: JobSpec, namespace: str, labels: dict[str, str], name: str | 
     return meta
 
 
-def gpu_resources(resources: Resources, pool: PoolFacts = WHOLE_GPUS) -> dict[str, str]:
+def gpu_resources(resources: Resources, pool: TargetPool = WHOLE_GPUS) -> dict[str, str]:
     """The one place a container's GPU request is decided: {resource name: quantity} to request (and
     limit), empty for CPU-only work. Every job kind's container gets its GPUs from here, per pod."""
     if resources.gpu_share is not None:
@@ -114,7 +114,7 @@ def gpu_resources(resources: Resources, pool: PoolFacts = WHOLE_GPUS) -> dict[st
     return {pool.gpu_resource: str(resources.gpu)}
 
 
-def container_resources(spec: JobSpec, pool: PoolFacts = WHOLE_GPUS) -> dict:
+def container_resources(spec: JobSpec, pool: TargetPool = WHOLE_GPUS) -> dict:
     """requests = limits (Guaranteed QoS), the GPU only when asked for; Kueue charges the requests."""
     amounts = {"cpu": spec.resources.cpu, "memory": spec.resources.memory}
     amounts.update(gpu_resources(spec.resources, pool))
@@ -162,7 +162,7 @@ def pod_template(
     app_label: bool,
     container_port: int | None = None,
     restart_policy: str | None = None,
-    pool: PoolFacts = WHOLE_GPUS,
+    pool: TargetPool = WHOLE_GPUS,
 ) -> dict:
     env = spec.environment
     container: dict = {"name": CONTAINER_NAME, "image": env.image, "imagePullPolicy": "IfNotPresent"}

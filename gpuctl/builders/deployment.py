@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuctl.builders.common import (
     WHOLE_GPUS,
-    PoolFacts,
+    TargetPool,
     job_labels,
     metadata,
     node_port_service,
@@ -19,7 +19,7 @@ def build_deployment(
     spec: InferenceSpec | ComputeSpec,
     namespace: str,
     extra_labels: dict[str, str],
-    pool: PoolFacts = WHOLE_GPUS,
+    pool: TargetPool = WHOLE_GPUS,
 ) -> list[dict]:
     _, target = service_port(spec)
     labels = {**job_labels(spec, namespace), **extra_labels}

@@ -13,7 +13,7 @@ the launcher environment (docs/distributed.md). Pure, like every builder.
   once. A disrupted rank (preempted, evicted, its node lost: condition DisruptionTarget) is replaced
   without counting as a failure, with the same rank and host name. Restarts of the training processes
   themselves are torchrun's (`--max-restarts`).
-- **Placement.** With the pool's topology known (PoolFacts.topology: the node-label levels above the
+- **Placement.** With the pool's topology known (TargetPool.topology: the node-label levels above the
   node), the pods go into one domain of the level `resources.topology` names (required), else Kueue
   prefers the lowest level and widens as needed (preferred); with none known, anywhere (unconstrained).
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 
-from gpuctl.builders.common import PoolFacts, metadata, service_labels, service_name
+from gpuctl.builders.common import TargetPool, metadata, service_labels, service_name
 from gpuctl.constants import (
     CONTAINER_NAME,
     GANG_ENV,
@@ -92,7 +92,7 @@ def topology_level(wanted: str, levels: tuple[str, ...]) -> str | None:
     return None
 
 
-def topology_annotation(spec: TrainingSpec, pool: PoolFacts) -> dict[str, str]:
+def topology_annotation(spec: TrainingSpec, pool: TargetPool) -> dict[str, str]:
     """The pod-template annotation asking Kueue's Topology Aware Scheduling for the gang's placement."""
     wanted = spec.resources.topology
     levels = pool.topology
@@ -108,7 +108,7 @@ def topology_annotation(spec: TrainingSpec, pool: PoolFacts) -> dict[str, str]:
     return {TAS_UNCONSTRAINED: "true"}
 
 
-def make_gang(job: dict, spec: TrainingSpec, pool: PoolFacts) -> None:
+def make_gang(job: dict, spec: TrainingSpec, pool: TargetPool) -> None:
     """Turn a one-pod training Job (gpuctl.builders.training) into the gang of spec.resources.nodes pods."""
     nodes = spec.resources.nodes
     template = job["spec"]["template"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gpuctl.builders.common import (
     WHOLE_GPUS,
-    PoolFacts,
+    TargetPool,
     job_labels,
     metadata,
     node_port_service,
@@ -19,7 +19,7 @@ from gpuctl.constants import Labels
 from gpuctl.spec import NotebookSpec
 
 
-def build(spec: NotebookSpec, namespace: str, pool: PoolFacts = WHOLE_GPUS) -> list[dict]:
+def build(spec: NotebookSpec, namespace: str, pool: TargetPool = WHOLE_GPUS) -> list[dict]:
     _, target = service_port(spec)
     statefulset = {
         "apiVersion": "apps/v1",

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from gpuctl.builders.common import WHOLE_GPUS, PoolFacts, job_labels, metadata, pod_template
+from gpuctl.builders.common import WHOLE_GPUS, TargetPool, job_labels, metadata, pod_template
 from gpuctl.builders.gang import headless_service, make_gang
 from gpuctl.spec import TrainingSpec
 
 BACKOFF_LIMIT = 3
 
 
-def build(spec: TrainingSpec, namespace: str, pool: PoolFacts = WHOLE_GPUS) -> list[dict]:
+def build(spec: TrainingSpec, namespace: str, pool: TargetPool = WHOLE_GPUS) -> list[dict]:
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",

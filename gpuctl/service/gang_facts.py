@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gpuctl.builders import PoolFacts
+from gpuctl.builders import TargetPool
 from gpuctl.builders.gang import topology_level
 from gpuctl.domain.gang import pool_topology
 from gpuctl.domain.objects import name
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # annotations only: a read never loads pydantic
 
 def gang_pool_facts(
     where: str, spec: JobSpec, flavors: Sequence[Mapping[str, Any]], docs: list[Document]
-) -> PoolFacts:
+) -> TargetPool:
     """What the builders may know of a single-pool job's pool: its topology levels, from the pool
     document in the same submission or from the pool's ResourceFlavor (None: not known). A
     `resources.topology` that names no level of the pool is refused here, before anything is written."""
@@ -39,4 +39,4 @@ def gang_pool_facts(
             f"{where}: resources.topology: {wanted} is no level of pool {pool}'s topology "
             f"({', '.join(levels) or 'none: the node only'}); {fix}, or remove resources.topology"
         )
-    return PoolFacts(name=pool, topology=levels)
+    return TargetPool(name=pool, topology=levels)

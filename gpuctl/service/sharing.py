@@ -6,7 +6,7 @@ error a user sees (file, job, field, fix). docs/sharing.md.
 
 from __future__ import annotations
 
-from gpuctl.builders import PoolFacts
+from gpuctl.builders import TargetPool
 from gpuctl.cluster.reader import Reader
 from gpuctl.constants import Labels
 from gpuctl.domain.pools import node_pool
@@ -24,8 +24,8 @@ def pools_sharing(reader: Reader) -> dict[str, PoolSharing]:
     return {p: pool_sharing(nodes) for p, nodes in sorted(by_pool.items())}
 
 
-def share_facts(reader: Reader, where: str, pool: str, share: str) -> PoolFacts:
-    """The PoolFacts that make a job's `gpu-share` one slice on `pool`: the smallest MIG profile of the
+def share_facts(reader: Reader, where: str, pool: str, share: str) -> TargetPool:
+    """The TargetPool that makes a job's `gpu-share` one slice on `pool`: the smallest MIG profile of the
     pool's GPU model holding the memory asked for (or the profile named), or one time-slicing / MPS
     replica. Refused, naming the fix, on a pool that does not share its GPUs or lacks the profile."""
     nodes = reader.list("Node", label_selector=f"{Labels.POOL}={pool}")
@@ -43,4 +43,4 @@ def share_facts(reader: Reader, where: str, pool: str, share: str) -> PoolFacts:
             )
             fix += ", or ask for whole GPUs (gpu: N) without gpu-share"
         raise ServiceError(f"{where}: resources.gpu-share: {exc}{fix}") from None
-    return PoolFacts(name=pool, gpu_resource=chosen.resource, slice_resource=chosen.resource)
+    return TargetPool(name=pool, gpu_resource=chosen.resource, slice_resource=chosen.resource)

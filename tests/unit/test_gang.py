@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpuctl.builders import PoolFacts, build
+from gpuctl.builders import TargetPool, build
 from gpuctl.builders.gang import topology_level
 from gpuctl.constants import GANG_ENV, TAS_PREFERRED, TAS_REQUIRED, TAS_UNCONSTRAINED
 from gpuctl.domain.gang import (
@@ -32,7 +32,7 @@ def _doc(resources: dict, kind: str = "training", env: list | None = None, name:
     return yaml.safe_dump({"kind": kind, "job": {"name": name}, "environment": environment, "resources": res})
 
 
-def _build(resources: dict, pool: PoolFacts | None = None, **kw) -> list[dict]:
+def _build(resources: dict, pool: TargetPool | None = None, **kw) -> list[dict]:
     (doc,) = load_text(_doc(resources, **kw))
     return build(doc.spec, "team-a", pool) if pool else build(doc.spec, "team-a")
 
@@ -114,14 +114,14 @@ def test_failure_policy_fails_the_whole_gang_but_not_on_disruption() -> None:
 @pytest.mark.parametrize(
     ("resources", "pool", "annotation"),
     [
-        ({"nodes": 2}, PoolFacts(topology=RACKS), {TAS_PREFERRED: "example.com/rack"}),
-        ({"nodes": 2}, PoolFacts(topology=()), {TAS_UNCONSTRAINED: "true"}),
-        ({"nodes": 2, "topology": "rack"}, PoolFacts(topology=RACKS), {TAS_REQUIRED: "example.com/rack"}),
-        ({"nodes": 2, "topology": "block"}, PoolFacts(topology=RACKS), {TAS_REQUIRED: "example.com/block"}),
+        ({"nodes": 2}, TargetPool(topology=RACKS), {TAS_PREFERRED: "example.com/rack"}),
+        ({"nodes": 2}, TargetPool(topology=()), {TAS_UNCONSTRAINED: "true"}),
+        ({"nodes": 2, "topology": "rack"}, TargetPool(topology=RACKS), {TAS_REQUIRED: "example.com/rack"}),
+        ({"nodes": 2, "topology": "block"}, TargetPool(topology=RACKS), {TAS_REQUIRED: "example.com/block"}),
         ({"nodes": 2, "topology": "rack"}, None, {TAS_REQUIRED: "rack"}),  # pool unknown: as written
     ],
 )
-def test_placement_annotation(resources: dict, pool: PoolFacts | None, annotation: dict) -> None:
+def test_placement_annotation(resources: dict, pool: TargetPool | None, annotation: dict) -> None:
     job, _ = _build(resources, pool)
     annotations = job["spec"]["template"]["metadata"]["annotations"]
     assert {k: v for k, v in annotations.items() if k.startswith("kueue.x-k8s.io/")} == annotation

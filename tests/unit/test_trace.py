@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,6 +39,33 @@ from bench.trace import (
     utilisation_bound,
     workload_job,
 )
+from bench.trace_days import (
+    BLOCK_LABEL,
+    GANG_CAPACITY,
+    GANG_POOL,
+    GANG_RACKS,
+    GANG_SHARE,
+    GANG_TEAMS,
+    GPUS_CUT,
+    INFERENCE_SHARE,
+    NOTEBOOK_SHARE,
+    RACK_LABEL,
+    SLICE_CAPACITY,
+    SLICE_POOL,
+    WHOLE_POOL,
+    day_gpu_seconds,
+    gang_day,
+    gang_nodes,
+    gang_share,
+    job_class,
+    pool_yaml,
+    slice_day,
+    slice_equivalents,
+    slice_nodes,
+)
+from gpuctl.builders import TargetPool
+from gpuctl.constants import GPU_UNITS, TAS_PREFERRED, TAS_REQUEST_KEYS
+from gpuctl.domain.sharing import Mode, choose_slice, pool_sharing, resource_units
 
 
 def test_trace_is_deterministic_and_has_every_kind_and_size() -> None:
@@ -420,3 +448,119 @@ def test_estimate_summary_counts_bounds_errors_and_explains_late_starts() -> Non
     late = sm["by"]["late_jobs"][0]
     assert late.startswith("late (training-pool, medium): started 10.0 s after")
     assert "1 jobs submitted after the estimate admitted in its pool before it (1 of higher priority)" in late
+
+
+# ----------------------------------------------------------------------------- the days of issues 31 and 32
+def test_the_gang_day_is_deterministic_and_gangs_hold_the_chosen_share() -> None:
+    a, b = gang_day(7, 300), gang_day(7, 300)
+    assert a == b and gang_day(8, 300) != a
+    assert [i.t for i in a] == sorted(i.t for i in a)
+    gangs = [i for i in a if i.pods > 1]
+    assert (len(a), len(gangs)) == (113, 5)  # seed 7: 108 one-pod jobs and 5 gangs
+    assert {(i.pods, i.gpus) for i in gangs} == {(2, 8), (4, 8)}
+    # Every gang fits its team's quota in one piece (Kueue's defaults could never admit it otherwise).
+    assert all(i.pods * i.gpus <= GANG_TEAMS[i.team] for i in gangs)
+    assert {i.gpus for i in a if i.pods == 1} == {1, 2, 4, 8}
+    assert all(i.pool == GANG_POOL and i.kind == "training" for i in a)
+    assert abs(gang_share(a, 300) - GANG_SHARE) < 0.03
+    # The share is the generator's knob, on many days: within one gang of it.
+    for seed in range(1, 21):
+        for share in (0.3, 0.5):
+            assert abs(gang_share(gang_day(seed, 300, share), 300) - share) < 0.08, (seed, share)
+
+
+def test_gang_share_counts_gpu_hours_within_the_day() -> None:
+    one = Item(0.0, "a", "training", "x", 8, 1, GANG_POOL, "low", 100.0)
+    gang = Item(250.0, "a", "training", "g", 8, 2, GANG_POOL, "low", 100.0)  # 50 s of it in the day
+    assert day_gpu_seconds([one, gang], 300) == 8 * 100 + 16 * 50
+    assert gang_share([one, gang], 300) == 800 / 1600
+    assert day_gpu_seconds([one], 300, {"x": 0.5}) == 50.0
+
+
+def test_a_gangs_yaml_builds_an_indexed_job_placed_by_rack_and_the_baseline_drops_it() -> None:
+    from bench.trace_days_replay import day_manifest
+
+    gang = next(i for i in gang_day(7, 300) if i.pods == 4)
+    facts = TargetPool(name=GANG_POOL, topology=(BLOCK_LABEL, RACK_LABEL))
+    ours = day_manifest(gang, "ns", "gpuctl", 300, facts)
+    assert (ours["spec"]["parallelism"], ours["spec"]["completionMode"]) == (4, "Indexed")
+    pod = ours["spec"]["template"]
+    assert pod["metadata"]["annotations"][TAS_PREFERRED] == RACK_LABEL
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
+    assert pod["spec"]["terminationGracePeriodSeconds"] == GRACE_SECONDS
+    assert ours["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"]
+    plain = day_manifest(gang, "ns", "baseline", 300, facts)
+    assert plain["spec"]["parallelism"] == 4
+    assert not set(plain["spec"]["template"]["metadata"].get("annotations", {})) & set(TAS_REQUEST_KEYS)
+    assert "kueue.x-k8s.io/max-exec-time-seconds" not in plain["metadata"]["labels"]
+
+
+def test_the_slice_day_differs_from_the_whole_gpu_day_only_in_what_it_asks() -> None:
+    sliced, whole = slice_day(7, 300, sliced=True), slice_day(7, 300, sliced=False)
+    assert sliced == slice_day(7, 300, sliced=True) and slice_day(8, 300, sliced=True) != sliced
+    strip = [(i.t, i.team, i.kind, i.name, i.gpus, i.runtime) for i in sliced]
+    assert strip == [(i.t, i.team, i.kind, i.name, i.gpus, i.runtime) for i in whole]
+    kinds = {k: sum(i.kind == k for i in sliced) for k in ("notebook", "inference", "training")}
+    assert kinds == {"notebook": 32, "inference": 6, "training": 28}
+    assert {i.share for i in sliced if i.kind == "notebook"} == {NOTEBOOK_SHARE}
+    assert {i.share for i in sliced if i.kind == "inference"} == {INFERENCE_SHARE}
+    assert all(i.share is None for i in whole)
+    assert all(i.share is None for i in sliced if i.kind == "training")
+    assert {i.pool for i in sliced} == {SLICE_POOL} and {i.pool for i in whole} == {WHOLE_POOL}
+
+
+def test_the_slices_are_what_gpuctl_chooses_on_the_fake_mig_nodes_and_cost_the_quota_rule() -> None:
+    ps = pool_sharing(slice_nodes(sliced=True))
+    assert (ps.mode, ps.profiles) == (Mode.MIG_MIXED, {"1g.10gb", "3g.40gb"})
+    assert pool_sharing(slice_nodes(sliced=False)).mode is Mode.NONE
+    for item in (i for i in slice_day(7, 300, sliced=True) if i.share):
+        chosen = choose_slice(item.share, SLICE_POOL, ps.mode, ps.model, ps.profiles)
+        assert chosen.profile == {NOTEBOOK_SHARE: "1g.10gb", INFERENCE_SHARE: "3g.40gb"}[item.share]
+        assert slice_equivalents(item) == pytest.approx(resource_units(chosen.resource) / GPU_UNITS)
+    # The nodes' 16 GPUs: 10 whole, 3 as 21 x 1g.10gb, 3 as 6 x 3g.40gb.
+    alloc = [n["status"]["allocatable"] for n in slice_nodes(sliced=True)]
+    whole = sum(int(a["nvidia.com/gpu"]) for a in alloc)
+    assert whole + 21 // 7 + 6 // 2 == SLICE_CAPACITY and SLICE_CAPACITY - whole == GPUS_CUT
+    assert sum(int(a.get("nvidia.com/mig-1g.10gb", 0)) for a in alloc) == 21
+
+
+def test_a_notebooks_share_builds_one_mig_slice() -> None:
+    from bench.trace_days_replay import day_manifest
+
+    nb = next(i for i in slice_day(7, 300, sliced=True) if i.kind == "notebook")
+    res = "nvidia.com/mig-1g.10gb"
+    facts = TargetPool(name=SLICE_POOL, gpu_resource=res, slice_resource=res)
+    obj = day_manifest(nb, "ns", "slices", 300, facts)
+    requests = obj["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert requests[res] == "1" and "nvidia.com/gpu" not in requests
+
+
+def test_the_slice_layout_holds_the_days_peak_and_whole_gpus_do_not() -> None:
+    """Offline: the most notebooks and services at once on seed 7 fit the cut GPUs' slices, while as
+    whole GPUs they are more than the 16 GPUs (so the whole-GPU day must queue)."""
+
+    def peak(items: list[Item]) -> int:
+        events = sorted([(i.t, 1) for i in items] + [(i.t + i.runtime, -1) for i in items])
+        now = most = 0
+        for _, d in events:
+            now += d
+            most = max(most, now)
+        return most
+
+    day = slice_day(7, 300, sliced=True)
+    notebooks = peak([i for i in day if i.kind == "notebook"])
+    services = peak([i for i in day if i.kind == "inference"])
+    assert notebooks <= 21 and services <= 6
+    assert notebooks + services > SLICE_CAPACITY
+    assert {job_class(i) for i in day} == {"notebook", "inference", "training"}
+    assert {job_class(i) for i in gang_day(7, 300)} == {"gang", "training"}
+
+
+def test_the_fake_gang_pool_is_two_racks_of_four_8_gpu_nodes() -> None:
+    nodes = gang_nodes()
+    racks = [n["metadata"]["labels"][RACK_LABEL] for n in nodes]
+    assert (racks.count("r1"), racks.count("r2")) == (4, 4)
+    assert {n["status"]["allocatable"]["nvidia.com/gpu"] for n in nodes} == {"8"}
+    assert GANG_CAPACITY == 64 == sum(GANG_TEAMS.values())
+    doc = pool_yaml("gangs")
+    assert f"topology: [{BLOCK_LABEL}, {RACK_LABEL}]" in doc and all(n in doc for n in GANG_RACKS)
