@@ -23,10 +23,15 @@ ORPHAN_DELETE: Final = "orphan-delete"
 KUEUE_GATE: Final = "kueue-gate"
 # GPU-like resources Kueue does not charge (issue 33).
 GPU_RESOURCE_RULE: Final = "gpu-resource"
+# A MIG profile the pool's GPUs do not have (issue 32).
+MIG_PROFILE: Final = "mig-profile"
+# Multi-node jobs (issue 31): a gang that can never fit; a toleration of the set-aside taint outside a gang.
+GANG_FITS: Final = "gang-fits"
+SET_ASIDE_TOLERATION: Final = "set-aside-toleration"
 # Rules whose verdict depends on what the cache has seen: a denial by these alone may be watch lag (a pool
 # created a millisecond before its nodes are labelled), so the server re-checks it once the cache moves.
 CACHE_RULES: Final = frozenset(
-    {GPU_QUEUE, GPU_TOPOLOGY, POOL_EXISTS, POOL_PLACEMENT, GPU_FITS_NODE, NODE_POOL}
+    {GPU_QUEUE, GPU_TOPOLOGY, POOL_EXISTS, POOL_PLACEMENT, GPU_FITS_NODE, NODE_POOL, MIG_PROFILE, GANG_FITS}
 )
 RULES: Final = (
     GPU_QUEUE,
@@ -45,4 +50,7 @@ RULES: Final = (
     ORPHAN_DELETE,
     KUEUE_GATE,
     GPU_RESOURCE_RULE,
+    MIG_PROFILE,
+    GANG_FITS,
+    SET_ASIDE_TOLERATION,
 )

@@ -12,10 +12,13 @@ module runs them, in a fixed order, on the object the request carries:
 - `priority-class`                                validators/priority_class.py
 - `device-access`                                 validators/device_access.py
 - `gpu-resource`                                  validators/gpu_resources.py
+- `mig-profile`                                   validators/mig_profiles.py
 - `owner-claim`                                   validators/owner_claim.py
 - `kueue-gate` (UPDATE)                           validators/kueue_gate.py
 - `orphan-delete` (DELETE)                        validators/orphan_delete.py
 - `node-pool` (Nodes)                             validators/node_pool.py
+- `gang-fits`                                     validators/gangs.py
+- `set-aside-toleration`                          validators/set_aside.py
 
 Rules apply to Pods, Jobs, Deployments, StatefulSets and ReplicaSets in namespaces gpuctl manages, and to
 Nodes. Pods the Job, ReplicaSet or StatefulSet controller makes (and ReplicaSets the Deployment controller
@@ -36,10 +39,12 @@ from admission.identities import CHECKED_OWNERS, CHECKED_RS_OWNERS, CONTROLLER_U
 from admission.rule_names import RULES
 from admission.state import ClusterState
 from admission.validators.device_access import check_device_access
+from admission.validators.gangs import check_gang_fits
 from admission.validators.gpu_resources import check_gpu_resources
 from admission.validators.host_paths import check_host_paths
 from admission.validators.kueue_gate import check_kueue_gate
 from admission.validators.labels import check_labels
+from admission.validators.mig_profiles import check_mig_profiles
 from admission.validators.node_pool import check_node
 from admission.validators.orphan_delete import check_orphan_delete
 from admission.validators.owner_claim import check_owner_claim, check_owner_dropped
@@ -51,6 +56,7 @@ from admission.validators.placement import (
 )
 from admission.validators.priority_class import check_priority_class
 from admission.validators.queue import check_queue
+from admission.validators.set_aside import check_set_aside_toleration
 from admission.verdict import (
     AdmissionConfig,
     Malformed,
@@ -90,12 +96,15 @@ def violations(
     out += check_pool_exists(placement, state)
     out += check_pool_placement(placement, state, warn)
     out += check_gpu_fits_node(placement, gpus, state)
+    out += check_gang_fits(w, placement, gpus, state)
     out += check_labels(w)
     allowed = config.allowed_host_paths
     out += check_host_paths(w, allowed)
     out += check_priority_class(w)
     out += check_device_access(w, allowed)
     out += check_gpu_resources(w)
+    out += check_mig_profiles(w, ns, placement, state)
+    out += check_set_aside_toleration(w)
     return out, warn
 
 

@@ -399,6 +399,9 @@ GPU_RESOURCE_PREFIXES: Final = ("nvidia.com/gpu", "nvidia.com/mig-", "amd.com/gp
 MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"
 # Time-slicing and MPS replicas as the NVIDIA device plugin advertises them with renameByDefault: true.
 SHARED_GPU_RESOURCE: Final = "nvidia.com/gpu.shared"
+# The suffix renameByDefault gives a time-sliced resource; on a MIG instance too (MIG + time-slicing:
+# nvidia.com/mig-1g.10gb.shared, a replica of one 1g.10gb, charged its share / SHARED_REPLICAS_CHARGED).
+SHARED_SUFFIX: Final = ".shared"
 # Resources each of which is one whole GPU (charged one GPU of budget).
 WHOLE_GPU_RESOURCES: Final = (GPU_RESOURCE, "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe")
 # A team's GPU budget is counted in 1/GPU_UNITS GPU: 840 = lcm(1..8), so a MIG instance's share (1/7,
@@ -484,3 +487,6 @@ SET_ASIDE_TAINT_KEY: Final = "runwhere.ai/set-aside"
 SET_ASIDE_FOR_ANNOTATION: Final = "runwhere.ai/set-aside-for"
 # A gang must have waited this long (Kueue had its cycles) before nodes are set aside for it.
 SET_ASIDE_SETTLE_SECONDS: Final = 30.0
+# The Event on a Workload requeued because Kueue admitted it onto a node just set aside for a gang
+# (gpuctl.domain.setaside.stranded).
+SET_ASIDE_REQUEUE_REASON: Final = "GpuctlSetAsideRequeue"

@@ -2,15 +2,19 @@
 # The project's test command (README): install into .venv, lint, build or reuse the cluster binaries,
 # run unit and integration tests. Exits non-zero on any failure, including "no tests ran" (pytest 5).
 #
-#   hack/test.sh [PYTEST ARGS]              everything but the real node (CI: .ci/run)
-#   hack/test.sh --real-node [PYTEST ARGS]  the chart installed on a real kubelet node
-#                                           (tests/integration/test_real_node.py; CI: .ci/run-real-node)
-# The real-node variant also builds the kubelet and the pause image (hack/cluster/build.sh with
-# GPUCTL_BUILD_REAL_NODE=1) and installs containerd, runc and the CNI plugins from Debian; it needs root.
+#   hack/test.sh [PYTEST ARGS]              everything but the real node
+#   hack/test.sh --real-node [PYTEST ARGS]  only the chart installed on a real kubelet node
+#                                           (tests/integration/test_real_node.py; .ci/run-real-node)
+#   hack/test.sh --all [PYTEST ARGS]        both, one after the other, linting and building once (CI: .ci/run)
+# The real-node variants also build the kubelet and the pause image (hack/cluster/build.sh with
+# GPUCTL_BUILD_REAL_NODE=1) and install containerd, runc and the CNI plugins from Debian; they need root.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-REAL_NODE=0
-if [[ "${1:-}" == "--real-node" ]]; then REAL_NODE=1; shift; fi
+REAL_NODE=0 SUITE=1
+case "${1:-}" in
+  --real-node) REAL_NODE=1 SUITE=0; shift ;;
+  --all) REAL_NODE=1; shift ;;
+esac
 PY=${PYTHON:-python3}
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null
@@ -55,11 +59,14 @@ if [[ $(id -u) == 0 ]]; then hack/image.sh; else echo "test: not root, so no ima
 # one when GPUCTL_TEST_KUBECONFIG names a shared cluster. GPUCTL_TEST_WORKERS=0 runs in this process.
 workers=${GPUCTL_TEST_WORKERS:-2}
 [[ -n ${GPUCTL_TEST_KUBECONFIG:-} ]] && workers=0
+if (( SUITE )); then
+  # The real node has its own run (it starts its own cluster with a kubelet node and a Prometheus; README,
+  # "Install on a cluster"): deselected here, by marker, and pytest reports it as deselected.
+  (( REAL_NODE )) || echo "test: tests/integration/test_real_node.py runs in hack/test.sh --real-node or --all" >&2
+  .venv/bin/python -m pytest -n "$workers" --dist loadfile -m "not real_node" "$@"
+fi
+# After the suite, not beside it: on 2 cores the suite's two workers keep both busy, and both halves have
+# timed claims (the real node's failover within a lease duration).
 if (( REAL_NODE )); then
   .venv/bin/python -m pytest tests/integration/test_real_node.py "$@"
-else
-  # The real node has its own run (it builds the kubelet, starts its own cluster and a Prometheus; README,
-  # "Install on a cluster"): deselected here, by marker, and pytest reports it as deselected.
-  echo "test: tests/integration/test_real_node.py runs in hack/test.sh --real-node" >&2
-  .venv/bin/python -m pytest -n "$workers" --dist loadfile -m "not real_node" "$@"
 fi

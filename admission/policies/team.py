@@ -51,12 +51,14 @@ from admission.rule_names import (
     OWNER_CLAIM,
     PRIORITY,
     PRIORITY_CLASS_RULE,
+    SET_ASIDE_TOLERATION,
     UNKNOWN_KEY,
 )
 from admission.validators.gpu_resources import COUNTED_GPU_RESOURCES
 from admission.validators.kueue_gate import KUEUE_GATES
 from admission.validators.labels import CLASS_PREFIX, JOB_TYPES, KNOWN_KEYS, PRIORITY_CLASSES, PRIORITY_VALUES
 from admission.validators.priority_class import ALLOWED_WORKLOAD_CLASSES
+from admission.validators.set_aside import SET_ASIDE_FIX
 from gpuctl.constants import (
     BASELINE_CAPABILITIES,
     DENIED_HOST_PATHS,
@@ -65,6 +67,7 @@ from gpuctl.constants import (
     GPU_RESOURCE_PREFIXES,
     NVIDIA_DEVICE_ENV,
     PRIORITY_CLASS,
+    SET_ASIDE_TAINT_KEY,
     Labels,
     Priority,
 )
@@ -84,6 +87,7 @@ POLICY_RULES: Final = (
     OWNER_CLAIM,
     KUEUE_GATE,
     GPU_RESOURCE_RULE,
+    SET_ASIDE_TOLERATION,
 )
 
 
@@ -133,7 +137,12 @@ def _root_vars(root: str, pre: str) -> list[tuple[str, str]]:
             f"{guard}(request.kind.kind == 'Pod' ? {root}.spec : {tmpl}.spec)",
         ),
     ]
-    return v + _finding_vars(pre) + _tenant_vars(root, pre) + [_gpu_resource_var(root, pre)]
+    return (
+        v
+        + _finding_vars(pre)
+        + _tenant_vars(root, pre)
+        + [_gpu_resource_var(root, pre), _set_aside_var(root, pre)]
+    )
 
 
 def _finding_vars(pre: str) -> list[tuple[str, str]]:
@@ -327,6 +336,33 @@ def _gpu_resource_var(root: str, pre: str) -> tuple[str, str]:
     return (_n(pre, "gpuResource"), skip + " +\n".join(parts))
 
 
+def _set_aside_var(root: str, pre: str) -> tuple[str, str]:
+    """set-aside-toleration findings of `root` (admission.validators.set_aside): a toleration of the set-aside
+    taint (its key, or every key) for NoSchedule, on anything but a gang (gpuctl.domain.gang.gang_nodes:
+    an Indexed Job with min(parallelism, completions) >= 2)."""
+    skip = "request.operation != 'UPDATE' ? [] : " if root == "oldObject" else ""
+    spec = f"(request.kind.kind == 'Pod' ? {root}.spec : {root}.spec.template.spec)"
+    where = "(request.kind.kind == 'Pod' ? 'spec' : 'spec.template.spec')"
+    par = f"(has({root}.spec.parallelism) ? {root}.spec.parallelism : 1)"
+    comp = f"(has({root}.spec.completions) ? {root}.spec.completions : {par})"
+    gang = (
+        f"request.kind.kind == 'Job' && has({root}.spec.completionMode) && "
+        f"{root}.spec.completionMode == 'Indexed' && {par} >= 2 && {comp} >= 2"
+    )
+    tolerates = (
+        "(!has(t.effect) || t.effect == '' || t.effect == 'NoSchedule') && "
+        f"((has(t.key) && t.key == {q(SET_ASIDE_TAINT_KEY)}) || "
+        "((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists'))"
+    )
+    return (
+        _n(pre, "setAside"),
+        f"{skip}{gang} || !has({spec}.tolerations) ? [] :\n"
+        f"{spec}.tolerations.exists(t, {tolerates}) ?\n"
+        f"[{where} + '.tolerations tolerates {SET_ASIDE_TAINT_KEY}, the taint of nodes set aside for a "
+        "multi-node job'] : []",
+    )
+
+
 def _owner_dropped_var() -> tuple[str, str]:
     """owner-claim on UPDATE (after every other variable: it reads labels and oldLabels): a pod's controller
     reference taken away, or a RELEASING_KINDS owner's pod relabelled, by anyone but its controller."""
@@ -375,6 +411,7 @@ _FIXES: Final = {
     GPU_RESOURCE_RULE: f"request whole GPUs with {GPU_RESOURCE}, or a slice with gpuctl's gpu-share: Kueue "
     "charges only whole GPUs, time-slicing replicas and the MIG profiles of docs/sharing.md to the team's "
     "budget",
+    SET_ASIDE_TOLERATION: SET_ASIDE_FIX,
 }
 _VAR: Final = {
     HOST_PATH: "hostPath",
@@ -385,6 +422,7 @@ _VAR: Final = {
     DEVICE_ACCESS: "deviceAccess",
     OWNER_CLAIM: "ownerClaim",
     GPU_RESOURCE_RULE: "gpuResource",
+    SET_ASIDE_TOLERATION: "setAside",
 }
 
 

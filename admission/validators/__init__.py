@@ -11,8 +11,11 @@ Violations it finds (an empty list when none). admission.rules.review runs them 
 | `priority_class.py` | `priority-class` |
 | `device_access.py` | `device-access` |
 | `gpu_resources.py` | `gpu-resource` |
+| `mig_profiles.py` | `mig-profile` |
 | `owner_claim.py` | `owner-claim` |
 | `kueue_gate.py` | `kueue-gate` (UPDATE) |
 | `orphan_delete.py` | `orphan-delete` (DELETE) |
 | `node_pool.py` | `node-pool`, and `unknown-key` on Nodes |
+| `gangs.py` | `gang-fits` |
+| `set_aside.py` | `set-aside-toleration` |
 """

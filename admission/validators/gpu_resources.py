@@ -26,7 +26,12 @@ from gpuctl.domain.gpus import is_gpu_resource
 from gpuctl.domain.shape import item, list_at, obj_at
 from gpuctl.domain.sharing import quota_transformations
 
-__all__ = ["COUNTED_GPU_RESOURCES", "check_gpu_resources", "uncounted_gpu_resources"]
+__all__ = [
+    "COUNTED_GPU_RESOURCES",
+    "check_gpu_resources",
+    "requested_gpu_resources",
+    "uncounted_gpu_resources",
+]
 
 # The GPU resources Kueue charges to a team's budget: the inputs of the configuration's
 # resources.transformations (tests/unit/test_sharing.py and test_admission_gpu_resources.py keep the file so).
@@ -34,10 +39,10 @@ COUNTED_GPU_RESOURCES: Final = frozenset(t["input"] for t in quota_transformatio
 _PARTS: Final = ("containers", "initContainers")
 
 
-def uncounted_gpu_resources(spec: Mapping[str, Any], where: str) -> list[str]:
-    """The GPU resources a pod spec's containers and init containers request or limit that Kueue does not
-    charge (sorted; [] for the usual pod)."""
-    found: set[str] = set()
+def requested_gpu_resources(spec: Mapping[str, Any], where: str) -> dict[str, str]:
+    """Every GPU resource a pod spec's containers and init containers request or limit -> the first field
+    that names it (`spec.containers[0].resources.requests`); {} for a pod without GPUs."""
+    found: dict[str, str] = {}
     for part in _PARTS:
         if spec.get(part) is None:
             continue
@@ -46,12 +51,21 @@ def uncounted_gpu_resources(spec: Mapping[str, Any], where: str) -> list[str]:
             res = obj_at(item(c, cw), "resources", cw)
             if not res:
                 continue
-            for m in (res.get("requests"), res.get("limits")):
+            for kind in ("requests", "limits"):
+                m = res.get(kind)
                 # A map of the wrong type is the GPU count's Malformed (it reads requests, and limits
                 # when requests has no nvidia.com/gpu): one that it does not read stays unjudged here.
                 if type(m) is dict:
-                    found.update(r for r in m if r not in COUNTED_GPU_RESOURCES and is_gpu_resource(r))
-    return sorted(found)
+                    for r in m:
+                        if is_gpu_resource(r):
+                            found.setdefault(r, f"{cw}.resources.{kind}")
+    return found
+
+
+def uncounted_gpu_resources(spec: Mapping[str, Any], where: str) -> list[str]:
+    """The GPU resources a pod spec's containers and init containers request or limit that Kueue does not
+    charge (sorted; [] for the usual pod)."""
+    return sorted(r for r in requested_gpu_resources(spec, where) if r not in COUNTED_GPU_RESOURCES)
 
 
 def check_gpu_resources(w: Work) -> list[Violation]:

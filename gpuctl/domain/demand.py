@@ -82,6 +82,18 @@ def _per_pod(wl: Mapping[str, Any]) -> list[tuple[int, int]]:
     return [(p, g) for p, g, _ in _pod_sets(wl)]
 
 
+def workload_slices(wl: Mapping[str, Any]) -> tuple[int, dict[str, int]]:
+    """What a Workload holds of its team's budget, in 1/GPU_UNITS GPU, and the slices of GPUs (slice
+    resource -> count) it holds, over its pod sets."""
+    units, slices = 0, {}
+    for pods, _, spec in _pod_sets(wl):
+        units += pods * pod_spec_gpu_units(spec)
+        for r, n in pod_spec_gpu_requests(spec).items():
+            if r != GPU_RESOURCE:
+                slices[r] = slices.get(r, 0) + pods * n
+    return units, slices
+
+
 def workload_demand(wl: Mapping[str, Any]) -> Demand:
     """A Workload's demand (its first GPU pod set decides pods x GPUs)."""
     sets = _pod_sets(wl) or [(1, 0, {})]

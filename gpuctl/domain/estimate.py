@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.constants import ESTIMATE_STEP_SLACK_SECONDS
+from gpuctl.constants import ESTIMATE_STEP_SLACK_SECONDS, GPU_UNITS
 from gpuctl.domain.explain import (
     NO_NODES,
     QUOTA,
@@ -44,6 +44,8 @@ from gpuctl.domain.explain import (
     _larger_than_every_node,
     _place,
 )
+from gpuctl.domain.gang import set_aside_start
+from gpuctl.domain.sharing import profile_of_resource, units_to_gpus
 
 Clock = Callable[[float], str]  # epoch seconds -> what users read ("14:20")
 
@@ -109,12 +111,99 @@ class _Entry:
     demand: Demand
     target: bool = False
     budget_only: bool = False  # the team's job in another pool: takes quota, not this pool's room
+    team: bool = False  # takes the team's budget (the job waits for its team's quota)
+
+    @property
+    def size(self) -> tuple[int, int, str, bool, bool]:
+        """Jobs of one size fit alike: pods x GPUs (or the slice they ask), room or budget only, team."""
+        d = self.demand
+        return (d.gpus, d.pods, d.slice, self.budget_only, self.team)
 
 
 def _short(label: str, namespace: str) -> str:
     """A job as the basis names it: `name` in the caller's own namespace, else `namespace/name`."""
     ns, _, name = label.partition("/")
     return name if ns == namespace and name else label
+
+
+# A release: (effective time, seq, label, GPUs per node, slices, budget units, deadline).
+_Release = tuple[float, int, str, dict[str, int], dict[str, int], int, float]
+
+
+@dataclass
+class _Play:
+    """The job's pool played forward: free GPUs per node (by count: one bin for the pool), free slices
+    of GPUs per slice resource, the team's budget used (in 1/GPU_UNITS GPU), and the releases to come.
+    Whole GPUs and each slice resource are separate room: a MIG node advertises them apart."""
+
+    pool: str
+    slack: float
+    free: dict[str, int]
+    slices: dict[str, int]
+    used: int = 0
+    quota: int = 0
+    events: list[_Release] = field(default_factory=list)
+    never: list[str] = field(default_factory=list)  # what holds room it may need, with no end known
+
+    def release(
+        self,
+        label: str,
+        end: float | None,
+        room: dict[str, int],
+        slices: dict[str, int],
+        units: int,
+        what: str,
+    ) -> None:
+        if not room and not slices and not units:
+            return
+        if end is None or math.isinf(end):
+            self.never.append(what)
+            return
+        heapq.heappush(self.events, (end + self.slack, len(self.events), label, room, slices, units, end))
+
+    def fits(self, e: _Entry) -> bool:
+        d = e.demand
+        if e.budget_only:
+            room_ok = True
+        elif d.slice:
+            room_ok = self.slices.get(d.slice, 0) >= d.pods
+        elif d.pods == 1:
+            room_ok = max(self.free.values(), default=0) >= d.gpus
+        else:
+            room_ok = _fits(self.free, d.pods, d.gpus)
+        return room_ok and (not e.team or self.used + d.total_units <= self.quota)
+
+    def take(self, e: _Entry) -> tuple[dict[str, int], dict[str, int], int]:
+        """Admit an entry: the room, slices and budget it takes (what its end gives back)."""
+        d = e.demand
+        took: dict[str, int] = {}
+        slices: dict[str, int] = {}
+        if e.budget_only:
+            pass
+        elif d.slice:
+            self.slices[d.slice] = self.slices.get(d.slice, 0) - d.pods
+            slices = {d.slice: d.pods}
+        else:
+            before = dict(self.free)
+            _place(self.free, d.pods, d.gpus)
+            took = {n: before[n] - self.free[n] for n in self.free if before[n] != self.free[n]}
+        units = d.total_units if e.team else 0
+        self.used += units
+        return took, slices, units
+
+    def advance(self) -> tuple[float, list[tuple[str, float]]]:
+        """The next releases (all at one time): what they give back, and (label, deadline) of each."""
+        at = self.events[0][0]
+        out = []
+        while self.events and self.events[0][0] == at:
+            _, _, label, room, slices, units, end = heapq.heappop(self.events)
+            for n, g in room.items():
+                self.free[n] = self.free.get(n, 0) + g
+            for r, c in slices.items():
+                self.slices[r] = self.slices.get(r, 0) + c
+            self.used -= units
+            out.append((label, end))
+        return at, out
 
 
 def estimate(
@@ -126,163 +215,182 @@ def estimate(
     slack: float = ESTIMATE_STEP_SLACK_SECONDS,
     clock: Clock | None = None,
 ) -> Estimate:
-    """The latest start of `demand` (a waiting job, or a new one in a dry run) in `snap`, from `now`."""
+    """The latest start of `demand` (a waiting job, or a new one in a dry run) in `snap`, from `now`:
+    why there is no bound (_no_bound), else the pool played forward (_start, _queue, _run)."""
     clock = clock or clock_text(now)
     verdict = verdict or snap.verdict(demand)
-    ns, pool = demand.namespace, demand.pool
-
-    def short(label: str) -> str:
-        return _short(label, ns)
-
     if verdict.starts:
         return _make(now, "it fits now", clock, now=True, position=verdict.position)
+    why = _no_bound(snap, demand, verdict)
+    if why:
+        return _make(None, why, clock, position=verdict.position)
+    team = snap.teams[demand.namespace]
+    # Waiting for its own team's quota: the team's releases count too, and it borrows nothing.
+    budget = verdict.cause == QUOTA and team.quota is not None
+    if budget and demand.total_units > (team.quota or 0) * GPU_UNITS:
+        return _make(
+            None,
+            f"it needs {units_to_gpus(demand.total_units)} GPUs, more than {demand.namespace}'s quota of "
+            f"{team.quota}: it runs only on GPUs borrowed from other teams, whose work it cannot wait out",
+            clock,
+            position=verdict.position,
+        )
+    # Issue 31: a gang whose nodes `gpuctl serve --defrag` set aside waits only for the jobs on them.
+    held = set_aside_start(
+        demand.label,
+        snap.nodes,
+        ((_short(h.label, demand.namespace), h.nodes, h.ends_by) for h in snap.holders),
+        now=now,
+        slack=slack,
+        clock=clock,
+        visible=snap.pool_reserved is None,
+    )
+    if held is not None:
+        return _make(held[0], held[1], clock, position=verdict.position)
+    play = _start(snap, demand, budget, slack)
+    return _run(play, _queue(snap, demand, budget), now, verdict, clock)
+
+
+def _no_bound(snap: Snapshot, demand: Demand, verdict: Verdict) -> str:
+    """Why the job's start has no bound before any play ("" when it may have one)."""
+    pool = demand.pool
     if not pool:
         # An any-pool job (resources.pool a list, or only a GPU type): Kueue takes the first of its pools
-        # with room, and the play below follows one pool's releases; no bound rather than a wrong one.
+        # with room, and the play follows one pool's releases; no bound rather than a wrong one.
         pools = ", ".join(demand.any_of) or "every pool of GPU type " + ", ".join(
             demand.gpu_types or ("any",)
         )
-        return _make(
-            None,
-            f"it may run in any of {pools}: gpuctl bounds the start of jobs of one pool only",
-            clock,
-            position=verdict.position,
-        )
+        return f"it may run in any of {pools}: gpuctl bounds the start of jobs of one pool only"
     nodes = snap.pool_nodes(pool)
     if verdict.cause == NO_NODES or not nodes:
-        return _make(None, f"pool {pool} has no Ready nodes", clock, position=verdict.position)
+        return f"pool {pool} has no Ready nodes"
     if demand.gpus > max(nodes.values()):
-        return _make(
-            None, f"no node of {pool} has {demand.gpus} GPUs: it never fits", clock, position=verdict.position
-        )
+        return f"no node of {pool} has {demand.gpus} GPUs: it never fits"
+    if demand.slice:
+        total, _ = snap.slices_held(pool, demand.slice)
+        if total < demand.pods:
+            kind = profile_of_resource(demand.slice) or "shared GPU replica"
+            return f"{pool} offers {total} {kind} ({demand.slice}) and it needs {demand.pods}: it never fits"
     too_big = _larger_than_every_node(snap, demand)
     if too_big:
-        return _make(None, too_big, clock, position=verdict.position)
-    team = snap.teams.get(ns)
-    if team is None:
-        return _make(None, f"namespace {ns} has no quota", clock)
-    # Waiting for its own team's quota: the team's releases count too, and it borrows nothing.
-    budget = verdict.cause == QUOTA and team.quota is not None
-    quota = team.quota or 0
-    if budget and demand.total > quota:
-        return _make(
-            None,
-            f"it needs {demand.total} GPUs, more than {ns}'s quota of {quota}: it runs only on GPUs "
-            "borrowed from other teams, whose work it cannot wait out",
-            clock,
-            position=verdict.position,
-        )
+        return too_big
+    if demand.namespace not in snap.teams:
+        return f"namespace {demand.namespace} has no quota"
+    return ""
 
+
+def _start(snap: Snapshot, demand: Demand, budget: bool, slack: float) -> _Play:
+    """The play's state now: free room and slices in the pool, the team's budget, and what ends when."""
+    ns, pool = demand.namespace, demand.pool
+    nodes = snap.pool_nodes(pool)
     by_count = snap.pool_reserved is not None
-    if by_count:
-        assert snap.pool_reserved is not None
+    if snap.pool_reserved is not None:
         free = {pool: max(sum(nodes.values()) - snap.pool_reserved.get(pool, 0), 0)}
     else:
         free = dict(snap.free(pool))
-    used = team.used if budget else 0
-
-    # Releases: (effective time, seq, label, room per node, quota GPUs, deadline).
-    events: list[tuple[float, int, str, dict[str, int], int, float]] = []
-    never: list[str] = []  # what holds room it may need, with no end known
-
-    def release(label: str, end: float | None, room: dict[str, int], quota_gpus: int, what: str) -> None:
-        if not room and not quota_gpus:
-            return
-        if end is None or math.isinf(end):
-            never.append(what)
-            return
-        heapq.heappush(events, (end + slack, len(events), label, room, quota_gpus, end))
-
+    wanted = {demand.slice} | {d.slice for q in snap.waiting.values() for d in q if d.pool == pool}
+    slices = {}
+    for r in sorted(wanted - {""}):
+        total, held = snap.slices_held(pool, r)
+        slices[r] = total - sum(held.values())
+    team = snap.teams[ns]
+    play = _Play(pool, slack, free, slices, team.used_units if budget else 0, (team.quota or 0) * GPU_UNITS)
     seen_in_pool = 0
     for h in snap.holders:
         in_pool = h.pool == pool
-        quota_gpus = h.gpus if budget and h.namespace == ns else 0
-        if not in_pool and not quota_gpus:
+        units = (h.units or h.gpus * GPU_UNITS) if budget and h.namespace == ns else 0
+        if not in_pool and not units:
             continue
         room: dict[str, int] = {}
         if in_pool:
             seen_in_pool += h.gpus
             room = {pool: h.gpus} if by_count else {n: g for n, g in h.nodes.items() if n in free}
-        release(h.label, h.ends_by, room, quota_gpus, f"{short(h.label)} (running) has no maxRuntime")
-    if by_count:
-        assert snap.pool_reserved is not None
+        held = {r: c for r, c in h.slices.items() if r in slices} if in_pool else {}
+        what = f"{_short(h.label, ns)} (running) has no maxRuntime"
+        play.release(h.label, h.ends_by, {n: g for n, g in room.items() if g}, held, units, what)
+    if snap.pool_reserved is not None:
         hidden = snap.pool_reserved.get(pool, 0) - seen_in_pool
         if hidden > 0:
-            never.append(
+            play.never.append(
                 f"other teams hold {hidden} GPUs of {pool} and their ends are not visible to you "
                 "(an admin's estimate sees them)"
             )
+    return play
 
-    # The waiting work it may meet, in Kueue's order; work that can never fit the pool takes nothing.
-    biggest = max(nodes.values())
-    entries: list[_Entry] = [_Entry(demand, target=True)]
+
+def _queue(snap: Snapshot, demand: Demand, budget: bool) -> list[_Entry]:
+    """The waiting work it may meet, in Kueue's order (higher priority, then older); work that can
+    never fit the pool takes nothing."""
+    pool, ns = demand.pool, demand.namespace
+    biggest = max(snap.pool_nodes(pool).values())
+    entries = [_Entry(demand, target=True, team=budget)]
     for queued in snap.waiting.values():
         for d in queued:
-            if d.label == demand.label or (demand.uid and d.uid == demand.uid) or d.gpus <= 0:
+            if (
+                d.label == demand.label
+                or (demand.uid and d.uid == demand.uid)
+                or (d.gpus <= 0 and not d.slice)
+            ):
                 continue
+            team = budget and d.namespace == ns
             if d.pool == pool and d.gpus <= biggest:
-                entries.append(_Entry(d))
-            elif budget and d.namespace == ns:
-                entries.append(_Entry(d, budget_only=True))
+                entries.append(_Entry(d, team=team))
+            elif team:
+                entries.append(_Entry(d, budget_only=True, team=True))
     entries.sort(key=lambda e: (-e.demand.priority, e.demand.created or "~", e.target))
-    # Jobs of one size (pods x GPUs, whether they take the team's quota or room) fit alike: each step
-    # admits, in Kueue's order, the first waiting job of each size while jobs of that size fit. A step
-    # costs the sizes, not the queue (2,000 waiting jobs: milliseconds).
-    sizes: dict[tuple[int, int, bool, bool], list[int]] = {}
-    for i, e in enumerate(entries):
-        d = e.demand
-        sizes.setdefault((d.gpus, d.pods, e.budget_only, budget and d.namespace == ns), []).append(i)
-    head = dict.fromkeys(sizes, 0)
+    return entries
 
+
+def _run(play: _Play, entries: list[_Entry], now: float, verdict: Verdict, clock: Clock) -> Estimate:
+    """Each step admits, in Kueue's order, the first waiting job of each size while jobs of that size
+    fit (BestEffortFIFO: one that does not fit lets the next try), then the next releases come; the
+    first step the job itself fits is the bound. A step costs the sizes, not the queue (2,000 waiting
+    jobs: milliseconds)."""
+    ns = next(e.demand.namespace for e in entries if e.target)
+    sizes: dict[tuple, list[int]] = {}
+    for i, e in enumerate(entries):
+        sizes.setdefault(e.size, []).append(i)
     t = now
     admitted: list[str] = []  # jobs of the queue the play admits before it
     waited: list[tuple[str, float]] = []  # the ends it waited for: (label, deadline)
     while True:
-        turns = [(ix[0], key) for key, ix in sizes.items() if ix]
-        heapq.heapify(turns)
-        while turns:
-            i, key = heapq.heappop(turns)
-            e = entries[i]
-            d = e.demand
-            if e.budget_only:
-                room_ok = True
-            elif d.pods == 1:
-                room_ok = max(free.values(), default=0) >= d.gpus
-            else:
-                room_ok = _fits(free, d.pods, d.gpus)
-            quota_ok = not key[3] or used + d.total <= quota
-            if not (room_ok and quota_ok):
-                continue  # nor does any later job of its size, until something ends
-            if e.target:
-                return _bounded(t, now, waited, admitted, verdict, clock, short)
-            took: dict[str, int] = {}
-            if not e.budget_only:
-                before = dict(free)
-                _place(free, d.pods, d.gpus)
-                took = {n: before[n] - free[n] for n in free if before[n] != free[n]}
-            quota_gpus = d.total if key[3] else 0
-            used += quota_gpus
-            admitted.append(d.label)
-            end = t + d.max_runtime if d.max_runtime else None
-            release(d.label, end, took, quota_gpus, f"{short(d.label)}, ahead of it, has no maxRuntime")
-            head[key] += 1
-            ix = sizes[key]
-            if head[key] < len(ix):
-                heapq.heappush(turns, (ix[head[key]], key))
-        for key, taken in head.items():
-            if taken:
-                sizes[key] = sizes[key][taken:]
-                head[key] = 0
-        if not events:
-            return _unbounded(never, verdict, clock)
-        at = events[0][0]
-        while events and events[0][0] == at:
-            _, _, label, room, quota_gpus, end = heapq.heappop(events)
-            for n, g in room.items():
-                free[n] = free.get(n, 0) + g
-            used -= quota_gpus
-            waited.append((label, end))
-        t = at
+        if _admit(play, entries, sizes, t, admitted, ns):
+            return _bounded(t, now, waited, admitted, verdict, clock, lambda label: _short(label, ns))
+        if not play.events:
+            return _unbounded(play.never, verdict, clock)
+        t, ended = play.advance()
+        waited += ended
+
+
+def _admit(
+    play: _Play, entries: list[_Entry], sizes: dict[tuple, list[int]], t: float, admitted: list[str], ns: str
+) -> bool:
+    """One step at time t: admit what fits in Kueue's order; True when the job itself fits."""
+    head = dict.fromkeys(sizes, 0)
+    turns = [(ix[0], key) for key, ix in sizes.items() if ix]
+    heapq.heapify(turns)
+    while turns:
+        i, key = heapq.heappop(turns)
+        e = entries[i]
+        if not play.fits(e):
+            continue  # nor does any later job of its size, until something ends
+        if e.target:
+            return True
+        d = e.demand
+        took, slices, units = play.take(e)
+        admitted.append(d.label)
+        end = t + d.max_runtime if d.max_runtime else None
+        play.release(
+            d.label, end, took, slices, units, f"{_short(d.label, ns)}, ahead of it, has no maxRuntime"
+        )
+        head[key] += 1
+        ix = sizes[key]
+        if head[key] < len(ix):
+            heapq.heappush(turns, (ix[head[key]], key))
+    for key, taken in head.items():
+        if taken:
+            sizes[key] = sizes[key][taken:]
+    return False
 
 
 def _bounded(

@@ -36,8 +36,7 @@ from typing import Any
 from gpuctl.constants import BORROW_PREEMPT_THRESHOLD, GPU_UNITS
 from gpuctl.domain.demand import Demand, demand_of_pod_template, pod_demand, workload_demand
 from gpuctl.domain.gang import gang_wait_message
-from gpuctl.domain.objects import name
-from gpuctl.domain.pools import node_allocatable, node_gpu_type, node_gpus, node_pool, node_ready
+from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool
 from gpuctl.domain.sharing import profile_of_resource, units_to_gpus
 from gpuctl.domain.snapshot import ClusterSnapshot, _fits, _place, _Team
 from gpuctl.quantity import format_bytes, format_quantity
@@ -230,12 +229,7 @@ def _slices_free(snap: Snapshot, demand: Demand) -> str:
     pool's Ready nodes' allocatable of the slice less what bound pods hold (known only to a caller who
     reads every pod; by count nothing is held). "no free 1g.10gb in dev-pool (14 in all; 3 in use by
     team-b)"."""
-    nodes = {name(n) for n in snap.nodes if node_pool(n) == demand.pool and node_ready(n)}
-    total = int(sum(node_allocatable(n, demand.slice) for n in snap.nodes if name(n) in nodes))
-    by_ns: dict[str, int] = {}
-    for node in nodes:
-        for ns, c in snap.slice_use.get(demand.slice, {}).get(node, {}).items():
-            by_ns[ns] = by_ns.get(ns, 0) + c
+    total, by_ns = snap.slices_held(demand.pool, demand.slice)
     if total - sum(by_ns.values()) >= demand.pods:
         return ""
     kind = profile_of_resource(demand.slice) or "shared GPU replica"

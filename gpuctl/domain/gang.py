@@ -8,10 +8,16 @@ pods as one Workload, and pod `i` is rank `i` (its completion index).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuctl.constants import JOB_COMPLETION_INDEX_ANNOTATION, POOL_TOPOLOGY_ANNOTATION
+from gpuctl.constants import (
+    HOSTNAME_LABEL,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    POOL_TOPOLOGY_ANNOTATION,
+    SET_ASIDE_FOR_ANNOTATION,
+    SET_ASIDE_TAINT_KEY,
+)
 from gpuctl.domain.gpus import pod_spec_gpus
 from gpuctl.domain.objects import annotations, labels, meta, name
 from gpuctl.domain.status import pod_finished
@@ -178,4 +184,91 @@ def gang_wait_message(
     return (
         f"needs {pods} nodes with {gpus} free GPUs in {pool}; {len(fitting)} "
         f"{'has' if len(fitting) == 1 else 'have'} {gpus} free ({total} GPUs free in all)"
+    )
+
+
+def set_aside_for(node: Mapping[str, Any]) -> str | None:
+    """The gang (namespace/job) a node is set aside for: its annotation, while it carries the taint
+    (gpuctl.domain.setaside); else None."""
+    tainted = any(t.get("key") == SET_ASIDE_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or [])
+    return annotations(node).get(SET_ASIDE_FOR_ANNOTATION) if tainted else None
+
+
+def set_aside_start(
+    gang: str,
+    nodes: Iterable[Mapping[str, Any]],
+    holders: Iterable[tuple[str, Mapping[str, int], float | None]],
+    *,
+    now: float,
+    slack: float,
+    clock: Callable[[float], str],
+    visible: bool = True,
+) -> tuple[float | None, str] | None:
+    """When a gang whose nodes are set aside (`gpuctl serve --defrag`, docs/distributed.md "No
+    starvation") starts at the latest: once the last job on them ends (its maxRuntime), plus `slack`
+    for Kueue's admission. None when no node is set aside for `gang` (namespace/job). `holders`: (job,
+    node -> GPUs, end or None) of the work holding GPUs; `visible` False: the caller cannot see other
+    teams' work (by count). Returns (latest start or None, basis in users' words)."""
+    held = sorted(name(n) for n in nodes if set_aside_for(n) == gang)
+    if not held:
+        return None
+    where = f"nodes {', '.join(held)} are set aside for it"
+    if not visible:
+        return None, f"{where}; the ends of other teams' jobs still on them are not visible to you"
+    on = [(job, end) for job, placed, end in holders if job != gang and set(placed) & set(held)]
+    if not on:
+        return now, f"{where} and free: Kueue admits it at its next pass"
+    endless = sorted(job for job, end in on if end is None)
+    if endless:
+        return None, f"{where}; {endless[0]} on them has no maxRuntime"
+    job, end = max(on, key=lambda x: (x[1], x[0]))
+    assert end is not None
+    return max(end, now) + slack, f"{where}; {job}, the last job on them, ends by {clock(end)}"
+
+
+def tolerates_set_aside(pod_spec: Mapping[str, Any] | None) -> bool:
+    """Whether a pod spec tolerates gpuctl's set-aside taint (runwhere.ai/set-aside:NoSchedule): a toleration
+    of that key, or of every key (`operator: Exists` without a key), for NoSchedule or every effect."""
+    for t in (pod_spec or {}).get("tolerations") or []:
+        if not isinstance(t, Mapping) or t.get("effect") not in (None, "", "NoSchedule"):
+            continue
+        if t.get("key") == SET_ASIDE_TAINT_KEY or (not t.get("key") and t.get("operator") == "Exists"):
+            return True
+    return False
+
+
+def gang_never_fits(
+    pool: str, nodes: Iterable[tuple[str, int, Mapping[str, str]]], pods: int, gpus: int, level: str = ""
+) -> str:
+    """Why `pods` pods of `gpus` GPUs each can never run at once in `pool` even with every node empty ("" when
+    they can): more pods than its nodes hold (Kueue puts several on one node where they fit), or than the
+    largest domain of the required topology `level` holds. `nodes`: (name, GPUs, labels) of the pool's
+    nodes. Not judged: a pool without nodes, a pod bigger than every node (its own rule), one pod, no GPUs."""
+    nodes = list(nodes)
+    if pods < 2 or gpus <= 0 or not nodes or gpus > max(g for _, g, _ in nodes):
+        return ""
+    holds = {n: g // gpus for n, g, _ in nodes}
+    what = f"{pods} pods x {gpus} GPUs"
+    if not level:
+        total = sum(holds.values())
+        fit = sum(1 for h in holds.values() if h)
+        return (
+            ""
+            if total >= pods
+            else f"{what} never fit in pool {pool}: its {len(nodes)} node(s) hold {total} such pods at most "
+            f"({fit} with {gpus} GPUs)"
+        )
+    short = level.rsplit("/", 1)[-1]
+    domains: dict[str, int] = {}
+    for n, _, node_labels in nodes:
+        value = n if level == HOSTNAME_LABEL else node_labels.get(level)
+        if value is not None:
+            domains[value] = domains.get(value, 0) + holds[n]
+    if not domains:
+        return f"{what} must share one {short} ({level}), but no node of pool {pool} has that label"
+    best, most = max(domains.items(), key=lambda kv: (kv[1], kv[0]))
+    return (
+        ""
+        if most >= pods
+        else f"{what} never fit in one {short} of pool {pool}: the largest ({best}) holds {most} such pods"
     )

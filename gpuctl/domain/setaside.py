@@ -13,9 +13,16 @@ stops that without preempting anything:
 - **Which nodes.** N Ready nodes with room for one pod each when empty, inside one domain of the gang's
   required level (else of the smallest level that has N, else anywhere in the pool), those that become free
   first: the latest known end (maxRuntime) of what runs there, then the fewest GPUs in use, then by name.
-- **What it does.** A NoSchedule taint (SET_ASIDE_TAINT_KEY) that only gangs tolerate: Kueue admits no new
+- **What it does.** A NoSchedule taint (runwhere.ai/set-aside) that only gangs tolerate: Kueue admits no new
   non-gang work there, what runs there runs to its end, and the gang is admitted as soon as they are free.
 - **Given back** when the gang holds quota, is deleted or stopped, or another gang now comes first.
+- **Stranded jobs requeued.** Kueue may admit a job onto a node in the moment the taint is being set (its
+  scheduler decides from a cache the node's update reaches a little later), or have admitted it just
+  before without its pod bound yet. Such a pod is pinned to the node (Kueue's nodeSelector) and can never
+  be scheduled there while the taint stays, and its Workload holds that node's capacity in Kueue's books:
+  the gang would wait for it and it for the gang, until its maxRuntime or waitForPodsReady's timeout.
+  A non-gang pod that is unbound, pinned to a set-aside node and reported Unschedulable by the scheduler
+  therefore has its Workload requeued (`stranded`): it never started, nothing is lost, it keeps its place.
 
 The bound: a gang starts at most `settle` + one reconcile interval + the longest remaining run time of the
 jobs on the chosen nodes after it became the first waiting gang of its pool (plus Kueue's admission step);
@@ -26,16 +33,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.constants import SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_TAINT_KEY, TAS_REQUIRED
-from gpuctl.domain.gang import level_domains
+from gpuctl.constants import (
+    HOSTNAME_LABEL,
+    KUEUE_WORKLOAD_ANNOTATION,
+    TAS_REQUIRED,
+)
+from gpuctl.domain.gang import level_domains, set_aside_for, tolerates_set_aside
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus
-from gpuctl.domain.objects import annotations, meta, name, parse_time
+from gpuctl.domain.objects import annotations, condition, meta, name, namespace, parse_time
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready
 from gpuctl.domain.teams import team_budgets, team_reserved_gpus
-from gpuctl.domain.workload import IN_QUEUE, job_pool, pod_release_deadline, priority_value, workload_state
+from gpuctl.domain.workload import (
+    HOLDING_QUOTA,
+    IN_QUEUE,
+    job_pool,
+    pod_release_deadline,
+    priority_value,
+    workload_state,
+)
 
 
 @dataclass(frozen=True)
@@ -57,12 +75,7 @@ class Plan:
     hold: dict[str, str]  # node -> gang key: nodes to set aside (already or newly)
     release: tuple[str, ...]  # nodes set aside for a gang that no longer needs them
     why: dict[str, str]  # pool -> the decision, for logs and the metric
-
-
-def set_aside_for(node: Mapping[str, Any]) -> str | None:
-    """The gang a node is set aside for (its annotation, while it carries the taint), else None."""
-    tainted = any(t.get("key") == SET_ASIDE_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or [])
-    return annotations(node).get(SET_ASIDE_FOR_ANNOTATION) if tainted else None
+    requeue: dict[str, str] = field(default_factory=dict)  # Workload ns/name -> why (`stranded`)
 
 
 def waiting_gangs(
@@ -76,6 +89,8 @@ def waiting_gangs(
         if workload_state(wl) not in IN_QUEUE or len(sets) != 1 or int(sets[0].get("count") or 1) < 2:
             continue
         template = sets[0].get("template") or {}
+        if not tolerates_set_aside(template.get("spec")):
+            continue  # its pods could not use the nodes set aside (a raw Indexed Job the policy missed)
         pods, gpus = int(sets[0]["count"]), pod_spec_gpus(template.get("spec") or {})
         ns = meta(wl).get("namespace", "")
         quota = budgets[ns].gpu if ns in budgets else 0
@@ -133,10 +148,9 @@ def plan_set_aside(
     """Which nodes to hold for which gang, and which to give back (module docstring). `levels`: each
     pool's topology levels above the node (gpuctl.domain.gang.pool_topology); `pools`: None for all."""
     pods_on: dict[str, list[Mapping[str, Any]]] = {}
-    for p in pods:
-        node = (p.get("spec") or {}).get("nodeName")
-        if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            pods_on.setdefault(node, []).append(p)
+    for p in pods:  # by node; "" holds the pods not bound yet
+        if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            pods_on.setdefault((p.get("spec") or {}).get("nodeName") or "", []).append(p)
     marked = {name(n): g for n in nodes if (g := set_aside_for(n))}
     first: dict[str, Gang] = {}
     for g in waiting_gangs(workloads, cluster_queues):
@@ -168,4 +182,34 @@ def plan_set_aside(
         hold.update(dict.fromkeys(chosen, g.key))
         why[pool] = f"set aside {', '.join(chosen)} for {g.key}"
     release = tuple(sorted(n for n in marked if n not in hold))
-    return Plan(hold, release, why)
+    held = {n: g for n, g in marked.items() if hold.get(n) == g}
+    return Plan(hold, release, why, stranded(pods_on.get("", []), workloads, held))
+
+
+def stranded(
+    pods: Iterable[Mapping[str, Any]], workloads: Iterable[Mapping[str, Any]], held: Mapping[str, str]
+) -> dict[str, str]:
+    """Workloads (ns/name -> why) holding quota whose pod Kueue pinned to a node set aside (`held`: node ->
+    gang), that the scheduler reports Unschedulable there: not a gang (gangs tolerate the taint), never
+    started. Requeuing them is the only way out (module docstring, "Stranded jobs requeued")."""
+    by_key = {f"{namespace(w)}/{name(w)}": w for w in workloads}
+    out: dict[str, str] = {}
+    for p in pods:
+        node = ((p.get("spec") or {}).get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+        wl = by_key.get(f"{namespace(p)}/{annotations(p).get(KUEUE_WORKLOAD_ANNOTATION)}")
+        scheduled = condition(p, "PodScheduled")
+        if (
+            node not in held
+            or (p.get("spec") or {}).get("nodeName")
+            or wl is None
+            or workload_state(wl) not in HOLDING_QUOTA
+            or scheduled.get("status") != "False"
+            or scheduled.get("reason") != "Unschedulable"
+            or any(int(s.get("count") or 1) > 1 for s in (wl.get("spec") or {}).get("podSets") or [])
+        ):
+            continue
+        out[f"{namespace(wl)}/{name(wl)}"] = (
+            f"requeued by gpuctl: admitted onto {node} as it was set aside for {held[node]}, "
+            "where its pod cannot start; it never ran and keeps its place in the queue"
+        )
+    return out

@@ -26,7 +26,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -39,7 +39,9 @@ from gpuctl.constants import (
     QUOTA_GPU,
     SHARED_GPU_RESOURCE,
     SHARED_REPLICAS_CHARGED,
+    SHARED_SUFFIX,
     WHOLE_GPU_RESOURCES,
+    Labels,
 )
 from gpuctl.quantity import QuantityError, parse_quantity
 
@@ -159,7 +161,10 @@ def model_named(product: str | None) -> Model | None:
         return None
     p = product.upper().replace("_", "-")
     for m in MODELS:
-        if m.name.upper() == p or any(s.upper() in p for s in m.products):
+        # A product name starts a word: H200 is not GH200 (a Grace Hopper, whose profiles differ).
+        if m.name.upper() == p or any(
+            re.search(rf"(^|[^A-Z0-9]){re.escape(s.upper())}", p) for s in m.products
+        ):
             return m
     return None
 
@@ -200,9 +205,22 @@ def profile_of_resource(resource: str) -> str | None:
     return rest[: -len(".me")] + "+me" if rest.endswith(".me") else rest
 
 
+def mig_profile_of(resource: str) -> str | None:
+    """The MIG profile a resource hands out an instance of, or a time-sliced replica of one
+    (`nvidia.com/mig-1g.10gb.shared` -> `1g.10gb`); None for anything but a MIG resource."""
+    if resource.startswith(MIG_RESOURCE_PREFIX) and resource.endswith(SHARED_SUFFIX):
+        resource = resource[: -len(SHARED_SUFFIX)]
+    return profile_of_resource(resource)
+
+
 def resource_units(resource: str) -> int | None:
     """What one of `resource` costs of a team's GPU budget, in 1/GPU_UNITS GPU (the one rule, module
-    docstring); None for a resource that is not a GPU or a slice of one."""
+    docstring); None for a resource that is not a GPU or a slice of one. A time-sliced replica of a MIG
+    instance (`nvidia.com/mig-1g.10gb.shared`) costs the instance's units / SHARED_REPLICAS_CHARGED,
+    rounded up to a whole unit (1g.10gb 30; 1g.20gb's 52.5 is 53)."""
+    if resource.startswith(MIG_RESOURCE_PREFIX) and resource.endswith(SHARED_SUFFIX):
+        whole = resource_units(resource[: -len(SHARED_SUFFIX)])
+        return None if whole is None else -(-whole // SHARED_REPLICAS_CHARGED)
     if resource in WHOLE_GPU_RESOURCES:
         return GPU_UNITS
     if resource == SHARED_GPU_RESOURCE:
@@ -224,7 +242,8 @@ def quota_transformations() -> list[dict]:
     before the budget moved to QUOTA_GPU keeps bounding its team until gpuctl rewrites it (queues
     written since do not declare it and Kueue ignores it there). tests/unit/test_sharing.py checks the
     file says exactly this."""
-    names = [*WHOLE_GPU_RESOURCES, SHARED_GPU_RESOURCE, *sorted({p.resource for p in PROFILES.values()})]
+    mig = sorted({p.resource for p in PROFILES.values()})
+    names = [*WHOLE_GPU_RESOURCES, SHARED_GPU_RESOURCE, *mig, *(r + SHARED_SUFFIX for r in mig)]
     out = []
     for r in names:
         outputs = {QUOTA_GPU: str(resource_units(r))}
@@ -281,10 +300,15 @@ def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
     return (node.get("metadata") or {}).get("labels") or {}
 
 
-def node_model(node: Mapping[str, Any]) -> Model | None:
-    lab = _labels(node)
-    m = model_named(lab.get(PRODUCT_LABEL)) or model_named(lab.get("runwhere.ai/gpu-type"))
+def labels_model(lab: Mapping[str, str]) -> Model | None:
+    """The MIG-capable GPU model a node's labels name: GFD's nvidia.com/gpu.product, else gpuctl's
+    runwhere.ai/gpu-type, else GFD's nvidia.com/gpu.memory where the size names one model."""
+    m = model_named(lab.get(PRODUCT_LABEL)) or model_named(lab.get(Labels.GPU_TYPE))
     return m or (model_by_memory(_int(lab.get(MEMORY_LABEL))) if lab.get(MEMORY_LABEL) else None)
+
+
+def node_model(node: Mapping[str, Any]) -> Model | None:
+    return labels_model(_labels(node))
 
 
 def node_sharing(node: Mapping[str, Any]) -> NodeSharing:
@@ -301,7 +325,7 @@ def node_sharing(node: Mapping[str, Any]) -> NodeSharing:
     product = lab.get(PRODUCT_LABEL, "")
     single = re.search(r"-MIG-([1-7]g\.\d+gb)", product, re.IGNORECASE)
     if mig:
-        used = sum(Fraction(n, (PROFILES.get(p) or _fallback(p)).per_gpu) for p, n in mig.items())
+        used = sum(_gpus_of(p, n, _int(lab.get(REPLICAS_LABEL))) for p, n in mig.items())
         shared = max(physical - whole, 0) if physical else math.ceil(used)
         return NodeSharing(Mode.MIG_MIXED, model, whole, mig, shared)
     if single or (lab.get(MIG_STRATEGY_LABEL) == "single" and whole):
@@ -316,6 +340,16 @@ def node_sharing(node: Mapping[str, Any]) -> NodeSharing:
         slices = {"shared": shared_n} if shared_n else {}
         return NodeSharing(mode, model, whole, slices, gpus, replicas)
     return NodeSharing(Mode.NONE, model, whole)
+
+
+def _gpus_of(profile: str, n: int, replicas: int) -> Fraction:
+    """How many GPUs n instances of a MIG profile fill; n time-sliced replicas of one (`1g.10gb.shared`)
+    fill 1/replicas of that (the node's nvidia.com/gpu.replicas, else SHARED_REPLICAS_CHARGED)."""
+    base = profile.removesuffix(SHARED_SUFFIX)
+    per_gpu = (PROFILES.get(base) or _fallback(base)).per_gpu
+    if base != profile:
+        per_gpu *= replicas or SHARED_REPLICAS_CHARGED
+    return Fraction(n, per_gpu)
 
 
 def _fallback(profile: str) -> Profile:
@@ -443,6 +477,20 @@ def parse_share(value: str) -> tuple[str | None, int | None]:
     )
 
 
+def models_lack(models: Collection[Model], profile: str) -> bool:
+    """No GPU of these models (a pool's) has this MIG profile: a pod asking for it could never run there.
+    False when no model is known (nothing proves it)."""
+    return bool(models) and all(m.profile(profile) is None for m in models)
+
+
+def lacking_profile_text(pool: str, models: Collection[Model], profile: str) -> str:
+    """Why a MIG profile cannot run on a pool whose GPUs lack it, and the profiles they have: one text
+    for `gpuctl create`'s precheck and the webhook's `mig-profile`."""
+    names = "/".join(sorted(m.name for m in models))
+    have = sorted({p.name for m in models for p in m.profiles}, key=lambda n: (_order(n), n))
+    return f"the GPUs of pool {pool} ({names}) have no MIG profile {profile}; they have {', '.join(have)}"
+
+
 def smallest_profile(model: Model, memory: int) -> Profile | None:
     """The smallest profile of `model` holding `memory` bytes (a profile's `Ngb` is GB as NVIDIA
     rounds it: 10gb holds 10Gi); media-extension profiles are only given by name."""
@@ -485,6 +533,8 @@ def choose_slice(share: str, pool: str, mode: Mode, model: Model | None, profile
                 f"{model.profiles[-1].name}); ask for a whole GPU (gpu: 1) instead of gpu-share"
             )
         prof = best.name
+    if model is not None and models_lack((model,), prof):
+        raise ShareError(f"{lacking_profile_text(pool, (model,), prof)}: ask for one of those")
     if mode is Mode.MIG_SINGLE:
         if prof not in profiles:
             cut = ", ".join(sorted(profiles))

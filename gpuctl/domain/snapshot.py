@@ -16,9 +16,16 @@ from decimal import Decimal
 from typing import Any, Self
 
 from gpuctl.constants import GPU_RESOURCE, GPU_UNITS
-from gpuctl.domain.demand import Demand, _per_pod, pod_demand, pod_owner_label, workload_demand
+from gpuctl.domain.demand import (
+    Demand,
+    _per_pod,
+    pod_demand,
+    pod_owner_label,
+    workload_demand,
+    workload_slices,
+)
 from gpuctl.domain.gang import fits_in_one, level_domains
-from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_requests
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_requests, pod_spec_gpu_units
 from gpuctl.domain.objects import is_gpuctl_object, meta, name
 from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
 from gpuctl.domain.sharing import units_to_gpus
@@ -57,6 +64,10 @@ class _Holder:
     nodes: dict[str, int]  # node -> GPUs it holds there
     pool: str
     ends_by: float | None = None  # when Kueue stops it at the latest (its maxRuntime); None: unknown
+    # Issue 32: budget held in 1/GPU_UNITS GPU (slices count their share), and slices held in its pool
+    # (slice resource -> count); what gpuctl.domain.estimate releases at its end.
+    units: int = 0
+    slices: dict[str, int] = field(default_factory=dict)
 
 
 def _fits(free: Mapping[str, int], pods: int, gpus: int) -> bool:
@@ -131,7 +142,9 @@ class ClusterSnapshot:
         for ns, t in teams.items():
             units = reserved.get(ns)
             t.used_units = (
-                sum(h.gpus for h in holders if h.namespace == ns) * GPU_UNITS if units is None else units
+                sum(h.units or h.gpus * GPU_UNITS for h in holders if h.namespace == ns)
+                if units is None
+                else units
             )
             t.used = units_to_gpus(t.used_units)
         bound = pods_seen.bound
@@ -183,6 +196,17 @@ class ClusterSnapshot:
                 default=Decimal(0),
             ),
         )
+
+    def slices_held(self, pool: str, resource: str) -> tuple[int, dict[str, int]]:
+        """How many of a slice resource the pool's Ready nodes offer, and namespace -> how many bound
+        pods hold there (every pod's for an admin; by count only the caller's own)."""
+        nodes = self.pool_nodes(pool)
+        total = int(sum(node_allocatable(n, resource) for n in self.nodes if name(n) in nodes))
+        by_ns: dict[str, int] = {}
+        for node in nodes:
+            for ns, c in self.slice_use.get(resource, {}).get(node, {}).items():
+                by_ns[ns] = by_ns.get(ns, 0) + c
+        return total, by_ns
 
     def free(self, pool: str) -> dict[str, int]:
         return self.memo(
@@ -244,7 +268,9 @@ def _from_workloads(
             for n, g in placed.items():
                 tas_used[n] = tas_used.get(n, 0) + g
             gpus = sum(g * c for c, g in _per_pod(wl))
-            holders.append(_Holder(d.label, ns, d.priority, gpus, placed, d.pool, release_deadline(wl)))
+            units, slices = workload_slices(wl)
+            end = release_deadline(wl)
+            holders.append(_Holder(d.label, ns, d.priority, gpus, placed, d.pool, end, units, slices))
             known.add(d.label)
         elif st in IN_QUEUE:
             d = workload_demand(wl)
@@ -279,13 +305,13 @@ def _from_pods(pods: Sequence[Mapping[str, Any]], pool_of: Mapping[str, str], kn
                 out.gated.setdefault(label, []).append(p)
             continue
         ns = meta(p).get("namespace", "")
-        for r, n in pod_spec_gpu_requests(p.get("spec")).items():
-            if r != GPU_RESOURCE:
-                by_ns = out.slice_use.setdefault(r, {}).setdefault(node, {})
-                by_ns[ns] = by_ns.get(ns, 0) + n
+        slices = {r: n for r, n in pod_spec_gpu_requests(p.get("spec")).items() if r != GPU_RESOURCE}
+        for r, n in slices.items():
+            by_ns = out.slice_use.setdefault(r, {}).setdefault(node, {})
+            by_ns[ns] = by_ns.get(ns, 0) + n
         g = pod_gpus(p)
         out.bound[node] = out.bound.get(node, 0) + g
-        if g and label not in known:
+        if (g or slices) and label not in known:
             h = out.held.get(label)
             if h is None:
                 h = out.held[label] = _Holder(
@@ -295,5 +321,9 @@ def _from_pods(pods: Sequence[Mapping[str, Any]], pool_of: Mapping[str, str], kn
             end = pod_release_deadline(p)
             h.ends_by = None if end is None or h.ends_by is None else max(h.ends_by, end)
             h.gpus += g
-            h.nodes[node] = h.nodes.get(node, 0) + g
+            if g:
+                h.nodes[node] = h.nodes.get(node, 0) + g
+            h.units += pod_spec_gpu_units(p.get("spec"))
+            for r, n in slices.items():
+                h.slices[r] = h.slices.get(r, 0) + n
     return out

@@ -43,8 +43,10 @@ from gpuctl.constants import (
     DEFRAG_REACTIVATE_ANNOTATION,
     KUEUE_WORKLOAD_ANNOTATION,
     SET_ASIDE_FOR_ANNOTATION,
+    SET_ASIDE_TAINT_KEY,
     TAS_REQUIRED,
 )
+from gpuctl.domain.gang import tolerates_set_aside
 
 DEFRAG_KEYS = (DEFRAG_MOVED_ANNOTATION, DEFRAG_MOVED_AT_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION)
 
@@ -338,6 +340,8 @@ def trim_workload(raw: dict) -> dict:
             item["template"]["spec"]["initContainers"] = _containers(tspec["initContainers"])
         if tspec.get("nodeSelector"):
             item["template"]["spec"]["nodeSelector"] = _interned_map(tspec["nodeSelector"])
+        if tolerates_set_aside(tspec):  # a gang whose pods may use nodes set aside (gpuctl.domain.setaside)
+            item["template"]["spec"]["tolerations"] = [{"key": SET_ASIDE_TAINT_KEY, "operator": "Exists"}]
         level = (((ps.get("template") or {}).get("metadata") or {}).get("annotations") or {}).get(
             TAS_REQUIRED
         )

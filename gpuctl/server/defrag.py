@@ -164,25 +164,12 @@ class Defragmenter:
         return plan
 
     def _deactivate(self, wl: Mapping[str, Any], plan: Plan, now: float) -> bool:
-        body = {
-            "metadata": {
-                "resourceVersion": meta(wl).get("resourceVersion"),
-                "annotations": {
-                    DEFRAG_MOVED_ANNOTATION: plan.reason(),
-                    DEFRAG_MOVED_AT_ANNOTATION: rfc3339(now),
-                    DEFRAG_MOVED_FOR_TEAM_ANNOTATION: plan.waiter.team,
-                    DEFRAG_REACTIVATE_ANNOTATION: "true",
-                },
-            },
-            "spec": {"active": False},
+        notes = {
+            DEFRAG_MOVED_ANNOTATION: plan.reason(),
+            DEFRAG_MOVED_AT_ANNOTATION: rfc3339(now),
+            DEFRAG_MOVED_FOR_TEAM_ANNOTATION: plan.waiter.team,
         }
-        try:
-            self.cluster.merge_patch(path("Workload", name(wl), namespace(wl)), body)
-        except ApiError as e:
-            log.warning("defrag: could not deactivate %s/%s: %s", namespace(wl), name(wl), e)
-            return False
-        self._event(wl, plan.reason())
-        return True
+        return deactivate(self.cluster, wl, notes, DEFRAG_EVENT_REASON, identity=self.identity, now=now)
 
     def _reactivate(self, wl: Mapping[str, Any]) -> None:
         body = {"metadata": {"annotations": {DEFRAG_REACTIVATE_ANNOTATION: None}}, "spec": {"active": True}}
@@ -191,21 +178,6 @@ class Defragmenter:
             self.reactivated += 1
         except ApiError as e:
             log.warning("defrag: could not reactivate %s/%s: %s", namespace(wl), name(wl), e)
-
-    def _event(self, wl: Mapping[str, Any], message: str) -> None:
-        obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": meta(wl)}
-        try:
-            post_event(
-                self.cluster,
-                obj,
-                type_="Normal",
-                reason=DEFRAG_EVENT_REASON,
-                message=message,
-                identity=self.identity,
-                now=self.wall(),
-            )
-        except Exception as e:  # best effort: the annotation is the record
-            log.warning("defrag: could not post an Event on %s/%s: %s", namespace(wl), name(wl), e)
 
     # ---------------------------------------------------------------- loop
     def start(self, stop: threading.Event) -> threading.Thread:
@@ -242,6 +214,33 @@ class Defragmenter:
         )
         window.add_metric([str(self.cap)], self.moved_in_window(self.wall()))
         yield window
+
+
+def deactivate(
+    cluster: Any, wl: Mapping[str, Any], notes: Mapping[str, str], reason: str, *, identity: str, now: float
+) -> bool:
+    """Move a Workload: `notes` (DEFRAG_MOVED_ANNOTATION's text is the Event's message) and the reactivate
+    marker, `spec.active: false`, in one merge patch with its resourceVersion; then a Normal Event. Kueue
+    evicts it and the Defragmenter's step reactivates it (gpuctl.domain.defrag.to_reactivate)."""
+    body = {
+        "metadata": {
+            "resourceVersion": meta(wl).get("resourceVersion"),
+            "annotations": {**notes, DEFRAG_REACTIVATE_ANNOTATION: "true"},
+        },
+        "spec": {"active": False},
+    }
+    try:
+        cluster.merge_patch(path("Workload", name(wl), namespace(wl)), body)
+    except ApiError as e:
+        log.warning("could not deactivate %s/%s: %s", namespace(wl), name(wl), e)
+        return False
+    obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": meta(wl)}
+    message = notes.get(DEFRAG_MOVED_ANNOTATION, "")
+    try:
+        post_event(cluster, obj, type_="Normal", reason=reason, message=message, identity=identity, now=now)
+    except Exception as e:  # best effort: the annotation is the record
+        log.warning("could not post an Event on %s/%s: %s", namespace(wl), name(wl), e)
+    return True
 
 
 def cache_source(cache: Any) -> Source:

@@ -244,7 +244,15 @@ class LeaderElector:
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         with self._lock:
             if record != self._observed:
-                self._observed, self._observed_at = record, now_mono
+                # A replica's first read cannot tell how long ago that record was renewed; a standby that
+                # has been following saw the renewal within a retry period of it. So a newcomer counts
+                # the record it first reads as renewed a retry period later: after a crash the standby
+                # takes over first, not the crashed leader's own container, which the kubelet restarts
+                # in the same pod within seconds under a new identity (it used to win that race about
+                # as often as the standby). Alone, a restarted replica takes over a retry period later.
+                first = self._observed is None
+                self._observed = record
+                self._observed_at = now_mono + (self.retry_period if first else 0.0)
             self._observed_duration = duration
             self._read_at = now_mono
             self.holder = holder

@@ -342,7 +342,12 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             identity=ctx.elector.identity if ctx.elector is not None else "",
         )
         ctx.set_aside = SetAside(
-            cluster, set_aside_source(cache), pools=defrag_pools, settle=args.defrag_settle, leader=leader
+            cluster,
+            set_aside_source(cache),
+            pools=defrag_pools,
+            settle=args.defrag_settle,
+            leader=leader,
+            identity=ctx.elector.identity if ctx.elector is not None else "",
         )
     if history:
         ctx.history = HistoryRecorder(cluster, cache, leader=leader)

@@ -6,7 +6,10 @@ to hold get the taint runwhere.ai/set-aside=<gang namespace>:NoSchedule and the 
 runwhere.ai/set-aside-for=<namespace>/<job>; nodes to give back lose both. Each write is a merge patch of
 the node carrying the resourceVersion it was computed from (a concurrent change of the node, such as a
 cordon or another taint, fails it with 409 and the next step recomputes), and touches only gpuctl's own
-taint. Gauge gpuctl_set_aside_nodes{pool} is exported.
+taint. A Workload Kueue admitted onto a held node whose pod cannot start there (gpuctl.domain.setaside.
+stranded) is requeued the way defragmentation moves a job (gpuctl.server.defrag.deactivate: deactivated
+with the reactivate marker; the Defragmenter, which runs beside this under the same `--defrag` flag,
+reactivates it once Kueue has evicted it). Gauge gpuctl_set_aside_nodes{pool} is exported.
 """
 
 from __future__ import annotations
@@ -20,11 +23,18 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 
 from gpuctl.cluster import ApiError, path
-from gpuctl.constants import SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_SETTLE_SECONDS, SET_ASIDE_TAINT_KEY
+from gpuctl.constants import (
+    DEFRAG_MOVED_ANNOTATION,
+    SET_ASIDE_FOR_ANNOTATION,
+    SET_ASIDE_REQUEUE_REASON,
+    SET_ASIDE_SETTLE_SECONDS,
+    SET_ASIDE_TAINT_KEY,
+)
 from gpuctl.domain.gang import pool_topology
-from gpuctl.domain.objects import meta, name
+from gpuctl.domain.objects import meta, name, namespace
 from gpuctl.domain.pools import node_pool
 from gpuctl.domain.setaside import Plan, plan_set_aside
+from gpuctl.server.defrag import deactivate
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +57,9 @@ class SetAside:
         interval: float = 5.0,
         leader: Callable[[], bool] | None = None,
         wall: Callable[[], float] = time.time,
+        identity: str = "",
     ):
-        self.cluster, self.source, self.pools = cluster, source, pools
+        self.cluster, self.source, self.pools, self.identity = cluster, source, pools, identity
         self.settle, self.interval, self.leader, self.wall = settle, interval, leader, wall
         self.held: dict[str, int] = {}  # pool -> nodes set aside now
         self.last: dict[str, str] = {}
@@ -70,6 +81,18 @@ class SetAside:
                 t.get("key") == SET_ASIDE_TAINT_KEY for t in (current.get("spec") or {}).get("taints") or []
             ):
                 self._patch(current, gang)
+        by_key = {f"{namespace(w)}/{name(w)}": w for w in workloads}
+        for key, why in sorted(plan.requeue.items()):
+            notes = {DEFRAG_MOVED_ANNOTATION: why}
+            if deactivate(
+                self.cluster,
+                by_key[key],
+                notes,
+                SET_ASIDE_REQUEUE_REASON,
+                identity=self.identity,
+                now=self.wall(),
+            ):
+                log.info("set-aside: %s %s", key, why)
         self.held = {}
         for node in plan.hold:
             pool = node_pool(by_name[node]) or ""

@@ -30,7 +30,7 @@ import yaml
 from admission.policies import deletes, team
 from admission.rules import AdmissionConfig, review
 from gpuctl.cluster import ApiError, path
-from gpuctl.constants import PRIORITY_CLASS, Labels, Priority
+from gpuctl.constants import PRIORITY_CLASS, SET_ASIDE_TAINT_KEY, Labels, Priority
 from tests.integration.conftest import wait_until
 from tests.integration.test_admission_webhook import TESTBED_LABEL, _job, _pod
 from tests.unit.test_admission_fixtures import gpuctl_workload, state
@@ -250,6 +250,9 @@ def _tenant_corpus(ns: str, hi: dict) -> dict[str, dict]:
             "controller": True,
         }
     ]
+    set_aside = [{"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    gang = job_with(tolerations=set_aside)
+    gang["spec"].update(completionMode="Indexed", parallelism=2, completions=2)
     by_daemonset = copy.deepcopy(owned)
     by_daemonset["metadata"]["ownerReferences"][0].update(apiVersion="apps/v1", kind="DaemonSet")
     return {
@@ -291,6 +294,11 @@ def _tenant_corpus(ns: str, hi: dict) -> dict[str, dict]:
         ),
         "gpu-resource-amd-charged": pod_with(resources={"limits": {"amd.com/gpu": "1"}}),
         "gpu-resource-mig-charged": pod_with(resources={"limits": {"nvidia.com/mig-1g.10gb": "1"}}),
+        # set-aside-toleration (issue 31): only a gang may tolerate the set-aside taint.
+        "set-aside-pod": _pod("a", ns, tolerations=set_aside),
+        "set-aside-every-taint-job": job_with(tolerations=[{"operator": "Exists"}]),
+        "set-aside-gang": gang,
+        "set-aside-other-taint": _pod("a", ns, tolerations=[{"key": "example.com/x", "operator": "Exists"}]),
     }
 
 

@@ -249,7 +249,12 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
             kube.apply(resource_flavor(pool))
             created.append(path("ResourceFlavor", pool))
         for name, pool, gpus in ((e.nodes[0], e.big, 8), (e.nodes[1], e.small, 4), (e.nodes[2], None, 2)):
-            kube.create(_fake_node(name, pool, gpus, sfx))
+            node = _fake_node(name, pool, gpus, sfx)
+            if (
+                pool == e.big
+            ):  # GPU feature discovery's model label: mig-profile reads the pool's GPUs from it
+                node["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-A100-SXM4-80GB"
+            kube.create(node)
             created.append(path("Node", name))
         pools = {
             e.big: PoolGuarantee(gpu=8, cpu="96", memory="1Ti"),
@@ -470,6 +475,7 @@ def _bad_objects(e: Env) -> dict[str, tuple[dict, str]]:
             _pod("huge", e.team, gpus=16, labels=good, selector=sel),
             "pods.admission.runwhere.ai",
         ),
+        "mig-profile": (_mig_job("a100-lacks-1g5gb", e.team, good, sel, "nvidia.com/mig-1g.5gb"), WORKLOADS),
         "host-path": (
             _pod(
                 "etc",
@@ -483,6 +489,18 @@ def _bad_objects(e: Env) -> dict[str, tuple[dict, str]]:
     }
 
 
+WORKLOADS = "workloads.admission.runwhere.ai"
+
+
+def _mig_job(name: str, ns: str, labels: dict, selector: dict, resource: str) -> dict:
+    """A raw Job asking one MIG instance (an A100-40GB profile, on the A100-80GB pool: mig-profile)."""
+    job = _job(name, ns, gpus=0, labels=labels, selector=selector)
+    res = job["spec"]["template"]["spec"]["containers"][0]["resources"]
+    res["requests"][resource] = res["limits"][resource] = "1"
+    job["spec"]["template"]["metadata"]["annotations"] = {TAS_UNCONSTRAINED: "true"}
+    return job
+
+
 RULE_CASES = [
     "gpu-queue",
     "gpu-queue(missing)",
@@ -492,6 +510,7 @@ RULE_CASES = [
     "job-type",
     "unknown-key",
     "gpu-fits-node",
+    "mig-profile",
     "host-path",
 ]
 
@@ -1015,3 +1034,21 @@ def test_cert_manager_manifests_pass_server_side_dry_run(env, system_ns):
     finally:
         for crd in installed:
             env.kubectl("delete", "-f", str(crd), "--wait=false")
+
+
+def test_a_mig_profile_the_pools_gpus_lack_names_the_field_and_the_profiles(env):
+    """mig-profile (issue 32): an H200 profile on the A100-80GB pool, asked by a namespace admin's raw Job."""
+    job = _mig_job(
+        "h200-on-a100", env.team, _good_labels(env), {Labels.POOL: env.big}, "nvidia.com/mig-1g.18gb"
+    )
+    p = env.apply(job)
+    assert p.returncode != 0, p.stdout
+    assert "spec.template.spec.containers[0].resources.requests asks for nvidia.com/mig-1g.18gb" in p.stderr
+    assert (
+        f"the GPUs of pool {env.big} (A100-80GB) have no MIG profile 1g.18gb; they have 1g.10gb" in p.stderr
+    )
+    # The A100's own profile passes.
+    ok = _mig_job(
+        "a100-1g10gb", env.team, _good_labels(env), {Labels.POOL: env.big}, "nvidia.com/mig-1g.10gb"
+    )
+    assert env.apply(ok, "--dry-run=server").returncode == 0

@@ -359,3 +359,80 @@ def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path, clus
     finally:
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
         delete_namespaces(kube, [ns])
+
+
+# ----------------------------------------------------------------------------- MIG + time-slicing
+
+
+def test_a_namespace_admins_raw_job_on_time_sliced_mig_is_charged_its_quarter(
+    shared_pools, team, gpuctl, kube, kubectl_bin, cluster, tmp_path
+):
+    """`nvidia.com/mig-1g.10gb.shared` (renameByDefault on a MIG instance) asked by a raw Job of a user who
+    may only edit the team namespace: queued, placed on the node that has it, charged 1g.10gb / 4 = 30/840."""
+    ns, pool, node = team, "share-migts", "share-migts-1"
+    labels = {
+        "nvidia.com/gpu.product": A100_80,
+        "nvidia.com/gpu.count": "1",
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/gpu.sharing-strategy": "time-slicing",
+        "nvidia.com/gpu.replicas": "4",
+    }
+    kube.create(fake_node(node, labels, {"nvidia.com/mig-1g.10gb.shared": "28"}))
+    try:
+        wait_until(lambda: _ready(kube.get(path("Node", node))), 60, what="the MIG + time-slicing node Ready")
+        f = tmp_path / "migts.yaml"
+        f.write_text(f"kind: pool\npool: {{name: {pool}}}\nnodes:\n  {node}: {{}}\n")
+        rc, _, err = gpuctl("create", "-f", str(f))
+        assert rc == 0, err
+        user = f"admin-{ns}"
+        kube.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "ns-admin", "namespace": ns},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            }
+        )
+        res = {"cpu": "1", "memory": "1Gi", "nvidia.com/mig-1g.10gb.shared": "1"}
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "raw-migts", "namespace": ns},
+            "spec": {
+                "parallelism": 3,
+                "completions": 3,
+                "template": {
+                    "metadata": {"annotations": {TAS_UNCONSTRAINED: "true"}},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "nodeSelector": {Labels.POOL: pool},
+                        "containers": [
+                            {"name": "m", "image": "busybox", "resources": {"requests": res, "limits": res}}
+                        ],
+                    },
+                },
+            },
+        }
+        p = subprocess.run(
+            [kubectl_bin, "--kubeconfig", cluster, "--as", user, "apply", "-f", "-"],
+            input=json.dumps(job), capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        wait_until(lambda: running_on(kube, ns, node) == 3, 90, what="3 replicas running on the node")
+        wait_until(lambda: budget_reserved(kube, ns) == 3 * 30, 60, what="Kueue's reservation 3 x 30")
+        row = quota_row(gpuctl, ns)
+        assert (row["gpu"]["used"], row["gpu"]["free"]) == (
+            round(90 / GPU_UNITS, 2),
+            round(1 - 90 / GPU_UNITS, 2),
+        )
+        rc, out, err = gpuctl("describe", "pool", pool, "-o", "json")
+        assert rc == 0, err
+        d = json.loads(out)
+        assert d["shared"] == "1 GPUs as 28 x 1g.10gb.shared"
+        assert d["slices"]["1g.10gb.shared"] == {
+            "resource": "nvidia.com/mig-1g.10gb.shared", "total": 28, "used": 3, "free": 25,
+        }  # fmt: skip
+    finally:
+        gpuctl("delete", "pool", pool)
+        kube.delete(path("Node", node))

@@ -205,3 +205,86 @@ def test_an_any_pool_job_gets_no_bound_that_names_its_pools() -> None:
     e = judge(full, d)
     assert e.starts_by is None
     assert "dev-pool, training-pool" in e.basis and "one pool only" in e.basis
+
+
+# --- slices of GPUs (issue 32) ---------------------------------------------------------------------
+
+MIG = "nvidia.com/mig-1g.10gb"
+
+
+def mig_node(n: str, slices: int) -> dict:
+    out = node(n, gpus=0)
+    out["status"]["allocatable"][MIG] = str(slices)
+    return out
+
+
+def sliced(obj: dict, resource: str = MIG) -> dict:
+    """The Workload's or pod's container asks one slice instead of whole GPUs."""
+    spec = obj["spec"]["podSets"][0]["template"]["spec"] if "podSets" in obj["spec"] else obj["spec"]
+    spec["containers"][0]["resources"]["requests"] = {resource: "1"}
+    return obj
+
+
+def slice_demand(ns: str, resource: str = MIG, pods: int = 1) -> ex.Demand:
+    return replace(demand(ns, 0, pods), units=120, slice=resource)
+
+
+def slice_pods(ns: str, job: str, n: int) -> list[dict]:
+    return [sliced(pod(ns, f"{job}-{i}", 0, node="mig-node-1", job=job)) for i in range(n)]
+
+
+def test_a_slice_job_waits_for_the_first_holder_of_its_slice_to_end() -> None:
+    """14 x 1g.10gb, all held by team-b: "no free 1g.10gb ...; 14 in use by team-b", then b1's end."""
+    wls = [
+        sliced(running("team-b", "b1", 0, {"mig-node-1": 10}, since=0, limit=600, pods=10)),
+        sliced(running("team-b", "b2", 0, {"mig-node-1": 4}, since=0, limit=1200, pods=4)),
+    ]
+    st = {**state([A, B]), "nodes": [*NODES, mig_node("mig-node-1", 14)]}
+    st["pods"] = slice_pods("team-b", "b1", 10) + slice_pods("team-b", "b2", 4)
+    snap = ex.Snapshot.build(workloads=wls, **st)
+    d = slice_demand("team-a")
+    v = snap.verdict(d)
+    assert v.message == "no free 1g.10gb in training-pool (14 in all; 14 in use by team-b)"
+    e = estimate(snap, d, now=T0, verdict=v, slack=SLACK, clock=lambda ts: f"+{int(ts - T0)}s")
+    assert (e.starts_by, e.basis) == (T0 + 600 + SLACK, "team-b/b1 ends by +600s, then position 1")
+    # The whole GPUs of the pool are free all along: they are not the room a slice waits for.
+    assert snap.free("training-pool") == {"gpu-node-1": 8, "gpu-node-2": 8, "mig-node-1": 0}
+    # A second slice job of team-a queued ahead takes b1's first freed slice; 10 free, so both fit then.
+    ahead = sliced(queued("team-a", "a0", 0, limit=300, created=-60))
+    snap = ex.Snapshot.build(workloads=[*wls, ahead], **st)
+    e = estimate(snap, d, now=T0, slack=SLACK, clock=lambda ts: f"+{int(ts - T0)}s")
+    assert e.starts_by == T0 + 600 + SLACK
+
+
+def test_slices_and_whole_gpus_of_one_team_add_up_in_its_budget() -> None:
+    """gpu: 2 = a whole GPU + 7 x 1g.10gb (840 + 7 x 120 of 1,680): the next slice waits for the budget,
+    and the first of them to end (the whole GPU, at +300s) lets it start."""
+    team = TeamQuota("team-a", "q", gpu=2, borrowing_limit=0)
+    wls = [running("team-a", "w", 1, {"gpu-node-1": 1}, since=0, limit=300)]
+    wls += [
+        sliced(running("team-a", f"s{i}", 0, {"mig-node-1": 1}, since=0, limit=600 + i)) for i in range(7)
+    ]
+    st = {**state([team, B]), "nodes": [*NODES, mig_node("mig-node-1", 28)]}
+    st["pods"] = [p for i in range(7) for p in slice_pods("team-a", f"s{i}", 1)]
+    snap = ex.Snapshot.build(workloads=wls, **st)
+    d = slice_demand("team-a")
+    v = snap.verdict(d)
+    assert v.cause == "quota" and v.message.startswith("team-a uses 2 of its 2 GPUs and may borrow 0")
+    e = estimate(snap, d, now=T0, verdict=v, slack=SLACK, clock=lambda ts: f"+{int(ts - T0)}s")
+    assert (e.starts_by, e.basis) == (T0 + 300 + SLACK, "w ends by +300s, then position 1")
+    # More slices than its budget holds (17 x 1/7 > 2): only on borrowed GPUs, no bound.
+    e = estimate(snap, slice_demand("team-a", pods=17), now=T0, verdict=v, slack=SLACK)
+    assert not e.bounded and e.basis.startswith("it needs 2.43 GPUs, more than team-a's quota of 2")
+
+
+def test_a_slice_the_pool_does_not_offer_or_held_without_end_has_no_bound() -> None:
+    st = {**state([A, B]), "nodes": [*NODES, mig_node("mig-node-1", 2)]}
+    st["pods"] = slice_pods("team-b", "b1", 2)
+    wls = [sliced(running("team-b", "b1", 0, {"mig-node-1": 2}, since=0, limit=None, pods=2))]
+    snap = ex.Snapshot.build(workloads=wls, **st)
+    e = estimate(snap, slice_demand("team-a", "nvidia.com/mig-1g.20gb"), now=T0, slack=SLACK)
+    assert e.basis == "training-pool offers 0 1g.20gb (nvidia.com/mig-1g.20gb) and it needs 1: it never fits"
+    e = estimate(snap, slice_demand("team-a", pods=3), now=T0, slack=SLACK)
+    assert e.basis == "training-pool offers 2 1g.10gb (nvidia.com/mig-1g.10gb) and it needs 3: it never fits"
+    e = estimate(snap, slice_demand("team-a"), now=T0, slack=SLACK)
+    assert not e.bounded and e.basis == "team-b/b1 (running) has no maxRuntime"

@@ -7,7 +7,14 @@ import yaml
 
 from gpuctl.builders import TargetPool, build
 from gpuctl.builders.gang import topology_level
-from gpuctl.constants import GANG_ENV, TAS_PREFERRED, TAS_REQUIRED, TAS_UNCONSTRAINED
+from gpuctl.constants import (
+    GANG_ENV,
+    SET_ASIDE_FOR_ANNOTATION,
+    SET_ASIDE_TAINT_KEY,
+    TAS_PREFERRED,
+    TAS_REQUIRED,
+    TAS_UNCONSTRAINED,
+)
 from gpuctl.domain.gang import (
     default_topology,
     gang_nodes,
@@ -16,10 +23,13 @@ from gpuctl.domain.gang import (
     nodes_missing_levels,
     pool_topology,
     rank_rows,
+    tolerates_set_aside,
 )
 from gpuctl.domain.status import gang_status
 from gpuctl.spec import SpecError, load_text
-from queues import resource_flavor, topology, topology_name
+from queues import TeamQuota, resource_flavor, topology, topology_name
+from tests.unit.test_estimate import T0, judge, running
+from tests.unit.test_explain import demand, node
 
 RACKS = ("example.com/block", "example.com/rack")
 
@@ -263,3 +273,42 @@ def test_rank_rows_name_each_ranks_domains() -> None:
         {"rank": 0, "pod": "p0", "node": "n1", "domains": {RACKS[0]: "b1", RACKS[1]: "r1"}},
         {"rank": 1, "pod": "p1", "node": "n2", "domains": {RACKS[0]: "b1", RACKS[1]: "-"}},
     ]
+
+
+def test_estimate_of_a_gang_whose_nodes_are_set_aside() -> None:
+    """`describe job` of a waiting gang: once `serve --defrag` set its nodes aside, it starts at the latest
+    when the last job on them ends (plus the step slack), not after the queue's play (issue 31)."""
+
+    nodes = [node("gpu-node-1"), node("gpu-node-2"), node("gpu-node-3")]
+    wls = [
+        running("team-b", "small", 2, {"gpu-node-2": 1}, since=-100, limit=400),
+        running("team-b", "long", 8, {"gpu-node-3": 1}, since=-100, limit=9000),
+    ]
+    gang = demand("team-a", 8, pods=2)
+    teams = (TeamQuota("team-a", "q", gpu=16), TeamQuota("team-b", "q", gpu=16))
+    before = judge(wls, gang, teams=teams, nodes=nodes)
+    assert before.summary() == "starts by +330s at the latest (team-b/small ends by +300s, then position 1)"
+    for n in nodes[:2]:
+        n["metadata"]["annotations"] = {SET_ASIDE_FOR_ANNOTATION: "team-a/new"}
+        n["spec"]["taints"] = [{"key": SET_ASIDE_TAINT_KEY, "value": "team-a", "effect": "NoSchedule"}]
+    e = judge(wls, gang, teams=teams, nodes=nodes)
+    assert e.starts_by == T0 + 300 + 30
+    assert e.summary() == (
+        "starts by +330s at the latest (nodes gpu-node-1, gpu-node-2 are set aside for it; "
+        "team-b/small, the last job on them, ends by +300s)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "expected"),
+    [
+        ([{"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}], True),
+        ([{"key": SET_ASIDE_TAINT_KEY, "operator": "Equal", "value": "team-a"}], True),
+        ([{"operator": "Exists"}], True),  # every taint
+        ([{"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}], False),
+        ([{"key": "runwhere.ai/pool", "operator": "Exists"}], False),
+        ([], False),
+    ],
+)
+def test_tolerates_set_aside(tolerations: list, expected: bool) -> None:
+    assert tolerates_set_aside({"tolerations": tolerations}) is expected

@@ -54,6 +54,17 @@ def elector(store: Store, clock: Clock, ident: str) -> LeaderElector:
     return LeaderElector(store, namespace="ns", identity=ident, monotonic=clock, wall=clock)
 
 
+def following(s: Store, c: Clock, leader: LeaderElector, *standbys: LeaderElector) -> None:
+    """`leader` leads and every standby has seen it renew once (a running standby's state)."""
+    assert leader.try_acquire_or_renew()
+    for b in standbys:
+        assert not b.try_acquire_or_renew()
+    c.t += 2
+    assert leader.try_acquire_or_renew()
+    for b in standbys:
+        assert not b.try_acquire_or_renew()
+
+
 def test_first_replica_creates_the_lease_and_leads_the_other_follows():
     s, c = Store(), Clock()
     a, b = elector(s, c, "a"), elector(s, c, "b")
@@ -68,8 +79,7 @@ def test_first_replica_creates_the_lease_and_leads_the_other_follows():
 def test_takeover_only_after_the_record_stood_still_for_a_lease_duration_on_the_followers_clock():
     s, c = Store(), Clock()
     a, b = elector(s, c, "a"), elector(s, c, "b")
-    a.try_acquire_or_renew()
-    b.try_acquire_or_renew()
+    following(s, c, a, b)
     c.t += 14.9
     assert not b.try_acquire_or_renew()
     # a stopped renewing 10 s ago: it no longer acts as leader, before b may take over.
@@ -78,6 +88,48 @@ def test_takeover_only_after_the_record_stood_still_for_a_lease_duration_on_the_
     assert b.try_acquire_or_renew() and b.is_leader()
     assert s.obj["spec"]["leaseTransitions"] == 1
     assert not a.try_acquire_or_renew() and not a.is_leader()
+
+
+def test_a_crashed_leaders_restarted_container_yields_to_the_standby_that_followed():
+    """The real node's failover (tests/integration/test_real_node.py): the leader's container is killed
+    and the kubelet restarts it in the same pod within seconds, a new process with a new identity. It
+    cannot know how long ago the record it first reads was renewed, so it counts it a retry period
+    later than its read; the standby, which saw the last renewal within a retry period, leads first.
+    Before, the restarted container won whenever it read the record sooner after the renewal than the
+    standby's poll had (here 1.0 s against 1.5 s): it took over at t0+17, the standby would at t0+17.5."""
+    s, c = Store(), Clock()
+    a, b = elector(s, c, "pod-a_1"), elector(s, c, "pod-b_1")
+    following(s, c, a, b)
+    c.t += 0.5
+    assert a.try_acquire_or_renew()
+    t0 = c.t  # a's last renewal; then a is killed
+    polls = sorted(
+        [(t0 + 1.5 + 2 * n, b) for n in range(12)]  # the standby polls every retry period
+        + [(t0 + 1.0 + 2 * n, None) for n in range(12)]  # the restarted container, from 1 s on
+    )
+    restarted = elector(s, c, "pod-a_2")
+    leader = None
+    for t, who in polls:
+        c.t = t
+        e = who or restarted
+        if e.try_acquire_or_renew():
+            leader = (e.identity, t - t0)
+            break
+    assert leader == ("pod-b_1", 17.5)
+    c.t += 2
+    assert not restarted.try_acquire_or_renew() and restarted.role() == "standby"
+
+
+def test_a_replica_alone_takes_over_a_dead_holders_lease_a_retry_period_after_a_lease_duration():
+    s, c = Store(), Clock()
+    a = elector(s, c, "a")
+    a.try_acquire_or_renew()  # then a dies
+    alone = elector(s, c, "b")
+    assert not alone.try_acquire_or_renew()
+    c.t += 15 + 2 - 0.1
+    assert not alone.try_acquire_or_renew()
+    c.t += 0.2
+    assert alone.try_acquire_or_renew() and alone.is_leader()
 
 
 def test_renewals_keep_the_follower_out_whatever_the_remote_timestamps_say():
@@ -94,9 +146,7 @@ def test_renewals_keep_the_follower_out_whatever_the_remote_timestamps_say():
 def test_two_followers_racing_for_an_expired_lease_one_wins():
     s, c = Store(), Clock()
     a, b, d = elector(s, c, "a"), elector(s, c, "b"), elector(s, c, "d")
-    a.try_acquire_or_renew()
-    b.try_acquire_or_renew()
-    d.try_acquire_or_renew()
+    following(s, c, a, b, d)
     c.t += 16
     stale = s.get("x")
     assert b.try_acquire_or_renew()
@@ -157,8 +207,7 @@ def test_roles_leader_standby_and_none_follow_the_lease_record():
     s, c = Store(), Clock()
     a, b = elector(s, c, "a"), elector(s, c, "b")
     assert a.role() == "none" and not a.leader_known()  # no round yet
-    a.try_acquire_or_renew()
-    b.try_acquire_or_renew()
+    following(s, c, a, b)
     assert a.role() == "leader" and b.role() == "standby"
     assert b.describe() == "b is standby; a leads (lease ns/gpuctl-serve)"
     # The leader dies: the follower keeps following for a lease duration of an unchanged record...

@@ -1,0 +1,110 @@
+"""gang-fits and set-aside-toleration (issue 31): a multi-node job that no pool or required topology level
+can ever hold is refused with its numbers and fix; only multi-node jobs may tolerate the set-aside taint.
+The fixture's pool a100 has two nodes, of 8 and 4 GPUs, without rack labels."""
+
+from __future__ import annotations
+
+import pytest
+
+from admission.rules import AdmissionConfig, review
+from gpuctl.constants import (
+    GPU_RESOURCE,
+    HOSTNAME_LABEL,
+    SET_ASIDE_TAINT_KEY,
+    TAS_PREFERRED,
+    TAS_REQUIRED,
+    Labels,
+)
+from gpuctl.domain.gang import gang_never_fits
+from tests.unit.test_admission_fixtures import TEAM, state
+from tests.unit.test_admission_fixtures import review as admission_review
+
+STATE = state()
+ENFORCE = AdmissionConfig()
+SET_ASIDE = {"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def job(
+    pods: int, gpus: int, *, level: str = "", indexed: bool = True, tolerations: list | None = None
+) -> dict:
+    topology = {TAS_REQUIRED: level} if level else {TAS_PREFERRED: HOSTNAME_LABEL}
+    spec: dict = {"parallelism": pods, "completions": pods, "suspend": True}
+    if indexed:
+        spec["completionMode"] = "Indexed"
+    pod_spec = {
+        "nodeSelector": {Labels.POOL: "a100"},
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "x", "resources": {"limits": {GPU_RESOURCE: str(gpus)}}}],
+        "tolerations": tolerations if tolerations is not None else [SET_ASIDE],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "big", "namespace": TEAM, "labels": {Labels.KUEUE_QUEUE: "default"}},
+        "spec": {**spec, "template": {"metadata": {"annotations": topology}, "spec": pod_spec}},
+    }
+
+
+def judge(obj: dict):
+    return review(admission_review(obj)["request"], STATE, ENFORCE)
+
+
+@pytest.mark.parametrize(
+    ("pods", "gpus", "level", "refused"),
+    [
+        (2, 4, "", None),  # a100-1 holds two, a100-2 one
+        (4, 4, "", "4 pods x 4 GPUs never fit in pool a100: its 2 node(s) hold 3 such pods at most"),
+        (2, 8, "", "2 pods x 8 GPUs never fit in pool a100: its 2 node(s) hold 1 such pods at most"),
+        (2, 4, HOSTNAME_LABEL, None),
+        (3, 4, HOSTNAME_LABEL, "never fit in one hostname of pool a100: the largest (a100-1) holds 2"),
+        (2, 4, "example.com/rack", "must share one rack (example.com/rack), but no node of pool a100 has"),
+    ],
+)
+def test_a_gang_that_can_never_fit_is_refused(pods: int, gpus: int, level: str, refused: str | None) -> None:
+    v = judge(job(pods, gpus, level=level))
+    if refused is None:
+        assert v.allowed and "gang-fits" not in v.rules, v.message()
+        return
+    assert not v.allowed and v.rules == ("gang-fits",), v.message()
+    assert refused in v.message() and "Fix: lower spec.parallelism and spec.completions" in v.message()
+    assert ("widen or remove " + TAS_REQUIRED in v.message()) is bool(level)
+
+
+def test_gang_never_fits_is_not_judged_where_another_rule_speaks() -> None:
+    nodes = [("n1", 8, {}), ("n2", 8, {})]
+    assert gang_never_fits("p", nodes, 1, 8) == ""  # one pod
+    assert gang_never_fits("p", nodes, 3, 16) == ""  # bigger than every node: gpu-fits-node
+    assert gang_never_fits("p", [], 3, 8) == ""  # a pool without nodes
+    assert gang_never_fits("p", nodes, 3, 0) == ""  # no GPUs
+    assert "hold 2 such pods" in gang_never_fits("p", nodes, 3, 8)
+
+
+@pytest.mark.parametrize(
+    ("obj", "refused"),
+    [
+        (job(2, 4), False),  # a gang: gpuctl gives it the toleration
+        (job(2, 4, indexed=False), True),  # not Indexed: no ranks, not one gang of nodes
+        (job(1, 4), True),  # one pod
+        (job(1, 4, tolerations=[{"operator": "Exists"}]), True),  # every taint, so this one too
+        (job(1, 4, tolerations=[{"key": "runwhere.ai/pool", "operator": "Exists"}]), False),
+    ],
+)
+def test_only_a_gang_may_tolerate_the_set_aside_taint(obj: dict, refused: bool) -> None:
+    v = judge(obj)
+    assert ("set-aside-toleration" in v.rules) is refused, v.message()
+    if refused:
+        assert not v.allowed
+        assert f"spec.template.spec.tolerations tolerates {SET_ASIDE_TAINT_KEY}" in v.message()
+        assert "Fix: remove that toleration" in v.message()
+
+
+def test_a_bare_pod_tolerating_the_set_aside_taint_is_refused() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": TEAM},
+        "spec": {"containers": [{"name": "c", "image": "x"}], "tolerations": [SET_ASIDE]},
+    }
+    v = judge(pod)
+    assert not v.allowed and v.rules == ("set-aside-toleration",), v.message()
+    assert "spec.tolerations tolerates" in v.message()
