@@ -412,6 +412,10 @@ GPU_UNITS: Final = 840
 # by its name, whatever a node's replicas; the NVIDIA GPU Operator's example uses 4). An admin who slices
 # N ways changes nvidia.com/gpu.shared's output in the Kueue configuration to GPU_UNITS/N.
 SHARED_REPLICAS_CHARGED: Final = 4
+# Slices of GPUs in use per pool, as `gpuctl serve` counts them from every bound pod and writes them on the
+# pool's ResourceFlavor (JSON {resource: count}): a team member, who may not list other teams' pods, reads
+# per-profile used and free from it (gpuctl.domain.sharing.slices_used, docs/sharing.md).
+SLICES_USED_ANNOTATION: Final = "runwhere.ai/slices-used"
 
 # ----------------------------------------------------------------------------- YAML limits (issue 33)
 # What one gpuctl YAML text may be, for `gpuctl create|apply|delete -f` and the REST API alike

@@ -22,7 +22,7 @@ the webhook answers with a 400.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -183,3 +183,20 @@ def workload_gpus(wl: Mapping[str, Any] | None) -> int:
         count = ps.get("count")
         total += pod_spec_gpus(tmpl) * (1 if count is None else int(count))
     return total
+
+
+def gpu_requests_by_pool(
+    pods: Iterable[Mapping[str, Any]], node_pool: Mapping[str, str]
+) -> dict[str, dict[str, int]]:
+    """Pool -> GPU resource -> how many the pods bound to its nodes and not finished hold (whole GPUs,
+    MIG instances, replicas): what a pool's slices in use are, counted from every pod."""
+    out: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        pool = node_pool.get(spec.get("nodeName") or "")
+        if not pool or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        held = out.setdefault(pool, {})
+        for r, n in pod_spec_gpu_requests(spec).items():
+            held[r] = held.get(r, 0) + n
+    return out

@@ -24,6 +24,7 @@ up to a whole unit per pod) charges them exactly and 7 x 1g.10gb fill a 1-GPU bu
 from __future__ import annotations
 
 import enum
+import json
 import math
 import re
 from collections.abc import Collection, Mapping
@@ -432,6 +433,26 @@ def slice_view(ps: PoolSharing, used: Mapping[str, int] | None) -> dict[str, dic
             "free": None if held is None else max(total - held, 0),
         }
     return out
+
+
+def slices_used_text(ps: PoolSharing, held: Mapping[str, int]) -> str | None:
+    """What `gpuctl serve` writes on a pool's ResourceFlavor (SLICES_USED_ANNOTATION): the pool's slice
+    resources in use, compact JSON; None for a pool that does not share its GPUs (nothing to write)."""
+    if ps.mode is Mode.NONE or not ps.slices:
+        return None
+    used = {ps.resource(p): held.get(ps.resource(p), 0) for p in ps.slices}
+    return json.dumps(dict(sorted(used.items())), separators=(",", ":"))
+
+
+def slices_used(text: str | None) -> dict[str, int] | None:
+    """The counts of a SLICES_USED_ANNOTATION; None when absent or unreadable (then only totals show)."""
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {str(k): v for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
 
 
 def describe_pool_sharing(ps: PoolSharing) -> str:

@@ -8,7 +8,8 @@ changes a node, the Cohort must follow within seconds, or Kueue admits work onto
 
 Rules:
 - triggers are changes that move capacity or taints: a node's pool label, readiness, schedulability,
-  taints or allocatable GPUs/CPU/memory (heartbeats are ignored), and any change of gpuctl's ResourceFlavors,
+  taints or allocatable GPUs/CPU/memory (heartbeats are ignored), a pod holding a slice of a GPU bound
+  or finished, and any change of gpuctl's ResourceFlavors,
   ClusterQueues or the Cohort itself (someone edited it by hand: put it back);
 - triggers are debounced (0.5 s after the last one, 2 s at most after the first) so a rack of nodes
   joining makes one update;
@@ -18,7 +19,10 @@ Rules:
   left to `gpuctl create pool` (creating it here would race with `gpuctl delete`), a foreign one is
   never written. A gpuctl pool flavor whose tolerations differ from its nodes' taints gets its
   `spec.tolerations` merge-patched, or, being a Topology Aware Scheduling flavor Kueue keeps
-  immutable, is re-created with them (gpuctl.service.pools.set_flavor_tolerations). Nothing else is
+  immutable, is re-created with them (gpuctl.service.pools.set_flavor_tolerations). With the pods in
+  its cache, a pool flavor whose nodes share GPUs (issue 32) gets the slices in use written on it
+  (annotation runwhere.ai/slices-used, merge-patched only when the count changed): the one place a team
+  member, who may not list other teams' pods, reads per-profile used and free from. Nothing else is
   written at all;
 - nothing is done before every informer has listed once (a half-filled cache would shrink pools);
 - a failed apply is retried with backoff, and everything is re-checked every `resync` seconds;
@@ -37,9 +41,12 @@ from typing import Any
 from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from gpuctl.constants import COHORT_NAME, CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE
-from gpuctl.domain.objects import is_gpuctl_object
+from gpuctl.cluster import ApiError, path
+from gpuctl.constants import COHORT_NAME, CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE, SLICES_USED_ANNOTATION
+from gpuctl.domain.gpus import gpu_requests_by_pool, pod_spec_gpu_requests
+from gpuctl.domain.objects import annotations, is_gpuctl_object, name
 from gpuctl.domain.pools import node_pool, node_ready, node_taints, stale_flavors
+from gpuctl.domain.sharing import pool_sharing, slices_used_text
 from gpuctl.domain.teams import cohort_spec_equal, desired_cohort
 from gpuctl.server.cache import Cache
 from gpuctl.service.pools import set_flavor_tolerations
@@ -63,6 +70,18 @@ def capacity_fingerprint(node: dict | None) -> tuple | None:
         alloc.get(MEMORY_RESOURCE),
         tuple(sorted((t["key"], t["value"], t["effect"]) for t in node_taints(node))),
     )
+
+
+def slice_fingerprint(pod: dict | None) -> tuple | None:
+    """What of a pod moves its pool's slices in use: the slices it asks for, its node, whether it ended;
+    None for a pod without slices (whole GPUs are Kueue's count, not this one)."""
+    if pod is None:
+        return None
+    spec = pod.get("spec") or {}
+    slices = tuple(sorted((r, n) for r, n in pod_spec_gpu_requests(spec).items() if r != GPU_RESOURCE))
+    if not slices:
+        return None
+    return slices, spec.get("nodeName"), (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 class Reconciler:
@@ -108,12 +127,18 @@ class Reconciler:
         cache["Node"].add_handler(self._on_node)
         for kind in ("ResourceFlavor", "ClusterQueue", "Cohort"):
             cache[kind].add_handler(self._on_any)
+        if "Pod" in cache:
+            cache["Pod"].add_handler(self._on_pod)
 
     # ---------------------------------------------------------------- triggers
     def _on_node(self, etype: str, old: dict | None, new: dict | None) -> None:
         if capacity_fingerprint(old) != capacity_fingerprint(new):
             name = (new or old or {}).get("metadata", {}).get("name")
             self.trigger(f"node {name} {etype.lower()}")
+
+    def _on_pod(self, etype: str, old: dict | None, new: dict | None) -> None:
+        if slice_fingerprint(old) != slice_fingerprint(new):
+            self.trigger(f"pod {(new or old or {}).get('metadata', {}).get('name')} {etype.lower()}")
 
     def _on_any(self, etype: str, old: dict | None, new: dict | None) -> None:
         obj = new or old or {}
@@ -197,10 +222,12 @@ class Reconciler:
         if not self.cache.synced():
             return "not_synced"
         flavors = self._sync_flavors()
+        slices = self._sync_slices_used() if "Pod" in self.cache and flavors != "error" else "unchanged"
         cohort = self._reconcile_cohort()
-        if "error" in (flavors, cohort):
+        if "error" in (flavors, slices, cohort):
             return "error"
-        return "applied" if flavors == "applied" and cohort in ("unchanged", "missing") else cohort
+        wrote = "applied" in (flavors, slices)
+        return "applied" if wrote and cohort in ("unchanged", "missing") else cohort
 
     def _sync_flavors(self) -> str:
         flavors = {f["metadata"]["name"]: f for f in self.cache["ResourceFlavor"].list()}
@@ -213,6 +240,35 @@ class Reconciler:
                 return "error"
             log.info("ResourceFlavor %s tolerates %s (%s)", flavor, tolerations, self.last_reason)
         return "applied" if stale else "unchanged"
+
+    def _sync_slices_used(self) -> str:
+        """Write on each sharing pool's flavor the slices its bound pods hold, where that changed."""
+        nodes = self.cache["Node"].list()
+        pool_of = {name(n): node_pool(n) or "" for n in nodes}
+        held = gpu_requests_by_pool(self.cache["Pod"].list(), pool_of)
+        ready: dict[str, list[dict]] = {}
+        for n in nodes:
+            if node_ready(n) and node_pool(n):
+                ready.setdefault(node_pool(n) or "", []).append(n)
+        result = "unchanged"
+        for flavor in self.cache["ResourceFlavor"].list():
+            pool = name(flavor)
+            text = slices_used_text(pool_sharing(ready.get(pool, [])), held.get(pool, {}))
+            if text == annotations(flavor).get(SLICES_USED_ANNOTATION):
+                continue
+            patch = {"metadata": {"annotations": {SLICES_USED_ANNOTATION: text}}}
+            try:
+                self.cluster.merge_patch(path("ResourceFlavor", pool), patch)
+            except ApiError as e:
+                if e.status == 404:  # deleted meanwhile (gpuctl delete pool): nothing to count
+                    continue
+                log.warning("writing the slices in use on ResourceFlavor %s failed: %s", pool, e)
+                return "error"
+            except Exception as e:  # retried like a failed Cohort apply
+                log.warning("writing the slices in use on ResourceFlavor %s failed: %s", pool, e)
+                return "error"
+            result = "applied"
+        return result
 
     def _reconcile_cohort(self) -> str:
         current = self.cache["Cohort"].get(COHORT_NAME)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from gpuctl.constants import Labels
-from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, pod_spec_gpu_requests, workload_gpus
+from gpuctl.constants import SLICES_USED_ANNOTATION, Labels
+from gpuctl.domain.gpus import gpu_requests_by_pool, pod_gpus, pod_holds_gpus, workload_gpus
 from gpuctl.domain.objects import annotations, name
 from gpuctl.domain.pools import gpus_free, gpus_taken, node_pool, node_ready, pool_facts
-from gpuctl.domain.sharing import Mode, describe_pool_sharing, pool_sharing, slice_view
+from gpuctl.domain.sharing import Mode, describe_pool_sharing, pool_sharing, slice_view, slices_used
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import job_pool
 from gpuctl.service.inventory import Inventory
@@ -89,19 +89,20 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
         )
         for p in pools
     }
-    slices_used: dict[str, dict[str, int]] | None = None
+    # Slices in use: counted from every pod by a caller who may list them, else as gpuctl serve counted
+    # them (the pool flavor's SLICES_USED_ANNOTATION; docs/sharing.md), else unknown (totals only).
+    held: dict[str, dict[str, int] | None] = {
+        name(f): slices_used(annotations(f).get(SLICES_USED_ANNOTATION)) for f in inv.flavors
+    }
     if with_pods:
-        slices_used = {}
         node_to_pool = {n: p for p in pools for n in facts[p].nodes}
+        held = {p: {} for p in pools} | gpu_requests_by_pool(inv.bound_pods, node_to_pool)
         for u in out.values():
             u.used = 0
         for pod in inv.bound_pods:
             p = node_to_pool.get((pod.get("spec") or {}).get("nodeName") or "")
             if p and pod_holds_gpus(pod):
                 out[p].used = (out[p].used or 0) + pod_gpus(pod)
-                held = slices_used.setdefault(p, {})
-                for r, n in pod_spec_gpu_requests(pod.get("spec")).items():
-                    held[r] = held.get(r, 0) + n
     ready: dict[str, list[dict]] = {}
     for n in inv.nodes:
         if node_pool(n) in out and node_ready(n):
@@ -110,7 +111,7 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
         ps = pool_sharing(ready.get(p, []))
         if ps.mode is not Mode.NONE:
             u.sharing, u.shared = str(ps.mode), describe_pool_sharing(ps)
-            u.slices = slice_view(ps, None if slices_used is None else slices_used.get(p, {}))
+            u.slices = slice_view(ps, held.get(p))
     for wl in inv.waiting_workloads:
         p = job_pool(wl)
         if p in out:

@@ -26,6 +26,7 @@ from gpuctl.constants import GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.sharing import units_to_gpus
 from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.fake_nodes import fake_node
+from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 
 MIG, SINGLE, TS, PLAIN = "share-mig", "share-single", "share-ts", "share-plain"
 NODE = {p: f"{p}-1" for p in (MIG, SINGLE, TS, PLAIN)}
@@ -153,14 +154,16 @@ def budget_reserved(kube, ns: str) -> int:
 
 
 @contextlib.contextmanager
-def serve_metrics(kubeconfig: str) -> Iterator[Callable[[], str]]:
-    """`gpuctl serve` (metrics only) as a subprocess; yields a function returning its /metrics text."""
+def serve_metrics(kubeconfig: str, *, reconcile: bool = False) -> Iterator[Callable[[], str]]:
+    """`gpuctl serve` (metrics, and with `reconcile` the reconciler, which writes the slices in use on the
+    pool flavors) as a subprocess; yields a function returning its /metrics text."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", kubeconfig, "--address", "127.0.0.1",
-         "--metrics-port", str(port), "--no-reconcile", "--no-api", "--no-leader-elect", "--no-history"],
+         "--metrics-port", str(port), *(() if reconcile else ("--no-reconcile",)), "--no-api",
+         "--no-leader-elect", "--no-history"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -242,6 +245,13 @@ def test_gpu_share_refused_where_it_cannot_be_met(shared_pools, team, gpuctl, ku
     rc, _, err = gpuctl("create", "-f", job_file(tmp_path, "training", "mid", ns, MIG, "gpu-share: 15Gi"))
     assert rc == 1
     assert "offers no 1g.20gb MIG instances (it has 1g.10gb, 3g.40gb)" in err
+    # A profile of another GPU model (A100-40GB's 1g.5gb): the same text as the webhook's mig-profile.
+    rc, _, err = gpuctl("create", "-f", job_file(tmp_path, "notebook", "p40", ns, MIG, "gpu-share: 1g.5gb"))
+    assert rc == 1
+    assert (
+        "p40.yaml" in err and "resources.gpu-share: the GPUs of pool share-mig (A100-80GB) have no MIG" in err
+    )
+    assert "profile 1g.5gb; they have 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb" in err
     # Nothing was created.
     for kind in ("Job", "StatefulSet", "Deployment"):
         assert kube.list(path(kind, namespace=ns)) == []
@@ -324,8 +334,11 @@ def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path, clus
         expected = GPU_UNITS + 3 * 120 + 420
         wait_until(lambda: budget_reserved(kube, ns) == expected, 90, what=f"Kueue's reservation {expected}")
         wait_until(lambda: running_on(kube, ns, NODE[MIG]) == 5, 90, what="5 pods running on the MIG node")
-        # gpuctl serve's metrics count them the same way.
-        with serve_metrics(cluster) as scrape:
+        # gpuctl serve's metrics count them the same way; its reconciler writes the slices in use on the
+        # pool's flavor, where a team member (who may not list other teams' pods) reads them.
+        apply_caller_roles(kube)
+        member = TeamMember.create(kube, ns, roles=SHIPPED_ROLES)
+        with serve_metrics(cluster, reconcile=True) as scrape:
             wait_until(
                 lambda: (
                     metric(scrape(), f'gpuctl_team_budget_used_gpus{{namespace="{ns}"}}')
@@ -334,6 +347,27 @@ def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path, clus
                 60,
                 what=f"gpuctl_team_budget_used_gpus {units_to_gpus(expected)}",
             )
+            want = {
+                "1g.10gb": {"resource": "nvidia.com/mig-1g.10gb", "total": 14, "used": 3, "free": 11},
+                "3g.40gb": {"resource": "nvidia.com/mig-3g.40gb", "total": 2, "used": 1, "free": 1},
+            }
+
+            def member_sees() -> dict | None:
+                p = member.gpuctl("describe", "pool", MIG, "-o", "json")
+                return json.loads(p.stdout)["slices"] if p.returncode == 0 else None
+
+            try:
+                wait_until(lambda: member_sees() == want, 60, what="the member sees the slices in use")
+                p = member.gpuctl("get", "pools", "-o", "json")
+                assert p.returncode == 0, p.stderr
+                (row,) = [r for r in json.loads(p.stdout)["items"] if r["name"] == MIG]
+                assert row["slices"] == want
+                # The member may not list the pods these numbers come from.
+                with pytest.raises(ApiError) as denied:
+                    member.client().get("/api/v1/pods")
+                assert denied.value.status == 403
+            finally:
+                member.delete()
         # The pool view: whole GPUs and slices per profile, used and free (the admin reads the pods).
         rc, out, err = gpuctl("describe", "pool", MIG, "-o", "json")
         assert rc == 0, err

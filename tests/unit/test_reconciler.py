@@ -11,7 +11,7 @@ import pytest
 from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, GPU_UNITS, QUOTA_GPU, Labels
 from gpuctl.domain.pools import desired_flavor
 from gpuctl.domain.teams import desired_cohort
-from gpuctl.server.reconciler import Reconciler, capacity_fingerprint
+from gpuctl.server.reconciler import Reconciler, capacity_fingerprint, slice_fingerprint
 from gpuctl.server.wiring import default_cache
 from queues import PoolCapacity, PoolGuarantee, TeamQuota, cluster_queue, cohort, resource_flavor
 from tests.unit.test_metrics import node_obj
@@ -247,3 +247,73 @@ def test_a_hand_edit_of_the_cohort_triggers_a_reconcile() -> None:
     assert rec.poll() == "applied"
     assert c.applied and gpus_of(c.applied[0]) == 8
     assert COHORT_NAME in rec.last_reason
+
+
+# --- issue 32: the slices in use, written on the pool flavor for team members -------------------------
+
+
+class PatchingCluster(RecordingCluster):
+    def __init__(self) -> None:
+        super().__init__()
+        self.patched: list[tuple[str, dict]] = []
+
+    def merge_patch(self, api_path: str, patch: dict, **kw: Any) -> dict:
+        self.patched.append((api_path, patch))
+        return patch
+
+
+def _slice_pod(name: str, node: str, phase: str = "Running") -> dict:
+    res = {"requests": {"nvidia.com/mig-1g.10gb": "1"}}
+    return {
+        "metadata": {"name": name, "namespace": "team-b", "resourceVersion": "1"},
+        "spec": {"nodeName": node, "containers": [{"name": "m", "resources": res}]},
+        "status": {"phase": phase},
+    }
+
+
+def test_slices_in_use_are_written_on_the_pool_flavor_when_they_change() -> None:
+    c = PatchingCluster()
+    cache = default_cache(c, metrics=True)
+    rec = Reconciler(c, cache)
+    for inf in cache.informers.values():
+        inf.relist()
+    cache["ResourceFlavor"].apply_event("ADDED", desired_flavor("training-pool", []))
+    mig = node_obj("m1", "training-pool", 0)
+    mig["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = "14"
+    cache["Node"].apply_event("ADDED", mig)
+    for i in range(3):
+        cache["Pod"].apply_event("ADDED", _slice_pod(f"p{i}", "m1"))
+    cache["Pod"].apply_event("ADDED", _slice_pod("done", "m1", phase="Succeeded"))
+    assert rec.reconcile_once() == "applied"  # no Cohort here; the flavor is written all the same
+    assert c.patched == [
+        (
+            "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/training-pool",
+            {"metadata": {"annotations": {"runwhere.ai/slices-used": '{"nvidia.com/mig-1g.10gb":3}'}}},
+        )
+    ]
+    # Once the flavor says so, nothing more is written; a pod binding or ending changes it again.
+    flavor = desired_flavor("training-pool", [])
+    flavor["metadata"].setdefault("annotations", {})["runwhere.ai/slices-used"] = (
+        '{"nvidia.com/mig-1g.10gb":3}'
+    )
+    cache["ResourceFlavor"].apply_event("MODIFIED", flavor)
+    rec.reconcile_once()
+    assert len(c.patched) == 1
+    # What of a pod triggers: its slices binding or ending; not its other changes, nor whole-GPU pods.
+    p0 = _slice_pod("p0", "m1")
+    assert slice_fingerprint(p0) != slice_fingerprint(_slice_pod("p0", "m1", phase="Succeeded"))
+    assert slice_fingerprint(p0) != slice_fingerprint({**p0, "spec": {**p0["spec"], "nodeName": ""}})
+    assert slice_fingerprint(p0) == slice_fingerprint({**p0, "status": {"phase": "Running", "podIP": "1"}})
+    whole = {
+        "spec": {
+            "nodeName": "g1",
+            "containers": [{"name": "m", "resources": {"limits": {GPU_RESOURCE: "1"}}}],
+        }
+    }
+    assert slice_fingerprint(whole) is None
+    cache["Pod"].apply_event("MODIFIED", _slice_pod("p0", "m1", phase="Succeeded"))
+    rec.reconcile_once()
+    assert (
+        c.patched[-1][1]["metadata"]["annotations"]["runwhere.ai/slices-used"]
+        == '{"nvidia.com/mig-1g.10gb":2}'
+    )

@@ -435,3 +435,16 @@ def test_explain_names_the_missing_slice_and_who_holds_them():
     # One slice freed: it would start.
     snap = ex.Snapshot.build(nodes=[n], pods=pods[:2], workloads=[], cluster_queues=cqs, cohort=None)
     assert snap.verdict(d).starts
+
+
+def test_slices_used_annotation_round_trip_and_bad_text():
+    ps = sharing.pool_sharing([mig_node(**{"1g.10gb": 14, "3g.40gb": 2})])
+    text = sharing.slices_used_text(ps, {"nvidia.com/mig-1g.10gb": 3, "nvidia.com/gpu": 5})
+    assert text == '{"nvidia.com/mig-1g.10gb":3,"nvidia.com/mig-3g.40gb":0}'
+    assert sharing.slices_used(text) == {"nvidia.com/mig-1g.10gb": 3, "nvidia.com/mig-3g.40gb": 0}
+    assert sharing.slice_view(ps, sharing.slices_used(text))["1g.10gb"]["free"] == 11
+    assert sharing.slices_used_text(sharing.pool_sharing([]), {}) is None
+    for bad in (None, "", "{", "[1]"):
+        assert sharing.slices_used(bad) is None, bad
+    assert sharing.slices_used('{"a": true, "b": -1}') == {}
+    assert sharing.slices_used('{"a": true, "b": -1, "c": 2}') == {"c": 2}
