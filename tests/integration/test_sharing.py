@@ -19,11 +19,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.sharing import units_to_gpus
+from gpuctl.server.api import create_app
+from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
 from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 
@@ -496,3 +499,26 @@ def test_a_namespace_admins_raw_job_on_time_sliced_mig_is_charged_its_quarter(
     finally:
         gpuctl("delete", "pool", pool)
         kube.delete(path("Node", node))
+
+
+# ----------------------------------------------------------------------------- the REST API
+
+
+def test_gpu_share_through_the_rest_api(shared_pools, team, kube, tmp_path):
+    """POST /api/v1/jobs goes through the same submission: the slice on the MIG pool, the error naming the
+    pools that share GPUs on the plain one, nothing created."""
+    ns = team
+    key = new_api_key()
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(f"keys:\n- name: ci\n  sha256: '{hash_key(key)}'\n  groups: [system:masters]\n")
+    app = create_app(lambda: kube, Authenticator(lambda: kube, api_keys=ApiKeys(keys)))
+    with TestClient(app, headers={"X-API-Key": key}) as api:
+        text = Path(job_file(tmp_path, "notebook", "nb-api", ns, MIG, "gpu-share: 10Gi")).read_text()
+        r = api.post("/api/v1/jobs", json={"yamlContent": text})
+        assert r.status_code == 201, r.text
+        assert gpu_requests(pod_template(kube, "notebook", "nb-api", ns)) == {"nvidia.com/mig-1g.10gb": "1"}
+        text = Path(job_file(tmp_path, "notebook", "nb-plain", ns, PLAIN, "gpu-share: 10Gi")).read_text()
+        r = api.post("/api/v1/jobs", json={"yamlContent": text})
+        assert r.status_code == 400, r.text
+        assert f"pool {PLAIN} does not share its GPUs" in r.text and f"pools that share GPUs: {MIG}" in r.text
+        assert kube.get_or_none(path("StatefulSet", "nb-plain", ns)) is None
