@@ -482,19 +482,25 @@ def test_a_namespace_admins_raw_job_on_time_sliced_mig_is_charged_its_quarter(
             input=json.dumps(job), capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert p.returncode == 0, p.stderr
-        wait_until(lambda: running_on(kube, ns, node) == 3, 90, what="3 replicas running on the node")
-        wait_until(lambda: budget_reserved(kube, ns) == 3 * 30, 60, what="Kueue's reservation 3 x 30")
+        # gpuctl's gpu-share on this pool asks for a replica of the instance (none is offered whole).
+        f = job_file(tmp_path, "training", "ts-10g", ns, pool, "gpu-share: 10Gi")
+        rc, _, err = gpuctl("create", "-f", f)
+        assert rc == 0, err
+        want = {"nvidia.com/mig-1g.10gb.shared": "1"}
+        assert gpu_requests(pod_template(kube, "training", "ts-10g", ns)) == want
+        wait_until(lambda: running_on(kube, ns, node) == 4, 90, what="4 replicas running on the node")
+        wait_until(lambda: budget_reserved(kube, ns) == 4 * 30, 60, what="Kueue's reservation 4 x 30")
         row = quota_row(gpuctl, ns)
         assert (row["gpu"]["used"], row["gpu"]["free"]) == (
-            round(90 / GPU_UNITS, 2),
-            round(1 - 90 / GPU_UNITS, 2),
+            round(120 / GPU_UNITS, 2),
+            round(1 - 120 / GPU_UNITS, 2),
         )
         rc, out, err = gpuctl("describe", "pool", pool, "-o", "json")
         assert rc == 0, err
         d = json.loads(out)
         assert d["shared"] == "1 GPUs as 28 x 1g.10gb.shared"
         assert d["slices"]["1g.10gb.shared"] == {
-            "resource": "nvidia.com/mig-1g.10gb.shared", "total": 28, "used": 3, "free": 25,
+            "resource": "nvidia.com/mig-1g.10gb.shared", "total": 28, "used": 4, "free": 24,
         }  # fmt: skip
     finally:
         gpuctl("delete", "pool", pool)

@@ -448,3 +448,11 @@ def test_slices_used_annotation_round_trip_and_bad_text():
         assert sharing.slices_used(bad) is None, bad
     assert sharing.slices_used('{"a": true, "b": -1}') == {}
     assert sharing.slices_used('{"a": true, "b": -1, "c": 2}') == {"c": 2}
+
+
+def test_gpu_share_on_time_sliced_mig_takes_a_replica_only_where_no_instance_is_offered():
+    a100 = sharing.model_named("NVIDIA-A100-SXM4-80GB")
+    s = sharing.choose_slice("10Gi", "p", Mode.MIG_MIXED, a100, {"1g.10gb.shared"})
+    assert (s.resource, s.profile, s.units) == ("nvidia.com/mig-1g.10gb.shared", "1g.10gb.shared", 30)
+    s = sharing.choose_slice("10Gi", "p", Mode.MIG_MIXED, a100, {"1g.10gb", "1g.10gb.shared"})
+    assert s.resource == "nvidia.com/mig-1g.10gb"  # the isolated instance first
