@@ -175,6 +175,8 @@ class Snapshot:
     # pool -> GPUs its ClusterQueue holds there. None: per node (`used` covers every pod).
     pool_reserved: dict[str, int] | None = None
     team_pools: dict[str, dict[str, int]] = field(default_factory=dict)
+    # By count: pool -> slice resource -> slices in use, as gpuctl serve counted them (issue 32).
+    slices_published: dict[str, dict[str, int]] = field(default_factory=dict)
     # Issue 32: slice resource -> node -> namespace -> slices bound pods hold there.
     slice_use: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
@@ -188,6 +190,7 @@ class Snapshot:
         cluster_queues: Sequence[Mapping[str, Any]],
         cohort: Mapping[str, Any] | None,
         pool_reserved: Mapping[str, int] | None = None,
+        slices_published: Mapping[str, Mapping[str, int] | None] | None = None,
     ) -> Snapshot:
         """pods: every unfinished pod bound to a node (GPU use per node, and which job holds it) and the
         pods waiting at Kueue's gate; with pool_reserved (pool -> GPUs Kueue reserved there,
@@ -272,6 +275,7 @@ class Snapshot:
         snap.slice_use = slice_use
         if pool_reserved is not None:
             snap.pool_reserved = dict(pool_reserved)
+            snap.slices_published = {p: dict(u) for p, u in (slices_published or {}).items() if u is not None}
             snap.team_pools = {
                 name(cq): team_usage(cq).pool_gpus for cq in cluster_queues if is_gpuctl_object(cq)
             }
@@ -328,6 +332,9 @@ class Snapshot:
         for node in nodes:
             for ns, c in self.slice_use.get(resource, {}).get(node, {}).items():
                 by_ns[ns] = by_ns.get(ns, 0) + c
+        others = self.slices_published.get(pool, {}).get(resource, 0) - sum(by_ns.values())
+        if others > 0:  # by count: the rest of what gpuctl serve counted is other teams'
+            by_ns["other teams"] = others
         return total, by_ns
 
     def free(self, pool: str) -> dict[str, int]:

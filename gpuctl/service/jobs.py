@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
+from gpuctl.constants import SERVICE_PREFIX, SLICES_USED_ANNOTATION, Kind, Labels
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
-from gpuctl.domain.objects import age_seconds, condition, owner_refs
+from gpuctl.domain.objects import age_seconds, annotations, condition, name, owner_refs
+from gpuctl.domain.sharing import slices_used
 from gpuctl.domain.status import (
     WAITING_STATES,
     State,
@@ -478,6 +479,9 @@ def _build_snapshot(inv: Inventory) -> Snapshot:
         cluster_queues=inv.cluster_queues,
         cohort=inv.cohort,
         pool_reserved=pool_reservations(inv.all_cluster_queues),
+        slices_published={
+            name(f): slices_used(annotations(f).get(SLICES_USED_ANNOTATION)) for f in inv.flavors
+        },
     )
 
 
