@@ -366,6 +366,10 @@ AUDIT_RUNWHERE_KEYS: Final = (AUDIT_SUBMITTED_BY_ANNOTATION,)
 # `gpuctl stop|resume` sends this field manager plus the caller's name ("gpuctl-stop:alice"), so the
 # Workload's managedFields say who changed spec.active (kueuectl's and kubectl's only name the tool).
 AUDIT_ACTIVE_MANAGER_PREFIX: Final = "gpuctl-"
+# Who last changed a Workload's spec.active, written by the API server from the request (the
+# gpuctl-active-set-by MutatingAdmissionPolicy, admission/policies/submitted_by.py): the audit trail's
+# verified stop/resume actor where the chart's policies run; the field manager above is the fallback.
+AUDIT_ACTIVE_SET_BY_ANNOTATION: Final = "runwhere.ai/active-set-by"
 # The store: one ConfigMap per team namespace, written by the leader of `gpuctl serve`, read by the team
 # (gpuctl-user: get configmaps by this name). Records are JSON lines under HISTORY_DATA_KEY, oldest first.
 HISTORY_CONFIGMAP: Final = "gpuctl-history"

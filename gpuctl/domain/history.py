@@ -38,6 +38,7 @@ from gpuctl.constants import (
     ACTOR_DEFRAG,
     ACTOR_KUEUE,
     AUDIT_ACTIVE_MANAGER_PREFIX,
+    AUDIT_ACTIVE_SET_BY_ANNOTATION,
     AUDIT_SUBMITTED_BY_ANNOTATION,
     DEACTIVATED_MAX_RUNTIME,
     DEACTIVATED_REQUEUE_LIMIT,
@@ -163,9 +164,10 @@ def submitter(controller: Mapping[str, Any] | None) -> str:
 
 
 def active_manager(wl: Mapping[str, Any]) -> tuple[str, str]:
-    """(actor, time) of the last change of spec.active, from the Workload's managedFields: the field
-    manager that owns f:spec.f:active. gpuctl's stop/resume sends "gpuctl-stop:<user>"; kueuectl and
-    kubectl name only the tool ("via kueuectl")."""
+    """(actor, time) of the last change of spec.active: runwhere.ai/active-set-by (written by admission
+    from the request), else the field manager that owns f:spec.f:active in the Workload's managedFields
+    (marked unverified); the time is that manager's. gpuctl's stop/resume sends "gpuctl-stop:<user>";
+    kueuectl and kubectl name only the tool ("via kueuectl")."""
     best: tuple[str, str] = ("", "")
     for f in meta(wl).get("managedFields") or []:
         spec = ((f.get("fieldsV1") or {}).get("f:spec")) or {}
@@ -175,6 +177,11 @@ def active_manager(wl: Mapping[str, Any]) -> tuple[str, str]:
         if when >= best[1]:
             best = (str(f.get("manager") or ""), when)
     manager, when = best
+    # The API server's word where the chart's gpuctl-active-set-by policy runs: the requester of the last
+    # change of spec.active (admission/policies/submitted_by.py), so no mark.
+    stamped = annotations(wl).get(AUDIT_ACTIVE_SET_BY_ANNOTATION)
+    if stamped:
+        return str(stamped), when
     if not manager:
         return ACTOR_UNKNOWN, ""
     # A field manager is whatever the client sent (?fieldManager=): a claim, never an identity (issue 33:

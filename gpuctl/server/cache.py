@@ -38,6 +38,7 @@ from gpuctl.cluster.reader import (
     parse_label_selector,
 )
 from gpuctl.constants import (
+    AUDIT_ACTIVE_SET_BY_ANNOTATION,
     DEFRAG_MOVED_ANNOTATION,
     DEFRAG_MOVED_AT_ANNOTATION,
     DEFRAG_REACTIVATE_ANNOTATION,
@@ -49,6 +50,7 @@ from gpuctl.constants import (
 from gpuctl.domain.gang import tolerates_set_aside
 
 DEFRAG_KEYS = (DEFRAG_MOVED_ANNOTATION, DEFRAG_MOVED_AT_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION)
+WORKLOAD_KEYS = frozenset((*DEFRAG_KEYS, AUDIT_ACTIVE_SET_BY_ANNOTATION))
 
 
 class Cache:
@@ -374,9 +376,10 @@ def trim_workload(raw: dict) -> dict:
             {k: c[k] for k in ("name", "state", "message") if k in c} for c in status["admissionChecks"]
         ]
     wl_meta = _owners(raw, _meta(raw))
-    # Of the annotations, only defragmentation's (gpuctl.server.defrag: why and when it was moved).
+    # Of the annotations, only defragmentation's (gpuctl.server.defrag: why and when it was moved) and who
+    # last stopped or resumed it, as admission stamped it (the audit trail).
     notes = {
-        k: v for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items() if k in DEFRAG_KEYS
+        k: v for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items() if k in WORKLOAD_KEYS
     }
     if notes:
         wl_meta["annotations"] = notes

@@ -65,6 +65,8 @@ from gpuctl.server.defrag import Defragmenter, cache_source, parse_pools
 from gpuctl.server.history import HistoryRecorder
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, LeaderElector, default_namespace
 from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
+from gpuctl.server.mirror import GangServiceMirror
+from gpuctl.server.mirror import cache_source as mirror_source
 from gpuctl.server.reconciler import Reconciler
 from gpuctl.server.setaside import SetAside
 from gpuctl.server.setaside import cache_source as set_aside_source
@@ -89,6 +91,7 @@ class ServerContext:
     backstop: Backstop | None = None
     defrag: Defragmenter | None = None
     set_aside: SetAside | None = None  # issue 31: nodes held for the oldest waiting gang (with --defrag)
+    mirror: GangServiceMirror | None = None  # issue 31: a gang's Service copied to its MultiKueue worker
     history: HistoryRecorder | None = None
     elector: LeaderElector | None = None
     reloader: CertReloader | None = None
@@ -250,8 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=PATH",
         help="a MultiKueue manager's worker cluster NAME, reached with the kubeconfig file PATH (its current "
-        "context): the API's describe and logs of a job dispatched there read its pods there; repeatable "
-        "(docs/multicluster.md)",
+        "context): the API's describe and logs of a job dispatched there read its pods there, and the "
+        "reconciler copies a multi-node job's headless Service there; repeatable (docs/multicluster.md)",
     )
     flags.add_log_level(p)
     return p
@@ -296,6 +299,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
         ctx.reconciler = Reconciler(cluster, cache, debounce=args.debounce, resync=args.resync, leader=leader)
         if ctx.elector is not None:
             ctx.elector.on_started = lambda: ctx.reconciler.trigger("elected leader")
+    if args.reconcile and "Workload" in cache:  # a no-op but on a MultiKueue manager (gpuctl.server.mirror)
+        ctx.mirror = GangServiceMirror(cluster, mirror_source(cache), leader=leader)
     if backstop:
         ctx.backstop = Backstop(
             cluster,
@@ -437,6 +442,8 @@ def main(argv: list[str]) -> int:
         ctx.defrag.start(ctx.stop)
     if ctx.set_aside is not None:
         ctx.set_aside.start(ctx.stop)
+    if ctx.mirror is not None:
+        ctx.mirror.start(ctx.stop)
     if ctx.history is not None:
         ctx.history.start(ctx.stop)
     threading.Thread(target=freeze_heap, args=(ctx.cache, ctx.stop), name="gc-freeze", daemon=True).start()

@@ -201,17 +201,21 @@ class AdmissionStack:
 def submitted_by_policy(
     kube: Cluster, kubectl_bin: str, kubeconfig: str, namespaces: list[str]
 ) -> Iterator[None]:
-    """The shipped submitted-by MutatingAdmissionPolicy (the API server, not the client, says who submitted
-    a job: issue 33) under a test name, bound to `namespaces` only; active once it stamps a dry run."""
+    """The shipped submitted-by MutatingAdmissionPolicies (the API server, not the client, says who submitted
+    a job and who stopped or resumed it: issue 33) under test names, bound to `namespaces` only; active
+    once the first stamps a dry run."""
     sfx = uuid.uuid4().hex[:6]
-    mpa, binding = copy.deepcopy(submitted_by.policies())
-    name = f"{submitted_by.NAME}-t{sfx}"
-    for o in (mpa, binding):
-        o["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
-    binding["spec"]["policyName"] = name
-    binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
-        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}
-    )
+    objs = copy.deepcopy([*submitted_by.policies(), *submitted_by.active_policies()])
+    names = []
+    for mpa, binding in zip(objs[::2], objs[1::2], strict=True):
+        name = f"{mpa['metadata']['name']}-t{sfx}"
+        names += [f"mutatingadmissionpolicybinding/{name}", f"mutatingadmissionpolicy/{name}"]
+        for o in (mpa, binding):
+            o["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
+        binding["spec"]["policyName"] = name
+        binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}
+        )
     probe = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -239,15 +243,10 @@ def submitted_by_policy(
             "create",
             "-f",
             "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [mpa, binding]}),
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}),
         )
         assert p.returncode == 0, p.stderr
         wait_until(stamped, 30, 0.3, what="submitted-by policy active")
         yield
     finally:
-        kubectl(
-            "delete",
-            "--ignore-not-found",
-            f"mutatingadmissionpolicybinding/{name}",
-            f"mutatingadmissionpolicy/{name}",
-        )
+        kubectl("delete", "--ignore-not-found", *names)

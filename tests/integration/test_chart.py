@@ -221,11 +221,16 @@ def test_topology_policies_follow_the_kubernetes_version() -> None:
     def names(*args: str) -> set[str]:
         return {k[1] for k in by_key(render("gpuctl-system", *args) if args else render()) if k[0] in maps}
 
-    # The submitted-by policy (issue 33) comes and goes with the topology ones.
-    topology = {"gpuctl-topology-templates", "gpuctl-topology-pods", "gpuctl-submitted-by"}
+    # The submitted-by and active-set-by policies (issue 33) come and go with the topology ones.
+    topology = {
+        "gpuctl-topology-templates",
+        "gpuctl-topology-pods",
+        "gpuctl-submitted-by",
+        "gpuctl-active-set-by",
+    }
     earlier = {"gpuctl-earlier-client-templates", "gpuctl-earlier-client-pods"}
     assert names() == topology | earlier  # each a policy and its binding
-    assert len([k for k in by_key(render()) if k[0] in maps]) == 10
+    assert len([k for k in by_key(render()) if k[0] in maps]) == 12
     assert not names("--kube-version", "1.35.0")
     assert names("--kube-version", "1.35.0", "--set", "topologyPolicy.enabled=true") == topology
     assert names("--kube-version", "1.35.0", "--set", "earlierClientPolicy.enabled=true") == earlier

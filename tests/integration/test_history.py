@@ -209,10 +209,11 @@ def test_history_of_submission_admission_preemption_stop_and_delete(
     # (a rehearsal read the trail in between once): waited for like the others.
     assert _wait(a, "urgent", "admitted", serve)["actor"] == "kueue"
 
-    # A stop through gpuctl names the member (the field manager it sends); a delete is recorded.
+    # A stop through gpuctl names the member, as admission stamped it from the request (the
+    # gpuctl-active-set-by policy: not the field manager's claim, so no "(unverified)"); a delete is recorded.
     assert a.gpuctl("stop", "urgent").returncode == 0
     stop = _wait(a, "urgent", "stopped", serve)
-    assert stop["actor"] == f"{a.username} (unverified)", stop
+    assert stop["actor"] == a.username, stop
     assert a.gpuctl("delete", "job", survivor).returncode == 0
     gone = _wait(a, survivor, "deleted", serve)
     assert gone["actor"] == "unknown"

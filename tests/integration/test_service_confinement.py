@@ -163,14 +163,88 @@ def test_no_workload_in_kueue_system_nor_any_other_non_team_namespace(
     }
     p = as_(kubectl, who, "-n", "kueue-system", "create", "--dry-run=server", "-f", "-", obj=pod)
     assert p.returncode == 1 and 'cannot create resource "pods"' in p.stderr
+    # Deletes too: their role may delete Services anywhere, the policy keeps them to team namespaces.
+    p = as_(kubectl, who, "-n", "default", "delete", "service", "kubernetes", "--dry-run=server")
+    assert p.returncode == 1 and "may delete services only in team namespaces" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("who", [API, SERVE], ids=["api", "serve"])
 def test_the_same_writes_in_a_team_namespace_pass(confined, kubectl, team, who: str) -> None:
+    """The same workloads, less their Secret volume (which the next test's rule refuses everywhere)."""
     for kind in ("Job", "Deployment", "StatefulSet"):
-        p = as_(kubectl, who, "-n", team, "create", "--dry-run=server", "-f", "-", obj=_workload(kind))
+        obj = _workload(kind)
+        del obj["spec"]["template"]["spec"]["volumes"]
+        p = as_(kubectl, who, "-n", team, "create", "--dry-run=server", "-f", "-", obj=obj)
         assert p.returncode == 0, p.stderr
         assert "created (server dry run)" in p.stdout
+
+
+def _reads_a_secret(how: str) -> dict:
+    """A Job in a team namespace whose pod would read one of the team's Secrets (or act as another of its
+    ServiceAccounts), by `how`; "pull" only names an imagePullSecret, which the containers never see."""
+    job = _job(f"secret-{how.lower()}")
+    spec = job["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    del spec["volumes"]
+    if how == "volume":
+        spec["volumes"] = [{"name": "s", "secret": {"secretName": "hf-token"}}]
+    elif how == "projected":
+        spec["volumes"] = [{"name": "s", "projected": {"sources": [{"secret": {"name": "hf-token"}}]}}]
+    elif how == "token":
+        spec["volumes"] = [
+            {"name": "s", "projected": {"sources": [{"serviceAccountToken": {"path": "t", "audience": "x"}}]}}
+        ]
+    elif how == "env":
+        c["env"] = [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "t"}}}]
+    elif how == "envFrom":
+        spec["initContainers"] = [{**c, "name": "init", "envFrom": [{"secretRef": {"name": "hf-token"}}]}]
+    elif how == "serviceAccount":
+        spec["serviceAccountName"] = "ci-bot"
+    elif how == "pull":
+        spec["imagePullSecrets"] = [{"name": "registry"}]
+        spec["serviceAccountName"] = "default"
+    return job
+
+
+SECRET_REFS = {
+    "volume": "volume s",
+    "projected": "projected volume s",
+    "token": "projected volume s",
+    "env": "secretKeyRef in container c",
+    "envFrom": "envFrom secretRef in container init",
+    "serviceAccount": "serviceAccountName ci-bot",
+}
+
+
+@pytest.mark.parametrize("who", [API, SERVE], ids=["api", "serve"])
+def test_no_pod_they_start_in_a_team_namespace_reads_its_secrets(confined, kubectl, team, who: str) -> None:
+    """A compromised service cannot take a team's Secrets through a pod it starts there either: gpuctl
+    never writes a Secret reference into a pod template (only imagePullSecrets, read by the kubelet)."""
+    for how, named in SECRET_REFS.items():
+        p = as_(kubectl, who, "-n", team, "create", "--dry-run=server", "-f", "-", obj=_reads_a_secret(how))
+        assert p.returncode == 1 and REFUSED in p.stderr, (how, p.stderr)
+        said = "may not start pods that read Secrets or act as another ServiceAccount"
+        assert f"{said} ({named} in" in p.stderr
+    p = as_(kubectl, who, "-n", team, "create", "--dry-run=server", "-f", "-", obj=_reads_a_secret("pull"))
+    assert p.returncode == 0, p.stderr
+
+
+def test_a_workload_made_with_a_secret_by_its_owner_is_still_patched_by_the_services(
+    confined, kubectl, team
+) -> None:
+    """The rule judges what they write: a Deployment its owner made with a Secret (kubectl, the admin's
+    own credentials) may be scaled or labelled by the API, not given a new template."""
+    dep = _workload("Deployment")
+    dep["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "T", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "t"}}}
+    ]
+    del dep["spec"]["template"]["spec"]["volumes"]
+    assert kubectl("-n", team, "create", "-f", "-", input=yaml.safe_dump(dep), check=False).returncode == 0
+    name = dep["metadata"]["name"]
+    p = as_(kubectl, API, "-n", team, "patch", "deployment", name, "-p", '{"spec":{"replicas":0}}')
+    assert p.returncode == 0, p.stderr
+    p = as_(kubectl, API, "-n", team, "set", "image", f"deployment/{name}", "c=busybox:2")
+    assert p.returncode == 1 and "secretKeyRef in container c" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("who", [API, SERVE], ids=["api", "serve"])

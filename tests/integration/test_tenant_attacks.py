@@ -42,6 +42,7 @@ import yaml
 from gpuctl.cli.main import main as gpuctl_main
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import (
+    AUDIT_ACTIVE_SET_BY_ANNOTATION,
     AUDIT_SUBMITTED_BY_ANNOTATION,
     GPU_RESOURCE,
     GPU_UNITS,
@@ -52,9 +53,10 @@ from gpuctl.constants import (
     Priority,
 )
 from gpuctl.domain.gpus import pod_spec_gpus
+from gpuctl.domain.history import active_manager
 from tests.integration.admission_stack import AdmissionStack, has_module
 from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
-from tests.integration.tenancy import EDIT_ROLES, SHIPPED_ROLES, TeamMember, apply_caller_roles
+from tests.integration.tenancy import EDIT_ROLES, SHIPPED_ROLES, USER_ROLE, TeamMember, apply_caller_roles
 
 pytestmark = pytest.mark.integration
 
@@ -1134,3 +1136,52 @@ def test_the_submitter_is_the_requester_not_what_the_object_says(env: Env, tmp_p
     assert said("mine") == env.member.username  # queued behind the team's fill; who submitted it is known
     env.member.gpuctl("delete", "job", "mine", "-n", env.a)
     env.admin("delete", "job", "forged", "-n", env.a, "--cascade=background", "--wait=false")
+
+
+def test_the_stop_and_resume_actor_is_the_requester_not_what_the_patch_says(env: Env, tmp_path: Path) -> None:
+    """runwhere.ai/active-set-by (the trail's stop/resume actor) is the API server's word too (the
+    gpuctl-active-set-by MutatingAdmissionPolicy): `gpuctl stop` by a team member names the member; a
+    namespace admin (edit + gpuctl-user, a team lead) who resumes with a forged annotation and
+    `--field-manager=kueue` is named; an annotation-only patch is undone; and `gpuctl history` shows the
+    stamped name without "(unverified)"."""
+    key = AUDIT_ACTIVE_SET_BY_ANNOTATION
+    lead = TeamMember.create(env.kube, env.a, roles=(*EDIT_ROLES, USER_ROLE))
+    try:
+        spec = tmp_path / "held.yaml"
+        spec.write_text(
+            f"kind: training\njob: {{name: held, namespace: {env.a}}}\n"
+            "environment: {image: busybox, env: [{GPUCTL_FAKE_RUNTIME: 30m}]}\n"
+            f"resources: {{pool: {FREE}, gpu: 1, cpu: 1, memory: 1Gi}}\n"
+        )
+        r = env.member.gpuctl("create", "-f", str(spec))
+        assert r.returncode == 0, r.stdout + r.stderr
+
+        def workload() -> dict | None:
+            return next(
+                (w for w in env.kube.list(path("Workload", namespace=env.a))
+                 if any(o.get("name") == "held" for o in w["metadata"].get("ownerReferences") or [])),
+                None,
+            )  # fmt: skip
+
+        wl = wait_until(workload, 60, what="held's Workload")
+        name = wl["metadata"]["name"]
+        said = lambda: (workload() or {}).get("metadata", {}).get("annotations", {}).get(key)  # noqa: E731
+        r = env.member.gpuctl("stop", "held", "-n", env.a)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert said() == env.member.username
+        forged = {"metadata": {"annotations": {key: env.member.username}}, "spec": {"active": True}}
+        p = env.run(lead, "patch", "workload", name, "--type=merge", "--field-manager=kueue",
+                    "-p", json.dumps(forged))  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        assert said() == lead.username  # the requester, not the forged name nor the field manager
+        p = env.run(lead, "annotate", "workload", name, f"{key}={env.member.username}", "--overwrite")
+        assert p.returncode == 0, p.stderr
+        assert said() == lead.username  # restored: without a change of spec.active it keeps its value
+        # The plain editor cannot touch Workloads at all (RBAC), forged or not.
+        p = env.run(env.editor, "patch", "workload", name, "--type=merge", "-p", json.dumps(forged))
+        assert p.returncode != 0 and "forbidden" in p.stderr.lower(), p.stderr
+        # What `gpuctl history` reads from the Workload: the stamped name, unmarked.
+        assert active_manager(workload() or {})[0] == lead.username
+    finally:
+        env.member.gpuctl("delete", "job", "held", "-n", env.a)
+        lead.delete()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuctl.constants import (
+    AUDIT_ACTIVE_SET_BY_ANNOTATION,
     AUDIT_SUBMITTED_BY_ANNOTATION,
     DEACTIVATED_MAX_RUNTIME,
     DEFRAG_MOVED_ANNOTATION,
@@ -305,6 +306,22 @@ def test_a_field_manager_named_kueue_is_a_claim_not_kueue():
         }
     ]
     assert active_manager(wl(managed=bob))[0] == "bob (unverified)"
+
+
+def test_the_stop_actor_stamped_by_admission_is_shown_unmarked_whatever_the_field_manager_says():
+    """runwhere.ai/active-set-by is the API server's word (the gpuctl-active-set-by policy): it wins over
+    the field manager, which a client chooses (here a forged `kueue`)."""
+    forged = [{"manager": "kueue", "time": "2026-11-25T10:07:00Z", "fieldsV1": {"f:spec": {"f:active": {}}}}]
+    stamped = {AUDIT_ACTIVE_SET_BY_ANNOTATION: "alice"}
+    w = wl(
+        [("Requeued", "False", "Deactivated", "", "2026-11-25T10:07:01Z")],
+        managed=forged,
+        annotations=stamped,
+    )
+    w["spec"]["active"] = False
+    (stop,) = [r for r in workload_records(w) if r.action == "stopped"]
+    assert stop.actor == "alice"
+    assert active_manager(w) == ("alice", "2026-11-25T10:07:00Z")
 
 
 def test_an_event_about_another_namespaces_workload_writes_nothing():

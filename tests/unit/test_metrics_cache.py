@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuctl.cluster import ApiError
-from gpuctl.constants import GPU_RESOURCE, Labels
+from gpuctl.constants import AUDIT_ACTIVE_SET_BY_ANNOTATION, GPU_RESOURCE, Labels
 from gpuctl.server import cache as cache_module
 from gpuctl.server.cache import Informer, trim_controller, trim_node, trim_pod, trim_workload
 from gpuctl.server.wiring import JOB_CONTROLLERS, JOB_SELECTOR, default_cache
@@ -249,6 +249,9 @@ def test_trimmed_workload_keeps_what_metrics_and_get_jobs_read() -> None:
     assert t["metadata"]["labels"] == wl["metadata"]["labels"]
     assert t["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]  # Job -> Workload join
     assert "managedFields" not in t["metadata"] and "annotations" not in t["metadata"]
+    # The audit trail's stop/resume actor, stamped by admission, is kept; other annotations are not.
+    wl["metadata"]["annotations"] = {AUDIT_ACTIVE_SET_BY_ANNOTATION: "alice", "note": "x"}
+    assert trim_workload(wl)["metadata"]["annotations"] == {AUDIT_ACTIVE_SET_BY_ANNOTATION: "alice"}
 
 
 def test_trimmed_pod_keeps_what_a_job_row_reads_and_drops_the_rest() -> None:

@@ -25,7 +25,10 @@ def test_every_field_but_active_is_frozen_for_everyone_but_kueue_and_the_gc():
     changed = vap["spec"]["variables"][0]["expression"]
     for f in workload_edit.FROZEN_SPEC:
         assert f"['spec.{f}']" in changed
-    assert "active" not in workload_edit.FROZEN_SPEC and "spec.active" not in changed
+    assert "active" not in workload_edit.FROZEN_SPEC and "['spec.active']" not in changed
+    # The stop/resume actor changes with spec.active only, to the requester (admission/policies/submitted_by).
+    assert "['metadata.annotations[runwhere.ai/active-set-by]']" in changed
+    assert "request.userInfo.username" in changed
     for f in ("labels", "annotations", "ownerReferences", "finalizers"):
         assert f"['metadata.{f}']" in changed
     conds = " ".join(c["expression"] for c in vap["spec"]["matchConditions"])

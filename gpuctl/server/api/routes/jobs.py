@@ -55,16 +55,9 @@ from gpuctl.server.api.models import (
 )
 from gpuctl.service.activation import set_active
 from gpuctl.service.errors import NotFound, ServiceError, describe_exception
-from gpuctl.service.jobs import (
-    Job,
-    JobRow,
-    find_job,
-    job_pods_for_logs,
-    list_job_rows,
-    namespaces_holding,
-    read_logs,
-)
+from gpuctl.service.jobs import Job, JobRow, find_job, list_job_rows, namespaces_holding
 from gpuctl.service.lifecycle import Result, delete_by_name, submit
+from gpuctl.service.logs import job_pods_for_logs, read_logs
 from gpuctl.service.plan import plan_documents
 from gpuctl.service.views import describe_job
 from gpuctl.spec import Document, SpecError
