@@ -111,6 +111,8 @@ class ClusterSnapshot:
     team_pools: dict[str, dict[str, int]] = field(default_factory=dict)
     # Issue 32: slice resource -> node -> namespace -> slices bound pods hold there.
     slice_use: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    # By count: pool -> slice resource -> slices in use, as gpuctl serve counted them (issue 32).
+    slices_published: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -122,6 +124,7 @@ class ClusterSnapshot:
         cluster_queues: Sequence[Mapping[str, Any]],
         cohort: Mapping[str, Any] | None,
         pool_reserved: Mapping[str, int] | None = None,
+        slices_published: Mapping[str, Mapping[str, int] | None] | None = None,
     ) -> Self:
         """pods: every unfinished pod bound to a node (GPU use per node, and which job holds it) and the
         pods waiting at Kueue's gate; with pool_reserved (pool -> GPUs Kueue reserved there,
@@ -153,6 +156,7 @@ class ClusterSnapshot:
         snap.slice_use = pods_seen.slice_use
         if pool_reserved is not None:
             snap.pool_reserved = dict(pool_reserved)
+            snap.slices_published = {p: dict(u) for p, u in (slices_published or {}).items() if u is not None}
             snap.team_pools = {
                 name(cq): team_usage(cq).pool_gpus for cq in cluster_queues if is_gpuctl_object(cq)
             }
@@ -206,6 +210,9 @@ class ClusterSnapshot:
         for node in nodes:
             for ns, c in self.slice_use.get(resource, {}).get(node, {}).items():
                 by_ns[ns] = by_ns.get(ns, 0) + c
+        others = self.slices_published.get(pool, {}).get(resource, 0) - sum(by_ns.values())
+        if others > 0:  # by count: the rest of what gpuctl serve counted is other teams'
+            by_ns["other teams"] = others
         return total, by_ns
 
     def free(self, pool: str) -> dict[str, int]:

@@ -185,8 +185,13 @@ def test_a_two_node_job_is_one_workload_placed_in_one_rack(gpuctl, kube, racks, 
     }
     assert wait_until(lambda: _usage_matches(kube, racks.ns), 30, what="usage = held") == (16, 16)
 
-    rc, out, err = gpuctl("get", "jobs", "-n", racks.ns, "-o", "json")
-    (row,) = [r for r in json.loads(out)["items"] if r["name"] == "pair"]
+    def pair_row() -> dict | None:  # KWOK marks the bound pods Ready a moment later
+        rc, out, err = gpuctl("get", "jobs", "-n", racks.ns, "-o", "json")
+        assert rc == 0, err
+        (row,) = [r for r in json.loads(out)["items"] if r["name"] == "pair"]
+        return row if row["ready"] == "2/2" else None
+
+    row = wait_until(pair_row, 30, what="get jobs shows pair 2/2 ready")
     assert (row["job_id"], row["ready"], row["node"].split(",")) == ("pair", "2/2", used)
     rc, out, err = gpuctl("describe", "job", "pair", "-n", racks.ns)
     assert rc == 0, err
