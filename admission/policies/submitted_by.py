@@ -75,8 +75,15 @@ def policies() -> list[dict]:
         *team_match_conditions(),
         {"name": "not-already-right", "expression": f"{_NEW} != ({_WANT})"},
     ]
-    set_it = f"Object{{metadata: Object.metadata{{annotations: {{{_KEY}: variables.want}}}}}}"
-    mutations = [
+    variables = [{"name": "want", "expression": _WANT}]
+    return mutating_policy(NAME, labels(), rules, conditions, _stamp(_KEY, _POINTER), variables)
+
+
+def _stamp(key: str, pointer: str) -> list[dict]:
+    """Mutations: the annotation `key` (CEL-quoted) set to variables.want, or removed (JSON Pointer
+    `pointer`) when want is '' (an apply configuration cannot remove a key)."""
+    set_it = f"Object{{metadata: Object.metadata{{annotations: {{{key}: variables.want}}}}}}"
+    return [
         {
             "patchType": "ApplyConfiguration",
             "applyConfiguration": {"expression": f"variables.want != '' ? {set_it} : Object{{}}"},
@@ -84,12 +91,10 @@ def policies() -> list[dict]:
         {
             "patchType": "JSONPatch",
             "jsonPatch": {
-                "expression": f"variables.want == '' ? [JSONPatch{{op: 'remove', path: {q(_POINTER)}}}] : []"
+                "expression": f"variables.want == '' ? [JSONPatch{{op: 'remove', path: {q(pointer)}}}] : []"
             },
         },
     ]
-    variables = [{"name": "want", "expression": _WANT}]
-    return mutating_policy(NAME, labels(), rules, conditions, mutations, variables)
 
 
 ACTIVE_NAME: Final = "gpuctl-active-set-by"
@@ -120,22 +125,9 @@ def active_policies() -> list[dict]:
         }
     ]
     conditions = [{"name": "not-already-right", "expression": f"{_ANEW} != ({_AWANT})"}]
-    set_it = f"Object{{metadata: Object.metadata{{annotations: {{{_AKEY}: variables.want}}}}}}"
     pointer = "/metadata/annotations/" + AUDIT_ACTIVE_SET_BY_ANNOTATION.replace("/", "~1")
-    mutations = [
-        {
-            "patchType": "ApplyConfiguration",
-            "applyConfiguration": {"expression": f"variables.want != '' ? {set_it} : Object{{}}"},
-        },
-        {
-            "patchType": "JSONPatch",
-            "jsonPatch": {
-                "expression": f"variables.want == '' ? [JSONPatch{{op: 'remove', path: {q(pointer)}}}] : []"
-            },
-        },
-    ]
     variables = [{"name": "want", "expression": _AWANT}]
-    return mutating_policy(ACTIVE_NAME, labels(), rules, conditions, mutations, variables)
+    return mutating_policy(ACTIVE_NAME, labels(), rules, conditions, _stamp(_AKEY, pointer), variables)
 
 
 HEADER: Final = """\

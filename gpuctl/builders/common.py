@@ -225,16 +225,19 @@ def node_port_service(spec: JobSpec, namespace: str) -> dict:
     nodePort is left to Kubernetes; server-side apply keeps the allocated one on later applies.
     """
     port, target = service_port(spec)
+    ports = [{"name": "main", "port": port, "targetPort": target, "protocol": spec.service.protocol}]
+    return job_service(
+        spec, namespace, {"type": spec.service.type, "selector": {Labels.APP: spec.job.name}, "ports": ports}
+    )
+
+
+def job_service(spec: JobSpec, namespace: str, service_spec: dict) -> dict:
+    """The job's Service svc-<name> (its labels less the priority, `service_labels`) with this spec: the
+    one skeleton of the NodePort/ClusterIP Service and a gang's headless one."""
     labels = service_labels(spec, namespace)
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": metadata(spec, namespace, labels, name=service_name(spec.job.name)),
-        "spec": {
-            "type": spec.service.type,
-            "selector": {Labels.APP: spec.job.name},
-            "ports": [
-                {"name": "main", "port": port, "targetPort": target, "protocol": spec.service.protocol}
-            ],
-        },
+        "spec": service_spec,
     }

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 
-from gpuctl.builders.common import TargetPool, metadata, service_labels, service_name
+from gpuctl.builders.common import TargetPool, job_service, service_name
 from gpuctl.constants import (
     CONTAINER_NAME,
     GANG_ENV,
@@ -139,22 +139,19 @@ def make_gang(job: dict, spec: TrainingSpec, pool: TargetPool) -> None:
 def headless_service(spec: TrainingSpec, namespace: str) -> dict:
     """svc-<job>: no cluster IP, one DNS record per pod of the Job (`<job>-<rank>.svc-<job>`), published
     before the pods are Ready so that every rank can resolve rank 0 while the rendezvous forms."""
-    labels = service_labels(spec, namespace)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata(spec, namespace, labels, name=service_name(spec.job.name)),
-        "spec": {
+    port = {
+        "name": GANG_PORT_NAME,
+        "port": GANG_MASTER_PORT,
+        "targetPort": GANG_MASTER_PORT,
+        "protocol": "TCP",
+    }
+    return job_service(
+        spec,
+        namespace,
+        {
             "clusterIP": "None",
             "selector": {Labels.BATCH_JOB_NAME: spec.job.name},
             "publishNotReadyAddresses": True,
-            "ports": [
-                {
-                    "name": GANG_PORT_NAME,
-                    "port": GANG_MASTER_PORT,
-                    "targetPort": GANG_MASTER_PORT,
-                    "protocol": "TCP",
-                }
-            ],
+            "ports": [port],
         },
-    }
+    )

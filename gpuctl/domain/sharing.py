@@ -564,6 +564,11 @@ def choose_slice(share: str, pool: str, mode: Mode, model: Model | None, profile
                 f"ask for {cut} or use another pool"
             )
         return Slice(GPU_RESOURCE, prof, mode, memory)
+    if prof not in profiles and prof + SHARED_SUFFIX in profiles:
+        # MIG + time-slicing: only replicas of the instance are offered; one of them (memory shared).
+        return Slice(
+            MIG_RESOURCE_PREFIX + prof.replace("+", ".") + SHARED_SUFFIX, prof + SHARED_SUFFIX, mode, memory
+        )
     if prof not in profiles:
         offered = ", ".join(sorted(profiles)) or "none"
         raise ShareError(

@@ -13,7 +13,6 @@ The worker is reached as for the API's logs: `--worker-kubeconfig NAME=PATH`, el
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -22,6 +21,7 @@ from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.cluster.config import ConfigError
 from gpuctl.domain.multicluster import gang_placements, worker_clusters, worker_service
 from gpuctl.domain.objects import meta
+from gpuctl.server.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,9 @@ Source = Callable[[], tuple[Iterable[Mapping[str, Any]], Iterable[Mapping[str, A
 Key = tuple[str, str, str]  # (worker, namespace, job)
 
 
-class GangServiceMirror:
+class GangServiceMirror(Periodic):
+    thread_name = "gang-service-mirror"
+
     def __init__(
         self,
         cluster: Cluster,
@@ -86,20 +88,6 @@ class GangServiceMirror:
             created = True
         self.done.add((worker, namespace, job))
         return created
-
-    # ---------------------------------------------------------------- loop
-    def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(target=self.run, args=(stop,), name="gang-service-mirror", daemon=True)
-        thread.start()
-        return thread
-
-    def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                self.step()
-            except Exception:
-                log.exception("gang service mirror step failed")
-            stop.wait(self.interval)
 
 
 def cache_source(cache: Any) -> Source:

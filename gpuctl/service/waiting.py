@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 from gpuctl.cluster import Cluster
-from gpuctl.domain.objects import condition
+from gpuctl.constants import SLICES_USED_ANNOTATION
+from gpuctl.domain.objects import annotations, condition, name
+from gpuctl.domain.sharing import slices_used
 from gpuctl.domain.status import State, pod_status, unschedulable_message
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import IN_QUEUE, stop_reason, workload_state
@@ -134,6 +136,9 @@ def _build_snapshot(inv: Inventory) -> Snapshot:
         cluster_queues=inv.cluster_queues,
         cohort=inv.cohort,
         pool_reserved=pool_reservations(inv.all_cluster_queues),
+        slices_published={
+            name(f): slices_used(annotations(f).get(SLICES_USED_ANNOTATION)) for f in inv.flavors
+        },
     )
 
 

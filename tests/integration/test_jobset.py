@@ -22,6 +22,7 @@ from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.workload import WorkloadState, workload_state
+from tests.integration.admission_stack import AdmissionStack
 from tests.integration.conftest import wait_until
 from tests.integration.tenancy import TeamMember
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
@@ -177,6 +178,12 @@ def _jobset_pods(kube, ns: str, name: str) -> list[dict]:
     return kube.list(path("Pod", namespace=ns), label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
 
 
+def _running(kube, ns: str, name: str) -> list[dict] | None:
+    """The JobSet's two pods once both run (polled)."""
+    pods = _jobset_pods(kube, ns, name)
+    return pods if len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods) else None
+
+
 def test_a_team_members_jobset_is_queued_and_charged(gpuctl, kube, kubectl_bin, team, tmp_path):  # noqa: F811
     ns = team.ns
     # A gpuctl job takes 8 of the team's 16 GPUs.
@@ -209,12 +216,7 @@ def test_a_team_members_jobset_is_queued_and_charged(gpuctl, kube, kubectl_bin, 
     )
     adm = _workload(kube, ns, "pair")["status"]["admission"]
     assert {ps["flavors"][GPU_RESOURCE] for ps in adm["podSetAssignments"]} == {team.pool}
-
-    def running() -> list[dict] | None:
-        pods = _jobset_pods(kube, ns, "pair")
-        return pods if len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods) else None
-
-    pods = wait_until(running, 90, what="both JobSet pods running")
+    pods = wait_until(lambda: _running(kube, ns, "pair"), 90, what="both JobSet pods running")
     assert {p["spec"]["nodeSelector"][Labels.POOL] for p in pods} == {team.pool}
     assert len({p["spec"]["nodeName"] for p in pods}) == 2
     assert wait_until(lambda: (_team_gpus(kube, ns), _held_gpus(kube, ns)) == (16, 16) or None, 60) is True
@@ -227,3 +229,38 @@ def test_a_team_members_jobset_is_queued_and_charged(gpuctl, kube, kubectl_bin, 
     assert rc == 0, err
     (quota,) = json.loads(out)["items"]
     assert (quota["gpu"]["used"], quota["gpu"]["free"], quota["admitted_workloads"]) == (16, 0, 1)
+    # Deleted by its owner: its Jobs and pods go, and the team's quota is free again.
+    p = team.member.kubectl(kubectl_bin, "delete", "jobset", "pair", "--wait=false")
+    assert p.returncode == 0, p.stderr
+    wait_until(lambda: (_team_gpus(kube, ns), _held_gpus(kube, ns)) == (0, 0) or None, 90, what="released")
+
+
+def test_gpuctls_admission_refuses_a_jobsets_jobs_today(kube, kubectl_bin, cluster, team, tmp_path):
+    """A known limit, proved so that it is seen (docs/distributed.md "Other launchers' objects"): with
+    gpuctl's webhook and policies installed for the namespace (as the chart installs them), Kueue admits the
+    JobSet, but the webhook's `gpu-queue` rule refuses the Jobs the JobSet controller then makes (they carry
+    no queue label: their JobSet is the queued object), so none of its pods exists. The fix is to trust the
+    JobSet controller's identity for Jobs a JobSet owns (admission.identities, as for POD_MAKERS)."""
+    stack = AdmissionStack.install(kube, kubectl_bin, cluster, [team.ns], tmp_path)
+    try:
+        js = _jobset("guarded", team.ns, team.pool)
+        p = team.member.kubectl(kubectl_bin, "apply", "-f", "-", input=yaml.safe_dump(js))
+        assert p.returncode == 0, p.stderr
+        wait_until(
+            lambda: workload_state(_workload(kube, team.ns, "guarded")) == WorkloadState.ADMITTED,
+            60,
+            what="admitted by Kueue",
+        )
+
+        def refused() -> list[str]:
+            return [
+                e.get("message", "")
+                for e in kube.list(path("Event", namespace=team.ns))
+                if e["involvedObject"].get("name") == "guarded" and "[gpu-queue]" in e.get("message", "")
+            ]
+
+        assert "creation failed" in wait_until(refused, 60, what="the Jobs refused")[0]
+        assert _jobset_pods(kube, team.ns, "guarded") == []
+        kube.delete(f"{JOBSETS.format(ns=team.ns)}/guarded", propagation="Background")
+    finally:
+        stack.remove()

@@ -19,12 +19,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.sharing import units_to_gpus
+from gpuctl.server.api import create_app
+from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
 from tests.integration.conftest import delete_namespaces, wait_until
+from tests.integration.fake_nodes import fake_node
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 
 MIG, SINGLE, TS, PLAIN = "share-mig", "share-single", "share-ts", "share-plain"
@@ -58,33 +62,6 @@ NODES = {
     ),
     PLAIN: ({"nvidia.com/gpu.product": A100_80, "nvidia.com/gpu.count": "4"}, {"nvidia.com/gpu": "4"}),
 }
-
-
-def fake_node(name: str, labels: dict[str, str], gpus: dict[str, str]) -> dict:
-    alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", **gpus}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                **labels,
-            },
-        },
-        "status": {
-            "addresses": [
-                {"type": "InternalIP", "address": "127.0.0.1"},
-                {"type": "Hostname", "address": name},
-            ],
-            "capacity": alloc,
-            "allocatable": alloc,
-        },
-    }
 
 
 @pytest.fixture
@@ -479,20 +456,49 @@ def test_a_namespace_admins_raw_job_on_time_sliced_mig_is_charged_its_quarter(
             input=json.dumps(job), capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert p.returncode == 0, p.stderr
-        wait_until(lambda: running_on(kube, ns, node) == 3, 90, what="3 replicas running on the node")
-        wait_until(lambda: budget_reserved(kube, ns) == 3 * 30, 60, what="Kueue's reservation 3 x 30")
+        # gpuctl's gpu-share on this pool asks for a replica of the instance (none is offered whole).
+        f = job_file(tmp_path, "training", "ts-10g", ns, pool, "gpu-share: 10Gi")
+        rc, _, err = gpuctl("create", "-f", f)
+        assert rc == 0, err
+        want = {"nvidia.com/mig-1g.10gb.shared": "1"}
+        assert gpu_requests(pod_template(kube, "training", "ts-10g", ns)) == want
+        wait_until(lambda: running_on(kube, ns, node) == 4, 90, what="4 replicas running on the node")
+        wait_until(lambda: budget_reserved(kube, ns) == 4 * 30, 60, what="Kueue's reservation 4 x 30")
         row = quota_row(gpuctl, ns)
         assert (row["gpu"]["used"], row["gpu"]["free"]) == (
-            round(90 / GPU_UNITS, 2),
-            round(1 - 90 / GPU_UNITS, 2),
+            round(120 / GPU_UNITS, 2),
+            round(1 - 120 / GPU_UNITS, 2),
         )
         rc, out, err = gpuctl("describe", "pool", pool, "-o", "json")
         assert rc == 0, err
         d = json.loads(out)
         assert d["shared"] == "1 GPUs as 28 x 1g.10gb.shared"
         assert d["slices"]["1g.10gb.shared"] == {
-            "resource": "nvidia.com/mig-1g.10gb.shared", "total": 28, "used": 3, "free": 25,
+            "resource": "nvidia.com/mig-1g.10gb.shared", "total": 28, "used": 4, "free": 24,
         }  # fmt: skip
     finally:
         gpuctl("delete", "pool", pool)
         kube.delete(path("Node", node))
+
+
+# ----------------------------------------------------------------------------- the REST API
+
+
+def test_gpu_share_through_the_rest_api(shared_pools, team, kube, tmp_path):
+    """POST /api/v1/jobs goes through the same submission: the slice on the MIG pool, the error naming the
+    pools that share GPUs on the plain one, nothing created."""
+    ns = team
+    key = new_api_key()
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(f"keys:\n- name: ci\n  sha256: '{hash_key(key)}'\n  groups: [system:masters]\n")
+    app = create_app(lambda: kube, Authenticator(lambda: kube, api_keys=ApiKeys(keys)))
+    with TestClient(app, headers={"X-API-Key": key}) as api:
+        text = Path(job_file(tmp_path, "notebook", "nb-api", ns, MIG, "gpu-share: 10Gi")).read_text()
+        r = api.post("/api/v1/jobs", json={"yamlContent": text})
+        assert r.status_code == 201, r.text
+        assert gpu_requests(pod_template(kube, "notebook", "nb-api", ns)) == {"nvidia.com/mig-1g.10gb": "1"}
+        text = Path(job_file(tmp_path, "notebook", "nb-plain", ns, PLAIN, "gpu-share: 10Gi")).read_text()
+        r = api.post("/api/v1/jobs", json={"yamlContent": text})
+        assert r.status_code == 400, r.text
+        assert f"pool {PLAIN} does not share its GPUs" in r.text and f"pools that share GPUs: {MIG}" in r.text
+        assert kube.get_or_none(path("StatefulSet", "nb-plain", ns)) is None

@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import time
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -828,6 +830,10 @@ def test_yaml_output_is_the_json_output(case: Case, fake: FakeApiServer, monkeyp
     gpuctl.domain.status.State), which YAML writes as their value, like JSON does."""
     (name,) = [o["metadata"]["name"] for o in case.objects if o["kind"] in ("Job", "Deployment")]
     argv = [a.format(name=name) for a in argv]
+    # A waiting job's estimate (startsBy, its summary) is read off the clock: one instant for both
+    # calls, or the two outputs differ whenever a second turns between them.
+    frozen = time.time()
+    monkeypatch.setattr("gpuctl.service.waiting.time", types.SimpleNamespace(time=lambda: frozen))
     as_json = json.loads(_cli_out(monkeypatch, fake, [*argv, "-o", "json"]))
     text = _cli_out(monkeypatch, fake, [*argv, "-o", "yaml"])
     assert _ageless(yaml.safe_load(text)) == _ageless(as_json)

@@ -435,6 +435,19 @@ def test_explain_names_the_missing_slice_and_who_holds_them():
     # One slice freed: it would start.
     snap = ex.Snapshot.build(nodes=[n], pods=pods[:2], workloads=[], cluster_queues=cqs, cohort=None)
     assert snap.verdict(d).starts
+    # A team-a member (by count: its own pods only) reads team-b's use from what gpuctl serve published.
+    own = [_pod("team-a", "a0", "m", r)]
+    by_count = {
+        "nodes": [n], "pods": own, "workloads": [], "cluster_queues": cqs, "cohort": None,
+        "pool_reserved": {"dev-pool": 0},
+    }  # fmt: skip
+    snap = ex.Snapshot.build(**by_count, slices_published={"dev-pool": {r: 3}})
+    assert (
+        snap.verdict(d).message
+        == "no free 1g.10gb in dev-pool (3 in all; 2 in use by other teams, 1 in use by team-a)"
+    )
+    snap = ex.Snapshot.build(**by_count, slices_published={"dev-pool": {r: 2}, "other": None})
+    assert snap.verdict(d).starts
 
 
 def test_slices_used_annotation_round_trip_and_bad_text():
@@ -448,3 +461,11 @@ def test_slices_used_annotation_round_trip_and_bad_text():
         assert sharing.slices_used(bad) is None, bad
     assert sharing.slices_used('{"a": true, "b": -1}') == {}
     assert sharing.slices_used('{"a": true, "b": -1, "c": 2}') == {"c": 2}
+
+
+def test_gpu_share_on_time_sliced_mig_takes_a_replica_only_where_no_instance_is_offered():
+    a100 = sharing.model_named("NVIDIA-A100-SXM4-80GB")
+    s = sharing.choose_slice("10Gi", "p", Mode.MIG_MIXED, a100, {"1g.10gb.shared"})
+    assert (s.resource, s.profile, s.units) == ("nvidia.com/mig-1g.10gb.shared", "1g.10gb.shared", 30)
+    s = sharing.choose_slice("10Gi", "p", Mode.MIG_MIXED, a100, {"1g.10gb", "1g.10gb.shared"})
+    assert s.resource == "nvidia.com/mig-1g.10gb"  # the isolated instance first
