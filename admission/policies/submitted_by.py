@@ -60,10 +60,6 @@ _WANT: Final = (
     f"request.operation == 'CREATE' ? ({_PROXY} && {_NEW} != '' ? {_NEW} : request.userInfo.username) "
     f": {_OLD}"
 )
-# The JSON pointer of the annotation (`/` in a key is `~1`, RFC 6901).
-_POINTER: Final = "/metadata/annotations/" + AUDIT_SUBMITTED_BY_ANNOTATION.replace("~", "~0").replace(
-    "/", "~1"
-)
 
 
 def policies() -> list[dict]:
@@ -75,8 +71,17 @@ def policies() -> list[dict]:
         *team_match_conditions(),
         {"name": "not-already-right", "expression": f"{_NEW} != ({_WANT})"},
     ]
-    set_it = f"Object{{metadata: Object.metadata{{annotations: {{{_KEY}: variables.want}}}}}}"
-    mutations = [
+    variables = [{"name": "want", "expression": _WANT}]
+    mutations = _stamp(AUDIT_SUBMITTED_BY_ANNOTATION)
+    return mutating_policy(NAME, labels(), rules, conditions, mutations, variables)
+
+
+def _stamp(key: str) -> list[dict]:
+    """The mutations writing annotation `key` = variables.want, or removing it when that is ''."""
+    set_it = f"Object{{metadata: Object.metadata{{annotations: {{{q(key)}: variables.want}}}}}}"
+    # The JSON pointer of the annotation (`/` in a key is `~1`, RFC 6901).
+    pointer = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+    return [
         {
             "patchType": "ApplyConfiguration",
             "applyConfiguration": {"expression": f"variables.want != '' ? {set_it} : Object{{}}"},
@@ -84,12 +89,10 @@ def policies() -> list[dict]:
         {
             "patchType": "JSONPatch",
             "jsonPatch": {
-                "expression": f"variables.want == '' ? [JSONPatch{{op: 'remove', path: {q(_POINTER)}}}] : []"
+                "expression": f"variables.want == '' ? [JSONPatch{{op: 'remove', path: {q(pointer)}}}] : []"
             },
         },
     ]
-    variables = [{"name": "want", "expression": _WANT}]
-    return mutating_policy(NAME, labels(), rules, conditions, mutations, variables)
 
 
 ACTIVE_NAME: Final = "gpuctl-active-set-by"
@@ -120,22 +123,10 @@ def active_policies() -> list[dict]:
         }
     ]
     conditions = [{"name": "not-already-right", "expression": f"{_ANEW} != ({_AWANT})"}]
-    set_it = f"Object{{metadata: Object.metadata{{annotations: {{{_AKEY}: variables.want}}}}}}"
-    pointer = "/metadata/annotations/" + AUDIT_ACTIVE_SET_BY_ANNOTATION.replace("/", "~1")
-    mutations = [
-        {
-            "patchType": "ApplyConfiguration",
-            "applyConfiguration": {"expression": f"variables.want != '' ? {set_it} : Object{{}}"},
-        },
-        {
-            "patchType": "JSONPatch",
-            "jsonPatch": {
-                "expression": f"variables.want == '' ? [JSONPatch{{op: 'remove', path: {q(pointer)}}}] : []"
-            },
-        },
-    ]
     variables = [{"name": "want", "expression": _AWANT}]
-    return mutating_policy(ACTIVE_NAME, labels(), rules, conditions, mutations, variables)
+    return mutating_policy(
+        ACTIVE_NAME, labels(), rules, conditions, _stamp(AUDIT_ACTIVE_SET_BY_ANNOTATION), variables
+    )
 
 
 HEADER: Final = """\
