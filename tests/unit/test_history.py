@@ -332,6 +332,15 @@ def test_the_stop_actor_stamped_by_admission_is_shown_unmarked_whatever_the_fiel
     assert active_manager(wl(managed=trimmed, annotations={key: "alice"}))[0] == "alice"
 
 
+def test_a_stamp_written_by_admission_is_owned_by_nobody_and_is_the_actor():
+    """The policy's mutation appears in no managedFields entry (as the API server records it): the stamp
+    of `gpuctl stop` (whose patch carries no annotation) is the stop's actor."""
+    active = {"f:spec": {"f:active": {}}}
+    managed = [{"manager": "gpuctl-stop:bob", "time": "2026-11-25T10:07:00Z", "fieldsV1": active}]
+    w = wl(managed=managed, annotations={AUDIT_ACTIVE_SET_BY_ANNOTATION: "bob-the-user"})
+    assert active_manager(w) == ("bob-the-user", "2026-11-25T10:07:00Z")
+
+
 def test_a_stamp_left_by_an_earlier_change_is_not_the_last_changes_actor():
     """Where no policy stamps (Kubernetes < 1.36), a stop by kueuectl after an API stop that named alice
     leaves alice's stamp behind: the later change's own field manager is shown, unverified."""
