@@ -52,6 +52,7 @@ from gpuctl.constants import GPU_RESOURCE, Labels  # noqa: E402
 from gpuctl.domain.pools import pool_capacities  # noqa: E402
 from gpuctl.domain.workload import quota_reserved_at  # noqa: E402
 from queues import TeamQuota, desired_objects, local_queue, team_namespace  # noqa: E402
+from tests.integration.fake_nodes import fake_node  # noqa: E402
 
 POOL = "load-pool"
 NODES = 20  # x 64 GPUs: more than the jobs of a phase, so capacity never sets the admission rate
@@ -65,22 +66,13 @@ resources: {{pool: {POOL}, gpu: 1, cpu: 1, memory: 1Gi}}
 """
 
 
-def fake_node(name: str) -> dict:
-    alloc = {"cpu": "256", "memory": "4Ti", "pods": "250", GPU_RESOURCE: "64"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
-            "labels": {"kubernetes.io/hostname": name, "type": "kwok", Labels.POOL: POOL, "load-bench": "1"},
-        },
-        "status": {"allocatable": alloc, "capacity": dict(alloc)},
-    }
-
-
-def _ms(v: list[float], p: float) -> str:
-    return f"{pct(v, p) * 1e3:.0f} ms"
+def load_node(name: str) -> dict:
+    return fake_node(
+        name,
+        {Labels.POOL: POOL, "load-bench": "1"},
+        {GPU_RESOURCE: "64"},
+        base={"cpu": "256", "memory": "4Ti", "pods": "250"},
+    )
 
 
 def _ms(v: list[float], p: float) -> str:
@@ -245,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     vwc = ""
     try:
         for n in nodes:
-            kube.create(fake_node(n))
+            kube.create(load_node(n))
         time.sleep(3)
         quotas = [TeamQuota(namespace=t, quota_name="load", gpu=1000) for t in teams]
         pools = pool_capacities(kube.list(path("Node")), [POOL])

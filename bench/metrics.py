@@ -58,6 +58,7 @@ from gpuctl.constants import (  # noqa: E402
 )
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready, pool_capacities  # noqa: E402
 from queues import TeamQuota, desired_objects, local_queue, team_namespace  # noqa: E402
+from tests.integration.fake_nodes import fake_node  # noqa: E402
 
 POOLS = [f"pool-{i:02d}" for i in range(10)]
 TEAMS = [f"bench-team-{i:02d}" for i in range(20)]
@@ -83,29 +84,8 @@ def free_port() -> int:
 
 
 def node(i: int) -> dict:
-    name = f"bench-node-{i:04d}"
-    res = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU_RESOURCE: "8"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                Labels.POOL: POOLS[i % len(POOLS)],
-                Labels.GPU_TYPE: "H100" if i % 2 else "A100",
-            },
-        },
-        "status": {
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-            "capacity": res,
-            "allocatable": res,
-        },
-    }
+    labels = {Labels.POOL: POOLS[i % len(POOLS)], Labels.GPU_TYPE: "H100" if i % 2 else "A100"}
+    return fake_node(f"bench-node-{i:04d}", labels, {GPU_RESOURCE: "8"})
 
 
 def pod(i: int, nodes: int) -> dict:

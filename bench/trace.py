@@ -7,6 +7,9 @@ print what users wait for and what the GPUs do.
                           [--only gpuctl|baseline|earlier ...] [--grace-seconds 1] [--any-pool] [--json]
                           [--features off,any-pool,defrag,both] [--estimate-slack 3] [--nudge-kueue-stops]
     python bench/trace.py --offline 1-40  # no cluster: the bound and the offline models of 40 days
+    python bench/trace.py --kubeconfig <run>/kubeconfig --day gangs|slices [--day-seconds 480] [--seed 7]
+                          # issue 31's day of multi-node jobs, issue 32's day of GPU slices
+                          # (bench/trace_days.py, bench/trace_days_replay.py; docs/queueing.md)
 
 The day (3 teams with quotas 12/8/8 GPUs on the 28 GPUs of examples/pools.yaml; 1/2/4/8-GPU training
 jobs with heavy-tailed, lognormal runtimes; two inference Deployments; notebooks; low/medium/high

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import threading
 import time
@@ -193,16 +194,10 @@ def day_manifest(item: Item, ns: str, design: str, day: float, pool: TargetPool)
 
 # ----------------------------------------------------------------------------- replay
 def observe_once(
-    kube: Cluster,
-    ns: Mapping[str, str],
-    tracks: dict[tuple[str, str], Track],
-    res: DayResult,
-    t: float,
-    dt: float,
-    wall0: float,
+    pods: list[dict], tracks: dict[tuple[str, str], Track], res: DayResult, t: float, dt: float, wall0: float
 ) -> None:
-    """One pass: the jobs that now have every pod bound, and the GPU-time held by class."""
-    pods = [p for n in ns.values() for p in kube.list(path("Pod", namespace=n))]
+    """One pass over the team namespaces' pods: the jobs that now have every pod bound, and the GPU-time
+    held by class."""
     counts = count_pods(pods)
     for key, tr in tracks.items():
         c = counts.get(key)
@@ -256,8 +251,10 @@ def replay_day(
         while not stop.is_set():
             time.sleep(1.0)
             t = now()
+            # Listed outside the lock: the submissions wait for the lock, not for the API server.
+            pods = [p for n in ns.values() for p in kube.list(path("Pod", namespace=n))]
             with lock:
-                observe_once(kube, ns, tracks, res, t, t - last, wall0)
+                observe_once(pods, tracks, res, t, t - last, wall0)
             last = t
 
     watcher = threading.Thread(target=observe, daemon=True)
@@ -451,7 +448,9 @@ def run_day(
         if design == "setaside":
             mover = SetAside(kube, list_all(kube), pools=[GANG_POOL], settle=SET_ASIDE_SETTLE, interval=1.0)
         capacity = GANG_CAPACITY if day_name == "gangs" else SLICE_CAPACITY
+        load = os.getloadavg()[0]
         results.append(replay_day(kube, day_name, design, ns, trace, day, capacity, mover))
+        print(f"machine load (1-minute average, 2 cores): {load:.1f} before, {os.getloadavg()[0]:.1f} after")
         print_day(day_name, results[-1:])
         reset(kube, list(ns.values()))
     make_nodes(kube, [])  # the day's fake nodes go; the cluster's own are left as they were

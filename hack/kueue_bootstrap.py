@@ -1,7 +1,7 @@
 """Write manifests/kueue/bootstrap.yaml: the Kueue objects every gpuctl cluster needs before its first pool
 (the WorkloadPriorityClasses gpuctl-high|medium|low, the node Topology of the pool flavors and the
 budget flavor), exactly as
-gpuctl.service.pools.ensure_bootstrap creates them. The Helm chart installs this file; the objects
+gpuctl.service.pool_sync.ensure_bootstrap creates them. The Helm chart installs this file; the objects
 themselves are defined once, in queues.objects.
 
     python hack/kueue_bootstrap.py > manifests/kueue/bootstrap.yaml

@@ -63,7 +63,7 @@ def resource_flavor(
     taints, gpuctl.domain.pools.pool_tolerations) are added by Kueue to every pod admitted there.
     `topologyName` makes it a Topology Aware Scheduling flavor: a pod is admitted only when one node
     of the pool can hold it (Kueue then keeps nodeLabels and tolerations immutable: a change of the
-    pool's taints re-creates the flavor, gpuctl.service.pools). `levels`: the pool's network topology
+    pool's taints re-creates the flavor, gpuctl.service.pool_sync). `levels`: the pool's network topology
     above the node (kind: pool `topology`), kept in POOL_TOPOLOGY_ANNOTATION and in the Topology the
     flavor names (topology(levels))."""
     spec: dict = {"nodeLabels": {Labels.POOL: pool}, "topologyName": topology_name(levels)}

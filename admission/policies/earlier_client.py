@@ -38,10 +38,7 @@ from typing import Final
 
 from admission.policies.cel import cel_list, q
 from admission.policies.skeleton import (
-    POD_RULE,
-    TEMPLATE_RULES,
-    labels,
-    mutating_policy,
+    mutating_template_and_pod,
     render,
     team_match_conditions,
 )
@@ -127,20 +124,9 @@ def _mutations(pod: bool) -> list[dict]:
     ]
 
 
-def _rules(pod: bool) -> list[dict]:
-    if pod:  # a pod's labels are read by Kueue once, at creation
-        return [{**POD_RULE, "operations": ["CREATE"]}]
-    return [dict(r) for r in TEMPLATE_RULES]
-
-
 def policies() -> list[dict]:
     """The two MutatingAdmissionPolicies (pod templates, pods) and their bindings."""
-    out: list[dict] = []
-    for name, pod in ((TEMPLATES, False), (PODS, True)):
-        out += mutating_policy(
-            name, labels(), _rules(pod), _conditions(pod), _mutations(pod), _variables(pod)
-        )
-    return out
+    return mutating_template_and_pod(TEMPLATES, PODS, _conditions, _mutations, _variables)
 
 
 HEADER: Final = """\

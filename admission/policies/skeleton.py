@@ -9,6 +9,7 @@ Fail`) and matches equivalent versions of its kinds (`matchPolicy: Equivalent`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import yaml
@@ -27,6 +28,7 @@ __all__ = [
     "binding",
     "labels",
     "mutating_policy",
+    "mutating_template_and_pod",
     "non_team_namespaces",
     "render",
     "resource_rule",
@@ -192,6 +194,25 @@ def mutating_policy(
             "spec": {"policyName": name, "matchResources": {"namespaceSelector": team_namespaces()}},
         },
     ]
+
+
+def mutating_template_and_pod(
+    templates: str,
+    pods: str,
+    conditions: Callable[[bool], list[dict]],
+    mutations: Callable[[bool], list[dict]],
+    variables: Callable[[bool], list[dict]] | None = None,
+) -> list[dict]:
+    """Two MutatingAdmissionPolicies (and bindings) that write the same thing: `templates` on the pod
+    templates of Jobs, Deployments, StatefulSets and ReplicaSets (every write), `pods` on Pods at creation
+    (what Kueue reads of a pod it reads once). conditions/mutations/variables(pod) build each one's parts."""
+    out: list[dict] = []
+    for name, pod in ((templates, False), (pods, True)):
+        rules = [{**POD_RULE, "operations": ["CREATE"]}] if pod else [dict(r) for r in TEMPLATE_RULES]
+        out += mutating_policy(
+            name, labels(), rules, conditions(pod), mutations(pod), variables(pod) if variables else None
+        )
+    return out
 
 
 class _Dumper(yaml.SafeDumper):

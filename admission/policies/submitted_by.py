@@ -60,6 +60,10 @@ _WANT: Final = (
     f"request.operation == 'CREATE' ? ({_PROXY} && {_NEW} != '' ? {_NEW} : request.userInfo.username) "
     f": {_OLD}"
 )
+# The JSON pointer of the annotation (`/` in a key is `~1`, RFC 6901).
+_POINTER: Final = "/metadata/annotations/" + AUDIT_SUBMITTED_BY_ANNOTATION.replace("~", "~0").replace(
+    "/", "~1"
+)
 
 
 def policies() -> list[dict]:
@@ -72,15 +76,13 @@ def policies() -> list[dict]:
         {"name": "not-already-right", "expression": f"{_NEW} != ({_WANT})"},
     ]
     variables = [{"name": "want", "expression": _WANT}]
-    mutations = _stamp(AUDIT_SUBMITTED_BY_ANNOTATION)
-    return mutating_policy(NAME, labels(), rules, conditions, mutations, variables)
+    return mutating_policy(NAME, labels(), rules, conditions, _stamp(_KEY, _POINTER), variables)
 
 
-def _stamp(key: str) -> list[dict]:
-    """The mutations writing annotation `key` = variables.want, or removing it when that is ''."""
-    set_it = f"Object{{metadata: Object.metadata{{annotations: {{{q(key)}: variables.want}}}}}}"
-    # The JSON pointer of the annotation (`/` in a key is `~1`, RFC 6901).
-    pointer = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+def _stamp(key: str, pointer: str) -> list[dict]:
+    """Mutations: the annotation `key` (CEL-quoted) set to variables.want, or removed (JSON Pointer
+    `pointer`) when want is '' (an apply configuration cannot remove a key)."""
+    set_it = f"Object{{metadata: Object.metadata{{annotations: {{{key}: variables.want}}}}}}"
     return [
         {
             "patchType": "ApplyConfiguration",
@@ -123,10 +125,9 @@ def active_policies() -> list[dict]:
         }
     ]
     conditions = [{"name": "not-already-right", "expression": f"{_ANEW} != ({_AWANT})"}]
+    pointer = "/metadata/annotations/" + AUDIT_ACTIVE_SET_BY_ANNOTATION.replace("/", "~1")
     variables = [{"name": "want", "expression": _AWANT}]
-    return mutating_policy(
-        ACTIVE_NAME, labels(), rules, conditions, _stamp(AUDIT_ACTIVE_SET_BY_ANNOTATION), variables
-    )
+    return mutating_policy(ACTIVE_NAME, labels(), rules, conditions, _stamp(_AKEY, pointer), variables)
 
 
 HEADER: Final = """\

@@ -28,10 +28,7 @@ from typing import Final
 
 from admission.policies.cel import cel_list, q
 from admission.policies.skeleton import (
-    POD_RULE,
-    TEMPLATE_RULES,
-    labels,
-    mutating_policy,
+    mutating_template_and_pod,
     render,
     team_match_conditions,
 )
@@ -90,19 +87,13 @@ def _apply(pod: bool) -> str:
     )
 
 
-def _rules(pod: bool) -> list[dict]:
-    if pod:  # a pod's annotations are read once, at creation
-        return [{**POD_RULE, "operations": ["CREATE"]}]
-    return [dict(r) for r in TEMPLATE_RULES]
+def _mutations(pod: bool) -> list[dict]:
+    return [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": _apply(pod)}}]
 
 
 def policies() -> list[dict]:
     """The two MutatingAdmissionPolicies (pod templates, pods) and their bindings."""
-    out: list[dict] = []
-    for name, pod in ((TEMPLATES, False), (PODS, True)):
-        mutations = [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": _apply(pod)}}]
-        out += mutating_policy(name, labels(), _rules(pod), _conditions(pod), mutations)
-    return out
+    return mutating_template_and_pod(TEMPLATES, PODS, _conditions, _mutations)
 
 
 HEADER: Final = """\

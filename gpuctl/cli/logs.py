@@ -5,6 +5,10 @@ later, --previous reads the container's previous run, --timestamps (off by defau
 adds each line's RFC 3339 time, --prefix adds `[pod/NAME/CONTAINER]`. --all-pods (gpuctl's own) reads
 every pod of the job, each line prefixed by its pod.
 
+A multi-node job (a gang, docs/distributed.md) shows rank 0 by default; `--rank N` picks rank N (its
+completion index, gpuctl.domain.gang.pod_rank) and `--all-pods` reads every rank in order, each line
+prefixed `[rank N pod/NAME] ` (with --prefix `[rank N pod/NAME/CONTAINER] `).
+
 kubectl logs' flags are added by `add_log_flags` and read by `log_options`, so that another selector
 of the pod (a rank of a distributed job) is one more argument of `register`.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from gpuctl.cli.cmdutil import connect, guard, interruptible, scope
@@ -29,7 +34,12 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p.add_argument("job", metavar="JOB", help="the job.name from the YAML (or one of its pods)")
     add_log_flags(p)
     p.add_argument(
-        "--all-pods", action="store_true", help="every pod of the job, each line prefixed by its pod"
+        "--all-pods",
+        action="store_true",
+        help="every pod of the job, each line prefixed by its pod (a gang's: rank and pod)",
+    )
+    p.add_argument(
+        "--rank", type=int, metavar="N", help="a multi-node job's rank N (its completion index; default 0)"
     )
     p.set_defaults(run=run)
 
@@ -83,30 +93,66 @@ def log_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _prefix(args: argparse.Namespace, pod: dict) -> str:
+def _prefix(args: argparse.Namespace, pod: dict, gang: bool = False) -> str:
+    """`[pod/NAME/CONTAINER] ` (--prefix), `[NAME] ` (--all-pods); a gang's pod adds its rank in front
+    (`[rank 1 pod/NAME] `) wherever a prefix is printed."""
+    from gpuctl.domain.gang import pod_rank  # noqa: PLC0415 - lazy: CLI start-up
+
     name = pod["metadata"]["name"]
+    rank = pod_rank(pod) if gang else None
+    head = f"rank {rank} " if rank is not None else ""
     if args.prefix:
         container = args.container or pod["spec"]["containers"][0]["name"]
-        return f"[pod/{name}/{container}] "
-    return f"[{name}] " if args.all_pods else ""
+        return f"[{head}pod/{name}/{container}] "
+    if not args.all_pods:
+        return ""
+    return f"[{head}pod/{name}] " if head else f"[{name}] "
+
+
+def log_targets(
+    job: Mapping[str, Any], pods: list[dict], rank: int | None, all_pods: bool
+) -> tuple[list[dict], bool]:
+    """(the pods to read, whether the job is a gang). `pods` come named pod first, then (a gang) in rank
+    order (job_pods_for_logs): the first is the default. --rank picks that rank's live pod (rank_pod)."""
+    from gpuctl.domain.gang import gang_nodes, rank_pod  # noqa: PLC0415 - lazy: CLI start-up
+
+    size, name = gang_nodes(job), job["metadata"]["name"]
+    gang = size > 1
+    if all_pods:
+        if rank is not None:
+            raise CommandError("only one of --rank or --all-pods may be given")
+        return pods, gang
+    if rank is None:
+        return pods[:1], gang
+    if not gang:
+        raise CommandError(f"--rank {rank}: job {name} runs one pod, it has no ranks; drop --rank")
+    if not 0 <= rank < size:
+        raise CommandError(f"--rank {rank}: job {name} has ranks 0 to {size - 1}")
+    pod = rank_pod(pods, rank)
+    if pod is None:
+        raise CommandError(
+            f"rank {rank} of job {name} has no pod now (queued, or being replaced); "
+            "`gpuctl describe job` shows its ranks"
+        )
+    return [pod], gang
 
 
 @guard
 def run(args: argparse.Namespace) -> int:
     from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.service.jobs import job_pods_for_logs, read_logs  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.logs import job_pods_for_logs, read_logs  # noqa: PLC0415 - lazy: CLI start-up
 
     options = log_options(args)
     if args.follow and args.previous:
         raise CommandError("only one of --follow or --previous may be given")
     job, pods = job_pods_for_logs(connect(args), args.job, scope(args))
     cluster = job.member or connect(args)  # a MultiKueue manager's job: its pods are in the worker
-    targets = pods if args.all_pods else pods[:1]
+    targets, gang = log_targets(job.obj, pods, args.rank, args.all_pods)
     if args.follow:
         pod = targets[0]
         resp = read_logs(cluster, pod, follow=True, stream=True, **options)
         interruptible()
-        prefix = _prefix(args, pod).encode()
+        prefix = _prefix(args, pod, gang).encode()
         try:
             start = True
             for chunk in resp.stream(4096, decode_content=True):
@@ -124,16 +170,27 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = {pod["metadata"]["name"]: read_logs(cluster, pod, **options) for pod in targets}
     if args.output == "json":
+        from gpuctl.domain.gang import pod_rank  # noqa: PLC0415 - lazy: CLI start-up
+
+        rank = {p["metadata"]["name"]: pod_rank(p) for p in targets} if gang else {}
         name, text = next(iter(out.items()))
         print_data(
-            {"pod_name": name, "namespace": targets[0]["metadata"]["namespace"], "logs": text.splitlines()}
+            {
+                "pod_name": name,
+                "namespace": targets[0]["metadata"]["namespace"],
+                **({"rank": rank[name]} if gang else {}),
+                "logs": text.splitlines(),
+            }
             if not args.all_pods
-            else [{"pod_name": n, "logs": t.splitlines()} for n, t in out.items()],
+            else [
+                {"pod_name": n, **({"rank": rank[n]} if gang else {}), "logs": t.splitlines()}
+                for n, t in out.items()
+            ],
             "json",
         )
         return 0
     for pod in targets:
-        prefix = _prefix(args, pod)
+        prefix = _prefix(args, pod, gang)
         for line in out[pod["metadata"]["name"]].splitlines():
             print(prefix + line)
     return 0

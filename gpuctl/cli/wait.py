@@ -6,13 +6,11 @@ Exit codes and lines as kubectl wait's: 0 and `job.batch/x condition met` per jo
 a negative one: a week, as kubectl); 1 with `Error from server (NotFound): jobs "x" not found` when
 a job to wait for does not exist (`--for=deleted`: that is met at once, silently, as kubectl's).
 
-What each state means, from the job's status word (gpuctl.domain.status, the one `get jobs` shows):
-- admitted: Kueue admitted it (Admitted, Running, Partially Running, Succeeded; or its Workload is
-  Admitted);
-- running: Running; complete: Succeeded; failed: Failed; deleted: gone.
-A job that ended the other way (Failed while waiting for running/complete/admitted, Succeeded while
-waiting for failed) can never get there: the wait stops at once with exit 1 rather than sitting out
-its timeout (kubectl's condition wait would time out).
+What each state means is the domain's rule (gpuctl.domain.status.reached, on the status word `get jobs`
+shows): admitted: Admitted, Running, Partially Running, Succeeded, or its Workload is Admitted;
+running: Running; complete: Succeeded; failed: Failed; deleted: gone (this command's own: not found).
+A job that ended the other way can never get there: the wait stops at once with exit 1 rather than
+sitting out its timeout (kubectl's condition wait would time out).
 
 It asks the API server about once a second (each time the same reads as `describe job`), until the
 deadline. Module level imports only the standard library (CLI start-up).
@@ -27,7 +25,7 @@ import time
 from gpuctl.cli.cmdutil import connect, interruptible, job_object_name, scope
 from gpuctl.cli.errors import CommandError
 
-FOR = ("admitted", "running", "complete", "failed", "deleted")
+FOR = ("admitted", "running", "complete", "failed", "deleted")  # gpuctl.domain.status.WAIT_FOR + deleted
 DEFAULT_TIMEOUT = "30s"
 FOREVER = 7 * 24 * 3600.0  # kubectl: a negative --timeout waits a week
 POLL = 1.0  # seconds between two looks
@@ -68,26 +66,6 @@ def condition_of(text: str) -> str:
     return word
 
 
-def reached(status: str, workload_admitted: bool, condition: str) -> bool | None:
-    """True: the job is in `condition`; False: not yet; None: it never will be (it ended otherwise)."""
-    from gpuctl.domain.status import State  # noqa: PLC0415 - lazy: CLI start-up
-
-    if condition == "admitted":
-        ok = workload_admitted or status in (
-            State.ADMITTED,
-            State.RUNNING,
-            State.PARTIALLY_RUNNING,
-            State.SUCCEEDED,
-        )
-    else:
-        words = {"running": State.RUNNING, "complete": State.SUCCEEDED, "failed": State.FAILED}
-        ok = status == words[condition]
-    if ok:
-        return True
-    ended = State.SUCCEEDED if condition == "failed" else State.FAILED
-    return None if status == ended else False
-
-
 def timeout_seconds(text: str) -> float:
     from gpuctl.cluster.config import ConfigError, parse_timeout  # noqa: PLC0415 - lazy: CLI start-up
 
@@ -101,7 +79,7 @@ def timeout_seconds(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuctl.domain.workload import WorkloadState, workload_state  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.domain.status import reached  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.errors import NotFound, ServiceError  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import find_job  # noqa: PLC0415 - lazy: CLI start-up
 
@@ -127,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             shown[name] = job_object_name(job.kind, job.name)
             if args.condition == "deleted":
                 continue
-            got = reached(job.status, workload_state(job.workload) == WorkloadState.ADMITTED, args.condition)
+            got = reached(args.condition, job.status, job.workload)
             if got:
                 print(f"{shown[name]} condition met", flush=True)
                 pending.remove(name)

@@ -289,47 +289,20 @@ def inputs_from_objects(
             pool_of[name(n)] = pool
             out.nodes.append(Node(name(n), pool, node_gpus(n) if node_ready(n) else 0))
     used, quota = _team_within(cluster_queues)
+    workloads = list(workloads)
+    held, pods_of = _gpus_held(pods, pool_of, out.busy_pools)
     wl_by_key = {_workload_key(w): w for w in workloads}
-    held: dict[str, dict[str, int]] = {}
-    pods_of: dict[str, list[int]] = {}
-    for p in pods:
-        node = (p.get("spec") or {}).get("nodeName")
-        g = pod_gpus(p)
-        if not node or node not in pool_of or not g or not pod_holds_gpus(p):
-            continue
-        if meta(p).get("deletionTimestamp"):
-            out.busy_pools.add(pool_of[node])
-        wl_name = annotations(p).get(KUEUE_WORKLOAD_ANNOTATION)
-        key = f"{namespace(p)}/{wl_name}" if wl_name else f"{namespace(p)}/pod:{name(p)}"
-        held.setdefault(key, {})
-        held[key][node] = held[key].get(node, 0) + g
-        pods_of.setdefault(key, []).append(g)
     for key, by_node in held.items():
-        wl = wl_by_key.get(key)
         team = key.split("/", 1)[0]
         q = quota.get(team)
-        within = q is None or used.get(team, 0) <= q
-        if wl is None:  # not Kueue's: it holds GPUs and cannot be moved
-            out.running.append(
-                Running(key, key, team, 1 << 62, 0.0, by_node, tuple(pods_of[key]), False, True)
-            )
-            continue
-        admitted = workload_state(wl) in HOLDING_QUOTA
-        movable = (
-            admitted and _owner_kind(wl) == "Job" and (wl.get("spec") or {}).get("active", True) is not False
-        )
         out.running.append(
-            Running(
+            _running(
                 key,
-                _job_name(wl),
+                wl_by_key.get(key),
                 team,
-                priority_value(wl),
-                quota_reserved_at(wl) or parse_time(meta(wl).get("creationTimestamp")) or 0.0,
                 by_node,
                 tuple(pods_of[key]),
-                movable,
-                within,
-                moved_at(wl),
+                q is None or used.get(team, 0) <= q,
             )
         )
     for wl in workloads:
@@ -338,31 +311,81 @@ def inputs_from_objects(
         if state in HOLDING_QUOTA and _workload_key(wl) not in held and pool and any(_pod_set_gpus(wl)):
             out.busy_pools.add(pool)  # admitted, pods not bound yet
             continue
-        if state not in IN_QUEUE or (wl.get("spec") or {}).get("active", True) is False or not pool:
-            continue
-        gpus = _pod_set_gpus(wl)
-        if not any(gpus):
-            continue
-        team = namespace(wl)
-        q = quota.get(team)
-        need = sum(gpus)
-        evicted = condition(wl, "Evicted")
-        since = parse_time(meta(wl).get("creationTimestamp")) or 0.0
-        if evicted.get("status") == "True":
-            since = max(since, parse_time(evicted.get("lastTransitionTime")) or since)
-        out.waiting.append(
-            Waiting(
-                _workload_key(wl),
-                _job_name(wl),
-                team,
-                priority_value(wl),
-                pool,
-                gpus,
-                since,
-                q is None or used.get(team, 0) + need <= q,
-            )
-        )
+        waiting = _waiting(wl, pool, used, quota)
+        if waiting is not None:
+            out.waiting.append(waiting)
     return out
+
+
+def _gpus_held(
+    pods: Iterable[Mapping[str, Any]], pool_of: Mapping[str, str], busy_pools: set[str]
+) -> tuple[dict[str, dict[str, int]], dict[str, list[int]]]:
+    """GPUs held on pool nodes, by Workload key ("ns/workload", or "ns/pod:NAME" for a pod Kueue does not
+    manage): {key: {node: GPUs}} and {key: [GPUs of each pod]}. A pool with a terminating pod is busy."""
+    held: dict[str, dict[str, int]] = {}
+    pods_of: dict[str, list[int]] = {}
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        g = pod_gpus(p)
+        if not node or node not in pool_of or not g or not pod_holds_gpus(p):
+            continue
+        if meta(p).get("deletionTimestamp"):
+            busy_pools.add(pool_of[node])
+        wl_name = annotations(p).get(KUEUE_WORKLOAD_ANNOTATION)
+        key = f"{namespace(p)}/{wl_name}" if wl_name else f"{namespace(p)}/pod:{name(p)}"
+        held.setdefault(key, {})
+        held[key][node] = held[key].get(node, 0) + g
+        pods_of.setdefault(key, []).append(g)
+    return held, pods_of
+
+
+def _running(
+    key: str,
+    wl: Mapping[str, Any] | None,
+    team: str,
+    by_node: dict[str, int],
+    pods: tuple[int, ...],
+    within: bool,
+) -> Running:
+    """A holder of GPUs; movable only when it is an admitted, active Kueue Job."""
+    if wl is None:  # not Kueue's: it holds GPUs and cannot be moved
+        return Running(key, key, team, 1 << 62, 0.0, by_node, pods, False, True)
+    admitted = workload_state(wl) in HOLDING_QUOTA
+    movable = (
+        admitted and _owner_kind(wl) == "Job" and (wl.get("spec") or {}).get("active", True) is not False
+    )
+    return Running(
+        key,
+        _job_name(wl),
+        team,
+        priority_value(wl),
+        quota_reserved_at(wl) or parse_time(meta(wl).get("creationTimestamp")) or 0.0,
+        by_node,
+        pods,
+        movable,
+        within,
+        moved_at(wl),
+    )
+
+
+def _waiting(
+    wl: Mapping[str, Any], pool: str | None, used: Mapping[str, int], quota: Mapping[str, int | None]
+) -> Waiting | None:
+    """A queued, active Workload asking GPUs in a pool (None otherwise), waiting since its creation or its
+    last eviction."""
+    if workload_state(wl) not in IN_QUEUE or (wl.get("spec") or {}).get("active", True) is False or not pool:
+        return None
+    gpus = _pod_set_gpus(wl)
+    if not any(gpus):
+        return None
+    team = namespace(wl)
+    q = quota.get(team)
+    evicted = condition(wl, "Evicted")
+    since = parse_time(meta(wl).get("creationTimestamp")) or 0.0
+    if evicted.get("status") == "True":
+        since = max(since, parse_time(evicted.get("lastTransitionTime")) or since)
+    within = q is None or used.get(team, 0) + sum(gpus) <= q
+    return Waiting(_workload_key(wl), _job_name(wl), team, priority_value(wl), pool, gpus, since, within)
 
 
 def moved_reason(wl: Mapping[str, Any]) -> str | None:

@@ -76,6 +76,16 @@ def gang_nodes(job: Mapping[str, Any] | None) -> int:
     return max(min(parallelism, completions), 1)
 
 
+def workload_gang(wl: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """(pods, GPUs per pod) of a gang's Kueue Workload: one pod set of more than one pod, which Kueue admits
+    all or none (an Indexed Job's N ranks; any Job with parallelism N), else None. What the set-aside
+    (gpuctl.domain.setaside) and the waiting-gang metrics (gpuctl_pool_waiting_gangs) call a gang."""
+    sets = ((wl or {}).get("spec") or {}).get("podSets") or []
+    if len(sets) != 1 or int(sets[0].get("count") or 1) < 2:
+        return None
+    return int(sets[0]["count"]), pod_spec_gpus((sets[0].get("template") or {}).get("spec") or {})
+
+
 def gang_text(nodes: int, gpus_per_node: int) -> str:
     """ "2 nodes x 8 GPUs = 16 GPUs" (what `describe job` and a dry run say of a gang)."""
     return f"{nodes} nodes x {gpus_per_node} GPUs = {nodes * gpus_per_node} GPUs"

@@ -261,6 +261,10 @@ def _moved(wl: Mapping[str, Any]) -> tuple[str, float] | None:
     return (why or "moved", at) if at is not None else None
 
 
+# One record before it is stamped with the Workload's namespace, job and UID: (action, when, actor, reason).
+_Entry = tuple[Action, str | None, str, str]
+
+
 def workload_records(
     wl: Mapping[str, Any],
     *,
@@ -273,54 +277,80 @@ def workload_records(
     submitted_by: the submitter (`submitter` of the job's controller) when known; uids: Workload UID ->
     (namespace, job) for naming preemptors; deleted_at: when the Workload was seen deleted."""
     ns, job, wuid = namespace(wl), job_name(wl), uid(wl)
+    entries: list[_Entry | None] = [_submitted(wl, submitted_by)]
+    adm = condition(wl, "Admitted")
+    if adm.get("status") == "True":
+        entries.append((Action.ADMITTED, adm.get("lastTransitionTime"), ACTOR_KUEUE, _admitted_reason(wl)))
+    entries.append(_preempted(wl, uids or {}))
+    ev = condition(wl, "Evicted")
+    if _evicted(ev):
+        entries.append((Action.EVICTED, ev.get("lastTransitionTime"), ACTOR_KUEUE, _why(ev)))
+    moved = _moved(wl)
+    if moved is not None:
+        entries.append((Action.MOVED, rfc3339(moved[1]), ACTOR_DEFRAG, moved[0]))
+    entries.extend(_stopped_resumed(wl, moved))
+    fin = condition(wl, "Finished")
+    if fin.get("status") == "True":
+        entries.append((Action.FINISHED, fin.get("lastTransitionTime"), f"job {job}", _why(fin)))
+    gone = meta(wl).get("deletionTimestamp") or (rfc3339(deleted_at) if deleted_at is not None else None)
+    if gone:
+        entries.append(
+            (Action.DELETED, gone, ACTOR_UNKNOWN, f"Workload {name(wl)} deleted (its job was deleted)")
+        )
     out: list[Record] = []
-
-    def add(action: Action, ts: str | None, actor: str, reason: str) -> None:
+    for entry in entries:
+        if entry is None:
+            continue
+        action, ts, actor, reason = entry
         t = _norm_time(ts)
         if t:
             out.append(Record(t, ns, job, action.value, actor or ACTOR_UNKNOWN, reason, wuid))
+    return out
 
-    kind = owner_kind(wl)
+
+def _why(cond: Mapping[str, Any]) -> str:
+    """A condition's "reason: message" (the reason alone without a message)."""
+    why = str(cond.get("reason") or "")
+    msg = str(cond.get("message") or "")
+    return f"{why}: {msg}" if msg else why
+
+
+def _submitted(wl: Mapping[str, Any], submitted_by: str | None) -> _Entry:
+    kind, job = owner_kind(wl), job_name(wl)
     pod = _owner_pod(wl)
     if pod:  # a Deployment's pods are queued one by one, each with a Workload of its own
         what = f"pod {pod} of Deployment {job} queued"
     else:
         what = f"{kind} {job} created" if kind else f"Workload {name(wl)} created"
-    add(Action.SUBMITTED, meta(wl).get("creationTimestamp"), submitted_by or ACTOR_UNKNOWN, what)
-    adm = condition(wl, "Admitted")
-    if adm.get("status") == "True":
-        add(Action.ADMITTED, adm.get("lastTransitionTime"), ACTOR_KUEUE, _admitted_reason(wl))
+    return Action.SUBMITTED, meta(wl).get("creationTimestamp"), submitted_by or ACTOR_UNKNOWN, what
+
+
+def _preempted(wl: Mapping[str, Any], uids: Mapping[str, tuple[str, str]]) -> _Entry | None:
+    """Preempted=True, or (older Kueue) Evicted=True with reason Preempted: who preempted it and why."""
+    ns = namespace(wl)
     pre = condition(wl, "Preempted")
     ev = condition(wl, "Evicted")
     if pre.get("status") == "True":
         msg = pre.get("message") or ev.get("message") or ""
-        add(
-            Action.PREEMPTED,
-            pre.get("lastTransitionTime"),
-            preemptor(msg, uids or {}, ns),
-            _preemption_reason(pre.get("reason") or "", msg),
-        )
-    elif ev.get("status") == "True" and ev.get("reason") == "Preempted":
+        reason = _preemption_reason(pre.get("reason") or "", msg)
+        return Action.PREEMPTED, pre.get("lastTransitionTime"), preemptor(msg, uids, ns), reason
+    if ev.get("status") == "True" and ev.get("reason") == "Preempted":
         msg = ev.get("message") or ""
-        add(
-            Action.PREEMPTED,
-            ev.get("lastTransitionTime"),
-            preemptor(msg, uids or {}, ns),
-            _preemption_reason("Preempted", msg),
-        )
-    if _evicted(ev):
-        msg = str(ev.get("message") or "")
-        why = str(ev.get("reason") or "")
-        add(Action.EVICTED, ev.get("lastTransitionTime"), ACTOR_KUEUE, f"{why}: {msg}" if msg else why)
-    moved = _moved(wl)
-    if moved is not None:
-        add(Action.MOVED, rfc3339(moved[1]), ACTOR_DEFRAG, moved[0])
+        reason = _preemption_reason("Preempted", msg)
+        return Action.PREEMPTED, ev.get("lastTransitionTime"), preemptor(msg, uids, ns), reason
+    return None
+
+
+def _stopped_resumed(wl: Mapping[str, Any], moved: tuple[str, float] | None) -> list[_Entry]:
+    """Deactivated (by a user, maxRuntime or the requeue limit) and Reactivated, unless part of a move."""
 
     def part_of_move(ts: str | None) -> bool:
         t = parse_time(ts)
         return moved is not None and t is not None and -5.0 <= t - moved[1] <= MOVE_SPAN_SECONDS
 
+    out: list[_Entry] = []
     req = condition(wl, "Requeued")
+    ev = condition(wl, "Evicted")
     deact = None
     if req.get("status") == "False" and str(req.get("reason") or "").startswith("Deactivated"):
         deact = req
@@ -334,21 +364,13 @@ def workload_records(
             actor, why = ACTOR_KUEUE, "requeued too often (its pods never all became ready)"
         else:
             actor, why = active_manager(wl)[0], "spec.active=false"
-        add(Action.STOPPED, deact.get("lastTransitionTime"), actor, why)
+        out.append((Action.STOPPED, deact.get("lastTransitionTime"), actor, why))
     if (
         req.get("status") == "True"
         and req.get("reason") == "Reactivated"
         and not part_of_move(req.get("lastTransitionTime"))
     ):
-        add(Action.RESUMED, req.get("lastTransitionTime"), active_manager(wl)[0], "spec.active=true")
-    fin = condition(wl, "Finished")
-    if fin.get("status") == "True":
-        why = str(fin.get("reason") or "")
-        msg = str(fin.get("message") or "")
-        add(Action.FINISHED, fin.get("lastTransitionTime"), f"job {job}", f"{why}: {msg}" if msg else why)
-    gone = meta(wl).get("deletionTimestamp") or (rfc3339(deleted_at) if deleted_at is not None else None)
-    if gone:
-        add(Action.DELETED, gone, ACTOR_UNKNOWN, f"Workload {name(wl)} deleted (its job was deleted)")
+        out.append((Action.RESUMED, req.get("lastTransitionTime"), active_manager(wl)[0], "spec.active=true"))
     return out
 
 

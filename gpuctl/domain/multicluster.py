@@ -6,6 +6,8 @@
 - Would Kueue accept this kubeconfig for a worker? (Kueue v0.19.2's validateKubeconfig, so gpuctl refuses
   before writing what Kueue would only report later on the MultiKueueCluster's status)
 - Where does a job run, and what is MultiKueue doing with it? (the manager's Workload)
+- Which multi-node jobs need their headless Service in the worker that runs them, and what is that copy?
+  (MultiKueue copies the Job, not the Service: gpuctl.server.mirror makes it there)
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from gpuctl.constants import (
     POOL_CLUSTERS_ANNOTATION,
     Kind,
 )
+from gpuctl.domain.gang import workload_gang
+from gpuctl.domain.objects import meta
 from queues.multicluster import admission_checks_strategy
 
 
@@ -145,3 +149,51 @@ def placement(workload: Mapping[str, Any] | None) -> Placement | None:
 def team_checks(flavors: Iterable[Mapping[str, Any]]) -> dict | None:
     """A team ClusterQueue's spec.admissionChecksStrategy here: MultiKueue's on a manager, else none."""
     return admission_checks_strategy() if worker_clusters(flavors) else None
+
+
+def gang_placements(workloads: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """(worker, namespace, job) of every multi-node Job (gpuctl.domain.gang.workload_gang) that MultiKueue
+    has placed in a worker (the manager's Workload names the cluster): each needs its headless Service
+    svc-<job> there for rank 0's address (`<job>-0.svc-<job>`) to resolve. MultiKueue sends the whole gang
+    to that one worker (one Workload, one cluster); it copies the Job only."""
+    out = []
+    for wl in workloads:
+        where = placement(wl)
+        if workload_gang(wl) is None or where is None or not where.cluster:
+            continue
+        job = next(
+            (o.get("name") for o in meta(wl).get("ownerReferences") or [] if o.get("kind") == "Job"), None
+        )
+        if job:
+            out.append((where.cluster, meta(wl).get("namespace", ""), job))
+    return sorted(out)
+
+
+def worker_service(service: Mapping[str, Any], worker_job: Mapping[str, Any]) -> dict:
+    """The copy of a gang's headless Service for the worker its Job runs in: the manager's name, labels and
+    spec (no cluster IP, the Job's pods, published before Ready, the rendezvous port), owned by the worker's
+    copy of the Job, so that the worker's garbage collector deletes it with that Job (when the job ends,
+    is deleted, or MultiKueue moves it)."""
+    spec = service.get("spec") or {}
+    job_meta = meta(worker_job)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": meta(service)["name"],
+            "namespace": job_meta["namespace"],
+            "labels": dict(meta(service).get("labels") or {}),
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job_meta["name"],
+                    "uid": job_meta["uid"],
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "spec": {
+            k: spec[k] for k in ("clusterIP", "selector", "publishNotReadyAddresses", "ports") if k in spec
+        },
+    }

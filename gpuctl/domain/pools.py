@@ -234,7 +234,7 @@ def stale_flavors(
 ) -> dict[str, list[dict]]:
     """Pool flavor name -> the tolerations it should have, for each gpuctl pool flavor whose
     tolerations no longer match its nodes' taints. A TAS flavor (flavor_immutable) cannot be patched:
-    its writer re-creates it (gpuctl.service.pools.set_flavor_tolerations)."""
+    its writer re-creates it (gpuctl.service.pool_sync.set_flavor_tolerations)."""
     by_pool = all_pool_tolerations(nodes)
     out = {}
     for f in flavors:

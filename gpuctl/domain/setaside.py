@@ -41,8 +41,8 @@ from gpuctl.constants import (
     KUEUE_WORKLOAD_ANNOTATION,
     TAS_REQUIRED,
 )
-from gpuctl.domain.gang import level_domains, set_aside_for, tolerates_set_aside
-from gpuctl.domain.gpus import pod_gpus, pod_spec_gpus
+from gpuctl.domain.gang import level_domains, set_aside_for, tolerates_set_aside, workload_gang
+from gpuctl.domain.gpus import pod_gpus
 from gpuctl.domain.objects import annotations, condition, meta, name, namespace, parse_time
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready
 from gpuctl.domain.teams import team_budgets, team_reserved_gpus
@@ -85,13 +85,13 @@ def waiting_gangs(
     budgets, used = team_budgets(cluster_queues), team_reserved_gpus(cluster_queues)
     out = []
     for wl in workloads:
-        sets = (wl.get("spec") or {}).get("podSets") or []
-        if workload_state(wl) not in IN_QUEUE or len(sets) != 1 or int(sets[0].get("count") or 1) < 2:
+        gang = workload_gang(wl)
+        if workload_state(wl) not in IN_QUEUE or gang is None:
             continue
-        template = sets[0].get("template") or {}
+        template = wl["spec"]["podSets"][0].get("template") or {}
         if not tolerates_set_aside(template.get("spec")):
             continue  # its pods could not use the nodes set aside (a raw Indexed Job the policy missed)
-        pods, gpus = int(sets[0]["count"]), pod_spec_gpus(template.get("spec") or {})
+        pods, gpus = gang
         ns = meta(wl).get("namespace", "")
         quota = budgets[ns].gpu if ns in budgets else 0
         if gpus <= 0 or (quota is not None and used.get(ns, 0) + pods * gpus > quota):

@@ -338,3 +338,27 @@ def gang_status(job_word: str, pod_words: list[str]) -> str:
     if State.RUNNING in pod_words:
         return State.PARTIALLY_RUNNING
     return pod_words[0]
+
+
+# ----------------------------------------------------------------------------- waiting for a state
+# `gpuctl wait job --for=STATE`: the status words (job_status's, the ones `get jobs`, `get jobs -w`,
+# `describe job` and the API show) that mean a job is in STATE.
+WAIT_FOR: Mapping[str, frozenset[str]] = {
+    "admitted": frozenset({State.ADMITTED, State.RUNNING, State.PARTIALLY_RUNNING, State.SUCCEEDED}),
+    "running": frozenset({State.RUNNING}),
+    "complete": frozenset({State.SUCCEEDED}),
+    "failed": frozenset({State.FAILED}),
+}
+
+
+def reached(state: str, status: str, wl: Mapping[str, Any] | None = None) -> bool | None:
+    """Is a job with this status word (and this Workload) in `state`, one of WAIT_FOR? True: it is;
+    False: not yet; None: it never will be, it ended the other way (Failed while waiting to be admitted,
+    running or complete; Succeeded while waiting for failed). Admitted is also met when its Workload is
+    Admitted while its word says more (a pod's problem word, pods not scheduled yet)."""
+    if status in WAIT_FOR[state]:
+        return True
+    if state == "admitted" and workload_state(wl) == WorkloadState.ADMITTED:
+        return True
+    ended = State.SUCCEEDED if state == "failed" else State.FAILED
+    return None if status == ended else False

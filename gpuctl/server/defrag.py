@@ -50,6 +50,7 @@ from gpuctl.constants import (
 from gpuctl.domain.defrag import Plan, inputs_from_objects, moved_at, moved_for_team, plan_move, to_reactivate
 from gpuctl.domain.objects import meta, name, namespace
 from gpuctl.server.events import post_event, rfc3339
+from gpuctl.server.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,9 @@ def parse_pools(text: str | None) -> list[str] | None:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
-class Defragmenter:
+class Defragmenter(Periodic):
+    thread_name = "defrag"
+
     def __init__(
         self,
         cluster: Any,
@@ -179,21 +182,7 @@ class Defragmenter:
         except ApiError as e:
             log.warning("defrag: could not reactivate %s/%s: %s", namespace(wl), name(wl), e)
 
-    # ---------------------------------------------------------------- loop
-    def start(self, stop: threading.Event) -> threading.Thread:
-        self._thread = threading.Thread(target=self.run, args=(stop,), name="defrag", daemon=True)
-        self._thread.start()
-        return self._thread
-
-    def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                self.step()
-            except Exception:
-                log.exception("defrag step failed")
-            stop.wait(self.interval)
-
-    # ---------------------------------------------------------------- metrics
+    # ---------------------------------------------------------------- metrics (the loop: server.periodic)
     def collect(self) -> Iterator[Any]:
         """A prometheus_client collector: `gpuctl serve` registers it when defragmentation is on."""
         return self.own_families()

@@ -29,6 +29,7 @@ class _Workload(Protocol):  # gpuctl.server.metrics.WorkloadInfo
     requested_gpus: float
     reserved: tuple[tuple[str, float], ...]
     pending_since: float | None
+    gang_pods: int
 
 
 @dataclass
@@ -41,6 +42,9 @@ class WorkloadSums:
     requested: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     count: dict[tuple[str, str, str, str], int] = field(default_factory=lambda: defaultdict(int))
     oldest: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Waiting gangs (multi-node Workloads, gpuctl.domain.gang.workload_gang) per pool, and their GPUs.
+    gangs: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    gang_gpus: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     @classmethod
     def of(cls, workloads: Iterable[_Workload], pools: set[str], now: float) -> WorkloadSums:
@@ -56,6 +60,9 @@ class WorkloadSums:
                 key = (pool, w.priority)
                 out.requested[key] += w.requested_gpus
                 out.oldest[key] = max(out.oldest.get(key, 0.0), now - w.pending_since)
+                if w.gang_pods:
+                    out.gangs[pool] += 1
+                    out.gang_gpus[pool] += w.requested_gpus
         return out
 
 
@@ -185,6 +192,26 @@ def workload_families(sums: WorkloadSums, teams: Iterable[str]) -> Iterator[Gaug
     for (p, prio), age in sorted(sums.oldest.items()):
         old.add_metric([p, prio], age)
     yield old
+
+
+def gang_families(sums: WorkloadSums, pools: list[str]) -> Iterator[GaugeMetricFamily]:
+    """gpuctl_pool_waiting_gangs and gpuctl_pool_waiting_gang_gpus: a zero series per pool (no waiting gang
+    is a 0, not an absent series), `*` only while a gang waits whose pool is not chosen yet."""
+    shown = [*pools, *([ANY_POOL] if ANY_POOL in sums.gangs else [])]
+    yield _per_pool(
+        "gpuctl_pool_waiting_gangs",
+        "Multi-node jobs (gangs: one Workload of N pods, docs/distributed.md) waiting for quota or room "
+        "(queued or preempted); pool * = not chosen yet",
+        shown,
+        sums.gangs,
+    )
+    yield _per_pool(
+        "gpuctl_pool_waiting_gang_gpus",
+        "GPUs the waiting gangs ask for, all their pods (N pods x GPUs per pod); a part of "
+        "gpuctl_pool_requested_gpus",
+        shown,
+        sums.gang_gpus,
+    )
 
 
 def team_families(

@@ -65,6 +65,8 @@ from gpuctl.server.defrag import Defragmenter, cache_source, parse_pools
 from gpuctl.server.history import HistoryRecorder
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, LeaderElector, default_namespace
 from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
+from gpuctl.server.mirror import GangServiceMirror
+from gpuctl.server.mirror import cache_source as mirror_source
 from gpuctl.server.reconciler import Reconciler
 from gpuctl.server.setaside import SetAside
 from gpuctl.server.setaside import cache_source as set_aside_source
@@ -89,6 +91,7 @@ class ServerContext:
     backstop: Backstop | None = None
     defrag: Defragmenter | None = None
     set_aside: SetAside | None = None  # issue 31: nodes held for the oldest waiting gang (with --defrag)
+    mirror: GangServiceMirror | None = None  # issue 31: a gang's Service copied to its MultiKueue worker
     history: HistoryRecorder | None = None
     elector: LeaderElector | None = None
     reloader: CertReloader | None = None
@@ -147,6 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     flags.add_cluster(p)
     flags.add_listener(p, 9090, "--metrics-port", "--port")
+    _add_parts(p)
+    _add_backstop(p)
+    _add_defrag(p)
+    _add_leader_election(p)
+    flags.add_tls(p)
+    flags.add_api_auth(p)  # with --api
+    _add_clusters(p)
+    flags.add_log_level(p)
+    return p
+
+
+def _add_parts(p: argparse.ArgumentParser) -> None:
+    """Which parts run: metrics, reconciler, API, history; and the reconciler's pace."""
     p.add_argument(
         "--metrics", action=argparse.BooleanOptionalAction, default=True, help="serve /metrics (default on)"
     )
@@ -162,6 +178,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=False,
         help=f"mount the REST API ({API_MODULE})",
     )
+    p.add_argument(
+        "--history",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep each team's audit trail (who submitted, stopped, preempted, moved, deleted which job) in "
+        "its namespace's ConfigMap gpuctl-history, read by `gpuctl history` (default on; docs/audit.md)",
+    )
+    p.add_argument("--debounce", type=float, default=0.5, help="seconds of quiet before a reconcile (0.5)")
+    p.add_argument("--resync", type=float, default=60.0, help="seconds between periodic reconciles (60)")
+
+
+def _add_backstop(p: argparse.ArgumentParser) -> None:
+    """GPU pods no admitted Workload covers: reported, optionally evicted."""
     p.add_argument(
         "--backstop",
         action=argparse.BooleanOptionalAction,
@@ -187,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds uncovered before an eviction, at least the grace "
         f"({UNCOVERED_EVICT_AFTER_SECONDS:.0f})",
     )
+
+
+def _add_defrag(p: argparse.ArgumentParser) -> None:
+    """Moving jobs to free a node for a waiting one (docs/queueing.md, Defragmentation)."""
     p.add_argument(
         "--defrag",
         metavar="POOL[,POOL]|all",
@@ -207,15 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFRAG_SETTLE_SECONDS,
         help=f"seconds a job waits before a move is made for it ({DEFRAG_SETTLE_SECONDS:g})",
     )
-    p.add_argument(
-        "--history",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="keep each team's audit trail (who submitted, stopped, preempted, moved, deleted which job) in "
-        "its namespace's ConfigMap gpuctl-history, read by `gpuctl history` (default on; docs/audit.md)",
-    )
-    p.add_argument("--debounce", type=float, default=0.5, help="seconds of quiet before a reconcile (0.5)")
-    p.add_argument("--resync", type=float, default=60.0, help="seconds between periodic reconciles (60)")
+
+
+def _add_leader_election(p: argparse.ArgumentParser) -> None:
+    """The replicas' Lease."""
     p.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -234,8 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--renew-deadline", type=float, default=10.0, help="seconds to renew before stepping down (10)"
     )
     p.add_argument("--retry-period", type=float, default=2.0, help="seconds between Lease attempts (2)")
-    flags.add_tls(p)
-    flags.add_api_auth(p)  # with --api
+
+
+def _add_clusters(p: argparse.ArgumentParser) -> None:
+    """Several clusters: the series' label and a MultiKueue manager's workers."""
     p.add_argument(
         "--cluster",
         default="",
@@ -250,11 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=PATH",
         help="a MultiKueue manager's worker cluster NAME, reached with the kubeconfig file PATH (its current "
-        "context): the API's describe and logs of a job dispatched there read its pods there; repeatable "
-        "(docs/multicluster.md)",
+        "context): the API's describe and logs of a job dispatched there read its pods there, and the "
+        "reconciler copies a multi-node job's headless Service there; repeatable (docs/multicluster.md)",
     )
-    flags.add_log_level(p)
-    return p
 
 
 def worker_kubeconfig(value: str) -> tuple[str, str]:
@@ -296,6 +324,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
         ctx.reconciler = Reconciler(cluster, cache, debounce=args.debounce, resync=args.resync, leader=leader)
         if ctx.elector is not None:
             ctx.elector.on_started = lambda: ctx.reconciler.trigger("elected leader")
+    if args.reconcile and "Workload" in cache:  # a no-op but on a MultiKueue manager (gpuctl.server.mirror)
+        ctx.mirror = GangServiceMirror(cluster, mirror_source(cache), leader=leader)
     if backstop:
         ctx.backstop = Backstop(
             cluster,
@@ -394,11 +424,8 @@ def _stop_on_shutdown(app: FastAPI, ctx: ServerContext) -> None:
     app.router.lifespan_context = lifespan
 
 
-def main(argv: list[str]) -> int:
-    # `gpuctl serve -- --flag` reaches us with the separator (argparse REMAINDER keeps it).
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    args = build_parser().parse_args(argv)
+def usage_error(args: argparse.Namespace) -> int:
+    """Flags that contradict each other: exit 2 naming them (0 when they agree)."""
     if bool(args.tls_cert) != bool(args.tls_key):  # a usage error, before any other check
         return flags.tls_reloader(args)[1]
     if args.evict_uncovered and not args.backstop:
@@ -411,6 +438,52 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    return 0
+
+
+def start_parts(ctx: ServerContext) -> None:
+    """Start the cache and every background part built for these flags."""
+    ctx.cache.start()
+    parts = (ctx.elector, ctx.reconciler, ctx.backstop, ctx.defrag, ctx.set_aside, ctx.mirror, ctx.history)
+    for part in parts:
+        if part is not None:
+            part.start(ctx.stop)
+    threading.Thread(target=freeze_heap, args=(ctx.cache, ctx.stop), name="gc-freeze", daemon=True).start()
+
+
+def log_serving(args: argparse.Namespace, ctx: ServerContext) -> None:
+    """One line: which parts serve where, and the Lease this replica competes for."""
+    parts = [
+        n
+        for n, on in (
+            ("metrics", args.metrics),
+            ("reconcile", args.reconcile),
+            ("api", args.api),
+            ("backstop" + (" with eviction" if args.evict_uncovered else ""), args.backstop),
+            (f"defrag ({args.defrag})", bool(args.defrag)),
+            ("history", args.history),
+        )
+        if on
+    ]
+    log.info(
+        "serving %s on %s://%s:%d%s",
+        ", ".join(parts) or "health only",
+        "https" if ctx.reloader else "http",
+        args.address,
+        args.port,
+        f"; leader election on lease {ctx.elector.namespace}/{ctx.elector.name} as {ctx.elector.identity}"
+        if ctx.elector
+        else "; no leader election (this replica leads)",
+    )
+
+
+def main(argv: list[str]) -> int:
+    # `gpuctl serve -- --flag` reaches us with the separator (argparse REMAINDER keeps it).
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    args = build_parser().parse_args(argv)
+    if code := usage_error(args):
+        return code
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -426,43 +499,9 @@ def main(argv: list[str]) -> int:
     ctx = build_context(args, cluster)
     ctx.reloader = reloader
     app = create_app(ctx, _mounts(args))
-    ctx.cache.start()
-    if ctx.elector is not None:
-        ctx.elector.start(ctx.stop)
-    if ctx.reconciler is not None:
-        ctx.reconciler.start(ctx.stop)
-    if ctx.backstop is not None:
-        ctx.backstop.start(ctx.stop)
-    if ctx.defrag is not None:
-        ctx.defrag.start(ctx.stop)
-    if ctx.set_aside is not None:
-        ctx.set_aside.start(ctx.stop)
-    if ctx.history is not None:
-        ctx.history.start(ctx.stop)
-    threading.Thread(target=freeze_heap, args=(ctx.cache, ctx.stop), name="gc-freeze", daemon=True).start()
-    parts = [
-        n
-        for n, on in (
-            ("metrics", args.metrics),
-            ("reconcile", args.reconcile),
-            ("api", args.api),
-            ("backstop" + (" with eviction" if args.evict_uncovered else ""), args.backstop),
-            (f"defrag ({args.defrag})", bool(args.defrag)),
-            ("history", args.history),
-        )
-        if on
-    ]
+    start_parts(ctx)
     _stop_on_shutdown(app, ctx)
-    log.info(
-        "serving %s on %s://%s:%d%s",
-        ", ".join(parts) or "health only",
-        "https" if ctx.reloader else "http",
-        args.address,
-        args.port,
-        f"; leader election on lease {ctx.elector.namespace}/{ctx.elector.name} as {ctx.elector.identity}"
-        if ctx.elector
-        else "; no leader election (this replica leads)",
-    )
+    log_serving(args, ctx)
     tls: dict[str, Any] = {}
     if ctx.reloader is not None:
         tls = {

@@ -45,6 +45,7 @@ from prometheus_client.registry import Collector
 
 from gpuctl import __version__
 from gpuctl.constants import METRICS_CLUSTER_LABEL
+from gpuctl.domain.gang import workload_gang
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import is_gpuctl_object, parse_time
 from gpuctl.domain.pools import NodeFacts, PoolFacts, pool_facts
@@ -58,7 +59,14 @@ from gpuctl.domain.workload import (
     reserved_pools,
     workload_priority,
 )
-from gpuctl.server.gauges import ANY_POOL, WorkloadSums, pool_families, team_families, workload_families
+from gpuctl.server.gauges import (
+    ANY_POOL,
+    WorkloadSums,
+    gang_families,
+    pool_families,
+    team_families,
+    workload_families,
+)
 
 if TYPE_CHECKING:
     from gpuctl.server.backstop import Backstop
@@ -143,6 +151,7 @@ class WorkloadInfo(NamedTuple):
     pending_since: float | None
     preemptions: int
     preempt_reason: str
+    gang_pods: int = 0  # pods of a gang (gpuctl.domain.gang.workload_gang), 0 for any other Workload
 
 
 def workload_summary(wl: dict) -> WorkloadInfo:
@@ -162,6 +171,7 @@ def workload_summary(wl: dict) -> WorkloadInfo:
         pending_since=pending_since(wl),
         preemptions=n,
         preempt_reason=reason,
+        gang_pods=gang[0] if (gang := workload_gang(wl)) else 0,
     )
 
 
@@ -300,6 +310,7 @@ class GpuctlCollector(Collector):
         allocated, team_allocated = self._allocated(facts, teams)
         yield from pool_families(facts, allocated, sums.requested)
         yield from workload_families(sums, teams)
+        yield from gang_families(sums, sorted(facts))
         yield from team_families(cqs, sorted(facts), team_allocated)
         # The backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage).
         if self.backstop is not None:

@@ -19,7 +19,7 @@ Rules:
   left to `gpuctl create pool` (creating it here would race with `gpuctl delete`), a foreign one is
   never written. A gpuctl pool flavor whose tolerations differ from its nodes' taints gets its
   `spec.tolerations` merge-patched, or, being a Topology Aware Scheduling flavor Kueue keeps
-  immutable, is re-created with them (gpuctl.service.pools.set_flavor_tolerations). With the pods in
+  immutable, is re-created with them (gpuctl.service.pool_sync.set_flavor_tolerations). With the pods in
   its cache, a pool flavor whose nodes share GPUs (issue 32) gets the slices in use written on it
   (annotation runwhere.ai/slices-used, merge-patched only when the count changed): the one place a team
   member, who may not list other teams' pods, reads per-profile used and free from. Nothing else is
@@ -49,7 +49,7 @@ from gpuctl.domain.pools import node_pool, node_ready, node_taints, stale_flavor
 from gpuctl.domain.sharing import pool_sharing, slices_used_text
 from gpuctl.domain.teams import cohort_spec_equal, desired_cohort
 from gpuctl.server.cache import Cache
-from gpuctl.service.pools import set_flavor_tolerations
+from gpuctl.service.pool_sync import set_flavor_tolerations
 
 log = logging.getLogger(__name__)
 

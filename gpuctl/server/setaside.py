@@ -15,7 +15,6 @@ reactivates it once Kueue has evicted it). Gauge gpuctl_set_aside_nodes{pool} is
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -35,6 +34,7 @@ from gpuctl.domain.objects import meta, name, namespace
 from gpuctl.domain.pools import node_pool
 from gpuctl.domain.setaside import Plan, plan_set_aside
 from gpuctl.server.defrag import deactivate
+from gpuctl.server.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,9 @@ def _taints_without(node: Mapping[str, Any]) -> list[dict]:
     return [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != SET_ASIDE_TAINT_KEY]
 
 
-class SetAside:
+class SetAside(Periodic):
+    thread_name = "set-aside"
+
     def __init__(
         self,
         cluster: Any,
@@ -120,20 +122,7 @@ class SetAside:
         except ApiError as e:  # 409: changed since read; the next step recomputes
             log.warning("set-aside: could not patch node %s: %s", name(node), e)
 
-    # ---------------------------------------------------------------- loop
-    def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(target=self.run, args=(stop,), name="set-aside", daemon=True)
-        thread.start()
-        return thread
-
-    def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            try:
-                self.step()
-            except Exception:
-                log.exception("set-aside step failed")
-            stop.wait(self.interval)
-
+    # ---------------------------------------------------------------- metrics (the loop: server.periodic)
     def collect(self) -> Iterator[Any]:
         held = GaugeMetricFamily(
             "gpuctl_set_aside_nodes",

@@ -20,7 +20,8 @@ from gpuctl.service import priority_classes
 from gpuctl.service.adopt_plan import AdoptOptions, AdoptPlan, PoolPlan, QuotaPlan, decide, runwhere_gpu_type
 from gpuctl.service.convert import node_label_patch, team_limit_range, team_quotas
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.pools import apply_pool, isolate_pool, untaint_nodes
+from gpuctl.service.node_pools import untaint_nodes
+from gpuctl.service.pools import apply_pool, isolate_pool
 from gpuctl.service.quotas import apply_quota
 from gpuctl.spec import PoolSpec, QuotaSpec
 from queues import cluster_queue, local_queue, team_namespace

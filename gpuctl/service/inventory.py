@@ -32,6 +32,16 @@ JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl workload and pod, including the e
 MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
 UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 CONTROLLER_KINDS = ("Job", "Deployment", "StatefulSet")
+# What every Inventory of a command reads the same way, whatever its namespace (Inventory.reuse).
+CLUSTER_SCOPED = (
+    "nodes",
+    "flavors",
+    "pools",
+    "cluster_queues",
+    "all_cluster_queues",
+    "team_queues",
+    "cohort",
+)
 WAITING_GET_MAX = 200  # waiting Workloads fetched one by one at most; more: one list of every Workload
 
 
@@ -115,6 +125,15 @@ class Inventory:
         self._workload_subset = False  # use_workloads_of_suspended_jobs() narrowed `workloads`
         self._one_job = False  # use_job_named() narrowed `controllers`, `pods` and `workloads`
 
+    def reuse(self, other: Inventory) -> Inventory:
+        """Take the cluster-scoped lists `other` (an Inventory of the same command: `describe job`'s
+        reading of its job, then of the cluster for its reason) has read already, instead of listing
+        them again."""
+        for name in CLUSTER_SCOPED:
+            if name in other.__dict__:
+                self.__dict__.setdefault(name, other.__dict__[name])
+        return self
+
     # -------------------------------------------------------------- what the caller may read
     @cached_property
     def sees_every_pod(self) -> bool:
@@ -141,6 +160,10 @@ class Inventory:
     @cached_property
     def pools(self) -> list[str]:
         return pool_names(self.flavors)
+
+    def flavor(self, name: str) -> dict | None:
+        """The ResourceFlavor `name` (gpuctl's or not), from the one list of every flavor."""
+        return next((f for f in self.flavors if f["metadata"]["name"] == name), None)
 
     @cached_property
     def cluster_queues(self) -> list[dict]:

@@ -1,12 +1,10 @@
-"""Jobs: listing, finding by job.name, explaining, deleting, logs. Shared by the CLI and the API."""
+"""Jobs: listing (`get jobs` rows), finding by job.name, deleting. Shared by the CLI and the API. Why a job
+waits: gpuctl.service.waiting; its logs: gpuctl.service.logs."""
 
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
@@ -14,7 +12,7 @@ from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
-from gpuctl.domain.objects import age_seconds, condition, owner_refs
+from gpuctl.domain.objects import age_seconds, owner_refs
 from gpuctl.domain.status import (
     WAITING_STATES,
     State,
@@ -27,18 +25,13 @@ from gpuctl.domain.status import (
     pod_node,
     pod_ready,
     pod_status,
-    unschedulable_message,
 )
-from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import IN_QUEUE, job_pool, stop_reason, workload_state
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.members import worker
-
-if TYPE_CHECKING:  # a table of running jobs never loads the explain and estimate models
-    from gpuctl.domain.estimate import Estimate
-    from gpuctl.domain.explain import Demand, Snapshot, Verdict
+from gpuctl.service.waiting import snapshot
 
 
 @dataclass
@@ -152,22 +145,46 @@ def list_job_rows(
     `get jobs` at scale): the plain table does not show them. gpus=False leaves the rows' GPU counts
     unset (None) and reads pods as Table rows without their specs, a fifth of the bytes.
     reasons=False leaves REASON empty, for a caller that does not print it (the API's rows): no
-    snapshot of the cluster is built to judge why each waiting job waits.
+    snapshot of the cluster is built to judge why each waiting job waits. inventory: the command's
+    reading of the cluster, when the caller has one (else one is made here, read as the table needs).
     """
-    inv = inventory or Inventory(cluster, namespace, pod_rows=not gpus, perms=perms)
-    if inventory is None and not gpus:
-        # A table (plain or wide): the Workloads a status word needs; positions come from Kueue.
+    inv = inventory or _rows_inventory(cluster, namespace, positions=positions, gpus=gpus, perms=perms)
+    wanted = _selector_filter(selector)
+    why = _Reasons(inv, enabled=positions and reasons)
+    rows: list[JobRow] = []
+    for job in collect_jobs(inv, positions=positions):
+        if (kind and job.kind != kind) or (pool and (job.pool or "") != pool) or not wanted(job.labels):
+            continue
+        rows += _job_rows(inv, job, why, positions=positions, gpus=gpus)
+    rows.sort(key=lambda r: (r.namespace, r.name, r.job_id))
+    return rows
+
+
+def _rows_inventory(
+    cluster: Cluster, namespace: str | None, *, positions: bool, gpus: bool, perms: Permissions | None
+) -> Inventory:
+    """The reading of the cluster a `get jobs` table needs: without GPU counts (the plain or wide table),
+    pods as Table rows and only the Workloads a status word needs; positions come from Kueue."""
+    inv = Inventory(cluster, namespace, pod_rows=not gpus, perms=perms)
+    if not gpus:
         inv.use_workloads_of_suspended_jobs()
         if positions and inv.positions:
             # Some job waits: its REASON needs every pod's spec (GPUs per node, the gated pods' demands),
             # so gpuctl's pods come in full once instead of as Table rows and then in full again.
             inv.pod_rows = False
-    wanted = _selector_filter(selector)
-    rows: list[JobRow] = []
-    snaps: list[Snapshot] = []  # built on the first waiting row
+    return inv
 
-    def why(wl: dict | None, status: str, pod: dict | None = None) -> str:
-        if not (positions and reasons):
+
+class _Reasons:
+    """REASON of a row: why its job waits (gpuctl.domain.explain), judged against one snapshot of the
+    cluster built on the first waiting row; a stopped job's stop reason; empty otherwise or when not
+    `enabled`."""
+
+    def __init__(self, inv: Inventory, *, enabled: bool):
+        self.inv, self.enabled = inv, enabled
+
+    def __call__(self, wl: dict | None, status: str, pod: dict | None = None) -> str:
+        if not self.enabled:
             return ""
         stopped = stop_reason(wl)
         if stopped:  # in no queue, nothing to judge (its pods may still be terminating)
@@ -182,91 +199,82 @@ def list_job_rows(
             demand = pod_demand(pod)  # a Deployment's pod whose own Workload was not read
         else:
             return ""
-        if not snaps:
-            snaps.append(snapshot(inv))
-        return snaps[0].verdict(demand).message or "being admitted"
+        return snapshot(self.inv).verdict(demand).message or "being admitted"
 
-    for job in collect_jobs(inv, positions=positions):
-        labels = job.labels
-        if kind and job.kind != kind:
-            continue
-        job_pool_name = job.pool or ""
-        if pool and job_pool_name != pool:
-            continue
-        if not wanted(labels):
-            continue
-        common = {
-            "name": job.name,
-            "namespace": job.namespace,
-            "kind": job.kind,
-            "pool": job_pool_name,
-            "priority": labels.get(Labels.PRIORITY, ""),
-            "queue": labels.get(Labels.KUEUE_QUEUE, ""),
-            "labels": dict(labels),
-        }
-        live = [p for p in job.pods if not pod_finished(p)]
-        shown = job.pods if job.resource == "Job" else (live or job.pods)
-        where = placement(job.workload)
-        if where is not None:
-            common["cluster"] = where.text
-        if not shown:
-            rows.append(
-                JobRow(
-                    job_id=job.name,
-                    status=job.status,
-                    ready=_remote_ready(job) if where is not None else "0/0",
-                    node="<none>",
-                    ip="<none>",
-                    age=age_seconds(job.obj),
-                    position=job.position,
-                    gpus=(workload_gpus(job.workload) if job.workload else 0) if gpus else None,
-                    reason=why(job.workload, job.status),
-                    **common,
-                )
+
+def _job_rows(inv: Inventory, job: Job, why: _Reasons, *, positions: bool, gpus: bool) -> list[JobRow]:
+    """A job's rows: one per shown pod (a Job's every pod, else its live ones); one for a job without
+    pods (queued, or running in a worker cluster) and one for a multi-node job (READY k/N, its nodes in
+    rank order)."""
+    labels = job.labels
+    common = {
+        "name": job.name,
+        "namespace": job.namespace,
+        "kind": job.kind,
+        "pool": job.pool or "",
+        "priority": labels.get(Labels.PRIORITY, ""),
+        "queue": labels.get(Labels.KUEUE_QUEUE, ""),
+        "labels": dict(labels),
+    }
+    live = [p for p in job.pods if not pod_finished(p)]
+    shown = job.pods if job.resource == "Job" else (live or job.pods)
+    where = placement(job.workload)
+    if where is not None:
+        common["cluster"] = where.text
+    one = {"job_id": job.name, "age": age_seconds(job.obj), "position": job.position, **common}
+    if not shown:
+        ready = _remote_ready(job) if where is not None else "0/0"
+        count = (workload_gpus(job.workload) if job.workload else 0) if gpus else None
+        reason = why(job.workload, job.status)
+        return [
+            JobRow(
+                status=job.status, ready=ready, node="<none>", ip="<none>", gpus=count, reason=reason, **one
             )
-            continue
-        if gang_nodes(job.obj) > 1:  # a multi-node job: one row, READY k/N, its nodes in rank order
-            ranked = gang_pods(job.obj, shown) or by_rank(shown)
-            rows.append(
-                JobRow(
-                    job_id=job.name,
-                    status=gang_status(job.status, [job.pod_words[p["metadata"]["uid"]] for p in ranked]),
-                    ready=gang_ready(ranked, gang_nodes(job.obj)),
-                    node=",".join(dict.fromkeys(n for p in ranked if (n := pod_node(p)))) or "<none>",
-                    ip=pod_ip(ranked[0]) or "<none>",
-                    age=age_seconds(job.obj),
-                    position=job.position,
-                    gpus=sum(pod_gpus(p) for p in ranked) if gpus else None,
-                    reason=why(job.workload, job.status),
-                    **common,
-                )
+        ]
+    if gang_nodes(job.obj) > 1:
+        ranked = gang_pods(job.obj, shown) or by_rank(shown)
+        return [
+            JobRow(
+                status=gang_status(job.status, [job.pod_words[p["metadata"]["uid"]] for p in ranked]),
+                ready=gang_ready(ranked, gang_nodes(job.obj)),
+                node=",".join(dict.fromkeys(n for p in ranked if (n := pod_node(p)))) or "<none>",
+                ip=pod_ip(ranked[0]) or "<none>",
+                gpus=sum(pod_gpus(p) for p in ranked) if gpus else None,
+                reason=why(job.workload, job.status),
+                **one,
             )
-            continue
-        for pod in sorted(shown, key=lambda p: p["metadata"]["name"]):
-            r, t = pod_ready(pod)
-            pod_wl = inv.pod_workload(pod, job.workload)
-            st = job.pod_words[pod["metadata"]["uid"]]
-            if job.resource == "Job" and job.status in WAITING_STATES and st in (State.PENDING, State.QUEUED):
-                st = job.status
-            wl_pos = None
-            if positions and st in WAITING_STATES:
-                wl_pos = inv.positions.get(pod["metadata"]["uid"]) or _position(inv, pod_wl) or job.position
-            rows.append(
-                JobRow(
-                    job_id=pod["metadata"]["name"],
-                    status=st,
-                    ready=f"{r}/{t}",
-                    node=pod_node(pod) or "<none>",
-                    ip=pod_ip(pod) or "<none>",
-                    age=age_seconds(pod),
-                    position=wl_pos,
-                    gpus=pod_gpus(pod) if gpus else None,
-                    reason=why(pod_wl, st, pod),
-                    **common,
-                )
-            )
-    rows.sort(key=lambda r: (r.namespace, r.name, r.job_id))
-    return rows
+        ]
+    return [
+        _pod_row(inv, job, pod, why, positions=positions, gpus=gpus, common=common)
+        for pod in sorted(shown, key=lambda p: p["metadata"]["name"])
+    ]
+
+
+def _pod_row(
+    inv: Inventory, job: Job, pod: dict, why: _Reasons, *, positions: bool, gpus: bool, common: dict
+) -> JobRow:
+    """The row of one pod: its own status word (a waiting Job's pending pod says the job's), position
+    and reason (a Deployment's pod is judged by its own Workload)."""
+    r, t = pod_ready(pod)
+    pod_wl = inv.pod_workload(pod, job.workload)
+    st = job.pod_words[pod["metadata"]["uid"]]
+    if job.resource == "Job" and job.status in WAITING_STATES and st in (State.PENDING, State.QUEUED):
+        st = job.status
+    position = None
+    if positions and st in WAITING_STATES:
+        position = inv.positions.get(pod["metadata"]["uid"]) or _position(inv, pod_wl) or job.position
+    return JobRow(
+        job_id=pod["metadata"]["name"],
+        status=st,
+        ready=f"{r}/{t}",
+        node=pod_node(pod) or "<none>",
+        ip=pod_ip(pod) or "<none>",
+        age=age_seconds(pod),
+        position=position,
+        gpus=pod_gpus(pod) if gpus else None,
+        reason=why(pod_wl, st, pod),
+        **common,
+    )
 
 
 def _remote_ready(job: Job) -> str:
@@ -325,18 +333,20 @@ def find_job(
     *,
     inventory: Inventory | None = None,
     perms: Permissions | None = None,
+    positions: bool = True,
 ) -> Job:
     """The gpuctl job whose job.name is `name`, or that owns the pod `name` (the JOB ID column of
     `get jobs` shows pod names, and users of the earlier gpuctl pass those): in `namespace` if given,
     else in every namespace.
 
-    Never matched by prefix; several matches across namespaces is an error naming them.
+    Never matched by prefix; several matches across namespaces is an error naming them. inventory: the
+    command's (read with use_job_named(name)); positions=False: its queue position is not read.
     """
     inv = inventory
     if inv is None:
         inv = Inventory(cluster, namespace, perms=perms)
         inv.use_job_named(name)  # its own objects only, not every job's
-    matches = matching_jobs(collect_jobs(inv), name)
+    matches = matching_jobs(collect_jobs(inv, positions=positions), name)
     if not matches:
         where = f" in namespace {namespace}" if namespace else ""
         raise NotFound(f"job {name} not found{where}")
@@ -369,142 +379,6 @@ def read_worker_pods(cluster: Cluster, job: Job) -> None:
         ) from None
 
 
-# ----------------------------------------------------------------------------- why not running
-def explain(cluster: Cluster, job: Job, inv: Inventory | None = None) -> str:
-    """One line answering "why is it not running?" (empty when it runs or ran)."""
-    inv = inv or Inventory(cluster, job.namespace)
-    pool = job.pool or ""
-    if job.status in (State.RUNNING, State.SUCCEEDED):
-        return ""
-    if pool and pool not in inv.pools:
-        return f"pool {pool} does not exist: create it (kind: pool) or change resources.pool"
-    if job.workload is None:
-        if job.namespace not in inv.team_queues:
-            return (
-                f"namespace {job.namespace} has no quota: create one (kind: quota) so Kueue queues its work"
-            )
-        return "waiting for Kueue to create its Workload"
-    if job.status == State.PREEMPTED:
-        msg = condition(job.workload, "Preempted").get("message") or condition(job.workload, "Evicted").get(
-            "message"
-        )
-        return f"preempted by higher-priority work, back in the queue{': ' + msg if msg else ''}"
-    stopped = stop_reason(job.workload)
-    if stopped:
-        return stopped
-    if job.status == State.QUOTA_RESERVED:
-        return "quota reserved; Kueue admits it once its admission checks pass"
-    if job.status == State.QUEUED:
-        msg = condition(job.workload, "QuotaReserved").get("message", "")
-        pos = f", {_ordinal(job.position)} in queue" if job.position else ""
-        if (
-            "doesn't exist" in msg
-            or "is inactive" in msg
-            or "Inadmissible" in condition(job.workload, "QuotaReserved").get("reason", "")
-        ):
-            return msg
-        # Computed from the cluster state, not from Kueue's last flavor message.
-        from gpuctl.domain.explain import workload_demand  # noqa: PLC0415 - lazy: waiting jobs only
-
-        v = when(inv, workload_demand(job.workload))
-        if v.starts:
-            tail = f" after preempting {', '.join(v.preempts)}" if v.preempts else ""
-            caveat = f" ({v.by_count})" if v.by_count else ""
-            return f"fits now: Kueue is admitting it{tail}{caveat}{pos}"
-        return f"{v.message}{pos}"
-    for pod in job.pods:
-        un = unschedulable_message(pod)
-        if un:
-            return f"pod {pod['metadata']['name']} cannot be scheduled: {un}"
-        st = pod_status(pod)
-        if st not in ("Running", "Succeeded", "Pending", "Queued"):
-            return f"pod {pod['metadata']['name']}: {st}"
-    if job.status == State.ADMITTED:
-        return "admitted by Kueue; pods are starting"
-    return job.reason
-
-
-def snapshot_inventory(
-    cluster: Cluster,
-    namespace: str | None = None,
-    perms: Permissions | None = None,
-    *,
-    cluster_queues: list[dict] | None = None,
-) -> Inventory:
-    """What "when will it run" answers read, for a command that has no listing of its own: every
-    namespace, gpuctl's pods in full, and of the Workloads only the suspended Jobs' (a job without
-    pods is known by its Workload alone; the rest comes from pods and ClusterQueue status). A caller
-    who may not list every pod (a team member) reads the job's own `namespace` instead, and gets the
-    verdict by count (snapshot). cluster_queues: gpuctl's ClusterQueues when the caller has just read
-    them (a server dry run's pre-checks), so they are not listed again."""
-    inv = Inventory(cluster, None, perms=perms)
-    if namespace and not inv.sees_every_pod:
-        inv = Inventory(cluster, namespace, perms=inv.perms)
-    if cluster_queues is not None:
-        inv.__dict__["cluster_queues"] = cluster_queues  # the cached_property, already read
-    inv.use_workloads_of_suspended_jobs()
-    return inv
-
-
-_SNAPSHOTS: WeakKeyDictionary[Inventory, Snapshot] = WeakKeyDictionary()
-
-
-def snapshot(inv: Inventory) -> Snapshot:
-    """The cluster state "when will it run" answers are computed from (one per command, kept with its
-    Inventory: the reason and the estimate of `describe job` share it): per node for a caller who may
-    list every pod; else its namespace's pods and Workloads with the pools' use as Kueue counts it (the
-    ClusterQueues' reservations), judged by count (gpuctl.domain.explain)."""
-    snap = _SNAPSHOTS.get(inv)
-    if snap is None:
-        snap = _SNAPSHOTS[inv] = _build_snapshot(inv)
-    return snap
-
-
-def _build_snapshot(inv: Inventory) -> Snapshot:
-    from gpuctl.domain.explain import Snapshot  # noqa: PLC0415 - lazy: only a waiting job is judged
-
-    if inv.sees_every_pod:
-        return Snapshot.build(
-            nodes=inv.nodes,
-            pods=inv.snapshot_pods,
-            workloads=inv.workloads,
-            cluster_queues=inv.cluster_queues,
-            cohort=inv.cohort,
-        )
-    return Snapshot.build(
-        nodes=inv.nodes,
-        pods=inv.pods,
-        workloads=inv.workloads,
-        cluster_queues=inv.cluster_queues,
-        cohort=inv.cohort,
-        pool_reserved=pool_reservations(inv.all_cluster_queues),
-    )
-
-
-def when(inv: Inventory, demand: Demand) -> Verdict:
-    """Would this demand start now, or what blocks it (gpuctl.domain.explain)."""
-    return snapshot(inv).verdict(demand)
-
-
-def job_estimate(inv: Inventory, job: Job, now: float | None = None) -> Estimate | None:
-    """When a job waiting in Kueue's queue starts at the latest, with its basis (gpuctl.domain.estimate),
-    from the snapshot its reason was judged against: no request of its own. None for a job that is not
-    in the queue (running, finished, stopped, or without a Workload yet)."""
-    if job.workload is None or workload_state(job.workload) not in IN_QUEUE:
-        return None
-    from gpuctl.domain.estimate import estimate  # noqa: PLC0415 - lazy: describe of a waiting job
-    from gpuctl.domain.explain import workload_demand  # noqa: PLC0415
-
-    demand = workload_demand(job.workload)
-    snap = snapshot(inv)
-    return estimate(snap, demand, now=time.time() if now is None else now, verdict=snap.verdict(demand))
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
 # ----------------------------------------------------------------------------- delete
 def delete_job(
     cluster: Cluster,
@@ -520,7 +394,7 @@ def delete_job(
     CLIENT: find the job (reads only) and say what would go; SERVER: the deletes with dryRun=All."""
     dry_run = DryRun(dry_run)
     server_dry = dry_run is DryRun.SERVER
-    job = find_job(cluster, name, namespace, perms=perms)
+    job = find_job(cluster, name, namespace, perms=perms, positions=False)
     done = []
     grace = 0 if force else None
     if dry_run is DryRun.CLIENT or cluster.delete(
@@ -548,64 +422,11 @@ def _group(resource: str) -> str:
     return "batch" if resource == "Job" else "apps"
 
 
-# ----------------------------------------------------------------------------- logs
-def job_pods_for_logs(
-    cluster: Cluster, name: str, namespace: str | None, perms: Permissions | None = None
-) -> tuple[Job, list[dict]]:
-    job = find_job(cluster, name, namespace, perms=perms)
-    read_worker_pods(cluster, job)
-    # The pod named on the command line first, then running pods, then by name.
-    pods = sorted(
-        job.pods,
-        key=lambda p: (p["metadata"]["name"] != name, pod_status(p) != "Running", p["metadata"]["name"]),
-    )
-    if not pods:
-        raise NotFound(f"job {name} has no pods yet (status {job.status}); nothing to show")
-    return job, pods
-
-
-def read_logs(
-    cluster: Cluster,
-    pod: dict,
-    *,
-    tail: int | None,
-    timestamps: bool,
-    follow: bool = False,
-    stream: bool = False,
-    container: str | None = None,
-    since_seconds: int | None = None,
-    since_time: str | None = None,
-    previous: bool = False,
-):
-    """A pod's log text (or, with stream=True, the raw response to iterate): of `container` (default:
-    the first), since a number of seconds or an RFC 3339 time, of the previous (restarted) container."""
-    query = {
-        "container": container or pod["spec"]["containers"][0]["name"],
-        "tailLines": tail if tail is not None and tail >= 0 else None,
-        "timestamps": "true" if timestamps else None,
-        "follow": "true" if follow else None,
-        "sinceSeconds": since_seconds,
-        "sinceTime": since_time,
-        "previous": "true" if previous else None,
-    }
-    p = path("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"], "log")
-    try:
-        resp = cluster.request("GET", p, query=query, stream=stream, raw=True, timeout=None if follow else 60)
-    except ApiError as e:
-        raise ServiceError(f"logs of pod {pod['metadata']['name']}: {e.message or e}") from None
-    if stream:
-        return resp
-    return resp.data.decode(errors="replace")
-
-
 __all__ = [
     "Job",
     "JobRow",
     "collect_jobs",
     "delete_job",
-    "explain",
     "find_job",
     "list_job_rows",
-    "read_logs",
-    "snapshot_inventory",
 ]

@@ -33,7 +33,7 @@ from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gang import gang_note
 from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception, require
-from gpuctl.service.inventory import CONTROLLER_KINDS
+from gpuctl.service.inventory import CONTROLLER_KINDS, Inventory
 from gpuctl.service.plan import object_label
 from gpuctl.service.prechecks import precheck_jobs, taken_name
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
@@ -158,17 +158,18 @@ def submit(
 
 
 def _apply_pool(cluster: Cluster, spec: PoolSpec, source: str, *, create: bool, dry_run: DryRun) -> list[str]:
+    """A pool of this cluster's nodes, or of worker clusters' (pool.clusters, issue 24: kubeconfig files
+    are relative to the document's own file). One Inventory for every check before the first write."""
     from gpuctl.service.multicluster import apply_remote_pool, check_local_pool  # noqa: PLC0415 - lazy: job create
     from gpuctl.service.pools import apply_pool  # noqa: PLC0415 - lazy: job create
 
-    """A pool of this cluster's nodes, or of worker clusters' (pool.clusters, issue 24: kubeconfig files
-    are relative to the document's own file)."""
+    inv = Inventory(cluster, None)
     if not spec.pool.clusters:
-        check_local_pool(cluster, spec)
-        return apply_pool(cluster, spec, create=create, dry_run=dry_run)
+        check_local_pool(inv, spec)
+        return apply_pool(cluster, spec, create=create, dry_run=dry_run, inv=inv)
     src = Path(source)
     base = src.parent if src.is_file() else Path.cwd()
-    return apply_remote_pool(cluster, spec, create=create, base=base, dry_run=dry_run)
+    return apply_remote_pool(cluster, spec, create=create, base=base, dry_run=dry_run, inv=inv)
 
 
 # What changing a pool, a quota or a namespace takes (cluster-scoped objects: gpuctl-admin).
@@ -214,7 +215,7 @@ _label = object_label
 
 class _When:
     """A server dry run's answers to "when would it run": from the cluster state as it is now, as the
-    caller may read it (by count for a team member: gpuctl.service.jobs.snapshot), read once per
+    caller may read it (by count for a team member: gpuctl.service.waiting.snapshot), read once per
     submission (a sweep of 200 jobs is judged against one snapshot, not 200)."""
 
     def __init__(self, cluster: Cluster, perms: Permissions | None, cluster_queues: list[dict] | None = None):
@@ -223,7 +224,7 @@ class _When:
         self._by_ns: dict[str, Snapshot] = {}
 
     def _snapshot(self, namespace: str) -> Snapshot:
-        from gpuctl.service.jobs import snapshot, snapshot_inventory  # noqa: PLC0415 - lazy: job create
+        from gpuctl.service.waiting import snapshot, snapshot_inventory  # noqa: PLC0415 - lazy: job create
 
         if self._every is not None:
             return self._every

@@ -46,16 +46,9 @@ from gpuctl.service.access import Permissions
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.members import worker
-from gpuctl.service.pools import (
-    apply_pool,
-    delete_pool,
-    ensure_bootstrap,
-    existing_flavor,
-    list_pools,
-    patch_node_pool,
-    sync_cohort,
-    sync_queues,
-)
+from gpuctl.service.node_pools import LEFT_POOL, patch_node_pool
+from gpuctl.service.pool_sync import ensure_bootstrap, sync_cohort, sync_queues
+from gpuctl.service.pools import apply_pool, delete_pool, existing_flavor, list_pools
 from gpuctl.service.usage import PoolUsage, pool_usage
 from queues import (
     TeamQuota,
@@ -119,9 +112,9 @@ def _kubeconfig(cluster: Cluster, pool: str, name: str, file: str | None, base: 
     return data
 
 
-def check_local_pool(cluster: Cluster, spec: PoolSpec) -> None:
-    """A pool of this cluster's own nodes is refused on a MultiKueue manager (see plan_clusters)."""
-    inv = Inventory(cluster, None)
+def check_local_pool(inv: Inventory, spec: PoolSpec) -> None:
+    """A pool of this cluster's own nodes is refused on a MultiKueue manager (see plan_clusters); inv:
+    the command's Inventory."""
     remote = remote_pools(inv.flavors)
     if remote and spec.pool.name not in remote:
         raise Conflict(
@@ -137,10 +130,10 @@ def check_local_pool(cluster: Cluster, spec: PoolSpec) -> None:
         )
 
 
-def plan_clusters(cluster: Cluster, spec: PoolSpec, base: Path) -> list[ClusterPlan]:
-    """Every check of a pool in worker clusters, before anything is written (reads only)."""
+def plan_clusters(cluster: Cluster, spec: PoolSpec, base: Path, inv: Inventory) -> list[ClusterPlan]:
+    """Every check of a pool in worker clusters, before anything is written (reads only); inv: the
+    command's Inventory of the manager."""
     name = spec.pool.name
-    inv = Inventory(cluster, None)
     local = sorted(p for p in pool_names(inv.flavors) if p != name and p not in remote_pools(inv.flavors))
     if local:
         raise Conflict(
@@ -191,21 +184,27 @@ def _remote_pool_lines(
 
 
 def apply_remote_pool(
-    cluster: Cluster, spec: PoolSpec, *, create: bool, base: Path, dry_run: DryRun = DryRun.NONE
+    cluster: Cluster,
+    spec: PoolSpec,
+    *,
+    create: bool,
+    base: Path,
+    dry_run: DryRun = DryRun.NONE,
+    inv: Inventory | None = None,
 ) -> list[str]:
     """A pool whose nodes are in worker clusters: its flavor and the MultiKueue objects on the manager,
     the pool and the team queues on each worker. All checks first; a failed write undoes the manager's
-    new objects."""
+    new objects. inv: the command's Inventory of the manager (else one is read here)."""
     dry_run = DryRun(dry_run)
     name = spec.pool.name
-    flavor = existing_flavor(cluster, name, create=create)
+    inv = inv or Inventory(cluster, None)
+    flavor = existing_flavor(inv, name, create=create)
     if flavor is not None and not pool_clusters(flavor):
         raise Conflict(
             f"pool {name}: pool.clusters: pool {name} is a pool of this cluster's nodes; delete it first "
             "(gpuctl delete pool) to make it a pool of worker clusters"
         )
-    plans = plan_clusters(cluster, spec, base)
-    inv = Inventory(cluster, None)
+    plans = plan_clusters(cluster, spec, base, inv)
     others = [f for f in inv.flavors if f["metadata"]["name"] != name]
     clusters = sorted({*worker_clusters(others), *spec.pool.clusters})
     # Clusters the pool leaves: it goes from there as `gpuctl delete pool` would (refused while jobs use it).
@@ -220,50 +219,10 @@ def apply_remote_pool(
     lines = _remote_pool_lines(name, flavor, plans, sorted(dropped), clusters)
     if dry_run is DryRun.CLIENT:
         return lines
-    server_dry = dry_run is DryRun.SERVER
     created: list[str] = []
     try:
-        ensure_bootstrap(cluster, dry_run=dry_run)
-        for p in plans:
-            if p.kubeconfig is not None:
-                cluster.apply(cluster_secret(p.name, p.kubeconfig), dry_run=server_dry)
-            if cluster.get_or_none(path("MultiKueueCluster", p.name)) is None:
-                created.append(p.name)
-            cluster.apply(multikueue_cluster(p.name), dry_run=server_dry)
-        cluster.apply(multikueue_config(clusters), dry_run=server_dry)
-        cluster.apply(admission_check(), dry_run=server_dry)
-        levels = tuple(
-            spec.topology or ()
-        )  # the workers' levels (issue 31), so a gang's level exists here too
-        if levels and cluster.get_or_none(path("Topology", topology_name(levels))) is None:
-            cluster.apply(topology(levels), dry_run=server_dry)
-        rf = resource_flavor(name, [pool_toleration(name)], levels)
-        notes = {Labels.DESCRIPTION: spec.pool.description} if spec.pool.description else {}
-        rf["metadata"]["annotations"] = {
-            **rf["metadata"].get("annotations", {}),
-            **notes,
-            POOL_CLUSTERS_ANNOTATION: clusters_annotation(spec.pool.clusters),
-        }
-        cluster.apply(rf, dry_run=server_dry)
-        if dry_run.persists:
-            sync_queues(cluster)
-        for p in plans:
-            sub = spec.model_copy(
-                update={
-                    "pool": spec.pool.model_copy(update={"clusters": {}}),
-                    "nodes": {n: spec.nodes[n] for n in p.nodes},
-                }
-            )
-            apply_pool(p.member, sub, create=False, dry_run=dry_run)
-            if dry_run.persists:
-                sync_worker(cluster, p.name, p.member)
-        for c, member in dropped.items():
-            with contextlib.suppress(NotFound):
-                delete_pool(member, name, dry_run=dry_run)
-            if dry_run.persists:
-                sync_worker(cluster, c, member)
-        if dry_run.persists and dropped:
-            sync_manager(cluster)
+        _write_manager(cluster, spec, plans, clusters, created, dry_run)
+        _write_workers(cluster, spec, plans, dropped, dry_run)
     except Exception:
         if dry_run.persists and flavor is None:
             with contextlib.suppress(ApiError):
@@ -271,16 +230,76 @@ def apply_remote_pool(
             for c in created:
                 with contextlib.suppress(ApiError):
                     cluster.delete(path("MultiKueueCluster", c))
-            if dry_run.persists:
-                sync_manager(cluster)
+            sync_manager(cluster)
         raise
     return lines
+
+
+def _write_manager(
+    cluster: Cluster,
+    spec: PoolSpec,
+    plans: list[ClusterPlan],
+    clusters: list[str],
+    created: list[str],
+    dry_run: DryRun,
+) -> None:
+    """The manager's side of a pool in worker clusters: each worker's Secret and MultiKueueCluster (the
+    new ones appended to `created`), the config over `clusters`, the check, the workers' Topology and
+    the pool's flavor; then the team queues name it."""
+    server_dry = dry_run is DryRun.SERVER
+    ensure_bootstrap(cluster, dry_run=dry_run)
+    for p in plans:
+        if p.kubeconfig is not None:
+            cluster.apply(cluster_secret(p.name, p.kubeconfig), dry_run=server_dry)
+        if cluster.get_or_none(path("MultiKueueCluster", p.name)) is None:
+            created.append(p.name)
+        cluster.apply(multikueue_cluster(p.name), dry_run=server_dry)
+    cluster.apply(multikueue_config(clusters), dry_run=server_dry)
+    cluster.apply(admission_check(), dry_run=server_dry)
+    levels = tuple(spec.topology or ())  # the workers' levels (issue 31), so a gang's level exists here too
+    if levels and cluster.get_or_none(path("Topology", topology_name(levels))) is None:
+        cluster.apply(topology(levels), dry_run=server_dry)
+    rf = resource_flavor(spec.pool.name, [pool_toleration(spec.pool.name)], levels)
+    notes = {Labels.DESCRIPTION: spec.pool.description} if spec.pool.description else {}
+    rf["metadata"]["annotations"] = {
+        **rf["metadata"].get("annotations", {}),
+        **notes,
+        POOL_CLUSTERS_ANNOTATION: clusters_annotation(spec.pool.clusters),
+    }
+    cluster.apply(rf, dry_run=server_dry)
+    if dry_run.persists:
+        sync_queues(cluster)
+
+
+def _write_workers(
+    cluster: Cluster, spec: PoolSpec, plans: list[ClusterPlan], dropped: dict[str, Cluster], dry_run: DryRun
+) -> None:
+    """Each worker's side: the pool of its nodes there (apply_pool, as on any cluster) and every team's
+    queues; the pool goes from the clusters it leaves (`dropped`), and the manager follows."""
+    name = spec.pool.name
+    for p in plans:
+        sub = spec.model_copy(
+            update={
+                "pool": spec.pool.model_copy(update={"clusters": {}}),
+                "nodes": {n: spec.nodes[n] for n in p.nodes},
+            }
+        )
+        apply_pool(p.member, sub, create=False, dry_run=dry_run)
+        if dry_run.persists:
+            sync_worker(cluster, p.name, p.member)
+    for c, member in dropped.items():
+        with contextlib.suppress(NotFound):
+            delete_pool(member, name, dry_run=dry_run)
+        if dry_run.persists:
+            sync_worker(cluster, c, member)
+    if dry_run.persists and dropped:
+        sync_manager(cluster)
 
 
 def _release_flavor(member: Cluster, pool: str) -> None:
     """A worker's deleted pool flavor that Kueue keeps for its in-use finalizer although no ClusterQueue
     there names it any more (Kueue does not look again when the last queue stops naming it): gpuctl owns
-    the flavor, so it lifts the finalizer, as gpuctl.service.pools does when it re-creates a flavor."""
+    the flavor, so it lifts the finalizer, as gpuctl.service.pool_sync does when it re-creates a flavor."""
     rf = member.get_or_none(path("ResourceFlavor", pool))
     if rf is None or not rf["metadata"].get("deletionTimestamp") or not rf["metadata"].get("finalizers"):
         return
@@ -296,10 +315,9 @@ def _release_flavor(member: Cluster, pool: str) -> None:
 
 
 def _unlabel_nodes(member: Cluster, pool: str, dry_run: DryRun) -> list[str]:
-    gone = {Labels.POOL: None, Labels.GPU_TYPE: None}
     lines = []
     for n in member.list(path("Node"), label_selector=f"{Labels.POOL}={pool}"):
-        change = patch_node_pool(member, n, gone, dry_run=dry_run)
+        change = patch_node_pool(member, n, LEFT_POOL, dry_run=dry_run)
         lines.append(f"node/{n['metadata']['name']} unlabeled" + (f", {change}" if change else ""))
     return lines
 
@@ -332,11 +350,14 @@ def worker_team(cq: dict) -> TeamQuota:
     return TeamQuota(namespace=t.namespace, quota_name=t.quota_name, description=t.description)
 
 
-def sync_worker(cluster: Cluster, name: str, member: Cluster | None = None) -> list[str]:
+def sync_worker(
+    cluster: Cluster, name: str, member: Cluster | None = None, inv: Inventory | None = None
+) -> list[str]:
     """Worker `name` holds every team of the manager: its namespace, LocalQueue `default` and a
-    ClusterQueue over the worker's pools (MultiKueue creates a job's copy in the same namespace and queue)."""
+    ClusterQueue over the worker's pools (MultiKueue creates a job's copy in the same namespace and queue).
+    inv: the manager's Inventory, read after the command's writes (else one is read here)."""
     member = member or worker(cluster, name)
-    inv = Inventory(cluster, None)
+    inv = inv or Inventory(cluster, None)
     pools = pools_in(inv.flavors, name)
     ensure_bootstrap(member)
     lines = []
@@ -353,16 +374,16 @@ def sync_worker(cluster: Cluster, name: str, member: Cluster | None = None) -> l
     return lines
 
 
-def sync_workers(cluster: Cluster) -> list[str]:
-    """Every worker cluster holds every team of the manager (after a quota changed)."""
-    inv = Inventory(cluster, None)
-    return [line for c in worker_clusters(inv.flavors) for line in sync_worker(cluster, c)]
+def sync_workers(cluster: Cluster, inv: Inventory | None = None) -> list[str]:
+    """Every worker cluster holds every team of the manager (after a quota changed). inv: as sync_worker's."""
+    inv = inv or Inventory(cluster, None)
+    return [line for c in worker_clusters(inv.flavors) for line in sync_worker(cluster, c, inv=inv)]
 
 
-def remove_worker_team(cluster: Cluster, namespace: str) -> None:
-    """A quota deleted on the manager: its queues go from every worker (namespaces stay)."""
-    inv = Inventory(cluster, None)
-    for c in worker_clusters(inv.flavors):
+def remove_worker_team(cluster: Cluster, namespace: str, clusters: list[str]) -> None:
+    """A quota deleted on the manager: its queues go from every worker cluster (`clusters`, the
+    manager's worker_clusters read before the command's first write; namespaces stay)."""
+    for c in clusters:
         member = worker(cluster, c)
         for p in (path("LocalQueue", LOCAL_QUEUE_NAME, namespace), path("ClusterQueue", namespace)):
             with contextlib.suppress(ApiError):
@@ -370,14 +391,21 @@ def remove_worker_team(cluster: Cluster, namespace: str) -> None:
 
 
 def delete_pool_everywhere(
-    cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE, keep_running: bool = False
+    cluster: Cluster,
+    name: str,
+    *,
+    dry_run: DryRun = DryRun.NONE,
+    keep_running: bool = False,
+    inv: Inventory | None = None,
 ) -> list[str]:
     """`gpuctl delete pool`: a pool of this cluster's nodes as ever (gpuctl.service.pools.delete_pool); a pool
     in worker clusters goes from the manager (refused while jobs use it, as any pool), then from each worker
-    (its flavor, node labels and taints there), and the manager's MultiKueue objects follow what is left."""
+    (its flavor, node labels and taints there), and the manager's MultiKueue objects follow what is left.
+    inv: the command's Inventory of this cluster (else one is read here)."""
     dry_run = DryRun(dry_run)
-    clusters = pool_clusters(cluster.get_or_none(path("ResourceFlavor", name)))
-    lines = delete_pool(cluster, name, dry_run=dry_run, keep_running=keep_running)
+    inv = inv or Inventory(cluster, None)
+    clusters = pool_clusters(inv.flavor(name))
+    lines = delete_pool(cluster, name, dry_run=dry_run, keep_running=keep_running, inv=inv)
     if not clusters:
         return lines
     members = {c: worker(cluster, c) for c in clusters}

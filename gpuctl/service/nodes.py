@@ -17,7 +17,8 @@ from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, require
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.pools import patch_node_pool, sync_cohort, sync_flavors
+from gpuctl.service.node_pools import patch_node_pool
+from gpuctl.service.pool_sync import sync_cohort, sync_flavors
 
 
 def gpus_by_node(pods: list[dict]) -> dict[str, int]:
@@ -177,7 +178,7 @@ def label_nodes(
                 raise Conflict(f"node {n} already has {k}={labels[k]}; pass --overwrite to change it")
     lines = []
     for n in nodes:
-        # The pool taint follows the pool label in the same patch (gpuctl.service.pools.patch_node_pool):
+        # The pool taint follows the pool label in the same patch (gpuctl.service.node_pools.patch_node_pool):
         # a node put into a pool takes only Kueue-admitted work from then on; one taken out is untainted.
         taint = None
         if Labels.POOL in changes:

@@ -1,26 +1,25 @@
-"""Pools: create/apply/delete (node labels + Kueue flavor + capacity), listing and describing."""
+"""Pools: create/apply/delete (node labels + Kueue flavor + capacity), listing and describing. Keeping
+Kueue's queues, Cohort and flavors in step: gpuctl.service.pool_sync; a node's pool label and taint:
+gpuctl.service.node_pools.
+
+Every write function takes a DryRun (NONE writes, SERVER sends each write with dryRun=All, CLIENT runs
+every check and returns what it would do before its first write)."""
 
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import (
     BUDGET_FLAVOR,
-    COHORT_NAME,
     DEFAULT_POOL,
-    POOL_TAINT_EFFECT,
-    POOL_TAINT_KEY,
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gang import default_topology, nodes_missing_levels, pool_topology
 from gpuctl.domain.gpus import workload_gpus
-from gpuctl.domain.multicluster import team_checks
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import (
     desired_flavor,
@@ -31,14 +30,10 @@ from gpuctl.domain.pools import (
     node_pool,
     node_pool_taint_missing,
     node_ready,
-    pool_node_taints,
     pool_tolerations,
-    stale_flavors,
 )
 from gpuctl.domain.status import State
 from gpuctl.domain.teams import (
-    cohort_spec_equal,
-    desired_cohort,
     flavor_reserved,
     team_from_cluster_queue,
     team_usage,
@@ -56,14 +51,19 @@ from gpuctl.service.convert import node_label_patch
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, collect_jobs
+from gpuctl.service.node_pools import LEFT_POOL, patch_node_pool, pool_taint_change
+from gpuctl.service.pool_sync import (
+    FLAVOR_GONE_SECONDS,
+    ensure_bootstrap,
+    set_flavor_tolerations,
+    sync_flavors,
+    sync_queues,
+    wait_flavor_gone,
+)
 from gpuctl.service.usage import PoolUsage, pool_usage
 from queues import (
-    budget_flavor,
-    cluster_queue,
-    resource_flavor,
     topology,
     topology_name,
-    workload_priority_classes,
 )
 
 if TYPE_CHECKING:  # annotations only: a read (`get pools`, `describe job`) never loads pydantic
@@ -159,212 +159,15 @@ def pool_jobs(jobs: list[Job], pool: str) -> dict[str, list[dict]]:
     return out
 
 
-# ----------------------------------------------------------------------------- writes
-# Every write function takes a DryRun: NONE writes, SERVER sends each write with dryRun=All (nothing
-# persists, so the follow-up syncs that read the cluster back are skipped), CLIENT runs every check
-# (reads only) and returns what it would do before its first write.
-def ensure_bootstrap(cluster: Cluster, *, dry_run: DryRun = DryRun.NONE) -> None:
-    """The priority classes, the node Topology and the budget flavor every gpuctl cluster needs
-    (idempotent)."""
-    dry_run = DryRun(dry_run)
-    if not dry_run.writes:
-        return
-    for obj in [*workload_priority_classes(), topology(), budget_flavor()]:
-        existing = cluster.get_or_none(path(obj["kind"], obj["metadata"]["name"]))
-        if existing is None:
-            cluster.apply(obj, dry_run=dry_run is DryRun.SERVER)
-
-
-def sync_queues(
-    cluster: Cluster,
-    *,
-    dry_run: DryRun = DryRun.NONE,
-    pools: list[str] | None = None,
-    inv: Inventory | None = None,
-) -> None:
-    """Make every team ClusterQueue list exactly the current pools, and the Cohort hold capacity.
-    inv: the caller's cluster-wide Inventory, read after its own writes (else one is read here)."""
-    dry_run = DryRun(dry_run)
-    if not dry_run.writes:
-        return
-    inv = inv or Inventory(cluster, None)
-    pool_list = inv.pools if pools is None else pools
-    # A MultiKueue manager's queues carry its check while some pool is in a worker cluster (issue 24).
-    checks = team_checks(f for f in inv.flavors if f["metadata"]["name"] in pool_list)
-    for cq in inv.cluster_queues:
-        desired = cluster_queue(team_from_cluster_queue(cq), pool_list, checks=checks)
-        spec = cq.get("spec") or {}
-        if spec.get("resourceGroups") != desired["spec"]["resourceGroups"] or spec.get(
-            "admissionChecksStrategy"
-        ) != desired["spec"].get("admissionChecksStrategy"):
-            cluster.apply(desired, dry_run=dry_run is DryRun.SERVER)
-    # The Cohort reads the teams' budgets from the same ClusterQueues: applying the desired queues changes
-    # which pools they list, never a team's budget (team_from_cluster_queue reads the same TeamQuota back).
-    sync_cohort(cluster, dry_run=dry_run, pools=pool_list, inv=inv)
-
-
-def sync_cohort(
-    cluster: Cluster,
-    *,
-    dry_run: DryRun = DryRun.NONE,
-    pools: list[str] | None = None,
-    inv: Inventory | None = None,
-) -> dict:
-    """Apply the desired Cohort; with no pool left, delete gpuctl's Cohort instead.
-
-    An empty `spec: {}` cannot be applied (the API server stores it as null and rejects the object),
-    and a Cohort without resource groups holds nothing: the team ClusterQueues keep naming it (Kueue
-    treats a missing Cohort as an implicit, empty one) and the next pool creates it again. `gpuctl
-    serve`'s reconciler leaves a missing Cohort alone.
-    """
-    dry_run = DryRun(dry_run)
-    inv = inv or Inventory(cluster, None)
-    flavors = inv.flavors
-    if pools is not None:
-        flavors = [resource_flavor(p) for p in pools]
-    desired = desired_cohort(inv.nodes, flavors, inv.cluster_queues)
-    if not dry_run.writes:
-        return desired
-    if not (desired.get("spec") or {}).get("resourceGroups"):
-        if inv.cohort is not None and is_gpuctl_object(inv.cohort):
-            cluster.delete(path("Cohort", COHORT_NAME), dry_run=dry_run is DryRun.SERVER)
-        return desired
-    if not cohort_spec_equal(inv.cohort, desired):
-        cluster.apply(desired, dry_run=dry_run is DryRun.SERVER)
-    return desired
-
-
-def set_flavor_tolerations(
-    cluster: Cluster, flavor: dict, tolerations: list[dict], *, dry_run: DryRun = DryRun.NONE
-) -> None:
-    """Give a pool flavor these tolerations. A Topology Aware Scheduling flavor is immutable in Kueue
-    (CRD rule "tolerations are immutable when topologyName is set"), so it is deleted (its in-use
-    finalizer lifted: gpuctl owns it) and created again with the same name; the team ClusterQueues
-    keep naming it, admitted work keeps running and Kueue re-syncs its TAS usage."""
-    dry_run = DryRun(dry_run)
-    name = flavor["metadata"]["name"]
-    if not flavor_immutable(flavor):
-        cluster.merge_patch(
-            path("ResourceFlavor", name),
-            {"spec": {"tolerations": tolerations or None}},
-            dry_run=dry_run is DryRun.SERVER,
-        )
-        return
-    if not dry_run.persists:
-        return
-    new = {
-        "apiVersion": flavor.get("apiVersion", "kueue.x-k8s.io/v1beta2"),
-        "kind": "ResourceFlavor",
-        "metadata": {k: v for k, v in flavor["metadata"].items() if k in ("name", "labels", "annotations")},
-        "spec": {k: v for k, v in flavor["spec"].items() if k != "tolerations"},
-    }
-    if tolerations:
-        new["spec"]["tolerations"] = tolerations
-    if flavor["metadata"].get("finalizers"):
-        with contextlib.suppress(ApiError):
-            cluster.merge_patch(path("ResourceFlavor", name), {"metadata": {"finalizers": None}})
-    cluster.delete(path("ResourceFlavor", name))
-    wait_flavor_gone(cluster, name)
-    cluster.create(new)
-
-
-FLAVOR_GONE_SECONDS = 30.0
-
-
-def wait_flavor_gone(cluster: Cluster, name: str, seconds: float = FLAVOR_GONE_SECONDS) -> bool:
-    """Wait (as `kubectl delete` does by default) until a deleted flavor is gone: Kueue lifts its in-use
-    finalizer once no ClusterQueue or Cohort names it, asynchronously. False when it is still there."""
-    deadline = time.monotonic() + seconds
-    while cluster.get_or_none(path("ResourceFlavor", name)) is not None:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
-def sync_flavors(
-    cluster: Cluster, *, dry_run: DryRun = DryRun.NONE, inv: Inventory | None = None
-) -> list[str]:
-    """Make every pool flavor tolerate its nodes' taints now (gpuctl.domain.pools.stale_flavors); the
-    reconciler of `gpuctl serve` does the same continuously. Returns the flavors changed. inv: as
-    sync_queues'."""
-    dry_run = DryRun(dry_run)
-    inv = inv or Inventory(cluster, None)
-    stale = stale_flavors(inv.flavors, inv.nodes)
-    if dry_run.writes:
-        by_name = {f["metadata"]["name"]: f for f in inv.flavors}
-        for flavor, tolerations in sorted(stale.items()):
-            set_flavor_tolerations(cluster, by_name[flavor], tolerations, dry_run=dry_run)
-    return sorted(stale)
-
-
-# ----------------------------------------------------------------------------- node pool membership
-# A node's pool label and the pool taint (runwhere.ai/pool=<pool>:NoSchedule) change together, in one
-# merge patch: joining a pool taints the node (only Kueue-admitted work, whose pods get the pool flavor's
-# toleration, lands there from then on; NoSchedule evicts nothing already running), leaving it removes
-# gpuctl's taint and no other. `spec.taints` is one list (a merge patch replaces it whole), so a patch
-# that changes it carries the resourceVersion it was computed from: a concurrent change of the node
-# (a cordon, the GPU operator's taint, a kubelet update) fails it with 409 and it is recomputed on a
-# fresh read instead of overwriting that change.
-NODE_PATCH_ATTEMPTS = 5
-
-
-def _labels_after(node: Mapping, labels: Mapping[str, str | None]) -> dict[str, str]:
-    merged = {**(node.get("metadata", {}).get("labels") or {}), **labels}
-    return {k: v for k, v in merged.items() if v is not None}
-
-
-def pool_taint_change(node: Mapping, labels: Mapping[str, str | None]) -> str | None:
-    """What patching `labels` onto the node does to its pool taint, in kubectl's words, or None."""
-    pool = _labels_after(node, labels).get(Labels.POOL)
-    if pool_node_taints(node, pool) is None:
-        return None
-    if pool:
-        return f"tainted {POOL_TAINT_KEY}={pool}:{POOL_TAINT_EFFECT}"
-    return f"untainted {POOL_TAINT_KEY}:{POOL_TAINT_EFFECT}"
-
-
-def patch_node_pool(
-    cluster: Cluster, node: dict, labels: Mapping[str, str | None], *, dry_run: DryRun = DryRun.NONE
-) -> str | None:
-    """Merge-patch `labels` (None removes one) onto `node`, with the pool taint following the pool label
-    the node ends up with. Returns pool_taint_change's text (None: the taints were already right).
-    CLIENT writes nothing; SERVER sends the patch with dryRun=All."""
-    dry_run = DryRun(dry_run)
-    name = node["metadata"]["name"]
-    for attempt in range(NODE_PATCH_ATTEMPTS):
-        change = pool_taint_change(node, labels)
-        if not dry_run.writes:
-            return change
-        taints = pool_node_taints(node, _labels_after(node, labels).get(Labels.POOL))
-        meta: dict = {"labels": dict(labels)} if labels else {}
-        patch: dict = {"metadata": meta}
-        if taints is not None:
-            if node["metadata"].get("resourceVersion"):
-                meta["resourceVersion"] = node["metadata"]["resourceVersion"]
-            patch["spec"] = {"taints": taints or None}
-        elif not labels:
-            return None
-        try:
-            cluster.merge_patch(path("Node", name), patch, dry_run=dry_run is DryRun.SERVER)
-        except ApiError as e:
-            if e.status != 409 or attempt == NODE_PATCH_ATTEMPTS - 1:
-                raise
-            node = cluster.get(path("Node", name))
-            continue
-        return change
-    return None  # not reached: the last attempt returns or raises
-
-
 def check_pool_name(name: str) -> None:
     if name == BUDGET_FLAVOR:
         raise ServiceError(f"pool name {name} is reserved by gpuctl: choose another name")
 
 
-def existing_flavor(cluster: Cluster, name: str, *, create: bool) -> dict | None:
+def existing_flavor(inv: Inventory, name: str, *, create: bool) -> dict | None:
     """Pool `name`'s ResourceFlavor, or None when there is none yet. Conflict when the flavor is not
     gpuctl's, or when `create` finds the pool already there (apply changes it)."""
-    flavor = cluster.get_or_none(path("ResourceFlavor", name))
+    flavor = inv.flavor(name)
     if flavor is not None and not is_gpuctl_object(flavor):
         raise Conflict(
             f"pool {name}: a ResourceFlavor {name} exists that gpuctl did not create; choose another name"
@@ -374,12 +177,20 @@ def existing_flavor(cluster: Cluster, name: str, *, create: bool) -> dict | None
     return flavor
 
 
-def apply_pool(cluster: Cluster, spec: PoolSpec, *, create: bool, dry_run: DryRun = DryRun.NONE) -> list[str]:
-    """Label the pool's nodes, create its flavor, update capacity. All or nothing."""
+def apply_pool(
+    cluster: Cluster,
+    spec: PoolSpec,
+    *,
+    create: bool,
+    dry_run: DryRun = DryRun.NONE,
+    inv: Inventory | None = None,
+) -> list[str]:
+    """Label the pool's nodes, create its flavor, update capacity. All or nothing. inv: the command's
+    cluster-wide Inventory (its nodes and flavors; else one is read here)."""
     dry_run = DryRun(dry_run)
     check_pool_name(spec.pool.name)
-    inv = Inventory(cluster, None)
-    plan = _PoolPlan.of(spec, _pool_nodes(inv, spec), existing_flavor(cluster, spec.pool.name, create=create))
+    inv = inv or Inventory(cluster, None)
+    plan = _PoolPlan.of(spec, _pool_nodes(inv, spec), existing_flavor(inv, spec.pool.name, create=create))
     if dry_run is not DryRun.CLIENT:
         plan.write(cluster, dry_run)
     return plan.lines()
@@ -401,9 +212,6 @@ def _pool_nodes(inv: Inventory, spec: PoolSpec) -> dict[str, dict]:
                 f"`gpuctl label node {n} {Labels.POOL}={name} --overwrite`"
             )
     return nodes
-
-
-_LEFT = {Labels.POOL: None, Labels.GPU_TYPE: None}  # a node's labels once it leaves its pool
 
 
 @dataclass
@@ -472,7 +280,7 @@ class _PoolPlan:
                 lines.append(f"node/{n} {change} (running pods stay: NoSchedule evicts nothing)")
         for n in self.leaving:
             lines.append(f"node/{n} unlabeled (left pool {name})")
-            if change := pool_taint_change(self.nodes[n], _LEFT):
+            if change := pool_taint_change(self.nodes[n], LEFT_POOL):
                 lines.append(f"node/{n} {change}")
         return lines
 
@@ -495,8 +303,8 @@ class _PoolPlan:
         created_flavor = False
         try:
             ensure_bootstrap(cluster, dry_run=dry_run)
-            levels = pool_topology(self.desired)
-            if cluster.get_or_none(path("Topology", topology_name(levels))) is None:
+            levels = pool_topology(self.desired)  # () is the node-level Topology ensure_bootstrap made
+            if levels and cluster.get_or_none(path("Topology", topology_name(levels))) is None:
                 cluster.apply(topology(levels), dry_run=server_dry)
             if self.flavor is None:
                 cluster.apply(self.desired, dry_run=server_dry)
@@ -508,7 +316,7 @@ class _PoolPlan:
                     cluster.apply(self.desired, dry_run=server_dry)
             for n, labels in [
                 *((n, self.labels_of[n]) for n in self.joining),
-                *((n, _LEFT) for n in self.leaving),
+                *((n, LEFT_POOL) for n in self.leaving),
             ]:
                 patch_node_pool(cluster, self.nodes[n], labels, dry_run=dry_run)
                 touched.append(n)
@@ -569,14 +377,16 @@ def _tolerations_text(tolerations: list[dict]) -> str:
     return ", ".join(out)
 
 
-def isolate_pool(cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE) -> list[str]:
+def isolate_pool(
+    cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE, inv: Inventory | None = None
+) -> list[str]:
     """Bring a pool an earlier gpuctl made to issue 26's state (gpuctl adopt): its flavor tolerates the
     pool taint first (a TAS flavor is re-created: Kueue keeps it immutable), then each node of the pool
     that lacks the taint gets it. NoSchedule: nothing running is evicted."""
     dry_run = DryRun(dry_run)
     check_pool_name(name)
-    inv = Inventory(cluster, None)
-    flavor = cluster.get_or_none(path("ResourceFlavor", name))
+    inv = inv or Inventory(cluster, None)
+    flavor = inv.flavor(name)
     if flavor is None or not is_gpuctl_object(flavor):
         raise NotFound(f"pool {name} not found")
     lines = []
@@ -596,34 +406,28 @@ def isolate_pool(cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE) 
     return lines
 
 
-def untaint_nodes(cluster: Cluster, names: list[str], *, dry_run: DryRun = DryRun.NONE) -> list[str]:
-    """Remove the pool taint from nodes that are in no pool any more (only gpuctl's taint)."""
-    lines = []
-    for n in names:
-        node = cluster.get_or_none(path("Node", n))
-        if node is None or node_pool(node) is not None:
-            continue
-        if change := patch_node_pool(cluster, node, {}, dry_run=dry_run):
-            lines.append(f"node/{n} {change} (in no pool)")
-    return lines
-
-
 def jobs_using_pool(inv: Inventory, name: str) -> list[str]:
     """The jobs of the pool (Job.pool: the label of a single-pool job, the admission of a job of several)."""
     return sorted(f"{j.namespace}/{j.name}" for j in collect_jobs(inv) if j.pool == name)
 
 
 def delete_pool(
-    cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE, keep_running: bool = False
+    cluster: Cluster,
+    name: str,
+    *,
+    dry_run: DryRun = DryRun.NONE,
+    keep_running: bool = False,
+    inv: Inventory | None = None,
 ) -> list[str]:
     """Remove a pool: only gpuctl's flavor and labels are removed. Refuses while jobs use it, unless
     keep_running (the product documents' behaviour): the jobs keep running where they are (a running
     pod is never evicted for a node label it no longer matches), and new work naming the pool is
-    refused because the pool no longer exists."""
+    refused because the pool no longer exists. inv: the command's cluster-wide Inventory (else one is
+    read here)."""
     dry_run = DryRun(dry_run)
     check_pool_name(name)
-    inv = Inventory(cluster, None)
-    flavor = cluster.get_or_none(path("ResourceFlavor", name))
+    inv = inv or Inventory(cluster, None)
+    flavor = inv.flavor(name)
     if flavor is None:
         if name == DEFAULT_POOL:
             raise NotFound("pool default has not been created (jobs without a pool wait for it)")
@@ -652,7 +456,7 @@ def delete_pool(
     nodes = [n for n in inv.nodes if node_pool(n) == name]
     lines = [f"pool/{name} deleted"]
     for n in nodes:
-        change = pool_taint_change(n, _LEFT)
+        change = pool_taint_change(n, LEFT_POOL)
         lines.append(f"node/{n['metadata']['name']} unlabeled" + (f", {change}" if change else ""))
     lines += [
         f"job {j} keeps running (pool {name} is gone: it cannot restart there)" for j in users or admitted
@@ -666,7 +470,7 @@ def delete_pool(
     sync_queues(cluster, pools=remaining, dry_run=dry_run, inv=inv)
     cluster.delete(path("ResourceFlavor", name), dry_run=server_dry)
     for n in nodes:
-        patch_node_pool(cluster, n, _LEFT, dry_run=dry_run)
+        patch_node_pool(cluster, n, LEFT_POOL, dry_run=dry_run)
     if dry_run.persists and not wait_flavor_gone(cluster, name):
         lines.append(
             f"resourceflavor/{name} still deleting after {FLAVOR_GONE_SECONDS:g}s: Kueue keeps its in-use "

@@ -5,7 +5,7 @@ as few requests as the submission needs. Nothing here writes."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from gpuctl.builders import build
 from gpuctl.cluster import Cluster, path
@@ -64,69 +64,91 @@ def precheck_jobs(
     if not jobs:
         return {}
     reader = as_reader(reader if reader is not None else cluster)
-    new_pools = {d.spec.pool.name for d in docs if isinstance(d.spec, PoolSpec)}
-    new_teams = {ns for d in docs if isinstance(d.spec, QuotaSpec) for ns in d.spec.entries()}
-    wanted_ns = {spec_namespace(d.spec, default_ns) for _, d in jobs}
-    wanted_pools = {p for _, d in jobs for p in d.spec.resources.pools_allowed or ()}
-    teams = set(new_teams)
-    if wanted_ns - teams:
-        cluster_queues = reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)
-        teams |= set(team_queues(cluster_queues))
-        if read is not None:
-            read["ClusterQueue"] = cluster_queues
-    pools = set(new_pools)
-    flavors: list[dict] = []
-    if wanted_pools - pools:
-        flavors = reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)
-        pools |= set(pool_names(flavors))
-    # Pools in worker clusters (issue 24) take only the kinds MultiKueue carries.
-    remote = remote_pools(flavors)
-    remote.update(
-        {d.spec.pool.name: sorted(d.spec.pool.clusters) for d in docs if isinstance(d.spec, PoolSpec)}
-    )
-    remote = {p: cs for p, cs in remote.items() if cs}
-    planned: dict[int, list[dict]] = {}
-    for i, doc in jobs:
-        spec = doc.spec
-        ns = spec_namespace(spec, default_ns)
-        where = f"{doc.source}: job {spec.job.name}"
-        _check_multicluster_kind(where, spec.kind, spec.resources.pools_allowed or [], remote)
-        if ns not in teams:
-            if cluster.get_or_none(path("Namespace", ns)) is None:
-                raise NotFound(f"{where}: namespace {ns} does not exist; create a quota for it (kind: quota)")
-            raise ServiceError(
-                f"{where}: namespace {ns} has no quota, so Kueue would not queue its work; "
-                "create a quota for it first (kind: quota), or, on a cluster the earlier gpuctl ran, "
-                "run `gpuctl adopt` to convert its ResourceQuotas"
-            )
-        allowed = spec.resources.pools_allowed
-        if allowed is None or len(allowed) > 1:
-            if spec.resources.gpu_share is not None:
-                raise ServiceError(
-                    f"{where}: resources.gpu-share needs one pool, whose GPUs' slices it names; "
-                    "set resources.pool to one pool"
-                )
-            _check_any_pool(reader, where, spec.resources.gpu_type, allowed, pools)
-            planned[i] = build(spec, ns)
-            continue
-        pool = spec.resources.pool
-        if pool not in pools:
-            if pool == DEFAULT_POOL:
-                raise NotFound(
-                    f"{where}: jobs without resources.pool run in pool {DEFAULT_POOL}, which does not exist; "
-                    f"set resources.pool, create pool {DEFAULT_POOL} (kind: pool), or run `gpuctl adopt` to "
-                    "put the GPU nodes without a pool label into it"
-                )
-            raise NotFound(
-                f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool"
-            )
-        share = spec.resources.gpu_share
-        facts = gang_pool_facts(where, spec, flavors, docs)
-        if share is not None:  # the slice of gpu-share, on the same pool (its topology kept)
-            facts = replace(share_facts(reader, where, pool, share), topology=facts.topology)
-        planned[i] = build(spec, ns, facts)
+    known = _Known.read(reader, docs, [d for _, d in jobs], default_ns, read)
+    planned = {i: _plan_job(cluster, reader, doc, docs, default_ns, known) for i, doc in jobs}
     _check_names(cluster, reader, docs, planned, action)
     return planned
+
+
+@dataclass
+class _Known:
+    """What the jobs of a submission are checked against: the teams (namespaces with a quota) and pools,
+    the cluster's and the submission's own; gpuctl's pool flavors; pools in worker clusters."""
+
+    teams: set[str]
+    pools: set[str]
+    flavors: list[dict]
+    remote: dict[str, list[str]]  # pool -> its worker clusters (issue 24)
+
+    @classmethod
+    def read(
+        cls,
+        reader: Reader,
+        docs: list[Document],
+        jobs: list[Document],
+        default_ns: str,
+        read: dict[str, list[dict]] | None,
+    ) -> _Known:
+        """Reads gpuctl's ClusterQueues only when a job's namespace is no team of the submission, its
+        ResourceFlavors only when a job's pool is none of the submission's."""
+        teams = {ns for d in docs if isinstance(d.spec, QuotaSpec) for ns in d.spec.entries()}
+        if {spec_namespace(d.spec, default_ns) for d in jobs} - teams:
+            cluster_queues = reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)
+            teams |= set(team_queues(cluster_queues))
+            if read is not None:
+                read["ClusterQueue"] = cluster_queues
+        pools = {d.spec.pool.name for d in docs if isinstance(d.spec, PoolSpec)}
+        flavors: list[dict] = []
+        if {p for d in jobs for p in d.spec.resources.pools_allowed or ()} - pools:
+            flavors = reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)
+            pools |= set(pool_names(flavors))
+        # Pools in worker clusters (issue 24) take only the kinds MultiKueue carries.
+        remote = remote_pools(flavors)
+        remote.update(
+            {d.spec.pool.name: sorted(d.spec.pool.clusters) for d in docs if isinstance(d.spec, PoolSpec)}
+        )
+        return cls(teams, pools, flavors, {p: cs for p, cs in remote.items() if cs})
+
+
+def _plan_job(
+    cluster: Cluster, reader: Reader, doc: Document, docs: list[Document], default_ns: str, known: _Known
+) -> list[dict]:
+    """A job's objects, once its namespace has a quota and its pools exist (NotFound, ServiceError)."""
+    spec = doc.spec
+    ns = spec_namespace(spec, default_ns)
+    where = f"{doc.source}: job {spec.job.name}"
+    _check_multicluster_kind(where, spec.kind, spec.resources.pools_allowed or [], known.remote)
+    if ns not in known.teams:
+        if cluster.get_or_none(path("Namespace", ns)) is None:
+            raise NotFound(f"{where}: namespace {ns} does not exist; create a quota for it (kind: quota)")
+        raise ServiceError(
+            f"{where}: namespace {ns} has no quota, so Kueue would not queue its work; "
+            "create a quota for it first (kind: quota), or, on a cluster the earlier gpuctl ran, "
+            "run `gpuctl adopt` to convert its ResourceQuotas"
+        )
+    allowed = spec.resources.pools_allowed
+    if allowed is None or len(allowed) > 1:
+        if spec.resources.gpu_share is not None:
+            raise ServiceError(
+                f"{where}: resources.gpu-share needs one pool, whose GPUs' slices it names; "
+                "set resources.pool to one pool"
+            )
+        _check_any_pool(reader, where, spec.resources.gpu_type, allowed, known.pools)
+        return build(spec, ns)
+    pool = spec.resources.pool
+    if pool not in known.pools:
+        if pool == DEFAULT_POOL:
+            raise NotFound(
+                f"{where}: jobs without resources.pool run in pool {DEFAULT_POOL}, which does not exist; "
+                f"set resources.pool, create pool {DEFAULT_POOL} (kind: pool), or run `gpuctl adopt` to "
+                "put the GPU nodes without a pool label into it"
+            )
+        raise NotFound(f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool")
+    share = spec.resources.gpu_share
+    facts = gang_pool_facts(where, spec, known.flavors, docs)
+    if share is not None:  # the slice of gpu-share, on the same pool (its topology kept)
+        facts = replace(share_facts(reader, where, pool, share), topology=facts.topology)
+    return build(spec, ns, facts)
 
 
 def _check_multicluster_kind(

@@ -17,7 +17,7 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.multicluster import team_checks
+from gpuctl.domain.multicluster import team_checks, worker_clusters
 from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.domain.sharing import units_to_gpus
@@ -27,7 +27,7 @@ from gpuctl.service.convert import team_limit_range, team_quotas
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.multicluster import remove_worker_team, sync_workers
-from gpuctl.service.pools import ensure_bootstrap, sync_cohort
+from gpuctl.service.pool_sync import ensure_bootstrap, sync_cohort
 from queues import TeamQuota, cluster_queue, local_queue, team_namespace
 
 if TYPE_CHECKING:  # annotations only: a read (`get quotas`, `describe job`) never loads pydantic
@@ -36,17 +36,45 @@ if TYPE_CHECKING:  # annotations only: a read (`get quotas`, `describe job`) nev
 
 
 def apply_quota(
-    cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: DryRun = DryRun.NONE
+    cluster: Cluster,
+    spec: QuotaSpec,
+    *,
+    create: bool,
+    dry_run: DryRun = DryRun.NONE,
+    inv: Inventory | None = None,
 ) -> list[str]:
     """Create or update every team of a quota document. Checks everything before the first write.
 
-    CLIENT: the checks and the lines, no write; SERVER: every write with dryRun=All."""
+    CLIENT: the checks and the lines, no write; SERVER: every write with dryRun=All. inv: the command's
+    cluster-wide Inventory (else one is read here)."""
     dry_run = DryRun(dry_run)
-    writes, server_dry = dry_run.writes, dry_run is DryRun.SERVER
+    inv = inv or Inventory(cluster, None)
+    teams = _checked_teams(cluster, spec, inv, create=create)
+    created: list[tuple[str, str | None]] = []
+    lines = []
+    try:
+        ensure_bootstrap(cluster, dry_run=dry_run)
+        for t in teams:
+            lines += _write_team(cluster, spec, t, inv, created, dry_run)
+        if dry_run.persists:
+            after = Inventory(cluster, None)  # one read of what the writes made, for both
+            sync_cohort(cluster, inv=after)
+            lines += sync_workers(cluster, after)  # a MultiKueue manager's workers hold every team (issue 24)
+    except Exception:
+        if dry_run.persists:
+            for kind, name in reversed(created):
+                if kind == "ClusterQueue":
+                    cluster.delete(path("LocalQueue", LOCAL_QUEUE_NAME, name))
+                cluster.delete(path(kind, name))
+        raise
+    return lines
+
+
+def _checked_teams(cluster: Cluster, spec: QuotaSpec, inv: Inventory, *, create: bool) -> list[TeamQuota]:
+    """The quota's teams, once each is free to take (no foreign ClusterQueue, no other quota on a
+    create), names existing pools, and the guarantees of every team fit each pool's capacity; a GPU
+    guarantee gets the pool's CPU and memory per GPU (with_proportional_guarantees)."""
     teams = team_quotas(spec)
-    entries = spec.entries()
-    inv = Inventory(cluster, None)
-    existing = inv.team_queues
     for t in teams:
         cq = cluster.get_or_none(path("ClusterQueue", t.namespace))
         if cq is not None and not is_gpuctl_object(cq):
@@ -66,58 +94,51 @@ def apply_quota(
     # Guarantees must fit the pools' capacity, counting other teams' guarantees too.
     capacity = {c.name: c for c in pool_capacities(inv.nodes, inv.pools)}
     teams = [with_proportional_guarantees(t, capacity) for t in teams]
-    caps = {name: c.gpu for name, c in capacity.items()}
     new = {t.namespace for t in teams}
-    others = [team_from_cluster_queue(cq) for ns, cq in existing.items() if ns not in new]
-    for pool, cap in caps.items():
+    others = [team_from_cluster_queue(cq) for ns, cq in inv.team_queues.items() if ns not in new]
+    for pool, cap in capacity.items():
         total = sum(t.pools[pool].gpu for t in [*teams, *others] if pool in t.pools)
-        if total > cap:
+        if total > cap.gpu:
             raise ServiceError(
                 f"quota {spec.quota.name}: teams are guaranteed {total} GPUs in pool {pool}, "
-                f"which has {cap}; "
-                "lower the `pools:` guarantees"
+                f"which has {cap.gpu}; lower the `pools:` guarantees"
             )
+    return teams
 
-    created: list[tuple[str, str | None]] = []
+
+def _write_team(
+    cluster: Cluster,
+    spec: QuotaSpec,
+    t: TeamQuota,
+    inv: Inventory,
+    created: list[tuple[str, str | None]],
+    dry_run: DryRun,
+) -> list[str]:
+    """A team's namespace (created, or labelled as a team's), ClusterQueue over every pool, LocalQueue
+    and LimitRange; what it created is appended to `created` (for the caller's rollback)."""
+    writes, server_dry = dry_run.writes, dry_run is DryRun.SERVER
     lines = []
-    try:
-        ensure_bootstrap(cluster, dry_run=dry_run)
-        for t in teams:
-            ns = cluster.get_or_none(path("Namespace", t.namespace))
-            if ns is None:
-                if writes:
-                    cluster.create(team_namespace(t), dry_run=server_dry)
-                    created.append(("Namespace", t.namespace))
-                lines.append(f"namespace/{t.namespace} created")
-            elif writes:
-                labels = team_namespace(t, created_by_gpuctl=False)["metadata"]["labels"]
-                cluster.merge_patch(
-                    path("Namespace", t.namespace), {"metadata": {"labels": labels}}, dry_run=server_dry
-                )
-            was = t.namespace in existing
-            if writes:
-                cluster.apply(
-                    cluster_queue(t, inv.pools, checks=team_checks(inv.flavors)), dry_run=server_dry
-                )
-                if not was:
-                    created.append(("ClusterQueue", t.namespace))
-                # A server dry run did not create the namespace: its LocalQueue cannot be checked.
-                if not (server_dry and ns is None):
-                    cluster.apply(local_queue(t.namespace), dry_run=server_dry)
-                    _sync_limit_range(cluster, t.namespace, entries[t.namespace], dry_run=dry_run)
-            lines.append(
-                f"quota/{spec.quota.name} {'configured' if was else 'created'} for namespace {t.namespace}"
-            )
-        if dry_run.persists:
-            sync_cohort(cluster)
-            lines += sync_workers(cluster)  # a MultiKueue manager's workers hold every team too (issue 24)
-    except Exception:
-        if dry_run.persists:
-            for kind, name in reversed(created):
-                if kind == "ClusterQueue":
-                    cluster.delete(path("LocalQueue", LOCAL_QUEUE_NAME, name))
-                cluster.delete(path(kind, name))
-        raise
+    ns = cluster.get_or_none(path("Namespace", t.namespace))
+    if ns is None:
+        if writes:
+            cluster.create(team_namespace(t), dry_run=server_dry)
+            created.append(("Namespace", t.namespace))
+        lines.append(f"namespace/{t.namespace} created")
+    elif writes:
+        labels = team_namespace(t, created_by_gpuctl=False)["metadata"]["labels"]
+        cluster.merge_patch(
+            path("Namespace", t.namespace), {"metadata": {"labels": labels}}, dry_run=server_dry
+        )
+    was = t.namespace in inv.team_queues
+    if writes:
+        cluster.apply(cluster_queue(t, inv.pools, checks=team_checks(inv.flavors)), dry_run=server_dry)
+        if not was:
+            created.append(("ClusterQueue", t.namespace))
+        # A server dry run did not create the namespace: its LocalQueue cannot be checked.
+        if not (server_dry and ns is None):
+            cluster.apply(local_queue(t.namespace), dry_run=server_dry)
+            _sync_limit_range(cluster, t.namespace, spec.entries()[t.namespace], dry_run=dry_run)
+    lines.append(f"quota/{spec.quota.name} {'configured' if was else 'created'} for namespace {t.namespace}")
     return lines
 
 
@@ -168,14 +189,16 @@ def delete_quota(
     """Remove a quota's queues. Namespaces stay unless delete_namespace and gpuctl created them."""
     dry_run = DryRun(dry_run)
     writes, server_dry = dry_run.writes, dry_run is DryRun.SERVER
+    inv = Inventory(cluster, None)
     cqs = [
         cq
-        for cq in Inventory(cluster, None).cluster_queues
+        for cq in inv.cluster_queues
         if (cq["metadata"].get("labels") or {}).get(Labels.QUOTA) == name
         and (namespaces is None or cq["metadata"]["name"] in namespaces)
     ]
     if not cqs:
         raise NotFound(f"quota {name} not found")
+    workers = worker_clusters(inv.flavors) if dry_run.persists else []  # MultiKueue's (issue 24)
     lines = []
     for cq in cqs:
         ns = cq["metadata"]["name"]
@@ -186,7 +209,7 @@ def delete_quota(
             _delete_limit_range(cluster, ns, dry_run=dry_run)
             cluster.delete(path("ClusterQueue", ns), dry_run=server_dry)
             if dry_run.persists:
-                remove_worker_team(cluster, ns)
+                remove_worker_team(cluster, ns, workers)
         lines.append(f"quota/{name} deleted for namespace {ns}")
         nsobj = cluster.get_or_none(path("Namespace", ns))
         if nsobj is None:

@@ -22,15 +22,9 @@ from gpuctl.service.access import Permissions, permissions_of, readable_namespac
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.gang import gang_view
 from gpuctl.service.inventory import Inventory
-from gpuctl.service.jobs import (
-    Job,
-    explain,
-    find_job,
-    job_estimate,
-    read_worker_pods,
-    snapshot_inventory,
-)
+from gpuctl.service.jobs import Job, find_job, read_worker_pods
 from gpuctl.service.quotas import quota_rows
+from gpuctl.service.waiting import explain, job_estimate, snapshot_inventory
 
 
 # ----------------------------------------------------------------------------- describe job
@@ -94,10 +88,13 @@ def describe_job(
 ) -> JobDescription:
     """A job found by its name (or the name of one of its pods, as `get jobs` prints them), with
     the one-line answer to "why is it not running" (per node, or by count for a caller who may not
-    list every pod: gpuctl.service.jobs.snapshot). job: the job when the caller has just found it
+    list every pod: gpuctl.service.waiting.snapshot). job: the job when the caller has just found it
     (the API finds it first to check who may read it), so it is not read again."""
+    found = None
     if job is None:
-        job = find_job(cluster, name, namespace, perms=perms)
+        found = Inventory(cluster, namespace, perms=perms)
+        found.use_job_named(name)  # its own objects only, not every job's
+        job = find_job(cluster, name, namespace, inventory=found)
     pods_error = None
     try:
         read_worker_pods(cluster, job)
@@ -105,8 +102,8 @@ def describe_job(
         pods_error = str(e)
     # A running or finished job has nothing to explain: no snapshot is read for it.
     waits = job.status not in (State.RUNNING, State.SUCCEEDED)
-    inv = snapshot_inventory(cluster, job.namespace, perms) if waits else None
-    why = explain(cluster, job, inv)
+    inv = snapshot_inventory(cluster, job.namespace, perms, known=found) if waits else None
+    why = explain(job, inv) if inv is not None else ""
     est = job_estimate(inv, job) if inv is not None else None
     lb = job.labels
     tmpl = job.obj["spec"]["template"]["spec"]

@@ -10,31 +10,26 @@ from __future__ import annotations
 
 import os
 import sys
-import types
-import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from gpuctl.constants import KIND_ALIASES, Kind
 from gpuctl.quantity import QuantityError, parse_quantity
+from gpuctl.spec.error_fixes import show, translate
 from gpuctl.spec.limits import limit_problem
 from gpuctl.spec.models import (
     KIND_MODELS,
-    NAME_FIX,
-    PORT_FIX,
-    QUANTITY_FIX,
     AnySpec,
-    EnvVar,
     PoolSpec,
     QuotaSpec,
     normalise_host_path,
 )
 from gpuctl.spec.suggest import closest
+from gpuctl.spec.unknown_keys import unknown_keys
 
 __all__ = [
     "CONFIG_ENV",
@@ -212,215 +207,6 @@ def _iter_documents(text: str) -> Iterator[tuple[int, Any, list[tuple[str, int]]
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Key schemas: which spellings each model accepts and what lies beneath each key.
-
-
-@dataclass(frozen=True)
-class _KeyInfo:
-    shape: str  # "leaf", "model", "list" (of model) or "dict" (free keys, model values)
-    model: type[BaseModel] | None
-
-
-def _unwrap(annotation: Any) -> Any:
-    """Strip Annotated[...] and `X | None` down to the interesting type."""
-    while True:
-        origin = typing.get_origin(annotation)
-        if origin is typing.Annotated:
-            annotation = typing.get_args(annotation)[0]
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(annotation) if a is not type(None)]
-            if len(args) != 1:
-                return annotation
-            annotation = args[0]
-        else:
-            return annotation
-
-
-def _is_model(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, BaseModel) and tp is not EnvVar
-
-
-@cache
-def _key_schema(model: type[BaseModel]) -> dict[str, _KeyInfo]:
-    """Accepted spelling → what is below it. EnvVar is treated as free-form: in the `- NAME: value` form
-    the keys are variable names."""
-    schema: dict[str, _KeyInfo] = {}
-    for name, info in model.model_fields.items():
-        tp = _unwrap(info.annotation)
-        origin = typing.get_origin(tp)
-        if _is_model(tp):
-            key = _KeyInfo("model", tp)
-        elif origin is list and _is_model(_unwrap(typing.get_args(tp)[0])):
-            key = _KeyInfo("list", _unwrap(typing.get_args(tp)[0]))
-        elif origin is dict and _is_model(_unwrap(typing.get_args(tp)[1])):
-            key = _KeyInfo("dict", _unwrap(typing.get_args(tp)[1]))
-        else:
-            key = _KeyInfo("leaf", None)
-        spellings = {name}
-        if info.alias:
-            spellings.add(info.alias)
-        choices = getattr(info.validation_alias, "choices", None)
-        if choices:
-            spellings.update(c for c in choices if isinstance(c, str))
-        elif isinstance(info.validation_alias, str):
-            spellings.add(info.validation_alias)
-        for spelling in spellings:
-            schema[spelling] = key
-    return schema
-
-
-# Keys the earlier gpuctl's docs used that were always ignored; say why instead of guessing a spelling.
-_IGNORED_WHY: dict[tuple[str, str], str] = {
-    ("Workdir", "mountPath"): "workdirs are mounted at the same path inside the container",
-    ("Workdir", "size"): "workdirs are host directories and have no size",
-    ("Workdir", "storageClass"): "workdirs are host directories, not volumes",
-}
-
-
-def _unknown_keys(data: Any, model: type[BaseModel], path: str) -> Iterator[tuple[str, str, str | None]]:
-    """Yield (path, key, hint) for every key the models would silently ignore; the hint is a "did you
-    mean" question or an explanation, None when there is nothing useful to say."""
-    if not isinstance(data, dict):
-        return
-    schema = _key_schema(model)
-    for key, value in data.items():
-        key_path = f"{path}.{key}" if path else str(key)
-        info = schema.get(key) if isinstance(key, str) else None
-        if info is None:
-            why = _IGNORED_WHY.get((model.__name__, str(key)))
-            hint = closest(str(key), schema)
-            yield key_path, str(key), (why if why else f"did you mean '{hint}'?" if hint else None)
-        elif info.shape == "model":
-            yield from _unknown_keys(value, info.model, key_path)  # type: ignore[arg-type]
-        elif info.shape == "list" and isinstance(value, list):
-            for i, item in enumerate(value):
-                yield from _unknown_keys(item, info.model, f"{key_path}[{i}]")  # type: ignore[arg-type]
-        elif info.shape == "dict" and isinstance(value, dict):
-            for sub_key, item in value.items():
-                yield from _unknown_keys(item, info.model, f"{key_path}.{sub_key}")  # type: ignore[arg-type]
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Translating pydantic errors.
-
-_EXAMPLES: dict[tuple[str, str], str] = {
-    ("pool", "name"): "training-pool",
-    ("quota", "name"): "team-quota",
-    ("job", "name"): "my-job",
-}
-_LEAF_EXAMPLES: dict[str, str] = {
-    "job": "{name: my-job}",
-    "environment": "{image: pytorch/pytorch:2.2.0-cuda12.1-cudnn8-runtime}",
-    "resources": "{cpu: 4, memory: 16Gi}",
-    "pool": "{name: my-pool}",
-    "quota": "{name: team-quota}",
-    "name": "my-job",
-    "image": "pytorch/pytorch:2.2.0-cuda12.1-cudnn8-runtime",
-    "cpu": "4",
-    "memory": "16Gi",
-    "path": "/data/<team>",
-    "value": "<value>",
-    "service": "{port: 8000}",
-    "storage": "{workdirs: [{path: /data/<team>}]}",
-    "nodes": "{gpu-node-1: {gpu-type: A100-80G}}",
-    "namespace": "{team-a: {cpu: 16, memory: 64Gi, gpu: 8}}",
-    "namespaces": "{team-a: {cpu: 16, memory: 64Gi, gpu: 8}}",
-    "default": "{cpu: 20, memory: 40Gi, gpu: 2}",
-    "pools": "{training-pool: {gpu: 2}}",
-    "model": "{name: llama-3-8b}",
-}
-# Example of one item of a list or free-form mapping, keyed by the list's or mapping's field name.
-_ITEM_EXAMPLES: dict[str, str] = {
-    "workdirs": "{path: /data/<team>}",
-    "nodes": "{gpu-type: A100-80G}",
-    "namespace": "{cpu: 16, memory: 64Gi, gpu: 8}",
-    "namespaces": "{cpu: 16, memory: 64Gi, gpu: 8}",
-    "pools": "{gpu: 2}",
-}
-
-
-def _loc_path(loc: Sequence[str | int], at: str = "") -> str:
-    out = ""
-    for part in loc:
-        if part == "[key]":
-            continue
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    if at:
-        out += at if at.startswith("[") or not out else f".{at}"
-    return out
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _translate(err: Any, raw: Any) -> tuple[str, str, str]:
-    """(field path, message, fix) for one pydantic error dict, with a concrete fix per error kind."""
-    etype: str = err["type"]
-    loc: tuple[str | int, ...] = tuple(err["loc"])
-    ctx: dict[str, Any] = err.get("ctx") or {}
-    if etype.startswith("gpuctl_"):
-        path = _loc_path(loc, str(ctx.get("at", "")))
-        message = str(ctx.get("message", err["msg"]))
-        if loc and loc[-1] == "[key]":
-            message = f"key {message}"
-        return path, message, str(ctx.get("fix", ""))
-    path = _loc_path(loc)
-    str_parts = [p for p in loc if isinstance(p, str) and p != "[key]"]
-    leaf = str_parts[-1] if str_parts else ""
-    parent = str_parts[-2] if len(str_parts) > 1 else ""
-    got = err.get("input")
-    if etype == "missing":
-        example = _EXAMPLES.get((parent, leaf)) or _LEAF_EXAMPLES.get(leaf, "<value>")
-        under = _loc_path(loc[:-1])
-        fix = f"add `{leaf}: {example}`" + (f" under `{under}`" if under else "")
-        if not parent and isinstance(raw, dict) and ({"metadata", "spec", "apiVersion"} & set(raw)):
-            fix += " (gpuctl files use top-level job:/pool:/quota: blocks, not Kubernetes metadata:/spec:)"
-        return path, "required field is missing", fix
-    if etype in ("int_parsing", "int_type", "int_from_float"):
-        if leaf in ("port", "target_port", "targetPort", "target-port"):
-            return path, f"expected a port number, got {_show(got)}", PORT_FIX
-        return (
-            path,
-            f"expected a whole number, got {_show(got)}",
-            f"use a whole number, e.g. {leaf or 'value'}: 1",
-        )
-    if etype == "string_type":
-        if leaf in ("cpu", "memory"):
-            return path, f"expected a quantity, got {_show(got)}", QUANTITY_FIX
-        if leaf in ("name", "namespace", "pool"):
-            return path, f"expected a name, got {_show(got)}", NAME_FIX.format(example="my-job")
-        return path, f"expected text, got {_show(got)}", f'quote the value, e.g. {leaf or "value"}: "..."'
-    if etype in ("model_type", "model_attributes_type", "dict_type"):
-        message = f"expected a mapping, got {_show(got)}"
-        if isinstance(loc[-1], int) or parent in _ITEM_EXAMPLES:
-            container = leaf if isinstance(loc[-1], int) else parent
-            example = _ITEM_EXAMPLES.get(container, "{key: value}")
-            return path, message, f"write each `{container}` entry as a mapping, e.g. {example}"
-        example = _LEAF_EXAMPLES.get(leaf, "{key: value}")
-        if not example.startswith("{"):
-            example = "{key: value}"
-        return path, message, f"write `{leaf}` as a mapping, e.g. {leaf}: {example}"
-    if etype in ("list_type", "tuple_type"):
-        return path, f"expected a list, got {_show(got)}", f"write `{leaf}` as a list, e.g. {leaf}: [a, b]"
-    if etype == "literal_error":
-        expected = ctx.get("expected", "")
-        return path, f"unexpected value {_show(got)}", f"use {expected}"
-    if etype in ("bool_type", "bool_parsing"):
-        return path, f"expected true or false, got {_show(got)}", f"use `{leaf}: true` or `{leaf}: false`"
-    if etype == "value_error":
-        message = str(err["msg"]).removeprefix("Value error, ")
-        return path, message, f"check the value of `{leaf or path}`"
-    message = str(err["msg"])
-    message = message[0].lower() + message[1:] if message else message
-    return path, f"invalid value {_show(got)}: {message}", f"check the value of `{leaf or path}`"
-
-
-# ---------------------------------------------------------------------------------------------------------
 # Loading.
 
 
@@ -433,7 +219,7 @@ def _kind_issue(raw: dict[str, Any]) -> tuple[str, str, str] | None:
         return "kind", "missing", f"add `kind: {example}` (one of: {accepted})"
     kind = raw["kind"]
     if not isinstance(kind, str):
-        return "kind", f"kind must be text, got {_show(kind)}", f"use one of: {accepted}"
+        return "kind", f"kind must be text, got {show(kind)}", f"use one of: {accepted}"
     if kind.strip().lower() in ACCEPTED_KINDS:
         return None
     if "apiVersion" in raw:
@@ -492,7 +278,7 @@ def _load_one(
                 source,
                 index,
                 "",
-                f"a document must be a mapping of keys, got {type(raw).__name__} {_show(raw)}",
+                f"a document must be a mapping of keys, got {type(raw).__name__} {show(raw)}",
                 "start the document with `kind: <kind>` followed by its blocks",
             )
         )
@@ -503,7 +289,7 @@ def _load_one(
         return None, issues, warnings
     model = KIND_MODELS[_resolve_kind(raw["kind"])]
 
-    for path, _key, hint in _unknown_keys(raw, model, ""):
+    for path, _key, hint in unknown_keys(raw, model, ""):
         if config.strict:
             if hint and hint.startswith("did you mean"):
                 fix = f"{hint} otherwise remove it"
@@ -517,7 +303,7 @@ def _load_one(
         spec = model.model_validate(raw, context={"allowed_host_paths": config.allowed_host_paths})
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
-            issues.append(SpecIssue(source, index, *_translate(err, raw)))
+            issues.append(SpecIssue(source, index, *translate(err, raw)))
         return None, issues, warnings
     warnings.extend(f"{prefix}: {w}" for w in _semantic_warnings(spec))  # type: ignore[arg-type]
     if issues:

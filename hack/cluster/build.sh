@@ -9,6 +9,8 @@
 #     bin/etcd-<v>/{etcd,.complete}   bin/kwok-<v>/{kwok,.complete}   bin/kueue-<v>/{kueue,.complete}
 #     bin/helm-<v>/{helm,.complete}   (charts/gpuctl lint and render; tests/integration/test_chart.py)
 #     bin/kueuectl-<v>/kubectl-kueue   Kueue's CLI (tests/integration/test_stop_estimate.py)
+#     bin/jobset-<v>/jobset           the JobSet controller, the version Kueue's go.mod pins (up.sh runs it
+#                                     only with GPUCTL_TESTBED_JOBSET=1; tests/integration/test_jobset.py)
 #     bin/kind-validate-<v>/kind-validate   kind's own config loader + Validate, for hack/kind/cluster.yaml
 #     bin/kind-<v>/kind               only with GPUCTL_BUILD_KIND=1 (hack/kind.sh; needs Docker to run)
 #     bin/kubelet-<v>/kubelet         only with GPUCTL_BUILD_REAL_NODE=1 (hack/cluster/up.sh --real-node)
@@ -133,6 +135,16 @@ build_kueuectl() {
   "$bin/kubectl-kueue" version 2>/dev/null | head -1 || true
 }
 
+build_jobset() {
+  # The JobSet controller (sigs.k8s.io/jobset, its main package at the module root), built like Kueue from
+  # a copy of its module source: its go.sum pins everything. The version is the one Kueue's integration
+  # is built against (Kueue's go.mod), so the CRDs Kueue's jobset integration reads are the ones installed.
+  local bin=$1 dir w="$CACHE/src/jobset-$JOBSET_VERSION"
+  dir=$(go mod download -json "sigs.k8s.io/jobset@v$JOBSET_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$w"; mkdir -p "$w"; cp -r "$dir"/. "$w"/; chmod -R u+w "$w"; cd "$w"
+  go build -ldflags "-s -w" -o "$bin/jobset" .
+}
+
 build_helm() {
   # helm's version list is served, so plain `go install` works; the version stamp is what its Makefile sets.
   GOBIN=$1 go install -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION \
@@ -211,6 +223,7 @@ lane_kueue() {
   step "kwok $KWOK_VERSION" "$CACHE/bin/kwok-$KWOK_VERSION" build_kwok
   step "kueue $KUEUE_VERSION" "$CACHE/bin/kueue-$KUEUE_VERSION" build_kueue
   step "kueuectl $KUEUE_VERSION" "$CACHE/bin/kueuectl-$KUEUE_VERSION" build_kueuectl
+  step "jobset $JOBSET_VERSION" "$CACHE/bin/jobset-$JOBSET_VERSION" build_jobset
   if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
     step "pause image $PAUSE_KEY" "$CACHE/bin/pause-$PAUSE_KEY" build_pause
   fi
@@ -225,6 +238,7 @@ if (( rc != 0 )); then echo "build: a step failed (exit $rc); see above" >&2; ex
 {
   echo "KUEUE_DIR=$(go mod download -json "sigs.k8s.io/kueue@v$KUEUE_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
   echo "PAUSE_DIR=$CACHE/bin/pause-$PAUSE_KEY"
+  echo "JOBSET_DIR=$(go mod download -json "sigs.k8s.io/jobset@v$JOBSET_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
   echo "PAUSE_IMAGE=$PAUSE_IMAGE"
   echo "KWOK_DIR=$(go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
 } > "$CACHE/dirs.env.tmp" && mv "$CACHE/dirs.env.tmp" "$CACHE/dirs.env"

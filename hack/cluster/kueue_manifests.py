@@ -143,28 +143,34 @@ KUEUE_NAMESPACE = "kueue-system"
 PREFIX = "kueue-"
 
 
-def rbac(kueue_dir: str) -> list[dict]:
+def kustomize_rbac(module_dir: str, files: tuple[str, ...], prefix: str, namespace: str) -> list[dict]:
+    """A controller's config/components RBAC files as its kustomization installs them: namePrefix
+    `prefix`, namespace `system` -> `namespace` (Kueue's and JobSet's kustomizations both do this)."""
     docs = [
         d
-        for f in RBAC_FILES
-        for d in yaml.safe_load_all((Path(kueue_dir) / "config/components" / f).read_text())
+        for f in files
+        for d in yaml.safe_load_all((Path(module_dir) / "config/components" / f).read_text())
         if d
     ]
     own = {(d["kind"], d["metadata"]["name"]) for d in docs}
     for d in docs:
         meta = d["metadata"]
-        meta["name"] = PREFIX + meta["name"]
+        meta["name"] = prefix + meta["name"]
         meta["labels"] = dict(TESTBED_LABEL)
         if meta.get("namespace") == "system":
-            meta["namespace"] = KUEUE_NAMESPACE
+            meta["namespace"] = namespace
         ref = d.get("roleRef")
         if ref and (ref["kind"], ref["name"]) in own:
-            ref["name"] = PREFIX + ref["name"]
+            ref["name"] = prefix + ref["name"]
         for sub in d.get("subjects", []):
             if sub.get("namespace") == "system":
-                sub["namespace"] = KUEUE_NAMESPACE
-                sub["name"] = PREFIX + sub["name"]
+                sub["namespace"] = namespace
+                sub["name"] = prefix + sub["name"]
     return docs
+
+
+def rbac(kueue_dir: str) -> list[dict]:
+    return kustomize_rbac(kueue_dir, RBAC_FILES, PREFIX, KUEUE_NAMESPACE)
 
 
 def main(argv: list[str]) -> None:

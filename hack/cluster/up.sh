@@ -17,6 +17,10 @@
 #   GPUCTL_TESTBED_REAL_NODE=1  same as --real-node (needs root; GPUCTL_IMAGE_ARCHIVE: the image to import)
 #   GPUCTL_TESTBED_KUEUE_CONFIG  Kueue Configuration to start from (default manifests/kueue/configuration.yaml;
 #                          hack/cluster/multi.sh gives the MultiKueue manager its own)
+#   GPUCTL_TESTBED_JOBSET=1  also the JobSet controller (sigs.k8s.io/jobset, built by build.sh): its CRD
+#                          before Kueue starts (Kueue's jobset integration then runs from the start), the
+#                          controller as its own ServiceAccount, its webhooks by URL. Off by default: it adds
+#                          about 40 MiB and a second or two (tests/integration/test_jobset.py needs it)
 # On failure it prints the tail of every log, stops what it started and exits non-zero.
 set -Eeuo pipefail  # -E: the ERR trap (cleanup) also fires for a failure inside a function (kc)
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,6 +44,8 @@ esac
 P_ETCD=$((23790 + OFF)); P_PEER=$((23800 + OFF)); P_API=$((36443 + OFF))
 P_KCM=$((10257 + OFF)); P_SCHED=$((10259 + OFF)); P_KWOK=$((10250 + OFF))
 P_KQ_HEALTH=$((8081 + OFF)); P_KQ_METRICS=$((8443 + OFF)); P_KQ_HOOK=$((9443 + OFF)); P_KQ_VIS=$((8082 + OFF))
+P_JS_HOOK=$((28443 + OFF)); P_JS_HEALTH=$((28081 + OFF))
+JOBSET="${GPUCTL_TESTBED_JOBSET:-0}"
 
 if [[ "$REAL_NODE" == 1 ]]; then export GPUCTL_BUILD_REAL_NODE=1; fi
 "$HERE/build.sh"
@@ -66,7 +72,7 @@ if [[ "$REAL_NODE" == 1 ]]; then
 fi
 
 T0=$(date +%s)
-rm -rf "$RUN"; mkdir -p "$RUN"/{pki,logs,pids,etcd,kueue-webhook,kwok}
+rm -rf "$RUN"; mkdir -p "$RUN"/{pki,logs,pids,etcd,kueue-webhook,kwok,jobset-webhook}
 log() { echo "up: [$(( $(date +%s) - T0 ))s] $*"; }
 
 fail() {
@@ -112,6 +118,7 @@ cert webhook "/CN=webhooks" "IP:127.0.0.1,DNS:localhost"
 cert front-proxy-client "/CN=front-proxy-client"
 openssl_q genrsa -out "$PKI/sa.key" 2048; openssl_q rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
 cp "$PKI/webhook.crt" "$RUN/kueue-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/kueue-webhook/tls.key"
+cp "$PKI/webhook.crt" "$RUN/jobset-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/jobset-webhook/tls.key"
 # Kueue with internalCertManagement off reads its metrics and visibility certs from fixed paths, shared
 # by every local cluster on this machine (xdist workers start two at once). Nothing verifies them (the
 # visibility APIService skips TLS verification; nothing scrapes Kueue's metrics over TLS), so all
@@ -232,6 +239,15 @@ kc create namespace kueue-system >/dev/null
 kc apply --server-side --force-conflicts -f "$RUN/kueue-crds.yaml" >/dev/null
 # A CRD read before the API server wrote its first status fails `kubectl wait` ("accessor error"): retry.
 wait_for "Kueue CRDs" 60 "$KUBECTL" --kubeconfig="$KC" wait --for=condition=Established crd --all --timeout=10s
+if [[ "$JOBSET" == 1 ]]; then
+  # dirs.env of a build.sh from before JobSet was added has no JOBSET_DIR: the module cache has it.
+  JOBSET_DIR=${JOBSET_DIR:-$(go mod download -json "sigs.k8s.io/jobset@v$JOBSET_VERSION" | "$PY" -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')}
+  # The JobSet CRD before Kueue starts: Kueue sets up its jobset integration at start when the API is
+  # served (else it polls for it with a growing backoff).
+  "$PY" "$HERE/jobset_manifests.py" crds "$JOBSET_DIR" >"$RUN/jobset-crds.yaml"
+  kc apply --server-side -f "$RUN/jobset-crds.yaml" >/dev/null
+  wait_for "JobSet CRD" 60 "$KUBECTL" --kubeconfig="$KC" wait --for=condition=Established crd/jobsets.jobset.x-k8s.io --timeout=10s
+fi
 # Kueue's visibility API (pending workloads and their positions) is reached through the API server's
 # aggregation layer, as on a real cluster. The API server routes an APIService to an endpoint address,
 # which may not be loopback: so Kueue's visibility server listens on this machine's own address (none:
@@ -273,6 +289,24 @@ if [[ -n "$HOST_IP" ]]; then
     sleep 0.5
   done
   if [[ -n "$HOST_IP" ]]; then log "Kueue visibility API served through the aggregator ($HOST_IP:$P_KQ_VIS)"; fi
+fi
+
+# ---- JobSet (GPUCTL_TESTBED_JOBSET=1): the controller as its own ServiceAccount, its webhooks by URL ----
+if [[ "$JOBSET" == 1 ]]; then
+  kc create namespace jobset-system >/dev/null
+  "$PY" "$HERE/jobset_manifests.py" rbac "$JOBSET_DIR" | kc apply -f - >/dev/null
+  "$PY" "$HERE/jobset_manifests.py" config "$P_JS_HOOK" "$RUN/jobset-webhook" "127.0.0.1:$P_JS_HEALTH" >"$RUN/jobset-config.yaml"
+  JS_KC="$RUN/jobset.kubeconfig"
+  "$KUBECTL" config --kubeconfig="$JS_KC" set-cluster testbed --server="https://127.0.0.1:$P_API" \
+    --certificate-authority="$PKI/ca.crt" --embed-certs=true >/dev/null
+  "$KUBECTL" config --kubeconfig="$JS_KC" set-credentials jobset \
+    --token="$(kc -n jobset-system create token jobset-controller-manager --duration=8760h)" >/dev/null
+  "$KUBECTL" config --kubeconfig="$JS_KC" set-context testbed --cluster=testbed --user=jobset >/dev/null
+  "$KUBECTL" config --kubeconfig="$JS_KC" use-context testbed >/dev/null
+  start jobset "$CACHE/bin/jobset-$JOBSET_VERSION/jobset" --config="$RUN/jobset-config.yaml" --kubeconfig="$JS_KC"
+  wait_for jobset 60 curl -fs "http://127.0.0.1:$P_JS_HEALTH/readyz"
+  "$PY" "$HERE/jobset_manifests.py" webhooks "$JOBSET_DIR" "https://127.0.0.1:$P_JS_HOOK" "$CA_B64" | kc apply -f - >/dev/null
+  log "JobSet $JOBSET_VERSION controller and webhooks registered"
 fi
 
 # ---- fake nodes ----

@@ -54,6 +54,7 @@ from queues import (
     workload_priority_classes,
 )
 from tests.integration.conftest import wait_until
+from tests.integration.fake_nodes import fake_node
 
 pytestmark = pytest.mark.integration
 
@@ -207,29 +208,8 @@ def _webhook_config(
 
 
 def _fake_node(name: str, pool: str | None, gpus: int, sfx: str) -> dict:
-    alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU_RESOURCE: str(gpus)}
-    labels = {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "type": "kwok",
-        "admission-test": sfx,
-    }
-    if pool:
-        labels[Labels.POOL] = pool
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
-            "labels": labels,
-        },
-        "status": {
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-            "capacity": dict(alloc),
-            "allocatable": alloc,
-        },
-    }
+    labels = {"admission-test": sfx, **({Labels.POOL: pool} if pool else {})}
+    return fake_node(name, labels, {GPU_RESOURCE: str(gpus)})
 
 
 @pytest.fixture(scope="module")

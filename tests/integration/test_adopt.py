@@ -19,7 +19,7 @@ import yaml
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import Labels
 from gpuctl.domain.pools import is_pool_taint, pool_toleration
-from gpuctl.service.pools import set_flavor_tolerations
+from gpuctl.service.pool_sync import set_flavor_tolerations
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
 from tests.integration.test_metrics import ROOT, _free_port, _service_account_kubeconfig

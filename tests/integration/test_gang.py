@@ -21,6 +21,7 @@ from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.teams import team_usage
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.integration.conftest import wait_until
+from tests.integration.fake_nodes import fake_node
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
@@ -35,24 +36,7 @@ class Racks:
 
 
 def _node(name: str, rack: str) -> dict:
-    alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", GPU_RESOURCE: "8"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
-            "labels": {"kubernetes.io/hostname": name, "type": "kwok", BLOCK: "b1", RACK: rack},
-        },
-        "status": {
-            "addresses": [
-                {"type": "InternalIP", "address": "127.0.0.1"},
-                {"type": "Hostname", "address": name},
-            ],
-            "capacity": dict(alloc),
-            "allocatable": alloc,
-        },
-    }
+    return fake_node(name, {BLOCK: "b1", RACK: rack}, {GPU_RESOURCE: "8"})
 
 
 def _ready(kube, name: str) -> bool:

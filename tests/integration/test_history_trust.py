@@ -11,7 +11,6 @@ gpuctl.service.history.append authenticated as that ServiceAccount.
 from __future__ import annotations
 
 import base64
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from gpuctl.cluster import Cluster, path
 from gpuctl.constants import HISTORY_CONFIGMAP, HISTORY_DATA_KEY
 from gpuctl.domain.history import Record
 from gpuctl.service.history import append, read
+from tests.integration.applied import applied
 from tests.integration.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,18 +63,7 @@ def installed() -> list[dict]:
 @pytest.fixture(scope="module")
 def serve(cluster, kubectl_bin, kube) -> Iterator[Cluster]:
     """gpuctl serve's client (its ServiceAccount's token), with the policies in force."""
-
-    def kubectl(*args: str, input: str | None = None, check: bool = True):
-        p = subprocess.run(
-            [kubectl_bin, "--kubeconfig", cluster, *args], input=input, capture_output=True, text=True
-        )
-        assert not check or p.returncode == 0, p.stderr
-        return p
-
-    docs = installed()
-    kubectl("create", "namespace", SYSTEM_NS)
-    try:
-        kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    with applied(kubectl_bin, cluster, SYSTEM_NS, installed(), CLUSTER_KINDS):
         token = kube.request(
             "POST",
             path("ServiceAccount", "gpuctl-serve", SYSTEM_NS, "token"),
@@ -102,12 +91,6 @@ def serve(cluster, kubectl_bin, kube) -> Iterator[Cluster]:
         kc = Path(f"/tmp/gpuctl-history-trust-{ID}.kubeconfig")
         kc.write_text(yaml.safe_dump(cfg))
         yield Cluster.connect(kubeconfig=str(kc))
-    finally:
-        cluster_wide = [d for d in docs if d["kind"] in CLUSTER_KINDS]
-        kubectl(
-            "delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(cluster_wide), check=False
-        )
-        kubectl("delete", "namespace", SYSTEM_NS, "--wait=false", check=False)
 
 
 @pytest.fixture

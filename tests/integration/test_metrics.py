@@ -39,7 +39,7 @@ import yaml
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.pools import pool_capacities
-from gpuctl.service.pools import patch_node_pool
+from gpuctl.service.node_pools import patch_node_pool
 from queues import PoolGuarantee, TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 
@@ -57,9 +57,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _job(name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING, pods: int = 1) -> dict:
+def _job(
+    name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING, pods: int = 1, gang: bool = False
+) -> dict:
     """A Job as gpuctl's builders make it: queue, priority and pool labels, the pool's nodeSelector;
-    `pods` pods of `gpus` GPUs each."""
+    `pods` pods of `gpus` GPUs each (a gang: an Indexed Job, as `resources.nodes` renders)."""
     res = {"cpu": "1", "memory": "1Gi", GPU_RESOURCE: str(gpus)}
     labels = {
         Labels.KUEUE_QUEUE: "default",
@@ -76,6 +78,7 @@ def _job(name: str, ns: str, gpus: int, priority: str, pool: str = TRAINING, pod
             "backoffLimit": 0,
             "parallelism": pods,
             "completions": pods,
+            **({"completionMode": "Indexed"} if gang else {}),
             "template": {
                 "metadata": {"labels": {Labels.POOL: pool}, "annotations": {TAS_UNCONSTRAINED: "true"}},
                 "spec": {
@@ -255,7 +258,7 @@ def stack(
     team_a, team_b = f"t-{run}-a", f"t-{run}-b"
 
     # Pools: training-pool = gpu-node-1, -2 (16 GPUs); inference-pool = gpu-node-3 (4 GPUs), labelled
-    # and tainted as gpuctl does it (gpuctl.service.pools.patch_node_pool).
+    # and tainted as gpuctl does it (gpuctl.service.node_pools.patch_node_pool).
     for node, pool in (("gpu-node-1", TRAINING), ("gpu-node-2", TRAINING), ("gpu-node-3", INFERENCE)):
         patch_node_pool(kube, kube.get(path("Node", node)), {Labels.POOL: pool})
     # Team A: 4-GPU quota. Team B: 8-GPU quota (8 written as its training-pool share, shown only).
@@ -580,6 +583,20 @@ def test_reclaim_preempts_borrowers_and_queue_metrics_follow(stack: Stack) -> No
     # Through admissions, preemptions and reclaim, the backstop never saw a pod outside Kueue.
     assert s.value("max(max_over_time(gpuctl_pool_uncovered_gpus[1h]))") == 0
     assert s.value('max(gpuctl_serve_leader{job="gpuctl"})') == 1
+
+
+def test_a_waiting_gang_is_shown_in_its_pool(stack: Stack) -> None:
+    s = stack
+    # The pool is full (the reclaim above): a 2-node x 4-GPU gang of A waits as one Workload of 8 GPUs.
+    # It stays queued for the dashboard queries below (the waiting-gangs panel has a gang to show).
+    s.kube.create(_job("a-gang", s.team_a, 4, "low", pods=2, gang=True))
+    s.wait_value(f'gpuctl_pool_waiting_gangs{{pool="{TRAINING}"}}', 1)
+    s.wait_value(f'gpuctl_pool_waiting_gang_gpus{{pool="{TRAINING}"}}', 8)
+    s.wait_value(f'gpuctl_pool_requested_gpus{{pool="{TRAINING}", priority="low"}}', 16)
+    assert s.value(f'gpuctl_pool_waiting_gangs{{pool="{INFERENCE}"}}') == 0
+    # A multi-pod Workload's GPUs count once per pod: b-0's two 4-GPU pods hold 8, as Kueue counts them.
+    s.wait_value(f'gpuctl_team_used_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 8)
+    s.wait_value(f'gpuctl_team_allocated_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 8)
 
 
 def _dashboards() -> list[tuple[str, dict]]:

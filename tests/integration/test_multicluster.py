@@ -272,6 +272,74 @@ def test_pool_dry_runs_write_nothing_and_bad_kubeconfigs_are_refused(
     assert state() == before
 
 
+def test_a_gang_runs_whole_in_one_worker_with_its_service(
+    setup, multi, kc, gpuctl, manager, workers, tmp_path
+):
+    """A 2-node job in a pool of two 4-GPU nodes of worker-b: MultiKueue sends its one Workload, both pods,
+    to worker-b; the manager's serve copies the headless Service svc-<job> there (MultiKueue copies only the
+    Job), owned by worker-b's Job, so rank 0's name `<job>-0.svc-<job>` has its record in worker-b's
+    EndpointSlice; the job deleted, worker-b's garbage collector deletes the copy (gpuctl.server.mirror)."""
+    w, other = "worker-b", "worker-a"
+    pool = tmp_path / "a10.yaml"
+    pool.write_text(
+        "kind: pool\nversion: v0.1\npool:\n  name: a10\n  clusters:\n"
+        f"    {w}: {{kubeconfig: {multi / w / 'multikueue.kubeconfig'}}}\n"
+        "nodes:\n  gpu-node-3: {gpuType: a10}\n  gpu-node-4: {gpuType: a10}\n"
+    )
+    assert gpuctl("create", "-f", str(pool))[0] == 0
+    port, log = _free_port(), tmp_path / "serve-mirror.log"
+    to_worker = f"--worker-kubeconfig={w}={_context_kubeconfig(kc, w, tmp_path / w)}"
+    cmd = [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", kc, "--context", "manager",
+           "--address", "127.0.0.1", "--metrics-port", str(port), "--no-api", "--no-backstop", "--no-history",
+           "--no-leader-elect", to_worker]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    job = tmp_path / "mc-g.yaml"
+    job.write_text(_job("mc-g", gpu=4).replace("pool: a100, gpu: 4", "pool: a10, nodes: 2, gpu: 4"))
+    try:
+        rc, out, err = gpuctl("create", "-f", str(job))
+        assert rc == 0 and "2 nodes x 4 GPUs = 8 GPUs" in out, out + err
+        assert wait_until(lambda: _admitted_in(manager, "mc-g"), 90, what="mc-g admitted") == w
+        wait_until(lambda: _remote_jobs(workers, "mc-g") == {other: 0, w: 1}, 60, what=f"mc-g in {w} only")
+        remote = workers[w].get(path("Job", "mc-g", TEAM))
+        assert remote["spec"]["parallelism"] == 2  # the whole gang, in one worker
+
+        def copied() -> dict | None:
+            assert proc.poll() is None, log.read_text()[-4000:]
+            return workers[w].get_or_none(path("Service", "svc-mc-g", TEAM))
+
+        svc = wait_until(copied, 60, what=f"svc-mc-g in {w}")
+        assert [(o["kind"], o["uid"]) for o in svc["metadata"]["ownerReferences"]] == [
+            ("Job", remote["metadata"]["uid"])
+        ]
+        assert svc["spec"]["clusterIP"] == "None"
+        assert svc["spec"]["selector"] == manager.get(path("Service", "svc-mc-g", TEAM))["spec"]["selector"]
+        assert workers[other].get_or_none(path("Service", "svc-mc-g", TEAM)) is None
+
+        def records() -> set[str]:
+            slices = workers[w].list(
+                "/apis/discovery.k8s.io/v1/namespaces/" + TEAM + "/endpointslices",
+                label_selector="kubernetes.io/service-name=svc-mc-g",
+            )
+            return {e.get("hostname") for s in slices for e in s.get("endpoints") or []} & {
+                "mc-g-0",
+                "mc-g-1",
+            }
+
+        assert wait_until(lambda: records() == {"mc-g-0", "mc-g-1"} or None, 90, what="both ranks' records")
+        assert gpuctl("delete", "job", "mc-g", "-n", TEAM)[0] == 0
+        wait_until(
+            lambda: workers[w].get_or_none(path("Service", "svc-mc-g", TEAM)) is None,
+            90,
+            what=f"svc-mc-g in {w} deleted with its Job",
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        gpuctl("delete", "job", "mc-g", "-n", TEAM)
+        assert gpuctl("delete", "pool", "a10")[0] == 0
+
+
 def test_job_lands_where_there_is_room(setup, gpuctl, manager, workers, tmp_path):
     """Two 8-GPU jobs fill gpu-node-1 of both workers, one each; a third waits with quota reserved on the
     manager and no cluster. Status and logs of a running one through gpuctl, read in its worker."""

@@ -49,7 +49,7 @@ import yaml
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import Labels
 from gpuctl.domain.pools import pool_capacities
-from gpuctl.service.pools import patch_node_pool
+from gpuctl.service.node_pools import patch_node_pool
 from queues import PoolGuarantee, TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 from tests.integration.test_chart import CHART, DIGEST, helm

@@ -10,7 +10,6 @@ user: RBAC and the ValidatingAdmissionPolicy both apply), with --dry-run=server 
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.integration.applied import applied
 from tests.integration.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,18 +100,7 @@ def _workload(kind: str) -> dict:
 @pytest.fixture(scope="module")
 def confined(cluster, kubectl_bin) -> Iterator[None]:
     """installed() applied, then wait until the policy refuses; all of it deleted afterwards."""
-
-    def kubectl(*args: str, input: str | None = None, check: bool = True):
-        p = subprocess.run(
-            [kubectl_bin, "--kubeconfig", cluster, *args], input=input, capture_output=True, text=True
-        )
-        assert not check or p.returncode == 0, p.stderr
-        return p
-
-    docs = installed()
-    kubectl("create", "namespace", SYSTEM_NS)
-    try:
-        kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    with applied(kubectl_bin, cluster, SYSTEM_NS, installed(), CLUSTER_KINDS) as kubectl:
         job = yaml.safe_dump({**_job("probe"), "metadata": {"name": "probe", "namespace": "kueue-system"}})
         wait_until(
             lambda: (
@@ -124,12 +113,6 @@ def confined(cluster, kubectl_bin) -> Iterator[None]:
             what="the confinement policy refuses",
         )
         yield
-    finally:
-        cluster_wide = [d for d in docs if d["kind"] in CLUSTER_KINDS]
-        kubectl(
-            "delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(cluster_wide), check=False
-        )
-        kubectl("delete", "namespace", SYSTEM_NS, "--wait=false", check=False)
 
 
 @pytest.fixture

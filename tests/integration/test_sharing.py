@@ -25,6 +25,7 @@ from gpuctl.cluster import ApiError, path
 from gpuctl.constants import GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.sharing import units_to_gpus
 from tests.integration.conftest import delete_namespaces, wait_until
+from tests.integration.fake_nodes import fake_node
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 
 MIG, SINGLE, TS, PLAIN = "share-mig", "share-single", "share-ts", "share-plain"
@@ -58,33 +59,6 @@ NODES = {
     ),
     PLAIN: ({"nvidia.com/gpu.product": A100_80, "nvidia.com/gpu.count": "4"}, {"nvidia.com/gpu": "4"}),
 }
-
-
-def fake_node(name: str, labels: dict[str, str], gpus: dict[str, str]) -> dict:
-    alloc = {"cpu": "96", "memory": "1Ti", "pods": "110", **gpus}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                **labels,
-            },
-        },
-        "status": {
-            "addresses": [
-                {"type": "InternalIP", "address": "127.0.0.1"},
-                {"type": "Hostname", "address": name},
-            ],
-            "capacity": alloc,
-            "allocatable": alloc,
-        },
-    }
 
 
 @pytest.fixture

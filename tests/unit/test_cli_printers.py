@@ -228,9 +228,19 @@ def test_watch_compares_cells_by_column_name() -> None:
     ],
 )
 def test_wait_conditions(status, admitted, condition, expected) -> None:
-    from gpuctl.cli.wait import reached
+    from gpuctl.domain.status import reached
 
-    assert reached(status, admitted, condition) is expected
+    wl = {"status": {"conditions": [{"type": "QuotaReserved", "status": "True"}]}}
+    if admitted:
+        wl["status"]["conditions"].append({"type": "Admitted", "status": "True"})
+    assert reached(condition, status, wl) is expected
+
+
+def test_wait_states_are_the_domains() -> None:
+    from gpuctl.cli.wait import FOR
+    from gpuctl.domain.status import WAIT_FOR
+
+    assert (*WAIT_FOR, "deleted") == FOR
 
 
 @pytest.mark.parametrize(

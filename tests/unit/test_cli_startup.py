@@ -316,7 +316,7 @@ READS = {
     "get pools": ("gpuctl.cli.get", "gpuctl.service.multicluster"),
     "get quotas": ("gpuctl.cli.get", "gpuctl.service.quotas"),
     "describe job x": ("gpuctl.cli.describe", "gpuctl.service.views"),
-    "logs x": ("gpuctl.cli.logs", "gpuctl.service.jobs"),
+    "logs x": ("gpuctl.cli.logs", "gpuctl.service.logs"),
 }
 
 

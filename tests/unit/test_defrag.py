@@ -6,7 +6,6 @@ import random
 
 import pytest
 
-from gpuctl.constants import GPU_UNITS, QUOTA_GPU
 from gpuctl.domain.defrag import (
     Inputs,
     Node,
@@ -17,6 +16,7 @@ from gpuctl.domain.defrag import (
     plan_move,
     to_reactivate,
 )
+from tests.unit.kueue_objects import team_cluster_queue as _cq
 
 LOW, MED, HIGH = 100, 500_000, 1_000_000
 A100 = [Node("n1", "train", 8), Node("n2", "train", 8)]
@@ -273,36 +273,6 @@ def _wl(
             ],
         }
     return wl
-
-
-def _cq(ns: str, quota: int, used: int) -> dict:
-    return {
-        "metadata": {
-            "name": ns,
-            "labels": {"app.kubernetes.io/managed-by": "gpuctl", "runwhere.ai/team": ns},
-        },
-        "spec": {
-            "resourceGroups": [
-                {
-                    "coveredResources": [QUOTA_GPU],
-                    "flavors": [
-                        {
-                            "name": "gpuctl-budget",
-                            "resources": [{"name": QUOTA_GPU, "nominalQuota": str(quota * GPU_UNITS)}],
-                        }
-                    ],
-                }
-            ]
-        },
-        "status": {
-            "flavorsReservation": [
-                {
-                    "name": "gpuctl-budget",
-                    "resources": [{"name": QUOTA_GPU, "total": str(used * GPU_UNITS), "borrowed": "0"}],
-                }
-            ]
-        },
-    }
 
 
 def test_inputs_from_objects_then_plan():

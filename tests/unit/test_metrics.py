@@ -551,6 +551,39 @@ def test_a_node_labelled_into_an_unregistered_pool_is_shown() -> None:
     assert val(m, "gpuctl_pool_allocatable_gpus", pool="not-a-flavor") == 8
 
 
+def test_a_gang_counts_its_gpus_once_per_pod_and_a_waiting_gang_is_shown() -> None:
+    """A 2-pod x 8-GPU gang (one Workload, pod set count 2): reserved and allocated 16 each, not 8 or 32;
+    a second one waiting counts 1 gang and 16 GPUs asked in its pool (issue 31, docs/distributed.md)."""
+    cache = default_cache(NoCluster())
+    registry, _, _ = build_registry(cache, process=False)
+    for inf in cache.informers.values():
+        inf.relist()
+    feed(cache, "ResourceFlavor", resource_flavor("training-pool"), resource_flavor("inference-pool"))
+    feed(cache, "Node", *(node_obj(f"g{i}", "training-pool", 8, tainted=True) for i in (1, 2, 3)))
+    feed(cache, "Node", node_obj("g4", "inference-pool", 4, tainted=True))
+    feed(cache, "Pod", pod_obj("run-0", "team-a", "g1", 8), pod_obj("run-1", "team-a", "g2", 8))
+    feed(
+        cache,
+        "Workload",
+        workload_obj("run", "team-a", gpus=8, count=2, conditions=admitted(ready=True),
+                     admitted_pool="training-pool"),
+        workload_obj("wait", "team-a", gpus=8, count=2),
+        workload_obj("solo", "team-a", gpus=8),  # one pod waiting: queued demand, not a gang
+        workload_obj("where", "team-a", gpus=4, count=3, pool_label=None),  # pool not chosen yet
+    )  # fmt: skip
+    m = scrape(registry)
+    tp = {"pool": "training-pool"}
+    assert val(m, "gpuctl_pool_reserved_gpus", **tp) == 16
+    assert val(m, "gpuctl_pool_allocated_gpus", **tp) == 16
+    assert val(m, "gpuctl_pool_requested_gpus", **tp, priority="low") == 24
+    assert val(m, "gpuctl_pool_waiting_gangs", **tp) == 1
+    assert val(m, "gpuctl_pool_waiting_gang_gpus", **tp) == 16
+    assert val(m, "gpuctl_pool_waiting_gangs", pool="inference-pool") == 0
+    assert val(m, "gpuctl_pool_waiting_gang_gpus", pool="inference-pool") == 0
+    assert val(m, "gpuctl_pool_waiting_gangs", pool=ANY_POOL) == 1
+    assert val(m, "gpuctl_pool_waiting_gang_gpus", pool=ANY_POOL) == 12
+
+
 def test_pool_capacity_helper_is_unchanged() -> None:
     """PoolCapacity of the queues model still matches what the metrics sum (guards a refactor)."""
     assert pool_capacities([node_obj("n", "p", 8)], ["p"])[0] == PoolCapacity(

@@ -192,6 +192,7 @@ def test_cluster_role_is_least_privilege() -> None:
         ([""], ["events"], ["create"], None),  # the backstop's report on a pod
         (["batch"], ["jobs"], ["get"], None),
         (["apps"], ["deployments", "statefulsets"], ["get"], None),
+        ([""], ["services"], ["get"], None),  # a gang's Service, copied to its MultiKueue worker
         ([""], ["configmaps"], ["get", "update"], ["gpuctl-history"]),
         ([""], ["configmaps"], ["create"], None),
     ]
@@ -208,6 +209,7 @@ def test_cluster_role_is_least_privilege() -> None:
         ("batch", "jobs"),
         ("apps", "deployments"),
         ("apps", "statefulsets"),
+        ("", "services"),
         ("", "configmaps"),
     }
     # Eviction (--evict-uncovered) only through its own file, applied where it is switched on.

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gpuctl.constants import GPU_UNITS, QUOTA_GPU, SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_TAINT_KEY
+from gpuctl.constants import SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_TAINT_KEY
 from gpuctl.domain.gang import set_aside_for, set_aside_start
 from gpuctl.domain.setaside import plan_set_aside, stranded, waiting_gangs
+from tests.unit.kueue_objects import team_cluster_queue as _cq
 
 RACK = "example.com/rack"
 NOW = 10_000.0
@@ -75,36 +76,6 @@ def _wl(
             ],
         },
         "status": {"conditions": conds},
-    }
-
-
-def _cq(ns: str, quota: int, used: int = 0) -> dict:
-    return {
-        "metadata": {
-            "name": ns,
-            "labels": {"app.kubernetes.io/managed-by": "gpuctl", "runwhere.ai/team": ns},
-        },
-        "spec": {
-            "resourceGroups": [
-                {
-                    "coveredResources": [QUOTA_GPU],
-                    "flavors": [
-                        {
-                            "name": "gpuctl-budget",
-                            "resources": [{"name": QUOTA_GPU, "nominalQuota": str(quota * GPU_UNITS)}],
-                        }
-                    ],
-                }
-            ]
-        },
-        "status": {
-            "flavorsReservation": [
-                {
-                    "name": "gpuctl-budget",
-                    "resources": [{"name": QUOTA_GPU, "total": str(used * GPU_UNITS)}],
-                }
-            ]
-        },
     }
 
 

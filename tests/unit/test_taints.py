@@ -145,7 +145,7 @@ def test_the_serve_reconciler_patches_the_flavor_tolerations_when_node_taints_ch
     for inf in cache.informers.values():
         inf.relist()
     # A flavor made before pools were TAS flavors: patched in place (a TAS flavor is re-created by
-    # gpuctl.service.pools.set_flavor_tolerations, covered by tests/integration/test_adopt.py).
+    # gpuctl.service.pool_sync.set_flavor_tolerations, covered by tests/integration/test_adopt.py).
     legacy = resource_flavor("p")
     del legacy["spec"]["topologyName"]
     feed(cache, "ResourceFlavor", legacy)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi import Request
 
@@ -16,7 +17,7 @@ from gpuctl.constants import Kind
 from gpuctl.server.api.deps import run, state
 from gpuctl.server.api.errors import JSON, ApiProblem
 from gpuctl.server.api.models import DryRun, DryRunValue, dry_run_mode
-from gpuctl.service.lifecycle import Result, submit
+from gpuctl.service.lifecycle import Result, delete_by_name, submit
 from gpuctl.service.plan import plan_documents
 from gpuctl.spec import Document, SpecConfig, load_text
 
@@ -56,6 +57,30 @@ def check_results(results: list[Result]) -> None:
         raise ApiProblem(status, first.error or "failed", results=[r.as_dict() for r in results])
 
 
+def message(lines: Iterable[str], mode: DryRun) -> str:
+    """What a write did, one line: the service's lines with the dry run's suffix, joined by "; "."""
+    return "; ".join(line + mode.suffix() for line in lines)
+
+
+async def delete_named(request: Request, kind: str, name: str, mode: DryRun, **options: Any) -> list[Result]:
+    """`gpuctl delete KIND NAME` for a route (gpuctl.service.lifecycle.delete_by_name, the CLI's rules); a
+    failure is raised with its status."""
+    results = await run(delete_by_name, state(request).cluster(), kind, [name], dry_run=mode, **options)
+    check_results(results)
+    return results
+
+
+def deleted(name: str, mode: DryRun, results: list[Result]) -> JSON:
+    """The answer to a delete of one cluster-scoped thing (a pool, a namespace)."""
+    body = {
+        "name": name,
+        "status": "deleted",
+        "dryRun": not mode.persists,
+        "message": message(results[0].lines, mode),
+    }
+    return JSON(body)
+
+
 async def submit_cluster_documents(
     request: Request, docs: list[Document], dry_run: DryRunValue, action: str
 ) -> JSON:
@@ -73,7 +98,7 @@ async def submit_cluster_documents(
             "name": results[0].name,
             "status": results[0].action,
             "dryRun": not mode.persists,
-            "message": "; ".join(line + mode.suffix() for r in results for line in r.lines),
+            "message": message((line for r in results for line in r.lines), mode),
             "results": [r.as_dict() for r in results],
             "warnings": warnings(docs),
         },

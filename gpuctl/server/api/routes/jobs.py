@@ -35,7 +35,7 @@ from gpuctl.server.api.deps import (
     state,
     visible,
 )
-from gpuctl.server.api.documents import check_results, load, now, only_kinds, warnings
+from gpuctl.server.api.documents import check_results, delete_named, load, message, now, only_kinds, warnings
 from gpuctl.server.api.errors import JSON, ApiProblem, api_error_status, error
 from gpuctl.server.api.logstream import start_reader
 from gpuctl.server.api.models import (
@@ -55,16 +55,9 @@ from gpuctl.server.api.models import (
 )
 from gpuctl.service.activation import set_active
 from gpuctl.service.errors import NotFound, ServiceError, describe_exception
-from gpuctl.service.jobs import (
-    Job,
-    JobRow,
-    find_job,
-    job_pods_for_logs,
-    list_job_rows,
-    namespaces_holding,
-    read_logs,
-)
-from gpuctl.service.lifecycle import Result, delete_by_name, submit
+from gpuctl.service.jobs import Job, JobRow, find_job, list_job_rows, namespaces_holding
+from gpuctl.service.lifecycle import Result, submit
+from gpuctl.service.logs import job_pods_for_logs, read_logs
 from gpuctl.service.plan import plan_documents
 from gpuctl.service.views import describe_job
 from gpuctl.spec import Document, SpecError
@@ -222,7 +215,7 @@ async def _submit(
         "status": first.action,
         "createdAt": now(),
         "dryRun": not mode.persists,
-        "message": "; ".join(line + mode.suffix() for r in results for line in r.lines),
+        "message": message((line for r in results for line in r.lines), mode),
         "results": [r.as_dict() for r in results],
         "warnings": warnings(docs),
     }
@@ -313,24 +306,14 @@ async def delete_job_route(
     if force:
         needs.append(perms.on_kind("delete", "Pod", job.namespace))
     await require(request, caller, *needs)
-    results = await run(
-        delete_by_name,
-        state(request).cluster(),
-        "job",
-        [job.name],
-        namespace=job.namespace,
-        force=force,
-        dry_run=mode,
-    )
-    check_results(results)
-    r = results[0]
+    results = await delete_named(request, "job", job.name, mode, namespace=job.namespace, force=force)
     return JSON(
         {
             "jobId": job.name,
             "namespace": job.namespace,
             "status": "terminating" if mode.persists else "unchanged (dry run)",
             "dryRun": not mode.persists,
-            "message": "; ".join(line + mode.suffix() for line in r.lines),
+            "message": message(results[0].lines, mode),
         }
     )
 

@@ -15,12 +15,11 @@ from gpuctl.domain.objects import short_age
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Caller
 from gpuctl.server.api.deps import current_caller, permissions, require, run, state
-from gpuctl.server.api.documents import check_results
+from gpuctl.server.api.documents import delete_named, deleted
 from gpuctl.server.api.errors import JSON
 from gpuctl.server.api.models import DryRunQ, NamespaceP, dry_run_mode
 from gpuctl.server.api.routes.jobs import COMMON_ERRORS
 from gpuctl.service import views
-from gpuctl.service.lifecycle import delete_by_name
 from gpuctl.service.views import NamespaceRow, describe_namespace
 
 router = APIRouter(prefix="/api/v1/namespaces", tags=["namespaces"])
@@ -61,20 +60,5 @@ async def delete_namespace(
     await require(
         request, caller, perms.namespaces("delete", namespaceName), perms.quotas("delete", namespaceName)
     )
-    results = await run(
-        delete_by_name,
-        state(request).cluster(),
-        "namespace",
-        [namespaceName],
-        namespace=None,
-        dry_run=mode,
-    )
-    check_results(results)
-    return JSON(
-        {
-            "name": namespaceName,
-            "status": "deleted",
-            "dryRun": not mode.persists,
-            "message": "; ".join(line + mode.suffix() for line in results[0].lines),
-        }
-    )
+    results = await delete_named(request, "namespace", namespaceName, mode, namespace=None)
+    return deleted(namespaceName, mode, results)

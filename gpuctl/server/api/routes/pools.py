@@ -17,11 +17,16 @@ from gpuctl.constants import Kind
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Caller
 from gpuctl.server.api.deps import current_caller, permissions, require, run, state
-from gpuctl.server.api.documents import check_results, load, only_kinds, submit_cluster_documents
+from gpuctl.server.api.documents import (
+    delete_named,
+    deleted,
+    load,
+    only_kinds,
+    submit_cluster_documents,
+)
 from gpuctl.server.api.errors import JSON, ApiProblem
 from gpuctl.server.api.models import DryRunQ, PoolBody, PoolName, dry_run_mode
 from gpuctl.server.api.routes.jobs import COMMON_ERRORS
-from gpuctl.service.lifecycle import delete_by_name
 from gpuctl.service.pools import PoolUsage, describe_pool, list_pools
 from gpuctl.spec import Document
 
@@ -126,21 +131,5 @@ async def remove_pool(
 ) -> JSON:
     mode = dry_run_mode(dryRun)
     await require(request, caller, perms.pools("delete", poolName), perms.nodes("patch"))
-    results = await run(
-        delete_by_name,
-        state(request).cluster(),
-        "pool",
-        [poolName],
-        namespace=None,
-        dry_run=mode,
-        keep_running=keepRunning,
-    )
-    check_results(results)
-    return JSON(
-        {
-            "name": poolName,
-            "status": "deleted",
-            "dryRun": not mode.persists,
-            "message": "; ".join(line + mode.suffix() for line in results[0].lines),
-        }
-    )
+    results = await delete_named(request, "pool", poolName, mode, namespace=None, keep_running=keepRunning)
+    return deleted(poolName, mode, results)

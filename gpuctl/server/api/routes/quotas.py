@@ -18,7 +18,7 @@ from gpuctl.constants import ROLE_POOL_VIEWER, ROLE_USER, Kind
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import AuthError, Caller
 from gpuctl.server.api.deps import allowed, current_caller, require, run, state
-from gpuctl.server.api.documents import load, only_kinds, submit_cluster_documents
+from gpuctl.server.api.documents import load, message, only_kinds, submit_cluster_documents
 from gpuctl.server.api.errors import JSON
 from gpuctl.server.api.models import DryRunQ, NamespaceP, NamespaceQ, QuotaBody, dry_run_mode
 from gpuctl.server.api.routes.jobs import COMMON_ERRORS
@@ -132,6 +132,6 @@ async def remove_quota(
             "quota": rows[0]["name"],
             "status": "deleted",
             "dryRun": not mode.persists,
-            "message": "; ".join(line + mode.suffix() for line in lines),
+            "message": message(lines, mode),
         }
     )

@@ -1,0 +1,229 @@
+"""A JobSet a team member applies with kubectl in a team namespace is queued and charged like a gpuctl job
+(issue 31, docs/distributed.md "Other launchers' objects"), on a cluster that runs the JobSet controller
+(hack/cluster/up.sh with GPUCTL_TESTBED_JOBSET=1; the clusters pytest starts have it).
+
+Two fake 8-GPU nodes make a pool; the team's budget is 16 GPUs. While a gpuctl job holds 8 of them, the
+member's JobSet of two replicated jobs (8 GPUs each) waits as one Workload of two pod sets: the JobSet stays
+suspended and none of its pods exists. When the gpuctl job is deleted Kueue admits the JobSet whole, both
+pods run in the pool, and the team's Kueue usage equals the GPUs its pods hold (16)."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import yaml
+
+from gpuctl.cli.main import main
+from gpuctl.cluster import ApiError, path
+from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
+from gpuctl.domain.workload import WorkloadState, workload_state
+from tests.integration.conftest import wait_until
+from tests.integration.tenancy import TeamMember
+from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
+from tests.integration.test_gang import _held_gpus, _node, _ready, _team_gpus
+
+JOBSET_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io"
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+@dataclass(frozen=True)
+class Team:
+    pool: str
+    ns: str
+    member: TeamMember
+
+
+@pytest.fixture(scope="module")
+def team(cluster, kube, tmp_path_factory) -> Iterator[Team]:
+    if kube.get_or_none(JOBSET_CRD) is None:
+        msg = (
+            "the cluster runs no JobSet controller: start it with GPUCTL_TESTBED_JOBSET=1 hack/cluster/up.sh"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    sfx = uuid.uuid4().hex[:5]
+    nodes = [f"js-{sfx}-1", f"js-{sfx}-2"]
+    pool, ns = f"js-{sfx}", f"js-team-{sfx}"
+    tmp = tmp_path_factory.mktemp("jobset")
+    for n in nodes:
+        kube.create(_node(n, "r1"))
+    member = None
+    try:
+        for n in nodes:
+            wait_until(lambda n=n: _ready(kube, n), 60, what=f"node {n} Ready")
+        (tmp / "pool.yaml").write_text(
+            f"kind: pool\npool: {{name: {pool}}}\nnodes:\n"
+            + "".join(f"  {n}: {{gpu-type: A100}}\n" for n in nodes)
+        )
+        (tmp / "quota.yaml").write_text(
+            f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace:\n  {ns}: {{gpu: 16}}\n"
+        )
+        args = [
+            "create",
+            "-f",
+            str(tmp / "pool.yaml"),
+            "-f",
+            str(tmp / "quota.yaml"),
+            "--kubeconfig",
+            cluster,
+        ]
+        assert main(args) == 0
+        # A team member as a plain kubectl tenant (Kubernetes' `edit` in the namespace) whom the admin also
+        # lets manage JobSets (what JobSet's own jobset-editor-role grants).
+        kube.request(
+            "POST",
+            f"{RBAC}/namespaces/{ns}/roles",
+            body={
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": "jobset-editor", "namespace": ns},
+                "rules": [
+                    {
+                        "apiGroups": ["jobset.x-k8s.io"],
+                        "resources": ["jobsets"],
+                        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                    }
+                ],
+            },
+        )
+        member = TeamMember.create(kube, ns, roles=("edit",))
+        kube.request(
+            "POST",
+            f"{RBAC}/namespaces/{ns}/rolebindings",
+            body={
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "jobset-editor", "namespace": ns},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "jobset-editor"},
+                "subjects": [{"kind": "ServiceAccount", "name": member.name, "namespace": ns}],
+            },
+        )
+        yield Team(pool, ns, member)
+    finally:
+        for js in kube.list(JOBSETS.format(ns=ns)) if kube.get_or_none(f"/api/v1/namespaces/{ns}") else []:
+            kube.delete(f"{JOBSETS.format(ns=ns)}/{js['metadata']['name']}", propagation="Background")
+        for job in kube.list(path("Job", namespace=ns)):
+            kube.delete(path("Job", job["metadata"]["name"], ns), propagation="Background")
+        main(["delete", "quota", f"q-{ns}", "--delete-namespace", "--kubeconfig", cluster])
+        wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
+        main(["delete", "pool", pool, "--kubeconfig", cluster])
+        for n in nodes:
+            try:
+                kube.delete(path("Node", n))
+            except ApiError as e:
+                if e.status != 404:
+                    raise
+        if member is not None:
+            member.delete()
+
+
+def _jobset(name: str, ns: str, pool: str) -> dict:
+    """Two replicated jobs of one pod of 8 GPUs each, as a JobSet user writes it for a gpuctl cluster: the
+    team's LocalQueue, the pool's nodeSelector and a topology annotation on each pod template (gpuctl's
+    topology policy adds the annotation to Jobs, not to JobSets: docs/queueing.md "Known limits")."""
+    res = {"cpu": "1", "memory": "1Gi", GPU_RESOURCE: "8"}
+
+    def replicated(rj: str) -> dict:
+        return {
+            "name": rj,
+            "replicas": 1,
+            "template": {
+                "spec": {
+                    "parallelism": 1,
+                    "completions": 1,
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"annotations": {TAS_UNCONSTRAINED: "true"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "nodeSelector": {Labels.POOL: pool},
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "busybox",
+                                    "command": ["torchrun", "train.py"],
+                                    "resources": {"requests": res, "limits": res},
+                                }
+                            ],
+                        },
+                    },
+                }
+            },
+        }
+
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": ns, "labels": {Labels.KUEUE_QUEUE: "default"}},
+        "spec": {"replicatedJobs": [replicated("leader"), replicated("workers")]},
+    }
+
+
+def _workload(kube, ns: str, owner: str) -> dict | None:
+    for wl in kube.list(path("Workload", namespace=ns)):
+        if any(o.get("name") == owner for o in wl["metadata"].get("ownerReferences", [])):
+            return wl
+    return None
+
+
+def _jobset_pods(kube, ns: str, name: str) -> list[dict]:
+    return kube.list(path("Pod", namespace=ns), label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
+
+
+def test_a_team_members_jobset_is_queued_and_charged(gpuctl, kube, kubectl_bin, team, tmp_path):  # noqa: F811
+    ns = team.ns
+    # A gpuctl job takes 8 of the team's 16 GPUs.
+    (tmp_path / "hold.yaml").write_text(
+        f"kind: training\njob: {{name: hold, namespace: {ns}}}\n"
+        "environment: {image: busybox, command: [sleep, inf], env: [{GPUCTL_FAKE_RUNTIME: 30m}]}\n"
+        f"resources: {{pool: {team.pool}, gpu: 8, cpu: 1, memory: 1Gi}}\n"
+    )
+    rc, _, err = gpuctl("create", "-f", str(tmp_path / "hold.yaml"))
+    assert rc == 0, err
+    wait_until(lambda: _team_gpus(kube, ns) == 8, 60, what="hold admitted")
+    # The member applies a 16-GPU JobSet with kubectl: Kueue suspends it; it waits as one Workload.
+    p = team.member.kubectl(
+        kubectl_bin, "apply", "-f", "-", input=yaml.safe_dump(_jobset("pair", ns, team.pool))
+    )
+    assert p.returncode == 0, p.stderr
+    wl = wait_until(lambda: _workload(kube, ns, "pair"), 30, what="the JobSet's Workload")
+    assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("leader", 1), ("workers", 1)]
+    wait_until(
+        lambda: workload_state(_workload(kube, ns, "pair")) == WorkloadState.PENDING, 30, what="queued"
+    )
+    js = kube.get(f"{JOBSETS.format(ns=ns)}/pair")
+    assert js["spec"]["suspend"] is True
+    assert _jobset_pods(kube, ns, "pair") == []
+    assert _team_gpus(kube, ns) == 8
+    # The gpuctl job ends: the JobSet is admitted whole in the pool, both pods run, 16 GPUs are charged.
+    assert gpuctl("delete", "job", "hold", "-n", ns)[0] == 0
+    wait_until(
+        lambda: workload_state(_workload(kube, ns, "pair")) == WorkloadState.ADMITTED, 90, what="admitted"
+    )
+    adm = _workload(kube, ns, "pair")["status"]["admission"]
+    assert {ps["flavors"][GPU_RESOURCE] for ps in adm["podSetAssignments"]} == {team.pool}
+
+    def running() -> list[dict] | None:
+        pods = _jobset_pods(kube, ns, "pair")
+        return pods if len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods) else None
+
+    pods = wait_until(running, 90, what="both JobSet pods running")
+    assert {p["spec"]["nodeSelector"][Labels.POOL] for p in pods} == {team.pool}
+    assert len({p["spec"]["nodeName"] for p in pods}) == 2
+    assert wait_until(lambda: (_team_gpus(kube, ns), _held_gpus(kube, ns)) == (16, 16) or None, 60) is True
+    # `gpuctl get jobs` lists gpuctl's kinds (Jobs, Deployments, StatefulSets it labels), not JobSets or
+    # the Jobs a JobSet makes (docs/distributed.md "Other launchers' objects"); `get quotas` charges them.
+    rc, out, err = gpuctl("get", "jobs", "-n", ns, "-o", "json")
+    assert rc == 0, err
+    assert json.loads(out)["items"] == []
+    rc, out, err = gpuctl("get", "quotas", ns, "-o", "json")
+    assert rc == 0, err
+    (quota,) = json.loads(out)["items"]
+    assert (quota["gpu"]["used"], quota["gpu"]["free"], quota["admitted_workloads"]) == (16, 0, 1)
