@@ -498,3 +498,11 @@ SET_ASIDE_SETTLE_SECONDS: Final = 30.0
 # The Event on a Workload requeued because Kueue admitted it onto a node just set aside for a gang
 # (gpuctl.domain.setaside.stranded).
 SET_ASIDE_REQUEUE_REASON: Final = "GpuctlSetAsideRequeue"
+# Issue 31 (docs/distributed.md): a multi-node job's pods tolerate the taint of the nodes set aside for the
+# oldest waiting gang (gpuctl.domain.setaside); nothing else may (the webhook's set-aside-toleration).
+GANG_TOLERATION: Final = {"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+# A gang's placement without a required level: preferred one node, so Kueue's Topology Aware Scheduling tries
+# one node, then one domain of each level up (rack, block), then spreads the pods over the pool. Every pool's
+# Topology has kubernetes.io/hostname as its lowest level, so this is valid in any pool without knowing its
+# levels: gpuctl's builder and the topology MutatingAdmissionPolicy (a raw Indexed Job) write the same.
+GANG_PLACEMENT: Final = {TAS_PREFERRED: HOSTNAME_LABEL}

@@ -31,7 +31,7 @@ from typing import Final
 
 from admission.identities import GC_USER, KCM_USER, KUEUE_OWNER_KINDS, POD_MAKERS, RELEASING_KINDS
 from admission.policies import deletes, priority_classes
-from admission.policies.cel import cel_list, q
+from admission.policies.cel import cel_list, gang, q
 from admission.policies.skeleton import (
     EPHEMERAL_RULE,
     POD_RULE,
@@ -343,12 +343,7 @@ def _set_aside_var(root: str, pre: str) -> tuple[str, str]:
     skip = "request.operation != 'UPDATE' ? [] : " if root == "oldObject" else ""
     spec = f"(request.kind.kind == 'Pod' ? {root}.spec : {root}.spec.template.spec)"
     where = "(request.kind.kind == 'Pod' ? 'spec' : 'spec.template.spec')"
-    par = f"(has({root}.spec.parallelism) ? {root}.spec.parallelism : 1)"
-    comp = f"(has({root}.spec.completions) ? {root}.spec.completions : {par})"
-    gang = (
-        f"request.kind.kind == 'Job' && has({root}.spec.completionMode) && "
-        f"{root}.spec.completionMode == 'Indexed' && {par} >= 2 && {comp} >= 2"
-    )
+    is_gang = gang(root)
     tolerates = (
         "(!has(t.effect) || t.effect == '' || t.effect == 'NoSchedule') && "
         f"((has(t.key) && t.key == {q(SET_ASIDE_TAINT_KEY)}) || "
@@ -356,7 +351,7 @@ def _set_aside_var(root: str, pre: str) -> tuple[str, str]:
     )
     return (
         _n(pre, "setAside"),
-        f"{skip}{gang} || !has({spec}.tolerations) ? [] :\n"
+        f"{skip}{is_gang} || !has({spec}.tolerations) ? [] :\n"
         f"{spec}.tolerations.exists(t, {tolerates}) ?\n"
         f"[{where} + '.tolerations tolerates {SET_ASIDE_TAINT_KEY}, the taint of nodes set aside for a "
         "multi-node job'] : []",

@@ -26,16 +26,27 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from admission.policies.cel import cel_list, q
+from admission.policies.cel import cel_list, gang, q
 from admission.policies.skeleton import (
+    TEMPLATE_RULES,
+    labels,
+    mutating_policy,
     mutating_template_and_pod,
     render,
     team_match_conditions,
 )
-from gpuctl.constants import LOCAL_QUEUE_NAME, TAS_REQUEST_KEYS, TAS_UNCONSTRAINED, Labels
+from gpuctl.constants import (
+    GANG_PLACEMENT,
+    GANG_TOLERATION,
+    LOCAL_QUEUE_NAME,
+    TAS_REQUEST_KEYS,
+    TAS_UNCONSTRAINED,
+    Labels,
+)
 
 TEMPLATES: Final = "gpuctl-topology-templates"
 PODS: Final = "gpuctl-topology-pods"
+GANGS: Final = "gpuctl-topology-gangs"
 
 
 def _map(meta: str, key: str) -> str:
@@ -74,7 +85,40 @@ def _conditions(pod: bool) -> list[dict]:
                 "expression": f"request.operation == 'CREATE' || {tmpl} != oldObject.spec.template",
             }
         )
+        conds.append({"name": "not-a-gang", "expression": f"!({gang('object')})"})
     return conds
+
+
+def _gang_conditions() -> list[dict]:
+    """A multi-node job of gpuctl's LocalQueue, its template written (the template policy's, bar the last)."""
+    conds = [c for c in _conditions(False) if c["name"] not in ("no-topology-request", "not-a-gang")]
+    return [*conds, {"name": "gang", "expression": gang("object")}]
+
+
+def _gang_patches() -> str:
+    """CEL JSONPatch list: gpuctl's gang topology annotation where the template asks Kueue for none, and the
+    set-aside toleration where it has none (gpuctl.builders.gang: what `gpuctl create` renders)."""
+    tmpl = "object.spec.template"
+    ((key, value),) = GANG_PLACEMENT.items()
+    ann = f"{{{q(key)}: {q(value)}}}"
+    escaped = key.replace("~", "~0").replace("/", "~1")
+    annotate = (
+        f"!has({tmpl}.metadata) ? [JSONPatch{{op: 'add', path: '/spec/template/metadata', "
+        f"value: {{'annotations': {ann}}}}}] :\n"
+        f"!has({tmpl}.metadata.annotations) ? [JSONPatch{{op: 'add', "
+        f"path: '/spec/template/metadata/annotations', value: {ann}}}] :\n"
+        f"{cel_list(TAS_REQUEST_KEYS)}.exists(k, k in {tmpl}.metadata.annotations) ? [] :\n"
+        f"[JSONPatch{{op: 'add', path: '/spec/template/metadata/annotations/{escaped}', value: {q(value)}}}]"
+    )
+    tol = "{" + ", ".join(f"{q(k)}: {q(v)}" for k, v in GANG_TOLERATION.items()) + "}"
+    key_t = q(GANG_TOLERATION["key"])
+    tolerate = (
+        f"!has({tmpl}.spec.tolerations) ? [JSONPatch{{op: 'add', path: '/spec/template/spec/tolerations', "
+        f"value: [{tol}]}}] :\n"
+        f"{tmpl}.spec.tolerations.exists(t, has(t.key) && t.key == {key_t}) ? [] :\n"
+        f"[JSONPatch{{op: 'add', path: '/spec/template/spec/tolerations/-', value: {tol}}}]"
+    )
+    return f"({annotate}) +\n({tolerate})"
 
 
 def _apply(pod: bool) -> str:
@@ -92,8 +136,12 @@ def _mutations(pod: bool) -> list[dict]:
 
 
 def policies() -> list[dict]:
-    """The two MutatingAdmissionPolicies (pod templates, pods) and their bindings."""
-    return mutating_template_and_pod(TEMPLATES, PODS, _conditions, _mutations)
+    """The three MutatingAdmissionPolicies (pod templates, pods, multi-node jobs) and their bindings."""
+    gangs = [{"patchType": "JSONPatch", "jsonPatch": {"expression": _gang_patches()}}]
+    return [
+        *mutating_template_and_pod(TEMPLATES, PODS, _conditions, _mutations),
+        *mutating_policy(GANGS, labels(), [dict(TEMPLATE_RULES[0])], _gang_conditions(), gangs),
+    ]
 
 
 HEADER: Final = """\

@@ -14,8 +14,8 @@ the launcher environment (docs/distributed.md). Pure, like every builder.
   without counting as a failure, with the same rank and host name. Restarts of the training processes
   themselves are torchrun's (`--max-restarts`).
 - **Placement.** With the pool's topology known (TargetPool.topology: the node-label levels above the
-  node), the pods go into one domain of the level `resources.topology` names (required), else Kueue
-  prefers the lowest level and widens as needed (preferred); with none known, anywhere (unconstrained).
+  node), the pods go into one domain of the level `resources.topology` names (required); else Kueue
+  prefers one node and widens level by level as needed (preferred kubernetes.io/hostname, GANG_PLACEMENT).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from gpuctl.constants import (
     CONTAINER_NAME,
     GANG_ENV,
     GANG_MASTER_PORT,
+    GANG_PLACEMENT,
     GANG_PORT_NAME,
     GANG_RANK_ENV,
+    GANG_TOLERATION,
     JOB_COMPLETION_INDEX_ANNOTATION,
-    SET_ASIDE_TAINT_KEY,
-    TAS_PREFERRED,
     TAS_REQUIRED,
     TAS_UNCONSTRAINED,
     Labels,
@@ -103,9 +103,7 @@ def topology_annotation(spec: TrainingSpec, pool: TargetPool) -> dict[str, str]:
         if level is None:
             raise ValueError(f"resources.topology {wanted!r} is no level of {levels}")
         return {TAS_REQUIRED: level}
-    if levels:
-        return {TAS_PREFERRED: levels[-1]}
-    return {TAS_UNCONSTRAINED: "true"}
+    return dict(GANG_PLACEMENT)
 
 
 def make_gang(job: dict, spec: TrainingSpec, pool: TargetPool) -> None:
@@ -127,9 +125,7 @@ def make_gang(job: dict, spec: TrainingSpec, pool: TargetPool) -> None:
     annotations.update(topology_annotation(spec, pool))
     template["spec"]["subdomain"] = service_name(spec.job.name)
     # Nodes `gpuctl serve --defrag` set aside for the oldest waiting gang (docs/distributed.md).
-    template["spec"].setdefault("tolerations", []).append(
-        {"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-    )
+    template["spec"].setdefault("tolerations", []).append(dict(GANG_TOLERATION))
     container = template["spec"]["containers"][0]
     user = container.get("env") or []
     container["env"] = [*launcher_env(spec, {e["name"] for e in user}), *user]

@@ -8,8 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpuctl.builders import TargetPool
 from gpuctl.builders.gang import topology_level
-from gpuctl.domain.gang import pool_topology
-from gpuctl.domain.objects import name
+from gpuctl.cluster.reader import Reader
+from gpuctl.constants import Labels
+from gpuctl.domain.gang import gang_never_fits, pool_topology
+from gpuctl.domain.objects import labels, name
+from gpuctl.domain.pools import node_gpus, node_ready
 from gpuctl.service.errors import ServiceError
 
 if TYPE_CHECKING:  # annotations only: a read never loads pydantic
@@ -17,11 +20,16 @@ if TYPE_CHECKING:  # annotations only: a read never loads pydantic
 
 
 def gang_pool_facts(
-    where: str, spec: JobSpec, flavors: Sequence[Mapping[str, Any]], docs: list[Document]
+    where: str,
+    spec: JobSpec,
+    flavors: Sequence[Mapping[str, Any]],
+    docs: list[Document],
+    reader: Reader | None = None,
 ) -> TargetPool:
     """What the builders may know of a single-pool job's pool: its topology levels, from the pool
     document in the same submission or from the pool's ResourceFlavor (None: not known). A
-    `resources.topology` that names no level of the pool is refused here, before anything is written."""
+    `resources.topology` that names no level of the pool is refused here, before anything is written, and
+    so is a multi-node job the pool's nodes can never hold (with `reader`: the webhook's `gang-fits`)."""
     pool = spec.resources.pool
     new = next(
         (d.spec for d in docs if getattr(d.spec, "kind", "") == "pool" and d.spec.pool.name == pool), None
@@ -39,4 +47,22 @@ def gang_pool_facts(
             f"{where}: resources.topology: {wanted} is no level of pool {pool}'s topology "
             f"({', '.join(levels) or 'none: the node only'}); {fix}, or remove resources.topology"
         )
+    if reader is not None and new is None and getattr(spec.resources, "nodes", 1) > 1:
+        level = topology_level(wanted, levels) if wanted and levels is not None else None
+        _check_gang_fits(reader, where, spec, level or "")
     return TargetPool(name=pool, topology=levels)
+
+
+def _check_gang_fits(reader: Reader, where: str, spec: JobSpec, level: str) -> None:
+    """A multi-node job its pool can never hold, even empty (gpuctl.domain.gang.gang_never_fits)."""
+    pool, res = spec.resources.pool, spec.resources
+    nodes = [
+        (name(n), node_gpus(n), labels(n))
+        for n in reader.list("Node", label_selector=f"{Labels.POOL}={pool}")
+        if node_ready(n)
+    ]
+    why = gang_never_fits(pool, nodes, res.nodes, res.gpu or 0, level)
+    if why:
+        fix = "lower resources.nodes or resources.gpu (per node)"
+        fix += ", widen or remove resources.topology" if level else ""
+        raise ServiceError(f"{where}: resources.nodes: {why}; {fix}, or use a pool with more nodes")

@@ -145,7 +145,7 @@ def _plan_job(
             )
         raise NotFound(f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool")
     share = spec.resources.gpu_share
-    facts = gang_pool_facts(where, spec, known.flavors, docs)
+    facts = gang_pool_facts(where, spec, known.flavors, docs, reader)
     if share is not None:  # the slice of gpu-share, on the same pool (its topology kept)
         facts = replace(share_facts(reader, where, pool, share), topology=facts.topology)
     return build(spec, ns, facts)

@@ -16,13 +16,14 @@ import pytest
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, path
-from gpuctl.constants import GPU_RESOURCE
+from gpuctl.constants import GANG_PLACEMENT, GANG_TOLERATION, GPU_RESOURCE, TAS_REQUEST_KEYS, Labels
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.teams import team_usage
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.integration.conftest import wait_until
 from tests.integration.fake_nodes import fake_node
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
+from tests.integration.test_raw_kubectl import topology_policies
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -298,16 +299,9 @@ def test_a_killed_rank_fails_the_whole_gang_and_frees_its_quota(gpuctl, kube, ra
     assert gpuctl("delete", "job", "crash", "-n", racks.ns)[0] == 0
 
 
-def test_a_required_rack_that_no_rack_can_hold_waits(gpuctl, kube, racks, tmp_path):  # noqa: F811
-    # 3 nodes x 8 GPUs fit the pool (24 GPUs) but no rack (r1 has 2 nodes): required rack never fits,
-    # preferred spreads over both racks.
-    rc, _, err = gpuctl("create", "-f", _job_file(tmp_path, racks, "wide", 3, topology="rack"))
-    assert rc == 0, err
-    wait_until(
-        lambda: workload_state(_workload(kube, racks.ns, "wide")) == WorkloadState.PENDING, 30, what="queued"
-    )
-    assert _pods(kube, racks.ns, "wide") == []
-    assert gpuctl("delete", "job", "wide", "-n", racks.ns)[0] == 0
+def test_without_a_required_level_a_gang_no_rack_holds_spreads(gpuctl, kube, racks, tmp_path):  # noqa: F811
+    # 3 nodes x 8 GPUs fit the pool (24 GPUs) but no rack (r1 has 2 nodes): with `topology: rack` it is
+    # refused at create (test_a_gang_the_pool_can_never_hold_...), preferred it spreads over both racks.
     rc, _, err = gpuctl("create", "-f", _job_file(tmp_path, racks, "spread", 3))
     assert rc == 0, err
     wait_until(
@@ -323,3 +317,106 @@ def test_a_level_the_pool_does_not_have_is_refused(gpuctl, racks, tmp_path):  # 
     rc, _, err = gpuctl("create", "-f", _job_file(tmp_path, racks, "zoned", 2, topology="zone"))
     assert rc != 0
     assert "resources.topology: zone is no level of pool" in err and "use one of block, rack" in err, err
+
+
+@pytest.mark.parametrize(
+    ("nodes", "topology", "words"),
+    [
+        (4, "", "4 pods x 8 GPUs never fit in pool {pool}: its 3 node(s) hold 3 such pods at most"),
+        (3, "rack", "3 pods x 8 GPUs never fit in one rack of pool {pool}: the largest (r1) holds 2"),
+    ],
+)
+def test_a_gang_the_pool_can_never_hold_is_refused_before_anything_is_written(
+    gpuctl,  # noqa: F811
+    kube,
+    racks,
+    tmp_path,
+    nodes: int,
+    topology: str,
+    words: str,
+):
+    f = _job_file(tmp_path, racks, "huge", nodes, topology=topology)
+    rc, _, err = gpuctl("create", "-f", f)
+    assert rc != 0
+    assert f"{f}: job huge: resources.nodes: " + words.format(pool=racks.pool) in err, err
+    assert "lower resources.nodes or resources.gpu (per node)" in err, err
+    assert kube.get_or_none(path("Job", "huge", racks.ns)) is None
+    assert kube.get_or_none(path("Service", "svc-huge", racks.ns)) is None
+
+
+def test_a_raw_indexed_job_a_team_member_applies_is_queued_as_the_same_gang(
+    gpuctl,  # noqa: F811
+    kubectl,
+    kube,
+    racks,
+    tmp_path,
+):
+    """A team member's own Indexed Job (kubectl, no gpuctl) gets what gpuctl's gang gets from the topology
+    MutatingAdmissionPolicy: the placement annotation and the set-aside toleration; Kueue admits it as one
+    Workload of 2 pods, placed in one rack like gpuctl's."""
+    user = f"alice-{uuid.uuid4().hex[:5]}"
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"edit-{user}", "namespace": racks.ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    kubectl("create", "-f", "-", input=json.dumps(binding))
+    res = {"cpu": "8", "memory": "64Gi", GPU_RESOURCE: "8"}
+    raw = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "rawgang", "namespace": racks.ns, "labels": {Labels.KUEUE_QUEUE: "default"}},
+        "spec": {
+            "completionMode": "Indexed",
+            "parallelism": 2,
+            "completions": 2,
+            "template": {
+                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 0,
+                    "nodeSelector": {Labels.POOL: racks.pool},
+                    "containers": [{"name": "main", "image": "busybox", "resources": {"limits": res}}],
+                },
+            },
+        },
+    }
+    with topology_policies(kubectl, [racks.ns], racks.ns):
+        p = kubectl(f"--as={user}", "create", "-f", "-", input=json.dumps(raw), check=False)
+        assert p.returncode == 0, p.stderr
+    try:
+        tmpl = kube.get(path("Job", "rawgang", racks.ns))["spec"]["template"]
+        # What gpuctl's own 2-node job renders for this pool (its dry run), the same keys and toleration.
+        rc, out, err = gpuctl(
+            "create", "-f", _job_file(tmp_path, racks, "ref", 2), "--dry-run=client", "-o", "json"
+        )
+        assert rc == 0, err
+        ref = next(o for o in json.loads(out)["items"] if o["kind"] == "Job")["spec"]["template"]
+
+        def placement(t: dict) -> dict:
+            return {k: v for k, v in t["metadata"]["annotations"].items() if k in TAS_REQUEST_KEYS}
+
+        assert placement(tmpl) == placement(ref) == GANG_PLACEMENT
+        assert (
+            GANG_TOLERATION in tmpl["spec"]["tolerations"] and GANG_TOLERATION in ref["spec"]["tolerations"]
+        )
+        wl = wait_until(lambda: _workload(kube, racks.ns, "rawgang"), 30, what="rawgang's Workload")
+        assert [ps["count"] for ps in wl["spec"]["podSets"]] == [2]
+        wait_until(
+            lambda: workload_state(_workload(kube, racks.ns, "rawgang")) == WorkloadState.ADMITTED,
+            60,
+            what="rawgang admitted",
+        )
+
+        def bound() -> list[str] | None:
+            nodes = [p["spec"].get("nodeName") for p in _pods(kube, racks.ns, "rawgang")]
+            return nodes if len(nodes) == 2 and all(nodes) else None
+
+        used = wait_until(bound, 60, what="both ranks bound")
+        assert len(set(used)) == 2 and {racks.nodes[n] for n in used} == {"r1"}, used
+    finally:
+        kube.delete(path("Job", "rawgang", racks.ns), propagation="Background")
+        kubectl("delete", "rolebinding", f"edit-{user}", "-n", racks.ns, check=False)
+        wait_until(lambda: not _pods(kube, racks.ns, "rawgang"), 60, what="rawgang's pods gone")

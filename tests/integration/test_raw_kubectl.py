@@ -6,6 +6,7 @@ decision is still the shipped namespaceSelector's."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import uuid
@@ -28,8 +29,10 @@ DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 RUN_60S = {DELAY: "60s"}
 
 
-@pytest.fixture
-def policy(kubectl, teams, foreign) -> Iterator[None]:  # noqa: F811
+@contextlib.contextmanager
+def topology_policies(kubectl, namespaces: list[str], probe_ns: str) -> Iterator[None]:
+    """The shipped topology MutatingAdmissionPolicies under test names, bound only to `namespaces` (within
+    the shipped team selector), active once a probe pod in `probe_ns` gets its annotation."""
     sfx = uuid.uuid4().hex[:6]
     objs = copy.deepcopy(topology.policies())
     for o in objs:
@@ -37,7 +40,7 @@ def policy(kubectl, teams, foreign) -> Iterator[None]:  # noqa: F811
         if o["kind"] == "MutatingAdmissionPolicyBinding":
             o["spec"]["policyName"] = name
             o["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [*teams, foreign["ns"]]}
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}
             )
         o["metadata"] = {"name": name, "labels": dict(TESTBED_LABEL)}
     # kubectl: gpuctl's own client knows only the kinds gpuctl itself reads and writes.
@@ -45,7 +48,7 @@ def policy(kubectl, teams, foreign) -> Iterator[None]:  # noqa: F811
     probe = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "probe", "namespace": teams[0]},
+        "metadata": {"name": "probe", "namespace": probe_ns},
         "spec": {"containers": [{"name": "c", "image": "busybox"}]},
     }
 
@@ -53,9 +56,17 @@ def policy(kubectl, teams, foreign) -> Iterator[None]:  # noqa: F811
         p = kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(probe))
         return TAS_UNCONSTRAINED in json.loads(p.stdout)["metadata"].get("annotations", {})
 
-    wait_until(active, 30, what="topology policies active")
-    yield
-    kubectl("delete", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    try:
+        wait_until(active, 30, what="topology policies active")
+        yield
+    finally:
+        kubectl("delete", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+
+
+@pytest.fixture
+def policy(kubectl, teams, foreign) -> Iterator[None]:  # noqa: F811
+    with topology_policies(kubectl, [*teams, foreign["ns"]], teams[0]):
+        yield
 
 
 def _raw_job(

@@ -8,6 +8,8 @@ serve: its pod could never start there). About 3 minutes."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import random
 import subprocess
 import sys
@@ -173,11 +175,19 @@ def test_a_gang_starts_within_the_bound_despite_a_stream_of_small_jobs(
         # With it: two nodes of one rack set aside, the gang admitted within the bound.
         proc, log = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool)
         started = time.monotonic()
-        held = wait_until(
-            lambda: _tainted(kube, racks.nodes) or None, 60, what=f"nodes set aside; serve log:\n{log}"
+        held = wait_until(  # (serve patches the nodes one by one: wait for both)
+            lambda: t if len(t := _tainted(kube, racks.nodes)) >= 2 else None, 60, what=f"set aside: {log}"
         )
         t_held = time.monotonic()
         assert len(held) == 2 and {racks.nodes[n] for n in held} == {"r1"}, held
+        # `describe job` says the nodes are set aside and when it starts at the latest: when the last of the
+        # stream's jobs there ends (their maxRuntime), as the estimate does for one-pod jobs.
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["describe", "job", "big", "-n", racks.ns, "--kubeconfig", cluster]) == 0
+        when = next((line for line in out.getvalue().splitlines() if line.startswith("When")), "")
+        assert f"nodes {', '.join(held)} are set aside for it" in when, out.getvalue()
+        assert "at the latest" in when and "the last job on them, ends by" in when, when
         ran: set[str] = set()  # Workloads seen with a pod bound to a set-aside node
         wait_until(
             lambda: not _busy(kube, held, ran), STREAM_MAX_SECONDS + 60, what="the set-aside nodes free"

@@ -9,6 +9,8 @@ from gpuctl.builders import TargetPool, build
 from gpuctl.builders.gang import topology_level
 from gpuctl.constants import (
     GANG_ENV,
+    GANG_PLACEMENT,
+    HOSTNAME_LABEL,
     SET_ASIDE_FOR_ANNOTATION,
     SET_ASIDE_TAINT_KEY,
     TAS_PREFERRED,
@@ -124,8 +126,10 @@ def test_failure_policy_fails_the_whole_gang_but_not_on_disruption() -> None:
 @pytest.mark.parametrize(
     ("resources", "pool", "annotation"),
     [
-        ({"nodes": 2}, TargetPool(topology=RACKS), {TAS_PREFERRED: "example.com/rack"}),
-        ({"nodes": 2}, TargetPool(topology=()), {TAS_UNCONSTRAINED: "true"}),
+        # One node preferred, then each level up, in any pool (and the same for a raw Indexed Job).
+        ({"nodes": 2}, TargetPool(topology=RACKS), GANG_PLACEMENT),
+        ({"nodes": 2}, TargetPool(topology=()), GANG_PLACEMENT),
+        ({"nodes": 2}, None, {TAS_PREFERRED: HOSTNAME_LABEL}),
         ({"nodes": 2, "topology": "rack"}, TargetPool(topology=RACKS), {TAS_REQUIRED: "example.com/rack"}),
         ({"nodes": 2, "topology": "block"}, TargetPool(topology=RACKS), {TAS_REQUIRED: "example.com/block"}),
         ({"nodes": 2, "topology": "rack"}, None, {TAS_REQUIRED: "rack"}),  # pool unknown: as written

@@ -64,7 +64,7 @@ from bench.trace_days import (
     slice_nodes,
 )
 from gpuctl.builders import TargetPool
-from gpuctl.constants import GPU_UNITS, TAS_PREFERRED, TAS_REQUEST_KEYS
+from gpuctl.constants import GANG_PLACEMENT, GPU_UNITS, TAS_PREFERRED, TAS_REQUEST_KEYS
 from gpuctl.domain.sharing import Mode, choose_slice, pool_sharing, resource_units
 
 
@@ -485,7 +485,8 @@ def test_a_gangs_yaml_builds_an_indexed_job_placed_by_rack_and_the_baseline_drop
     ours = day_manifest(gang, "ns", "gpuctl", 300, facts)
     assert (ours["spec"]["parallelism"], ours["spec"]["completionMode"]) == (4, "Indexed")
     pod = ours["spec"]["template"]
-    assert pod["metadata"]["annotations"][TAS_PREFERRED] == RACK_LABEL
+    # gpuctl's gang placement: one node preferred, then Kueue climbs to a rack (GANG_PLACEMENT).
+    assert pod["metadata"]["annotations"][TAS_PREFERRED] == GANG_PLACEMENT[TAS_PREFERRED]
     assert pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
     assert pod["spec"]["terminationGracePeriodSeconds"] == GRACE_SECONDS
     assert ours["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"]
