@@ -113,6 +113,7 @@ class DayResult:
     piecemeal: int = 0
     jobs: dict[str, int] = field(default_factory=dict)
     preemptions: int = 0
+    gang_waits: dict[str, float] = field(default_factory=dict)  # each gang's wait (never started: so far)
 
     def util(self, *classes: str) -> float:
         return sum(v for c, v in self.held.items() if not classes or c in classes) / (
@@ -317,6 +318,8 @@ def summarise(
         if tr.started is None:
             res.never[cls] = res.never.get(cls, 0) + 1
         res.piecemeal += tr.piecemeal
+        if cls == "gang":
+            res.gang_waits[tr.item.name] = wait
     res.preemptions = sum(
         int(e.get("count") or 0)
         for n in ns.values()
@@ -452,6 +455,11 @@ def run_day(
         results.append(replay_day(kube, day_name, design, ns, trace, day, capacity, mover))
         print(f"machine load (1-minute average, 2 cores): {load:.1f} before, {os.getloadavg()[0]:.1f} after")
         print_day(day_name, results[-1:])
+        if results[-1].gang_waits:
+            print(
+                "gangs' waits: "
+                + ", ".join(f"{g} {w:.1f} s" for g, w in sorted(results[-1].gang_waits.items()))
+            )
         reset(kube, list(ns.values()))
     make_nodes(kube, [])  # the day's fake nodes go; the cluster's own are left as they were
     print_day(day_name, results)

@@ -163,13 +163,24 @@ def submitter(controller: Mapping[str, Any] | None) -> str:
     return ACTOR_UNKNOWN
 
 
+def stamp_time(entry: Mapping[str, Any]) -> str:
+    """When a managedFields entry last wrote runwhere.ai/active-set-by ("" if it does not own it; serve's
+    cache keeps it as `stamp`). Admission's mutations are owned by no entry."""
+    if "stamp" in entry:
+        return str(entry["stamp"] or "")
+    notes = (((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:annotations")) or {}
+    return str(entry.get("time") or "") if f"f:{AUDIT_ACTIVE_SET_BY_ANNOTATION}" in notes else ""
+
+
 def active_manager(wl: Mapping[str, Any]) -> tuple[str, str]:
     """(actor, time) of the last change of spec.active: runwhere.ai/active-set-by (written by admission
     from the request), else the field manager that owns f:spec.f:active in the Workload's managedFields
     (marked unverified); the time is that manager's. gpuctl's stop/resume sends "gpuctl-stop:<user>";
     kueuectl and kubectl name only the tool ("via kueuectl")."""
     best: tuple[str, str] = ("", "")
+    stamped_at = ""
     for f in meta(wl).get("managedFields") or []:
+        stamped_at = max(stamped_at, stamp_time(f))
         spec = ((f.get("fieldsV1") or {}).get("f:spec")) or {}
         if "f:active" not in spec and not f.get("active"):
             continue
@@ -178,9 +189,12 @@ def active_manager(wl: Mapping[str, Any]) -> tuple[str, str]:
             best = (str(f.get("manager") or ""), when)
     manager, when = best
     # The API server's word where the chart's gpuctl-active-set-by policy runs: the requester of the last
-    # change of spec.active (admission/policies/submitted_by.py), so no mark.
+    # change of spec.active (admission/policies/submitted_by.py), so no mark. Admission's own writes are
+    # nobody's in managedFields (an unowned stamp: the policy wrote it on the last change); a stamp a
+    # client sent is owned, and counts only when sent no earlier than that change: one left from an
+    # earlier change (a later kueuectl stop on a cluster without the policy) is not this change's actor.
     stamped = annotations(wl).get(AUDIT_ACTIVE_SET_BY_ANNOTATION)
-    if stamped:
+    if stamped and (not stamped_at or stamped_at >= when):
         return str(stamped), when
     if not manager:
         return ACTOR_UNKNOWN, ""

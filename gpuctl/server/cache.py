@@ -48,6 +48,7 @@ from gpuctl.constants import (
     TAS_REQUIRED,
 )
 from gpuctl.domain.gang import tolerates_set_aside
+from gpuctl.domain.history import stamp_time
 
 DEFRAG_KEYS = (DEFRAG_MOVED_ANNOTATION, DEFRAG_MOVED_AT_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION)
 WORKLOAD_KEYS = frozenset((*DEFRAG_KEYS, AUDIT_ACTIVE_SET_BY_ANNOTATION))
@@ -383,12 +384,17 @@ def trim_workload(raw: dict) -> dict:
     }
     if notes:
         wl_meta["annotations"] = notes
-    # Of the managedFields, who last set spec.active and when (the audit trail: who stopped or resumed it).
-    active = [
+    # Of the managedFields, who last set spec.active and when (the audit trail: who stopped or resumed it),
+    # and when the stop/resume stamp was written (gpuctl.domain.history.stamp_time).
+    fields = (raw.get("metadata") or {}).get("managedFields") or []
+    active: list[dict] = [
         {"manager": f.get("manager"), "time": f.get("time"), "active": True}
-        for f in (raw.get("metadata") or {}).get("managedFields") or []
+        for f in fields
         if "f:active" in (((f.get("fieldsV1") or {}).get("f:spec")) or {})
     ]
+    stamped = max((stamp_time(f) for f in fields), default="")
+    if stamped:
+        active.append({"stamp": stamped})
     if active:
         wl_meta["managedFields"] = active
     return {

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import AUDIT_ACTIVE_MANAGER_PREFIX
+from gpuctl.constants import AUDIT_ACTIVE_MANAGER_PREFIX, AUDIT_ACTIVE_SET_BY_ANNOTATION
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.workload import WorkloadState, workload_state
 from gpuctl.service.access import Permissions
@@ -72,11 +72,15 @@ def set_active(
     dry_run: DryRun = DryRun.NONE,
     perms: Permissions | None = None,
     actor: str | None = None,
+    on_behalf: bool = False,
 ) -> Activation:
     """Stop (active=False) or resume (active=True) the job `name`. CLIENT reads only; SERVER sends the
     patch with dryRun=All; nothing is sent when spec.active already says so. actor: who asks (the CLI's
     SelfSubjectReview, the API's caller), sent as the field manager "gpuctl-stop:<actor>" so the
-    Workload's managedFields, and so the audit trail (gpuctl.domain.history), say who it was."""
+    Workload's managedFields, and so the audit trail (gpuctl.domain.history), say who it was.
+    on_behalf: the caller is gpuctl's REST API acting for `actor`; the patch also names the actor in
+    runwhere.ai/active-set-by, which admission keeps from gpuctl's API identities only (otherwise it
+    writes the requester: admission/policies/submitted_by.py)."""
     dry_run = DryRun(dry_run)
     verb = "resume" if active else "stop"
     job = find_job(cluster, name, namespace, perms=perms)
@@ -97,11 +101,12 @@ def set_active(
     was_active = (wl.get("spec") or {}).get("active") is not False
     changed = was_active != active
     wl_meta = wl["metadata"]
+    stamp = {"annotations": {AUDIT_ACTIVE_SET_BY_ANNOTATION: actor}} if on_behalf and actor else {}
     if changed and dry_run.writes:
         cluster.merge_patch(
             path("Workload", wl_meta["name"], wl_meta["namespace"]),
             # The uid makes it a precondition: never the Workload of a job re-created meanwhile.
-            {"metadata": {"uid": wl_meta["uid"]}, "spec": {"active": active}},
+            {"metadata": {"uid": wl_meta["uid"], **stamp}, "spec": {"active": active}},
             dry_run=dry_run is DryRun.SERVER,
             **({"field_manager": active_field_manager(verb, actor)} if actor else {}),
         )

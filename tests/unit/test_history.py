@@ -310,18 +310,48 @@ def test_a_field_manager_named_kueue_is_a_claim_not_kueue():
 
 def test_the_stop_actor_stamped_by_admission_is_shown_unmarked_whatever_the_field_manager_says():
     """runwhere.ai/active-set-by is the API server's word (the gpuctl-active-set-by policy): it wins over
-    the field manager, which a client chooses (here a forged `kueue`)."""
-    forged = [{"manager": "kueue", "time": "2026-11-25T10:07:00Z", "fieldsV1": {"f:spec": {"f:active": {}}}}]
-    stamped = {AUDIT_ACTIVE_SET_BY_ANNOTATION: "alice"}
+    the field manager, which a client chooses (here a forged `kueue`), when it was written no earlier than
+    the last change of spec.active (managedFields' times)."""
+    key = AUDIT_ACTIVE_SET_BY_ANNOTATION
+    both = {"f:spec": {"f:active": {}}, "f:metadata": {"f:annotations": {f"f:{key}": {}}}}
+    forged = [{"manager": "kueue", "time": "2026-11-25T10:07:00Z", "fieldsV1": both}]
     w = wl(
         [("Requeued", "False", "Deactivated", "", "2026-11-25T10:07:01Z")],
         managed=forged,
-        annotations=stamped,
+        annotations={key: "alice"},
     )
     w["spec"]["active"] = False
     (stop,) = [r for r in workload_records(w) if r.action == "stopped"]
     assert stop.actor == "alice"
     assert active_manager(w) == ("alice", "2026-11-25T10:07:00Z")
+    # serve's cache keeps only a marker of it (gpuctl.server.cache.trim_workload).
+    trimmed = [
+        {"manager": "kueue", "time": "2026-11-25T10:07:00Z", "active": True},
+        {"stamp": "2026-11-25T10:07:00Z"},
+    ]
+    assert active_manager(wl(managed=trimmed, annotations={key: "alice"}))[0] == "alice"
+
+
+def test_a_stamp_written_by_admission_is_owned_by_nobody_and_is_the_actor():
+    """The policy's mutation appears in no managedFields entry (as the API server records it): the stamp
+    of `gpuctl stop` (whose patch carries no annotation) is the stop's actor."""
+    active = {"f:spec": {"f:active": {}}}
+    managed = [{"manager": "gpuctl-stop:bob", "time": "2026-11-25T10:07:00Z", "fieldsV1": active}]
+    w = wl(managed=managed, annotations={AUDIT_ACTIVE_SET_BY_ANNOTATION: "bob-the-user"})
+    assert active_manager(w) == ("bob-the-user", "2026-11-25T10:07:00Z")
+
+
+def test_a_stamp_left_by_an_earlier_change_is_not_the_last_changes_actor():
+    """Where no policy stamps (Kubernetes < 1.36), a stop by kueuectl after an API stop that named alice
+    leaves alice's stamp behind: the later change's own field manager is shown, unverified."""
+    key = AUDIT_ACTIVE_SET_BY_ANNOTATION
+    both = {"f:spec": {"f:active": {}}, "f:metadata": {"f:annotations": {f"f:{key}": {}}}}
+    managed = [
+        {"manager": "gpuctl-stop:alice", "time": "2026-11-25T10:00:00Z", "fieldsV1": both},
+        {"manager": "kueuectl", "time": "2026-11-25T10:07:00Z", "fieldsV1": {"f:spec": {"f:active": {}}}},
+    ]
+    w = wl(managed=managed, annotations={key: "alice"})
+    assert active_manager(w) == ("via kueuectl (unverified)", "2026-11-25T10:07:00Z")
 
 
 def test_an_event_about_another_namespaces_workload_writes_nothing():

@@ -251,7 +251,15 @@ def test_trimmed_workload_keeps_what_metrics_and_get_jobs_read() -> None:
     assert "managedFields" not in t["metadata"] and "annotations" not in t["metadata"]
     # The audit trail's stop/resume actor, stamped by admission, is kept; other annotations are not.
     wl["metadata"]["annotations"] = {AUDIT_ACTIVE_SET_BY_ANNOTATION: "alice", "note": "x"}
-    assert trim_workload(wl)["metadata"]["annotations"] == {AUDIT_ACTIVE_SET_BY_ANNOTATION: "alice"}
+    notes = {"f:annotations": {f"f:{AUDIT_ACTIVE_SET_BY_ANNOTATION}": {}}}
+    fields = {"f:spec": {"f:active": {}}, "f:metadata": notes}
+    wl["metadata"]["managedFields"] = [{"manager": "kubectl-patch", "time": "t1", "fieldsV1": fields}]
+    t = trim_workload(wl)
+    assert t["metadata"]["annotations"] == {AUDIT_ACTIVE_SET_BY_ANNOTATION: "alice"}
+    assert t["metadata"]["managedFields"] == [
+        {"manager": "kubectl-patch", "time": "t1", "active": True},
+        {"stamp": "t1"},
+    ]
 
 
 def test_trimmed_pod_keeps_what_a_job_row_reads_and_drops_the_rest() -> None:

@@ -336,6 +336,7 @@ async def _activate(
         active,
         dry_run=mode,
         actor=caller.username,
+        on_behalf=True,
     )
     return JSON({**a.as_dict(), "dryRun": not mode.persists, "message": a.line() + mode.suffix()})
 
