@@ -317,30 +317,21 @@ def decide_quotas(
         removable = [rq for rq in items if options.resource_quotas == REMOVE and is_earlier_gpuctl_quota(rq)]
         enforcing = [rq for rq in items if rq not in removable]
         for rq in items:
-            other = sorted(set(_hard(rq)) - CONVERTED_KEYS)
+            hard = set(_hard(rq))
+            other, converted = sorted(hard - CONVERTED_KEYS), sorted(hard & CONVERTED_KEYS)
             if other:
                 shown = ", ".join(f"{k}={_hard(rq)[k]}" for k in other)
                 bad.append(
                     f"ResourceQuota {ns}/{name(rq)}: {shown} not converted "
                     "(gpuctl quotas limit GPUs, CPU and memory); the ResourceQuota keeps enforcing them"
                 )
-        for rq in enforcing:
-            converted = sorted(set(_hard(rq)) & CONVERTED_KEYS)
-            if converted:
-                why = (
-                    "gpuctl did not create it"
-                    if not is_earlier_gpuctl_quota(rq)
-                    else "--resource-quotas=keep"
-                )
+            if converted and rq in removable:
+                changes.append(ResourceQuotaChange(ns, name(rq), converted, delete=not other))
+            elif converted:
+                why = "--resource-quotas=keep" if is_earlier_gpuctl_quota(rq) else "gpuctl did not create it"
                 kept.append(
                     f"ResourceQuota {ns}/{name(rq)} keeps enforcing {', '.join(converted)} ({why}); "
                     "the gpuctl quota leaves them unlimited"
-                )
-        for rq in removable:
-            converted = sorted(set(_hard(rq)) & CONVERTED_KEYS)
-            if converted:
-                changes.append(
-                    ResourceQuotaChange(ns, name(rq), converted, delete=not (set(_hard(rq)) - CONVERTED_KEYS))
                 )
         if ns in teams:
             continue  # already a gpuctl quota: only the ResourceQuota change (if any) is left to do

@@ -189,15 +189,14 @@ def apply_remote_pool(
     *,
     create: bool,
     base: Path,
+    inv: Inventory,
     dry_run: DryRun = DryRun.NONE,
-    inv: Inventory | None = None,
 ) -> list[str]:
     """A pool whose nodes are in worker clusters: its flavor and the MultiKueue objects on the manager,
     the pool and the team queues on each worker. All checks first; a failed write undoes the manager's
-    new objects. inv: the command's Inventory of the manager (else one is read here)."""
+    new objects. inv: the command's Inventory of the manager."""
     dry_run = DryRun(dry_run)
     name = spec.pool.name
-    inv = inv or Inventory(cluster, None)
     flavor = existing_flavor(inv, name, create=create)
     if flavor is not None and not pool_clusters(flavor):
         raise Conflict(

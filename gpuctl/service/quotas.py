@@ -36,19 +36,14 @@ if TYPE_CHECKING:  # annotations only: a read (`get quotas`, `describe job`) nev
 
 
 def apply_quota(
-    cluster: Cluster,
-    spec: QuotaSpec,
-    *,
-    create: bool,
-    dry_run: DryRun = DryRun.NONE,
-    inv: Inventory | None = None,
+    cluster: Cluster, spec: QuotaSpec, *, create: bool, dry_run: DryRun = DryRun.NONE
 ) -> list[str]:
-    """Create or update every team of a quota document. Checks everything before the first write.
+    """Create or update every team of a quota document. Checks everything before the first write, from
+    one Inventory; after the writes, one more for the Cohort and the worker clusters.
 
-    CLIENT: the checks and the lines, no write; SERVER: every write with dryRun=All. inv: the command's
-    cluster-wide Inventory (else one is read here)."""
+    CLIENT: the checks and the lines, no write; SERVER: every write with dryRun=All."""
     dry_run = DryRun(dry_run)
-    inv = inv or Inventory(cluster, None)
+    inv = Inventory(cluster, None)
     teams = _checked_teams(cluster, spec, inv, create=create)
     created: list[tuple[str, str | None]] = []
     lines = []

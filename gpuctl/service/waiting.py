@@ -121,24 +121,18 @@ def snapshot(inv: Inventory) -> Snapshot:
 def _build_snapshot(inv: Inventory) -> Snapshot:
     from gpuctl.domain.explain import Snapshot  # noqa: PLC0415 - lazy: only a waiting job is judged
 
-    if inv.sees_every_pod:
-        return Snapshot.build(
-            nodes=inv.nodes,
-            pods=inv.snapshot_pods,
-            workloads=inv.workloads,
-            cluster_queues=inv.cluster_queues,
-            cohort=inv.cohort,
-        )
+    every = inv.sees_every_pod  # per node; else by count, with the pools' use as Kueue reserved it
     return Snapshot.build(
         nodes=inv.nodes,
-        pods=inv.pods,
+        pods=inv.snapshot_pods if every else inv.pods,
         workloads=inv.workloads,
         cluster_queues=inv.cluster_queues,
         cohort=inv.cohort,
-        pool_reserved=pool_reservations(inv.all_cluster_queues),
-        slices_published={
-            name(f): slices_used(annotations(f).get(SLICES_USED_ANNOTATION)) for f in inv.flavors
-        },
+        pool_reserved=None if every else pool_reservations(inv.all_cluster_queues),
+        # The slices in use per pool as `gpuctl serve` publishes them, for a caller who counts.
+        slices_published=None
+        if every
+        else {name(f): slices_used(annotations(f).get(SLICES_USED_ANNOTATION)) for f in inv.flavors},
     )
 
 
