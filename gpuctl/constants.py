@@ -191,7 +191,20 @@ POOL_TAINT_EFFECT: Final = "NoSchedule"
 MAX_FLAVOR_TOLERATIONS: Final = 8
 
 # storage.workdirs host paths that are refused unless the config allows them.
-DENIED_HOST_PATHS: Final = ("/", "/etc", "/proc", "/sys", "/root", "/var/lib/kubelet", "/var/run", "/run")
+DENIED_HOST_PATHS: Final = (
+    "/",
+    "/etc",
+    "/proc",
+    "/sys",
+    "/root",
+    "/var/lib/kubelet",
+    "/var/run",
+    "/run",
+    # a node's container runtime and, on a control-plane node a pod tolerates, etcd's data (every Secret)
+    "/var/lib/etcd",
+    "/var/lib/containerd",
+    "/var/lib/docker",
+)
 
 # Container waiting reasons shown as-is in STATUS (earlier gpuctl's vocabulary).
 CONTAINER_WAITING_REASONS: Final = frozenset(
