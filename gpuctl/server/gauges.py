@@ -73,23 +73,42 @@ def _per_pool(name: str, doc: str, pools: list[str], values: Mapping[str, float]
     return g
 
 
-def _slices(facts: Mapping[str, PoolFacts]) -> GaugeMetricFamily:
-    g = GaugeMetricFamily(
+def _slices(
+    facts: Mapping[str, PoolFacts], used: Mapping[str, Mapping[str, int] | None]
+) -> Iterator[GaugeMetricFamily]:
+    """gpuctl_pool_slices (offered) and gpuctl_pool_slices_used (held by bound pods, as `gpuctl serve`'s
+    reconciler last wrote it on the pool's flavor: SLICES_USED_ANNOTATION; absent where it has not)."""
+    labels = ["pool", "profile", "resource"]
+    offered = GaugeMetricFamily(
         "gpuctl_pool_slices",
         "Slices of GPUs the pool's Ready nodes offer, per MIG profile (or `shared` for time-slicing/MPS "
         "replicas) and the resource a pod asks for (docs/sharing.md)",
-        labels=["pool", "profile", "resource"],
+        labels=labels,
+    )
+    held = GaugeMetricFamily(
+        "gpuctl_pool_slices_used",
+        "Slices of the pool's GPUs that bound, unfinished pods hold, per MIG profile (or `shared`) and "
+        "resource: the pool flavor's runwhere.ai/slices-used (docs/sharing.md)",
+        labels=labels,
     )
     for p in sorted(facts):
+        counts = used.get(p)
         for (prof, res), n in facts[p].slices.items():
-            g.add_metric([p, prof, res], n)
-    return g
+            offered.add_metric([p, prof, res], n)
+            if counts is not None:
+                held.add_metric([p, prof, res], counts.get(res, 0))
+    yield offered
+    yield held
 
 
 def pool_families(
-    facts: Mapping[str, PoolFacts], allocated: Mapping[str, float], requested: Mapping[tuple[str, str], float]
+    facts: Mapping[str, PoolFacts],
+    allocated: Mapping[str, float],
+    requested: Mapping[tuple[str, str], float],
+    slices_used: Mapping[str, Mapping[str, int] | None],
 ) -> Iterator[GaugeMetricFamily]:
-    """gpuctl_pool_* and gpuctl_node_pool_info. allocated: pool -> GPUs bound pods hold there."""
+    """gpuctl_pool_* and gpuctl_node_pool_info. allocated: pool -> GPUs bound pods hold there;
+    slices_used: pool -> slice resource -> slices held (None: not known)."""
     sp = sorted(facts)
     info = GaugeMetricFamily(
         "gpuctl_pool_info",
@@ -107,7 +126,7 @@ def pool_families(
     for node, pool in sorted((n, p) for p in sp for n in facts[p].nodes):
         node_info.add_metric([node, pool], 1)
     yield node_info
-    yield _slices(facts)
+    yield from _slices(facts, slices_used)
     yield _per_pool(
         "gpuctl_pool_capacity_gpus",
         "GPUs installed in the pool's nodes (status.capacity), ready or not",

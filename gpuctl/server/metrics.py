@@ -44,12 +44,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuctl import __version__
-from gpuctl.constants import METRICS_CLUSTER_LABEL
+from gpuctl.constants import METRICS_CLUSTER_LABEL, SLICES_USED_ANNOTATION
 from gpuctl.domain.gang import workload_gang
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus, workload_gpus
-from gpuctl.domain.objects import is_gpuctl_object, parse_time
+from gpuctl.domain.objects import annotations, is_gpuctl_object, name, parse_time
 from gpuctl.domain.pools import NodeFacts, PoolFacts, pool_facts
 from gpuctl.domain.pools import pool_names as flavor_pool_names
+from gpuctl.domain.sharing import slices_used
 from gpuctl.domain.workload import (
     job_pool,
     metric_state,
@@ -301,14 +302,16 @@ class GpuctlCollector(Collector):
     def _pools_and_teams(self) -> Iterator:
         """The cluster-state series: facts from the cache's summaries, then gpuctl.server.gauges."""
         nodes: list[NodeFacts] = self._summaries("Node")
-        flavor_pools = flavor_pool_names(self._list("ResourceFlavor"))
+        flavors = self._list("ResourceFlavor")
+        flavor_pools = flavor_pool_names(flavors)
+        slices_held = {name(f): slices_used(annotations(f).get(SLICES_USED_ANNOTATION)) for f in flavors}
         pools = set(flavor_pools) | {n.pool for n in nodes if n.pool is not None}
         sums = WorkloadSums.of(self._summaries("Workload"), pools, time.time())
         facts = pool_facts(nodes, flavor_pools, reserved=sums.reserved)
         cqs = [cq for cq in self._list("ClusterQueue") if is_gpuctl_object(cq)]
         teams = {cq["metadata"]["name"] for cq in cqs}
         allocated, team_allocated = self._allocated(facts, teams)
-        yield from pool_families(facts, allocated, sums.requested)
+        yield from pool_families(facts, allocated, sums.requested, slices_held)
         yield from workload_families(sums, teams)
         yield from gang_families(sums, sorted(facts))
         yield from team_families(cqs, sorted(facts), team_allocated)

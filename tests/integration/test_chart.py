@@ -225,12 +225,13 @@ def test_topology_policies_follow_the_kubernetes_version() -> None:
     topology = {
         "gpuctl-topology-templates",
         "gpuctl-topology-pods",
+        "gpuctl-topology-gangs",
         "gpuctl-submitted-by",
         "gpuctl-active-set-by",
     }
     earlier = {"gpuctl-earlier-client-templates", "gpuctl-earlier-client-pods"}
     assert names() == topology | earlier  # each a policy and its binding
-    assert len([k for k in by_key(render()) if k[0] in maps]) == 12
+    assert len([k for k in by_key(render()) if k[0] in maps]) == 14
     assert not names("--kube-version", "1.35.0")
     assert names("--kube-version", "1.35.0", "--set", "topologyPolicy.enabled=true") == topology
     assert names("--kube-version", "1.35.0", "--set", "earlierClientPolicy.enabled=true") == earlier

@@ -621,7 +621,7 @@ def _substitute(expr: str, window: str, **variables: str) -> str:
 # nodes offer none (tests/integration/test_sharing.py makes such nodes; tests/unit/test_metrics_manifests.py
 # feeds one to the collector). A panel that reads only these may be empty here, but Prometheus must know
 # the metric from serve's scrape (its # HELP and # TYPE lines), so a misspelt name still fails.
-SLICE_ONLY_METRICS = {"gpuctl_pool_slices"}
+SLICE_ONLY_METRICS = {"gpuctl_pool_slices", "gpuctl_pool_slices_used"}
 
 
 def _needs_sliced_nodes(s: Stack, expr: str) -> bool:

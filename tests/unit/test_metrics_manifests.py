@@ -22,8 +22,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuctl.constants import SLICES_USED_ANNOTATION
 from gpuctl.server.history import HistoryRecorder
 from gpuctl.server.main import build_parser, create_app
+from queues import resource_flavor
 from tests.unit.test_leader import Store
 from tests.unit.test_metrics import NoCluster, feed, node_obj, populated_cache
 
@@ -55,6 +57,9 @@ def _exported_names() -> set[str]:
     mig = node_obj("mig-1", "inference-pool", 0, tainted=True)  # a node offering MIG slices (issue 32)
     mig["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = "7"
     feed(cache, "Node", mig)
+    flavor = resource_flavor("inference-pool")  # serve's reconciler wrote the slices in use on it
+    flavor["metadata"]["annotations"] = {SLICES_USED_ANNOTATION: '{"nvidia.com/mig-1g.10gb":2}'}
+    feed(cache, "ResourceFlavor", flavor)
     history = HistoryRecorder(NoCluster(), cache)  # gpuctl serve registers it (--history, the default)
     history.failures_by_ns["team-a"] = 1  # a failed write: the counter has a sample
     registry.register(history)

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuctl.constants import GPU_UNITS, SHARED_REPLICAS_CHARGED
+from gpuctl.constants import GPU_UNITS, SHARED_REPLICAS_CHARGED, SLICES_USED_ANNOTATION
 from gpuctl.domain import explain as ex
 from gpuctl.domain import gpus, sharing
 from gpuctl.domain.sharing import Mode, ShareError
-from queues import TeamQuota, cluster_queue
+from queues import TeamQuota, cluster_queue, resource_flavor
 from tests.unit.test_metrics import feed, node_obj, populated_cache, scrape, val
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -401,6 +401,14 @@ def test_pool_slices_metric_per_profile():
     shared = {"pool": "inference-pool", "profile": "shared", "resource": "nvidia.com/gpu.shared"}
     assert val(m, "gpuctl_pool_slices", **shared) == 8
     assert val(m, "gpuctl_pool_slices", pool="training-pool", profile="1g.10gb", resource="x") is None
+    # In use: what serve's reconciler last wrote on the pool's flavor; no series before it has.
+    assert val(m, "gpuctl_pool_slices_used", **mig) is None
+    flavor = resource_flavor("inference-pool")
+    flavor["metadata"]["annotations"] = {SLICES_USED_ANNOTATION: '{"nvidia.com/mig-1g.10gb":3}'}
+    feed(cache, "ResourceFlavor", flavor)
+    m = scrape(registry)
+    assert val(m, "gpuctl_pool_slices_used", **mig) == 3
+    assert val(m, "gpuctl_pool_slices_used", **shared) == 0
 
 
 def _pod(ns: str, name: str, node: str, resource: str) -> dict:
