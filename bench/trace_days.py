@@ -18,6 +18,7 @@ import random
 from collections.abc import Iterable, Mapping
 
 from bench.trace import REAL_DAY, Item
+from tests.integration.fake_nodes import fake_node as shared_fake_node
 
 # ----------------------------------------------------------------------------- the gang day
 GANG_POOL = "gang-pool"
@@ -199,32 +200,9 @@ def slice_equivalents(item: Item) -> float:
 
 
 def fake_node(name: str, labels: Mapping[str, str], alloc: Mapping[str, str]) -> dict:
-    """A KWOK node advertising `alloc` besides cpu, memory and pods."""
-    full = {"cpu": "96", "memory": "1Ti", "pods": "110", **alloc}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                "runwhere.ai/trace-day": "true",
-                **labels,
-            },
-        },
-        "status": {
-            "addresses": [
-                {"type": "InternalIP", "address": "127.0.0.1"},
-                {"type": "Hostname", "address": name},
-            ],
-            "capacity": dict(full),
-            "allocatable": full,
-        },
-    }
+    """A KWOK node advertising `alloc` besides cpu, memory and pods (tests.integration.fake_nodes' shape),
+    labelled as the trace day's."""
+    return shared_fake_node(name, {"runwhere.ai/trace-day": "true", **labels}, alloc)
 
 
 def gang_nodes() -> list[dict]:

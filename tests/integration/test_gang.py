@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -81,19 +81,24 @@ def racks(cluster, kube, tmp_path_factory) -> Iterator[Racks]:
         )
         yield Racks(pool, ns, nodes)
     finally:
-        # Jobs first: a deleted namespace's gang pods wait for the Job controller (podReplacementPolicy
-        # Failed keeps their tracking finalizer until they end, which KWOK's pods never do on their own).
-        for job in kube.list(path("Job", namespace=ns)):
-            kube.delete(path("Job", job["metadata"]["name"], ns), propagation="Background")
-        main(["delete", "quota", f"q-{ns}", "--delete-namespace", "--kubeconfig", cluster])
-        wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
-        main(["delete", "pool", pool, "--kubeconfig", cluster])
-        for name in nodes:
-            try:
-                kube.delete(path("Node", name))
-            except ApiError as e:
-                if e.status != 404:
-                    raise
+        _remove_team(kube, cluster, ns, pool, nodes)
+
+
+def _remove_team(kube, cluster: str, ns: str, pool: str, nodes: Iterable[str]) -> None:
+    """Undo a team on its own pool of fake nodes: its Jobs, its quota and namespace, the pool, the nodes.
+    Jobs first: a deleted namespace's gang pods wait for the Job controller (podReplacementPolicy Failed
+    keeps their tracking finalizer until they end, which KWOK's pods never do on their own)."""
+    for job in kube.list(path("Job", namespace=ns)):
+        kube.delete(path("Job", job["metadata"]["name"], ns), propagation="Background")
+    main(["delete", "quota", f"q-{ns}", "--delete-namespace", "--kubeconfig", cluster])
+    wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
+    main(["delete", "pool", pool, "--kubeconfig", cluster])
+    for name in nodes:
+        try:
+            kube.delete(path("Node", name))
+        except ApiError as e:
+            if e.status != 404:
+                raise
 
 
 def _job_file(

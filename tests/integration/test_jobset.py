@@ -19,14 +19,14 @@ import pytest
 import yaml
 
 from gpuctl.cli.main import main
-from gpuctl.cluster import ApiError, path
+from gpuctl.cluster import path
 from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.integration.admission_stack import AdmissionStack
 from tests.integration.conftest import wait_until
 from tests.integration.tenancy import TeamMember
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
-from tests.integration.test_gang import _held_gpus, _node, _ready, _team_gpus
+from tests.integration.test_gang import _held_gpus, _node, _ready, _remove_team, _team_gpus
 
 JOBSET_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
@@ -110,17 +110,7 @@ def team(cluster, kube, tmp_path_factory) -> Iterator[Team]:
     finally:
         for js in kube.list(JOBSETS.format(ns=ns)) if kube.get_or_none(f"/api/v1/namespaces/{ns}") else []:
             kube.delete(f"{JOBSETS.format(ns=ns)}/{js['metadata']['name']}", propagation="Background")
-        for job in kube.list(path("Job", namespace=ns)):
-            kube.delete(path("Job", job["metadata"]["name"], ns), propagation="Background")
-        main(["delete", "quota", f"q-{ns}", "--delete-namespace", "--kubeconfig", cluster])
-        wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
-        main(["delete", "pool", pool, "--kubeconfig", cluster])
-        for n in nodes:
-            try:
-                kube.delete(path("Node", n))
-            except ApiError as e:
-                if e.status != 404:
-                    raise
+        _remove_team(kube, cluster, ns, pool, nodes)
         if member is not None:
             member.delete()
 
