@@ -19,6 +19,8 @@ __all__ = [
     "CHECKED_RS_OWNERS",
     "CONTROLLER_USERS",
     "GC_USER",
+    "JOBSET_USER",
+    "JOB_MAKERS",
     "KCM_NAMESPACE",
     "KCM_USER",
     "KUEUE_NAMESPACE",
@@ -47,6 +49,15 @@ KCM_USER: Final = "system:kube-controller-manager"
 KUEUE_NAMESPACE: Final = "kueue-system"
 KUEUE_SERVICE_ACCOUNT: Final = "kueue-controller-manager"
 KUEUE_USER: Final = f"{SA_PREFIX}{KUEUE_NAMESPACE}:{KUEUE_SERVICE_ACCOUNT}"
+# The JobSet controller (JobSet's own manifests: ServiceAccount jobset-controller-manager in jobset-system).
+# It makes a JobSet's Jobs (no queue label: the JobSet is the queued object, Kueue's jobset integration
+# counts its pods) and un-suspends them once Kueue un-suspends the JobSet.
+JOBSET_NAMESPACE: Final = "jobset-system"
+JOBSET_USER: Final = f"{SA_PREFIX}{JOBSET_NAMESPACE}:jobset-controller-manager"
+# (apiGroup, kind) of a controller owner of Jobs -> the user its controller sends them as. A Job such an
+# owner controls, sent by that user, is made from a template already reviewed at its owner (the webhook
+# reviews JobSets); anyone else's Job claiming such an owner is `owner-claim`'s (Kueue would not queue it).
+JOB_MAKERS: Final = {("jobset.x-k8s.io", "JobSet"): JOBSET_USER}
 # A pod controlled by one of these is made from a template already reviewed at its owner.
 CHECKED_OWNERS: Final = frozenset({("batch", "Job"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
 # A ReplicaSet controlled by a Deployment is made from the Deployment's (reviewed) template.

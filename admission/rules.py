@@ -20,9 +20,10 @@ module runs them, in a fixed order, on the object the request carries:
 - `gang-fits`                                     validators/gangs.py
 - `set-aside-toleration`                          validators/set_aside.py
 
-Rules apply to Pods, Jobs, Deployments, StatefulSets and ReplicaSets in namespaces gpuctl manages, and to
-Nodes. Pods the Job, ReplicaSet or StatefulSet controller makes (and ReplicaSets the Deployment controller
-makes) are checked once, at their owner: the owner's template is what they are made from. What proves a
+Rules apply to Pods, Jobs, Deployments, StatefulSets, ReplicaSets and JobSets (each replicated job's pod
+template, under the JobSet's labels) in namespaces gpuctl manages, and to Nodes. Pods the Job, ReplicaSet or
+StatefulSet controller makes (ReplicaSets the Deployment controller makes, Jobs the JobSet controller makes)
+are checked once, at their owner: the owner's template is what they are made from. What proves a
 pod was made by its controller is *who sends the request* (admission.identities), never what the object
 says about itself. The request is decoded by admission.envelope, the verdict and the UPDATE diff are
 admission.verdict's (only findings the old object did not have are denied).
@@ -35,7 +36,7 @@ from contextlib import suppress
 from typing import Any, Final
 
 from admission.envelope import Envelope, controller_kind, decode, subject
-from admission.identities import CHECKED_OWNERS, CHECKED_RS_OWNERS, CONTROLLER_USERS, KCM_USER
+from admission.identities import CHECKED_OWNERS, CHECKED_RS_OWNERS, CONTROLLER_USERS, JOB_MAKERS, KCM_USER
 from admission.rule_names import RULES
 from admission.state import ClusterState
 from admission.validators.device_access import check_device_access
@@ -68,7 +69,7 @@ from admission.verdict import (
     judge,
     not_ready,
 )
-from admission.work import Work, queue_name, reduce
+from admission.work import Work, queue_name, reduce_all
 from gpuctl.constants import FIELD_MANAGER
 from gpuctl.domain.gpus import pod_spec_gpus
 from gpuctl.domain.shape import obj_at
@@ -79,7 +80,13 @@ __all__ = ["RULES", "AdmissionConfig", "Malformed", "Mode", "Verdict", "Violatio
 _POD: Final = ("", "Pod")
 _NODE: Final = ("", "Node")
 _TEMPLATE_KINDS: Final = frozenset(
-    {("batch", "Job"), ("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet")}
+    {
+        ("batch", "Job"),
+        ("apps", "Deployment"),
+        ("apps", "StatefulSet"),
+        ("apps", "ReplicaSet"),
+        ("jobset.x-k8s.io", "JobSet"),  # a pod template per replicated job (admission.work.reduce_all)
+    }
 )
 _DELETE_SKIP: Final = Verdict(allowed=True, skipped="operation DELETE")
 
@@ -163,6 +170,8 @@ def _trusted(
         and user in (CONTROLLER_USERS[owner], KCM_USER)
     ):
         return f"checked at its owner ({owner[1]})", owner
+    if owner is not None and env.kind == "Job" and user == JOB_MAKERS.get(owner):
+        return f"checked at its owner ({owner[1]})", owner
     return "", owner
 
 
@@ -176,31 +185,47 @@ def _review_work(
     config: AdmissionConfig,
 ) -> Verdict:
     """A Pod or a pod template's owner: its findings, and on UPDATE only the new ones."""
-    kind, old, pod = env.kind, env.old, env.gk == _POD
-    work = reduce(kind, obj, "request.object")
-    found, warn = violations(work, ns, state, config)
-    if old and kind in ("Job", "Pod"):
+    kind, old = env.kind, env.old
+    claims = kind in ("Pod", "Job")  # owner-claim: a pod's or a Job's controller reference
+    works = reduce_all(kind, obj, "request.object")
+    found, warn = _all_violations(works, ns, state, config)
+    if old and kind in ("Job", "Pod", "JobSet") and works:
         try:
-            old_work = reduce(kind, old, "request.oldObject")
+            old_work = reduce_all(kind, old, "request.oldObject")[:1]
         except Malformed:
-            old_work = None  # judge the new object on its own
-        if old_work is not None:
-            found += check_kueue_gate(work, old_work, queue_name(work) or queue_name(old_work))
-    if pod and owner is not None:
-        found += check_owner_claim(obj, "request.object")
-    if pod and old:
+            old_work = []  # judge the new object on its own
+        if old_work:
+            found += check_kueue_gate(works[0], old_work[0], queue_name(works[0]) or queue_name(old_work[0]))
+    if claims and owner is not None:
+        found += check_owner_claim(obj, "request.object", kind)
+    if claims and old:
         with suppress(Malformed):  # a malformed old object: the new one is judged on its own
-            found += check_owner_dropped(obj, old, env.user)
+            found += check_owner_dropped(obj, old, env.user, kind)
 
     if not found and not warn:
         return Verdict(True, subj)  # what judge says whatever the old object had
 
     def before() -> list[Violation]:
         assert old is not None
-        out, _ = violations(reduce(kind, old, "request.oldObject"), ns, state, config)
-        return out + check_owner_claim(old, "request.oldObject") if pod else out
+        out, _ = _all_violations(reduce_all(kind, old, "request.oldObject"), ns, state, config)
+        return out + check_owner_claim(old, "request.oldObject", kind) if claims else out
 
     return judge(subj, found, warn, before if old else None, config)
+
+
+def _all_violations(
+    works: list[Work], ns: str, state: ClusterState, config: AdmissionConfig
+) -> tuple[list[Violation], list[str]]:
+    """violations() of each Work of one object (a JobSet has one per replicated job), in order."""
+    if len(works) == 1:
+        return violations(works[0], ns, state, config)
+    found: list[Violation] = []
+    warn: list[str] = []
+    for w in works:
+        f, wn = violations(w, ns, state, config)
+        found += [v for v in f if v not in found]  # the JobSet's own labels judged once
+        warn += [x for x in wn if x not in warn]
+    return found, warn
 
 
 def _review_node(

@@ -1,5 +1,6 @@
-"""The object under review (a Pod, or a Job, Deployment, StatefulSet or ReplicaSet with its pod template),
-reduced to what the team namespaces' rules read, each part typed once."""
+"""The object under review (a Pod, or a Job, Deployment, StatefulSet or ReplicaSet with its pod template, or
+a JobSet with one pod template per replicated job), reduced to what the team namespaces' rules read, each
+part typed once."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.constants import Labels
-from gpuctl.domain.shape import EMPTY, obj_at, strmap_at
+from gpuctl.domain.shape import EMPTY, item, list_at, obj_at, strmap_at
 
-__all__ = ["Work", "queue_name", "reduce"]
+__all__ = ["Work", "queue_name", "reduce", "reduce_all"]
 
 
 @dataclass(slots=True)
@@ -24,6 +25,7 @@ class Work:
     spec_path: str
     has_template: bool
     obj_spec: Mapping[str, Any]  # the object's own spec (a Job's suspend); a Pod's: the pod spec
+    tmpl_path: str = "spec.template"  # where the pod template is (a JobSet's: in its replicated job)
 
 
 def reduce(kind: str, obj: Mapping[str, Any], where: str) -> Work:
@@ -40,19 +42,51 @@ def reduce(kind: str, obj: Mapping[str, Any], where: str) -> Work:
         spec = obj_at(obj, "spec", where)
     if kind == "Pod":
         return Work(kind, labels, annotations, EMPTY, EMPTY, spec, "spec", False, spec)
-    tmpl = spec.get("template")
+    return _with_template(kind, labels, annotations, spec, spec, where, "spec")
+
+
+def reduce_all(kind: str, obj: Mapping[str, Any], where: str) -> list[Work]:
+    """Every Work of `obj`: one for most kinds; a JobSet's, one per replicated job (its Job template's pod
+    template, under the JobSet's own labels and spec: the JobSet is what Kueue queues)."""
+    if kind != "JobSet":
+        return [reduce(kind, obj, where)]
+    meta = obj_at(obj, "metadata", where)
+    labels = strmap_at(meta, "labels", f"{where}.metadata")
+    annotations = strmap_at(meta, "annotations", f"{where}.metadata")
+    spec = obj_at(obj, "spec", where)
+    out = []
+    for i, rj in enumerate(list_at(spec, "replicatedJobs", f"{where}.spec")):
+        rjp = f"spec.replicatedJobs[{i}]"
+        job = obj_at(item(rj, f"{where}.{rjp}"), "template", f"{where}.{rjp}")
+        job_spec = obj_at(job, "spec", f"{where}.{rjp}.template")
+        out.append(_with_template(kind, labels, annotations, job_spec, spec, where, f"{rjp}.template.spec"))
+    return out
+
+
+def _with_template(
+    kind: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    holder: Mapping[str, Any],
+    obj_spec: Mapping[str, Any],
+    where: str,
+    at: str,
+) -> Work:
+    """The Work of the pod template at `at`.template (`holder` is the spec there)."""
+    tp = f"{at}.template"
+    tmpl = holder.get("template")
     if type(tmpl) is not dict:
-        tmpl = obj_at(spec, "template", f"{where}.spec")
+        tmpl = obj_at(holder, "template", f"{where}.{at}")
     tmeta = tmpl.get("metadata")
     if type(tmeta) is not dict:
-        tmeta = obj_at(tmpl, "metadata", f"{where}.spec.template")
-    tmpl_labels = strmap_at(tmeta, "labels", f"{where}.spec.template.metadata")
-    tmpl_annotations = strmap_at(tmeta, "annotations", f"{where}.spec.template.metadata")
+        tmeta = obj_at(tmpl, "metadata", f"{where}.{tp}")
+    tmpl_labels = strmap_at(tmeta, "labels", f"{where}.{tp}.metadata")
+    tmpl_annotations = strmap_at(tmeta, "annotations", f"{where}.{tp}.metadata")
     pspec = tmpl.get("spec")
     if type(pspec) is not dict:
-        pspec = obj_at(tmpl, "spec", f"{where}.spec.template")
+        pspec = obj_at(tmpl, "spec", f"{where}.{tp}")
     return Work(
-        kind, labels, annotations, tmpl_labels, tmpl_annotations, pspec, "spec.template.spec", True, spec
+        kind, labels, annotations, tmpl_labels, tmpl_annotations, pspec, f"{tp}.spec", True, obj_spec, tp
     )
 
 

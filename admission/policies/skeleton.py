@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import yaml
 
-from admission.identities import CONTROLLER_USERS, KUEUE_NAMESPACE, KUEUE_USER
+from admission.identities import CONTROLLER_USERS, JOB_MAKERS, KUEUE_NAMESPACE, KUEUE_USER
 from admission.policies.cel import from_controller, q
 from gpuctl.constants import EXEMPT_NAMESPACES, NAMESPACE_MARKER_VALUE, Labels
 
@@ -30,6 +30,7 @@ __all__ = [
     "mutating_policy",
     "mutating_template_and_pod",
     "non_team_namespaces",
+    "not_a_jobsets_job",
     "render",
     "resource_rule",
     "team_match_conditions",
@@ -117,6 +118,23 @@ def team_match_conditions() -> list[dict]:
             ),
         },
     ]
+
+
+def not_a_jobsets_job() -> dict:
+    """The matchCondition skipping the Jobs a JobSet's controller sends (webhook.yaml's, admission.rules'
+    `_trusted`): Kueue admitted the JobSet as they are, nothing is to be added to them."""
+    owned = " ||\n".join(
+        f"(r.kind == {q(kind)} && r.apiVersion.startsWith({q(group + '/')}) && "
+        f"request.userInfo.username == {q(user)})"
+        for (group, kind), user in JOB_MAKERS.items()
+    )
+    return {
+        "name": "not-a-jobsets-job-from-its-controller",
+        "expression": (
+            "request.kind.kind != 'Job' || !has(object.metadata.ownerReferences) ||\n"
+            f"!object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && (\n{owned}))"
+        ),
+    }
 
 
 def _spec(resource_rules: list[dict], conditions: list[dict]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from admission.policies.skeleton import (
     labels,
     mutating_policy,
     mutating_template_and_pod,
+    not_a_jobsets_job,
     render,
     team_match_conditions,
 )
@@ -79,6 +80,7 @@ def _conditions(pod: bool) -> list[dict]:
         {"name": "no-topology-request", "expression": none},
     ]
     if not pod:
+        conds.append(not_a_jobsets_job())
         conds.append(
             {
                 "name": "template-written",

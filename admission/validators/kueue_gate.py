@@ -1,6 +1,6 @@
 """`kueue-gate`: only Kueue starts queued work. On an UPDATE (Kueue's own requests never reach the rules),
-nobody else un-suspends a queued Job (`spec.suspend` true -> false) or removes Kueue's scheduling gates from a
-pod: until Kueue re-suspends, its pods would run uncounted."""
+nobody else un-suspends a queued Job or JobSet (`spec.suspend` true -> false) or removes Kueue's scheduling
+gates from a pod: until Kueue re-suspends, its pods would run uncounted."""
 
 from __future__ import annotations
 
@@ -22,18 +22,18 @@ KUEUE_GATES: Final = frozenset(
 
 
 def check_kueue_gate(w: Work, old: Work, queue: str) -> list[Violation]:
-    """kueue-gate, on an UPDATE (Kueue's own requests never reach the rules): a queued Job un-suspended, or
-    Kueue's scheduling gates lifted from a pod, by anyone else."""
-    if w.kind == "Job":
+    """kueue-gate, on an UPDATE (Kueue's own requests never reach the rules): a queued Job or JobSet
+    un-suspended, or Kueue's scheduling gates lifted from a pod, by anyone else."""
+    if w.kind in ("Job", "JobSet"):
         spec, old_spec = w.obj_spec, old.obj_spec
         if queue and old_spec.get("suspend") is True and spec.get("suspend") is not True:
             return [
                 Violation(
                     KUEUE_GATE,
-                    f"the update un-suspends a Job queued in LocalQueue {queue}: its pods would run before "
-                    f"Kueue admits them, outside the team's quota, until Kueue suspends it again",
-                    "leave spec.suspend to Kueue: it un-suspends the Job when the team's quota has room "
-                    "(`gpuctl describe job` says why it waits)",
+                    f"the update un-suspends a {w.kind} queued in LocalQueue {queue}: its pods would run "
+                    f"before Kueue admits them, outside the team's quota, until Kueue suspends it again",
+                    f"leave spec.suspend to Kueue: it un-suspends the {w.kind} when the team's quota has "
+                    "room (`gpuctl describe job` or `kueuectl` say why it waits)",
                     f"{KUEUE_GATE}: unsuspend",
                 )
             ]

@@ -100,8 +100,8 @@ def check_labels(w: Work) -> list[Violation]:
             (
                 ("metadata.labels", labels),
                 ("metadata.annotations", w.annotations),
-                ("spec.template.metadata.labels", tl),
-                ("spec.template.metadata.annotations", w.tmpl_annotations),
+                (f"{w.tmpl_path}.metadata.labels", tl),
+                (f"{w.tmpl_path}.metadata.annotations", w.tmpl_annotations),
             )
         )
     found = _label_rules(
@@ -111,6 +111,7 @@ def check_labels(w: Work) -> list[Violation]:
         tl.get(_PRIORITY),
         labels.get(_KUEUE_PRIORITY),
         tl.get(_KUEUE_PRIORITY),
+        w.tmpl_path,
     )
     if found:
         out += found
@@ -125,10 +126,12 @@ def _label_rules(
     tmpl_p: str | None,
     cls: str | None,
     tmpl_cls: str | None,
+    tmpl_path: str = "spec.template",
 ) -> tuple[Violation, ...]:
     """job-type and priority, from the object's and its pod template's label values (None: no label)."""
     out: list[Violation] = []
-    for where, v in (("metadata.labels", jt), ("spec.template.metadata.labels", tmpl_jt)):
+    places = ("metadata.labels", f"{tmpl_path}.metadata.labels")
+    for where, v in zip(places, (jt, tmpl_jt), strict=True):
         if v is not None and v not in JOB_TYPES:
             out.append(
                 Violation(
@@ -137,21 +140,18 @@ def _label_rules(
                     f"use one of {', '.join(JOB_TYPES)}",
                 )
             )
-    found = _priority(((p, cls), (tmpl_p, tmpl_cls)))
+    found = _priority(((p, cls), (tmpl_p, tmpl_cls)), places)
     if found is not None:
         out.append(found)
     return tuple(out)
 
 
-_PLACES: Final = ("metadata.labels", "spec.template.metadata.labels")
-
-
-def _priority(levels: tuple[tuple[str | None, str | None], ...]) -> Violation | None:
+def _priority(levels: tuple[tuple[str | None, str | None], ...], places: tuple[str, str]) -> Violation | None:
     """The first priority finding, from (runwhere.ai/priority, kueue.x-k8s.io/priority-class) of the object,
     then of its pod template: each level that says one must say a valid one, the levels must agree, and
     Kueue's priority class (what Kueue actually schedules by) must be the matching gpuctl class."""
     said: str | None = None
-    for where, (p, _) in zip(_PLACES, levels, strict=True):
+    for where, (p, _) in zip(places, levels, strict=True):
         if p is None:
             continue
         if p not in PRIORITY_VALUES:
@@ -167,7 +167,7 @@ def _priority(levels: tuple[tuple[str | None, str | None], ...]) -> Violation | 
                 "use the same priority in both places",
             )
         said = p
-    for where, (_, cls) in zip(_PLACES, levels, strict=True):
+    for where, (_, cls) in zip(places, levels, strict=True):
         if cls is None:
             continue
         if cls.startswith(CLASS_PREFIX) and cls not in PRIORITY_CLASSES:

@@ -1,7 +1,8 @@
 """`owner-claim`: a Pod claiming a controller whose pods Kueue leaves to that controller's integration (a Job,
 ReplicaSet, StatefulSet, ... `identities.KUEUE_OWNER_KINDS`) comes from that controller; and only the
 controller (or the garbage collector) takes such a claim away or relabels a Job's pod. Kueue would not gate
-such a pod: it would run outside the team's quota.
+such a pod: it would run outside the team's quota. The same for a Job claiming a JobSet (Kueue queues the
+JobSet, not its Jobs): only the JobSet controller makes one (`identities.JOB_MAKERS`) or takes the claim away.
 
 `check_owner_claim` judges what the pod says (admission.rules.review has already let through the pods
 their own controller sends); `check_owner_dropped` judges what an UPDATE changes.
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from admission.envelope import controller_ref, ref_kind
-from admission.identities import GC_USER, KCM_USER, KUEUE_OWNER_KINDS, POD_MAKERS, RELEASING_KINDS
+from admission.identities import GC_USER, JOB_MAKERS, KCM_USER, KUEUE_OWNER_KINDS, POD_MAKERS, RELEASING_KINDS
 from admission.rule_names import OWNER_CLAIM
 from admission.verdict import Violation
 from gpuctl.domain.shape import EMPTY, strmap_at
@@ -21,9 +22,13 @@ from gpuctl.domain.shape import EMPTY, strmap_at
 __all__ = ["check_owner_claim", "check_owner_dropped"]
 
 
-def check_owner_claim(obj: Mapping[str, Any], where: str) -> list[Violation]:
-    """owner-claim, on what the pod says: a controller reference to an owner whose pods Kueue does not gate.
-    (review() has already let through the pods their own controller sends.)"""
+def _makers(kind: str) -> Mapping[tuple[str, str], str]:
+    return JOB_MAKERS if kind == "Job" else POD_MAKERS
+
+
+def check_owner_claim(obj: Mapping[str, Any], where: str, kind: str = "Pod") -> list[Violation]:
+    """owner-claim, on what the pod (or Job) says: a controller reference to an owner whose pods Kueue does
+    not gate. (review() has already let through what the owner's own controller sends.)"""
     meta = obj.get("metadata")
     if type(meta) is not dict or meta.get("ownerReferences") is None:
         return []
@@ -34,21 +39,26 @@ def check_owner_claim(obj: Mapping[str, Any], where: str) -> list[Violation]:
     if gk not in KUEUE_OWNER_KINDS:
         return []
     name, uid = ref.get("name"), ref.get("uid")
-    maker = POD_MAKERS.get(gk)
-    by = f"only {maker} makes such pods" if maker else f"nothing makes pods owned by a {gk[1]}"
+    what = "Jobs" if kind == "Job" else "pods"
+    noun = "pod" if kind == "Pod" else kind
+    maker = _makers(kind).get(gk)
+    by = f"only {maker} makes such {what}" if maker else f"nothing makes {what} owned by a {gk[1]}"
     return [
         Violation(
             OWNER_CLAIM,
-            f"the pod names {gk[1]} {name} as its controller, but Kueue leaves the pods of a {gk[1]} to "
-            f"it and does not queue this one ({by}): it would run outside the team's quota",
-            "remove the ownerReference (a pod of your own is queued by Kueue like any other), or create the "
-            f"{gk[1]} and let it make its pods",
+            f"the {noun} names {gk[1]} {name} as its controller, but "
+            f"Kueue leaves the {what} of a {gk[1]} to it and does not queue this one ({by}): it would run "
+            "outside the team's quota",
+            f"remove the ownerReference (a {noun} of your own is queued by "
+            f"Kueue like any other), or create the {gk[1]} and let it make its {what}",
             f"{OWNER_CLAIM}: {gk[0]}/{gk[1]} {name} {uid}",
         )
     ]
 
 
-def check_owner_dropped(obj: Mapping[str, Any], old: Mapping[str, Any], user: str) -> list[Violation]:
+def check_owner_dropped(
+    obj: Mapping[str, Any], old: Mapping[str, Any], user: str, kind: str = "Pod"
+) -> list[Violation]:
     """owner-claim, on an UPDATE: only the owner's controller (or the garbage collector) takes a pod's
     controller reference away, and only the controller relabels a pod of a RELEASING_KINDS owner. Anyone else
     would turn a counted pod into an orphan that runs on while its owner makes a counted replacement."""
@@ -59,24 +69,28 @@ def check_owner_dropped(obj: Mapping[str, Any], old: Mapping[str, Any], user: st
     if ref is None:
         return []
     gk = ref_kind(ref)
-    if gk not in KUEUE_OWNER_KINDS or user in (POD_MAKERS.get(gk), KCM_USER, GC_USER):
+    if gk not in KUEUE_OWNER_KINDS or user in (_makers(kind).get(gk), KCM_USER, GC_USER):
         return []
     meta = obj.get("metadata")
     meta = meta if type(meta) is dict else EMPTY
     now = None if meta.get("ownerReferences") is None else controller_ref(meta, "request.object.metadata")
     name = ref.get("name")
+    noun = "pod" if kind == "Pod" else kind
     if now is None or now.get("uid") != ref.get("uid"):
         return [
             Violation(
                 OWNER_CLAIM,
-                f"the update takes away the pod's controller reference to {gk[1]} {name}: the pod would run "
-                f"on as an orphan while its {gk[1]} makes a counted replacement",
-                f"leave ownerReferences as they are; to stop the pod, delete it (or its {gk[1]})",
+                f"the update takes away the {noun}'s controller reference to {gk[1]} {name}: the {noun} "
+                f"would run on as an orphan while its {gk[1]} makes a counted replacement",
+                f"leave ownerReferences as they are; to stop the {noun}, delete it (or its {gk[1]})",
                 f"{OWNER_CLAIM}: drop {gk[0]}/{gk[1]} {name}",
             )
         ]
-    if gk in RELEASING_KINDS and strmap_at(meta, "labels", "request.object.metadata") != strmap_at(
-        old_meta, "labels", "request.oldObject.metadata"
+    if (
+        kind == "Pod"
+        and gk in RELEASING_KINDS
+        and strmap_at(meta, "labels", "request.object.metadata")
+        != strmap_at(old_meta, "labels", "request.oldObject.metadata")
     ):
         return [
             Violation(

@@ -98,7 +98,7 @@ def placement_of(w: Work, state: ClusterState) -> Placement:
         (where, v)
         for where, v in (
             ("metadata.labels", label_pool),
-            ("spec.template.metadata.labels", tmpl_pool),
+            (f"{w.tmpl_path}.metadata.labels", tmpl_pool),
             (f"{sp}.nodeSelector", selector_pool),
         )
         if v is not None

@@ -53,7 +53,7 @@ def check_priority_class(w: Work) -> list[Violation]:
                     f"(gpuctl-high|medium|low for Kueue)"
                 )
             out.append(Violation(PRIORITY_CLASS_RULE, msg, fix, f"{PRIORITY_CLASS_RULE}: {pcn} for {said}"))
-    for where, m in (("metadata.labels", labels), ("spec.template.metadata.labels", tl)):
+    for where, m in (("metadata.labels", labels), (f"{w.tmpl_path}.metadata.labels", tl)):
         cls = m.get(Labels.KUEUE_PRIORITY)
         # A misspelt gpuctl-* class is the `priority` rule's finding.
         # (An empty label is no class to Kueue: jobframework.WorkloadPriorityClassName.)

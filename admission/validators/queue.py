@@ -31,7 +31,7 @@ def check_queue(w: Work, ns: str, gpus: int, state: ClusterState, warn: list[str
     queues = state.local_queues.get(ns, EMPTY)
     name = queue_name(w)
     if not name:
-        where = "spec.template.metadata.labels" if w.kind == "ReplicaSet" else "metadata.labels"
+        where = f"{w.tmpl_path}.metadata.labels" if w.kind == "ReplicaSet" else "metadata.labels"
         fix = (
             f"add label {Labels.KUEUE_QUEUE}: {names(queues)} in {where}"
             if queues
@@ -77,7 +77,7 @@ def check_topology(w: Work, gpus: int, cq: str) -> list[Violation]:
     ann = w.tmpl_annotations if w.has_template else w.annotations
     if ann and not ann.keys().isdisjoint(TAS_REQUEST_KEYS):
         return []
-    where = "spec.template.metadata" if w.has_template else "metadata"
+    where = f"{w.tmpl_path}.metadata" if w.has_template else "metadata"
     return [
         Violation(
             GPU_TOPOLOGY,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from admission.identities import CONTROLLER_USERS, KCM_USER, KUEUE_USER
+from admission.identities import CONTROLLER_USERS, JOB_MAKERS, KCM_USER, KUEUE_USER
 from admission.policies import deletes
 from admission.server import DEFAULT_PORT
 from admission.state import RESOURCES
@@ -47,7 +47,13 @@ def test_kustomization_lists_every_file():
 
 
 @pytest.mark.parametrize(
-    "name", ["workloads.admission.runwhere.ai", "pods.admission.runwhere.ai", "nodes.admission.runwhere.ai"]
+    "name",
+    [
+        "workloads.admission.runwhere.ai",
+        "jobsets.admission.runwhere.ai",
+        "pods.admission.runwhere.ai",
+        "nodes.admission.runwhere.ai",
+    ],
 )  # deletes.admission.runwhere.ai: below
 def test_every_webhook_fails_closed_quickly_and_supports_dry_run(name):
     w = webhooks()[name]
@@ -110,6 +116,7 @@ def test_webhook_rules_cover_exactly_the_kinds_the_server_reviews():
         ("apps", "replicasets"),
         ("", "pods"),
         ("", "nodes"),
+        ("jobset.x-k8s.io", "jobsets"),
     }
     # Never a status subresource: status updates carry nothing the rules read.
     assert not any("/" in r for _, r in covered)
@@ -136,6 +143,20 @@ def test_match_conditions_exclude_kueue_and_controller_made_pods():
     assert workloads["not-kueue"] == pods["not-kueue"]
     rs = workloads["not-a-deployments-replicaset-from-its-controller"]
     assert f"(request.userInfo.username == '{CONTROLLER_USERS[('apps', 'Deployment')]}' ||" in rs
+    # A JobSet's Jobs, only from the JobSet controller (the code's table), only with a JobSet controller ref.
+    ((group, kind), user), *more = JOB_MAKERS.items()
+    assert not more
+    js = workloads["not-a-jobsets-job-from-its-controller"]
+    assert f"request.userInfo.username == '{user}'" in js and "KCM" not in js
+    assert f"r.kind == '{kind}' && r.apiVersion.startsWith('{group}/')" in js
+    jobsets = {
+        c["name"]: c["expression"] for c in webhooks()["jobsets.admission.runwhere.ai"]["matchConditions"]
+    }
+    assert jobsets["not-kueue"] == pods["not-kueue"]
+    assert (
+        webhooks()["jobsets.admission.runwhere.ai"]["namespaceSelector"]
+        == (webhooks()["workloads.admission.runwhere.ai"]["namespaceSelector"])
+    )
     for needle in (
         "nvidia.com/gpu",
         "runwhere.ai/",

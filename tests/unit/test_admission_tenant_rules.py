@@ -309,7 +309,8 @@ def test_a_jobs_pod_keeps_its_labels_or_its_job_would_release_it_and_make_anothe
 
 
 def test_claims_on_non_pods_are_not_judged():
-    allowed(_owned(training_job(), "batch", "Job"))  # a Job's ownerReferences (a CronJob's, say)
+    allowed(_owned(gpuctl_workload("inference"), "apps", "StatefulSet"))  # a Deployment's ownerReferences
+    # (A Job's claim on a JobSet, a Job, ...: tests/unit/test_admission_jobsets.py.)
 
 
 # ---------------------------------------------------------------------------------------------------------
