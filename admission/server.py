@@ -66,6 +66,7 @@ _KINDS: Final = frozenset(
         "Deployment",
         "StatefulSet",
         "ReplicaSet",
+        "JobSet",
         "Node",
         "DaemonSet",
         "CronJob",

@@ -78,14 +78,19 @@ def check_topology(w: Work, gpus: int, cq: str) -> list[Violation]:
     if ann and not ann.keys().isdisjoint(TAS_REQUEST_KEYS):
         return []
     where = f"{w.tmpl_path}.metadata" if w.has_template else "metadata"
+    policy = (
+        "gpuctl's topology policy writes Jobs, not JobSets: add it to each replicated job"
+        if w.kind == "JobSet"
+        else "the topology MutatingAdmissionPolicy (manifests/admission/topology.yaml, Kubernetes >= 1.36) "
+        "adds it for you"
+    )
     return [
         Violation(
             GPU_TOPOLOGY,
             f"requests {gpus} {GPU_RESOURCE} from ClusterQueue {cq}, whose pools place pods by node "
             f"(Topology Aware Scheduling), without a topology annotation: Kueue would never admit it",
             f'add annotation {TAS_UNCONSTRAINED}: "true" in {where}.annotations (or another '
-            f"kueue.x-k8s.io/podset-*-topology); the topology MutatingAdmissionPolicy "
-            f"(manifests/admission/topology.yaml, Kubernetes >= 1.36) adds it for you",
+            f"kueue.x-k8s.io/podset-*-topology); {policy}",
             GPU_TOPOLOGY,
         )
     ]

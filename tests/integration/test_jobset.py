@@ -225,32 +225,79 @@ def test_a_team_members_jobset_is_queued_and_charged(gpuctl, kube, kubectl_bin, 
     wait_until(lambda: (_team_gpus(kube, ns), _held_gpus(kube, ns)) == (0, 0) or None, 90, what="released")
 
 
-def test_gpuctls_admission_refuses_a_jobsets_jobs_today(kube, kubectl_bin, cluster, team, tmp_path):
-    """A known limit, proved so that it is seen (docs/distributed.md "Other launchers' objects"): with
-    gpuctl's webhook and policies installed for the namespace (as the chart installs them), Kueue admits the
-    JobSet, but the webhook's `gpu-queue` rule refuses the Jobs the JobSet controller then makes (they carry
-    no queue label: their JobSet is the queued object), so none of its pods exists. The fix is to trust the
-    JobSet controller's identity for Jobs a JobSet owns (admission.identities, as for POD_MAKERS)."""
-    stack = AdmissionStack.install(kube, kubectl_bin, cluster, [team.ns], tmp_path)
+def test_a_jobset_runs_under_gpuctls_admission(kube, kubectl_bin, cluster, team, tmp_path):
+    """With gpuctl's webhook and policies installed for the namespace (as the chart installs them), a team
+    member's JobSet is reviewed like a gpuctl job and runs: its Jobs, made by the JobSet controller, are
+    checked at their JobSet (admission.identities.JOB_MAKERS). What the member may not do is refused: a
+    JobSet asking GPUs outside Kueue, un-suspending a queued JobSet, a Job of his own claiming the JobSet."""
+    ns, jobsets = team.ns, JOBSETS.format(ns=team.ns)
+    stack = AdmissionStack.install(kube, kubectl_bin, cluster, [ns], tmp_path)
     try:
-        js = _jobset("guarded", team.ns, team.pool)
-        p = team.member.kubectl(kubectl_bin, "apply", "-f", "-", input=yaml.safe_dump(js))
+        # (A JobSet without a queue label gets LocalQueue default from Kueue's own webhook, its
+        # LocalQueueDefaulting; one naming a queue the namespace lacks would never be admitted.)
+        lost = _jobset("lost", ns, team.pool)
+        lost["metadata"]["labels"][Labels.KUEUE_QUEUE] = "gpu"
+        stack.wait_active(lost, "[gpu-queue]")
+        p = team.member.kubectl(kubectl_bin, "apply", "-f", "-", input=yaml.safe_dump(lost))
+        assert p.returncode == 1, p.stdout
+        assert "jobsets.admission.runwhere.ai" in p.stderr and f"JobSet {ns}/lost" in p.stderr
+        assert '[gpu-queue] requests 8 nvidia.com/gpu but kueue.x-k8s.io/queue-name "gpu" is not' in p.stderr
+        assert kube.get_or_none(f"{jobsets}/lost") is None
+        # The queued JobSet is admitted whole and runs; the team is charged exactly the GPUs its pods hold.
+        p = team.member.kubectl(
+            kubectl_bin, "apply", "-f", "-", input=yaml.safe_dump(_jobset("guarded", ns, team.pool))
+        )
+        assert p.returncode == 0, p.stderr
+        pods = wait_until(lambda: _running(kube, ns, "guarded"), 90, what="both JobSet pods running")
+        assert len({p["spec"]["nodeName"] for p in pods}) == 2
+        assert wait_until(lambda: (_team_gpus(kube, ns), _held_gpus(kube, ns)) == (16, 16) or None, 60)
+        # A second JobSet waits for the team's quota; its owner may not start it himself.
+        p = team.member.kubectl(
+            kubectl_bin, "apply", "-f", "-", input=yaml.safe_dump(_jobset("second", ns, team.pool))
+        )
         assert p.returncode == 0, p.stderr
         wait_until(
-            lambda: workload_state(_workload(kube, team.ns, "guarded")) == WorkloadState.ADMITTED,
-            60,
-            what="admitted by Kueue",
+            lambda: workload_state(_workload(kube, ns, "second")) == WorkloadState.PENDING, 30, what="queued"
         )
-
-        def refused() -> list[str]:
-            return [
-                e.get("message", "")
-                for e in kube.list(path("Event", namespace=team.ns))
-                if e["involvedObject"].get("name") == "guarded" and "[gpu-queue]" in e.get("message", "")
-            ]
-
-        assert "creation failed" in wait_until(refused, 60, what="the Jobs refused")[0]
-        assert _jobset_pods(kube, team.ns, "guarded") == []
-        kube.delete(f"{JOBSETS.format(ns=team.ns)}/guarded", propagation="Background")
+        p = team.member.kubectl(
+            kubectl_bin, "patch", "jobset", "second", "--type=merge", "-p", '{"spec":{"suspend":false}}'
+        )
+        assert p.returncode == 1 and "[kueue-gate] the update un-suspends a JobSet queued" in p.stderr, p
+        assert kube.get(f"{jobsets}/second")["spec"]["suspend"] is True
+        # Nor may a Job of his claim the running JobSet (Kueue would leave it to the JobSet, uncounted).
+        owner = kube.get(f"{jobsets}/guarded")["metadata"]
+        rj = _jobset("x", ns, team.pool)["spec"]["replicatedJobs"][0]["template"]
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "claim",
+                "namespace": ns,
+                "labels": {Labels.KUEUE_QUEUE: "default"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                        "kind": "JobSet",
+                        "name": "guarded",
+                        "uid": owner["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": rj["spec"],
+        }
+        p = team.member.kubectl(kubectl_bin, "create", "-f", "-", input=yaml.safe_dump(job))
+        assert p.returncode == 1, p.stdout
+        assert "[owner-claim] the Job names JobSet guarded as its controller" in p.stderr
+        assert kube.get_or_none(path("Job", "claim", namespace=ns)) is None
+        assert (_team_gpus(kube, ns), _held_gpus(kube, ns)) == (16, 16)
+        # Deleted by its owner: the waiting one is admitted in its place and runs.
+        p = team.member.kubectl(kubectl_bin, "delete", "jobset", "guarded", "--wait=false")
+        assert p.returncode == 0, p.stderr
+        wait_until(lambda: _running(kube, ns, "second"), 120, what="the second JobSet running")
+        assert wait_until(lambda: (_team_gpus(kube, ns), _held_gpus(kube, ns)) == (16, 16) or None, 60)
     finally:
+        for name in ("guarded", "second"):
+            if kube.get_or_none(f"{jobsets}/{name}") is not None:
+                kube.delete(f"{jobsets}/{name}", propagation="Background")
         stack.remove()

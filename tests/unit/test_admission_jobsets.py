@@ -78,6 +78,7 @@ def test_each_replicated_jobs_template_is_judged_and_named():
     assert "spec.replicatedJobs[1].template.spec.template.spec.nodeSelector[runwhere.ai/pool]" in text
     assert "spec.replicatedJobs[1].template.spec.template.metadata.labels says" in text
     assert "spec.replicatedJobs[0].template.spec.template.metadata.annotations" in text
+    assert "gpuctl's topology policy writes Jobs, not JobSets: add it to each replicated job" in text
 
 
 def test_a_malformed_replicated_job_is_a_bad_request():
