@@ -5,7 +5,8 @@
 Two fake 8-GPU nodes make a pool; the team's budget is 16 GPUs. While a gpuctl job holds 8 of them, the
 member's JobSet of two replicated jobs (8 GPUs each) waits as one Workload of two pod sets: the JobSet stays
 suspended and none of its pods exists. When the gpuctl job is deleted Kueue admits the JobSet whole, both
-pods run in the pool, and the team's Kueue usage equals the GPUs its pods hold (16)."""
+pods run in the pool, and the team's Kueue usage equals the GPUs its pods hold (16). Then the same under
+gpuctl's whole admission stack (docs/admission.md "JobSets"), with what a member may not do refused."""
 
 from __future__ import annotations
 
