@@ -113,28 +113,23 @@ def log_targets(
     job: Mapping[str, Any], pods: list[dict], rank: int | None, all_pods: bool
 ) -> tuple[list[dict], bool]:
     """(the pods to read, whether the job is a gang). `pods` come named pod first, then (a gang) in rank
-    order (job_pods_for_logs): the first is the default. --rank picks that rank's live pod (rank_pod)."""
-    from gpuctl.domain.gang import gang_nodes, rank_pod  # noqa: PLC0415 - lazy: CLI start-up
+    order (job_pods_for_logs): the first is the default. --rank picks that rank's live pod (rank_target)."""
+    from gpuctl.domain.gang import gang_nodes  # noqa: PLC0415 - lazy: CLI start-up
 
-    size, name = gang_nodes(job), job["metadata"]["name"]
-    gang = size > 1
+    gang = gang_nodes(job) > 1
     if all_pods:
         if rank is not None:
             raise CommandError("only one of --rank or --all-pods may be given")
         return pods, gang
     if rank is None:
         return pods[:1], gang
-    if not gang:
-        raise CommandError(f"--rank {rank}: job {name} runs one pod, it has no ranks; drop --rank")
-    if not 0 <= rank < size:
-        raise CommandError(f"--rank {rank}: job {name} has ranks 0 to {size - 1}")
-    pod = rank_pod(pods, rank)
-    if pod is None:
-        raise CommandError(
-            f"rank {rank} of job {name} has no pod now (queued, or being replaced); "
-            "`gpuctl describe job` shows its ranks"
-        )
-    return [pod], gang
+    from gpuctl.service.errors import ServiceError  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.logs import rank_target  # noqa: PLC0415 - lazy: CLI start-up
+
+    try:
+        return [rank_target(job, pods, rank)], gang
+    except ServiceError as e:
+        raise CommandError(str(e)) from None
 
 
 @guard

@@ -1,10 +1,13 @@
-"""A job's logs: which of its pods to read (the one named first, then running ones; a gang's in rank order)
-and a pod's log text or stream. Shared by `gpuctl logs` and the API's logs."""
+"""A job's logs: which of its pods to read (the one named first, then running ones; a gang's in rank order;
+a gang's rank N), and a pod's log text or stream. Shared by `gpuctl logs` and the API's logs."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.domain.gang import gang_nodes, pod_rank
+from gpuctl.domain.gang import gang_nodes, pod_rank, rank_pod
 from gpuctl.domain.status import pod_status
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
@@ -27,6 +30,24 @@ def job_pods_for_logs(
     if not pods:
         raise NotFound(f"job {name} has no pods yet (status {job.status}); nothing to show")
     return job, pods
+
+
+def rank_target(job: Mapping[str, Any], pods: list[dict], rank: int, flag: str = "--rank") -> dict:
+    """The live pod of rank `rank` of a multi-node job (its completion index: the newest pod of a replaced
+    rank), or a ServiceError saying why there is none; `flag` names the option in the words (the CLI's
+    `--rank`, the API's `rank`)."""
+    size, name = gang_nodes(job), job["metadata"]["name"]
+    if size <= 1:
+        raise ServiceError(f"{flag} {rank}: job {name} runs one pod, it has no ranks; drop {flag}")
+    if not 0 <= rank < size:
+        raise ServiceError(f"{flag} {rank}: job {name} has ranks 0 to {size - 1}")
+    pod = rank_pod(pods, rank)
+    if pod is None:
+        raise NotFound(
+            f"rank {rank} of job {name} has no pod now (queued, or being replaced); "
+            "`gpuctl describe job` shows its ranks"
+        )
+    return dict(pod)
 
 
 def read_logs(

@@ -1,11 +1,16 @@
 """The surfaces of a multi-node job on the real cluster (issue 31, docs/distributed.md "Logs and metrics of
 a gang"): `gpuctl logs` shows rank 0 by default, `--rank N` the pod of rank N, `--all-pods` every rank in
-order, prefixed by rank. The pool of three fake 8-GPU nodes in two racks is test_gang.py's fixture."""
+order, prefixed by rank; the REST API's logs take `rank` by the same rule. The pool of three fake 8-GPU
+nodes in two racks is test_gang.py's fixture."""
 
 from __future__ import annotations
 
 import json
 
+from fastapi.testclient import TestClient
+
+from gpuctl.server.api import create_app
+from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
 from tests.integration.conftest import wait_until
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
 from tests.integration.test_gang import INDEX, _job_file, _pods, racks  # noqa: F401 - fixture
@@ -50,5 +55,21 @@ def test_logs_of_a_gang_by_rank(gpuctl, kube, racks, tmp_path):  # noqa: F811
         # A rank the job does not have: refused, exit 1, naming the ranks it has.
         rc, out, err = gpuctl("logs", "talk", "-n", racks.ns, "--rank", "2")
         assert rc == 1 and "--rank 2: job talk has ranks 0 to 1" in err, err
+        # The REST API (in process, on the real cluster; an admin's API key): `rank`, by the same rule.
+        key = new_api_key()
+        (tmp_path / "keys.yaml").write_text(
+            f"keys:\n- name: admin\n  sha256: '{hash_key(key)}'\n  groups: [system:masters]\n"
+        )
+        auth = Authenticator(lambda: kube, api_keys=ApiKeys(tmp_path / "keys.yaml"))
+        with TestClient(create_app(lambda: kube, auth), headers={"X-API-Key": key}) as api:
+            logs = "/api/v1/jobs/talk/logs"
+            for params, rank in (({}, 0), ({"rank": 1}, 1), ({"rank": 0}, 0)):
+                r = api.get(logs, params={"namespace": racks.ns, **params})
+                assert r.status_code == 200, r.text
+                assert (r.json()["podName"], r.json()["rank"]) == (by_rank[rank], rank)
+            r = api.get(logs, params={"namespace": racks.ns, "rank": 2})
+            assert r.status_code == 400 and "rank 2: job talk has ranks 0 to 1" in r.text, r.text
+            r = api.get(logs, params={"namespace": racks.ns, "rank": 1, "pod": by_rank[1]})
+            assert r.status_code == 400 and "only one of pod or rank" in r.text, r.text
     finally:
         assert gpuctl("delete", "job", "talk", "-n", racks.ns)[0] == 0

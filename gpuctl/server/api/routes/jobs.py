@@ -21,6 +21,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from gpuctl.cluster import ApiError, Cluster
 from gpuctl.constants import JOB_KINDS, Kind
+from gpuctl.domain.gang import pod_rank
 from gpuctl.domain.objects import short_age
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Access, AuthError, Caller
@@ -57,7 +58,7 @@ from gpuctl.service.activation import set_active
 from gpuctl.service.errors import NotFound, ServiceError, describe_exception
 from gpuctl.service.jobs import Job, JobRow, find_job, list_job_rows, namespaces_holding
 from gpuctl.service.lifecycle import Result, submit
-from gpuctl.service.logs import job_pods_for_logs, read_logs
+from gpuctl.service.logs import job_pods_for_logs, rank_target, read_logs
 from gpuctl.service.plan import plan_documents
 from gpuctl.service.views import describe_job
 from gpuctl.spec import Document, SpecError
@@ -376,14 +377,24 @@ async def resume_job_q(
 
 # ----------------------------------------------------------------------------- logs
 async def _log_target(
-    request_or_ws: Any, caller: Caller, name: str, namespace: str | None, pod: str | None
+    request_or_ws: Any,
+    caller: Caller,
+    name: str,
+    namespace: str | None,
+    pod: str | None,
+    rank: int | None = None,
 ) -> tuple[Cluster, dict]:
-    """(the cluster the pod is in, the pod): a MultiKueue manager's job runs in its worker (job.member)."""
+    """(the cluster the pod is in, the pod): a MultiKueue manager's job runs in its worker (job.member).
+    Default: the first running pod (a multi-node job's rank 0); `pod` or a gang's `rank` picks one."""
+    if pod is not None and rank is not None:
+        raise ApiProblem(400, "only one of pod or rank may be given")
     cluster = request_or_ws.app.state.api.cluster()
     job = await resolve(request_or_ws, caller, name, namespace)
     await require(request_or_ws, caller, perms.pod_logs(job.namespace))
     found, pods = await run(job_pods_for_logs, cluster, job.name, job.namespace)
     where = found.member or cluster
+    if rank is not None:
+        return where, rank_target(found.obj, pods, rank, "rank")
     if pod is None:
         return where, pods[0]
     chosen = next((p for p in pods if p["metadata"]["name"] == pod), None)
@@ -403,6 +414,10 @@ PodQ = Annotated[
     ),
 ]
 TailQ = Annotated[int, Query(ge=-1, le=1_000_000, description="lines from the end; -1 for all")]
+RankQ = Annotated[
+    int | None,
+    Query(ge=0, le=100_000, description="a multi-node job's rank (its completion index; default 0)"),
+]
 
 
 @router.get("/{jobId}/logs", responses=COMMON_ERRORS, summary="A job's recent log lines (as `gpuctl logs`)")
@@ -413,12 +428,13 @@ async def get_logs(
     namespace: NamespaceQ = None,
     tail: TailQ = 100,
     pod: PodQ = None,
+    rank: RankQ = None,
     timestamps: bool = True,
     follow: bool = False,
 ) -> JSON:
     if follow:
         raise ApiProblem(400, f"follow: use the WebSocket /api/v1/jobs/{jobId}/logs/ws")
-    where, target = await _log_target(request, caller, jobId, namespace, pod)
+    where, target = await _log_target(request, caller, jobId, namespace, pod, rank)
     text = await run(read_logs, where, target, tail=tail, timestamps=timestamps)
     lines = text.splitlines()
     last = lines[-1].split(" ", 1)[0] if (timestamps and lines) else None
@@ -428,6 +444,7 @@ async def get_logs(
             "podName": target["metadata"]["name"],
             "namespace": target["metadata"]["namespace"],
             "lastTimestamp": last,
+            **({"rank": r} if (r := pod_rank(target)) is not None else {}),
         }
     )
 
@@ -470,6 +487,7 @@ async def follow_logs(
     tail: int = 100,
     pod: str | None = None,
     timestamps: bool = True,
+    rank: int | None = None,
 ) -> None:
     """Stream a job's log: `{"type": "log", "data": line, "pod": name}` per line, in order and once
     each, then `{"type": "end"}` when the pod's log ends (or `{"type": "error", ...}`)."""
@@ -484,13 +502,16 @@ async def follow_logs(
         )
         if value is not None and (len(value) > 253 or not re.match(pattern, value))
     ]
-    if bad or tail < -1:
-        await _deny(ws, 422, f"invalid {', '.join(bad) or 'tail'}")
+    if bad or tail < -1 or (rank is not None and rank < 0):
+        await _deny(ws, 422, f"invalid {', '.join(bad) or ('tail' if tail < -1 else 'rank')}")
+        return
+    if pod is not None and rank is not None:
+        await _deny(ws, 400, "only one of pod or rank may be given")
         return
     token, subprotocol = ws_token(ws)
     try:
         caller = await authenticate(st.auth, token)
-        where, target = await _log_target(ws, caller, jobId, namespace, pod)
+        where, target = await _log_target(ws, caller, jobId, namespace, pod, rank)
         resp = await run(read_logs, where, target, tail=tail, timestamps=timestamps, follow=True, stream=True)
     except AuthError as e:
         await _deny(ws, e.status, e.message)
