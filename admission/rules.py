@@ -189,13 +189,13 @@ def _review_work(
     claims = kind in ("Pod", "Job")  # owner-claim: a pod's or a Job's controller reference
     works = reduce_all(kind, obj, "request.object")
     found, warn = _all_violations(works, ns, state, config)
-    if old and kind in ("Job", "Pod", "JobSet") and works:
-        try:
-            old_work = reduce_all(kind, old, "request.oldObject")[:1]
-        except Malformed:
-            old_work = []  # judge the new object on its own
-        if old_work:
-            found += check_kueue_gate(works[0], old_work[0], queue_name(works[0]) or queue_name(old_work[0]))
+    old_works: list[Work] | None = None  # the old object's, once reduced (kueue-gate, then before())
+    if old and kind in ("Job", "Pod", "JobSet"):
+        with suppress(Malformed):  # a malformed old object: the new one is judged on its own
+            old_works = reduce_all(kind, old, "request.oldObject")
+        if works and old_works:
+            w, was = works[0], old_works[0]
+            found += check_kueue_gate(w, was, queue_name(w) or queue_name(was))
     if claims and owner is not None:
         found += check_owner_claim(obj, "request.object", kind)
     if claims and old:
@@ -207,7 +207,8 @@ def _review_work(
 
     def before() -> list[Violation]:
         assert old is not None
-        out, _ = _all_violations(reduce_all(kind, old, "request.oldObject"), ns, state, config)
+        was = old_works if old_works is not None else reduce_all(kind, old, "request.oldObject")
+        out, _ = _all_violations(was, ns, state, config)
         return out + check_owner_claim(old, "request.oldObject", kind) if claims else out
 
     return judge(subj, found, warn, before if old else None, config)

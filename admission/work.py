@@ -30,16 +30,7 @@ class Work:
 
 def reduce(kind: str, obj: Mapping[str, Any], where: str) -> Work:
     """The Work of `obj` (at `where`: request.object or request.oldObject); Malformed for a mistyped part."""
-    # Each `x = get(); if type(x) is not dict: x = obj_at(...)` is obj_at's check with the error path (and
-    # its f-string) only taken when the value is missing or wrong: same results, same errors, same order.
-    meta = obj.get("metadata")
-    if type(meta) is not dict:
-        meta = obj_at(obj, "metadata", where)
-    labels = strmap_at(meta, "labels", f"{where}.metadata")
-    annotations = strmap_at(meta, "annotations", f"{where}.metadata")
-    spec = obj.get("spec")
-    if type(spec) is not dict:
-        spec = obj_at(obj, "spec", where)
+    labels, annotations, spec = _head(obj, where)
     if kind == "Pod":
         return Work(kind, labels, annotations, EMPTY, EMPTY, spec, "spec", False, spec)
     return _with_template(kind, labels, annotations, spec, spec, where, "spec")
@@ -50,10 +41,7 @@ def reduce_all(kind: str, obj: Mapping[str, Any], where: str) -> list[Work]:
     template, under the JobSet's own labels and spec: the JobSet is what Kueue queues)."""
     if kind != "JobSet":
         return [reduce(kind, obj, where)]
-    meta = obj_at(obj, "metadata", where)
-    labels = strmap_at(meta, "labels", f"{where}.metadata")
-    annotations = strmap_at(meta, "annotations", f"{where}.metadata")
-    spec = obj_at(obj, "spec", where)
+    labels, annotations, spec = _head(obj, where)
     out = []
     for i, rj in enumerate(list_at(spec, "replicatedJobs", f"{where}.spec")):
         rjp = f"spec.replicatedJobs[{i}]"
@@ -61,6 +49,23 @@ def reduce_all(kind: str, obj: Mapping[str, Any], where: str) -> list[Work]:
         job_spec = obj_at(job, "spec", f"{where}.{rjp}.template")
         out.append(_with_template(kind, labels, annotations, job_spec, spec, where, f"{rjp}.template.spec"))
     return out
+
+
+def _head(
+    obj: Mapping[str, Any], where: str
+) -> tuple[Mapping[str, str], Mapping[str, str], Mapping[str, Any]]:
+    """(labels, annotations, spec) of the object itself."""
+    # Each `x = get(); if type(x) is not dict: x = obj_at(...)` is obj_at's check with the error path (and
+    # its f-string) only taken when the value is missing or wrong: same results, same errors, same order.
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        meta = obj_at(obj, "metadata", where)
+    labels = strmap_at(meta, "labels", f"{where}.metadata")
+    annotations = strmap_at(meta, "annotations", f"{where}.metadata")
+    spec = obj.get("spec")
+    if type(spec) is not dict:
+        spec = obj_at(obj, "spec", where)
+    return labels, annotations, spec
 
 
 def _with_template(

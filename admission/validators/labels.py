@@ -126,7 +126,7 @@ def _label_rules(
     tmpl_p: str | None,
     cls: str | None,
     tmpl_cls: str | None,
-    tmpl_path: str = "spec.template",
+    tmpl_path: str,
 ) -> tuple[Violation, ...]:
     """job-type and priority, from the object's and its pod template's label values (None: no label)."""
     out: list[Violation] = []

@@ -11,7 +11,7 @@ import pytest
 
 from admission.identities import JOB_MAKERS, JOBSET_USER, KCM_USER, KUEUE_USER
 from admission.rule_names import GPU_QUEUE, GPU_TOPOLOGY, HOST_PATH, KUEUE_GATE, OWNER_CLAIM, POOL_EXISTS
-from admission.rules import AdmissionConfig, Verdict
+from admission.rules import AdmissionConfig, Malformed, Verdict
 from admission.rules import review as judge
 from gpuctl.constants import TAS_UNCONSTRAINED, Labels
 from tests.unit.test_admission_fixtures import review, state, training_job
@@ -84,7 +84,7 @@ def test_each_replicated_jobs_template_is_judged_and_named():
 def test_a_malformed_replicated_job_is_a_bad_request():
     js = jobset("leader")
     js["spec"]["replicatedJobs"][0]["template"] = "x"
-    with pytest.raises(Exception, match=r"spec\.replicatedJobs\[0\]\.template must be an object"):
+    with pytest.raises(Malformed, match=r"spec\.replicatedJobs\[0\]\.template must be an object"):
         check(js)
 
 

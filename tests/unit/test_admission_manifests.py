@@ -13,6 +13,7 @@ import yaml
 
 from admission.identities import CONTROLLER_USERS, JOB_MAKERS, KCM_USER, KUEUE_USER
 from admission.policies import deletes
+from admission.policies.skeleton import not_a_jobsets_job
 from admission.server import DEFAULT_PORT
 from admission.state import RESOURCES
 from admission.validators.orphan_delete import ORPHAN_KINDS
@@ -147,7 +148,8 @@ def test_match_conditions_exclude_kueue_and_controller_made_pods():
     ((group, kind), user), *more = JOB_MAKERS.items()
     assert not more
     js = workloads["not-a-jobsets-job-from-its-controller"]
-    assert f"request.userInfo.username == '{user}'" in js and "KCM" not in js
+    assert js == not_a_jobsets_job()["expression"]  # the topology policies' condition, written once
+    assert f"request.userInfo.username == '{user}'" in js and KCM_USER not in js
     assert f"r.kind == '{kind}' && r.apiVersion.startsWith('{group}/')" in js
     jobsets = {
         c["name"]: c["expression"] for c in webhooks()["jobsets.admission.runwhere.ai"]["matchConditions"]
