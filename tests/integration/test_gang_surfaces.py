@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from gpuctl.server.api import create_app
 from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
 from tests.integration.conftest import wait_until
+from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
 from tests.integration.test_gang import INDEX, _job_file, _pods, racks  # noqa: F401 - fixture
 
@@ -71,5 +72,19 @@ def test_logs_of_a_gang_by_rank(gpuctl, kube, racks, tmp_path):  # noqa: F811
             assert r.status_code == 400 and "rank 2: job talk has ranks 0 to 1" in r.text, r.text
             r = api.get(logs, params={"namespace": racks.ns, "rank": 1, "pod": by_rank[1]})
             assert r.status_code == 400 and "only one of pod or rank" in r.text, r.text
+            # A team member with only the roles gpuctl ships reads a rank of his team's job too.
+            apply_caller_roles(kube)
+            member = TeamMember.create(kube, racks.ns, roles=SHIPPED_ROLES)
+            try:
+                token = (member.dir / "token").read_text().strip()  # what its kubeconfig's plugin sends
+                r = api.get(
+                    logs,
+                    params={"namespace": racks.ns, "rank": 1},
+                    headers={"X-API-Key": "", "Authorization": f"Bearer {token}"},
+                )
+                assert r.status_code == 200, r.text
+                assert (r.json()["podName"], r.json()["rank"]) == (by_rank[1], 1)
+            finally:
+                member.delete()
     finally:
         assert gpuctl("delete", "job", "talk", "-n", racks.ns)[0] == 0
