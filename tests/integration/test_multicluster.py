@@ -375,10 +375,17 @@ def test_job_lands_where_there_is_room(setup, gpuctl, manager, workers, tmp_path
     assert row_of(out, "mc-1")[col] == placed["mc-1"]
     assert row_of(out, "mc-2")[col] == placed["mc-2"]
     assert row_of(out, "mc-3")[4] == "QuotaReserved"  # held on the manager, no worker has room
-    rc, out, err = gpuctl("get", "pools", "-o", "wide")
-    assert rc == 0, err
+
     # GPU TOTAL: both workers' node; GPU USED: the manager's reservations, mc-3's too (held, not placed).
-    assert row_of(out, POOL)[2:4] == ["16", "24"], out
+    # Kueue counts mc-3 in its ClusterQueue's status.flavorsReservation a moment after the Workload's
+    # status.admission (its ClusterQueue reconciler; the CI run of bca9ad7 read the count before): waited for.
+    def counted() -> str | None:
+        rc, out, err = gpuctl("get", "pools", "-o", "wide")
+        assert rc == 0, err
+        assert row_of(out, POOL)[2] == "16", out
+        return out if row_of(out, POOL)[3] == "24" else None
+
+    out = wait_until(counted, 30, what="mc-3's reservation counted in the pool's GPU USED (24)")
     assert "worker-a:0/8,worker-b:0/8" in out, out  # each worker's node is full
     rc, out, err = gpuctl("describe", "job", "mc-1", "-n", TEAM)
     assert rc == 0, err
