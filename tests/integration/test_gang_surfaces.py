@@ -72,6 +72,11 @@ def test_logs_of_a_gang_by_rank(gpuctl, kube, racks, tmp_path):  # noqa: F811
             assert r.status_code == 400 and "rank 2: job talk has ranks 0 to 1" in r.text, r.text
             r = api.get(logs, params={"namespace": racks.ns, "rank": 1, "pod": by_rank[1]})
             assert r.status_code == 400 and "only one of pod or rank" in r.text, r.text
+            # The WebSocket follows the rank it is given.
+            ws_url = f"{logs}/ws?namespace={racks.ns}&rank=1&tail=1"
+            with api.websocket_connect(ws_url, headers={"X-API-Key": key}) as ws:
+                first = ws.receive_json()
+            assert (first["type"], first["pod"]) == ("log", by_rank[1]), first
             # A team member with only the roles gpuctl ships reads a rank of his team's job too.
             apply_caller_roles(kube)
             member = TeamMember.create(kube, racks.ns, roles=SHIPPED_ROLES)

@@ -232,6 +232,14 @@ def test_websocket_refuses_before_the_handshake(client):
     ):
         pass
     assert e.value.status_code == 422
+    # A pod and a rank: the same 400 as GET .../logs (one rule, in _log_target), not a 502.
+    with (
+        pytest.raises(WebSocketDenialResponse) as e,
+        client.websocket_connect("/api/v1/jobs/j1/logs/ws?pod=j1-0-x&rank=1", headers=GOOD),
+    ):
+        pass
+    assert e.value.status_code == 400
+    assert "only one of pod or rank" in e.value.json()["error"]
 
 
 def test_mounted_into_gpuctl_serve(kube):

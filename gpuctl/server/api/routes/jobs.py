@@ -505,15 +505,12 @@ async def follow_logs(
     if bad or tail < -1 or (rank is not None and rank < 0):
         await _deny(ws, 422, f"invalid {', '.join(bad) or ('tail' if tail < -1 else 'rank')}")
         return
-    if pod is not None and rank is not None:
-        await _deny(ws, 400, "only one of pod or rank may be given")
-        return
     token, subprotocol = ws_token(ws)
     try:
         caller = await authenticate(st.auth, token)
         where, target = await _log_target(ws, caller, jobId, namespace, pod, rank)
         resp = await run(read_logs, where, target, tail=tail, timestamps=timestamps, follow=True, stream=True)
-    except AuthError as e:
+    except (AuthError, ApiProblem) as e:  # ApiProblem: _log_target's (only one of pod or rank)
         await _deny(ws, e.status, e.message)
         return
     except ServiceError as e:
