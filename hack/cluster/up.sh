@@ -21,6 +21,9 @@
 #                          before Kueue starts (Kueue's jobset integration then runs from the start), the
 #                          controller as its own ServiceAccount, its webhooks by URL. Off by default: it adds
 #                          about 40 MiB and a second or two (tests/integration/test_jobset.py needs it)
+#   GPUCTL_TESTBED_LWS=1     also the LeaderWorkerSet controller (sigs.k8s.io/lws, built by build.sh), the
+#                          same way: multi-node inference replicas (resources.nodes on kind: inference;
+#                          tests/integration/test_lws.py needs it)
 # On failure it prints the tail of every log, stops what it started and exits non-zero.
 set -Eeuo pipefail  # -E: the ERR trap (cleanup) also fires for a failure inside a function (kc)
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -46,6 +49,8 @@ P_KCM=$((10257 + OFF)); P_SCHED=$((10259 + OFF)); P_KWOK=$((10250 + OFF))
 P_KQ_HEALTH=$((8081 + OFF)); P_KQ_METRICS=$((8443 + OFF)); P_KQ_HOOK=$((9443 + OFF)); P_KQ_VIS=$((8082 + OFF))
 P_JS_HOOK=$((28443 + OFF)); P_JS_HEALTH=$((28081 + OFF))
 JOBSET="${GPUCTL_TESTBED_JOBSET:-0}"
+P_LWS_HOOK=$((26443 + OFF)); P_LWS_HEALTH=$((26081 + OFF))
+LWS="${GPUCTL_TESTBED_LWS:-0}"
 
 if [[ "$REAL_NODE" == 1 ]]; then export GPUCTL_BUILD_REAL_NODE=1; fi
 "$HERE/build.sh"
@@ -72,7 +77,7 @@ if [[ "$REAL_NODE" == 1 ]]; then
 fi
 
 T0=$(date +%s)
-rm -rf "$RUN"; mkdir -p "$RUN"/{pki,logs,pids,etcd,kueue-webhook,kwok,jobset-webhook}
+rm -rf "$RUN"; mkdir -p "$RUN"/{pki,logs,pids,etcd,kueue-webhook,kwok,jobset-webhook,lws-webhook}
 log() { echo "up: [$(( $(date +%s) - T0 ))s] $*"; }
 
 fail() {
@@ -119,6 +124,7 @@ cert front-proxy-client "/CN=front-proxy-client"
 openssl_q genrsa -out "$PKI/sa.key" 2048; openssl_q rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
 cp "$PKI/webhook.crt" "$RUN/kueue-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/kueue-webhook/tls.key"
 cp "$PKI/webhook.crt" "$RUN/jobset-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/jobset-webhook/tls.key"
+cp "$PKI/webhook.crt" "$RUN/lws-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/lws-webhook/tls.key"
 # Kueue with internalCertManagement off reads its metrics and visibility certs from fixed paths, shared
 # by every local cluster on this machine (xdist workers start two at once). Nothing verifies them (the
 # visibility APIService skips TLS verification; nothing scrapes Kueue's metrics over TLS), so all
@@ -153,6 +159,15 @@ fixed_certs
 "$KUBECTL" config --kubeconfig="$KC" set-context testbed --cluster=testbed --user=admin >/dev/null
 "$KUBECTL" config --kubeconfig="$KC" use-context testbed >/dev/null
 kc() { "$KUBECTL" --kubeconfig="$KC" "$@"; }
+sa_kubeconfig() { # sa_kubeconfig NAME NAMESPACE SERVICEACCOUNT: $RUN/NAME.kubeconfig, a year's token of it
+  local f="$RUN/$1.kubeconfig"
+  "$KUBECTL" config --kubeconfig="$f" set-cluster testbed --server="https://127.0.0.1:$P_API" \
+    --certificate-authority="$PKI/ca.crt" --embed-certs=true >/dev/null
+  "$KUBECTL" config --kubeconfig="$f" set-credentials "$1" --token="$(kc -n "$2" create token "$3" --duration=8760h)" >/dev/null
+  "$KUBECTL" config --kubeconfig="$f" set-context testbed --cluster=testbed --user="$1" >/dev/null
+  "$KUBECTL" config --kubeconfig="$f" use-context testbed >/dev/null
+  echo "$f"
+}
 log "certificates and kubeconfig written"
 
 # ---- etcd ----
@@ -248,6 +263,13 @@ if [[ "$JOBSET" == 1 ]]; then
   kc apply --server-side -f "$RUN/jobset-crds.yaml" >/dev/null
   wait_for "JobSet CRD" 60 "$KUBECTL" --kubeconfig="$KC" wait --for=condition=Established crd/jobsets.jobset.x-k8s.io --timeout=10s
 fi
+if [[ "$LWS" == 1 ]]; then
+  LWS_DIR=${LWS_DIR:-$(go mod download -json "sigs.k8s.io/lws@v$LWS_VERSION" | "$PY" -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')}
+  # Before Kueue starts, as JobSet's: Kueue's leaderworkerset integration is set up once its API is served.
+  "$PY" "$HERE/lws_manifests.py" crds "$LWS_DIR" >"$RUN/lws-crds.yaml"
+  kc apply --server-side -f "$RUN/lws-crds.yaml" >/dev/null
+  wait_for "LeaderWorkerSet CRD" 60 "$KUBECTL" --kubeconfig="$KC" wait --for=condition=Established crd/leaderworkersets.leaderworkerset.x-k8s.io --timeout=10s
+fi
 # Kueue's visibility API (pending workloads and their positions) is reached through the API server's
 # aggregation layer, as on a real cluster. The API server routes an APIService to an endpoint address,
 # which may not be loopback: so Kueue's visibility server listens on this machine's own address (none:
@@ -296,17 +318,23 @@ if [[ "$JOBSET" == 1 ]]; then
   kc create namespace jobset-system >/dev/null
   "$PY" "$HERE/jobset_manifests.py" rbac "$JOBSET_DIR" | kc apply -f - >/dev/null
   "$PY" "$HERE/jobset_manifests.py" config "$P_JS_HOOK" "$RUN/jobset-webhook" "127.0.0.1:$P_JS_HEALTH" >"$RUN/jobset-config.yaml"
-  JS_KC="$RUN/jobset.kubeconfig"
-  "$KUBECTL" config --kubeconfig="$JS_KC" set-cluster testbed --server="https://127.0.0.1:$P_API" \
-    --certificate-authority="$PKI/ca.crt" --embed-certs=true >/dev/null
-  "$KUBECTL" config --kubeconfig="$JS_KC" set-credentials jobset \
-    --token="$(kc -n jobset-system create token jobset-controller-manager --duration=8760h)" >/dev/null
-  "$KUBECTL" config --kubeconfig="$JS_KC" set-context testbed --cluster=testbed --user=jobset >/dev/null
-  "$KUBECTL" config --kubeconfig="$JS_KC" use-context testbed >/dev/null
+  JS_KC=$(sa_kubeconfig jobset jobset-system jobset-controller-manager)
   start jobset "$CACHE/bin/jobset-$JOBSET_VERSION/jobset" --config="$RUN/jobset-config.yaml" --kubeconfig="$JS_KC"
   wait_for jobset 60 curl -fs "http://127.0.0.1:$P_JS_HEALTH/readyz"
   "$PY" "$HERE/jobset_manifests.py" webhooks "$JOBSET_DIR" "https://127.0.0.1:$P_JS_HOOK" "$CA_B64" | kc apply -f - >/dev/null
   log "JobSet $JOBSET_VERSION controller and webhooks registered"
+fi
+
+# ---- LeaderWorkerSet (GPUCTL_TESTBED_LWS=1): likewise, as lws-system/lws-controller-manager ----
+if [[ "$LWS" == 1 ]]; then
+  kc create namespace lws-system >/dev/null
+  "$PY" "$HERE/lws_manifests.py" rbac "$LWS_DIR" | kc apply -f - >/dev/null
+  "$PY" "$HERE/lws_manifests.py" config "$P_LWS_HOOK" "$RUN/lws-webhook" "127.0.0.1:$P_LWS_HEALTH" >"$RUN/lws-config.yaml"
+  LWS_KC=$(sa_kubeconfig lws lws-system lws-controller-manager)
+  start lws "$CACHE/bin/lws-$LWS_VERSION/lws" --config="$RUN/lws-config.yaml" --kubeconfig="$LWS_KC"
+  wait_for lws 60 curl -fs "http://127.0.0.1:$P_LWS_HEALTH/readyz"
+  "$PY" "$HERE/lws_manifests.py" webhooks "$LWS_DIR" "https://127.0.0.1:$P_LWS_HOOK" "$CA_B64" | kc apply -f - >/dev/null
+  log "LeaderWorkerSet $LWS_VERSION controller and webhooks registered"
 fi
 
 # ---- fake nodes ----
