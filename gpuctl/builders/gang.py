@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 
-from gpuctl.builders.common import TargetPool, job_service, service_name
+from gpuctl.builders.common import TargetPool, job_service, pod_gpus, service_name
 from gpuctl.constants import (
     CONTAINER_NAME,
     GANG_ENV,
@@ -56,13 +56,13 @@ def master_addr(job_name: str) -> str:
     return f"{job_name}-0.{service_name(job_name)}"
 
 
-def launcher_env(spec: TrainingSpec, user_names: set[str]) -> list[dict]:
+def launcher_env(spec: TrainingSpec, user_names: set[str], pool: TargetPool) -> list[dict]:
     """The launcher variables of GANG_ENV, minus those the user's own `env` sets (theirs win)."""
     nodes = spec.resources.nodes
     addr, port = master_addr(spec.job.name), str(GANG_MASTER_PORT)
     values = {
         "PET_NNODES": str(nodes),
-        "PET_NPROC_PER_NODE": str(spec.resources.gpu or 1),
+        "PET_NPROC_PER_NODE": str(pod_gpus(spec.resources, pool) or 1),
         "PET_MASTER_ADDR": addr,
         "PET_MASTER_PORT": port,
         "MASTER_ADDR": addr,
@@ -128,7 +128,7 @@ def make_gang(job: dict, spec: TrainingSpec, pool: TargetPool) -> None:
     template["spec"].setdefault("tolerations", []).append(dict(GANG_TOLERATION))
     container = template["spec"]["containers"][0]
     user = container.get("env") or []
-    container["env"] = [*launcher_env(spec, {e["name"] for e in user}), *user]
+    container["env"] = [*launcher_env(spec, {e["name"] for e in user}, pool), *user]
     container["ports"] = [{"name": GANG_PORT_NAME, "containerPort": GANG_MASTER_PORT, "protocol": "TCP"}]
 
 

@@ -537,6 +537,21 @@ def choose_slice(share: str, pool: str, mode: Mode, model: Model | None, profile
     """The slice `gpu-share: share` asks for on a pool that shares its GPUs this way and whose nodes
     offer these profiles (MIG). Raises ShareError naming the fix."""
     prof, memory = parse_share(share)
+    return slice_of(prof, memory, share, pool, mode, model, profiles)
+
+
+def slice_of(
+    prof: str | None,
+    memory: int | None,
+    share: str,
+    pool: str,
+    mode: Mode,
+    model: Model | None,
+    profiles: set[str],
+) -> Slice:
+    """choose_slice of a share already read: a MIG profile named (`prof`), else the smallest profile of
+    the pool's model holding `memory` bytes (`resources.gpuMemory` asks the same way:
+    gpuctl.domain.sizing). `share` is how the ask reads in a refusal."""
     if mode is Mode.NONE:
         raise ShareError(f"pool {pool} does not share its GPUs (no MIG, time-slicing or MPS)")
     if mode in (Mode.TIME_SLICING, Mode.MPS):

@@ -25,11 +25,13 @@ def gang_pool_facts(
     flavors: Sequence[Mapping[str, Any]],
     docs: list[Document],
     reader: Reader | None = None,
+    gpus: int | None = None,
 ) -> TargetPool:
     """What the builders may know of a single-pool job's pool: its topology levels, from the pool
     document in the same submission or from the pool's ResourceFlavor (None: not known). A
     `resources.topology` that names no level of the pool is refused here, before anything is written, and
-    so is a multi-node job the pool's nodes can never hold (with `reader`: the webhook's `gang-fits`)."""
+    so is a multi-node job the pool's nodes can never hold (with `reader`: the webhook's `gang-fits`), of
+    `gpus` GPUs per pod where gpuMemory sized it (else resources.gpu)."""
     pool = spec.resources.pool
     new = next(
         (d.spec for d in docs if getattr(d.spec, "kind", "") == "pool" and d.spec.pool.name == pool), None
@@ -49,11 +51,11 @@ def gang_pool_facts(
         )
     if reader is not None and new is None and getattr(spec.resources, "nodes", 1) > 1:
         level = topology_level(wanted, levels) if wanted and levels is not None else None
-        _check_gang_fits(reader, where, spec, level or "")
+        _check_gang_fits(reader, where, spec, level or "", gpus)
     return TargetPool(name=pool, topology=levels)
 
 
-def _check_gang_fits(reader: Reader, where: str, spec: JobSpec, level: str) -> None:
+def _check_gang_fits(reader: Reader, where: str, spec: JobSpec, level: str, gpus: int | None) -> None:
     """A multi-node job its pool can never hold, even empty (gpuctl.domain.gang.gang_never_fits)."""
     pool, res = spec.resources.pool, spec.resources
     nodes = [
@@ -61,7 +63,7 @@ def _check_gang_fits(reader: Reader, where: str, spec: JobSpec, level: str) -> N
         for n in reader.list("Node", label_selector=f"{Labels.POOL}={pool}")
         if node_ready(n)
     ]
-    why = gang_never_fits(pool, nodes, res.nodes, res.gpu or 0, level)
+    why = gang_never_fits(pool, nodes, res.nodes, res.gpu if gpus is None else gpus, level)
     if why:
         fix = "lower resources.nodes or resources.gpu (per node)"
         fix += ", widen or remove resources.topology" if level else ""

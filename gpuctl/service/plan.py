@@ -58,6 +58,19 @@ def plan_documents(docs: list[Document], default_namespace: str) -> Plan:
                     f"slice of pool {spec.resources.pool}'s GPUs (a MIG profile or a shared replica) when "
                     "applied; offline the container requests no GPU (--dry-run=server shows the slice)"
                 )
+            res, job = spec.resources, f"{doc.source}: job {spec.job.name}"
+            if res.gpu_memory is not None:
+                asked = f"gpu: {res.gpu}" if res.gpu else "no GPU"
+                plan.notes.append(
+                    f"{job}: gpuMemory {res.gpu_memory} becomes the GPUs (or the MIG slice) of its pool that "
+                    f"hold it when applied; offline the container requests {asked} (--dry-run=server shows "
+                    "the count)"
+                )
+            if res.node_types:
+                plan.notes.append(
+                    f"{job}: nodeTypes {', '.join(res.node_types)} become the pools of those GPU models when "
+                    "applied; offline the pods name no pool (--dry-run=server shows them)"
+                )
         elif isinstance(spec, PoolSpec):
             plan.lines.append(f"pool/{spec.pool.name} created")
             plan.lines += [f"node/{n} labeled {Labels.POOL}={spec.pool.name}" for n in sorted(spec.nodes)]
