@@ -6,8 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.domain.gang import gang_nodes, gang_pods, gang_text, pool_topology, rank_rows
+from gpuctl.domain.gang import (
+    gang_nodes,
+    gang_pods,
+    gang_text,
+    group_size,
+    pool_topology,
+    rank_rows,
+    replica_rows,
+)
 from gpuctl.domain.gpus import pod_spec_gpus
+from gpuctl.domain.objects import pod_template
 
 
 def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -> dict[str, Any] | None:
@@ -35,4 +44,21 @@ def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -
         "text": gang_text(nodes, per_node),
         "topology": list(levels),
         "ranks": rank_rows(gang_pods(obj, pods) or pods, node_objs, levels),
+    }
+
+
+def replicas_view(obj: dict, workloads: list[dict], pods: list[dict]) -> dict[str, Any] | None:
+    """None unless the job is a service of multi-node replicas (a LeaderWorkerSet); else {replicas,
+    nodes, gpus_per_node, text ("2 replicas of 2 nodes x 8 GPUs = 16 GPUs"), groups}."""
+    size = group_size(obj)
+    if size == 1:
+        return None
+    replicas = int((obj.get("spec") or {}).get("replicas", 1))
+    per_node = pod_spec_gpus(pod_template(obj).get("spec") or {})
+    return {
+        "replicas": replicas,
+        "nodes": size,
+        "gpus_per_node": per_node,
+        "text": f"{replicas} replica{'s' if replicas != 1 else ''} of {gang_text(size, per_node)}",
+        "groups": replica_rows(workloads, pods),
     }

@@ -7,9 +7,9 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
+from gpuctl.constants import LWS_GROUP, SERVICE_PREFIX, Kind, Labels
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods
+from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, replica_groups
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, owner_refs
@@ -68,7 +68,7 @@ class Job:
     """A gpuctl job: its controller, Kueue Workload, pods, Service."""
 
     kind: str  # training | inference | notebook | compute
-    resource: str  # Job | Deployment | StatefulSet
+    resource: str  # Job | Deployment | StatefulSet | LeaderWorkerSet
     obj: dict
     workload: dict | None
     pods: list[dict]
@@ -82,6 +82,8 @@ class Job:
     member: Cluster | None = None
     # Pod uid -> its status word (pod_status with the pod's own Workload), computed once per pod.
     pod_words: dict[str, str] = field(default_factory=dict)
+    # A LeaderWorkerSet's Workloads, one per replica (group); [] for other kinds.
+    replica_workloads: list[dict] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -114,7 +116,10 @@ def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
         words = {p["metadata"]["uid"]: pod_status(p, inv.pod_workload(p, wl)) for p in pods}
         st = job_status(resource, obj, wl, pods, list(words.values()))
         pos = _position(inv, wl) if positions else None
-        jobs.append(Job(_kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos, pod_words=words))
+        job = Job(_kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos, pod_words=words)
+        if resource == "LeaderWorkerSet":
+            job.replica_workloads = inv.workloads_of(resource, obj, pods)
+        jobs.append(job)
     return jobs
 
 
@@ -231,6 +236,8 @@ def _job_rows(inv: Inventory, job: Job, why: _Reasons, *, positions: bool, gpus:
                 status=job.status, ready=ready, node="<none>", ip="<none>", gpus=count, reason=reason, **one
             )
         ]
+    if job.resource == "LeaderWorkerSet":
+        return [_service_row(job, live, why, gpus=gpus, one=one)]
     if gang_nodes(job.obj) > 1:
         ranked = gang_pods(job.obj, shown) or by_rank(shown)
         return [
@@ -248,6 +255,23 @@ def _job_rows(inv: Inventory, job: Job, why: _Reasons, *, positions: bool, gpus:
         _pod_row(inv, job, pod, why, positions=positions, gpus=gpus, common=common)
         for pod in sorted(shown, key=lambda p: p["metadata"]["name"])
     ]
+
+
+def _service_row(job: Job, live: list[dict], why: _Reasons, *, gpus: bool, one: dict) -> JobRow:
+    """The one row of a service of multi-node replicas (a LeaderWorkerSet): READY its ready replicas of
+    those asked for (a replica is ready when its whole group is), its nodes, the GPUs its pods hold."""
+    spec, st = job.obj.get("spec") or {}, job.obj.get("status") or {}
+    desired = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+    ranked = [p for group in replica_groups(live).values() for p in group]
+    return JobRow(
+        status=gang_status(job.status, [job.pod_words[p["metadata"]["uid"]] for p in ranked]),
+        ready=f"{int(st.get('readyReplicas') or 0)}/{desired}",
+        node=",".join(dict.fromkeys(n for p in ranked if (n := pod_node(p)))) or "<none>",
+        ip=(pod_ip(ranked[0]) if ranked else "") or "<none>",
+        gpus=sum(pod_gpus(p) for p in ranked) if gpus else None,
+        reason=why(job.workload, job.status),
+        **one,
+    )
 
 
 def _pod_row(
@@ -419,7 +443,7 @@ def delete_job(
 
 
 def _group(resource: str) -> str:
-    return "batch" if resource == "Job" else "apps"
+    return {"Job": "batch", "LeaderWorkerSet": LWS_GROUP}.get(resource, "apps")
 
 
 __all__ = [

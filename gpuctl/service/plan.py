@@ -29,7 +29,12 @@ class Plan:
 
 def object_label(obj: dict) -> str:
     """kubectl's `resource.group/name` for a line of output."""
-    group = {"Job": "job.batch", "Deployment": "deployment.apps", "StatefulSet": "statefulset.apps"}
+    group = {
+        "Job": "job.batch",
+        "Deployment": "deployment.apps",
+        "StatefulSet": "statefulset.apps",
+        "LeaderWorkerSet": "leaderworkerset.leaderworkerset.x-k8s.io",
+    }
     return f"{group.get(obj['kind'], obj['kind'].lower())}/{obj['metadata']['name']}"
 
 

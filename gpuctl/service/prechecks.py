@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpuctl.builders import TargetPool, build
-from gpuctl.cluster import Cluster, path
+from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import DEFAULT_POOL, GPU_TYPE_LABEL_KEYS, JOB_KINDS, Kind, Labels
 from gpuctl.domain.multicluster import refused_kind, remote_pools
@@ -16,7 +16,7 @@ from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.gang_facts import gang_pool_facts
-from gpuctl.service.inventory import CONTROLLER_KINDS, JOB_SELECTOR, MANAGED_SELECTOR
+from gpuctl.service.inventory import CONTROLLER_KINDS, JOB_SELECTOR, MANAGED_SELECTOR, OPTIONAL_KINDS
 from gpuctl.service.sharing import share_facts
 from gpuctl.service.sizing import resolve_node_types, size_any_pool, size_pinned
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
@@ -30,7 +30,19 @@ def _existing(
     cluster: Cluster, reader: Reader, kind: str, namespace: str, names: set[str], *, gpuctl_only: bool
 ) -> dict[str, dict]:
     """name -> metadata of the objects of `kind` named `names` in `namespace`. gpuctl_only: gpuctl's
-    objects suffice (read from the reader's list, a watch cache's memory inside `gpuctl serve`)."""
+    objects suffice (read from the reader's list, a watch cache's memory inside `gpuctl serve`). None of a
+    kind the cluster does not serve (OPTIONAL_KINDS: no LeaderWorkerSet controller installed)."""
+    try:
+        return _existing_named(cluster, reader, kind, namespace, names, gpuctl_only=gpuctl_only)
+    except ApiError as e:
+        if kind in OPTIONAL_KINDS and e.status in (403, 404):
+            return {}
+        raise
+
+
+def _existing_named(
+    cluster: Cluster, reader: Reader, kind: str, namespace: str, names: set[str], *, gpuctl_only: bool
+) -> dict[str, dict]:
     if gpuctl_only:
         objs = reader.list(kind, namespace, label_selector=JOB_SELECTOR)
         return {o["metadata"]["name"]: o["metadata"] for o in objs if o["metadata"]["name"] in names}
@@ -143,10 +155,10 @@ def _plan_job(
         if not spec.resources.node_types:
             _check_any_pool(reader, where, spec.resources.gpu_type, allowed, known.pools)
         if spec.resources.gpu_memory is None:
-            return build(spec, ns)
+            return _served(reader, where, ns, build(spec, ns))
         spec, sized = size_any_pool(reader, where, spec, docs)
         if spec.resources.pools_allowed is None or len(spec.resources.pools_allowed) > 1:
-            return build(spec, ns, sized)
+            return _served(reader, where, ns, build(spec, ns, sized))
     pool = spec.resources.pool
     if pool not in known.pools:
         if pool == DEFAULT_POOL:
@@ -163,7 +175,24 @@ def _plan_job(
     facts = replace(gang_pool_facts(where, spec, known.flavors, docs, reader, facts.gpus), **_sized(facts))
     if share is not None:  # the slice of gpu-share, on the same pool (its topology kept)
         facts = replace(share_facts(reader, where, pool, share), topology=facts.topology)
-    return build(spec, ns, facts)
+    return _served(reader, where, ns, build(spec, ns, facts))
+
+
+def _served(reader: Reader, where: str, ns: str, objs: list[dict]) -> list[dict]:
+    """The objects, once the cluster serves their kinds: a service of multi-node replicas needs the
+    LeaderWorkerSet controller (its CRD), which a cluster may not have (refused before any write)."""
+    if any(o["kind"] == "LeaderWorkerSet" for o in objs):
+        try:
+            reader.list("LeaderWorkerSet", ns, label_selector=JOB_SELECTOR)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            raise ServiceError(
+                f"{where}: resources.nodes > 1 makes each replica a LeaderWorkerSet group, and this "
+                "cluster serves no LeaderWorkerSet API: have an admin install the LeaderWorkerSet "
+                'controller (docs/serving.md, "Replicas bigger than a node"), or set resources.nodes: 1'
+            ) from None
+    return objs
 
 
 def _sized(facts: TargetPool) -> dict:

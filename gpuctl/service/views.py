@@ -13,14 +13,15 @@ from typing import Any
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, Labels
 from gpuctl.domain.defrag import moved_reason
+from gpuctl.domain.gang import group_size
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
-from gpuctl.domain.objects import age_seconds, labels, meta
+from gpuctl.domain.objects import age_seconds, labels, meta, pod_template
 from gpuctl.domain.status import State
 from gpuctl.domain.workload import max_runtime_seconds
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound, ServiceError
-from gpuctl.service.gang import gang_view
+from gpuctl.service.gang import gang_view, replicas_view
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, find_job, read_worker_pods
 from gpuctl.service.quotas import quota_rows
@@ -65,6 +66,9 @@ class JobDescription:
     pods_error: str | None = None
     # A multi-node job (issue 31, gpuctl.service.gang.gang_view): its size and ranks; None for one pod.
     gang: dict[str, Any] | None = None
+    # A service of multi-node replicas (issue 44, a LeaderWorkerSet): {replicas, nodes, gpus_per_node,
+    # text, groups: per replica its Workload's word and its pods by rank}; None for other jobs.
+    replicas: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,7 +110,7 @@ def describe_job(
     why = explain(job, inv) if inv is not None else ""
     est = job_estimate(inv, job) if inv is not None else None
     lb = job.labels
-    tmpl = job.obj["spec"]["template"]["spec"]
+    tmpl = pod_template(job.obj).get("spec") or {}
     c = tmpl["containers"][0]
     wl = job.workload
     where = placement(wl)
@@ -126,7 +130,7 @@ def describe_job(
         image=c.get("image"),
         resources=(c.get("resources") or {}).get("requests") or {},
         # The Workload's count when Kueue made one; else what the pods would ask for.
-        gpus=workload_gpus(wl) if wl else pod_spec_gpus(tmpl) * _replicas(job),
+        gpus=workload_gpus(wl) if wl and not job.replica_workloads else pod_spec_gpus(tmpl) * _replicas(job),
         workload=wl["metadata"]["name"] if wl else None,
         conditions=[
             {k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
@@ -150,14 +154,17 @@ def describe_job(
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,
         gang=gang_view(job.member or cluster, job.obj, job.pods, job.pool),
+        replicas=replicas_view(job.obj, job.replica_workloads, job.pods),
     )
 
 
 def _replicas(job: Job) -> int:
+    """Pods the job asks for: a Job's parallelism, a controller's replicas (times a LeaderWorkerSet's
+    group size)."""
     spec = job.obj["spec"]
     if job.resource == "Job":
         return int(spec.get("parallelism") or 1)
-    return int(spec["replicas"]) if spec.get("replicas") is not None else 1
+    return (int(spec["replicas"]) if spec.get("replicas") is not None else 1) * group_size(job.obj)
 
 
 def _service(svc: dict | None) -> dict | None:

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from gpuctl.constants import SERVICE_PREFIX
 from gpuctl.spec.fields import KindModel, aliases, fail, show
 from gpuctl.spec.job import Environment, JobMeta
-from gpuctl.spec.resources import PlacementConstraints, Resources, TrainingResources
+from gpuctl.spec.resources import InferenceResources, PlacementConstraints, Resources, TrainingResources
 from gpuctl.spec.service import NotebookService, Service, Storage
 
 # A notebook is a StatefulSet: its pods carry `controller-revision-hash: <name>-<10-char hash>`, a label
@@ -97,16 +97,36 @@ class TrainingSpec(_JobKind):
         return self
 
 
+# Kueue's LeaderWorkerSet integration names each group's Workload after the LeaderWorkerSet and admits
+# only names of at most this many characters (Kueue docs, tasks/run/leaderworkerset.md).
+LWS_NAME_MAX = 39
+
+
 class InferenceSpec(_JobKind):
-    """`kind: inference` → a Deployment and a NodePort Service. `model` is accepted and unused."""
+    """`kind: inference` → a Deployment and a NodePort Service; with `resources.nodes: N` > 1 a
+    LeaderWorkerSet whose every replica is a group of N pods (gpuctl.builders.inference). `model` is
+    accepted and unused."""
 
     kind: Literal["inference"] = "inference"
+    resources: InferenceResources
     service: Service = Service()
     storage: Storage = Storage()
     model: dict[str, Any] | None = None
 
     _name_max: ClassVar[int] = SERVICE_NAME_MAX
     _name_why: ClassVar[str] = _SERVICE_WHY
+
+    @model_validator(mode="after")
+    def _group_name(self) -> InferenceSpec:
+        if self.resources.nodes > 1 and len(self.job.name) > LWS_NAME_MAX:
+            raise fail(
+                "name_length",
+                f"{show(self.job.name)} is {len(self.job.name)} characters; a service of multi-node "
+                f"replicas is a LeaderWorkerSet, whose name Kueue limits to {LWS_NAME_MAX}",
+                f"shorten job.name to at most {LWS_NAME_MAX} characters",
+                at="job.name",
+            )
+        return self
 
 
 class NotebookSpec(_JobKind):

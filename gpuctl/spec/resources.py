@@ -108,7 +108,9 @@ class Resources(SpecModel):
     _node_types: tuple[str, ...] = PrivateAttr(default=())
 
     # Why `resources.nodes` / `resources.topology` mean nothing for this kind (None: the kind takes them).
-    _gang_why: ClassVar[str | None] = "only `kind: training` runs on several nodes (a pod per node)"
+    _gang_why: ClassVar[str | None] = (
+        "only `kind: training` and `kind: inference` run on several nodes (a pod per node)"
+    )
 
     @field_validator("tolerations", mode="before")
     @classmethod
@@ -126,8 +128,9 @@ class Resources(SpecModel):
                 raise fail(
                     "training_only",
                     cls._gang_why,
-                    "remove it; a service (inference, compute) scales with service.replicas, each replica "
-                    "its own pod; a multi-node job is `kind: training` with resources.nodes",
+                    "remove it; a compute service scales with service.replicas, each replica its own pod; "
+                    "a multi-node job is `kind: training` and a multi-node service `kind: inference`, "
+                    "with resources.nodes",
                     at=key,
                 )
         return data
@@ -209,31 +212,16 @@ _NODES_FIX = (
 )
 
 
-class TrainingResources(Resources):
-    """`resources:` of `kind: training`: `nodes: N` runs N pods (one per node, ranks 0..N-1), each
-    requesting the block's gpu, cpu and memory: every amount is per node. `topology: rack` (a level
-    of the pool's topology, docs/distributed.md) requires all N pods inside one such domain; without it
-    Kueue prefers the smallest level that holds them."""
+class GangResources(Resources):
+    """`resources:` of the kinds that span nodes: `nodes: N` runs N pods (one per node, ranks 0..N-1),
+    each requesting the block's gpu, cpu and memory: every amount is per node. `topology: rack` (a
+    level of the pool's topology, docs/distributed.md) requires the N pods inside one such domain;
+    without it Kueue prefers the smallest level that holds them."""
 
     nodes: PositiveInt = Field(1, validation_alias=aliases(*GANG_NODES_KEYS))
     topology: Text | None = None
 
     _gang_why: ClassVar[str | None] = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _replicas(cls, data: Any) -> Any:
-        """`replicas` (Deployment's word) and `workers` are what users try first: say what to write."""
-        if isinstance(data, dict):
-            for key in ("replicas", "workers", "world_size", "worldSize"):
-                if key in data:
-                    raise fail(
-                        "nodes",
-                        f"{key} is not a training field: a training job's pods are its nodes",
-                        _NODES_FIX,
-                        at=key,
-                    )
-        return data
 
     @field_validator("topology", mode="before")
     @classmethod
@@ -241,7 +229,7 @@ class TrainingResources(Resources):
         return None if value == "" else value
 
     @model_validator(mode="after")
-    def _gang(self) -> TrainingResources:
+    def _gang(self) -> GangResources:
         if self.topology is not None and self.nodes == 1:
             raise fail(
                 "topology_one_node",
@@ -257,6 +245,39 @@ class TrainingResources(Resources):
                 at="topology",
             )
         return self
+
+
+def _refuse_replica_words(data: Any, why: str, fix: str) -> Any:
+    """`replicas` (Deployment's word) and `workers` are what users try first: say what to write."""
+    if isinstance(data, dict):
+        for key in ("replicas", "workers", "world_size", "worldSize"):
+            if key in data:
+                raise fail("nodes", f"{key} is not a resources field: {why}", fix, at=key)
+    return data
+
+
+class TrainingResources(GangResources):
+    """`resources:` of `kind: training`: a multi-node job's pods are its nodes (GangResources)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replicas(cls, data: Any) -> Any:
+        return _refuse_replica_words(data, "a training job's pods are its nodes", _NODES_FIX)
+
+
+class InferenceResources(GangResources):
+    """`resources:` of `kind: inference` (issue 44): `nodes: N` makes each replica of the service a group
+    of N pods, one per node, rank 0 the leader that serves (a LeaderWorkerSet, gpuctl.builders.inference);
+    every amount is per pod."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replicas(cls, data: Any) -> Any:
+        return _refuse_replica_words(
+            data,
+            "a service's replicas are service.replicas (or service.autoscaling)",
+            "write service.replicas: R for R replicas, and resources.nodes: N for N pods (nodes) per replica",
+        )
 
 
 # The seed's other placementConstraints words, and what gpuctl writes instead.
