@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from admission.envelope import Envelope
 from admission.policies.cel import DeleteCel, IsolationCel, TeamCel
@@ -92,6 +92,7 @@ __all__ = [
     "WorkReview",
     "cel_rules",
     "checks",
+    "compiled",
     "markdown_table",
     "rule",
 ]
@@ -162,6 +163,7 @@ class IsolationReview:
 
 
 Check = Callable[[Any], list[Violation]]
+C = TypeVar("C", TeamCel, IsolationCel, DeleteCel)
 
 
 @dataclass(frozen=True)
@@ -448,6 +450,15 @@ def checks(stage: str) -> tuple[Check, ...]:
 def cel_rules(policy: str) -> tuple[Rule, ...]:
     """The rules whose CEL `policy` carries, in registry order."""
     return tuple(r for r in REGISTRY if r.policy == policy)
+
+
+def compiled(policy: str, cel_type: type[C]) -> list[tuple[Rule, C]]:
+    """cel_rules(policy) with their CEL, each of the type that policy's generator compiles."""
+    out = []
+    for r in cel_rules(policy):
+        assert isinstance(r.cel, cel_type), r.name
+        out.append((r, r.cel))
+    return out
 
 
 def _where(r: Rule) -> str:

@@ -10,7 +10,7 @@ from typing import Final
 
 from admission.policies.cel import DeleteCel
 from admission.policies.skeleton import labels, team_match_conditions, team_namespaces, validating_policy
-from admission.registry import DELETE_POLICY, cel_rules
+from admission.registry import DELETE_POLICY, compiled
 from admission.validators.orphan_delete import ORPHAN_KINDS, cel_orphaning
 
 __all__ = ["NAME", "orphaning", "policy"]
@@ -33,10 +33,7 @@ def policy() -> list[dict]:
         {"apiGroups": [g], "apiVersions": ["v1"], "resources": r, "operations": ["DELETE"]}
         for g, r in sorted(groups.items())
     ]
-    cels = []
-    for r in cel_rules(DELETE_POLICY):
-        assert isinstance(r.cel, DeleteCel), r.name
-        cels.append(r.cel)
+    cels = [c for _, c in compiled(DELETE_POLICY, DeleteCel)]
     return validating_policy(
         NAME,
         labels(),

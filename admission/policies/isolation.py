@@ -37,7 +37,7 @@ from admission.isolation import (
 )
 from admission.policies.cel import IsolationCel, from_controller, q
 from admission.policies.skeleton import labels, non_team_namespaces, render, validating_policy
-from admission.registry import ISOLATION_POLICY, Rule, cel_rules
+from admission.registry import ISOLATION_POLICY, Rule, compiled
 from admission.validators.isolation import (
     POD_SPEC_PATHS,
     daemonset_without_gpus,
@@ -69,11 +69,7 @@ def _rules() -> list[dict]:
 
 def _cels() -> list[tuple[Rule, IsolationCel]]:
     """The rules the policy carries, with their CEL."""
-    out = []
-    for r in cel_rules(ISOLATION_POLICY):
-        assert isinstance(r.cel, IsolationCel), r.name
-        out.append((r, r.cel))
-    return out
+    return compiled(ISOLATION_POLICY, IsolationCel)
 
 
 def _finding_vars(pre: str, root: str) -> list[tuple[str, str]]:

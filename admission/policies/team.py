@@ -42,7 +42,7 @@ from admission.policies.skeleton import (
     team_namespaces,
     validating_policy,
 )
-from admission.registry import TEAM_POLICY, Rule, cel_rules
+from admission.registry import TEAM_POLICY, Rule, compiled
 from gpuctl.spec.models import normalise_host_path
 
 __all__ = ["NAME", "POLICY_RULES", "policy", "render_manifest", "variables"]
@@ -52,11 +52,7 @@ NAME: Final = "gpuctl-admission"
 
 def _cels() -> list[tuple[Rule, TeamCel]]:
     """The rules the policy carries, with their CEL."""
-    out = []
-    for r in cel_rules(TEAM_POLICY):
-        assert isinstance(r.cel, TeamCel), r.name
-        out.append((r, r.cel))
-    return out
+    return compiled(TEAM_POLICY, TeamCel)
 
 
 # The rules the policy carries, as named in denials.
