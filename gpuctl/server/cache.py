@@ -419,9 +419,10 @@ _CONTROLLER_STATUS = (
 
 
 def trim_controller(raw: dict) -> dict:
-    """A gpuctl job's controller (Job, Deployment, StatefulSet, LeaderWorkerSet) as `get jobs` reads it: identity and
-    labels, suspend/replicas, the status counters and conditions, and the containers' image and
-    resources (a describe view reads the full object from the cluster)."""
+    """A gpuctl job's controller (Job, Deployment, StatefulSet, LeaderWorkerSet) as `get jobs` reads it:
+    identity and labels, suspend/replicas (a LeaderWorkerSet's group size), the status counters and
+    conditions, and the containers' image and resources (a describe view reads the full object from the
+    cluster)."""
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
     tspec = ((spec.get("template") or {}).get("spec")) or {}

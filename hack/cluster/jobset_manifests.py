@@ -37,7 +37,9 @@ def webhooks(jobset_dir: str, url: str, ca: str) -> list[dict]:
     return kubebuilder_webhooks(Path(jobset_dir) / "config/components/webhook", "jobset", url, ca)
 
 
-def kubebuilder_webhooks(base: Path, prefix: str, url: str, ca: str, patch_dir: str = "patches") -> list[dict]:
+def kubebuilder_webhooks(
+    base: Path, prefix: str, url: str, ca: str, patch_dir: str = "patches"
+) -> list[dict]:
     """A kubebuilder controller's webhook configurations (`base`: its config's webhook directory, with
     manifests.yaml and, under `patch_dir`, the two patches its kustomization applies), named
     `<prefix>-mutating-...` and `<prefix>-validating-webhook-configuration`, every clientConfig by URL
@@ -61,7 +63,9 @@ def kubebuilder_webhooks(base: Path, prefix: str, url: str, ca: str, patch_dir: 
     return docs
 
 
-def config(port: str, cert_dir: str, health: str, api_version: str = "config.jobset.x-k8s.io/v1alpha1") -> dict:
+def config(
+    port: str, cert_dir: str, health: str, api_version: str = "config.jobset.x-k8s.io/v1alpha1"
+) -> dict:
     """The controller's Configuration (JobSet's and LeaderWorkerSet's have the same fields)."""
     return {
         "apiVersion": api_version,
@@ -78,11 +82,12 @@ def rbac(jobset_dir: str) -> list[dict]:
     return kustomize_rbac(jobset_dir, RBAC_FILES, PREFIX, NAMESPACE)
 
 
-def main(argv: list[str]) -> None:
+def run(argv: list[str], render: dict, configure) -> None:
+    """The command line of a controller's manifests script: `config PORT CERTDIR HEALTH` through
+    `configure`, the other commands through `render` (name -> function of the arguments)."""
     cmd, *args = argv
-    render = {"crds": crds, "webhooks": webhooks, "rbac": rbac}
     if cmd == "config":
-        yaml.safe_dump(config(*args), sys.stdout, sort_keys=False)
+        yaml.safe_dump(configure(*args), sys.stdout, sort_keys=False)
     elif cmd in render:
         yaml.safe_dump_all(render[cmd](*args), sys.stdout, sort_keys=False)
     else:
@@ -90,4 +95,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run(sys.argv[1:], {"crds": crds, "webhooks": webhooks, "rbac": rbac}, config)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 from jobset_manifests import config as controller_config
-from jobset_manifests import kubebuilder_webhooks
+from jobset_manifests import kubebuilder_webhooks, run
 from kueue_manifests import kustomize_rbac
 
 NAMESPACE = "lws-system"
@@ -30,7 +30,9 @@ CONFIG_API = "config.lws.x-k8s.io/v1alpha1"
 
 
 def crds(lws_dir: str) -> list[dict]:
-    return [yaml.safe_load(f.read_text()) for f in sorted((Path(lws_dir) / "config/crd/bases").glob("*.yaml"))]
+    return [
+        yaml.safe_load(f.read_text()) for f in sorted((Path(lws_dir) / "config/crd/bases").glob("*.yaml"))
+    ]
 
 
 def webhooks(lws_dir: str, url: str, ca: str) -> list[dict]:
@@ -45,16 +47,5 @@ def rbac(lws_dir: str) -> list[dict]:
     return kustomize_rbac(lws_dir, RBAC_FILES, PREFIX, NAMESPACE, base="config/rbac")
 
 
-def main(argv: list[str]) -> None:
-    cmd, *args = argv
-    render = {"crds": crds, "webhooks": webhooks, "rbac": rbac}
-    if cmd == "config":
-        yaml.safe_dump(config(*args), sys.stdout, sort_keys=False)
-    elif cmd in render:
-        yaml.safe_dump_all(render[cmd](*args), sys.stdout, sort_keys=False)
-    else:
-        raise SystemExit(f"unknown command {cmd!r}")
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run(sys.argv[1:], {"crds": crds, "webhooks": webhooks, "rbac": rbac}, config)

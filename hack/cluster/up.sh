@@ -313,29 +313,22 @@ if [[ -n "$HOST_IP" ]]; then
   if [[ -n "$HOST_IP" ]]; then log "Kueue visibility API served through the aggregator ($HOST_IP:$P_KQ_VIS)"; fi
 fi
 
-# ---- JobSet (GPUCTL_TESTBED_JOBSET=1): the controller as its own ServiceAccount, its webhooks by URL ----
-if [[ "$JOBSET" == 1 ]]; then
-  kc create namespace jobset-system >/dev/null
-  "$PY" "$HERE/jobset_manifests.py" rbac "$JOBSET_DIR" | kc apply -f - >/dev/null
-  "$PY" "$HERE/jobset_manifests.py" config "$P_JS_HOOK" "$RUN/jobset-webhook" "127.0.0.1:$P_JS_HEALTH" >"$RUN/jobset-config.yaml"
-  JS_KC=$(sa_kubeconfig jobset jobset-system jobset-controller-manager)
-  start jobset "$CACHE/bin/jobset-$JOBSET_VERSION/jobset" --config="$RUN/jobset-config.yaml" --kubeconfig="$JS_KC"
-  wait_for jobset 60 curl -fs "http://127.0.0.1:$P_JS_HEALTH/readyz"
-  "$PY" "$HERE/jobset_manifests.py" webhooks "$JOBSET_DIR" "https://127.0.0.1:$P_JS_HOOK" "$CA_B64" | kc apply -f - >/dev/null
-  log "JobSet $JOBSET_VERSION controller and webhooks registered"
-fi
-
-# ---- LeaderWorkerSet (GPUCTL_TESTBED_LWS=1): likewise, as lws-system/lws-controller-manager ----
-if [[ "$LWS" == 1 ]]; then
-  kc create namespace lws-system >/dev/null
-  "$PY" "$HERE/lws_manifests.py" rbac "$LWS_DIR" | kc apply -f - >/dev/null
-  "$PY" "$HERE/lws_manifests.py" config "$P_LWS_HOOK" "$RUN/lws-webhook" "127.0.0.1:$P_LWS_HEALTH" >"$RUN/lws-config.yaml"
-  LWS_KC=$(sa_kubeconfig lws lws-system lws-controller-manager)
-  start lws "$CACHE/bin/lws-$LWS_VERSION/lws" --config="$RUN/lws-config.yaml" --kubeconfig="$LWS_KC"
-  wait_for lws 60 curl -fs "http://127.0.0.1:$P_LWS_HEALTH/readyz"
-  "$PY" "$HERE/lws_manifests.py" webhooks "$LWS_DIR" "https://127.0.0.1:$P_LWS_HOOK" "$CA_B64" | kc apply -f - >/dev/null
-  log "LeaderWorkerSet $LWS_VERSION controller and webhooks registered"
-fi
+# ---- JobSet (GPUCTL_TESTBED_JOBSET=1), LeaderWorkerSet (GPUCTL_TESTBED_LWS=1): each controller as its own
+# ServiceAccount (<name>-system/<name>-controller-manager, as its kustomization installs it), its
+# Configuration from <name>_manifests.py, its webhooks by URL ----
+controller() { # controller NAME VERSION MODULE_DIR WEBHOOK_PORT HEALTH_PORT TITLE
+  local name=$1 version=$2 dir=$3 hook=$4 health=$5 title=$6 ckc
+  kc create namespace "$name-system" >/dev/null
+  "$PY" "$HERE/${name}_manifests.py" rbac "$dir" | kc apply -f - >/dev/null
+  "$PY" "$HERE/${name}_manifests.py" config "$hook" "$RUN/$name-webhook" "127.0.0.1:$health" >"$RUN/$name-config.yaml"
+  ckc=$(sa_kubeconfig "$name" "$name-system" "$name-controller-manager")
+  start "$name" "$CACHE/bin/$name-$version/$name" --config="$RUN/$name-config.yaml" --kubeconfig="$ckc"
+  wait_for "$name" 60 curl -fs "http://127.0.0.1:$health/readyz"
+  "$PY" "$HERE/${name}_manifests.py" webhooks "$dir" "https://127.0.0.1:$hook" "$CA_B64" | kc apply -f - >/dev/null
+  log "$title $version controller and webhooks registered"
+}
+if [[ "$JOBSET" == 1 ]]; then controller jobset "$JOBSET_VERSION" "$JOBSET_DIR" "$P_JS_HOOK" "$P_JS_HEALTH" JobSet; fi
+if [[ "$LWS" == 1 ]]; then controller lws "$LWS_VERSION" "$LWS_DIR" "$P_LWS_HOOK" "$P_LWS_HEALTH" LeaderWorkerSet; fi
 
 # ---- fake nodes ----
 if [[ "$NODES" != "none" ]]; then

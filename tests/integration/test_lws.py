@@ -22,12 +22,11 @@ import pytest
 from gpuctl.cli.main import main
 from gpuctl.cluster import path
 from gpuctl.domain.workload import WorkloadState, workload_state
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import require_controller, wait_until
 from tests.integration.fake_nodes import fake_node
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_gang import _held_gpus, _ready, _remove_team, _team_gpus
 
-LWS_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/leaderworkersets.leaderworkerset.x-k8s.io"
 LWS = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets"
 GATE = "kueue.x-k8s.io/admission"
 
@@ -42,14 +41,9 @@ class Team:
 
 @pytest.fixture(scope="module")
 def team(cluster, kube, tmp_path_factory) -> Iterator[Team]:
-    if kube.get_or_none(LWS_CRD) is None:
-        msg = (
-            "the cluster runs no LeaderWorkerSet controller: start it with GPUCTL_TESTBED_LWS=1 "
-            "hack/cluster/up.sh"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_controller(
+        kube, "leaderworkersets.leaderworkerset.x-k8s.io", "LeaderWorkerSet", "GPUCTL_TESTBED_LWS"
+    )
     sfx = uuid.uuid4().hex[:5]
     nodes = [f"lws-{sfx}-1", f"lws-{sfx}-2"]
     pool, ns = f"lws-{sfx}", f"lws-team-{sfx}"
