@@ -67,6 +67,7 @@ _KINDS: Final = frozenset(
         "StatefulSet",
         "ReplicaSet",
         "JobSet",
+        "LeaderWorkerSet",
         "Node",
         "DaemonSet",
         "CronJob",
