@@ -153,9 +153,7 @@ def _isolation() -> list[dict]:
     """Outside team namespaces: pool tolerations and pool selectors."""
     tolerates = raw_pod("tolerates", PLAIN, tolerations=[POOL_TOLERATION])
     every = raw_pod("every", PLAIN, tolerations=[EVERY_TAINT])
-    agent = _template(
-        "DaemonSet", "apps/v1", raw_pod("agent", PLAIN, tolerations=[EVERY_TAINT]), selector={}
-    )
+    agent = _template("DaemonSet", "apps/v1", raw_pod("agent", PLAIN, tolerations=[EVERY_TAINT]), selector={})
     gpu_agent = _template(
         "DaemonSet", "apps/v1", raw_pod("gpu-agent", PLAIN, gpus=1, tolerations=[EVERY_TAINT]), selector={}
     )
@@ -169,7 +167,9 @@ def _isolation() -> list[dict]:
     affinity = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": Labels.POOL, "operator": "In", "values": ["a10"]}]}]
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": Labels.POOL, "operator": "In", "values": ["a10"]}]}
+                ]
             }
         }
     }
@@ -201,7 +201,11 @@ def _jobset() -> dict:
             "metadata": {"name": "js", "namespace": TEAM, "labels": {Labels.KUEUE_QUEUE: "default"}},
             "spec": {
                 "replicatedJobs": [
-                    {"name": "workers", "replicas": 1, "template": {"spec": {"template": {"spec": pod["spec"]}}}}
+                    {
+                        "name": "workers",
+                        "replicas": 1,
+                        "template": {"spec": {"template": {"spec": pod["spec"]}}},
+                    }
                 ]
             },
         }

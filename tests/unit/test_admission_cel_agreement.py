@@ -31,8 +31,8 @@ from __future__ import annotations
 import copy
 import gzip
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -61,12 +61,15 @@ from admission.rule_names import (
     POOL_PLACEMENT,
     PRIORITY,
     PRIORITY_CLASS_RULE,
-    RULES as WEBHOOK_RULES,
     SET_ASIDE_TOLERATION,
     UNKNOWN_KEY,
 )
+from admission.rule_names import (
+    RULES as WEBHOOK_RULES,
+)
 from admission.rules import AdmissionConfig, Malformed, review
 from admission.state import ClusterState
+from gpuctl.constants import Labels
 from tests.unit import celeval
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -74,44 +77,167 @@ CORPUS: Final = Path(__file__).parent / "golden" / "admission" / "corpus.json.gz
 ALLOWED: Final = ("/data/../proc", "/var/run")  # test_admission_corpus.ALLOWED: a case's `paths`
 
 
+# How much of a denial's text is compared, where both sides deny. Findings: SAME words; PREFIX, each of the
+# webhook's findings starts with the policy's (the webhook adds a hint CEL does not compute: "did you mean",
+# the consequence); DIFFER, only the decision is compared (the reason says why, TODO for what should not).
+SAME: Final = "same"
+PREFIX: Final = "prefix"
+DIFFER: Final = "differ"
+TEXT: Final = "words today differ; TODO(rules): one message and fix per rule, written once for both languages"
+
+
 @dataclass(frozen=True)
 class Rule:
-    """How one rule's two implementations are compared. `policy`: the harness key of the policy that
-    carries it ("" for a webhook-only rule); `text`: the findings' words are compared too (else only the
-    decision); `why`: the reason for whatever is not compared."""
+    """How one rule's two implementations are compared. `policy`: the harness key of the policy carrying
+    it ("" for a webhook-only rule); `findings`, `fix`: SAME, PREFIX or DIFFER (above); `why`: the reason
+    for whatever is not compared."""
 
     policy: str
-    text: bool
+    findings: str = SAME
+    fix: str = SAME
     why: str = ""
 
 
 WEBHOOK_ONLY: Final = ""
-# Every rule of the webhook, and where its CEL is. One table: what is compared and why not more.
+# Every rule of the webhook, where its CEL is and what of it is compared: the one table of this test (with
+# DIFFERENCES below, the requests where the two decide differently on purpose or by a known bug).
 RULES: Final[dict[str, Rule]] = {
-    HOST_PATH: Rule("team", True),
-    PRIORITY: Rule("team", True),
-    JOB_TYPE: Rule("team", True),
-    UNKNOWN_KEY: Rule("team", True),
-    PRIORITY_CLASS_RULE: Rule("team", True),
-    DEVICE_ACCESS: Rule("team", True),
-    OWNER_CLAIM: Rule("team", True),
-    KUEUE_GATE: Rule("team", True),
-    GPU_RESOURCE_RULE: Rule("team", True),
-    SET_ASIDE_TOLERATION: Rule("team", True),
-    ORPHAN_DELETE: Rule("deletes", True),
-    isolation.POOL_TOLERATION: Rule("isolation", True),
-    isolation.POOL_SELECTION: Rule("isolation", True),
+    HOST_PATH: Rule("team", DIFFER, DIFFER, f"'/etc (inside /etc)' vs '/etc', quoted relative paths; {TEXT}"),
+    PRIORITY: Rule("team", PREFIX, DIFFER, TEXT),
+    JOB_TYPE: Rule("team", PREFIX, SAME, 'the webhook adds "did you mean" (an edit distance CEL lacks)'),
+    UNKNOWN_KEY: Rule("team", PREFIX, DIFFER, TEXT),
+    PRIORITY_CLASS_RULE: Rule("team", PREFIX, DIFFER, TEXT),
+    DEVICE_ACCESS: Rule("team", DIFFER, DIFFER, f"'/dev/nvidia0 (inside /dev)' vs '/dev/nvidia0'; {TEXT}"),
+    OWNER_CLAIM: Rule(
+        "team", DIFFER, DIFFER, f"the policy names the owner's uid, the webhook its maker; {TEXT}"
+    ),
+    KUEUE_GATE: Rule(
+        "team",
+        DIFFER,
+        DIFFER,
+        "the LocalQueue named when the new object has the queue annotation and the old one the label: the "
+        f"webhook names the new object's, the policy the old label's; {TEXT}",
+    ),
+    GPU_RESOURCE_RULE: Rule(
+        "team", DIFFER, DIFFER, f"the policy names the container, the webhook not; {TEXT}"
+    ),
+    SET_ASIDE_TOLERATION: Rule(
+        "team", DIFFER, SAME, f"'a multi-node job' vs 'the oldest waiting ...'; {TEXT}"
+    ),
+    ORPHAN_DELETE: Rule("deletes", DIFFER, DIFFER, f"'Orphan' quoted by the webhook only; {TEXT}"),
+    isolation.POOL_TOLERATION: Rule("isolation"),
+    isolation.POOL_SELECTION: Rule("isolation"),
     # Rules that read the cluster (admission.rule_names.CACHE_RULES): no CEL, the API server has no cache.
-    GPU_QUEUE: Rule(WEBHOOK_ONLY, False, "reads the cluster's LocalQueues and ClusterQueues"),
-    GPU_TOPOLOGY: Rule(WEBHOOK_ONLY, False, "reads the pool's nodes and topology"),
-    POOL_EXISTS: Rule(WEBHOOK_ONLY, False, "reads the cluster's ResourceFlavors"),
-    POOL_PLACEMENT: Rule(WEBHOOK_ONLY, False, "reads the cluster's ResourceFlavors and LocalQueues"),
-    GPU_FITS_NODE: Rule(WEBHOOK_ONLY, False, "reads the pool's nodes' GPUs"),
-    NODE_POOL: Rule(WEBHOOK_ONLY, False, "reads the cluster's ResourceFlavors"),
-    MIG_PROFILE: Rule(WEBHOOK_ONLY, False, "reads the pool's nodes' MIG profiles"),
-    GANG_FITS: Rule(WEBHOOK_ONLY, False, "reads the pool's nodes"),
-    isolation.POOL_NODE_NAME: Rule(WEBHOOK_ONLY, False, "reads the cluster's nodes"),
+    GPU_QUEUE: Rule(WEBHOOK_ONLY, why="reads the cluster's LocalQueues and ClusterQueues"),
+    GPU_TOPOLOGY: Rule(WEBHOOK_ONLY, why="reads the pool's nodes and topology"),
+    POOL_EXISTS: Rule(WEBHOOK_ONLY, why="reads the cluster's ResourceFlavors"),
+    POOL_PLACEMENT: Rule(WEBHOOK_ONLY, why="reads the cluster's ResourceFlavors and LocalQueues"),
+    GPU_FITS_NODE: Rule(WEBHOOK_ONLY, why="reads the pool's nodes' GPUs"),
+    NODE_POOL: Rule(WEBHOOK_ONLY, why="reads the cluster's ResourceFlavors"),
+    MIG_PROFILE: Rule(WEBHOOK_ONLY, why="reads the pool's nodes' MIG profiles"),
+    GANG_FITS: Rule(WEBHOOK_ONLY, why="reads the pool's nodes"),
+    isolation.POOL_NODE_NAME: Rule(WEBHOOK_ONLY, why="reads the cluster's nodes"),
 }
+
+
+def _kind(r: Mapping[str, Any]) -> str:
+    return r["kind"]["kind"]
+
+
+def _pod_spec(obj: Any) -> Mapping[str, Any]:
+    spec = obj.get("spec") if type(obj) is dict else None
+    if type(spec) is dict and type(spec.get("template")) is dict:
+        spec = spec["template"].get("spec")
+    return spec if type(spec) is dict else {}
+
+
+def _backsteps(r: Mapping[str, Any]) -> bool:
+    volumes = _pod_spec(r.get("object")).get("volumes") or []
+    return any(".." in str((v.get("hostPath") or {}).get("path", "")).split("/") for v in volumes)
+
+
+def _no_containers(r: Mapping[str, Any]) -> bool:
+    return _pod_spec(r.get("object")).get("containers") is None
+
+
+def _empty_priority(r: Mapping[str, Any]) -> bool:
+    obj = r.get("object") or {}
+    places = [obj.get("metadata", {}), obj.get("spec", {}).get("template", {}).get("metadata", {})]
+    return any((m.get("labels") or {}).get(Labels.PRIORITY) == "" for m in places if type(m) is dict)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Requests where the two decide a rule differently, and why. `side`: who denies alone ("webhook",
+    "policy"), or "error" (the policy's CEL fails where the webhook answers)."""
+
+    rule: str
+    side: str
+    where: Callable[[Mapping[str, Any]], bool]
+    why: str
+
+
+# Each one must still occur in the corpus (test_each_listed_difference_still_occurs), so a fix on either
+# side makes its entry fail until it is removed.
+DIFFERENCES: Final = (
+    Difference(
+        HOST_PATH,
+        "webhook",
+        _backsteps,
+        "a hostPath with '..': the API server refuses it before admission (validatePathNoBacksteps); the "
+        "webhook resolves '..', the CEL does not",
+    ),
+    Difference(
+        DEVICE_ACCESS,
+        "error",
+        _no_containers,
+        "a pod template without containers: the API server refuses "
+        "it before admission (containers is required); the CEL cannot iterate null",
+    ),
+    Difference(
+        GPU_RESOURCE_RULE,
+        "error",
+        _no_containers,
+        "a pod template without containers: the API server "
+        "refuses it before admission (containers is required); the CEL cannot iterate null",
+    ),
+    Difference(
+        UNKNOWN_KEY,
+        "webhook",
+        lambda r: _kind(r) == "Node",
+        "a Node's runwhere.ai/ keys: the webhook's nodes entry judges them with node-pool; no policy matches "
+        "Nodes. TODO(rules): a policy twin for Nodes, or say in docs/admission.md that it is webhook-only",
+    ),
+    Difference(
+        HOST_PATH,
+        "webhook",
+        lambda r: _kind(r) == "JobSet",
+        "JobSets: the webhook judges each replicated job's pod template, no policy matches "
+        "jobset.x-k8s.io/jobsets. TODO(rules): the team policy for JobSets (every rule of it)",
+    ),
+    Difference(
+        OWNER_CLAIM,
+        "webhook",
+        lambda r: _kind(r) == "Job",
+        "a Job's controller reference: the webhook judges Pods' and Jobs', the CEL Pods' only. "
+        "TODO(rules): owner-claim's CEL for Jobs",
+    ),
+    Difference(
+        PRIORITY,
+        "webhook",
+        _empty_priority,
+        'runwhere.ai/priority: "": the webhook denies the empty value, the CEL reads it as no label. '
+        "TODO(rules): one reading",
+    ),
+    Difference(
+        DEVICE_ACCESS,
+        "policy",
+        lambda r: r.get("subResource") == "ephemeralcontainers",
+        "kubectl debug's ephemeral containers (pods/ephemeralcontainers): the policy matches the "
+        "subresource, webhook.yaml's pods entry does not register it. TODO(rules): register it, or say in "
+        "docs/admission.md that the policy alone guards it",
+    ),
+)
 
 
 def _policies() -> dict[str, tuple[dict, dict]]:
@@ -229,39 +355,87 @@ class Finding:
     """One side's answer for one rule on one request: denied, and the findings' words and fix."""
 
     denied: bool
-    findings: str = ""
+    findings: tuple[str, ...] = ()
     fix: str = ""
 
 
 def _cel_findings(message: str, rule: str) -> Finding:
-    """A denial of the generated policies: `gpuctl policy: <subject> breaks [<rule>]: <findings>. Fix: <fix>`."""
+    """A denial of the generated policies: `gpuctl policy: <subject> breaks [<rule>]: <findings, joined by
+    '; '>. Fix: <fix>`."""
     head = f" breaks [{rule}]: "
     if head not in message or ". Fix: " not in message:
-        return Finding(True, f"<not a gpuctl policy message: {message}>")
-    body = message.split(head, 1)[1]
-    findings, _, fix = body.rpartition(". Fix: ")
-    return Finding(True, findings, fix)
+        return Finding(True, (f"<not a gpuctl policy message: {message}>",))
+    findings, _, fix = message.split(head, 1)[1].rpartition(". Fix: ")
+    return Finding(True, tuple(findings.split("; ")), fix)
 
 
 def _webhook_findings(violations: tuple, rule: str) -> Finding:
     mine = [v for v in violations if v.rule == rule]
     if not mine:
         return Finding(False)
-    return Finding(True, "; ".join(v.message for v in mine), mine[0].fix)
+    return Finding(True, tuple("; ".join(v.message for v in mine).split("; ")), mine[0].fix)
+
+
+_LEVEL: Final = {SAME: 0, PREFIX: 1, DIFFER: 2}
+
+
+def _findings_level(cel: Finding, hook: Finding) -> str:
+    """SAME, PREFIX or DIFFER (above), in any order: the two list the same findings in their own order."""
+    if sorted(cel.findings) == sorted(hook.findings):
+        return SAME
+    left = list(hook.findings)
+    for c in sorted(cel.findings, key=len, reverse=True):
+        match = next((h for h in left if h.startswith(c)), None)
+        if match is None:
+            return DIFFER
+        left.remove(match)
+    return DIFFER if left else PREFIX
 
 
 @dataclass
 class Outcome:
-    compared: Counter  # rule -> requests compared
-    denied: Counter  # (rule, side) -> denials
-    allowed: Counter  # rule -> requests both sides allowed where the rule's policy applied
-    disagreements: list[str]
-    excluded: Counter  # why -> requests not compared
+    denied: Counter = field(default_factory=Counter)  # (rule, "policy"|"webhook") -> requests denied
+    allowed: Counter = field(default_factory=Counter)  # rule -> requests its policy applied to, both allowed
+    unexpected: list[str] = field(default_factory=list)  # disagreements no entry of DIFFERENCES excuses
+    excused: Counter = field(default_factory=Counter)  # index in DIFFERENCES -> requests it excused
+    words: dict = field(default_factory=dict)  # (rule, "findings"|"fix") -> the most different level seen
+    excluded: Counter = field(default_factory=Counter)  # why -> requests no API server sends
+    requests: int = 0  # requests compared
 
 
 def _load() -> tuple[list[dict], list[dict]]:
     doc = orjson.loads(gzip.decompress(CORPUS.read_bytes()))
     return doc["state"], doc["cases"]
+
+
+def _validation_index(policy: Mapping[str, Any], rule: str) -> int:
+    return next(
+        i for i, v in enumerate(policy["spec"]["validations"]) if f"[{rule}]" in v["messageExpression"]
+    )
+
+
+def _excuse(out: Outcome, rule: str, side: str, r: Mapping[str, Any], what: str) -> None:
+    for i, d in enumerate(DIFFERENCES):
+        if d.rule == rule and d.side == side and d.where(r):
+            out.excused[i] += 1
+            return
+    out.unexpected.append(f"[{rule}] {what}; request {_brief(r)}")
+
+
+def _compare_words(out: Outcome, rule: str, cel: Finding, hook: Finding, r: Mapping[str, Any]) -> None:
+    how = RULES[rule]
+    for part, level, allowed in (
+        ("findings", _findings_level(cel, hook), how.findings),
+        ("fix", SAME if cel.fix == hook.fix else DIFFER, how.fix),
+    ):
+        seen = out.words.get((rule, part), SAME)
+        out.words[(rule, part)] = level if _LEVEL[level] > _LEVEL[seen] else seen
+        if _LEVEL[level] > _LEVEL[allowed]:
+            out.unexpected.append(
+                f"[{rule}] both deny, but the {part} are not the {allowed} words:\n"
+                f"  policy  {cel.findings if part == 'findings' else cel.fix!r}\n"
+                f"  webhook {hook.findings if part == 'findings' else hook.fix!r}\n  request {_brief(r)}"
+            )
 
 
 def compare(cases: list[dict], state_objects: list[dict]) -> Outcome:
@@ -271,7 +445,8 @@ def compare(cases: list[dict], state_objects: list[dict]) -> Outcome:
     policies, hooks = _policies(), _webhooks()
     lines: list[dict] = [{"namespaces": namespaces}]
     lines += [{"define": k, "policy": p, "binding": b} for k, (p, b) in {**policies, **hooks}.items()]
-    excluded: Counter = Counter()
+    setup = len(lines)
+    out = Outcome()
     realized: list[tuple[dict, dict]] = []
     known = {n["metadata"]["name"] for n in namespaces}
     for case in cases:
@@ -281,73 +456,71 @@ def compare(cases: list[dict], state_objects: list[dict]) -> Outcome:
             request = None
         r, why = realize(request, known)
         if r is None:
-            excluded[why] += 1
+            out.excluded[why] += 1
             continue
         realized.append((case, r))
-        keys = ["team-paths" if case["paths"] else "team", "deletes", "isolation", *hooks]
-        lines.append({"review": r, "policies": keys})
+        lines.append({"review": r, "policies": [_team(case), "deletes", "isolation", *hooks]})
     answers = celeval.evaluate(lines)
-    setup, answers = answers[: len(lines) - len(realized)], answers[len(lines) - len(realized) :]
-    bad_setup = [a for a in setup if a.get("error")]
-    assert not bad_setup, f"the harness refused a policy: {bad_setup}"
-
-    out = Outcome(Counter(), Counter(), Counter(), [], excluded)
-    for (case, r), answer in zip(realized, answers, strict=True):
+    refused = [a for a in answers[:setup] if a.get("error")]
+    assert not refused, f"the harness refused a policy: {refused}"
+    for (case, r), answer in zip(realized, answers[setup:], strict=True):
         if answer.get("invalid"):
-            excluded["an object that does not decode as its kind"] += 1
+            out.excluded["an object that does not decode as its kind"] += 1
             continue
-        r = {**r, "object": answer.get("object"), "oldObject": answer.get("oldObject")}
-        results = {x["policy"]: x for x in answer["results"]}
-        for key, x in results.items():
-            assert not x["error"], f"{key}: {x['error']} for {r}"
-        called = {k.split(":")[1] for k, x in results.items() if k.startswith("webhook:") and x["matched"]}
-        config = AdmissionConfig(allowed_host_paths=ALLOWED if case["paths"] else ())
-        violations: tuple = ()
-        try:
-            if "/validate" in called:
-                violations = review(r, state, config).violations
-            elif "/isolation" in called:
-                violations = isolation.review_isolation(r, state, config).violations
-        except Malformed as e:
-            out.disagreements.append(f"the webhook answers 400 ({e}) to a request the API server sends: {r}")
-            continue
-        for rule, how in RULES.items():
-            if not how.policy:
-                continue
-            key = ("team-paths" if case["paths"] else "team") if how.policy == "team" else how.policy
-            x = results[key]
-            if not x["matched"]:
-                cel = Finding(False)
-            else:
-                policy = policies[key][0]
-                index = next(
-                    i
-                    for i, v in enumerate(policy["spec"]["validations"])
-                    if f"[{rule}]" in v["messageExpression"]
-                )
-                v = x["validations"][index]
-                if v["error"]:
-                    out.disagreements.append(f"[{rule}] the policy's CEL fails: {v['error']} on {r}")
-                    continue
-                cel = Finding(False) if v["passed"] else _cel_findings(v["message"], rule)
-            hook = _webhook_findings(violations, rule)
-            out.compared[rule] += 1
-            out.denied[(rule, "cel")] += cel.denied
-            out.denied[(rule, "webhook")] += hook.denied
-            if x["matched"] and not cel.denied and not hook.denied:
-                out.allowed[rule] += 1
-            if cel.denied != hook.denied:
-                side = "the policy" if cel.denied else "the webhook"
-                out.disagreements.append(
-                    f"[{rule}] only {side} denies: policy {cel}, webhook {hook}; request {_brief(r)}"
-                )
-            elif cel.denied and how.text and (cel.findings, cel.fix) != (hook.findings, hook.fix):
-                out.disagreements.append(
-                    f"[{rule}] both deny, in other words:\n  policy  {cel.findings!r}\n  webhook "
-                    f"{hook.findings!r}\n  policy fix  {cel.fix!r}\n  webhook fix {hook.fix!r}\n"
-                    f"  request {_brief(r)}"
-                )
+        out.requests += 1
+        _compare_one(out, case, {**r, "object": answer.get("object"), "oldObject": answer.get("oldObject")},
+                     {x["policy"]: x for x in answer["results"]}, policies, state)  # fmt: skip
     return out
+
+
+def _team(case: Mapping[str, Any]) -> str:
+    return "team-paths" if case["paths"] else "team"
+
+
+def _compare_one(
+    out: Outcome,
+    case: Mapping[str, Any],
+    r: dict,
+    results: Mapping[str, Any],
+    policies: Mapping[str, tuple[dict, dict]],
+    state: ClusterState,
+) -> None:
+    """One request: the webhook's findings (from the entries the API server calls) against each policy's."""
+    for key, x in results.items():
+        assert not x["error"], f"{key}: {x['error']} for {_brief(r)}"
+    called = {k.split(":")[1] for k, x in results.items() if k.startswith("webhook:") and x["matched"]}
+    config = AdmissionConfig(allowed_host_paths=ALLOWED if case["paths"] else ())
+    violations: tuple = ()
+    try:
+        if "/validate" in called:
+            violations = review(r, state, config).violations
+        elif "/isolation" in called:
+            violations = isolation.review_isolation(r, state, config).violations
+    except Malformed as e:
+        out.unexpected.append(f"the webhook answers 400 ({e}) to a request an API server sends: {_brief(r)}")
+        return
+    for rule, how in RULES.items():
+        if not how.policy:
+            continue
+        key = _team(case) if how.policy == "team" else how.policy
+        x = results[key]
+        cel = Finding(False)
+        if x["matched"]:
+            v = x["validations"][_validation_index(policies[key][0], rule)]
+            if v["error"]:
+                _excuse(out, rule, "error", r, f"the policy's CEL fails: {v['error']}")
+                continue
+            cel = Finding(False) if v["passed"] else _cel_findings(v["message"], rule)
+        hook = _webhook_findings(violations, rule)
+        out.denied[(rule, "policy")] += cel.denied
+        out.denied[(rule, "webhook")] += hook.denied
+        if cel.denied != hook.denied:
+            side = "policy" if cel.denied else "webhook"
+            _excuse(out, rule, side, r, f"only the {side} denies: policy {cel}, webhook {hook}")
+        elif cel.denied:
+            _compare_words(out, rule, cel, hook, r)
+        elif x["matched"]:
+            out.allowed[rule] += 1
 
 
 def _brief(r: Mapping[str, Any]) -> str:
@@ -361,6 +534,7 @@ def outcome() -> Outcome:
 
 
 def test_every_rule_is_listed() -> None:
+    """Every rule of the webhook is in RULES, and every rule a policy carries is compared with it."""
     assert set(RULES) == set(WEBHOOK_RULES) | set(isolation.ISOLATION_RULES)
     carried = {
         **{r: "team" for r in team.POLICY_RULES},
@@ -368,17 +542,33 @@ def test_every_rule_is_listed() -> None:
         **{r: "isolation" for r in isolation.STATELESS_RULES},
     }
     assert {r: how.policy for r, how in RULES.items() if how.policy} == carried
+    for rule, how in RULES.items():
+        assert how.policy or how.why, f"{rule}: a webhook-only rule says why"
+        assert SAME == how.findings == how.fix or how.why, f"{rule}: words not compared say why"
 
 
 def test_webhook_and_policies_agree_rule_by_rule(outcome: Outcome) -> None:
-    assert not outcome.disagreements, (
-        f"{len(outcome.disagreements)} disagreement(s); the first ones:\n"
-        + "\n".join(outcome.disagreements[:8])
+    assert outcome.requests > 900
+    assert not outcome.unexpected, (
+        f"{len(outcome.unexpected)} disagreement(s) between the webhook and the generated policies; the "
+        "first ones:\n" + "\n".join(outcome.unexpected[:8])
     )
+
+
+def test_each_listed_difference_still_occurs(outcome: Outcome) -> None:
+    """A difference fixed on either side, or words that became closer, must leave the tables."""
+    stale = [f"DIFFERENCES[{i}] ({d.rule}, {d.side}): {d.why}" for i, d in enumerate(DIFFERENCES)
+             if not outcome.excused[i]]  # fmt: skip
+    for rule, how in RULES.items():
+        for part, declared in (("findings", how.findings), ("fix", how.fix)):
+            seen = outcome.words.get((rule, part))
+            if how.policy and seen is not None and seen != declared:
+                stale.append(f"RULES[{rule!r}].{part} is {declared!r}: the corpus shows {seen!r} at most")
+    assert not stale, "no longer true, tighten the table:\n" + "\n".join(stale)
 
 
 def test_every_compared_rule_is_seen_allowed_and_denied(outcome: Outcome) -> None:
     for rule, how in RULES.items():
         if how.policy:
-            assert outcome.denied[(rule, "cel")] > 0, f"no request of the corpus breaks {rule}"
+            assert outcome.denied[(rule, "policy")] > 0, f"no request of the corpus breaks {rule}"
             assert outcome.allowed[rule] > 0, f"no request of the corpus passes {rule}'s policy"
