@@ -71,6 +71,8 @@ from admission.rules import AdmissionConfig, Malformed, review
 from admission.state import ClusterState
 from gpuctl.constants import Labels
 from tests.unit import celeval
+from tests.unit.test_admission_fixtures import PLAIN, queued_pod, raw_pod
+from tests.unit.test_admission_fixtures import review as admission_review
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 CORPUS: Final = Path(__file__).parent / "golden" / "admission" / "corpus.json.gz"
@@ -572,3 +574,52 @@ def test_every_compared_rule_is_seen_allowed_and_denied(outcome: Outcome) -> Non
         if how.policy:
             assert outcome.denied[(rule, "policy")] > 0, f"no request of the corpus breaks {rule}"
             assert outcome.allowed[rule] > 0, f"no request of the corpus passes {rule}'s policy"
+
+
+def test_the_harness_is_the_test_clusters_kubernetes() -> None:
+    """hack/celeval pins k8s.io/apiserver (and its siblings) at the version the test cluster's kube-apiserver
+    is built from (hack/cluster/versions.env), so the CEL evaluated here is the cluster's."""
+    env = (ROOT / "hack" / "cluster" / "versions.env").read_text()
+    k8s = next(x.split("=", 1)[1] for x in env.splitlines() if x.startswith("K8S_VERSION="))
+    staging = "v0." + k8s.split(".", 1)[1]
+    gomod = (celeval.SOURCE / "go.mod").read_text()
+    for module in ("k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiserver", "k8s.io/client-go"):
+        assert f"\t{module} {staging}\n" in gomod, f"hack/celeval/go.mod: {module} is not {staging}"
+
+
+def test_the_harness_tells_pass_deny_error_and_not_applied_apart() -> None:
+    """Each answer of the harness on a policy of four validations and one matchCondition: a validation that
+    holds, one that fails (its messageExpression), one whose CEL errs, and one of Kubernetes' own library
+    (quantity(): not cel-go's standard library)."""
+    vap, binding = copy.deepcopy(_policies()["team"])
+    vap["spec"]["matchConditions"] = [{"name": "not-bob", "expression": "request.userInfo.username != 'bob'"}]
+    vap["spec"]["variables"] = [{"name": "n", "expression": "object.metadata.name"}]
+    vap["spec"]["validations"] = [
+        {"expression": "variables.n != ''"},
+        {"expression": "variables.n != 'p'", "messageExpression": "'named ' + variables.n"},
+        {"expression": "object.spec.nope == 1"},
+        {"expression": "quantity('1Gi').isGreaterThan(quantity('1Mi'))"},
+    ]
+    namespaces = _namespaces(_load()[0])
+    pod = admission_review(queued_pod("p"))["request"]
+    bob = {**pod, "userInfo": {"username": "bob"}}
+    plain = admission_review(raw_pod("p", PLAIN))["request"]
+    bad = copy.deepcopy(pod)
+    bad["object"]["spec"]["containers"] = "not a list"
+    lines = [{"namespaces": namespaces}, {"define": "t", "policy": vap, "binding": binding}]
+    lines += [{"review": r, "policies": ["t"]} for r in (pod, bob, plain, bad)]
+    _, defined, judged, skipped, unbound, invalid = celeval.evaluate(lines)
+    assert defined == {"defined": "t"}
+    [result] = judged["results"]
+    assert result["matched"] and not result["error"]
+    passed, denied, erred, library = result["validations"]
+    assert passed == {"passed": True, "message": "", "error": ""}
+    assert denied == {"passed": False, "message": "named p", "error": ""}
+    assert not erred["passed"] and "no such key: nope" in erred["error"]
+    assert library["passed"]
+    assert judged["object"]["spec"]["containers"][0]["name"] == "main"
+    assert skipped["results"][0] | {"validations": None} == {
+        "policy": "t", "matched": False, "skipped": "matchConditions", "error": "", "validations": None,
+    }  # fmt: skip
+    assert unbound["results"][0]["skipped"] == "namespace selector"
+    assert "containers" in invalid["invalid"] and "results" not in invalid
