@@ -152,6 +152,7 @@ def _orphan_delete() -> list[dict]:
 def _isolation() -> list[dict]:
     """Outside team namespaces: pool tolerations and pool selectors."""
     tolerates = raw_pod("tolerates", PLAIN, tolerations=[POOL_TOLERATION])
+    exists = raw_pod("exists", PLAIN, tolerations=[{"key": Labels.POOL, "operator": "Exists"}])
     every = raw_pod("every", PLAIN, tolerations=[EVERY_TAINT])
     agent = _template("DaemonSet", "apps/v1", raw_pod("agent", PLAIN, tolerations=[EVERY_TAINT]), selector={})
     gpu_agent = _template(
@@ -186,7 +187,7 @@ def _isolation() -> list[dict]:
     relabelled["metadata"]["labels"] = {"app": "x"}
     return [
         *(review(o)["request"] for o in (tolerates, every, agent, gpu_agent, selects, cron, deployment)),
-        *(review(o)["request"] for o in (keeps_away, rc)),
+        *(review(o)["request"] for o in (keeps_away, rc, exists)),
         review(relabelled, op="UPDATE", old=tolerates)["request"],  # kept, not new
     ]
 
