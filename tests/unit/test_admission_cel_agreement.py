@@ -14,10 +14,12 @@ admission.isolation.review_isolation) and the ValidatingAdmissionPolicies genera
   evaluated by the same harness (as a policy with the entry's match criteria), then `review` or
   `review_isolation` judges the request.
 
-For every rule both carry (RULES below), per request: the webhook denies with the rule iff the policy's
-validation for it fails, and where both deny, the findings (and the fix) each one names are the same words.
-Rules only one side has, and known differences, are listed in RULES with the reason: nothing is skipped
-in silence, and a rule added to either side fails `test_every_rule_is_listed` until it is listed.
+For every rule with CEL (admission.registry names the policy carrying it, and why the others have none),
+per request: the webhook denies with the rule iff the policy's validation for it fails, and where both deny,
+the findings and the fix are compared as far as WORDS says. Where the two decide differently on purpose or
+by a known bug, DIFFERENCES says so with the reason (TODO(rules) for what should not differ): nothing is
+skipped in silence. A rule given CEL fails `test_every_rule_with_cel_is_compared` until it is in WORDS, and
+a listed difference that stops occurring fails `test_each_listed_difference_still_occurs`.
 
 The corpus's requests are taken as an API server would send them (`realize`): the resource named after
 the kind, the name and namespace filled from the object, a DELETE's object as its oldObject, the objects
@@ -40,32 +42,23 @@ import orjson
 import pytest
 import yaml
 
-from admission import isolation
+from admission import isolation, registry
 from admission.policies import deletes, team
 from admission.policies import isolation as isolation_policy
 from admission.rule_names import (
     DEVICE_ACCESS,
-    GANG_FITS,
-    GPU_FITS_NODE,
-    GPU_QUEUE,
     GPU_RESOURCE_RULE,
-    GPU_TOPOLOGY,
     HOST_PATH,
     JOB_TYPE,
     KUEUE_GATE,
-    MIG_PROFILE,
-    NODE_POOL,
     ORPHAN_DELETE,
     OWNER_CLAIM,
-    POOL_EXISTS,
-    POOL_PLACEMENT,
+    POOL_SELECTION,
+    POOL_TOLERATION,
     PRIORITY,
     PRIORITY_CLASS_RULE,
     SET_ASIDE_TOLERATION,
     UNKNOWN_KEY,
-)
-from admission.rule_names import (
-    RULES as WEBHOOK_RULES,
 )
 from admission.rules import AdmissionConfig, Malformed, review
 from admission.state import ClusterState
@@ -89,56 +82,44 @@ TEXT: Final = "words today differ; TODO(rules): one message and fix per rule, wr
 
 
 @dataclass(frozen=True)
-class Rule:
-    """How one rule's two implementations are compared. `policy`: the harness key of the policy carrying
-    it ("" for a webhook-only rule); `findings`, `fix`: SAME, PREFIX or DIFFER (above); `why`: the reason
-    for whatever is not compared."""
+class Words:
+    """How much of one rule's denial text is compared: `findings` and `fix` SAME, PREFIX or DIFFER (above);
+    `why` for whatever is not compared."""
 
-    policy: str
     findings: str = SAME
     fix: str = SAME
     why: str = ""
 
 
-WEBHOOK_ONLY: Final = ""
-# Every rule of the webhook, where its CEL is and what of it is compared: the one table of this test (with
-# DIFFERENCES below, the requests where the two decide differently on purpose or by a known bug).
-RULES: Final[dict[str, Rule]] = {
-    HOST_PATH: Rule("team", DIFFER, DIFFER, f"'/etc (inside /etc)' vs '/etc', quoted relative paths; {TEXT}"),
-    PRIORITY: Rule("team", PREFIX, DIFFER, TEXT),
-    JOB_TYPE: Rule("team", PREFIX, SAME, 'the webhook adds "did you mean" (an edit distance CEL lacks)'),
-    UNKNOWN_KEY: Rule("team", PREFIX, DIFFER, TEXT),
-    PRIORITY_CLASS_RULE: Rule("team", PREFIX, DIFFER, TEXT),
-    DEVICE_ACCESS: Rule("team", DIFFER, DIFFER, f"'/dev/nvidia0 (inside /dev)' vs '/dev/nvidia0'; {TEXT}"),
-    OWNER_CLAIM: Rule(
-        "team", DIFFER, DIFFER, f"the policy names the owner's uid, the webhook its maker; {TEXT}"
-    ),
-    KUEUE_GATE: Rule(
-        "team",
+# The policy each rule's CEL is in (admission.registry; a webhook-only rule says there why it has none), by
+# its key in the harness.
+_KEYS: Final = {
+    registry.TEAM_POLICY: "team",
+    registry.DELETE_POLICY: "deletes",
+    registry.ISOLATION_POLICY: "isolation",
+}
+CARRIED: Final = {r.name: _KEYS[r.policy] for r in registry.REGISTRY if r.cel is not None}
+# Every rule with CEL and how much of its words are compared: the one table of this test, with DIFFERENCES
+# below (the requests where the two decide differently, on purpose or by a known bug).
+WORDS: Final[dict[str, Words]] = {
+    HOST_PATH: Words(DIFFER, DIFFER, f"'/etc (inside /etc)' vs '/etc', quoted relative paths; {TEXT}"),
+    PRIORITY: Words(PREFIX, DIFFER, TEXT),
+    JOB_TYPE: Words(PREFIX, SAME, 'the webhook adds "did you mean" (an edit distance CEL lacks)'),
+    UNKNOWN_KEY: Words(PREFIX, DIFFER, TEXT),
+    PRIORITY_CLASS_RULE: Words(PREFIX, DIFFER, TEXT),
+    DEVICE_ACCESS: Words(DIFFER, DIFFER, f"'/dev/nvidia0 (inside /dev)' vs '/dev/nvidia0'; {TEXT}"),
+    OWNER_CLAIM: Words(DIFFER, DIFFER, f"the policy names the owner's uid, the webhook its maker; {TEXT}"),
+    KUEUE_GATE: Words(
         DIFFER,
         DIFFER,
         "the LocalQueue named when the new object has the queue annotation and the old one the label: the "
         f"webhook names the new object's, the policy the old label's; {TEXT}",
     ),
-    GPU_RESOURCE_RULE: Rule(
-        "team", DIFFER, DIFFER, f"the policy names the container, the webhook not; {TEXT}"
-    ),
-    SET_ASIDE_TOLERATION: Rule(
-        "team", DIFFER, SAME, f"'a multi-node job' vs 'the oldest waiting ...'; {TEXT}"
-    ),
-    ORPHAN_DELETE: Rule("deletes", DIFFER, DIFFER, f"'Orphan' quoted by the webhook only; {TEXT}"),
-    isolation.POOL_TOLERATION: Rule("isolation"),
-    isolation.POOL_SELECTION: Rule("isolation"),
-    # Rules that read the cluster (admission.rule_names.CACHE_RULES): no CEL, the API server has no cache.
-    GPU_QUEUE: Rule(WEBHOOK_ONLY, why="reads the cluster's LocalQueues and ClusterQueues"),
-    GPU_TOPOLOGY: Rule(WEBHOOK_ONLY, why="reads the pool's nodes and topology"),
-    POOL_EXISTS: Rule(WEBHOOK_ONLY, why="reads the cluster's ResourceFlavors"),
-    POOL_PLACEMENT: Rule(WEBHOOK_ONLY, why="reads the cluster's ResourceFlavors and LocalQueues"),
-    GPU_FITS_NODE: Rule(WEBHOOK_ONLY, why="reads the pool's nodes' GPUs"),
-    NODE_POOL: Rule(WEBHOOK_ONLY, why="reads the cluster's ResourceFlavors"),
-    MIG_PROFILE: Rule(WEBHOOK_ONLY, why="reads the pool's nodes' MIG profiles"),
-    GANG_FITS: Rule(WEBHOOK_ONLY, why="reads the pool's nodes"),
-    isolation.POOL_NODE_NAME: Rule(WEBHOOK_ONLY, why="reads the cluster's nodes"),
+    GPU_RESOURCE_RULE: Words(DIFFER, SAME, f"the policy names the container, the webhook not; {TEXT}"),
+    SET_ASIDE_TOLERATION: Words(DIFFER, SAME, f"'a multi-node job' vs 'the oldest waiting ...'; {TEXT}"),
+    ORPHAN_DELETE: Words(DIFFER, SAME, f"'Orphan' quoted by the webhook only; {TEXT}"),
+    POOL_TOLERATION: Words(),
+    POOL_SELECTION: Words(),
 }
 
 
@@ -425,7 +406,7 @@ def _excuse(out: Outcome, rule: str, side: str, r: Mapping[str, Any], what: str)
 
 
 def _compare_words(out: Outcome, rule: str, cel: Finding, hook: Finding, r: Mapping[str, Any]) -> None:
-    how = RULES[rule]
+    how = WORDS[rule]
     for part, level, allowed in (
         ("findings", _findings_level(cel, hook), how.findings),
         ("fix", SAME if cel.fix == hook.fix else DIFFER, how.fix),
@@ -501,10 +482,8 @@ def _compare_one(
     except Malformed as e:
         out.unexpected.append(f"the webhook answers 400 ({e}) to a request an API server sends: {_brief(r)}")
         return
-    for rule, how in RULES.items():
-        if not how.policy:
-            continue
-        key = _team(case) if how.policy == "team" else how.policy
+    for rule, policy in CARRIED.items():
+        key = _team(case) if policy == "team" else policy
         x = results[key]
         cel = Finding(False)
         if x["matched"]:
@@ -535,17 +514,15 @@ def outcome() -> Outcome:
     return compare(cases, state_objects)
 
 
-def test_every_rule_is_listed() -> None:
-    """Every rule of the webhook is in RULES, and every rule a policy carries is compared with it."""
-    assert set(RULES) == set(WEBHOOK_RULES) | set(isolation.ISOLATION_RULES)
-    carried = {
-        **{r: "team" for r in team.POLICY_RULES},
-        ORPHAN_DELETE: "deletes",
-        **{r: "isolation" for r in isolation.STATELESS_RULES},
-    }
-    assert {r: how.policy for r, how in RULES.items() if how.policy} == carried
-    for rule, how in RULES.items():
-        assert how.policy or how.why, f"{rule}: a webhook-only rule says why"
+def test_every_rule_with_cel_is_compared() -> None:
+    """Every rule whose CEL a policy carries (admission.registry) is in WORDS, and the policies compared are
+    the generators' (a rule's validation found in its policy by its name)."""
+    assert set(WORDS) == set(CARRIED)
+    assert set(CARRIED.values()) == {"team", "deletes", "isolation"}
+    policies = _policies()
+    for rule, key in CARRIED.items():
+        _validation_index(policies[key][0], rule)
+    for rule, how in WORDS.items():
         assert SAME == how.findings == how.fix or how.why, f"{rule}: words not compared say why"
 
 
@@ -561,19 +538,18 @@ def test_each_listed_difference_still_occurs(outcome: Outcome) -> None:
     """A difference fixed on either side, or words that became closer, must leave the tables."""
     stale = [f"DIFFERENCES[{i}] ({d.rule}, {d.side}): {d.why}" for i, d in enumerate(DIFFERENCES)
              if not outcome.excused[i]]  # fmt: skip
-    for rule, how in RULES.items():
+    for rule, how in WORDS.items():
         for part, declared in (("findings", how.findings), ("fix", how.fix)):
             seen = outcome.words.get((rule, part))
-            if how.policy and seen is not None and seen != declared:
-                stale.append(f"RULES[{rule!r}].{part} is {declared!r}: the corpus shows {seen!r} at most")
+            if seen is not None and seen != declared:
+                stale.append(f"WORDS[{rule!r}].{part} is {declared!r}: the corpus shows {seen!r} at most")
     assert not stale, "no longer true, tighten the table:\n" + "\n".join(stale)
 
 
 def test_every_compared_rule_is_seen_allowed_and_denied(outcome: Outcome) -> None:
-    for rule, how in RULES.items():
-        if how.policy:
-            assert outcome.denied[(rule, "policy")] > 0, f"no request of the corpus breaks {rule}"
-            assert outcome.allowed[rule] > 0, f"no request of the corpus passes {rule}'s policy"
+    for rule in CARRIED:
+        assert outcome.denied[(rule, "policy")] > 0, f"no request of the corpus breaks {rule}"
+        assert outcome.allowed[rule] > 0, f"no request of the corpus passes {rule}'s policy"
 
 
 def test_the_harness_is_the_test_clusters_kubernetes() -> None:
