@@ -540,7 +540,8 @@ LWS_GROUP_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_LEADER_ADDRESS_ENV: Final = "LWS_LEADER_ADDRESS"
 LWS_WORKER_INDEX_ENV: Final = "LWS_WORKER_INDEX"
 TAS_GROUP_NAME: Final = "kueue.x-k8s.io/podset-group-name"
-# Kueue's label on a pod of a pod group (a LeaderWorkerSet group's pods): the name of the group's Workload.
+# Kueue's annotation (a label without its WorkloadIdentifierAnnotations gate, on in v0.19) on a pod of a pod
+# group (a LeaderWorkerSet group's pods): the name of the group's Workload.
 KUEUE_POD_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
 # The pod-set group name both templates of a group carry (any name; the same on both).
 LWS_TAS_GROUP: Final = "replica"

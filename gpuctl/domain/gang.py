@@ -93,6 +93,14 @@ def gang_text(nodes: int, gpus_per_node: int) -> str:
     return f"{nodes} nodes x {gpus_per_node} GPUs = {nodes * gpus_per_node} GPUs"
 
 
+def replicas_text(replicas: int, nodes: int, gpus_per_node: int) -> str:
+    """ "2 replicas x 2 nodes x 8 GPUs = 32 GPUs" (a service of multi-node replicas, at full size)."""
+    return (
+        f"{replicas} replica{'s' if replicas != 1 else ''} x {nodes} nodes x {gpus_per_node} GPUs = "
+        f"{replicas * nodes * gpus_per_node} GPUs"
+    )
+
+
 def group_size(obj: Mapping[str, Any] | None) -> int:
     """Pods per replica of a LeaderWorkerSet (its leaderWorkerTemplate.size: leader and workers), else 1."""
     lwt = ((obj or {}).get("spec") or {}).get("leaderWorkerTemplate") or {}
@@ -101,13 +109,12 @@ def group_size(obj: Mapping[str, Any] | None) -> int:
 
 def gang_note(obj: Mapping[str, Any]) -> str:
     """ " (2 nodes x 8 GPUs = 16 GPUs)" after a multi-node Job's line in create/apply output, " (2
-    replicas of 2 nodes x 8 GPUs = 16 GPUs)" after a LeaderWorkerSet's, else ""."""
+    replicas x 2 nodes x 8 GPUs = 32 GPUs)" after a LeaderWorkerSet's, else ""."""
     size = group_size(obj)
     if size > 1:
         lwt = obj["spec"]["leaderWorkerTemplate"]
         gpus = pod_spec_gpus((lwt.get("workerTemplate") or {}).get("spec") or {})
-        replicas = int(obj["spec"].get("replicas", 1))
-        return f" ({replicas} replica{'s' if replicas != 1 else ''} of {gang_text(size, gpus)})"
+        return f" ({replicas_text(int(obj['spec'].get('replicas', 1)), size, gpus)})"
     nodes = gang_nodes(obj)
     if nodes == 1:
         return ""

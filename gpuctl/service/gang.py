@@ -14,6 +14,7 @@ from gpuctl.domain.gang import (
     pool_topology,
     rank_rows,
     replica_rows,
+    replicas_text,
 )
 from gpuctl.domain.gpus import pod_spec_gpus
 from gpuctl.domain.objects import pod_template
@@ -49,7 +50,7 @@ def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -
 
 def replicas_view(obj: dict, workloads: list[dict], pods: list[dict]) -> dict[str, Any] | None:
     """None unless the job is a service of multi-node replicas (a LeaderWorkerSet); else {replicas,
-    nodes, gpus_per_node, text ("2 replicas of 2 nodes x 8 GPUs = 16 GPUs"), groups}."""
+    nodes, gpus_per_node, text ("2 replicas x 2 nodes x 8 GPUs = 32 GPUs"), groups}."""
     size = group_size(obj)
     if size == 1:
         return None
@@ -59,6 +60,6 @@ def replicas_view(obj: dict, workloads: list[dict], pods: list[dict]) -> dict[st
         "replicas": replicas,
         "nodes": size,
         "gpus_per_node": per_node,
-        "text": f"{replicas} replica{'s' if replicas != 1 else ''} of {gang_text(size, per_node)}",
+        "text": replicas_text(replicas, size, per_node),
         "groups": replica_rows(workloads, pods),
     }

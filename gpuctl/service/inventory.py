@@ -412,10 +412,13 @@ class Inventory:
 
     def pod_workload(self, pod: dict, job_workload: dict | None) -> dict | None:
         """The Workload a pod is judged by: a Deployment's pod has a Workload of its own; a
-        LeaderWorkerSet's pod its group's (named by Kueue's pod-group label); a Job's or StatefulSet's
+        LeaderWorkerSet's pod its group's (named by Kueue's pod-group annotation, a label before Kueue's
+        WorkloadIdentifierAnnotations); a Job's or StatefulSet's
         pods share their job's (`job_workload`)."""
         m = pod["metadata"]
-        group = (m.get("labels") or {}).get(KUEUE_POD_GROUP_LABEL)
+        group = (m.get("annotations") or {}).get(KUEUE_POD_GROUP_LABEL) or (m.get("labels") or {}).get(
+            KUEUE_POD_GROUP_LABEL
+        )
         if group:
             found = self.workloads_by_name.get((m.get("namespace", ""), group))
             if found is not None:

@@ -3,8 +3,8 @@ that runs the LeaderWorkerSet controller (hack/cluster/up.sh with GPUCTL_TESTBED
 pytest starts have it), submitted by a team member with only the roles gpuctl ships.
 
 Two fake 8-GPU nodes make a pool; the team's budget is 8 GPUs, nothing borrowed. A service of 2 replicas,
-each a group of 2 pods x 4 GPUs, is admitted group by group: the first group runs whole (both pods bound),
-the second waits as its own Workload with its pods held at Kueue's gate and no GPU; `get jobs` shows one
+each a group of 2 pods x 4 GPUs, is admitted group by group: one group runs whole (both pods bound), the
+other waits as its own Workload with its pods held at Kueue's gate and no GPU; `get jobs` shows one
 row (READY 1/2) and `describe job` each replica's state and pods by rank. When the budget grows to 16
 GPUs, Kueue admits the second group whole; the team's Kueue usage equals what its pods hold."""
 
@@ -114,36 +114,41 @@ def test_a_two_pod_per_replica_service_is_admitted_group_by_group(team, kube, tm
     p = m.gpuctl("create", "-f", str(f))
     assert p.returncode == 0, p.stderr
     assert (
-        "leaderworkerset.leaderworkerset.x-k8s.io/llm created (2 replicas of 2 nodes x 4 GPUs = 8 GPUs)"
+        "leaderworkerset.leaderworkerset.x-k8s.io/llm created (2 replicas x 2 nodes x 4 GPUs = 16 GPUs)"
         in p.stdout
     )
 
-    # Group 0 admitted whole: both its pods bound; group 1 waits whole: its pods gated, nowhere.
-    def split() -> tuple[list[dict], list[dict]] | None:
+    # One group admitted whole (Kueue picks either): both its pods bound; the other waits whole: its pods
+    # gated, on no node.
+    def split() -> tuple[str, list[dict], list[dict]] | None:
         groups = _by_group(kube, team.ns)
-        g0, g1 = groups.get("0", []), groups.get("1", [])
-        if (
-            len(g0) == 2
-            and all(p["spec"].get("nodeName") for p in g0)
-            and len(g1) >= 1
-            and all(map(_gated, g1))
-        ):
-            return g0, g1
+        for run, wait in (("0", "1"), ("1", "0")):
+            up, held = groups.get(run, []), groups.get(wait, [])
+            if (
+                len(up) == 2
+                and all(p["spec"].get("nodeName") for p in up)
+                and held
+                and all(map(_gated, held))
+            ):
+                return run, up, held
         return None
 
-    g0, g1 = wait_until(split, 120, what="group 0 running, group 1 gated")
+    run, g_run, g_wait = wait_until(split, 120, what="one group running, the other gated")
+    wait = "1" if run == "0" else "0"
     wls = wait_until(lambda: (w := _workloads(kube, team.ns)) and len(w) == 2 and w, 30, what="2 Workloads")
-    assert workload_state(wls["0"]) == WorkloadState.ADMITTED
-    assert workload_state(wls["1"]) == WorkloadState.PENDING
-    assert [ps["count"] for ps in wls["0"]["spec"]["podSets"]] == [1, 1]  # leader + 1 worker
-    assert all(not p["spec"].get("nodeName") for p in g1)
+    assert workload_state(wls[run]) == WorkloadState.ADMITTED
+    assert workload_state(wls[wait]) == WorkloadState.PENDING
+    assert [ps["count"] for ps in wls[run]["spec"]["podSets"]] == [1, 1]  # leader + 1 worker
+    assert all(not p["spec"].get("nodeName") for p in g_wait)
     wait_until(lambda: _team_gpus(kube, team.ns) == _held_gpus(kube, team.ns) == 8, 60, what="8 GPUs held")
 
     # The launcher environment: LWS's leader address first, gpuctl's variables naming it, the rank.
-    leader = next(p for p in g0 if p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0")
+    leader = next(
+        p for p in g_run if p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    )
     env = {e["name"]: e.get("value") for e in leader["spec"]["containers"][0]["env"]}
     assert leader["spec"]["containers"][0]["env"][0]["name"] == "LWS_LEADER_ADDRESS"
-    assert env["LWS_LEADER_ADDRESS"].startswith(f"llm-0.llm.{team.ns}")
+    assert env["LWS_LEADER_ADDRESS"].startswith(f"llm-{run}.llm.{team.ns}")
     assert env["MASTER_ADDR"] == "$(LWS_LEADER_ADDRESS)" and env["NODE_RANK"] == "$(LWS_WORKER_INDEX)"
     assert env["PET_NPROC_PER_NODE"] == "4" and env["WORLD_SIZE"] == "2"
 
@@ -155,7 +160,7 @@ def test_a_two_pod_per_replica_service_is_admitted_group_by_group(team, kube, tm
     assert rows[0]["ready"] in ("0/2", "1/2") and rows[0]["kind"] == "inference"
     p = m.gpuctl("describe", "job", "llm")
     assert p.returncode == 0, p.stderr
-    assert "2 replicas of 2 nodes x 4 GPUs = 8 GPUs" in p.stdout
+    assert "2 replicas x 2 nodes x 4 GPUs = 16 GPUs" in p.stdout
     assert "Replicas:" in p.stdout and "Queued" in p.stdout
 
     # A budget of 16: Kueue admits the second group whole.

@@ -61,7 +61,7 @@ def test_a_service_of_two_node_replicas_is_a_leader_worker_set():
     assert "readinessProbe" in leader["spec"]["containers"][0]
     assert "readinessProbe" not in worker["spec"]["containers"][0]
     assert svc["spec"]["selector"] == {"app": "llm", "leaderworkerset.sigs.k8s.io/worker-index": "0"}
-    assert gang_note(lws) == " (2 replicas of 2 nodes x 8 GPUs = 16 GPUs)"
+    assert gang_note(lws) == " (2 replicas x 2 nodes x 8 GPUs = 32 GPUs)"
 
 
 def test_one_node_is_still_a_deployment():
