@@ -32,9 +32,12 @@ from gpuctl.constants import (
     QUOTA_MEMORY,
     TOPOLOGY_NAME,
     TOPOLOGY_PREFIX,
+    SERVING_CLASS,
+    SERVING_VALUE,
     UNLIMITED,
     Labels,
     Priority,
+    Tier,
 )
 from gpuctl.quantity import parse_quantity
 from queues.model import PoolCapacity, PoolGuarantee, TeamQuota
@@ -104,7 +107,9 @@ def budget_flavor() -> dict:
 
 
 def workload_priority_classes() -> list[dict]:
-    return [
+    """gpuctl's priorities, then an autoscaled service's floor (above high: the team's own work never
+    preempts it) and burst (below low: the first replica to yield), docs/serving.md."""
+    jobs = [
         {
             "apiVersion": KUEUE_API_VERSION,
             "kind": "WorkloadPriorityClass",
@@ -114,6 +119,17 @@ def workload_priority_classes() -> list[dict]:
         }
         for p in Priority
     ]
+    tiers = [
+        {
+            "apiVersion": KUEUE_API_VERSION,
+            "kind": "WorkloadPriorityClass",
+            "metadata": _meta(SERVING_CLASS[t]),
+            "value": SERVING_VALUE[t],
+            "description": f"{Labels.SERVING_TIER}={t.value}",
+        }
+        for t in Tier
+    ]
+    return jobs + tiers
 
 
 def _milli(cpu: str) -> str:
