@@ -253,7 +253,10 @@ CONTAINER_WAITING_REASONS: Final = frozenset(
 # Annotation gpuctl writes on the workloads it submits: a hash of the spec, so `apply` can say "unchanged".
 SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
 # runwhere.ai/ keys gpuctl writes that were added after KNOWN_RUNWHERE_KEYS; the webhook accepts both tuples.
-EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)
+# An autoscaled service that `gpuctl stop` scaled to zero: its floor's replicas before, which `resume`
+# restores (docs/serving.md). On the floor Deployment.
+SERVICE_STOPPED_ANNOTATION: Final = "runwhere.ai/stopped-replicas"
+EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION, SERVICE_STOPPED_ANNOTATION)
 
 # ---- serve (issue 26): the backstop in `gpuctl serve` (gpuctl.domain.coverage, gpuctl.server.backstop)
 # Kueue writes this annotation (the Workload's name) on the pods it admits with Topology Aware Scheduling.

@@ -89,7 +89,9 @@ def autoscaler(spec: InferenceSpec | ComputeSpec, namespace: str, auto: Autoscal
     """The HPA of the burst: minReplicas 0 (HPAScaleToZero), the external metric of the service's load
     above the floor's, AverageValue target = the target per replica, so burst = ceil(above / target)."""
     labels = {
-        k: v for k, v in job_labels(spec, namespace).items() if k not in (Labels.PRIORITY, Labels.KUEUE_PRIORITY)
+        k: v
+        for k, v in job_labels(spec, namespace).items()
+        if k not in (Labels.PRIORITY, Labels.KUEUE_PRIORITY)
     }
     labels.pop(Labels.KUEUE_QUEUE, None)
     selector = {METRIC_JOB_LABEL: spec.job.name, METRIC_FLOOR_LABEL: decimal_text(auto.floor_load)}
@@ -98,14 +100,21 @@ def autoscaler(spec: InferenceSpec | ComputeSpec, namespace: str, auto: Autoscal
         "kind": "HorizontalPodAutoscaler",
         "metadata": metadata(spec, namespace, labels),
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": burst_name(spec.job.name)},
+            "scaleTargetRef": {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": burst_name(spec.job.name),
+            },
             "minReplicas": 0,
             "maxReplicas": auto.burst_max,
             "metrics": [
                 {
                     "type": "External",
                     "external": {
-                        "metric": {"name": AUTOSCALING_METRICS[auto.metric], "selector": {"matchLabels": selector}},
+                        "metric": {
+                            "name": AUTOSCALING_METRICS[auto.metric],
+                            "selector": {"matchLabels": selector},
+                        },
                         "target": {"type": "AverageValue", "averageValue": decimal_text(auto.per_replica)},
                     },
                 }

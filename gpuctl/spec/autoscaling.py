@@ -38,7 +38,9 @@ class Autoscaling(SpecModel):
     `targetConcurrency: T` is `metric: concurrency` with `target: T` (the seed document's words);
     `metric: rps` takes `target:` in requests per second per replica."""
 
-    min_replicas: NonNegInt = Field(1, validation_alias=aliases("minReplicas", "min_replicas", "min-replicas"))
+    min_replicas: NonNegInt = Field(
+        1, validation_alias=aliases("minReplicas", "min_replicas", "min-replicas")
+    )
     max_replicas: PositiveInt = Field(validation_alias=aliases("maxReplicas", "max_replicas", "max-replicas"))
     metric: Literal["concurrency", "rps"] = "concurrency"
     target: Decimal | None = None
@@ -67,7 +69,8 @@ class Autoscaling(SpecModel):
         if self.max_replicas <= self.min_replicas:
             raise fail(
                 "autoscaling_range",
-                f"maxReplicas {self.max_replicas} is not above minReplicas {self.min_replicas}: nothing to scale",
+                f"maxReplicas {self.max_replicas} is not above minReplicas {self.min_replicas}: "
+                "nothing to scale",
                 "set maxReplicas above minReplicas, or use service.replicas for a fixed-size service",
                 at="maxReplicas",
             )

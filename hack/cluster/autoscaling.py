@@ -44,8 +44,18 @@ def fake_node_rules(fake_addr: str) -> list[dict]:
             "regex": f"{FAKE_POD_IP};(.+)",
             "target_label": "__param_pod",
         },
-        {"source_labels": [ip], "regex": FAKE_POD_IP, "target_label": "__metrics_path__", "replacement": "/pods/metrics"},
-        {"source_labels": [ip], "regex": FAKE_POD_IP, "target_label": "__address__", "replacement": fake_addr},
+        {
+            "source_labels": [ip],
+            "regex": FAKE_POD_IP,
+            "target_label": "__metrics_path__",
+            "replacement": "/pods/metrics",
+        },
+        {
+            "source_labels": [ip],
+            "regex": FAKE_POD_IP,
+            "target_label": "__address__",
+            "replacement": fake_addr,
+        },
     ]
 
 
@@ -66,7 +76,11 @@ def prometheus(api_url: str, pki: str, fake_addr: str, interval: str) -> dict:
 
 def apiservice(host_ip: str, port: str, ca: str) -> list[dict]:
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ADAPTER_NS, "labels": dict(TESTBED_LABEL)}},
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ADAPTER_NS, "labels": dict(TESTBED_LABEL)},
+        },
         {
             "apiVersion": "v1",
             "kind": "Service",

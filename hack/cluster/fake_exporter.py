@@ -65,7 +65,9 @@ VLLM = Family(
     (
         Series("vllm:num_requests_running", "gauge", "Number of requests currently running on GPU.", _MODEL),
         Series("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", _MODEL),
-        Series("vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage. 1 means 100 percent usage.", _MODEL),
+        Series(
+            "vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage. 1 means 100 percent usage.", _MODEL
+        ),
         Series(
             "vllm:request_success_total",
             "counter",
@@ -136,7 +138,11 @@ class Store:
             raw = vals.get(s.name, 0.0)
             value = raw.value(now) if isinstance(raw, Counter) else raw
             labels = ",".join(f'{k}="{v}"' for k, v in s.labels)
-            lines += [f"# HELP {s.name} {s.help}", f"# TYPE {s.name} {s.kind}", f"{s.name}{{{labels}}} {value}"]
+            lines += [
+                f"# HELP {s.name} {s.help}",
+                f"# TYPE {s.name} {s.kind}",
+                f"{s.name}{{{labels}}} {value}",
+            ]
         return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,152 @@
+"""Autoscaled services (docs/serving.md), read from their objects (pure): which Deployment is a floor or a
+burst, the service's replica counts, and what its HorizontalPodAutoscaler says.
+
+One rule for `get jobs`, `describe job`, the REST API and the metrics: a service's replicas are its floor's
+and its burst's pods; desired = the floor's replicas + the burst's (what the HPA last set); ready = ready
+replicas of both; waiting = replicas at Kueue's gate (no GPU held), running = the others that are live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuctl.constants import AUTOSCALING_METRICS, METRIC_FLOOR_LABEL, Labels, Tier
+from gpuctl.domain.objects import labels
+from gpuctl.domain.status import is_gated, pod_finished
+
+_METRIC_OF = {name: metric for metric, name in AUTOSCALING_METRICS.items()}
+
+
+def tier(obj: Mapping[str, Any] | None) -> Tier | None:
+    """floor | burst for an autoscaled service's Deployment or pod, None otherwise."""
+    value = labels(obj or {}).get(Labels.SERVING_TIER)
+    return Tier(value) if value in Tier._value2member_map_ else None
+
+
+def is_burst(obj: Mapping[str, Any]) -> bool:
+    return tier(obj) is Tier.BURST
+
+
+def service_of(obj: Mapping[str, Any]) -> str:
+    """The job name of an autoscaled service's Deployment or pod (its `app` label)."""
+    return labels(obj).get(Labels.APP, "")
+
+
+def _replicas(obj: Mapping[str, Any] | None) -> tuple[int, int]:
+    """(spec.replicas, status.readyReplicas) of a Deployment; (0, 0) for none."""
+    if not obj:
+        return 0, 0
+    spec, st = obj.get("spec") or {}, obj.get("status") or {}
+    wanted = 1 if spec.get("replicas") is None else int(spec["replicas"])
+    return wanted, int(st.get("readyReplicas") or 0)
+
+
+def combined(floor: Mapping[str, Any], burst: Mapping[str, Any] | None) -> dict:
+    """The floor Deployment as if it held the burst's replicas too: what job_status reads for the service
+    (desired and ready replicas of both; the floor's metadata)."""
+    f_want, f_ready = _replicas(floor)
+    b_want, b_ready = _replicas(burst)
+    out = dict(floor)
+    out["spec"] = {**(floor.get("spec") or {}), "replicas": f_want + b_want}
+    out["status"] = {**(floor.get("status") or {}), "readyReplicas": f_ready + b_ready}
+    return out
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What the HPA reads and aims at: the metric (concurrency | rps), its target per replica, the load
+    above the floor it last read (None: not read yet) and the floor's share (minReplicas x target)."""
+
+    metric: str
+    target: str
+    current: str | None
+    floor_load: str
+
+
+@dataclass(frozen=True)
+class Scale:
+    """An autoscaled service's replicas."""
+
+    floor: int  # minReplicas (the floor Deployment's replicas)
+    burst_max: int  # maxReplicas - minReplicas (the HPA's maxReplicas)
+    desired: int  # floor + the burst's replicas (what the HPA last set)
+    ready: int
+    running: int  # live replicas past Kueue's gate
+    waiting: int  # replicas at Kueue's gate: wanted, holding no GPU
+    hpa_desired: int | None  # the HPA's own desiredReplicas for the burst (None: no HPA read)
+    metric: Metric | None
+
+    @property
+    def max_replicas(self) -> int:
+        return self.floor + self.burst_max
+
+    def as_dict(self) -> dict:
+        out: dict[str, Any] = {
+            "minReplicas": self.floor,
+            "maxReplicas": self.max_replicas,
+            "desired": self.desired,
+            "ready": self.ready,
+            "running": self.running,
+            "waiting": self.waiting,
+        }
+        if self.metric is not None:
+            out["metric"] = {
+                "name": self.metric.metric,
+                "target": self.metric.target,
+                "current": self.metric.current,
+                "floorLoad": self.metric.floor_load,
+            }
+        return out
+
+
+def hpa_metric(hpa: Mapping[str, Any] | None) -> Metric | None:
+    """The external metric of a gpuctl HPA (gpuctl.builders.autoscaled.autoscaler) and its last reading."""
+    if not hpa:
+        return None
+    for m in (hpa.get("spec") or {}).get("metrics") or []:
+        ext = m.get("external") or {}
+        name = (ext.get("metric") or {}).get("name")
+        if name not in _METRIC_OF:
+            continue
+        selector = ((ext.get("metric") or {}).get("selector") or {}).get("matchLabels") or {}
+        current = None
+        for c in (hpa.get("status") or {}).get("currentMetrics") or []:
+            cext = c.get("external") or {}
+            if (cext.get("metric") or {}).get("name") == name:
+                cur = cext.get("current") or {}
+                current = cur.get("averageValue") or cur.get("value")
+        return Metric(
+            metric=_METRIC_OF[name],
+            target=str((ext.get("target") or {}).get("averageValue") or ""),
+            current=None if current is None else str(current),
+            floor_load=str(selector.get(METRIC_FLOOR_LABEL, "")),
+        )
+    return None
+
+
+def scale(
+    floor: Mapping[str, Any],
+    burst: Mapping[str, Any] | None,
+    pods: list[Mapping[str, Any]],
+    hpa: Mapping[str, Any] | None = None,
+) -> Scale:
+    f_want, f_ready = _replicas(floor)
+    b_want, b_ready = _replicas(burst)
+    live = [p for p in pods if not pod_finished(p) and not (p.get("metadata") or {}).get("deletionTimestamp")]
+    waiting = sum(1 for p in live if is_gated(p))
+    burst_max = int(((hpa or {}).get("spec") or {}).get("maxReplicas") or 0)
+    hpa_desired = None
+    if hpa and (hpa.get("status") or {}).get("desiredReplicas") is not None:
+        hpa_desired = int(hpa["status"]["desiredReplicas"])
+    return Scale(
+        floor=f_want,
+        burst_max=burst_max,
+        desired=f_want + b_want,
+        ready=f_ready + b_ready,
+        running=len(live) - waiting,
+        waiting=waiting,
+        hpa_desired=hpa_desired,
+        metric=hpa_metric(hpa),
+    )

@@ -1,0 +1,112 @@
+"""Autoscaled services (docs/serving.md): what gpuctl writes beside the objects of the builder, and reads
+for `get jobs`, `describe job` and the metrics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.constants import SERVICE_STOPPED_ANNOTATION
+from gpuctl.domain.dryrun import DryRun
+
+if TYPE_CHECKING:
+    from gpuctl.service.jobs import Job
+
+HPA = "HorizontalPodAutoscaler"
+SCALED_TO_ZERO = {
+    "type": "ScaledToZero",
+    "status": "True",
+    "reason": "ScaledToZero",
+    "message": "the burst starts at zero replicas (gpuctl created it so; the HPA scales it from there)",
+}
+
+
+def start_burst_at_zero(cluster: Cluster, hpa: dict) -> None:
+    """Let the HPA scale the burst up from the zero it is created at.
+
+    With HPAScaleToZero (Kubernetes 1.36), the HPA controller scales a Deployment up from 0 replicas only
+    if it scaled it there itself, which its ScaledToZero condition records (pkg/controller/podautoscaler,
+    shouldComputeMetricsForZeroReplicas); a Deployment found at 0 otherwise counts as scaled to zero by
+    hand and the HPA stays off (ScalingActive False, ScalingDisabled). The burst is created at 0 by
+    gpuctl's choice, not a person's: the condition says so, once, on the HPA's status; the controller
+    keeps and updates it from then on. A strategic merge patch keyed by the condition's type leaves the
+    controller's other conditions as they are."""
+    if (hpa.get("spec") or {}).get("minReplicas") != 0:
+        return
+    _condition(cluster, hpa, dict(SCALED_TO_ZERO))
+
+
+def _condition(cluster: Cluster, hpa: dict, cond: dict) -> None:
+    """Set one condition of an HPA's status (a strategic merge patch keyed by type)."""
+    meta = hpa["metadata"]
+    try:
+        cluster.request(
+            "PATCH",
+            path(HPA, meta["name"], meta["namespace"], "status"),
+            body={"status": {"conditions": [cond]}},
+            content_type="application/strategic-merge-patch+json",
+        )
+    except ApiError as e:
+        if e.status != 404:  # deleted meanwhile: nothing to start or stop
+            raise
+
+
+def set_service_active(cluster: Cluster, job: Job, active: bool, *, dry_run: DryRun) -> bool:
+    """Stop (active=False) or resume an autoscaled service as a whole; True when something changed.
+
+    Stop: the floor's replicas are kept in runwhere.ai/stopped-replicas and both Deployments go to 0
+    replicas (Kueue deletes their Workloads: the GPUs go back to the queue); the HPA's ScaledToZero
+    condition is set False, so the controller reads the zero as a person's and leaves the burst there
+    (ScalingActive False, ScalingDisabled). Resume: the floor gets its replicas back and the HPA its
+    ScaledToZero condition, from which it scales the burst on the load again. (Kueue's spec.active, what
+    `stop` changes for a Job, cannot hold a Deployment: its ReplicaSet replaces a deactivated pod.)"""
+    floor = job.obj
+    notes = floor["metadata"].get("annotations") or {}
+    stopped = SERVICE_STOPPED_ANNOTATION in notes
+    if stopped != active:
+        return False  # stopped already (stop) or running already (resume)
+    server_dry = dry_run is DryRun.SERVER
+    if not dry_run.writes:
+        return True
+    fp = path("Deployment", job.name, job.namespace)
+    uid = floor["metadata"]["uid"]
+    if not active:
+        replicas = int((floor.get("spec") or {}).get("replicas") or 0)
+        cluster.merge_patch(
+            fp,
+            {
+                "metadata": {"uid": uid, "annotations": {SERVICE_STOPPED_ANNOTATION: str(replicas)}},
+                "spec": {"replicas": 0},
+            },
+            dry_run=server_dry,
+        )
+        if job.burst is not None:
+            cluster.merge_patch(
+                path("Deployment", job.burst["metadata"]["name"], job.namespace),
+                {"metadata": {"uid": job.burst["metadata"]["uid"]}, "spec": {"replicas": 0}},
+                dry_run=server_dry,
+            )
+        if job.autoscaler is not None and not server_dry:
+            _condition(
+                cluster,
+                job.autoscaler,
+                {
+                    **SCALED_TO_ZERO,
+                    "status": "False",
+                    "reason": "Stopped",
+                    "message": "stopped with gpuctl stop",
+                },
+            )
+        return True
+    replicas = int(notes.get(SERVICE_STOPPED_ANNOTATION) or 0)
+    cluster.merge_patch(
+        fp,
+        {
+            "metadata": {"uid": uid, "annotations": {SERVICE_STOPPED_ANNOTATION: None}},
+            "spec": {"replicas": replicas},
+        },
+        dry_run=server_dry,
+    )
+    if job.autoscaler is not None and not server_dry:
+        start_burst_at_zero(cluster, job.autoscaler)
+    return True
