@@ -91,6 +91,8 @@ class Job:
     # (its pods are among `pods`: both tiers carry app=<name>); the HPA when read (find_job).
     burst: dict | None = None
     autoscaler: dict | None = None
+    # Pod uid -> the Workload it is judged by (a Deployment's pod: its own).
+    pod_workloads: dict[str, dict | None] = field(default_factory=dict)
 
     @property
     def autoscaled(self) -> bool:
@@ -132,7 +134,8 @@ def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
             continue
         pods = inv.pods_of(resource, obj)
         wl = inv.workload_of(resource, obj, pods)
-        words = {p["metadata"]["uid"]: pod_status(p, inv.pod_workload(p, wl)) for p in pods}
+        pod_wls = {p["metadata"]["uid"]: inv.pod_workload(p, wl) for p in pods}
+        words = {uid: pod_status(p, pod_wls[uid]) for p in pods for uid in [p["metadata"]["uid"]]}
         burst = bursts.get((obj["metadata"]["namespace"], obj["metadata"]["name"])) if tier(obj) else None
         seen = combined(obj, burst) if tier(obj) else obj
         st = job_status(resource, seen, wl, pods, list(words.values()))

@@ -8,8 +8,11 @@ from typing import TYPE_CHECKING
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_STOPPED_ANNOTATION
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.serving import scale, tier
+from gpuctl.domain.status import is_gated
 
 if TYPE_CHECKING:
+    from gpuctl.service.inventory import Inventory
     from gpuctl.service.jobs import Job
 
 HPA = "HorizontalPodAutoscaler"
@@ -110,3 +113,56 @@ def set_service_active(cluster: Cluster, job: Job, active: bool, *, dry_run: Dry
     if job.autoscaler is not None and not server_dry:
         start_burst_at_zero(cluster, job.autoscaler)
     return True
+
+
+def autoscaling_view(job: Job, inv: Inventory | None) -> dict | None:
+    """`describe job`'s autoscaling section of an autoscaled service (None for any other job): its floor,
+    burst, desired, running and waiting replicas, the HPA's metric and target, and for each waiting
+    replica what it waits for and when it runs at the latest (judged against the command's snapshot,
+    `inv`; None when the service waits for nothing)."""
+    if not job.autoscaled:
+        return None
+    from gpuctl.domain.explain import workload_demand  # noqa: PLC0415 - lazy: describe of a service
+    from gpuctl.service.waiting import when, workload_estimate  # noqa: PLC0415 - lazy: as above
+
+    sc = scale(job.obj, job.burst, job.pods, job.autoscaler)
+    out = sc.as_dict()
+    out["burst"] = {"replicas": sc.desired - sc.floor, "max": sc.burst_max}
+    out["autoscaler"] = _hpa_view(job.autoscaler)
+    waiting = []
+    for pod in sorted(job.pods, key=lambda p: p["metadata"]["name"]):
+        if not is_gated(pod) or (pod["metadata"].get("deletionTimestamp")):
+            continue
+        wl = job.pod_workloads.get(pod["metadata"]["uid"])
+        entry: dict = {
+            "pod": pod["metadata"]["name"],
+            "tier": str(tier(pod) or ""),
+            "reason": "",
+            "when": None,
+        }
+        if inv is not None and wl is not None:
+            entry["reason"] = when(inv, workload_demand(wl)).message or "being admitted"
+            est = workload_estimate(inv, wl)
+            entry["when"] = est.summary() if est is not None else None
+        elif wl is None:
+            entry["reason"] = "waiting for Kueue to create its Workload"
+        waiting.append(entry)
+    out["waitingReplicas"] = waiting
+    return out
+
+
+def _hpa_view(hpa: dict | None) -> dict | None:
+    """The HPA as describe shows it: name, its burst's current and desired replicas, the last scale time,
+    and its conditions (AbleToScale, ScalingActive, ScalingLimited, ScaledToZero)."""
+    if not hpa:
+        return None
+    st = hpa.get("status") or {}
+    return {
+        "name": hpa["metadata"]["name"],
+        "currentReplicas": st.get("currentReplicas"),
+        "desiredReplicas": st.get("desiredReplicas"),
+        "lastScaleTime": st.get("lastScaleTime"),
+        "conditions": [
+            {k: c.get(k) for k in ("type", "status", "reason", "message")} for c in st.get("conditions") or []
+        ],
+    }
