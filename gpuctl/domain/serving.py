@@ -150,3 +150,30 @@ def scale(
         hpa_desired=hpa_desired,
         metric=hpa_metric(hpa),
     )
+
+
+def services(
+    deployments: list[Mapping[str, Any]], pods: list[Mapping[str, Any]], hpas: list[Mapping[str, Any]]
+) -> dict[tuple[str, str], Scale]:
+    """(namespace, job) -> Scale of every autoscaled service among these objects (the metrics' reading:
+    every Deployment, pod and HPA of the cluster, whatever else they hold)."""
+    floors: dict[tuple[str, str], Mapping[str, Any]] = {}
+    bursts: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for d in deployments:
+        t = tier(d)
+        if t is not None:
+            key = ((d.get("metadata") or {}).get("namespace", ""), service_of(d))
+            (floors if t is Tier.FLOOR else bursts)[key] = d
+    replicas: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for p in pods:
+        if tier(p) is not None:
+            key = ((p.get("metadata") or {}).get("namespace", ""), service_of(p))
+            replicas.setdefault(key, []).append(p)
+    by_name = {
+        ((h.get("metadata") or {}).get("namespace", ""), (h.get("metadata") or {}).get("name", "")): h
+        for h in hpas
+    }
+    return {
+        key: scale(floor, bursts.get(key), replicas.get(key, []), by_name.get(key))
+        for key, floor in floors.items()
+    }

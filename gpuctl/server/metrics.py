@@ -60,11 +60,13 @@ from gpuctl.domain.workload import (
     reserved_pools,
     workload_priority,
 )
+from gpuctl.domain.serving import services
 from gpuctl.server.gauges import (
     ANY_POOL,
     WorkloadSums,
     gang_families,
     pool_families,
+    service_families,
     team_families,
     workload_families,
 )
@@ -315,6 +317,10 @@ class GpuctlCollector(Collector):
         yield from workload_families(sums, teams)
         yield from gang_families(sums, sorted(facts))
         yield from team_families(cqs, sorted(facts), team_allocated)
+        # Autoscaled services (docs/serving.md): replicas desired, running, waiting.
+        yield from service_families(
+            services(self._list("Deployment"), self._list("Pod"), self._list("HorizontalPodAutoscaler"))
+        )
         # The backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage).
         if self.backstop is not None:
             yield from self.backstop.pool_families(sorted(facts))
