@@ -50,6 +50,7 @@ from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import annotations, is_gpuctl_object, name, parse_time
 from gpuctl.domain.pools import NodeFacts, PoolFacts, pool_facts
 from gpuctl.domain.pools import pool_names as flavor_pool_names
+from gpuctl.domain.serving import services
 from gpuctl.domain.sharing import slices_used
 from gpuctl.domain.workload import (
     job_pool,
@@ -60,7 +61,6 @@ from gpuctl.domain.workload import (
     reserved_pools,
     workload_priority,
 )
-from gpuctl.domain.serving import services
 from gpuctl.server.gauges import (
     ANY_POOL,
     WorkloadSums,
