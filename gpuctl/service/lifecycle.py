@@ -36,7 +36,7 @@ from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exc
 from gpuctl.service.inventory import CONTROLLER_KINDS, Inventory
 from gpuctl.service.plan import object_label
 from gpuctl.service.prechecks import precheck_jobs, taken_name
-from gpuctl.service.serving import HPA, start_burst_at_zero
+from gpuctl.service.serving import HPA, hpa_refused, start_burst_at_zero
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 
 if TYPE_CHECKING:
@@ -300,6 +300,8 @@ def _write_objects(
                     except ApiError as e:
                         if e.status == 409 and o["kind"] in CONTROLLER_KINDS:
                             raise taken_name(o, o["kind"], source) from None
+                        if o["kind"] == HPA:
+                            raise hpa_refused(o, e) from None
                         raise
                 done.append(o)
                 if dry_run.persists and o["kind"] == HPA:

@@ -10,6 +10,7 @@ from gpuctl.constants import SERVICE_STOPPED_ANNOTATION
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.serving import scale, tier
 from gpuctl.domain.status import is_gated
+from gpuctl.service.errors import ServiceError
 
 if TYPE_CHECKING:
     from gpuctl.service.inventory import Inventory
@@ -22,6 +23,20 @@ SCALED_TO_ZERO = {
     "reason": "ScaledToZero",
     "message": "the burst starts at zero replicas (gpuctl created it so; the HPA scales it from there)",
 }
+
+
+def hpa_refused(hpa: dict, e: ApiError) -> Exception:
+    """What the API server's refusal of a service's HPA means. Without HPAScaleToZero (Kubernetes before
+    1.37, unless turned on) it refuses `minReplicas: 0`, which every burst needs (docs/serving.md)."""
+    if e.status == 422 and "minReplicas" in e.message:
+        return ServiceError(
+            f"job {hpa['metadata']['name']}: this cluster refuses the HorizontalPodAutoscaler of its burst "
+            f"({e.message}): an autoscaled service's burst starts at zero replicas, which needs the "
+            "HPAScaleToZero feature gate (on by default from Kubernetes 1.37; on 1.36 set "
+            "--feature-gates=HPAScaleToZero=true on kube-apiserver and kube-controller-manager), or use "
+            "service.replicas for a fixed-size service"
+        )
+    return e
 
 
 def start_burst_at_zero(cluster: Cluster, hpa: dict) -> None:
