@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 
-from gpuctl.constants import LOCAL_QUEUE_NAME, Labels
+from gpuctl.constants import LOCAL_QUEUE_NAME, METRIC_JOB_LABEL, Labels
 from gpuctl.domain.objects import labels
 from gpuctl.domain.pools import NODE_STATES, PoolFacts
 from gpuctl.domain.teams import team_from_cluster_queue, team_usage
@@ -309,7 +309,9 @@ def team_families(
 
 def service_families(scales: Mapping[tuple[str, str], Any]) -> Iterator[GaugeMetricFamily]:
     """Per autoscaled service (gpuctl.domain.serving.Scale, docs/serving.md): its replicas as the HPA
-    wants them, as they run, and as they wait at Kueue's gate, with its floor and its maximum."""
+    wants them, as they run, and as they wait at Kueue's gate, with its floor and its maximum. The service
+    is `gpuctl_job` (not `job`, Prometheus' own target label), the label its replicas' load series carry
+    (manifests/prometheus/serving-scrape.yaml), so the two join."""
     series = (
         (
             "gpuctl_service_desired_replicas",
@@ -339,7 +341,7 @@ def service_families(scales: Mapping[tuple[str, str], Any]) -> Iterator[GaugeMet
         ),
     )
     for metric, doc, attr in series:
-        g = GaugeMetricFamily(metric, doc, labels=["namespace", "job"])
+        g = GaugeMetricFamily(metric, doc, labels=["namespace", METRIC_JOB_LABEL])
         for (ns, job), sc in sorted(scales.items()):
             g.add_metric([ns, job], float(getattr(sc, attr)))
         yield g
