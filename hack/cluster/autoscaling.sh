@@ -118,7 +118,7 @@ start prometheus-adapter "$ADAPTER" --prometheus-url="http://127.0.0.1:$P_PROM" 
   --config="$ROOT/manifests/prometheus/adapter-rules.yaml" --metrics-relist-interval=5s \
   --bind-address="$HOST_IP" --secure-port="$P_ADAPTER" \
   --tls-cert-file="$A/adapter.crt" --tls-private-key-file="$A/adapter.key" \
-  --kubeconfig="$KC" --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC" \
+  --lister-kubeconfig="$KC" --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC" \
   --cert-dir="$A/certs" --v=1
 wait_for prometheus-adapter 60 curl -fsk "https://$HOST_IP:$P_ADAPTER/healthz"
 "$PY" "$HERE/autoscaling.py" apiservice "$HOST_IP" "$P_ADAPTER" "$(base64 -w0 <"$PKI/ca.crt")" | kc apply -f - >/dev/null
