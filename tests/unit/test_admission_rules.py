@@ -790,3 +790,46 @@ def test_any_pool_job_bigger_than_every_listed_pools_node_is_denied():
     v = only(_any_pool_job("[a10, empty]", 8), GPU_FITS_NODE)
     assert 'has 4 (pool "a10")' in v.message()
     allowed(_any_pool_job("[a10, a100]", 8))
+
+
+AUTOSCALED = """
+kind: inference
+job: {name: llm}
+environment: {image: vllm/vllm-openai:v0.12.0}
+service: {port: 8000, autoscaling: {minReplicas: 1, maxReplicas: 3, targetConcurrency: 4}}
+resources: {pool: a10, gpu: 1, cpu: 8, memory: 32Gi}
+"""
+
+
+def _autoscaled(namespace: str = TEAM) -> list[dict]:
+    """The floor and burst Deployments gpuctl builds for an autoscaled service (docs/serving.md)."""
+    floor, burst, *_ = build(load_text(AUTOSCALED)[0].spec, namespace)
+    return [floor, burst]
+
+
+def test_an_autoscaled_services_tiers_carry_their_own_classes() -> None:
+    """gpuctl-serving-floor|burst go with runwhere.ai/serving-tier floor|burst; a class without its tier, a
+    tier without its class or a misspelt tier is the `priority` rule's (Python here, the same CEL in
+    the team policy: tests/integration/test_admission_policy.py)."""
+    floor, burst = _autoscaled()
+    allowed(floor)
+    allowed(burst)
+    swapped = copy.deepcopy(floor)
+    swapped["metadata"]["labels"][Labels.KUEUE_PRIORITY] = "gpuctl-serving-burst"
+    assert f'but metadata.labels[{Labels.SERVING_TIER}] is "floor"' in only(swapped, PRIORITY).message()
+    untiered = copy.deepcopy(burst)
+    del untiered["metadata"]["labels"][Labels.SERVING_TIER]
+    assert f"metadata.labels[{Labels.SERVING_TIER}] is not set" in only(untiered, PRIORITY).message()
+    typo = copy.deepcopy(floor)
+    typo["spec"]["template"]["metadata"]["labels"][Labels.SERVING_TIER] = "flor"
+    assert 'is "flor" (did you mean "floor"?)' in only(typo, PRIORITY).message()
+    classless = copy.deepcopy(floor)
+    del classless["metadata"]["labels"][Labels.KUEUE_PRIORITY]
+    msg = only(classless, PRIORITY).message()
+    assert f'{Labels.SERVING_TIER}] is "floor" but metadata.labels[{Labels.KUEUE_PRIORITY}] is not set' in msg
+    # The floor's class on a job that is not a service's floor is refused whatever else it says.
+    job = training_job()
+    job["metadata"]["labels"][Labels.KUEUE_PRIORITY] = "gpuctl-serving-floor"
+    del job["metadata"]["labels"][Labels.PRIORITY]
+    del job["spec"]["template"]["metadata"]["labels"][Labels.PRIORITY]
+    only(job, PRIORITY)
