@@ -177,3 +177,41 @@ def services(
         key: scale(floor, bursts.get(key), replicas.get(key, []), by_name.get(key))
         for key, floor in floors.items()
     }
+
+
+def replicas_beyond_team(
+    what: str, replicas: int, gpus_per_replica: int, team: str, quota: int | None, borrowing_limit: int | None
+) -> tuple[str, str] | None:
+    """(message, fix) when `replicas` replicas of `gpus_per_replica` GPUs are more than team `team` may
+    ever hold at once (its quota plus its borrowingLimit: the replicas past it would wait for ever); None
+    when they fit, or when the team has no such cap (no quota, or borrowing without a limit: then only the
+    idle GPUs of the moment bound it). The one rule of `gpuctl create`'s precheck of an autoscaled service
+    and the webhook's `hpa-fits` (an HPA a team member applies)."""
+    if quota is None or borrowing_limit is None or gpus_per_replica <= 0:
+        return None
+    limit = quota + borrowing_limit
+    if replicas * gpus_per_replica <= limit:
+        return None
+    most = limit // gpus_per_replica
+    message = (
+        f"{what} may scale to {replicas} replicas x {gpus_per_replica} GPU(s) = "
+        f"{replicas * gpus_per_replica} GPUs, more than team {team} may ever hold ({quota} of quota + "
+        f"{borrowing_limit} it may borrow = {limit}): the replicas past {most} would wait for ever"
+    )
+    return message, f"lower maxReplicas to at most {most}, or raise the team's quota or borrowingLimit"
+
+
+def floor_beyond_quota(
+    what: str, floor_gpus: int, team: str, quota: int | None, others: int = 0
+) -> tuple[str, str] | None:
+    """(message, fix) when a service's floor (its minReplicas x GPUs) with the team's other floors
+    (`others` GPUs) is more than the team's quota: the floor is guaranteed only within the quota
+    (docs/serving.md); None when it fits or the team has no GPU quota."""
+    if quota is None or floor_gpus <= 0 or floor_gpus + others <= quota:
+        return None
+    but = f" with the team's other floors ({others} GPUs)" if others else ""
+    message = (
+        f"{what}'s floor of {floor_gpus} GPUs{but} is more than team {team}'s quota of {quota} GPUs: the "
+        "floor runs inside the quota, never preempted, so it cannot be larger"
+    )
+    return message, "lower minReplicas, or raise the team's quota"

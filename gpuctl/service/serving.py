@@ -6,10 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import SERVICE_STOPPED_ANNOTATION
+from gpuctl.cluster.reader import Reader
+from gpuctl.constants import SERVICE_STOPPED_ANNOTATION, Labels, Tier
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.serving import scale, tier
+from gpuctl.domain.gpus import pod_spec_gpus
+from gpuctl.domain.serving import floor_beyond_quota, replicas_beyond_team, scale, tier
 from gpuctl.domain.status import is_gated
+from gpuctl.domain.teams import team_from_cluster_queue
 from gpuctl.service.errors import ServiceError
 
 if TYPE_CHECKING:
@@ -181,3 +184,32 @@ def _hpa_view(hpa: dict | None) -> dict | None:
             {k: c.get(k) for k in ("type", "status", "reason", "message")} for c in st.get("conditions") or []
         ],
     }
+
+
+def check_autoscaled(reader: Reader, where: str, objs: list[dict], cluster_queues: list[dict]) -> None:
+    """Before an autoscaled service is written (gpuctl.service.prechecks): its floor fits in its team's
+    quota with the team's other floors, and all its replicas fit in what the team may ever hold
+    (gpuctl.domain.serving: the webhook's `hpa-fits` judges a raw HPA by the same rule). ServiceError
+    naming the fix; nothing to check for a team whose ClusterQueue is not among `cluster_queues` (a quota
+    of the same submission) or has no GPU cap."""
+    floor, hpa = objs[0], objs[2]
+    ns, name = floor["metadata"]["namespace"], floor["metadata"]["name"]
+    cq = next((q for q in cluster_queues if q["metadata"]["name"] == ns), None)
+    if cq is None:
+        return
+    team = team_from_cluster_queue(cq)
+    gpus = pod_spec_gpus(floor["spec"]["template"]["spec"])
+    low = int(floor["spec"]["replicas"])
+    high = low + int(hpa["spec"]["maxReplicas"])
+    found = replicas_beyond_team(f"service {name}", high, gpus, ns, team.gpu, team.borrowing_limit)
+    if found is None and low and gpus:
+        others = sum(
+            pod_spec_gpus(d["spec"]["template"]["spec"]) * int(d["spec"].get("replicas") or 0)
+            for d in reader.list("Deployment", ns, label_selector=f"{Labels.SERVING_TIER}={Tier.FLOOR.value}")
+            if d["metadata"]["name"] != name
+            and SERVICE_STOPPED_ANNOTATION not in (d["metadata"].get("annotations") or {})
+        )
+        found = floor_beyond_quota(f"service {name}", low * gpus, ns, team.gpu, others)
+    if found is not None:
+        message, fix = found
+        raise ServiceError(f"{where}: {message}; {fix}")

@@ -382,3 +382,24 @@ def test_the_fake_exporter_refuses_what_it_cannot_serve(exporter: str) -> None:
     assert "counter" in _http("PUT", f"{exporter}/v1/pods/t/a", {"vllm:request_success_total": 3})[1]
     assert _http("GET", f"{exporter}/pods/metrics?namespace=t")[0] == 400
     assert _http("PUT", f"{exporter}/v1/pods/t/a", {"vllm:request_success_total": {"rate": 5}})[0] == 200
+
+
+def test_what_a_team_may_ever_hold_bounds_a_service() -> None:
+    from gpuctl.domain.serving import floor_beyond_quota, replicas_beyond_team
+
+    # quota 4 + borrowingLimit 2 = 6: six 1-GPU replicas fit, seven do not; 2-GPU replicas: three.
+    assert replicas_beyond_team("service llm", 6, 1, "team-a", 4, 2) is None
+    message, fix = replicas_beyond_team("service llm", 7, 1, "team-a", 4, 2)
+    assert "7 replicas x 1 GPU(s) = 7 GPUs, more than team team-a may ever hold (4 of quota + 2" in message
+    assert fix == "lower maxReplicas to at most 6, or raise the team's quota or borrowingLimit"
+    assert "at most 3" in replicas_beyond_team("hpa x", 4, 2, "team-a", 4, 2)[1]
+    # No cap of its own (unlimited borrowing, no quota): only the idle GPUs bound it.
+    assert replicas_beyond_team("service llm", 100, 1, "team-a", 4, None) is None
+    assert replicas_beyond_team("service llm", 100, 1, "team-a", None, 0) is None
+    # The floor runs inside the quota, with the team's other floors.
+    assert floor_beyond_quota("service llm", 4, "team-a", 4) is None
+    assert (
+        "floor of 3 GPUs with the team's other floors (2 GPUs)"
+        in floor_beyond_quota("service llm", 3, "team-a", 4, 2)[0]
+    )
+    assert floor_beyond_quota("service llm", 0, "team-a", 0) is None
