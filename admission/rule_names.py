@@ -29,6 +29,8 @@ MIG_PROFILE: Final = "mig-profile"
 # Multi-node jobs (issue 31): a gang that can never fit; a toleration of the set-aside taint outside a gang.
 GANG_FITS: Final = "gang-fits"
 SET_ASIDE_TOLERATION: Final = "set-aside-toleration"
+# Autoscaled services (issue 44): an HPA that would scale a Deployment past what its team may ever hold.
+HPA_FITS: Final = "hpa-fits"
 # Outside team namespaces (issue 26): pool nodes run only Kueue-admitted work.
 POOL_TOLERATION: Final = "pool-toleration"
 POOL_SELECTION: Final = "pool-selection"
@@ -36,5 +38,15 @@ POOL_NODE_NAME: Final = "pool-node-name"
 # Rules whose verdict depends on what the cache has seen: a denial by these alone may be watch lag (a pool
 # created a millisecond before its nodes are labelled), so the server re-checks it once the cache moves.
 CACHE_RULES: Final = frozenset(
-    {GPU_QUEUE, GPU_TOPOLOGY, POOL_EXISTS, POOL_PLACEMENT, GPU_FITS_NODE, NODE_POOL, MIG_PROFILE, GANG_FITS}
+    {
+        GPU_QUEUE,
+        GPU_TOPOLOGY,
+        POOL_EXISTS,
+        POOL_PLACEMENT,
+        GPU_FITS_NODE,
+        NODE_POOL,
+        MIG_PROFILE,
+        GANG_FITS,
+        HPA_FITS,
+    }
 )

@@ -36,6 +36,7 @@ from tests.unit.test_admission_fixtures import (
     OTHER_TEAM,
     PLAIN,
     TEAM,
+    cluster_objects,
     gpuctl_workload,
     node,
     pod_spec,
@@ -833,3 +834,49 @@ def test_an_autoscaled_services_tiers_carry_their_own_classes() -> None:
     del job["metadata"]["labels"][Labels.PRIORITY]
     del job["spec"]["template"]["metadata"]["labels"][Labels.PRIORITY]
     only(job, PRIORITY)
+
+
+def test_an_hpa_may_not_scale_past_what_its_team_may_ever_hold() -> None:
+    """hpa-fits (docs/serving.md): the team's quota 4 + borrowingLimit 2 = 6 GPUs; an HPA of a 1-GPU
+    Deployment up to 6 replicas is fine, 7 is refused naming the fix; the burst HPA of an autoscaled
+    service counts its floor too; a target the cache has not seen is not judged; UPDATE: only new."""
+    from dataclasses import replace
+
+    from admission.state import CachedDeployment, TeamCap
+
+    floor, burst = _autoscaled()
+    objs = [*cluster_objects(), floor, burst]
+    raw = copy.deepcopy(floor)
+    raw["metadata"]["name"] = "raw"
+    raw["metadata"]["labels"] = {}
+    objs.append(raw)
+    st = ClusterState.from_objects(objs)
+    st = replace(st, team_caps={**st.team_caps, TEAM: TeamCap(4, 2)})
+    assert st.deployments[(TEAM, "llm")] == CachedDeployment(1, 1, "floor", "llm")
+    assert st.deployments[(TEAM, "raw")] == CachedDeployment(1, 1, None, None)
+
+    def hpa(target: str, high: int) -> dict:
+        return {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "h", "namespace": TEAM},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                "minReplicas": 1,
+                "maxReplicas": high,
+            },
+        }
+
+    assert check(hpa("raw", 6), st=st).allowed
+    v = only(hpa("raw", 7), "hpa-fits", st=st)
+    assert "7 replicas x 1 GPU(s) = 7 GPUs, more than team" in v.message()
+    assert "lower maxReplicas to at most 6" in v.message()
+    # The service's burst HPA: floor 1 + burst 5 = 6 fits; burst 6 does not.
+    assert check(hpa("llm-burst", 5), st=st).allowed
+    assert "with its service's floor of 1" in only(hpa("llm-burst", 6), "hpa-fits", st=st).message()
+    # Not judged: a target the cache has not seen, or a team with no cap of its own.
+    assert check(hpa("not-yet", 100), st=st).allowed
+    assert check(hpa("raw", 100), st=replace(st, team_caps={TEAM: TeamCap(4, None)})).allowed
+    # UPDATE: an HPA that was already past the cap is not refused for another change (lowering it, say).
+    assert check(hpa("raw", 8), st=st, op="UPDATE", old=hpa("raw", 9)).allowed
+    only(hpa("raw", 9), "hpa-fits", st=st, op="UPDATE", old=hpa("raw", 6))
