@@ -5,6 +5,8 @@
 #     server with the Helm chart's rules and matchConditions (by URL instead of a Service),
 #   - `gpuctl serve` (pool reconciler, /metrics, REST API),
 #   - a real Prometheus (Debian's package) scraping it every 5 s with the shipped rules;
+#   - the autoscaling stack (hack/cluster/autoscaling.sh: a second Prometheus with the serving scrape job,
+#     prometheus-adapter, the fake exporter of the fake nodes' replicas) for the autoscaled service;
 # create the four pools of the product documents, two team quotas and sample jobs of every kind (all
 # through the webhook), then show pools and jobs, a raw `kubectl apply` the webhook refuses, per-pool GPU
 # use from PromQL, and the URLs to open. hack/cluster/down.sh stops all of it.
@@ -22,8 +24,10 @@ if ! command -v prometheus >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v 
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
     || echo "demo: could not install prometheus; the demo runs without it" >&2
 fi
-hack/cluster/up.sh
+# With the autoscaling stack (docs/serving.md): the demo's inference service is autoscaled.
+GPUCTL_TESTBED_AUTOSCALING=1 hack/cluster/up.sh
 export KUBECONFIG="$(hack/cluster/up.sh --print-kubeconfig)"
+hack/cluster/autoscaling.sh up >/dev/null   # a cluster started without it gets it now (idempotent)
 source hack/cluster/versions.env
 CACHE="${GPUCTL_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuctl-testbed}"
 RUN="$(dirname "$KUBECONFIG")"

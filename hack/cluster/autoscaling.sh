@@ -49,7 +49,7 @@ wait_for() { # wait_for WHAT SECONDS CMD...
   until "$@" >/dev/null 2>&1; do
     if (( $(date +%s) > end )); then
       echo "autoscaling: timed out after ${secs}s waiting for $what" >&2
-      for f in "$RUN"/logs/{prometheus,fake-exporter,prometheus-adapter}.log; do
+      for f in "$RUN"/logs/{serving-prometheus,fake-exporter,prometheus-adapter}.log; do
         [[ -f "$f" ]] && { echo "----- $f" >&2; tail -n 30 "$f" >&2; }
       done
       exit 1
@@ -79,7 +79,7 @@ case "${1:-}" in
     if [[ -f "$KC" ]] && alive kube-apiserver; then
       kc delete apiservice v1beta1.external.metrics.k8s.io --ignore-not-found --timeout=10s >/dev/null 2>&1 || true
     fi
-    for name in prometheus-adapter prometheus fake-exporter; do stop_one "$name"; done
+    for name in prometheus-adapter serving-prometheus fake-exporter; do stop_one "$name"; done
     log "stopped"
     exit 0 ;;
   up) ;;
@@ -100,10 +100,10 @@ t0=$(date +%s)
 
 start fake-exporter "$PY" "$HERE/fake_exporter.py" --listen "127.0.0.1:$P_FAKE"
 "$PY" "$HERE/autoscaling.py" prometheus "$API_URL" "$PKI" "127.0.0.1:$P_FAKE" "$INTERVAL" >"$A/prometheus.yml"
-start prometheus "$PROMETHEUS" --config.file="$A/prometheus.yml" --storage.tsdb.path="$A/prometheus-data" \
+start serving-prometheus "$PROMETHEUS" --config.file="$A/prometheus.yml" --storage.tsdb.path="$A/prometheus-data" \
   --web.listen-address="127.0.0.1:$P_PROM" --storage.tsdb.retention.time=1d
 wait_for "fake exporter" 30 curl -fs "http://127.0.0.1:$P_FAKE/healthz"
-wait_for prometheus 60 curl -fs "http://127.0.0.1:$P_PROM/-/ready"
+wait_for "serving Prometheus" 60 curl -fs "http://127.0.0.1:$P_PROM/-/ready"
 
 # The adapter's serving certificate, from the cluster's CA, for the address the aggregator dials.
 if [[ ! -f "$A/adapter.crt" ]]; then
