@@ -1,14 +1,16 @@
 """Render what the local cluster's autoscaling stack needs (hack/cluster/autoscaling.sh runs it).
 
-    autoscaling.py prometheus API_URL PKI_DIR FAKE_ADDR INTERVAL     prometheus.yml
+    autoscaling.py prometheus API_URL PKI_DIR FAKE_ADDR INTERVAL [yes|no]   prometheus.yml
     autoscaling.py apiservice HOST_IP PORT CA_B64                     prometheus-adapter's APIService
 
 prometheus.yml is manifests/prometheus/serving-scrape.yaml as shipped for real clusters, with two local
-additions and nothing else changed: kubernetes_sd_configs gets the API server's address and the admin
-client certificate (a Prometheus inside a cluster uses its ServiceAccount), and one relabel rule is
-appended that sends the scrape of a pod on a KWOK fake node (a pod IP of KWOK's --cidr, FAKE_POD_IP) to
-hack/cluster/fake_exporter.py with the pod's namespace and name as URL parameters. The target's labels
-(namespace, pod, gpuctl_job, gpuctl_tier, instance) are those of the real scrape.
+changes and nothing else: the pods are discovered by Kubernetes service discovery given the API server's
+address and the admin client certificate (a Prometheus inside a cluster uses its ServiceAccount) or, for
+Debian's `prometheus`, which is built without it, by HTTP service discovery from fake_exporter.py, which
+serves the pod role's targets and meta labels; and relabel rules are appended that send the scrape of a
+pod on a KWOK fake node (a pod IP of KWOK's --cidr, FAKE_POD_IP) to hack/cluster/fake_exporter.py with the
+pod's namespace and name as URL parameters. The target's labels (namespace, pod, gpuctl_job, gpuctl_tier,
+instance) are those of the real scrape.
 
 The APIService registers external.metrics.k8s.io with the aggregation layer, served by prometheus-adapter
 on this machine's address: the API server proxies to a Service's endpoint, which may not be a loopback
@@ -59,14 +61,20 @@ def fake_node_rules(fake_addr: str) -> list[dict]:
     ]
 
 
-def prometheus(api_url: str, pki: str, fake_addr: str, interval: str) -> dict:
+def prometheus(api_url: str, pki: str, fake_addr: str, interval: str, kubernetes_sd: str = "no") -> dict:
+    """kubernetes_sd "yes": a Prometheus built with Kubernetes service discovery reads the pods from the API
+    server itself; "no" (Debian's build has none): the same pod targets and meta labels come over HTTP
+    service discovery from hack/cluster/fake_exporter.py's /sd/pods."""
     jobs = yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
     tls = {"ca_file": f"{pki}/ca.crt", "cert_file": f"{pki}/admin.crt", "key_file": f"{pki}/admin.key"}
     for job in jobs:
         job["scrape_interval"] = interval
-        for sd in job.get("kubernetes_sd_configs", []):
-            sd["api_server"] = api_url
-            sd["tls_config"] = dict(tls)
+        if kubernetes_sd == "yes":
+            for sd in job.get("kubernetes_sd_configs", []):
+                sd["api_server"] = api_url
+                sd["tls_config"] = dict(tls)
+        elif job.pop("kubernetes_sd_configs", None):
+            job["http_sd_configs"] = [{"url": f"http://{fake_addr}/sd/pods", "refresh_interval": interval}]
         job["relabel_configs"] = [*job.get("relabel_configs", []), *fake_node_rules(fake_addr)]
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},

@@ -98,8 +98,11 @@ API_URL=$(kc config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 mkdir -p "$A" "$RUN/logs" "$RUN/pids"
 t0=$(date +%s)
 
-start fake-exporter "$PY" "$HERE/fake_exporter.py" --listen "127.0.0.1:$P_FAKE"
-"$PY" "$HERE/autoscaling.py" prometheus "$API_URL" "$PKI" "127.0.0.1:$P_FAKE" "$INTERVAL" >"$A/prometheus.yml"
+start fake-exporter "$PY" "$HERE/fake_exporter.py" --listen "127.0.0.1:$P_FAKE" --kubeconfig "$KC"
+# Debian's prometheus has no Kubernetes service discovery (its build leaves it out): HTTP SD from the fake
+# exporter stands in. GPUCTL_PROMETHEUS_KUBERNETES_SD=yes for a Prometheus built with it (GPUCTL_PROMETHEUS).
+SD="${GPUCTL_PROMETHEUS_KUBERNETES_SD:-no}"
+"$PY" "$HERE/autoscaling.py" prometheus "$API_URL" "$PKI" "127.0.0.1:$P_FAKE" "$INTERVAL" "$SD" >"$A/prometheus.yml"
 start serving-prometheus "$PROMETHEUS" --config.file="$A/prometheus.yml" --storage.tsdb.path="$A/prometheus-data" \
   --web.listen-address="127.0.0.1:$P_PROM" --storage.tsdb.retention.time=1d
 wait_for "fake exporter" 30 curl -fs "http://127.0.0.1:$P_FAKE/healthz"
@@ -108,7 +111,9 @@ wait_for "serving Prometheus" 60 curl -fs "http://127.0.0.1:$P_PROM/-/ready"
 # The adapter's serving certificate, from the cluster's CA, for the address the aggregator dials.
 if [[ ! -f "$A/adapter.crt" ]]; then
   openssl req -newkey rsa:2048 -nodes -subj "/CN=prometheus-adapter" -keyout "$A/adapter.key" -out "$A/adapter.csr" 2>/dev/null
-  printf "subjectAltName=IP:%s,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n" "$HOST_IP" >"$A/adapter.ext"
+  # The aggregator dials the endpoint but checks the certificate against the Service's DNS name.
+  printf "subjectAltName=DNS:prometheus-adapter.custom-metrics.svc,IP:%s,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n" \
+    "$HOST_IP" >"$A/adapter.ext"
   openssl x509 -req -in "$A/adapter.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial -days 3650 \
     -extfile "$A/adapter.ext" -out "$A/adapter.crt" 2>/dev/null
 fi

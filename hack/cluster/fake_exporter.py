@@ -8,7 +8,7 @@ process instead of the pod (one relabel rule appended by hack/cluster/autoscalin
 and name become URL parameters); prometheus-adapter, the HPA controller and Kueue follow as on a real
 cluster. A test sets the values a pod reports over HTTP.
 
-    fake_exporter.py --listen 127.0.0.1:PORT
+    fake_exporter.py --listen 127.0.0.1:PORT [--kubeconfig FILE]
 
 Scraped (what Prometheus reads):
     GET /pods/metrics?namespace=NS&pod=POD   one pod's series, in the Prometheus text format, without
@@ -22,6 +22,16 @@ Set (what a test writes; JSON bodies):
     DELETE /v1/pods/NS/POD    back to the defaults
     GET    /v1/pods           every value set, {"NS/POD": {...}}
     GET    /healthz
+
+Discovered (with --kubeconfig): Debian's `prometheus` is built without Kubernetes service discovery, so the
+local Prometheus finds the pods through HTTP service discovery here instead:
+    GET /sd/pods     every pod with an IP among those labelled runwhere.ai/serving-tier (the ones the
+                     serving scrape job keeps; a real Prometheus lists every pod and its relabelling drops
+                     the rest), one target per container port, with the meta labels of Prometheus' own pod
+                     role (discovery/kubernetes/pod.go: __meta_kubernetes_namespace, _pod_name, _pod_ip,
+                     _pod_phase, _pod_ready, _pod_node_name, _pod_label_<name>, _pod_annotation_<name>,
+                     _pod_container_name, _pod_container_port_number, ...), so the shipped relabel rules run
+                     on what they would read in a cluster. Kept current by a watch (gpuctl.cluster.informer).
 
 Families (FAMILIES below) are the series of one kind of exporter. `vllm` is per pod (vLLM's /metrics,
 scraped at the pod). A node-level exporter whose series name the pod in labels, such as dcgm-exporter
@@ -175,6 +185,12 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, "ok\n", "text/plain")
         elif url.path == "/v1/pods":
             self._send(200, json.dumps(STORE.dump(), sort_keys=True))
+        elif url.path == "/sd/pods":
+            if PODS is None:
+                self._send(404, json.dumps({"error": "started without --kubeconfig: no pod discovery"}))
+                return
+            groups = [g for pod in PODS.list() for g in pod_targets(pod)]
+            self._send(200, json.dumps(groups))
         elif url.path == "/pods/metrics":
             q = urllib.parse.parse_qs(url.query)
             ns, pod = (q.get("namespace") or [""])[0], (q.get("pod") or [""])[0]
@@ -210,10 +226,85 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, "{}")
 
 
+# --------------------------------------------------------------------------- pod discovery (--kubeconfig)
+SD_SELECTOR = "runwhere.ai/serving-tier"
+PODS = None  # the pod informer, when --kubeconfig is given
+
+
+def _sanitize(name: str) -> str:
+    """Prometheus' sanitizing of Kubernetes label and annotation keys (strutil.SanitizeLabelName)."""
+    return "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name)
+
+
+def pod_targets(pod: dict) -> list[dict]:
+    """The target groups Prometheus' pod role makes of one pod: none without an IP; one target per declared
+    container port (a container without ports: one target at the pod IP)."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    ip = status.get("podIP")
+    if not ip:
+        return []
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), {})
+    common = {
+        "__meta_kubernetes_namespace": meta.get("namespace", ""),
+        "__meta_kubernetes_pod_name": meta.get("name", ""),
+        "__meta_kubernetes_pod_ip": ip,
+        "__meta_kubernetes_pod_uid": meta.get("uid", ""),
+        "__meta_kubernetes_pod_node_name": spec.get("nodeName", ""),
+        "__meta_kubernetes_pod_host_ip": status.get("hostIP", ""),
+        "__meta_kubernetes_pod_phase": status.get("phase", ""),
+        "__meta_kubernetes_pod_ready": "true" if ready else "false",
+        "__meta_kubernetes_pod_controller_kind": owner.get("kind", ""),
+        "__meta_kubernetes_pod_controller_name": owner.get("name", ""),
+    }
+    for k, v in (meta.get("labels") or {}).items():
+        common[f"__meta_kubernetes_pod_label_{_sanitize(k)}"] = v
+        common[f"__meta_kubernetes_pod_labelpresent_{_sanitize(k)}"] = "true"
+    for k, v in (meta.get("annotations") or {}).items():
+        common[f"__meta_kubernetes_pod_annotation_{_sanitize(k)}"] = v
+        common[f"__meta_kubernetes_pod_annotationpresent_{_sanitize(k)}"] = "true"
+    out = []
+    for c in spec.get("containers") or []:
+        base = {
+            **common,
+            "__meta_kubernetes_pod_container_name": c.get("name", ""),
+            "__meta_kubernetes_pod_container_image": c.get("image", ""),
+            "__meta_kubernetes_pod_container_init": "false",
+        }
+        ports = c.get("ports") or []
+        if not ports:
+            out.append({"targets": [ip], "labels": base})
+        for p in ports:
+            labels = {
+                **base,
+                "__meta_kubernetes_pod_container_port_name": p.get("name", ""),
+                "__meta_kubernetes_pod_container_port_number": str(p.get("containerPort", "")),
+                "__meta_kubernetes_pod_container_port_protocol": p.get("protocol", "TCP"),
+            }
+            out.append({"targets": [f"{ip}:{p.get('containerPort')}"], "labels": labels})
+    return out
+
+
+def _watch_pods(kubeconfig: str) -> None:
+    global PODS
+    # Only with --kubeconfig: the venv's gpuctl (hack/ is not a package the layers contract checks).
+    from gpuctl.cluster import Cluster, path
+    from gpuctl.cluster.informer import Informer
+
+    PODS = Informer(Cluster.connect(kubeconfig=kubeconfig), "Pod", path("Pod"), label_selector=SD_SELECTOR,
+                    transform=lambda pod: pod)  # fmt: skip
+    PODS.start()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--listen", required=True, help="HOST:PORT")
+    ap.add_argument("--kubeconfig", help="serve /sd/pods from this cluster's pods")
     args = ap.parse_args()
+    if args.kubeconfig:
+        _watch_pods(args.kubeconfig)
     host, _, port = args.listen.rpartition(":")
     server = ThreadingHTTPServer((host, int(port)), Handler)
     server.daemon_threads = True

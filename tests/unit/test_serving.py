@@ -291,21 +291,26 @@ def test_the_local_prometheus_runs_the_shipped_job_plus_only_the_fake_node_redir
     shipped = yaml.safe_load((ROOT / "manifests/prometheus/serving-scrape.yaml").read_text())[
         "scrape_configs"
     ]
-    cfg = auto.prometheus("https://127.0.0.1:36443", "/pki", "127.0.0.1:34090", "1s")
-    (job,) = cfg["scrape_configs"]
     (ship,) = shipped
     n = len(ship["relabel_configs"])
-    assert job["relabel_configs"][:n] == ship["relabel_configs"], (
-        "the real cluster's rules, unchanged and first"
-    )
-    extra = job["relabel_configs"][n:]
-    assert {r["target_label"] for r in extra} == {
-        "__param_namespace",
-        "__param_pod",
-        "__metrics_path__",
-        "__address__",
-    }
-    assert all(r["source_labels"][0] == "__meta_kubernetes_pod_ip" for r in extra)
+    for sd in ("yes", "no"):
+        cfg = auto.prometheus("https://127.0.0.1:36443", "/pki", "127.0.0.1:34090", "1s", sd)
+        (job,) = cfg["scrape_configs"]
+        assert job["relabel_configs"][:n] == ship["relabel_configs"], (
+            "the real cluster's rules, unchanged, first"
+        )
+        extra = job["relabel_configs"][n:]
+        assert {r["target_label"] for r in extra} == {
+            "__param_namespace",
+            "__param_pod",
+            "__metrics_path__",
+            "__address__",
+        }
+        assert all(r["source_labels"][0] == "__meta_kubernetes_pod_ip" for r in extra)
+    # A Prometheus with Kubernetes discovery reads the API server; Debian's gets the same pods over HTTP SD.
+    (job,) = auto.prometheus("https://127.0.0.1:36443", "/pki", "127.0.0.1:34090", "1s", "yes")[
+        "scrape_configs"
+    ]
     assert job["kubernetes_sd_configs"] == [
         {
             "role": "pod",
@@ -317,9 +322,50 @@ def test_the_local_prometheus_runs_the_shipped_job_plus_only_the_fake_node_redir
             },
         }
     ]
+    (job,) = auto.prometheus("https://127.0.0.1:36443", "/pki", "127.0.0.1:34090", "1s")["scrape_configs"]
+    assert "kubernetes_sd_configs" not in job
+    assert job["http_sd_configs"] == [{"url": "http://127.0.0.1:34090/sd/pods", "refresh_interval": "1s"}]
     (api,) = [o for o in auto.apiservice("192.0.2.2", "35443", "Q0E=") if o["kind"] == "APIService"]
     assert api["metadata"]["name"] == "v1beta1.external.metrics.k8s.io"
     assert api["spec"]["caBundle"] == "Q0E=" and "insecureSkipTLSVerify" not in api["spec"]
+
+
+def test_the_http_discovery_gives_the_meta_labels_of_prometheus_pod_role() -> None:
+    fake = _module("fake_exporter_sd", "hack/cluster/fake_exporter.py")
+    pod = {
+        "metadata": {
+            "name": "llm-abc-x",
+            "namespace": "t",
+            "uid": "u1",
+            "labels": {"app": "llm", Labels.SERVING_TIER: "floor"},
+            "annotations": {"prometheus.io/port": "9000"},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "llm-abc", "controller": True}],
+        },
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "main", "image": "vllm", "ports": [{"containerPort": 8000}]}],
+        },
+        "status": {
+            "podIP": "10.244.0.7",
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    (group,) = fake.pod_targets(pod)
+    assert group["targets"] == ["10.244.0.7:8000"]
+    labels = group["labels"]
+    assert labels["__meta_kubernetes_pod_label_runwhere_ai_serving_tier"] == "floor"
+    assert labels["__meta_kubernetes_pod_annotation_prometheus_io_port"] == "9000"
+    assert (labels["__meta_kubernetes_namespace"], labels["__meta_kubernetes_pod_name"]) == ("t", "llm-abc-x")
+    assert (labels["__meta_kubernetes_pod_phase"], labels["__meta_kubernetes_pod_ready"]) == (
+        "Running",
+        "true",
+    )
+    assert labels["__meta_kubernetes_pod_container_port_number"] == "8000"
+    assert labels["__meta_kubernetes_pod_controller_kind"] == "ReplicaSet"
+    # A pod without an IP (waiting at Kueue's gate) is no target, as in Prometheus.
+    gated = {**pod, "status": {"phase": "Pending"}}
+    assert fake.pod_targets(gated) == []
 
 
 def test_the_adapter_rules_name_the_metrics_the_hpa_asks_for() -> None:
