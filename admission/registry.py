@@ -38,7 +38,7 @@ from admission.rule_names import (
     GPU_RESOURCE_RULE,
     GPU_TOPOLOGY,
     HOST_PATH,
-    HPA_FITS,
+    HPA_QUEUED,
     JOB_TYPE,
     KUEUE_GATE,
     MIG_PROFILE,
@@ -164,6 +164,7 @@ class ScaleReview:
     obj: Mapping[str, Any]
     ns: str
     state: ClusterState
+    warn: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -404,11 +405,11 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         webhook_only="reads the pools",
     ),
     Rule(
-        HPA_FITS,
-        "an HPA that may scale a Deployment past what its team may ever hold (quota + borrowingLimit)",
+        HPA_QUEUED,
+        "an HPA scaling a GPU Deployment Kueue does not queue (its replicas past the quota would not wait)",
         "autoscaling",
         autoscaling.FIX,
-        ((SCALE, lambda r: autoscaling.check_hpa_fits(r.obj, r.ns, r.state)),),
+        ((SCALE, lambda r: autoscaling.check_hpa_queued(r.obj, r.ns, r.state, r.warn)),),
         webhook_only="reads the target Deployment and the team's ClusterQueue from the webhook's cache",
     ),
     Rule(

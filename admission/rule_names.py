@@ -29,8 +29,9 @@ MIG_PROFILE: Final = "mig-profile"
 # Multi-node jobs (issue 31): a gang that can never fit; a toleration of the set-aside taint outside a gang.
 GANG_FITS: Final = "gang-fits"
 SET_ASIDE_TOLERATION: Final = "set-aside-toleration"
-# Autoscaled services (issue 44): an HPA that would scale a Deployment past what its team may ever hold.
-HPA_FITS: Final = "hpa-fits"
+# Autoscaled services (issue 44): an HPA may scale only GPU work Kueue queues (replicas past the team's
+# quota then wait at the gate instead of running unaccounted).
+HPA_QUEUED: Final = "hpa-queued"
 # Outside team namespaces (issue 26): pool nodes run only Kueue-admitted work.
 POOL_TOLERATION: Final = "pool-toleration"
 POOL_SELECTION: Final = "pool-selection"
@@ -47,6 +48,6 @@ CACHE_RULES: Final = frozenset(
         NODE_POOL,
         MIG_PROFILE,
         GANG_FITS,
-        HPA_FITS,
+        HPA_QUEUED,
     }
 )

@@ -227,20 +227,22 @@ def _node_findings(obj: Mapping[str, Any], where: str, state: ClusterState) -> l
 def _review_scale(
     env: Envelope, obj: Mapping[str, Any], state: ClusterState, config: AdmissionConfig
 ) -> Verdict:
-    """hpa-fits: an HPA in a team namespace (docs/serving.md); on UPDATE only a new finding denies."""
+    """hpa-queued: an HPA in a team namespace (docs/serving.md); on UPDATE only a new finding denies."""
     ns = env.namespace()
     subj = subject(env.kind, ns, obj, env.request)
     if state.namespaces.get(ns) is False:
         return Verdict(allowed=True, subject=subj, skipped="namespace not managed by gpuctl")
+    r = ScaleReview(obj, ns, state)
     found: list[Violation] = []
     for check in _SCALE_CHECKS:
-        found += check(ScaleReview(obj, ns, state))
+        found += check(r)
     before: list[Violation] = []
     if env.old and found:
         with suppress(Malformed):  # a malformed old object: the new one is judged on its own
+            was = ScaleReview(env.old, ns, state)
             for check in _SCALE_CHECKS:
-                before += check(ScaleReview(env.old, ns, state))
-    return decide(subj, found, [], before, config)
+                before += check(was)
+    return decide(subj, found, list(clip(r.warn)), before, config)
 
 
 def _review_delete(env: Envelope, state: ClusterState, config: AdmissionConfig) -> Verdict:

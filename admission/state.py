@@ -44,13 +44,14 @@ def _empty() -> Mapping[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class CachedDeployment:
-    """What `hpa-fits` reads of a Deployment in a team namespace: GPUs per pod, replicas, and the autoscaled
-    service it belongs to (docs/serving.md: its tier and `app`)."""
+    """What `hpa-queued` reads of a Deployment: GPUs per pod, replicas, the LocalQueue Kueue queues its pods
+    in (None: not queued), and the autoscaled service it belongs to (docs/serving.md: its tier, `app`)."""
 
     gpus: int
     replicas: int
     tier: str | None
     app: str | None
+    queue: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ class ClusterState:
     )  # ClusterQueue -> flavors it has quota in
     namespaces: Mapping[str, bool] = field(default_factory=_empty)  # namespace -> managed by gpuctl
     generation: int = 0
-    # (namespace, name) -> a Deployment that requests GPUs or is an autoscaled service's (hpa-fits)
+    # (namespace, name) -> a Deployment that requests GPUs or is an autoscaled service's (hpa-queued)
     deployments: Mapping[tuple[str, str], CachedDeployment] = field(default_factory=_empty)
     team_caps: Mapping[str, TeamCap] = field(default_factory=_empty)  # ClusterQueue -> its GPU cap
 
@@ -193,7 +194,7 @@ def reduce_cluster_queue(obj: Mapping[str, Any]) -> tuple[str, tuple[frozenset[s
 
 
 def reduce_deployment(obj: Mapping[str, Any]) -> tuple[tuple[str, str], CachedDeployment | None]:
-    """A Deployment `hpa-fits` may be asked about: one whose pods request GPUs, or an autoscaled service's.
+    """A Deployment `hpa-queued` may be asked about: one whose pods request GPUs, or an autoscaled service's.
     Others reduce to None (not kept). Malformed fields read as none: the object's own review judges them."""
     meta, labels = _meta(obj), _labels(obj)
     key = (meta.get("namespace", ""), meta.get("name", ""))
@@ -207,7 +208,10 @@ def reduce_deployment(obj: Mapping[str, Any]) -> tuple[tuple[str, str], CachedDe
     if not gpus and tier is None:
         return key, None
     replicas = spec.get("replicas")
-    return key, CachedDeployment(gpus, replicas if type(replicas) is int else 1, tier, labels.get(Labels.APP))
+    queue = labels.get(Labels.KUEUE_QUEUE)
+    return key, CachedDeployment(
+        gpus, replicas if type(replicas) is int else 1, tier, labels.get(Labels.APP), queue
+    )
 
 
 def reduce_namespace(obj: Mapping[str, Any]) -> tuple[str, bool]:

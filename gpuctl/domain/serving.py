@@ -185,8 +185,8 @@ def replicas_beyond_team(
     """(message, fix) when `replicas` replicas of `gpus_per_replica` GPUs are more than team `team` may
     ever hold at once (its quota plus its borrowingLimit: the replicas past it would wait for ever); None
     when they fit, or when the team has no such cap (no quota, or borrowing without a limit: then only the
-    idle GPUs of the moment bound it). The one rule of `gpuctl create`'s precheck of an autoscaled service
-    and the webhook's `hpa-fits` (an HPA a team member applies)."""
+    idle GPUs of the moment bound it). The webhook's `hpa-queued` warns with it (an HPA a team member
+    applies); it is no error: such replicas wait at Kueue's gate and say why (docs/serving.md)."""
     if quota is None or borrowing_limit is None or gpus_per_replica <= 0:
         return None
     limit = quota + borrowing_limit

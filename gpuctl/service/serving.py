@@ -10,7 +10,7 @@ from gpuctl.cluster.reader import Reader
 from gpuctl.constants import SERVICE_STOPPED_ANNOTATION, Labels, Tier
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import pod_spec_gpus
-from gpuctl.domain.serving import floor_beyond_quota, replicas_beyond_team, scale, tier
+from gpuctl.domain.serving import floor_beyond_quota, scale, tier
 from gpuctl.domain.status import is_gated
 from gpuctl.domain.teams import team_from_cluster_queue
 from gpuctl.service.errors import ServiceError
@@ -188,11 +188,11 @@ def _hpa_view(hpa: dict | None) -> dict | None:
 
 def check_autoscaled(reader: Reader, where: str, objs: list[dict], cluster_queues: list[dict]) -> None:
     """Before an autoscaled service is written (gpuctl.service.prechecks): its floor fits in its team's
-    quota with the team's other floors, and all its replicas fit in what the team may ever hold
-    (gpuctl.domain.serving: the webhook's `hpa-fits` judges a raw HPA by the same rule). ServiceError
-    naming the fix; nothing to check for a team whose ClusterQueue is not among `cluster_queues` (a quota
-    of the same submission) or has no GPU cap."""
-    floor, hpa = objs[0], objs[2]
+    quota with the team's other floors (gpuctl.domain.serving.floor_beyond_quota: the floor is guaranteed
+    only inside the quota). ServiceError naming the fix; nothing to check for a team whose ClusterQueue is
+    not among `cluster_queues` (a quota of the same submission) or has no GPU quota. A maxReplicas past what
+    the team may hold is no error: those replicas wait at Kueue's gate and say so (docs/serving.md)."""
+    floor = objs[0]
     ns, name = floor["metadata"]["namespace"], floor["metadata"]["name"]
     cq = next((q for q in cluster_queues if q["metadata"]["name"] == ns), None)
     if cq is None:
@@ -200,16 +200,15 @@ def check_autoscaled(reader: Reader, where: str, objs: list[dict], cluster_queue
     team = team_from_cluster_queue(cq)
     gpus = pod_spec_gpus(floor["spec"]["template"]["spec"])
     low = int(floor["spec"]["replicas"])
-    high = low + int(hpa["spec"]["maxReplicas"])
-    found = replicas_beyond_team(f"service {name}", high, gpus, ns, team.gpu, team.borrowing_limit)
-    if found is None and low and gpus:
-        others = sum(
-            pod_spec_gpus(d["spec"]["template"]["spec"]) * int(d["spec"].get("replicas") or 0)
-            for d in reader.list("Deployment", ns, label_selector=f"{Labels.SERVING_TIER}={Tier.FLOOR.value}")
-            if d["metadata"]["name"] != name
-            and SERVICE_STOPPED_ANNOTATION not in (d["metadata"].get("annotations") or {})
-        )
-        found = floor_beyond_quota(f"service {name}", low * gpus, ns, team.gpu, others)
+    if not low or not gpus or team.gpu is None:
+        return
+    others = sum(
+        pod_spec_gpus(d["spec"]["template"]["spec"]) * int(d["spec"].get("replicas") or 0)
+        for d in reader.list("Deployment", ns, label_selector=f"{Labels.SERVING_TIER}={Tier.FLOOR.value}")
+        if d["metadata"]["name"] != name
+        and SERVICE_STOPPED_ANNOTATION not in (d["metadata"].get("annotations") or {})
+    )
+    found = floor_beyond_quota(f"service {name}", low * gpus, ns, team.gpu, others)
     if found is not None:
         message, fix = found
         raise ServiceError(f"{where}: {message}; {fix}")

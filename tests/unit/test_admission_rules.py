@@ -836,24 +836,23 @@ def test_an_autoscaled_services_tiers_carry_their_own_classes() -> None:
     only(job, PRIORITY)
 
 
-def test_an_hpa_may_not_scale_past_what_its_team_may_ever_hold() -> None:
-    """hpa-fits (docs/serving.md): the team's quota 4 + borrowingLimit 2 = 6 GPUs; an HPA of a 1-GPU
-    Deployment up to 6 replicas is fine, 7 is refused naming the fix; the burst HPA of an autoscaled
-    service counts its floor too; a target the cache has not seen is not judged; UPDATE: only new."""
+def test_an_hpa_may_scale_only_gpu_work_kueue_queues() -> None:
+    """hpa-queued (docs/serving.md): an HPA of a GPU Deployment Kueue does not queue is refused (its replicas
+    would run outside the quota); one of a queued Deployment is allowed, with a warning when its
+    maxReplicas (a service's burst HPA: with its floor) pass the team's quota 4 + borrowingLimit 2; a
+    target the cache has not seen, or CPU-only, is not judged; on UPDATE only a new finding denies."""
     from dataclasses import replace
 
     from admission.state import CachedDeployment, TeamCap
 
     floor, burst = _autoscaled()
-    objs = [*cluster_objects(), floor, burst]
     raw = copy.deepcopy(floor)
     raw["metadata"]["name"] = "raw"
     raw["metadata"]["labels"] = {}
-    objs.append(raw)
-    st = ClusterState.from_objects(objs)
+    st = ClusterState.from_objects([*cluster_objects(), floor, burst, raw])
     st = replace(st, team_caps={**st.team_caps, TEAM: TeamCap(4, 2)})
-    assert st.deployments[(TEAM, "llm")] == CachedDeployment(1, 1, "floor", "llm")
-    assert st.deployments[(TEAM, "raw")] == CachedDeployment(1, 1, None, None)
+    assert st.deployments[(TEAM, "llm")] == CachedDeployment(1, 1, "floor", "llm", "default")
+    assert st.deployments[(TEAM, "raw")] == CachedDeployment(1, 1, None, None, None)
 
     def hpa(target: str, high: int) -> dict:
         return {
@@ -867,16 +866,17 @@ def test_an_hpa_may_not_scale_past_what_its_team_may_ever_hold() -> None:
             },
         }
 
-    assert check(hpa("raw", 6), st=st).allowed
-    v = only(hpa("raw", 7), "hpa-fits", st=st)
-    assert "7 replicas x 1 GPU(s) = 7 GPUs, more than team" in v.message()
-    assert "lower maxReplicas to at most 6" in v.message()
-    # The service's burst HPA: floor 1 + burst 5 = 6 fits; burst 6 does not.
-    assert check(hpa("llm-burst", 5), st=st).allowed
-    assert "with its service's floor of 1" in only(hpa("llm-burst", 6), "hpa-fits", st=st).message()
-    # Not judged: a target the cache has not seen, or a team with no cap of its own.
+    v = only(hpa("raw", 2), "hpa-queued", st=st)
+    assert "which Kueue does not queue (no kueue.x-k8s.io/queue-name)" in v.message()
+    assert "add the label kueue.x-k8s.io/queue-name: default" in v.message()
+    # The service's burst HPA: floor 1 + burst 5 = 6 fits the cap silently; 6 more is allowed and warned.
+    assert check(hpa("llm-burst", 5), st=st).warnings == ()
+    over = check(hpa("llm-burst", 6), st=st)
+    assert over.allowed and over.violations == ()
+    (warning,) = over.warnings
+    assert "with its service's floor of 1" in warning and "= 7 GPUs, more than team" in warning
+    # Not judged: a target the cache has not seen.
     assert check(hpa("not-yet", 100), st=st).allowed
-    assert check(hpa("raw", 100), st=replace(st, team_caps={TEAM: TeamCap(4, None)})).allowed
-    # UPDATE: an HPA that was already past the cap is not refused for another change (lowering it, say).
-    assert check(hpa("raw", 8), st=st, op="UPDATE", old=hpa("raw", 9)).allowed
-    only(hpa("raw", 9), "hpa-fits", st=st, op="UPDATE", old=hpa("raw", 6))
+    # UPDATE: an HPA of an unqueued Deployment already is not refused for another change; a new one is.
+    assert check(hpa("raw", 3), st=st, op="UPDATE", old=hpa("raw", 2)).allowed
+    only(hpa("raw", 3), "hpa-queued", st=st, op="UPDATE", old=hpa("not-yet", 2))
