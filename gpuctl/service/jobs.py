@@ -145,6 +145,7 @@ def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
         job = Job(
             _kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos, pod_words=words, burst=burst
         )
+        job.pod_workloads = pod_wls
         jobs.append(job)
     return jobs
 

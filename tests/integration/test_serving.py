@@ -239,7 +239,9 @@ def test_a_service_at_its_maximum_on_a_capped_team_runs_the_cap_and_the_rest_wai
     assert _cli(stack.cluster, "describe", "job", "llm", "-n", ns, "-o", "json") == 0
     described = json.loads(capsys.readouterr().out)["autoscaling"]
     assert [w["pod"] for w in described["waitingReplicas"]] == _gated(burst)
-    assert all(f"{ns} uses 3 of its 3 GPUs" in w["reason"] for w in described["waitingReplicas"]), described
+    assert all(f"{ns} uses 3 of its 3 GPUs" in w["reason"] for w in described["waitingReplicas"]), described[
+        "waitingReplicas"
+    ]
     # When at the latest: the GPUs are held by a service without maxRuntime (no bound), said as such.
     assert all(w["when"] for w in described["waitingReplicas"]), described
     assert described["metric"]["name"] == "concurrency" and described["metric"]["target"] == "10"
