@@ -106,28 +106,25 @@ def budget_flavor() -> dict:
     }
 
 
+def _priority_class(name: str, value: int, description: str) -> dict:
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "WorkloadPriorityClass",
+        "metadata": _meta(name),
+        "value": value,
+        "description": description,
+    }
+
+
 def workload_priority_classes() -> list[dict]:
     """gpuctl's priorities, then an autoscaled service's floor (above high: the team's own work never
     preempts it) and burst (below low: the first replica to yield), docs/serving.md."""
     jobs = [
-        {
-            "apiVersion": KUEUE_API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": _meta(PRIORITY_CLASS[p]),
-            "value": PRIORITY_VALUE[p],
-            "description": f"{Labels.PRIORITY}={p.value}",
-        }
+        _priority_class(PRIORITY_CLASS[p], PRIORITY_VALUE[p], f"{Labels.PRIORITY}={p.value}")
         for p in Priority
     ]
     tiers = [
-        {
-            "apiVersion": KUEUE_API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": _meta(SERVING_CLASS[t]),
-            "value": SERVING_VALUE[t],
-            "description": f"{Labels.SERVING_TIER}={t.value}",
-        }
-        for t in Tier
+        _priority_class(SERVING_CLASS[t], SERVING_VALUE[t], f"{Labels.SERVING_TIER}={t.value}") for t in Tier
     ]
     return jobs + tiers
 

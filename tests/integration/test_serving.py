@@ -198,13 +198,14 @@ def _load_floor(stack: Stack, kube, ns: str, svc: str, per_pod: int) -> list[str
 
 
 def _burst(kube, ns: str, svc: str, running: int, gated: int, timeout: float = 120) -> list[dict]:
-    def check() -> list[dict] | None:
+    def check() -> tuple[list[dict]] | None:  # a tuple: no pods at all is an answer too
         pods = _pods(kube, ns, svc, "burst")
-        return pods if (len(_running(pods)), len(_gated(pods))) == (running, gated) else None
+        return (pods,) if (len(_running(pods)), len(_gated(pods))) == (running, gated) else None
 
-    return wait_until(
+    found = wait_until(
         check, timeout, 1, what=f"{ns}/{svc}: {running} burst replica(s) running, {gated} waiting"
     )
+    return found[0]
 
 
 def _job_rows(stack: Stack, capsys, ns: str) -> list[dict]:
@@ -262,17 +263,17 @@ def test_a_high_priority_job_of_the_team_takes_burst_replicas_never_the_floor(
     wait_until(lambda: _team_gpus(kube, ns) == 4, 60, what="the team at its 4 GPUs again")
     # A second high job finds only the floor left: it waits, the floor runs on.
     _training(stack, ns, "urgent-2", gpus=2, priority="high")
-    wl = wait_until(
-        lambda: next(
-            (w for w in kube.list(path("Workload", namespace=ns)) if "urgent-2" in w["metadata"]["name"]),
-            None,
-        ),
-        60,
-        what="the second job's Workload",
-    )
-    assert not any(
-        c["type"] == "QuotaReserved" and c["status"] == "True" for c in wl["status"].get("conditions", [])
-    )
+
+    def judged() -> dict | None:  # Kueue tried it: QuotaReserved False, with why it waits
+        for w in kube.list(path("Workload", namespace=ns)):
+            conds = {c["type"]: c for c in (w.get("status") or {}).get("conditions") or []}
+            if "urgent-2" in w["metadata"]["name"] and "QuotaReserved" in conds:
+                return conds["QuotaReserved"]
+        return None
+
+    cond = wait_until(judged, 60, what="Kueue's verdict on the second job")
+    assert cond["status"] == "False", cond
+    assert _team_gpus(kube, ns) == 4
     assert _running(_pods(kube, ns, "llm", "floor")) == floor, "the floor's replicas are the same pods"
 
 
