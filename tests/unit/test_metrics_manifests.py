@@ -69,7 +69,7 @@ def _exported_names() -> set[str]:
             "namespace": "team-a",
             "uid": "floor-1",
             "resourceVersion": "1",
-            "labels": {"app": "llm", "runwhere.ai/serving-tier": "floor", "runwhere.ai/job-type": "inference"},
+            "labels": {"app": "llm", "runwhere.ai/serving-tier": "floor"},
         },
         "spec": {"replicas": 1, "template": {"spec": {"containers": []}}},
         "status": {"readyReplicas": 1},
