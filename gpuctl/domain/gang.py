@@ -248,16 +248,22 @@ def tolerates_set_aside(pod_spec: Mapping[str, Any] | None) -> bool:
 
 
 def gang_never_fits(
-    pool: str, nodes: Iterable[tuple[str, int, Mapping[str, str]]], pods: int, gpus: int, level: str = ""
+    pool: str, nodes: Iterable[tuple[str, int, Mapping[str, str], bool]], pods: int, gpus: int, level: str = ""
 ) -> str:
-    """Why `pods` pods of `gpus` GPUs each can never run at once in `pool` even with every node empty ("" when
+    """Why `pods` pods of `gpus` GPUs each cannot run at once in `pool` even with every node empty ("" when
     they can): more pods than its nodes hold (Kueue puts several on one node where they fit), or than the
-    largest domain of the required topology `level` holds. `nodes`: (name, GPUs, labels) of the pool's
-    nodes. Not judged: a pool without nodes, a pod bigger than every node (its own rule), one pod, no GPUs."""
-    nodes = list(nodes)
-    if pods < 2 or gpus <= 0 or not nodes or gpus > max(g for _, g, _ in nodes):
+    largest domain of the required topology `level` holds. `nodes`: (name, GPUs, labels, counts) of every
+    node of the pool; only those that count (gpuctl.domain.pools.node_ready: Ready, not cordoned) hold pods,
+    the others are named in the text. The one judgement of `gpuctl create`'s precheck and the webhook's
+    `gang-fits`. Not judged: a pool without a counted node, a pod bigger than every counted node (its own
+    rule), one pod, no GPUs."""
+    every = list(nodes)
+    counted = [(n, g, lb) for n, g, lb, counts in every if counts]
+    if pods < 2 or gpus <= 0 or not counted or gpus > max(g for _, g, _ in counted):
         return ""
-    holds = {n: g // gpus for n, g, _ in nodes}
+    left = len(every) - len(counted)
+    aside = f"; {left} more NotReady or cordoned, not counted" if left else ""
+    holds = {n: g // gpus for n, g, _ in counted}
     what = f"{pods} pods x {gpus} GPUs"
     if not level:
         total = sum(holds.values())
@@ -265,20 +271,21 @@ def gang_never_fits(
         return (
             ""
             if total >= pods
-            else f"{what} never fit in pool {pool}: its {len(nodes)} node(s) hold {total} such pods at most "
-            f"({fit} with {gpus} GPUs)"
+            else f"{what} never fit in pool {pool}: its {len(counted)} node(s) hold {total} such pods at most "
+            f"({fit} with {gpus} GPUs{aside})"
         )
     short = level.rsplit("/", 1)[-1]
     domains: dict[str, int] = {}
-    for n, _, node_labels in nodes:
+    for n, _, node_labels in counted:
         value = n if level == HOSTNAME_LABEL else node_labels.get(level)
         if value is not None:
             domains[value] = domains.get(value, 0) + holds[n]
     if not domains:
-        return f"{what} must share one {short} ({level}), but no node of pool {pool} has that label"
+        return f"{what} must share one {short} ({level}), but no node of pool {pool} has that label{aside}"
     best, most = max(domains.items(), key=lambda kv: (kv[1], kv[0]))
     return (
         ""
         if most >= pods
         else f"{what} never fit in one {short} of pool {pool}: the largest ({best}) holds {most} such pods"
+        f"{aside}"
     )

@@ -172,7 +172,6 @@ def plan_set_aside(
             for n in nodes
             if node_pool(n) == pool
             and node_ready(n)
-            and not (n.get("spec") or {}).get("unschedulable")
             and marked.get(name(n)) in (None, g.key)
         ]
         chosen = choose_nodes(g, candidates, levels.get(pool, ()), pods_on)

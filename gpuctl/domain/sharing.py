@@ -394,7 +394,8 @@ _MODE_ORDER = (Mode.MIG_MIXED, Mode.MIG_SINGLE, Mode.MPS, Mode.TIME_SLICING)
 
 
 def pool_sharing(nodes: list[Mapping[str, Any]]) -> PoolSharing:
-    """The sharing of a pool from its nodes (the caller passes the pool's Ready, schedulable ones)."""
+    """The sharing of a pool from the nodes given: its nodes that count, which
+    gpuctl.domain.pools.pools_sharing chooses (`node_ready`) for every caller."""
     per = [node_sharing(n) for n in nodes]
     modes = {s.mode for s in per}
     mode = next((m for m in _MODE_ORDER if m in modes), Mode.NONE)
