@@ -248,7 +248,11 @@ def tolerates_set_aside(pod_spec: Mapping[str, Any] | None) -> bool:
 
 
 def gang_never_fits(
-    pool: str, nodes: Iterable[tuple[str, int, Mapping[str, str], bool]], pods: int, gpus: int, level: str = ""
+    pool: str,
+    nodes: Iterable[tuple[str, int, Mapping[str, str], bool]],
+    pods: int,
+    gpus: int,
+    level: str = "",
 ) -> str:
     """Why `pods` pods of `gpus` GPUs each cannot run at once in `pool` even with every node empty ("" when
     they can): more pods than its nodes hold (Kueue puts several on one node where they fit), or than the
@@ -271,8 +275,8 @@ def gang_never_fits(
         return (
             ""
             if total >= pods
-            else f"{what} never fit in pool {pool}: its {len(counted)} node(s) hold {total} such pods at most "
-            f"({fit} with {gpus} GPUs{aside})"
+            else f"{what} never fit in pool {pool}: its {len(counted)} node(s) hold {total} such pods "
+            f"at most ({fit} with {gpus} GPUs{aside})"
         )
     short = level.rsplit("/", 1)[-1]
     domains: dict[str, int] = {}

@@ -170,9 +170,7 @@ def plan_set_aside(
         candidates = [
             n
             for n in nodes
-            if node_pool(n) == pool
-            and node_ready(n)
-            and marked.get(name(n)) in (None, g.key)
+            if node_pool(n) == pool and node_ready(n) and marked.get(name(n)) in (None, g.key)
         ]
         chosen = choose_nodes(g, candidates, levels.get(pool, ()), pods_on)
         if chosen is None:
