@@ -44,7 +44,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import COHORT_NAME, CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE, SLICES_USED_ANNOTATION
 from gpuctl.domain.gpus import gpu_requests_by_pool, pod_spec_gpu_requests
-from gpuctl.domain.objects import annotations, is_gpuctl_object, name
+from gpuctl.domain.objects import annotations, is_gpuctl_object, name, pod_finished
 from gpuctl.domain.pools import node_pool, node_ready, node_taints, pools_sharing, stale_flavors
 from gpuctl.domain.sharing import PoolSharing, slices_used_text
 from gpuctl.domain.teams import cohort_spec_equal, desired_cohort
@@ -81,7 +81,7 @@ def slice_fingerprint(pod: dict | None) -> tuple | None:
     slices = tuple(sorted((r, n) for r, n in pod_spec_gpu_requests(spec).items() if r != GPU_RESOURCE))
     if not slices:
         return None
-    return slices, spec.get("nodeName"), (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return slices, spec.get("nodeName"), pod_finished(pod)
 
 
 class Reconciler:
