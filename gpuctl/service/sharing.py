@@ -6,6 +6,8 @@ error a user sees (file, job, field, fix). docs/sharing.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpuctl.builders import TargetPool
 from gpuctl.cluster.reader import Reader
 from gpuctl.constants import Labels
@@ -13,8 +15,11 @@ from gpuctl.domain.pools import pools_sharing
 from gpuctl.domain.sharing import Mode, PoolSharing, ShareError, choose_slice
 from gpuctl.service.errors import ServiceError
 
+if TYPE_CHECKING:
+    from gpuctl.spec.share import GpuShare
 
-def share_facts(reader: Reader, where: str, pool: str, share: str) -> TargetPool:
+
+def share_facts(reader: Reader, where: str, pool: str, share: GpuShare) -> TargetPool:
     """The TargetPool that makes a job's `gpu-share` one slice on `pool`: the smallest MIG profile of the
     pool's GPU model holding the memory asked for (or the profile named), or one time-slicing / MPS
     replica. Refused, naming the fix, on a pool that does not share its GPUs or lacks the profile. The
