@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import yaml
 
 from gpuctl.builders import TargetPool, build
-from gpuctl.builders.gang import topology_level
+from gpuctl.builders.common import pod_template, with_labels
+from gpuctl.builders.gang import gang_job_spec, topology_level
 from gpuctl.constants import (
     GANG_ENV,
     GANG_PLACEMENT,
@@ -79,6 +82,24 @@ def test_two_nodes_are_one_indexed_job_and_a_headless_service() -> None:
     assert svc["metadata"]["labels"]["runwhere.ai/job-type"] == "training"  # `delete job` removes it
     # No partial admission: Kueue admits all pods or none.
     assert not any("min-parallelism" in k for k in job["metadata"].get("annotations", {}))
+
+
+def test_builders_return_what_they_build_and_change_nothing_they_are_given() -> None:
+    """gpuctl.builders.gang.gang_job_spec reads the one-pod template the training builder made and returns
+    a new spec (it rewrote that Job in place before); the Deployment builder adds its labels the same way."""
+    (doc,) = load_text(
+        _doc({"nodes": 2, "tolerations": ["a=b:NoSchedule"]}, env=[{"name": "X", "value": "1"}])
+    )
+    template = pod_template(doc.spec, "team-a", app_label=False, restart_policy="Never")
+    before = copy.deepcopy(template)
+    spec = gang_job_spec(doc.spec, TargetPool(name="training-pool"), template)
+    assert template == before
+    tmpl = spec["template"]
+    assert tmpl["spec"]["subdomain"] == "svc-llama" and len(tmpl["spec"]["tolerations"]) == 2
+    assert TAS_UNCONSTRAINED not in tmpl["metadata"]["annotations"]
+    service = {"metadata": {"name": "s", "labels": {"a": "1"}}, "spec": {}}
+    assert with_labels(service, {"b": "2"})["metadata"]["labels"] == {"a": "1", "b": "2"}
+    assert service["metadata"]["labels"] == {"a": "1"}
 
 
 def test_launcher_environment() -> None:
