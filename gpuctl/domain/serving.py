@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuctl.constants import AUTOSCALING_METRICS, METRIC_FLOOR_LABEL, Labels, Tier
-from gpuctl.domain.objects import labels
-from gpuctl.domain.status import is_gated, pod_finished
+from gpuctl.domain.objects import labels, pod_finished
+from gpuctl.domain.status import is_gated
 
 _METRIC_OF = {name: metric for metric, name in AUTOSCALING_METRICS.items()}
 
