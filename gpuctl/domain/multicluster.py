@@ -1,4 +1,4 @@
-"""Pools in several clusters (issue 24, docs/multicluster.md): pure rules over plain dicts, no I/O.
+"""Pools in several clusters (docs/multicluster.md): pure rules over plain dicts, no I/O.
 
 - Which worker clusters is a pool in? (the POOL_CLUSTERS_ANNOTATION of its flavor in the manager)
 - Is this cluster a MultiKueue manager? (some pool is in a worker cluster)

@@ -90,8 +90,10 @@ class ServerContext:
     reconciler: Reconciler | None = None
     backstop: Backstop | None = None
     defrag: Defragmenter | None = None
-    set_aside: SetAside | None = None  # issue 31: nodes held for the oldest waiting gang (with --defrag)
-    mirror: GangServiceMirror | None = None  # issue 31: a gang's Service copied to its MultiKueue worker
+    # nodes held for the oldest waiting gang (--defrag; docs/distributed.md, No starvation)
+    set_aside: SetAside | None = None
+    # a gang's Service copied to its MultiKueue worker (docs/distributed.md, Across clusters)
+    mirror: GangServiceMirror | None = None
     history: HistoryRecorder | None = None
     elector: LeaderElector | None = None
     reloader: CertReloader | None = None

@@ -1,5 +1,5 @@
-"""Multi-node jobs (issue 31, docs/distributed.md): what a submission needs to know of its pool. Loaded
-by the write paths only (it imports the builders, hence the spec models)."""
+"""Multi-node jobs (docs/distributed.md, "A gang, always: the policies"): what a submission needs to know of
+its pool. Loaded by the write paths only (it imports the builders, hence the spec models)."""
 
 from __future__ import annotations
 

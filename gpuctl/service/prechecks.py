@@ -78,7 +78,7 @@ class _Known:
     teams: set[str]
     pools: set[str]
     flavors: list[dict]
-    remote: dict[str, list[str]]  # pool -> its worker clusters (issue 24)
+    remote: dict[str, list[str]]  # pool -> its worker clusters (docs/multicluster.md)
 
     @classmethod
     def read(
@@ -102,7 +102,7 @@ class _Known:
         if {p for d in jobs for p in d.spec.resources.pools_allowed or ()} - pools:
             flavors = reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)
             pools |= set(pool_names(flavors))
-        # Pools in worker clusters (issue 24) take only the kinds MultiKueue carries.
+        # Pools in worker clusters (docs/multicluster.md) take only the kinds MultiKueue carries.
         remote = remote_pools(flavors)
         remote.update(
             {d.spec.pool.name: sorted(d.spec.pool.clusters) for d in docs if isinstance(d.spec, PoolSpec)}

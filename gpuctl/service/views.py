@@ -86,13 +86,13 @@ class JobDescription:
     estimate: dict[str, Any] | None = None
     # Why defragmentation last moved it (gpuctl.domain.defrag.moved_reason) and when; None if never.
     moved: str | None = None
-    # A MultiKueue manager's job (issue 24): the worker cluster running it (or the clusters it is offered
-    # to), and the manager's MultiKueue check: its state and message.
+    # A MultiKueue manager's job (docs/multicluster.md): the worker cluster running it (or the clusters it is
+    # offered to), and the manager's MultiKueue check: its state and message.
     cluster: str | None = None
     multikueue: dict[str, Any] | None = None
     # Why the pods of a job in a worker cluster were not read (no context for it, unreachable); None: read.
     pods_error: str | None = None
-    # A multi-node job (issue 31, gang_view): its size and ranks; None for one pod.
+    # A multi-node job (docs/distributed.md; gang_view): its size and ranks; None for one pod.
     gang: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
