@@ -197,7 +197,7 @@ def describe_pool(args: argparse.Namespace) -> int:
             ("Node Count", len(d["nodes"])),
         ]
     )
-    if d["slices"]:  # issue 32: slices per MIG profile / shared replicas (docs/sharing.md)
+    if d["slices"]:  # slices per MIG profile / shared replicas (docs/sharing.md, What gpuctl shows)
         print("Slices:")
         table(
             ["  PROFILE", "RESOURCE", "TOTAL", "USED", "FREE"],

@@ -149,7 +149,7 @@ def job_pool(*objects: Mapping[str, Any] | None) -> str | None:
     1. runwhere.ai/pool on any of them: the single pool the job names (gpuctl puts it on each of its
        objects, Kueue copies it to the Workload: labelKeysToCopy);
     2. else the pool Kueue admitted a Workload to (the flavor of its GPUs, status.admission): where a job
-       of several pools (`pool: [P, Q]`, issue 23, no label) runs while it holds quota;
+       of several pools (`pool: [P, Q]`, no label; docs/queueing.md) runs while it holds quota;
     3. else the pool a pod spec selects (nodeSelector runwhere.ai/pool): what gpuctl's builders write
        for a single pool, and what Kueue writes from the admitted flavor's nodeLabels into an admitted
        Job's template and into the pods it ungates (so a Job read without its Workload, or such a pod,
@@ -176,9 +176,9 @@ def job_pool(*objects: Mapping[str, Any] | None) -> str | None:
 
 
 def pool_choice(obj: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """For a job that names no single pool (issue 23): the pools its required node affinity lists
-    (`runwhere.ai/pool In [...]`, gpuctl's `pool: [P, Q]`) and the GPU types it asks for (any of gpuctl's
-    GPU type keys), in order; empty tuples when it says none."""
+    """For a job that names no single pool (docs/queueing.md, "Jobs that may run in any pool"): the pools its
+    required node affinity lists (`runwhere.ai/pool In [...]`, gpuctl's `pool: [P, Q]`) and the GPU types it
+    asks for (any of gpuctl's GPU type keys), in order; empty tuples when it says none."""
     pools: list[str] = []
     types: list[str] = []
     for spec in _pod_specs(obj):

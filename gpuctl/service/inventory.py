@@ -97,7 +97,8 @@ def _may_wait(kind: str, obj: dict) -> bool:
     for."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     if kind == "Job":
-        # MultiKueue's Job on a manager (issue 24) has no pod here: its Workload says where and how it is.
+        # MultiKueue's Job on a manager (docs/multicluster.md) has no pod here: its Workload says where and
+        # how it is.
         return bool(spec.get("suspend")) or spec.get("managedBy") == MULTIKUEUE_CONTROLLER
     if kind in ("StatefulSet", "Deployment"):
         wanted = 1 if spec.get("replicas") is None else int(spec["replicas"])

@@ -80,8 +80,8 @@ class Job:
     reason: str = ""
     position: int | None = None
     service: dict | None = None
-    # The worker cluster that runs it (a MultiKueue manager's job, issue 24) and the connection its pods
-    # were read through (find_job); None: this cluster.
+    # The worker cluster that runs it (a MultiKueue manager's job, docs/multicluster.md) and the connection
+    # its pods were read through (find_job); None: this cluster.
     cluster: str | None = None
     member: Cluster | None = None
     # Pod uid -> its status word (pod_status with the pod's own Workload), computed once per pod.
@@ -417,8 +417,8 @@ def find_job(
 
 
 def read_worker_pods(cluster: Cluster, job: Job) -> None:
-    """A job MultiKueue runs in a worker cluster (issue 24): its pods are there (the manager's Job has
-    none), read through the caller's context of that worker (gpuctl.service.members). ServiceError when
+    """A job MultiKueue runs in a worker cluster (docs/multicluster.md): its pods are there (the manager's Job
+    has none), read through the caller's context of that worker (gpuctl.service.members). ServiceError when
     they cannot be read; nothing to do for a job of this cluster."""
     where = placement(job.workload)
     if where is None or not where.cluster or job.pods:

@@ -159,8 +159,8 @@ def submit(
 
 
 def _apply_pool(cluster: Cluster, spec: PoolSpec, source: str, *, create: bool, dry_run: DryRun) -> list[str]:
-    """A pool of this cluster's nodes, or of worker clusters' (pool.clusters, issue 24: kubeconfig files
-    are relative to the document's own file). One Inventory for every check before the first write."""
+    """A pool of this cluster's nodes, or of worker clusters' (pool.clusters, docs/multicluster.md: kubeconfig
+    files are relative to the document's own file). One Inventory for every check before the first write."""
     from gpuctl.service.multicluster import apply_remote_pool, check_local_pool  # noqa: PLC0415 - lazy: job create
     from gpuctl.service.pools import apply_pool  # noqa: PLC0415 - lazy: job create
 

@@ -15,7 +15,7 @@ from gpuctl.domain.multicluster import refused_kind, remote_pools
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
-from gpuctl.service.gang_facts import gang_pool_facts
+from gpuctl.service.gang import gang_pool_facts
 from gpuctl.service.inventory import CONTROLLER_KINDS, JOB_SELECTOR, MANAGED_SELECTOR
 from gpuctl.service.serving import check_autoscaled
 from gpuctl.service.sharing import share_facts
@@ -84,7 +84,7 @@ class _Known:
     teams: set[str]
     pools: set[str]
     flavors: list[dict]
-    remote: dict[str, list[str]]  # pool -> its worker clusters (issue 24)
+    remote: dict[str, list[str]]  # pool -> its worker clusters (docs/multicluster.md)
     cluster_queues: list[dict] = field(default_factory=list)  # gpuctl's, when read
 
     @classmethod
@@ -110,7 +110,7 @@ class _Known:
         if {p for d in jobs for p in d.spec.resources.pools_allowed or ()} - pools:
             flavors = reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)
             pools |= set(pool_names(flavors))
-        # Pools in worker clusters (issue 24) take only the kinds MultiKueue carries.
+        # Pools in worker clusters (docs/multicluster.md) take only the kinds MultiKueue carries.
         remote = remote_pools(flavors)
         remote.update(
             {d.spec.pool.name: sorted(d.spec.pool.clusters) for d in docs if isinstance(d.spec, PoolSpec)}

@@ -36,7 +36,7 @@ local Prometheus finds the pods through HTTP service discovery here instead:
 Families (FAMILIES below) are the series of one kind of exporter. `vllm` is per pod (vLLM's /metrics,
 scraped at the pod). A node-level exporter whose series name the pod in labels, such as dcgm-exporter
 (DCGM_FI_DEV_GPU_UTIL{gpu, UUID, namespace, pod, container, GPU_I_PROFILE, ...}), is added as another
-family with its own path and label set (issue 40); the set API and the text writer are shared.
+family with its own path and label set (GPU use per job); the set API and the text writer are shared.
 """
 
 from __future__ import annotations
