@@ -30,6 +30,9 @@ MIG_PROFILE: Final = "mig-profile"
 # outside a gang.
 GANG_FITS: Final = "gang-fits"
 SET_ASIDE_TOLERATION: Final = "set-aside-toleration"
+# Autoscaled services (docs/serving.md): an HPA may scale only GPU work Kueue queues (replicas past the
+# team's quota then wait at the gate instead of running unaccounted).
+HPA_QUEUED: Final = "hpa-queued"
 # Outside team namespaces (docs/security.md, 2): pool nodes run only Kueue-admitted work.
 POOL_TOLERATION: Final = "pool-toleration"
 POOL_SELECTION: Final = "pool-selection"
@@ -37,5 +40,15 @@ POOL_NODE_NAME: Final = "pool-node-name"
 # Rules whose verdict depends on what the cache has seen: a denial by these alone may be watch lag (a pool
 # created a millisecond before its nodes are labelled), so the server re-checks it once the cache moves.
 CACHE_RULES: Final = frozenset(
-    {GPU_QUEUE, GPU_TOPOLOGY, POOL_EXISTS, POOL_PLACEMENT, GPU_FITS_NODE, NODE_POOL, MIG_PROFILE, GANG_FITS}
+    {
+        GPU_QUEUE,
+        GPU_TOPOLOGY,
+        POOL_EXISTS,
+        POOL_PLACEMENT,
+        GPU_FITS_NODE,
+        NODE_POOL,
+        MIG_PROFILE,
+        GANG_FITS,
+        HPA_QUEUED,
+    }
 )

@@ -46,6 +46,31 @@ DEFAULT_PRIORITY: Final = Priority.MEDIUM
 # PriorityClasses so that dashboards and habits carry over.
 PRIORITY_CLASS: Final = {p: f"gpuctl-{p.value}" for p in Priority}
 PRIORITY_VALUE: Final = {Priority.HIGH: 1_000_000, Priority.MEDIUM: 500_000, Priority.LOW: 100}
+
+
+class Tier(StrEnum):
+    """The two halves of an autoscaled service (docs/serving.md): the floor (minReplicas, a Deployment of
+    its own) and the burst above it (the Deployment the HorizontalPodAutoscaler scales)."""
+
+    FLOOR = "floor"
+    BURST = "burst"
+
+
+# The WorkloadPriorityClasses of an autoscaled service's pods. Kueue's withinClusterQueue: LowerPriority
+# never lets a team's own work preempt the floor (above high), and its candidate order (lower priority
+# first, queues/objects.cluster_queue) makes the burst the first replica preempted or reclaimed (below low).
+# Another team's reclaim takes from a team only while it is over its quota, so a floor inside the quota
+# stays.
+SERVING_CLASS: Final = {Tier.FLOOR: "gpuctl-serving-floor", Tier.BURST: "gpuctl-serving-burst"}
+SERVING_VALUE: Final = {Tier.FLOOR: 2_000_000, Tier.BURST: 10}
+# The burst Deployment of service <name> is <name>-burst; the HPA that scales it is <name>.
+BURST_SUFFIX: Final = "-burst"
+# The external metrics (manifests/prometheus/adapter-rules.yaml) per `service.autoscaling.metric`, and the
+# label keys of the HPA's metric selector that name the service and the floor's load.
+AUTOSCALING_METRICS: Final = {"concurrency": "gpuctl_burst_concurrency", "rps": "gpuctl_burst_rps"}
+METRIC_JOB_LABEL: Final = "gpuctl_job"
+METRIC_FLOOR_LABEL: Final = "floor"
+
 # Work that borrows from other teams may preempt their borrowed work only up to this priority
 # (Kueue's borrowWithinCohort.maxPriorityThreshold): medium and low can be taken back, high never.
 BORROW_PREEMPT_THRESHOLD: Final = PRIORITY_VALUE[Priority.MEDIUM]
@@ -69,6 +94,8 @@ class Labels:
     # Per-pool guarantees of a quota as written (JSON), kept on the team ClusterQueue for display.
     POOL_GUARANTEES: Final = "runwhere.ai/pool-guarantees"  # annotation
     TEAM: Final = "runwhere.ai/team"
+    # floor | burst on an autoscaled service's Deployments and pods (Tier).
+    SERVING_TIER: Final = "runwhere.ai/serving-tier"
 
     APP: Final = "app"
     JOB_NAME: Final = "job-name"  # set on pods by the Job controller
@@ -98,6 +125,7 @@ KNOWN_RUNWHERE_KEYS: Final = (
     Labels.PORT,
     Labels.DESCRIPTION,
     Labels.TEAM,
+    Labels.SERVING_TIER,
 )
 
 MANAGED_BY_VALUE: Final = "gpuctl"
@@ -227,7 +255,10 @@ CONTAINER_WAITING_REASONS: Final = frozenset(
 # Annotation gpuctl writes on the workloads it submits: a hash of the spec, so `apply` can say "unchanged".
 SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
 # runwhere.ai/ keys gpuctl writes that were added after KNOWN_RUNWHERE_KEYS; the webhook accepts both tuples.
-EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)
+# An autoscaled service that `gpuctl stop` scaled to zero: its floor's replicas before, which `resume`
+# restores (docs/serving.md). On the floor Deployment.
+SERVICE_STOPPED_ANNOTATION: Final = "runwhere.ai/stopped-replicas"
+EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION, SERVICE_STOPPED_ANNOTATION)
 
 # ---- serve: the backstop (gpuctl.domain.coverage, gpuctl.server.backstop; docs/security.md, 4)
 # Kueue writes this annotation (the Workload's name) on the pods it admits with Topology Aware Scheduling.

@@ -40,6 +40,7 @@ from gpuctl.constants import (
     AUDIT_ACTIVE_MANAGER_PREFIX,
     AUDIT_ACTIVE_SET_BY_ANNOTATION,
     AUDIT_SUBMITTED_BY_ANNOTATION,
+    BURST_SUFFIX,
     DEACTIVATED_MAX_RUNTIME,
     DEACTIVATED_REQUEUE_LIMIT,
     DEFRAG_EVENT_REASON,
@@ -49,6 +50,8 @@ from gpuctl.constants import (
     HISTORY_MAX_BYTES,
     HISTORY_MAX_RECORDS,
     HISTORY_SAME_SECONDS,
+    SERVING_CLASS,
+    Tier,
 )
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import annotations, condition, meta, name, namespace, owner_ref, parse_time, uid
@@ -130,7 +133,12 @@ def job_name(wl: Mapping[str, Any]) -> str:
         return name(wl)
     if owner.get("kind") == "Pod":
         parts = str(owner.get("name") or "").rsplit("-", 2)
-        return parts[0] if len(parts) == 3 else str(owner.get("name") or "")
+        deployment = parts[0] if len(parts) == 3 else str(owner.get("name") or "")
+        # An autoscaled service's burst replica (docs/serving.md): the service is the job.
+        burst = ((wl.get("spec") or {}).get("priorityClassRef") or {}).get("name") == SERVING_CLASS[
+            Tier.BURST
+        ]
+        return deployment.removesuffix(BURST_SUFFIX) if burst else deployment
     return str(owner.get("name") or name(wl))
 
 

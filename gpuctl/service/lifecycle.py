@@ -36,6 +36,7 @@ from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exc
 from gpuctl.service.inventory import CONTROLLER_KINDS, Inventory
 from gpuctl.service.plan import object_label
 from gpuctl.service.prechecks import precheck_jobs, taken_name
+from gpuctl.service.serving import HPA, hpa_refused, start_burst_at_zero
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 
 if TYPE_CHECKING:
@@ -299,8 +300,12 @@ def _write_objects(
                     except ApiError as e:
                         if e.status == 409 and o["kind"] in CONTROLLER_KINDS:
                             raise taken_name(o, o["kind"], source) from None
+                        if o["kind"] == HPA:
+                            raise hpa_refused(o, e) from None
                         raise
                 done.append(o)
+                if dry_run.persists and o["kind"] == HPA:
+                    start_burst_at_zero(cluster, o)
         except Exception:
             if dry_run.persists:
                 for o in reversed(done):
@@ -314,6 +319,8 @@ def _write_objects(
         if existing is None:
             if writes:
                 cluster.create(o, dry_run=server_dry)
+                if dry_run.persists and o["kind"] == HPA:
+                    start_burst_at_zero(cluster, o)
             lines.append(f"{_label(o)} created{gang_note(o)}")
             continue
         if (existing["metadata"].get("annotations") or {}).get(SPEC_HASH) == meta["annotations"][SPEC_HASH]:

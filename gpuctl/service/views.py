@@ -24,6 +24,7 @@ from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, find_job, read_worker_pods
 from gpuctl.service.quotas import quota_rows
+from gpuctl.service.serving import autoscaling_view
 from gpuctl.service.waiting import explain, job_estimate, snapshot_inventory
 
 
@@ -94,6 +95,9 @@ class JobDescription:
     pods_error: str | None = None
     # A multi-node job (docs/distributed.md; gang_view): its size and ranks; None for one pod.
     gang: dict[str, Any] | None = None
+    # An autoscaled service (docs/serving.md, gpuctl.service.serving.autoscaling_view): floor, burst,
+    # desired, running and waiting replicas, the HPA's metric and target, each waiting replica's reason.
+    autoscaling: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -179,11 +183,14 @@ def describe_job(
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,
         gang=gang_view(job.member or cluster, job.obj, job.pods, job.pool),
+        autoscaling=autoscaling_view(job, inv),
     )
 
 
 def _replicas(job: Job) -> int:
     spec = job.obj["spec"]
+    if job.burst is not None:  # an autoscaled service: its floor's and its burst's
+        return int(spec.get("replicas") or 0) + int((job.burst.get("spec") or {}).get("replicas") or 0)
     if job.resource == "Job":
         return int(spec.get("parallelism") or 1)
     return int(spec["replicas"]) if spec.get("replicas") is not None else 1
