@@ -5,7 +5,7 @@ dry runs and the REST API all size through `size` (one rule).
 
 **The rule.** Per pod (every amount under `resources` is per pod, per node of a multi-node job):
 1. On a pool that cuts its GPUs into MIG slices, one slice when one holds the memory: the slice a
-   `gpu-share` of that size gets (gpuctl.domain.sharing.slice_of, the same rule), unless a GPU count is
+   `gpu-share` of that size gets (gpuctl.domain.sharing.choose_slice, the same rule), unless a GPU count is
    given.
 2. Else whole GPUs: the smallest count whose memory (per GPU: the smallest of the pool's GPU nodes',
    gpuctl.domain.gpumodels) holds it. Time-sliced GPUs (no memory of their own) are never counted.
@@ -28,7 +28,15 @@ from typing import Any
 
 from gpuctl.domain.gpumodels import GIB, NodeGpu, ambiguous_name, names_model, node_gpu
 from gpuctl.domain.objects import labels
-from gpuctl.domain.sharing import Mode, PoolSharing, ShareError, Slice, node_sharing, pool_sharing, slice_of
+from gpuctl.domain.sharing import (
+    Mode,
+    PoolSharing,
+    ShareError,
+    Slice,
+    choose_slice,
+    node_sharing,
+    pool_sharing,
+)
 
 
 class SizingError(ValueError):
@@ -84,6 +92,15 @@ def pool_gpus(pool: str, nodes: Sequence[Mapping[str, Any]]) -> PoolGpus:
 
 
 @dataclass(frozen=True)
+class _Asked:
+    """gpuMemory as a gpu-share of that memory (gpuctl.domain.sharing.ShareAsked): the one slice rule."""
+
+    text: str
+    profile: str | None
+    memory: int | None
+
+
+@dataclass(frozen=True)
 class Sizing:
     """What gpuMemory gives each pod: `gpus` whole GPUs, or one `slice` (then gpus is 0)."""
 
@@ -111,7 +128,9 @@ def size(
     mode = facts.sharing.mode
     if slices and not gpus and mode.is_mig:
         try:
-            cut = slice_of(None, memory, shown, pool, mode, facts.sharing.model, facts.sharing.profiles)
+            cut = choose_slice(
+                _Asked(shown, None, memory), pool, mode, facts.sharing.model, facts.sharing.profiles
+            )
         except ShareError as exc:
             if not facts.per_node:
                 raise SizingError(str(exc), "use a pool with whole GPUs (resources.pool)") from None

@@ -120,6 +120,7 @@ def test_webhook_rules_cover_exactly_the_kinds_the_server_reviews():
         ("", "nodes"),
         ("jobset.x-k8s.io", "jobsets"),
         ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        ("autoscaling", "horizontalpodautoscalers"),  # hpa-queued (docs/serving.md)
     }
     # Never a status subresource: status updates carry nothing the rules read.
     assert not any("/" in r for _, r in covered)
