@@ -33,15 +33,24 @@ if ! flock -n 9; then
   flock 9
 fi
 
+CPU=0
+cpu_now() { # CPU <- CPU seconds (user + system) of this shell's finished children (no fork: a subshell has its own)
+  local st; read -ra st <"/proc/$BASHPID/stat"
+  CPU=$(( (st[15] + st[16]) / TICKS ))
+}
+TICKS=$(getconf CLK_TCK)
+
 step() { # step NAME DIR FUNCTION
-  local name=$1 dir=$2 fn=$3 t0
+  local name=$1 dir=$2 fn=$3 t0 c0
   if [[ -f "$dir/.complete" ]]; then echo "build: $name cached in $dir"; return; fi
-  t0=$(date +%s)
+  t0=$(date +%s); cpu_now; c0=$CPU
   echo "build: $name -> $dir"
   mkdir -p "$dir"
   "$fn" "$dir"
   touch "$dir/.complete"
-  echo "build: $name done in $(( $(date +%s) - t0 ))s"
+  # Wall time and CPU time: the machine may be shared, and the CPU seconds are what a step costs.
+  cpu_now
+  echo "build: $name done in $(( $(date +%s) - t0 ))s (cpu $(( CPU - c0 ))s)"
 }
 
 k8s_module() { # k8s_module DIR: a scratch module that builds commands of k8s.io/kubernetes@v$K8S_VERSION
