@@ -237,6 +237,13 @@ UNCOVERED_GRACE_SECONDS: Final = 60.0
 # long, before that grace starts: a deleted Job's or a preempted Workload's pods shut down after Kueue
 # stopped counting them. A longer terminationGracePeriodSeconds does not buy more time off Kueue's books.
 UNCOVERED_TERMINATION_ALLOWANCE_SECONDS: Final = 300.0
+# The longest terminationGracePeriodSeconds a pod (or pod template) in a team namespace may ask for
+# (admission's termination-grace rule, the webhook's --max-termination-grace, the chart's
+# maxTerminationGraceSeconds; `gpuctl create` refuses more). Kueue stops counting a pod once it is
+# terminating, so this bounds how long a stopped or deleted job's pods keep GPUs off Kueue's books; serve's
+# backstop evicts a terminating pod that still holds uncharged GPUs past it (docs/security.md). 300 s: time
+# for a training job to write a checkpoint on SIGTERM; Kubernetes' own default is 30 s.
+MAX_TERMINATION_GRACE_SECONDS: Final = 300
 # With --evict-uncovered, how long a pod stays uncovered before it is evicted (at least the grace).
 UNCOVERED_EVICT_AFTER_SECONDS: Final = 120.0
 # The reason of the Kubernetes Events `gpuctl serve` posts on such pods, and the component it names.

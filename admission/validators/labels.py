@@ -8,6 +8,10 @@
                  with `kueue.x-k8s.io/priority-class` (`gpuctl-<priority>`, on the object); no misspelt
                  `gpuctl-*` class.
 
+Python (`check_labels`) and CEL (`cel_variables`: the team policy's `unknownKey`, `jobType`, `priority`)
+side by side; the fixes the policy states are UNKNOWN_KEY_FIX, JOB_TYPE_FIX, PRIORITY_FIX (the webhook's
+findings name the nearest key or the matching class where it knows them).
+
 Written for CPU per request: job-type and priority read six label values and nothing else, so their
 findings are memoised on them; "is there an unknown key" is memoised on the run of keys.
 """
@@ -18,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Final
 
+from admission.policies.cel import TeamCel, cel_list, q, var, var_name
 from admission.rule_names import JOB_TYPE, PRIORITY, UNKNOWN_KEY
 from admission.validators.hints import closest_memo, did_you_mean, names
 from admission.verdict import Violation
@@ -35,11 +40,18 @@ from gpuctl.constants import (
 __all__ = [
     "CLASS_PREFIX",
     "JOB_TYPES",
+    "JOB_TYPE_CEL",
+    "JOB_TYPE_FIX",
     "KNOWN_KEYS",
+    "PRIORITY_CEL",
     "PRIORITY_CLASSES",
+    "PRIORITY_FIX",
     "PRIORITY_VALUES",
+    "UNKNOWN_KEY_CEL",
+    "UNKNOWN_KEY_FIX",
     "check_labels",
     "check_unknown_keys",
+    "class_of",
 ]
 
 PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
@@ -54,6 +66,14 @@ _PREFIX: Final = Labels.PREFIX
 _JOB_TYPE: Final = Labels.JOB_TYPE
 _PRIORITY: Final = Labels.PRIORITY
 _KUEUE_PRIORITY: Final = Labels.KUEUE_PRIORITY
+_CLASS_OF: Final = ", ".join(f"{p.value}: {PRIORITY_CLASS[p]}" for p in Priority)
+
+UNKNOWN_KEY_FIX: Final = "remove or rename it (`gpuctl` lists its keys in docs/admission.md)"
+JOB_TYPE_FIX: Final = f"use one of {', '.join(JOB_TYPES)}"
+PRIORITY_FIX: Final = (
+    f"use one of {', '.join(PRIORITY_VALUES)} with the matching {Labels.KUEUE_PRIORITY} ({_CLASS_OF}), the "
+    "same on object and template"
+)
 
 
 def check_unknown_keys(places: Iterable[tuple[str, Mapping[str, str]]]) -> list[Violation]:
@@ -137,7 +157,7 @@ def _label_rules(
                 Violation(
                     JOB_TYPE,
                     f'{where}[{Labels.JOB_TYPE}] is "{v}"{did_you_mean(v, JOB_TYPES)}',
-                    f"use one of {', '.join(JOB_TYPES)}",
+                    JOB_TYPE_FIX,
                 )
             )
     found = _priority(((p, cls), (tmpl_p, tmpl_cls)), places)
@@ -192,3 +212,91 @@ def _priority(levels: tuple[tuple[str | None, str | None], ...], places: tuple[s
             f"add label {Labels.KUEUE_PRIORITY}: {PRIORITY_CLASS[Priority(said)]}",
         )
     return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CEL (the team policy): the same keys, kinds and classes; priority's findings in the same order (the first).
+
+_PLACES: Final = (
+    ("metadata.labels", "labels"),
+    ("metadata.annotations", "annotations"),
+    ("spec.template.metadata.labels", "tmplLabels"),
+    ("spec.template.metadata.annotations", "tmplAnnotations"),
+)
+
+
+def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
+    """`unknownKey`, `jobType` and `priority` (with its steps) of one root."""
+    known = cel_list(sorted(KNOWN_KEYS))
+    unknown = " +\n".join(
+        f"{var(pre, v)}.filter(k, k.startsWith({q(Labels.PREFIX)}) && !(k in {known}))"
+        f".map(k, 'unknown key ' + k + ' in {where}')"
+        for where, v in _PLACES
+    )
+    jt, types = q(Labels.JOB_TYPE), cel_list(JOB_TYPES)
+    job_type = " +\n".join(
+        f"({jt} in {var(pre, v)} && !({var(pre, v)}[{jt}] in {types}) ? "
+        f"['{where}[{Labels.JOB_TYPE}] is \"' + {var(pre, v)}[{jt}] + '\"'] : [])"
+        for where, v in (("metadata.labels", "labels"), ("spec.template.metadata.labels", "tmplLabels"))
+    )
+    return [
+        (var_name(pre, "unknownKey"), unknown),
+        (var_name(pre, "jobType"), job_type),
+        *_priority_vars(pre),
+    ]
+
+
+def class_of() -> str:
+    """CEL: the map priority -> its gpuctl class."""
+    return "{" + ", ".join(f"{q(p.value)}: {q(PRIORITY_CLASS[p])}" for p in Priority) + "}"
+
+
+def _priority_vars(pre: str) -> list[tuple[str, str]]:
+    """_priority's findings: the first in the same order, or none."""
+    pk, ck = q(Labels.PRIORITY), q(Labels.KUEUE_PRIORITY)
+    values, classes = cel_list(PRIORITY_VALUES), cel_list(sorted(PRIORITY_CLASSES))
+    lp, tp = var(pre, "priorityObj"), var(pre, "priorityTmpl")
+    lc, tc = var(pre, "classObj"), var(pre, "classTmpl")
+    said = var(pre, "prioritySaid")
+    labels, tmpl = var(pre, "labels"), var(pre, "tmplLabels")
+    where_l, where_t = "metadata.labels", "spec.template.metadata.labels"
+    steps = [
+        (f"{lp} != '' && !({lp} in {values})", f"'{where_l}[{Labels.PRIORITY}] is \"' + {lp} + '\"'"),
+        (f"{tp} != '' && !({tp} in {values})", f"'{where_t}[{Labels.PRIORITY}] is \"' + {tp} + '\"'"),
+        (
+            f"{lp} != '' && {tp} != '' && {lp} != {tp}",
+            f"'{Labels.PRIORITY} is \"' + {lp} + '\" on the object but \"' + {tp} + '\" on its pod template'",
+        ),
+    ]
+    for where, c in ((where_l, lc), (where_t, tc)):
+        steps += [
+            (
+                f"{c}.startsWith({q(CLASS_PREFIX)}) && !({c} in {classes})",
+                f"'{where}[{Labels.KUEUE_PRIORITY}] is \"' + {c} + '\", not a gpuctl priority class'",
+            ),
+            (
+                f"{said} != '' && {c} != '' && {c} != {class_of()}[{said}]",
+                f"'{Labels.PRIORITY} is \"' + {said} + '\" but {where}[{Labels.KUEUE_PRIORITY}] is \"' + "
+                f"{c} + '\"'",
+            ),
+        ]
+    steps.append(
+        (
+            f"{said} != '' && !({ck} in {labels})",
+            f"'{Labels.PRIORITY} is \"' + {said} + '\" but the object has no {Labels.KUEUE_PRIORITY} label'",
+        )
+    )
+    chain = "".join(f"{cond} ? [{msg}] :\n" for cond, msg in steps) + "[]"
+    return [
+        (var_name(pre, "priorityObj"), f"{pk} in {labels} ? {labels}[{pk}] : ''"),
+        (var_name(pre, "priorityTmpl"), f"{pk} in {tmpl} ? {tmpl}[{pk}] : ''"),
+        (var_name(pre, "classObj"), f"{ck} in {labels} ? {labels}[{ck}] : ''"),
+        (var_name(pre, "classTmpl"), f"{ck} in {tmpl} ? {tmpl}[{ck}] : ''"),
+        (var_name(pre, "prioritySaid"), f"{lp} != '' ? {lp} : {tp}"),
+        (var_name(pre, "priority"), chain),
+    ]
+
+
+UNKNOWN_KEY_CEL: Final = TeamCel("unknownKey", cel_variables)
+JOB_TYPE_CEL: Final = TeamCel("jobType", cel_variables)
+PRIORITY_CEL: Final = TeamCel("priority", cel_variables)
