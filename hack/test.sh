@@ -15,10 +15,7 @@ case "${1:-}" in
   --real-node) REAL_NODE=1 SUITE=0; shift ;;
   --all) REAL_NODE=1; shift ;;
 esac
-PY=${PYTHON:-python3}
-[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
-.venv/bin/pip install -q --upgrade pip >/dev/null
-.venv/bin/pip install -q -e '.[dev]'
+hack/venv.sh
 export GPUCTL_PYTHON="$PWD/.venv/bin/python"
 # Debian packages, installed in one apt-get run when missing (needs root):
 #   prometheus (promtool too): the metrics tests and the demo
