@@ -194,7 +194,9 @@ def _kueue_gate(r: ObjectReview) -> list[Violation]:
     if not r.works or not r.old_works:
         return []
     w, was = r.works[0], r.old_works[0]
-    return kueue_gate.check_kueue_gate(w, was, queue_name(w) or queue_name(was))
+    queue = queue_name(w) or queue_name(was)
+    owner = "" if queue or r.kind != "Job" else orphan_delete.queued_owner(r.obj, "request.object")
+    return kueue_gate.check_kueue_gate(w, was, queue, owner)
 
 
 def _claims(r: ObjectReview) -> bool:

@@ -11,7 +11,7 @@ from typing import Final
 from admission.policies.cel import DeleteCel
 from admission.policies.skeleton import labels, team_match_conditions, team_namespaces, validating_policy
 from admission.registry import DELETE_POLICY, compiled
-from admission.validators.orphan_delete import ORPHAN_KINDS, cel_orphaning
+from admission.validators.orphan_delete import ORPHAN_KINDS, ORPHAN_VERSIONS, cel_orphaning
 
 __all__ = ["NAME", "orphaning", "policy"]
 
@@ -26,12 +26,14 @@ def orphaning() -> str:
 
 def policy() -> list[dict]:
     """orphan-delete: no orphaning DELETE of a Job Kueue counts."""
-    groups: dict[str, list[str]] = {}
-    for g, k in sorted(ORPHAN_KINDS):
-        groups.setdefault(g, []).append(f"{k.lower()}s")
     rules = [
-        {"apiGroups": [g], "apiVersions": ["v1"], "resources": r, "operations": ["DELETE"]}
-        for g, r in sorted(groups.items())
+        {
+            "apiGroups": [g],
+            "apiVersions": [ORPHAN_VERSIONS[(g, k)]],
+            "resources": [f"{k.lower()}s"],
+            "operations": ["DELETE"],
+        }
+        for g, k in sorted(ORPHAN_KINDS)
     ]
     cels = [c for _, c in compiled(DELETE_POLICY, DeleteCel)]
     return validating_policy(
