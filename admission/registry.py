@@ -31,6 +31,7 @@ from admission.policies.cel import DeleteCel, IsolationCel, TeamCel
 from admission.rule_names import (
     CACHE_RULES,
     DEVICE_ACCESS,
+    EXTENDED_RESOURCE,
     GANG_FITS,
     GPU_FITS_NODE,
     GPU_QUEUE,
@@ -51,6 +52,7 @@ from admission.rule_names import (
     PRIORITY,
     PRIORITY_CLASS_RULE,
     SET_ASIDE_TOLERATION,
+    TERMINATION_GRACE,
     UNKNOWN_KEY,
 )
 from admission.state import ClusterState
@@ -70,6 +72,7 @@ from admission.validators import (
     priority_class,
     queue,
     set_aside,
+    termination,
 )
 from admission.verdict import AdmissionConfig, Malformed, Violation
 from admission.work import Work, queue_name
@@ -341,6 +344,20 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         TEAM_POLICY,
     ),
     Rule(
+        EXTENDED_RESOURCE,
+        "any other extended resource Kueue does not charge, unless the admin's list allows it",
+        "gpu_resources",
+        gpu_resources.EXTENDED_FIX,
+        (
+            (
+                WORK,
+                lambda r: gpu_resources.check_extended_resources(r.w, r.config.allowed_extended_resources),
+            ),
+        ),
+        gpu_resources.EXTENDED_CEL,
+        TEAM_POLICY,
+    ),
+    Rule(
         MIG_PROFILE,
         "a MIG profile the GPUs of the pod's pools do not have",
         "mig_profiles",
@@ -355,6 +372,15 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         set_aside.FIX,
         ((WORK, lambda r: set_aside.check_set_aside_toleration(r.w)),),
         set_aside.CEL,
+        TEAM_POLICY,
+    ),
+    Rule(
+        TERMINATION_GRACE,
+        "a `terminationGracePeriodSeconds` above the admin's bound (Kueue stops counting terminating pods)",
+        "termination",
+        termination.FIX,
+        ((WORK, lambda r: termination.check_termination_grace(r.w, r.config.max_termination_grace)),),
+        termination.CEL,
         TEAM_POLICY,
     ),
     Rule(

@@ -29,6 +29,9 @@ MIG_PROFILE: Final = "mig-profile"
 # Multi-node jobs (issue 31): a gang that can never fit; a toleration of the set-aside taint outside a gang.
 GANG_FITS: Final = "gang-fits"
 SET_ASIDE_TOLERATION: Final = "set-aside-toleration"
+# Nothing holds a GPU or another accelerator Kueue does not charge, longer than a documented bound.
+EXTENDED_RESOURCE: Final = "extended-resource"
+TERMINATION_GRACE: Final = "termination-grace"
 # Outside team namespaces (issue 26): pool nodes run only Kueue-admitted work.
 POOL_TOLERATION: Final = "pool-toleration"
 POOL_SELECTION: Final = "pool-selection"

@@ -8,8 +8,9 @@ affinity terms, owners, sidecars, host paths), valid objects with one subtree re
 dry runs, controller and Kueue users, warn mode, an allowed host path, an unsynced cache — with the cluster
 objects they are judged against and, for each, the HTTP status and body the server answered and the
 verdict's `skipped` and `cache_dependent` (what metrics, logs and the re-check read) when the corpus was
-recorded (before the lean pass). `GPUCTL_UPDATE_GOLDEN=1` records it again from the current code (only
-when a rule's behaviour is meant to change: review the diff of the decisions).
+recorded (before the lean pass). `GPUCTL_UPDATE_GOLDEN=answers` answers the same recorded requests again
+with the current code (when a rule's behaviour is meant to change: the changed answers are printed, review
+them); `GPUCTL_UPDATE_GOLDEN=1` draws and records a new corpus.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ def _load() -> tuple[ClusterState, list[dict]]:
 
 
 def test_corpus_answers_are_unchanged() -> None:
-    if os.environ.get("GPUCTL_UPDATE_GOLDEN"):
+    if os.environ.get("GPUCTL_UPDATE_GOLDEN") == "answers":
+        reanswer()
+    elif os.environ.get("GPUCTL_UPDATE_GOLDEN"):
         record()
     state, cases = _load()
     assert len(cases) >= 1500
@@ -85,6 +88,19 @@ def test_corpus_answers_are_unchanged() -> None:
         if got != case["expect"]:
             changed.append((i, case, got))
     assert not changed, _describe(changed)
+
+
+def reanswer() -> None:
+    """The recorded cases (same requests, same cluster) with the current code's answers; prints which
+    changed, by the rules named before and after."""
+    doc = orjson.loads(gzip.decompress(CORPUS.read_bytes()))
+    state = ClusterState.from_objects(doc["state"])
+    for i, case in enumerate(doc["cases"]):
+        got = answer(case, state)
+        if got != case["expect"]:
+            print(f"case {i}: {case['expect']['out'][:300]}\n   now {got['out'][:300]}")
+            case["expect"] = got
+    CORPUS.write_bytes(gzip.compress(orjson.dumps(doc), mtime=0))
 
 
 def _operation(body: str) -> Any:
