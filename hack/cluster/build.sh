@@ -12,6 +12,10 @@
 #     bin/jobset-<v>/jobset           the JobSet controller, the version Kueue's go.mod pins (up.sh runs it
 #                                     only with GPUCTL_TESTBED_JOBSET=1; tests/integration/test_jobset.py)
 #     bin/kind-validate-<v>/kind-validate   kind's own config loader + Validate, for hack/kind/cluster.yaml
+#     bin/celeval-<key>/celeval       hack/celeval: kube-apiserver's ValidatingAdmissionPolicy machinery of
+#                                     k8s.io/apiserver v0.<K8S_VERSION minor.patch> as a JSON-lines harness
+#                                     (tests/unit/test_admission_cel_agreement.py); key = sha256 of its
+#                                     main.go, go.mod and go.sum (tests/unit/celeval.py computes the same)
 #     bin/kind-<v>/kind               only with GPUCTL_BUILD_KIND=1 (hack/kind.sh; needs Docker to run)
 #     bin/kubelet-<v>/kubelet         only with GPUCTL_BUILD_REAL_NODE=1 (hack/cluster/up.sh --real-node)
 #     bin/pause-<key>/{pause,pause.oci.tar}  the real node's sandbox image, same switch; key = sha256 of
@@ -197,6 +201,15 @@ EOF
   (cd "$w" && go build -ldflags "-s -w" -o "$1/kind-validate" ./pkg/gpuctl-kind-validate)
 }
 
+build_celeval() {
+  # hack/celeval's own module (go.mod and go.sum pin k8s.io/apiserver at the control plane's version), built
+  # with the control plane's tags after it: every package but main comes from the Go build cache (seconds).
+  local bin=$1 w="$CACHE/src/celeval-$CELEVAL_KEY"
+  rm -rf "$w"; mkdir -p "$w"; cp "$HERE/../celeval/main.go" "$HERE/../celeval/go.mod" "$HERE/../celeval/go.sum" "$w/"
+  cd "$w"
+  go build -mod=readonly -tags selinux,notest,grpcnotrace -ldflags "-s -w" -o "$bin/celeval" .
+}
+
 build_kind() {
   local w; w=$(kind_source)
   (cd "$w" && go build -ldflags "-s -w" -o "$1/kind" .)
@@ -205,12 +218,14 @@ build_kind() {
 T0=$(date +%s)
 PAUSE_KEY=$(cat "$HERE/pause/main.go" "$HERE/oci_archive.py" | sha256sum | cut -c1-16)
 PAUSE_IMAGE="localhost/gpuctl-testbed/pause:$PAUSE_KEY"
+CELEVAL_KEY=$(cd "$HERE/../celeval" && cat main.go go.mod go.sum | sha256sum | cut -c1-16)
 # Two lanes at once: a Go build keeps 2 cores busy only while it compiles (module downloads and the
 # single-threaded links of kube-apiserver and kueue leave one idle). Cold, on 2 cores: 1,063 s one step
 # after another (1.3 cores busy), 850 s in two lanes (1.85). Each lane's steps use their own scratch
 # modules; the Go caches are safe to share.
 lane_kubernetes() {
   step "kubernetes $K8S_VERSION" "$CACHE/bin/k8s-$K8S_VERSION" build_k8s
+  step "celeval $CELEVAL_KEY" "$CACHE/bin/celeval-$CELEVAL_KEY" build_celeval
   if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
     step "kubelet $K8S_VERSION" "$CACHE/bin/kubelet-$K8S_VERSION" build_kubelet
   fi
