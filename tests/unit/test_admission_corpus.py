@@ -93,8 +93,8 @@ def test_corpus_answers_are_unchanged() -> None:
 
 
 def reanswer() -> None:
-    """The recorded cases (same requests, same cluster) with the current code's answers; prints which
-    changed, by the rules named before and after."""
+    """The recorded cases (same requests, same cluster) with the current code's answers, printing which
+    changed; then the hand-written requests the corpus does not hold yet, appended."""
     doc = orjson.loads(gzip.decompress(CORPUS.read_bytes()))
     state = ClusterState.from_objects(doc["state"])
     for i, case in enumerate(doc["cases"]):
@@ -102,7 +102,23 @@ def reanswer() -> None:
         if got != case["expect"]:
             print(f"case {i}: {case['expect']['out'][:300]}\n   now {got['out'][:300]}")
             case["expect"] = got
+    held = {c["body"] for c in doc["cases"]}
+    for body in _written():
+        if body.decode() not in held:
+            doc["cases"].append(_case(len(doc["cases"]), body, state))
     CORPUS.write_bytes(gzip.compress(orjson.dumps(doc), mtime=0))
+
+
+def _case(i: int, body: bytes, state: ClusterState) -> dict:
+    """The `i`th case of the corpus: its config (by position) and its answer now."""
+    case = {
+        "mode": "warn" if i % 7 == 3 else "enforce",
+        "paths": i % 5 == 2,
+        "synced": i % 97 != 50,
+        "body": body.decode(),
+    }
+    case["expect"] = answer(case, state)
+    return case
 
 
 def _operation(body: str) -> Any:
@@ -253,16 +269,7 @@ def record() -> None:
     bodies += _written()
     objects = cluster_objects() + snapshot_objects(BENCH_TEAM, BENCH_POOL)  # the bench mix's cluster too
     state = ClusterState.from_objects(objects)
-    cases = []
-    for i, body in enumerate(bodies):
-        case = {
-            "mode": "warn" if i % 7 == 3 else "enforce",
-            "paths": i % 5 == 2,
-            "synced": i % 97 != 50,
-            "body": body.decode(),
-        }
-        case["expect"] = answer(case, state)
-        cases.append(case)
+    cases = [_case(i, body, state) for i, body in enumerate(bodies)]
     data = orjson.dumps({"state": objects, "cases": cases})
     CORPUS.parent.mkdir(parents=True, exist_ok=True)
     CORPUS.write_bytes(gzip.compress(data, mtime=0))

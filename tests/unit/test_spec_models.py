@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gpuctl.constants import DEFAULT_SERVICE_PORT, NOTEBOOK_PORT, Priority
+from gpuctl.constants import DEFAULT_SERVICE_PORT, MAX_TERMINATION_GRACE_SECONDS, NOTEBOOK_PORT, Priority
 from gpuctl.spec import (
     ComputeSpec,
     Environment,
@@ -642,3 +642,16 @@ def test_name_helpers() -> None:
     assert is_dns_subdomain("a.b-c.d") and not is_dns_subdomain("a..b") and not is_dns_subdomain("A")
     assert is_label_value("") and is_label_value("A100_80G.x") and not is_label_value("-a")
     assert is_env_name("_A.b-1") and not is_env_name("1A") and not is_env_name("A=B")
+
+
+def test_termination_grace_is_bounded_and_reaches_the_pods() -> None:
+    """Issue 43: Kueue stops counting a stopping pod's GPUs, so a job may not ask more than admission allows
+    (constants.MAX_TERMINATION_GRACE_SECONDS); the field names itself in the error."""
+    doc = job_doc()
+    doc["job"]["terminationGracePeriodSeconds"] = 120
+    assert TrainingSpec.model_validate(doc).job.termination_grace == 120
+    for bad in (MAX_TERMINATION_GRACE_SECONDS + 1, 7200, -1, True, "60"):
+        doc["job"]["terminationGracePeriodSeconds"] = bad
+        with pytest.raises(ValidationError) as exc:
+            TrainingSpec.model_validate(doc)
+        assert error_types(exc) == ["gpuctl_termination_grace"], bad
