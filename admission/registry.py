@@ -30,6 +30,7 @@ from admission.envelope import Envelope
 from admission.policies.cel import DeleteCel, IsolationCel, TeamCel
 from admission.rule_names import (
     CACHE_RULES,
+    DELETE_GRACE,
     DEVICE_ACCESS,
     EXTENDED_RESOURCE,
     GANG_FITS,
@@ -224,6 +225,12 @@ def _orphan_delete(r: DeleteReview) -> list[Violation]:
     return orphan_delete.check_orphan_delete(env.request, env.gk, env.user, r.state, r.config.kueue_user)
 
 
+def _delete_grace(r: DeleteReview) -> list[Violation]:
+    if r.state.namespaces.get(r.env.namespace()) is False or r.env.user == r.config.kueue_user:
+        return []
+    return termination.check_delete_grace(r.env.request, r.env.gk, r.config.max_termination_grace)
+
+
 def _node(r: NodeReview) -> list[Violation]:
     return node_pool.check_node(r.obj, r.where, r.state)
 
@@ -382,6 +389,15 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         ((WORK, lambda r: termination.check_termination_grace(r.w, r.config.max_termination_grace)),),
         termination.CEL,
         TEAM_POLICY,
+    ),
+    Rule(
+        DELETE_GRACE,
+        "a DELETE of a team pod naming a gracePeriodSeconds above the admin's bound",
+        "termination",
+        termination.DELETE_FIX,
+        ((DELETE, _delete_grace),),
+        termination.DELETE_CEL,
+        DELETE_POLICY,
     ),
     Rule(
         KUEUE_GATE,

@@ -32,6 +32,7 @@ SET_ASIDE_TOLERATION: Final = "set-aside-toleration"
 # Nothing holds a GPU or another accelerator Kueue does not charge, longer than a documented bound.
 EXTENDED_RESOURCE: Final = "extended-resource"
 TERMINATION_GRACE: Final = "termination-grace"
+DELETE_GRACE: Final = "delete-grace"
 # Outside team namespaces (issue 26): pool nodes run only Kueue-admitted work.
 POOL_TOLERATION: Final = "pool-toleration"
 POOL_SELECTION: Final = "pool-selection"

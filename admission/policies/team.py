@@ -182,7 +182,8 @@ def render_manifest(
 ) -> str:
     """manifests/admission/policy.yaml: this policy, the orphan-delete one and the PriorityClass one."""
     return render(
-        HEADER, [*policy(allowed, max_grace, extended), *deletes.policy(), *priority_classes.policy()]
+        HEADER,
+        [*policy(allowed, max_grace, extended), *deletes.policy(max_grace), *priority_classes.policy()],
     )
 
 

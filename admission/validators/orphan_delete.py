@@ -184,4 +184,6 @@ def cel_validation() -> dict:
     }
 
 
-CEL: Final = DeleteCel(cel_variables, cel_validation)
+CEL: Final = DeleteCel(
+    tuple((g, k, ORPHAN_VERSIONS[(g, k)]) for g, k in sorted(ORPHAN_KINDS)), cel_variables, cel_validation
+)

@@ -275,7 +275,18 @@ def _issue_43() -> list[dict]:
         orphaning,
         review(child)["request"],  # a member's Job claims a JobSet
         review(child, username=JOBSET_USER)["request"],
+        *(_delete_pod(g) for g in (7200, 300, None)),  # kubectl delete pod --grace-period=N
     ]
+
+
+def _delete_pod(grace: int | None) -> dict:
+    pod = queued_pod("stopping")
+    request = review(pod, op="DELETE")["request"]
+    request["object"], request["oldObject"] = None, pod
+    request["options"] = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+    if grace is not None:
+        request["options"]["gracePeriodSeconds"] = grace
+    return request
 
 
 def requests() -> list[dict]:

@@ -46,6 +46,7 @@ from admission import isolation, registry
 from admission.policies import deletes, team
 from admission.policies import isolation as isolation_policy
 from admission.rule_names import (
+    DELETE_GRACE,
     DEVICE_ACCESS,
     EXTENDED_RESOURCE,
     GPU_RESOURCE_RULE,
@@ -124,6 +125,7 @@ WORDS: Final[dict[str, Words]] = {
     POOL_SELECTION: Words(),
     EXTENDED_RESOURCE: Words(DIFFER, SAME, f"the policy names the container, the webhook the field; {TEXT}"),
     TERMINATION_GRACE: Words(DIFFER, SAME, f"the webhook says what the grace costs; {TEXT}"),
+    DELETE_GRACE: Words(DIFFER, SAME, f"the webhook says what the grace costs; {TEXT}"),
 }
 
 

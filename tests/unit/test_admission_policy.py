@@ -141,7 +141,8 @@ def test_orphaning_deletes_have_their_own_policy_bound_to_team_namespaces():
     covered = {
         (r["apiGroups"][0], res) for r in vap["matchConstraints"]["resourceRules"] for res in r["resources"]
     }
-    assert covered == {(g, f"{k.lower()}s") for g, k in ORPHAN_KINDS}
+    # orphan-delete's kinds, and Pods for delete-grace (a DELETE naming its own grace)
+    assert covered == {(g, f"{k.lower()}s") for g, k in ORPHAN_KINDS} | {("", "pods")}
     assert all(r["operations"] == ["DELETE"] for r in vap["matchConstraints"]["resourceRules"])
     # Kueue is never refused; nothing reads `object` (null on DELETE).
     assert [c["name"] for c in vap["matchConditions"]] == ["not-kueue"]

@@ -10,6 +10,7 @@ import pytest
 from admission.identities import CONTROLLER_USERS, KCM_USER, KUEUE_USER
 from admission.rule_names import (
     CACHE_RULES,
+    DELETE_GRACE,
     EXTENDED_RESOURCE,
     GPU_FITS_NODE,
     GPU_QUEUE,
@@ -861,3 +862,23 @@ def test_termination_grace_above_the_bound_is_refused():
     assert "terminationGracePeriodSeconds is 7200" in v.message() and "at most 300 s" in v.message()
     allowed(queued_pod(terminationGracePeriodSeconds=300))
     allowed(pod, config=AdmissionConfig(max_termination_grace=7200))
+
+
+def _delete_pod(grace: int | None, user: str = "alice") -> Verdict:
+    pod = queued_pod()
+    req = review(pod, op="DELETE", username=user)["request"]
+    req["object"], req["oldObject"] = None, pod
+    req["options"] = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+    if grace is not None:
+        req["options"]["gracePeriodSeconds"] = grace
+    return judge(req, STATE, AdmissionConfig())
+
+
+def test_deleting_a_pod_with_a_grace_above_the_bound_is_refused():
+    """`kubectl delete pod --grace-period=7200`: the API server takes the DELETE's grace over the pod's."""
+    v = _delete_pod(7200)
+    assert not v.allowed and v.rules == (DELETE_GRACE,), v.message()
+    assert "gracePeriodSeconds 7200" in v.message() and "at most 300 s" in v.message()
+    for ok in (None, 0, 30, 300):
+        assert _delete_pod(ok).allowed, ok
+    assert _delete_pod(7200, user=KUEUE_USER).allowed
