@@ -134,8 +134,9 @@ def job(env: Env, name: str, gpus: int = 1, **spec) -> dict:
     }
 
 
-def jobset(env: Env, name: str, gpus: int) -> dict:
-    """One replicated job of one pod of `gpus` GPUs, as docs/distributed.md writes a JobSet."""
+def jobset(env: Env, name: str, gpus: int, replicas: int = 1) -> dict:
+    """One replicated job (`replicas` Jobs) of one pod of `gpus` GPUs, as docs/distributed.md writes a
+    JobSet."""
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
@@ -144,7 +145,7 @@ def jobset(env: Env, name: str, gpus: int) -> dict:
             "replicatedJobs": [
                 {
                     "name": "workers",
-                    "replicas": 1,
+                    "replicas": replicas,
                     "template": {
                         "spec": {
                             "parallelism": 1,
@@ -312,7 +313,7 @@ def test_orphaning_a_jobsets_child_job_or_the_jobset_is_refused(env: Env) -> Non
 def test_unsuspending_a_queued_jobsets_child_job_is_refused(env: Env) -> None:
     """Before: only warned ("not denied because the object already had it"); the Job controller made pods,
     bound to pool nodes with no admission, until the JobSet controller re-suspended it."""
-    p = env.kubectl(env.jobset, "create", "-f", "-", obj=jobset(env, "toobig", 2 * QUOTA))  # never fits
+    p = env.kubectl(env.jobset, "create", "-f", "-", obj=jobset(env, "toobig", QUOTA, replicas=2))  # waits
     assert p.returncode == 0, p.stderr
     child = wait_until(lambda: _child(env, "toobig"), 60, what="the queued JobSet's Job")
     assert child["spec"].get("suspend") is True
