@@ -236,6 +236,10 @@ def _node(r: NodeReview) -> list[Violation]:
 
 
 _LABELS: Final = ((WORK, lambda r: labels.check_labels(r.w)),)
+# gpu-resource and extended-resource: one pass over the resources a pod spec names.
+_RESOURCES: Final = (
+    (WORK, lambda r: gpu_resources.check_resources(r.w, r.config.allowed_extended_resources)),
+)
 _PLACEMENT_NODES: Final = "reads the pool's nodes from the webhook's cache"
 
 REGISTRY: Final[tuple[Rule, ...]] = (
@@ -346,7 +350,7 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         "a GPU resource Kueue does not charge to the team's budget",
         "gpu_resources",
         gpu_resources.FIX,
-        ((WORK, lambda r: gpu_resources.check_gpu_resources(r.w)),),
+        _RESOURCES,
         gpu_resources.CEL,
         TEAM_POLICY,
     ),
@@ -355,12 +359,7 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         "any other extended resource Kueue does not charge, unless the admin's list allows it",
         "gpu_resources",
         gpu_resources.EXTENDED_FIX,
-        (
-            (
-                WORK,
-                lambda r: gpu_resources.check_extended_resources(r.w, r.config.allowed_extended_resources),
-            ),
-        ),
+        _RESOURCES,
         gpu_resources.EXTENDED_CEL,
         TEAM_POLICY,
     ),

@@ -36,6 +36,7 @@ __all__ = [
     "allowed_resource",
     "check_extended_resources",
     "check_gpu_resources",
+    "check_resources",
     "requested_gpu_resources",
     "requested_resources",
     "uncounted_gpu_resources",
@@ -83,8 +84,20 @@ def uncounted_gpu_resources(spec: Mapping[str, Any], where: str) -> list[str]:
     return sorted(r for r in requested_gpu_resources(spec, where) if r not in COUNTED_GPU_RESOURCES)
 
 
+def check_resources(w: Work, allowed: tuple[str, ...]) -> list[Violation]:
+    """gpu-resource, then extended-resource, from one pass over the pod spec's resources."""
+    found = requested_resources(w.spec, w.spec_path)
+    if not found:
+        return []
+    return [*_gpu_findings(found), *_extended_findings(found, allowed)]
+
+
 def check_gpu_resources(w: Work) -> list[Violation]:
-    found = uncounted_gpu_resources(w.spec, w.spec_path)
+    return _gpu_findings(requested_resources(w.spec, w.spec_path))
+
+
+def _gpu_findings(requested: Mapping[str, str]) -> list[Violation]:
+    found = sorted(r for r in requested if is_gpu_resource(r) and r not in COUNTED_GPU_RESOURCES)
     if not found:
         return []
     return [
@@ -141,9 +154,10 @@ def allowed_resource(name: str, allowed: tuple[str, ...]) -> bool:
 
 
 def check_extended_resources(w: Work, allowed: tuple[str, ...]) -> list[Violation]:
-    found = requested_resources(w.spec, w.spec_path)
-    if not found:
-        return []
+    return _extended_findings(requested_resources(w.spec, w.spec_path), allowed)
+
+
+def _extended_findings(found: Mapping[str, str], allowed: tuple[str, ...]) -> list[Violation]:
     refused = sorted(r for r in found if not is_gpu_resource(r) and not allowed_resource(r, allowed))
     if not refused:
         return []

@@ -289,7 +289,9 @@ def test_a_jobset_runs_under_gpuctls_admission(kube, kubectl_bin, cluster, team,
         }
         p = team.member.kubectl(kubectl_bin, "create", "-f", "-", input=yaml.safe_dump(job))
         assert p.returncode == 1, p.stdout
-        assert "[owner-claim] the Job names JobSet guarded as its controller" in p.stderr
+        # The team policy refuses it first (issue 43: owner-claim's CEL judges Jobs too), the webhook would.
+        assert "breaks [owner-claim]: the Job names JobSet guarded (uid" in p.stderr, p.stderr
+        assert "ValidatingAdmissionPolicy" in p.stderr, p.stderr
         assert kube.get_or_none(path("Job", "claim", namespace=ns)) is None
         assert (_team_gpus(kube, ns), _held_gpus(kube, ns)) == (16, 16)
         # Deleted by its owner: the waiting one is admitted in its place and runs.
