@@ -120,16 +120,21 @@ def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
         f"({cel_list(GPU_RESOURCE_PREFIXES)}.exists(p, k.startsWith(p)) && "
         f"!(k in {cel_list(sorted(COUNTED_GPU_RESOURCES))}))"
     )
+    return [(var_name(pre, "gpuResource"), old_skip(root) + _per_container(spec, gpu))]
+
+
+def _per_container(spec: str, picks: str) -> str:
+    """CEL: per container and init container of `spec`, 'container <name> requests <names>' for the resource
+    names `k` of its requests and limits for which `picks` holds."""
     req = "(has(c.resources) && has(c.resources.requests) ? c.resources.requests : {})"
     lim = "(has(c.resources) && has(c.resources.limits) ? c.resources.limits : {})"
-    parts = [
+    return " +\n".join(
         f"(has({spec}.{part}) ? {spec}.{part} : [])"
-        f".filter(c, {req}.exists(k, {gpu}) || {lim}.exists(k, {gpu}))"
+        f".filter(c, {req}.exists(k, {picks}) || {lim}.exists(k, {picks}))"
         f".map(c, 'container ' + c.name + ' requests ' + "
-        f"({req}.filter(k, {gpu}) + {lim}.filter(k, {gpu} && !(k in {req}))).join(', '))"
+        f"({req}.filter(k, {picks}) + {lim}.filter(k, {picks} && !(k in {req}))).join(', '))"
         for part in _PARTS
-    ]
-    return [(var_name(pre, "gpuResource"), old_skip(root) + " +\n".join(parts))]
+    )
 
 
 CEL: Final = TeamCel("gpuResource", cel_variables)
@@ -183,16 +188,7 @@ def _extended_cel(root: str, pre: str) -> list[tuple[str, str]]:
         "k.startsWith(p)) &&\n!variables.allowedExtendedResources.exists(a, a.endsWith('*') ? "
         "k.startsWith(a.substring(0, size(a) - 1)) : k == a))"
     )
-    req = "(has(c.resources) && has(c.resources.requests) ? c.resources.requests : {})"
-    lim = "(has(c.resources) && has(c.resources.limits) ? c.resources.limits : {})"
-    parts = [
-        f"(has({spec}.{part}) ? {spec}.{part} : [])"
-        f".filter(c, {req}.exists(k, {other}) || {lim}.exists(k, {other}))"
-        f".map(c, 'container ' + c.name + ' requests ' + "
-        f"({req}.filter(k, {other}) + {lim}.filter(k, {other} && !(k in {req}))).join(', '))"
-        for part in _PARTS
-    ]
-    return [(var_name(pre, "extendedResource"), old_skip(root) + " +\n".join(parts))]
+    return [(var_name(pre, "extendedResource"), old_skip(root) + _per_container(spec, other))]
 
 
 EXTENDED_CEL: Final = TeamCel("extendedResource", _extended_cel)

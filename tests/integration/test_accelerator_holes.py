@@ -25,17 +25,23 @@ import yaml
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import GPU_RESOURCE, GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
+from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
 from tests.integration.admission_stack import AdmissionStack
 from tests.integration.conftest import wait_until
-from tests.integration.tenancy import EDIT_ROLES, SHIPPED_ROLES, TeamMember, apply_caller_roles
+from tests.integration.tenancy import (
+    EDIT_ROLES,
+    SHIPPED_ROLES,
+    TeamMember,
+    apply_caller_roles,
+    bind_jobset_editor,
+)
 from tests.integration.test_gang import _node, _ready, _remove_team
+from tests.integration.test_tenant_attacks import kueue_gpus
 
 pytestmark = pytest.mark.integration
 
 JOBSET_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
-RBAC = "/apis/rbac.authorization.k8s.io/v1"
 QUOTA = 8
 DELAY = {"pod-complete.stage.kwok.x-k8s.io/delay": "3600s"}  # KWOK: pods keep running
 ACCELERATORS = ("habana.ai/gaudi", "nvidia.com/GA100_A100_SXM4_80GB")
@@ -60,16 +66,6 @@ class Env:
 # What Kueue charges and what the team's pods hold.
 
 
-def reserved(kube: Cluster, ns: str) -> int:
-    """GPUs Kueue has reserved for the team: its ClusterQueue's flavorsReservation of the GPU budget."""
-    cq = kube.get(path("ClusterQueue", ns))
-    for fl in (cq.get("status") or {}).get("flavorsReservation") or []:
-        for r in fl.get("resources") or []:
-            if r["name"] == QUOTA_GPU:
-                return int(r["total"]) // GPU_UNITS
-    return 0
-
-
 def held(kube: Cluster, ns: str) -> int:
     """GPUs and other accelerators the team's bound pods hold, terminating ones included (a terminating pod
     keeps its devices until it exits), finished ones not."""
@@ -88,7 +84,7 @@ def charged_equals_held(env: Env, what: str) -> None:
     last: list[tuple[int, int]] = []
 
     def ok() -> bool:
-        last[:] = [(reserved(env.kube, env.ns), held(env.kube, env.ns))]
+        last[:] = [(kueue_gpus(env.kube, env.ns), held(env.kube, env.ns))]
         return last[0][0] == last[0][1] <= QUOTA
 
     try:
@@ -232,7 +228,7 @@ def env(cluster, kube, kubectl_bin, tmp_path_factory) -> Iterator[Env]:
         members.append(member)
         js_member = TeamMember.create(kube, ns, roles=SHIPPED_ROLES)
         members.append(js_member)
-        _bind_jobset_editor(kube, ns, js_member)
+        bind_jobset_editor(kube, ns, js_member)
         editor = TeamMember.create(kube, ns, roles=EDIT_ROLES)
         members.append(editor)
         yield Env(kube, kubectl_bin, cluster, ns, pool, member, js_member, editor)
@@ -247,37 +243,6 @@ def env(cluster, kube, kubectl_bin, tmp_path_factory) -> Iterator[Env]:
         for m in members:
             with contextlib.suppress(ApiError):
                 m.delete()
-
-
-def _bind_jobset_editor(kube: Cluster, ns: str, who: TeamMember) -> None:
-    """What docs/distributed.md tells admins to bind for JobSets (jobset-editor-role's rights)."""
-    kube.request(
-        "POST",
-        f"{RBAC}/namespaces/{ns}/roles",
-        body={
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": "jobset-editor", "namespace": ns},
-            "rules": [
-                {
-                    "apiGroups": ["jobset.x-k8s.io"],
-                    "resources": ["jobsets"],
-                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-                }
-            ],
-        },
-    )
-    kube.request(
-        "POST",
-        f"{RBAC}/namespaces/{ns}/rolebindings",
-        body={
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "jobset-editor", "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "jobset-editor"},
-            "subjects": [{"kind": "ServiceAccount", "name": who.name, "namespace": ns}],
-        },
-    )
 
 
 # ---------------------------------------------------------------------------------------------------------
