@@ -6,7 +6,7 @@ Every extended resource that hands out a GPU or a slice of one is a GPU resource
 gpuctl.domain.gpus.is_gpu_resource). Kueue charges a team's budget only for the resources its configuration
 transforms into the budget resource (manifests/kueue/configuration.yaml, gpuctl.domain.sharing.
 quota_transformations: whole GPUs, time-slicing replicas, the MIG profiles of the known models), and with
-`quotaCheckStrategy: IgnoreUndeclared` it admits anything else charged 0: before issue 33 a Job asking
+`quotaCheckStrategy: IgnoreUndeclared` it admits anything else charged 0: before this rule a Job asking
 `amd.com/gpu: 4` or `nvidia.com/mig-1g.10gb` ran outside the team's quota. So any GPU resource the
 configuration does not charge (HAMi's `nvidia.com/gpumem`, a MIG profile of an unknown model, Intel's
 `gpu.intel.com/millicores`) is refused here, and in the ValidatingAdmissionPolicy (`cel_variables` below:
@@ -144,7 +144,8 @@ CEL: Final = TeamCel("gpuResource", cel_variables)
 # `extended-resource`: every other extended resource (not cpu, memory, ephemeral-storage, not a GPU resource:
 # gpu-resource judges those) only where the admin's list allows it. Kueue does not charge them, so an
 # accelerator under another name (`habana.ai/gaudi`, the GPU Operator's passthrough
-# `nvidia.com/GA100_A100_SXM4_80GB`) would run outside the team's quota (issue 43).
+# `nvidia.com/GA100_A100_SXM4_80GB`) would run outside the team's quota (docs/security.md, "Nothing holds an
+# accelerator Kueue does not charge").
 
 EXTENDED_FIX: Final = (
     f"request GPUs with {GPU_RESOURCE} (or gpuctl's gpu-share), which Kueue charges to the team's budget; a "

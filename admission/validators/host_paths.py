@@ -2,7 +2,7 @@
 
 - A hostPath in `constants.DENIED_HOST_PATHS` or below (`/` only itself: /etc, /proc, /usr, /lib, /boot,
   /opt/cni, /var/log, /var/lib/containers, ...) is refused whatever the admin allows: root on the node (CNI
-  plugins and kernel modules run as root), other teams' logs and containers (issue 43).
+  plugins and kernel modules run as root), other teams' logs and containers (docs/security.md).
 - A hostPath some container (init and ephemeral ones too) mounts without `readOnly: true` lies under a data
   root: `constants.HOST_PATH_ROOTS` (/data, /output, /models: the earlier gpuctl's documented workdirs) or
   one the admin adds (`--allowed-host-path`, `$GPUCTL_ALLOWED_HOST_PATHS`, the chart's allowedHostPaths).

@@ -4,9 +4,10 @@
 Kueue stops counting a pod's GPUs once the pod is terminating (a stopped or deleted job, a preempted
 Workload), while the pod keeps them until it exits or its grace runs out: a Job with
 `terminationGracePeriodSeconds: 7200`, stopped, held its node's GPUs for two hours beyond the team's quota
-(issue 43). So `terminationGracePeriodSeconds` is capped at `AdmissionConfig.max_termination_grace` (the
-webhook's --max-termination-grace, the chart's maxTerminationGraceSeconds; default
-constants.MAX_TERMINATION_GRACE_SECONDS), the bound docs/security.md states, and gpuctl serve's backstop
+(docs/security.md, "Nothing holds an accelerator Kueue does not charge"). So the grace is capped at
+`AdmissionConfig.max_termination_grace` (the webhook's --max-termination-grace, the chart's
+maxTerminationGraceSeconds; default constants.MAX_TERMINATION_GRACE_SECONDS), the bound docs/security.md
+states, and gpuctl serve's backstop
 evicts a terminating pod that still holds uncharged GPUs past it. Python and CEL (the team policy's
 `terminationGrace`, the bound compiled in as `variables.maxTerminationGrace`) side by side, one fix.
 """
