@@ -17,6 +17,7 @@ Stages (each with the argument its checks take):
 | DELETE | a DELETE there | `DeleteReview` |
 | NODE | a Node | `NodeReview` |
 | ISOLATION | a pod spec in any other namespace | `IsolationReview` |
+| SCALE | a HorizontalPodAutoscaler in a team namespace | `ScaleReview` |
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ from admission.envelope import Envelope
 from admission.policies.cel import DeleteCel, IsolationCel, TeamCel
 from admission.rule_names import (
     CACHE_RULES,
+    DELETE_GRACE,
     DEVICE_ACCESS,
+    EXTENDED_RESOURCE,
     GANG_FITS,
     GPU_FITS_NODE,
     GPU_QUEUE,
     GPU_RESOURCE_RULE,
     GPU_TOPOLOGY,
     HOST_PATH,
+    HPA_QUEUED,
     JOB_TYPE,
     KUEUE_GATE,
     MIG_PROFILE,
@@ -51,10 +55,12 @@ from admission.rule_names import (
     PRIORITY,
     PRIORITY_CLASS_RULE,
     SET_ASIDE_TOLERATION,
+    TERMINATION_GRACE,
     UNKNOWN_KEY,
 )
 from admission.state import ClusterState
 from admission.validators import (
+    autoscaling,
     device_access,
     gangs,
     gpu_resources,
@@ -70,6 +76,7 @@ from admission.validators import (
     priority_class,
     queue,
     set_aside,
+    termination,
 )
 from admission.verdict import AdmissionConfig, Malformed, Violation
 from admission.work import Work, queue_name
@@ -83,12 +90,14 @@ __all__ = [
     "NODE",
     "REGISTRY",
     "RULES",
+    "SCALE",
     "WORK",
     "DeleteReview",
     "IsolationReview",
     "NodeReview",
     "ObjectReview",
     "Rule",
+    "ScaleReview",
     "WorkReview",
     "cel_rules",
     "checks",
@@ -103,6 +112,7 @@ CHANGE: Final = "change"
 DELETE: Final = "delete"
 NODE: Final = "node"
 ISOLATION: Final = "isolation"
+SCALE: Final = "scale"
 
 # The policies that carry rules' CEL (admission/policies/).
 TEAM_POLICY: Final = "gpuctl-admission"
@@ -154,6 +164,14 @@ class NodeReview:
 
 
 @dataclass(slots=True)
+class ScaleReview:
+    obj: Mapping[str, Any]
+    ns: str
+    state: ClusterState
+    warn: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class IsolationReview:
     gk: tuple[str, str]
     spec: Mapping[str, Any]
@@ -194,7 +212,9 @@ def _kueue_gate(r: ObjectReview) -> list[Violation]:
     if not r.works or not r.old_works:
         return []
     w, was = r.works[0], r.old_works[0]
-    return kueue_gate.check_kueue_gate(w, was, queue_name(w) or queue_name(was))
+    queue = queue_name(w) or queue_name(was)
+    owner = "" if queue or r.kind != "Job" else orphan_delete.queued_owner(r.obj, "request.object")
+    return kueue_gate.check_kueue_gate(w, was, queue, owner)
 
 
 def _claims(r: ObjectReview) -> bool:
@@ -219,11 +239,21 @@ def _orphan_delete(r: DeleteReview) -> list[Violation]:
     return orphan_delete.check_orphan_delete(env.request, env.gk, env.user, r.state, r.config.kueue_user)
 
 
+def _delete_grace(r: DeleteReview) -> list[Violation]:
+    if r.state.namespaces.get(r.env.namespace()) is False or r.env.user == r.config.kueue_user:
+        return []
+    return termination.check_delete_grace(r.env.request, r.env.gk, r.config.max_termination_grace)
+
+
 def _node(r: NodeReview) -> list[Violation]:
     return node_pool.check_node(r.obj, r.where, r.state)
 
 
 _LABELS: Final = ((WORK, lambda r: labels.check_labels(r.w)),)
+# gpu-resource and extended-resource: one pass over the resources a pod spec names.
+_RESOURCES: Final = (
+    (WORK, lambda r: gpu_resources.check_resources(r.w, r.config.allowed_extended_resources)),
+)
 _PLACEMENT_NODES: Final = "reads the pool's nodes from the webhook's cache"
 
 REGISTRY: Final[tuple[Rule, ...]] = (
@@ -334,8 +364,17 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         "a GPU resource Kueue does not charge to the team's budget",
         "gpu_resources",
         gpu_resources.FIX,
-        ((WORK, lambda r: gpu_resources.check_gpu_resources(r.w)),),
+        _RESOURCES,
         gpu_resources.CEL,
+        TEAM_POLICY,
+    ),
+    Rule(
+        EXTENDED_RESOURCE,
+        "any other extended resource Kueue does not charge, unless the admin's list allows it",
+        "gpu_resources",
+        gpu_resources.EXTENDED_FIX,
+        _RESOURCES,
+        gpu_resources.EXTENDED_CEL,
         TEAM_POLICY,
     ),
     Rule(
@@ -354,6 +393,24 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         ((WORK, lambda r: set_aside.check_set_aside_toleration(r.w)),),
         set_aside.CEL,
         TEAM_POLICY,
+    ),
+    Rule(
+        TERMINATION_GRACE,
+        "a `terminationGracePeriodSeconds` above the admin's bound (Kueue stops counting terminating pods)",
+        "termination",
+        termination.FIX,
+        ((WORK, lambda r: termination.check_termination_grace(r.w, r.config.max_termination_grace)),),
+        termination.CEL,
+        TEAM_POLICY,
+    ),
+    Rule(
+        DELETE_GRACE,
+        "a DELETE of a team pod naming a gracePeriodSeconds above the admin's bound",
+        "termination",
+        termination.DELETE_FIX,
+        ((DELETE, _delete_grace),),
+        termination.DELETE_CEL,
+        DELETE_POLICY,
     ),
     Rule(
         KUEUE_GATE,
@@ -389,6 +446,14 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         "create the pool first (`gpuctl create -f pool.yaml`) or use an existing one",
         ((NODE, _node),),
         webhook_only="reads the pools",
+    ),
+    Rule(
+        HPA_QUEUED,
+        "an HPA scaling a GPU Deployment Kueue does not queue (its replicas past the quota would not wait)",
+        "autoscaling",
+        autoscaling.FIX,
+        ((SCALE, lambda r: autoscaling.check_hpa_queued(r.obj, r.ns, r.state, r.warn)),),
+        webhook_only="reads the target Deployment and the team's ClusterQueue from the webhook's cache",
     ),
     Rule(
         POOL_TOLERATION,
@@ -435,7 +500,7 @@ def _unique(items: list[Check]) -> tuple[Check, ...]:
 
 _CHECKS: Final = {
     stage: _unique([c for r in REGISTRY for s, c in r.checks if s == stage])
-    for stage in (WORK, CLAIM, CHANGE, DELETE, NODE, ISOLATION)
+    for stage in (WORK, CLAIM, CHANGE, DELETE, NODE, ISOLATION, SCALE)
 }
 # CLAIM and CHANGE checks in registry order, as one pass (kueue-gate, owner-claim's claim, its change).
 OBJECT_CHECKS: Final = tuple((s, c) for r in REGISTRY for s, c in r.checks if s in (CLAIM, CHANGE))

@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from gpuctl.constants import DEFAULT_SERVICE_PORT, DENIED_HOST_PATHS, NOTEBOOK_PORT
+from gpuctl.constants import DEFAULT_SERVICE_PORT, DENIED_HOST_PATHS, HOST_PATH_ROOTS, NOTEBOOK_PORT
+from gpuctl.spec.autoscaling import Autoscaling
 from gpuctl.spec.fields import (
     HOST_PATH_FIX,
     NOTEBOOK_REPLICAS_FIX,
@@ -26,9 +27,11 @@ _SERVICE_TYPES = {t.lower(): t for t in ("NodePort", "ClusterIP", "LoadBalancer"
 
 
 class Service(SpecModel):
-    """`service:` — replicas and the port exposed through the NodePort Service `svc-<name>`."""
+    """`service:` — replicas (or `autoscaling`) and the port exposed through the NodePort Service
+    `svc-<name>`."""
 
     replicas: NonNegInt = 1
+    autoscaling: Autoscaling | None = None
     port: Port = DEFAULT_SERVICE_PORT
     health_check: Text | None = Field(
         None, validation_alias=aliases("healthCheck", "health_check", "health-check")
@@ -69,6 +72,19 @@ class Service(SpecModel):
             )
         return value
 
+    @model_validator(mode="after")
+    def _replicas_or_autoscaling(self) -> Service:
+        if self.autoscaling is not None and "replicas" in self.model_fields_set:
+            raise fail(
+                "replicas_and_autoscaling",
+                "service.replicas and service.autoscaling are both set: a service is either fixed-size or "
+                "autoscaled",
+                "remove service.replicas (the autoscaler keeps minReplicas to maxReplicas), or remove "
+                "service.autoscaling for a fixed number of replicas",
+                at="replicas",
+            )
+        return self
+
 
 class NotebookService(Service):
     """A notebook's service: the Service port is also the container port (the earlier gpuctl defaulted the
@@ -81,6 +97,13 @@ class NotebookService(Service):
     def _one_replica(cls, value: int) -> int:
         if value != 1:
             raise fail("notebook_replicas", f"a notebook cannot have {value} replicas", NOTEBOOK_REPLICAS_FIX)
+        return value
+
+    @field_validator("autoscaling")
+    @classmethod
+    def _not_autoscaled(cls, value: Autoscaling | None) -> Autoscaling | None:
+        if value is not None:
+            raise fail("notebook_replicas", "a notebook cannot be autoscaled", "remove service.autoscaling")
         return value
 
 
@@ -96,18 +119,38 @@ def _under(path: str, root: str) -> bool:
     return path == root or root == "/" or path.startswith(root.rstrip("/") + "/")
 
 
-def path_denied(path: str, allowed: tuple[str, ...] | list[str] = ()) -> str | None:
-    """Return the deny-list entry that forbids hostPath `path` (normalised), or None if it may be mounted.
-
-    A path is denied if it equals or lies under an entry of DENIED_HOST_PATHS; `/` denies only itself (or
-    nothing could be mounted). An allowed entry overrides the deny list for itself and everything below.
-    """
-    if any(_under(path, normalise_host_path(a)) for a in allowed):
-        return None
+def path_denied(path: str) -> str | None:
+    """The system location (DENIED_HOST_PATHS entry) that forbids hostPath `path` (normalised) whatever the
+    admin allows, or None. A path is denied if it equals or lies under an entry; `/` denies only itself."""
     for denied in DENIED_HOST_PATHS:
         if path == denied or (denied != "/" and path.startswith(denied + "/")):
             return denied
     return None
+
+
+def data_roots(allowed: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
+    """Where a writable hostPath may be: HOST_PATH_ROOTS and the admin's `allowed` roots (normalised)."""
+    return tuple(dict.fromkeys([*HOST_PATH_ROOTS, *(normalise_host_path(a) for a in allowed)]))
+
+
+def outside_roots(path: str, allowed: tuple[str, ...] | list[str] = ()) -> bool:
+    """A writable hostPath `path` (normalised) lies under no data root."""
+    return not any(_under(path, root) for root in data_roots(allowed))
+
+
+def host_path_refusal(path: str, writable: bool, allowed: tuple[str, ...] | list[str] = ()) -> str:
+    """Why hostPath `path` (normalised) may not be mounted, "" when it may: the one rule of `gpuctl create`'s
+    storage.workdirs (always writable) and admission's host-path (docs/security.md, "Host paths")."""
+    denied = path_denied(path)
+    if denied is not None:
+        inside = "" if denied == path else f" (inside {denied})"
+        return f"host path {path}{inside} is a system location: no team pod mounts it"
+    if writable and outside_roots(path, allowed):
+        return (
+            f"host path {path} would be mounted writable outside the data roots "
+            f"({', '.join(data_roots(allowed))})"
+        )
+    return ""
 
 
 class Workdir(SpecModel):
@@ -131,10 +174,9 @@ class Workdir(SpecModel):
             )
         norm = normalise_host_path(value)
         allowed = tuple((info.context or {}).get("allowed_host_paths", ()))
-        denied = path_denied(norm, allowed)
-        if denied is not None:
-            inside = "" if denied == norm else f" (inside {denied})"
-            raise fail("host_path_denied", f"mounting host path {norm}{inside} is not allowed", HOST_PATH_FIX)
+        why = host_path_refusal(norm, True, allowed)  # a workdir is mounted read-write
+        if why:
+            raise fail("host_path_denied", why, HOST_PATH_FIX)
         return norm
 
 

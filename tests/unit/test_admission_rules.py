@@ -10,6 +10,8 @@ import pytest
 from admission.identities import CONTROLLER_USERS, KCM_USER, KUEUE_USER
 from admission.rule_names import (
     CACHE_RULES,
+    DELETE_GRACE,
+    EXTENDED_RESOURCE,
     GPU_FITS_NODE,
     GPU_QUEUE,
     GPU_TOPOLOGY,
@@ -21,6 +23,7 @@ from admission.rule_names import (
     POOL_PLACEMENT,
     PRIORITY,
     PRIORITY_CLASS_RULE,
+    TERMINATION_GRACE,
     UNKNOWN_KEY,
 )
 from admission.rules import RULES, AdmissionConfig, Malformed, Mode, Verdict
@@ -36,6 +39,7 @@ from tests.unit.test_admission_fixtures import (
     OTHER_TEAM,
     PLAIN,
     TEAM,
+    cluster_objects,
     gpuctl_workload,
     node,
     pod_spec,
@@ -430,21 +434,53 @@ def test_pod_gpus_counts_containers_sidecars_and_the_largest_init_container():
 )
 def test_host_paths_in_the_deny_list_are_denied(path):
     v = only(queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}]), HOST_PATH)
-    assert "is not allowed" in v.message() and "--allowed-host-path" in v.message()
+    assert "is a system location" in v.message() and "never mounted" in v.message()
 
 
-@pytest.mark.parametrize("path", ["/data", "/data/team-a", "/mnt/datasets", "/etcetera", "/var/lib/datasets"])
-def test_other_host_paths_are_allowed(path):
-    allowed(queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}]))
+def _mounted(path: str, read_only: bool = False) -> dict:
+    pod = queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}])
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "h", "mountPath": "/x", "readOnly": read_only}]
+    return pod
 
 
-def test_allow_list_overrides_the_deny_list_for_the_path_and_below():
-    config = AdmissionConfig(allowed_host_paths=("/var/run/nvidia",))
-    pod = queued_pod(volumes=[{"name": "h", "hostPath": {"path": "/var/run/nvidia/driver"}}])
-    allowed(pod, config=config)
-    other = queued_pod(volumes=[{"name": "h", "hostPath": {"path": "/var/run/docker.sock"}}])
-    v = only(other, HOST_PATH, config=config)
-    assert "(allowed: /var/run/nvidia)" in v.message()
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/opt/cni/bin",
+        "/usr",
+        "/lib/modules",
+        "/boot",
+        "/var/log/pods",
+        "/var/lib/containers",
+        "/usr/local/bin",
+    ],
+)
+def test_system_locations_are_denied_read_only_too_whatever_the_admin_allows(path):
+    """Issue 43, 5: root on a pool node (CNI plugins run as root) and other teams' logs."""
+    config = AdmissionConfig(allowed_host_paths=(path, "/"))
+    for read_only in (False, True):
+        v = only(_mounted(path, read_only), HOST_PATH, config=config)
+        assert "is a system location" in v.message(), v.message()
+
+
+@pytest.mark.parametrize("path", ["/data", "/data/team-a", "/output/run-1", "/models"])
+def test_writable_host_paths_under_the_data_roots_are_allowed(path):
+    allowed(_mounted(path))
+
+
+@pytest.mark.parametrize("path", ["/mnt/datasets", "/etcetera", "/var/lib/datasets", "/home/u", "/dataset"])
+def test_writable_host_paths_outside_the_data_roots_are_denied_read_only_ones_allowed(path):
+    v = only(_mounted(path), HOST_PATH)
+    assert "writable outside the data roots (/data, /output, /models)" in v.message(), v.message()
+    allowed(_mounted(path, read_only=True))
+    allowed(queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}]))  # mounted by no container
+
+
+def test_the_admin_adds_data_roots():
+    config = AdmissionConfig(allowed_host_paths=("/scratch",))
+    allowed(_mounted("/scratch/team-a"), config=config)
+    v = only(_mounted("/scratchy"), HOST_PATH, config=config)
+    assert "(/data, /output, /models, /scratch)" in v.message()
 
 
 def test_relative_host_path_is_denied():
@@ -790,3 +826,149 @@ def test_any_pool_job_bigger_than_every_listed_pools_node_is_denied():
     v = only(_any_pool_job("[a10, empty]", 8), GPU_FITS_NODE)
     assert 'has 4 (pool "a10")' in v.message()
     allowed(_any_pool_job("[a10, a100]", 8))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 43, 4: accelerators under other names; 2: long termination grace.
+
+
+def _requesting(**resources: str) -> dict:
+    pod = queued_pod()
+    for m in pod["spec"]["containers"][0]["resources"].values():
+        m.update(resources)
+    return pod
+
+
+@pytest.mark.parametrize("name", ["habana.ai/gaudi", "nvidia.com/GA100_A100_SXM4_80GB", "example.com/fpga"])
+def test_extended_resources_kueue_does_not_charge_are_refused_naming_them(name):
+    v = only(_requesting(**{name: "2"}), EXTENDED_RESOURCE)
+    assert f"requests {name}: extended resource(s) Kueue does not charge" in v.message(), v.message()
+    assert "--allowed-extended-resource" in v.message()
+
+
+@pytest.mark.parametrize("name", ["rdma/hca_shared_devices_a", "hugepages-2Mi", "ephemeral-storage"])
+def test_the_default_list_allows_rdma_devices_and_hugepages(name):
+    allowed(_requesting(**{name: "1"}))
+
+
+def test_the_admin_sets_the_extended_resources_list():
+    config = AdmissionConfig(allowed_extended_resources=("example.com/fpga",))
+    allowed(_requesting(**{"example.com/fpga": "1"}), config=config)
+    only(_requesting(**{"rdma/hca_shared_devices_a": "1"}), EXTENDED_RESOURCE, config=config)
+
+
+def test_termination_grace_above_the_bound_is_refused():
+    pod = queued_pod(terminationGracePeriodSeconds=7200)
+    v = only(pod, TERMINATION_GRACE)
+    assert "terminationGracePeriodSeconds is 7200" in v.message() and "at most 300 s" in v.message()
+    allowed(queued_pod(terminationGracePeriodSeconds=300))
+    allowed(pod, config=AdmissionConfig(max_termination_grace=7200))
+
+
+def _delete_pod(grace: int | None, user: str = "alice") -> Verdict:
+    pod = queued_pod()
+    req = review(pod, op="DELETE", username=user)["request"]
+    req["object"], req["oldObject"] = None, pod
+    req["options"] = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+    if grace is not None:
+        req["options"]["gracePeriodSeconds"] = grace
+    return judge(req, STATE, AdmissionConfig())
+
+
+def test_deleting_a_pod_with_a_grace_above_the_bound_is_refused():
+    """`kubectl delete pod --grace-period=7200`: the API server takes the DELETE's grace over the pod's."""
+    v = _delete_pod(7200)
+    assert not v.allowed and v.rules == (DELETE_GRACE,), v.message()
+    assert "gracePeriodSeconds 7200" in v.message() and "at most 300 s" in v.message()
+    for ok in (None, 0, 30, 300):
+        assert _delete_pod(ok).allowed, ok
+    assert _delete_pod(7200, user=KUEUE_USER).allowed
+
+
+AUTOSCALED = """
+kind: inference
+job: {name: llm}
+environment: {image: vllm/vllm-openai:v0.12.0}
+service: {port: 8000, autoscaling: {minReplicas: 1, maxReplicas: 3, targetConcurrency: 4}}
+resources: {pool: a10, gpu: 1, cpu: 8, memory: 32Gi}
+"""
+
+
+def _autoscaled(namespace: str = TEAM) -> list[dict]:
+    """The floor and burst Deployments gpuctl builds for an autoscaled service (docs/serving.md)."""
+    floor, burst, *_ = build(load_text(AUTOSCALED)[0].spec, namespace)
+    return [floor, burst]
+
+
+def test_an_autoscaled_services_tiers_carry_their_own_classes() -> None:
+    """gpuctl-serving-floor|burst go with runwhere.ai/serving-tier floor|burst; a class without its tier, a
+    tier without its class or a misspelt tier is the `priority` rule's (Python here, the same CEL in
+    the team policy: tests/integration/test_admission_policy.py)."""
+    floor, burst = _autoscaled()
+    allowed(floor)
+    allowed(burst)
+    swapped = copy.deepcopy(floor)
+    swapped["metadata"]["labels"][Labels.KUEUE_PRIORITY] = "gpuctl-serving-burst"
+    assert f'but metadata.labels[{Labels.SERVING_TIER}] is "floor"' in only(swapped, PRIORITY).message()
+    untiered = copy.deepcopy(burst)
+    del untiered["metadata"]["labels"][Labels.SERVING_TIER]
+    assert f"metadata.labels[{Labels.SERVING_TIER}] is not set" in only(untiered, PRIORITY).message()
+    typo = copy.deepcopy(floor)
+    typo["spec"]["template"]["metadata"]["labels"][Labels.SERVING_TIER] = "flor"
+    assert 'is "flor" (did you mean "floor"?)' in only(typo, PRIORITY).message()
+    classless = copy.deepcopy(floor)
+    del classless["metadata"]["labels"][Labels.KUEUE_PRIORITY]
+    msg = only(classless, PRIORITY).message()
+    assert f'{Labels.SERVING_TIER}] is "floor" but metadata.labels[{Labels.KUEUE_PRIORITY}] is not set' in msg
+    # The floor's class on a job that is not a service's floor is refused whatever else it says.
+    job = training_job()
+    job["metadata"]["labels"][Labels.KUEUE_PRIORITY] = "gpuctl-serving-floor"
+    del job["metadata"]["labels"][Labels.PRIORITY]
+    del job["spec"]["template"]["metadata"]["labels"][Labels.PRIORITY]
+    only(job, PRIORITY)
+
+
+def test_an_hpa_may_scale_only_gpu_work_kueue_queues() -> None:
+    """hpa-queued (docs/serving.md): an HPA of a GPU Deployment Kueue does not queue is refused (its replicas
+    would run outside the quota); one of a queued Deployment is allowed, with a warning when its
+    maxReplicas (a service's burst HPA: with its floor) pass the team's quota 4 + borrowingLimit 2; a
+    target the cache has not seen, or CPU-only, is not judged; on UPDATE only a new finding denies."""
+    from dataclasses import replace
+
+    from admission.state import CachedDeployment, TeamCap
+
+    floor, burst = _autoscaled()
+    raw = copy.deepcopy(floor)
+    raw["metadata"]["name"] = "raw"
+    raw["metadata"]["labels"] = {}
+    st = ClusterState.from_objects([*cluster_objects(), floor, burst, raw])
+    st = replace(st, team_caps={**st.team_caps, TEAM: TeamCap(4, 2)})
+    assert st.deployments[(TEAM, "llm")] == CachedDeployment(1, 1, "floor", "llm", "default")
+    assert st.deployments[(TEAM, "raw")] == CachedDeployment(1, 1, None, None, None)
+
+    def hpa(target: str, high: int) -> dict:
+        return {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "h", "namespace": TEAM},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                "minReplicas": 1,
+                "maxReplicas": high,
+            },
+        }
+
+    v = only(hpa("raw", 2), "hpa-queued", st=st)
+    assert "which Kueue does not queue (no kueue.x-k8s.io/queue-name)" in v.message()
+    assert "add the label kueue.x-k8s.io/queue-name: default" in v.message()
+    # The service's burst HPA: floor 1 + burst 5 = 6 fits the cap silently; 6 more is allowed and warned.
+    assert check(hpa("llm-burst", 5), st=st).warnings == ()
+    over = check(hpa("llm-burst", 6), st=st)
+    assert over.allowed and over.violations == ()
+    (warning,) = over.warnings
+    assert "with its service's floor of 1" in warning and "= 7 GPUs, more than team" in warning
+    # Not judged: a target the cache has not seen.
+    assert check(hpa("not-yet", 100), st=st).allowed
+    # UPDATE: an HPA of an unqueued Deployment already is not refused for another change; a new one is.
+    assert check(hpa("raw", 3), st=st, op="UPDATE", old=hpa("raw", 2)).allowed
+    only(hpa("raw", 3), "hpa-queued", st=st, op="UPDATE", old=hpa("not-yet", 2))
