@@ -91,7 +91,7 @@ def describe_job(args: argparse.Namespace) -> int:
         kv([("Moved", d.moved)])
     if data["service"]:
         s = data["service"]
-        kv([("Service", f"{s['name']} {s['type']} {s['port']}->{s['targetPort']} nodePort {s['nodePort']}")])
+        kv([("Service", _service_line(s))])
     if data["env"]:
         print("Env:")
         for e in data["env"]:
@@ -343,3 +343,12 @@ def describe_namespace(args: argparse.Namespace) -> int:
     else:
         print("Quota: <none> (create one with kind: quota)")
     return 0
+
+
+def _service_line(s: dict) -> str:
+    """`svc-x ClusterIP 10.0.0.7 80->8080`, `svc-nb ClusterIP None (headless) 8888->8888`, a NodePort's
+    node port after its ports: what kubectl describe service says of each, on one line."""
+    ip = s.get("clusterIP")
+    where = " None (headless)" if ip == "None" else f" {ip}" if ip else ""
+    node = f" nodePort {s['nodePort']}" if s.get("nodePort") else ""
+    return f"{s['name']} {s['type']}{where} {s['port']}->{s['targetPort']}{node}"
