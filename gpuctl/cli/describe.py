@@ -102,7 +102,7 @@ def describe_job(args: argparse.Namespace) -> int:
         table(
             ["  TYPE", "STATUS", "REASON", "MESSAGE"],
             [
-                [f"  {x['type']}", x["status"], x["reason"] or "", (x["message"] or "")[:120]]
+                [f"  {x['type']}", x["status"], x["reason"] or "", x["message"] or ""]  # whole, as kubectl
                 for x in data["conditions"]
             ],
         )

@@ -839,3 +839,18 @@ def test_yaml_output_is_the_json_output(case: Case, fake: FakeApiServer, monkeyp
     text = _cli_out(monkeypatch, fake, [*argv, "-o", "yaml"])
     assert _ageless(yaml.safe_load(text)) == _ageless(as_json)
     assert "!!python" not in text
+
+
+def test_describe_prints_kueue_messages_whole(monkeypatch) -> None:
+    """kubectl prints a condition's message whole; describe cut Kueue's at 120 characters, mid-word
+    (issue 42)."""
+    message = (
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor "
+        "training-pool, 4 more needed; insufficient quota for runwhere.ai/quota-gpu-840ths in flavor "
+        "gpuctl-budget"
+    )
+    spec = pod_spec(4)
+    j = job_obj("long", spec, suspend=True)
+    wl = workload_obj("job-long", j, spec, [cond("QuotaReserved", "False", "Pending", message)])
+    fake = FakeApiServer([*_team_objects(), j, wl])
+    assert message in _cli_out(monkeypatch, fake, ["describe", "job", "long", "-n", NS])
