@@ -42,6 +42,7 @@ VERBS: dict[str, str] = {
     "logs": "gpuctl.cli.logs",
     "wait": "gpuctl.cli.wait",
     "history": "gpuctl.cli.history",
+    "top": "gpuctl.cli.top",
     "stop": "gpuctl.cli.stop",
     "resume": "gpuctl.cli.resume",
     "label": "gpuctl.cli.label",

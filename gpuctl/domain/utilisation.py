@@ -303,19 +303,34 @@ def pod_started(pod: Mapping[str, Any]) -> float | None:
     return parse_time(started) or parse_time(meta(pod).get("creationTimestamp"))
 
 
+@dataclass(frozen=True)
+class Figures:
+    """Activity (mean), memory (sum) and idle time (the shortest) of some devices."""
+
+    activity: float | None
+    memory_mib: float | None
+    idle_seconds: float | None
+    idle_at_least: bool
+
+
+def figures(devices: Sequence[DeviceUse], floor: float, now: float, since: float | None = None) -> Figures:
+    """The figures of devices (a pod's, a gang row's); since: when their pod started (idle no longer)."""
+    idle = _idle(idle_seconds(d.peaks, floor, now, since) for d in devices)
+    return Figures(_mean(d.activity for d in devices), _sum(d.memory_mib for d in devices), idle[0], idle[1])
+
+
 def pod_use(pod: Mapping[str, Any], devices: Sequence[DeviceUse], floor: float, now: float) -> PodUse:
     held = pod_spec_gpu_units(pod.get("spec")) / GPU_UNITS if pod_holds_gpus(pod) else 0.0
-    since = pod_started(pod)
-    idle = _idle(idle_seconds(d.peaks, floor, now, since) for d in devices)
+    f = figures(devices, floor, now, pod_started(pod))
     return PodUse(
         pod=meta(pod).get("name", ""),
         node=pod_node(pod) or "",
         rank=pod_rank(pod),
         gpus=held,
-        activity=_mean(d.activity for d in devices),
-        memory_mib=_sum(d.memory_mib for d in devices),
-        idle_seconds=idle[0],
-        idle_at_least=idle[1],
+        activity=f.activity,
+        memory_mib=f.memory_mib,
+        idle_seconds=f.idle_seconds,
+        idle_at_least=f.idle_at_least,
         devices=sorted(devices, key=lambda d: (d.device.node, d.device.gpu, d.device.instance, d.container)),
     )
 
