@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 from typing import Self
 
-from gpuctl.cli.cmdutil import guard
+from gpuctl.cli.cmdutil import add_prometheus_flag, guard, prometheus_of
 from gpuctl.cli.errors import CommandError
 from gpuctl.constants import JOB_KINDS
 
 HELP = "GPU use of jobs, busiest first: GPUs held, activity, memory, idle for (dcgm-exporter via Prometheus)"
 COLUMNS = ["NAMESPACE", "NAME", "KIND", "POOL", "GPUS", "ACTIVITY", "GPU MEMORY", "IDLE FOR"]
 WIDE = ["STATUS", "DEVICES", "SOURCE"]
-SOURCES = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": "engine", "DCGM_FI_DEV_GPU_UTIL": "util"}
 
 
 def register(sub: argparse._SubParsersAction, common: dict) -> None:
@@ -41,15 +40,6 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
         help="ACTIVITY is the mean over this long (default 5m; 30s, 1h, ...)",
     )
     p.set_defaults(run=guard(lambda args: TopOptions.complete(args).validate().run()))
-
-
-def add_prometheus_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--prometheus-url",
-        metavar="URL",
-        help="the Prometheus that scrapes dcgm-exporter (default: $GPUCTL_PROMETHEUS_URL, else "
-        "prometheusURL in the config file $GPUCTL_CONFIG or ~/.config/gpuctl/config.yaml)",
-    )
 
 
 class TopOptions:
@@ -80,6 +70,7 @@ class TopOptions:
         from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.domain.utilisation import (  # noqa: PLC0415 - lazy: CLI start-up
+            SOURCE_NAMES,
             gpus_text,
             idle_text,
             memory_text,
@@ -108,7 +99,7 @@ class TopOptions:
             ]
             if wide:
                 devices = [d for p in u.pods for d in p.devices]
-                sources = sorted({SOURCES.get(d.source, d.source) for d in devices})
+                sources = sorted({SOURCE_NAMES.get(d.source, d.source) for d in devices})
                 row += [u.status, len(devices), ",".join(sources) or "-"]
             rows.append(row)
         where = f" in {self.namespace} namespace" if self.namespace else ""
@@ -124,16 +115,3 @@ class TopOptions:
                 empty=f"No job holds GPUs{where}.",
             ),
         )
-
-
-def prometheus_of(args: argparse.Namespace):  # -> gpuctl.service.prometheus.Prometheus
-    """The Prometheus to read, or a CommandError saying how to name one."""
-    from gpuctl.service.prometheus import configured  # noqa: PLC0415 - lazy: CLI start-up
-
-    prom = configured(getattr(args, "prometheus_url", None))
-    if prom is None:
-        raise CommandError(
-            "no Prometheus to read GPU use from: pass --prometheus-url URL, or set $GPUCTL_PROMETHEUS_URL "
-            "or prometheusURL in ~/.config/gpuctl/config.yaml (docs/utilisation.md)"
-        )
-    return prom

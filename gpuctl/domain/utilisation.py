@@ -39,8 +39,9 @@ from gpuctl.domain.status import pod_node
 
 Sample = tuple[float, float]  # (epoch seconds, value)
 ACTIVITY_METRICS = (DCGM_ENGINE_ACTIVE, DCGM_GPU_UTIL)
-# What each activity metric is divided by to become a ratio 0-1.
+# What each activity metric is divided by to become a ratio 0-1, and its short name in tables.
 SCALE = {DCGM_ENGINE_ACTIVE: 1.0, DCGM_GPU_UTIL: 100.0}
+SOURCE_NAMES = {DCGM_ENGINE_ACTIVE: "engine", DCGM_GPU_UTIL: "util"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")  # a Kubernetes name: nothing to escape in a regex
 
 

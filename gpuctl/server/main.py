@@ -156,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_leader_election(p)
     flags.add_tls(p)
     flags.add_api_auth(p)  # with --api
+    flags.add_prometheus(p)  # the API's GPU use, --idle's evidence (issue 40)
     _add_clusters(p)
     flags.add_log_level(p)
     return p

@@ -168,6 +168,12 @@ def top(
     return TopView(uses=uses, span=span, at=now, namespaces=sorted({j.namespace for j in jobs}))
 
 
+def job_namespaces(source: Any) -> set[str]:
+    """The namespaces that hold a gpuctl job (the API's candidates before it asks which its caller may
+    read)."""
+    return {o["metadata"]["namespace"] for _, o in Inventory(source, None).controllers}
+
+
 def job_use_now(job: Job, prom: Prometheus, span: Span = Span(), now: float | None = None) -> JobUse:
     """One job's use (`describe job`): Prometheus asked about its own pods only."""
     now = time.time() if now is None else now
