@@ -558,6 +558,15 @@ PROMETHEUS_TIMEOUT_SECONDS: Final = 10.0
 # annotation (field manager IDLE_FIELD_MANAGER, so the other writers of those objects never drop it).
 IDLE_POLICY_ANNOTATION: Final = "runwhere.ai/idle-policy"
 IDLE_FIELD_MANAGER: Final = "gpuctl-idle-policy"
+# What each job kind may be given when idle, its default first (gpuctl.domain.idle; the `idle:` fields of
+# kind pool and quota, gpuctl.spec.idle): a notebook is stopped, a service scaled to its floor (or zero),
+# training and gangs only reported unless the admin opts in.
+IDLE_ACTIONS: Final = {
+    Kind.NOTEBOOK: ("stop", "report", "none"),
+    Kind.INFERENCE: ("floor", "zero", "report", "none"),
+    Kind.COMPUTE: ("floor", "zero", "report", "none"),
+    Kind.TRAINING: ("report", "stop", "none"),
+}
 # The policy's defaults: idle for this long before anything happens; a keep lasts at most this long.
 IDLE_AFTER_SECONDS: Final = 3600
 IDLE_KEEP_MAX_SECONDS: Final = 8 * 3600

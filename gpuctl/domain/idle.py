@@ -24,13 +24,13 @@ from enum import StrEnum
 from typing import Any
 
 from gpuctl.constants import (
+    IDLE_ACTIONS,
     IDLE_AFTER_SECONDS,
     IDLE_FLOOR,
     IDLE_KEEP_MAX_SECONDS,
     IDLE_MIN_COVERAGE,
     IDLE_POLICY_ANNOTATION,
     KEEP_UNTIL_ANNOTATION,
-    Kind,
 )
 from gpuctl.domain.objects import annotations, parse_time
 from gpuctl.domain.utilisation import DeviceUse, gpus_text, percent_text
@@ -45,13 +45,9 @@ class IdleAction(StrEnum):
     NONE = "none"
 
 
-_SERVICE_ACTIONS = (IdleAction.FLOOR, IdleAction.ZERO, IdleAction.REPORT, IdleAction.NONE)
-# What each job kind may be given, the default first.
+# What each job kind may be given, the default first (constants.IDLE_ACTIONS, which the spec checks too).
 ACTIONS: Mapping[str, tuple[IdleAction, ...]] = {
-    Kind.NOTEBOOK: (IdleAction.STOP, IdleAction.REPORT, IdleAction.NONE),
-    Kind.INFERENCE: _SERVICE_ACTIONS,
-    Kind.COMPUTE: _SERVICE_ACTIONS,
-    Kind.TRAINING: (IdleAction.REPORT, IdleAction.STOP, IdleAction.NONE),
+    k: tuple(IdleAction(a) for a in actions) for k, actions in IDLE_ACTIONS.items()
 }
 DEFAULT_ACTIONS: Mapping[str, IdleAction] = {k: v[0] for k, v in ACTIONS.items()}
 # What acting means: the job gives GPUs back (report and none do nothing to it).
