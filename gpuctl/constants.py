@@ -570,6 +570,10 @@ IDLE_ACTIONS: Final = {
 # The policy's defaults: idle for this long before anything happens; a keep lasts at most this long.
 IDLE_AFTER_SECONDS: Final = 3600
 IDLE_KEEP_MAX_SECONDS: Final = 8 * 3600
+# serve's idle reclaimer: how often it looks (seconds), and in how many steps it reads a policy's window (a
+# step must be longer than Prometheus' scrape interval of dcgm-exporter: 30 m in 20 steps is 90 s).
+IDLE_INTERVAL_SECONDS: Final = 30.0
+IDLE_POINTS: Final = 20
 # A verdict needs this share of the window's steps measured (an exporter down is no evidence of idleness).
 IDLE_MIN_COVERAGE: Final = 0.9
 # `gpuctl keep JOB --for 4h`: on the job's controller (Job, StatefulSet, Deployment), the RFC 3339 time
@@ -581,8 +585,11 @@ IDLE_STOPPED_ANNOTATION: Final = "runwhere.ai/idle-stopped"
 IDLE_STOPPED_AT_ANNOTATION: Final = "runwhere.ai/idle-stopped-at"
 # On a service's Deployment serve scaled down: the replicas it had, which `gpuctl resume` gives back.
 IDLE_REPLICAS_ANNOTATION: Final = "runwhere.ai/idle-replicas"
-# The Event reasons serve posts on a job's Workload (stopped, scaled, reported) and the actor it names.
-IDLE_EVENT_REASON: Final = "GpuctlIdle"
+# The Event reasons serve posts on a job's Workload (stopped, scaled down, reported: due but a dry run, a
+# report-only action, or kept) and the actor the audit trail names.
+IDLE_STOPPED_REASON: Final = "GpuctlIdleStopped"
+IDLE_SCALED_REASON: Final = "GpuctlIdleScaled"
+IDLE_REPORTED_REASON: Final = "GpuctlIdle"
 ACTOR_IDLE: Final = "gpuctl-serve (idle)"
 IDLE_RUNWHERE_KEYS: Final = (
     IDLE_POLICY_ANNOTATION,

@@ -191,11 +191,19 @@ class Verdict:
 
 
 def judge(
-    devices: Sequence[DeviceUse], rule: KindRule, *, now: float, step: int, gpus: float = 0.0
+    devices: Sequence[DeviceUse],
+    rule: KindRule,
+    *,
+    now: float,
+    step: int,
+    gpus: float = 0.0,
+    since: float | None = None,
 ) -> Verdict:
     """Idle when every device's peak in every step of the last `rule.after` seconds is under the floor and
     at least IDLE_MIN_COVERAGE of those steps were measured for each device. No series at all, or too few
-    steps (an exporter or Prometheus down, a pod too new), is no evidence: not idle."""
+    steps (an exporter or Prometheus down), is no evidence: not idle. since: when the job's newest pod
+    started; a job running for less than the window is not idle yet (a resumed notebook keeps its pod's
+    name, and so its series from before the stop: those do not count)."""
     window, floor = rule.after, rule.floor
     start = now - window
     expected = max(1, round(window / max(step, 1)))
@@ -211,6 +219,8 @@ def judge(
 
     if not devices:
         return verdict(False, "no GPU series for its pods (dcgm-exporter not scraped, or no GPU given)")
+    if since is not None and now - since < window:
+        return verdict(False, f"running for {format_duration(now - since)}, under {format_duration(window)}")
     if coverage < IDLE_MIN_COVERAGE:
         return verdict(False, f"only {coverage:.0%} of the last {format_duration(window)} measured")
     if peak is not None and peak >= floor:

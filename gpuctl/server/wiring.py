@@ -26,6 +26,7 @@ def default_cache(
     api: bool = False,
     backstop: bool = False,
     history: bool = False,
+    idle: bool = False,
 ) -> Cache:
     """The informers `gpuctl serve` runs.
 
@@ -42,15 +43,15 @@ def default_cache(
     cache.add("ResourceFlavor", label_selector=MANAGED_SELECTOR)
     cache.add("ClusterQueue", label_selector=MANAGED_SELECTOR)
     cache.add("Cohort", field_selector=f"metadata.name={COHORT_NAME}")
-    if metrics or api or backstop:
+    if metrics or api or backstop or idle:
         cache.add("Pod", transform=trim_pod)  # GPU sums: metrics.PodGpus, from the events
-    if metrics or api or backstop or history:
+    if metrics or api or backstop or history or idle:
         cache.add("Workload", transform=trim_workload, summarize=workload_summary)
-    if metrics or api or backstop:
+    if metrics or api or backstop or idle:
         cache.add("LocalQueue")
     if history:
         cache.add("Event", field_selector=EVENT_FIELD_SELECTOR, transform=trim_event)
-    if api:
+    if api or idle:  # the idle reclaimer (issue 40) reads jobs as the API does, keeps from their controllers
         for kind in JOB_CONTROLLERS:
             cache.add(kind, label_selector=JOB_SELECTOR, transform=trim_controller)
     return cache

@@ -73,6 +73,7 @@ def set_active(
     perms: Permissions | None = None,
     actor: str | None = None,
     on_behalf: bool = False,
+    notes: dict[str, str] | None = None,
 ) -> Activation:
     """Stop (active=False) or resume (active=True) the job `name`. CLIENT reads only; SERVER sends the
     patch with dryRun=All; nothing is sent when spec.active already says so. actor: who asks (the CLI's
@@ -102,6 +103,8 @@ def set_active(
     changed = was_active != active
     wl_meta = wl["metadata"]
     stamp = {"annotations": {AUDIT_ACTIVE_SET_BY_ANNOTATION: actor}} if on_behalf and actor else {}
+    if notes:
+        stamp = {"annotations": {**stamp.get("annotations", {}), **notes}}
     if changed and dry_run.writes:
         cluster.merge_patch(
             path("Workload", wl_meta["name"], wl_meta["namespace"]),

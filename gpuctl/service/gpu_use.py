@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuctl.constants import IDLE_FLOOR, USE_LOOKBACK_SECONDS, USE_WINDOW_SECONDS
+from gpuctl.constants import IDLE_FLOOR, USE_LOOKBACK_SECONDS, USE_POINTS, USE_WINDOW_SECONDS
 from gpuctl.domain.utilisation import (
     ACTIVITY_METRICS,
     DeviceUse,
@@ -53,10 +53,11 @@ class Span:
     window: int = USE_WINDOW_SECONDS
     lookback: int = USE_LOOKBACK_SECONDS
     floor: float = IDLE_FLOOR
+    points: int = USE_POINTS  # steps over the look-back (the idle reclaimer's: IDLE_POINTS)
 
     @property
     def step(self) -> int:
-        return step_for(self.lookback)
+        return step_for(self.lookback, self.points)
 
 
 def read_devices(
