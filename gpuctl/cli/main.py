@@ -45,6 +45,7 @@ VERBS: dict[str, str] = {
     "top": "gpuctl.cli.top",
     "stop": "gpuctl.cli.stop",
     "resume": "gpuctl.cli.resume",
+    "keep": "gpuctl.cli.keep",
     "label": "gpuctl.cli.label",
     "adopt": "gpuctl.cli.adopt",
     "version": "gpuctl.cli.version",

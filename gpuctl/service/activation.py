@@ -18,12 +18,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import AUDIT_ACTIVE_MANAGER_PREFIX, AUDIT_ACTIVE_SET_BY_ANNOTATION
+from gpuctl.constants import (
+    AUDIT_ACTIVE_MANAGER_PREFIX,
+    AUDIT_ACTIVE_SET_BY_ANNOTATION,
+    IDLE_REPLICAS_ANNOTATION,
+)
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.workload import WorkloadState, workload_state
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import ServiceError
-from gpuctl.service.jobs import find_job
+from gpuctl.service.jobs import Job, find_job
 
 _GROUP = {"Job": "batch", "Deployment": "apps", "StatefulSet": "apps"}
 
@@ -85,6 +89,12 @@ def set_active(
     dry_run = DryRun(dry_run)
     verb = "resume" if active else "stop"
     job = find_job(cluster, name, namespace, perms=perms)
+    if (
+        job.resource == "Deployment"
+        and active
+        and IDLE_REPLICAS_ANNOTATION in (job.obj["metadata"].get("annotations") or {})
+    ):
+        return _restore_replicas(cluster, job, dry_run)
     if job.resource == "Deployment":
         raise ServiceError(
             f"job {job.name} ({job.kind}) is a Deployment: Kueue queues each of its pods with a Workload "
@@ -121,5 +131,33 @@ def set_active(
         workload=wl_meta["name"],
         active=active,
         changed=changed,
+        status=job.status,
+    )
+
+
+def _restore_replicas(cluster: Cluster, job: Job, dry_run: DryRun) -> Activation:
+    """`resume` of a service serve scaled down for idle GPUs (issue 40, gpuctl.server.idle): the replicas
+    runwhere.ai/idle-replicas kept, the annotation removed, in one patch (uid as precondition)."""
+    meta = job.obj["metadata"]
+    raw = (meta.get("annotations") or {}).get(IDLE_REPLICAS_ANNOTATION) or ""
+    if not raw.isdigit():
+        raise ServiceError(f"job {job.name}: {IDLE_REPLICAS_ANNOTATION}={raw!r} is not a replica count")
+    if dry_run.writes:
+        cluster.merge_patch(
+            path("Deployment", job.name, job.namespace),
+            {
+                "metadata": {"uid": meta["uid"], "annotations": {IDLE_REPLICAS_ANNOTATION: None}},
+                "spec": {"replicas": int(raw)},
+            },
+            dry_run=dry_run is DryRun.SERVER,
+        )
+    return Activation(
+        name=job.name,
+        namespace=job.namespace,
+        kind=job.kind,
+        resource=job.resource,
+        workload="",
+        active=True,
+        changed=True,
         status=job.status,
     )
