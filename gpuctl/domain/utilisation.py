@@ -34,7 +34,8 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.gang import pod_rank
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpu_units
-from gpuctl.domain.objects import meta, parse_time, short_age
+from gpuctl.domain.objects import labels as object_labels
+from gpuctl.domain.objects import meta, owner_ref, parse_time, short_age
 from gpuctl.domain.status import pod_node
 
 Sample = tuple[float, float]  # (epoch seconds, value)
@@ -231,6 +232,24 @@ def idle_seconds(
     if since is not None and since >= first:
         return max(0.0, now - since), False
     return max(0.0, now - first), True
+
+
+# ----------------------------------------------------------------------------- which job a pod is
+POD_TEMPLATE_HASH = "pod-template-hash"  # the ReplicaSet controller's label: <deployment>-<hash> names it
+
+
+def pod_job(pod: Mapping[str, Any]) -> str:
+    """The job (controller) a pod belongs to, from its owner (gpuctl.domain.objects.owner_ref): a Job's,
+    StatefulSet's or LeaderWorkerSet's name; for a ReplicaSet's pod, its Deployment's (the ReplicaSet's
+    name less its pod-template-hash, Kubernetes' naming rule); "" for a pod of no owner."""
+    owner = owner_ref(pod)
+    if not owner:
+        return ""
+    owner_name = str(owner.get("name") or "")
+    if owner.get("kind") == "ReplicaSet":
+        h = object_labels(pod).get(POD_TEMPLATE_HASH)
+        return owner_name.removesuffix(f"-{h}") if h else owner_name
+    return owner_name
 
 
 # ----------------------------------------------------------------------------- per pod, per job

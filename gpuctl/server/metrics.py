@@ -64,6 +64,7 @@ from gpuctl.server.gauges import (
     ANY_POOL,
     WorkloadSums,
     gang_families,
+    job_pod_family,
     pool_families,
     team_families,
     workload_families,
@@ -315,6 +316,8 @@ class GpuctlCollector(Collector):
         yield from workload_families(sums, teams)
         yield from gang_families(sums, sorted(facts))
         yield from team_families(cqs, sorted(facts), team_allocated)
+        node_pool = {n: p for p, f in facts.items() for n in f.nodes}
+        yield job_pod_family(self._list("Pod"), node_pool)  # issue 40: dcgm-exporter's pods -> jobs
         # The backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage).
         if self.backstop is not None:
             yield from self.backstop.pool_families(sorted(facts))
