@@ -124,8 +124,8 @@ class IdleReclaimer(Periodic):
         inv = Inventory(CacheReader(self.cache, self.cluster), None)
         candidates: list[tuple[Job, IdlePolicy, KindRule]] = []
         for job in collect_jobs(inv, positions=False):
-            if job.status != State.RUNNING:
-                continue
+            if job.status != State.RUNNING or ((job.workload or {}).get("spec") or {}).get("active") is False:
+                continue  # holds no GPU, or stopped already (its pods still going)
             pol, why = job_policy(
                 inv.team_queues.get(job.namespace), inv.flavor(job.pool) if job.pool else None
             )
@@ -213,7 +213,9 @@ class IdleReclaimer(Periodic):
                 if job.resource == "Deployment":  # a service is scaled, never stopped (Kueue cannot hold it)
                     return ""
                 notes = {IDLE_STOPPED_ANNOTATION: evidence, IDLE_STOPPED_AT_ANNOTATION: rfc3339(now)}
-                set_active(self.cluster, job.name, job.namespace, False, actor=ACTOR_IDLE, notes=notes)
+                done = set_active(self.cluster, job.name, job.namespace, False, actor=ACTOR_IDLE, notes=notes)
+                if not done.changed:  # stopped meanwhile (by its user, or a pass before the cache saw it)
+                    return ""
                 self._event(
                     job, IDLE_STOPPED_REASON, f"stopped: idle, {evidence}; policy of {pol.source}", now
                 )

@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import IDLE_FIELD_MANAGER, IDLE_POLICY_ANNOTATION
+from gpuctl.constants import IDLE_FIELD_MANAGER, IDLE_POLICY_ANNOTATION, Labels
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.idle import IdlePolicy, PolicyError, effective, policy, read_policy
-from gpuctl.domain.objects import annotations
+from gpuctl.domain.objects import annotations, labels
 from gpuctl.service.errors import ServiceError
 
 if TYPE_CHECKING:  # annotations only: reads never load pydantic
@@ -74,7 +74,8 @@ def job_policy(cq: dict[str, Any] | None, flavor: dict[str, Any] | None) -> tupl
     errors = []
     found: list[IdlePolicy | None] = []
     for obj, source in ((cq, "quota"), (flavor, "pool")):
-        name = ((obj or {}).get("metadata") or {}).get("name", "")
+        # A quota by its document's name (the ClusterQueue's runwhere.ai/quota label), a pool by its own.
+        name = labels(obj).get(Labels.QUOTA) or ((obj or {}).get("metadata") or {}).get("name", "")
         try:
             found.append(read_policy(obj, f"{source} {name}"))
         except PolicyError as e:

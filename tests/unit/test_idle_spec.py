@@ -80,9 +80,15 @@ def test_a_bad_field_is_refused_naming_it_and_the_fix(block: str, field: str, fi
 
 def test_the_quota_policy_wins_and_a_hand_edited_one_stops_everything() -> None:
     pool = {"metadata": {"name": "a100", "annotations": flavor_annotations(_idle(POOL), "a100")}}
-    quota = {"metadata": {"name": "team-a", "annotations": {IDLE_POLICY_ANNOTATION: '{"dryRun": true}'}}}
+    quota = {
+        "metadata": {
+            "name": "team-a",  # the team's ClusterQueue; the quota document's name is its label
+            "labels": {"runwhere.ai/quota": "research"},
+            "annotations": {IDLE_POLICY_ANNOTATION: '{"dryRun": true}'},
+        }
+    }
     pol, why = job_policy(quota, pool)
-    assert pol is not None and pol.source == "quota team-a" and pol.dry_run and not why
+    assert pol is not None and pol.source == "quota research" and pol.dry_run and not why
     assert job_policy(None, pool)[0].source == "pool a100"
     broken = {"metadata": {"name": "team-a", "annotations": {IDLE_POLICY_ANNOTATION: "[1]"}}}
     pol, why = job_policy(broken, pool)
