@@ -28,7 +28,7 @@ from typing import Any, Final, Protocol
 from gpuctl.cluster import Cluster
 from gpuctl.cluster.informer import Gone, Informer, Transport
 from gpuctl.constants import KUEUE_GROUP, KUEUE_VERSION, MANAGED_BY_VALUE, NAMESPACE_MARKER_VALUE, Labels
-from gpuctl.domain.pools import is_pool_flavor, node_gpus
+from gpuctl.domain.pools import is_pool_flavor, node_gpus, node_ready
 from gpuctl.domain.teams import cluster_queue_flavors
 
 log = logging.getLogger("gpuctl.admission.state")
@@ -49,6 +49,7 @@ class CachedNode:
     labels: Mapping[str, str]
     gpu: int  # status.allocatable["nvidia.com/gpu"]
     pool: str | None  # its runwhere.ai/pool label
+    ready: bool = True  # it counts in its pool (gpuctl.domain.pools.node_ready: Ready, not cordoned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +144,8 @@ def reduce_flavor(obj: Mapping[str, Any]) -> tuple[str, bool | None]:
 def reduce_node(obj: Mapping[str, Any]) -> tuple[str, CachedNode]:
     name = _meta(obj).get("name", "")
     labels = _labels(obj)
-    return name, CachedNode(name, MappingProxyType(labels), node_gpus(obj), labels.get(Labels.POOL))
+    pool = labels.get(Labels.POOL)
+    return name, CachedNode(name, MappingProxyType(labels), node_gpus(obj), pool, node_ready(obj))
 
 
 def reduce_local_queue(obj: Mapping[str, Any]) -> tuple[tuple[str, str], str]:

@@ -78,6 +78,7 @@ from gpuctl.domain.objects import namespace as namespace_of
 from gpuctl.domain.sharing import choose_slice, pool_sharing
 from gpuctl.server.setaside import SetAside
 from gpuctl.spec import load_text
+from gpuctl.spec.share import parse_share
 
 DAY_DESIGNS = {"gangs": ("baseline", "gpuctl", "setaside"), "slices": ("whole", "slices")}
 TITLES = {
@@ -174,7 +175,7 @@ def facts(kube: Cluster, day: str, item: Item) -> TargetPool:
     if item.share is None:
         return TargetPool(name=item.pool)
     ps = pool_sharing(kube.list(path("Node"), label_selector=f"{Labels.POOL}={item.pool}"))
-    chosen = choose_slice(item.share, item.pool, ps.mode, ps.model, ps.profiles)
+    chosen = choose_slice(parse_share(item.share), item.pool, ps.mode, ps.model, ps.profiles)
     return TargetPool(name=item.pool, gpu_resource=chosen.resource, slice_resource=chosen.resource)
 
 

@@ -29,7 +29,7 @@ def check_gang_fits(w: Work, p: Placement, gpus: int, state: ClusterState) -> li
         return []
     pods = gang_nodes({"spec": w.obj_spec})
     level = w.tmpl_annotations.get(TAS_REQUIRED, "")
-    nodes = [(n.name, n.gpu, n.labels) for n in state.pool_nodes.get(p.pool, ())]
+    nodes = [(n.name, n.gpu, n.labels, n.ready) for n in state.pool_nodes.get(p.pool, ())]
     why = gang_never_fits(p.pool, nodes, pods, gpus, level)
     if not why:
         return []

@@ -212,6 +212,13 @@ def pod_template(
     return {"metadata": {"labels": labels, "annotations": pod_annotations}, "spec": pod_spec}
 
 
+def with_labels(obj: dict, extra: dict[str, str]) -> dict:
+    """`obj` (an object or a pod template another builder returned) with `extra` added to its
+    metadata.labels: a new dict, `obj` unchanged (builders return what they build, never edit another's)."""
+    meta = obj["metadata"]
+    return {**obj, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **extra}}}
+
+
 def service_port(spec: JobSpec) -> tuple[int, int]:
     """(Service port, container/target port). They are equal unless the YAML sets targetPort."""
     svc = spec.service

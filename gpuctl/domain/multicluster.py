@@ -24,7 +24,7 @@ from gpuctl.constants import (
     Kind,
 )
 from gpuctl.domain.gang import workload_gang
-from gpuctl.domain.objects import meta
+from gpuctl.domain.objects import meta, owner_ref
 from queues.multicluster import admission_checks_strategy
 
 
@@ -161,9 +161,7 @@ def gang_placements(workloads: Iterable[Mapping[str, Any]]) -> list[tuple[str, s
         where = placement(wl)
         if workload_gang(wl) is None or where is None or not where.cluster:
             continue
-        job = next(
-            (o.get("name") for o in meta(wl).get("ownerReferences") or [] if o.get("kind") == "Job"), None
-        )
+        job = (owner_ref(wl) or {}).get("name")  # a Job: workload_gang's
         if job:
             out.append((where.cluster, meta(wl).get("namespace", ""), job))
     return sorted(out)

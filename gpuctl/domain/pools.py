@@ -27,7 +27,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.gpus import quantity_gpus
 from gpuctl.domain.objects import condition, is_gpuctl_object, labels, name
-from gpuctl.domain.sharing import node_sharing, slice_resource
+from gpuctl.domain.sharing import PoolSharing, node_sharing, pool_sharing, slice_resource
 from gpuctl.quantity import QuantityError, format_quantity, parse_quantity
 from queues import pool_toleration, resource_flavor
 from queues.model import PoolCapacity
@@ -68,10 +68,37 @@ def node_pool(node: Mapping[str, Any]) -> str | None:
 
 
 def node_ready(node: Mapping[str, Any]) -> bool:
-    """Ready and schedulable: the node counts toward its pool's capacity."""
+    """Whether a node counts in its pool: the one answer to "which nodes of a pool count", for the pool's
+    capacity (`get pools`, `describe pool`, the API, the Cohort, the metrics), gang fit (`gpuctl create`'s
+    precheck and the webhook's `gang-fits`, through `admission.state.CachedNode.ready`), the pool's sharing
+    mode and slices (`pools_sharing`: `gpu-share`, `get pools`, serve's slices in use), the set-aside and
+    defragmentation. A node counts when its condition Ready is True and it is not cordoned
+    (`spec.unschedulable` unset): kube-scheduler places nothing on it otherwise, and Kueue's Topology Aware
+    Scheduling leaves it out. Taints do not matter here: the pool taint and the set-aside taint are
+    gpuctl's own (tolerated by what they are for), and the node controller's NotReady/unreachable taints
+    follow the Ready condition. A NotReady or cordoned node is still listed in its pool
+    (`node_state`), it holds nothing until it is back."""
     if (node.get("spec") or {}).get("unschedulable"):
         return False
     return condition(node, "Ready").get("status") == "True"
+
+
+def counted_nodes(nodes: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Pool -> its nodes that count (`node_ready`), for every pool with one."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for n in nodes:
+        pool = node_pool(n)
+        if pool and node_ready(n):
+            out.setdefault(pool, []).append(n)
+    return out
+
+
+def pools_sharing(nodes: Iterable[Mapping[str, Any]]) -> dict[str, PoolSharing]:
+    """Pool -> how its counted nodes (`node_ready`) share their GPUs (gpuctl.domain.sharing.pool_sharing),
+    for every pool with a counted node; a pool absent here shares nothing (`PoolSharing()`). The one
+    reading of a pool's sharing mode: `gpu-share` at submission, `get pools` / `describe pool`, and the
+    slices in use `gpuctl serve` writes."""
+    return {p: pool_sharing(ns) for p, ns in sorted(counted_nodes(nodes).items())}
 
 
 def node_state(node: Mapping[str, Any]) -> str:

@@ -26,7 +26,7 @@ from gpuctl.domain.demand import (
 )
 from gpuctl.domain.gang import fits_in_one, level_domains
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_requests, pod_spec_gpu_units
-from gpuctl.domain.objects import is_gpuctl_object, meta, name
+from gpuctl.domain.objects import is_gpuctl_object, meta, name, pod_finished
 from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
 from gpuctl.domain.sharing import units_to_gpus
 from gpuctl.domain.status import is_gated
@@ -303,7 +303,7 @@ def _from_pods(pods: Sequence[Mapping[str, Any]], pool_of: Mapping[str, str], kn
     Workload at hand describes (ending with their last pod's maxRuntime), and the gated pods by job."""
     out = _PodsSeen()
     for p in pods:
-        if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if pod_finished(p):
             continue
         node = (p.get("spec") or {}).get("nodeName")
         label = pod_owner_label(p)

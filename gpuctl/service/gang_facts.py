@@ -57,9 +57,8 @@ def _check_gang_fits(reader: Reader, where: str, spec: JobSpec, level: str) -> N
     """A multi-node job its pool can never hold, even empty (gpuctl.domain.gang.gang_never_fits)."""
     pool, res = spec.resources.pool, spec.resources
     nodes = [
-        (name(n), node_gpus(n), labels(n))
+        (name(n), node_gpus(n), labels(n), node_ready(n))
         for n in reader.list("Node", label_selector=f"{Labels.POOL}={pool}")
-        if node_ready(n)
     ]
     why = gang_never_fits(pool, nodes, res.nodes, res.gpu or 0, level)
     if why:

@@ -12,7 +12,7 @@ from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
-from gpuctl.domain.objects import age_seconds, owner_refs
+from gpuctl.domain.objects import age_seconds, owner_refs, pod_finished
 from gpuctl.domain.status import (
     WAITING_STATES,
     State,
@@ -20,7 +20,6 @@ from gpuctl.domain.status import (
     gang_status,
     is_gated,
     job_status,
-    pod_finished,
     pod_ip,
     pod_node,
     pod_ready,

@@ -144,7 +144,7 @@ def _plan_job(
                 "put the GPU nodes without a pool label into it"
             )
         raise NotFound(f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool")
-    share = spec.resources.gpu_share
+    share = spec.resources.share
     facts = gang_pool_facts(where, spec, known.flavors, docs, reader)
     if share is not None:  # the slice of gpu-share, on the same pool (its topology kept)
         facts = replace(share_facts(reader, where, pool, share), topology=facts.topology)

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from gpuctl.constants import SLICES_USED_ANNOTATION, Labels
 from gpuctl.domain.gpus import gpu_requests_by_pool, pod_gpus, pod_holds_gpus, workload_gpus
 from gpuctl.domain.objects import annotations, name
-from gpuctl.domain.pools import gpus_free, gpus_taken, node_pool, node_ready, pool_facts
-from gpuctl.domain.sharing import Mode, describe_pool_sharing, pool_sharing, slice_view, slices_used
+from gpuctl.domain.pools import gpus_free, gpus_taken, pool_facts, pools_sharing
+from gpuctl.domain.sharing import Mode, describe_pool_sharing, slice_view, slices_used
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import job_pool
 from gpuctl.service.inventory import Inventory
@@ -103,13 +103,10 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
             p = node_to_pool.get((pod.get("spec") or {}).get("nodeName") or "")
             if p and pod_holds_gpus(pod):
                 out[p].used = (out[p].used or 0) + pod_gpus(pod)
-    ready: dict[str, list[dict]] = {}
-    for n in inv.nodes:
-        if node_pool(n) in out and node_ready(n):
-            ready.setdefault(node_pool(n) or "", []).append(n)
+    sharing = pools_sharing(inv.nodes)
     for p, u in out.items():
-        ps = pool_sharing(ready.get(p, []))
-        if ps.mode is not Mode.NONE:
+        ps = sharing.get(p)
+        if ps is not None and ps.mode is not Mode.NONE:
             u.sharing, u.shared = str(ps.mode), describe_pool_sharing(ps)
             u.slices = slice_view(ps, held.get(p))
     for wl in inv.waiting_workloads:

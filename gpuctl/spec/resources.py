@@ -20,6 +20,7 @@ from gpuctl.spec.fields import (
     fail,
     show,
 )
+from gpuctl.spec.share import SHARE_FIX, GpuShare, parse_share
 
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _TOLERATION_FIX = (
@@ -135,6 +136,22 @@ class Resources(SpecModel):
             elif pools:
                 data["any_of_pools"] = pools
         return data
+
+    @field_validator("gpu_share", mode="after")
+    @classmethod
+    def _gpu_share(cls, value: str | None) -> str | None:
+        """The grammar (gpuctl.spec.share): a MIG profile or a GPU memory size, refused here otherwise."""
+        if value is not None:
+            try:
+                parse_share(value)
+            except ValueError as exc:
+                raise fail("gpu_share", str(exc), SHARE_FIX) from None
+        return value
+
+    @property
+    def share(self) -> GpuShare | None:
+        """`gpu-share` read (a MIG profile or memory bytes), None without one."""
+        return None if self.gpu_share is None else parse_share(self.gpu_share)
 
     @model_validator(mode="after")
     def _one_slice(self) -> Resources:
