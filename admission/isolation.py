@@ -1,4 +1,5 @@
-"""The rules outside team namespaces (issue 26): pool GPUs run only Kueue-admitted work, from any namespace.
+"""The rules outside team namespaces (docs/admission.md, "Outside team namespaces"): pool GPUs run only
+Kueue-admitted work, from any namespace.
 
 Every pool node carries the taint `runwhere.ai/pool=<pool>:NoSchedule` (gpuctl.domain.pools) and only the
 pool's ResourceFlavor tolerates it: Kueue adds the flavor's toleration to the pods it admits, in team

@@ -17,6 +17,7 @@ Stages (each with the argument its checks take):
 | DELETE | a DELETE there | `DeleteReview` |
 | NODE | a Node | `NodeReview` |
 | ISOLATION | a pod spec in any other namespace | `IsolationReview` |
+| SCALE | a HorizontalPodAutoscaler in a team namespace | `ScaleReview` |
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from admission.rule_names import (
     GPU_RESOURCE_RULE,
     GPU_TOPOLOGY,
     HOST_PATH,
+    HPA_QUEUED,
     JOB_TYPE,
     KUEUE_GATE,
     MIG_PROFILE,
@@ -55,6 +57,7 @@ from admission.rule_names import (
 )
 from admission.state import ClusterState
 from admission.validators import (
+    autoscaling,
     device_access,
     gangs,
     gpu_resources,
@@ -83,12 +86,14 @@ __all__ = [
     "NODE",
     "REGISTRY",
     "RULES",
+    "SCALE",
     "WORK",
     "DeleteReview",
     "IsolationReview",
     "NodeReview",
     "ObjectReview",
     "Rule",
+    "ScaleReview",
     "WorkReview",
     "cel_rules",
     "checks",
@@ -103,6 +108,7 @@ CHANGE: Final = "change"
 DELETE: Final = "delete"
 NODE: Final = "node"
 ISOLATION: Final = "isolation"
+SCALE: Final = "scale"
 
 # The policies that carry rules' CEL (admission/policies/).
 TEAM_POLICY: Final = "gpuctl-admission"
@@ -151,6 +157,14 @@ class NodeReview:
     obj: Mapping[str, Any]
     where: str
     state: ClusterState
+
+
+@dataclass(slots=True)
+class ScaleReview:
+    obj: Mapping[str, Any]
+    ns: str
+    state: ClusterState
+    warn: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -391,6 +405,14 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         webhook_only="reads the pools",
     ),
     Rule(
+        HPA_QUEUED,
+        "an HPA scaling a GPU Deployment Kueue does not queue (its replicas past the quota would not wait)",
+        "autoscaling",
+        autoscaling.FIX,
+        ((SCALE, lambda r: autoscaling.check_hpa_queued(r.obj, r.ns, r.state, r.warn)),),
+        webhook_only="reads the target Deployment and the team's ClusterQueue from the webhook's cache",
+    ),
+    Rule(
         POOL_TOLERATION,
         "outside team namespaces, a toleration of the pool taint (DaemonSets without GPUs may)",
         "isolation",
@@ -435,7 +457,7 @@ def _unique(items: list[Check]) -> tuple[Check, ...]:
 
 _CHECKS: Final = {
     stage: _unique([c for r in REGISTRY for s, c in r.checks if s == stage])
-    for stage in (WORK, CLAIM, CHANGE, DELETE, NODE, ISOLATION)
+    for stage in (WORK, CLAIM, CHANGE, DELETE, NODE, ISOLATION, SCALE)
 }
 # CLAIM and CHANGE checks in registry order, as one pass (kueue-gate, owner-claim's claim, its change).
 OBJECT_CHECKS: Final = tuple((s, c) for r in REGISTRY for s, c in r.checks if s in (CLAIM, CHANGE))

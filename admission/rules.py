@@ -29,10 +29,12 @@ from admission.registry import (
     NODE,
     OBJECT_CHECKS,
     RULES,
+    SCALE,
     WORK,
     DeleteReview,
     NodeReview,
     ObjectReview,
+    ScaleReview,
     WorkReview,
     checks,
 )
@@ -57,6 +59,7 @@ __all__ = ["RULES", "AdmissionConfig", "Malformed", "Mode", "Verdict", "Violatio
 # (apiGroup, kind) of the objects reviewed. Template kinds carry a pod template at spec.template.
 _POD: Final = ("", "Pod")
 _NODE: Final = ("", "Node")
+_HPA: Final = ("autoscaling", "HorizontalPodAutoscaler")
 _TEMPLATE_KINDS: Final = frozenset(
     {
         ("batch", "Job"),
@@ -73,6 +76,7 @@ _WORK_CHECKS: Final = checks(WORK)
 _CLAIM_CHECKS: Final = checks(CLAIM)
 _NODE_CHECKS: Final = checks(NODE)
 _DELETE_CHECKS: Final = checks(DELETE)
+_SCALE_CHECKS: Final = checks(SCALE)
 
 
 def violations(
@@ -104,6 +108,8 @@ def review(request: Mapping[str, Any], state: ClusterState, config: AdmissionCon
     gk = env.gk
     if gk == _NODE:
         return _review_node(env, obj, state, config)
+    if gk == _HPA:
+        return _review_scale(env, obj, state, config)
     if gk != _POD and gk not in _TEMPLATE_KINDS:
         return Verdict(allowed=True, skipped=f"kind {env.group}/{env.kind} is not reviewed")
     ns = env.namespace()
@@ -216,6 +222,27 @@ def _node_findings(obj: Mapping[str, Any], where: str, state: ClusterState) -> l
     for check in _NODE_CHECKS:
         out += check(r)
     return out
+
+
+def _review_scale(
+    env: Envelope, obj: Mapping[str, Any], state: ClusterState, config: AdmissionConfig
+) -> Verdict:
+    """hpa-queued: an HPA in a team namespace (docs/serving.md); on UPDATE only a new finding denies."""
+    ns = env.namespace()
+    subj = subject(env.kind, ns, obj, env.request)
+    if state.namespaces.get(ns) is False:
+        return Verdict(allowed=True, subject=subj, skipped="namespace not managed by gpuctl")
+    r = ScaleReview(obj, ns, state)
+    found: list[Violation] = []
+    for check in _SCALE_CHECKS:
+        found += check(r)
+    before: list[Violation] = []
+    if env.old and found:
+        with suppress(Malformed):  # a malformed old object: the new one is judged on its own
+            was = ScaleReview(env.old, ns, state)
+            for check in _SCALE_CHECKS:
+                before += check(was)
+    return decide(subj, found, list(clip(r.warn)), before, config)
 
 
 def _review_delete(env: Envelope, state: ClusterState, config: AdmissionConfig) -> Verdict:

@@ -168,7 +168,7 @@ def setup(kube: Cluster, kubeconfig: str, day: str, design: str, ns: Mapping[str
 
 
 def facts(kube: Cluster, day: str, item: Item) -> TargetPool:
-    """What gpuctl's submission reads of the pool (gpuctl.service.gang_facts / sharing): the gang pool's
+    """What gpuctl's submission reads of the pool (gpuctl.service.gang / sharing): the gang pool's
     topology levels; for a gpu-share the slice the pool's nodes offer (gpuctl.domain.sharing's rule)."""
     if day == "gangs":
         return TargetPool(name=item.pool, topology=(BLOCK_LABEL, RACK_LABEL))

@@ -205,13 +205,13 @@ HEADER: Final = """\
 # admission/isolation.py's tables (tests/unit/test_admission_isolation.py fails when this file and the
 # generator disagree). Do not edit by hand.
 #
-# Pool GPUs run only Kueue-admitted work (issue 26). Outside team namespaces (runwhere.ai/namespace != true)
-# and system namespaces, no pod or pod template may tolerate the pool taint runwhere.ai/pool=<pool>:NoSchedule
-# (pool-toleration; DaemonSets that request no GPUs may) or select a pool while requesting GPUs
-# (pool-selection); exempt namespaces (the last namespaceSelector expression; default the GPU Operator's)
-# may. CEL in the API server: it holds while the webhook is down. nodeName on a pool node needs
-# the cluster's nodes: the webhook's isolation.admission.runwhere.ai entry (webhook.yaml). Same identity skips
-# as the webhook (Kueue; pods, ReplicaSets and Jobs their controller makes; kubelets' mirror pods); on
+# Pool GPUs run only Kueue-admitted work (docs/security.md, 2). Outside team namespaces (runwhere.ai/namespace
+# != true) and system namespaces, no pod or pod template may tolerate the pool taint
+# runwhere.ai/pool=<pool>:NoSchedule (pool-toleration; DaemonSets that request no GPUs may) or select a pool
+# while requesting GPUs (pool-selection); exempt namespaces (the last namespaceSelector expression; default
+# the GPU Operator's) may. CEL in the API server: it holds while the webhook is down. nodeName on a pool node
+# needs the cluster's nodes: the webhook's isolation.admission.runwhere.ai entry (webhook.yaml). Same identity
+# skips as the webhook (Kueue; pods, ReplicaSets and Jobs their controller makes; kubelets' mirror pods); on
 # UPDATE only findings the old object did not have are denied. docs/admission.md.
 """
 

@@ -6,7 +6,7 @@ Every extended resource that hands out a GPU or a slice of one is a GPU resource
 gpuctl.domain.gpus.is_gpu_resource). Kueue charges a team's budget only for the resources its configuration
 transforms into the budget resource (manifests/kueue/configuration.yaml, gpuctl.domain.sharing.
 quota_transformations: whole GPUs, time-slicing replicas, the MIG profiles of the known models), and with
-`quotaCheckStrategy: IgnoreUndeclared` it admits anything else charged 0: before issue 33 a Job asking
+`quotaCheckStrategy: IgnoreUndeclared` it admits anything else charged 0: before this rule a Job asking
 `amd.com/gpu: 4` or `nvidia.com/mig-1g.10gb` ran outside the team's quota. So any GPU resource the
 configuration does not charge (HAMi's `nvidia.com/gpumem`, a MIG profile of an unknown model, Intel's
 `gpu.intel.com/millicores`) is refused here, and in the ValidatingAdmissionPolicy (`cel_variables` below:

@@ -1,5 +1,5 @@
 """`pool-toleration`, `pool-selection`, `pool-node-name`: outside team namespaces no pod goes near a pool
-(issue 26; the dispatcher, its scope and identity skips: admission/isolation.py).
+(docs/security.md, 2; the dispatcher, its scope and identity skips: admission/isolation.py).
 
 - `pool-toleration`  no toleration of the pool taint: key `runwhere.ai/pool`, or a key-less
                      `operator: Exists` (which tolerates every taint), with effect empty or NoSchedule

@@ -26,7 +26,7 @@ class TargetPool:
     """The pool a job goes to, as a builder may know it beyond the YAML (the caller reads the cluster;
     builders do no I/O). Not gpuctl.domain.pools.PoolFacts, the pool's facts aggregated from its nodes.
     None everywhere means "nothing known": the plain `nvidia.com/gpu` request of a whole-GPU pool.
-    Extended by GPU sharing (issue 32) with the resource names a pool's nodes advertise."""
+    Extended by GPU sharing (docs/sharing.md) with the resource names a pool's nodes advertise."""
 
     name: str | None = None
     gpu_resource: str = GPU_RESOURCE

@@ -1,7 +1,9 @@
-"""Shared by inference and compute: an apps/v1 Deployment plus its NodePort Service."""
+"""Shared by inference and compute: an apps/v1 Deployment plus its NodePort Service (an autoscaled one:
+gpuctl.builders.autoscaled)."""
 
 from __future__ import annotations
 
+from gpuctl.builders.autoscaled import build_autoscaled
 from gpuctl.builders.common import (
     WHOLE_GPUS,
     TargetPool,
@@ -22,6 +24,8 @@ def build_deployment(
     extra_labels: dict[str, str],
     pool: TargetPool = WHOLE_GPUS,
 ) -> list[dict]:
+    if spec.service.autoscaling is not None:
+        return build_autoscaled(spec, namespace, extra_labels, pool)
     _, target = service_port(spec)
     labels = {**job_labels(spec, namespace), **extra_labels}
     template = pod_template(spec, namespace, app_label=True, container_port=target, pool=pool)

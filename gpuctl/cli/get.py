@@ -126,8 +126,8 @@ USE_COLUMNS = ["GPUS", "ACTIVITY", "GPU MEMORY", "IDLE FOR"]
 
 
 def _job_columns(rows, wide: bool, use: bool = False) -> list[str]:
-    """The job table's headers: CLUSTER (before NODE) when some job runs through MultiKueue (issue 24);
-    -o wide's, and the GPU use columns when they were read."""
+    """The job table's headers: CLUSTER (before NODE) when some job runs through MultiKueue
+    (docs/multicluster.md); -o wide's, and the GPU use columns (issue 40) when they were read."""
     cols = list(JOB_COLUMNS)
     if any(r.cluster for r in rows):
         cols.insert(cols.index("NODE"), "CLUSTER")
@@ -339,7 +339,8 @@ def get_pools(args: argparse.Namespace) -> int:
 
 
 def _clusters_cell(clusters: dict[str, dict]) -> str:
-    """A pool's per-cluster GPUs (issue 24): worker-a:8/8,worker-b:0/8; ? for a worker not read."""
+    """A pool's per-cluster GPUs (docs/multicluster.md, "What users see"): worker-a:8/8,worker-b:0/8; ? for a
+    worker not read."""
     if not clusters:
         return "-"
     return ",".join(

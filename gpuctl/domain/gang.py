@@ -1,5 +1,5 @@
-"""Multi-node jobs ("gangs", issue 31; docs/distributed.md): what a gang is, how it is shown, and a pool's
-network topology. Pure: plain dicts in, values out.
+"""Multi-node jobs ("gangs"; docs/distributed.md, "What a gang is"): what a gang is, how it is shown, and a
+pool's network topology. Pure: plain dicts in, values out.
 
 **What a gang is** (`gang_nodes`, the one definition): a batch/v1 Job in Indexed completion mode running
 N = min(parallelism, completions) >= 2 pods at once (gpuctl's `resources.nodes: N` renders one; a raw

@@ -132,7 +132,7 @@ def node_gpu_type(node: Mapping[str, Any]) -> str:
 # pool. The flavor's nodeTaints stay unset: Kueue only uses them to refuse work that does not tolerate
 # them, and the flavor's own tolerations cover every taint it would list.
 #
-# The pool taint (issue 26): every node of pool P carries `runwhere.ai/pool=P:NoSchedule` (gpuctl sets
+# The pool taint (docs/adoption.md): every node of pool P carries `runwhere.ai/pool=P:NoSchedule` (gpuctl sets
 # it with the label, pool_node_taints), and P's flavor always tolerates it, first, whatever its nodes
 # carry now: a flavor is created with it and never has to be re-created for it (a Topology Aware
 # Scheduling flavor is immutable in Kueue). Kueue checks a TAS flavor's tolerations against the nodes'
@@ -301,7 +301,7 @@ class NodeFacts(NamedTuple):
     # Its pool taint is not what its pool label says (labelled by kubectl, not by gpuctl): pods from outside
     # Kueue can land there until `gpuctl apply -f` of the pool or `gpuctl adopt` taints it.
     untainted: bool = False
-    # Issue 32: slices of its GPUs a Ready node offers, (profile or "shared", resource, count)
+    # docs/sharing.md: slices of its GPUs a Ready node offers, (profile or "shared", resource, count)
     # (gpuctl.domain.sharing.node_sharing, what `describe pool` sums).
     slices: tuple[tuple[str, str, int], ...] = ()
 
@@ -329,8 +329,8 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
 
 
 class ResourceFacts(NamedTuple):
-    """One schedulable resource of a pool besides whole GPUs (a GPU slice, issue 32): how much its nodes
-    offer and how much is used."""
+    """One schedulable resource of a pool besides whole GPUs (a GPU slice, docs/sharing.md): how much its
+    nodes offer and how much is used."""
 
     capacity: float
     used: float
@@ -345,8 +345,8 @@ class PoolFacts:
     reserved there: the one source of `get pools`, `describe pool`, the API's pools, the Cohort's capacity
     (`pool_capacities`) and the metrics' pool gauges, which only print it.
 
-    Extending it: a new kind of schedulable resource (GPU slices: issue 32) goes in `resources`, resource
-    name -> ResourceFacts(capacity, used), filled where the nodes' facts are summed; views and gauges
+    Extending it: a new kind of schedulable resource (GPU slices: docs/sharing.md) goes in `resources`,
+    resource name -> ResourceFacts(capacity, used), filled where the nodes' facts are summed; views and gauges
     iterate the mapping, so a resource added is a key, not a new field every consumer must learn."""
 
     name: str
@@ -360,7 +360,7 @@ class PoolFacts:
     gpu_types: tuple[str, ...] = ()  # of its nodes, sorted
     untainted_nodes: int = 0  # nodes without the pool taint (NodeFacts.untainted)
     reserved_gpus: float = 0  # what Kueue reserved there (the caller's count: ClusterQueues' or Workloads')
-    # Issue 32: (MIG profile or "shared", resource) -> slices its Ready nodes offer (NodeFacts.slices).
+    # docs/sharing.md: (MIG profile or "shared", resource) -> slices its Ready nodes offer (NodeFacts.slices).
     slices: Mapping[tuple[str, str], int] = field(default_factory=dict)
     resources: Mapping[str, ResourceFacts] = field(default_factory=lambda: _NO_RESOURCES)
 

@@ -1,4 +1,4 @@
-"""No starvation for multi-node jobs (issue 31, docs/distributed.md "No starvation"): which nodes to set
+"""No starvation for multi-node jobs (docs/distributed.md, "No starvation"): which nodes to set
 aside for the oldest waiting gang of a pool, and which to give back. Pure: objects in, a plan out;
 gpuctl.server.setaside carries it out in `gpuctl serve --defrag POOLS`.
 

@@ -47,6 +47,7 @@ from gpuctl.constants import (
     IDLE_STOPPED_AT_ANNOTATION,
     KEEP_UNTIL_ANNOTATION,
     KUEUE_WORKLOAD_ANNOTATION,
+    SERVICE_STOPPED_ANNOTATION,
     SET_ASIDE_FOR_ANNOTATION,
     SET_ASIDE_TAINT_KEY,
     TAS_REQUIRED,
@@ -444,10 +445,12 @@ def trim_controller(raw: dict) -> dict:
     if status.get("conditions"):
         out_status["conditions"] = _conditions(status["conditions"], message=True, times=True)
     meta = _meta(raw)
+    # Of the annotations, a stopped autoscaled service's (its status word: docs/serving.md) and what serve's
+    # idle reclaimer reads (issue 40: a keep, the replicas a service had before it was scaled down).
     notes = {
         k: v
         for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items()
-        if k in CONTROLLER_KEYS
+        if k in CONTROLLER_KEYS or k == SERVICE_STOPPED_ANNOTATION
     }
     if notes:
         meta["annotations"] = notes

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 
-from gpuctl.constants import LOCAL_QUEUE_NAME, Labels
+from gpuctl.constants import LOCAL_QUEUE_NAME, METRIC_JOB_LABEL, Labels
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpu_requests
 from gpuctl.domain.objects import labels
 from gpuctl.domain.pools import NODE_STATES, PoolFacts
@@ -317,7 +317,7 @@ def job_pod_family(pods: Iterable[Mapping[str, Any]], node_pool: Mapping[str, st
         "gpuctl_job_pod_info",
         "1 per pod of a gpuctl job that holds GPUs on a node: its job (gpuctl_job), kind and pool; join "
         "dcgm-exporter's per-pod series on (namespace, pod)",
-        labels=["namespace", "pod", "gpuctl_job", "kind", "pool"],
+        labels=["namespace", "pod", METRIC_JOB_LABEL, "kind", "pool"],
     )
     for p in pods:
         kind = labels(p).get(Labels.JOB_TYPE)
@@ -329,3 +329,43 @@ def job_pod_family(pods: Iterable[Mapping[str, Any]], node_pool: Mapping[str, st
             [meta.get("namespace", ""), meta.get("name", ""), pod_job(p), kind, node_pool.get(node, "")], 1
         )
     return g
+
+
+def service_families(scales: Mapping[tuple[str, str], Any]) -> Iterator[GaugeMetricFamily]:
+    """Per autoscaled service (gpuctl.domain.serving.Scale, docs/serving.md): its replicas as the HPA
+    wants them, as they run, and as they wait at Kueue's gate, with its floor and its maximum. The service
+    is `gpuctl_job` (not `job`, Prometheus' own target label), the label its replicas' load series carry
+    (manifests/prometheus/serving-scrape.yaml), so the two join."""
+    series = (
+        (
+            "gpuctl_service_desired_replicas",
+            "Replicas an autoscaled service wants: its floor plus what its HPA set for the burst",
+            "desired",
+        ),
+        (
+            "gpuctl_service_running_replicas",
+            "Replicas of an autoscaled service past Kueue's gate (holding their GPUs)",
+            "running",
+        ),
+        ("gpuctl_service_ready_replicas", "Ready replicas of an autoscaled service", "ready"),
+        (
+            "gpuctl_service_waiting_replicas",
+            "Replicas of an autoscaled service waiting at Kueue's gate for GPUs (holding none)",
+            "waiting",
+        ),
+        (
+            "gpuctl_service_min_replicas",
+            "An autoscaled service's floor (minReplicas), inside its team's quota",
+            "floor",
+        ),
+        (
+            "gpuctl_service_max_replicas",
+            "An autoscaled service's maxReplicas (floor plus the HPA's maximum burst)",
+            "max_replicas",
+        ),
+    )
+    for metric, doc, attr in series:
+        g = GaugeMetricFamily(metric, doc, labels=["namespace", METRIC_JOB_LABEL])
+        for (ns, job), sc in sorted(scales.items()):
+            g.add_metric([ns, job], float(getattr(sc, attr)))
+        yield g

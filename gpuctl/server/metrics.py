@@ -50,6 +50,7 @@ from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import annotations, is_gpuctl_object, name, parse_time
 from gpuctl.domain.pools import NodeFacts, PoolFacts, pool_facts
 from gpuctl.domain.pools import pool_names as flavor_pool_names
+from gpuctl.domain.serving import services
 from gpuctl.domain.sharing import slices_used
 from gpuctl.domain.workload import (
     job_pool,
@@ -66,6 +67,7 @@ from gpuctl.server.gauges import (
     gang_families,
     job_pod_family,
     pool_families,
+    service_families,
     team_families,
     workload_families,
 )
@@ -318,6 +320,10 @@ class GpuctlCollector(Collector):
         yield from team_families(cqs, sorted(facts), team_allocated)
         node_pool = {n: p for p, f in facts.items() for n in f.nodes}
         yield job_pod_family(self._list("Pod"), node_pool)  # issue 40: dcgm-exporter's pods -> jobs
+        # Autoscaled services (docs/serving.md): replicas desired, running, waiting.
+        yield from service_families(
+            services(self._list("Deployment"), self._list("Pod"), self._list("HorizontalPodAutoscaler"))
+        )
         # The backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage).
         if self.backstop is not None:
             yield from self.backstop.pool_families(sorted(facts))

@@ -20,7 +20,7 @@ Rules:
   never written. A gpuctl pool flavor whose tolerations differ from its nodes' taints gets its
   `spec.tolerations` merge-patched, or, being a Topology Aware Scheduling flavor Kueue keeps
   immutable, is re-created with them (gpuctl.service.pool_sync.set_flavor_tolerations). With the pods in
-  its cache, a pool flavor whose nodes share GPUs (issue 32) gets the slices in use written on it
+  its cache, a pool flavor whose nodes share GPUs (docs/sharing.md) gets the slices in use written on it
   (annotation runwhere.ai/slices-used, merge-patched only when the count changed): the one place a team
   member, who may not list other teams' pods, reads per-profile used and free from. Nothing else is
   written at all;

@@ -35,10 +35,10 @@ class PoolUsage:
     gpu_types: list[str] = field(default_factory=list)
     description: str = ""
     status: str = "active"
-    # A pool in worker clusters (issue 24): per cluster, its GPUs there (gpu_total, gpu_used by that
-    # worker's Kueue, gpu_free, nodes) or the error that kept gpuctl from reading them.
+    # A pool in worker clusters (docs/multicluster.md): per cluster, its GPUs there (gpu_total, gpu_used by
+    # that worker's Kueue, gpu_free, nodes) or the error that kept gpuctl from reading them.
     clusters: dict[str, dict] = field(default_factory=dict)
-    # Issue 32 (docs/sharing.md): how the Ready nodes share their GPUs (none, mig-mixed, mig-single,
+    # docs/sharing.md, "What gpuctl shows": how the Ready nodes share their GPUs (none, mig-mixed, mig-single,
     # time-slicing, mps), one line for people ("6 GPUs + 2 as 14 x 1g.10gb") and per slice kind its
     # resource, total and (with pod use) used and free (gpuctl.domain.sharing.slice_view).
     sharing: str = "none"

@@ -91,7 +91,8 @@ class Resources(SpecModel):
     "Jobs that may run in any pool")."""
 
     pool: DnsLabel = DEFAULT_POOL
-    # sched-b (issue 23): `pool: [P, Q]`, two or more pools (one is the same as `pool: P`).
+    # docs/queueing.md, "Jobs that may run in any pool": `pool: [P, Q]`, two or more pools (one is the same as
+    # `pool: P`).
     any_of_pools: list[DnsLabel] = []
     gpu: NonNegInt = Field(0, validation_alias=aliases("gpu", "accelerator_count", "accelerator-count"))
     gpu_type: LabelValue | None = Field(None, validation_alias=aliases("gpuType", "gpu_type", "gpu-type"))
@@ -155,7 +156,7 @@ class Resources(SpecModel):
 
     @model_validator(mode="after")
     def _one_slice(self) -> Resources:
-        """`gpu-share` is one slice of one GPU (issue 32, docs/sharing.md): with `gpu: 1` or no `gpu`
+        """`gpu-share` is one slice of one GPU (docs/sharing.md, "`gpu-share`"): with `gpu: 1` or no `gpu`
         (the earlier gpuctl's files say both); more GPUs and a share of one is a contradiction."""
         if self.gpu_share is not None and self.gpu > 1:
             raise fail(

@@ -11,6 +11,8 @@
 #     bin/kueuectl-<v>/kubectl-kueue   Kueue's CLI (tests/integration/test_stop_estimate.py)
 #     bin/jobset-<v>/jobset           the JobSet controller, the version Kueue's go.mod pins (up.sh runs it
 #                                     only with GPUCTL_TESTBED_JOBSET=1; tests/integration/test_jobset.py)
+#     bin/prometheus-adapter-<v>/adapter  external.metrics.k8s.io from Prometheus, for autoscaled services
+#                                     (hack/cluster/autoscaling.sh; tests/integration/test_serving.py)
 #     bin/kind-validate-<v>/kind-validate   kind's own config loader + Validate, for hack/kind/cluster.yaml
 #     bin/celeval-<key>/celeval       hack/celeval: kube-apiserver's ValidatingAdmissionPolicy machinery of
 #                                     k8s.io/apiserver v0.<K8S_VERSION minor.patch> as a JSON-lines harness
@@ -149,6 +151,16 @@ build_jobset() {
   go build -ldflags "-s -w" -o "$bin/jobset" .
 }
 
+build_prometheus_adapter() {
+  # prometheus-adapter (sigs.k8s.io/prometheus-adapter), its cmd/adapter from a copy of its module source
+  # like Kueue: its go.sum pins everything. Chosen over KEDA (docs/serving.md, "Why prometheus-adapter"):
+  # about 2 min here against KEDA's module, which pulls every cloud SDK.
+  local bin=$1 dir w="$CACHE/src/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION"
+  dir=$(go mod download -json "sigs.k8s.io/prometheus-adapter@v$PROMETHEUS_ADAPTER_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$w"; mkdir -p "$w"; cp -r "$dir"/. "$w"/; chmod -R u+w "$w"; cd "$w"
+  go build -ldflags "-s -w" -o "$bin/adapter" ./cmd/adapter
+}
+
 build_helm() {
   # helm's version list is served, so plain `go install` works; the version stamp is what its Makefile sets.
   GOBIN=$1 go install -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION \
@@ -239,6 +251,7 @@ lane_kueue() {
   step "kueue $KUEUE_VERSION" "$CACHE/bin/kueue-$KUEUE_VERSION" build_kueue
   step "kueuectl $KUEUE_VERSION" "$CACHE/bin/kueuectl-$KUEUE_VERSION" build_kueuectl
   step "jobset $JOBSET_VERSION" "$CACHE/bin/jobset-$JOBSET_VERSION" build_jobset
+  step "prometheus-adapter $PROMETHEUS_ADAPTER_VERSION" "$CACHE/bin/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION" build_prometheus_adapter
   if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
     step "pause image $PAUSE_KEY" "$CACHE/bin/pause-$PAUSE_KEY" build_pause
   fi
