@@ -34,6 +34,9 @@ EXPORTER_APP = "nvidia-dcgm-exporter"
 MODEL = "NVIDIA H100 80GB HBM3"
 FB_TOTAL_MIB = 81559.0
 PROFILING = "fake:profiling"  # a setting, never exported: 0 leaves the pod's GPUs without the engine series
+# A setting: 1 makes the pod serve dcgm-exporter's activity series in its own /metrics too (a tenant faking
+# its GPUs' activity); the scrape jobs of tenant pods drop them (manifests/prometheus/dcgm-scrape.yaml).
+OWN_METRICS = "fake:dcgm-in-own-metrics"
 ENGINE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
@@ -55,7 +58,7 @@ SERIES = (
 )
 # What the set API accepts for this family (the exporter's Store checks names against its KNOWN): the series
 # a test may set, and the profiling switch.
-SETTABLE = (*(s.name for s in SERIES if s.name != FB_FREE), PROFILING)
+SETTABLE = (*(s.name for s in SERIES if s.name != FB_FREE), PROFILING, OWN_METRICS)
 
 
 def _gpu_requests(pod: Mapping[str, Any]) -> dict[str, int]:
@@ -157,3 +160,13 @@ def sd_targets(address: str) -> list[dict]:
             },
         }
     ]
+
+
+def own_metrics(namespace: str, pod: str, values: Mapping[str, float] | None) -> str:
+    """What a pod that fakes dcgm-exporter's series serves in its own /metrics (OWN_METRICS set): its GPU
+    busy at the engine value set for it. "" for every other pod."""
+    v = values or {}
+    if not v.get(OWN_METRICS):
+        return ""
+    labels = {"gpu": "0", "UUID": "GPU-forged", "Hostname": "forged", "namespace": namespace, "pod": pod}
+    return f"# TYPE {ENGINE} gauge\n{ENGINE}{{{_labels(labels)}}} {float(v.get(ENGINE, 1.0))}\n"
