@@ -57,6 +57,7 @@ from gpuctl.domain.idle import (
     keep_until,
     target_replicas,
 )
+from gpuctl.domain.objects import condition, parse_time
 from gpuctl.domain.status import State
 from gpuctl.domain.utilisation import pod_started
 from gpuctl.server.cache import Cache, CacheReader
@@ -155,7 +156,7 @@ class IdleReclaimer(Periodic):
                 if o is None:
                     continue
                 outcomes.append(o)
-                if o.decision.due:
+                if o.decision.verdict.idle:
                     idle_now[(job.namespace, job.name, job.kind, job.pool or "")] = o.decision.verdict.window
         self.idle_jobs = idle_now
         return outcomes
@@ -165,20 +166,24 @@ class IdleReclaimer(Periodic):
     ) -> Outcome | None:
         use = use_of(job, devices, span, now)
         found = [d for p in use.pods for d in p.devices]
+        # Judged over what it has held since it last started: its newest pod, and its Workload's admission (a
+        # resumed notebook's old pod may still be going, under the same name and series).
         starts = [t for p in job.pods if (t := pod_started(p)) is not None]
-        verdict = judge(found, rule, now=now, step=span.step, gpus=use.gpus, since=max(starts, default=None))
+        admitted = parse_time(condition(job.workload, "Admitted").get("lastTransitionTime"))
+        since = max([*starts, *([admitted] if admitted is not None else [])], default=None)
+        verdict = judge(found, rule, now=now, step=span.step, gpus=use.gpus, since=since)
         until = keep_until(job.obj)
         if (cut := keep_clamped(until, now, pol.keep_max)) is not None:
             until = self._clamp_keep(job, cut, pol)
         decision = decide(rule, verdict, dry_run=pol.dry_run or self.dry_run, kept_until=until, now=now)
         wl_uid = ((job.workload or {}).get("metadata") or {}).get("uid") or job.obj["metadata"]["uid"]
-        if not decision.due:
+        if not verdict.idle:
             self.reported.discard(wl_uid)
             return Outcome(job.namespace, job.name, job.kind, decision, "", pol.source)
         done = ""
         if decision.acts:
             done = self._act(job, decision, pol, now)
-        elif wl_uid not in self.reported:
+        elif wl_uid not in self.reported:  # a dry run, report only, or kept: said once per idle stretch
             done = "reported"
             self._event(job, IDLE_REPORTED_REASON, self._report_text(decision, pol), now)
             self._count(job, decision.action, "reported")
