@@ -92,17 +92,7 @@ def set_active(
     verb = "resume" if active else "stop"
     job = find_job(cluster, name, namespace, perms=perms)
     if job.autoscaled:  # the whole service: both Deployments and the HPA (docs/serving.md)
-        changed = set_service_active(cluster, job, active, dry_run=dry_run)
-        return Activation(
-            name=job.name,
-            namespace=job.namespace,
-            kind=job.kind,
-            resource=job.resource,
-            workload="",
-            active=active,
-            changed=changed,
-            status=job.status,
-        )
+        return _service_activation(job, active, set_service_active(cluster, job, active, dry_run=dry_run))
     if (
         job.resource == "Deployment"
         and active
@@ -165,13 +155,18 @@ def _restore_replicas(cluster: Cluster, job: Job, dry_run: DryRun) -> Activation
             },
             dry_run=dry_run is DryRun.SERVER,
         )
+    return _service_activation(job, True, True)
+
+
+def _service_activation(job: Job, active: bool, changed: bool) -> Activation:
+    """The outcome for a service (a Deployment: no Workload of its own was patched)."""
     return Activation(
         name=job.name,
         namespace=job.namespace,
         kind=job.kind,
         resource=job.resource,
         workload="",
-        active=True,
-        changed=True,
+        active=active,
+        changed=changed,
         status=job.status,
     )

@@ -23,8 +23,6 @@ same pass was acted on.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import urllib.parse
@@ -35,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, Cluster, path
@@ -56,13 +53,13 @@ from gpuctl.domain.workload import HOLDING_QUOTA, workload_state
 from tests.integration.admission_stack import AdmissionStack
 from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 from tests.integration.fake_nodes import fake_node
+from tests.integration.metrics_stack import metrics_stack, scrape
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_metrics import _free_port, _service_account_kubeconfig
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-STACK = ROOT / "hack/cluster/autoscaling.sh"
 WINDOW = 30  # seconds: the teams' policy `after`
 ENGINE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -109,13 +106,7 @@ class Env:
             return json.loads(r.read())["data"]["result"]
 
     def metrics(self) -> dict[str, dict[tuple, float]]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        out: dict[str, dict[tuple, float]] = {}
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
-        return out
+        return scrape(f"http://127.0.0.1:{self.port}/metrics")
 
     def workload(self, ns: str, owner: str) -> dict | None:
         for w in self.kube.list(path("Workload", namespace=ns)):
@@ -140,20 +131,6 @@ def _ready_node(kube: Cluster, name: str) -> bool:
     return any(
         c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", [])
     )
-
-
-def _stack(cluster: str) -> dict[str, str]:
-    if shutil.which("prometheus") is None and not os.path.exists("/usr/bin/prometheus"):
-        msg = "Prometheus is not installed: apt-get install -y prometheus"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    env = {**os.environ, "GPUCTL_TESTBED_RUN": str(Path(cluster).parent), "GPUCTL_PYTHON": sys.executable}
-    up = subprocess.run([str(STACK), "up"], env=env, capture_output=True, text=True)
-    if up.returncode != 0:
-        pytest.fail(f"hack/cluster/autoscaling.sh up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}")
-    out = subprocess.run([str(STACK), "env"], env=env, capture_output=True, text=True).stdout
-    return dict(line.split("=", 1) for line in out.split())
 
 
 def _quota(ns: str, gpu: int) -> str:
@@ -182,9 +159,13 @@ def _running(env: Env, ns: str, pod: str) -> bool:
 def env(
     cluster: str, kube: Cluster, kubectl_bin: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Env]:
-    urls = _stack(cluster)
+    with metrics_stack(cluster) as urls:
+        yield from _env(cluster, kube, kubectl_bin, tmp_path_factory.mktemp("idle"), urls)
+
+
+def _env(cluster: str, kube: Cluster, kubectl_bin: str, tmp: Path, urls: dict[str, str]) -> Iterator[Env]:
+    """The module's pool, teams (each with the 30 s policy), admission stack and serve; removed after."""
     reset_gpuctl_state(kube)
-    tmp = tmp_path_factory.mktemp("idle")
     sfx = uuid.uuid4().hex[:5]
     pool, nodes = f"idle-{sfx}", [f"idle-{sfx}-{i}" for i in (1, 2)]
     spaces = {t: f"id-{sfx}-{t}" for t in ("a", "b", "k", "s")}

@@ -3,8 +3,6 @@ the PromQL gpuctl sends, evaluated by Prometheus' own engine (promtool test rule
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from gpuctl.domain.utilisation import (
     step_for,
     vector,
 )
+from tests.unit.test_metrics_manifests import _promtool
 
 NOW = 1_000_000.0
 
@@ -205,15 +204,6 @@ def test_cells() -> None:
 
 
 # ----------------------------------------------------------------------------- the PromQL, by Prometheus
-def _promtool() -> str:
-    tool = shutil.which("promtool")
-    if not tool:
-        if os.environ.get("CI"):
-            pytest.fail("promtool missing: apt-get install -y prometheus")
-        pytest.skip("promtool not installed (apt-get install -y prometheus)")
-    return tool
-
-
 def test_the_queries_gpuctl_sends_give_these_answers_in_prometheus(tmp_path: Path) -> None:
     """Prometheus' own engine over dcgm-exporter-shaped series: the mean over the window, the per-step peak
     (a one-sample burst between steps is caught), memory, and a namespace the caller may not read left
