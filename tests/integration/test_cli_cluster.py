@@ -317,7 +317,8 @@ def test_inference_compute_notebook_admitted_reachable_logs_describe(pools, team
         assert rc == 0, err
         assert "step 20" in out
         rc, out, err = gpuctl("describe", "job", name, "-n", ns)
-        assert rc == 0 and f"svc-{name}" in out
+        ip, node_port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["nodePort"]
+        assert rc == 0 and f"svc-{name} NodePort {ip} {port}->{port} nodePort {node_port}" in out, out
     # apply keeps the NodePort of a Service.
     before = kube.get(path("Service", "svc-nginx-web", b))["spec"]["ports"][0]["nodePort"]
     text = (tmp_path / "compute.yaml").read_text().replace("replicas: 1", "replicas: 2")
