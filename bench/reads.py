@@ -3,7 +3,8 @@
 
     python bench/reads.py [--runs 40] [--check] [--keep]     # start (or reuse) the demo cluster, measure
     python bench/reads.py --requests                         # what each command asks the API server
-    python bench/reads.py --profile "get pools"              # cProfile of one command, in-process
+    python bench/reads.py --profile "get pools"              # where one command's CPU goes (cProfile)
+    python bench/reads.py --baseline ../before/.venv/bin/gpuctl   # and another checkout's, same rounds
 
 The cluster is hack/demo.sh's (its four pools, two team quotas and sample jobs, webhook and
 `gpuctl serve` beside it), started with run dir $GPUCTL_BENCH_RUN (default /tmp/gpuctl-bench-reads) and
@@ -83,7 +84,9 @@ def stop_demo() -> None:
     subprocess.run([str(ROOT / "hack/cluster/down.sh")], env=env, capture_output=True, check=False)
 
 
-def commands(gpuctl: list[str], kubectl: Path, kc: str, work: Path) -> dict[str, list[str]]:
+def commands(
+    gpuctl: list[str], kubectl: Path, kc: str, work: Path, baseline: str | None = None
+) -> dict[str, list[str]]:
     job = work / "job.yaml"
     job.write_text(DRY_RUN_JOB)
     # The objects gpuctl's create sends, for kubectl to create the same way.
@@ -95,7 +98,7 @@ def commands(gpuctl: list[str], kubectl: Path, kc: str, work: Path) -> dict[str,
     ).stdout
     (work / "objects.json").write_text(objects)
     k, py = [str(kubectl), "--kubeconfig", kc], sys.executable
-    return {
+    cmds = {
         REFERENCE: [*k, "get", "pods", "-A"],
         "gpuctl get jobs -A": [*gpuctl, "get", "jobs", "-A", "--kubeconfig", kc],
         "gpuctl get pools": [*gpuctl, "get", "pools", "--kubeconfig", kc],
@@ -119,12 +122,41 @@ def commands(gpuctl: list[str], kubectl: Path, kc: str, work: Path) -> dict[str,
         "python -c 'import pydantic'": [py, "-c", "import pydantic"],
         "python -c 'import gpuctl.spec'": [py, "-c", "import gpuctl.spec"],
     }
+    if baseline:  # another checkout's gpuctl in the same rounds: before and after, paired alike
+        for name in [n for n in cmds if n.startswith("gpuctl ")]:
+            cmds[f"{name} (baseline)"] = [baseline, *cmds[name][len(gpuctl) :]]
+    return cmds
+
+
+def user_env() -> dict[str, str]:
+    """The environment a user's command runs in. Without PYTHONDONTWRITEBYTECODE (set in some shells and
+    CI images): with it every gpuctl process compiles every module it imports from source, a third of
+    a second of CPU that no installed gpuctl pays (pip writes the .pyc files at install time)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def checkout_of(script: str) -> Path:
+    """The source tree a gpuctl console script runs (asked of its own interpreter, from its shebang)."""
+    first = Path(script).read_bytes().split(b"\n", 1)[0].decode()
+    python = first[2:].strip() if first.startswith("#!") else sys.executable
+    code = "import gpuctl, pathlib; print(pathlib.Path(gpuctl.__file__).resolve().parents[1])"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout
+    return Path(out.strip())
+
+
+def compile_sources(*checkouts: Path) -> None:
+    """The .pyc files of each checkout's packages, as `pip install` writes them."""
+    for root in checkouts:
+        dirs = [str(root / d) for d in ("gpuctl", "queues", "admission") if (root / d).is_dir()]
+        subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=True, env=user_env())
 
 
 def run_once(cmd: list[str]) -> tuple[float, float]:
     """(CPU seconds user+sys, wall seconds) of one whole process (its threads included)."""
     start = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=user_env())
     err = p.stderr.read() if p.stderr else b""
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - start
@@ -170,7 +202,7 @@ def report(res: dict[str, dict], runs: int) -> list[str]:
     base = res[REFERENCE]["cpu_ms"]
     print(f"\n{runs} paired rounds; CPU = user+sys of the whole process (os.wait4), medians")
     print(
-        f"{'command':<34} {'CPU ms':>7} {'wall ms':>8} {'paired ratio (p25-p75)':>24} {'med/med':>8}  target"
+        f"{'command':<45} {'CPU ms':>7} {'wall ms':>8} {'paired ratio (p25-p75)':>24} {'med/med':>8}  target"
     )
     missed = []
     for name, r in res.items():
@@ -182,27 +214,56 @@ def report(res: dict[str, dict], runs: int) -> list[str]:
             missed += [] if ok else [name]
         spread = f"{mid:.2f}x ({lo:.2f}-{hi:.2f})"
         cells = f"{r['cpu_ms']:7.1f} {r['wall_ms']:8.1f} {spread:>24} {r['cpu_ms'] / base:7.2f}x"
-        print(f"{name:<34} {cells}  {target}")
+        print(f"{name:<45} {cells}  {target}")
     return missed
 
 
-# ----------------------------------------------------------------------------- in-process looks
-def in_process(argv: list[str], kc: str):
-    """Run one gpuctl command in this process (stdout swallowed); its exit code."""
+# ----------------------------------------------------------------------------- looks inside one command
+# Each runs in a fresh interpreter (`--child`), so that imports, the kubeconfig, the TLS connection and
+# the access reviews are paid as a real command pays them.
+LOOKS = {"get jobs -A": ["get", "jobs", "-A"], "get pools": ["get", "pools"]}
+# Where the time of a command goes (cProfile's cumulative time of these functions; they nest: a
+# request's time includes its decoding).
+PHASES = (
+    ("imports", "<frozen importlib._bootstrap>", "_find_and_load"),
+    ("kubeconfig", "gpuctl/cluster/config.py", "load"),
+    ("requests (with decoding)", "gpuctl/cluster/client.py", "request"),
+    ("JSON decoding", "gpuctl/cluster/client.py", "loads"),
+    ("printing", "gpuctl/cli/printers.py", "emit"),
+)
+
+
+def child(kind: str, argv: list[str], kc: str, top: int) -> None:
+    """In a fresh interpreter: the requests of one command (kind "requests") or its profile."""
     import contextlib
     import io
 
-    from gpuctl.cli.main import main as cli_main
+    if kind == "profile":
+        import cProfile
+        import pstats
 
-    with contextlib.redirect_stdout(io.StringIO()):
-        return cli_main([*argv, "--kubeconfig", kc])
+        prof = cProfile.Profile(time.process_time)  # CPU, not waiting for the API server
+        prof.enable()
+        with contextlib.redirect_stdout(io.StringIO()):
+            from gpuctl.main import main as gpuctl_main
 
-
-def requests_of(argv: list[str], kc: str) -> list[tuple[str, str, str, int, float]]:
-    """(method, path and query, Accept, response bytes, ms) of every request one command sends."""
+            gpuctl_main([*argv, "--kubeconfig", kc])
+        prof.disable()
+        stats = pstats.Stats(prof)
+        total = max(ct for _, _, _, ct, _ in stats.stats.values())  # type: ignore[attr-defined]
+        print(f"gpuctl {' '.join(argv)}: {total * 1000:.0f} ms of CPU under cProfile (slower)")
+        for label, where, func in PHASES:
+            ct = sum(
+                v[3]
+                for (file, _, name), v in stats.stats.items()  # type: ignore[attr-defined]
+                if name == func and file.endswith(where)
+            )
+            print(f"  {label:<26} {ct * 1000:7.0f} ms  {ct / total:4.0%}")
+        stats.sort_stats("tottime").print_stats(top)
+        return
     from gpuctl.cluster import transport
 
-    seen: list[tuple[str, str, str, int, float]] = []
+    seen: list[list] = []
     original_request, original_read = transport.Pool.request, transport.Response.read
 
     def request(self, method, path, **kw):
@@ -217,35 +278,28 @@ def requests_of(argv: list[str], kc: str) -> list[tuple[str, str, str, int, floa
         out = original_read(self, amt)
         if hasattr(self, "_bench"):
             self._bench[3] += len(out)
-            self._bench[4] = (time.perf_counter() - self._bench[4]) * 1000 if amt is None else self._bench[4]
+            if amt is None:
+                self._bench[4] = (time.perf_counter() - self._bench[4]) * 1000
         return out
 
     transport.Pool.request, transport.Response.read = request, read
-    try:
-        in_process(argv, kc)
-    finally:
-        transport.Pool.request, transport.Response.read = original_request, original_read
-    return [tuple(s) for s in seen]
+    from gpuctl.main import main as gpuctl_main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        gpuctl_main([*argv, "--kubeconfig", kc])
+    print(f"\ngpuctl {' '.join(argv)}: {len(seen)} requests, {sum(r[3] for r in seen) / 1024:.1f} KiB")
+    for method, path, accept, size, ms in seen:
+        print(f"  {method:5} {size / 1024:7.1f} KiB {ms:6.1f} ms  {accept:<8} {path[:120]}")
 
 
-def print_requests(kc: str) -> None:
-    for argv in (["get", "jobs", "-A"], ["get", "pools"]):
-        in_process(argv, kc)  # first: the connection and the caches of the API server
-        rows = requests_of(argv, kc)
-        print(f"\ngpuctl {' '.join(argv)}: {len(rows)} requests, {sum(r[3] for r in rows) / 1024:.1f} KiB")
-        for method, path, accept, size, ms in rows:
-            print(f"  {method:5} {size / 1024:7.1f} KiB {ms:6.1f} ms  {accept:<28} {path[:110]}")
-
-
-def profile(argv: list[str], kc: str, top: int) -> None:
-    import cProfile
-    import pstats
-
-    prof = cProfile.Profile()
-    prof.enable()
-    in_process(argv, kc)
-    prof.disable()
-    pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
+def look(kind: str, commands: list[str], top: int) -> None:
+    for command in commands:
+        argv = LOOKS.get(command, command.split())
+        subprocess.run(
+            [sys.executable, __file__, "--child", kind, "--top", str(top), "--", *argv],
+            env=user_env(),
+            check=True,
+        )
 
 
 def main() -> int:
@@ -254,35 +308,42 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help=f"exit 1 if a target (<= {TARGET}x) is missed")
     ap.add_argument("--keep", action="store_true", help="leave a cluster this run started running")
     ap.add_argument("--requests", action="store_true", help="list each read's requests, then stop")
-    ap.add_argument("--profile", metavar="COMMAND", help='cProfile one command in-process ("get pools")')
+    ap.add_argument("--profile", metavar="COMMAND", action="append", help='cProfile a command ("get pools")')
+    ap.add_argument("--child", choices=("requests", "profile"), help=argparse.SUPPRESS)
+    ap.add_argument("argv", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--top", type=int, default=40, help="functions --profile lists (default 40)")
     ap.add_argument("--only", action="append", help="measure only commands containing this (repeatable)")
     ap.add_argument("--gpuctl", help="gpuctl executable (default: the console script of this venv)")
     ap.add_argument("--kubectl", help="kubectl binary (default: the one hack/cluster/build.sh builds)")
+    ap.add_argument("--baseline", metavar="GPUCTL", help="also another checkout's gpuctl (before/after)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args()
 
     kubectl = Path(args.kubectl) if args.kubectl else default_kubectl()
     gpuctl = [args.gpuctl] if args.gpuctl else default_gpuctl()
     kc = str(RUN / "kubeconfig")
+    if args.child:
+        child(args.child, args.argv, kc, args.top)
+        return 0
     started = not cluster_running()
     if started:
         start_demo()
     else:
         print(f"setup: reusing the cluster of {RUN}")
     try:
-        if args.requests:
-            print_requests(kc)
-            return 0
-        if args.profile:
-            in_process(args.profile.split(), kc)
-            profile(args.profile.split(), kc, args.top)
+        if args.requests or args.profile:
+            compile_sources(ROOT)
+            if args.requests:
+                look("requests", list(LOOKS), args.top)
+            if args.profile:
+                look("profile", args.profile, args.top)
             return 0
         with tempfile.TemporaryDirectory() as d:
-            cmds = commands(gpuctl, kubectl, kc, Path(d))
+            cmds = commands(gpuctl, kubectl, kc, Path(d), args.baseline)
             if args.only:
                 cmds = {n: c for n, c in cmds.items() if n == REFERENCE or any(o in n for o in args.only)}
             print(f"gpuctl: {' '.join(gpuctl)}\nkubectl: {kubectl}")
+            compile_sources(ROOT, *([checkout_of(args.baseline)] if args.baseline else []))
             res = measure(cmds, args.runs)
         missed = report(res, args.runs)
         if args.json:
