@@ -343,7 +343,7 @@ def main() -> int:
             if args.only:
                 cmds = {n: c for n, c in cmds.items() if n == REFERENCE or any(o in n for o in args.only)}
             print(f"gpuctl: {' '.join(gpuctl)}\nkubectl: {kubectl}")
-            compile_sources(ROOT, *([checkout_of(args.baseline)] if args.baseline else []))
+            compile_sources(ROOT, *[checkout_of(g) for g in (args.gpuctl, args.baseline) if g])
             res = measure(cmds, args.runs)
         missed = report(res, args.runs)
         if args.json:
