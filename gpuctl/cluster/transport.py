@@ -3,7 +3,7 @@
 Why not urllib3 (gpuctl's transport until issue 22): every CLI command imported it, ~40-60 ms of a
 command that kubectl finishes in 50 (`get jobs -A`, `create -f`), for what gpuctl uses of it here: a
 pool of connections to one host, TLS with the kubeconfig's context, a proxy tunnel, timeouts and
-streamed bodies. Why not http.client either (until issue 39): importing it loads the `email` package
+streamed bodies. Why not http.client either: importing it loads the `email` package
 (its header parser) and the `http` enums, about a fifth of what a `get` costs above the interpreter on
 the demo cluster (bench/reads.py), for the part of HTTP/1.1 an API server speaks: a status line,
 headers, and a body framed by Content-Length, chunks or the end of the connection. ssl is loaded by any
