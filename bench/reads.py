@@ -153,6 +153,10 @@ def compile_sources(*checkouts: Path) -> None:
         subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=True, env=user_env())
 
 
+class Failed(Exception):
+    """A command exited non-zero (on a loaded machine: a TLS handshake that timed out, say)."""
+
+
 def run_once(cmd: list[str]) -> tuple[float, float]:
     """(CPU seconds user+sys, wall seconds) of one whole process (its threads included)."""
     start = time.perf_counter()
@@ -162,7 +166,7 @@ def run_once(cmd: list[str]) -> tuple[float, float]:
     wall = time.perf_counter() - start
     p.returncode = os.waitstatus_to_exitcode(status)  # reaped already: keep Popen from waiting again
     if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {p.returncode}: {err.decode(errors='replace')[-1000:]}")
+        raise Failed(f"{' '.join(cmd)} exited {p.returncode}: {err.decode(errors='replace')[-500:]}")
     return usage.ru_utime + usage.ru_stime, wall
 
 
@@ -174,20 +178,34 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
 
 
 def measure(cmds: dict[str, list[str]], runs: int, seed: int = 39) -> dict[str, dict]:
+    """`runs` complete rounds after two warm-up rounds; a round where a command failed is dropped
+    whole (its pairs would be incomplete) and run again, at most `runs` times in all."""
     cpu: dict[str, list[float]] = {n: [] for n in cmds}
     wall: dict[str, list[float]] = {n: [] for n in cmds}
     ratio: dict[str, list[float]] = {n: [] for n in cmds}
     order = list(cmds)
     rng = random.Random(seed)
-    for round_ in range(runs + 2):
+    done = dropped = warm = 0
+    while done < runs:
         rng.shuffle(order)
-        this = {name: run_once(cmds[name]) for name in order}
-        if round_ < 2:  # warm-up: page cache, .pyc files, the API server's watch caches
+        try:
+            this = {name: run_once(cmds[name]) for name in order}
+        except Failed as e:
+            dropped += 1
+            print(f"round dropped: {e}", file=sys.stderr)
+            if dropped > runs:
+                raise SystemExit("more rounds failed than were asked for") from None
             continue
+        if warm < 2:  # warm-up: page cache, .pyc files, the API server's watch caches
+            warm += 1
+            continue
+        done += 1
         for name, (c, w) in this.items():
             cpu[name].append(c)
             wall[name].append(w)
             ratio[name].append(c / this[REFERENCE][0])
+    if dropped:
+        print(f"{dropped} round(s) dropped: a command failed in them")
     return {
         name: {
             "cpu_ms": statistics.median(cpu[name]) * 1000,
