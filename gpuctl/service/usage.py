@@ -11,14 +11,19 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SLICES_USED_ANNOTATION, Labels
 from gpuctl.domain.gpus import gpu_requests_by_pool, pod_gpus, pod_holds_gpus, workload_gpus
+from gpuctl.domain.multicluster import remote_pools
 from gpuctl.domain.objects import annotations, name
 from gpuctl.domain.pools import gpus_free, gpus_taken, node_pool, node_ready, pool_facts
 from gpuctl.domain.sharing import Mode, describe_pool_sharing, pool_sharing, slice_view, slices_used
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import job_pool
+from gpuctl.service.access import Permissions
+from gpuctl.service.errors import ServiceError
 from gpuctl.service.inventory import Inventory
+from gpuctl.service.members import worker
 
 
 @dataclass
@@ -67,11 +72,13 @@ class PoolUsage:
         return d
 
 
-def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsage]:
+def pool_usage(inv: Inventory, *, with_pods: bool = False, queued: bool = True) -> dict[str, PoolUsage]:
     """Per pool: its facts (gpuctl.domain.pools.pool_facts: capacity of Ready nodes, nodes, GPU types,
     status, and Kueue's reservations from the ClusterQueues' status), queued GPUs (the waiting Workloads
     the caller may read) and, with_pods, what bound pods hold (one more list of every unfinished pod:
-    only for a caller who may). No list of every Workload unless many wait (Inventory.waiting_workloads)."""
+    only for a caller who may). No list of every Workload unless many wait (Inventory.waiting_workloads).
+    queued=False leaves `queued` at 0 and reads no waiting Workload (no access review, no visibility
+    request): for a view that does not show it (the plain `get pools` table)."""
     pools = list(inv.pools)
     facts = pool_facts(inv.nodes, pools, reserved=pool_reservations(inv.all_cluster_queues))
     descr = {name(f): annotations(f).get(Labels.DESCRIPTION, "") for f in inv.flavors}
@@ -112,6 +119,8 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
         if ps.mode is not Mode.NONE:
             u.sharing, u.shared = str(ps.mode), describe_pool_sharing(ps)
             u.slices = slice_view(ps, held.get(p))
+    if not queued:
+        return out
     for wl in inv.waiting_workloads:
         p = job_pool(wl)
         if p in out:
@@ -119,4 +128,86 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False) -> dict[str, PoolUsag
     spaces = inv.waiting_namespaces
     for u in out.values():
         u.queued_namespaces = spaces
+    return out
+
+
+def list_pools(
+    cluster: Cluster, perms: Permissions | None = None, inv: Inventory | None = None, *, queued: bool = True
+) -> list[PoolUsage]:
+    """`get pools`: nodes, flavors and ClusterQueues (what pool viewers read), and the waiting
+    Workloads the caller may read (unless not `queued`); no pod. `inv`: the caller's cluster-wide
+    inventory, when it has one."""
+    usage = pool_usage(inv or Inventory(cluster, None, perms=perms), queued=queued)
+    return [usage[p] for p in sorted(usage)]
+
+
+def list_pools_everywhere(
+    cluster: Cluster, perms: Permissions | None = None, *, queued: bool = True
+) -> list[PoolUsage]:
+    """`get pools`: on a manager, a pool in worker clusters has their nodes' GPUs (capacity and nodes
+    summed, and per cluster in `clusters`), read through the caller's context of each worker; what the
+    manager's Kueue reserved there (the team quotas' view) stays its used GPUs. A worker gpuctl cannot
+    read leaves its figures out and says why, the pool shows degraded. (The writes of MultiKueue pools
+    are gpuctl.service.multicluster's: a read does not import them.)"""
+    inv = Inventory(cluster, None, perms=perms)
+    pools = list_pools(cluster, perms, inv, queued=queued)
+    remote = remote_pools(inv.flavors)
+    if not remote:
+        return pools
+    seen: dict[str, dict[str, PoolUsage] | str] = {}
+    down = kueue_disconnected(cluster)
+    for c in sorted({c for cs in remote.values() for c in cs}):
+        try:
+            seen[c] = pool_usage(Inventory(worker(cluster, c), None), queued=queued)
+        except (ServiceError, ApiError, OSError) as e:
+            seen[c] = str(e)
+    for u in pools:
+        for c in remote.get(u.name, []):
+            there = seen[c]
+            if isinstance(there, str):
+                u.clusters[c] = {"error": there}
+                continue
+            w = there.get(u.name)
+            if w is None:
+                u.clusters[c] = {"error": f"pool {u.name} not found in cluster {c}"}
+                continue
+            u.capacity += w.capacity
+            u.total += w.total
+            u.nodes_ready += w.nodes_ready
+            u.nodes += [f"{c}/{n}" for n in w.nodes]
+            u.gpu_types += [t for t in w.gpu_types if t not in u.gpu_types]
+            u.clusters[c] = {
+                "gpu_total": w.capacity,
+                "gpu_used": w.taken,
+                "gpu_free": w.free,
+                "nodes": len(w.nodes),
+            }
+            if c in down:  # its nodes are there, but no job reaches them
+                u.clusters[c]["disconnected"] = f"the manager's Kueue cannot reach it: {down[c]}"
+        if u.name in remote:
+            unreadable = any("error" in v or "disconnected" in v for v in u.clusters.values())
+            u.status = (
+                "empty"
+                if not u.nodes and not unreadable
+                else "degraded"
+                if unreadable or u.nodes_ready < len(u.nodes)
+                else "active"
+            )
+    return pools
+
+
+def kueue_disconnected(cluster: Cluster) -> dict[str, str]:
+    """Worker -> why the manager's Kueue is not connected to it (its MultiKueueCluster's Active condition:
+    an outage, a rotated or wrong credential). Empty for a caller who may not read MultiKueueClusters."""
+    try:
+        found = cluster.list(path("MultiKueueCluster"), label_selector=f"{Labels.MANAGED_BY}=gpuctl")
+    except ApiError:
+        return {}
+    out = {}
+    for m in found:
+        cond = next(
+            (c for c in (m.get("status") or {}).get("conditions") or [] if c.get("type") == "Active"), None
+        )
+        if cond is not None and cond.get("status") != "True":
+            out[m["metadata"]["name"]] = f"{cond.get('reason', '')}: {cond.get('message', '')}"
     return out
