@@ -34,14 +34,11 @@ import json
 import os
 import re
 import ssl
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -261,6 +258,8 @@ class ExecAuth(Auth):
             info["spec"]["cluster"] = dict(self.cluster)
         env = {**os.environ, **{e["name"]: e["value"] for e in self.spec.get("env") or []}}
         env["KUBERNETES_EXEC_INFO"] = json.dumps(info)
+        import subprocess  # noqa: PLC0415 - lazy: CLI start-up (exec plugins only)
+
         try:
             p = subprocess.run(
                 self._command(),
@@ -293,6 +292,8 @@ class ExecAuth(Auth):
                 f"expected {self.spec['apiVersion']}"
             )
         exp = status.get("expirationTimestamp")
+        from datetime import datetime  # noqa: PLC0415 - lazy: CLI start-up (exec plugins only)
+
         self._expires = datetime.fromisoformat(exp.replace("Z", "+00:00")).timestamp() if exp else None
         self._status = status
         return status
@@ -408,18 +409,40 @@ def _tls(ca: bytes | None, cert: bytes | None, key: bytes | None, insecure: bool
     else:
         ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
     if cert and key:
-        # ssl only loads a key pair from files: write them to a private temporary directory, load, remove.
-        with tempfile.TemporaryDirectory(prefix="gpuctl-tls-") as d:
-            cf, kf = Path(d, "cert"), Path(d, "key")
-            for p, data in ((cf, cert), (kf, key)):
-                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-            try:
-                ctx.load_cert_chain(str(cf), str(kf))
-            except ssl.SSLError as e:
-                raise ConfigError(f"kubeconfig: client certificate and key do not load: {e}") from None
+        try:
+            _load_key_pair(ctx, cert, key)
+        except ssl.SSLError as e:
+            raise ConfigError(f"kubeconfig: client certificate and key do not load: {e}") from None
     return ctx
+
+
+def _load_key_pair(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """ssl loads a client key pair from files only. On Linux the files are anonymous memory (memfd,
+    opened by OpenSSL through /proc/self/fd): nothing touches the disk. Elsewhere a private temporary
+    directory, removed after loading."""
+    memfd = getattr(os, "memfd_create", None)
+    if memfd is not None and os.path.isdir("/proc/self/fd"):
+        fds: list[int] = []
+        try:
+            for data in (cert, key):
+                fds.append(memfd("gpuctl-tls"))
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fds[-1], view) :]
+            ctx.load_cert_chain(f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}")
+            return
+        finally:
+            for fd in fds:
+                os.close(fd)
+    import tempfile  # noqa: PLC0415 - lazy: CLI start-up (no memfd)
+
+    with tempfile.TemporaryDirectory(prefix="gpuctl-tls-") as d:
+        cf, kf = Path(d, "cert"), Path(d, "key")
+        for p, data in ((cf, cert), (kf, key)):
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        ctx.load_cert_chain(str(cf), str(kf))
 
 
 def _auth(user: Entry, cluster: Entry) -> tuple[Auth, bytes | None, bytes | None]:
