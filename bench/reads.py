@@ -200,6 +200,8 @@ def measure(cmds: dict[str, list[str]], runs: int, seed: int = 39) -> dict[str, 
             warm += 1
             continue
         done += 1
+        if done % 5 == 0:
+            print(f"  {done}/{runs} rounds", file=sys.stderr, flush=True)
         for name, (c, w) in this.items():
             cpu[name].append(c)
             wall[name].append(w)
