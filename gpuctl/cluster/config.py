@@ -38,9 +38,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from gpuctl.cluster import kubeyaml
@@ -75,8 +74,9 @@ def in_cluster() -> bool:
 
 
 # ----------------------------------------------------------------------------- merging (pure)
-@dataclass(frozen=True)
-class Entry:
+# The classes of this module are plain classes and NamedTuples, not dataclasses: every command builds
+# its connection here, and a dataclass costs a compile of its generated methods at import (bench/reads.py).
+class Entry(NamedTuple):
     """One named cluster, user or context, with the directory of the file that defined it."""
 
     name: str
@@ -84,15 +84,15 @@ class Entry:
     base: Path
 
 
-@dataclass
 class KubeConfig:
     """Several kubeconfig files merged the way kubectl merges $KUBECONFIG."""
 
-    clusters: dict[str, Entry] = field(default_factory=dict)
-    users: dict[str, Entry] = field(default_factory=dict)
-    contexts: dict[str, Entry] = field(default_factory=dict)
-    current_context: str = ""
-    files: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.clusters: dict[str, Entry] = {}
+        self.users: dict[str, Entry] = {}
+        self.contexts: dict[str, Entry] = {}
+        self.current_context = ""
+        self.files: list[str] = []
 
     def add(self, doc: Mapping[str, Any], source: str) -> None:
         base = Path(source).resolve().parent
@@ -194,9 +194,9 @@ class Auth:
         return False
 
 
-@dataclass
 class StaticAuth(Auth):
-    value: str | None
+    def __init__(self, value: str | None):
+        self.value = value
 
     def header(self) -> str | None:
         return self.value
@@ -315,19 +315,29 @@ class ExecAuth(Auth):
 
 
 # ----------------------------------------------------------------------------- the connection
-@dataclass
 class Connection:
     """How to reach one API server: where, TLS, credentials, and the context's namespace."""
 
-    host: str
-    namespace: str | None = None
-    ssl_context: ssl.SSLContext | None = None
-    server_hostname: str | None = None
-    proxy: str | None = None
-    auth: Auth = field(default_factory=Auth)
-    # Impersonation headers (--as, --as-group, --as-uid): name -> values, a header line per value.
-    impersonate: dict[str, list[str]] = field(default_factory=dict)
-    request_timeout: float | None = None  # --request-timeout: seconds one answer may take (None: 30)
+    def __init__(
+        self,
+        host: str,
+        namespace: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        proxy: str | None = None,
+        auth: Auth | None = None,
+        impersonate: dict[str, list[str]] | None = None,
+        request_timeout: float | None = None,
+    ):
+        self.host = host
+        self.namespace = namespace
+        self.ssl_context = ssl_context
+        self.server_hostname = server_hostname
+        self.proxy = proxy
+        self.auth = auth if auth is not None else Auth()
+        # Impersonation headers (--as, --as-group, --as-uid): name -> values, a header line per value.
+        self.impersonate = impersonate if impersonate is not None else {}
+        self.request_timeout = request_timeout  # --request-timeout: seconds one answer may take (None: 30)
 
     def pool(self, maxsize: int = POOL_SIZE) -> Pool:
         """Keep-alive connections to the API server (gpuctl.cluster.transport), at most `maxsize` idle.
@@ -342,8 +352,7 @@ class Connection:
         )
 
 
-@dataclass(frozen=True)
-class Overrides:
+class Overrides(NamedTuple):
     """kubectl's global flags over the kubeconfig (clientcmd's ConfigOverrides)."""
 
     server: str | None = None

@@ -9,7 +9,7 @@ read only for `describe pool` by a caller who may list every pod, and only shown
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from copy import deepcopy
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SLICES_USED_ANNOTATION, Labels
@@ -25,30 +25,73 @@ from gpuctl.service.errors import ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.members import worker
 
+POOL_FIELDS = (
+    "name",
+    "capacity",
+    "total",
+    "used",
+    "reserved",
+    "queued",
+    "queued_namespaces",
+    "nodes",
+    "nodes_ready",
+    "gpu_types",
+    "description",
+    "status",
+    "clusters",
+    "sharing",
+    "shared",
+    "slices",
+)
 
-@dataclass
+
 class PoolUsage:
-    name: str
-    capacity: int = 0  # GPUs of Ready nodes
-    total: int = 0  # GPUs of all nodes (capacity field), Ready or not
-    used: int | None = None  # GPUs requested by pods bound to the pool's nodes; None: not read
-    reserved: int = 0  # GPUs Kueue reserved for admitted workloads in this pool
-    queued: int = 0  # GPUs requested by workloads waiting for this pool (of queued_namespaces)
-    queued_namespaces: list[str] | None = None  # whose waiting work `queued` counts; None: everyone's
-    nodes: list[str] = field(default_factory=list)
-    nodes_ready: int = 0
-    gpu_types: list[str] = field(default_factory=list)
-    description: str = ""
-    status: str = "active"
-    # A pool in worker clusters (issue 24): per cluster, its GPUs there (gpu_total, gpu_used by that
-    # worker's Kueue, gpu_free, nodes) or the error that kept gpuctl from reading them.
-    clusters: dict[str, dict] = field(default_factory=dict)
-    # Issue 32 (docs/sharing.md): how the Ready nodes share their GPUs (none, mig-mixed, mig-single,
-    # time-slicing, mps), one line for people ("6 GPUs + 2 as 14 x 1g.10gb") and per slice kind its
-    # resource, total and (with pod use) used and free (gpuctl.domain.sharing.slice_view).
-    sharing: str = "none"
-    shared: str = ""
-    slices: dict[str, dict] = field(default_factory=dict)
+    """A pool's numbers. (A plain class: a dataclass compiles its generated methods when the module
+    loads, and every `get pools` loads this one.) as_dict: the fields in POOL_FIELDS' order, then the
+    gpu_* figures."""
+
+    __slots__ = POOL_FIELDS
+
+    def __init__(
+        self,
+        name: str,
+        capacity: int = 0,
+        total: int = 0,
+        used: int | None = None,
+        reserved: int = 0,
+        queued: int = 0,
+        queued_namespaces: list[str] | None = None,
+        nodes: list[str] | None = None,
+        nodes_ready: int = 0,
+        gpu_types: list[str] | None = None,
+        description: str = "",
+        status: str = "active",
+        clusters: dict[str, dict] | None = None,
+        sharing: str = "none",
+        shared: str = "",
+        slices: dict[str, dict] | None = None,
+    ):
+        self.name = name
+        self.capacity = capacity  # GPUs of Ready nodes
+        self.total = total  # GPUs of all nodes (capacity field), Ready or not
+        self.used = used  # GPUs requested by pods bound to the pool's nodes; None: not read
+        self.reserved = reserved  # GPUs Kueue reserved for admitted workloads in this pool
+        self.queued = queued  # GPUs requested by workloads waiting for this pool (of queued_namespaces)
+        self.queued_namespaces = queued_namespaces  # whose waiting work `queued` counts; None: everyone's
+        self.nodes: list[str] = nodes if nodes is not None else []
+        self.nodes_ready = nodes_ready
+        self.gpu_types: list[str] = gpu_types if gpu_types is not None else []
+        self.description = description
+        self.status = status
+        # A pool in worker clusters (issue 24): per cluster, its GPUs there (gpu_total, gpu_used by that
+        # worker's Kueue, gpu_free, nodes) or the error that kept gpuctl from reading them.
+        self.clusters: dict[str, dict] = clusters if clusters is not None else {}
+        # Issue 32 (docs/sharing.md): how the Ready nodes share their GPUs (none, mig-mixed, mig-single,
+        # time-slicing, mps), one line for people ("6 GPUs + 2 as 14 x 1g.10gb") and per slice kind its
+        # resource, total and (with pod use) used and free (gpuctl.domain.sharing.slice_view).
+        self.sharing = sharing
+        self.shared = shared
+        self.slices: dict[str, dict] = slices if slices is not None else {}
 
     @property
     def taken(self) -> int:
@@ -60,7 +103,7 @@ class PoolUsage:
         return int(gpus_free(self.capacity, None, self.reserved))
 
     def as_dict(self) -> dict:
-        d = asdict(self)
+        d = {k: deepcopy(getattr(self, k)) for k in POOL_FIELDS}  # what dataclasses.asdict gave
         d.update(
             gpu_total=self.capacity,
             gpu_used=self.taken,  # the same figure as `get pools`' GPU USED and the API's gpuUsed

@@ -16,13 +16,13 @@ from gpuctl.cluster.transport import Pool, ReadTimeout, TransportError
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    connections: set[int] = set()
+    connections: set[tuple] = set()
 
     def log_message(self, *args) -> None:
         pass
 
     def do_GET(self) -> None:
-        Handler.connections.add(id(self.connection))
+        Handler.connections.add(self.client_address)  # (host, port): one per connection
         if self.path == "/stream":
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
