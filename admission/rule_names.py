@@ -1,5 +1,6 @@
-"""Every rule of the team namespaces' webhook (`POST /validate`) by the name denials, warnings and metrics
-show; admission/validators/ has one file per group of them, named after it."""
+"""Every admission rule by the name denials, warnings and metrics show: the team namespaces' (`POST
+/validate`) and the isolation rules outside them (`POST /isolation`). admission/validators/ has one file per
+group of them, named after it; admission.registry says what each is (check, CEL, fix, one line)."""
 
 from __future__ import annotations
 
@@ -15,42 +16,39 @@ UNKNOWN_KEY: Final = "unknown-key"
 GPU_FITS_NODE: Final = "gpu-fits-node"
 HOST_PATH: Final = "host-path"
 NODE_POOL: Final = "node-pool"
-# What a tenant may not do in its own team namespace (issue 26).
+# What a tenant may not do in its own team namespace (docs/security.md, 3).
 PRIORITY_CLASS_RULE: Final = "priority-class"
 DEVICE_ACCESS: Final = "device-access"
 OWNER_CLAIM: Final = "owner-claim"
 ORPHAN_DELETE: Final = "orphan-delete"
 KUEUE_GATE: Final = "kueue-gate"
-# GPU-like resources Kueue does not charge (issue 33).
+# GPU-like resources Kueue does not charge (docs/sharing.md).
 GPU_RESOURCE_RULE: Final = "gpu-resource"
-# A MIG profile the pool's GPUs do not have (issue 32).
+# A MIG profile the pool's GPUs do not have (docs/sharing.md).
 MIG_PROFILE: Final = "mig-profile"
-# Multi-node jobs (issue 31): a gang that can never fit; a toleration of the set-aside taint outside a gang.
+# Multi-node jobs (docs/distributed.md): a gang that can never fit; a toleration of the set-aside taint
+# outside a gang.
 GANG_FITS: Final = "gang-fits"
 SET_ASIDE_TOLERATION: Final = "set-aside-toleration"
+# Autoscaled services (docs/serving.md): an HPA may scale only GPU work Kueue queues (replicas past the
+# team's quota then wait at the gate instead of running unaccounted).
+HPA_QUEUED: Final = "hpa-queued"
+# Outside team namespaces (docs/security.md, 2): pool nodes run only Kueue-admitted work.
+POOL_TOLERATION: Final = "pool-toleration"
+POOL_SELECTION: Final = "pool-selection"
+POOL_NODE_NAME: Final = "pool-node-name"
 # Rules whose verdict depends on what the cache has seen: a denial by these alone may be watch lag (a pool
 # created a millisecond before its nodes are labelled), so the server re-checks it once the cache moves.
 CACHE_RULES: Final = frozenset(
-    {GPU_QUEUE, GPU_TOPOLOGY, POOL_EXISTS, POOL_PLACEMENT, GPU_FITS_NODE, NODE_POOL, MIG_PROFILE, GANG_FITS}
-)
-RULES: Final = (
-    GPU_QUEUE,
-    GPU_TOPOLOGY,
-    POOL_EXISTS,
-    POOL_PLACEMENT,
-    PRIORITY,
-    JOB_TYPE,
-    UNKNOWN_KEY,
-    GPU_FITS_NODE,
-    HOST_PATH,
-    NODE_POOL,
-    PRIORITY_CLASS_RULE,
-    DEVICE_ACCESS,
-    OWNER_CLAIM,
-    ORPHAN_DELETE,
-    KUEUE_GATE,
-    GPU_RESOURCE_RULE,
-    MIG_PROFILE,
-    GANG_FITS,
-    SET_ASIDE_TOLERATION,
+    {
+        GPU_QUEUE,
+        GPU_TOPOLOGY,
+        POOL_EXISTS,
+        POOL_PLACEMENT,
+        GPU_FITS_NODE,
+        NODE_POOL,
+        MIG_PROFILE,
+        GANG_FITS,
+        HPA_QUEUED,
+    }
 )

@@ -28,8 +28,10 @@ from typing import Any, Final, Protocol
 from gpuctl.cluster import Cluster
 from gpuctl.cluster.informer import Gone, Informer, Transport
 from gpuctl.constants import KUEUE_GROUP, KUEUE_VERSION, MANAGED_BY_VALUE, NAMESPACE_MARKER_VALUE, Labels
-from gpuctl.domain.pools import is_pool_flavor, node_gpus
-from gpuctl.domain.teams import cluster_queue_flavors
+from gpuctl.domain.gpus import pod_spec_gpus
+from gpuctl.domain.pools import is_pool_flavor, node_gpus, node_ready
+from gpuctl.domain.shape import ShapeError
+from gpuctl.domain.teams import cluster_queue_flavors, team_from_cluster_queue
 
 log = logging.getLogger("gpuctl.admission.state")
 
@@ -41,6 +43,26 @@ def _empty() -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
+class CachedDeployment:
+    """What `hpa-queued` reads of a Deployment: GPUs per pod, replicas, the LocalQueue Kueue queues its pods
+    in (None: not queued), and the autoscaled service it belongs to (docs/serving.md: its tier, `app`)."""
+
+    gpus: int
+    replicas: int
+    tier: str | None
+    app: str | None
+    queue: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TeamCap:
+    """A team ClusterQueue's GPU quota and borrowingLimit (None: no quota / no limit)."""
+
+    quota: int | None
+    borrowing_limit: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class CachedNode:
     """The parts of a Node the webhook's rules read, as its cache keeps them (the metrics' per-node summary
     is gpuctl.server.metrics.NodeInfo; both read the node through gpuctl.domain.pools)."""
@@ -49,6 +71,7 @@ class CachedNode:
     labels: Mapping[str, str]
     gpu: int  # status.allocatable["nvidia.com/gpu"]
     pool: str | None  # its runwhere.ai/pool label
+    ready: bool = True  # it counts in its pool (gpuctl.domain.pools.node_ready: Ready, not cordoned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +91,9 @@ class ClusterState:
     )  # ClusterQueue -> flavors it has quota in
     namespaces: Mapping[str, bool] = field(default_factory=_empty)  # namespace -> managed by gpuctl
     generation: int = 0
+    # (namespace, name) -> a Deployment that requests GPUs or is an autoscaled service's (hpa-queued)
+    deployments: Mapping[tuple[str, str], CachedDeployment] = field(default_factory=_empty)
+    team_caps: Mapping[str, TeamCap] = field(default_factory=_empty)  # ClusterQueue -> its GPU cap
 
     @classmethod
     def build(
@@ -80,6 +106,8 @@ class ClusterState:
         namespaces: Mapping[str, bool] | None = None,
         synced: bool = True,
         generation: int = 0,
+        deployments: Mapping[tuple[str, str], CachedDeployment] | None = None,
+        team_caps: Mapping[str, TeamCap] | None = None,
     ) -> ClusterState:
         """A snapshot from already-reduced parts (the cache and tests both build states this way)."""
         node_map = {n.name: n for n in nodes}
@@ -101,6 +129,8 @@ class ClusterState:
             cluster_queues=MappingProxyType({k: frozenset(v) for k, v in (cluster_queues or {}).items()}),
             namespaces=MappingProxyType(dict(namespaces or {})),
             generation=generation,
+            deployments=MappingProxyType(dict(deployments or {})),
+            team_caps=MappingProxyType(dict(team_caps or {})),
         )
 
     @classmethod
@@ -143,7 +173,8 @@ def reduce_flavor(obj: Mapping[str, Any]) -> tuple[str, bool | None]:
 def reduce_node(obj: Mapping[str, Any]) -> tuple[str, CachedNode]:
     name = _meta(obj).get("name", "")
     labels = _labels(obj)
-    return name, CachedNode(name, MappingProxyType(labels), node_gpus(obj), labels.get(Labels.POOL))
+    pool = labels.get(Labels.POOL)
+    return name, CachedNode(name, MappingProxyType(labels), node_gpus(obj), pool, node_ready(obj))
 
 
 def reduce_local_queue(obj: Mapping[str, Any]) -> tuple[tuple[str, str], str]:
@@ -153,8 +184,36 @@ def reduce_local_queue(obj: Mapping[str, Any]) -> tuple[tuple[str, str], str]:
     return (meta.get("namespace", ""), meta.get("name", "")), cq if isinstance(cq, str) else ""
 
 
-def reduce_cluster_queue(obj: Mapping[str, Any]) -> tuple[str, frozenset[str]]:
-    return _meta(obj).get("name", ""), cluster_queue_flavors(obj)
+def reduce_cluster_queue(obj: Mapping[str, Any]) -> tuple[str, tuple[frozenset[str], TeamCap]]:
+    """A ClusterQueue's flavors with quota, and (a team's) its GPU cap (none read from one not gpuctl's
+    shape)."""
+    try:
+        team = team_from_cluster_queue(obj)
+        cap = TeamCap(team.gpu, team.borrowing_limit)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        cap = TeamCap(None, None)
+    return _meta(obj).get("name", ""), (cluster_queue_flavors(obj), cap)
+
+
+def reduce_deployment(obj: Mapping[str, Any]) -> tuple[tuple[str, str], CachedDeployment | None]:
+    """A Deployment `hpa-queued` may be asked about: one whose pods request GPUs, or an autoscaled service's.
+    Others reduce to None (not kept). Malformed fields read as none: the object's own review judges them."""
+    meta, labels = _meta(obj), _labels(obj)
+    key = (meta.get("namespace", ""), meta.get("name", ""))
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    tmpl = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    try:
+        gpus = pod_spec_gpus(tmpl.get("spec") if isinstance(tmpl.get("spec"), dict) else {})
+    except ShapeError:
+        gpus = 0
+    tier = labels.get(Labels.SERVING_TIER)
+    if not gpus and tier is None:
+        return key, None
+    replicas = spec.get("replicas")
+    queue = labels.get(Labels.KUEUE_QUEUE)
+    return key, CachedDeployment(
+        gpus, replicas if type(replicas) is int else 1, tier, labels.get(Labels.APP), queue
+    )
 
 
 def reduce_namespace(obj: Mapping[str, Any]) -> tuple[str, bool]:
@@ -187,6 +246,7 @@ RESOURCES: Final = (
         "clusterqueues", "ClusterQueue", reduce_cluster_queue, (KUEUE_GROUP, KUEUE_VERSION, "clusterqueues")
     ),
     Resource("namespaces", "Namespace", reduce_namespace),
+    Resource("deployments", "Deployment", reduce_deployment, ("apps", "v1", "deployments")),
 )
 
 
@@ -195,14 +255,17 @@ def compose(stores: Mapping[str, Mapping[Any, Any]], *, synced: bool, generation
     lqs: dict[str, dict[str, str]] = {}
     for (ns, name), cq in stores.get("localqueues", {}).items():
         lqs.setdefault(ns, {})[name] = cq
+    cqs = stores.get("clusterqueues", {})
     return ClusterState.build(
         pools=stores.get("resourceflavors", {}).keys(),
         nodes=stores.get("nodes", {}).values(),
         local_queues=lqs,
-        cluster_queues=stores.get("clusterqueues", {}),
+        cluster_queues={k: flavors for k, (flavors, _) in cqs.items()},
         namespaces=stores.get("namespaces", {}),
         synced=synced,
         generation=generation,
+        deployments=stores.get("deployments", {}),
+        team_caps={k: cap for k, (_, cap) in cqs.items()},
     )
 
 

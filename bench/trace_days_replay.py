@@ -78,6 +78,7 @@ from gpuctl.domain.objects import namespace as namespace_of
 from gpuctl.domain.sharing import choose_slice, pool_sharing
 from gpuctl.server.setaside import SetAside
 from gpuctl.spec import load_text
+from gpuctl.spec.share import parse_share
 
 DAY_DESIGNS = {"gangs": ("baseline", "gpuctl", "setaside"), "slices": ("whole", "slices")}
 TITLES = {
@@ -167,14 +168,14 @@ def setup(kube: Cluster, kubeconfig: str, day: str, design: str, ns: Mapping[str
 
 
 def facts(kube: Cluster, day: str, item: Item) -> TargetPool:
-    """What gpuctl's submission reads of the pool (gpuctl.service.gang_facts / sharing): the gang pool's
+    """What gpuctl's submission reads of the pool (gpuctl.service.gang / sharing): the gang pool's
     topology levels; for a gpu-share the slice the pool's nodes offer (gpuctl.domain.sharing's rule)."""
     if day == "gangs":
         return TargetPool(name=item.pool, topology=(BLOCK_LABEL, RACK_LABEL))
     if item.share is None:
         return TargetPool(name=item.pool)
     ps = pool_sharing(kube.list(path("Node"), label_selector=f"{Labels.POOL}={item.pool}"))
-    chosen = choose_slice(item.share, item.pool, ps.mode, ps.model, ps.profiles)
+    chosen = choose_slice(parse_share(item.share), item.pool, ps.mode, ps.model, ps.profiles)
     return TargetPool(name=item.pool, gpu_resource=chosen.resource, slice_resource=chosen.resource)
 
 

@@ -46,6 +46,31 @@ DEFAULT_PRIORITY: Final = Priority.MEDIUM
 # PriorityClasses so that dashboards and habits carry over.
 PRIORITY_CLASS: Final = {p: f"gpuctl-{p.value}" for p in Priority}
 PRIORITY_VALUE: Final = {Priority.HIGH: 1_000_000, Priority.MEDIUM: 500_000, Priority.LOW: 100}
+
+
+class Tier(StrEnum):
+    """The two halves of an autoscaled service (docs/serving.md): the floor (minReplicas, a Deployment of
+    its own) and the burst above it (the Deployment the HorizontalPodAutoscaler scales)."""
+
+    FLOOR = "floor"
+    BURST = "burst"
+
+
+# The WorkloadPriorityClasses of an autoscaled service's pods. Kueue's withinClusterQueue: LowerPriority
+# never lets a team's own work preempt the floor (above high), and its candidate order (lower priority
+# first, queues/objects.cluster_queue) makes the burst the first replica preempted or reclaimed (below low).
+# Another team's reclaim takes from a team only while it is over its quota, so a floor inside the quota
+# stays.
+SERVING_CLASS: Final = {Tier.FLOOR: "gpuctl-serving-floor", Tier.BURST: "gpuctl-serving-burst"}
+SERVING_VALUE: Final = {Tier.FLOOR: 2_000_000, Tier.BURST: 10}
+# The burst Deployment of service <name> is <name>-burst; the HPA that scales it is <name>.
+BURST_SUFFIX: Final = "-burst"
+# The external metrics (manifests/prometheus/adapter-rules.yaml) per `service.autoscaling.metric`, and the
+# label keys of the HPA's metric selector that name the service and the floor's load.
+AUTOSCALING_METRICS: Final = {"concurrency": "gpuctl_burst_concurrency", "rps": "gpuctl_burst_rps"}
+METRIC_JOB_LABEL: Final = "gpuctl_job"
+METRIC_FLOOR_LABEL: Final = "floor"
+
 # Work that borrows from other teams may preempt their borrowed work only up to this priority
 # (Kueue's borrowWithinCohort.maxPriorityThreshold): medium and low can be taken back, high never.
 BORROW_PREEMPT_THRESHOLD: Final = PRIORITY_VALUE[Priority.MEDIUM]
@@ -69,6 +94,8 @@ class Labels:
     # Per-pool guarantees of a quota as written (JSON), kept on the team ClusterQueue for display.
     POOL_GUARANTEES: Final = "runwhere.ai/pool-guarantees"  # annotation
     TEAM: Final = "runwhere.ai/team"
+    # floor | burst on an autoscaled service's Deployments and pods (Tier).
+    SERVING_TIER: Final = "runwhere.ai/serving-tier"
 
     APP: Final = "app"
     JOB_NAME: Final = "job-name"  # set on pods by the Job controller
@@ -98,6 +125,7 @@ KNOWN_RUNWHERE_KEYS: Final = (
     Labels.PORT,
     Labels.DESCRIPTION,
     Labels.TEAM,
+    Labels.SERVING_TIER,
 )
 
 MANAGED_BY_VALUE: Final = "gpuctl"
@@ -129,8 +157,8 @@ BUDGET_FLAVOR: Final = "gpuctl-budget"
 # manifests/kueue/configuration.yaml); a team's quota is its nominal quota of these.
 # quota-gpu-840ths counts GPU equivalents in 1/GPU_UNITS (840ths of a) GPU, so that slices of GPUs (MIG
 # instances, time-slicing replicas) are charged exactly (gpuctl.domain.sharing, docs/sharing.md): a
-# whole GPU is 840, a 1g.10gb MIG instance 120. Before issue 32 the budget was whole GPUs under
-# LEGACY_QUOTA_GPU; a ClusterQueue that still has it is read as such and rewritten on the next apply.
+# whole GPU is 840, a 1g.10gb MIG instance 120. Before shared GPUs (docs/sharing.md) the budget was whole GPUs
+# under LEGACY_QUOTA_GPU; a ClusterQueue that still has it is read as such and rewritten on the next apply.
 QUOTA_GPU: Final = "runwhere.ai/quota-gpu-840ths"
 LEGACY_QUOTA_GPU: Final = "runwhere.ai/quota-gpu"
 QUOTA_CPU: Final = "runwhere.ai/quota-cpu"
@@ -177,14 +205,16 @@ TRANSIENT_TAINT_KEYS: Final = frozenset(
         "DeletionCandidateOfClusterAutoscaler",
         "karpenter.sh/disrupted",
         "karpenter.sh/disruption",
-        "runwhere.ai/set-aside",  # SET_ASIDE_TAINT_KEY (issue 31): never tolerated by a pool's flavor
+        # SET_ASIDE_TAINT_KEY (docs/distributed.md): never tolerated by a pool's flavor
+        "runwhere.ai/set-aside",
     }
 )
-# The taint gpuctl puts on every pool node (issue 26): `runwhere.ai/pool=<pool>:NoSchedule`. The pool's
-# ResourceFlavor tolerates it (pool_tolerations), so Kueue adds the toleration to the pods it admits
-# there; everything else stays off pool nodes (admission/ keeps anyone else from tolerating it, naming a
-# pool node in nodeName, or selecting a pool with GPUs outside a team namespace). NoSchedule, not
-# NoExecute: tainting a live pool must not evict what already runs (gpuctl serve reports those pods).
+# The taint gpuctl puts on every pool node (docs/adoption.md, the pool taint):
+# `runwhere.ai/pool=<pool>:NoSchedule`. The pool's ResourceFlavor tolerates it (pool_tolerations), so Kueue
+# adds the toleration to the pods it admits there; everything else stays off pool nodes (admission/ keeps
+# anyone else from tolerating it, naming a pool node in nodeName, or selecting a pool with GPUs outside a team
+# namespace). NoSchedule, not NoExecute: tainting a live pool must not evict what already runs (gpuctl serve
+# reports those pods).
 POOL_TAINT_KEY: Final = Labels.POOL
 POOL_TAINT_EFFECT: Final = "NoSchedule"
 # Kueue accepts at most this many tolerations on a ResourceFlavor.
@@ -225,9 +255,12 @@ CONTAINER_WAITING_REASONS: Final = frozenset(
 # Annotation gpuctl writes on the workloads it submits: a hash of the spec, so `apply` can say "unchanged".
 SPEC_HASH_ANNOTATION: Final = "runwhere.ai/spec-hash"
 # runwhere.ai/ keys gpuctl writes that were added after KNOWN_RUNWHERE_KEYS; the webhook accepts both tuples.
-EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION,)
+# An autoscaled service that `gpuctl stop` scaled to zero: its floor's replicas before, which `resume`
+# restores (docs/serving.md). On the floor Deployment.
+SERVICE_STOPPED_ANNOTATION: Final = "runwhere.ai/stopped-replicas"
+EXTRA_RUNWHERE_KEYS: Final = (SPEC_HASH_ANNOTATION, SERVICE_STOPPED_ANNOTATION)
 
-# ---- serve (issue 26): the backstop in `gpuctl serve` (gpuctl.domain.coverage, gpuctl.server.backstop)
+# ---- serve: the backstop (gpuctl.domain.coverage, gpuctl.server.backstop; docs/security.md, 4)
 # Kueue writes this annotation (the Workload's name) on the pods it admits with Topology Aware Scheduling.
 KUEUE_WORKLOAD_ANNOTATION: Final = "kueue.x-k8s.io/workload"
 # How long a GPU pod on a pool node may stay uncovered before `gpuctl serve` reports it: longer than the
@@ -237,6 +270,13 @@ UNCOVERED_GRACE_SECONDS: Final = 60.0
 # long, before that grace starts: a deleted Job's or a preempted Workload's pods shut down after Kueue
 # stopped counting them. A longer terminationGracePeriodSeconds does not buy more time off Kueue's books.
 UNCOVERED_TERMINATION_ALLOWANCE_SECONDS: Final = 300.0
+# The longest terminationGracePeriodSeconds a pod (or pod template) in a team namespace may ask for
+# (admission's termination-grace rule, the webhook's --max-termination-grace, the chart's
+# maxTerminationGraceSeconds; `gpuctl create` refuses more). Kueue stops counting a pod once it is
+# terminating, so this bounds how long a stopped or deleted job's pods keep GPUs off Kueue's books; serve's
+# backstop evicts a terminating pod that still holds uncharged GPUs past it (docs/security.md). 300 s: time
+# for a training job to write a checkpoint on SIGTERM; Kubernetes' own default is 30 s.
+MAX_TERMINATION_GRACE_SECONDS: Final = 300
 # With --evict-uncovered, how long a pod stays uncovered before it is evicted (at least the grace).
 UNCOVERED_EVICT_AFTER_SECONDS: Final = 120.0
 # The reason of the Kubernetes Events `gpuctl serve` posts on such pods, and the component it names.
@@ -244,7 +284,7 @@ UNCOVERED_EVENT_REASON: Final = "GpuctlUncoveredGPUs"
 UNCOVERED_EVICTED_REASON: Final = "GpuctlEvictedUncovered"
 SERVE_COMPONENT: Final = "gpuctl-serve"
 
-# ---------------------------------------------------------------------------- reads (issue 26)
+# ---------------------------------------------------------------------------- reads (docs/security.md, 1)
 # The roles gpuctl ships for callers (manifests/api/rbac.yaml); gpuctl.service.access says which reads
 # each grants, and every refused read names the one to bind.
 ROLE_USER: Final = "gpuctl-user"  # RoleBinding in a team namespace
@@ -253,7 +293,8 @@ ROLE_ADMIN: Final = "gpuctl-admin"  # ClusterRoleBinding: everything
 VISIBILITY_GROUP: Final = "visibility.kueue.x-k8s.io"  # Kueue's pending-workloads API
 
 # ---------------------------------------------------------------------------------------------------------
-# holes (issue 26): what a tenant may not do in its own team namespace (admission/validators/, admission.md).
+# holes (docs/security.md, 3): what a tenant may not do in its own team namespace (admission/validators/,
+# admission.md).
 
 # Host paths that hold device nodes: a pod mounting them reaches devices its resource requests never
 # asked for (on real hardware /dev/nvidia*), so Kueue would count 0 GPUs for it. Refused by the
@@ -299,7 +340,7 @@ PRIORITY_CLASS_PREEMPTION: Final = "Never"
 # orphaning (admission trusts it to drop a pod's controller reference, as it trusts the controllers).
 GC_USER: Final = "system:serviceaccount:kube-system:generic-garbage-collector"
 
-# ----------------------------------------------------------------------------- sched-a (issue 23)
+# ---------------------------------------------------------------- stop, resume, estimates (docs/queueing.md)
 # Stop, resume, maxRuntime and "when will it run".
 # Kueue's label for a job's wall-clock cap (pkg/controller/constants MaxExecTimeSecondsLabel, v0.19.2). Read
 # from the labels of the object Kueue builds the Workload from (jobframework.MaximumExecutionTimeSeconds):
@@ -318,7 +359,7 @@ DEACTIVATED_REQUEUE_LIMIT: Final = "DeactivatedDueToRequeuingLimitExceeded"
 # local cluster; the bound keeps a margin (docs/queueing.md, "When will it run: the estimate").
 ESTIMATE_STEP_SLACK_SECONDS: Final = 15
 
-# ----------------------------------------------------------------------------- sched-b (issue 23)
+# ----------------------------------------------------------------------- defragmentation (docs/queueing.md)
 # Defragmentation (gpuctl.domain.defrag, gpuctl.server.defrag; docs/queueing.md "Defragmentation").
 # Annotations on a moved Workload: why (what `describe job` shows), when, and the marker that lets the
 # leader reactivate it once Kueue evicted it (removed then: a user's later `stop` is never undone).
@@ -335,7 +376,7 @@ DEFRAG_WINDOW_SECONDS: Final = 3600.0
 # At most this many jobs moved off one node for one waiter (the search is over combinations).
 DEFRAG_MAX_VICTIMS: Final = 6
 
-# ----------------------------------------------------------------------------- multi (issue 24)
+# ----------------------------------------------------------------------------- multicluster
 # Pools in several clusters through Kueue's MultiKueue (docs/multicluster.md; gpuctl.domain.multicluster,
 # queues.multicluster, gpuctl.service.multicluster). The manager cluster holds the team queues and the
 # MultiKueue objects below; each worker cluster holds its pools' nodes and a copy of the team queues.
@@ -369,7 +410,7 @@ MULTICLUSTER_REFUSED_WHY: Final = {
 CHECK_READY: Final = "Ready"
 CHECK_PENDING: Final = "Pending"
 
-# ----------------------------------------------------------------------------- audit (issue 24)
+# ------------------------------------------------------------------------------------- audit (docs/audit.md)
 # The audit trail (gpuctl.domain.history, gpuctl.service.history, gpuctl.server.history; docs/audit.md).
 # Who created a job, as the submitting client says (gpuctl create/apply: the caller's SelfSubjectReview;
 # the REST API: the authenticated caller). Written on the job's controller (Job, Deployment, StatefulSet).
@@ -399,14 +440,14 @@ ACTOR_KUEUE: Final = "kueue"
 ACTOR_DEFRAG: Final = "gpuctl-serve (defrag)"
 
 # ----------------------------------------------------------------------------- metrics across clusters
-# `gpuctl serve --cluster NAME` adds this label, =NAME, to every series it exports (issue 24: metrics label
-# the cluster); without the flag none (one cluster, or Prometheus adds it: external_labels / relabeling).
-# The Grafana dashboards filter every query on it (`cluster=~"$cluster"`, All = `.*`, which an absent label
-# matches too). docs/metrics.md, "Several clusters".
+# `gpuctl serve --cluster NAME` adds this label, =NAME, to every series it exports (docs/metrics.md,
+# "Several clusters"); without the flag none (one cluster, or Prometheus adds it: external_labels /
+# relabeling). The Grafana dashboards filter every query on it (`cluster=~"$cluster"`, All = `.*`, which an
+# absent label matches too). docs/metrics.md, "Several clusters".
 METRICS_CLUSTER_LABEL: Final = "cluster"
 
 # ----------------------------------------------------------------------------- GPUs and slices of them
-# Issue 32, docs/sharing.md. Every extended resource that hands out a GPU or a slice of one, as prefixes
+# docs/sharing.md. Every extended resource that hands out a GPU or a slice of one, as prefixes
 # of the resource name (`gpuctl.domain.gpus.is_gpu_resource` is the one matcher): NVIDIA's whole GPUs,
 # time-slicing/MPS replicas (nvidia.com/gpu.shared) and HAMi's nvidia.com/gpumem|gpucores, MIG instances
 # (nvidia.com/mig-1g.10gb), AMD and Intel GPUs. The admission webhook and policies treat a pod asking for
@@ -434,7 +475,7 @@ SHARED_REPLICAS_CHARGED: Final = 4
 # per-profile used and free from it (gpuctl.domain.sharing.slices_used, docs/sharing.md).
 SLICES_USED_ANNOTATION: Final = "runwhere.ai/slices-used"
 
-# ----------------------------------------------------------------------------- YAML limits (issue 33)
+# --------------------------------------------------------------------------- YAML limits (docs/security.md)
 # What one gpuctl YAML text may be, for `gpuctl create|apply|delete -f` and the REST API alike
 # (gpuctl.spec.limits checks both before loading; the API's request models cap yamlContent the same).
 # 1 MiB of YAML is thousands of jobs; a file past it is a mistake (the API server refuses objects past
@@ -444,20 +485,20 @@ YAML_MAX_BYTES: Final = 1024 * 1024
 # size before constructing anything (10 nested levels took 28 s and 2.2 GB before the limit).
 YAML_MAX_EXPANDED_NODES: Final = 200_000
 
-# ----------------------------------------------------------------------------- trust (issue 33)
+# --------------------------------------------------------------------------------- trust (docs/security.md)
 # gpuctl serve's ServiceAccount as the API server names it (manifests/serve/rbac.yaml; the chart rewrites
 # gpuctl-system to the release namespace). The workload-edit policy lets it write defragmentation's
 # markers on Workloads (admission/workload_edit.py); manifests/serve/*-policy.yaml and confinement.yaml
 # name it too.
 SERVE_USER: Final = "system:serviceaccount:gpuctl-system:gpuctl-serve"
-# Defragmentation cannot be steered by one tenant against another (issue 33; docs/queueing.md): a job is
-# moved at most once per window (its runwhere.ai/moved-at says when it last was), and the waiters of one
+# Defragmentation cannot be steered by one tenant against another (docs/queueing.md, "Defragmentation"): a job
+# is moved at most once per window (its runwhere.ai/moved-at says when it last was), and the waiters of one
 # team cause at most DEFRAG_MOVES_PER_TEAM_PER_HOUR moves per window (the team a move was made for is
 # runwhere.ai/moved-for-team on the moved Workload), so one team cannot use up the hourly cap of all.
 DEFRAG_MOVED_FOR_TEAM_ANNOTATION: Final = "runwhere.ai/moved-for-team"
 DEFRAG_MOVES_PER_TEAM_PER_HOUR: Final = 2
 
-# ----------------------------------------------------------------------------- exempt namespaces (issue 33)
+# ------------------------------------------------------------------ exempt namespaces (docs/security.md, 2)
 # Namespaces (besides the system ones) whose pods may run on pool nodes: the isolation rules outside team
 # namespaces (pool-toleration, pool-selection, pool-node-name) skip them. The NVIDIA GPU Operator's default
 # namespace: its validator and device plugin, DCGM exporter and NFD must reach every GPU node. An admin sets
@@ -465,7 +506,7 @@ DEFRAG_MOVES_PER_TEAM_PER_HOUR: Final = 2
 # admission.policies.isolation); tenants have no rights there (docs/admission.md, "Exempt namespaces").
 EXEMPT_NAMESPACES: Final = ("gpu-operator",)
 
-# ----------------------------------------------------------------------------- gang (issue 31)
+# -------------------------------------------------------------------------------- gang (docs/distributed.md)
 # Multi-node training (docs/distributed.md; gpuctl.builders.gang, gpuctl.domain.gang). A `kind: training`
 # with resources.nodes: N > 1 is an Indexed Job of N pods (one Kueue Workload counting N: quota for all or
 # none), a headless Service svc-<job> and the launcher environment below in every container.
@@ -511,8 +552,8 @@ SET_ASIDE_SETTLE_SECONDS: Final = 30.0
 # The Event on a Workload requeued because Kueue admitted it onto a node just set aside for a gang
 # (gpuctl.domain.setaside.stranded).
 SET_ASIDE_REQUEUE_REASON: Final = "GpuctlSetAsideRequeue"
-# Issue 31 (docs/distributed.md): a multi-node job's pods tolerate the taint of the nodes set aside for the
-# oldest waiting gang (gpuctl.domain.setaside); nothing else may (the webhook's set-aside-toleration).
+# docs/distributed.md, "No starvation": a multi-node job's pods tolerate the taint of the nodes set aside for
+# the oldest waiting gang (gpuctl.domain.setaside); nothing else may (the webhook's set-aside-toleration).
 GANG_TOLERATION: Final = {"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 # A gang's placement without a required level: preferred one node, so Kueue's Topology Aware Scheduling tries
 # one node, then one domain of each level up (rack, block), then spreads the pods over the pool. Every pool's

@@ -5,6 +5,8 @@
 #     server with the Helm chart's rules and matchConditions (by URL instead of a Service),
 #   - `gpuctl serve` (pool reconciler, /metrics, REST API),
 #   - a real Prometheus (Debian's package) scraping it every 5 s with the shipped rules;
+#   - the autoscaling stack (hack/cluster/autoscaling.sh: a second Prometheus with the serving scrape job,
+#     prometheus-adapter, the fake exporter of the fake nodes' replicas) for the autoscaled service;
 # create the four pools of the product documents, two team quotas and sample jobs of every kind (all
 # through the webhook), then show pools and jobs, a raw `kubectl apply` the webhook refuses, per-pool GPU
 # use from PromQL, and the URLs to open. hack/cluster/down.sh stops all of it.
@@ -24,6 +26,9 @@ if ! command -v prometheus >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v 
 fi
 hack/cluster/up.sh
 export KUBECONFIG="$(hack/cluster/up.sh --print-kubeconfig)"
+# The autoscaling stack (docs/serving.md: Prometheus, prometheus-adapter, the fake exporter) for the demo's
+# autoscaled inference service; idempotent. Without Prometheus the service keeps its floor.
+if command -v prometheus >/dev/null 2>&1; then hack/cluster/autoscaling.sh up; fi
 source hack/cluster/versions.env
 CACHE="${GPUCTL_TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuctl-testbed}"
 RUN="$(dirname "$KUBECONFIG")"

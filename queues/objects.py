@@ -30,11 +30,14 @@ from gpuctl.constants import (
     QUOTA_CPU_PER_CORE,
     QUOTA_GPU,
     QUOTA_MEMORY,
+    SERVING_CLASS,
+    SERVING_VALUE,
     TOPOLOGY_NAME,
     TOPOLOGY_PREFIX,
     UNLIMITED,
     Labels,
     Priority,
+    Tier,
 )
 from gpuctl.quantity import parse_quantity
 from queues.model import PoolCapacity, PoolGuarantee, TeamQuota
@@ -103,17 +106,27 @@ def budget_flavor() -> dict:
     }
 
 
+def _priority_class(name: str, value: int, description: str) -> dict:
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "WorkloadPriorityClass",
+        "metadata": _meta(name),
+        "value": value,
+        "description": description,
+    }
+
+
 def workload_priority_classes() -> list[dict]:
-    return [
-        {
-            "apiVersion": KUEUE_API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": _meta(PRIORITY_CLASS[p]),
-            "value": PRIORITY_VALUE[p],
-            "description": f"{Labels.PRIORITY}={p.value}",
-        }
+    """gpuctl's priorities, then an autoscaled service's floor (above high: the team's own work never
+    preempts it) and burst (below low: the first replica to yield), docs/serving.md."""
+    jobs = [
+        _priority_class(PRIORITY_CLASS[p], PRIORITY_VALUE[p], f"{Labels.PRIORITY}={p.value}")
         for p in Priority
     ]
+    tiers = [
+        _priority_class(SERVING_CLASS[t], SERVING_VALUE[t], f"{Labels.SERVING_TIER}={t.value}") for t in Tier
+    ]
+    return jobs + tiers
 
 
 def _milli(cpu: str) -> str:

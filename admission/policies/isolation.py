@@ -1,7 +1,9 @@
 """The stateless rules outside team namespaces as a ValidatingAdmissionPolicy (from admission/isolation.py).
 
-`pool-toleration` and `pool-selection` (admission/isolation.py) need no cluster state, so they also run in
-the API server as CEL: no network hop, no outage risk; they hold while the webhook is down or deleted.
+`pool-toleration` and `pool-selection` need no cluster state, so they also run in the API server as CEL
+(each rule's in admission/validators/isolation.py; this module compiles admission.registry's
+`gpuctl-isolation` rules in its order): no network hop, no outage risk; they hold while the webhook is
+down or deleted.
 `manifests/admission/isolation.yaml` is this module's output and a unit test keeps it so:
 
     python -m admission.policies.isolation > manifests/admission/isolation.yaml
@@ -28,26 +30,23 @@ from typing import Final
 
 from admission.identities import KUEUE_USER
 from admission.isolation import (
-    FIXES,
     ISOLATION_CONTROLLER_USERS,
     NODE_USER_PREFIX,
     POD_OWNERS,
-    POD_SPEC_PATHS,
-    POOL_SELECTION,
-    POOL_TOLERATION,
-    STATELESS_RULES,
-    TAINT_TEXT,
     TEMPLATE_OWNERS,
 )
-from admission.policies.cel import cel_list, from_controller, q
+from admission.policies.cel import IsolationCel, from_controller, q
 from admission.policies.skeleton import labels, non_team_namespaces, render, validating_policy
-from gpuctl.constants import (
-    EXEMPT_NAMESPACES,
-    GPU_RESOURCE_PREFIXES,
-    POOL_TAINT_EFFECT,
-    POOL_TAINT_KEY,
-    Labels,
+from admission.registry import ISOLATION_POLICY, Rule, compiled
+from admission.validators.isolation import (
+    POD_SPEC_PATHS,
+    daemonset_without_gpus,
+    gpus,
+    selects_pool,
+    spec_of,
+    tolerates,
 )
+from gpuctl.constants import EXEMPT_NAMESPACES
 
 NAME: Final = "gpuctl-isolation"
 WEBHOOK_NAME: Final = "isolation.admission.runwhere.ai"
@@ -68,76 +67,9 @@ def _rules() -> list[dict]:
     ]
 
 
-def spec_of(root: str) -> str:
-    """CEL: the pod spec of `root` (object or oldObject) for every kind matched."""
-    cron = ".".join(POD_SPEC_PATHS[("batch", "CronJob")])
-    return (
-        f"(request.kind.kind == 'Pod' ? {root}.spec : request.kind.kind == 'CronJob' ? {root}.{cron} : "
-        f"{root}.spec.template.spec)"
-    )
-
-
-SPEC_PATH: Final = (
-    "(request.kind.kind == 'Pod' ? 'spec' : request.kind.kind == 'CronJob' ? "
-    f"'{'.'.join(POD_SPEC_PATHS[('batch', 'CronJob')])}' : 'spec.template.spec')"
-)
-
-
-def any_gpu_resource(m: str) -> str:
-    """CEL: the resources map `m` names a GPU resource (gpuctl.domain.gpus.is_gpu_resource: one of
-    constants.GPU_RESOURCE_PREFIXES), whatever the value."""
-    return f"{m}.exists(k, {cel_list(GPU_RESOURCE_PREFIXES)}.exists(p, k.startsWith(p)))"
-
-
-_HAS_GPU: Final = (
-    f"has(c.resources) && ((has(c.resources.requests) && {any_gpu_resource('c.resources.requests')}) || "
-    f"(has(c.resources.limits) && {any_gpu_resource('c.resources.limits')}))"
-)
-
-
-def gpus(s: str) -> str:
-    """CEL: admission.isolation.names_gpus."""
-    return (
-        f"((has({s}.containers) && {s}.containers.exists(c, {_HAS_GPU})) || "
-        f"(has({s}.initContainers) && {s}.initContainers.exists(c, {_HAS_GPU})))"
-    )
-
-
-def tolerates(t: str) -> str:
-    """CEL: gpuctl.domain.pools.tolerates_pool_taint(t) for some pool."""
-    return (
-        f"((!has({t}.effect) || {t}.effect == '' || {t}.effect == {q(POOL_TAINT_EFFECT)}) && "
-        f"((!has({t}.key) || {t}.key == '') ? (has({t}.operator) && {t}.operator == 'Exists') : "
-        f"{t}.key == {q(POOL_TAINT_KEY)}))"
-    )
-
-
-def toleration_text(t: str) -> str:
-    """CEL: admission.isolation.toleration_text."""
-    return (
-        f"((!has({t}.key) || {t}.key == '') ? 'a key-less `operator: Exists` toleration (it tolerates every "
-        f"taint)' : (has({t}.operator) && {t}.operator == 'Exists') ? 'a toleration of ' + {t}.key + "
-        f"' with operator Exists' : 'a toleration of ' + {t}.key + '=' + (has({t}.value) ? {t}.value : ''))"
-    )
-
-
-def affinity_selects_pool(s: str) -> str:
-    """CEL: admission.isolation._affinity_selects_pool."""
-    req = f"{s}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    return (
-        f"(has({s}.affinity) && has({s}.affinity.nodeAffinity) && has({req}) && "
-        f"{req}.nodeSelectorTerms.exists(term, has(term.matchExpressions) && term.matchExpressions.exists(e, "
-        f"e.key == {q(Labels.POOL)} && (e.operator == 'In' || e.operator == 'Exists'))))"
-    )
-
-
-def daemonset_without_gpus(s: str) -> str:
-    """CEL: a DaemonSet whose template requests no GPUs (monitoring agents, CNI)."""
-    return f"(request.kind.kind == 'DaemonSet' && !{gpus(s)})"
-
-
-def selects_pool(s: str) -> str:
-    return f"((has({s}.nodeSelector) && {q(Labels.POOL)} in {s}.nodeSelector) || {affinity_selects_pool(s)})"
+def _cels() -> list[tuple[Rule, IsolationCel]]:
+    """The rules the policy carries, with their CEL."""
+    return compiled(ISOLATION_POLICY, IsolationCel)
 
 
 def _finding_vars(pre: str, root: str) -> list[tuple[str, str]]:
@@ -146,29 +78,14 @@ def _finding_vars(pre: str, root: str) -> list[tuple[str, str]]:
     def name(base: str) -> str:
         return f"{pre}{base[0].upper()}{base[1:]}" if pre else base
 
-    spec, gpu = f"variables.{name('spec')}", f"variables.{name('gpus')}"
     spec_expr = spec_of(root)
     if root == "oldObject":
         spec_expr = f"request.operation == 'UPDATE' ? {spec_expr} : {{}}"
-    ns = q(Labels.POOL)
-    toleration = (
-        f"(request.kind.kind == 'DaemonSet' && !{gpu}) || !has({spec}.tolerations) ? [] :\n"
-        f"{spec}.tolerations.filter(t, {tolerates('t')}).map(t,\n"
-        f"{SPEC_PATH} + '.tolerations: ' + {toleration_text('t')} + ' tolerates the pool taint {TAINT_TEXT}')"
-    )
-    selection = (
-        f"!{gpu} ? [] :\n"
-        f"(has({spec}.nodeSelector) && {ns} in {spec}.nodeSelector ?\n"
-        f"[{SPEC_PATH} + '.nodeSelector[{Labels.POOL}]=' + {spec}.nodeSelector[{ns}] +\n"
-        "' selects a pool for a pod requesting GPUs'] : []) +\n"
-        f"({affinity_selects_pool(spec)} ? [{SPEC_PATH} + '.affinity: a required node affinity term on "
-        f"{Labels.POOL} (In/Exists) selects a pool for a pod requesting GPUs'] : [])"
-    )
+    spec, gpu = f"variables.{name('spec')}", f"variables.{name('gpus')}"
     return [
         (name("spec"), spec_expr),
         (name("gpus"), gpus(spec)),
-        (name("poolToleration"), toleration),
-        (name("poolSelection"), selection),
+        *((name(cel.name), cel.finding(spec, gpu)) for _, cel in _cels()),
     ]
 
 
@@ -177,18 +94,15 @@ def variables() -> list[dict]:
     return [{"name": n, "expression": e} for n, e in pairs]
 
 
-_VAR: Final = {POOL_TOLERATION: "poolToleration", POOL_SELECTION: "poolSelection"}
-
-
-def _validation(rule: str) -> dict:
-    new, old = f"variables.{_VAR[rule]}", f"variables.old{_VAR[rule][0].upper()}{_VAR[rule][1:]}"
+def _validation(rule: Rule, cel: IsolationCel) -> dict:
+    new, old = f"variables.{cel.name}", f"variables.old{cel.name[0].upper()}{cel.name[1:]}"
     return {
         "expression": f"{new}.all(f, f in {old})",
         "messageExpression": (
             f"'gpuctl policy: ' + request.kind.kind + ' ' + request.namespace + '/' + "
             f"(request.name != '' ? request.name : object.metadata.generateName + '*') + "
-            f"' breaks [{rule}]: ' + {new}.filter(f, !(f in {old})).join('; ') + "
-            f"{q('. Fix: ' + FIXES[rule])}"
+            f"' breaks [{rule.name}]: ' + {new}.filter(f, !(f in {old})).join('; ') + "
+            f"{q('. Fix: ' + rule.fix)}"
         ),
         "reason": "Forbidden",
     }
@@ -240,7 +154,7 @@ def policy(exempt_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES) -> list[dict]
         _rules(),
         match_conditions(),
         variables(),
-        [_validation(r) for r in STATELESS_RULES],
+        [_validation(r, cel) for r, cel in _cels()],
         non_team_namespaces(exempt_namespaces),
     )
 
@@ -291,13 +205,13 @@ HEADER: Final = """\
 # admission/isolation.py's tables (tests/unit/test_admission_isolation.py fails when this file and the
 # generator disagree). Do not edit by hand.
 #
-# Pool GPUs run only Kueue-admitted work (issue 26). Outside team namespaces (runwhere.ai/namespace != true)
-# and system namespaces, no pod or pod template may tolerate the pool taint runwhere.ai/pool=<pool>:NoSchedule
-# (pool-toleration; DaemonSets that request no GPUs may) or select a pool while requesting GPUs
-# (pool-selection); exempt namespaces (the last namespaceSelector expression; default the GPU Operator's)
-# may. CEL in the API server: it holds while the webhook is down. nodeName on a pool node needs
-# the cluster's nodes: the webhook's isolation.admission.runwhere.ai entry (webhook.yaml). Same identity skips
-# as the webhook (Kueue; pods, ReplicaSets and Jobs their controller makes; kubelets' mirror pods); on
+# Pool GPUs run only Kueue-admitted work (docs/security.md, 2). Outside team namespaces (runwhere.ai/namespace
+# != true) and system namespaces, no pod or pod template may tolerate the pool taint
+# runwhere.ai/pool=<pool>:NoSchedule (pool-toleration; DaemonSets that request no GPUs may) or select a pool
+# while requesting GPUs (pool-selection); exempt namespaces (the last namespaceSelector expression; default
+# the GPU Operator's) may. CEL in the API server: it holds while the webhook is down. nodeName on a pool node
+# needs the cluster's nodes: the webhook's isolation.admission.runwhere.ai entry (webhook.yaml). Same identity
+# skips as the webhook (Kueue; pods, ReplicaSets and Jobs their controller makes; kubelets' mirror pods); on
 # UPDATE only findings the old object did not have are denied. docs/admission.md.
 """
 

@@ -3,7 +3,7 @@
 The audit trail (gpuctl.domain.history, docs/audit.md) names a job's submitter from the annotation
 `runwhere.ai/submitted-by` on its controller (Job, Deployment, StatefulSet; a bare Pod is its own). A
 client wrote it (gpuctl's SelfSubjectReview of its own credential), so a namespace editor could write
-anyone's name (issue 33). This policy sets it from the request instead:
+anyone's name (docs/audit.md, "Who can write the trail"). This policy sets it from the request instead:
 
 - CREATE of a Job, Deployment, StatefulSet or Pod in a team namespace: the annotation is
   `request.userInfo.username`, whatever the object said (a forged value is overwritten). Only gpuctl's own

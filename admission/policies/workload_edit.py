@@ -1,4 +1,5 @@
-"""`workload-edit`: a team member may change one thing of a Kueue Workload, `spec.active` (issue 23).
+"""`workload-edit`: a team member may change one thing of a Kueue Workload, `spec.active` (docs/queueing.md,
+"Stop and resume").
 
 `gpuctl stop|resume` and kueuectl's `stop|resume workload` send a JSON merge patch of the Workload's
 spec.active, so gpuctl-user grants `patch` on workloads in the team namespace. RBAC cannot limit a patch
@@ -112,7 +113,7 @@ def policies() -> list[dict]:
                 "expression": f"!(request.userInfo.username in [{q(GC_USER)}, {q(KCM_USER)}])",
             },
             # gpuctl serve's defragmentation marks the Workloads it moves (runwhere.ai/moved-*) and
-            # deactivates them in one patch (issue 33: this policy refused it wherever the chart ran).
+            # deactivates them in one patch (this policy once refused it wherever the chart ran).
             {"name": "not-gpuctl-serve", "expression": f"request.userInfo.username != {q(SERVE_USER)}"},
         ],
         [{"name": "changed", "expression": changed_expression()}],

@@ -1,21 +1,6 @@
-"""The team namespaces' webhook rules, one file per group, named after it (Kueue's pkg/webhooks style):
-each validator takes the reduced object (admission.work.Work) and what it needs, and returns the
-Violations it finds (an empty list when none). admission.rules.review runs them in a fixed order.
-
-| file | rules |
-|---|---|
-| `queue.py` | `gpu-queue`, `gpu-topology` |
-| `placement.py` | `pool-exists`, `pool-placement`, `gpu-fits-node` |
-| `labels.py` | `unknown-key`, `job-type`, `priority` |
-| `host_paths.py` | `host-path` |
-| `priority_class.py` | `priority-class` |
-| `device_access.py` | `device-access` |
-| `gpu_resources.py` | `gpu-resource` |
-| `mig_profiles.py` | `mig-profile` |
-| `owner_claim.py` | `owner-claim` |
-| `kueue_gate.py` | `kueue-gate` (UPDATE) |
-| `orphan_delete.py` | `orphan-delete` (DELETE) |
-| `node_pool.py` | `node-pool`, and `unknown-key` on Nodes |
-| `gangs.py` | `gang-fits` |
-| `set_aside.py` | `set-aside-toleration` |
+"""The admission rules, one file per group, named after it (Kueue's pkg/webhooks style): each file holds the
+rules' Python checks (each takes what it reads and returns the Violations it finds, an empty list when none),
+the CEL the policies compile from them where a policy carries them, and one fix per rule. Which rule lives
+in which file, what it checks and where: admission.registry (`python -m admission.registry` prints the table,
+docs/admission.md holds it); admission.rules and admission.isolation run the checks in its order.
 """

@@ -5,7 +5,8 @@ No privileged container, no capability beyond Pod Security `baseline`'s (`consta
 (`constants.NVIDIA_DEVICE_ENV`),
 no hostPath under /dev (`constants.DEVICE_HOST_PATHS`) unless the admin allowed the path, no hostPID/hostIPC.
 Init and ephemeral (`kubectl debug`) containers too. A CPU-only pod is charged 0 GPUs but would see every GPU
-of its node. docs/admission.md, "Privileged device access".
+of its node. docs/admission.md, "Privileged device access". Its CEL (`cel_variables`, the team policy's
+`deviceAccess`) is below, on the same tables.
 """
 
 from __future__ import annotations
@@ -14,19 +15,24 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Final
 
+from admission.policies.cel import POD_SPEC_PATH, TeamCel, cel_list, old_skip, pod_spec, var, var_name
 from admission.rule_names import DEVICE_ACCESS
-from admission.validators.host_paths import host_path, volume_name
+from admission.validators.host_paths import allowed_under, host_path, volume_name
 from admission.verdict import Malformed, Violation
 from admission.work import Work
 from gpuctl.constants import BASELINE_CAPABILITIES, DEVICE_HOST_PATHS, NVIDIA_DEVICE_ENV
 from gpuctl.domain.shape import item, list_at, obj_at
 from gpuctl.spec.models import normalise_host_path
 
-__all__ = ["check_device_access"]
+__all__ = ["CEL", "FIX", "check_device_access"]
 
 BASELINE_CAPS: Final = frozenset(BASELINE_CAPABILITIES)
 NVIDIA_ENV: Final = frozenset(NVIDIA_DEVICE_ENV)
 _DEVICE_FIX: Final = "request GPUs with nvidia.com/gpu (Kueue counts them)"
+FIX: Final = (
+    "no privileged containers, no capabilities beyond Pod Security baseline's, no hostPath under "
+    f"{', '.join(DEVICE_HOST_PATHS)}, no {NVIDIA_DEVICE_ENV[0]} & co., no hostPID/hostIPC: {_DEVICE_FIX}"
+)
 
 
 _CONTAINER_PARTS: Final = ("initContainers", "containers", "ephemeralContainers")
@@ -147,3 +153,40 @@ def _device_path(norm: str, allowed: tuple[str, ...]) -> str | None:
         if norm == d or norm.startswith(d + "/"):
             return d
     return None
+
+
+def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
+    """`deviceAccess`: hostPID/hostIPC, each container part's privileged, capabilities and NVIDIA env, and the
+    hostPath volumes (`hostPaths`, host-path's) under DEVICE_HOST_PATHS the admin did not allow."""
+    spec, where = pod_spec(root), POD_SPEC_PATH
+    base = cel_list(BASELINE_CAPABILITIES)
+    up = "(a.upperAscii().startsWith('CAP_') ? a.upperAscii().substring(4) : a.upperAscii())"
+    env = cel_list(NVIDIA_DEVICE_ENV)
+    parts = []
+    for part in _CONTAINER_PARTS:
+        lst = f"(has({spec}.{part}) ? {spec}.{part} : [])"
+        sc = "has(c.securityContext)"
+        add = f"{sc} && has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add)"
+        parts += [
+            f"{lst}.filter(c, {sc} && has(c.securityContext.privileged) && c.securityContext.privileged)"
+            f".map(c, 'container ' + c.name + ' is privileged')",
+            f"{lst}.filter(c, {add} && c.securityContext.capabilities.add.exists(a, !({up} in {base})))"
+            f".map(c, 'container ' + c.name + ' adds capability ' + "
+            f"c.securityContext.capabilities.add.filter(a, !({up} in {base})).join(', '))",
+            f"{lst}.filter(c, has(c.env) && c.env.exists(e, e.name in {env}))"
+            f".map(c, 'container ' + c.name + ' sets ' + c.env.filter(e, e.name in {env}).map(e, e.name)"
+            f".join(', '))",
+        ]
+    dev = cel_list(DEVICE_HOST_PATHS)
+    findings = (
+        f"{old_skip(root)}(has({spec}.hostPID) && {spec}.hostPID ? [{where} + '.hostPID is true'] : []) +\n"
+        f"(has({spec}.hostIPC) && {spec}.hostIPC ? [{where} + '.hostIPC is true'] : []) +\n"
+        + " +\n".join(parts)
+        + f" +\n{var(pre, 'hostPaths')}.filter(h, h.raw.startsWith('/') && !({allowed_under('h')}) &&\n"
+        f"{dev}.exists(d, h.norm == d || h.norm.startsWith(d + '/')))"
+        f".map(h, 'volume ' + h.name + ': host path ' + h.norm + ' holds the node\\'s device nodes')"
+    )
+    return [(var_name(pre, "deviceAccess"), findings)]
+
+
+CEL: Final = TeamCel("deviceAccess", cel_variables)

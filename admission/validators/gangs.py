@@ -1,5 +1,5 @@
 """`gang-fits`: a multi-node job (a gang: an Indexed Job running N >= 2 pods at once, which Kueue admits
-whole, issue 31) that can never run is refused instead of waiting for ever.
+whole; docs/distributed.md) that can never run is refused instead of waiting for ever.
 
 - More pods than the pool's nodes hold with every node empty (Kueue's Topology Aware Scheduling puts
   several pods on one node where they fit, so the count is per node: its GPUs // the pod's GPUs).
@@ -29,7 +29,7 @@ def check_gang_fits(w: Work, p: Placement, gpus: int, state: ClusterState) -> li
         return []
     pods = gang_nodes({"spec": w.obj_spec})
     level = w.tmpl_annotations.get(TAS_REQUIRED, "")
-    nodes = [(n.name, n.gpu, n.labels) for n in state.pool_nodes.get(p.pool, ())]
+    nodes = [(n.name, n.gpu, n.labels, n.ready) for n in state.pool_nodes.get(p.pool, ())]
     why = gang_never_fits(p.pool, nodes, pods, gpus, level)
     if not why:
         return []

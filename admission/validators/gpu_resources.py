@@ -6,11 +6,11 @@ Every extended resource that hands out a GPU or a slice of one is a GPU resource
 gpuctl.domain.gpus.is_gpu_resource). Kueue charges a team's budget only for the resources its configuration
 transforms into the budget resource (manifests/kueue/configuration.yaml, gpuctl.domain.sharing.
 quota_transformations: whole GPUs, time-slicing replicas, the MIG profiles of the known models), and with
-`quotaCheckStrategy: IgnoreUndeclared` it admits anything else charged 0: before issue 33 a Job asking
+`quotaCheckStrategy: IgnoreUndeclared` it admits anything else charged 0: before this rule a Job asking
 `amd.com/gpu: 4` or `nvidia.com/mig-1g.10gb` ran outside the team's quota. So any GPU resource the
 configuration does not charge (HAMi's `nvidia.com/gpumem`, a MIG profile of an unknown model, Intel's
-`gpu.intel.com/millicores`) is refused here, and in the ValidatingAdmissionPolicy
-(admission/policies/team.py).
+`gpu.intel.com/millicores`) is refused here, and in the ValidatingAdmissionPolicy (`cel_variables` below:
+the team policy's `gpuResource`), with one fix (FIX).
 """
 
 from __future__ import annotations
@@ -18,16 +18,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from admission.policies.cel import TeamCel, cel_list, old_skip, pod_spec, var_name
 from admission.rule_names import GPU_RESOURCE_RULE
 from admission.verdict import Violation
 from admission.work import Work
-from gpuctl.constants import GPU_RESOURCE, SHARED_GPU_RESOURCE
+from gpuctl.constants import GPU_RESOURCE, GPU_RESOURCE_PREFIXES, SHARED_GPU_RESOURCE
 from gpuctl.domain.gpus import is_gpu_resource
 from gpuctl.domain.shape import item, list_at, obj_at
 from gpuctl.domain.sharing import quota_transformations
 
 __all__ = [
+    "CEL",
     "COUNTED_GPU_RESOURCES",
+    "FIX",
     "check_gpu_resources",
     "requested_gpu_resources",
     "uncounted_gpu_resources",
@@ -37,6 +40,7 @@ __all__ = [
 # resources.transformations (tests/unit/test_sharing.py and test_admission_gpu_resources.py keep the file so).
 COUNTED_GPU_RESOURCES: Final = frozenset(t["input"] for t in quota_transformations())
 _PARTS: Final = ("containers", "initContainers")
+FIX: Final = f"request whole GPUs with {GPU_RESOURCE}, or a slice with gpuctl's gpu-share (docs/sharing.md)"
 
 
 def requested_gpu_resources(spec: Mapping[str, Any], where: str) -> dict[str, str]:
@@ -78,7 +82,30 @@ def check_gpu_resources(w: Work) -> list[Violation]:
             f"requests {', '.join(found)}: GPU resource(s) Kueue does not charge to the team's budget (it "
             f"charges whole GPUs, {SHARED_GPU_RESOURCE} and the MIG profiles of docs/sharing.md), so the "
             "pods would run outside the team's quota",
-            f"request whole GPUs with {GPU_RESOURCE}, or a slice with gpuctl's gpu-share (docs/sharing.md)",
+            FIX,
             f"{GPU_RESOURCE_RULE}: {','.join(found)}",
         )
     ]
+
+
+def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
+    """`gpuResource`: per container or init container, the GPU resources (constants.GPU_RESOURCE_PREFIXES) it
+    requests or limits that Kueue does not charge (COUNTED_GPU_RESOURCES)."""
+    spec = pod_spec(root)
+    gpu = (
+        f"({cel_list(GPU_RESOURCE_PREFIXES)}.exists(p, k.startsWith(p)) && "
+        f"!(k in {cel_list(sorted(COUNTED_GPU_RESOURCES))}))"
+    )
+    req = "(has(c.resources) && has(c.resources.requests) ? c.resources.requests : {})"
+    lim = "(has(c.resources) && has(c.resources.limits) ? c.resources.limits : {})"
+    parts = [
+        f"(has({spec}.{part}) ? {spec}.{part} : [])"
+        f".filter(c, {req}.exists(k, {gpu}) || {lim}.exists(k, {gpu}))"
+        f".map(c, 'container ' + c.name + ' requests ' + "
+        f"({req}.filter(k, {gpu}) + {lim}.filter(k, {gpu} && !(k in {req}))).join(', '))"
+        for part in _PARTS
+    ]
+    return [(var_name(pre, "gpuResource"), old_skip(root) + " +\n".join(parts))]
+
+
+CEL: Final = TeamCel("gpuResource", cel_variables)

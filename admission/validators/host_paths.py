@@ -1,21 +1,51 @@
 """`host-path`: hostPath volumes stay out of `constants.DENIED_HOST_PATHS` (and below; `/` only itself) unless
 the admin allowed them (`--allowed-host-path`, `$GPUCTL_ALLOWED_HOST_PATHS`); relative paths are refused.
-The deny list and its matching are the spec loader's (gpuctl.spec.models.path_denied)."""
+The deny list and its matching are the spec loader's (gpuctl.spec.models.path_denied).
+
+Python (`check_host_paths`) and CEL (`cel_variables`: the team policy's `hostPaths` and `hostPath`, the
+allowed paths compiled in as `variables.allowedHostPaths`) side by side, one fix (`fix`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
+from admission.policies.cel import TeamCel, cel_list, var, var_name
 from admission.rule_names import HOST_PATH
 from admission.validators.hints import names
 from admission.verdict import Violation
 from admission.work import Work
+from gpuctl.constants import DENIED_HOST_PATHS
 from gpuctl.domain.shape import item, list_at, str_at
 from gpuctl.spec.models import normalise_host_path, path_denied
 
-__all__ = ["check_host_paths", "host_path", "volume_name"]
+__all__ = [
+    "CEL",
+    "FIX",
+    "RELATIVE_FIX",
+    "allowed_under",
+    "check_host_paths",
+    "fix",
+    "host_path",
+    "volume_name",
+]
+
+RELATIVE_FIX: Final = "use an absolute host path such as /data/<team>"
+
+
+def fix(outside: str, listed: str = "") -> str:
+    """host-path's fix: a directory outside `outside` (the webhook names the entry that denies; the policy,
+    which cannot, every entry), the allowed list where the webhook has one, or the admin's flag."""
+    return (
+        f"mount a directory outside {outside}{listed}, or ask an admin to allow it "
+        f"(--allowed-host-path on the webhook)"
+    )
+
+
+# The policy's fix (its findings do not say which entry denied).
+FIX: Final = fix(", ".join(DENIED_HOST_PATHS))
 
 
 def check_host_paths(w: Work, allowed: tuple[str, ...]) -> list[Violation]:
@@ -38,7 +68,7 @@ def check_host_paths(w: Work, allowed: tuple[str, ...]) -> list[Violation]:
                 Violation(
                     HOST_PATH,
                     f"volume {volume_name(vol)}: hostPath {raw!r} is not an absolute path",
-                    "use an absolute host path such as /data/<team>",
+                    RELATIVE_FIX,
                     f"{HOST_PATH}={raw}",
                 )
             )
@@ -51,8 +81,7 @@ def check_host_paths(w: Work, allowed: tuple[str, ...]) -> list[Violation]:
                 Violation(
                     HOST_PATH,
                     f"volume {volume_name(vol)}: mounting host path {norm}{inside} is not allowed",
-                    f"mount a directory outside {denied}{listed}, or ask an admin to allow it "
-                    f"(--allowed-host-path on the webhook)",
+                    fix(denied, listed),
                     f"{HOST_PATH}={norm}",
                 )
             )
@@ -70,3 +99,45 @@ def host_path(raw: str, allowed: tuple[str, ...]) -> tuple[str, str | None]:
 def volume_name(vol: Mapping[str, Any]) -> str:
     n = vol.get("name")
     return n if type(n) is str and n else "?"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CEL (the team policy): the same matching, normalise_host_path() in CEL ('..' never passes the API server's
+# own validation).
+
+
+def _norm(p: str) -> str:
+    """CEL for normalise_host_path(): drop empty and '.' segments."""
+    return f"'/' + {p}.split('/').filter(s, s != '' && s != '.').join('/')"
+
+
+def allowed_under(h: str) -> str:
+    """CEL: the host path `h` (a `hostPaths` entry) is under a path the admin allowed (device-access too)."""
+    return f"variables.allowedHostPaths.exists(a, a == '/' || {h}.norm == a || {h}.norm.startsWith(a + '/'))"
+
+
+def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
+    """`hostPaths` (each hostPath volume as {name, raw, norm}; device-access reads it too) and `hostPath`
+    (the findings). Two steps: the API server's CEL has no cel.bind."""
+    denied = cel_list(DENIED_HOST_PATHS)
+    paths = (
+        f"{var(pre, 'volumes')}.filter(v, has(v.hostPath)).map(v, "
+        f"{{'name': string(v.name), 'raw': string(v.hostPath.path),\n"
+        f"'norm': {_norm('string(v.hostPath.path)')}}})"
+    )
+    under = "h.norm == d || (d != '/' && h.norm.startsWith(d + '/'))"
+    findings = (
+        f"{var(pre, 'hostPaths')}.map(h,\n"
+        f"!h.raw.startsWith('/') ?\n"
+        f"'volume ' + h.name + ': hostPath ' + h.raw + ' is not an absolute path' :\n"
+        f"{allowed_under('h')} ?\n"
+        f"'' :\n"
+        f"{denied}.exists(d, {under}) ?\n"
+        f"'volume ' + h.name + ': mounting host path ' + h.norm + ' (inside ' + "
+        f"{denied}.filter(d, {under})[0] + ') is not allowed' : '')"
+        f".filter(f, f != '')"
+    )
+    return [(var_name(pre, "hostPaths"), paths), (var_name(pre, "hostPath"), findings)]
+
+
+CEL: Final = TeamCel("hostPath", cel_variables)

@@ -1,23 +1,30 @@
 """`kueue-gate`: only Kueue starts queued work. On an UPDATE (Kueue's own requests never reach the rules),
 nobody else un-suspends a queued Job or JobSet (`spec.suspend` true -> false) or removes Kueue's scheduling
-gates from a pod: until Kueue re-suspends, its pods would run uncounted."""
+gates from a pod: until Kueue re-suspends, its pods would run uncounted. Its CEL (the team policy's
+`kueueGate`, judged on what the UPDATE changes) is below; one fix for the policy (FIX)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Final
 
+from admission.policies.cel import TeamCel, cel_list, q
 from admission.rule_names import KUEUE_GATE
 from admission.verdict import Violation
 from admission.work import Work
+from gpuctl.constants import Labels
 from gpuctl.domain.shape import item, list_at
 
-__all__ = ["KUEUE_GATES", "check_kueue_gate"]
+__all__ = ["CEL", "FIX", "KUEUE_GATES", "check_kueue_gate"]
 
 # The scheduling gates Kueue puts on the pods it holds (pkg/controller/jobs/pod/constants SchedulingGateName;
 # apis/kueue/v1beta2 TopologySchedulingGate, ElasticJobSchedulingGate): only Kueue lifts them.
 KUEUE_GATES: Final = frozenset(
     {"kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology", "kueue.x-k8s.io/elastic-job"}
+)
+FIX: Final = (
+    "leave spec.suspend and Kueue's scheduling gates to Kueue: it starts the work when the team's quota has "
+    "room (`gpuctl describe job` says why it waits)"
 )
 
 
@@ -62,3 +69,27 @@ def _gates(spec: Mapping[str, Any], where: str) -> frozenset[str]:
         for i, g in enumerate(list_at(spec, "schedulingGates", where))
     )
     return frozenset(n for n in names if n in KUEUE_GATES)
+
+
+def cel_change() -> tuple[str, str]:
+    """`kueueGate`, on UPDATE: a queued Job un-suspended, or Kueue's scheduling gates lifted from a pod."""
+    qk = q(Labels.KUEUE_QUEUE)
+    queue = (
+        f"({qk} in variables.labels ? variables.labels[{qk}] : {qk} in variables.oldLabels ? "
+        f"variables.oldLabels[{qk}] : {qk} in variables.annotations ? variables.annotations[{qk}] : '')"
+    )
+    gates = cel_list(sorted(KUEUE_GATES))
+    return (
+        "kueueGate",
+        "request.operation != 'UPDATE' ? [] :\n"
+        "(request.kind.kind == 'Job' && has(oldObject.spec.suspend) && oldObject.spec.suspend &&\n"
+        f"!(has(object.spec.suspend) && object.spec.suspend) && {queue} != '' ?\n"
+        f"['the update un-suspends a Job queued in LocalQueue ' + {queue}] : []) +\n"
+        "(request.kind.kind == 'Pod' && has(oldObject.spec.schedulingGates) ?\n"
+        f"oldObject.spec.schedulingGates.filter(g, g.name in {gates} &&\n"
+        "!(has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(n, n.name == g.name)))\n"
+        ".map(g, 'the update removes Kueue\\'s scheduling gate ' + g.name) : [])",
+    )
+
+
+CEL: Final = TeamCel(change=cel_change)

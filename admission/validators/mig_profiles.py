@@ -1,4 +1,4 @@
-"""`mig-profile`: a pod asks only for MIG profiles that its pool's GPUs have (issue 32, docs/sharing.md).
+"""`mig-profile`: a pod asks only for MIG profiles that its pool's GPUs have (docs/sharing.md).
 
 The profiles of a GPU are fixed by its model (an A100-80GB has 1g.10gb ... 7g.80gb, an H200 1g.18gb ...
 7g.141gb: gpuctl.domain.sharing.MODELS), so a pod asking `nvidia.com/mig-1g.5gb` (an A100-40GB profile) of

@@ -6,7 +6,8 @@ default, so the rule repeats the store's decision (k8s.io/apiserver registry/gen
 shouldOrphanDependents): an explicit `orphanDependents`, else an explicit `propagationPolicy`, else the
 object's `orphan`/`foregroundDeletion` finalizer, else the kind's default, which is orphaning for `batch/v1`
 Jobs (pkg/registry/batch/job/strategy.go, DefaultGarbageCollectionPolicy: "for backwards compatibility").
-Measured on Kueue v0.19.2: only Jobs need it (docs/admission.md).
+Measured on Kueue v0.19.2: only Jobs need it (docs/admission.md). Its CEL (`cel_variables`, `cel_validation`:
+the `gpuctl-admission-delete` policy, admission.policies.deletes) is below; one fix (FIX).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from admission.policies.cel import DeleteCel, q
 from admission.rule_names import ORPHAN_DELETE
 from admission.state import ClusterState
 from admission.verdict import Violation
@@ -21,10 +23,14 @@ from gpuctl.constants import Labels
 from gpuctl.domain.shape import EMPTY, obj_at, strmap_at
 
 __all__ = [
+    "CEL",
+    "FIX",
     "FOREGROUND_FINALIZER",
     "ORPHAN_BY_DEFAULT",
     "ORPHAN_FINALIZER",
     "ORPHAN_KINDS",
+    "cel_validation",
+    "cel_variables",
     "check_orphan_delete",
 ]
 
@@ -38,6 +44,10 @@ ORPHAN_KINDS: Final = frozenset({("batch", "Job")})
 ORPHAN_BY_DEFAULT: Final = frozenset({("batch", "Job", "v1")})
 ORPHAN_FINALIZER: Final = "orphan"
 FOREGROUND_FINALIZER: Final = "foregroundDeletion"
+FIX: Final = (
+    "delete with propagationPolicy Background or Foreground (kubectl's default, --cascade=background; gpuctl "
+    "delete); to keep a pod, copy it out first"
+)
 
 
 def orphaning(request: Mapping[str, Any], gk: tuple[str, str], version: str, old: Mapping[str, Any]) -> str:
@@ -86,8 +96,58 @@ def check_orphan_delete(
             ORPHAN_DELETE,
             f"deleting it with {how} would leave its pods running while Kueue stops counting them "
             f"(LocalQueue {queue})",
-            "delete with propagationPolicy Background or Foreground (kubectl's default, "
-            "--cascade=background; gpuctl delete); to keep a pod, copy it out first",
+            FIX,
             ORPHAN_DELETE,
         )
     ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CEL (the delete policy: `oldObject` and `request.options`; `object` is null on DELETE).
+
+
+def cel_orphaning() -> str:
+    """CEL: how a DELETE orphans the object's dependents, '' when it does not (`orphaning` above)."""
+    o = "request.options"
+    fins = "(has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : [])"
+    default = " || ".join(
+        f"(request.kind.group == {q(g)} && request.kind.kind == {q(k)} && request.kind.version == {q(v)})"
+        for g, k, v in sorted(ORPHAN_BY_DEFAULT)
+    )
+    return (
+        f"has({o}.orphanDependents) ? ({o}.orphanDependents ? 'orphanDependents: true' : '') :\n"
+        f"has({o}.propagationPolicy) ?\n"
+        f"({o}.propagationPolicy == 'Orphan' ? 'propagationPolicy Orphan' : '') :\n"
+        f"{q(ORPHAN_FINALIZER)} in {fins} ? "
+        f"'no propagationPolicy while the object carries the {ORPHAN_FINALIZER} finalizer' :\n"
+        f"!({q(FOREGROUND_FINALIZER)} in {fins}) && ({default}) ? "
+        "'no propagationPolicy (for batch/v1 Jobs the API server then orphans the pods)' : ''"
+    )
+
+
+def cel_variables() -> list[dict]:
+    qk = q(Labels.KUEUE_QUEUE)
+    meta = "oldObject.metadata"
+    queue = (
+        f"has({meta}.labels) && {qk} in {meta}.labels ? {meta}.labels[{qk}] :\n"
+        f"has({meta}.annotations) && {qk} in {meta}.annotations ? {meta}.annotations[{qk}] : ''"
+    )
+    return [{"name": "orphaning", "expression": cel_orphaning()}, {"name": "queue", "expression": queue}]
+
+
+def cel_validation() -> dict:
+    message = (
+        "'gpuctl policy: ' + request.kind.kind + ' ' + request.namespace + '/' + "
+        "request.name + "
+        f"' breaks [{ORPHAN_DELETE}]: deleting it with ' + variables.orphaning + "
+        "' would leave its pods running while Kueue stops counting them (LocalQueue ' + "
+        f"variables.queue + {q('). Fix: ' + FIX)}"
+    )
+    return {
+        "expression": "variables.orphaning == '' || variables.queue == ''",
+        "messageExpression": message,
+        "reason": "Forbidden",
+    }
+
+
+CEL: Final = DeleteCel(cel_variables, cel_validation)

@@ -5,21 +5,28 @@ such a pod: it would run outside the team's quota. The same for a Job claiming a
 JobSet, not its Jobs): only the JobSet controller makes one (`identities.JOB_MAKERS`) or takes the claim away.
 
 `check_owner_claim` judges what the pod says (admission.rules.review has already let through the pods
-their own controller sends); `check_owner_dropped` judges what an UPDATE changes.
+their own controller sends); `check_owner_dropped` judges what an UPDATE changes. Their CEL (the team policy's
+`ownerClaim` and `ownerDropped`) is below, on the same tables; one fix for the policy (FIX).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from admission.envelope import controller_ref, ref_kind
 from admission.identities import GC_USER, JOB_MAKERS, KCM_USER, KUEUE_OWNER_KINDS, POD_MAKERS, RELEASING_KINDS
+from admission.policies.cel import TeamCel, cel_list, old_skip, q, var_name
 from admission.rule_names import OWNER_CLAIM
 from admission.verdict import Violation
 from gpuctl.domain.shape import EMPTY, strmap_at
 
-__all__ = ["check_owner_claim", "check_owner_dropped"]
+__all__ = ["CEL", "FIX", "check_owner_claim", "check_owner_dropped"]
+
+FIX: Final = (
+    "remove the ownerReference (a pod of your own is queued by Kueue like any other) and leave the "
+    "controller references of your pods as they are; to stop a pod, delete it"
+)
 
 
 def _makers(kind: str) -> Mapping[tuple[str, str], str]:
@@ -103,3 +110,59 @@ def check_owner_dropped(
             )
         ]
     return []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CEL (the team policy).
+
+
+def owner_kind(r: str) -> str:
+    """CEL: an owner reference's `group/Kind` (core kinds: `/Pod`), as admission.envelope.ref_kind."""
+    return f"(({r}.apiVersion.contains('/') ? {r}.apiVersion.split('/')[0] : '') + '/' + {r}.kind)"
+
+
+_KINDS: Final = cel_list(sorted(f"{g}/{k}" for g, k in KUEUE_OWNER_KINDS))
+
+
+def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
+    """`ownerClaim`: a Pod's controller reference to one of KUEUE_OWNER_KINDS."""
+    claim = (
+        f"{old_skip(root)}request.kind.kind != 'Pod' || !has({root}.metadata.ownerReferences) ? [] :\n"
+        f"{root}.metadata.ownerReferences.filter(r, has(r.controller) && r.controller && "
+        f"{owner_kind('r')} in {_KINDS})"
+        f".map(r, 'the pod names ' + r.kind + ' ' + r.name + ' (uid ' + r.uid + ') as its controller, but '"
+        f" + 'Kueue leaves the pods of a ' + r.kind + ' to it and does not queue this one')"
+    )
+    return [(var_name(pre, "ownerClaim"), claim)]
+
+
+def cel_dropped() -> tuple[str, str]:
+    """`ownerDropped`, on UPDATE (after every other variable: it reads labels and oldLabels): a pod's
+    controller reference taken away, or a RELEASING_KINDS owner's pod relabelled, by anyone but its
+    controller."""
+    releasing = cel_list(sorted(f"{g}/{k}" for g, k in RELEASING_KINDS))
+    kept = (
+        "(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(n, "
+        "has(n.controller) && n.controller && n.uid == r.uid))"
+    )
+    makers = "{" + ", ".join(f"{q(f'{g}/{k}')}: {q(u)}" for (g, k), u in POD_MAKERS.items()) + "}"
+    user = "request.userInfo.username"
+    gk = owner_kind("r")
+    return (
+        "ownerDropped",
+        f"request.operation != 'UPDATE' || request.kind.kind != 'Pod' ||\n"
+        f"!has(oldObject.metadata.ownerReferences) || "
+        f"{user} in {cel_list([KCM_USER, GC_USER])} ? [] :\n"
+        f"oldObject.metadata.ownerReferences.filter(r, has(r.controller) && r.controller && "
+        f"{gk} in {_KINDS} &&\n"
+        f"!({gk} in {makers} && {makers}[{gk}] == {user}) &&\n"
+        f"(!{kept} ||\n({gk} in {releasing} && variables.labels != variables.oldLabels)))\n"
+        f".map(r, {kept} ?\n"
+        "'the update changes the labels of a pod its ' + r.kind + ' ' + r.name + "
+        "' controls: released, it would run on uncounted while its ' + r.kind + "
+        "' makes a replacement' :\n"
+        "'the update takes away the pod\\'s controller reference to ' + r.kind + ' ' + r.name)",
+    )
+
+
+CEL: Final = TeamCel("ownerClaim", cel_variables, cel_dropped)

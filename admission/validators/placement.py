@@ -62,7 +62,8 @@ class Placement:
         self.pool = pool
         # Where a pool is named, when they disagree or name a pool that does not exist ((where, value), ...).
         self.conflict = conflict
-        # No single pool, but every required affinity term lists pools (gpuctl's `pool: [P, Q]`, issue 23).
+        # No single pool, but every required affinity term lists pools (gpuctl's `pool: [P, Q]`,
+        # docs/queueing.md).
         self.any_pool = any_pool
 
     @property

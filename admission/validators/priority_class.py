@@ -3,25 +3,31 @@
 A pod's (template's) `priorityClassName` is empty or the gpuctl class of its `runwhere.ai/priority` (those
 have preemptionPolicy Never, gpuctl.service.priority_classes); `kueue.x-k8s.io/priority-class` is a gpuctl
 WorkloadPriorityClass (or `default`, the name Kueue's defaulting writes). docs/admission.md, "Which
-PriorityClasses a tenant may use". Stateless: admission/policies/team.py carries the same table to the API
-server.
+PriorityClasses a tenant may use". Stateless: its CEL (`cel_variables`, the team policy's `priorityClass`)
+is below, on the same table.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from admission.policies.cel import POD_SPEC_PATH, TeamCel, cel_list, old_skip, pod_spec, q, var, var_name
 from admission.rule_names import PRIORITY_CLASS_RULE
-from admission.validators.labels import CLASS_PREFIX, PRIORITY_CLASSES, PRIORITY_VALUES
+from admission.validators.labels import CLASS_PREFIX, PRIORITY_CLASSES, PRIORITY_VALUES, class_of
 from admission.verdict import Violation
 from admission.work import Work
 from gpuctl.constants import KUEUE_DEFAULT_WORKLOAD_PRIORITY_CLASS, PRIORITY_CLASS, Labels, Priority
 from gpuctl.domain.shape import str_at
 
-__all__ = ["ALLOWED_WORKLOAD_CLASSES", "check_priority_class"]
+__all__ = ["ALLOWED_WORKLOAD_CLASSES", "CEL", "FIX", "check_priority_class"]
 
 # WorkloadPriorityClasses a team namespace may name: gpuctl's, and the one Kueue's defaulting writes.
 ALLOWED_WORKLOAD_CLASSES: Final = frozenset({*PRIORITY_CLASS.values(), KUEUE_DEFAULT_WORKLOAD_PRIORITY_CLASS})
+FIX: Final = (
+    f"remove priorityClassName (or use the gpuctl class of {Labels.PRIORITY}) and use "
+    f"{Labels.KUEUE_PRIORITY} {', '.join(sorted(PRIORITY_CLASSES))} only: in a team namespace Kueue alone "
+    "orders and preempts work"
+)
 
 
 def check_priority_class(w: Work) -> list[Violation]:
@@ -69,3 +75,28 @@ def check_priority_class(w: Work) -> list[Violation]:
                 )
             )
     return out
+
+
+def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
+    """`priorityClass`: the pod spec's priorityClassName and the WorkloadPriorityClass labels."""
+    spec = pod_spec(root)
+    pk, ck = q(Labels.PRIORITY), q(Labels.KUEUE_PRIORITY)
+    labels, tmpl = var(pre, "labels"), var(pre, "tmplLabels")
+    said = f"({pk} in {labels} ? {labels}[{pk}] : ({pk} in {tmpl} ? {tmpl}[{pk}] : ''))"
+    want = f"({said} in {cel_list(PRIORITY_VALUES)} ? {class_of()}[{said}] : '')"
+    wpc = " +\n".join(
+        f"({ck} in {m} && {m}[{ck}] != '' && !({m}[{ck}] in {cel_list(sorted(ALLOWED_WORKLOAD_CLASSES))}) && "
+        f"!{m}[{ck}].startsWith({q(CLASS_PREFIX)}) ? "
+        f"['{place}[{Labels.KUEUE_PRIORITY}] is \"' + {m}[{ck}] + "
+        "'\", not a gpuctl WorkloadPriorityClass'] : [])"
+        for place, m in (("metadata.labels", labels), ("spec.template.metadata.labels", tmpl))
+    )
+    findings = (
+        f"{old_skip(root)}(has({spec}.priorityClassName) && {spec}.priorityClassName != '' &&\n"
+        f"{spec}.priorityClassName != {want} ?\n"
+        f"[{POD_SPEC_PATH} + '.priorityClassName is \"' + {spec}.priorityClassName + '\"'] : []) +\n{wpc}"
+    )
+    return [(var_name(pre, "priorityClass"), findings)]
+
+
+CEL: Final = TeamCel("priorityClass", cel_variables)

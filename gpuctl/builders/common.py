@@ -26,7 +26,7 @@ class TargetPool:
     """The pool a job goes to, as a builder may know it beyond the YAML (the caller reads the cluster;
     builders do no I/O). Not gpuctl.domain.pools.PoolFacts, the pool's facts aggregated from its nodes.
     None everywhere means "nothing known": the plain `nvidia.com/gpu` request of a whole-GPU pool.
-    Extended by GPU sharing (issue 32) with the resource names a pool's nodes advertise."""
+    Extended by GPU sharing (docs/sharing.md) with the resource names a pool's nodes advertise."""
 
     name: str | None = None
     gpu_resource: str = GPU_RESOURCE
@@ -210,6 +210,13 @@ def pod_template(
     # (all pods of a job or none); the pool flavors carry the one-level node topology.
     pod_annotations = {**annotations(spec), TAS_UNCONSTRAINED: "true"}
     return {"metadata": {"labels": labels, "annotations": pod_annotations}, "spec": pod_spec}
+
+
+def with_labels(obj: dict, extra: dict[str, str]) -> dict:
+    """`obj` (an object or a pod template another builder returned) with `extra` added to its
+    metadata.labels: a new dict, `obj` unchanged (builders return what they build, never edit another's)."""
+    meta = obj["metadata"]
+    return {**obj, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **extra}}}
 
 
 def service_port(spec: JobSpec) -> tuple[int, int]:

@@ -1,7 +1,9 @@
-"""Shared by inference and compute: an apps/v1 Deployment plus its NodePort Service."""
+"""Shared by inference and compute: an apps/v1 Deployment plus its NodePort Service (an autoscaled one:
+gpuctl.builders.autoscaled)."""
 
 from __future__ import annotations
 
+from gpuctl.builders.autoscaled import build_autoscaled
 from gpuctl.builders.common import (
     WHOLE_GPUS,
     TargetPool,
@@ -10,6 +12,7 @@ from gpuctl.builders.common import (
     node_port_service,
     pod_template,
     service_port,
+    with_labels,
 )
 from gpuctl.constants import Labels
 from gpuctl.spec import ComputeSpec, InferenceSpec
@@ -21,10 +24,11 @@ def build_deployment(
     extra_labels: dict[str, str],
     pool: TargetPool = WHOLE_GPUS,
 ) -> list[dict]:
+    if spec.service.autoscaling is not None:
+        return build_autoscaled(spec, namespace, extra_labels, pool)
     _, target = service_port(spec)
     labels = {**job_labels(spec, namespace), **extra_labels}
     template = pod_template(spec, namespace, app_label=True, container_port=target, pool=pool)
-    template["metadata"]["labels"].update(extra_labels)
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -35,9 +39,7 @@ def build_deployment(
             # Kueue admits each pod on its own; a surge pod would need quota the team may not
             # have, stalling the rollout. Replace one pod at a time instead.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
-            "template": template,
+            "template": with_labels(template, extra_labels),
         },
     }
-    service = node_port_service(spec, namespace)
-    service["metadata"]["labels"].update(extra_labels)
-    return [deployment, service]
+    return [deployment, with_labels(node_port_service(spec, namespace), extra_labels)]

@@ -106,30 +106,47 @@ def topology_annotation(spec: TrainingSpec, pool: TargetPool) -> dict[str, str]:
     return dict(GANG_PLACEMENT)
 
 
-def make_gang(job: dict, spec: TrainingSpec, pool: TargetPool) -> None:
-    """Turn a one-pod training Job (gpuctl.builders.training) into the gang of spec.resources.nodes pods."""
+def gang_job_spec(spec: TrainingSpec, pool: TargetPool, template: dict) -> dict:
+    """The Job spec of the gang of spec.resources.nodes pods, from the one-pod template the training builder
+    made (gpuctl.builders.common.pod_template), which is read, not changed: a new spec and template."""
     nodes = spec.resources.nodes
-    template = job["spec"]["template"]
-    job["spec"] = {
-        "suspend": job["spec"]["suspend"],
+    return {
+        "suspend": True,
         "parallelism": nodes,
         "completions": nodes,
         "completionMode": "Indexed",
         "backoffLimit": 0,
         "podFailurePolicy": copy.deepcopy(POD_FAILURE_POLICY),
         "podReplacementPolicy": "Failed",
-        "template": template,
+        "template": gang_template(spec, pool, template),
     }
-    annotations = template["metadata"]["annotations"]
-    annotations.pop(TAS_UNCONSTRAINED, None)
-    annotations.update(topology_annotation(spec, pool))
-    template["spec"]["subdomain"] = service_name(spec.job.name)
-    # Nodes `gpuctl serve --defrag` set aside for the oldest waiting gang (docs/distributed.md).
-    template["spec"].setdefault("tolerations", []).append(dict(GANG_TOLERATION))
-    container = template["spec"]["containers"][0]
+
+
+def gang_template(spec: TrainingSpec, pool: TargetPool, template: dict) -> dict:
+    """A rank's pod template: `template` plus the placement annotation (instead of "no topology"), the
+    Service's subdomain, the set-aside toleration, the launcher environment and the rendezvous port."""
+    meta, pod = template["metadata"], template["spec"]
+    annotations = {k: v for k, v in meta["annotations"].items() if k != TAS_UNCONSTRAINED}
+    container, *others = pod["containers"]
     user = container.get("env") or []
-    container["env"] = [*launcher_env(spec, {e["name"] for e in user}), *user]
-    container["ports"] = [{"name": GANG_PORT_NAME, "containerPort": GANG_MASTER_PORT, "protocol": "TCP"}]
+    return {
+        **template,
+        "metadata": {**meta, "annotations": {**annotations, **topology_annotation(spec, pool)}},
+        "spec": {
+            **pod,
+            "subdomain": service_name(spec.job.name),
+            # Nodes `gpuctl serve --defrag` set aside for the oldest waiting gang (docs/distributed.md).
+            "tolerations": [*(pod.get("tolerations") or []), dict(GANG_TOLERATION)],
+            "containers": [
+                {
+                    **container,
+                    "env": [*launcher_env(spec, {e["name"] for e in user}), *user],
+                    "ports": [{"name": GANG_PORT_NAME, "containerPort": GANG_MASTER_PORT, "protocol": "TCP"}],
+                },
+                *others,
+            ],
+        },
+    }
 
 
 def headless_service(spec: TrainingSpec, namespace: str) -> dict:

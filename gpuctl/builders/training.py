@@ -4,28 +4,30 @@
 from __future__ import annotations
 
 from gpuctl.builders.common import WHOLE_GPUS, TargetPool, job_labels, metadata, pod_template
-from gpuctl.builders.gang import headless_service, make_gang
+from gpuctl.builders.gang import gang_job_spec, headless_service
 from gpuctl.spec import TrainingSpec
 
 BACKOFF_LIMIT = 3
 
 
 def build(spec: TrainingSpec, namespace: str, pool: TargetPool = WHOLE_GPUS) -> list[dict]:
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": metadata(spec, namespace, job_labels(spec, namespace)),
-        "spec": {
+    template = pod_template(spec, namespace, app_label=False, restart_policy="Never", pool=pool)
+    if spec.resources.nodes > 1:
+        job_spec = gang_job_spec(spec, pool, template)
+    else:
+        job_spec = {
             # Kueue's webhook would set it anyway; saying it keeps the intent visible in dry runs.
             "suspend": True,
             "parallelism": 1,
             "completions": 1,
             "backoffLimit": BACKOFF_LIMIT,
             # No ttlSecondsAfterFinished: finished jobs and their logs stay until the user deletes them.
-            "template": pod_template(spec, namespace, app_label=False, restart_policy="Never", pool=pool),
-        },
+            "template": template,
+        }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(spec, namespace, job_labels(spec, namespace)),
+        "spec": job_spec,
     }
-    if spec.resources.nodes == 1:
-        return [job]
-    make_gang(job, spec, pool)
-    return [job, headless_service(spec, namespace)]
+    return [job] if spec.resources.nodes == 1 else [job, headless_service(spec, namespace)]

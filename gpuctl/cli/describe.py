@@ -68,7 +68,7 @@ def describe_job(args: argparse.Namespace) -> int:
             ("Resource", f"{d.resource_type}/{d.name}"),
             ("Status", d.status),
             ("Pool", d.pool),
-            ("Priority", d.priority),
+            ("Priority", d.priority or ("floor/burst (docs/serving.md)" if d.autoscaling else "-")),
             ("Queue", d.queue),
             ("Position", d.position or "-"),
             ("GPUs", d.gang["text"] if d.gang else d.gpus),
@@ -85,6 +85,8 @@ def describe_job(args: argparse.Namespace) -> int:
         kv([("Why not running", d.why)])
     if d.estimate:
         kv([("When", d.estimate["summary"])])
+    if d.autoscaling:
+        _autoscaling(d.autoscaling)
     if d.moved:
         kv([("Moved", d.moved)])
     if data["service"]:
@@ -124,6 +126,52 @@ def describe_job(args: argparse.Namespace) -> int:
     return 0
 
 
+def _autoscaling(a: dict) -> None:
+    """An autoscaled service (docs/serving.md): its replicas, the HPA's metric, each waiting replica."""
+    from gpuctl.cli.output import table  # noqa: PLC0415 - lazy: CLI start-up
+
+    kv(
+        [
+            (
+                "Replicas",
+                f"floor {a['minReplicas']} (never preempted within quota), burst {a['burst']['replicas']} "
+                f"of at most {a['burst']['max']} (yields first); desired {a['desired']}, running "
+                f"{a['running']}, ready {a['ready']}, waiting {a['waiting']}",
+            )
+        ]
+    )
+    m, hpa = a.get("metric"), a.get("autoscaler")
+    if m:
+        now = m["current"] if m["current"] is not None else "<not read yet>"
+        kv(
+            [
+                (
+                    "Autoscaler",
+                    f"HorizontalPodAutoscaler {hpa['name'] if hpa else '<missing>'}: {m['name']} per "
+                    f"replica, target {m['target']}; the load above the floor's {m['floorLoad']} is {now} "
+                    f"per burst replica",
+                )
+            ]
+        )
+    if hpa:
+        off = [
+            c
+            for c in hpa["conditions"]
+            if c["status"] == "False" and c["type"] in ("AbleToScale", "ScalingActive")
+        ]
+        for c in off:
+            kv([("Autoscaler problem", f"{c['type']} {c['reason']}: {c['message']}")])
+    if a["waitingReplicas"]:
+        print("Waiting replicas:")
+        table(
+            ["  POD", "TIER", "WAITS FOR", "RUNS AT THE LATEST"],
+            [
+                [f"  {w['pod']}", w["tier"], w["reason"] or "-", w["when"] or "-"]
+                for w in a["waitingReplicas"]
+            ],
+        )
+
+
 @guard
 def describe_pool(args: argparse.Namespace) -> int:
     from gpuctl.cli.output import table  # noqa: PLC0415 - lazy: CLI start-up
@@ -149,7 +197,7 @@ def describe_pool(args: argparse.Namespace) -> int:
             ("Node Count", len(d["nodes"])),
         ]
     )
-    if d["slices"]:  # issue 32: slices per MIG profile / shared replicas (docs/sharing.md)
+    if d["slices"]:  # slices per MIG profile / shared replicas (docs/sharing.md, What gpuctl shows)
         print("Slices:")
         table(
             ["  PROFILE", "RESOURCE", "TOTAL", "USED", "FREE"],

@@ -120,7 +120,8 @@ WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "REASON"]
 
 
 def _job_columns(rows, wide: bool) -> list[str]:
-    """The job table's headers: CLUSTER (before NODE) when some job runs through MultiKueue (issue 24)."""
+    """The job table's headers: CLUSTER (before NODE) when some job runs through MultiKueue
+    (docs/multicluster.md)."""
     cols = list(JOB_COLUMNS)
     if any(r.cluster for r in rows):
         cols.insert(cols.index("NODE"), "CLUSTER")
@@ -299,7 +300,8 @@ def get_pools(args: argparse.Namespace) -> int:
 
 
 def _clusters_cell(clusters: dict[str, dict]) -> str:
-    """A pool's per-cluster GPUs (issue 24): worker-a:8/8,worker-b:0/8; ? for a worker not read."""
+    """A pool's per-cluster GPUs (docs/multicluster.md, "What users see"): worker-a:8/8,worker-b:0/8; ? for a
+    worker not read."""
     if not clusters:
         return "-"
     return ",".join(

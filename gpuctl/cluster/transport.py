@@ -1,6 +1,6 @@
 """Keep-alive HTTP/1.1 connections to one API server, on the standard library's socket and ssl.
 
-Why not urllib3 (gpuctl's transport until issue 22): every CLI command imported it, ~40-60 ms of a
+Why not urllib3 (gpuctl's transport before this module): every CLI command imported it, ~40-60 ms of a
 command that kubectl finishes in 50 (`get jobs -A`, `create -f`), for what gpuctl uses of it here: a
 pool of connections to one host, TLS with the kubeconfig's context, a proxy tunnel, timeouts and
 streamed bodies. Why not http.client either: importing it loads the `email` package

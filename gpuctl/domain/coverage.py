@@ -1,8 +1,8 @@
 """Which GPU pods on pool nodes no admitted Kueue Workload covers: the backstop's rule, once.
 
-After issue 26 only Kueue-admitted work may hold a pool's GPUs, so "the GPUs pods hold in a pool" must
-equal "the GPUs Kueue counts there". Admission rules keep most outside work off pool nodes; this rule
-finds what got through anyway (or ran before the rules), from the objects alone:
+Since the pool taint (docs/security.md, 2) only Kueue-admitted work may hold a pool's GPUs, so "the GPUs pods
+hold in a pool" must equal "the GPUs Kueue counts there". Admission rules keep most outside work off pool
+nodes; this rule finds what got through anyway (or ran before the rules), from the objects alone:
 
 - pods orphaned by `kubectl delete job X --cascade=orphan` (Kueue finishes the Workload and stops
   counting; the pod keeps its GPUs and loses its owner);

@@ -1,4 +1,5 @@
-"""Defragmentation: which running jobs to move so that a waiting job gets a node (issue 23).
+"""Defragmentation: which running jobs to move so that a waiting job gets a node (docs/queueing.md,
+"Defragmentation").
 
 Kueue admits a pod only where one node of its pool holds it (Topology Aware Scheduling) and never
 preempts to consolidate: an 8-GPU pod waits while 4 GPUs are free on each of two 8-GPU nodes. When a
@@ -17,10 +18,11 @@ Rules (docs/queueing.md, "Defragmentation"):
   not the waiter's own; never another team's work within its quota to make room for work beyond the
   waiter's team quota (the waiter is within quota by the first rule, the check is kept explicit);
 - at most `cap` jobs moved per window (one hour) in all, a plan that would pass it is not made;
-- not steerable by one tenant against another (issue 33): a job moved within the window is not moved
-  again (each move restarts it), and the waiters of one team cause at most `team_cap` moves per window
-  (the team a move was made for is on the moved Workload), so one team's submissions can neither move
-  another team's job again and again nor use up the cap of every team.
+- not steerable by one tenant against another (docs/security.md, the attacks before and after): a job
+  moved within the window is not moved again (each move restarts it), and the waiters of one team cause
+  at most `team_cap` moves per window (the team a move was made for is on the moved Workload), so one
+  team's submissions can neither move another team's job again and again nor use up the cap of every
+  team.
 
 Pure: plain dataclasses in, a Plan (or None with why) out; `inputs_from_objects` builds them from
 Kubernetes objects (Nodes, Pods, Workloads, ClusterQueues).

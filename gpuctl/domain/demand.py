@@ -37,14 +37,16 @@ class Demand:
     memory: Decimal = Decimal(0)  # per pod, bytes
     kueue_message: str = ""  # why Kueue has not reserved quota yet (its Workload's QuotaReserved=False)
     max_runtime: int | None = None  # seconds (job.maxRuntime, Kueue's max-exec-time); None: no limit
-    # sched-b (issue 23): a job of no single pool (pool ""): the pools it lists and the GPU types it asks.
+    # docs/queueing.md, "Jobs that may run in any pool": a job of no single pool (pool ""): the pools it lists
+    # and the GPU types it asks.
     any_of: tuple[str, ...] = ()
     gpu_types: tuple[str, ...] = ()
-    # Issue 32: GPU equivalents one pod costs of its team's budget, in 1/GPU_UNITS GPU (whole GPUs and
-    # slices, gpuctl.domain.gpus.pod_spec_gpu_units); None: its whole GPUs.
+    # docs/sharing.md, "One budget": GPU equivalents one pod costs of its team's budget, in 1/GPU_UNITS GPU
+    # (whole GPUs and slices, gpuctl.domain.gpus.pod_spec_gpu_units); None: its whole GPUs.
     units: int | None = None
     slice: str = ""  # the slice of a GPU each pod asks for (nvidia.com/mig-1g.10gb, nvidia.com/gpu.shared)
-    # Issue 31: the topology level (node label) all its pods must share (podset-required-topology); "": none.
+    # docs/distributed.md, "Placement": the topology level (node label) all its pods must share
+    # (podset-required-topology); "": none.
     level: str = ""
 
     @property

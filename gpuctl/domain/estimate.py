@@ -235,7 +235,8 @@ def estimate(
             clock,
             position=verdict.position,
         )
-    # Issue 31: a gang whose nodes `gpuctl serve --defrag` set aside waits only for the jobs on them.
+    # docs/distributed.md, "No starvation": a gang whose nodes `gpuctl serve --defrag` set aside waits only
+    # for the jobs on them.
     held = set_aside_start(
         demand.label,
         snap.nodes,

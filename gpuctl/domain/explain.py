@@ -72,7 +72,9 @@ class Verdict:
     ahead: tuple[str, ...] = ()  # the team's waiting jobs ahead of it, in order
     preempts: tuple[str, ...] = field(default=())
     by_count: str = ""  # judged by count (per-node use unknown to the caller): the caveat to show
-    pool: str = ""  # sched-b (issue 23): for a job of no single pool, the pool it would start in
+    # docs/queueing.md, "Jobs that may run in any pool": for a job of no single pool, the pool it would start
+    # in
+    pool: str = ""
 
     def summary(self, pool: str) -> str:
         """One line: "would start now on pool P" / "would wait: position N behind ..., because ..."."""
@@ -299,7 +301,8 @@ def _preempt_or_capacity(
         if snap.fits(sim, demand):
             return PREEMPTION, "", tuple(chosen)
 
-    # 4. Capacity or fragmentation; a gang (issue 31) says how many nodes it needs and how many have room.
+    # 4. Capacity or fragmentation; a gang (docs/distributed.md) says how many nodes it needs and how many
+    # have room.
     total_free = sum(max(f, 0) for f in free.values())
     if demand.pods > 1 and demand.gpus:
         domains = snap.domains(demand.pool, demand.level) if demand.level else None

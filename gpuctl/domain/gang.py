@@ -1,9 +1,23 @@
-"""Multi-node jobs ("gangs", issue 31; docs/distributed.md): what a gang is, how it is shown, and a pool's
-network topology. Pure: plain dicts in, values out.
+"""Multi-node jobs ("gangs"; docs/distributed.md, "What a gang is"): what a gang is, how it is shown, and a
+pool's network topology. Pure: plain dicts in, values out.
 
-A gang is a batch/v1 Job in Indexed completion mode running more than one pod at once (gpuctl's
-`resources.nodes: N` renders one; a raw Indexed Job applied with kubectl is one too): Kueue admits its N
-pods as one Workload, and pod `i` is rank `i` (its completion index).
+**What a gang is** (`gang_nodes`, the one definition): a batch/v1 Job in Indexed completion mode running
+N = min(parallelism, completions) >= 2 pods at once (gpuctl's `resources.nodes: N` renders one; a raw
+Indexed Job applied with kubectl is one too). Kueue admits its N pods as one Workload, whose one pod set
+counts N and whose owner is the Job; pod `i` is rank `i` (its completion index). `gang_nodes` answers for
+the Job and for its Workload alike: `get jobs`, `describe job`, `logs --rank`, the webhook's `gang-fits`
+and `set-aside-toleration` read Jobs; the set-aside, the waiting-gang metrics and the MultiKueue Service
+copy read Workloads. The CEL twin (the topology and team policies) is admission/policies/cel.py `gang`.
+
+**JobSets are not gangs, anywhere.** Kueue admits a JobSet whole too, but gpuctl gives it no ranks, no
+set-aside toleration, no gang-fits and no Service copy: neither the JobSet, nor its Workload (owned by the
+JobSet, one pod set per replicated job), nor the Jobs its controller makes (the webhook and the policies
+review those at their JobSet) is a gang. Nor is any other owner's Workload of several pods (a pod group).
+
+A Workload does not record its Job's completion mode (Kueue copies the pod template only), so the
+Workload of a non-Indexed Job of parallelism N >= 2 reads as a gang from the Workload alone; what acts on
+a gang checks what it uses (the set-aside the toleration only gangs are let have; the Service copy the
+Service gpuctl renders for gangs).
 """
 
 from __future__ import annotations
@@ -19,8 +33,7 @@ from gpuctl.constants import (
     SET_ASIDE_TAINT_KEY,
 )
 from gpuctl.domain.gpus import pod_spec_gpus
-from gpuctl.domain.objects import annotations, labels, meta, name
-from gpuctl.domain.status import pod_finished
+from gpuctl.domain.objects import annotations, controller_ref, labels, meta, name, owner_ref, pod_finished
 
 # The well-known node labels of network levels, as hierarchies outermost first: a pool document that names
 # no `topology` gets the first hierarchy every one of its nodes carries entirely (none: the node only).
@@ -65,11 +78,18 @@ def nodes_missing_levels(nodes: Iterable[Mapping[str, Any]], levels: Sequence[st
     return out
 
 
-def gang_nodes(job: Mapping[str, Any] | None) -> int:
-    """How many pods (nodes) a Job runs at once as one gang: min(parallelism, completions) of an Indexed
-    Job, else 1 (a Deployment's or StatefulSet's pods are not one gang of ranks)."""
-    spec = (job or {}).get("spec") or {}
-    if spec.get("completionMode") != "Indexed":  # a Job's field (list items carry no `kind`)
+def gang_nodes(obj: Mapping[str, Any] | None) -> int:
+    """How many pods (nodes) run at once as one gang (module docstring), else 1. `obj`: a Job (or only its
+    `spec`: list items carry no `kind`), or a Kueue Workload. A Job: min(parallelism, completions) of an
+    Indexed Job (a Deployment's, StatefulSet's or JobSet's pods are not one gang of ranks). A Workload
+    (`spec.podSets`): its one pod set's count, when its owner is a Job (Kueue's job integration)."""
+    spec = (obj or {}).get("spec") or {}
+    if "podSets" in spec:
+        sets = spec.get("podSets") or []
+        if len(sets) != 1 or (owner_ref(obj) or {}).get("kind") != "Job":
+            return 1
+        return max(int(sets[0].get("count") or 1), 1)
+    if spec.get("completionMode") != "Indexed":
         return 1
     parallelism = int(spec.get("parallelism") if spec.get("parallelism") is not None else 1)
     completions = int(spec.get("completions") if spec.get("completions") is not None else parallelism)
@@ -77,13 +97,14 @@ def gang_nodes(job: Mapping[str, Any] | None) -> int:
 
 
 def workload_gang(wl: Mapping[str, Any] | None) -> tuple[int, int] | None:
-    """(pods, GPUs per pod) of a gang's Kueue Workload: one pod set of more than one pod, which Kueue admits
-    all or none (an Indexed Job's N ranks; any Job with parallelism N), else None. What the set-aside
-    (gpuctl.domain.setaside) and the waiting-gang metrics (gpuctl_pool_waiting_gangs) call a gang."""
-    sets = ((wl or {}).get("spec") or {}).get("podSets") or []
-    if len(sets) != 1 or int(sets[0].get("count") or 1) < 2:
+    """(pods, GPUs per pod) of a gang's Kueue Workload (`gang_nodes` > 1), else None: what the set-aside
+    (gpuctl.domain.setaside), the waiting-gang metrics (gpuctl_pool_waiting_gangs) and the MultiKueue
+    Service copy (gpuctl.domain.multicluster.gang_placements) read."""
+    pods = gang_nodes(wl)
+    if pods < 2:
         return None
-    return int(sets[0]["count"]), pod_spec_gpus((sets[0].get("template") or {}).get("spec") or {})
+    template = (((wl or {}).get("spec") or {}).get("podSets") or [{}])[0].get("template") or {}
+    return pods, pod_spec_gpus(template.get("spec") or {})
 
 
 def gang_text(nodes: int, gpus_per_node: int) -> str:
@@ -114,11 +135,7 @@ def gang_pods(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list
     """The Job's own unfinished pods in rank order: not a deleted Job's of the same name still
     terminating (matched by the job-name label too), nor a failed or succeeded one."""
     uid = meta(job).get("uid")
-    own = [
-        p
-        for p in pods
-        if any(r.get("uid") == uid for r in meta(p).get("ownerReferences") or []) and not pod_finished(p)
-    ]
+    own = [p for p in pods if (controller_ref(p) or {}).get("uid") == uid and not pod_finished(p)]
     return by_rank(own)
 
 
@@ -248,16 +265,26 @@ def tolerates_set_aside(pod_spec: Mapping[str, Any] | None) -> bool:
 
 
 def gang_never_fits(
-    pool: str, nodes: Iterable[tuple[str, int, Mapping[str, str]]], pods: int, gpus: int, level: str = ""
+    pool: str,
+    nodes: Iterable[tuple[str, int, Mapping[str, str], bool]],
+    pods: int,
+    gpus: int,
+    level: str = "",
 ) -> str:
-    """Why `pods` pods of `gpus` GPUs each can never run at once in `pool` even with every node empty ("" when
+    """Why `pods` pods of `gpus` GPUs each cannot run at once in `pool` even with every node empty ("" when
     they can): more pods than its nodes hold (Kueue puts several on one node where they fit), or than the
-    largest domain of the required topology `level` holds. `nodes`: (name, GPUs, labels) of the pool's
-    nodes. Not judged: a pool without nodes, a pod bigger than every node (its own rule), one pod, no GPUs."""
-    nodes = list(nodes)
-    if pods < 2 or gpus <= 0 or not nodes or gpus > max(g for _, g, _ in nodes):
+    largest domain of the required topology `level` holds. `nodes`: (name, GPUs, labels, counts) of every
+    node of the pool; only those that count (gpuctl.domain.pools.node_ready: Ready, not cordoned) hold pods,
+    the others are named in the text. The one judgement of `gpuctl create`'s precheck and the webhook's
+    `gang-fits`. Not judged: a pool without a counted node, a pod bigger than every counted node (its own
+    rule), one pod, no GPUs."""
+    every = list(nodes)
+    counted = [(n, g, lb) for n, g, lb, counts in every if counts]
+    if pods < 2 or gpus <= 0 or not counted or gpus > max(g for _, g, _ in counted):
         return ""
-    holds = {n: g // gpus for n, g, _ in nodes}
+    left = len(every) - len(counted)
+    aside = f"; {left} more NotReady or cordoned, not counted" if left else ""
+    holds = {n: g // gpus for n, g, _ in counted}
     what = f"{pods} pods x {gpus} GPUs"
     if not level:
         total = sum(holds.values())
@@ -265,20 +292,21 @@ def gang_never_fits(
         return (
             ""
             if total >= pods
-            else f"{what} never fit in pool {pool}: its {len(nodes)} node(s) hold {total} such pods at most "
-            f"({fit} with {gpus} GPUs)"
+            else f"{what} never fit in pool {pool}: its {len(counted)} node(s) hold {total} such pods "
+            f"at most ({fit} with {gpus} GPUs{aside})"
         )
     short = level.rsplit("/", 1)[-1]
     domains: dict[str, int] = {}
-    for n, _, node_labels in nodes:
+    for n, _, node_labels in counted:
         value = n if level == HOSTNAME_LABEL else node_labels.get(level)
         if value is not None:
             domains[value] = domains.get(value, 0) + holds[n]
     if not domains:
-        return f"{what} must share one {short} ({level}), but no node of pool {pool} has that label"
+        return f"{what} must share one {short} ({level}), but no node of pool {pool} has that label{aside}"
     best, most = max(domains.items(), key=lambda kv: (kv[1], kv[0]))
     return (
         ""
         if most >= pods
         else f"{what} never fit in one {short} of pool {pool}: the largest ({best}) holds {most} such pods"
+        f"{aside}"
     )

@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpuctl.constants import GPU_RESOURCE, GPU_RESOURCE_PREFIXES
+from gpuctl.domain.objects import pod_finished
 from gpuctl.domain.shape import ShapeError, item, list_at, obj_at
 from gpuctl.domain.sharing import resource_units
 from gpuctl.quantity import QuantityError, parse_quantity
@@ -170,9 +171,7 @@ def pod_gpus(pod: Mapping[str, Any]) -> int:
 
 def pod_holds_gpus(pod: Mapping[str, Any]) -> bool:
     """Bound to a node and not finished: its GPUs are taken on that node."""
-    spec = pod.get("spec") or {}
-    phase = (pod.get("status") or {}).get("phase")
-    return bool(spec.get("nodeName")) and phase not in ("Succeeded", "Failed")
+    return bool((pod.get("spec") or {}).get("nodeName")) and not pod_finished(pod)
 
 
 def workload_gpus(wl: Mapping[str, Any] | None) -> int:
@@ -194,7 +193,7 @@ def gpu_requests_by_pool(
     for pod in pods:
         spec = pod.get("spec") or {}
         pool = node_pool.get(spec.get("nodeName") or "")
-        if not pool or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if not pool or pod_finished(pod):
             continue
         held = out.setdefault(pool, {})
         for r, n in pod_spec_gpu_requests(spec).items():

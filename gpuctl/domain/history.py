@@ -1,4 +1,4 @@
-"""The audit trail's rules (issue 24): what happened to a job, when, who did it and why, decoded from a
+"""The audit trail's rules (docs/audit.md): what happened to a job, when, who did it and why, decoded from a
 Kueue Workload (its conditions, spec.active's managedFields, gpuctl's defragmentation annotations) and
 from the Events on it (core/v1 or events.k8s.io, as the API server serves either; only an Event of the
 Workload's own namespace counts, and the chart's policy gpuctl-workload-events lets only Kueue and gpuctl
@@ -40,6 +40,7 @@ from gpuctl.constants import (
     AUDIT_ACTIVE_MANAGER_PREFIX,
     AUDIT_ACTIVE_SET_BY_ANNOTATION,
     AUDIT_SUBMITTED_BY_ANNOTATION,
+    BURST_SUFFIX,
     DEACTIVATED_MAX_RUNTIME,
     DEACTIVATED_REQUEUE_LIMIT,
     DEFRAG_EVENT_REASON,
@@ -49,6 +50,8 @@ from gpuctl.constants import (
     HISTORY_MAX_BYTES,
     HISTORY_MAX_RECORDS,
     HISTORY_SAME_SECONDS,
+    SERVING_CLASS,
+    Tier,
 )
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import annotations, condition, meta, name, namespace, owner_ref, parse_time, uid
@@ -130,7 +133,12 @@ def job_name(wl: Mapping[str, Any]) -> str:
         return name(wl)
     if owner.get("kind") == "Pod":
         parts = str(owner.get("name") or "").rsplit("-", 2)
-        return parts[0] if len(parts) == 3 else str(owner.get("name") or "")
+        deployment = parts[0] if len(parts) == 3 else str(owner.get("name") or "")
+        # An autoscaled service's burst replica (docs/serving.md): the service is the job.
+        burst = ((wl.get("spec") or {}).get("priorityClassRef") or {}).get("name") == SERVING_CLASS[
+            Tier.BURST
+        ]
+        return deployment.removesuffix(BURST_SUFFIX) if burst else deployment
     return str(owner.get("name") or name(wl))
 
 
@@ -198,9 +206,9 @@ def active_manager(wl: Mapping[str, Any]) -> tuple[str, str]:
         return str(stamped), when
     if not manager:
         return ACTOR_UNKNOWN, ""
-    # A field manager is whatever the client sent (?fieldManager=): a claim, never an identity (issue 33:
-    # a tenant's patch with fieldManager=kueue read as Kueue's). Kueue's own stops are read from their
-    # conditions' reasons (maxRuntime, requeue limit), not from here.
+    # A field manager is whatever the client sent (?fieldManager=): a claim, never an identity (docs/audit.md,
+    # "Who can write the trail": a tenant's patch with fieldManager=kueue read as Kueue's). Kueue's own stops
+    # are read from their conditions' reasons (maxRuntime, requeue limit), not from here.
     if manager.startswith(AUDIT_ACTIVE_MANAGER_PREFIX) and ":" in manager:
         return f"{manager.split(':', 1)[1]}{CLAIMED}", when
     return f"via {manager}{CLAIMED}", when
@@ -400,7 +408,9 @@ def event_records(
         return []
     ns = namespace(ev)
     if obj.get("namespace") not in (None, "", ns):
-        return []  # an Event about another namespace's Workload says nothing of this one (issue 33: a leak)
+        # an Event about another namespace's Workload says nothing of this one (docs/audit.md, "Who can write
+        # the trail": a leak)
+        return []
     reason = ev.get("reason") or ""
     msg = str(ev.get("note") or ev.get("message") or "")
     wl = workloads(ns, obj.get("name") or "")

@@ -1,4 +1,4 @@
-"""Pools in several clusters (issue 24, docs/multicluster.md): pure rules over plain dicts, no I/O.
+"""Pools in several clusters (docs/multicluster.md): pure rules over plain dicts, no I/O.
 
 - Which worker clusters is a pool in? (the POOL_CLUSTERS_ANNOTATION of its flavor in the manager)
 - Is this cluster a MultiKueue manager? (some pool is in a worker cluster)
@@ -7,7 +7,7 @@
   before writing what Kueue would only report later on the MultiKueueCluster's status)
 - Where does a job run, and what is MultiKueue doing with it? (the manager's Workload)
 - Which multi-node jobs need their headless Service in the worker that runs them, and what is that copy?
-  (MultiKueue copies the Job, not the Service: gpuctl.server.mirror makes it there)
+  (MultiKueue copies the Job, not the Service: gpuctl.server.multicluster makes it there)
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from gpuctl.constants import (
     Kind,
 )
 from gpuctl.domain.gang import workload_gang
-from gpuctl.domain.objects import meta
+from gpuctl.domain.objects import meta, owner_ref
 from queues.multicluster import admission_checks_strategy
 
 
@@ -161,9 +161,7 @@ def gang_placements(workloads: Iterable[Mapping[str, Any]]) -> list[tuple[str, s
         where = placement(wl)
         if workload_gang(wl) is None or where is None or not where.cluster:
             continue
-        job = next(
-            (o.get("name") for o in meta(wl).get("ownerReferences") or [] if o.get("kind") == "Job"), None
-        )
+        job = (owner_ref(wl) or {}).get("name")  # a Job: workload_gang's
         if job:
             out.append((where.cluster, meta(wl).get("namespace", ""), job))
     return sorted(out)

@@ -45,6 +45,22 @@ def is_true(obj: Mapping[str, Any] | None, ctype: str) -> bool:
     return condition(obj, ctype).get("status") == "True"
 
 
+# A pod read as a row of the API server's Table (`get jobs` lists pods that way) rides under this key:
+# {"metadata": ..., "table": {column: cell}} (gpuctl.domain.status reads the cells).
+TABLE = "table"
+
+
+def pod_finished(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod has ended: phase Succeeded or Failed (a Table row says so by its Completed condition, as
+    kubectl reads it). The one answer for every "unfinished pods" count: GPUs held, slices in use, a
+    gang's live ranks, the set-aside's nodes, the snapshot's holders. (A list request asks the same of
+    the API server: gpuctl.service.inventory.UNFINISHED.)"""
+    row = pod.get(TABLE)
+    if row is not None:
+        return bool(row.get("Completed"))
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
 def is_gpuctl_object(obj: Mapping[str, Any] | None) -> bool:
     """Made by gpuctl: carries app.kubernetes.io/managed-by=gpuctl. gpuctl deletes nothing else."""
     return labels(obj).get(Labels.MANAGED_BY) == MANAGED_BY_VALUE

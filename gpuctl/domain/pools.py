@@ -27,7 +27,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.gpus import quantity_gpus
 from gpuctl.domain.objects import condition, is_gpuctl_object, labels, name
-from gpuctl.domain.sharing import node_sharing, slice_resource
+from gpuctl.domain.sharing import PoolSharing, node_sharing, pool_sharing, slice_resource
 from gpuctl.quantity import QuantityError, format_quantity, parse_quantity
 from queues import pool_toleration, resource_flavor
 from queues.model import PoolCapacity
@@ -68,10 +68,37 @@ def node_pool(node: Mapping[str, Any]) -> str | None:
 
 
 def node_ready(node: Mapping[str, Any]) -> bool:
-    """Ready and schedulable: the node counts toward its pool's capacity."""
+    """Whether a node counts in its pool: the one answer to "which nodes of a pool count", for the pool's
+    capacity (`get pools`, `describe pool`, the API, the Cohort, the metrics), gang fit (`gpuctl create`'s
+    precheck and the webhook's `gang-fits`, through `admission.state.CachedNode.ready`), the pool's sharing
+    mode and slices (`pools_sharing`: `gpu-share`, `get pools`, serve's slices in use), the set-aside and
+    defragmentation. A node counts when its condition Ready is True and it is not cordoned
+    (`spec.unschedulable` unset): kube-scheduler places nothing on it otherwise, and Kueue's Topology Aware
+    Scheduling leaves it out. Taints do not matter here: the pool taint and the set-aside taint are
+    gpuctl's own (tolerated by what they are for), and the node controller's NotReady/unreachable taints
+    follow the Ready condition. A NotReady or cordoned node is still listed in its pool
+    (`node_state`), it holds nothing until it is back."""
     if (node.get("spec") or {}).get("unschedulable"):
         return False
     return condition(node, "Ready").get("status") == "True"
+
+
+def counted_nodes(nodes: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Pool -> its nodes that count (`node_ready`), for every pool with one."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for n in nodes:
+        pool = node_pool(n)
+        if pool and node_ready(n):
+            out.setdefault(pool, []).append(n)
+    return out
+
+
+def pools_sharing(nodes: Iterable[Mapping[str, Any]]) -> dict[str, PoolSharing]:
+    """Pool -> how its counted nodes (`node_ready`) share their GPUs (gpuctl.domain.sharing.pool_sharing),
+    for every pool with a counted node; a pool absent here shares nothing (`PoolSharing()`). The one
+    reading of a pool's sharing mode: `gpu-share` at submission, `get pools` / `describe pool`, and the
+    slices in use `gpuctl serve` writes."""
+    return {p: pool_sharing(ns) for p, ns in sorted(counted_nodes(nodes).items())}
 
 
 def node_state(node: Mapping[str, Any]) -> str:
@@ -105,7 +132,7 @@ def node_gpu_type(node: Mapping[str, Any]) -> str:
 # pool. The flavor's nodeTaints stay unset: Kueue only uses them to refuse work that does not tolerate
 # them, and the flavor's own tolerations cover every taint it would list.
 #
-# The pool taint (issue 26): every node of pool P carries `runwhere.ai/pool=P:NoSchedule` (gpuctl sets
+# The pool taint (docs/adoption.md): every node of pool P carries `runwhere.ai/pool=P:NoSchedule` (gpuctl sets
 # it with the label, pool_node_taints), and P's flavor always tolerates it, first, whatever its nodes
 # carry now: a flavor is created with it and never has to be re-created for it (a Topology Aware
 # Scheduling flavor is immutable in Kueue). Kueue checks a TAS flavor's tolerations against the nodes'
@@ -274,7 +301,7 @@ class NodeFacts(NamedTuple):
     # Its pool taint is not what its pool label says (labelled by kubectl, not by gpuctl): pods from outside
     # Kueue can land there until `gpuctl apply -f` of the pool or `gpuctl adopt` taints it.
     untainted: bool = False
-    # Issue 32: slices of its GPUs a Ready node offers, (profile or "shared", resource, count)
+    # docs/sharing.md: slices of its GPUs a Ready node offers, (profile or "shared", resource, count)
     # (gpuctl.domain.sharing.node_sharing, what `describe pool` sums).
     slices: tuple[tuple[str, str, int], ...] = ()
 
@@ -302,8 +329,8 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
 
 
 class ResourceFacts(NamedTuple):
-    """One schedulable resource of a pool besides whole GPUs (a GPU slice, issue 32): how much its nodes
-    offer and how much is used."""
+    """One schedulable resource of a pool besides whole GPUs (a GPU slice, docs/sharing.md): how much its
+    nodes offer and how much is used."""
 
     capacity: float
     used: float
@@ -318,8 +345,8 @@ class PoolFacts:
     reserved there: the one source of `get pools`, `describe pool`, the API's pools, the Cohort's capacity
     (`pool_capacities`) and the metrics' pool gauges, which only print it.
 
-    Extending it: a new kind of schedulable resource (GPU slices: issue 32) goes in `resources`, resource
-    name -> ResourceFacts(capacity, used), filled where the nodes' facts are summed; views and gauges
+    Extending it: a new kind of schedulable resource (GPU slices: docs/sharing.md) goes in `resources`,
+    resource name -> ResourceFacts(capacity, used), filled where the nodes' facts are summed; views and gauges
     iterate the mapping, so a resource added is a key, not a new field every consumer must learn."""
 
     name: str
@@ -333,7 +360,7 @@ class PoolFacts:
     gpu_types: tuple[str, ...] = ()  # of its nodes, sorted
     untainted_nodes: int = 0  # nodes without the pool taint (NodeFacts.untainted)
     reserved_gpus: float = 0  # what Kueue reserved there (the caller's count: ClusterQueues' or Workloads')
-    # Issue 32: (MIG profile or "shared", resource) -> slices its Ready nodes offer (NodeFacts.slices).
+    # docs/sharing.md: (MIG profile or "shared", resource) -> slices its Ready nodes offer (NodeFacts.slices).
     slices: Mapping[tuple[str, str], int] = field(default_factory=dict)
     resources: Mapping[str, ResourceFacts] = field(default_factory=lambda: _NO_RESOURCES)
 

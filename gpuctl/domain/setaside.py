@@ -1,4 +1,4 @@
-"""No starvation for multi-node jobs (issue 31, docs/distributed.md "No starvation"): which nodes to set
+"""No starvation for multi-node jobs (docs/distributed.md, "No starvation"): which nodes to set
 aside for the oldest waiting gang of a pool, and which to give back. Pure: objects in, a plan out;
 gpuctl.server.setaside carries it out in `gpuctl serve --defrag POOLS`.
 
@@ -43,7 +43,16 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.gang import level_domains, set_aside_for, tolerates_set_aside, workload_gang
 from gpuctl.domain.gpus import pod_gpus
-from gpuctl.domain.objects import annotations, condition, meta, name, namespace, parse_time
+from gpuctl.domain.objects import (
+    annotations,
+    condition,
+    meta,
+    name,
+    namespace,
+    owner_ref,
+    parse_time,
+    pod_finished,
+)
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready
 from gpuctl.domain.teams import team_budgets, team_reserved_gpus
 from gpuctl.domain.workload import (
@@ -96,8 +105,7 @@ def waiting_gangs(
         quota = budgets[ns].gpu if ns in budgets else 0
         if gpus <= 0 or (quota is not None and used.get(ns, 0) + pods * gpus > quota):
             continue
-        owners = meta(wl).get("ownerReferences") or []
-        key = f"{ns}/{owners[0]['name'] if owners else name(wl)}"
+        key = f"{ns}/{(owner_ref(wl) or {}).get('name') or name(wl)}"
         since = parse_time(meta(wl).get("creationTimestamp")) or 0.0
         level = annotations(template).get(TAS_REQUIRED, "")
         out.append(Gang(key, ns, job_pool(wl) or "", pods, gpus, priority_value(wl), since, level))
@@ -149,7 +157,7 @@ def plan_set_aside(
     pool's topology levels above the node (gpuctl.domain.gang.pool_topology); `pools`: None for all."""
     pods_on: dict[str, list[Mapping[str, Any]]] = {}
     for p in pods:  # by node; "" holds the pods not bound yet
-        if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        if not pod_finished(p):
             pods_on.setdefault((p.get("spec") or {}).get("nodeName") or "", []).append(p)
     marked = {name(n): g for n in nodes if (g := set_aside_for(n))}
     first: dict[str, Gang] = {}
@@ -170,10 +178,7 @@ def plan_set_aside(
         candidates = [
             n
             for n in nodes
-            if node_pool(n) == pool
-            and node_ready(n)
-            and not (n.get("spec") or {}).get("unschedulable")
-            and marked.get(name(n)) in (None, g.key)
+            if node_pool(n) == pool and node_ready(n) and marked.get(name(n)) in (None, g.key)
         ]
         chosen = choose_nodes(g, candidates, levels.get(pool, ()), pods_on)
         if chosen is None:
@@ -205,7 +210,7 @@ def stranded(
             or workload_state(wl) not in HOLDING_QUOTA
             or scheduled.get("status") != "False"
             or scheduled.get("reason") != "Unschedulable"
-            or any(int(s.get("count") or 1) > 1 for s in (wl.get("spec") or {}).get("podSets") or [])
+            or workload_gang(wl) is not None
         ):
             continue
         out[f"{namespace(wl)}/{name(wl)}"] = (

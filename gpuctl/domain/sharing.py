@@ -30,7 +30,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 from gpuctl.constants import (
     GPU_RESOURCE,
@@ -191,11 +191,6 @@ def _all_profiles() -> dict[str, Profile]:
 
 
 PROFILES: Mapping[str, Profile] = _all_profiles()
-_PROFILE_RE = re.compile(r"^[1-7]g\.\d+gb(\+me)?$")
-
-
-def is_profile_name(value: str) -> bool:
-    return bool(_PROFILE_RE.match(value.strip().lower()))
 
 
 def profile_of_resource(resource: str) -> str | None:
@@ -394,7 +389,8 @@ _MODE_ORDER = (Mode.MIG_MIXED, Mode.MIG_SINGLE, Mode.MPS, Mode.TIME_SLICING)
 
 
 def pool_sharing(nodes: list[Mapping[str, Any]]) -> PoolSharing:
-    """The sharing of a pool from its nodes (the caller passes the pool's Ready, schedulable ones)."""
+    """The sharing of a pool from the nodes given: its nodes that count, which
+    gpuctl.domain.pools.pools_sharing chooses (`node_ready`) for every caller."""
     per = [node_sharing(n) for n in nodes]
     modes = {s.mode for s in per}
     mode = next((m for m in _MODE_ORDER if m in modes), Mode.NONE)
@@ -475,27 +471,21 @@ def describe_pool_sharing(ps: PoolSharing) -> str:
 
 
 class ShareError(ValueError):
-    """A gpu-share value or placement that cannot be met; the message names the fix."""
+    """A gpu-share placement that cannot be met; the message names the fix."""
 
 
-def parse_share(value: str) -> tuple[str | None, int | None]:
-    """`gpu-share` -> (profile name, None) or (None, bytes). A memory size is a Kubernetes quantity
-    (`10Gi`, `10G`, `10GB`, `10gb`: the earlier gpuctl's users wrote all of them)."""
-    v = str(value).strip()
-    if is_profile_name(v):
-        return v.lower(), None
-    m = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT]i?)?[bB]?$", v, re.IGNORECASE)
-    if m:
-        unit = (m.group(2) or "").capitalize()
-        try:
-            n = parse_quantity(m.group(1) + (unit if unit.endswith("i") else unit.upper()))
-        except QuantityError:
-            n = None
-        if n is not None and n > 0:
-            return None, int(n)
-    raise ShareError(
-        f"gpu-share {value!r} is neither a memory size (10Gi) nor a MIG profile (1g.10gb); write one of them"
-    )
+class ShareAsked(Protocol):
+    """A `gpu-share` value as the spec read it (gpuctl.spec.share.GpuShare: the grammar lives there, so a bad
+    value is refused when the file is loaded): the text as written, and a MIG profile or memory bytes."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def profile(self) -> str | None: ...
+
+    @property
+    def memory(self) -> int | None: ...
 
 
 def models_lack(models: Collection[Model], profile: str) -> bool:
@@ -533,10 +523,10 @@ class Slice:
         return resource_units(self.resource) or GPU_UNITS
 
 
-def choose_slice(share: str, pool: str, mode: Mode, model: Model | None, profiles: set[str]) -> Slice:
-    """The slice `gpu-share: share` asks for on a pool that shares its GPUs this way and whose nodes
-    offer these profiles (MIG). Raises ShareError naming the fix."""
-    prof, memory = parse_share(share)
+def choose_slice(asked: ShareAsked, pool: str, mode: Mode, model: Model | None, profiles: set[str]) -> Slice:
+    """The slice `gpu-share` asks for on a pool that shares its GPUs this way and whose nodes offer these
+    profiles (MIG). Raises ShareError naming the fix."""
+    share, prof, memory = asked.text, asked.profile, asked.memory
     if mode is Mode.NONE:
         raise ShareError(f"pool {pool} does not share its GPUs (no MIG, time-slicing or MPS)")
     if mode in (Mode.TIME_SLICING, Mode.MPS):

@@ -26,7 +26,7 @@ from gpuctl.domain.demand import (
 )
 from gpuctl.domain.gang import fits_in_one, level_domains
 from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_requests, pod_spec_gpu_units
-from gpuctl.domain.objects import is_gpuctl_object, meta, name
+from gpuctl.domain.objects import is_gpuctl_object, meta, name, pod_finished
 from gpuctl.domain.pools import node_allocatable, node_gpus, node_pool, node_ready
 from gpuctl.domain.sharing import units_to_gpus
 from gpuctl.domain.status import is_gated
@@ -64,8 +64,8 @@ class _Holder:
     nodes: dict[str, int]  # node -> GPUs it holds there
     pool: str
     ends_by: float | None = None  # when Kueue stops it at the latest (its maxRuntime); None: unknown
-    # Issue 32: budget held in 1/GPU_UNITS GPU (slices count their share), and slices held in its pool
-    # (slice resource -> count); what gpuctl.domain.estimate releases at its end.
+    # docs/sharing.md, "One budget": budget held in 1/GPU_UNITS GPU (slices count their share), and slices
+    # held in its pool (slice resource -> count); what gpuctl.domain.estimate releases at its end.
     units: int = 0
     slices: dict[str, int] = field(default_factory=dict)
 
@@ -109,9 +109,9 @@ class ClusterSnapshot:
     # pool -> GPUs its ClusterQueue holds there. None: per node (`used` covers every pod).
     pool_reserved: dict[str, int] | None = None
     team_pools: dict[str, dict[str, int]] = field(default_factory=dict)
-    # Issue 32: slice resource -> node -> namespace -> slices bound pods hold there.
+    # docs/sharing.md: slice resource -> node -> namespace -> slices bound pods hold there.
     slice_use: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
-    # By count: pool -> slice resource -> slices in use, as gpuctl serve counted them (issue 32).
+    # By count: pool -> slice resource -> slices in use, as gpuctl serve counted them (docs/sharing.md).
     slices_published: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
@@ -176,7 +176,7 @@ class ClusterSnapshot:
         )
 
     def fits(self, free: Mapping[str, int], demand: Demand) -> bool:
-        """Room for the demand's pods, each on one node; a gang with a required level (issue 31) in
+        """Room for the demand's pods, each on one node; a gang with a required level (docs/distributed.md) in
         one domain of it (gpuctl.domain.gang.fits_in_one)."""
         if not _fits(free, demand.pods, demand.gpus):
             return False
@@ -303,7 +303,7 @@ def _from_pods(pods: Sequence[Mapping[str, Any]], pool_of: Mapping[str, str], kn
     Workload at hand describes (ending with their last pod's maxRuntime), and the gated pods by job."""
     out = _PodsSeen()
     for p in pods:
-        if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if pod_finished(p):
             continue
         node = (p.get("spec") or {}).get("nodeName")
         label = pod_owner_label(p)

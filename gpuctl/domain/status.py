@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from gpuctl.constants import CONTAINER_WAITING_REASONS
-from gpuctl.domain.objects import condition, meta
+from gpuctl.domain.objects import TABLE, condition, meta, pod_finished
 from gpuctl.domain.workload import WAITING, WorkloadState, finished_failed, workload_state
 
 KUEUE_GATE = "kueue.x-k8s.io/admission"
@@ -61,8 +61,8 @@ def workload_word(wl: Mapping[str, Any] | None) -> State | None:
 # ----------------------------------------------------------------------------- pods
 # A pod reaches these functions either as the API object or as a row of the API server's Table
 # (`get jobs` lists pods that way: a tenth of the bytes): {"metadata": ..., "table": {column: cell}},
-# where the Status cell is the server's own printing of the pod, exactly what kubectl shows.
-TABLE = "table"
+# where the Status cell is the server's own printing of the pod, exactly what kubectl shows (the key:
+# gpuctl.domain.objects.TABLE).
 NONE_CELL = "<none>"
 
 
@@ -143,7 +143,7 @@ def printed_pod_status(pod: Mapping[str, Any]) -> str:
     if meta(pod).get("deletionTimestamp"):
         if status.get("reason") == "NodeLost":
             reason = "Unknown"
-        elif phase not in ("Succeeded", "Failed"):
+        elif not pod_finished(pod):
             reason = "Terminating"
     return reason
 
@@ -216,14 +216,6 @@ def pod_ready(pod: Mapping[str, Any]) -> tuple[int, int]:
         if cs.get("ready") and (cs.get("state") or {}).get("running") is not None
     )
     return ready, total
-
-
-def pod_finished(pod: Mapping[str, Any]) -> bool:
-    """Succeeded or Failed (a Table row says so by its Completed condition, as kubectl reads it)."""
-    row = pod.get(TABLE)
-    if row is not None:
-        return bool(row.get("Completed"))
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def gang_ready(pods: Iterable[Mapping[str, Any]], nodes: int) -> str:

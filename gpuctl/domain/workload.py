@@ -22,6 +22,8 @@ from gpuctl.constants import (
     MAX_EXEC_TIME_LABEL,
     PRIORITY_CLASS,
     PRIORITY_VALUE,
+    SERVING_CLASS,
+    SERVING_VALUE,
     Labels,
     Priority,
 )
@@ -49,6 +51,9 @@ HOLDING_QUOTA = frozenset({WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED}
 NO_PRIORITY = "none"
 PRIORITIES = frozenset(p.value for p in Priority)
 _CLASS_TO_PRIORITY = {cls: p.value for p, cls in PRIORITY_CLASS.items()}
+# An autoscaled service's tiers (docs/serving.md): their classes' values, and the word they show.
+_SERVING_CLASS_VALUE = {cls: SERVING_VALUE[tier] for tier, cls in SERVING_CLASS.items()}
+_SERVING_CLASS_TIER = {cls: tier.value for tier, cls in SERVING_CLASS.items()}
 
 
 def workload_state(wl: Mapping[str, Any] | None) -> WorkloadState | None:
@@ -144,7 +149,7 @@ def job_pool(*objects: Mapping[str, Any] | None) -> str | None:
     1. runwhere.ai/pool on any of them: the single pool the job names (gpuctl puts it on each of its
        objects, Kueue copies it to the Workload: labelKeysToCopy);
     2. else the pool Kueue admitted a Workload to (the flavor of its GPUs, status.admission): where a job
-       of several pools (`pool: [P, Q]`, issue 23, no label) runs while it holds quota;
+       of several pools (`pool: [P, Q]`, no label; docs/queueing.md) runs while it holds quota;
     3. else the pool a pod spec selects (nodeSelector runwhere.ai/pool): what gpuctl's builders write
        for a single pool, and what Kueue writes from the admitted flavor's nodeLabels into an admitted
        Job's template and into the pods it ungates (so a Job read without its Workload, or such a pod,
@@ -171,9 +176,9 @@ def job_pool(*objects: Mapping[str, Any] | None) -> str | None:
 
 
 def pool_choice(obj: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """For a job that names no single pool (issue 23): the pools its required node affinity lists
-    (`runwhere.ai/pool In [...]`, gpuctl's `pool: [P, Q]`) and the GPU types it asks for (any of gpuctl's
-    GPU type keys), in order; empty tuples when it says none."""
+    """For a job that names no single pool (docs/queueing.md, "Jobs that may run in any pool"): the pools its
+    required node affinity lists (`runwhere.ai/pool In [...]`, gpuctl's `pool: [P, Q]`) and the GPU types it
+    asks for (any of gpuctl's GPU type keys), in order; empty tuples when it says none."""
     pools: list[str] = []
     types: list[str] = []
     for spec in _pod_specs(obj):
@@ -200,12 +205,13 @@ def pool_choice(obj: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...
 
 
 def workload_priority(wl: Mapping[str, Any]) -> str:
-    """high | medium | low from runwhere.ai/priority or the WorkloadPriorityClass; `none` otherwise."""
+    """high | medium | low from runwhere.ai/priority or the WorkloadPriorityClass, floor | burst for an
+    autoscaled service's replicas; `none` otherwise."""
     p = labels(wl).get(Labels.PRIORITY)
     if p in PRIORITIES:
         return p
     ref = ((wl.get("spec") or {}).get("priorityClassRef") or {}).get("name")
-    return _CLASS_TO_PRIORITY.get(ref, NO_PRIORITY)
+    return _CLASS_TO_PRIORITY.get(ref) or _SERVING_CLASS_TIER.get(ref, NO_PRIORITY)
 
 
 def priority_value(wl: Mapping[str, Any]) -> int:
@@ -216,7 +222,10 @@ def labelled_priority_value(obj: Mapping[str, Any]) -> int:
     """The Kueue priority of a pod (or any object) from its labels: gpuctl's WorkloadPriorityClass
     (kueue.x-k8s.io/priority-class), else runwhere.ai/priority, else spec.priority, else 0."""
     lab = labels(obj)
-    p = _CLASS_TO_PRIORITY.get(lab.get(Labels.KUEUE_PRIORITY, "")) or lab.get(Labels.PRIORITY)
+    cls = lab.get(Labels.KUEUE_PRIORITY, "")
+    if cls in _SERVING_CLASS_VALUE:
+        return _SERVING_CLASS_VALUE[cls]
+    p = _CLASS_TO_PRIORITY.get(cls) or lab.get(Labels.PRIORITY)
     if p in PRIORITIES:
         return PRIORITY_VALUE[Priority(p)]
     return int((obj.get("spec") or {}).get("priority") or 0)

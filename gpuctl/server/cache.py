@@ -43,6 +43,7 @@ from gpuctl.constants import (
     DEFRAG_MOVED_AT_ANNOTATION,
     DEFRAG_REACTIVATE_ANNOTATION,
     KUEUE_WORKLOAD_ANNOTATION,
+    SERVICE_STOPPED_ANNOTATION,
     SET_ASIDE_FOR_ANNOTATION,
     SET_ASIDE_TAINT_KEY,
     TAS_REQUIRED,
@@ -434,10 +435,15 @@ def trim_controller(raw: dict) -> dict:
     out_status: dict[str, Any] = {k: status[k] for k in _CONTROLLER_STATUS if k in status}
     if status.get("conditions"):
         out_status["conditions"] = _conditions(status["conditions"], message=True, times=True)
+    meta = _meta(raw)
+    # Of the annotations, only a stopped autoscaled service's (its status word: docs/serving.md).
+    stopped = ((raw.get("metadata") or {}).get("annotations") or {}).get(SERVICE_STOPPED_ANNOTATION)
+    if stopped is not None:
+        meta["annotations"] = {SERVICE_STOPPED_ANNOTATION: stopped}
     return {
         "apiVersion": raw.get("apiVersion"),
         "kind": raw.get("kind"),
-        "metadata": _meta(raw),
+        "metadata": meta,
         "spec": out_spec,
         "status": out_status,
     }

@@ -1,4 +1,4 @@
-"""The flags `gpuctl serve` and `python -m gpuctl.server.api` share, defined once (issue 30): the same
+"""The flags `gpuctl serve` and `python -m gpuctl.server.api` share, defined once: the same
 flag has the same spelling, default, help and `dest` in both, so a value read from either parser means
 the same thing. Each function adds one group; gpuctl.server.main and gpuctl.server.api.__main__ call them.
 """

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 
-from gpuctl.constants import LOCAL_QUEUE_NAME, Labels
+from gpuctl.constants import LOCAL_QUEUE_NAME, METRIC_JOB_LABEL, Labels
 from gpuctl.domain.objects import labels
 from gpuctl.domain.pools import NODE_STATES, PoolFacts
 from gpuctl.domain.teams import team_from_cluster_queue, team_usage
@@ -305,3 +305,43 @@ def team_families(
             fams["borrow"].add_metric([ns, p], usage.pool_borrowed.get(p, 0))
             fams["alloc"].add_metric([ns, p], allocated.get((ns, p), 0.0))
     yield from fams.values()
+
+
+def service_families(scales: Mapping[tuple[str, str], Any]) -> Iterator[GaugeMetricFamily]:
+    """Per autoscaled service (gpuctl.domain.serving.Scale, docs/serving.md): its replicas as the HPA
+    wants them, as they run, and as they wait at Kueue's gate, with its floor and its maximum. The service
+    is `gpuctl_job` (not `job`, Prometheus' own target label), the label its replicas' load series carry
+    (manifests/prometheus/serving-scrape.yaml), so the two join."""
+    series = (
+        (
+            "gpuctl_service_desired_replicas",
+            "Replicas an autoscaled service wants: its floor plus what its HPA set for the burst",
+            "desired",
+        ),
+        (
+            "gpuctl_service_running_replicas",
+            "Replicas of an autoscaled service past Kueue's gate (holding their GPUs)",
+            "running",
+        ),
+        ("gpuctl_service_ready_replicas", "Ready replicas of an autoscaled service", "ready"),
+        (
+            "gpuctl_service_waiting_replicas",
+            "Replicas of an autoscaled service waiting at Kueue's gate for GPUs (holding none)",
+            "waiting",
+        ),
+        (
+            "gpuctl_service_min_replicas",
+            "An autoscaled service's floor (minReplicas), inside its team's quota",
+            "floor",
+        ),
+        (
+            "gpuctl_service_max_replicas",
+            "An autoscaled service's maxReplicas (floor plus the HPA's maximum burst)",
+            "max_replicas",
+        ),
+    )
+    for metric, doc, attr in series:
+        g = GaugeMetricFamily(metric, doc, labels=["namespace", METRIC_JOB_LABEL])
+        for (ns, job), sc in sorted(scales.items()):
+            g.add_metric([ns, job], float(getattr(sc, attr)))
+        yield g

@@ -1,4 +1,4 @@
-"""The audit trail's writer in `gpuctl serve` (issue 24): Workload and Event changes from serve's watch
+"""The audit trail's writer in `gpuctl serve` (docs/audit.md): Workload and Event changes from serve's watch
 cache -> records (gpuctl.domain.history) -> each team namespace's ConfigMap ring (gpuctl.service.history).
 
 Every replica watches and gathers (each change's Workload or Event, as the cache holds it, until a flush);

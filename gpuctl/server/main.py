@@ -65,8 +65,8 @@ from gpuctl.server.defrag import Defragmenter, cache_source, parse_pools
 from gpuctl.server.history import HistoryRecorder
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, LeaderElector, default_namespace
 from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
-from gpuctl.server.mirror import GangServiceMirror
-from gpuctl.server.mirror import cache_source as mirror_source
+from gpuctl.server.multicluster import GangServiceMirror
+from gpuctl.server.multicluster import cache_source as mirror_source
 from gpuctl.server.reconciler import Reconciler
 from gpuctl.server.setaside import SetAside
 from gpuctl.server.setaside import cache_source as set_aside_source
@@ -90,8 +90,10 @@ class ServerContext:
     reconciler: Reconciler | None = None
     backstop: Backstop | None = None
     defrag: Defragmenter | None = None
-    set_aside: SetAside | None = None  # issue 31: nodes held for the oldest waiting gang (with --defrag)
-    mirror: GangServiceMirror | None = None  # issue 31: a gang's Service copied to its MultiKueue worker
+    # nodes held for the oldest waiting gang (--defrag; docs/distributed.md, No starvation)
+    set_aside: SetAside | None = None
+    # a gang's Service copied to its MultiKueue worker (docs/distributed.md, Across clusters)
+    mirror: GangServiceMirror | None = None
     history: HistoryRecorder | None = None
     elector: LeaderElector | None = None
     reloader: CertReloader | None = None
@@ -324,7 +326,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
         ctx.reconciler = Reconciler(cluster, cache, debounce=args.debounce, resync=args.resync, leader=leader)
         if ctx.elector is not None:
             ctx.elector.on_started = lambda: ctx.reconciler.trigger("elected leader")
-    if args.reconcile and "Workload" in cache:  # a no-op but on a MultiKueue manager (gpuctl.server.mirror)
+    # A no-op but on a MultiKueue manager (gpuctl.server.multicluster).
+    if args.reconcile and "Workload" in cache:
         ctx.mirror = GangServiceMirror(cluster, mirror_source(cache), leader=leader)
     if backstop:
         ctx.backstop = Backstop(

@@ -50,6 +50,7 @@ from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import annotations, is_gpuctl_object, name, parse_time
 from gpuctl.domain.pools import NodeFacts, PoolFacts, pool_facts
 from gpuctl.domain.pools import pool_names as flavor_pool_names
+from gpuctl.domain.serving import services
 from gpuctl.domain.sharing import slices_used
 from gpuctl.domain.workload import (
     job_pool,
@@ -65,6 +66,7 @@ from gpuctl.server.gauges import (
     WorkloadSums,
     gang_families,
     pool_families,
+    service_families,
     team_families,
     workload_families,
 )
@@ -315,6 +317,10 @@ class GpuctlCollector(Collector):
         yield from workload_families(sums, teams)
         yield from gang_families(sums, sorted(facts))
         yield from team_families(cqs, sorted(facts), team_allocated)
+        # Autoscaled services (docs/serving.md): replicas desired, running, waiting.
+        yield from service_families(
+            services(self._list("Deployment"), self._list("Pod"), self._list("HorizontalPodAutoscaler"))
+        )
         # The backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage).
         if self.backstop is not None:
             yield from self.backstop.pool_families(sorted(facts))

@@ -20,7 +20,7 @@ Rules:
   never written. A gpuctl pool flavor whose tolerations differ from its nodes' taints gets its
   `spec.tolerations` merge-patched, or, being a Topology Aware Scheduling flavor Kueue keeps
   immutable, is re-created with them (gpuctl.service.pool_sync.set_flavor_tolerations). With the pods in
-  its cache, a pool flavor whose nodes share GPUs (issue 32) gets the slices in use written on it
+  its cache, a pool flavor whose nodes share GPUs (docs/sharing.md) gets the slices in use written on it
   (annotation runwhere.ai/slices-used, merge-patched only when the count changed): the one place a team
   member, who may not list other teams' pods, reads per-profile used and free from. Nothing else is
   written at all;
@@ -44,9 +44,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import COHORT_NAME, CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE, SLICES_USED_ANNOTATION
 from gpuctl.domain.gpus import gpu_requests_by_pool, pod_spec_gpu_requests
-from gpuctl.domain.objects import annotations, is_gpuctl_object, name
-from gpuctl.domain.pools import node_pool, node_ready, node_taints, stale_flavors
-from gpuctl.domain.sharing import pool_sharing, slices_used_text
+from gpuctl.domain.objects import annotations, is_gpuctl_object, name, pod_finished
+from gpuctl.domain.pools import node_pool, node_ready, node_taints, pools_sharing, stale_flavors
+from gpuctl.domain.sharing import PoolSharing, slices_used_text
 from gpuctl.domain.teams import cohort_spec_equal, desired_cohort
 from gpuctl.server.cache import Cache
 from gpuctl.service.pool_sync import set_flavor_tolerations
@@ -81,7 +81,7 @@ def slice_fingerprint(pod: dict | None) -> tuple | None:
     slices = tuple(sorted((r, n) for r, n in pod_spec_gpu_requests(spec).items() if r != GPU_RESOURCE))
     if not slices:
         return None
-    return slices, spec.get("nodeName"), (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return slices, spec.get("nodeName"), pod_finished(pod)
 
 
 class Reconciler:
@@ -246,14 +246,11 @@ class Reconciler:
         nodes = self.cache["Node"].list()
         pool_of = {name(n): node_pool(n) or "" for n in nodes}
         held = gpu_requests_by_pool(self.cache["Pod"].list(), pool_of)
-        ready: dict[str, list[dict]] = {}
-        for n in nodes:
-            if node_ready(n) and node_pool(n):
-                ready.setdefault(node_pool(n) or "", []).append(n)
+        sharing = pools_sharing(nodes)
         result = "unchanged"
         for flavor in self.cache["ResourceFlavor"].list():
             pool = name(flavor)
-            text = slices_used_text(pool_sharing(ready.get(pool, [])), held.get(pool, {}))
+            text = slices_used_text(sharing.get(pool, PoolSharing()), held.get(pool, {}))
             if text == annotations(flavor).get(SLICES_USED_ANNOTATION):
                 continue
             patch = {"metadata": {"annotations": {SLICES_USED_ANNOTATION: text}}}

@@ -35,7 +35,8 @@ def default_cache(
     admitted Workload covers: gpuctl.server.backstop) and LocalQueues. With the
     API: the controllers of gpuctl jobs, so `GET /api/v1/jobs` is answered from memory
     (gpuctl.server.cache.CacheReader). With the history (gpuctl.server.history): Workloads, and the
-    Events on Workloads (Kueue's Preempted/Admitted, gpuctl's GpuctlDefragMove).
+    Events on Workloads (Kueue's Preempted/Admitted, gpuctl's GpuctlDefragMove). With metrics or the
+    API: autoscaled services' Deployments and gpuctl's HorizontalPodAutoscalers.
     """
     cache = Cache(cluster)
     cache.add("Node", transform=trim_node, summarize=node_facts)
@@ -53,4 +54,10 @@ def default_cache(
     if api:
         for kind in JOB_CONTROLLERS:
             cache.add(kind, label_selector=JOB_SELECTOR, transform=trim_controller)
+    if metrics or api:
+        # Autoscaled services (docs/serving.md): their Deployments (the API's informer has them all) and
+        # gpuctl's HPAs, for gpuctl_service_*_replicas.
+        if "Deployment" not in cache.informers:
+            cache.add("Deployment", label_selector=Labels.SERVING_TIER, transform=trim_controller)
+        cache.add("HorizontalPodAutoscaler", label_selector=JOB_SELECTOR)
     return cache

@@ -156,6 +156,9 @@ CLUSTER_KUEUE = ("resourceflavors", "clusterqueues", "cohorts", "topologies", "w
 GRANTS: tuple[Grant, ...] = (
     Grant(ROLE_USER, "batch", ("jobs",), READ + WRITE),
     Grant(ROLE_USER, "apps", ("deployments", "statefulsets"), READ + WRITE),
+    # An autoscaled service's HPA, and its status once at creation (docs/serving.md).
+    Grant(ROLE_USER, "autoscaling", ("horizontalpodautoscalers",), READ + WRITE),
+    Grant(ROLE_USER, "autoscaling", ("horizontalpodautoscalers/status",), ("patch",)),
     Grant(ROLE_USER, "", ("services",), READ + WRITE),
     Grant(ROLE_USER, "", ("pods",), (*READ, "delete")),
     Grant(ROLE_USER, "", ("pods/log",), ("get",)),

@@ -9,8 +9,9 @@ again with its original creation time.
 
 A job with several Workloads cannot be stopped this way: an inference or compute job is a Deployment,
 whose pods Kueue queues one by one, each with a Workload of its own, and the ReplicaSet replaces a
-stopped pod at once by a new one with a new, active Workload (seen on Kueue v0.19.2). Those are refused
-with what to do instead.
+stopped pod at once by a new one with a new, active Workload (seen on Kueue v0.19.2). A fixed-size one is
+refused with what to do instead; an autoscaled service (docs/serving.md) is stopped as a whole by scaling
+its Deployments to zero and holding its HPA there (gpuctl.service.serving.set_service_active).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gpuctl.domain.workload import WorkloadState, workload_state
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import ServiceError
 from gpuctl.service.jobs import find_job
+from gpuctl.service.serving import set_service_active
 
 _GROUP = {"Job": "batch", "Deployment": "apps", "StatefulSet": "apps"}
 
@@ -36,7 +38,7 @@ class Activation:
     namespace: str
     kind: str  # training | notebook | ...
     resource: str  # Job | StatefulSet
-    workload: str  # the Kueue Workload patched
+    workload: str  # the Kueue Workload patched ("" for an autoscaled service: its Deployments were scaled)
     active: bool  # spec.active now (or, in a dry run, after it)
     changed: bool  # False: it was so already, nothing was sent
     status: str  # the job's status word before
@@ -84,6 +86,18 @@ def set_active(
     dry_run = DryRun(dry_run)
     verb = "resume" if active else "stop"
     job = find_job(cluster, name, namespace, perms=perms)
+    if job.autoscaled:  # the whole service: both Deployments and the HPA (docs/serving.md)
+        changed = set_service_active(cluster, job, active, dry_run=dry_run)
+        return Activation(
+            name=job.name,
+            namespace=job.namespace,
+            kind=job.kind,
+            resource=job.resource,
+            workload="",
+            active=active,
+            changed=changed,
+            status=job.status,
+        )
     if job.resource == "Deployment":
         raise ServiceError(
             f"job {job.name} ({job.kind}) is a Deployment: Kueue queues each of its pods with a Workload "

@@ -22,11 +22,11 @@ into gpuctl pools and quotas:
   the jobs the earlier client submits without `-n` queue there in Kueue; without it they are refused on
   pool nodes (the isolation rules, admission/isolation.py);
 - every pool node carries the pool taint `runwhere.ai/pool=<pool>:NoSchedule` and every pool flavor
-  tolerates it (issue 26): pools gpuctl already has (an earlier gpuctl-made flavor without the toleration,
-  nodes labelled but never tainted) are brought to that state (`isolation`), taints left on nodes that
-  are in no pool any more are removed. NoSchedule evicts nothing: the pods already on those nodes that
-  do not tolerate the taint keep running, and are listed (a DaemonSet among them no longer replaces its
-  pod there until it tolerates the taint);
+  tolerates it (docs/adoption.md, the pool taint): pools gpuctl already has (an earlier gpuctl-made
+  flavor without the toleration, nodes labelled but never tainted) are brought to that state
+  (`isolation`), taints left on nodes that are in no pool any more are removed. NoSchedule evicts
+  nothing: the pods already on those nodes that do not tolerate the taint keep running, and are listed
+  (a DaemonSet among them no longer replaces its pod there until it tolerates the taint);
 - whatever cannot be converted is said (other ResourceQuota keys such as `pods`, invalid pool names,
   a ResourceFlavor gpuctl did not make, workloads of the earlier gpuctl that Kueue does not queue).
 
@@ -112,8 +112,8 @@ class ResourceQuotaChange:
 
 @dataclass
 class IsolationPlan:
-    """An existing gpuctl pool brought to issue 26's state: its flavor tolerates the pool taint (a TAS
-    flavor is re-created for it) and each of its nodes carries it."""
+    """An existing gpuctl pool brought to the pool taint's state (docs/adoption.md): its flavor tolerates the
+    pool taint (a TAS flavor is re-created for it) and each of its nodes carries it."""
 
     pool: str
     flavor: bool  # the flavor lacks the toleration of its pool's taint

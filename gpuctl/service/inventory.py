@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import (
+    BURST_SUFFIX,
     COHORT_NAME,
     KUEUE_GROUP,
     LOCAL_QUEUE_NAME,
@@ -24,6 +25,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.objects import is_true, owner_refs
 from gpuctl.domain.pools import pool_names
+from gpuctl.domain.serving import is_burst, service_of, tier
 from gpuctl.domain.teams import team_queues
 from gpuctl.domain.workload import IN_QUEUE, queue_positions, workload_state
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
@@ -95,7 +97,8 @@ def _may_wait(kind: str, obj: dict) -> bool:
     for."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     if kind == "Job":
-        # MultiKueue's Job on a manager (issue 24) has no pod here: its Workload says where and how it is.
+        # MultiKueue's Job on a manager (docs/multicluster.md) has no pod here: its Workload says where and
+        # how it is.
         return bool(spec.get("suspend")) or spec.get("managedBy") == MULTIKUEUE_CONTROLLER
     if kind in ("StatefulSet", "Deployment"):
         wanted = 1 if spec.get("replicas") is None else int(spec["replicas"])
@@ -294,6 +297,7 @@ class Inventory:
                 for labels in [p["metadata"].get("labels") or {}]
             } - {""}
             controllers = [c for owner in sorted(owners) for c in self._controllers_named(owner)]
+        controllers = self._with_tiers(controllers)
         self.__dict__["controllers"] = controllers
         spaces = {o["metadata"]["namespace"] for _, o in controllers}
         namespace = next(iter(spaces)) if len(spaces) == 1 else self.namespace
@@ -301,6 +305,7 @@ class Inventory:
             {
                 (Labels.JOB_NAME if kind == "Job" else Labels.APP, o["metadata"]["name"])
                 for kind, o in controllers
+                if not is_burst(o)  # a burst's pods carry its service's app label, the floor's
             }
         )
         pods: list[dict] = []
@@ -312,6 +317,25 @@ class Inventory:
             uids += [p["metadata"]["uid"] for p in pods]  # a Deployment's pods each own their Workload
         self._workload_subset = self._one_job = True
         self.__dict__["workloads"] = self._workloads_of(uids, namespace)
+
+    def _with_tiers(self, controllers: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+        """An autoscaled service is both its Deployments (docs/serving.md): named by its burst
+        (`<name>-burst`), the floor too; named by its floor, the burst too (one GET each)."""
+        out = list(controllers)
+        for kind, o in controllers:
+            if kind != "Deployment" or tier(o) is None:
+                continue
+            ns = o["metadata"]["namespace"]
+            other = service_of(o) if is_burst(o) else o["metadata"]["name"] + BURST_SUFFIX
+            if any(
+                k == kind and x["metadata"]["name"] == other and x["metadata"]["namespace"] == ns
+                for k, x in out
+            ):
+                continue
+            found = self.reader.get("Deployment", other, ns)
+            if found is not None and tier(found) is not None:
+                out.append(("Deployment", found))
+        return out
 
     def _controllers_named(self, name: str) -> list[tuple[str, dict]]:
         out = []

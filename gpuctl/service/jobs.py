@@ -6,20 +6,21 @@ from __future__ import annotations
 import re
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import SERVICE_PREFIX, Kind, Labels
+from gpuctl.constants import SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
-from gpuctl.domain.objects import age_seconds, owner_refs
+from gpuctl.domain.objects import age_seconds, owner_refs, pod_finished
+from gpuctl.domain.serving import combined, is_burst, scale, service_of, tier
 from gpuctl.domain.status import (
     WAITING_STATES,
+    JobStatus,
     State,
     gang_ready,
     gang_status,
     is_gated,
     job_status,
-    pod_finished,
     pod_ip,
     pod_node,
     pod_ready,
@@ -52,6 +53,7 @@ ROW_FIELDS = (
     "reason",
     "cluster",
     "labels",
+    "replicas",
 )
 
 
@@ -80,6 +82,7 @@ class JobRow:
         reason: str = "",
         cluster: str = "",
         labels: dict[str, str] | None = None,
+        replicas: dict | None = None,
     ):
         self.job_id, self.name, self.namespace, self.kind = job_id, name, namespace, kind
         self.status, self.ready, self.node, self.ip, self.age = status, ready, node, ip, age
@@ -91,11 +94,16 @@ class JobRow:
         self.cluster = cluster
         # The job's own labels (its controller's), what -l selects on and --show-labels prints.
         self.labels: dict[str, str] = labels if labels is not None else {}
+        # An autoscaled service's own row (gpuctl.domain.serving.Scale.as_dict: minReplicas, maxReplicas,
+        # desired, ready, running, waiting); None on every other row.
+        self.replicas = replicas
 
     def as_dict(self) -> dict:
-        """Its fields in order (the earlier gpuctl's JSON keys), the labels copied."""
+        """Its fields in order (the earlier gpuctl's JSON keys), what dataclasses.asdict gave."""
         d = {k: getattr(self, k) for k in ROW_FIELDS}
         d["labels"] = dict(self.labels)
+        if self.replicas is not None:
+            d["replicas"] = dict(self.replicas)
         return d
 
     def __eq__(self, other: object) -> bool:
@@ -122,14 +130,26 @@ class Job:
         cluster: str | None = None,
         member: Cluster | None = None,
         pod_words: dict[str, str] | None = None,
+        burst: dict | None = None,
+        autoscaler: dict | None = None,
+        pod_workloads: dict[str, dict | None] | None = None,
     ):
         self.kind, self.resource, self.obj, self.workload, self.pods = kind, resource, obj, workload, pods
         self.status, self.reason, self.position, self.service = status, reason, position, service
-        # The worker cluster that runs it (a MultiKueue manager's job, issue 24) and the connection its
-        # pods were read through (find_job); None: this cluster.
+        # The worker cluster that runs it (a MultiKueue manager's job, docs/multicluster.md) and the
+        # connection its pods were read through (find_job); None: this cluster.
         self.cluster, self.member = cluster, member
         # Pod uid -> its status word (pod_status with the pod's own Workload), computed once per pod.
         self.pod_words: dict[str, str] = pod_words if pod_words is not None else {}
+        # An autoscaled service (docs/serving.md): `obj` is its floor Deployment, this its burst Deployment
+        # (its pods are among `pods`: both tiers carry app=<name>); the HPA when read (find_job).
+        self.burst, self.autoscaler = burst, autoscaler
+        # Pod uid -> the Workload it is judged by (a Deployment's pod: its own).
+        self.pod_workloads: dict[str, dict | None] = pod_workloads if pod_workloads is not None else {}
+
+    @property
+    def autoscaled(self) -> bool:
+        return tier(self.obj) is Tier.FLOOR
 
     @property
     def name(self) -> str:
@@ -155,14 +175,31 @@ def _kind_of(obj: dict) -> str:
 
 
 def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
+    """One Job per gpuctl job; an autoscaled service's burst Deployment is part of its floor's job."""
+    bursts = {
+        (o["metadata"]["namespace"], service_of(o)): o
+        for kind, o in inv.controllers
+        if kind == "Deployment" and is_burst(o)
+    }
     jobs = []
     for resource, obj in inv.controllers:
+        if resource == "Deployment" and is_burst(obj):
+            continue
         pods = inv.pods_of(resource, obj)
         wl = inv.workload_of(resource, obj, pods)
-        words = {p["metadata"]["uid"]: pod_status(p, inv.pod_workload(p, wl)) for p in pods}
-        st = job_status(resource, obj, wl, pods, list(words.values()))
+        pod_wls = {p["metadata"]["uid"]: inv.pod_workload(p, wl) for p in pods}
+        words = {uid: pod_status(p, pod_wls[uid]) for p in pods for uid in [p["metadata"]["uid"]]}
+        burst = bursts.get((obj["metadata"]["namespace"], obj["metadata"]["name"])) if tier(obj) else None
+        seen = combined(obj, burst) if tier(obj) else obj
+        st = job_status(resource, seen, wl, pods, list(words.values()))
+        if tier(obj) and SERVICE_STOPPED_ANNOTATION in (obj["metadata"].get("annotations") or {}):
+            st = JobStatus(State.INACTIVE, "stopped: gpuctl resume starts it again")
         pos = _position(inv, wl) if positions else None
-        jobs.append(Job(_kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos, pod_words=words))
+        job = Job(
+            _kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos, pod_words=words, burst=burst
+        )
+        job.pod_workloads = pod_wls
+        jobs.append(job)
     return jobs
 
 
@@ -292,10 +329,31 @@ def _job_rows(inv: Inventory, job: Job, why: _Reasons, *, positions: bool, gpus:
                 **one,
             )
         ]
-    return [
+    rows = [
         _pod_row(inv, job, pod, why, positions=positions, gpus=gpus, common=common)
         for pod in sorted(shown, key=lambda p: p["metadata"]["name"])
     ]
+    if job.autoscaled:
+        return [_service_row(job, one, gpus=gpus, pod_rows=rows), *rows]
+    return rows
+
+
+def _service_row(job: Job, one: dict, *, gpus: bool, pod_rows: list[JobRow]) -> JobRow:
+    """An autoscaled service's own row above its replicas' (docs/serving.md): READY ready/desired (the
+    floor's replicas and what the HPA set for the burst), its status, and in REASON how many replicas
+    wait at Kueue's gate (each replica's row says why and until when)."""
+    sc = scale(job.obj, job.burst, job.pods)
+    waiting = f"{sc.waiting} of {sc.desired} replicas waiting for GPUs" if sc.waiting else ""
+    return JobRow(
+        status=job.status,
+        ready=f"{sc.ready}/{sc.desired}",
+        node="-",
+        ip="-",
+        gpus=sum(r.gpus or 0 for r in pod_rows if r.status not in WAITING_STATES) if gpus else None,
+        reason=waiting,
+        replicas=sc.as_dict(),
+        **{**one, "position": None},
+    )
 
 
 def _pod_row(
@@ -311,6 +369,8 @@ def _pod_row(
     position = None
     if positions and st in WAITING_STATES:
         position = inv.positions.get(pod["metadata"]["uid"]) or _position(inv, pod_wl) or job.position
+    if job.autoscaled:  # a replica's tier is its priority (floor | burst)
+        common = {**common, "priority": str(tier(pod) or "")}
     return JobRow(
         job_id=pod["metadata"]["name"],
         status=st,
@@ -361,8 +421,9 @@ def _selector_filter(selector: str | None):
 
 # ----------------------------------------------------------------------------- finding one job
 def matching_jobs(jobs: list[Job], name: str) -> list[Job]:
-    """Jobs named `name`; else the jobs owning a pod named `name`."""
-    return [j for j in jobs if j.name == name] or [
+    """Jobs named `name` (an autoscaled service also by its burst Deployment's name); else the jobs
+    owning a pod named `name`."""
+    return [j for j in jobs if name in (j.name, j.burst and j.burst["metadata"]["name"])] or [
         j for j in jobs if any(p["metadata"]["name"] == name for p in j.pods)
     ]
 
@@ -402,14 +463,16 @@ def find_job(
         where = ", ".join(sorted(f"{j.namespace} ({j.kind})" for j in matches))
         raise ServiceError(f"job {name} exists in several places: {where}; pass -n NAMESPACE")
     job = matches[0]
+    if job.autoscaled:
+        job.autoscaler = cluster.get_or_none(path("HorizontalPodAutoscaler", job.name, job.namespace))
     if job.kind in (Kind.INFERENCE, Kind.COMPUTE, Kind.NOTEBOOK) or gang_nodes(job.obj) > 1:
         job.service = cluster.get_or_none(path("Service", SERVICE_PREFIX + job.name, job.namespace))
     return job
 
 
 def read_worker_pods(cluster: Cluster, job: Job) -> None:
-    """A job MultiKueue runs in a worker cluster (issue 24): its pods are there (the manager's Job has
-    none), read through the caller's context of that worker (gpuctl.service.members). ServiceError when
+    """A job MultiKueue runs in a worker cluster (docs/multicluster.md): its pods are there (the manager's Job
+    has none), read through the caller's context of that worker (gpuctl.service.members). ServiceError when
     they cannot be read; nothing to do for a job of this cluster."""
     where = placement(job.workload)
     if where is None or not where.cluster or job.pods:
@@ -453,6 +516,16 @@ def delete_job(
         precondition_uid=job.obj["metadata"]["uid"],
     ):
         done.append(f"{job.resource.lower()}.{_group(job.resource)}/{job.name} deleted")
+    for kind, obj in _autoscaled_parts(job):  # an autoscaled service's HPA (first: it scales) and burst
+        meta = obj["metadata"]
+        if dry_run is DryRun.CLIENT or cluster.delete(
+            path(kind, meta["name"], job.namespace),
+            propagation="Background",
+            grace_seconds=grace,
+            dry_run=server_dry,
+            precondition_uid=meta["uid"],
+        ):
+            done.append(f"{kind.lower()}.{_GROUPS[kind]}/{meta['name']} deleted")
     svc = job.service
     ours = svc is not None and (svc["metadata"].get("labels") or {}).get(Labels.JOB_TYPE)
     if ours and (
@@ -468,6 +541,16 @@ def delete_job(
 
 def _group(resource: str) -> str:
     return "batch" if resource == "Job" else "apps"
+
+
+_GROUPS = {"HorizontalPodAutoscaler": "autoscaling", "Deployment": "apps"}
+
+
+def _autoscaled_parts(job: Job) -> list[tuple[str, dict]]:
+    """The objects of an autoscaled service beside its floor Deployment that gpuctl made (its labels):
+    the HPA, then the burst Deployment."""
+    parts = [("HorizontalPodAutoscaler", job.autoscaler), ("Deployment", job.burst)]
+    return [(k, o) for k, o in parts if o and (o["metadata"].get("labels") or {}).get(Labels.JOB_TYPE)]
 
 
 __all__ = [

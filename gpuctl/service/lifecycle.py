@@ -36,6 +36,7 @@ from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exc
 from gpuctl.service.inventory import CONTROLLER_KINDS, Inventory
 from gpuctl.service.plan import object_label
 from gpuctl.service.prechecks import precheck_jobs, taken_name
+from gpuctl.service.serving import HPA, hpa_refused, start_burst_at_zero
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 
 if TYPE_CHECKING:
@@ -158,8 +159,8 @@ def submit(
 
 
 def _apply_pool(cluster: Cluster, spec: PoolSpec, source: str, *, create: bool, dry_run: DryRun) -> list[str]:
-    """A pool of this cluster's nodes, or of worker clusters' (pool.clusters, issue 24: kubeconfig files
-    are relative to the document's own file). One Inventory for every check before the first write."""
+    """A pool of this cluster's nodes, or of worker clusters' (pool.clusters, docs/multicluster.md: kubeconfig
+    files are relative to the document's own file). One Inventory for every check before the first write."""
     from gpuctl.service.multicluster import apply_remote_pool, check_local_pool  # noqa: PLC0415 - lazy: job create
     from gpuctl.service.pools import apply_pool  # noqa: PLC0415 - lazy: job create
 
@@ -299,8 +300,12 @@ def _write_objects(
                     except ApiError as e:
                         if e.status == 409 and o["kind"] in CONTROLLER_KINDS:
                             raise taken_name(o, o["kind"], source) from None
+                        if o["kind"] == HPA:
+                            raise hpa_refused(o, e) from None
                         raise
                 done.append(o)
+                if dry_run.persists and o["kind"] == HPA:
+                    start_burst_at_zero(cluster, o)
         except Exception:
             if dry_run.persists:
                 for o in reversed(done):
@@ -314,6 +319,8 @@ def _write_objects(
         if existing is None:
             if writes:
                 cluster.create(o, dry_run=server_dry)
+                if dry_run.persists and o["kind"] == HPA:
+                    start_burst_at_zero(cluster, o)
             lines.append(f"{_label(o)} created{gang_note(o)}")
             continue
         if (existing["metadata"].get("annotations") or {}).get(SPEC_HASH) == meta["annotations"][SPEC_HASH]:

@@ -1,7 +1,7 @@
-"""Worker clusters of a MultiKueue manager, as the caller reaches them (issue 24, docs/multicluster.md):
-through the context named after the worker in the caller's kubeconfig, with the caller's own credential
-there (never Kueue's Secret: a team member reads a worker's pods as what they are there). `gpuctl serve`
-has no such contexts: `--worker-kubeconfig NAME=PATH` gives it a kubeconfig per worker
+"""Worker clusters of a MultiKueue manager, as the caller reaches them (docs/multicluster.md, "What users
+see"): through the context named after the worker in the caller's kubeconfig, with the caller's own credential
+there (never Kueue's Secret: a team member reads a worker's pods as what they are there). `gpuctl serve` has
+no such contexts: `--worker-kubeconfig NAME=PATH` gives it a kubeconfig per worker
 (Cluster.member_kubeconfigs), and its API reads a worker's pods with it only after checking that the caller
 may read the job's pods and logs in the manager's namespace."""
 

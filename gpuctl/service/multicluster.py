@@ -1,4 +1,4 @@
-"""Pools in worker clusters through MultiKueue (issue 24, docs/multicluster.md): the writes and reads.
+"""Pools in worker clusters through MultiKueue (docs/multicluster.md): the writes and reads.
 
 gpuctl talks to the manager (the cluster of the caller's kubeconfig context) and to each worker through
 the caller's kubeconfig context named after the worker (`Cluster.member`). Kueue on the manager talks to
@@ -253,7 +253,8 @@ def _write_manager(
         cluster.apply(multikueue_cluster(p.name), dry_run=server_dry)
     cluster.apply(multikueue_config(clusters), dry_run=server_dry)
     cluster.apply(admission_check(), dry_run=server_dry)
-    levels = tuple(spec.topology or ())  # the workers' levels (issue 31), so a gang's level exists here too
+    # the workers' levels (docs/distributed.md), so a gang's level exists here too
+    levels = tuple(spec.topology or ())
     if levels and cluster.get_or_none(path("Topology", topology_name(levels))) is None:
         cluster.apply(topology(levels), dry_run=server_dry)
     rf = resource_flavor(spec.pool.name, [pool_toleration(spec.pool.name)], levels)

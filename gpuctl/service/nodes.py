@@ -16,7 +16,7 @@ from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus
 from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, require
-from gpuctl.service.inventory import Inventory
+from gpuctl.service.inventory import UNFINISHED, Inventory
 from gpuctl.service.node_pools import patch_node_pool
 from gpuctl.service.pool_sync import sync_cohort, sync_flavors
 
@@ -82,7 +82,7 @@ def describe_node(cluster: Cluster, name: str, perms: Permissions | None = None)
     else only those of the namespaces it may read (`pods_namespaces`) and no GPU use."""
     node = get_node(cluster, name)
     inv = Inventory(cluster, perms=perms)
-    on_node = f"spec.nodeName={name},status.phase!=Succeeded,status.phase!=Failed"
+    on_node = f"spec.nodeName={name},{UNFINISHED}"
     spaces = None if inv.sees_every_pod else inv.readable_namespaces("pods")
     if spaces is None:
         pods = cluster.list(path("Pod"), field_selector=on_node)

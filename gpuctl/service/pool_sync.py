@@ -49,7 +49,8 @@ def sync_queues(
         return
     inv = inv or Inventory(cluster, None)
     pool_list = inv.pools if pools is None else pools
-    # A MultiKueue manager's queues carry its check while some pool is in a worker cluster (issue 24).
+    # A MultiKueue manager's queues carry its check while some pool is in a worker cluster
+    # (docs/multicluster.md).
     checks = team_checks(f for f in inv.flavors if f["metadata"]["name"] in pool_list)
     for cq in inv.cluster_queues:
         desired = cluster_queue(team_from_cluster_queue(cq), pool_list, checks=checks)

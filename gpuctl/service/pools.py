@@ -335,7 +335,7 @@ class _PoolPlan:
 
 
 def _pool_levels(spec: PoolSpec, members: list[dict], flavor: dict | None) -> tuple[str, ...]:
-    """The pool's network topology above the node (issue 31, docs/distributed.md): the document's
+    """The pool's network topology above the node (docs/distributed.md, "Placement"): the document's
     `topology`; else, for a new pool, the well-known levels all its nodes carry
     (gpuctl.domain.gang.default_topology), for an existing one the levels it has. Refused: a node
     without a label of some level (Kueue would never place a pod on it), and a change of an existing
@@ -373,9 +373,9 @@ def _tolerations_text(tolerations: list[dict]) -> str:
 def isolate_pool(
     cluster: Cluster, name: str, *, dry_run: DryRun = DryRun.NONE, inv: Inventory | None = None
 ) -> list[str]:
-    """Bring a pool an earlier gpuctl made to issue 26's state (gpuctl adopt): its flavor tolerates the
-    pool taint first (a TAS flavor is re-created: Kueue keeps it immutable), then each node of the pool
-    that lacks the taint gets it. NoSchedule: nothing running is evicted."""
+    """Bring a pool an earlier gpuctl made to the pool taint's state (gpuctl adopt; docs/adoption.md): its
+    flavor tolerates the pool taint first (a TAS flavor is re-created: Kueue keeps it immutable), then each
+    node of the pool that lacks the taint gets it. NoSchedule: nothing running is evicted."""
     dry_run = DryRun(dry_run)
     check_pool_name(name)
     inv = inv or Inventory(cluster, None)

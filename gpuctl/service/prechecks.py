@@ -5,7 +5,7 @@ as few requests as the submission needs. Nothing here writes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gpuctl.builders import build
 from gpuctl.cluster import Cluster, path
@@ -15,8 +15,9 @@ from gpuctl.domain.multicluster import refused_kind, remote_pools
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
-from gpuctl.service.gang_facts import gang_pool_facts
+from gpuctl.service.gang import gang_pool_facts
 from gpuctl.service.inventory import CONTROLLER_KINDS, JOB_SELECTOR, MANAGED_SELECTOR
+from gpuctl.service.serving import check_autoscaled
 from gpuctl.service.sharing import share_facts
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 
@@ -66,6 +67,11 @@ def precheck_jobs(
     reader = as_reader(reader if reader is not None else cluster)
     known = _Known.read(reader, docs, [d for _, d in jobs], default_ns, read)
     planned = {i: _plan_job(cluster, reader, doc, docs, default_ns, known) for i, doc in jobs}
+    for i, doc in jobs:
+        if getattr(getattr(doc.spec, "service", None), "autoscaling", None) is not None:
+            check_autoscaled(
+                reader, f"{doc.source}: job {doc.spec.job.name}", planned[i], known.cluster_queues
+            )
     _check_names(cluster, reader, docs, planned, action)
     return planned
 
@@ -78,7 +84,8 @@ class _Known:
     teams: set[str]
     pools: set[str]
     flavors: list[dict]
-    remote: dict[str, list[str]]  # pool -> its worker clusters (issue 24)
+    remote: dict[str, list[str]]  # pool -> its worker clusters (docs/multicluster.md)
+    cluster_queues: list[dict] = field(default_factory=list)  # gpuctl's, when read
 
     @classmethod
     def read(
@@ -92,6 +99,7 @@ class _Known:
         """Reads gpuctl's ClusterQueues only when a job's namespace is no team of the submission, its
         ResourceFlavors only when a job's pool is none of the submission's."""
         teams = {ns for d in docs if isinstance(d.spec, QuotaSpec) for ns in d.spec.entries()}
+        cluster_queues: list[dict] = []
         if {spec_namespace(d.spec, default_ns) for d in jobs} - teams:
             cluster_queues = reader.list("ClusterQueue", label_selector=MANAGED_SELECTOR)
             teams |= set(team_queues(cluster_queues))
@@ -102,12 +110,12 @@ class _Known:
         if {p for d in jobs for p in d.spec.resources.pools_allowed or ()} - pools:
             flavors = reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)
             pools |= set(pool_names(flavors))
-        # Pools in worker clusters (issue 24) take only the kinds MultiKueue carries.
+        # Pools in worker clusters (docs/multicluster.md) take only the kinds MultiKueue carries.
         remote = remote_pools(flavors)
         remote.update(
             {d.spec.pool.name: sorted(d.spec.pool.clusters) for d in docs if isinstance(d.spec, PoolSpec)}
         )
-        return cls(teams, pools, flavors, {p: cs for p, cs in remote.items() if cs})
+        return cls(teams, pools, flavors, {p: cs for p, cs in remote.items() if cs}, cluster_queues)
 
 
 def _plan_job(
@@ -144,7 +152,7 @@ def _plan_job(
                 "put the GPU nodes without a pool label into it"
             )
         raise NotFound(f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool")
-    share = spec.resources.gpu_share
+    share = spec.resources.share
     facts = gang_pool_facts(where, spec, known.flavors, docs, reader)
     if share is not None:  # the slice of gpu-share, on the same pool (its topology kept)
         facts = replace(share_facts(reader, where, pool, share), topology=facts.topology)

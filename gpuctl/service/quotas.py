@@ -54,7 +54,8 @@ def apply_quota(
         if dry_run.persists:
             after = Inventory(cluster, None)  # one read of what the writes made, for both
             sync_cohort(cluster, inv=after)
-            lines += sync_workers(cluster, after)  # a MultiKueue manager's workers hold every team (issue 24)
+            # a MultiKueue manager's workers hold every team (docs/multicluster.md)
+            lines += sync_workers(cluster, after)
     except Exception:
         if dry_run.persists:
             for kind, name in reversed(created):
@@ -193,7 +194,7 @@ def delete_quota(
     ]
     if not cqs:
         raise NotFound(f"quota {name} not found")
-    workers = worker_clusters(inv.flavors) if dry_run.persists else []  # MultiKueue's (issue 24)
+    workers = worker_clusters(inv.flavors) if dry_run.persists else []  # MultiKueue's (docs/multicluster.md)
     lines = []
     for cq in cqs:
         ns = cq["metadata"]["name"]

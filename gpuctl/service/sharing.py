@@ -6,36 +6,33 @@ error a user sees (file, job, field, fix). docs/sharing.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpuctl.builders import TargetPool
 from gpuctl.cluster.reader import Reader
 from gpuctl.constants import Labels
-from gpuctl.domain.pools import node_pool
-from gpuctl.domain.sharing import Mode, PoolSharing, ShareError, choose_slice, pool_sharing
+from gpuctl.domain.pools import pools_sharing
+from gpuctl.domain.sharing import Mode, PoolSharing, ShareError, choose_slice
 from gpuctl.service.errors import ServiceError
 
-
-def pools_sharing(reader: Reader) -> dict[str, PoolSharing]:
-    """Pool -> how its nodes share their GPUs, for every pool with a node (one list of pool nodes)."""
-    by_pool: dict[str, list[dict]] = {}
-    for n in reader.list("Node", label_selector=Labels.POOL):
-        pool = node_pool(n)
-        if pool:
-            by_pool.setdefault(pool, []).append(n)
-    return {p: pool_sharing(nodes) for p, nodes in sorted(by_pool.items())}
+if TYPE_CHECKING:
+    from gpuctl.spec.share import GpuShare
 
 
-def share_facts(reader: Reader, where: str, pool: str, share: str) -> TargetPool:
+def share_facts(reader: Reader, where: str, pool: str, share: GpuShare) -> TargetPool:
     """The TargetPool that makes a job's `gpu-share` one slice on `pool`: the smallest MIG profile of the
     pool's GPU model holding the memory asked for (or the profile named), or one time-slicing / MPS
-    replica. Refused, naming the fix, on a pool that does not share its GPUs or lacks the profile."""
+    replica. Refused, naming the fix, on a pool that does not share its GPUs or lacks the profile. The
+    pool's sharing is its counted nodes' (gpuctl.domain.pools.pools_sharing), as `get pools` shows it."""
     nodes = reader.list("Node", label_selector=f"{Labels.POOL}={pool}")
-    ps = pool_sharing(nodes)
+    ps = pools_sharing(nodes).get(pool, PoolSharing())
     try:
         chosen = choose_slice(share, pool, ps.mode, ps.model, ps.profiles)
     except ShareError as exc:
         fix = ""
         if ps.mode is Mode.NONE:
-            sharing = [p for p, s in pools_sharing(reader).items() if s.mode is not Mode.NONE and s.slices]
+            every = pools_sharing(reader.list("Node", label_selector=Labels.POOL))
+            sharing = [p for p, s in every.items() if s.mode is not Mode.NONE and s.slices]
             fix = (
                 f"; pools that share GPUs: {', '.join(sharing)} (set resources.pool to one of them)"
                 if sharing

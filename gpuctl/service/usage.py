@@ -16,8 +16,8 @@ from gpuctl.constants import SLICES_USED_ANNOTATION, Labels
 from gpuctl.domain.gpus import gpu_requests_by_pool, pod_gpus, pod_holds_gpus, workload_gpus
 from gpuctl.domain.multicluster import remote_pools
 from gpuctl.domain.objects import annotations, name
-from gpuctl.domain.pools import gpus_free, gpus_taken, node_pool, node_ready, pool_facts
-from gpuctl.domain.sharing import Mode, describe_pool_sharing, pool_sharing, slice_view, slices_used
+from gpuctl.domain.pools import gpus_free, gpus_taken, pool_facts, pools_sharing
+from gpuctl.domain.sharing import Mode, describe_pool_sharing, slice_view, slices_used
 from gpuctl.domain.teams import pool_reservations
 from gpuctl.domain.workload import job_pool
 from gpuctl.service.access import Permissions
@@ -83,12 +83,12 @@ class PoolUsage:
         self.gpu_types: list[str] = gpu_types if gpu_types is not None else []
         self.description = description
         self.status = status
-        # A pool in worker clusters (issue 24): per cluster, its GPUs there (gpu_total, gpu_used by that
-        # worker's Kueue, gpu_free, nodes) or the error that kept gpuctl from reading them.
+        # A pool in worker clusters (docs/multicluster.md): per cluster, its GPUs there (gpu_total,
+        # gpu_used by that worker's Kueue, gpu_free, nodes) or the error that kept gpuctl from reading them.
         self.clusters: dict[str, dict] = clusters if clusters is not None else {}
-        # Issue 32 (docs/sharing.md): how the Ready nodes share their GPUs (none, mig-mixed, mig-single,
-        # time-slicing, mps), one line for people ("6 GPUs + 2 as 14 x 1g.10gb") and per slice kind its
-        # resource, total and (with pod use) used and free (gpuctl.domain.sharing.slice_view).
+        # docs/sharing.md, "What gpuctl shows": how the Ready nodes share their GPUs (none, mig-mixed,
+        # mig-single, time-slicing, mps), one line for people ("6 GPUs + 2 as 14 x 1g.10gb") and per
+        # slice kind its resource, total and (with pod use) used and free (gpuctl.domain.sharing.slice_view).
         self.sharing = sharing
         self.shared = shared
         self.slices: dict[str, dict] = slices if slices is not None else {}
@@ -153,13 +153,10 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False, queued: bool = True) 
             p = node_to_pool.get((pod.get("spec") or {}).get("nodeName") or "")
             if p and pod_holds_gpus(pod):
                 out[p].used = (out[p].used or 0) + pod_gpus(pod)
-    ready: dict[str, list[dict]] = {}
-    for n in inv.nodes:
-        if node_pool(n) in out and node_ready(n):
-            ready.setdefault(node_pool(n) or "", []).append(n)
+    sharing = pools_sharing(inv.nodes)
     for p, u in out.items():
-        ps = pool_sharing(ready.get(p, []))
-        if ps.mode is not Mode.NONE:
+        ps = sharing.get(p)
+        if ps is not None and ps.mode is not Mode.NONE:
             u.sharing, u.shared = str(ps.mode), describe_pool_sharing(ps)
             u.slices = slice_view(ps, held.get(p))
     if not queued:

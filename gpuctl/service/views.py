@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpuctl.cluster import Cluster, path
+from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, Labels
 from gpuctl.domain.defrag import moved_reason
+from gpuctl.domain.gang import gang_nodes, gang_pods, gang_text, pool_topology, rank_rows
 from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, labels, meta
@@ -20,11 +21,40 @@ from gpuctl.domain.status import State
 from gpuctl.domain.workload import max_runtime_seconds
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound, ServiceError
-from gpuctl.service.gang import gang_view
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, find_job, read_worker_pods
 from gpuctl.service.quotas import quota_rows
+from gpuctl.service.serving import autoscaling_view
 from gpuctl.service.waiting import explain, job_estimate, snapshot_inventory
+
+
+# ----------------------------------------------------------------------------- a gang's part
+def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -> dict[str, Any] | None:
+    """None for a job of one pod; else {nodes, gpus_per_node, text, topology, ranks}. The pool's levels and
+    the pods' nodes are read when the caller may (a team member may not read nodes: domains show "-")."""
+    nodes = gang_nodes(obj)
+    if nodes == 1:
+        return None
+    per_node = pod_spec_gpus(obj["spec"]["template"].get("spec") or {})
+    levels: tuple[str, ...] = ()
+    node_objs: dict[str, dict] = {}
+    try:
+        if pool:
+            levels = pool_topology(cluster.get_or_none(path("ResourceFlavor", pool)))
+        for name in sorted({(p.get("spec") or {}).get("nodeName") for p in pods} - {None}):
+            node = cluster.get_or_none(path("Node", name))
+            if node is not None:
+                node_objs[name] = node
+    except ApiError as e:
+        if e.status not in (401, 403):
+            raise
+    return {
+        "nodes": nodes,
+        "gpus_per_node": per_node,
+        "text": gang_text(nodes, per_node),
+        "topology": list(levels),
+        "ranks": rank_rows(gang_pods(obj, pods) or pods, node_objs, levels),
+    }
 
 
 # ----------------------------------------------------------------------------- describe job
@@ -57,14 +87,17 @@ class JobDescription:
     estimate: dict[str, Any] | None = None
     # Why defragmentation last moved it (gpuctl.domain.defrag.moved_reason) and when; None if never.
     moved: str | None = None
-    # A MultiKueue manager's job (issue 24): the worker cluster running it (or the clusters it is offered
-    # to), and the manager's MultiKueue check: its state and message.
+    # A MultiKueue manager's job (docs/multicluster.md): the worker cluster running it (or the clusters it is
+    # offered to), and the manager's MultiKueue check: its state and message.
     cluster: str | None = None
     multikueue: dict[str, Any] | None = None
     # Why the pods of a job in a worker cluster were not read (no context for it, unreachable); None: read.
     pods_error: str | None = None
-    # A multi-node job (issue 31, gpuctl.service.gang.gang_view): its size and ranks; None for one pod.
+    # A multi-node job (docs/distributed.md; gang_view): its size and ranks; None for one pod.
     gang: dict[str, Any] | None = None
+    # An autoscaled service (docs/serving.md, gpuctl.service.serving.autoscaling_view): floor, burst,
+    # desired, running and waiting replicas, the HPA's metric and target, each waiting replica's reason.
+    autoscaling: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,11 +183,14 @@ def describe_job(
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,
         gang=gang_view(job.member or cluster, job.obj, job.pods, job.pool),
+        autoscaling=autoscaling_view(job, inv),
     )
 
 
 def _replicas(job: Job) -> int:
     spec = job.obj["spec"]
+    if job.burst is not None:  # an autoscaled service: its floor's and its burst's
+        return int(spec.get("replicas") or 0) + int((job.burst.get("spec") or {}).get("replicas") or 0)
     if job.resource == "Job":
         return int(spec.get("parallelism") or 1)
     return int(spec["replicas"]) if spec.get("replicas") is not None else 1

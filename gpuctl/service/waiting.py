@@ -145,12 +145,17 @@ def job_estimate(inv: Inventory, job: Job, now: float | None = None) -> Estimate
     """When a job waiting in Kueue's queue starts at the latest, with its basis (gpuctl.domain.estimate),
     from the snapshot its reason was judged against: no request of its own. None for a job that is not
     in the queue (running, finished, stopped, or without a Workload yet)."""
-    if job.workload is None or workload_state(job.workload) not in IN_QUEUE:
+    return workload_estimate(inv, job.workload, now)
+
+
+def workload_estimate(inv: Inventory, wl: dict | None, now: float | None = None) -> Estimate | None:
+    """job_estimate of one Workload (an autoscaled service's waiting replica has its own)."""
+    if wl is None or workload_state(wl) not in IN_QUEUE:
         return None
     from gpuctl.domain.estimate import estimate  # noqa: PLC0415 - lazy: describe of a waiting job
     from gpuctl.domain.explain import workload_demand  # noqa: PLC0415
 
-    demand = workload_demand(job.workload)
+    demand = workload_demand(wl)
     snap = snapshot(inv)
     return estimate(snap, demand, now=time.time() if now is None else now, verdict=snap.verdict(demand))
 

@@ -45,6 +45,20 @@ class _JobKind(KindModel):
 _SERVICE_WHY = f"the Service {SERVICE_PREFIX}<name> allows at most {SERVICE_NAME_MAX}"
 
 
+def _autoscaled_priority(job: JobMeta, service: Service) -> None:
+    """An autoscaled service runs at gpuctl's serving priorities (floor: never preempted inside the team's
+    quota; burst: first to yield, docs/serving.md), so a `job.priority` would do nothing: refused."""
+    if service.autoscaling is not None and "priority" in job.model_fields_set:
+        raise fail(
+            "autoscaled_priority",
+            f"job.priority {job.priority.value} has no effect on an autoscaled service: its minReplicas run "
+            "at the serving floor's priority (never preempted within the team's quota) and the replicas "
+            "above them at the burst's (the first to yield)",
+            "remove job.priority, or use service.replicas for a fixed-size service at that priority",
+            at="job.priority",
+        )
+
+
 class TrainingSpec(_JobKind):
     """`kind: training` → a batch/v1 Job; with `resources.nodes: N` > 1 an Indexed Job of N pods and the
     headless Service svc-<name> through which rank 0 is reached (docs/distributed.md)."""
@@ -78,6 +92,11 @@ class InferenceSpec(_JobKind):
     _name_max: ClassVar[int] = SERVICE_NAME_MAX
     _name_why: ClassVar[str] = _SERVICE_WHY
 
+    @model_validator(mode="after")
+    def _autoscaling(self) -> InferenceSpec:
+        _autoscaled_priority(self.job, self.service)
+        return self
+
 
 class NotebookSpec(_JobKind):
     """`kind: notebook` → a one-replica StatefulSet and a NodePort Service on the notebook port."""
@@ -99,3 +118,8 @@ class ComputeSpec(_JobKind):
 
     _name_max: ClassVar[int] = SERVICE_NAME_MAX
     _name_why: ClassVar[str] = _SERVICE_WHY
+
+    @model_validator(mode="after")
+    def _autoscaling(self) -> ComputeSpec:
+        _autoscaled_priority(self.job, self.service)
+        return self

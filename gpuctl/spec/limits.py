@@ -1,6 +1,7 @@
 """The size limits of one gpuctl YAML text (constants YAML_MAX_BYTES, YAML_MAX_EXPANDED_NODES), checked
 before the loader constructs anything, so `gpuctl create -f` and the REST API refuse the same texts with
-the same words (issue 33: the CLI had no alias limit; 10 nested aliases took 28 s and 2.2 GB)."""
+the same words (docs/security.md, the attacks before and after: the CLI had no alias limit; 10 nested aliases
+took 28 s and 2.2 GB)."""
 
 from __future__ import annotations
 

@@ -24,9 +24,10 @@ from gpuctl.spec.names import is_label_key
 
 
 class PoolCluster(SpecModel):
-    """One `pool.clusters` entry (issue 24): a worker cluster the pool's nodes are in. `kubeconfig` is the
-    file (relative to the YAML file's directory) whose credential the manager's Kueue uses there; gpuctl
-    stores it in the manager's Secret kueue-system/gpuctl-cluster-<cluster>. Left out: that Secret exists."""
+    """One `pool.clusters` entry (docs/multicluster.md): a worker cluster the pool's nodes are in.
+    `kubeconfig` is the file (relative to the YAML file's directory) whose credential the manager's Kueue uses
+    there; gpuctl stores it in the manager's Secret kueue-system/gpuctl-cluster-<cluster>. Left out: that
+    Secret exists."""
 
     kubeconfig: str | None = None
 

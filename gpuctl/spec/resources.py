@@ -20,6 +20,7 @@ from gpuctl.spec.fields import (
     fail,
     show,
 )
+from gpuctl.spec.share import SHARE_FIX, GpuShare, parse_share
 
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _TOLERATION_FIX = (
@@ -90,7 +91,8 @@ class Resources(SpecModel):
     "Jobs that may run in any pool")."""
 
     pool: DnsLabel = DEFAULT_POOL
-    # sched-b (issue 23): `pool: [P, Q]`, two or more pools (one is the same as `pool: P`).
+    # docs/queueing.md, "Jobs that may run in any pool": `pool: [P, Q]`, two or more pools (one is the same as
+    # `pool: P`).
     any_of_pools: list[DnsLabel] = []
     gpu: NonNegInt = Field(0, validation_alias=aliases("gpu", "accelerator_count", "accelerator-count"))
     gpu_type: LabelValue | None = Field(None, validation_alias=aliases("gpuType", "gpu_type", "gpu-type"))
@@ -136,9 +138,25 @@ class Resources(SpecModel):
                 data["any_of_pools"] = pools
         return data
 
+    @field_validator("gpu_share", mode="after")
+    @classmethod
+    def _gpu_share(cls, value: str | None) -> str | None:
+        """The grammar (gpuctl.spec.share): a MIG profile or a GPU memory size, refused here otherwise."""
+        if value is not None:
+            try:
+                parse_share(value)
+            except ValueError as exc:
+                raise fail("gpu_share", str(exc), SHARE_FIX) from None
+        return value
+
+    @property
+    def share(self) -> GpuShare | None:
+        """`gpu-share` read (a MIG profile or memory bytes), None without one."""
+        return None if self.gpu_share is None else parse_share(self.gpu_share)
+
     @model_validator(mode="after")
     def _one_slice(self) -> Resources:
-        """`gpu-share` is one slice of one GPU (issue 32, docs/sharing.md): with `gpu: 1` or no `gpu`
+        """`gpu-share` is one slice of one GPU (docs/sharing.md, "`gpu-share`"): with `gpu: 1` or no `gpu`
         (the earlier gpuctl's files say both); more GPUs and a share of one is a contradiction."""
         if self.gpu_share is not None and self.gpu > 1:
             raise fail(

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from gpuctl.constants import DEFAULT_SERVICE_PORT, DENIED_HOST_PATHS, NOTEBOOK_PORT
+from gpuctl.spec.autoscaling import Autoscaling
 from gpuctl.spec.fields import (
     HOST_PATH_FIX,
     NOTEBOOK_REPLICAS_FIX,
@@ -26,9 +27,11 @@ _SERVICE_TYPES = {t.lower(): t for t in ("NodePort", "ClusterIP", "LoadBalancer"
 
 
 class Service(SpecModel):
-    """`service:` — replicas and the port exposed through the NodePort Service `svc-<name>`."""
+    """`service:` — replicas (or `autoscaling`) and the port exposed through the NodePort Service
+    `svc-<name>`."""
 
     replicas: NonNegInt = 1
+    autoscaling: Autoscaling | None = None
     port: Port = DEFAULT_SERVICE_PORT
     health_check: Text | None = Field(
         None, validation_alias=aliases("healthCheck", "health_check", "health-check")
@@ -69,6 +72,19 @@ class Service(SpecModel):
             )
         return value
 
+    @model_validator(mode="after")
+    def _replicas_or_autoscaling(self) -> Service:
+        if self.autoscaling is not None and "replicas" in self.model_fields_set:
+            raise fail(
+                "replicas_and_autoscaling",
+                "service.replicas and service.autoscaling are both set: a service is either fixed-size or "
+                "autoscaled",
+                "remove service.replicas (the autoscaler keeps minReplicas to maxReplicas), or remove "
+                "service.autoscaling for a fixed number of replicas",
+                at="replicas",
+            )
+        return self
+
 
 class NotebookService(Service):
     """A notebook's service: the Service port is also the container port (the earlier gpuctl defaulted the
@@ -81,6 +97,13 @@ class NotebookService(Service):
     def _one_replica(cls, value: int) -> int:
         if value != 1:
             raise fail("notebook_replicas", f"a notebook cannot have {value} replicas", NOTEBOOK_REPLICAS_FIX)
+        return value
+
+    @field_validator("autoscaling")
+    @classmethod
+    def _not_autoscaled(cls, value: Autoscaling | None) -> Autoscaling | None:
+        if value is not None:
+            raise fail("notebook_replicas", "a notebook cannot be autoscaled", "remove service.autoscaling")
         return value
 
 

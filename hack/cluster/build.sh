@@ -11,7 +11,13 @@
 #     bin/kueuectl-<v>/kubectl-kueue   Kueue's CLI (tests/integration/test_stop_estimate.py)
 #     bin/jobset-<v>/jobset           the JobSet controller, the version Kueue's go.mod pins (up.sh runs it
 #                                     only with GPUCTL_TESTBED_JOBSET=1; tests/integration/test_jobset.py)
+#     bin/prometheus-adapter-<v>/adapter  external.metrics.k8s.io from Prometheus, for autoscaled services
+#                                     (hack/cluster/autoscaling.sh; tests/integration/test_serving.py)
 #     bin/kind-validate-<v>/kind-validate   kind's own config loader + Validate, for hack/kind/cluster.yaml
+#     bin/celeval-<key>/celeval       hack/celeval: kube-apiserver's ValidatingAdmissionPolicy machinery of
+#                                     k8s.io/apiserver v0.<K8S_VERSION minor.patch> as a JSON-lines harness
+#                                     (tests/unit/test_admission_cel_agreement.py); key = sha256 of its
+#                                     main.go, go.mod and go.sum (tests/unit/celeval.py computes the same)
 #     bin/kind-<v>/kind               only with GPUCTL_BUILD_KIND=1 (hack/kind.sh; needs Docker to run)
 #     bin/kubelet-<v>/kubelet         only with GPUCTL_BUILD_REAL_NODE=1 (hack/cluster/up.sh --real-node)
 #     bin/pause-<key>/{pause,pause.oci.tar}  the real node's sandbox image, same switch; key = sha256 of
@@ -145,6 +151,16 @@ build_jobset() {
   go build -ldflags "-s -w" -o "$bin/jobset" .
 }
 
+build_prometheus_adapter() {
+  # prometheus-adapter (sigs.k8s.io/prometheus-adapter), its cmd/adapter from a copy of its module source
+  # like Kueue: its go.sum pins everything. Chosen over KEDA (docs/serving.md, "Why prometheus-adapter"):
+  # about 2 min here against KEDA's module, which pulls every cloud SDK.
+  local bin=$1 dir w="$CACHE/src/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION"
+  dir=$(go mod download -json "sigs.k8s.io/prometheus-adapter@v$PROMETHEUS_ADAPTER_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$w"; mkdir -p "$w"; cp -r "$dir"/. "$w"/; chmod -R u+w "$w"; cd "$w"
+  go build -ldflags "-s -w" -o "$bin/adapter" ./cmd/adapter
+}
+
 build_helm() {
   # helm's version list is served, so plain `go install` works; the version stamp is what its Makefile sets.
   GOBIN=$1 go install -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=v$HELM_VERSION \
@@ -197,6 +213,15 @@ EOF
   (cd "$w" && go build -ldflags "-s -w" -o "$1/kind-validate" ./pkg/gpuctl-kind-validate)
 }
 
+build_celeval() {
+  # hack/celeval's own module (go.mod and go.sum pin k8s.io/apiserver at the control plane's version), built
+  # with the control plane's tags after it: every package but main comes from the Go build cache (seconds).
+  local bin=$1 w="$CACHE/src/celeval-$CELEVAL_KEY"
+  rm -rf "$w"; mkdir -p "$w"; cp "$HERE/../celeval/main.go" "$HERE/../celeval/go.mod" "$HERE/../celeval/go.sum" "$w/"
+  cd "$w"
+  go build -mod=readonly -tags selinux,notest,grpcnotrace -ldflags "-s -w" -o "$bin/celeval" .
+}
+
 build_kind() {
   local w; w=$(kind_source)
   (cd "$w" && go build -ldflags "-s -w" -o "$1/kind" .)
@@ -205,12 +230,14 @@ build_kind() {
 T0=$(date +%s)
 PAUSE_KEY=$(cat "$HERE/pause/main.go" "$HERE/oci_archive.py" | sha256sum | cut -c1-16)
 PAUSE_IMAGE="localhost/gpuctl-testbed/pause:$PAUSE_KEY"
+CELEVAL_KEY=$(cd "$HERE/../celeval" && cat main.go go.mod go.sum | sha256sum | cut -c1-16)
 # Two lanes at once: a Go build keeps 2 cores busy only while it compiles (module downloads and the
 # single-threaded links of kube-apiserver and kueue leave one idle). Cold, on 2 cores: 1,063 s one step
 # after another (1.3 cores busy), 850 s in two lanes (1.85). Each lane's steps use their own scratch
 # modules; the Go caches are safe to share.
 lane_kubernetes() {
   step "kubernetes $K8S_VERSION" "$CACHE/bin/k8s-$K8S_VERSION" build_k8s
+  step "celeval $CELEVAL_KEY" "$CACHE/bin/celeval-$CELEVAL_KEY" build_celeval
   if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
     step "kubelet $K8S_VERSION" "$CACHE/bin/kubelet-$K8S_VERSION" build_kubelet
   fi
@@ -224,6 +251,7 @@ lane_kueue() {
   step "kueue $KUEUE_VERSION" "$CACHE/bin/kueue-$KUEUE_VERSION" build_kueue
   step "kueuectl $KUEUE_VERSION" "$CACHE/bin/kueuectl-$KUEUE_VERSION" build_kueuectl
   step "jobset $JOBSET_VERSION" "$CACHE/bin/jobset-$JOBSET_VERSION" build_jobset
+  step "prometheus-adapter $PROMETHEUS_ADAPTER_VERSION" "$CACHE/bin/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION" build_prometheus_adapter
   if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
     step "pause image $PAUSE_KEY" "$CACHE/bin/pause-$PAUSE_KEY" build_pause
   fi

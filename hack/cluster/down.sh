@@ -19,7 +19,8 @@ if [[ -f "$RUN/pids/real-node" ]] || [[ -d "$RUN/node" ]]; then
   GPUCTL_TESTBED_RUN="$RUN" "$HERE/real-node.sh" down || echo "down: the real node left something behind (above)" >&2
 fi
 # hack/demo.sh adds the webhook, gpuctl serve and Prometheus; they go first (their webhook is deleted above).
-for name in prometheus gpuctl-serve gpuctl-webhook jobset kueue kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+# hack/cluster/autoscaling.sh's processes (Prometheus, prometheus-adapter, the fake exporter) too.
+for name in prometheus-adapter fake-exporter serving-prometheus prometheus gpuctl-serve gpuctl-webhook jobset kueue kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   f="$RUN/pids/$name"
   [[ -f "$f" ]] || continue
   pid=$(cat "$f")

@@ -21,6 +21,10 @@
 #                          before Kueue starts (Kueue's jobset integration then runs from the start), the
 #                          controller as its own ServiceAccount, its webhooks by URL. Off by default: it adds
 #                          about 40 MiB and a second or two (tests/integration/test_jobset.py needs it)
+#   GPUCTL_TESTBED_AUTOSCALING=1  also the autoscaling stack of hack/cluster/autoscaling.sh: Prometheus,
+#                          prometheus-adapter (external.metrics.k8s.io) and the fake exporter of the fake
+#                          nodes' pods. Off by default (about 150 MiB); a test module that needs it on a
+#                          running cluster starts it with `hack/cluster/autoscaling.sh up`
 # On failure it prints the tail of every log, stops what it started and exits non-zero.
 set -Eeuo pipefail  # -E: the ERR trap (cleanup) also fires for a failure inside a function (kc)
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -46,6 +50,11 @@ P_KCM=$((10257 + OFF)); P_SCHED=$((10259 + OFF)); P_KWOK=$((10250 + OFF))
 P_KQ_HEALTH=$((8081 + OFF)); P_KQ_METRICS=$((8443 + OFF)); P_KQ_HOOK=$((9443 + OFF)); P_KQ_VIS=$((8082 + OFF))
 P_JS_HOOK=$((28443 + OFF)); P_JS_HEALTH=$((28081 + OFF))
 JOBSET="${GPUCTL_TESTBED_JOBSET:-0}"
+AUTOSCALING="${GPUCTL_TESTBED_AUTOSCALING:-0}"
+# HPAScaleToZero (alpha in 1.36, beta from 1.37): an HPA may keep its Deployment at 0 replicas and scale it
+# from there on an External metric. gpuctl's autoscaled services need it for their burst (docs/serving.md).
+# The API server validates minReplicas: 0 with it, the controller manager scales with it.
+FEATURE_GATES="HPAScaleToZero=true"
 
 if [[ "$REAL_NODE" == 1 ]]; then export GPUCTL_BUILD_REAL_NODE=1; fi
 "$HERE/build.sh"
@@ -73,6 +82,7 @@ fi
 
 T0=$(date +%s)
 rm -rf "$RUN"; mkdir -p "$RUN"/{pki,logs,pids,etcd,kueue-webhook,kwok,jobset-webhook}
+echo "$OFF" >"$RUN/offset"  # hack/cluster/autoscaling.sh, started later on this cluster, reads its ports from it
 log() { echo "up: [$(( $(date +%s) - T0 ))s] $*"; }
 
 fail() {
@@ -180,7 +190,7 @@ start kube-apiserver "$K8SBIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$
   --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
   --requestheader-extra-headers-prefix=X-Remote-Extra- \
   --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
-  --enable-aggregator-routing=true
+  --enable-aggregator-routing=true --feature-gates="$FEATURE_GATES"
 wait_for kube-apiserver 120 curl -fsk "https://127.0.0.1:$P_API/readyz"
 
 # ---- controller-manager, scheduler ----
@@ -188,12 +198,17 @@ wait_for kube-apiserver 120 curl -fsk "https://127.0.0.1:$P_API/readyz"
 # (system:serviceaccount:kube-system:job-controller, replicaset-controller, ...), with the roles the API
 # server's RBAC bootstrap gives them, as in kubeadm and managed clusters. The admission webhook trusts those
 # identities (never an object's ownerReferences) to skip pods a controller made from a reviewed template.
+# The HPA controller (horizontalpodautoscaling, in '*') reads custom and external metrics through the API
+# server's aggregation layer (hack/cluster/autoscaling.sh registers prometheus-adapter). Local timing, not
+# Kubernetes' defaults (15 s sync, 5 min downscale stabilization), so tests see a scale event in seconds:
+# every HPA is reconciled each 2 s and scales down on the highest recommendation of the last 10 s.
 start kube-controller-manager "$K8SBIN/kube-controller-manager" --kubeconfig="$KC" \
   --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC" --leader-elect=false \
   --bind-address=127.0.0.1 --secure-port="$P_KCM" --root-ca-file="$PKI/ca.crt" \
   --service-account-private-key-file="$PKI/sa.key" --use-service-account-credentials=true \
   --controllers='*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route' \
-  --kube-api-qps=200 --kube-api-burst=400 --concurrent-job-syncs=10
+  --kube-api-qps=200 --kube-api-burst=400 --concurrent-job-syncs=10 --feature-gates="$FEATURE_GATES" \
+  --horizontal-pod-autoscaler-sync-period=2s --horizontal-pod-autoscaler-downscale-stabilization=10s
 cat >"$RUN/scheduler.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -330,5 +345,8 @@ if [[ "$REAL_NODE" == 1 ]]; then
 fi
 trap - ERR
 echo "$(date +%s)" >"$RUN/started"
+if [[ "$AUTOSCALING" == 1 ]]; then
+  GPUCTL_TESTBED_RUN="$RUN" GPUCTL_PYTHON="$PY" "$HERE/autoscaling.sh" up || { "$HERE/down.sh" >&2; exit 1; }
+fi
 log "cluster ready in $(( $(date +%s) - T0 ))s"
 echo "export KUBECONFIG=$KC"

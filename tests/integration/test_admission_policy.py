@@ -193,6 +193,32 @@ def _corpus(ns: str) -> dict[str, dict]:
         "priority-job-template-class-wrong": _job(
             "a", ns, gpus=0, labels=hi, tmpl_labels={Labels.KUEUE_PRIORITY: "gpuctl-low"}
         ),
+        # An autoscaled service's tiers (docs/serving.md): a serving class goes with its tier, and back.
+        "priority-serving-floor-job": _job(
+            "a",
+            ns,
+            gpus=0,
+            labels={Labels.SERVING_TIER: "floor", Labels.KUEUE_PRIORITY: "gpuctl-serving-floor"},
+            tmpl_labels={Labels.SERVING_TIER: "floor"},
+        ),
+        "priority-serving-class-without-tier": _pod(
+            "a", ns, labels={Labels.KUEUE_PRIORITY: "gpuctl-serving-floor"}
+        ),
+        "priority-serving-tier-typo": _pod("a", ns, labels={Labels.SERVING_TIER: "flor"}),
+        "priority-serving-tier-other-class": _job(
+            "a",
+            ns,
+            gpus=0,
+            labels={Labels.SERVING_TIER: "burst", **hi},
+            tmpl_labels={Labels.SERVING_TIER: "burst"},
+        ),
+        "priority-serving-template-tier-differs": _job(
+            "a",
+            ns,
+            gpus=0,
+            labels={Labels.SERVING_TIER: "burst", Labels.KUEUE_PRIORITY: "gpuctl-serving-burst"},
+            tmpl_labels={Labels.SERVING_TIER: "floor", Labels.KUEUE_PRIORITY: "gpuctl-serving-burst"},
+        ),
         "job-type-bad": _job("a", ns, gpus=0, labels={Labels.JOB_TYPE: "trainig"}),
         "job-type-template-bad": _job("a", ns, gpus=0, tmpl_labels={Labels.JOB_TYPE: "batch"}),
         "job-type-ok": _job("a", ns, gpus=0, labels={Labels.JOB_TYPE: "training"}),

@@ -58,6 +58,8 @@ def test_demo_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:
         assert p.returncode == 0, out[-3000:] + p.stderr[-3000:]
         pids = {f.name: int(f.read_text()) for f in (run / "pids").iterdir()}
         assert {"gpuctl-webhook", "gpuctl-serve", "prometheus", "kube-apiserver", "kueue"} <= set(pids)
+        # The autoscaling stack (docs/serving.md) beside it, for the demo's autoscaled service.
+        assert {"serving-prometheus", "prometheus-adapter", "fake-exporter"} <= set(pids)
         installed = _admission_objects(run / "kubeconfig")
     finally:
         down = subprocess.run([str(ROOT / "hack/cluster/down.sh")], env=env, capture_output=True, text=True)
@@ -75,6 +77,9 @@ def test_demo_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:
     # namespace, and only those; every namespace needs gpuctl-admin.
     member = out.split("gpuctl get jobs   # alice")[1].split("gpuctl get jobs -A   # every namespace")[0]
     assert "pretrain-a" in member and "finetune-a" in member, member
+    # The autoscaled service through the webhook: its floor's replicas, under the service's name.
+    assert "llm-serving" in member, member
+    assert " floor " in out, out[-3000:]
     assert "eval-b" not in member and "team-b" not in member, member
     assert "needs gpuctl-admin" in out and "you may read team-a: pass -n team-a" in out
     assert "training-pool     16 of  16 GPUs held by pods (100%)" in out

@@ -8,6 +8,7 @@ equals the GPUs its pods hold."""
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -20,13 +21,16 @@ from gpuctl.constants import GANG_PLACEMENT, GANG_TOLERATION, GPU_RESOURCE, TAS_
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.teams import team_usage
 from gpuctl.domain.workload import WorkloadState, workload_state
+from tests.integration.admission_stack import AdmissionStack
 from tests.integration.conftest import wait_until
 from tests.integration.fake_nodes import fake_node
+from tests.integration.tenancy import EDIT_ROLES, TeamMember
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
 from tests.integration.test_raw_kubectl import topology_policies
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
 INDEX = "batch.kubernetes.io/job-completion-index"
+KWOK_MANAGED = "kwok.x-k8s.io/node"
 
 
 @dataclass(frozen=True)
@@ -349,6 +353,99 @@ def test_a_gang_the_pool_can_never_hold_is_refused_before_anything_is_written(
     assert kube.get_or_none(path("Service", "svc-huge", racks.ns)) is None
 
 
+def _raw_gang(racks: Racks, name: str, pods: int) -> dict:
+    """A team member's own Indexed Job of `pods` ranks x 8 GPUs in the pool, written for kubectl."""
+    res = {"cpu": "8", "memory": "64Gi", GPU_RESOURCE: "8"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": racks.ns, "labels": {Labels.KUEUE_QUEUE: "default"}},
+        "spec": {
+            "completionMode": "Indexed",
+            "parallelism": pods,
+            "completions": pods,
+            "template": {
+                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 0,
+                    "nodeSelector": {Labels.POOL: racks.pool},
+                    "containers": [{"name": "main", "image": "busybox", "resources": {"limits": res}}],
+                },
+            },
+        },
+    }
+
+
+def _set_ready(kube, name: str, ready: bool) -> None:
+    """A fake node goes NotReady as when its kubelet stops (KWOK, which would report it Ready at once, lets go
+    of it: its annotation removed, then condition Ready False), or Ready again (KWOK manages it again)."""
+    if ready:
+        kube.merge_patch(path("Node", name), {"metadata": {"annotations": {KWOK_MANAGED: "fake"}}})
+        return
+    kube.merge_patch(path("Node", name), {"metadata": {"annotations": {KWOK_MANAGED: None}}})
+    conds = kube.get(path("Node", name))["status"]["conditions"]
+    for c in conds:
+        if c["type"] == "Ready":
+            c["status"], c["reason"] = "False", "KubeletNotReady"
+    kube.merge_patch(path("Node", name, subresource="status"), {"status": {"conditions": conds}})
+
+
+def test_with_a_node_not_ready_gpuctl_and_the_webhook_give_one_answer(
+    gpuctl,  # noqa: F811
+    kube,
+    kubectl_bin,
+    cluster,
+    racks,
+    tmp_path,
+):
+    """Which nodes of a pool count is one answer (gpuctl.domain.pools.node_ready: Ready, not cordoned). With
+    the pool's three nodes Ready, a 3-node x 8-GPU gang is accepted by `gpuctl create` and by the webhook's
+    gang-fits (a team member's raw Indexed Job through kubectl); with one node NotReady both refuse it, in
+    the same words. (Before, `gpuctl create` counted Ready nodes and the webhook every node: refused by one,
+    admitted by the other.) Dry runs and refusals only: nothing is written."""
+    down = next(n for n, rack in racks.nodes.items() if rack == "r2")
+    member = TeamMember.create(kube, racks.ns, roles=EDIT_ROLES)
+    stack = AdmissionStack.install(kube, kubectl_bin, cluster, [racks.ns], tmp_path)
+    f = _job_file(tmp_path, racks, "three", 3)
+    raw = json.dumps(_raw_gang(racks, "three", 3))
+
+    def by_kubectl() -> subprocess.CompletedProcess:
+        return member.kubectl(kubectl_bin, "create", "--dry-run=server", "-f", "-", input=raw)
+
+    try:
+        stack.wait_active(_raw_gang(racks, "four", 4), "[gang-fits]")  # 4 ranks never fit 3 nodes
+        p = by_kubectl()
+        assert p.returncode == 0, p.stderr
+        rc, _, err = gpuctl("create", "-f", f, "--dry-run=server")
+        assert rc == 0, err
+        _set_ready(kube, down, False)
+        wait_until(lambda: not _ready(kube, down), 30, what=f"{down} NotReady")
+        # The webhook sees the node's condition through its watch cache a moment later.
+        p = wait_until(lambda: (q := by_kubectl()).returncode != 0 and q, 30, what="the webhook refuses")
+        words = (
+            f"3 pods x 8 GPUs never fit in pool {racks.pool}: its 2 node(s) hold 2 such pods at most "
+            "(2 with 8 GPUs; 1 more NotReady or cordoned, not counted)"
+        )
+        assert f"[gang-fits] a multi-node job of {words}" in p.stderr, p.stderr
+        rc, _, err = gpuctl("create", "-f", f)
+        assert rc != 0
+        assert f"{f}: job three: resources.nodes: {words}" in err, err
+        assert kube.get_or_none(path("Job", "three", racks.ns)) is None
+        assert kube.get_or_none(path("Service", "svc-three", racks.ns)) is None
+    finally:
+        _set_ready(kube, down, True)
+        stack.remove()
+        member.delete()
+        wait_until(lambda: _ready(kube, down), 60, what=f"{down} Ready again")
+        taints = lambda: kube.get(path("Node", down))["spec"].get("taints") or []  # noqa: E731
+        wait_until(
+            lambda: not [t for t in taints() if t["key"].startswith("node.kubernetes.io/")],
+            60,
+            what="the node controller's NotReady taints lifted",
+        )
+
+
 def test_a_raw_indexed_job_a_team_member_applies_is_queued_as_the_same_gang(
     gpuctl,  # noqa: F811
     kubectl,
@@ -368,26 +465,7 @@ def test_a_raw_indexed_job_a_team_member_applies_is_queued_as_the_same_gang(
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
     }
     kubectl("create", "-f", "-", input=json.dumps(binding))
-    res = {"cpu": "8", "memory": "64Gi", GPU_RESOURCE: "8"}
-    raw = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "rawgang", "namespace": racks.ns, "labels": {Labels.KUEUE_QUEUE: "default"}},
-        "spec": {
-            "completionMode": "Indexed",
-            "parallelism": 2,
-            "completions": 2,
-            "template": {
-                "metadata": {"annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "terminationGracePeriodSeconds": 0,
-                    "nodeSelector": {Labels.POOL: racks.pool},
-                    "containers": [{"name": "main", "image": "busybox", "resources": {"limits": res}}],
-                },
-            },
-        },
-    }
+    raw = _raw_gang(racks, "rawgang", 2)
     with topology_policies(kubectl, [racks.ns], racks.ns):
         p = kubectl(f"--as={user}", "create", "-f", "-", input=json.dumps(raw), check=False)
         assert p.returncode == 0, p.stderr

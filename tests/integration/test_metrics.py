@@ -36,10 +36,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuctl.builders import build
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import COHORT_NAME, GPU_RESOURCE, GPU_UNITS, QUOTA_GPU, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.service.node_pools import patch_node_pool
+from gpuctl.spec import load_text
 from queues import PoolGuarantee, TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 
@@ -597,6 +599,27 @@ def test_a_waiting_gang_is_shown_in_its_pool(stack: Stack) -> None:
     # A multi-pod Workload's GPUs count once per pod: b-0's two 4-GPU pods hold 8, as Kueue counts them.
     s.wait_value(f'gpuctl_team_used_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 8)
     s.wait_value(f'gpuctl_team_allocated_gpus{{namespace="{s.team_b}", pool="{TRAINING}"}}', 8)
+
+
+def test_an_autoscaled_service_is_counted(stack: Stack) -> None:
+    """An autoscaled service (docs/serving.md) of team A: its replicas per service, for the teams
+    dashboard's service panel below. CPU only, in the inference pool: the GPU sums above are not touched,
+    and no metrics adapter runs here (its HPA leaves the burst at 0: desired = the floor)."""
+    s = stack
+    (doc,) = load_text(
+        f"kind: compute\njob: {{name: svc-m, namespace: {s.team_a}}}\nenvironment: {{image: busybox}}\n"
+        f"resources: {{pool: {INFERENCE}, cpu: 1, memory: 1Gi}}\n"
+        "service: {autoscaling: {minReplicas: 2, maxReplicas: 4, targetConcurrency: 5}}\n",
+        "svc-m.yaml",
+    )
+    for obj in build(doc.spec, s.team_a):
+        s.kube.create(obj)
+    labels = f'namespace="{s.team_a}", gpuctl_job="svc-m"'
+    s.wait_value(f"gpuctl_service_min_replicas{{{labels}}}", 2)
+    s.wait_value(f"gpuctl_service_max_replicas{{{labels}}}", 4)
+    s.wait_value(f"gpuctl_service_desired_replicas{{{labels}}}", 2)
+    s.wait_value(f"gpuctl_service_running_replicas{{{labels}}}", 2, timeout=60)
+    assert s.value(f"gpuctl_service_waiting_replicas{{{labels}}}") == 0
 
 
 def _dashboards() -> list[tuple[str, dict]]:

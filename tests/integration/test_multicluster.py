@@ -278,7 +278,8 @@ def test_a_gang_runs_whole_in_one_worker_with_its_service(
     """A 2-node job in a pool of two 4-GPU nodes of worker-b: MultiKueue sends its one Workload, both pods,
     to worker-b; the manager's serve copies the headless Service svc-<job> there (MultiKueue copies only the
     Job), owned by worker-b's Job, so rank 0's name `<job>-0.svc-<job>` has its record in worker-b's
-    EndpointSlice; the job deleted, worker-b's garbage collector deletes the copy (gpuctl.server.mirror)."""
+    EndpointSlice; the job deleted, worker-b's garbage collector deletes the copy
+    (gpuctl.server.multicluster)."""
     w, other = "worker-b", "worker-a"
     pool = tmp_path / "a10.yaml"
     pool.write_text(

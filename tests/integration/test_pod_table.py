@@ -9,7 +9,8 @@ import uuid
 
 from gpuctl.cluster import path
 from gpuctl.constants import Labels
-from gpuctl.domain.status import pod_finished, pod_ip, pod_node, pod_ready, pod_status, printed_pod_status
+from gpuctl.domain.objects import pod_finished
+from gpuctl.domain.status import pod_ip, pod_node, pod_ready, pod_status, printed_pod_status
 from gpuctl.domain.teams import team_usage
 from gpuctl.service import inventory
 from gpuctl.service.inventory import Inventory

@@ -5,7 +5,8 @@ pass, precomputed lookups, fewer allocations. Such rewrites must not change a si
 warning or 400 text. The corpus (tests/unit/golden/admission/corpus.json.gz) holds ~2,000 reviews — the
 bench's request mix, random workloads and nodes from the fuzz tests' strategies (pools, priorities, queues,
 affinity terms, owners, sidecars, host paths), valid objects with one subtree replaced by garbage, UPDATEs,
-dry runs, controller and Kueue users, warn mode, an allowed host path, an unsynced cache — with the cluster
+dry runs, controller and Kueue users, warn mode, an allowed host path, an unsynced cache, and last the
+hand-written requests of admission_corpus_cases.py (rules no drawn request reaches) — with the cluster
 objects they are judged against and, for each, the HTTP status and body the server answered and the
 verdict's `skipped` and `cache_dependent` (what metrics, logs and the re-check read) when the corpus was
 recorded (before the lean pass). `GPUCTL_UPDATE_GOLDEN=1` records it again from the current code (only
@@ -34,6 +35,7 @@ from bench.webhook import TEAM as BENCH_TEAM
 from bench.webhook import request_mix, snapshot_objects
 from gpuctl.constants import TAS_UNCONSTRAINED
 from tests.unit import test_admission_fuzz as fz
+from tests.unit.admission_corpus_cases import requests as written_requests
 from tests.unit.test_admission_fixtures import cluster_objects
 
 CORPUS = Path(__file__).parent / "golden" / "admission" / "corpus.json.gz"
@@ -138,6 +140,15 @@ def _draw(strategy: st.SearchStrategy, n: int, out: list) -> None:
     collect()
 
 
+def _written() -> list[bytes]:
+    """The hand-written requests (tests/unit/admission_corpus_cases.py), last: rules no drawn request
+    reaches, each denied and allowed (the agreement test, test_admission_cel_agreement.py, needs both)."""
+    return [
+        orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": r})
+        for r in written_requests()
+    ]
+
+
 def record() -> None:
     rng = random.Random(12)
     users = [
@@ -223,6 +234,7 @@ def record() -> None:
             )
         )
     bodies += [b"", b"[]", b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}']
+    bodies += _written()
     objects = cluster_objects() + snapshot_objects(BENCH_TEAM, BENCH_POOL)  # the bench mix's cluster too
     state = ClusterState.from_objects(objects)
     cases = []

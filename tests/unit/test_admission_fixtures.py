@@ -37,7 +37,11 @@ def node(name: str, pool: str | None, gpus: int, **labels: str) -> dict:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": meta_labels},
-        "status": {"capacity": dict(alloc), "allocatable": alloc},
+        "status": {
+            "capacity": dict(alloc),
+            "allocatable": alloc,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from admission.rules import AdmissionConfig, review
+from admission.state import ClusterState
 from gpuctl.constants import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
@@ -16,7 +17,7 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.gang import gang_never_fits
-from tests.unit.test_admission_fixtures import TEAM, state
+from tests.unit.test_admission_fixtures import TEAM, cluster_objects, state
 from tests.unit.test_admission_fixtures import review as admission_review
 
 STATE = state()
@@ -71,7 +72,7 @@ def test_a_gang_that_can_never_fit_is_refused(pods: int, gpus: int, level: str, 
 
 
 def test_gang_never_fits_is_not_judged_where_another_rule_speaks() -> None:
-    nodes = [("n1", 8, {}), ("n2", 8, {})]
+    nodes = [("n1", 8, {}, True), ("n2", 8, {}, True)]
     assert gang_never_fits("p", nodes, 1, 8) == ""  # one pod
     assert gang_never_fits("p", nodes, 3, 16) == ""  # bigger than every node: gpu-fits-node
     assert gang_never_fits("p", [], 3, 8) == ""  # a pool without nodes
@@ -108,3 +109,34 @@ def test_a_bare_pod_tolerating_the_set_aside_taint_is_refused() -> None:
     v = judge(pod)
     assert not v.allowed and v.rules == ("set-aside-toleration",), v.message()
     assert "spec.tolerations tolerates" in v.message()
+
+
+def _with_a100_2(**status: object) -> ClusterState:
+    """The fixture's cluster with node a100-2 changed (its condition Ready, or cordoned)."""
+    objs = cluster_objects()
+    n = next(o for o in objs if o["kind"] == "Node" and o["metadata"]["name"] == "a100-2")
+    if "ready" in status:
+        n["status"]["conditions"] = [{"type": "Ready", "status": status["ready"]}]
+    if status.get("cordoned"):
+        n["spec"] = {"unschedulable": True}
+    return ClusterState.from_objects(objs)
+
+
+@pytest.mark.parametrize("change", [{"ready": "False"}, {"ready": "Unknown"}, {"cordoned": True}])
+def test_a_node_that_does_not_count_holds_no_pod_of_a_gang(change: dict) -> None:
+    """a100-1 (8 GPUs) holds two 4-GPU pods, a100-2 one more: 3 fit while both count. With a100-2 NotReady
+    or cordoned (gpuctl.domain.pools.node_ready), the webhook counts 2, as `gpuctl create`'s precheck does."""
+    assert judge(job(3, 4)).allowed
+    v = review(admission_review(job(3, 4))["request"], _with_a100_2(**change), ENFORCE)
+    assert not v.allowed and v.rules == ("gang-fits",), v.message()
+    assert "its 1 node(s) hold 2 such pods at most (1 with 4 GPUs; 1 more NotReady or cordoned" in v.message()
+
+
+def test_gang_never_fits_counts_only_the_nodes_that_count() -> None:
+    nodes = [("n1", 8, {}, True), ("n2", 8, {}, False), ("n3", 8, {}, True)]
+    assert gang_never_fits("p", nodes, 2, 8) == ""
+    assert gang_never_fits("p", nodes, 3, 8) == (
+        "3 pods x 8 GPUs never fit in pool p: its 2 node(s) hold 2 such pods at most "
+        "(2 with 8 GPUs; 1 more NotReady or cordoned, not counted)"
+    )
+    assert gang_never_fits("p", [("n1", 8, {}, False)], 3, 8) == ""  # no node counts: not judged

@@ -118,6 +118,7 @@ def test_webhook_rules_cover_exactly_the_kinds_the_server_reviews():
         ("", "pods"),
         ("", "nodes"),
         ("jobset.x-k8s.io", "jobsets"),
+        ("autoscaling", "horizontalpodautoscalers"),  # hpa-queued (docs/serving.md)
     }
     # Never a status subresource: status updates carry nothing the rules read.
     assert not any("/" in r for _, r in covered)

@@ -10,6 +10,7 @@ from admission.rules import AdmissionConfig, review
 from admission.state import CachedNode, ClusterState
 from gpuctl.constants import TAS_UNCONSTRAINED, Labels
 from gpuctl.domain import sharing
+from gpuctl.spec.share import parse_share
 from tests.unit.test_admission_fixtures import TEAM
 from tests.unit.test_admission_fixtures import review as admission_review
 
@@ -138,13 +139,13 @@ def test_unknown_models_and_pools_without_nodes_are_not_judged() -> None:
 def test_gpu_share_refuses_the_same_profile_with_the_same_text() -> None:
     a100 = sharing.model_named("NVIDIA-A100-SXM4-80GB")
     with pytest.raises(sharing.ShareError) as e:
-        sharing.choose_slice("1g.18gb", "a100", sharing.Mode.MIG_MIXED, a100, {"1g.10gb"})
+        sharing.choose_slice(parse_share("1g.18gb"), "a100", sharing.Mode.MIG_MIXED, a100, {"1g.10gb"})
     assert sharing.lacking_profile_text("a100", (a100,), "1g.18gb") in str(e.value)
     with pytest.raises(sharing.ShareError, match=r"have no MIG profile 1g\.5gb"):
-        sharing.choose_slice("1g.5gb", "a100", sharing.Mode.MIG_SINGLE, a100, {"1g.10gb"})
+        sharing.choose_slice(parse_share("1g.5gb"), "a100", sharing.Mode.MIG_SINGLE, a100, {"1g.10gb"})
     # A profile the model has but the nodes are not cut into: the other message (what they offer).
     with pytest.raises(sharing.ShareError, match=r"offers no 1g\.20gb MIG instances"):
-        sharing.choose_slice("1g.20gb", "a100", sharing.Mode.MIG_MIXED, a100, {"1g.10gb"})
+        sharing.choose_slice(parse_share("1g.20gb"), "a100", sharing.Mode.MIG_MIXED, a100, {"1g.10gb"})
 
 
 def test_mig_shared_replicas_are_charged_a_quarter_of_their_instance() -> None:

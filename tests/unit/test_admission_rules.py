@@ -36,6 +36,7 @@ from tests.unit.test_admission_fixtures import (
     OTHER_TEAM,
     PLAIN,
     TEAM,
+    cluster_objects,
     gpuctl_workload,
     node,
     pod_spec,
@@ -790,3 +791,92 @@ def test_any_pool_job_bigger_than_every_listed_pools_node_is_denied():
     v = only(_any_pool_job("[a10, empty]", 8), GPU_FITS_NODE)
     assert 'has 4 (pool "a10")' in v.message()
     allowed(_any_pool_job("[a10, a100]", 8))
+
+
+AUTOSCALED = """
+kind: inference
+job: {name: llm}
+environment: {image: vllm/vllm-openai:v0.12.0}
+service: {port: 8000, autoscaling: {minReplicas: 1, maxReplicas: 3, targetConcurrency: 4}}
+resources: {pool: a10, gpu: 1, cpu: 8, memory: 32Gi}
+"""
+
+
+def _autoscaled(namespace: str = TEAM) -> list[dict]:
+    """The floor and burst Deployments gpuctl builds for an autoscaled service (docs/serving.md)."""
+    floor, burst, *_ = build(load_text(AUTOSCALED)[0].spec, namespace)
+    return [floor, burst]
+
+
+def test_an_autoscaled_services_tiers_carry_their_own_classes() -> None:
+    """gpuctl-serving-floor|burst go with runwhere.ai/serving-tier floor|burst; a class without its tier, a
+    tier without its class or a misspelt tier is the `priority` rule's (Python here, the same CEL in
+    the team policy: tests/integration/test_admission_policy.py)."""
+    floor, burst = _autoscaled()
+    allowed(floor)
+    allowed(burst)
+    swapped = copy.deepcopy(floor)
+    swapped["metadata"]["labels"][Labels.KUEUE_PRIORITY] = "gpuctl-serving-burst"
+    assert f'but metadata.labels[{Labels.SERVING_TIER}] is "floor"' in only(swapped, PRIORITY).message()
+    untiered = copy.deepcopy(burst)
+    del untiered["metadata"]["labels"][Labels.SERVING_TIER]
+    assert f"metadata.labels[{Labels.SERVING_TIER}] is not set" in only(untiered, PRIORITY).message()
+    typo = copy.deepcopy(floor)
+    typo["spec"]["template"]["metadata"]["labels"][Labels.SERVING_TIER] = "flor"
+    assert 'is "flor" (did you mean "floor"?)' in only(typo, PRIORITY).message()
+    classless = copy.deepcopy(floor)
+    del classless["metadata"]["labels"][Labels.KUEUE_PRIORITY]
+    msg = only(classless, PRIORITY).message()
+    assert f'{Labels.SERVING_TIER}] is "floor" but metadata.labels[{Labels.KUEUE_PRIORITY}] is not set' in msg
+    # The floor's class on a job that is not a service's floor is refused whatever else it says.
+    job = training_job()
+    job["metadata"]["labels"][Labels.KUEUE_PRIORITY] = "gpuctl-serving-floor"
+    del job["metadata"]["labels"][Labels.PRIORITY]
+    del job["spec"]["template"]["metadata"]["labels"][Labels.PRIORITY]
+    only(job, PRIORITY)
+
+
+def test_an_hpa_may_scale_only_gpu_work_kueue_queues() -> None:
+    """hpa-queued (docs/serving.md): an HPA of a GPU Deployment Kueue does not queue is refused (its replicas
+    would run outside the quota); one of a queued Deployment is allowed, with a warning when its
+    maxReplicas (a service's burst HPA: with its floor) pass the team's quota 4 + borrowingLimit 2; a
+    target the cache has not seen, or CPU-only, is not judged; on UPDATE only a new finding denies."""
+    from dataclasses import replace
+
+    from admission.state import CachedDeployment, TeamCap
+
+    floor, burst = _autoscaled()
+    raw = copy.deepcopy(floor)
+    raw["metadata"]["name"] = "raw"
+    raw["metadata"]["labels"] = {}
+    st = ClusterState.from_objects([*cluster_objects(), floor, burst, raw])
+    st = replace(st, team_caps={**st.team_caps, TEAM: TeamCap(4, 2)})
+    assert st.deployments[(TEAM, "llm")] == CachedDeployment(1, 1, "floor", "llm", "default")
+    assert st.deployments[(TEAM, "raw")] == CachedDeployment(1, 1, None, None, None)
+
+    def hpa(target: str, high: int) -> dict:
+        return {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "h", "namespace": TEAM},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                "minReplicas": 1,
+                "maxReplicas": high,
+            },
+        }
+
+    v = only(hpa("raw", 2), "hpa-queued", st=st)
+    assert "which Kueue does not queue (no kueue.x-k8s.io/queue-name)" in v.message()
+    assert "add the label kueue.x-k8s.io/queue-name: default" in v.message()
+    # The service's burst HPA: floor 1 + burst 5 = 6 fits the cap silently; 6 more is allowed and warned.
+    assert check(hpa("llm-burst", 5), st=st).warnings == ()
+    over = check(hpa("llm-burst", 6), st=st)
+    assert over.allowed and over.violations == ()
+    (warning,) = over.warnings
+    assert "with its service's floor of 1" in warning and "= 7 GPUs, more than team" in warning
+    # Not judged: a target the cache has not seen.
+    assert check(hpa("not-yet", 100), st=st).allowed
+    # UPDATE: an HPA of an unqueued Deployment already is not refused for another change; a new one is.
+    assert check(hpa("raw", 3), st=st, op="UPDATE", old=hpa("raw", 2)).allowed
+    only(hpa("raw", 3), "hpa-queued", st=st, op="UPDATE", old=hpa("not-yet", 2))

@@ -94,9 +94,11 @@ def test_node_reduction_keeps_labels_gpus_and_pool():
 
 
 def test_queue_and_namespace_reduction():
-    team = TeamQuota(namespace="t", quota_name="q")
+    team = TeamQuota(namespace="t", quota_name="q", gpu=4, borrowing_limit=2)
     assert reduce_local_queue(local_queue("t")) == (("t", "default"), "t")
-    assert reduce_cluster_queue(cluster_queue(team, ["a100", "a10"]))[1] >= {"a100", "a10"}
+    flavors, cap = reduce_cluster_queue(cluster_queue(team, ["a100", "a10"]))[1]
+    assert flavors >= {"a100", "a10"}
+    assert (cap.quota, cap.borrowing_limit) == (team.gpu, team.borrowing_limit)
     assert reduce_namespace(team_namespace(team)) == ("t", True)
     assert reduce_namespace(
         {"kind": "Namespace", "metadata": {"name": "n", "labels": {Labels.NAMESPACE: "yes"}}}
@@ -238,12 +240,12 @@ def test_connect_uses_the_cluster_transport(tmp_path):
 
 def test_cache_is_synced_only_once_every_kind_has_listed():
     cache = cache_of(Router())
-    for name in ("resourceflavors", "nodes", "localqueues", "clusterqueues"):
+    for name in ("resourceflavors", "nodes", "localqueues", "clusterqueues", "namespaces"):
         cache.informers[name].relist()
         assert not cache.state.synced
-    cache.informers["namespaces"].relist()
+    cache.informers["deployments"].relist()
     assert cache.state.synced
-    assert cache.state.generation == 5
+    assert cache.state.generation == 6
 
 
 def test_cache_publishes_new_snapshots_and_leaves_old_ones_alone():

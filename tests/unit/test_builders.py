@@ -18,7 +18,7 @@ KINDS = ["training", "inference", "notebook", "compute"]
 
 
 # Example files with a golden rendering beyond the one per kind.
-EXAMPLES = [*KINDS, "training-multinode"]
+EXAMPLES = [*KINDS, "training-multinode", "autoscaled-service"]
 
 
 def _objects(kind: str) -> list[dict]:

@@ -35,7 +35,7 @@ def test_bootstrap_file_is_what_queues_objects_builds() -> None:
     assert path.read_text() == bootstrap.render(), "run: python hack/kueue_bootstrap.py > " + str(path)
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     assert docs == bootstrap.objects()
-    assert sorted(d["kind"] for d in docs) == ["ResourceFlavor", "Topology"] + ["WorkloadPriorityClass"] * 3
+    assert sorted(d["kind"] for d in docs) == ["ResourceFlavor", "Topology"] + ["WorkloadPriorityClass"] * 5
 
 
 def test_chart_app_version_is_gpuctls() -> None:

@@ -126,6 +126,25 @@ def test_broken_file_names_file_field_and_fix(tmp_path, capsys) -> None:
     assert "fix:" in err
 
 
+@pytest.mark.parametrize("value", ["banana", "50%", "9g.10gb", "0"])
+def test_a_bad_gpu_share_is_refused_offline_naming_file_field_and_fix(value, tmp_path, capsys) -> None:
+    """The gpu-share grammar is the spec's (gpuctl.spec.share): a value that is neither a memory size nor a
+    MIG profile is refused when the file is loaded, before any cluster is asked."""
+    bad = tmp_path / "share.yaml"
+    bad.write_text(
+        (EX / "compute.yaml").read_text()
+        + "\n---\nkind: notebook\njob: {name: nb}\nenvironment: {image: x}\n"
+        + f"resources: {{pool: mig, cpu: 1, memory: 1Gi, gpu-share: '{value}'}}\n"
+    )
+    assert main(["create", "-f", str(bad), "--dry-run=client"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert (
+        f"{bad}: document 2: resources.gpu-share: {value!r} is neither a GPU memory size (10Gi) nor a MIG "
+        "profile (1g.10gb) (fix: write a GPU memory size such as 10Gi, or a MIG profile such as 1g.10gb"
+    ) in captured.err, captured.err
+
+
 def test_one_bad_document_prints_nothing_of_the_good_ones(tmp_path, capsys) -> None:
     f = tmp_path / "two.yaml"
     f.write_text((EX / "compute.yaml").read_text() + "\n---\nkind: training\njob: {name: x}\n")

@@ -41,7 +41,8 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import pod_spec_gpus as webhook_pod_gpus
-from gpuctl.domain.status import NONE_CELL, TABLE, pod_ip, pod_node, pod_ready, printed_pod_status
+from gpuctl.domain.objects import TABLE
+from gpuctl.domain.status import NONE_CELL, pod_ip, pod_node, pod_ready, printed_pod_status
 from gpuctl.domain.workload import job_pool, reserved_gpus
 from gpuctl.server.api import create_app
 from gpuctl.server.api.auth import SAR_PATH, TOKEN_REVIEW_PATH, Authenticator

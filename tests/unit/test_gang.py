@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import yaml
 
 from gpuctl.builders import TargetPool, build
-from gpuctl.builders.gang import topology_level
+from gpuctl.builders.common import pod_template, with_labels
+from gpuctl.builders.gang import gang_job_spec, topology_level
 from gpuctl.constants import (
     GANG_ENV,
     GANG_PLACEMENT,
@@ -26,6 +29,7 @@ from gpuctl.domain.gang import (
     pool_topology,
     rank_rows,
     tolerates_set_aside,
+    workload_gang,
 )
 from gpuctl.domain.status import gang_status
 from gpuctl.spec import SpecError, load_text
@@ -78,6 +82,24 @@ def test_two_nodes_are_one_indexed_job_and_a_headless_service() -> None:
     assert svc["metadata"]["labels"]["runwhere.ai/job-type"] == "training"  # `delete job` removes it
     # No partial admission: Kueue admits all pods or none.
     assert not any("min-parallelism" in k for k in job["metadata"].get("annotations", {}))
+
+
+def test_builders_return_what_they_build_and_change_nothing_they_are_given() -> None:
+    """gpuctl.builders.gang.gang_job_spec reads the one-pod template the training builder made and returns
+    a new spec (it rewrote that Job in place before); the Deployment builder adds its labels the same way."""
+    (doc,) = load_text(
+        _doc({"nodes": 2, "tolerations": ["a=b:NoSchedule"]}, env=[{"name": "X", "value": "1"}])
+    )
+    template = pod_template(doc.spec, "team-a", app_label=False, restart_policy="Never")
+    before = copy.deepcopy(template)
+    spec = gang_job_spec(doc.spec, TargetPool(name="training-pool"), template)
+    assert template == before
+    tmpl = spec["template"]
+    assert tmpl["spec"]["subdomain"] == "svc-llama" and len(tmpl["spec"]["tolerations"]) == 2
+    assert TAS_UNCONSTRAINED not in tmpl["metadata"]["annotations"]
+    service = {"metadata": {"name": "s", "labels": {"a": "1"}}, "spec": {}}
+    assert with_labels(service, {"b": "2"})["metadata"]["labels"] == {"a": "1", "b": "2"}
+    assert service["metadata"]["labels"] == {"a": "1"}
 
 
 def test_launcher_environment() -> None:
@@ -243,8 +265,9 @@ def test_default_topology_is_a_well_known_hierarchy_every_node_carries() -> None
 # ----------------------------------------------------------------------------- gangs as read back
 def _pod(name: str, rank: int | None, owner: str = "u1", phase: str = "Running", node: str = "") -> dict:
     ann = {} if rank is None else {"batch.kubernetes.io/job-completion-index": str(rank)}
+    owners = [{"uid": owner, "controller": True}]
     return {
-        "metadata": {"name": name, "annotations": ann, "ownerReferences": [{"uid": owner}]},
+        "metadata": {"name": name, "annotations": ann, "ownerReferences": owners},
         "spec": {"nodeName": node} if node else {},
         "status": {"phase": phase},
     }
@@ -268,6 +291,31 @@ def test_gang_size_ranks_and_words() -> None:
     assert gang_status("Pending", ["Running", "Pending"]) == "Partially Running"
     assert gang_status("Pending", ["Running", "ImagePullBackOff"]) == "ImagePullBackOff"
     assert gang_status("Queued", ["Queued"]) == "Queued"
+
+
+def _owned_wl(kind: str, *counts: int) -> dict:
+    ref = {"apiVersion": "batch/v1" if kind == "Job" else "jobset.x-k8s.io/v1alpha2", "kind": kind}
+    sets = [{"name": f"s{i}", "count": c, "template": {"spec": {}}} for i, c in enumerate(counts)]
+    return {
+        "metadata": {"ownerReferences": [{**ref, "name": "j", "uid": "u", "controller": True}]},
+        "spec": {"podSets": sets},
+    }
+
+
+def test_one_definition_of_a_gang_for_jobs_and_their_workloads() -> None:
+    """gpuctl.domain.gang.gang_nodes: an Indexed Job of N >= 2 pods and its Workload (one pod set of N owned
+    by the Job) are gangs; a JobSet, its Workload (even of one replicated job of 2 pods) and its Jobs' pods
+    are not, nor a Workload of several pod sets."""
+    (job, _svc) = _build({"nodes": 3})
+    assert gang_nodes(job) == 3 and gang_nodes(_owned_wl("Job", 3)) == 3
+    assert workload_gang(_owned_wl("Job", 3)) == (3, 0)
+    assert gang_nodes(_owned_wl("JobSet", 2)) == 1 and workload_gang(_owned_wl("JobSet", 2)) is None
+    assert gang_nodes(_owned_wl("Job", 1)) == 1 and gang_nodes(_owned_wl("JobSet", 1, 1)) == 1
+    jobset = {"kind": "JobSet", "spec": {"replicatedJobs": [{"name": "w", "replicas": 2}]}}
+    assert gang_nodes(jobset) == 1
+    unowned = _owned_wl("Job", 2)
+    unowned["metadata"] = {}
+    assert gang_nodes(unowned) == 1  # a pod group's Workload (owned by its pods, or by nothing)
 
 
 def test_rank_rows_name_each_ranks_domains() -> None:

@@ -113,7 +113,9 @@ def workload_obj(
     created: str = T0,
     evictions: int = 0,
     active: bool | None = None,
+    owner: str | None = None,
 ) -> dict:
+    """A Workload; `owner`: the kind of its controller ("Job", "JobSet"), None for none."""
     labels = {}
     if pool_label:
         labels[Labels.POOL] = pool_label
@@ -136,6 +138,10 @@ def workload_obj(
     }  # fmt: skip
     if active is not None:
         wl["spec"]["active"] = active
+    if owner:
+        api = {"Job": "batch/v1", "JobSet": "jobset.x-k8s.io/v1alpha2"}[owner]
+        ref = {"apiVersion": api, "kind": owner, "name": name, "uid": f"{owner}-{name}", "controller": True}
+        wl["metadata"]["ownerReferences"] = [ref]
     if admitted_pool:
         wl["status"]["admission"] = {
             "clusterQueue": ns,
@@ -566,16 +572,18 @@ def test_a_gang_counts_its_gpus_once_per_pod_and_a_waiting_gang_is_shown() -> No
         cache,
         "Workload",
         workload_obj("run", "team-a", gpus=8, count=2, conditions=admitted(ready=True),
-                     admitted_pool="training-pool"),
-        workload_obj("wait", "team-a", gpus=8, count=2),
-        workload_obj("solo", "team-a", gpus=8),  # one pod waiting: queued demand, not a gang
-        workload_obj("where", "team-a", gpus=4, count=3, pool_label=None),  # pool not chosen yet
+                     admitted_pool="training-pool", owner="Job"),
+        workload_obj("wait", "team-a", gpus=8, count=2, owner="Job"),
+        workload_obj("solo", "team-a", gpus=8, owner="Job"),  # one pod waiting: queued demand, not a gang
+        workload_obj("where", "team-a", gpus=4, count=3, pool_label=None, owner="Job"),  # pool not chosen
+        # A JobSet's Workload of one replicated job of 2 pods: demand, not a gang (gpuctl.domain.gang).
+        workload_obj("set", "team-a", gpus=8, count=2, owner="JobSet"),
     )  # fmt: skip
     m = scrape(registry)
     tp = {"pool": "training-pool"}
     assert val(m, "gpuctl_pool_reserved_gpus", **tp) == 16
     assert val(m, "gpuctl_pool_allocated_gpus", **tp) == 16
-    assert val(m, "gpuctl_pool_requested_gpus", **tp, priority="low") == 24
+    assert val(m, "gpuctl_pool_requested_gpus", **tp, priority="low") == 40
     assert val(m, "gpuctl_pool_waiting_gangs", **tp) == 1
     assert val(m, "gpuctl_pool_waiting_gang_gpus", **tp) == 16
     assert val(m, "gpuctl_pool_waiting_gangs", pool="inference-pool") == 0

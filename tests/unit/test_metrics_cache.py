@@ -307,7 +307,11 @@ def test_trimmed_node_keeps_its_internal_ip() -> None:
 
 def test_wiring_adds_the_job_controllers_only_for_the_api() -> None:
     c = ScriptedCluster([[]])
-    assert not any(k in default_cache(c) for k in JOB_CONTROLLERS)
+    metrics_only = default_cache(c)
+    assert not any(k in metrics_only for k in JOB_CONTROLLERS if k != "Deployment")
+    # The metrics read autoscaled services' Deployments only (docs/serving.md), and gpuctl's HPAs.
+    assert metrics_only["Deployment"].label_selector == "runwhere.ai/serving-tier"
+    assert metrics_only["HorizontalPodAutoscaler"].label_selector == JOB_SELECTOR
     with_api = default_cache(c, metrics=False, api=True)
     assert all(with_api[k].label_selector == JOB_SELECTOR for k in JOB_CONTROLLERS)
     assert "Pod" in with_api and "Workload" in with_api

@@ -60,6 +60,21 @@ def _exported_names() -> set[str]:
     flavor = resource_flavor("inference-pool")  # serve's reconciler wrote the slices in use on it
     flavor["metadata"]["annotations"] = {SLICES_USED_ANNOTATION: '{"nvidia.com/mig-1g.10gb":2}'}
     feed(cache, "ResourceFlavor", flavor)
+    # An autoscaled service's floor (docs/serving.md): gpuctl_service_*_replicas have a sample.
+    floor = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "llm",
+            "namespace": "team-a",
+            "uid": "floor-1",
+            "resourceVersion": "1",
+            "labels": {"app": "llm", "runwhere.ai/serving-tier": "floor"},
+        },
+        "spec": {"replicas": 1, "template": {"spec": {"containers": []}}},
+        "status": {"readyReplicas": 1},
+    }
+    feed(cache, "Deployment", floor)
     history = HistoryRecorder(NoCluster(), cache)  # gpuctl serve registers it (--history, the default)
     history.failures_by_ns["team-a"] = 1  # a failed write: the counter has a sample
     registry.register(history)
@@ -216,6 +231,7 @@ def test_cluster_role_is_least_privilege() -> None:
         ("apps", "statefulsets"),
         ("", "services"),
         ("", "configmaps"),
+        ("autoscaling", "horizontalpodautoscalers"),  # autoscaled services (docs/serving.md)
     }
     # Eviction (--evict-uncovered) only through its own file, applied where it is switched on.
     assert "pods/eviction" not in (SERVE / "rbac.yaml").read_text()
@@ -339,6 +355,7 @@ def test_serve_flags_and_the_cli_separator() -> None:
     ctx = _ctx()
     assert ctx.reconciler is not None and ctx.registry is not None
     kinds = {"Node", "Pod", "Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort", "Event"}
+    kinds |= {"Deployment", "HorizontalPodAutoscaler"}  # autoscaled services (docs/serving.md)
     assert kinds == set(ctx.cache.informers)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuctl.domain.status import pod_finished, pod_ready, pod_status, printed_pod_status
+from gpuctl.domain.objects import pod_finished
+from gpuctl.domain.status import pod_ready, pod_status, printed_pod_status
 
 
 def _pod(

@@ -79,6 +79,16 @@ def test_workload_priority_classes_names_values_and_order() -> None:
             "description": f"runwhere.ai/priority={p}",
         }
         for p, v in (("high", 1_000_000), ("medium", 500_000), ("low", 100))
+    ] + [
+        # An autoscaled service's floor above high, its burst below low (docs/serving.md).
+        {
+            "apiVersion": API,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": f"gpuctl-serving-{t}", "labels": MANAGED},
+            "value": v,
+            "description": f"runwhere.ai/serving-tier={t}",
+        }
+        for t, v in (("floor", 2_000_000), ("burst", 10))
     ]
 
 
@@ -306,6 +316,8 @@ def test_desired_objects_in_apply_order() -> None:
         ("WorkloadPriorityClass", "gpuctl-high"),
         ("WorkloadPriorityClass", "gpuctl-medium"),
         ("WorkloadPriorityClass", "gpuctl-low"),
+        ("WorkloadPriorityClass", "gpuctl-serving-floor"),
+        ("WorkloadPriorityClass", "gpuctl-serving-burst"),
         ("Topology", "gpuctl-nodes"),
         ("ResourceFlavor", "gpuctl-budget"),
         ("ResourceFlavor", "dev-pool"),
@@ -332,6 +344,8 @@ def test_desired_objects_without_pools_or_teams() -> None:
         ("WorkloadPriorityClass", "gpuctl-high"),
         ("WorkloadPriorityClass", "gpuctl-medium"),
         ("WorkloadPriorityClass", "gpuctl-low"),
+        ("WorkloadPriorityClass", "gpuctl-serving-floor"),
+        ("WorkloadPriorityClass", "gpuctl-serving-burst"),
         ("Topology", "gpuctl-nodes"),
         ("ResourceFlavor", "gpuctl-budget"),
         ("Cohort", "gpuctl"),

@@ -169,6 +169,13 @@ def test_a_job_admitted_onto_a_node_as_it_was_set_aside_is_requeued() -> None:
     assert stranded([_stranded_pod("n3", "job-small")], [small], held) == {}
     gang = _wl("small", ns="tb", pods=2, gpus=1, state="admitted")
     assert stranded([gate], [gang], held) == {}
+    # A JobSet's Workload of 2 pods is no gang (gpuctl.domain.gang): its pods may not tolerate the taint,
+    # so it is stranded like any other job.
+    jobset = _wl("small", ns="tb", pods=2, gpus=1, state="admitted")
+    jobset["metadata"]["ownerReferences"] = [
+        {"kind": "JobSet", "name": "small", "uid": "s", "controller": True}
+    ]
+    assert list(stranded([gate], [jobset], held)) == ["tb/job-small"]
     assert stranded([gate], [_wl("small", ns="tb", pods=1, gpus=1)], held) == {}
     done = _plan(nodes=marked, pods=[gate], workloads=[_wl("old", state="admitted"), small])
     assert done.requeue == {} and done.release == ("n1", "n2")

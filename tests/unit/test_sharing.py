@@ -12,6 +12,7 @@ from gpuctl.constants import GPU_UNITS, SHARED_REPLICAS_CHARGED, SLICES_USED_ANN
 from gpuctl.domain import explain as ex
 from gpuctl.domain import gpus, sharing
 from gpuctl.domain.sharing import Mode, ShareError
+from gpuctl.spec.share import parse_share
 from queues import TeamQuota, cluster_queue, resource_flavor
 from tests.unit.test_metrics import feed, node_obj, populated_cache, scrape, val
 
@@ -245,13 +246,13 @@ def test_plain_node():
     ],
 )
 def test_parse_share(value, expected):
-    assert sharing.parse_share(value) == expected
+    assert parse_share(value)[1:] == expected and parse_share(value).text == value
 
 
-@pytest.mark.parametrize("value", ["half", "0", "-1Gi", "9g.10gb", ""])
+@pytest.mark.parametrize("value", ["half", "0", "-1Gi", "9g.10gb", "", "banana", "50%"])
 def test_parse_share_refuses(value):
-    with pytest.raises(ShareError, match="memory size"):
-        sharing.parse_share(value)
+    with pytest.raises(ValueError, match="neither a GPU memory size"):
+        parse_share(value)
 
 
 @pytest.mark.parametrize(
@@ -260,7 +261,7 @@ def test_parse_share_refuses(value):
 )
 def test_smallest_profile_on_a100_80(memory, profile):
     m = sharing.model_named("A100-80GB")
-    _, size = sharing.parse_share(memory)
+    size = parse_share(memory).memory
     assert sharing.smallest_profile(m, size).name == profile
 
 
@@ -270,39 +271,39 @@ def test_smallest_profile_none_when_too_big():
 
 def test_choose_slice_mig_mixed():
     m = sharing.model_named("A100-80GB")
-    s = sharing.choose_slice("10Gi", "dev", Mode.MIG_MIXED, m, {"1g.10gb", "3g.40gb"})
+    s = sharing.choose_slice(parse_share("10Gi"), "dev", Mode.MIG_MIXED, m, {"1g.10gb", "3g.40gb"})
     assert (s.resource, s.profile, s.units) == ("nvidia.com/mig-1g.10gb", "1g.10gb", 120)
-    s = sharing.choose_slice("30Gi", "dev", Mode.MIG_MIXED, m, {"1g.10gb", "3g.40gb"})
+    s = sharing.choose_slice(parse_share("30Gi"), "dev", Mode.MIG_MIXED, m, {"1g.10gb", "3g.40gb"})
     assert s.resource == "nvidia.com/mig-3g.40gb"
 
 
 def test_choose_slice_profile_the_pool_lacks_names_what_it_has():
     m = sharing.model_named("A100-80GB")
     with pytest.raises(ShareError, match=r"no 1g.20gb MIG instances \(it has 1g.10gb, 3g.40gb\)"):
-        sharing.choose_slice("15Gi", "dev", Mode.MIG_MIXED, m, {"1g.10gb", "3g.40gb"})
+        sharing.choose_slice(parse_share("15Gi"), "dev", Mode.MIG_MIXED, m, {"1g.10gb", "3g.40gb"})
 
 
 def test_choose_slice_time_slicing_is_one_replica():
-    s = sharing.choose_slice("10Gi", "ts", Mode.TIME_SLICING, None, {"shared"})
+    s = sharing.choose_slice(parse_share("10Gi"), "ts", Mode.TIME_SLICING, None, {"shared"})
     assert (s.resource, s.profile, s.memory) == ("nvidia.com/gpu.shared", "shared", 10 * 2**30)
 
 
 def test_choose_slice_no_sharing():
     with pytest.raises(ShareError, match="pool plain does not share its GPUs"):
-        sharing.choose_slice("10Gi", "plain", Mode.NONE, None, set())
+        sharing.choose_slice(parse_share("10Gi"), "plain", Mode.NONE, None, set())
 
 
 def test_choose_slice_mig_single():
     m = sharing.model_named("A100-80GB")
-    s = sharing.choose_slice("10Gi", "single", Mode.MIG_SINGLE, m, {"1g.10gb"})
+    s = sharing.choose_slice(parse_share("10Gi"), "single", Mode.MIG_SINGLE, m, {"1g.10gb"})
     assert (s.resource, s.profile) == ("nvidia.com/gpu", "1g.10gb")
     with pytest.raises(ShareError, match="MIG single"):
-        sharing.choose_slice("30Gi", "single", Mode.MIG_SINGLE, m, {"1g.10gb"})
+        sharing.choose_slice(parse_share("30Gi"), "single", Mode.MIG_SINGLE, m, {"1g.10gb"})
 
 
 def test_choose_slice_memory_needs_a_model():
     with pytest.raises(ShareError, match="name the profile"):
-        sharing.choose_slice("10Gi", "dev", Mode.MIG_MIXED, None, {"1g.10gb"})
+        sharing.choose_slice(parse_share("10Gi"), "dev", Mode.MIG_MIXED, None, {"1g.10gb"})
 
 
 # --- gpus: the one matcher and GPU equivalents --------------------------------------------------------
@@ -473,7 +474,7 @@ def test_slices_used_annotation_round_trip_and_bad_text():
 
 def test_gpu_share_on_time_sliced_mig_takes_a_replica_only_where_no_instance_is_offered():
     a100 = sharing.model_named("NVIDIA-A100-SXM4-80GB")
-    s = sharing.choose_slice("10Gi", "p", Mode.MIG_MIXED, a100, {"1g.10gb.shared"})
+    s = sharing.choose_slice(parse_share("10Gi"), "p", Mode.MIG_MIXED, a100, {"1g.10gb.shared"})
     assert (s.resource, s.profile, s.units) == ("nvidia.com/mig-1g.10gb.shared", "1g.10gb.shared", 30)
-    s = sharing.choose_slice("10Gi", "p", Mode.MIG_MIXED, a100, {"1g.10gb", "1g.10gb.shared"})
+    s = sharing.choose_slice(parse_share("10Gi"), "p", Mode.MIG_MIXED, a100, {"1g.10gb", "1g.10gb.shared"})
     assert s.resource == "nvidia.com/mig-1g.10gb"  # the isolated instance first

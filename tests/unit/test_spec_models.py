@@ -67,7 +67,7 @@ def test_resources_gpu_type_aliases(key: str) -> None:
 
 @pytest.mark.parametrize("key", ["gpuShare", "gpu_share", "gpu-share"])
 def test_resources_gpu_share_aliases(key: str) -> None:
-    assert Resources.model_validate({**RES, key: "50%"}).gpu_share == "50%"
+    assert Resources.model_validate({**RES, key: "10Gi"}).gpu_share == "10Gi"
 
 
 @pytest.mark.parametrize("key", ["imagePullSecret", "image_pull_secret", "image-pull-secret"])

@@ -66,6 +66,7 @@ from bench.trace_days import (
 from gpuctl.builders import TargetPool
 from gpuctl.constants import GANG_PLACEMENT, GPU_UNITS, TAS_PREFERRED, TAS_REQUEST_KEYS
 from gpuctl.domain.sharing import Mode, choose_slice, pool_sharing, resource_units
+from gpuctl.spec.share import parse_share
 
 
 def test_trace_is_deterministic_and_has_every_kind_and_size() -> None:
@@ -515,7 +516,7 @@ def test_the_slices_are_what_gpuctl_chooses_on_the_fake_mig_nodes_and_cost_the_q
     assert (ps.mode, ps.profiles) == (Mode.MIG_MIXED, {"1g.10gb", "3g.40gb"})
     assert pool_sharing(slice_nodes(sliced=False)).mode is Mode.NONE
     for item in (i for i in slice_day(7, 300, sliced=True) if i.share):
-        chosen = choose_slice(item.share, SLICE_POOL, ps.mode, ps.model, ps.profiles)
+        chosen = choose_slice(parse_share(item.share), SLICE_POOL, ps.mode, ps.model, ps.profiles)
         assert chosen.profile == {NOTEBOOK_SHARE: "1g.10gb", INFERENCE_SHARE: "3g.40gb"}[item.share]
         assert slice_equivalents(item) == pytest.approx(resource_units(chosen.resource) / GPU_UNITS)
     # The nodes' 16 GPUs: 10 whole, 3 as 21 x 1g.10gb, 3 as 6 x 3g.40gb.

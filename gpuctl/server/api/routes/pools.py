@@ -49,7 +49,8 @@ def pool_item(p: PoolUsage) -> dict:
         "gpuType": p.gpu_types,
         "nodes": p.nodes,
         "nodeCount": len(p.nodes),
-        "sharing": p.sharing,  # issue 32: none | mig-mixed | mig-single | time-slicing | mps
+        # docs/sharing.md, What gpuctl shows: none | mig-mixed | mig-single | time-slicing | mps
+        "sharing": p.sharing,
         "gpuShared": p.shared,
         "slices": p.slices,
     }

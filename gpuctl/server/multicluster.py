@@ -1,4 +1,4 @@
-"""MultiKueue sends the whole gang to one worker (issue 31, docs/distributed.md "Across clusters"): in
+"""MultiKueue sends the whole gang to one worker (docs/distributed.md, "Across clusters (MultiKueue)"): in
 `gpuctl serve` on a MultiKueue manager (with its reconciler, leader only), the headless Service svc-<job>
 of every multi-node job MultiKueue placed in a worker is copied into that worker, where Kueue's MultiKueue
 made the Job's copy but no Service: without it rank 0's address `<job>-0.svc-<job>` does not resolve there.

@@ -1,6 +1,6 @@
 """A multi-node job MultiKueue placed in a worker gets its headless Service there (issue 31,
 docs/distributed.md "Across clusters"): which jobs (gpuctl.domain.multicluster.gang_placements), the copy
-(worker_service) and serve's step (gpuctl.server.mirror) against fake clusters."""
+(worker_service) and serve's step (gpuctl.server.multicluster) against fake clusters."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from gpuctl.cluster import path
 from gpuctl.constants import GPU_RESOURCE, MULTIKUEUE_CHECK, POOL_CLUSTERS_ANNOTATION
 from gpuctl.domain.multicluster import gang_placements, worker_service
-from gpuctl.server.mirror import GangServiceMirror
+from gpuctl.server.multicluster import GangServiceMirror
 
 
 def _wl(job: str, count: int, cluster: str | None, ns: str = "team") -> dict:
