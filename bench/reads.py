@@ -41,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.cli import default_gpuctl, default_kubectl  # noqa: E402 - after the path
+from bench.cli import default_gpuctl, default_kubectl, user_env  # noqa: E402 - after the path
 
 RUN = Path(os.environ.get("GPUCTL_BENCH_RUN", "/tmp/gpuctl-bench-reads"))
 OFFSET = os.environ.get("GPUCTL_BENCH_PORT_OFFSET", "520")
@@ -126,15 +126,6 @@ def commands(
         for name in [n for n in cmds if n.startswith("gpuctl ")]:
             cmds[f"{name} (baseline)"] = [baseline, *cmds[name][len(gpuctl) :]]
     return cmds
-
-
-def user_env() -> dict[str, str]:
-    """The environment a user's command runs in. Without PYTHONDONTWRITEBYTECODE (set in some shells and
-    CI images): with it every gpuctl process compiles every module it imports from source, a third of
-    a second of CPU that no installed gpuctl pays (pip writes the .pyc files at install time)."""
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
 
 
 def checkout_of(script: str) -> Path:
