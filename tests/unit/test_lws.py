@@ -12,6 +12,7 @@ from gpuctl.builders import build
 from gpuctl.cluster import ApiError
 from gpuctl.domain.demand import workload_demand
 from gpuctl.domain.gang import gang_note, groups_gpus, groups_waiting, replica_groups, replica_rows
+from gpuctl.domain.utilisation import pod_job
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.lifecycle import submit
 from gpuctl.spec import SpecError, load_text
@@ -185,3 +186,15 @@ def test_a_groups_workload_needs_the_gpus_of_its_leader_and_its_workers():
     }
     d = workload_demand(wl)
     assert (d.pods, d.gpus) == (3, 4)  # the leader's pod set alone said 1 x 4
+
+
+def test_a_groups_pods_are_the_services_in_gpu_use():
+    """The per-job GPU series (gpuctl_job_pod_info) name the LeaderWorkerSet for the leader (its
+    StatefulSet <name>) and for the workers (their StatefulSet <name>-<group>, under the leader pod)."""
+
+    def pod(name: str, owner: str) -> dict:
+        ref = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": owner, "controller": True}
+        labels = {"leaderworkerset.sigs.k8s.io/name": "llm", "app": "llm"}
+        return {"metadata": {"name": name, "labels": labels, "ownerReferences": [ref]}}
+
+    assert [pod_job(pod("llm-0", "llm")), pod_job(pod("llm-0-1", "llm-0"))] == ["llm", "llm"]
