@@ -1,12 +1,14 @@
 """What hack/demo.sh takes from the chart: the demo is `helm install charts/gpuctl` with its pods run as
 processes on this machine.
 
-    helm template gpuctl charts/gpuctl -n gpuctl-system ... | python hack/demo_chart.py objects URL CA.crt
-    helm template ... | python hack/demo_chart.py args gpuctl-serve      # one argument a line
+    helm template gpuctl charts/gpuctl -n gpuctl-system ... > chart.yaml
+    python hack/demo_chart.py identities < chart.yaml        # before the processes start
+    python hack/demo_chart.py objects URL CA.crt < chart.yaml  # once the webhook answers
+    python hack/demo_chart.py args gpuctl-serve < chart.yaml   # one argument a line
 
-`objects` prints (JSON, a v1 List) every object of the rendering the demo installs: the ServiceAccounts and
-RBAC of every component (the webhook's, serve's, the REST API's, the user roles), the Kueue objects the
-chart keeps (priority classes, the budget flavor, the node Topology), and through
+Together `identities` and `objects` print (JSON, v1 Lists) every object of the rendering the demo installs:
+the ServiceAccounts and RBAC of every component (the webhook's, serve's, the REST API's, the user roles);
+the Kueue objects the chart keeps (priority classes, the budget flavor, the node Topology), and through
 admission.policies.catalog.chart_objects the webhook configuration pointed at the demo's process by URL and
 every admission policy and binding the chart renders, serve's own (history-policy.yaml, confinement.yaml)
 included. Left out: what the processes stand in for (Deployments, Services, PodDisruptionBudgets, the TLS
@@ -28,10 +30,11 @@ from typing import Final
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from admission.policies.catalog import chart_objects  # noqa: E402
+from admission.policies.catalog import chart_objects
 
-IDENTITY_KINDS: Final = frozenset({"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
+IDENTITY_KINDS: Final = frozenset(
+    {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+)
 KUEUE_KINDS: Final = frozenset({"WorkloadPriorityClass", "ResourceFlavor", "Topology"})
 # What a chart install has and the demo does not, one line each (hack/demo.sh prints it; README, "The demo").
 DIFFERENCES: Final = (
@@ -47,11 +50,19 @@ DIFFERENCES: Final = (
 )
 
 
+def identities(docs: Iterable[dict | None]) -> list[dict]:
+    """The rendering's ServiceAccounts, roles and bindings: who the processes run as, and the user roles."""
+    return [d for d in docs if d and d["kind"] in IDENTITY_KINDS]
+
+
 def demo_objects(docs: Iterable[dict | None], url: str, ca_pem: bytes) -> list[dict]:
-    """The rendering's identities and Kueue objects, then chart_objects' webhook configuration and policies."""
+    """The rendering's Kueue objects, then chart_objects' webhook configuration (by URL) and every policy."""
     docs = [d for d in docs if d]
-    keep = [d for d in docs if d["kind"] in IDENTITY_KINDS | KUEUE_KINDS]
-    return [*keep, *chart_objects(docs, url, ca_pem)]
+    return [*(d for d in docs if d["kind"] in KUEUE_KINDS), *chart_objects(docs, url, ca_pem)]
+
+
+def as_list(items: list[dict]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
 
 
 def deployment_args(docs: Iterable[dict | None], name: str) -> list[str]:
@@ -65,9 +76,11 @@ def deployment_args(docs: Iterable[dict | None], name: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["identities"]:
+        print(as_list(identities(yaml.safe_load_all(sys.stdin))))
+        return 0
     if argv[:1] == ["objects"] and len(argv) == 3:
-        items = demo_objects(yaml.safe_load_all(sys.stdin), argv[1], Path(argv[2]).read_bytes())
-        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        print(as_list(demo_objects(yaml.safe_load_all(sys.stdin), argv[1], Path(argv[2]).read_bytes())))
         return 0
     if argv[:1] == ["args"] and len(argv) == 2:
         print("\n".join(deployment_args(yaml.safe_load_all(sys.stdin), argv[1])))
@@ -75,7 +88,7 @@ def main(argv: list[str]) -> int:
     if argv == ["differences"]:
         print("\n".join(f"  - {d}" for d in DIFFERENCES))
         return 0
-    print("usage: demo_chart.py objects URL CA | args DEPLOYMENT | differences", file=sys.stderr)
+    print("usage: demo_chart.py identities | objects URL CA | args DEPLOYMENT | differences", file=sys.stderr)
     return 2
 
 
