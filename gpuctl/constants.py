@@ -598,3 +598,22 @@ GANG_TOLERATION: Final = {"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "eff
 # Topology has kubernetes.io/hostname as its lowest level, so this is valid in any pool without knowing its
 # levels: gpuctl's builder and the topology MutatingAdmissionPolicy (a raw Indexed Job) write the same.
 GANG_PLACEMENT: Final = {TAS_PREFERRED: HOSTNAME_LABEL}
+
+# Issue 44: a service whose replicas span nodes (`kind: inference` with resources.nodes: N > 1) is a
+# LeaderWorkerSet (sigs.k8s.io/lws): each replica a group of N pods, leader (rank 0) and workers, which
+# Kueue admits whole (one Workload per group) and places in one topology domain (both templates carry
+# the same pod-set group name and placement). LWS labels every pod with its worker index (the rank) and
+# injects LWS_LEADER_ADDRESS (the group leader's host name) first in every container's environment.
+LWS_GROUP: Final = "leaderworkerset.x-k8s.io"
+LWS_API_VERSION: Final = f"{LWS_GROUP}/v1"
+LWS_NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_GROUP_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_LEADER_ADDRESS_ENV: Final = "LWS_LEADER_ADDRESS"
+LWS_WORKER_INDEX_ENV: Final = "LWS_WORKER_INDEX"
+TAS_GROUP_NAME: Final = "kueue.x-k8s.io/podset-group-name"
+# Kueue's annotation (a label without its WorkloadIdentifierAnnotations gate, on in v0.19) on a pod of a pod
+# group (a LeaderWorkerSet group's pods): the name of the group's Workload.
+KUEUE_POD_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
+# The pod-set group name both templates of a group carry (any name; the same on both).
+LWS_TAS_GROUP: Final = "replica"

@@ -71,7 +71,7 @@ def describe_job(args: argparse.Namespace) -> int:
             ("Priority", d.priority or ("floor/burst (docs/serving.md)" if d.autoscaling else "-")),
             ("Queue", d.queue),
             ("Position", d.position or "-"),
-            ("GPUs", d.gang["text"] if d.gang else d.gpus),
+            ("GPUs", d.gang["text"] if d.gang else d.replicas["text"] if d.replicas else d.gpus),
             ("Max runtime", format_duration(d.max_runtime) if d.max_runtime else "none"),
             ("Image", d.image),
             ("Requests", ", ".join(f"{k}={v}" for k, v in d.resources.items())),
@@ -119,6 +119,15 @@ def describe_job(args: argparse.Namespace) -> int:
                 for r in d.gang["ranks"]
             ],
         )
+        return 0
+    if d.replicas:  # a service of multi-node replicas: replica -> its state -> rank -> pod -> node
+        print("Replicas:")
+        rows = []
+        for g in d.replicas["groups"]:
+            for i, p in enumerate(g["pods"] or [{"rank": "-", "pod": "<none>", "node": None}]):
+                head = [f"  {g['replica']}", g["state"]] if i == 0 else ["  ", ""]
+                rows.append([*head, str(p["rank"]), p["pod"], p["node"] or "<unscheduled>"])
+        table(["  REPLICA", "STATE", "RANK", "POD", "NODE"], rows)
         return 0
     print("Pods:" if d.pods else "Pods: <none>")
     for p in data["pods"]:

@@ -420,9 +420,10 @@ _CONTROLLER_STATUS = (
 
 
 def trim_controller(raw: dict) -> dict:
-    """A gpuctl job's controller (Job, Deployment, StatefulSet) as `get jobs` reads it: identity and
-    labels, suspend/replicas, the status counters and conditions, and the containers' image and
-    resources (a describe view reads the full object from the cluster)."""
+    """A gpuctl job's controller (Job, Deployment, StatefulSet, LeaderWorkerSet) as `get jobs` reads it:
+    identity and labels, suspend/replicas (a LeaderWorkerSet's group size), the status counters and
+    conditions, and the containers' image and resources (a describe view reads the full object from the
+    cluster)."""
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
     tspec = ((spec.get("template") or {}).get("spec")) or {}
@@ -432,6 +433,8 @@ def trim_controller(raw: dict) -> dict:
             c["image"] = src["image"]
     out_spec: dict[str, Any] = {k: spec[k] for k in _CONTROLLER_SPEC if k in spec}
     out_spec["template"] = {"spec": {"containers": containers}}
+    if "leaderWorkerTemplate" in spec:  # a LeaderWorkerSet: its group size (pods per replica)
+        out_spec["leaderWorkerTemplate"] = {"size": (spec["leaderWorkerTemplate"] or {}).get("size", 1)}
     out_status: dict[str, Any] = {k: status[k] for k in _CONTROLLER_STATUS if k in status}
     if status.get("conditions"):
         out_status["conditions"] = _conditions(status["conditions"], message=True, times=True)

@@ -50,7 +50,8 @@ import uvicorn
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from gpuctl.cluster import Cluster
+from gpuctl.cluster import ApiError, Cluster
+from gpuctl.cluster.paths import RESOURCES
 from gpuctl.cluster.tls import CertReloader, with_reloader
 from gpuctl.constants import (
     DEFRAG_MOVES_PER_HOUR,
@@ -70,7 +71,7 @@ from gpuctl.server.multicluster import cache_source as mirror_source
 from gpuctl.server.reconciler import Reconciler
 from gpuctl.server.setaside import SetAside
 from gpuctl.server.setaside import cache_source as set_aside_source
-from gpuctl.server.wiring import default_cache
+from gpuctl.server.wiring import OPTIONAL_CONTROLLERS, default_cache
 
 log = logging.getLogger("gpuctl.server")
 
@@ -299,6 +300,19 @@ def worker_kubeconfig(value: str) -> tuple[str, str]:
     return name, file
 
 
+def served_controllers(cluster: Any) -> tuple[str, ...]:
+    """The OPTIONAL_CONTROLLERS whose API the cluster serves now (its discovery document answers); one
+    installed later is read from the API server until serve restarts."""
+    out = []
+    for kind in OPTIONAL_CONTROLLERS:
+        try:
+            if cluster.get_or_none(f"/apis/{RESOURCES[kind].api_version}") is not None:
+                out.append(kind)
+        except ApiError as e:
+            log.warning("cannot tell whether the cluster serves %s: %s", kind, e)
+    return tuple(out)
+
+
 def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
     """Cache, reconciler and registry for these flags; nothing started yet."""
     backstop = getattr(args, "backstop", False)
@@ -306,7 +320,12 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
     defrag = defrag_pools != []
     history = getattr(args, "history", False)
     cache = default_cache(
-        cluster, metrics=args.metrics, api=args.api, backstop=backstop or defrag, history=history
+        cluster,
+        metrics=args.metrics,
+        api=args.api,
+        backstop=backstop or defrag,
+        history=history,
+        optional=served_controllers(cluster) if args.api else (),
     )
     ctx = ServerContext(cluster=cluster, cache=cache, options=args)
     leader = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import AUDIT_ACTIVE_MANAGER_PREFIX, AUDIT_ACTIVE_SET_BY_ANNOTATION
+from gpuctl.constants import AUDIT_ACTIVE_MANAGER_PREFIX, AUDIT_ACTIVE_SET_BY_ANNOTATION, LWS_GROUP
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.workload import WorkloadState, workload_state
 from gpuctl.service.access import Permissions
@@ -27,7 +27,7 @@ from gpuctl.service.errors import ServiceError
 from gpuctl.service.jobs import find_job
 from gpuctl.service.serving import set_service_active
 
-_GROUP = {"Job": "batch", "Deployment": "apps", "StatefulSet": "apps"}
+_GROUP = {"Job": "batch", "Deployment": "apps", "StatefulSet": "apps", "LeaderWorkerSet": LWS_GROUP}
 
 
 @dataclass
@@ -98,11 +98,13 @@ def set_active(
             changed=changed,
             status=job.status,
         )
-    if job.resource == "Deployment":
+    if job.resource in ("Deployment", "LeaderWorkerSet"):
+        unit = "pods" if job.resource == "Deployment" else "replicas (groups of pods)"
         raise ServiceError(
-            f"job {job.name} ({job.kind}) is a Deployment: Kueue queues each of its pods with a Workload "
-            f"of its own and the Deployment replaces a stopped pod at once, so it cannot be held by {verb}; "
-            f"scale it (kubectl -n {job.namespace} scale deployment {job.name} --replicas=N) or delete it"
+            f"job {job.name} ({job.kind}) is a {job.resource}: Kueue queues each of its {unit} with a "
+            f"Workload of its own and the {job.resource} replaces a stopped one at once, so it cannot be "
+            f"held by {verb}; scale it (kubectl -n {job.namespace} scale {job.resource.lower()} {job.name} "
+            "--replicas=N) or delete it"
         )
     wl = job.workload
     if wl is None:
