@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpuctl.cli.errors import CommandError
+from gpuctl.cli.terminal import escape_terminal
 
 if TYPE_CHECKING:
     from gpuctl.cluster import Cluster
@@ -103,10 +104,10 @@ def interruptible() -> None:
 
 
 def kv(pairs: list[tuple[str, object]], indent: int = 0) -> None:
-    """`Key:   value` lines, aligned (kubectl describe)."""
+    """`Key:   value` lines, aligned (kubectl describe); values escaped (output.escape_terminal)."""
     width = max((len(k) for k, _ in pairs), default=0) + 2
     for k, v in pairs:
-        print(" " * indent + f"{k + ':':<{width}}{'' if v is None else v}")
+        print(" " * indent + f"{k + ':':<{width}}{'' if v is None else escape_terminal(str(v))}")
 
 
 def or_dash(v: object) -> object:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from gpuctl.cli.cmdutil import connect, guard, job_object_name, kv, note, or_dash, quota_gpu, scope
+from gpuctl.cli.terminal import escape_terminal
 
 TYPES = {
     "job": "job",
@@ -91,23 +92,23 @@ def describe_job(args: argparse.Namespace) -> int:
         kv([("Moved", d.moved)])
     if data["service"]:
         s = data["service"]
-        kv([("Service", f"{s['name']} {s['type']} {s['port']}->{s['targetPort']} nodePort {s['nodePort']}")])
+        kv([("Service", _service_line(s))])
     if data["env"]:
         print("Env:")
         for e in data["env"]:
             ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
-            print(f"  {e.get('name')}={e.get('value', '')}" + (f"<{ref}>" if ref else ""))
-    print(f"Kueue Workload: {data['workload'] or '<none yet>'}")
+            print(escape_terminal(f"  {e.get('name')}={e.get('value', '')}" + (f"<{ref}>" if ref else "")))
+    print(escape_terminal(f"Kueue Workload: {data['workload'] or '<none yet>'}"))
     if data["conditions"]:
         table(
             ["  TYPE", "STATUS", "REASON", "MESSAGE"],
             [
-                [f"  {x['type']}", x["status"], x["reason"] or "", (x["message"] or "")[:120]]
+                [f"  {x['type']}", x["status"], x["reason"] or "", x["message"] or ""]  # whole, as kubectl
                 for x in data["conditions"]
             ],
         )
     if d.pods_error:
-        print(f"Pods: not read: {d.pods_error}")
+        print(escape_terminal(f"Pods: not read: {d.pods_error}"))
         return 0
     if d.gang and d.pods:  # a multi-node job: rank -> pod -> node -> its topology domains
         levels = d.gang["topology"]
@@ -131,7 +132,7 @@ def describe_job(args: argparse.Namespace) -> int:
         return 0
     print("Pods:" if d.pods else "Pods: <none>")
     for p in data["pods"]:
-        print(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}")
+        print(escape_terminal(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}"))
     return 0
 
 
@@ -277,10 +278,10 @@ def describe_node(args: argparse.Namespace) -> int:
     )
     print("Labels:")
     for k, v in sorted(d["labels"].items()):
-        print(f"  {k}={v}")
+        print(escape_terminal(f"  {k}={v}"))
     print("Conditions:")
     for cond in d["conditions"]:
-        print(f"  {cond['type']}={cond['status']} {cond['reason']}")
+        print(escape_terminal(f"  {cond['type']}={cond['status']} {cond['reason']}"))
     if d["pods_namespaces"] is not None:
         note(
             f"pods of {', '.join(d['pods_namespaces']) or 'no namespace'} only (the namespaces you may "
@@ -288,7 +289,7 @@ def describe_node(args: argparse.Namespace) -> int:
         )
     print("Jobs:" if d["jobs"] else "Jobs: <none>")
     for j in d["jobs"]:
-        print(f"  {j['namespace']}/{j['pod']}  {j['kind']}  {j['job']}")
+        print(escape_terminal(f"  {j['namespace']}/{j['pod']}  {j['kind']}  {j['job']}"))
     return 0
 
 
@@ -338,9 +339,18 @@ def describe_namespace(args: argparse.Namespace) -> int:
     kv([("Name", d.namespace.name), ("Status", d.namespace.status), ("Age", age(d.namespace.age))])
     print("Labels:")
     for k, v in sorted(d.namespace.labels.items()):
-        print(f"  {k}={v}")
+        print(escape_terminal(f"  {k}={v}"))
     if d.quota:
         _print_quota(d.quota)
     else:
         print("Quota: <none> (create one with kind: quota)")
     return 0
+
+
+def _service_line(s: dict) -> str:
+    """`svc-x ClusterIP 10.0.0.7 80->8080`, `svc-nb ClusterIP None (headless) 8888->8888`, a NodePort's
+    node port after its ports: what kubectl describe service says of each, on one line."""
+    ip = s.get("clusterIP")
+    where = " None (headless)" if ip == "None" else f" {ip}" if ip else ""
+    node = f" nodePort {s['nodePort']}" if s.get("nodePort") else ""
+    return f"{s['name']} {s['type']}{where} {s['port']}->{s['targetPort']}{node}"

@@ -30,6 +30,7 @@ from typing import Any
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.output import print_data, table
+from gpuctl.cli.terminal import escape_terminal
 
 LIST_HEADER = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}}
 
@@ -216,10 +217,11 @@ def print_custom_columns(columns: list[tuple[str, str]], items: Sequence[dict], 
 
 
 def tabwrite(lines: list[list[str]], out: Any = None) -> None:
-    """kubectl's tabwriter (minwidth 6, padding 3, the last cell unpadded)."""
+    """kubectl's tabwriter (minwidth 6, padding 3, the last cell unpadded); cells escaped as kubectl's."""
     out = out or sys.stdout
     if not lines:
         return
+    lines = [[escape_terminal(c) for c in r] for r in lines]
     n = max(len(r) for r in lines)
     widths = [max(6, max((len(r[i]) for r in lines if i < len(r) - 1), default=0) + 3) for i in range(n)]
     for r in lines:

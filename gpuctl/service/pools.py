@@ -407,8 +407,13 @@ def isolate_pool(
 
 
 def jobs_using_pool(inv: Inventory, name: str) -> list[str]:
-    """The jobs of the pool (Job.pool: the label of a single-pool job, the admission of a job of several)."""
-    return sorted(f"{j.namespace}/{j.name}" for j in collect_jobs(inv) if j.pool == name)
+    """The unfinished jobs of the pool (Job.pool: the label of a single-pool job, the admission of a job
+    of several). A Succeeded or Failed job holds nothing and waits for nothing: it does not keep a pool."""
+    return sorted(
+        f"{j.namespace}/{j.name}"
+        for j in collect_jobs(inv)
+        if j.pool == name and j.status not in (State.SUCCEEDED, State.FAILED)
+    )
 
 
 def delete_pool(

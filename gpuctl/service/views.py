@@ -237,6 +237,7 @@ def _service(svc: dict | None) -> dict | None:
     return {
         "name": svc["metadata"]["name"],
         "type": svc["spec"].get("type"),
+        "clusterIP": svc["spec"].get("clusterIP"),
         "port": port.get("port"),
         "targetPort": port.get("targetPort"),
         "nodePort": port.get("nodePort"),
