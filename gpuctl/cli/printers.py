@@ -303,7 +303,7 @@ def field_filter(selector: str, items: Sequence[dict]) -> Callable[[dict], bool]
         else:
             raise CommandError(f"invalid field selector {part!r}: use field=value[,field!=value]")
         key = key.strip()
-        if items and key.split(".")[0] not in known:
+        if items and not any(_has_path(i, key) for i in items):
             raise CommandError(
                 f"field label not supported: {key} (the fields of these items: {', '.join(sorted(known))})"
             )
@@ -318,3 +318,14 @@ def field_filter(selector: str, items: Sequence[dict]) -> Callable[[dict], bool]
         return "" if v is None else str(v)
 
     return lambda item: all((value_of(item, k) == v) == want for k, v, want in terms)
+
+
+def _has_path(item: dict, key: str) -> bool:
+    """Whether a dotted field path names a field of the item (`status.phase` does not where `status` is a
+    word: issue 42, it matched nothing in silence)."""
+    v: Any = item
+    for k in key.split("."):
+        if not isinstance(v, dict) or k not in v:
+            return False
+        v = v[k]
+    return True
