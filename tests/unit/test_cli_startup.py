@@ -182,7 +182,7 @@ def test_every_type_dispatches_to_its_view(module, prefix, monkeypatch) -> None:
     for kind in set(module.TYPES.values()):
         monkeypatch.setattr(module, f"{prefix}{kind}", lambda args, kind=kind: kind)
     for alias, kind in module.TYPES.items():
-        assert module.run(argparse.Namespace(type=alias)) == kind, alias
+        assert module.run(argparse.Namespace(type=alias, name="x", names=["x"])) == kind, alias
 
 
 def test_a_table_or_json_never_imports_yaml() -> None:
