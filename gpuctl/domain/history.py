@@ -20,8 +20,13 @@ Actions (source -> actor; the table with the reasons is in docs/audit.md):
   became ready in time, an admission check such as MultiKueue's withdrew, the queue was stopped, a node
   failed) -> kueue, with Kueue's reason and message;
 - moved: runwhere.ai/moved-for + moved-at, Event GpuctlDefragMove -> gpuctl-serve (defrag);
+- set-aside, set-aside-ended: Events GpuctlSetAside, GpuctlSetAsideEnded -> gpuctl-serve (set-aside):
+  nodes held for a waiting gang, and given back by the set-aside's time limits (docs/distributed.md);
 - finished: condition Finished -> the job itself; deleted: deletionTimestamp or the DELETED watch event
-  -> unknown (no API object records who deletes; the API server's audit log does).
+  -> unknown (no API object records who deletes; the API server's audit log does);
+- reclaimed: gpuctl serve's backstop ended a pod's termination (gracePeriodSeconds 0) because it held GPUs
+  Kueue no longer counted past the bound (docs/security.md) -> gpuctl-serve (backstop); written by serve
+  itself (`reclaimed`), not read from an object.
 """
 
 from __future__ import annotations
@@ -35,8 +40,10 @@ from enum import StrEnum
 from typing import Any
 
 from gpuctl.constants import (
+    ACTOR_BACKSTOP,
     ACTOR_DEFRAG,
     ACTOR_KUEUE,
+    ACTOR_SET_ASIDE,
     AUDIT_ACTIVE_MANAGER_PREFIX,
     AUDIT_ACTIVE_SET_BY_ANNOTATION,
     AUDIT_SUBMITTED_BY_ANNOTATION,
@@ -51,6 +58,8 @@ from gpuctl.constants import (
     HISTORY_MAX_RECORDS,
     HISTORY_SAME_SECONDS,
     SERVING_CLASS,
+    SET_ASIDE_ENDED_REASON,
+    SET_ASIDE_EVENT_REASON,
     Tier,
 )
 from gpuctl.domain.multicluster import placement
@@ -67,6 +76,9 @@ class Action(StrEnum):
     MOVED = "moved"
     FINISHED = "finished"
     DELETED = "deleted"
+    SET_ASIDE = "set-aside"  # serve set nodes aside for this gang (its Event GpuctlSetAside)
+    SET_ASIDE_ENDED = "set-aside-ended"  # ... and gave them back by its time limits (GpuctlSetAsideEnded)
+    RECLAIMED = "reclaimed"  # the backstop ended a pod's termination: it held GPUs Kueue did not count
 
 
 ACTOR_UNKNOWN = "unknown"
@@ -436,7 +448,20 @@ def event_records(
         return [Record(t, ns, job, Action.ADMITTED.value, ACTOR_KUEUE, why, wuid)]
     if reason == DEFRAG_EVENT_REASON:
         return [Record(t, ns, job, Action.MOVED.value, ACTOR_DEFRAG, msg, wuid)]
+    if reason in _SET_ASIDE_ACTIONS:
+        return [Record(t, ns, job, _SET_ASIDE_ACTIONS[reason].value, ACTOR_SET_ASIDE, msg, wuid)]
     return []
+
+
+_SET_ASIDE_ACTIONS = {
+    SET_ASIDE_EVENT_REASON: Action.SET_ASIDE,
+    SET_ASIDE_ENDED_REASON: Action.SET_ASIDE_ENDED,
+}
+
+
+def reclaimed(namespace: str, job: str, pod_uid: str, at: float, why: str) -> Record:
+    """The record of a pod whose termination serve's backstop ended (keyed by the pod's UID: one per pod)."""
+    return Record(rfc3339(at), namespace, job, Action.RECLAIMED.value, ACTOR_BACKSTOP, why, pod_uid)
 
 
 # ----------------------------------------------------------------------------- the ring

@@ -10,7 +10,7 @@ from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods
-from gpuctl.domain.gpus import pod_gpus, workload_gpus
+from gpuctl.domain.gpus import pod_gpus, slices_held, workload_gpus, workload_slices
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, owner_refs, pod_finished
 from gpuctl.domain.serving import combined, is_burst, scale, service_of, tier
@@ -53,6 +53,9 @@ class JobRow:
     queue: str = ""
     position: int | None = None
     gpus: int | None = 0  # None: not read (list_job_rows(gpus=False))
+    # GPU slices beside the whole GPUs (MIG instances, shared replicas: {"nvidia.com/mig-1g.10gb": 2}), read
+    # with the GPUs: a job of slices holds 0 whole GPUs.
+    slices: dict[str, int] | None = None
     # Why a waiting job waits (gpuctl.domain.explain), when positions are computed (-o wide/json).
     reason: str = ""
     # A MultiKueue manager's job: the worker cluster running it, or the clusters it is offered to.
@@ -256,10 +259,18 @@ def _job_rows(inv: Inventory, job: Job, why: _Reasons, *, positions: bool, gpus:
     if not shown:
         ready = _remote_ready(job) if where is not None else "0/0"
         count = (workload_gpus(job.workload) if job.workload else 0) if gpus else None
+        held = workload_slices(job.workload) if gpus else None
         reason = why(job.workload, job.status)
         return [
             JobRow(
-                status=job.status, ready=ready, node="<none>", ip="<none>", gpus=count, reason=reason, **one
+                status=job.status,
+                ready=ready,
+                node="<none>",
+                ip="<none>",
+                gpus=count,
+                slices=held,
+                reason=reason,
+                **one,
             )
         ]
     if gang_nodes(job.obj) > 1:
@@ -271,6 +282,7 @@ def _job_rows(inv: Inventory, job: Job, why: _Reasons, *, positions: bool, gpus:
                 node=",".join(dict.fromkeys(n for p in ranked if (n := pod_node(p)))) or "<none>",
                 ip=pod_ip(ranked[0]) or "<none>",
                 gpus=sum(pod_gpus(p) for p in ranked) if gpus else None,
+                slices=slices_held((p.get("spec"), 1) for p in ranked) if gpus else None,
                 reason=why(job.workload, job.status),
                 **one,
             )
@@ -326,6 +338,7 @@ def _pod_row(
         age=age_seconds(pod),
         position=position,
         gpus=pod_gpus(pod) if gpus else None,
+        slices=slices_held([(pod.get("spec"), 1)]) if gpus else None,
         reason=why(pod_wl, st, pod),
         **common,
     )
