@@ -114,7 +114,10 @@ def _gang_patches() -> str:
         f"{cel_list(TAS_REQUEST_KEYS)}.exists(k, k in {tmpl}.metadata.annotations) ? [] :\n"
         f"[JSONPatch{{op: 'add', path: '/spec/template/metadata/annotations/{escaped}', value: {q(value)}}}]"
     )
-    own = zip(SET_ASIDE_TAINT_KEYS, ("request.namespace", "object.metadata.name"), strict=True)
+    # (string(): in a JSONPatch value a map literal is typed by its entries, and metadata.name is dyn.)
+    own = zip(
+        SET_ASIDE_TAINT_KEYS, ("string(request.namespace)", "string(object.metadata.name)"), strict=True
+    )
     tols = [
         (q(k), f"{{'key': {q(k)}, 'operator': 'Equal', 'value': {v}, 'effect': 'NoSchedule'}}")
         for k, v in own

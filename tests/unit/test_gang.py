@@ -92,10 +92,11 @@ def test_builders_return_what_they_build_and_change_nothing_they_are_given() -> 
     )
     template = pod_template(doc.spec, "team-a", app_label=False, restart_policy="Never")
     before = copy.deepcopy(template)
-    spec = gang_job_spec(doc.spec, TargetPool(name="training-pool"), template)
+    spec = gang_job_spec(doc.spec, "team-a", TargetPool(name="training-pool"), template)
     assert template == before
     tmpl = spec["template"]
-    assert tmpl["spec"]["subdomain"] == "svc-llama" and len(tmpl["spec"]["tolerations"]) == 2
+    # The user's toleration and the two of the gang's own set-aside.
+    assert tmpl["spec"]["subdomain"] == "svc-llama" and len(tmpl["spec"]["tolerations"]) == 3
     assert TAS_UNCONSTRAINED not in tmpl["metadata"]["annotations"]
     service = {"metadata": {"name": "s", "labels": {"a": "1"}}, "spec": {}}
     assert with_labels(service, {"b": "2"})["metadata"]["labels"] == {"a": "1", "b": "2"}
