@@ -31,7 +31,9 @@ from admission.envelope import Envelope
 from admission.policies.cel import DeleteCel, IsolationCel, TeamCel
 from admission.rule_names import (
     CACHE_RULES,
+    DELETE_GRACE,
     DEVICE_ACCESS,
+    EXTENDED_RESOURCE,
     GANG_FITS,
     GPU_FITS_NODE,
     GPU_QUEUE,
@@ -53,6 +55,7 @@ from admission.rule_names import (
     PRIORITY,
     PRIORITY_CLASS_RULE,
     SET_ASIDE_TOLERATION,
+    TERMINATION_GRACE,
     UNKNOWN_KEY,
 )
 from admission.state import ClusterState
@@ -73,6 +76,7 @@ from admission.validators import (
     priority_class,
     queue,
     set_aside,
+    termination,
 )
 from admission.verdict import AdmissionConfig, Malformed, Violation
 from admission.work import Work, queue_name
@@ -208,7 +212,9 @@ def _kueue_gate(r: ObjectReview) -> list[Violation]:
     if not r.works or not r.old_works:
         return []
     w, was = r.works[0], r.old_works[0]
-    return kueue_gate.check_kueue_gate(w, was, queue_name(w) or queue_name(was))
+    queue = queue_name(w) or queue_name(was)
+    owner = "" if queue or r.kind != "Job" else orphan_delete.queued_owner(r.obj, "request.object")
+    return kueue_gate.check_kueue_gate(w, was, queue, owner)
 
 
 def _claims(r: ObjectReview) -> bool:
@@ -233,11 +239,21 @@ def _orphan_delete(r: DeleteReview) -> list[Violation]:
     return orphan_delete.check_orphan_delete(env.request, env.gk, env.user, r.state, r.config.kueue_user)
 
 
+def _delete_grace(r: DeleteReview) -> list[Violation]:
+    if r.state.namespaces.get(r.env.namespace()) is False or r.env.user == r.config.kueue_user:
+        return []
+    return termination.check_delete_grace(r.env.request, r.env.gk, r.config.max_termination_grace)
+
+
 def _node(r: NodeReview) -> list[Violation]:
     return node_pool.check_node(r.obj, r.where, r.state)
 
 
 _LABELS: Final = ((WORK, lambda r: labels.check_labels(r.w)),)
+# gpu-resource and extended-resource: one pass over the resources a pod spec names.
+_RESOURCES: Final = (
+    (WORK, lambda r: gpu_resources.check_resources(r.w, r.config.allowed_extended_resources)),
+)
 _PLACEMENT_NODES: Final = "reads the pool's nodes from the webhook's cache"
 
 REGISTRY: Final[tuple[Rule, ...]] = (
@@ -348,8 +364,17 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         "a GPU resource Kueue does not charge to the team's budget",
         "gpu_resources",
         gpu_resources.FIX,
-        ((WORK, lambda r: gpu_resources.check_gpu_resources(r.w)),),
+        _RESOURCES,
         gpu_resources.CEL,
+        TEAM_POLICY,
+    ),
+    Rule(
+        EXTENDED_RESOURCE,
+        "any other extended resource Kueue does not charge, unless the admin's list allows it",
+        "gpu_resources",
+        gpu_resources.EXTENDED_FIX,
+        _RESOURCES,
+        gpu_resources.EXTENDED_CEL,
         TEAM_POLICY,
     ),
     Rule(
@@ -368,6 +393,24 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         ((WORK, lambda r: set_aside.check_set_aside_toleration(r.w, r.ns)),),
         set_aside.CEL,
         TEAM_POLICY,
+    ),
+    Rule(
+        TERMINATION_GRACE,
+        "a `terminationGracePeriodSeconds` above the admin's bound (Kueue stops counting terminating pods)",
+        "termination",
+        termination.FIX,
+        ((WORK, lambda r: termination.check_termination_grace(r.w, r.config.max_termination_grace)),),
+        termination.CEL,
+        TEAM_POLICY,
+    ),
+    Rule(
+        DELETE_GRACE,
+        "a DELETE of a team pod naming a gracePeriodSeconds above the admin's bound",
+        "termination",
+        termination.DELETE_FIX,
+        ((DELETE, _delete_grace),),
+        termination.DELETE_CEL,
+        DELETE_POLICY,
     ),
     Rule(
         KUEUE_GATE,

@@ -30,6 +30,11 @@ MIG_PROFILE: Final = "mig-profile"
 # outside a gang.
 GANG_FITS: Final = "gang-fits"
 SET_ASIDE_TOLERATION: Final = "set-aside-toleration"
+# Nothing holds a GPU or another accelerator Kueue does not charge, longer than a documented bound
+# (docs/security.md, "Nothing holds an accelerator Kueue does not charge").
+EXTENDED_RESOURCE: Final = "extended-resource"
+TERMINATION_GRACE: Final = "termination-grace"
+DELETE_GRACE: Final = "delete-grace"
 # Autoscaled services (docs/serving.md): an HPA may scale only GPU work Kueue queues (replicas past the
 # team's quota then wait at the gate instead of running unaccounted).
 HPA_QUEUED: Final = "hpa-queued"

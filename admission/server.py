@@ -42,7 +42,12 @@ from admission.state import ClusterState, StateSource, StaticState, WatchCache
 from admission.tuning import request_sched_slice, tune_gc
 from admission.verdict import AdmissionConfig, Malformed, Mode, Verdict
 from gpuctl.cluster.tls import CERT_RELOAD_SECONDS, CertReloader
-from gpuctl.constants import EXEMPT_NAMESPACES
+from gpuctl.constants import (
+    DEFAULT_ALLOWED_EXTENDED_RESOURCES,
+    EXEMPT_NAMESPACES,
+    HOST_PATH_ROOTS,
+    MAX_TERMINATION_GRACE_SECONDS,
+)
 from gpuctl.spec.loader import HOST_PATHS_ENV
 from gpuctl.spec.models import normalise_host_path
 
@@ -377,8 +382,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH",
-        help=f"hostPath prefix allowed despite the deny list (repeatable; also ${HOST_PATHS_ENV}, "
-        "colon-separated)",
+        help=f"a data root: writable hostPaths may lie under it besides {', '.join(HOST_PATH_ROOTS)} "
+        f"(system locations never; repeatable; also ${HOST_PATHS_ENV}, colon-separated)",
     )
     p.add_argument(
         "--kueue-user",
@@ -394,6 +399,22 @@ def _parser() -> argparse.ArgumentParser:
         help="a namespace whose pods may run on pool nodes: the isolation rules skip it (repeatable; "
         f"default {', '.join(EXEMPT_NAMESPACES)}; --exempt-namespace= for none; the chart sets it from "
         "exemptNamespaces)",
+    )
+    p.add_argument(
+        "--max-termination-grace",
+        type=int,
+        default=MAX_TERMINATION_GRACE_SECONDS,
+        metavar="SECONDS",
+        help="the longest terminationGracePeriodSeconds a team pod may ask (termination-grace; default "
+        f"{MAX_TERMINATION_GRACE_SECONDS}; the chart sets it from maxTerminationGraceSeconds)",
+    )
+    p.add_argument(
+        "--allowed-extended-resource",
+        action="append",
+        metavar="NAME",
+        help="an extended resource (NAME, or PREFIX*) a team pod may request though Kueue does not charge it "
+        f"(extended-resource; repeatable; default {', '.join(DEFAULT_ALLOWED_EXTENDED_RESOURCES)}; "
+        "--allowed-extended-resource= for none; the chart sets it from allowedExtendedResources)",
     )
     p.add_argument(
         "--stale-wait",
@@ -488,8 +509,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     exempt = (
         EXEMPT_NAMESPACES if args.exempt_namespace is None else tuple(n for n in args.exempt_namespace if n)
     )
+    if args.max_termination_grace < 0:
+        print("gpuctl admission: --max-termination-grace must be 0 or more", file=sys.stderr)
+        return 2
+    extended = (
+        DEFAULT_ALLOWED_EXTENDED_RESOURCES
+        if args.allowed_extended_resource is None
+        else tuple(a for a in args.allowed_extended_resource if a)
+    )
     config = AdmissionConfig(
-        mode=Mode(args.mode), allowed_host_paths=paths, kueue_user=args.kueue_user, exempt_namespaces=exempt
+        mode=Mode(args.mode),
+        allowed_host_paths=paths,
+        kueue_user=args.kueue_user,
+        exempt_namespaces=exempt,
+        max_termination_grace=args.max_termination_grace,
+        allowed_extended_resources=extended,
     )
     source: StateSource
     if args.static_state:

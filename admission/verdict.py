@@ -18,7 +18,11 @@ from typing import Final, NamedTuple
 
 from admission.identities import KUEUE_USER
 from admission.rule_names import CACHE_RULES
-from gpuctl.constants import EXEMPT_NAMESPACES
+from gpuctl.constants import (
+    DEFAULT_ALLOWED_EXTENDED_RESOURCES,
+    EXEMPT_NAMESPACES,
+    MAX_TERMINATION_GRACE_SECONDS,
+)
 from gpuctl.domain.shape import ShapeError
 
 __all__ = [
@@ -62,6 +66,11 @@ class AdmissionConfig:
     # Namespaces whose pods may run on pool nodes (`--exempt-namespace`; the chart's
     # exemptNamespaces): the isolation rules skip them, as the policy's binding does.
     exempt_namespaces: tuple[str, ...] = EXEMPT_NAMESPACES
+    # The longest terminationGracePeriodSeconds a team pod may ask (`--max-termination-grace`).
+    max_termination_grace: int = MAX_TERMINATION_GRACE_SECONDS
+    # Extended resources a team pod may request though Kueue does not charge them
+    # (`--allowed-extended-resource`: `name` or `prefix*`).
+    allowed_extended_resources: tuple[str, ...] = DEFAULT_ALLOWED_EXTENDED_RESOURCES
 
 
 @dataclass(frozen=True, slots=True)

@@ -221,7 +221,9 @@ POOL_TAINT_EFFECT: Final = "NoSchedule"
 # Kueue accepts at most this many tolerations on a ResourceFlavor.
 MAX_FLAVOR_TOLERATIONS: Final = 8
 
-# storage.workdirs host paths that are refused unless the config allows them.
+# Host paths no team pod mounts and `gpuctl create` refuses in storage.workdirs, whatever the admin's list of
+# data roots says: the node's system locations (and below; "/" only itself). Root on the node (CNI plugins
+# and kernel modules run as root, /usr and /lib hold what the node runs), other teams' logs and containers.
 DENIED_HOST_PATHS: Final = (
     "/",
     "/etc",
@@ -235,7 +237,23 @@ DENIED_HOST_PATHS: Final = (
     "/var/lib/etcd",
     "/var/lib/containerd",
     "/var/lib/docker",
+    # what the node runs, and other tenants' logs and container storage
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/boot",
+    "/opt/cni",
+    "/var/log",
+    "/var/lib/containers",
+    "/var/lib/cni",
 )
+# Data roots: a writable hostPath (every storage.workdirs entry; a volume a container mounts without
+# readOnly) lies under one of these or one the admin adds (--allowed-host-path, allowedHostPaths). The
+# earlier gpuctl's documented workdirs: /output and /models (its scenarios), /data/<team>/... (examples/).
+HOST_PATH_ROOTS: Final = ("/data", "/output", "/models")
 
 # Container waiting reasons shown as-is in STATUS (earlier gpuctl's vocabulary).
 CONTAINER_WAITING_REASONS: Final = frozenset(
@@ -280,6 +298,14 @@ MAX_TERMINATION_GRACE_SECONDS: Final = 300
 # buys no more time off Kueue's books: past allowance + grace the backstop ends the termination
 # (`gpuctl serve --termination-allowance`; docs/security.md, "The bound"). The cap admission enforces.
 UNCOVERED_TERMINATION_ALLOWANCE_SECONDS: Final = float(MAX_TERMINATION_GRACE_SECONDS)
+# Extended resources a team pod may request though Kueue does not charge them (admission's
+# extended-resource rule, the webhook's --allowed-extended-resource, the chart's allowedExtendedResources):
+# devices that are no accelerator. `name` or `prefix*`. RDMA devices (the RDMA shared device plugin's
+# rdma/hca_shared_devices_a, ...) go with multi-node training; hugepages-<size> is memory.
+DEFAULT_ALLOWED_EXTENDED_RESOURCES: Final = ("rdma/*", "hugepages-*")
+# Resources of a container that are neither accelerators nor refused: Kueue charges cpu and memory to the
+# team's budget; ephemeral-storage is the node's disk.
+PLAIN_RESOURCES: Final = frozenset({"cpu", "memory", "ephemeral-storage"})
 # With --evict-uncovered, how long a pod stays uncovered before it is evicted (at least the grace).
 UNCOVERED_EVICT_AFTER_SECONDS: Final = 120.0
 # The reason of the Kubernetes Events `gpuctl serve` posts on such pods, and the component it names.

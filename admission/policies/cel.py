@@ -58,9 +58,12 @@ class IsolationCel:
 
 @dataclass(frozen=True)
 class DeleteCel:
-    """A DELETE rule's twin in the `gpuctl-admission-delete` policy (admission.policies.deletes): its
-    variables (over `oldObject` and `request.options`: `object` is null on DELETE) and its validation."""
+    """A DELETE rule's twin in the `gpuctl-admission-delete` policy (admission.policies.deletes): the kinds
+    it judges (`(group, kind, version)`), its variables (over `oldObject` and `request.options`: `object` is
+    null on DELETE; the admin's `variables.maxTerminationGrace` comes first) and its validation (applied to
+    its kinds only)."""
 
+    kinds: tuple[tuple[str, str, str], ...]
     variables: Callable[[], list[dict]]
     validation: Callable[[], dict]
 

@@ -43,6 +43,7 @@ from admission.policies.skeleton import (
     validating_policy,
 )
 from admission.registry import TEAM_POLICY, Rule, compiled
+from gpuctl.constants import DEFAULT_ALLOWED_EXTENDED_RESOURCES, MAX_TERMINATION_GRACE_SECONDS
 from gpuctl.spec.models import normalise_host_path
 
 __all__ = ["NAME", "POLICY_RULES", "policy", "render_manifest", "variables"]
@@ -122,10 +123,18 @@ def _validation(rule: Rule, cel: TeamCel) -> dict:
     }
 
 
-def variables(allowed: tuple[str, ...] = ()) -> list[dict]:
+def variables(
+    allowed: tuple[str, ...] = (),
+    max_grace: int = MAX_TERMINATION_GRACE_SECONDS,
+    extended: tuple[str, ...] = DEFAULT_ALLOWED_EXTENDED_RESOURCES,
+) -> list[dict]:
+    """Every variable: the admin's settings compiled in (the chart rewrites these three from its values),
+    then each root's, then the UPDATE-change ones."""
     paths = cel_list(normalise_host_path(a) for a in allowed if a.startswith("/"))
     pairs = [
         ("allowedHostPaths", paths),
+        ("maxTerminationGrace", str(max_grace)),
+        ("allowedExtendedResources", cel_list(extended)),
         *_root_vars("object", ""),
         *_root_vars("oldObject", "old"),
         *(cel.change() for _, cel in _cels() if cel.change is not None),
@@ -133,14 +142,19 @@ def variables(allowed: tuple[str, ...] = ()) -> list[dict]:
     return [{"name": name, "expression": expr} for name, expr in pairs]
 
 
-def policy(allowed: tuple[str, ...] = ()) -> list[dict]:
-    """The ValidatingAdmissionPolicy and its Binding; `allowed`: host paths allowed despite the deny list."""
+def policy(
+    allowed: tuple[str, ...] = (),
+    max_grace: int = MAX_TERMINATION_GRACE_SECONDS,
+    extended: tuple[str, ...] = DEFAULT_ALLOWED_EXTENDED_RESOURCES,
+) -> list[dict]:
+    """The ValidatingAdmissionPolicy and its Binding; `allowed`: host paths allowed despite the deny list;
+    `max_grace`: the longest termination grace; `extended`: extended resources allowed uncharged."""
     return validating_policy(
         NAME,
         labels(NAME),
         [POD_RULE, EPHEMERAL_RULE, *TEMPLATE_RULES],
         team_match_conditions(),
-        variables(allowed),
+        variables(allowed, max_grace, extended),
         [_validation(r, cel) for r, cel in _cels()],
         team_namespaces(),
     )
@@ -161,9 +175,16 @@ HEADER: Final = """\
 """
 
 
-def render_manifest(allowed: tuple[str, ...] = ()) -> str:
+def render_manifest(
+    allowed: tuple[str, ...] = (),
+    max_grace: int = MAX_TERMINATION_GRACE_SECONDS,
+    extended: tuple[str, ...] = DEFAULT_ALLOWED_EXTENDED_RESOURCES,
+) -> str:
     """manifests/admission/policy.yaml: this policy, the orphan-delete one and the PriorityClass one."""
-    return render(HEADER, [*policy(allowed), *deletes.policy(), *priority_classes.policy()])
+    return render(
+        HEADER,
+        [*policy(allowed, max_grace, extended), *deletes.policy(max_grace), *priority_classes.policy()],
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -172,11 +193,24 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("--allowed-host-path", action="append", default=[], metavar="PATH",
                     help="absolute host path allowed despite the deny list (repeatable)")  # fmt: skip
+    ap.add_argument("--max-termination-grace", type=int, default=MAX_TERMINATION_GRACE_SECONDS,
+                    metavar="SECONDS", help="the longest terminationGracePeriodSeconds a team pod may ask "
+                    f"(default {MAX_TERMINATION_GRACE_SECONDS})")  # fmt: skip
+    ap.add_argument("--allowed-extended-resource", action="append", metavar="NAME",
+                    help="extended resource (NAME or PREFIX*) a team pod may request uncharged (repeatable; "
+                    f"default {', '.join(DEFAULT_ALLOWED_EXTENDED_RESOURCES)}; '' for none)")  # fmt: skip
     args = ap.parse_args(argv)
     bad = [a for a in args.allowed_host_path if not a.startswith("/")]
     if bad:
         ap.error(f"--allowed-host-path must be absolute: {', '.join(bad)}")
-    sys.stdout.write(render_manifest(tuple(args.allowed_host_path)))
+    if args.max_termination_grace < 0:
+        ap.error("--max-termination-grace must be 0 or more")
+    extended = (
+        DEFAULT_ALLOWED_EXTENDED_RESOURCES
+        if args.allowed_extended_resource is None
+        else tuple(a for a in args.allowed_extended_resource if a)
+    )
+    sys.stdout.write(render_manifest(tuple(args.allowed_host_path), args.max_termination_grace, extended))
     return 0
 
 

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from admission.policies.cel import POD_SPEC_PATH, TeamCel, cel_list, old_skip, pod_spec, var, var_name
 from admission.rule_names import DEVICE_ACCESS
-from admission.validators.host_paths import allowed_under, host_path, volume_name
+from admission.validators.host_paths import allowed_under, volume_name
 from admission.verdict import Malformed, Violation
 from admission.work import Work
 from gpuctl.constants import BASELINE_CAPABILITIES, DEVICE_HOST_PATHS, NVIDIA_DEVICE_ENV
@@ -80,7 +80,7 @@ def check_device_access(w: Work, allowed: tuple[str, ...]) -> list[Violation]:
         raw = hp.get("path") if type(hp) is dict else None
         if type(raw) is not str or not raw.startswith("/"):
             continue  # a missing or relative path is host-path's finding
-        norm, _ = host_path(raw, allowed)
+        norm = normalise_host_path(raw)
         inside = _device_path(norm, allowed)
         if inside is not None:
             out.append(

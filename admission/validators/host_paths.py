@@ -1,9 +1,17 @@
-"""`host-path`: hostPath volumes stay out of `constants.DENIED_HOST_PATHS` (and below; `/` only itself) unless
-the admin allowed them (`--allowed-host-path`, `$GPUCTL_ALLOWED_HOST_PATHS`); relative paths are refused.
-The deny list and its matching are the spec loader's (gpuctl.spec.models.path_denied).
+"""`host-path`: a team pod mounts no system location, and writes only under a data root.
 
-Python (`check_host_paths`) and CEL (`cel_variables`: the team policy's `hostPaths` and `hostPath`, the
-allowed paths compiled in as `variables.allowedHostPaths`) side by side, one fix (`fix`).
+- A hostPath in `constants.DENIED_HOST_PATHS` or below (`/` only itself: /etc, /proc, /usr, /lib, /boot,
+  /opt/cni, /var/log, /var/lib/containers, ...) is refused whatever the admin allows: root on the node (CNI
+  plugins and kernel modules run as root), other teams' logs and containers (docs/security.md).
+- A hostPath some container (init and ephemeral ones too) mounts without `readOnly: true` lies under a data
+  root: `constants.HOST_PATH_ROOTS` (/data, /output, /models: the earlier gpuctl's documented workdirs) or
+  one the admin adds (`--allowed-host-path`, `$GPUCTL_ALLOWED_HOST_PATHS`, the chart's allowedHostPaths).
+  Read-only mounts elsewhere stay allowed (a model cache, a dataset mirror).
+- Relative paths are refused.
+
+The rule is `gpuctl create`'s storage.workdirs rule (gpuctl.spec.models.host_path_refusal: workdirs are
+always writable). Python (`check_host_paths`) and CEL (`cel_variables`: the team policy's `hostPaths` and
+`hostPath`, the admin's roots compiled in as `variables.allowedHostPaths`) side by side, one fix (FIX).
 """
 
 from __future__ import annotations
@@ -12,14 +20,13 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Final
 
-from admission.policies.cel import TeamCel, cel_list, var, var_name
+from admission.policies.cel import TeamCel, cel_list, pod_spec, var, var_name
 from admission.rule_names import HOST_PATH
-from admission.validators.hints import names
 from admission.verdict import Violation
 from admission.work import Work
-from gpuctl.constants import DENIED_HOST_PATHS
+from gpuctl.constants import DENIED_HOST_PATHS, HOST_PATH_ROOTS
 from gpuctl.domain.shape import item, list_at, str_at
-from gpuctl.spec.models import normalise_host_path, path_denied
+from gpuctl.spec.models import host_path_refusal, normalise_host_path
 
 __all__ = [
     "CEL",
@@ -27,25 +34,17 @@ __all__ = [
     "RELATIVE_FIX",
     "allowed_under",
     "check_host_paths",
-    "fix",
     "host_path",
     "volume_name",
+    "writable_volumes",
 ]
 
 RELATIVE_FIX: Final = "use an absolute host path such as /data/<team>"
-
-
-def fix(outside: str, listed: str = "") -> str:
-    """host-path's fix: a directory outside `outside` (the webhook names the entry that denies; the policy,
-    which cannot, every entry), the allowed list where the webhook has one, or the admin's flag."""
-    return (
-        f"mount a directory outside {outside}{listed}, or ask an admin to allow it "
-        f"(--allowed-host-path on the webhook)"
-    )
-
-
-# The policy's fix (its findings do not say which entry denied).
-FIX: Final = fix(", ".join(DENIED_HOST_PATHS))
+FIX: Final = (
+    "system locations are never mounted; mount a writable directory under a data root (/data/<team>, or one "
+    "the admin adds with --allowed-host-path on the webhook), anything else readOnly: true"
+)
+_PARTS: Final = ("initContainers", "containers", "ephemeralContainers")
 
 
 def check_host_paths(w: Work, allowed: tuple[str, ...]) -> list[Violation]:
@@ -53,6 +52,7 @@ def check_host_paths(w: Work, allowed: tuple[str, ...]) -> list[Violation]:
     if volumes is None:
         return []
     out: list[Violation] = []
+    writable: frozenset[str] | None = None
     for i, vol in enumerate(list_at(w.spec, "volumes", w.spec_path)):
         if type(vol) is not dict:
             item(vol, f"{w.spec_path}.volumes[{i}]")
@@ -73,27 +73,35 @@ def check_host_paths(w: Work, allowed: tuple[str, ...]) -> list[Violation]:
                 )
             )
             continue
-        norm, denied = host_path(raw, allowed)
-        if denied is not None:
-            inside = "" if denied == norm else f" (inside {denied})"
-            listed = f" (allowed: {names(allowed)})" if allowed else ""
-            out.append(
-                Violation(
-                    HOST_PATH,
-                    f"volume {volume_name(vol)}: mounting host path {norm}{inside} is not allowed",
-                    fix(denied, listed),
-                    f"{HOST_PATH}={norm}",
-                )
-            )
+        if writable is None:
+            writable = writable_volumes(w.spec, w.spec_path)
+        norm, why = host_path(raw, volume_name(vol) in writable, allowed)
+        if why:
+            out.append(Violation(HOST_PATH, f"volume {volume_name(vol)}: {why}", FIX, f"{HOST_PATH}={norm}"))
     return out
 
 
 @lru_cache(maxsize=1024)
-def host_path(raw: str, allowed: tuple[str, ...]) -> tuple[str, str | None]:
-    """(normalised path, the deny-list entry that forbids it or None): pure, and the same few paths (a
-    team's data directories) come back in request after request."""
+def host_path(raw: str, writable: bool, allowed: tuple[str, ...]) -> tuple[str, str]:
+    """(normalised path, why it may not be mounted or ""): pure, and the same few paths (a team's data
+    directories) come back in request after request."""
     norm = normalise_host_path(raw)
-    return norm, path_denied(norm, allowed)
+    return norm, host_path_refusal(norm, writable, allowed)
+
+
+def writable_volumes(spec: Mapping[str, Any], where: str) -> frozenset[str]:
+    """The volumes some container (init, ephemeral) of the pod spec mounts without `readOnly: true`."""
+    out: set[str] = set()
+    for part in _PARTS:
+        if spec.get(part) is None:
+            continue
+        for i, c in enumerate(list_at(spec, part, where)):
+            cw = f"{where}.{part}[{i}]"
+            for j, m in enumerate(list_at(item(c, cw), "volumeMounts", cw)):
+                m = item(m, f"{cw}.volumeMounts[{j}]")
+                if m.get("readOnly") is not True and type(m.get("name")) is str:
+                    out.add(m["name"])
+    return frozenset(out)
 
 
 def volume_name(vol: Mapping[str, Any]) -> str:
@@ -116,25 +124,41 @@ def allowed_under(h: str) -> str:
     return f"variables.allowedHostPaths.exists(a, a == '/' || {h}.norm == a || {h}.norm.startsWith(a + '/'))"
 
 
+def _writable(root: str) -> str:
+    """CEL: some container of `root`'s pod spec mounts volume `v` without readOnly ('true'/'false': one map
+    of strings)."""
+    spec = pod_spec(root)
+    parts = " + ".join(f"(has({spec}.{p}) ? {spec}.{p} : [])" for p in _PARTS)
+    return (
+        f"({parts}).exists(c, has(c.volumeMounts) && c.volumeMounts.exists(m, m.name == v.name && "
+        "!(has(m.readOnly) && m.readOnly))) ? 'true' : 'false'"
+    )
+
+
 def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
-    """`hostPaths` (each hostPath volume as {name, raw, norm}; device-access reads it too) and `hostPath`
-    (the findings). Two steps: the API server's CEL has no cel.bind."""
+    """`hostPaths` (each hostPath volume as {name, raw, norm, writable}; device-access reads it too) and
+    `hostPath` (the findings). Two steps: the API server's CEL has no cel.bind."""
     denied = cel_list(DENIED_HOST_PATHS)
+    roots = f"({cel_list(HOST_PATH_ROOTS)} + variables.allowedHostPaths)"
     paths = (
         f"{var(pre, 'volumes')}.filter(v, has(v.hostPath)).map(v, "
         f"{{'name': string(v.name), 'raw': string(v.hostPath.path),\n"
-        f"'norm': {_norm('string(v.hostPath.path)')}}})"
+        f"'norm': {_norm('string(v.hostPath.path)')},\n"
+        f"'writable': {_writable(root)}}})"
     )
     under = "h.norm == d || (d != '/' && h.norm.startsWith(d + '/'))"
     findings = (
         f"{var(pre, 'hostPaths')}.map(h,\n"
         f"!h.raw.startsWith('/') ?\n"
         f"'volume ' + h.name + ': hostPath ' + h.raw + ' is not an absolute path' :\n"
-        f"{allowed_under('h')} ?\n"
-        f"'' :\n"
         f"{denied}.exists(d, {under}) ?\n"
-        f"'volume ' + h.name + ': mounting host path ' + h.norm + ' (inside ' + "
-        f"{denied}.filter(d, {under})[0] + ') is not allowed' : '')"
+        f"'volume ' + h.name + ': host path ' + h.norm + ' is a system location (inside ' + "
+        f"{denied}.filter(d, {under})[0] + ')' :\n"
+        f"h.writable == 'true' &&\n"
+        f"!{roots}.exists(a, a == '/' || h.norm == a || h.norm.startsWith(a + '/')) ?\n"
+        "'volume ' + h.name + ': host path ' + h.norm + ' would be mounted writable outside the data roots' "
+        ":\n"
+        "'')"
         f".filter(f, f != '')"
     )
     return [(var_name(pre, "hostPaths"), paths), (var_name(pre, "hostPath"), findings)]

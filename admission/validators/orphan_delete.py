@@ -1,5 +1,6 @@
-"""`orphan-delete`: no orphaning DELETE of a Job Kueue counts (a queue label): its pods would run on while
-Kueue stops counting them.
+"""`orphan-delete`: no orphaning DELETE of a Job Kueue counts -- queued itself (a queue label), or made by an
+object Kueue queues (its controller a KUEUE_OWNER_KINDS kind: a JobSet's Jobs carry no queue label) -- nor of
+a queued JobSet: its pods would run on while Kueue stops counting them.
 
 The API server hands the request's DeleteOptions to admission as `request.options` before it applies its own
 default, so the rule repeats the store's decision (k8s.io/apiserver registry/generic/registry/store.go,
@@ -15,9 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from admission.policies.cel import DeleteCel, q
+from admission.envelope import controller_ref, ref_kind
+from admission.identities import KUEUE_OWNER_KINDS
+from admission.policies.cel import DeleteCel, cel_list, q
 from admission.rule_names import ORPHAN_DELETE
 from admission.state import ClusterState
+from admission.validators.owner_claim import owner_kind
 from admission.verdict import Violation
 from gpuctl.constants import Labels
 from gpuctl.domain.shape import EMPTY, obj_at, strmap_at
@@ -29,9 +33,11 @@ __all__ = [
     "ORPHAN_BY_DEFAULT",
     "ORPHAN_FINALIZER",
     "ORPHAN_KINDS",
+    "ORPHAN_VERSIONS",
     "cel_validation",
     "cel_variables",
     "check_orphan_delete",
+    "queued_owner",
 ]
 
 # Kinds whose pods Kueue counts through the object's own Workload only: deleting it with orphaning finishes
@@ -39,7 +45,9 @@ __all__ = [
 # are each their own Workload (Kueue's pod integration) and stay counted, and the Workload of a
 # StatefulSet's pod group is owned by its pods too and stays admitted, so orphaning those escapes nothing
 # (the Deployment controller's next ReplicaSet even adopts the orphans back).
-ORPHAN_KINDS: Final = frozenset({("batch", "Job")})
+# A JobSet's Jobs run on as orphans too, and Kueue's Workload of the JobSet goes with it.
+ORPHAN_KINDS: Final = frozenset({("batch", "Job"), ("jobset.x-k8s.io", "JobSet")})
+ORPHAN_VERSIONS: Final = {("batch", "Job"): "v1", ("jobset.x-k8s.io", "JobSet"): "v1alpha2"}
 # The kind whose API server default for a DELETE without any policy is orphaning.
 ORPHAN_BY_DEFAULT: Final = frozenset({("batch", "Job", "v1")})
 ORPHAN_FINALIZER: Final = "orphan"
@@ -87,19 +95,33 @@ def check_orphan_delete(
     queue = labels.get(Labels.KUEUE_QUEUE) or strmap_at(
         meta, "annotations", "request.oldObject.metadata"
     ).get(Labels.KUEUE_QUEUE)
+    owner = queued_owner(old, "request.oldObject")
     ns = request.get("namespace")
     ns = ns if type(ns) is str else ""
-    if not queue or state.namespaces.get(ns) is False or user == kueue_user:
+    if not (queue or owner) or state.namespaces.get(ns) is False or user == kueue_user:
         return []
+    counted = f"LocalQueue {queue}" if queue else f"{owner}, which Kueue queues, owns it"
     return [
         Violation(
             ORPHAN_DELETE,
             f"deleting it with {how} would leave its pods running while Kueue stops counting them "
-            f"(LocalQueue {queue})",
+            f"({counted})",
             FIX,
             ORPHAN_DELETE,
         )
     ]
+
+
+def queued_owner(obj: Mapping[str, Any], where: str) -> str:
+    """`Kind name` of the object's controller when it is a kind Kueue queues in its own right (a JobSet for
+    its Jobs), else ""."""
+    meta = obj.get("metadata")
+    if type(meta) is not dict or meta.get("ownerReferences") is None:
+        return ""
+    ref = controller_ref(meta, f"{where}.metadata")
+    if ref is None or ref_kind(ref) not in KUEUE_OWNER_KINDS:
+        return ""
+    return f"{ref_kind(ref)[1]} {ref.get('name')}"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -132,7 +154,18 @@ def cel_variables() -> list[dict]:
         f"has({meta}.labels) && {qk} in {meta}.labels ? {meta}.labels[{qk}] :\n"
         f"has({meta}.annotations) && {qk} in {meta}.annotations ? {meta}.annotations[{qk}] : ''"
     )
-    return [{"name": "orphaning", "expression": cel_orphaning()}, {"name": "queue", "expression": queue}]
+    kinds = cel_list(sorted(f"{g}/{k}" for g, k in KUEUE_OWNER_KINDS))
+    gk = owner_kind("r")
+    owner = (
+        f"!has({meta}.ownerReferences) ? '' :\n"
+        f"{meta}.ownerReferences.filter(r, has(r.controller) && r.controller && {gk} in {kinds})"
+        ".map(r, r.kind + ' ' + r.name).join(', ')"
+    )
+    return [
+        {"name": "orphaning", "expression": cel_orphaning()},
+        {"name": "queue", "expression": queue},
+        {"name": "owner", "expression": owner},
+    ]
 
 
 def cel_validation() -> dict:
@@ -140,14 +173,17 @@ def cel_validation() -> dict:
         "'gpuctl policy: ' + request.kind.kind + ' ' + request.namespace + '/' + "
         "request.name + "
         f"' breaks [{ORPHAN_DELETE}]: deleting it with ' + variables.orphaning + "
-        "' would leave its pods running while Kueue stops counting them (LocalQueue ' + "
-        f"variables.queue + {q('). Fix: ' + FIX)}"
+        "' would leave its pods running while Kueue stops counting them (' + (variables.queue != '' ? "
+        "'LocalQueue ' + variables.queue : variables.owner + ', which Kueue queues, owns it') + "
+        f"{q('). Fix: ' + FIX)}"
     )
     return {
-        "expression": "variables.orphaning == '' || variables.queue == ''",
+        "expression": "variables.orphaning == '' || (variables.queue == '' && variables.owner == '')",
         "messageExpression": message,
         "reason": "Forbidden",
     }
 
 
-CEL: Final = DeleteCel(cel_variables, cel_validation)
+CEL: Final = DeleteCel(
+    tuple((g, k, ORPHAN_VERSIONS[(g, k)]) for g, k in sorted(ORPHAN_KINDS)), cel_variables, cel_validation
+)

@@ -125,13 +125,22 @@ _KINDS: Final = cel_list(sorted(f"{g}/{k}" for g, k in KUEUE_OWNER_KINDS))
 
 
 def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
-    """`ownerClaim`: a Pod's controller reference to one of KUEUE_OWNER_KINDS."""
+    """`ownerClaim`: a Pod's controller reference to one of KUEUE_OWNER_KINDS (the policy does not judge the
+    pods their controller sends: matchConditions); a Job's, unless that owner's controller (JOB_MAKERS)
+    sends it (the policy judges those Jobs: only the webhook skips them)."""
+    refs = f"{root}.metadata.ownerReferences"
+    gk = owner_kind("r")
+    makers = "{" + ", ".join(f"{q(f'{g}/{k}')}: {q(u)}" for (g, k), u in JOB_MAKERS.items()) + "}"
     claim = (
-        f"{old_skip(root)}request.kind.kind != 'Pod' || !has({root}.metadata.ownerReferences) ? [] :\n"
-        f"{root}.metadata.ownerReferences.filter(r, has(r.controller) && r.controller && "
-        f"{owner_kind('r')} in {_KINDS})"
+        f"{old_skip(root)}!(request.kind.kind in ['Pod', 'Job']) || !has({refs}) ? [] :\n"
+        f"request.kind.kind == 'Pod' ?\n"
+        f"{refs}.filter(r, has(r.controller) && r.controller && {gk} in {_KINDS})"
         f".map(r, 'the pod names ' + r.kind + ' ' + r.name + ' (uid ' + r.uid + ') as its controller, but '"
-        f" + 'Kueue leaves the pods of a ' + r.kind + ' to it and does not queue this one')"
+        f" + 'Kueue leaves the pods of a ' + r.kind + ' to it and does not queue this one') :\n"
+        f"{refs}.filter(r, has(r.controller) && r.controller && {gk} in {_KINDS} &&\n"
+        f"!({gk} in {makers} && {makers}[{gk}] == request.userInfo.username))"
+        f".map(r, 'the Job names ' + r.kind + ' ' + r.name + ' (uid ' + r.uid + ') as its controller, but '"
+        f" + 'Kueue leaves the Jobs of a ' + r.kind + ' to it and does not queue this one')"
     )
     return [(var_name(pre, "ownerClaim"), claim)]
 

@@ -196,6 +196,8 @@ def pod_template(
         pod_spec["tolerations"] = [t.as_kubernetes() for t in spec.resources.tolerations]
     if restart_policy:
         pod_spec["restartPolicy"] = restart_policy
+    if spec.job.termination_grace is not None:
+        pod_spec["terminationGracePeriodSeconds"] = spec.job.termination_grace
     if env.image_pull_secret:
         pod_spec["imagePullSecrets"] = [{"name": env.image_pull_secret}]
     if workdirs:

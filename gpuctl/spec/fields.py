@@ -35,7 +35,10 @@ NAME_FIX = (
 )
 QUANTITY_FIX = "use a Kubernetes quantity such as 4, 500m, 16Gi"
 PORT_FIX = "use a port between 1 and 65535, e.g. 8000"
-HOST_PATH_FIX = "choose a data directory such as /data/<team>, or ask an admin to add it to allowedHostPaths"
+HOST_PATH_FIX = (
+    "choose a directory under a data root such as /data/<team> (system locations are never mounted); an "
+    "admin adds data roots with allowedHostPaths"
+)
 NOTEBOOK_REPLICAS_FIX = "notebooks run exactly one replica; remove `replicas` or set it to 1"
 
 

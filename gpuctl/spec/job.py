@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from gpuctl.constants import Priority
+from gpuctl.constants import MAX_TERMINATION_GRACE_SECONDS, Priority
 from gpuctl.spec.fields import (
     DnsLabel,
     Duration,
@@ -40,6 +40,37 @@ class JobMeta(SpecModel):
     max_runtime: Duration | None = Field(
         None, validation_alias=aliases("maxRuntime", "max_runtime", "max-runtime")
     )
+    # The pods' terminationGracePeriodSeconds (time to checkpoint on SIGTERM), at most what admission
+    # allows a team pod (constants.MAX_TERMINATION_GRACE_SECONDS, the webhook's default): Kueue stops
+    # counting a terminating pod's GPUs. None: Kubernetes' 30 s.
+    termination_grace: int | None = Field(
+        None,
+        validation_alias=aliases(
+            "terminationGracePeriodSeconds",
+            "termination_grace_period_seconds",
+            "termination-grace-period-seconds",
+        ),
+    )
+
+    @field_validator("termination_grace", mode="before")
+    @classmethod
+    def _termination_grace(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if type(value) is not int or value < 0:
+            raise fail(
+                "termination_grace",
+                f"{show(value)} is not a number of seconds",
+                f"use a whole number of seconds from 0 to {MAX_TERMINATION_GRACE_SECONDS}",
+            )
+        if value > MAX_TERMINATION_GRACE_SECONDS:
+            raise fail(
+                "termination_grace",
+                f"{value} s is longer than the {MAX_TERMINATION_GRACE_SECONDS} s a team pod may take to stop "
+                "(Kueue stops counting a stopping pod's GPUs)",
+                f"use at most {MAX_TERMINATION_GRACE_SECONDS} (checkpoint within it), or ask an admin",
+            )
+        return value
 
     @field_validator("namespace", mode="before")
     @classmethod

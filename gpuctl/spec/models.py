@@ -29,7 +29,16 @@ from gpuctl.spec.kinds import (
 from gpuctl.spec.pool import PoolCluster, PoolMeta, PoolNode, PoolSpec
 from gpuctl.spec.quota import LimitRange, PoolGuarantee, QuotaEntry, QuotaMeta, QuotaSpec
 from gpuctl.spec.resources import Resources, Toleration, TrainingResources
-from gpuctl.spec.service import NotebookService, Service, Storage, Workdir, normalise_host_path, path_denied
+from gpuctl.spec.service import (
+    NotebookService,
+    Service,
+    Storage,
+    Workdir,
+    data_roots,
+    host_path_refusal,
+    normalise_host_path,
+    path_denied,
+)
 
 __all__ = [
     "HOST_PATH_FIX",
@@ -64,6 +73,8 @@ __all__ = [
     "TrainingResources",
     "TrainingSpec",
     "Workdir",
+    "data_roots",
+    "host_path_refusal",
     "normalise_host_path",
     "path_denied",
     "spec_namespace",

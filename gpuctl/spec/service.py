@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from gpuctl.constants import DEFAULT_SERVICE_PORT, DENIED_HOST_PATHS, NOTEBOOK_PORT
+from gpuctl.constants import DEFAULT_SERVICE_PORT, DENIED_HOST_PATHS, HOST_PATH_ROOTS, NOTEBOOK_PORT
 from gpuctl.spec.autoscaling import Autoscaling
 from gpuctl.spec.fields import (
     HOST_PATH_FIX,
@@ -119,18 +119,38 @@ def _under(path: str, root: str) -> bool:
     return path == root or root == "/" or path.startswith(root.rstrip("/") + "/")
 
 
-def path_denied(path: str, allowed: tuple[str, ...] | list[str] = ()) -> str | None:
-    """Return the deny-list entry that forbids hostPath `path` (normalised), or None if it may be mounted.
-
-    A path is denied if it equals or lies under an entry of DENIED_HOST_PATHS; `/` denies only itself (or
-    nothing could be mounted). An allowed entry overrides the deny list for itself and everything below.
-    """
-    if any(_under(path, normalise_host_path(a)) for a in allowed):
-        return None
+def path_denied(path: str) -> str | None:
+    """The system location (DENIED_HOST_PATHS entry) that forbids hostPath `path` (normalised) whatever the
+    admin allows, or None. A path is denied if it equals or lies under an entry; `/` denies only itself."""
     for denied in DENIED_HOST_PATHS:
         if path == denied or (denied != "/" and path.startswith(denied + "/")):
             return denied
     return None
+
+
+def data_roots(allowed: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
+    """Where a writable hostPath may be: HOST_PATH_ROOTS and the admin's `allowed` roots (normalised)."""
+    return tuple(dict.fromkeys([*HOST_PATH_ROOTS, *(normalise_host_path(a) for a in allowed)]))
+
+
+def outside_roots(path: str, allowed: tuple[str, ...] | list[str] = ()) -> bool:
+    """A writable hostPath `path` (normalised) lies under no data root."""
+    return not any(_under(path, root) for root in data_roots(allowed))
+
+
+def host_path_refusal(path: str, writable: bool, allowed: tuple[str, ...] | list[str] = ()) -> str:
+    """Why hostPath `path` (normalised) may not be mounted, "" when it may: the one rule of `gpuctl create`'s
+    storage.workdirs (always writable) and admission's host-path (docs/security.md, "Host paths")."""
+    denied = path_denied(path)
+    if denied is not None:
+        inside = "" if denied == path else f" (inside {denied})"
+        return f"host path {path}{inside} is a system location: no team pod mounts it"
+    if writable and outside_roots(path, allowed):
+        return (
+            f"host path {path} would be mounted writable outside the data roots "
+            f"({', '.join(data_roots(allowed))})"
+        )
+    return ""
 
 
 class Workdir(SpecModel):
@@ -154,10 +174,9 @@ class Workdir(SpecModel):
             )
         norm = normalise_host_path(value)
         allowed = tuple((info.context or {}).get("allowed_host_paths", ()))
-        denied = path_denied(norm, allowed)
-        if denied is not None:
-            inside = "" if denied == norm else f" (inside {denied})"
-            raise fail("host_path_denied", f"mounting host path {norm}{inside} is not allowed", HOST_PATH_FIX)
+        why = host_path_refusal(norm, True, allowed)  # a workdir is mounted read-write
+        if why:
+            raise fail("host_path_denied", why, HOST_PATH_FIX)
         return norm
 
 

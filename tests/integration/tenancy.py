@@ -221,3 +221,36 @@ class TeamMember:
 def dump(p: subprocess.CompletedProcess) -> str:
     """A CompletedProcess for an assertion message."""
     return json.dumps({"rc": p.returncode, "stdout": p.stdout[-3000:], "stderr": p.stderr[-3000:]}, indent=1)
+
+
+def bind_jobset_editor(kube: Cluster, namespace: str, who: TeamMember) -> None:
+    """What docs/distributed.md tells admins to bind for JobSets (JobSet's own jobset-editor-role's rights):
+    a Role in the namespace and its RoleBinding to `who`."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    kube.request(
+        "POST",
+        f"{rbac}/namespaces/{namespace}/roles",
+        body={
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "jobset-editor", "namespace": namespace},
+            "rules": [
+                {
+                    "apiGroups": ["jobset.x-k8s.io"],
+                    "resources": ["jobsets"],
+                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                }
+            ],
+        },
+    )
+    kube.request(
+        "POST",
+        f"{rbac}/namespaces/{namespace}/rolebindings",
+        body={
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "jobset-editor", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "jobset-editor"},
+            "subjects": [{"kind": "ServiceAccount", "name": who.name, "namespace": namespace}],
+        },
+    )

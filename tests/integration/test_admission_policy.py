@@ -40,7 +40,7 @@ from tests.unit.test_admission_fixtures import review as admission_review
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-ALLOWED = "/var/run/gpuctl-test"
+ALLOWED = "/scratch/gpuctl-test"  # a data root the admin adds (system locations it cannot: issue 43)
 PY_CONFIG = AdmissionConfig(allowed_host_paths=(ALLOWED,))
 OWNER = "corpus-owner"
 
@@ -165,6 +165,19 @@ def _vol(p: str) -> dict:
     return {"volumes": [{"name": "h", "hostPath": {"path": p}}]}
 
 
+def _mounted(ns: str, p: str, read_only: bool) -> dict:
+    pod = _pod("a", ns, **_vol(p))
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "h", "mountPath": "/h", "readOnly": read_only}]
+    return pod
+
+
+def _resources(ns: str, **extra: str) -> dict:
+    pod = _pod("a", ns)
+    for m in pod["spec"]["containers"][0]["resources"].values():
+        m.update(extra)
+    return pod
+
+
 def _corpus(ns: str) -> dict[str, dict]:
     hi = {Labels.PRIORITY: "high", Labels.KUEUE_PRIORITY: PRIORITY_CLASS[Priority.HIGH]}
     c: dict[str, dict] = {
@@ -177,6 +190,19 @@ def _corpus(ns: str) -> dict[str, dict]:
         "hostpath-run-other": _pod("a", ns, **_vol("/var/run/docker.sock")),
         "hostpath-relative": _pod("a", ns, **_vol("data")),
         "hostpath-etcetera": _pod("a", ns, **_vol("/etcetera")),
+        # issue 43: system locations whatever the list says; writable only under a data root
+        "hostpath-cni-read-only": _mounted(ns, "/opt/cni/bin", True),
+        "hostpath-pod-logs": _mounted(ns, "/var/log/pods", False),
+        "hostpath-writable-outside-roots": _mounted(ns, "/mnt/x", False),
+        "hostpath-read-only-outside-roots": _mounted(ns, "/mnt/x", True),
+        "hostpath-writable-allowed-root": _mounted(ns, f"{ALLOWED}/x", False),
+        "hostpath-writable-data": _mounted(ns, "/data/team-a", False),
+        # issue 43: extended resources Kueue does not charge; termination grace
+        "extended-gaudi": _resources(ns, **{"habana.ai/gaudi": "8"}),
+        "extended-passthrough": _resources(ns, **{"nvidia.com/GA100_A100_SXM4_80GB": "2"}),
+        "extended-rdma-allowed": _resources(ns, **{"rdma/hca_shared_devices_a": "1"}),
+        "termination-grace-long": _pod("a", ns, terminationGracePeriodSeconds=7200),
+        "termination-grace-ok": _pod("a", ns, terminationGracePeriodSeconds=300),
         "priority-bad": _pod("a", ns, labels={Labels.PRIORITY: "urgent"}),
         "priority-ok": _pod("a", ns, labels=hi),
         "priority-no-class": _pod("a", ns, labels={Labels.PRIORITY: "high"}),

@@ -1148,3 +1148,27 @@ def test_exempt_namespaces_reach_the_webhook_the_binding_and_its_entry(tmp_path:
     flags, binding, entry = places(by_key(render("gpuctl-system", "-f", str(values))))
     assert flags == ["--exempt-namespace="]  # none: not the webhook's default
     assert binding == entry and len(binding) == 2 and all("gpu-operator" not in e["values"] for e in binding)
+
+
+def test_the_termination_bound_and_extended_resources_reach_webhook_and_policy(tmp_path: Path) -> None:
+    """maxTerminationGraceSeconds and allowedExtendedResources (issue 43) are one value each in two places:
+    the webhook's flags and the team policy's compiled variables; [] allows no extended resource."""
+
+    def places(docs: dict) -> tuple[list[str], list[str], dict[str, str]]:
+        args = docs[("Deployment", "gpuctl-admission")]["spec"]["template"]["spec"]["containers"][0]["args"]
+        policy = docs[("ValidatingAdmissionPolicy", "gpuctl-admission")]["spec"]["variables"]
+        return (
+            [a for a in args if a.startswith("--max-termination-grace=")],
+            [a for a in args if a.startswith("--allowed-extended-resource=")],
+            {v["name"]: v["expression"] for v in policy},
+        )
+
+    grace, extended, variables = places(by_key(render()))
+    assert grace == ["--max-termination-grace=300"] and variables["maxTerminationGrace"] == "300"
+    assert extended == ["--allowed-extended-resource=rdma/*", "--allowed-extended-resource=hugepages-*"]
+    assert variables["allowedExtendedResources"] == "['rdma/*', 'hugepages-*']"
+    values = tmp_path / "v.yaml"
+    values.write_text("maxTerminationGraceSeconds: 60\nallowedExtendedResources: []\n")
+    grace, extended, variables = places(by_key(render("gpuctl-system", "-f", str(values))))
+    assert grace == ["--max-termination-grace=60"] and variables["maxTerminationGrace"] == "60"
+    assert extended == ["--allowed-extended-resource="] and variables["allowedExtendedResources"] == "[]"

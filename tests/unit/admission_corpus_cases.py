@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from admission.identities import KUEUE_USER, POD_MAKERS
+from admission.identities import JOBSET_USER, KUEUE_USER, POD_MAKERS
 from gpuctl.constants import SET_ASIDE_TAINT_KEY, Labels
 from gpuctl.domain.gang import set_aside_tolerations
 from tests.unit.test_admission_fixtures import PLAIN, TEAM, queued_pod, raw_pod, review, training_job
@@ -231,6 +231,82 @@ def _jobset() -> dict:
     )["request"]
 
 
+def _issue_43() -> list[dict]:
+    """Termination grace, extended resources, writable host paths, a JobSet's Jobs (un-suspend, orphaning
+    delete, a claim), each denied and allowed."""
+    long = queued_pod("long", terminationGracePeriodSeconds=7200)
+    short = queued_pod("short", terminationGracePeriodSeconds=300)
+    long_job = _job(queued_pod("long-job", terminationGracePeriodSeconds=3600))
+
+    def requesting(name: str, resource: str) -> dict:
+        pod = queued_pod(name)
+        for m in pod["spec"]["containers"][0]["resources"].values():
+            m[resource] = "2"
+        return pod
+
+    def mounted(name: str, path: str, read_only: bool) -> dict:
+        pod = queued_pod(name, volumes=[{"name": "h", "hostPath": {"path": path}}])
+        return _container(pod, volumeMounts=[{"name": "h", "mountPath": "/h", "readOnly": read_only}])
+
+    child = training_job()
+    del child["metadata"]["labels"][Labels.KUEUE_QUEUE]
+    child["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "js",
+            "uid": "75e7",
+            "controller": True,
+        }
+    ]
+    started = copy.deepcopy(child)
+    started["spec"]["suspend"] = False
+    orphaning = review(child, op="DELETE")["request"]
+    orphaning["object"], orphaning["oldObject"] = None, child
+    orphaning["options"] = {
+        "kind": "DeleteOptions",
+        "apiVersion": "meta.k8s.io/v1",
+        "propagationPolicy": "Orphan",
+    }
+    return [
+        *(review(o)["request"] for o in (long, short, long_job)),
+        *(
+            review(requesting(n, r))["request"]
+            for n, r in (
+                ("gaudi", "habana.ai/gaudi"),
+                ("passthrough", "nvidia.com/GA100_A100_SXM4_80GB"),
+                ("rdma", "rdma/hca_shared_devices_a"),
+                ("hugepages", "hugepages-2Mi"),
+            )
+        ),
+        *(
+            review(mounted(n, p, ro))["request"]
+            for n, p, ro in (
+                ("rw-mnt", "/mnt/x", False),
+                ("ro-mnt", "/mnt/x", True),
+                ("rw-data", "/data/team-a", False),
+                ("ro-cni", "/opt/cni/bin", True),
+            )
+        ),
+        review(started, op="UPDATE", old=child)["request"],  # a member un-suspends a JobSet's Job
+        review(started, op="UPDATE", old=child, username=JOBSET_USER)["request"],  # its controller does
+        orphaning,
+        review(child)["request"],  # a member's Job claims a JobSet
+        review(child, username=JOBSET_USER)["request"],
+        *(_delete_pod(g) for g in (7200, 300, None)),  # kubectl delete pod --grace-period=N
+    ]
+
+
+def _delete_pod(grace: int | None) -> dict:
+    pod = queued_pod("stopping")
+    request = review(pod, op="DELETE")["request"]
+    request["object"], request["oldObject"] = None, pod
+    request["options"] = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+    if grace is not None:
+        request["options"]["gracePeriodSeconds"] = grace
+    return request
+
+
 def requests() -> list[dict]:
     """The hand-written requests, in recording order, each with its fixed uid."""
     out = [
@@ -242,6 +318,7 @@ def requests() -> list[dict]:
         *_orphan_delete(),
         *_isolation(),
         _jobset(),
+        *_issue_43(),
         *_own_set_aside(),
     ]
     for i, request in enumerate(out):

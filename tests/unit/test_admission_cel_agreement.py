@@ -46,7 +46,9 @@ from admission import isolation, registry
 from admission.policies import deletes, team
 from admission.policies import isolation as isolation_policy
 from admission.rule_names import (
+    DELETE_GRACE,
     DEVICE_ACCESS,
+    EXTENDED_RESOURCE,
     GPU_RESOURCE_RULE,
     HOST_PATH,
     JOB_TYPE,
@@ -58,6 +60,7 @@ from admission.rule_names import (
     PRIORITY,
     PRIORITY_CLASS_RULE,
     SET_ASIDE_TOLERATION,
+    TERMINATION_GRACE,
     UNKNOWN_KEY,
 )
 from admission.rules import AdmissionConfig, Malformed, review
@@ -120,6 +123,9 @@ WORDS: Final[dict[str, Words]] = {
     ORPHAN_DELETE: Words(DIFFER, SAME, f"'Orphan' quoted by the webhook only; {TEXT}"),
     POOL_TOLERATION: Words(),
     POOL_SELECTION: Words(),
+    EXTENDED_RESOURCE: Words(DIFFER, SAME, f"the policy names the container, the webhook the field; {TEXT}"),
+    TERMINATION_GRACE: Words(DIFFER, SAME, f"the webhook says what the grace costs; {TEXT}"),
+    DELETE_GRACE: Words(DIFFER, SAME, f"the webhook says what the grace costs; {TEXT}"),
 }
 
 
@@ -185,6 +191,13 @@ DIFFERENCES: Final = (
         "refuses it before admission (containers is required); the CEL cannot iterate null",
     ),
     Difference(
+        EXTENDED_RESOURCE,
+        "error",
+        _no_containers,
+        "a pod template without containers: the API server "
+        "refuses it before admission (containers is required); the CEL cannot iterate null",
+    ),
+    Difference(
         UNKNOWN_KEY,
         "webhook",
         lambda r: _kind(r) == "Node",
@@ -197,13 +210,6 @@ DIFFERENCES: Final = (
         lambda r: _kind(r) == "JobSet",
         "JobSets: the webhook judges each replicated job's pod template, no policy matches "
         "jobset.x-k8s.io/jobsets. TODO(rules): the team policy for JobSets (every rule of it)",
-    ),
-    Difference(
-        OWNER_CLAIM,
-        "webhook",
-        lambda r: _kind(r) == "Job",
-        "a Job's controller reference: the webhook judges Pods' and Jobs', the CEL Pods' only. "
-        "TODO(rules): owner-claim's CEL for Jobs",
     ),
     Difference(
         PRIORITY,

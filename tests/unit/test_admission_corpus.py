@@ -9,8 +9,9 @@ dry runs, controller and Kueue users, warn mode, an allowed host path, an unsync
 hand-written requests of admission_corpus_cases.py (rules no drawn request reaches) — with the cluster
 objects they are judged against and, for each, the HTTP status and body the server answered and the
 verdict's `skipped` and `cache_dependent` (what metrics, logs and the re-check read) when the corpus was
-recorded (before the lean pass). `GPUCTL_UPDATE_GOLDEN=1` records it again from the current code (only
-when a rule's behaviour is meant to change: review the diff of the decisions).
+recorded (before the lean pass). `GPUCTL_UPDATE_GOLDEN=answers` answers the same recorded requests again
+with the current code (when a rule's behaviour is meant to change: the changed answers are printed, review
+them); `GPUCTL_UPDATE_GOLDEN=1` draws and records a new corpus.
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ def _load() -> tuple[ClusterState, list[dict]]:
 
 
 def test_corpus_answers_are_unchanged() -> None:
-    if os.environ.get("GPUCTL_UPDATE_GOLDEN"):
+    if os.environ.get("GPUCTL_UPDATE_GOLDEN") == "answers":
+        reanswer()
+    elif os.environ.get("GPUCTL_UPDATE_GOLDEN"):
         record()
     state, cases = _load()
     assert len(cases) >= 1500
@@ -87,6 +90,35 @@ def test_corpus_answers_are_unchanged() -> None:
         if got != case["expect"]:
             changed.append((i, case, got))
     assert not changed, _describe(changed)
+
+
+def reanswer() -> None:
+    """The recorded cases (same requests, same cluster) with the current code's answers, printing which
+    changed; then the hand-written requests the corpus does not hold yet, appended."""
+    doc = orjson.loads(gzip.decompress(CORPUS.read_bytes()))
+    state = ClusterState.from_objects(doc["state"])
+    for i, case in enumerate(doc["cases"]):
+        got = answer(case, state)
+        if got != case["expect"]:
+            print(f"case {i}: {case['expect']['out'][:300]}\n   now {got['out'][:300]}")
+            case["expect"] = got
+    held = {c["body"] for c in doc["cases"]}
+    for body in _written():
+        if body.decode() not in held:
+            doc["cases"].append(_case(len(doc["cases"]), body, state))
+    CORPUS.write_bytes(gzip.compress(orjson.dumps(doc), mtime=0))
+
+
+def _case(i: int, body: bytes, state: ClusterState) -> dict:
+    """The `i`th case of the corpus: its config (by position) and its answer now."""
+    case = {
+        "mode": "warn" if i % 7 == 3 else "enforce",
+        "paths": i % 5 == 2,
+        "synced": i % 97 != 50,
+        "body": body.decode(),
+    }
+    case["expect"] = answer(case, state)
+    return case
 
 
 def _operation(body: str) -> Any:
@@ -237,16 +269,7 @@ def record() -> None:
     bodies += _written()
     objects = cluster_objects() + snapshot_objects(BENCH_TEAM, BENCH_POOL)  # the bench mix's cluster too
     state = ClusterState.from_objects(objects)
-    cases = []
-    for i, body in enumerate(bodies):
-        case = {
-            "mode": "warn" if i % 7 == 3 else "enforce",
-            "paths": i % 5 == 2,
-            "synced": i % 97 != 50,
-            "body": body.decode(),
-        }
-        case["expect"] = answer(case, state)
-        cases.append(case)
+    cases = [_case(i, body, state) for i, body in enumerate(bodies)]
     data = orjson.dumps({"state": objects, "cases": cases})
     CORPUS.parent.mkdir(parents=True, exist_ok=True)
     CORPUS.write_bytes(gzip.compress(data, mtime=0))

@@ -149,3 +149,49 @@ def test_only_the_jobset_controller_takes_a_jobs_claim_away():
     assert not v.allowed and v.rules == (OWNER_CLAIM,), v.message()
     assert "takes away the Job's controller reference to JobSet pair" in v.message()
     assert check(dropped, op="UPDATE", old=old, username=JOBSET_USER).allowed
+
+
+# ---- issue 43: a JobSet's Jobs carry no queue label, yet Kueue counts them through their JobSet.
+
+
+def test_only_kueue_or_the_jobset_controller_unsuspends_a_jobsets_job():
+    """Issue 43, 3: un-suspending a queued JobSet's child Job ran its pods uncounted (only owner-claim's
+    "already had it" warning); now kueue-gate refuses it, whatever the old object had."""
+    job = _owned_job(*JOBSET)
+    job["spec"]["suspend"] = True
+    started = copy.deepcopy(job)
+    started["spec"]["suspend"] = False
+    v = check(started, op="UPDATE", old=job, username="alice")
+    assert not v.allowed and v.rules == (KUEUE_GATE,), v.message()
+    assert "un-suspends a Job of JobSet pair, which Kueue queues" in v.message()
+    assert check(started, op="UPDATE", old=job, username=JOBSET_USER).allowed
+    assert check(started, op="UPDATE", old=job, username=KUEUE_USER).allowed
+    assert check(job, op="UPDATE", old=started, username="alice").allowed  # suspending is anyone's
+
+
+def _delete(obj: dict, options: dict, user: str = "alice") -> Verdict:
+    group, _, version = obj["apiVersion"].rpartition("/")
+    req = review(obj, op="DELETE", username=user, options=options or {"propagationPolicy": None})["request"]
+    req["kind"] = {"group": group, "version": version, "kind": obj["kind"]}
+    req["object"], req["oldObject"] = None, obj
+    req["options"] = options
+    return judge(req, STATE, AdmissionConfig())
+
+
+@pytest.mark.parametrize("options", [{"propagationPolicy": "Orphan"}, {"orphanDependents": True}, {}])
+def test_orphaning_deletes_of_a_jobsets_job_are_refused(options):
+    """Issue 43, 1: `kubectl delete job <child> --cascade=orphan` then deleting the JobSet left its pods
+    running with no Workload."""
+    v = _delete(_owned_job(*JOBSET), options)
+    assert not v.allowed and v.rules == ("orphan-delete",), v.message()
+    assert "JobSet pair, which Kueue queues, owns it" in v.message()
+    assert _delete(_owned_job(*JOBSET), {"propagationPolicy": "Background"}).allowed
+    assert _delete(_owned_job(*JOBSET), options, user=KUEUE_USER).allowed
+
+
+def test_orphaning_deletes_of_a_queued_jobset_are_refused():
+    js = jobset("leader")
+    v = _delete(js, {"propagationPolicy": "Orphan"})
+    assert not v.allowed and "LocalQueue default" in v.message(), v.message()
+    assert _delete(js, {}).allowed  # a JobSet's default is background
+    assert _delete(js, {"propagationPolicy": "Foreground"}).allowed

@@ -19,9 +19,11 @@ from admission.validators.orphan_delete import ORPHAN_KINDS
 from admission.validators.priority_class import ALLOWED_WORKLOAD_CLASSES
 from gpuctl.constants import (
     BASELINE_CAPABILITIES,
+    DEFAULT_ALLOWED_EXTENDED_RESOURCES,
     DENIED_HOST_PATHS,
     DEVICE_HOST_PATHS,
     GC_USER,
+    MAX_TERMINATION_GRACE_SECONDS,
     NVIDIA_DEVICE_ENV,
     PRIORITY_CLASS,
     PRIORITY_CLASS_PREEMPTION,
@@ -139,7 +141,8 @@ def test_orphaning_deletes_have_their_own_policy_bound_to_team_namespaces():
     covered = {
         (r["apiGroups"][0], res) for r in vap["matchConstraints"]["resourceRules"] for res in r["resources"]
     }
-    assert covered == {(g, f"{k.lower()}s") for g, k in ORPHAN_KINDS}
+    # orphan-delete's kinds, and Pods for delete-grace (a DELETE naming its own grace)
+    assert covered == {(g, f"{k.lower()}s") for g, k in ORPHAN_KINDS} | {("", "pods")}
     assert all(r["operations"] == ["DELETE"] for r in vap["matchConstraints"]["resourceRules"])
     # Kueue is never refused; nothing reads `object` (null on DELETE).
     assert [c["name"] for c in vap["matchConditions"]] == ["not-kueue"]
@@ -157,3 +160,29 @@ def test_gpuctl_priority_classes_are_held_at_preemption_never_cluster_wide():
     for name in PRIORITY_CLASS.values():
         assert f"'{name}'" in cond["expression"]
     assert f"'{PRIORITY_CLASS_PREEMPTION}'" in vap["validations"][0]["expression"]
+
+
+def _variable(text: str, name: str) -> str:
+    spec = next(
+        d
+        for d in yaml.safe_load_all(text)
+        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == team.NAME
+    )["spec"]
+    return next(v["expression"] for v in spec["variables"] if v["name"] == name)
+
+
+def test_the_termination_bound_and_extended_resources_are_compiled_in_as_the_webhook_deployment_says():
+    assert _variable(team.render_manifest((), 60, ("rdma/*",)), "maxTerminationGrace") == "60"
+    assert _variable(team.render_manifest((), 60, ("rdma/*",)), "allowedExtendedResources") == "['rdma/*']"
+    dep = next(
+        x
+        for x in yaml.safe_load_all((DIR / "deployment.yaml").read_text())
+        if x and x["kind"] == "Deployment"
+    )
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    grace = [a.split("=", 1)[1] for a in args if a.startswith("--max-termination-grace=")]
+    extended = [a.split("=", 1)[1] for a in args if a.startswith("--allowed-extended-resource=")]
+    shipped = (DIR / "policy.yaml").read_text()
+    assert grace == [_variable(shipped, "maxTerminationGrace")] == [str(MAX_TERMINATION_GRACE_SECONDS)]
+    assert cel_list(extended) == _variable(shipped, "allowedExtendedResources")
+    assert tuple(extended) == DEFAULT_ALLOWED_EXTENDED_RESOURCES

@@ -10,6 +10,8 @@ import pytest
 from admission.identities import CONTROLLER_USERS, KCM_USER, KUEUE_USER
 from admission.rule_names import (
     CACHE_RULES,
+    DELETE_GRACE,
+    EXTENDED_RESOURCE,
     GPU_FITS_NODE,
     GPU_QUEUE,
     GPU_TOPOLOGY,
@@ -21,6 +23,7 @@ from admission.rule_names import (
     POOL_PLACEMENT,
     PRIORITY,
     PRIORITY_CLASS_RULE,
+    TERMINATION_GRACE,
     UNKNOWN_KEY,
 )
 from admission.rules import RULES, AdmissionConfig, Malformed, Mode, Verdict
@@ -431,21 +434,53 @@ def test_pod_gpus_counts_containers_sidecars_and_the_largest_init_container():
 )
 def test_host_paths_in_the_deny_list_are_denied(path):
     v = only(queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}]), HOST_PATH)
-    assert "is not allowed" in v.message() and "--allowed-host-path" in v.message()
+    assert "is a system location" in v.message() and "never mounted" in v.message()
 
 
-@pytest.mark.parametrize("path", ["/data", "/data/team-a", "/mnt/datasets", "/etcetera", "/var/lib/datasets"])
-def test_other_host_paths_are_allowed(path):
-    allowed(queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}]))
+def _mounted(path: str, read_only: bool = False) -> dict:
+    pod = queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}])
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "h", "mountPath": "/x", "readOnly": read_only}]
+    return pod
 
 
-def test_allow_list_overrides_the_deny_list_for_the_path_and_below():
-    config = AdmissionConfig(allowed_host_paths=("/var/run/nvidia",))
-    pod = queued_pod(volumes=[{"name": "h", "hostPath": {"path": "/var/run/nvidia/driver"}}])
-    allowed(pod, config=config)
-    other = queued_pod(volumes=[{"name": "h", "hostPath": {"path": "/var/run/docker.sock"}}])
-    v = only(other, HOST_PATH, config=config)
-    assert "(allowed: /var/run/nvidia)" in v.message()
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/opt/cni/bin",
+        "/usr",
+        "/lib/modules",
+        "/boot",
+        "/var/log/pods",
+        "/var/lib/containers",
+        "/usr/local/bin",
+    ],
+)
+def test_system_locations_are_denied_read_only_too_whatever_the_admin_allows(path):
+    """Issue 43, 5: root on a pool node (CNI plugins run as root) and other teams' logs."""
+    config = AdmissionConfig(allowed_host_paths=(path, "/"))
+    for read_only in (False, True):
+        v = only(_mounted(path, read_only), HOST_PATH, config=config)
+        assert "is a system location" in v.message(), v.message()
+
+
+@pytest.mark.parametrize("path", ["/data", "/data/team-a", "/output/run-1", "/models"])
+def test_writable_host_paths_under_the_data_roots_are_allowed(path):
+    allowed(_mounted(path))
+
+
+@pytest.mark.parametrize("path", ["/mnt/datasets", "/etcetera", "/var/lib/datasets", "/home/u", "/dataset"])
+def test_writable_host_paths_outside_the_data_roots_are_denied_read_only_ones_allowed(path):
+    v = only(_mounted(path), HOST_PATH)
+    assert "writable outside the data roots (/data, /output, /models)" in v.message(), v.message()
+    allowed(_mounted(path, read_only=True))
+    allowed(queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}]))  # mounted by no container
+
+
+def test_the_admin_adds_data_roots():
+    config = AdmissionConfig(allowed_host_paths=("/scratch",))
+    allowed(_mounted("/scratch/team-a"), config=config)
+    v = only(_mounted("/scratchy"), HOST_PATH, config=config)
+    assert "(/data, /output, /models, /scratch)" in v.message()
 
 
 def test_relative_host_path_is_denied():
@@ -791,6 +826,63 @@ def test_any_pool_job_bigger_than_every_listed_pools_node_is_denied():
     v = only(_any_pool_job("[a10, empty]", 8), GPU_FITS_NODE)
     assert 'has 4 (pool "a10")' in v.message()
     allowed(_any_pool_job("[a10, a100]", 8))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 43, 4: accelerators under other names; 2: long termination grace.
+
+
+def _requesting(**resources: str) -> dict:
+    pod = queued_pod()
+    for m in pod["spec"]["containers"][0]["resources"].values():
+        m.update(resources)
+    return pod
+
+
+@pytest.mark.parametrize("name", ["habana.ai/gaudi", "nvidia.com/GA100_A100_SXM4_80GB", "example.com/fpga"])
+def test_extended_resources_kueue_does_not_charge_are_refused_naming_them(name):
+    v = only(_requesting(**{name: "2"}), EXTENDED_RESOURCE)
+    assert f"requests {name}: extended resource(s) Kueue does not charge" in v.message(), v.message()
+    assert "--allowed-extended-resource" in v.message()
+
+
+@pytest.mark.parametrize("name", ["rdma/hca_shared_devices_a", "hugepages-2Mi", "ephemeral-storage"])
+def test_the_default_list_allows_rdma_devices_and_hugepages(name):
+    allowed(_requesting(**{name: "1"}))
+
+
+def test_the_admin_sets_the_extended_resources_list():
+    config = AdmissionConfig(allowed_extended_resources=("example.com/fpga",))
+    allowed(_requesting(**{"example.com/fpga": "1"}), config=config)
+    only(_requesting(**{"rdma/hca_shared_devices_a": "1"}), EXTENDED_RESOURCE, config=config)
+
+
+def test_termination_grace_above_the_bound_is_refused():
+    pod = queued_pod(terminationGracePeriodSeconds=7200)
+    v = only(pod, TERMINATION_GRACE)
+    assert "terminationGracePeriodSeconds is 7200" in v.message() and "at most 300 s" in v.message()
+    allowed(queued_pod(terminationGracePeriodSeconds=300))
+    allowed(pod, config=AdmissionConfig(max_termination_grace=7200))
+
+
+def _delete_pod(grace: int | None, user: str = "alice") -> Verdict:
+    pod = queued_pod()
+    req = review(pod, op="DELETE", username=user)["request"]
+    req["object"], req["oldObject"] = None, pod
+    req["options"] = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+    if grace is not None:
+        req["options"]["gracePeriodSeconds"] = grace
+    return judge(req, STATE, AdmissionConfig())
+
+
+def test_deleting_a_pod_with_a_grace_above_the_bound_is_refused():
+    """`kubectl delete pod --grace-period=7200`: the API server takes the DELETE's grace over the pod's."""
+    v = _delete_pod(7200)
+    assert not v.allowed and v.rules == (DELETE_GRACE,), v.message()
+    assert "gracePeriodSeconds 7200" in v.message() and "at most 300 s" in v.message()
+    for ok in (None, 0, 30, 300):
+        assert _delete_pod(ok).allowed, ok
+    assert _delete_pod(7200, user=KUEUE_USER).allowed
 
 
 AUTOSCALED = """

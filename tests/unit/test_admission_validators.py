@@ -221,11 +221,14 @@ def test_labels(case, labels, want):
         ("/etc", "/etc", (), [HOST_PATH]),
         ("below /var/lib/kubelet", "/var/lib/kubelet/pods", (), [HOST_PATH]),
         ("relative", "data", (), [HOST_PATH]),
-        ("/etc allowed by the admin", "/etc/ssl", ("/etc/ssl",), []),
+        ("/etc allowed by the admin: a system location all the same", "/etc/ssl", ("/etc/ssl",), [HOST_PATH]),
+        ("writable outside the data roots", "/scratch/a", (), [HOST_PATH]),
+        ("writable under a root the admin adds", "/scratch/a", ("/scratch",), []),
     ],
 )
 def test_host_paths(case, path, allowed, want):
     obj = pod(volumes=[{"name": "h", "hostPath": {"path": path}}])
+    obj["spec"]["containers"] = [{"name": "c", "volumeMounts": [{"name": "h", "mountPath": "/h"}]}]
     assert rules_of(check_host_paths(reduce("Pod", obj, "o"), allowed)) == want, case
 
 

@@ -199,3 +199,13 @@ def test_yaml_output_has_no_anchors() -> None:
         probe["livenessProbe"]["httpGet"] is probe["readinessProbe"]["httpGet"]
     )  # shared, yet printed twice
     assert text.count("path: /health") == 2
+
+
+def test_the_termination_grace_a_job_asks_reaches_its_pods() -> None:
+    text = (
+        "kind: training\njob: {name: t, namespace: team-a, terminationGracePeriodSeconds: 90}\n"
+        "environment: {image: busybox}\nresources: {pool: a100, gpu: 1, cpu: 1, memory: 1Gi}\n"
+    )
+    (doc,) = load_text(text)
+    (job, *_) = build(doc.spec, "team-a")
+    assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 90

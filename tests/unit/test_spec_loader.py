@@ -385,17 +385,21 @@ def test_notebook_replicas_error() -> None:
 def test_denied_host_path_message() -> None:
     err = error_of(job_yaml(extra="storage: {workdirs: [{path: /var/run/docker.sock}]}\n"), "dind.yaml")
     assert str(err) == (
-        "dind.yaml: document 1: storage.workdirs[0].path: mounting host path /var/run/docker.sock "
-        "(inside /var/run) is not allowed (fix: choose a data directory such as /data/<team>, "
-        "or ask an admin to add it to allowedHostPaths)"
+        "dind.yaml: document 1: storage.workdirs[0].path: host path /var/run/docker.sock "
+        "(inside /var/run) is a system location: no team pod mounts it (fix: choose a directory under a "
+        "data root such as /data/<team> (system locations are never mounted); an admin adds data roots "
+        "with allowedHostPaths)"
     )
 
 
-def test_allow_list_config_permits_denied_path() -> None:
-    text = job_yaml(extra="storage: {workdirs: [{path: /var/run/nvidia/x}]}\n")
-    docs = load_text(text, config=SpecConfig(allowed_host_paths=("/var/run/nvidia",)))
-    assert docs[0].spec.storage.workdirs[0].path == "/var/run/nvidia/x"  # type: ignore[union-attr]
-    error_of(text, config=SpecConfig(allowed_host_paths=("/var/run/other",)))
+def test_allowed_host_paths_add_data_roots_but_never_system_locations() -> None:
+    text = job_yaml(extra="storage: {workdirs: [{path: /scratch/x}]}\n")
+    docs = load_text(text, config=SpecConfig(allowed_host_paths=("/scratch",)))
+    assert docs[0].spec.storage.workdirs[0].path == "/scratch/x"  # type: ignore[union-attr]
+    err = error_of(text, config=SpecConfig(allowed_host_paths=("/other",)))
+    assert "writable outside the data roots (/data, /output, /models, /other)" in str(err)
+    system = job_yaml(extra="storage: {workdirs: [{path: /var/run/nvidia/x}]}\n")
+    error_of(system, config=SpecConfig(allowed_host_paths=("/var/run/nvidia",)))
 
 
 def test_quota_default_twice_error() -> None:

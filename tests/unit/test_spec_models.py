@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gpuctl.constants import DEFAULT_SERVICE_PORT, NOTEBOOK_PORT, Priority
+from gpuctl.constants import DEFAULT_SERVICE_PORT, MAX_TERMINATION_GRACE_SECONDS, NOTEBOOK_PORT, Priority
 from gpuctl.spec import (
     ComputeSpec,
     Environment,
@@ -427,7 +427,7 @@ def test_training_allows_63_character_names() -> None:
 
 @pytest.mark.parametrize(
     ("path", "expected"),
-    [("/data/team-a", "/data/team-a"), ("/data//x/./y/", "/data/x/y"), ("/data/../scratch", "/scratch")],
+    [("/data/team-a", "/data/team-a"), ("/data//x/./y/", "/data/x/y"), ("/data/../models/m", "/models/m")],
 )
 def test_workdir_paths_are_normalised(path: str, expected: str) -> None:
     assert Workdir.model_validate({"path": path}).path == expected
@@ -463,26 +463,37 @@ def test_denied_host_paths(path: str) -> None:
     assert error_types(exc) == ["gpuctl_host_path_denied"]
 
 
-@pytest.mark.parametrize(
-    "path", ["/data", "/etcetera", "/var/lib/docker-data", "/runs", "/home/u", "/var/lib/kubeletx"]
-)
-def test_allowed_host_paths_by_default(path: str) -> None:
+@pytest.mark.parametrize("path", ["/data", "/data/team-a/output", "/output", "/models", "/models/llama"])
+def test_workdirs_under_the_data_roots_by_default(path: str) -> None:
+    """The earlier gpuctl's documented workdirs (/output, /models, examples' /data/<team>/...)."""
     assert Workdir.model_validate({"path": path}).path == path
 
 
-def test_allow_list_overrides_deny_list_for_path_and_children() -> None:
-    ctx = {"allowed_host_paths": ("/var/run/nvidia",)}
-    assert Workdir.model_validate({"path": "/var/run/nvidia"}, context=ctx).path == "/var/run/nvidia"
-    assert Workdir.model_validate({"path": "/var/run/nvidia/x"}, context=ctx).path == "/var/run/nvidia/x"
-    with pytest.raises(ValidationError):
-        Workdir.model_validate({"path": "/var/run/docker.sock"}, context=ctx)
+@pytest.mark.parametrize(
+    "path", ["/etcetera", "/var/lib/docker-data", "/runs", "/home/u", "/var/lib/kubeletx", "/dataset"]
+)
+def test_workdirs_outside_the_data_roots_are_refused(path: str) -> None:
+    """A workdir is mounted read-write: only under a data root (issue 43, 5)."""
+    with pytest.raises(ValidationError) as exc:
+        Workdir.model_validate({"path": path})
+    assert error_types(exc) == ["gpuctl_host_path_denied"]
+    assert Workdir.model_validate({"path": path}, context={"allowed_host_paths": (path,)}).path == path
+
+
+@pytest.mark.parametrize("path", ["/opt/cni/bin", "/usr", "/lib/modules", "/boot", "/var/log/pods"])
+def test_system_locations_are_refused_whatever_the_admin_allows(path: str) -> None:
+    ctx = {"allowed_host_paths": (path, "/")}
+    with pytest.raises(ValidationError) as exc:
+        Workdir.model_validate({"path": path}, context=ctx)
+    assert error_types(exc) == ["gpuctl_host_path_denied"]
+    assert "is a system location" in str(exc.value)
 
 
 def test_path_denied_helper() -> None:
     assert path_denied("/etc/ssl") == "/etc"
     assert path_denied("/") == "/"
     assert path_denied("/data") is None
-    assert path_denied("/etc/ssl", ["/etc"]) is None
+    assert path_denied("/lib/modules/6.1") == "/lib"
 
 
 def test_relative_workdir_is_an_error() -> None:
@@ -631,3 +642,16 @@ def test_name_helpers() -> None:
     assert is_dns_subdomain("a.b-c.d") and not is_dns_subdomain("a..b") and not is_dns_subdomain("A")
     assert is_label_value("") and is_label_value("A100_80G.x") and not is_label_value("-a")
     assert is_env_name("_A.b-1") and not is_env_name("1A") and not is_env_name("A=B")
+
+
+def test_termination_grace_is_bounded_and_reaches_the_pods() -> None:
+    """Issue 43: Kueue stops counting a stopping pod's GPUs, so a job may not ask more than admission allows
+    (constants.MAX_TERMINATION_GRACE_SECONDS); the field names itself in the error."""
+    doc = job_doc()
+    doc["job"]["terminationGracePeriodSeconds"] = 120
+    assert TrainingSpec.model_validate(doc).job.termination_grace == 120
+    for bad in (MAX_TERMINATION_GRACE_SECONDS + 1, 7200, -1, True, "60"):
+        doc["job"]["terminationGracePeriodSeconds"] = bad
+        with pytest.raises(ValidationError) as exc:
+            TrainingSpec.model_validate(doc)
+        assert error_types(exc) == ["gpuctl_termination_grace"], bad
