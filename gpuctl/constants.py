@@ -252,8 +252,20 @@ DENIED_HOST_PATHS: Final = (
 )
 # Data roots: a writable hostPath (every storage.workdirs entry; a volume a container mounts without
 # readOnly) lies under one of these or one the admin adds (--allowed-host-path, allowedHostPaths). The
-# earlier gpuctl's documented workdirs: /output and /models (its scenarios), /data/<team>/... (examples/).
-HOST_PATH_ROOTS: Final = ("/data", "/output", "/models")
+# data locations the earlier gpuctl's documents and example YAMLs use as workdirs, so its users' YAML keeps
+# running: /data, /datasets, /models, /output, /checkpoints, /cache, /logs and Jupyter's /home/jovyan/work.
+# Its service examples' /etc/nginx, /var/lib/mysql, /var/www are not data roots (a system location, or an
+# admin's choice to allow).
+HOST_PATH_ROOTS: Final = (
+    "/data",
+    "/datasets",
+    "/models",
+    "/output",
+    "/checkpoints",
+    "/cache",
+    "/logs",
+    "/home/jovyan/work",
+)
 
 # Container waiting reasons shown as-is in STATUS (earlier gpuctl's vocabulary).
 CONTAINER_WAITING_REASONS: Final = frozenset(

@@ -13,9 +13,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
-PY=${PYTHON:-python3}
-[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
-.venv/bin/pip install -q -e '.[dev]'
+hack/venv.sh
 export GPUCTL_PYTHON="$PWD/.venv/bin/python"
 VPY=.venv/bin/python
 # Prometheus comes from Debian's package (as in hack/test.sh).

@@ -15,20 +15,21 @@ case "${1:-}" in
   --real-node) REAL_NODE=1 SUITE=0; shift ;;
   --all) REAL_NODE=1; shift ;;
 esac
-PY=${PYTHON:-python3}
-[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
-.venv/bin/pip install -q --upgrade pip >/dev/null
-.venv/bin/pip install -q -e '.[dev]'
+hack/venv.sh
 export GPUCTL_PYTHON="$PWD/.venv/bin/python"
-# Prometheus (metrics tests) and promtool come from Debian's package.
-if ! command -v prometheus >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
-    || echo "test: could not install prometheus; metrics tests will fail" >&2
+# Debian packages, installed in one apt-get run when missing (needs root):
+#   prometheus (promtool too): the metrics tests and the demo
+#   mmdebstrap, umoci, skopeo: the image (hack/image.sh, tests/integration/test_image.py)
+#   containerd, runc, the CNI plugins, iptables: the real node (--real-node, --all)
+apt=()
+command -v prometheus >/dev/null 2>&1 || apt+=(prometheus)
+command -v umoci >/dev/null 2>&1 || apt+=(mmdebstrap umoci skopeo)
+if (( REAL_NODE )) && { ! command -v containerd >/dev/null 2>&1 || [[ ! -x /usr/lib/cni/bridge ]]; }; then
+  apt+=(containerd runc containernetworking-plugins iptables)
 fi
-# The image tools (hack/image.sh, tests/integration/test_image.py): mmdebstrap, umoci, skopeo from Debian.
-if ! command -v umoci >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap umoci skopeo >/dev/null) \
-    || echo "test: could not install mmdebstrap/umoci/skopeo; the image tests will fail" >&2
+if (( ${#apt[@]} )) && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt[@]}" >/dev/null) \
+    || echo "test: could not install ${apt[*]}; the tests that use them will fail" >&2
 fi
 # Every local cluster's Kueue, kube-apiserver and KWOK take inotify instances; the suite starts up to
 # seven clusters (two workers, the demo, MultiKueue's three, the real node) and the kernel's default of
@@ -40,21 +41,19 @@ fi
 .venv/bin/ruff format --check .
 # Layers point down and the domain core stays pure (contracts in pyproject.toml, docs/architecture.md).
 .venv/bin/lint-imports
-if (( REAL_NODE )); then
-  export GPUCTL_BUILD_REAL_NODE=1
-  if ! command -v containerd >/dev/null 2>&1 || [[ ! -x /usr/lib/cni/bridge ]]; then
-    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        containerd runc containernetworking-plugins iptables >/dev/null) \
-        || echo "test: could not install containerd/runc/CNI plugins; the real-node tests will fail" >&2
-    fi
-  fi
-fi
-hack/cluster/build.sh
-# The container image (cached by the wheel's content: rebuilt only when gpuctl changed, ~1-2 min cold).
-# It needs root (mmdebstrap, chroot); CI runs as root. Elsewhere tests/integration/test_image.py fails
-# and says so.
-if [[ $(id -u) == 0 ]]; then hack/image.sh; else echo "test: not root, so no image build (hack/image.sh)" >&2; fi
+if (( REAL_NODE )); then export GPUCTL_BUILD_REAL_NODE=1; fi
+# The cluster binaries and the container image at once: the Go build is CPU, the image mostly downloads
+# (Debian packages, wheels) and disk. The image is cached by the wheel's content (rebuilt only when gpuctl
+# changed, ~1-2 min cold); it needs root (mmdebstrap, chroot), as CI runs. Elsewhere
+# tests/integration/test_image.py fails and says so.
+mkdir -p build
+hack/cluster/build.sh >build/cluster-build.log 2>&1 & build=$!
+image=0
+if [[ $(id -u) == 0 ]]; then hack/image.sh || image=$?; else echo "test: not root, so no image build (hack/image.sh)" >&2; fi
+built=0; wait "$build" || built=$?
+cat build/cluster-build.log
+if (( built != 0 )); then echo "test: hack/cluster/build.sh failed (exit $built)" >&2; exit "$built"; fi
+if (( image != 0 )); then echo "test: hack/image.sh failed (exit $image)" >&2; exit "$image"; fi
 # Two workers, each with its own cluster (tests/conftest.py), whole files per worker (module fixtures);
 # one when GPUCTL_TEST_KUBECONFIG names a shared cluster. GPUCTL_TEST_WORKERS=0 runs in this process.
 workers=${GPUCTL_TEST_WORKERS:-2}

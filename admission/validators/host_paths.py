@@ -4,7 +4,8 @@
   /opt/cni, /var/log, /var/lib/containers, ...) is refused whatever the admin allows: root on the node (CNI
   plugins and kernel modules run as root), other teams' logs and containers (docs/security.md).
 - A hostPath some container (init and ephemeral ones too) mounts without `readOnly: true` lies under a data
-  root: `constants.HOST_PATH_ROOTS` (/data, /output, /models: the earlier gpuctl's documented workdirs) or
+  root: `constants.HOST_PATH_ROOTS` (the data locations the earlier
+  gpuctl's documents use as workdirs: /data, /datasets, /models, ...) or
   one the admin adds (`--allowed-host-path`, `$GPUCTL_ALLOWED_HOST_PATHS`, the chart's allowedHostPaths).
   Read-only mounts elsewhere stay allowed (a model cache, a dataset mirror).
 - Relative paths are refused.

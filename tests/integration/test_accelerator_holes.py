@@ -344,7 +344,7 @@ def test_system_host_paths_are_refused_by_kubectl_and_gpuctl_create(
 
 
 def test_writable_host_paths_only_under_the_data_roots(env: Env) -> None:
-    """A writable mount outside /data, /output, /models is refused; read-only it runs, charged."""
+    """A writable mount outside the data roots (HOST_PATH_ROOTS) is refused; read-only it runs, charged."""
     obj = job(env, "rw", volumes=[{"name": "h", "hostPath": {"path": "/mnt/shared"}}])
     mount = {"name": "h", "mountPath": "/h"}
     obj["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = [mount]

@@ -9,9 +9,10 @@ a team member of A with exactly the shipped roles (gpuctl-user + gpuctl-pool-vie
 does runs as the admin.
 
 Each attack is tried by the member, and by the editor where the member's roles cannot even try it, then
-watched for a few seconds and recorded as: refused (with the message), queued by Kueue (admitted only
-within quota), or ran outside quota (team A's pods hold more GPUs than Kueue counts for A, or a pod reaches
-devices it was not charged for). After each: Kueue's count for A equals the GPUs A's pods hold (the
+watched for a few seconds (unless every step was refused and nothing of it exists: then nothing it made
+can run, and it is looked at once) and recorded as: refused (with the message), queued by Kueue (admitted
+only within quota), or ran outside quota (team A's pods hold more GPUs than Kueue counts for A, or a pod
+reaches devices it was not charged for). After each: Kueue's count for A equals the GPUs A's pods hold (the
 ClusterQueue's flavorsReservation against A's bound pods), and no admitted pod of A or B was evicted.
 Then A's state is restored.
 
@@ -339,6 +340,13 @@ def _above_high(env: Env) -> list[str]:
     return out
 
 
+def _left(env: Env) -> list[str]:
+    """Every object of team A an attack made (labelled `attack`), pods included."""
+    p = env.admin("get", f"{_KINDS},pods", "-n", env.a, "-l", "attack", "-o", "name")
+    assert p.returncode == 0, p.stderr
+    return p.stdout.split()
+
+
 def watch(env: Env, seconds: float = WATCH) -> Seen:
     """Watch team A for `seconds`: stop early at an escape or an eviction."""
     end = time.monotonic() + seconds
@@ -393,8 +401,10 @@ def judge(
     """The outcome of an attack from the commands it ran (the last is the attack itself, the others set it
     up or are the member's try before the editor's) and what then ran in the next `seconds`. (The
     arguments are evaluated in order: the attack has run when the watch begins.)"""
-    seen = watch(env, seconds) if seconds else look(env)
     refused = [(who, p) for who, p in attempts if p.returncode != 0]
+    if len(refused) == len(attempts) and not _left(env):
+        seconds = 0  # every step refused and nothing of the attack exists: nothing it made can run
+    seen = watch(env, seconds) if seconds else look(env)
     parts = []
     if seen.escaped:
         text = f"team A's pods hold {seen.held} GPUs, Kueue counts {seen.kueue}"

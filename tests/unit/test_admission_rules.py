@@ -31,7 +31,7 @@ from admission.rules import review as judge
 from admission.state import ClusterState
 from admission.validators import labels as label_rules
 from gpuctl.builders import build
-from gpuctl.constants import FIELD_MANAGER, GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
+from gpuctl.constants import FIELD_MANAGER, GPU_RESOURCE, HOST_PATH_ROOTS, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.gpus import pod_spec_gpus as pod_gpus
 from gpuctl.spec import load_text
 from tests.unit.test_admission_fixtures import (
@@ -471,7 +471,8 @@ def test_writable_host_paths_under_the_data_roots_are_allowed(path):
 @pytest.mark.parametrize("path", ["/mnt/datasets", "/etcetera", "/var/lib/datasets", "/home/u", "/dataset"])
 def test_writable_host_paths_outside_the_data_roots_are_denied_read_only_ones_allowed(path):
     v = only(_mounted(path), HOST_PATH)
-    assert "writable outside the data roots (/data, /output, /models)" in v.message(), v.message()
+    roots = ", ".join(HOST_PATH_ROOTS)
+    assert f"writable outside the data roots ({roots})" in v.message(), v.message()
     allowed(_mounted(path, read_only=True))
     allowed(queued_pod(volumes=[{"name": "h", "hostPath": {"path": path}}]))  # mounted by no container
 
@@ -480,7 +481,7 @@ def test_the_admin_adds_data_roots():
     config = AdmissionConfig(allowed_host_paths=("/scratch",))
     allowed(_mounted("/scratch/team-a"), config=config)
     v = only(_mounted("/scratchy"), HOST_PATH, config=config)
-    assert "(/data, /output, /models, /scratch)" in v.message()
+    assert f"({', '.join(HOST_PATH_ROOTS)}, /scratch)" in v.message()
 
 
 def test_relative_host_path_is_denied():

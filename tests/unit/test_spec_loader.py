@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuctl.constants import HOST_PATH_ROOTS
 from gpuctl.spec import (
     ComputeSpec,
     InferenceSpec,
@@ -397,7 +398,7 @@ def test_allowed_host_paths_add_data_roots_but_never_system_locations() -> None:
     docs = load_text(text, config=SpecConfig(allowed_host_paths=("/scratch",)))
     assert docs[0].spec.storage.workdirs[0].path == "/scratch/x"  # type: ignore[union-attr]
     err = error_of(text, config=SpecConfig(allowed_host_paths=("/other",)))
-    assert "writable outside the data roots (/data, /output, /models, /other)" in str(err)
+    assert f"writable outside the data roots ({', '.join(HOST_PATH_ROOTS)}, /other)" in str(err)
     system = job_yaml(extra="storage: {workdirs: [{path: /var/run/nvidia/x}]}\n")
     error_of(system, config=SpecConfig(allowed_host_paths=("/var/run/nvidia",)))
 
