@@ -340,9 +340,11 @@ def plan_set_aside(
 def _arriving(
     workloads: Iterable[Mapping[str, Any]], pods_on: Mapping[str, list[Mapping[str, Any]]]
 ) -> set[str]:
-    """Nodes where Kueue placed pods of a Workload holding quota (its topology assignment) that are not bound
-    there yet: they look free, but a set-aside made there now would keep those pods off (a gang admitted
-    the moment its own set-aside was given back would be stranded by the next gang's)."""
+    """Nodes where Kueue placed pods of a gang's Workload holding quota (its topology assignment) that are not
+    bound there yet: they look free, but a set-aside made there now would keep those pods off (a gang
+    admitted the moment its own set-aside was given back would be stranded by the next gang's). One-pod
+    work is not waited for: a stream of it would keep every node "arriving" (test_starvation saw the
+    gang's nodes split over two racks); such a pod, if stranded, is requeued before it started."""
     bound: dict[tuple[str, str], int] = {}
     for node, ps in pods_on.items():
         for p in ps if node else ():
@@ -350,7 +352,7 @@ def _arriving(
             bound[key] = bound.get(key, 0) + 1
     out = set()
     for w in workloads:
-        if workload_state(w) in HOLDING_QUOTA:
+        if workload_state(w) in HOLDING_QUOTA and workload_gang(w) is not None:
             wkey = f"{namespace(w)}/{name(w)}"
             out.update(n for n, count in topology_nodes(w).items() if bound.get((wkey, n), 0) < count)
     return out

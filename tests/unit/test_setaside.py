@@ -362,30 +362,35 @@ def test_a_set_aside_stays_its_gangs_when_another_gang_comes_first_later() -> No
     assert again.hold == {} and "ended 5s ago" in again.why["p"]
 
 
-def test_nodes_kueue_just_placed_an_admitted_gang_on_are_not_set_aside_for_the_next() -> None:
-    """Seen on the cluster: the gang was admitted onto its free nodes, which gave its set-aside back, and
-    the next gang got those nodes set aside before the first one's pods were bound there: its pods, pinned
-    there by Kueue, were stranded and requeued. Nodes with pods of a Workload holding quota still to bind
-    (its topology assignment) are no candidates."""
-    big = _wl("big", state="admitted")
-    big["status"]["admission"] = {
+def _placed(wl: dict, nodes: list[str]) -> dict:
+    """The Workload with Kueue's topology assignment: one pod on each of `nodes`."""
+    wl["status"]["admission"] = {
         "podSetAssignments": [
             {
                 "name": "main",
-                "count": 2,
+                "count": len(nodes),
                 "topologyAssignment": {
                     "levels": ["kubernetes.io/hostname"],
                     "slices": [
                         {
-                            "domainCount": 2,
+                            "domainCount": len(nodes),
                             "podCounts": {"universal": 1},
-                            "valuesPerLevel": [{"individual": {"roots": ["n1", "n2"]}}],
+                            "valuesPerLevel": [{"individual": {"roots": nodes}}],
                         }
                     ],
                 },
             }
         ]
     }
+    return wl
+
+
+def test_nodes_kueue_just_placed_an_admitted_gang_on_are_not_set_aside_for_the_next() -> None:
+    """Seen on the cluster: the gang was admitted onto its free nodes, which gave its set-aside back, and
+    the next gang got those nodes set aside before the first one's pods were bound there: its pods, pinned
+    there by Kueue, were stranded and requeued. Nodes with pods of a Workload holding quota still to bind
+    (its topology assignment) are no candidates."""
+    big = _placed(_wl("big", state="admitted"), ["n1", "n2"])
     nodes = [_node("n1", "r1"), _node("n2", "r1"), _node("n3", "r1")]
     small = _wl("small", ns="tb", pods=2, gpus=1, age=60)
     plan = _plan(nodes=nodes, workloads=[big, small])
@@ -397,3 +402,12 @@ def test_nodes_kueue_just_placed_an_admitted_gang_on_are_not_set_aside_for_the_n
         p["metadata"].update(namespace="ta", annotations={"kueue.x-k8s.io/workload": "job-big"})
         bound.append(p)
     assert set(_plan(nodes=nodes, pods=bound, workloads=[big, small]).hold.values()) == {"tb/small"}
+
+
+def test_a_one_pod_job_kueue_just_placed_does_not_keep_its_node_from_a_set_aside() -> None:
+    """test_starvation on the cluster: a stream of 1-GPU jobs always had one just placed on some node of
+    rack r1, so the gang's two nodes were split over two racks. Only a gang's pods still to bind keep a
+    node out; a one-pod job stranded by the set-aside is requeued before it started (`stranded`)."""
+    one = _placed(_wl("one", ns="tb", pods=1, gpus=1, state="admitted"), ["n1"])
+    plan = _plan(workloads=[one, _wl("big")])
+    assert plan.hold == {"n1": "ta/big", "n2": "ta/big"}
