@@ -26,9 +26,11 @@ __all__ = [
     "KUEUE_NAMESPACE",
     "KUEUE_OWNER_KINDS",
     "KUEUE_USER",
+    "LWS_USER",
     "POD_MAKERS",
     "RELEASING_KINDS",
     "SA_PREFIX",
+    "STS_MAKERS",
 ]
 
 SA_PREFIX: Final = "system:serviceaccount:"
@@ -58,6 +60,15 @@ JOBSET_USER: Final = f"{SA_PREFIX}{JOBSET_NAMESPACE}:jobset-controller-manager"
 # owner controls, sent by that user, is made from a template already reviewed at its owner (the webhook
 # reviews JobSets); anyone else's Job claiming such an owner is `owner-claim`'s (Kueue would not queue it).
 JOB_MAKERS: Final = {("jobset.x-k8s.io", "JobSet"): JOBSET_USER}
+# The LeaderWorkerSet controller (LWS's own manifests: ServiceAccount lws-controller-manager in lws-system;
+# issue 44). It makes each LeaderWorkerSet's leader StatefulSet (controlled by the LeaderWorkerSet) and each
+# group's workers' StatefulSet (controlled by the group's leader pod), from the LeaderWorkerSet's templates,
+# which the webhook reviews; the StatefulSets carry no queue label (Kueue queues the LeaderWorkerSet's
+# groups through their pods).
+LWS_NAMESPACE: Final = "lws-system"
+LWS_USER: Final = f"{SA_PREFIX}{LWS_NAMESPACE}:lws-controller-manager"
+# (apiGroup, kind) of a controller owner of StatefulSets -> the user its controller sends them as.
+STS_MAKERS: Final = {("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): LWS_USER, ("", "Pod"): LWS_USER}
 # A pod controlled by one of these is made from a template already reviewed at its owner.
 CHECKED_OWNERS: Final = frozenset({("batch", "Job"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
 # A ReplicaSet controlled by a Deployment is made from the Deployment's (reviewed) template.

@@ -6,13 +6,14 @@ evaluation itself. The rules keep the cluster to gpuctl's conventions however wo
 module runs them, in admission.registry's order (each rule's check and CEL in one file of
 admission/validators/, named after it; `python -m admission.registry` prints the table).
 
-Rules apply to Pods, Jobs, Deployments, StatefulSets, ReplicaSets and JobSets (each replicated job's pod
-template, under the JobSet's labels) in namespaces gpuctl manages, and to Nodes. Pods the Job, ReplicaSet or
-StatefulSet controller makes (ReplicaSets the Deployment controller makes, Jobs the JobSet controller makes)
-are checked once, at their owner: the owner's template is what they are made from. What proves a
-pod was made by its controller is *who sends the request* (admission.identities), never what the object
-says about itself. The request is decoded by admission.envelope, the verdict and the UPDATE diff are
-admission.verdict's (only findings the old object did not have are denied).
+Rules apply to Pods, Jobs, Deployments, StatefulSets, ReplicaSets, JobSets (each replicated job's pod
+template, under the JobSet's labels) and LeaderWorkerSets (its leader and worker templates, under its labels)
+in namespaces gpuctl manages, and to Nodes. Pods the Job, ReplicaSet or StatefulSet controller makes
+(ReplicaSets the Deployment controller makes, Jobs the JobSet controller makes, StatefulSets the
+LeaderWorkerSet controller makes) are checked once, at their owner: the owner's template is what they are
+made from. What proves a pod was made by its controller is *who sends the request* (admission.identities),
+never what the object says about itself. The request is decoded by admission.envelope, the verdict and the
+UPDATE diff are admission.verdict's (only findings the old object did not have are denied).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from contextlib import suppress
 from typing import Any, Final
 
 from admission.envelope import Envelope, controller_kind, decode, subject
-from admission.identities import CHECKED_OWNERS, CHECKED_RS_OWNERS, CONTROLLER_USERS, JOB_MAKERS, KCM_USER
+from admission.identities import (
+    CHECKED_OWNERS,
+    CHECKED_RS_OWNERS,
+    CONTROLLER_USERS,
+    JOB_MAKERS,
+    KCM_USER,
+    STS_MAKERS,
+)
 from admission.registry import (
     CLAIM,
     DELETE,
@@ -67,6 +75,7 @@ _TEMPLATE_KINDS: Final = frozenset(
         ("apps", "StatefulSet"),
         ("apps", "ReplicaSet"),
         ("jobset.x-k8s.io", "JobSet"),  # a pod template per replicated job (admission.work.reduce_all)
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),  # its leader and worker templates (the same)
     }
 )
 _DELETE_SKIP: Final = Verdict(allowed=True, skipped="operation DELETE")
@@ -148,6 +157,8 @@ def _trusted(env: Envelope, obj: Mapping[str, Any], config: AdmissionConfig) -> 
         return f"checked at its owner ({owner[1]})"
     if owner is not None and env.kind == "Job" and user == JOB_MAKERS.get(owner):
         return f"checked at its owner ({owner[1]})"
+    if owner is not None and env.kind == "StatefulSet" and user == STS_MAKERS.get(owner):
+        return f"made by the LeaderWorkerSet controller, checked at its LeaderWorkerSet (owner {owner[1]})"
     return ""
 
 
@@ -165,7 +176,7 @@ def _review_work(
     works = reduce_all(kind, obj, "request.object")
     found, warn = _all_violations(works, ns, state, config)
     r = ObjectReview(env, obj, "request.object", works)
-    if old and kind in ("Job", "Pod", "JobSet"):
+    if old and kind in ("Job", "Pod", "JobSet", "LeaderWorkerSet"):
         with suppress(Malformed):  # a malformed old object: the new one is judged on its own
             r.old_works = reduce_all(kind, old, "request.oldObject")
     for stage, check in OBJECT_CHECKS:

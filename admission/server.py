@@ -72,6 +72,7 @@ _KINDS: Final = frozenset(
         "StatefulSet",
         "ReplicaSet",
         "JobSet",
+        "LeaderWorkerSet",
         "Node",
         "DaemonSet",
         "CronJob",

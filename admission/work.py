@@ -1,5 +1,6 @@
-"""The object under review (a Pod, or a Job, Deployment, StatefulSet or ReplicaSet with its pod template, or
-a JobSet with one pod template per replicated job), reduced to what the team namespaces' rules read, each
+"""The object under review (a Pod, or a Job, Deployment, StatefulSet or ReplicaSet with its pod template, a
+JobSet with one pod template per replicated job, or a LeaderWorkerSet with its leader and worker templates),
+reduced to what the team namespaces' rules read, each
 part typed once."""
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def reduce(kind: str, obj: Mapping[str, Any], where: str) -> Work:
 def reduce_all(kind: str, obj: Mapping[str, Any], where: str) -> list[Work]:
     """Every Work of `obj`: one for most kinds; a JobSet's, one per replicated job (its Job template's pod
     template, under the JobSet's own labels and spec: the JobSet is what Kueue queues)."""
+    if kind == "LeaderWorkerSet":
+        return _groups(obj, where)
     if kind != "JobSet":
         return [reduce(kind, obj, where)]
     labels, annotations, spec = _head(obj, where)
@@ -55,6 +58,18 @@ def reduce_all(kind: str, obj: Mapping[str, Any], where: str) -> list[Work]:
         job_spec = obj_at(job, "spec", f"{where}.{rjp}.template")
         out.append(_with_template(kind, labels, annotations, job_spec, spec, where, f"{rjp}.template.spec"))
     return out
+
+
+def _groups(obj: Mapping[str, Any], where: str) -> list[Work]:
+    """A LeaderWorkerSet's Works: its leader template (when it has one) and its worker template, under its
+    own labels and spec (Kueue queues each group of the LeaderWorkerSet, built from both: issue 44)."""
+    labels, annotations, spec = _head(obj, where)
+    at = "spec.leaderWorkerTemplate"
+    lwt = obj_at(spec, "leaderWorkerTemplate", f"{where}.spec")
+    keys = (
+        ("leaderTemplate", "workerTemplate") if lwt.get("leaderTemplate") is not None else ("workerTemplate",)
+    )
+    return [_with_template("LeaderWorkerSet", labels, annotations, lwt, spec, where, at, key) for key in keys]
 
 
 def _head(
@@ -82,12 +97,13 @@ def _with_template(
     obj_spec: Mapping[str, Any],
     where: str,
     at: str,
+    key: str = "template",
 ) -> Work:
-    """The Work of the pod template at `at`.template (`holder` is the spec there)."""
-    tp = f"{at}.template"
-    tmpl = holder.get("template")
+    """The Work of the pod template at `at`.`key` (`holder` is the object there)."""
+    tp = f"{at}.{key}"
+    tmpl = holder.get(key)
     if type(tmpl) is not dict:
-        tmpl = obj_at(holder, "template", f"{where}.{at}")
+        tmpl = obj_at(holder, key, f"{where}.{at}")
     tmeta = tmpl.get("metadata")
     if type(tmeta) is not dict:
         tmeta = obj_at(tmpl, "metadata", f"{where}.{tp}")

@@ -89,6 +89,8 @@ def cluster() -> Iterator[str]:
     env = {**os.environ, "GPUCTL_TESTBED_RUN": str(run), "GPUCTL_TESTBED_PORT_OFFSET": str(offset)}
     # The JobSet controller too (tests/integration/test_jobset.py): about 50 MiB, a few seconds per cluster.
     env.setdefault("GPUCTL_TESTBED_JOBSET", "1")
+    # And the LeaderWorkerSet controller (tests/integration/test_lws.py), the same way.
+    env.setdefault("GPUCTL_TESTBED_LWS", "1")
     up = subprocess.run([str(ROOT / "hack/cluster/up.sh")], env=env, capture_output=True, text=True)
     if up.returncode != 0:
         # What up.sh started before it failed (a half-started cluster keeps its ports and processes).

@@ -9,12 +9,12 @@ Fail`) and matches equivalent versions of its kinds (`matchPolicy: Equivalent`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import yaml
 
-from admission.identities import CONTROLLER_USERS, JOB_MAKERS, KUEUE_NAMESPACE, KUEUE_USER
+from admission.identities import CONTROLLER_USERS, JOB_MAKERS, KUEUE_NAMESPACE, KUEUE_USER, STS_MAKERS
 from admission.policies.cel import from_controller, q
 from gpuctl.constants import EXEMPT_NAMESPACES, NAMESPACE_MARKER_VALUE, Labels
 
@@ -31,6 +31,7 @@ __all__ = [
     "mutating_template_and_pod",
     "non_team_namespaces",
     "not_a_jobsets_job",
+    "not_an_lws_statefulset",
     "render",
     "resource_rule",
     "team_match_conditions",
@@ -123,15 +124,28 @@ def team_match_conditions() -> list[dict]:
 def not_a_jobsets_job() -> dict:
     """The matchCondition skipping the Jobs a JobSet's controller sends (webhook.yaml's, admission.rules'
     `_trusted`): Kueue admitted the JobSet as they are, nothing is to be added to them."""
+    return _not_made_by("Job", JOB_MAKERS, "not-a-jobsets-job-from-its-controller")
+
+
+def not_an_lws_statefulset() -> dict:
+    """The matchCondition skipping the StatefulSets the LeaderWorkerSet controller sends (a LeaderWorkerSet's
+    leader StatefulSet, a group's workers' StatefulSet: admission.rules' `_trusted`): made from the
+    LeaderWorkerSet's templates, reviewed at the LeaderWorkerSet."""
+    return _not_made_by("StatefulSet", STS_MAKERS, "not-a-leaderworkersets-statefulset-from-its-controller")
+
+
+def _not_made_by(kind: str, makers: Mapping[tuple[str, str], str], name: str) -> dict:
+    """A `kind` whose controller is one of `makers`' owner kinds, sent by that owner's controller user."""
     owned = " ||\n".join(
-        f"(r.kind == {q(kind)} && r.apiVersion.startsWith({q(group + '/')}) && "
-        f"request.userInfo.username == {q(user)})"
-        for (group, kind), user in JOB_MAKERS.items()
+        f"(r.kind == {q(owner)} && "
+        + (f"r.apiVersion.startsWith({q(group + '/')})" if group else "r.apiVersion == 'v1'")
+        + f" && request.userInfo.username == {q(user)})"
+        for (group, owner), user in makers.items()
     )
     return {
-        "name": "not-a-jobsets-job-from-its-controller",
+        "name": name,
         "expression": (
-            "request.kind.kind != 'Job' || !has(object.metadata.ownerReferences) ||\n"
+            f"request.kind.kind != {q(kind)} || !has(object.metadata.ownerReferences) ||\n"
             f"!object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && (\n{owned}))"
         ),
     }

@@ -33,6 +33,7 @@ from admission.policies.skeleton import (
     mutating_policy,
     mutating_template_and_pod,
     not_a_jobsets_job,
+    not_an_lws_statefulset,
     render,
     team_match_conditions,
 )
@@ -81,6 +82,7 @@ def _conditions(pod: bool) -> list[dict]:
     ]
     if not pod:
         conds.append(not_a_jobsets_job())
+        conds.append(not_an_lws_statefulset())
         conds.append(
             {
                 "name": "template-written",

@@ -81,6 +81,9 @@ def check_topology(w: Work, gpus: int, cq: str) -> list[Violation]:
     policy = (
         "gpuctl's topology policy writes Jobs, not JobSets: add it to each replicated job"
         if w.kind == "JobSet"
+        else "gpuctl's topology policy does not write LeaderWorkerSets: add it, with the same "
+        "kueue.x-k8s.io/podset-group-name, to the leader and worker templates (one placement per group)"
+        if w.kind == "LeaderWorkerSet"
         else "the topology MutatingAdmissionPolicy (manifests/admission/topology.yaml, Kubernetes >= 1.36) "
         "adds it for you"
     )

@@ -36,6 +36,10 @@ class TargetPool:
     # The one slice `resources.gpu-share` gets on this pool (a MIG profile's resource, or
     # nvidia.com/gpu.shared), chosen from the pool's nodes by gpuctl.service.sharing.share_facts.
     slice_resource: str | None = None
+    # Whole GPUs per pod that `resources.gpuMemory` needs on this pool (or the job's pools), and what was
+    # chosen, for people ("2 GPUs of 80 GiB (A100-80GB)", "MIG 2g.20gb"): gpuctl.service.sizing.
+    gpus: int | None = None
+    sized: str | None = None
 
 
 WHOLE_GPUS = TargetPool()
@@ -100,18 +104,28 @@ def metadata(spec: JobSpec, namespace: str, labels: dict[str, str], name: str | 
     return meta
 
 
+def pod_gpus(resources: Resources, pool: TargetPool = WHOLE_GPUS) -> int:
+    """Whole GPUs per pod: what gpuMemory was sized to on the pool, else `resources.gpu`."""
+    return pool.gpus if pool.gpus is not None else resources.gpu
+
+
 def gpu_resources(resources: Resources, pool: TargetPool = WHOLE_GPUS) -> dict[str, str]:
     """The one place a container's GPU request is decided: {resource name: quantity} to request (and
     limit), empty for CPU-only work. Every job kind's container gets its GPUs from here, per pod."""
-    if resources.gpu_share is not None:
-        if pool.slice_resource is not None:
-            return {pool.slice_resource: "1"}  # one slice (gpu: 1 or none; more is refused by the spec)
-        if pool.name is None:
-            return {}  # offline (client dry run): the pool's nodes decide the slice when it is applied
-        raise ValueError(f"pool {pool.name}: gpu-share {resources.gpu_share} has no slice resolved")
-    if not resources.gpu:
-        return {}
-    return {pool.gpu_resource: str(resources.gpu)}
+    wants_slice = resources.gpu_share is not None or resources.gpu_memory is not None
+    if wants_slice and pool.slice_resource is not None:
+        return {pool.slice_resource: "1"}  # one slice (gpu: 1 or none; more is refused by the spec)
+    if resources.gpu_share is not None or (resources.gpu_memory is not None and pool.gpus is None):
+        if pool.name is None and pool.gpus is None:
+            # Offline (client dry run): the pool's nodes decide the slice or count when it is applied;
+            # a count the job gives is shown as given.
+            return {pool.gpu_resource: str(resources.gpu)} if resources.gpu_memory and resources.gpu else {}
+        what = (
+            f"gpu-share {resources.gpu_share}" if resources.gpu_share else f"gpuMemory {resources.gpu_memory}"
+        )
+        raise ValueError(f"pool {pool.name}: {what} was not sized on the pool's GPUs")
+    gpus = pod_gpus(resources, pool)
+    return {pool.gpu_resource: str(gpus)} if gpus else {}
 
 
 def container_resources(spec: JobSpec, pool: TargetPool = WHOLE_GPUS) -> dict:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 
-from gpuctl.builders.common import TargetPool, job_service, service_name
+from gpuctl.builders.common import TargetPool, job_service, pod_gpus, service_name
 from gpuctl.constants import (
     CONTAINER_NAME,
     GANG_ENV,
@@ -36,7 +36,7 @@ from gpuctl.constants import (
     TAS_UNCONSTRAINED,
     Labels,
 )
-from gpuctl.spec import TrainingSpec
+from gpuctl.spec import InferenceSpec, TrainingSpec
 
 # The Job's failure policy for a gang (see the module docstring): disruptions are not failures, any
 # other non-zero exit of the training container fails the Job, hence the gang, at once.
@@ -56,13 +56,22 @@ def master_addr(job_name: str) -> str:
     return f"{job_name}-0.{service_name(job_name)}"
 
 
-def launcher_env(spec: TrainingSpec, user_names: set[str]) -> list[dict]:
-    """The launcher variables of GANG_ENV, minus those the user's own `env` sets (theirs win)."""
+def launcher_env(
+    spec: TrainingSpec | InferenceSpec,
+    user_names: set[str],
+    pool: TargetPool,
+    *,
+    addr: str | None = None,
+    rank: str | None = None,
+) -> list[dict]:
+    """The launcher variables of GANG_ENV, minus those the user's own `env` sets (theirs win). `addr`:
+    rank 0's host name (default: the Indexed Job's, master_addr); `rank`: the rank's value (default: a
+    fieldRef on the completion index), e.g. a `$(VAR)` the kubelet expands (a LeaderWorkerSet group's)."""
     nodes = spec.resources.nodes
-    addr, port = master_addr(spec.job.name), str(GANG_MASTER_PORT)
+    addr, port = addr or master_addr(spec.job.name), str(GANG_MASTER_PORT)
     values = {
         "PET_NNODES": str(nodes),
-        "PET_NPROC_PER_NODE": str(spec.resources.gpu or 1),
+        "PET_NPROC_PER_NODE": str(pod_gpus(spec.resources, pool) or 1),
         "PET_MASTER_ADDR": addr,
         "PET_MASTER_PORT": port,
         "MASTER_ADDR": addr,
@@ -74,7 +83,9 @@ def launcher_env(spec: TrainingSpec, user_names: set[str]) -> list[dict]:
     for name in GANG_ENV:
         if name in user_names:
             continue
-        if name in GANG_RANK_ENV:
+        if name in GANG_RANK_ENV and rank is not None:
+            out.append({"name": name, "value": rank})
+        elif name in GANG_RANK_ENV:
             out.append({"name": name, "valueFrom": {"fieldRef": {"fieldPath": rank_path}}})
         else:
             out.append({"name": name, "value": values[name]})
@@ -92,7 +103,7 @@ def topology_level(wanted: str, levels: tuple[str, ...]) -> str | None:
     return None
 
 
-def topology_annotation(spec: TrainingSpec, pool: TargetPool) -> dict[str, str]:
+def topology_annotation(spec: TrainingSpec | InferenceSpec, pool: TargetPool) -> dict[str, str]:
     """The pod-template annotation asking Kueue's Topology Aware Scheduling for the gang's placement."""
     wanted = spec.resources.topology
     levels = pool.topology
@@ -149,7 +160,7 @@ def gang_template(spec: TrainingSpec, namespace: str, pool: TargetPool, template
             "containers": [
                 {
                     **container,
-                    "env": [*launcher_env(spec, {e["name"] for e in user}), *user],
+                    "env": [*launcher_env(spec, {e["name"] for e in user}, pool), *user],
                     "ports": [{"name": GANG_PORT_NAME, "containerPort": GANG_MASTER_PORT, "protocol": "TCP"}],
                 },
                 *others,

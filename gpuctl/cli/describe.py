@@ -8,7 +8,19 @@ from __future__ import annotations
 
 import argparse
 
-from gpuctl.cli.cmdutil import connect, guard, job_object_name, kv, note, or_dash, quota_gpu, scope
+from gpuctl.cli.cmdutil import (
+    add_prometheus_flag,
+    connect,
+    guard,
+    job_object_name,
+    kv,
+    note,
+    or_dash,
+    prometheus_of,
+    quota_gpu,
+    scope,
+)
+from gpuctl.cli.terminal import escape_terminal
 
 TYPES = {
     "job": "job",
@@ -35,6 +47,7 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     )
     p.add_argument("type", choices=sorted(TYPES), metavar="TYPE")
     p.add_argument("name", metavar="NAME")
+    add_prometheus_flag(p)  # a job's GPU use (issue 40)
     p.set_defaults(run=run)
 
 
@@ -56,7 +69,8 @@ def describe_job(args: argparse.Namespace) -> int:
     from gpuctl.domain.workload import format_duration  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
 
-    d = views_svc.describe_job(connect(args), args.name, scope(args))
+    prom = prometheus_of(args, required=False)
+    d = views_svc.describe_job(connect(args), args.name, scope(args), prom=prom)
     data = d.as_dict()
     if print_one(args, data, job_object_name(d.kind, d.name)):
         return 0
@@ -71,7 +85,7 @@ def describe_job(args: argparse.Namespace) -> int:
             ("Priority", d.priority or ("floor/burst (docs/serving.md)" if d.autoscaling else "-")),
             ("Queue", d.queue),
             ("Position", d.position or "-"),
-            ("GPUs", d.gang["text"] if d.gang else d.gpus),
+            ("GPUs", d.gang["text"] if d.gang else d.replicas["text"] if d.replicas else d.gpus),
             ("Max runtime", format_duration(d.max_runtime) if d.max_runtime else "none"),
             ("Image", d.image),
             ("Requests", ", ".join(f"{k}={v}" for k, v in d.resources.items())),
@@ -93,23 +107,24 @@ def describe_job(args: argparse.Namespace) -> int:
         kv([("Set-aside ended", d.set_aside_ended)])
     if data["service"]:
         s = data["service"]
-        kv([("Service", f"{s['name']} {s['type']} {s['port']}->{s['targetPort']} nodePort {s['nodePort']}")])
+        kv([("Service", _service_line(s))])
     if data["env"]:
         print("Env:")
         for e in data["env"]:
             ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
-            print(f"  {e.get('name')}={e.get('value', '')}" + (f"<{ref}>" if ref else ""))
-    print(f"Kueue Workload: {data['workload'] or '<none yet>'}")
+            print(escape_terminal(f"  {e.get('name')}={e.get('value', '')}" + (f"<{ref}>" if ref else "")))
+    _print_gpu_use(d.gpu_use, d.gpu_use_error)
+    print(escape_terminal(f"Kueue Workload: {data['workload'] or '<none yet>'}"))
     if data["conditions"]:
         table(
             ["  TYPE", "STATUS", "REASON", "MESSAGE"],
             [
-                [f"  {x['type']}", x["status"], x["reason"] or "", (x["message"] or "")[:120]]
+                [f"  {x['type']}", x["status"], x["reason"] or "", x["message"] or ""]  # whole, as kubectl
                 for x in data["conditions"]
             ],
         )
     if d.pods_error:
-        print(f"Pods: not read: {d.pods_error}")
+        print(escape_terminal(f"Pods: not read: {d.pods_error}"))
         return 0
     if d.gang and d.pods:  # a multi-node job: rank -> pod -> node -> its topology domains
         levels = d.gang["topology"]
@@ -122,10 +137,67 @@ def describe_job(args: argparse.Namespace) -> int:
             ],
         )
         return 0
+    if d.replicas:  # a service of multi-node replicas: replica -> its state -> rank -> pod -> node
+        print("Replicas:")
+        rows = []
+        for g in d.replicas["groups"]:
+            for i, p in enumerate(g["pods"] or [{"rank": "-", "pod": "<none>", "node": None}]):
+                head = [f"  {g['replica']}", g["state"]] if i == 0 else ["  ", ""]
+                rows.append([*head, str(p["rank"]), p["pod"], p["node"] or "<unscheduled>"])
+        table(["  REPLICA", "STATE", "RANK", "POD", "NODE"], rows)
+        return 0
     print("Pods:" if d.pods else "Pods: <none>")
     for p in data["pods"]:
-        print(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}")
+        print(escape_terminal(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}"))
     return 0
+
+
+def _print_gpu_use(use: dict | None, error: str | None) -> None:
+    """GPU use (issue 40): the job's figures, then one line per device of each pod (rank, replica, MIG
+    slice), as `gpuctl top` reads them."""
+    from gpuctl.cli.output import table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.constants import USE_LOOKBACK_SECONDS, USE_WINDOW_SECONDS  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.domain.utilisation import (  # noqa: PLC0415 - lazy: CLI start-up
+        SOURCE_NAMES,
+        gpus_text,
+        idle_text,
+        memory_text,
+        percent_text,
+    )
+    from gpuctl.domain.workload import format_duration  # noqa: PLC0415 - lazy: CLI start-up
+
+    if error:
+        kv([("GPU use", f"not read: {error}")])
+        return
+    if use is None:
+        return
+    if not use["measured"]:
+        kv([("GPU use", f"{gpus_text(use['gpus'])} GPU(s) held, nothing measured (no dcgm-exporter series)")])
+        return
+    idle = idle_text(use["idle_seconds"], use["idle_at_least"], USE_LOOKBACK_SECONDS)
+    mean = f"{percent_text(use['activity'])} (mean over {format_duration(USE_WINDOW_SECONDS)})"
+    held = f"{gpus_text(use['gpus'])} GPU(s) held"
+    kv([("GPU use", f"{held}, activity {mean}, memory {memory_text(use['memory_mib'])}, idle for {idle}")])
+    rows = []
+    for p in use["pods"]:
+        where = "-" if p["rank"] is None else str(p["rank"])
+        if p.get("replica") is not None:  # a multi-node replica (LeaderWorkerSet group)
+            where = f"{p['replica']}/{where}"
+        for dev in p["devices"] or [None]:
+            if dev is None:
+                rows.append([f"  {p['pod']}", where, "<not measured>", "-", "-", "-"])
+                continue
+            rows.append(
+                [
+                    f"  {p['pod']}",
+                    where,
+                    dev["device"],
+                    percent_text(dev["activity"]),
+                    memory_text(dev["memory_mib"]),
+                    SOURCE_NAMES.get(dev["source"], dev["source"]) or "-",
+                ]
+            )
+    table(["  POD", "RANK", "DEVICE", "ACTIVITY", "MEMORY", "SOURCE"], rows)
 
 
 def _autoscaling(a: dict) -> None:
@@ -269,10 +341,10 @@ def describe_node(args: argparse.Namespace) -> int:
     )
     print("Labels:")
     for k, v in sorted(d["labels"].items()):
-        print(f"  {k}={v}")
+        print(escape_terminal(f"  {k}={v}"))
     print("Conditions:")
     for cond in d["conditions"]:
-        print(f"  {cond['type']}={cond['status']} {cond['reason']}")
+        print(escape_terminal(f"  {cond['type']}={cond['status']} {cond['reason']}"))
     if d["pods_namespaces"] is not None:
         note(
             f"pods of {', '.join(d['pods_namespaces']) or 'no namespace'} only (the namespaces you may "
@@ -280,7 +352,7 @@ def describe_node(args: argparse.Namespace) -> int:
         )
     print("Jobs:" if d["jobs"] else "Jobs: <none>")
     for j in d["jobs"]:
-        print(f"  {j['namespace']}/{j['pod']}  {j['kind']}  {j['job']}")
+        print(escape_terminal(f"  {j['namespace']}/{j['pod']}  {j['kind']}  {j['job']}"))
     return 0
 
 
@@ -330,9 +402,18 @@ def describe_namespace(args: argparse.Namespace) -> int:
     kv([("Name", d.namespace.name), ("Status", d.namespace.status), ("Age", age(d.namespace.age))])
     print("Labels:")
     for k, v in sorted(d.namespace.labels.items()):
-        print(f"  {k}={v}")
+        print(escape_terminal(f"  {k}={v}"))
     if d.quota:
         _print_quota(d.quota)
     else:
         print("Quota: <none> (create one with kind: quota)")
     return 0
+
+
+def _service_line(s: dict) -> str:
+    """`svc-x ClusterIP 10.0.0.7 80->8080`, `svc-nb ClusterIP None (headless) 8888->8888`, a NodePort's
+    node port after its ports: what kubectl describe service says of each, on one line."""
+    ip = s.get("clusterIP")
+    where = " None (headless)" if ip == "None" else f" {ip}" if ip else ""
+    node = f" nodePort {s['nodePort']}" if s.get("nodePort") else ""
+    return f"{s['name']} {s['type']}{where} {s['port']}->{s['targetPort']}{node}"

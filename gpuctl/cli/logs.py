@@ -48,7 +48,9 @@ def add_log_flags(p: argparse.ArgumentParser) -> None:
     """kubectl logs' flags."""
     p.add_argument("-c", "--container", help="the container (default: the pod's first)")
     p.add_argument("-f", "--follow", action="store_true", help="stream new lines until the pod ends")
-    p.add_argument("--tail", type=int, default=100, help="lines from the end (default 100; -1 for all)")
+    p.add_argument(
+        "--tail", type=int, default=-1, help="lines from the end (default -1: every line, as kubectl's)"
+    )
     p.add_argument("--since", metavar="DURATION", help="only lines newer than this (5s, 2m, 3h)")
     p.add_argument(
         "--since-time", metavar="RFC3339", help="only lines after this time (2026-01-02T15:04:05Z)"

@@ -9,6 +9,8 @@ from enum import Enum
 from functools import cache
 from typing import IO, Any
 
+from gpuctl.cli.terminal import escape_terminal
+
 
 @cache
 def _dumper() -> type:
@@ -67,10 +69,11 @@ def print_data(data: Any, fmt: str, out: IO[str] | None = None) -> None:
 
 def table(headers: Sequence[str] | None, rows: Iterable[Sequence[Any]], out: IO[str] | None = None) -> None:
     """A kubectl-style table: upper-case headers, columns padded to the widest cell plus 3 spaces.
-    headers None or empty: the rows alone (--no-headers), padded to their own widths."""
+    headers None or empty: the rows alone (--no-headers), padded to their own widths. Cells escaped
+    (escape_terminal)."""
     out = out or sys.stdout
     cells = [[str(c) for c in headers]] if headers else []
-    cells += [["" if c is None else str(c) for c in r] for r in rows]
+    cells += [["" if c is None else escape_terminal(str(c)) for c in r] for r in rows]
     if not cells:
         return
     widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]

@@ -30,6 +30,7 @@ from typing import Any
 
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.output import print_data, table
+from gpuctl.cli.terminal import escape_terminal
 
 LIST_HEADER = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}}
 
@@ -216,10 +217,11 @@ def print_custom_columns(columns: list[tuple[str, str]], items: Sequence[dict], 
 
 
 def tabwrite(lines: list[list[str]], out: Any = None) -> None:
-    """kubectl's tabwriter (minwidth 6, padding 3, the last cell unpadded)."""
+    """kubectl's tabwriter (minwidth 6, padding 3, the last cell unpadded); cells escaped as kubectl's."""
     out = out or sys.stdout
     if not lines:
         return
+    lines = [[escape_terminal(c) for c in r] for r in lines]
     n = max(len(r) for r in lines)
     widths = [max(6, max((len(r[i]) for r in lines if i < len(r) - 1), default=0) + 3) for i in range(n)]
     for r in lines:
@@ -301,7 +303,7 @@ def field_filter(selector: str, items: Sequence[dict]) -> Callable[[dict], bool]
         else:
             raise CommandError(f"invalid field selector {part!r}: use field=value[,field!=value]")
         key = key.strip()
-        if items and key.split(".")[0] not in known:
+        if items and not any(_has_path(i, key) for i in items):
             raise CommandError(
                 f"field label not supported: {key} (the fields of these items: {', '.join(sorted(known))})"
             )
@@ -316,3 +318,14 @@ def field_filter(selector: str, items: Sequence[dict]) -> Callable[[dict], bool]
         return "" if v is None else str(v)
 
     return lambda item: all((value_of(item, k) == v) == want for k, v, want in terms)
+
+
+def _has_path(item: dict, key: str) -> bool:
+    """Whether a dotted field path names a field of the item (`status.phase` does not where `status` is a
+    word: issue 42, it matched nothing in silence)."""
+    v: Any = item
+    for k in key.split("."):
+        if not isinstance(v, dict) or k not in v:
+            return False
+        v = v[k]
+    return True

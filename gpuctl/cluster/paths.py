@@ -25,6 +25,7 @@ RESOURCES: dict[str, Resource] = {
     "Deployment": Resource("apps/v1", "deployments", True),
     "StatefulSet": Resource("apps/v1", "statefulsets", True),
     "ReplicaSet": Resource("apps/v1", "replicasets", True),
+    "LeaderWorkerSet": Resource("leaderworkerset.x-k8s.io/v1", "leaderworkersets", True),
     "HorizontalPodAutoscaler": Resource("autoscaling/v2", "horizontalpodautoscalers", True),
     "ResourceFlavor": Resource("kueue.x-k8s.io/v1beta2", "resourceflavors", False),
     "ClusterQueue": Resource("kueue.x-k8s.io/v1beta2", "clusterqueues", False),

@@ -47,16 +47,17 @@ from gpuctl.domain.explain import (
 from gpuctl.domain.gang import set_aside_start
 from gpuctl.domain.sharing import profile_of_resource, units_to_gpus
 
-Clock = Callable[[float], str]  # epoch seconds -> what users read ("14:20")
+Clock = Callable[[float], str]  # epoch seconds -> what users read ("2026-11-29 14:20 UTC")
 
 
 def clock_text(now: float) -> Clock:
-    """Local wall-clock time rounded up to the minute ("14:20"), with the date when not within a day."""
+    """Local wall-clock time rounded up to the minute, always with its date and zone
+    ("2026-11-29 14:20 UTC"): a bare "14:20" read on another day or from another zone is wrong (issue 42).
+    `now` is kept for callers that render relative to the present."""
 
     def text(ts: float) -> str:
         up = math.ceil(ts / 60) * 60
-        fmt = "%H:%M" if up - now < 20 * 3600 else "%b %d %H:%M"
-        return time.strftime(fmt, time.localtime(up))
+        return time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(up))
 
     return text
 

@@ -29,6 +29,8 @@ from gpuctl.constants import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
+    LWS_GROUP_INDEX_LABEL,
+    LWS_WORKER_INDEX_LABEL,
     POOL_TOPOLOGY_ANNOTATION,
     SET_ASIDE_FOR_ANNOTATION,
     SET_ASIDE_JOB_TAINT_KEY,
@@ -37,6 +39,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpus
 from gpuctl.domain.objects import annotations, controller_ref, labels, meta, name, owner_ref, pod_finished
+from gpuctl.domain.status import is_gated, pod_node, workload_word
 
 # The well-known node labels of network levels, as hierarchies outermost first: a pool document that names
 # no `topology` gets the first hierarchy every one of its nodes carries entirely (none: the node only).
@@ -124,8 +127,28 @@ def gang_text(nodes: int, per_node: Mapping[str, int]) -> str:
     return f"{nodes} nodes x {_amounts(per_node, 1)} = {_amounts(per_node, nodes)}"
 
 
+def replicas_text(replicas: int, nodes: int, gpus_per_node: int) -> str:
+    """ "2 replicas x 2 nodes x 8 GPUs = 32 GPUs" (a service of multi-node replicas, at full size)."""
+    return (
+        f"{replicas} replica{'s' if replicas != 1 else ''} x {nodes} nodes x {gpus_per_node} GPUs = "
+        f"{replicas * nodes * gpus_per_node} GPUs"
+    )
+
+
+def group_size(obj: Mapping[str, Any] | None) -> int:
+    """Pods per replica of a LeaderWorkerSet (its leaderWorkerTemplate.size: leader and workers), else 1."""
+    lwt = ((obj or {}).get("spec") or {}).get("leaderWorkerTemplate") or {}
+    return max(int(lwt.get("size") or 1), 1) if lwt else 1
+
+
 def gang_note(obj: Mapping[str, Any]) -> str:
-    """ " (2 nodes x 8 GPUs = 16 GPUs)" after a multi-node Job's line in create/apply output, else ""."""
+    """ " (2 nodes x 8 GPUs = 16 GPUs)" after a multi-node Job's line in create/apply output, " (2
+    replicas x 2 nodes x 8 GPUs = 32 GPUs)" after a LeaderWorkerSet's, else ""."""
+    size = group_size(obj)
+    if size > 1:
+        lwt = obj["spec"]["leaderWorkerTemplate"]
+        gpus = pod_spec_gpus((lwt.get("workerTemplate") or {}).get("spec") or {})
+        return f" ({replicas_text(int(obj['spec'].get('replicas', 1)), size, gpus)})"
     nodes = gang_nodes(obj)
     if nodes == 1:
         return ""
@@ -133,9 +156,40 @@ def gang_note(obj: Mapping[str, Any]) -> str:
 
 
 def pod_rank(pod: Mapping[str, Any]) -> int | None:
-    """A gang pod's rank: its completion index (None for a pod of no Indexed Job)."""
+    """A gang pod's rank: its completion index, or its worker index in a LeaderWorkerSet group (None
+    for a pod of neither)."""
     value = annotations(pod).get(JOB_COMPLETION_INDEX_ANNOTATION)
+    if value is None:
+        value = labels(pod).get(LWS_WORKER_INDEX_LABEL)
     return int(value) if value is not None and str(value).isdigit() else None
+
+
+def pod_group(pod: Mapping[str, Any]) -> int | None:
+    """The replica (group index) a LeaderWorkerSet's pod belongs to, else None."""
+    value = labels(pod).get(LWS_GROUP_INDEX_LABEL)
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
+def replica_groups(pods: Iterable[Mapping[str, Any]]) -> dict[int, list[Mapping[str, Any]]]:
+    """A LeaderWorkerSet's pods by replica (group index), each group in rank order (leader first)."""
+    out: dict[int, list[Mapping[str, Any]]] = {}
+    for p in pods:
+        g = pod_group(p)
+        if g is not None:
+            out.setdefault(g, []).append(p)
+    return {g: by_rank(ps) for g, ps in sorted(out.items())}
+
+
+def groups_waiting(groups: Mapping[int, Sequence[Mapping[str, Any]]]) -> int:
+    """How many of a LeaderWorkerSet's replicas wait at Kueue's gate: a group not admitted has its pods
+    gated (Kueue admits a group whole), holding no GPU."""
+    return sum(1 for pods in groups.values() if any(is_gated(p) for p in pods))
+
+
+def groups_gpus(groups: Mapping[int, Sequence[Mapping[str, Any]]]) -> int:
+    """The GPUs of a LeaderWorkerSet's admitted replicas (what Kueue charges the team for them): a waiting
+    group's pods ask for GPUs and hold none."""
+    return sum(pod_spec_gpus(p.get("spec")) for pods in groups.values() for p in pods if not is_gated(p))
 
 
 def by_rank(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -395,3 +449,31 @@ def gang_never_fits(
         else f"{what} never fit in one {short} of pool {pool}: the largest ({best}) holds {most} such pods"
         f"{aside}"
     )
+
+
+# Kueue's annotation on a LeaderWorkerSet group's Workload: the group (replica) index.
+GROUP_INDEX_ANNOTATION = "kueue.x-k8s.io/component-workload-index"
+
+
+def replica_rows(workloads: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> list[dict]:
+    """`describe job` of a service of multi-node replicas (a LeaderWorkerSet): per replica (group index),
+    its Workload's word (Queued, Admitted, ...: Kueue admits each group whole) and its pods in rank order
+    (the leader, rank 0, first) with their nodes. A group whose Workload Kueue has not made yet shows
+    Pending."""
+    by_index: dict[int, Mapping[str, Any]] = {}
+    for wl in workloads:
+        value = annotations(wl).get(GROUP_INDEX_ANNOTATION, "")
+        if value.isdigit():
+            by_index[int(value)] = wl
+    groups = replica_groups(p for p in pods if not pod_finished(p))
+    return [
+        {
+            "replica": i,
+            "workload": name(by_index[i]) if i in by_index else None,
+            "state": (workload_word(by_index.get(i)) or "Pending"),
+            "pods": [
+                {"rank": pod_rank(p), "pod": name(p), "node": pod_node(p) or None} for p in groups.get(i, [])
+            ],
+        }
+        for i in sorted(set(by_index) | set(groups))
+    ]

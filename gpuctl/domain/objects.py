@@ -136,3 +136,19 @@ def owner_ref(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
         return ctrl
     refs = owner_refs(obj)
     return next((r for r in refs if r.get("kind") != "Pod"), refs[0] if refs else None)
+
+
+def pod_templates(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """A controller's pod templates: a Job's, Deployment's or StatefulSet's one; a LeaderWorkerSet's
+    leader and worker templates (the worker's last: every pod of a group asks for what it asks)."""
+    spec = (obj or {}).get("spec") or {}
+    if "template" in spec:
+        return [spec.get("template") or {}]
+    lwt = spec.get("leaderWorkerTemplate") or {}
+    return [t for t in (lwt.get("leaderTemplate"), lwt.get("workerTemplate")) if t]
+
+
+def pod_template(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A controller's pod template (a LeaderWorkerSet's: its workers'); {} when it has none."""
+    found = pod_templates(obj)
+    return found[-1] if found else {}

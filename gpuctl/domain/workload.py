@@ -28,7 +28,7 @@ from gpuctl.constants import (
     Priority,
 )
 from gpuctl.domain.gpus import quantity_gpus
-from gpuctl.domain.objects import condition, is_true, labels, meta, parse_time
+from gpuctl.domain.objects import condition, is_true, labels, meta, parse_time, pod_templates
 
 
 class WorkloadState(StrEnum):
@@ -135,8 +135,8 @@ def _pod_specs(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     spec = obj.get("spec") or {}
     if "podSets" in spec:
         return [(ps.get("template") or {}).get("spec") or {} for ps in spec.get("podSets") or []]
-    if "template" in spec:
-        return [(spec.get("template") or {}).get("spec") or {}]
+    if "template" in spec or "leaderWorkerTemplate" in spec:
+        return [t.get("spec") or {} for t in pod_templates(obj)]
     return [spec]
 
 

@@ -42,6 +42,10 @@ from gpuctl.constants import (
     DEFRAG_MOVED_ANNOTATION,
     DEFRAG_MOVED_AT_ANNOTATION,
     DEFRAG_REACTIVATE_ANNOTATION,
+    IDLE_REPLICAS_ANNOTATION,
+    IDLE_STOPPED_ANNOTATION,
+    IDLE_STOPPED_AT_ANNOTATION,
+    KEEP_UNTIL_ANNOTATION,
     KUEUE_WORKLOAD_ANNOTATION,
     SERVICE_STOPPED_ANNOTATION,
     SET_ASIDE_ENDED_ANNOTATION,
@@ -53,8 +57,19 @@ from gpuctl.domain.gang import set_aside_tolerations_of
 from gpuctl.domain.history import stamp_time
 
 DEFRAG_KEYS = (DEFRAG_MOVED_ANNOTATION, DEFRAG_MOVED_AT_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION)
-WORKLOAD_KEYS = frozenset((*DEFRAG_KEYS, AUDIT_ACTIVE_SET_BY_ANNOTATION, SET_ASIDE_ENDED_ANNOTATION))
+WORKLOAD_KEYS = frozenset(
+    (
+        *DEFRAG_KEYS,
+        AUDIT_ACTIVE_SET_BY_ANNOTATION,
+        SET_ASIDE_ENDED_ANNOTATION,
+        IDLE_STOPPED_ANNOTATION,
+        IDLE_STOPPED_AT_ANNOTATION,
+    )
+)
 NODE_KEYS = (SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_SINCE_ANNOTATION)
+# Of a job controller's annotations, what serve's idle reclaimer reads (issue 40: a keep, the replicas a
+# service had before it was scaled down for idleness).
+CONTROLLER_KEYS = frozenset((KEEP_UNTIL_ANNOTATION, IDLE_REPLICAS_ANNOTATION))
 
 
 class Cache:
@@ -432,9 +447,10 @@ _CONTROLLER_STATUS = (
 
 
 def trim_controller(raw: dict) -> dict:
-    """A gpuctl job's controller (Job, Deployment, StatefulSet) as `get jobs` reads it: identity and
-    labels, suspend/replicas, the status counters and conditions, and the containers' image and
-    resources (a describe view reads the full object from the cluster)."""
+    """A gpuctl job's controller (Job, Deployment, StatefulSet, LeaderWorkerSet) as `get jobs` reads it:
+    identity and labels, suspend/replicas (a LeaderWorkerSet's group size), the status counters and
+    conditions, and the containers' image and resources (a describe view reads the full object from the
+    cluster)."""
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
     tspec = ((spec.get("template") or {}).get("spec")) or {}
@@ -444,14 +460,21 @@ def trim_controller(raw: dict) -> dict:
             c["image"] = src["image"]
     out_spec: dict[str, Any] = {k: spec[k] for k in _CONTROLLER_SPEC if k in spec}
     out_spec["template"] = {"spec": {"containers": containers}}
+    if "leaderWorkerTemplate" in spec:  # a LeaderWorkerSet: its group size (pods per replica)
+        out_spec["leaderWorkerTemplate"] = {"size": (spec["leaderWorkerTemplate"] or {}).get("size", 1)}
     out_status: dict[str, Any] = {k: status[k] for k in _CONTROLLER_STATUS if k in status}
     if status.get("conditions"):
         out_status["conditions"] = _conditions(status["conditions"], message=True, times=True)
     meta = _meta(raw)
-    # Of the annotations, only a stopped autoscaled service's (its status word: docs/serving.md).
-    stopped = ((raw.get("metadata") or {}).get("annotations") or {}).get(SERVICE_STOPPED_ANNOTATION)
-    if stopped is not None:
-        meta["annotations"] = {SERVICE_STOPPED_ANNOTATION: stopped}
+    # Of the annotations, a stopped autoscaled service's (its status word: docs/serving.md) and what serve's
+    # idle reclaimer reads (issue 40: a keep, the replicas a service had before it was scaled down).
+    notes = {
+        k: v
+        for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items()
+        if k in CONTROLLER_KEYS or k == SERVICE_STOPPED_ANNOTATION
+    }
+    if notes:
+        meta["annotations"] = notes
     return {
         "apiVersion": raw.get("apiVersion"),
         "kind": raw.get("kind"),

@@ -17,6 +17,9 @@ from gpuctl.server.metrics import workload_summary
 MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
 JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl job's controller and pods (gpuctl.service.inventory)
 JOB_CONTROLLERS = ("Job", "Deployment", "StatefulSet")
+# Controllers of gpuctl jobs whose API a cluster may not serve (a CRD: LeaderWorkerSet, issue 44), cached
+# only where it does; elsewhere the Inventory lists them from the API server (gpuctl.service.inventory).
+OPTIONAL_CONTROLLERS = ("LeaderWorkerSet",)
 
 
 def default_cache(
@@ -26,6 +29,8 @@ def default_cache(
     api: bool = False,
     backstop: bool = False,
     history: bool = False,
+    idle: bool = False,
+    optional: tuple[str, ...] = OPTIONAL_CONTROLLERS,
 ) -> Cache:
     """The informers `gpuctl serve` runs.
 
@@ -36,23 +41,24 @@ def default_cache(
     API: the controllers of gpuctl jobs, so `GET /api/v1/jobs` is answered from memory
     (gpuctl.server.cache.CacheReader). With the history (gpuctl.server.history): Workloads, and the
     Events on Workloads (Kueue's Preempted/Admitted, gpuctl's GpuctlDefragMove). With metrics or the
-    API: autoscaled services' Deployments and gpuctl's HorizontalPodAutoscalers.
+    API: autoscaled services' Deployments and gpuctl's HorizontalPodAutoscalers. `optional`: the
+    OPTIONAL_CONTROLLERS the cluster serves (an informer of an API not served would never sync).
     """
     cache = Cache(cluster)
     cache.add("Node", transform=trim_node, summarize=node_facts)
     cache.add("ResourceFlavor", label_selector=MANAGED_SELECTOR)
     cache.add("ClusterQueue", label_selector=MANAGED_SELECTOR)
     cache.add("Cohort", field_selector=f"metadata.name={COHORT_NAME}")
-    if metrics or api or backstop:
+    if metrics or api or backstop or idle:
         cache.add("Pod", transform=trim_pod)  # GPU sums: metrics.PodGpus, from the events
-    if metrics or api or backstop or history:
+    if metrics or api or backstop or history or idle:
         cache.add("Workload", transform=trim_workload, summarize=workload_summary)
-    if metrics or api or backstop:
+    if metrics or api or backstop or idle:
         cache.add("LocalQueue")
     if history:
         cache.add("Event", field_selector=EVENT_FIELD_SELECTOR, transform=trim_event)
-    if api:
-        for kind in JOB_CONTROLLERS:
+    if api or idle:  # the idle reclaimer (issue 40) reads jobs as the API does, keeps from their controllers
+        for kind in (*JOB_CONTROLLERS, *(k for k in OPTIONAL_CONTROLLERS if k in optional)):
             cache.add(kind, label_selector=JOB_SELECTOR, transform=trim_controller)
     if metrics or api:
         # Autoscaled services (docs/serving.md): their Deployments (the API's informer has them all) and

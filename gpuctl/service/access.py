@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from gpuctl.cluster.client import ApiError
 from gpuctl.cluster.reader import ClusterReader
-from gpuctl.constants import KUEUE_GROUP, ROLE_ADMIN, ROLE_POOL_VIEWER, ROLE_USER, VISIBILITY_GROUP
+from gpuctl.constants import KUEUE_GROUP, LWS_GROUP, ROLE_ADMIN, ROLE_POOL_VIEWER, ROLE_USER, VISIBILITY_GROUP
 
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 READ = ("get", "list", "watch")
@@ -157,6 +157,7 @@ CLUSTER_KUEUE = ("resourceflavors", "clusterqueues", "cohorts", "topologies", "w
 GRANTS: tuple[Grant, ...] = (
     Grant(ROLE_USER, "batch", ("jobs",), READ + WRITE),
     Grant(ROLE_USER, "apps", ("deployments", "statefulsets"), READ + WRITE),
+    Grant(ROLE_USER, LWS_GROUP, ("leaderworkersets",), READ + WRITE),
     # An autoscaled service's HPA, and its status once at creation (docs/serving.md).
     Grant(ROLE_USER, "autoscaling", ("horizontalpodautoscalers",), READ + WRITE),
     Grant(ROLE_USER, "autoscaling", ("horizontalpodautoscalers/status",), ("patch",)),

@@ -25,6 +25,7 @@ def gang_pool_facts(
     flavors: Sequence[Mapping[str, Any]],
     docs: list[Document],
     reader: Reader | None = None,
+    gpus: int | None = None,
 ) -> TargetPool:
     """What the builders may know of a single-pool job's pool: its topology levels, from the pool
     document in the same submission or from the pool's ResourceFlavor (None: not known). A
@@ -49,18 +50,18 @@ def gang_pool_facts(
         )
     if reader is not None and new is None and getattr(spec.resources, "nodes", 1) > 1:
         level = topology_level(wanted, levels) if wanted and levels is not None else None
-        _check_gang_fits(reader, where, spec, level or "")
+        _check_gang_fits(reader, where, spec, level or "", gpus)
     return TargetPool(name=pool, topology=levels)
 
 
-def _check_gang_fits(reader: Reader, where: str, spec: JobSpec, level: str) -> None:
+def _check_gang_fits(reader: Reader, where: str, spec: JobSpec, level: str, gpus: int | None) -> None:
     """A multi-node job its pool can never hold, even empty (gpuctl.domain.gang.gang_never_fits)."""
     pool, res = spec.resources.pool, spec.resources
     nodes = [
         (name(n), node_gpus(n), labels(n), node_ready(n))
         for n in reader.list("Node", label_selector=f"{Labels.POOL}={pool}")
     ]
-    why = gang_never_fits(pool, nodes, res.nodes, res.gpu or 0, level)
+    why = gang_never_fits(pool, nodes, res.nodes, res.gpu if gpus is None else gpus, level)
     if why:
         fix = "lower resources.nodes or resources.gpu (per node)"
         fix += ", widen or remove resources.topology" if level else ""

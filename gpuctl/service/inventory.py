@@ -13,11 +13,13 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
+from gpuctl.cluster import ApiError
 from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import (
     BURST_SUFFIX,
     COHORT_NAME,
     KUEUE_GROUP,
+    KUEUE_POD_GROUP_LABEL,
     LOCAL_QUEUE_NAME,
     MANAGED_BY_VALUE,
     MULTIKUEUE_CONTROLLER,
@@ -33,7 +35,13 @@ from gpuctl.service.access import Permissions, permissions_of, readable_namespac
 JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl workload and pod, including the earlier gpuctl's
 MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
 UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
-CONTROLLER_KINDS = ("Job", "Deployment", "StatefulSet")
+CONTROLLER_KINDS = ("Job", "Deployment", "StatefulSet", "LeaderWorkerSet")
+# Kinds whose API a cluster may not serve (a CRD not installed, or roles from before gpuctl made them):
+# listed as none rather than failing every `get jobs` (issue 44: LeaderWorkerSets).
+OPTIONAL_KINDS = ("LeaderWorkerSet",)
+# Controllers whose replicas Kueue admits one at a time, each with a Workload of its own (a Deployment's
+# pods, a LeaderWorkerSet's groups): the job's Workload is the least advanced of them.
+PER_REPLICA_KINDS = ("Deployment", "LeaderWorkerSet")
 # What every Inventory of a command reads the same way, whatever its namespace (Inventory.reuse).
 CLUSTER_SCOPED = (
     "nodes",
@@ -56,7 +64,7 @@ SHARD_MAX_SELECTOR = 6000  # characters; longer selectors (thousands of jobs): o
 def expected_pods(controllers: list[tuple[str, dict]]) -> int:
     """How many pods `controllers` have, from what their listing says already (no request): a Job's
     active, succeeded and failed pods (before any: its parallelism, none while suspended); a
-    Deployment's or StatefulSet's replicas."""
+    Deployment's or StatefulSet's replicas; a LeaderWorkerSet's replicas times its group size."""
     n = 0
     for kind, obj in controllers:
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
@@ -64,7 +72,8 @@ def expected_pods(controllers: list[tuple[str, dict]]) -> int:
             seen = sum(int(status.get(k) or 0) for k in ("active", "succeeded", "failed"))
             n += seen or (0 if spec.get("suspend") else int(spec.get("parallelism", 1) or 0))
         else:
-            n += int(status.get("replicas", spec.get("replicas", 1)) or 0)
+            size = int((spec.get("leaderWorkerTemplate") or {}).get("size") or 1)
+            n += int(status.get("replicas", spec.get("replicas", 1)) or 0) * size
     return n
 
 
@@ -100,7 +109,7 @@ def _may_wait(kind: str, obj: dict) -> bool:
         # MultiKueue's Job on a manager (docs/multicluster.md) has no pod here: its Workload says where and
         # how it is.
         return bool(spec.get("suspend")) or spec.get("managedBy") == MULTIKUEUE_CONTROLLER
-    if kind in ("StatefulSet", "Deployment"):
+    if kind in ("StatefulSet", "Deployment", "LeaderWorkerSet"):
         wanted = 1 if spec.get("replicas") is None else int(spec["replicas"])
         return int(status.get("readyReplicas") or 0) < wanted
     return False
@@ -237,8 +246,20 @@ class Inventory:
     def controllers(self) -> list[tuple[str, dict]]:
         out = []
         for kind in CONTROLLER_KINDS:
-            out += [(kind, o) for o in self._list(kind, JOB_SELECTOR)]
+            out += [
+                (kind, o) for o in self._list_controllers(kind, self.namespace, label_selector=JOB_SELECTOR)
+            ]
         return out
+
+    def _list_controllers(self, kind: str, namespace: str | None, **selectors: str) -> list[dict]:
+        """A list of one controller kind; none of an OPTIONAL_KINDS kind the cluster does not serve (404)
+        or the caller may not list (403)."""
+        try:
+            return self.reader.list(kind, namespace, **selectors)
+        except ApiError as e:
+            if kind in OPTIONAL_KINDS and e.status in (403, 404):
+                return []
+            raise
 
     @cached_property
     def workloads(self) -> list[dict]:
@@ -266,7 +287,7 @@ class Inventory:
                 continue
             if kind == "Deployment":
                 uids += [p["metadata"]["uid"] for p in self.pods_of(kind, o)]
-            else:
+            else:  # a Job, a StatefulSet, a LeaderWorkerSet (its groups' Workloads name it)
                 uids.append(o["metadata"]["uid"])
         return uids
 
@@ -340,7 +361,7 @@ class Inventory:
     def _controllers_named(self, name: str) -> list[tuple[str, dict]]:
         out = []
         for kind in CONTROLLER_KINDS:
-            items = self.reader.list(
+            items = self._list_controllers(
                 kind, self.namespace, label_selector=JOB_SELECTOR, field_selector=f"metadata.name={name}"
             )
             out += [(kind, o) for o in items]
@@ -409,10 +430,24 @@ class Inventory:
                 out.setdefault(ref["uid"], []).append(wl)
         return out
 
+    @cached_property
+    def workloads_by_name(self) -> dict[tuple[str, str], dict]:
+        return {(w["metadata"].get("namespace", ""), w["metadata"]["name"]): w for w in self.workloads}
+
     def pod_workload(self, pod: dict, job_workload: dict | None) -> dict | None:
-        """The Workload a pod is judged by: a Deployment's pod has a Workload of its own; a Job's or
-        StatefulSet's pods share their job's (`job_workload`)."""
-        return (self.workloads_by_owner_uid.get(pod["metadata"]["uid"]) or [job_workload])[0]
+        """The Workload a pod is judged by: a Deployment's pod has a Workload of its own; a
+        LeaderWorkerSet's pod its group's (named by Kueue's pod-group annotation, a label before Kueue's
+        WorkloadIdentifierAnnotations); a Job's or StatefulSet's
+        pods share their job's (`job_workload`)."""
+        m = pod["metadata"]
+        group = (m.get("annotations") or {}).get(KUEUE_POD_GROUP_LABEL) or (m.get("labels") or {}).get(
+            KUEUE_POD_GROUP_LABEL
+        )
+        if group:
+            found = self.workloads_by_name.get((m.get("namespace", ""), group))
+            if found is not None:
+                return found
+        return (self.workloads_by_owner_uid.get(m["uid"]) or [job_workload])[0]
 
     @cached_property
     def positions(self) -> dict[str, int]:
@@ -486,6 +521,8 @@ class Inventory:
         """The Kueue Workload of a job. Deployments have one per pod; the least advanced one counts."""
         uid = obj["metadata"]["uid"]
         direct = self.workloads_by_owner_uid.get(uid)
+        if direct and kind in PER_REPLICA_KINDS:  # a LeaderWorkerSet's groups
+            return _least_advanced(direct)
         if direct:
             return direct[0]
         if kind == "Deployment":
@@ -495,6 +532,23 @@ class Inventory:
                 for w in self.workloads_by_owner_uid.get(p["metadata"]["uid"], [])
             ]
             if wls:
-                pending = [w for w in wls if not is_true(w, "Admitted")]
-                return pending[0] if pending else wls[0]
+                return _least_advanced(wls)
         return None
+
+    def workloads_of(self, kind: str, obj: dict, pods: list[dict] | None = None) -> list[dict]:
+        """Every Workload of a job: a Deployment's pods' and a LeaderWorkerSet's groups' (one each), else
+        its one Workload (or none)."""
+        own = list(self.workloads_by_owner_uid.get(obj["metadata"]["uid"]) or [])
+        if kind == "Deployment":
+            own += [
+                w
+                for p in (pods if pods is not None else self.pods_of(kind, obj))
+                for w in self.workloads_by_owner_uid.get(p["metadata"]["uid"], [])
+            ]
+        return own if kind in PER_REPLICA_KINDS else own[:1]
+
+
+def _least_advanced(wls: list[dict]) -> dict:
+    """Of a job's per-replica Workloads, the one its status speaks for: a waiting one, else the first."""
+    pending = [w for w in wls if not is_true(w, "Admitted")]
+    return pending[0] if pending else wls[0]

@@ -7,9 +7,9 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
+from gpuctl.constants import LWS_GROUP, SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods
+from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, groups_gpus, groups_waiting, replica_groups
 from gpuctl.domain.gpus import pod_gpus, slices_held, workload_gpus, workload_slices
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, owner_refs, pod_finished
@@ -26,6 +26,7 @@ from gpuctl.domain.status import (
     pod_node,
     pod_ready,
     pod_status,
+    workload_word,
 )
 from gpuctl.domain.workload import IN_QUEUE, job_pool, stop_reason, workload_state
 from gpuctl.service.access import Permissions
@@ -75,7 +76,7 @@ class Job:
     """A gpuctl job: its controller, Kueue Workload, pods, Service."""
 
     kind: str  # training | inference | notebook | compute
-    resource: str  # Job | Deployment | StatefulSet
+    resource: str  # Job | Deployment | StatefulSet | LeaderWorkerSet
     obj: dict
     workload: dict | None
     pods: list[dict]
@@ -89,6 +90,8 @@ class Job:
     member: Cluster | None = None
     # Pod uid -> its status word (pod_status with the pod's own Workload), computed once per pod.
     pod_words: dict[str, str] = field(default_factory=dict)
+    # A LeaderWorkerSet's Workloads, one per replica (group); [] for other kinds.
+    replica_workloads: list[dict] = field(default_factory=list)
     # An autoscaled service (docs/serving.md): `obj` is its floor Deployment, this its burst Deployment
     # (its pods are among `pods`: both tiers carry app=<name>); the HPA when read (find_job).
     burst: dict | None = None
@@ -148,6 +151,8 @@ def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
             _kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos, pod_words=words, burst=burst
         )
         job.pod_workloads = pod_wls
+        if resource == "LeaderWorkerSet":
+            job.replica_workloads = inv.workloads_of(resource, obj, pods)
         jobs.append(job)
     return jobs
 
@@ -273,6 +278,8 @@ def _job_rows(inv: Inventory, job: Job, why: _Reasons, *, positions: bool, gpus:
                 **one,
             )
         ]
+    if job.resource == "LeaderWorkerSet":
+        return [_lws_row(job, live, why, gpus=gpus, one=one)]
     if gang_nodes(job.obj) > 1:
         ranked = gang_pods(job.obj, shown) or by_rank(shown)
         return [
@@ -311,6 +318,30 @@ def _service_row(job: Job, one: dict, *, gpus: bool, pod_rows: list[JobRow]) -> 
         reason=waiting,
         replicas=sc.as_dict(),
         **{**one, "position": None},
+    )
+
+
+def _lws_row(job: Job, live: list[dict], why: _Reasons, *, gpus: bool, one: dict) -> JobRow:
+    """The one row of a service of multi-node replicas (a LeaderWorkerSet): READY its ready replicas of
+    those asked for (a replica is ready when its whole group is), its nodes, the GPUs of its admitted
+    groups, and in REASON how many replicas wait at Kueue's gate and why (the least advanced group's)."""
+    spec, st = job.obj.get("spec") or {}, job.obj.get("status") or {}
+    desired = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+    groups = replica_groups(live)
+    ranked = [p for group in groups.values() for p in group]
+    reason = why(job.workload, job.status)
+    if waiting := groups_waiting(groups):
+        # The service may be Running while a group waits: why the least advanced group (its Workload) does.
+        reason = why(job.workload, workload_word(job.workload) or job.status)
+        reason = f"{waiting} of {desired} replicas waiting for GPUs" + (f": {reason}" if reason else "")
+    return JobRow(
+        status=gang_status(job.status, [job.pod_words[p["metadata"]["uid"]] for p in ranked]),
+        ready=f"{int(st.get('readyReplicas') or 0)}/{desired}",
+        node=",".join(dict.fromkeys(n for p in ranked if (n := pod_node(p)))) or "<none>",
+        ip=(pod_ip(ranked[0]) if ranked else "") or "<none>",
+        gpus=groups_gpus(groups) if gpus else None,
+        reason=reason,
+        **one,
     )
 
 
@@ -499,7 +530,7 @@ def delete_job(
 
 
 def _group(resource: str) -> str:
-    return "batch" if resource == "Job" else "apps"
+    return {"Job": "batch", "LeaderWorkerSet": LWS_GROUP}.get(resource, "apps")
 
 
 _GROUPS = {"HorizontalPodAutoscaler": "autoscaling", "Deployment": "apps"}

@@ -30,7 +30,8 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.gang import gang_note
+from gpuctl.domain.gang import gang_note, group_size
+from gpuctl.domain.objects import pod_template
 from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, describe_exception, require
 from gpuctl.service.inventory import CONTROLLER_KINDS, Inventory
@@ -245,8 +246,10 @@ class _When:
 
         meta, spec = obj["metadata"], obj.get("spec") or {}
         count = spec.get("parallelism") if obj["kind"] == "Job" else spec.get("replicas")
+        if obj["kind"] == "LeaderWorkerSet":  # Kueue admits a group at a time: the first group's pods
+            count = group_size(obj)
         value = labelled_priority_value(obj)
-        demand = demand_of_pod_template(meta["namespace"], spec["template"], int(count or 1), value)
+        demand = demand_of_pod_template(meta["namespace"], pod_template(obj), int(count or 1), value)
         snap = self._snapshot(meta["namespace"])
         verdict = snap.verdict(demand)
         line = f"{_label(obj)}: {verdict.summary(demand.pool)}"

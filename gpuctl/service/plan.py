@@ -29,7 +29,12 @@ class Plan:
 
 def object_label(obj: dict) -> str:
     """kubectl's `resource.group/name` for a line of output."""
-    group = {"Job": "job.batch", "Deployment": "deployment.apps", "StatefulSet": "statefulset.apps"}
+    group = {
+        "Job": "job.batch",
+        "Deployment": "deployment.apps",
+        "StatefulSet": "statefulset.apps",
+        "LeaderWorkerSet": "leaderworkerset.leaderworkerset.x-k8s.io",
+    }
     return f"{group.get(obj['kind'], obj['kind'].lower())}/{obj['metadata']['name']}"
 
 
@@ -57,6 +62,19 @@ def plan_documents(docs: list[Document], default_namespace: str) -> Plan:
                     f"{doc.source}: job {spec.job.name}: gpu-share {spec.resources.gpu_share} becomes a "
                     f"slice of pool {spec.resources.pool}'s GPUs (a MIG profile or a shared replica) when "
                     "applied; offline the container requests no GPU (--dry-run=server shows the slice)"
+                )
+            res, job = spec.resources, f"{doc.source}: job {spec.job.name}"
+            if res.gpu_memory is not None:
+                asked = f"gpu: {res.gpu}" if res.gpu else "no GPU"
+                plan.notes.append(
+                    f"{job}: gpuMemory {res.gpu_memory} becomes the GPUs (or the MIG slice) of its pool that "
+                    f"hold it when applied; offline the container requests {asked} (--dry-run=server shows "
+                    "the count)"
+                )
+            if res.node_types:
+                plan.notes.append(
+                    f"{job}: nodeTypes {', '.join(res.node_types)} become the pools of those GPU models when "
+                    "applied; offline the pods name no pool (--dry-run=server shows them)"
                 )
         elif isinstance(spec, PoolSpec):
             plan.lines.append(f"pool/{spec.pool.name} created")

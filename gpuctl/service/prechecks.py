@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from gpuctl.builders import build
-from gpuctl.cluster import Cluster, path
+from gpuctl.builders import TargetPool, build
+from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.cluster.reader import Reader, as_reader
 from gpuctl.constants import DEFAULT_POOL, GPU_TYPE_LABEL_KEYS, JOB_KINDS, Kind, Labels
 from gpuctl.domain.multicluster import refused_kind, remote_pools
@@ -16,9 +16,10 @@ from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_queues
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.gang import gang_pool_facts
-from gpuctl.service.inventory import CONTROLLER_KINDS, JOB_SELECTOR, MANAGED_SELECTOR
+from gpuctl.service.inventory import CONTROLLER_KINDS, JOB_SELECTOR, MANAGED_SELECTOR, OPTIONAL_KINDS
 from gpuctl.service.serving import check_autoscaled
 from gpuctl.service.sharing import share_facts
+from gpuctl.service.sizing import resolve_node_types, size_any_pool, size_pinned
 from gpuctl.spec import Document, PoolSpec, QuotaSpec, spec_namespace
 
 # At most this many names of one kind in one namespace are looked up one GET each; more (a sweep of
@@ -30,7 +31,19 @@ def _existing(
     cluster: Cluster, reader: Reader, kind: str, namespace: str, names: set[str], *, gpuctl_only: bool
 ) -> dict[str, dict]:
     """name -> metadata of the objects of `kind` named `names` in `namespace`. gpuctl_only: gpuctl's
-    objects suffice (read from the reader's list, a watch cache's memory inside `gpuctl serve`)."""
+    objects suffice (read from the reader's list, a watch cache's memory inside `gpuctl serve`). None of a
+    kind the cluster does not serve (OPTIONAL_KINDS: no LeaderWorkerSet controller installed)."""
+    try:
+        return _existing_named(cluster, reader, kind, namespace, names, gpuctl_only=gpuctl_only)
+    except ApiError as e:
+        if kind in OPTIONAL_KINDS and e.status in (403, 404):
+            return {}
+        raise
+
+
+def _existing_named(
+    cluster: Cluster, reader: Reader, kind: str, namespace: str, names: set[str], *, gpuctl_only: bool
+) -> dict[str, dict]:
     if gpuctl_only:
         objs = reader.list(kind, namespace, label_selector=JOB_SELECTOR)
         return {o["metadata"]["name"]: o["metadata"] for o in objs if o["metadata"]["name"] in names}
@@ -97,7 +110,8 @@ class _Known:
         read: dict[str, list[dict]] | None,
     ) -> _Known:
         """Reads gpuctl's ClusterQueues only when a job's namespace is no team of the submission, its
-        ResourceFlavors only when a job's pool is none of the submission's."""
+        ResourceFlavors only when a job's pool is none of the submission's or its pools are those of
+        GPU models (placementConstraints.nodeTypes)."""
         teams = {ns for d in docs if isinstance(d.spec, QuotaSpec) for ns in d.spec.entries()}
         cluster_queues: list[dict] = []
         if {spec_namespace(d.spec, default_ns) for d in jobs} - teams:
@@ -107,7 +121,8 @@ class _Known:
                 read["ClusterQueue"] = cluster_queues
         pools = {d.spec.pool.name for d in docs if isinstance(d.spec, PoolSpec)}
         flavors: list[dict] = []
-        if {p for d in jobs for p in d.spec.resources.pools_allowed or ()} - pools:
+        named = {p for d in jobs for p in d.spec.resources.pools_allowed or ()}
+        if named - pools or any(d.spec.resources.node_types for d in jobs):
             flavors = reader.list("ResourceFlavor", label_selector=MANAGED_SELECTOR)
             pools |= set(pool_names(flavors))
         # Pools in worker clusters (docs/multicluster.md) take only the kinds MultiKueue carries.
@@ -134,6 +149,10 @@ def _plan_job(
             "create a quota for it first (kind: quota), or, on a cluster the earlier gpuctl ran, "
             "run `gpuctl adopt` to convert its ResourceQuotas"
         )
+    if spec.resources.node_types:  # the pools of those GPU models, as if the YAML listed them
+        if spec.resources.pools_allowed is not None:
+            _check_any_pool(reader, where, None, spec.resources.pools_allowed, known.pools)
+        spec = resolve_node_types(reader, where, spec, docs)
     allowed = spec.resources.pools_allowed
     if allowed is None or len(allowed) > 1:
         if spec.resources.gpu_share is not None:
@@ -141,8 +160,13 @@ def _plan_job(
                 f"{where}: resources.gpu-share needs one pool, whose GPUs' slices it names; "
                 "set resources.pool to one pool"
             )
-        _check_any_pool(reader, where, spec.resources.gpu_type, allowed, known.pools)
-        return build(spec, ns)
+        if not spec.resources.node_types:
+            _check_any_pool(reader, where, spec.resources.gpu_type, allowed, known.pools)
+        if spec.resources.gpu_memory is None:
+            return _served(reader, where, ns, build(spec, ns))
+        spec, sized = size_any_pool(reader, where, spec, docs)
+        if spec.resources.pools_allowed is None or len(spec.resources.pools_allowed) > 1:
+            return _served(reader, where, ns, build(spec, ns, sized))
     pool = spec.resources.pool
     if pool not in known.pools:
         if pool == DEFAULT_POOL:
@@ -153,10 +177,36 @@ def _plan_job(
             )
         raise NotFound(f"{where}: pool {pool} does not exist; create it (kind: pool) or set resources.pool")
     share = spec.resources.share
-    facts = gang_pool_facts(where, spec, known.flavors, docs, reader)
+    facts = TargetPool(name=pool)
+    if spec.resources.gpu_memory is not None:  # whole GPUs or a slice that hold it, on the same pool
+        facts = size_pinned(reader, where, spec, docs, facts)
+    facts = replace(gang_pool_facts(where, spec, known.flavors, docs, reader, facts.gpus), **_sized(facts))
     if share is not None:  # the slice of gpu-share, on the same pool (its topology kept)
         facts = replace(share_facts(reader, where, pool, share), topology=facts.topology)
-    return build(spec, ns, facts)
+    return _served(reader, where, ns, build(spec, ns, facts))
+
+
+def _served(reader: Reader, where: str, ns: str, objs: list[dict]) -> list[dict]:
+    """The objects, once the cluster serves their kinds: a service of multi-node replicas needs the
+    LeaderWorkerSet controller (its CRD), which a cluster may not have (refused before any write)."""
+    if any(o["kind"] == "LeaderWorkerSet" for o in objs):
+        try:
+            reader.list("LeaderWorkerSet", ns, label_selector=JOB_SELECTOR)
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            raise ServiceError(
+                f"{where}: resources.nodes > 1 makes each replica a LeaderWorkerSet group, and this "
+                "cluster serves no LeaderWorkerSet API: have an admin install the LeaderWorkerSet "
+                'controller (docs/serving.md, "Replicas bigger than a node"), or set resources.nodes: 1'
+            ) from None
+    return objs
+
+
+def _sized(facts: TargetPool) -> dict:
+    """What sizing put in a TargetPool, to carry over to another (the gang facts')."""
+    keys = ("gpu_resource", "slice_resource", "gpus", "sized")
+    return {k: getattr(facts, k) for k in keys}
 
 
 def _check_multicluster_kind(

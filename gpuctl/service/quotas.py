@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import (
@@ -22,9 +22,10 @@ from gpuctl.domain.objects import is_gpuctl_object
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.domain.sharing import units_to_gpus
 from gpuctl.domain.teams import cores, team_from_cluster_queue, team_usage
-from gpuctl.quantity import format_quantity, parse_quantity
+from gpuctl.quantity import QuantityError, format_quantity, parse_quantity
 from gpuctl.service.convert import team_limit_range, team_quotas
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
+from gpuctl.service.idle_policy import write_queue_policy
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.multicluster import remove_worker_team, sync_workers
 from gpuctl.service.pool_sync import ensure_bootstrap, sync_cohort
@@ -120,37 +121,81 @@ def _write_team(
             cluster.create(team_namespace(t), dry_run=server_dry)
             created.append(("Namespace", t.namespace))
         lines.append(f"namespace/{t.namespace} created")
-    elif writes:
+    changed = not writes  # a client dry run writes nothing to compare: `configured`, as before
+    if ns is not None and writes:
         labels = team_namespace(t, created_by_gpuctl=False)["metadata"]["labels"]
-        cluster.merge_patch(
+        after = cluster.merge_patch(
             path("Namespace", t.namespace), {"metadata": {"labels": labels}}, dry_run=server_dry
         )
+        changed |= _differs(ns, after)
     was = t.namespace in inv.team_queues
     if writes:
-        cluster.apply(cluster_queue(t, inv.pools, checks=team_checks(inv.flavors)), dry_run=server_dry)
+        cq = cluster_queue(t, inv.pools, checks=team_checks(inv.flavors))
+        changed |= _differs(inv.team_queues.get(t.namespace), cluster.apply(cq, dry_run=server_dry))
         if not was:
             created.append(("ClusterQueue", t.namespace))
         # A server dry run did not create the namespace: its LocalQueue cannot be checked.
         if not (server_dry and ns is None):
-            cluster.apply(local_queue(t.namespace), dry_run=server_dry)
-            _sync_limit_range(cluster, t.namespace, spec.entries()[t.namespace], dry_run=dry_run)
-    lines.append(f"quota/{spec.quota.name} {'configured' if was else 'created'} for namespace {t.namespace}")
-    return lines
+            lq = local_queue(t.namespace)
+            before = cluster.get_or_none(path("LocalQueue", LOCAL_QUEUE_NAME, t.namespace))
+            changed |= _differs(before, cluster.apply(lq, dry_run=server_dry))
+            changed |= _sync_limit_range(cluster, t.namespace, spec.entries()[t.namespace], dry_run=dry_run)
+    word = "created" if not was else "configured" if changed else "unchanged"
+    lines.append(f"quota/{spec.quota.name} {word} for namespace {t.namespace}")
+    idle = write_queue_policy(  # issue 40: the quota's idle policy, on the team's ClusterQueue
+        cluster, t.namespace, spec.idle, inv.team_queues.get(t.namespace), spec.quota.name, dry_run=dry_run
+    )
+    return lines + ([idle] if idle else [])
 
 
-def _sync_limit_range(cluster: Cluster, namespace: str, entry: QuotaEntry, *, dry_run: DryRun) -> None:
-    """The team's LimitRange as its quota entry says; gpuctl's is removed with `limitRange: false`."""
+def _differs(before: dict | None, after: dict) -> bool:
+    """Whether a write changed what an object says (spec, data, labels, annotations): kubectl's
+    `unchanged` for an apply that changed nothing, with or without dryRun (whose answer is the object as
+    it would be)."""
+    if before is None:
+        return True
+
+    def said(o: dict) -> Any:
+        meta = o.get("metadata") or {}
+        return _by_value((o.get("spec"), meta.get("labels") or {}, meta.get("annotations") or {}))
+
+    return said(before) != said(after)
+
+
+def _by_value(v: Any) -> Any:
+    """Quantities compared by value: Kueue's webhook stores `64k` where gpuctl sent `64000`."""
+    if isinstance(v, dict):
+        return {k: _by_value(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_by_value(x) for x in v]
+    if isinstance(v, str):
+        try:
+            return parse_quantity(v)
+        except QuantityError:
+            return v
+    return v
+
+
+def _sync_limit_range(cluster: Cluster, namespace: str, entry: QuotaEntry, *, dry_run: DryRun) -> bool:
+    """The team's LimitRange as its quota entry says; gpuctl's is removed with `limitRange: false`.
+    Whether that changed it."""
     desired = team_limit_range(namespace, entry)
-    if desired is not None:
-        cluster.apply(desired, dry_run=dry_run is DryRun.SERVER)
-        return
-    _delete_limit_range(cluster, namespace, dry_run=dry_run)
-
-
-def _delete_limit_range(cluster: Cluster, namespace: str, *, dry_run: DryRun) -> None:
     existing = cluster.get_or_none(path("LimitRange", LIMIT_RANGE_NAME, namespace))
+    if desired is not None:
+        return _differs(existing, cluster.apply(desired, dry_run=dry_run is DryRun.SERVER))
+    return _delete_limit_range(cluster, namespace, dry_run=dry_run, existing=existing)
+
+
+def _delete_limit_range(
+    cluster: Cluster, namespace: str, *, dry_run: DryRun, existing: dict | None = None
+) -> bool:
+    """gpuctl's LimitRange of the namespace removed; whether there was one."""
+    if existing is None:
+        existing = cluster.get_or_none(path("LimitRange", LIMIT_RANGE_NAME, namespace))
     if existing is not None and is_gpuctl_object(existing):
         cluster.delete(path("LimitRange", LIMIT_RANGE_NAME, namespace), dry_run=dry_run is DryRun.SERVER)
+        return True
+    return False
 
 
 def with_proportional_guarantees(team: TeamQuota, capacity: dict) -> TeamQuota:

@@ -13,16 +13,27 @@ from typing import Any
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, GPU_RESOURCE, SET_ASIDE_ENDED_ANNOTATION, Labels
 from gpuctl.domain.defrag import moved_reason
-from gpuctl.domain.gang import gang_nodes, gang_pods, gang_text, pool_topology, rank_rows
+from gpuctl.domain.gang import (
+    gang_nodes,
+    gang_pods,
+    gang_text,
+    group_size,
+    pool_topology,
+    rank_rows,
+    replica_rows,
+    replicas_text,
+)
 from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
-from gpuctl.domain.objects import age_seconds, labels, meta
+from gpuctl.domain.objects import age_seconds, labels, meta, pod_template
 from gpuctl.domain.status import State
 from gpuctl.domain.workload import max_runtime_seconds
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound, ServiceError
+from gpuctl.service.gpu_use import job_use_now
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, find_job, read_worker_pods
+from gpuctl.service.prometheus import Prometheus
 from gpuctl.service.quotas import quota_rows
 from gpuctl.service.serving import autoscaling_view
 from gpuctl.service.waiting import explain, job_estimate, snapshot_inventory
@@ -57,6 +68,24 @@ def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -
         "text": gang_text(nodes, per_node),
         "topology": list(levels),
         "ranks": rank_rows(gang_pods(obj, pods) or pods, node_objs, levels),
+    }
+
+
+def replicas_view(obj: dict, workloads: list[dict], pods: list[dict]) -> dict[str, Any] | None:
+    """None unless the job is a service of multi-node replicas (a LeaderWorkerSet, docs/serving.md); else
+    {replicas, nodes, gpus_per_node, text ("2 replicas x 2 nodes x 8 GPUs = 32 GPUs"), groups: per replica
+    its Workload's word and its pods by rank}."""
+    size = group_size(obj)
+    if size == 1:
+        return None
+    replicas = int((obj.get("spec") or {}).get("replicas", 1))
+    per_node = pod_spec_gpus(pod_template(obj).get("spec") or {})
+    return {
+        "replicas": replicas,
+        "nodes": size,
+        "gpus_per_node": per_node,
+        "text": replicas_text(replicas, size, per_node),
+        "groups": replica_rows(workloads, pods),
     }
 
 
@@ -98,15 +127,32 @@ class JobDescription:
     pods_error: str | None = None
     # A multi-node job (docs/distributed.md; gang_view): its size and ranks; None for one pod.
     gang: dict[str, Any] | None = None
+    # A service of multi-node replicas (issue 44, a LeaderWorkerSet): {replicas, nodes, gpus_per_node,
+    # text, groups: per replica its Workload's word and its pods by rank}; None for other jobs.
+    replicas: dict[str, Any] | None = None
     # An autoscaled service (docs/serving.md, gpuctl.service.serving.autoscaling_view): floor, burst,
     # desired, running and waiting replicas, the HPA's metric and target, each waiting replica's reason.
     autoscaling: dict[str, Any] | None = None
     # When and why the nodes `gpuctl serve --defrag` set aside for it were given back by the set-aside's
     # time limits (runwhere.ai/set-aside-ended, docs/distributed.md); None if that never happened.
     set_aside_ended: str | None = None
+    # GPU use (issue 40, gpuctl.domain.utilisation.JobUse.as_dict: per pod and device) when a Prometheus is
+    # configured; gpu_use_error: why it was not read (Prometheus down or refusing).
+    gpu_use: dict[str, Any] | None = None
+    gpu_use_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _gpu_use(job: Job, prom: Prometheus | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The job's GPU use and, when Prometheus could not be read, why (describe still answers)."""
+    if prom is None:
+        return None, None
+    try:
+        return job_use_now(job, prom).as_dict(), None
+    except ServiceError as e:
+        return None, str(e)
 
 
 def _moved(wl: dict | None) -> str | None:
@@ -124,11 +170,13 @@ def describe_job(
     perms: Permissions | None = None,
     *,
     job: Job | None = None,
+    prom: Prometheus | None = None,
 ) -> JobDescription:
     """A job found by its name (or the name of one of its pods, as `get jobs` prints them), with
     the one-line answer to "why is it not running" (per node, or by count for a caller who may not
     list every pod: gpuctl.service.waiting.snapshot). job: the job when the caller has just found it
-    (the API finds it first to check who may read it), so it is not read again."""
+    (the API finds it first to check who may read it), so it is not read again. prom: where to read its
+    GPU use (gpuctl.service.gpu_use), when one is configured."""
     found = None
     if job is None:
         found = Inventory(cluster, namespace, perms=perms)
@@ -145,10 +193,11 @@ def describe_job(
     why = explain(job, inv) if inv is not None else ""
     est = job_estimate(inv, job) if inv is not None else None
     lb = job.labels
-    tmpl = job.obj["spec"]["template"]["spec"]
+    tmpl = pod_template(job.obj).get("spec") or {}
     c = tmpl["containers"][0]
     wl = job.workload
     where = placement(wl)
+    use, use_error = _gpu_use(job, prom)
     return JobDescription(
         job_id=job.name,
         name=job.name,
@@ -165,7 +214,7 @@ def describe_job(
         image=c.get("image"),
         resources=(c.get("resources") or {}).get("requests") or {},
         # The Workload's count when Kueue made one; else what the pods would ask for.
-        gpus=workload_gpus(wl) if wl else pod_spec_gpus(tmpl) * _replicas(job),
+        gpus=workload_gpus(wl) if wl and not job.replica_workloads else pod_spec_gpus(tmpl) * _replicas(job),
         workload=wl["metadata"]["name"] if wl else None,
         conditions=[
             {k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
@@ -190,17 +239,22 @@ def describe_job(
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,
         gang=gang_view(job.member or cluster, job.obj, job.pods, job.pool),
+        replicas=replicas_view(job.obj, job.replica_workloads, job.pods),
         autoscaling=autoscaling_view(job, inv),
+        gpu_use=use,
+        gpu_use_error=use_error,
     )
 
 
 def _replicas(job: Job) -> int:
+    """Pods the job asks for: a Job's parallelism, a controller's replicas (times a LeaderWorkerSet's
+    group size)."""
     spec = job.obj["spec"]
     if job.burst is not None:  # an autoscaled service: its floor's and its burst's
         return int(spec.get("replicas") or 0) + int((job.burst.get("spec") or {}).get("replicas") or 0)
     if job.resource == "Job":
         return int(spec.get("parallelism") or 1)
-    return int(spec["replicas"]) if spec.get("replicas") is not None else 1
+    return (int(spec["replicas"]) if spec.get("replicas") is not None else 1) * group_size(job.obj)
 
 
 def _service(svc: dict | None) -> dict | None:
@@ -211,6 +265,7 @@ def _service(svc: dict | None) -> dict | None:
     return {
         "name": svc["metadata"]["name"],
         "type": svc["spec"].get("type"),
+        "clusterIP": svc["spec"].get("clusterIP"),
         "port": port.get("port"),
         "targetPort": port.get("targetPort"),
         "nodePort": port.get("nodePort"),

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from gpuctl.constants import SERVICE_PREFIX
-from gpuctl.spec.fields import KindModel, fail, show
+from gpuctl.spec.fields import KindModel, aliases, fail, show
 from gpuctl.spec.job import Environment, JobMeta
-from gpuctl.spec.resources import Resources, TrainingResources
+from gpuctl.spec.resources import InferenceResources, PlacementConstraints, Resources, TrainingResources
 from gpuctl.spec.service import NotebookService, Service, Storage
 
 # A notebook is a StatefulSet: its pods carry `controller-revision-hash: <name>-<10-char hash>`, a label
@@ -24,6 +24,10 @@ class _JobKind(KindModel):
     job: JobMeta
     environment: Environment
     resources: Resources
+    placement_constraints: PlacementConstraints = Field(
+        PlacementConstraints(),
+        validation_alias=aliases("placementConstraints", "placement_constraints", "placement-constraints"),
+    )
 
     # Longest job.name the objects of this kind allow (see NOTEBOOK_NAME_MAX / SERVICE_NAME_MAX).
     _name_max: ClassVar[int] = 63
@@ -40,6 +44,32 @@ class _JobKind(KindModel):
                 at="name",
             )
         return job
+
+    @model_validator(mode="after")
+    def _node_types(self) -> _JobKind:
+        """placementConstraints.nodeTypes makes the job one of any pool of those GPU models (its resources
+        read it): not with a GPU type (one spelling of the same wish), nor with a topology level of one
+        pool unless the pool is named."""
+        types = tuple(self.placement_constraints.node_types)
+        res = self.resources
+        if types and res.gpu_type is not None:
+            raise fail(
+                "node_types",
+                f"resources.gpu-type: {res.gpu_type} and placementConstraints.nodeTypes both choose GPU "
+                "models",
+                f"keep one: nodeTypes: [{', '.join([*types, res.gpu_type])}] (any pool of those models)",
+                at="placementConstraints.nodeTypes",
+            )
+        if types and getattr(res, "topology", None) is not None and "pool" not in res.model_fields_set:
+            raise fail(
+                "topology_any_pool",
+                f"{res.topology} is a level of one pool's topology; nodeTypes lets this job run in "
+                "several pools",
+                "name one pool (resources.pool: P) or remove resources.topology",
+                at="resources.topology",
+            )
+        res._node_types = types
+        return self
 
 
 _SERVICE_WHY = f"the Service {SERVICE_PREFIX}<name> allows at most {SERVICE_NAME_MAX}"
@@ -81,16 +111,45 @@ class TrainingSpec(_JobKind):
         return self
 
 
+# Kueue's LeaderWorkerSet integration names each group's Workload after the LeaderWorkerSet and admits
+# only names of at most this many characters (Kueue docs, tasks/run/leaderworkerset.md).
+LWS_NAME_MAX = 39
+
+
 class InferenceSpec(_JobKind):
-    """`kind: inference` → a Deployment and a NodePort Service. `model` is accepted and unused."""
+    """`kind: inference` → a Deployment and a NodePort Service; with `resources.nodes: N` > 1 a
+    LeaderWorkerSet whose every replica is a group of N pods (gpuctl.builders.inference). `model` is
+    accepted and unused."""
 
     kind: Literal["inference"] = "inference"
+    resources: InferenceResources
     service: Service = Service()
     storage: Storage = Storage()
     model: dict[str, Any] | None = None
 
     _name_max: ClassVar[int] = SERVICE_NAME_MAX
     _name_why: ClassVar[str] = _SERVICE_WHY
+
+    @model_validator(mode="after")
+    def _group_name(self) -> InferenceSpec:
+        if self.resources.nodes > 1 and len(self.job.name) > LWS_NAME_MAX:
+            raise fail(
+                "name_length",
+                f"{show(self.job.name)} is {len(self.job.name)} characters; a service of multi-node "
+                f"replicas is a LeaderWorkerSet, whose name Kueue limits to {LWS_NAME_MAX}",
+                f"shorten job.name to at most {LWS_NAME_MAX} characters",
+                at="job.name",
+            )
+        if self.resources.nodes > 1 and self.service.autoscaling is not None:
+            raise fail(
+                "autoscaling_groups",
+                "service.autoscaling scales Deployments of one-pod replicas; a service of multi-node "
+                "replicas (resources.nodes > 1, a LeaderWorkerSet) has a fixed number of them",
+                "set service.replicas: R instead of service.autoscaling (scale it with kubectl scale "
+                "leaderworkerset NAME --replicas=R), or resources.nodes: 1 (docs/serving.md)",
+                at="service.autoscaling",
+            )
+        return self
 
     @model_validator(mode="after")
     def _autoscaling(self) -> InferenceSpec:

@@ -28,7 +28,7 @@ from gpuctl.spec.kinds import (
 )
 from gpuctl.spec.pool import PoolCluster, PoolMeta, PoolNode, PoolSpec
 from gpuctl.spec.quota import LimitRange, PoolGuarantee, QuotaEntry, QuotaMeta, QuotaSpec
-from gpuctl.spec.resources import Resources, Toleration, TrainingResources
+from gpuctl.spec.resources import InferenceResources, Resources, Toleration, TrainingResources
 from gpuctl.spec.service import (
     NotebookService,
     Service,
@@ -52,6 +52,7 @@ __all__ = [
     "ComputeSpec",
     "EnvVar",
     "Environment",
+    "InferenceResources",
     "InferenceSpec",
     "JobMeta",
     "JobSpec",

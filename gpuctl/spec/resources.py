@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from gpuctl.constants import DEFAULT_POOL, SET_ASIDE_TAINT_KEYS
 from gpuctl.spec.fields import (
@@ -99,10 +99,20 @@ class Resources(SpecModel):
     cpu: PositiveQuantity
     memory: PositiveQuantity
     gpu_share: Text | None = Field(None, validation_alias=aliases("gpuShare", "gpu_share", "gpu-share"))
+    # Issue 44: GPU memory per pod; the GPUs (or the MIG slice) that hold it are chosen from the pool's
+    # nodes when the job is submitted (gpuctl.domain.sizing, docs/serving.md).
+    gpu_memory: PositiveQuantity | None = Field(
+        None, validation_alias=aliases("gpuMemory", "gpu_memory", "gpu-memory")
+    )
     tolerations: list[Toleration] = []
+    # The job's placementConstraints.nodeTypes (set by the job document, gpuctl.spec.kinds): GPU models
+    # it may run on, any pool of them (issue 44). Not a key of `resources`.
+    _node_types: tuple[str, ...] = PrivateAttr(default=())
 
     # Why `resources.nodes` / `resources.topology` mean nothing for this kind (None: the kind takes them).
-    _gang_why: ClassVar[str | None] = "only `kind: training` runs on several nodes (a pod per node)"
+    _gang_why: ClassVar[str | None] = (
+        "only `kind: training` and `kind: inference` run on several nodes (a pod per node)"
+    )
 
     @field_validator("tolerations", mode="before")
     @classmethod
@@ -120,8 +130,9 @@ class Resources(SpecModel):
                 raise fail(
                     "training_only",
                     cls._gang_why,
-                    "remove it; a service (inference, compute) scales with service.replicas, each replica "
-                    "its own pod; a multi-node job is `kind: training` with resources.nodes",
+                    "remove it; a compute service scales with service.replicas, each replica its own pod; "
+                    "a multi-node job is `kind: training` and a multi-node service `kind: inference`, "
+                    "with resources.nodes",
                     at=key,
                 )
         return data
@@ -168,6 +179,23 @@ class Resources(SpecModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _one_sizing(self) -> Resources:
+        """gpu-share names a slice, gpuMemory lets gpuctl choose one (or whole GPUs): one of them."""
+        if self.gpu_share is not None and self.gpu_memory is not None:
+            raise fail(
+                "gpu_memory",
+                f"gpu-share: {self.gpu_share} and gpuMemory: {self.gpu_memory} both size the GPU",
+                "keep one: gpuMemory (whole GPUs or a MIG slice that holds it, chosen from the pool's "
+                "GPUs) or gpu-share (a slice you name)",
+                at="gpuMemory",
+            )
+        return self
+
+    @property
+    def node_types(self) -> tuple[str, ...]:
+        return self._node_types
+
     @field_validator("pool", mode="before")
     @classmethod
     def _pool(cls, value: Any) -> Any:
@@ -175,13 +203,15 @@ class Resources(SpecModel):
 
     @property
     def any_pool(self) -> bool:
-        """The job names no single pool: a list of pools, or none with a GPU type."""
-        return bool(self.any_of_pools) or ("pool" not in self.model_fields_set and self.gpu_type is not None)
+        """The job names no single pool: a list of pools, or none with a GPU type or GPU models
+        (placementConstraints.nodeTypes)."""
+        unpinned = "pool" not in self.model_fields_set
+        return bool(self.any_of_pools) or (unpinned and (self.gpu_type is not None or bool(self._node_types)))
 
     @property
     def pools_allowed(self) -> list[str] | None:
         """The pools the job may run in: [pool] when pinned, the list, or None for any pool (of its GPU
-        type)."""
+        type or models: the cluster's nodes decide which)."""
         if self.any_of_pools:
             return list(self.any_of_pools)
         return None if self.any_pool else [self.pool]
@@ -200,31 +230,16 @@ _NODES_FIX = (
 )
 
 
-class TrainingResources(Resources):
-    """`resources:` of `kind: training`: `nodes: N` runs N pods (one per node, ranks 0..N-1), each
-    requesting the block's gpu, cpu and memory: every amount is per node. `topology: rack` (a level
-    of the pool's topology, docs/distributed.md) requires all N pods inside one such domain; without it
-    Kueue prefers the smallest level that holds them."""
+class GangResources(Resources):
+    """`resources:` of the kinds that span nodes: `nodes: N` runs N pods (one per node, ranks 0..N-1),
+    each requesting the block's gpu, cpu and memory: every amount is per node. `topology: rack` (a
+    level of the pool's topology, docs/distributed.md) requires the N pods inside one such domain;
+    without it Kueue prefers the smallest level that holds them."""
 
     nodes: PositiveInt = Field(1, validation_alias=aliases(*GANG_NODES_KEYS))
     topology: Text | None = None
 
     _gang_why: ClassVar[str | None] = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _replicas(cls, data: Any) -> Any:
-        """`replicas` (Deployment's word) and `workers` are what users try first: say what to write."""
-        if isinstance(data, dict):
-            for key in ("replicas", "workers", "world_size", "worldSize"):
-                if key in data:
-                    raise fail(
-                        "nodes",
-                        f"{key} is not a training field: a training job's pods are its nodes",
-                        _NODES_FIX,
-                        at=key,
-                    )
-        return data
 
     @field_validator("topology", mode="before")
     @classmethod
@@ -232,7 +247,7 @@ class TrainingResources(Resources):
         return None if value == "" else value
 
     @model_validator(mode="after")
-    def _gang(self) -> TrainingResources:
+    def _gang(self) -> GangResources:
         if self.topology is not None and self.nodes == 1:
             raise fail(
                 "topology_one_node",
@@ -248,3 +263,88 @@ class TrainingResources(Resources):
                 at="topology",
             )
         return self
+
+
+def _refuse_replica_words(data: Any, why: str, fix: str) -> Any:
+    """`replicas` (Deployment's word) and `workers` are what users try first: say what to write."""
+    if isinstance(data, dict):
+        for key in ("replicas", "workers", "world_size", "worldSize"):
+            if key in data:
+                raise fail("nodes", f"{key} is not a resources field: {why}", fix, at=key)
+    return data
+
+
+class TrainingResources(GangResources):
+    """`resources:` of `kind: training`: a multi-node job's pods are its nodes (GangResources)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replicas(cls, data: Any) -> Any:
+        return _refuse_replica_words(data, "a training job's pods are its nodes", _NODES_FIX)
+
+
+class InferenceResources(GangResources):
+    """`resources:` of `kind: inference` (issue 44): `nodes: N` makes each replica of the service a group
+    of N pods, one per node, rank 0 the leader that serves (a LeaderWorkerSet, gpuctl.builders.inference);
+    every amount is per pod."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replicas(cls, data: Any) -> Any:
+        return _refuse_replica_words(
+            data,
+            "a service's replicas are service.replicas (or service.autoscaling)",
+            "write service.replicas: R for R replicas, and resources.nodes: N for N pods (nodes) per replica",
+        )
+
+
+# The seed's other placementConstraints words, and what gpuctl writes instead.
+_PLACEMENT_ELSEWHERE = {
+    "schedulingClass": "the priority is job.priority: high | medium | low",
+    "scheduling_class": "the priority is job.priority: high | medium | low",
+    "toleratePreemptible": (
+        "what may be preempted follows job.priority and, for a service, its floor "
+        "(service.autoscaling.minReplicas: never preempted) and burst (docs/serving.md)"
+    ),
+    "tolerate_preemptible": "what may be preempted follows job.priority (docs/serving.md)",
+}
+
+
+class PlacementConstraints(SpecModel):
+    """`placementConstraints:` (the product documents' words, issue 44). `nodeTypes: [a10g, a100]`: the
+    job may run in any pool whose GPU model is listed (gpuctl.domain.gpumodels.names_model: a100 is any
+    A100, a100-80gb one of 80 GB), through the any-pool machinery (docs/queueing.md)."""
+
+    node_types: list[Text] = Field([], validation_alias=aliases("nodeTypes", "node_types", "node-types"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _elsewhere(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, why in _PLACEMENT_ELSEWHERE.items():
+                if key in data:
+                    raise fail(
+                        "placement",
+                        f"{key} is not a placement constraint in gpuctl",
+                        f"remove it: {why}",
+                        at=key,
+                    )
+        return data
+
+    @field_validator("node_types", mode="before")
+    @classmethod
+    def _node_types(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("node_types")
+    @classmethod
+    def _named(cls, value: list[str]) -> list[str]:
+        for i, t in enumerate(value):
+            if not any(c.isalnum() for c in t):
+                raise fail(
+                    "node_types",
+                    f"{show(t)} names no GPU model",
+                    "list GPU models as nodes name them, e.g. nodeTypes: [a10g, a100-80gb, h100]",
+                    at=f"[{i}]",
+                )
+        return list(dict.fromkeys(t.strip() for t in value))

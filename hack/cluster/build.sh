@@ -11,6 +11,8 @@
 #     bin/kueuectl-<v>/kubectl-kueue   Kueue's CLI (tests/integration/test_stop_estimate.py)
 #     bin/jobset-<v>/jobset           the JobSet controller, the version Kueue's go.mod pins (up.sh runs it
 #                                     only with GPUCTL_TESTBED_JOBSET=1; tests/integration/test_jobset.py)
+#     bin/lws-<v>/lws                 the LeaderWorkerSet controller, the version Kueue's go.mod pins (up.sh
+#                                     runs it only with GPUCTL_TESTBED_LWS=1; tests/integration/test_lws.py)
 #     bin/prometheus-adapter-<v>/adapter  external.metrics.k8s.io from Prometheus, for autoscaled services
 #                                     (hack/cluster/autoscaling.sh; tests/integration/test_serving.py)
 #     bin/kind-validate-<v>/kind-validate   kind's own config loader + Validate, for hack/kind/cluster.yaml
@@ -155,6 +157,15 @@ build_jobset() {
   go build -ldflags "-s -w" -o "$bin/jobset" .
 }
 
+build_lws() {
+  # The LeaderWorkerSet controller (sigs.k8s.io/lws, its main package in cmd/), built like JobSet from a copy
+  # of its module source, at the version Kueue's leaderworkerset integration is built against.
+  local bin=$1 dir w="$CACHE/src/lws-$LWS_VERSION"
+  dir=$(go mod download -json "sigs.k8s.io/lws@v$LWS_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$w"; mkdir -p "$w"; cp -r "$dir"/. "$w"/; chmod -R u+w "$w"; cd "$w"
+  go build -ldflags "-s -w" -o "$bin/lws" ./cmd
+}
+
 build_prometheus_adapter() {
   # prometheus-adapter (sigs.k8s.io/prometheus-adapter), its cmd/adapter from a copy of its module source
   # like Kueue: its go.sum pins everything. Chosen over KEDA (docs/serving.md, "Why prometheus-adapter"):
@@ -255,6 +266,7 @@ lane_kueue() {
   step "kueue $KUEUE_VERSION" "$CACHE/bin/kueue-$KUEUE_VERSION" build_kueue
   step "kueuectl $KUEUE_VERSION" "$CACHE/bin/kueuectl-$KUEUE_VERSION" build_kueuectl
   step "jobset $JOBSET_VERSION" "$CACHE/bin/jobset-$JOBSET_VERSION" build_jobset
+  step "lws $LWS_VERSION" "$CACHE/bin/lws-$LWS_VERSION" build_lws
   step "prometheus-adapter $PROMETHEUS_ADAPTER_VERSION" "$CACHE/bin/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION" build_prometheus_adapter
   if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
     step "pause image $PAUSE_KEY" "$CACHE/bin/pause-$PAUSE_KEY" build_pause
@@ -289,6 +301,7 @@ if (( rc != 0 )); then echo "build: a step failed (exit $rc); see above" >&2; ex
   echo "KUEUE_DIR=$(go mod download -json "sigs.k8s.io/kueue@v$KUEUE_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
   echo "PAUSE_DIR=$CACHE/bin/pause-$PAUSE_KEY"
   echo "JOBSET_DIR=$(go mod download -json "sigs.k8s.io/jobset@v$JOBSET_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
+  echo "LWS_DIR=$(go mod download -json "sigs.k8s.io/lws@v$LWS_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
   echo "PAUSE_IMAGE=$PAUSE_IMAGE"
   echo "KWOK_DIR=$(go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | python3 -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')"
 } > "$CACHE/dirs.env.tmp" && mv "$CACHE/dirs.env.tmp" "$CACHE/dirs.env"

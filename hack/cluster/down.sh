@@ -20,7 +20,7 @@ if [[ -f "$RUN/pids/real-node" ]] || [[ -d "$RUN/node" ]]; then
 fi
 # hack/demo.sh adds the webhook, gpuctl serve and Prometheus; they go first (their webhook is deleted above).
 # hack/cluster/autoscaling.sh's processes (Prometheus, prometheus-adapter, the fake exporter) too.
-for name in prometheus-adapter fake-exporter serving-prometheus prometheus gpuctl-serve gpuctl-webhook jobset kueue kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+for name in prometheus-adapter fake-exporter serving-prometheus prometheus gpuctl-serve gpuctl-webhook lws jobset kueue kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   f="$RUN/pids/$name"
   [[ -f "$f" ]] || continue
   pid=$(cat "$f")

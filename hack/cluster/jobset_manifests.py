@@ -34,28 +34,41 @@ def crds(jobset_dir: str) -> list[dict]:
 
 
 def webhooks(jobset_dir: str, url: str, ca: str) -> list[dict]:
-    base = Path(jobset_dir) / "config/components/webhook"
+    return kubebuilder_webhooks(Path(jobset_dir) / "config/components/webhook", "jobset", url, ca)
+
+
+def kubebuilder_webhooks(
+    base: Path, prefix: str, url: str, ca: str, patch_dir: str = "patches"
+) -> list[dict]:
+    """A kubebuilder controller's webhook configurations (`base`: its config's webhook directory, with
+    manifests.yaml and, under `patch_dir`, the two patches its kustomization applies), named
+    `<prefix>-mutating-...` and `<prefix>-validating-webhook-configuration`, every clientConfig by URL
+    with the testbed's CA."""
     docs = _docs(base / "manifests.yaml")
     # The kustomization's patches replace each configuration's pod webhook with one that has an
-    # objectSelector (pods labelled jobset.sigs.k8s.io/jobset-name): apply them the same way.
+    # objectSelector (only the controller's own pods, e.g. labelled jobset.sigs.k8s.io/jobset-name):
+    # apply them the same way.
     patches = {
-        "MutatingWebhookConfiguration": _docs(base / "patches/mutating-patch.yaml")[0],
-        "ValidatingWebhookConfiguration": _docs(base / "patches/validating-patch.yaml")[0],
+        "MutatingWebhookConfiguration": _docs(base / patch_dir / "mutating-patch.yaml")[0],
+        "ValidatingWebhookConfiguration": _docs(base / patch_dir / "validating-patch.yaml")[0],
     }
     for d in docs:
         for op in patches[d["kind"]]:
             assert op["op"] == "replace", op
             d["webhooks"][int(op["path"].rsplit("/", 1)[1])] = op["value"]
-        prefix = "jobset-mutating" if d["kind"].startswith("Mutating") else "jobset-validating"
-        d["metadata"] = {"name": f"{prefix}-webhook-configuration", "labels": dict(TESTBED_LABEL)}
+        which = "mutating" if d["kind"].startswith("Mutating") else "validating"
+        d["metadata"] = {"name": f"{prefix}-{which}-webhook-configuration", "labels": dict(TESTBED_LABEL)}
         for w in d["webhooks"]:
             w["clientConfig"] = {"url": f"{url}{w['clientConfig']['service']['path']}", "caBundle": ca}
     return docs
 
 
-def config(port: str, cert_dir: str, health: str) -> dict:
+def config(
+    port: str, cert_dir: str, health: str, api_version: str = "config.jobset.x-k8s.io/v1alpha1"
+) -> dict:
+    """The controller's Configuration (JobSet's and LeaderWorkerSet's have the same fields)."""
     return {
-        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "apiVersion": api_version,
         "kind": "Configuration",
         "webhook": {"host": "127.0.0.1", "port": int(port), "certDir": cert_dir},
         "health": {"healthProbeBindAddress": health},
@@ -69,11 +82,12 @@ def rbac(jobset_dir: str) -> list[dict]:
     return kustomize_rbac(jobset_dir, RBAC_FILES, PREFIX, NAMESPACE)
 
 
-def main(argv: list[str]) -> None:
+def run(argv: list[str], render: dict, configure) -> None:
+    """The command line of a controller's manifests script: `config PORT CERTDIR HEALTH` through
+    `configure`, the other commands through `render` (name -> function of the arguments)."""
     cmd, *args = argv
-    render = {"crds": crds, "webhooks": webhooks, "rbac": rbac}
     if cmd == "config":
-        yaml.safe_dump(config(*args), sys.stdout, sort_keys=False)
+        yaml.safe_dump(configure(*args), sys.stdout, sort_keys=False)
     elif cmd in render:
         yaml.safe_dump_all(render[cmd](*args), sys.stdout, sort_keys=False)
     else:
@@ -81,4 +95,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run(sys.argv[1:], {"crds": crds, "webhooks": webhooks, "rbac": rbac}, config)

@@ -143,15 +143,13 @@ KUEUE_NAMESPACE = "kueue-system"
 PREFIX = "kueue-"
 
 
-def kustomize_rbac(module_dir: str, files: tuple[str, ...], prefix: str, namespace: str) -> list[dict]:
-    """A controller's config/components RBAC files as its kustomization installs them: namePrefix
-    `prefix`, namespace `system` -> `namespace` (Kueue's and JobSet's kustomizations both do this)."""
-    docs = [
-        d
-        for f in files
-        for d in yaml.safe_load_all((Path(module_dir) / "config/components" / f).read_text())
-        if d
-    ]
+def kustomize_rbac(
+    module_dir: str, files: tuple[str, ...], prefix: str, namespace: str, base: str = "config/components"
+) -> list[dict]:
+    """A controller's RBAC files (under `base` in its module) as its kustomization installs them:
+    namePrefix `prefix`, namespace `system` -> `namespace` (Kueue's, JobSet's and LeaderWorkerSet's
+    kustomizations all do this)."""
+    docs = [d for f in files for d in yaml.safe_load_all((Path(module_dir) / base / f).read_text()) if d]
     own = {(d["kind"], d["metadata"]["name"]) for d in docs}
     for d in docs:
         meta = d["metadata"]

@@ -21,6 +21,9 @@
 #                          before Kueue starts (Kueue's jobset integration then runs from the start), the
 #                          controller as its own ServiceAccount, its webhooks by URL. Off by default: it adds
 #                          about 40 MiB and a second or two (tests/integration/test_jobset.py needs it)
+#   GPUCTL_TESTBED_LWS=1     also the LeaderWorkerSet controller (sigs.k8s.io/lws, built by build.sh), the
+#                          same way: multi-node inference replicas (resources.nodes on kind: inference;
+#                          tests/integration/test_lws.py needs it)
 #   GPUCTL_TESTBED_AUTOSCALING=1  also the autoscaling stack of hack/cluster/autoscaling.sh: Prometheus,
 #                          prometheus-adapter (external.metrics.k8s.io) and the fake exporter of the fake
 #                          nodes' pods. Off by default (about 150 MiB); a test module that needs it on a
@@ -50,6 +53,8 @@ P_KCM=$((10257 + OFF)); P_SCHED=$((10259 + OFF)); P_KWOK=$((10250 + OFF))
 P_KQ_HEALTH=$((8081 + OFF)); P_KQ_METRICS=$((8443 + OFF)); P_KQ_HOOK=$((9443 + OFF)); P_KQ_VIS=$((8082 + OFF))
 P_JS_HOOK=$((28443 + OFF)); P_JS_HEALTH=$((28081 + OFF))
 JOBSET="${GPUCTL_TESTBED_JOBSET:-0}"
+P_LWS_HOOK=$((26443 + OFF)); P_LWS_HEALTH=$((26081 + OFF))
+LWS="${GPUCTL_TESTBED_LWS:-0}"
 AUTOSCALING="${GPUCTL_TESTBED_AUTOSCALING:-0}"
 # HPAScaleToZero (alpha in 1.36, beta from 1.37): an HPA may keep its Deployment at 0 replicas and scale it
 # from there on an External metric. gpuctl's autoscaled services need it for their burst (docs/serving.md).
@@ -81,7 +86,7 @@ if [[ "$REAL_NODE" == 1 ]]; then
 fi
 
 T0=$(date +%s)
-rm -rf "$RUN"; mkdir -p "$RUN"/{pki,logs,pids,etcd,kueue-webhook,kwok,jobset-webhook}
+rm -rf "$RUN"; mkdir -p "$RUN"/{pki,logs,pids,etcd,kueue-webhook,kwok,jobset-webhook,lws-webhook}
 echo "$OFF" >"$RUN/offset"  # hack/cluster/autoscaling.sh, started later on this cluster, reads its ports from it
 log() { echo "up: [$(( $(date +%s) - T0 ))s] $*"; }
 
@@ -129,6 +134,7 @@ cert front-proxy-client "/CN=front-proxy-client"
 openssl_q genrsa -out "$PKI/sa.key" 2048; openssl_q rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub"
 cp "$PKI/webhook.crt" "$RUN/kueue-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/kueue-webhook/tls.key"
 cp "$PKI/webhook.crt" "$RUN/jobset-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/jobset-webhook/tls.key"
+cp "$PKI/webhook.crt" "$RUN/lws-webhook/tls.crt"; cp "$PKI/webhook.key" "$RUN/lws-webhook/tls.key"
 # Kueue with internalCertManagement off reads its metrics and visibility certs from fixed paths, shared
 # by every local cluster on this machine (xdist workers start two at once). Nothing verifies them (the
 # visibility APIService skips TLS verification; nothing scrapes Kueue's metrics over TLS), so all
@@ -163,6 +169,15 @@ fixed_certs
 "$KUBECTL" config --kubeconfig="$KC" set-context testbed --cluster=testbed --user=admin >/dev/null
 "$KUBECTL" config --kubeconfig="$KC" use-context testbed >/dev/null
 kc() { "$KUBECTL" --kubeconfig="$KC" "$@"; }
+sa_kubeconfig() { # sa_kubeconfig NAME NAMESPACE SERVICEACCOUNT: $RUN/NAME.kubeconfig, a year's token of it
+  local f="$RUN/$1.kubeconfig"
+  "$KUBECTL" config --kubeconfig="$f" set-cluster testbed --server="https://127.0.0.1:$P_API" \
+    --certificate-authority="$PKI/ca.crt" --embed-certs=true >/dev/null
+  "$KUBECTL" config --kubeconfig="$f" set-credentials "$1" --token="$(kc -n "$2" create token "$3" --duration=8760h)" >/dev/null
+  "$KUBECTL" config --kubeconfig="$f" set-context testbed --cluster=testbed --user="$1" >/dev/null
+  "$KUBECTL" config --kubeconfig="$f" use-context testbed >/dev/null
+  echo "$f"
+}
 log "certificates and kubeconfig written"
 
 # ---- etcd ----
@@ -263,6 +278,13 @@ if [[ "$JOBSET" == 1 ]]; then
   kc apply --server-side -f "$RUN/jobset-crds.yaml" >/dev/null
   wait_for "JobSet CRD" 60 "$KUBECTL" --kubeconfig="$KC" wait --for=condition=Established crd/jobsets.jobset.x-k8s.io --timeout=10s
 fi
+if [[ "$LWS" == 1 ]]; then
+  LWS_DIR=${LWS_DIR:-$(go mod download -json "sigs.k8s.io/lws@v$LWS_VERSION" | "$PY" -c 'import sys,json;print(json.load(sys.stdin)["Dir"])')}
+  # Before Kueue starts, as JobSet's: Kueue's leaderworkerset integration is set up once its API is served.
+  "$PY" "$HERE/lws_manifests.py" crds "$LWS_DIR" >"$RUN/lws-crds.yaml"
+  kc apply --server-side -f "$RUN/lws-crds.yaml" >/dev/null
+  wait_for "LeaderWorkerSet CRD" 60 "$KUBECTL" --kubeconfig="$KC" wait --for=condition=Established crd/leaderworkersets.leaderworkerset.x-k8s.io --timeout=10s
+fi
 # Kueue's visibility API (pending workloads and their positions) is reached through the API server's
 # aggregation layer, as on a real cluster. The API server routes an APIService to an endpoint address,
 # which may not be loopback: so Kueue's visibility server listens on this machine's own address (none:
@@ -306,23 +328,22 @@ if [[ -n "$HOST_IP" ]]; then
   if [[ -n "$HOST_IP" ]]; then log "Kueue visibility API served through the aggregator ($HOST_IP:$P_KQ_VIS)"; fi
 fi
 
-# ---- JobSet (GPUCTL_TESTBED_JOBSET=1): the controller as its own ServiceAccount, its webhooks by URL ----
-if [[ "$JOBSET" == 1 ]]; then
-  kc create namespace jobset-system >/dev/null
-  "$PY" "$HERE/jobset_manifests.py" rbac "$JOBSET_DIR" | kc apply -f - >/dev/null
-  "$PY" "$HERE/jobset_manifests.py" config "$P_JS_HOOK" "$RUN/jobset-webhook" "127.0.0.1:$P_JS_HEALTH" >"$RUN/jobset-config.yaml"
-  JS_KC="$RUN/jobset.kubeconfig"
-  "$KUBECTL" config --kubeconfig="$JS_KC" set-cluster testbed --server="https://127.0.0.1:$P_API" \
-    --certificate-authority="$PKI/ca.crt" --embed-certs=true >/dev/null
-  "$KUBECTL" config --kubeconfig="$JS_KC" set-credentials jobset \
-    --token="$(kc -n jobset-system create token jobset-controller-manager --duration=8760h)" >/dev/null
-  "$KUBECTL" config --kubeconfig="$JS_KC" set-context testbed --cluster=testbed --user=jobset >/dev/null
-  "$KUBECTL" config --kubeconfig="$JS_KC" use-context testbed >/dev/null
-  start jobset "$CACHE/bin/jobset-$JOBSET_VERSION/jobset" --config="$RUN/jobset-config.yaml" --kubeconfig="$JS_KC"
-  wait_for jobset 60 curl -fs "http://127.0.0.1:$P_JS_HEALTH/readyz"
-  "$PY" "$HERE/jobset_manifests.py" webhooks "$JOBSET_DIR" "https://127.0.0.1:$P_JS_HOOK" "$CA_B64" | kc apply -f - >/dev/null
-  log "JobSet $JOBSET_VERSION controller and webhooks registered"
-fi
+# ---- JobSet (GPUCTL_TESTBED_JOBSET=1), LeaderWorkerSet (GPUCTL_TESTBED_LWS=1): each controller as its own
+# ServiceAccount (<name>-system/<name>-controller-manager, as its kustomization installs it), its
+# Configuration from <name>_manifests.py, its webhooks by URL ----
+controller() { # controller NAME VERSION MODULE_DIR WEBHOOK_PORT HEALTH_PORT TITLE
+  local name=$1 version=$2 dir=$3 hook=$4 health=$5 title=$6 ckc
+  kc create namespace "$name-system" >/dev/null
+  "$PY" "$HERE/${name}_manifests.py" rbac "$dir" | kc apply -f - >/dev/null
+  "$PY" "$HERE/${name}_manifests.py" config "$hook" "$RUN/$name-webhook" "127.0.0.1:$health" >"$RUN/$name-config.yaml"
+  ckc=$(sa_kubeconfig "$name" "$name-system" "$name-controller-manager")
+  start "$name" "$CACHE/bin/$name-$version/$name" --config="$RUN/$name-config.yaml" --kubeconfig="$ckc"
+  wait_for "$name" 60 curl -fs "http://127.0.0.1:$health/readyz"
+  "$PY" "$HERE/${name}_manifests.py" webhooks "$dir" "https://127.0.0.1:$hook" "$CA_B64" | kc apply -f - >/dev/null
+  log "$title $version controller and webhooks registered"
+}
+if [[ "$JOBSET" == 1 ]]; then controller jobset "$JOBSET_VERSION" "$JOBSET_DIR" "$P_JS_HOOK" "$P_JS_HEALTH" JobSet; fi
+if [[ "$LWS" == 1 ]]; then controller lws "$LWS_VERSION" "$LWS_DIR" "$P_LWS_HOOK" "$P_LWS_HEALTH" LeaderWorkerSet; fi
 
 # ---- fake nodes ----
 if [[ "$NODES" != "none" ]]; then

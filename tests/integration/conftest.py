@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 
@@ -78,3 +79,16 @@ def wait_until(
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what or check}: last={last!r}")
+
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def require_controller(kube, crd: str, title: str, switch: str) -> None:
+    """Skip (fail on CI) unless the cluster serves `crd`: a controller hack/cluster/up.sh starts only with
+    `switch`=1 (the clusters pytest starts have them)."""
+    if kube.get_or_none(f"{CRDS}/{crd}") is None:
+        msg = f"the cluster runs no {title} controller: start it with {switch}=1 hack/cluster/up.sh"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)

@@ -32,6 +32,7 @@ from gpuctl.cluster import Cluster, path
 from gpuctl.constants import Labels
 from gpuctl.server.api import create_app
 from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
+from gpuctl.service.inventory import CONTROLLER_KINDS
 from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -445,7 +446,8 @@ class Requests:
 def test_describing_one_job_reads_only_that_job(env, monkeypatch):
     """Issue 22: describe (and every lookup of one job: logs, stop, delete) reads the job by name, its
     pods by owner label and its Workloads by Kueue's job-uid label, not every job of the namespace
-    (or of the cluster) to filter: 5 requests whatever else the namespace holds (they were 10: the
+    (or of the cluster) to filter: one request per job controller kind (Job, Deployment, StatefulSet,
+    LeaderWorkerSet) and two more, whatever else the namespace holds (they were 10 with three kinds: the
     API found the job, then describe found it again, each time listing every job, pod and Workload)."""
     admin = env.client("admin")
     name = f"one-{uuid.uuid4().hex[:4]}"
@@ -455,14 +457,15 @@ def test_describing_one_job_reads_only_that_job(env, monkeypatch):
     wait_until(lambda: _job_status(admin, name, env.a) == "Running", 60, what="job Running")
     count = Requests(env.api_cluster, monkeypatch)
 
+    reads = len(CONTROLLER_KINDS) + 2
     sent = count.during(lambda: admin.get(f"/api/v1/jobs/{name}", params={"namespace": env.a}))
-    assert len(sent) == 5, sent
+    assert len(sent) == reads, sent
     assert not any(other in r for r in sent for other in others)
     # Every read names the job: by metadata.name, by owner label, or by its Workload's job-uid.
     assert all(name in r or "job-uid" in r for r in sent), sent
     # Without a namespace (a caller allowed cluster-wide reads): the same reads in every namespace.
     sent = count.during(lambda: admin.get(f"/api/v1/jobs/{name}"))
-    assert len(sent) == 5, sent
+    assert len(sent) == reads, sent
     # By the name of its pod, as `get jobs` prints it: one more read finds the pod's owner.
     pod = next(
         r["jobId"]
@@ -471,14 +474,16 @@ def test_describing_one_job_reads_only_that_job(env, monkeypatch):
     )
     api = admin.get(f"/api/v1/jobs/{pod}", params={"namespace": env.a}).json()
     assert api["name"] == name and api["status"] == "Running"
-    assert len(count.during(lambda: admin.get(f"/api/v1/jobs/{pod}", params={"namespace": env.a}))) == 9
+    by_pod = count.during(lambda: admin.get(f"/api/v1/jobs/{pod}", params={"namespace": env.a}))
+    assert len(by_pod) == 2 * len(CONTROLLER_KINDS) + 3
     # The same answer as the CLI's (which lists nothing either).
     rc, out = _gpuctl(env.kubeconfig, "describe", "job", name, "-n", env.a, "-o", "json")
     assert rc == 0
     cli = json.loads(out)
     for k in ("name", "status", "pool", "workload", "gpus", "why", "pods"):
         assert api[k] == cli[k], k
-    # A Deployment (inference): its pods' own Workloads, by their job-uid, and its Service, by name.
+    # A Deployment (inference): its pods' own Workloads, by their job-uid, and its Service, by name (one
+    # read more than a Job's).
     inf = f"inf-{uuid.uuid4().hex[:4]}"
     text = (
         f"kind: inference\njob: {{name: {inf}, namespace: {env.a}}}\nenvironment: {{image: busybox}}\n"
@@ -494,7 +499,7 @@ def test_describing_one_job_reads_only_that_job(env, monkeypatch):
         lambda: (d := described()).get("workload") and d["status"] == "Running", 60, what="inference Running"
     )
     sent = count.during(lambda: admin.get(f"/api/v1/jobs/{inf}", params={"namespace": env.a}))
-    assert len(sent) == 6 and any("/services/" in r for r in sent), sent
+    assert len(sent) == reads + 1 and any("/services/" in r for r in sent), sent
 
     def listed() -> set[str]:
         rows = admin.get("/api/v1/jobs", params={"namespace": env.a, "pageSize": 100}).json()["items"]

@@ -138,10 +138,14 @@ def test_four_pools_capacity_and_node_moves(pools, gpuctl, kube):
 
 def test_pool_delete_refuses_while_used_and_spares_foreign_objects(pools, teams, gpuctl, kube, tmp_path):
     a, _ = teams
+    # A finished job holds nothing and keeps no pool (issue 42: it did, with a fix about running jobs).
+    rc, _, err = gpuctl("create", "-f", _training(tmp_path, "done", a, 1, pool="dev-pool", runtime="1s"))
+    assert rc == 0, err
+    wait_until(lambda: _status(gpuctl, "done", a)["status"] == "Succeeded", 90, what="job done Succeeded")
     rc, _, err = gpuctl("create", "-f", _training(tmp_path, "busy", a, 1, pool="dev-pool"))
     assert rc == 0, err
     rc, _, err = gpuctl("delete", "pool", "dev-pool")
-    assert rc == 1 and f"{a}/busy" in err
+    assert rc == 1 and f"{a}/busy" in err and "done" not in err, err
     assert kube.get_or_none(path("ResourceFlavor", "dev-pool")) is not None
     # A flavor gpuctl did not create is never touched.
     kube.apply(
@@ -313,7 +317,8 @@ def test_inference_compute_notebook_admitted_reachable_logs_describe(pools, team
         assert rc == 0, err
         assert "step 20" in out
         rc, out, err = gpuctl("describe", "job", name, "-n", ns)
-        assert rc == 0 and f"svc-{name}" in out
+        ip, node_port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["nodePort"]
+        assert rc == 0 and f"svc-{name} NodePort {ip} {port}->{port} nodePort {node_port}" in out, out
     # apply keeps the NodePort of a Service.
     before = kube.get(path("Service", "svc-nginx-web", b))["spec"]["ports"][0]["nodePort"]
     text = (tmp_path / "compute.yaml").read_text().replace("replicas: 1", "replicas: 2")

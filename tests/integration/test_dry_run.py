@@ -265,6 +265,21 @@ def test_a_real_run_is_seen_by_the_snapshot(world, request, kube):
         assert cli("label", "node", "gpu-node-1", "dry-probe-")[0] == 0
 
 
+def test_apply_of_an_unchanged_quota_says_unchanged_and_a_changed_one_configured(world, request, kube):
+    """kubectl's words: an apply that changes nothing is `unchanged`, for real and with --dry-run=server
+    (whose answer is the object as it would be); a changed guarantee is `configured`."""
+    cli = request.getfixturevalue("gpuctl")
+    f, t, q = world["files"], world["team"], world["quota"]
+    rc, out, err = cli("apply", "-f", str(f["quota"]))  # may re-spell a quantity Kueue stored as 64k
+    assert rc == 0 and f"quota/{q} unchanged for namespace {t}" in out, out + err
+    before = settled(kube)
+    rc, out, err = cli("apply", "-f", str(f["quota"]), "--dry-run=server")
+    assert rc == 0 and f"quota/{q} unchanged for namespace {t} (server dry run)" in out, out + err
+    rc, out, err = cli("apply", "-f", str(f["quota-changed"]), "--dry-run=server")
+    assert rc == 0 and f"quota/{q} configured for namespace {t}" in out, out + err
+    assert diff(before, snapshot(kube)) == []
+
+
 def test_client_dry_run_of_jobs_needs_no_cluster(tmp_path):
     envv = {**os.environ, "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
     envv.pop("KUBERNETES_SERVICE_HOST", None)

@@ -11,7 +11,6 @@ gpuctl's whole admission stack (docs/admission.md "JobSets"), with what a member
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,12 +23,11 @@ from gpuctl.cluster import path
 from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.integration.admission_stack import AdmissionStack
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import require_controller, wait_until
 from tests.integration.tenancy import TeamMember, bind_jobset_editor
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
 from tests.integration.test_gang import _held_gpus, _node, _ready, _remove_team, _team_gpus
 
-JOBSET_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
 
 
@@ -42,13 +40,7 @@ class Team:
 
 @pytest.fixture(scope="module")
 def team(cluster, kube, tmp_path_factory) -> Iterator[Team]:
-    if kube.get_or_none(JOBSET_CRD) is None:
-        msg = (
-            "the cluster runs no JobSet controller: start it with GPUCTL_TESTBED_JOBSET=1 hack/cluster/up.sh"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_controller(kube, "jobsets.jobset.x-k8s.io", "JobSet", "GPUCTL_TESTBED_JOBSET")
     sfx = uuid.uuid4().hex[:5]
     nodes = [f"js-{sfx}-1", f"js-{sfx}-2"]
     pool, ns = f"js-{sfx}", f"js-team-{sfx}"

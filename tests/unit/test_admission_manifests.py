@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from admission.identities import CONTROLLER_USERS, JOB_MAKERS, KCM_USER, KUEUE_USER
+from admission.identities import CONTROLLER_USERS, JOB_MAKERS, KCM_USER, KUEUE_USER, LWS_USER, STS_MAKERS
 from admission.policies import deletes
-from admission.policies.skeleton import not_a_jobsets_job
+from admission.policies.skeleton import not_a_jobsets_job, not_an_lws_statefulset
 from admission.server import DEFAULT_PORT
 from admission.state import RESOURCES
 from admission.validators.orphan_delete import ORPHAN_KINDS
@@ -52,6 +52,7 @@ def test_kustomization_lists_every_file():
     [
         "workloads.admission.runwhere.ai",
         "jobsets.admission.runwhere.ai",
+        "leaderworkersets.admission.runwhere.ai",
         "pods.admission.runwhere.ai",
         "nodes.admission.runwhere.ai",
     ],
@@ -118,6 +119,7 @@ def test_webhook_rules_cover_exactly_the_kinds_the_server_reviews():
         ("", "pods"),
         ("", "nodes"),
         ("jobset.x-k8s.io", "jobsets"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
         ("autoscaling", "horizontalpodautoscalers"),  # hpa-queued (docs/serving.md)
     }
     # Never a status subresource: status updates carry nothing the rules read.
@@ -152,14 +154,21 @@ def test_match_conditions_exclude_kueue_and_controller_made_pods():
     assert js == not_a_jobsets_job()["expression"]  # the topology policies' condition, written once
     assert f"request.userInfo.username == '{user}'" in js and KCM_USER not in js
     assert f"r.kind == '{kind}' && r.apiVersion.startsWith('{group}/')" in js
-    jobsets = {
-        c["name"]: c["expression"] for c in webhooks()["jobsets.admission.runwhere.ai"]["matchConditions"]
-    }
-    assert jobsets["not-kueue"] == pods["not-kueue"]
-    assert (
-        webhooks()["jobsets.admission.runwhere.ai"]["namespaceSelector"]
-        == (webhooks()["workloads.admission.runwhere.ai"]["namespaceSelector"])
-    )
+    # A LeaderWorkerSet's StatefulSets, only from the LeaderWorkerSet controller, with its controller ref.
+    lws = workloads["not-a-leaderworkersets-statefulset-from-its-controller"]
+    assert lws == not_an_lws_statefulset()["expression"]  # the topology policies' too, written once
+    assert set(STS_MAKERS.values()) == {LWS_USER} and f"request.userInfo.username == '{LWS_USER}'" in lws
+    assert "request.kind.kind != 'StatefulSet'" in lws and KCM_USER not in lws
+    for entry in ("jobsets", "leaderworkersets"):
+        own = {
+            c["name"]: c["expression"]
+            for c in webhooks()[f"{entry}.admission.runwhere.ai"]["matchConditions"]
+        }
+        assert own["not-kueue"] == pods["not-kueue"]
+        assert (
+            webhooks()[f"{entry}.admission.runwhere.ai"]["namespaceSelector"]
+            == (webhooks()["workloads.admission.runwhere.ai"]["namespaceSelector"])
+        )
     for needle in (
         "nvidia.com/gpu",
         "runwhere.ai/",

@@ -184,3 +184,11 @@ def test_unknown_key_warns_and_strict_fails(tmp_path, capsys) -> None:
     assert main(["create", "-f", str(f), "--dry-run=client", "-o", "yaml"]) == 0
     assert "gpus" in capsys.readouterr().err
     assert main(["create", "-f", str(f), "--dry-run=client", "-o", "yaml", "--strict"]) == 1
+
+
+def test_logs_prints_every_line_unless_tail_is_given() -> None:
+    """kubectl's default: no tailLines asked of the API server (the earlier client kept the last 100)."""
+    from gpuctl.cli.logs import log_options
+
+    assert log_options(build_parser().parse_args(["logs", "j"]))["tail"] == -1
+    assert log_options(build_parser().parse_args(["logs", "j", "--tail", "5"]))["tail"] == 5

@@ -288,3 +288,18 @@ def test_a_slice_the_pool_does_not_offer_or_held_without_end_has_no_bound() -> N
     assert e.basis == "training-pool offers 2 1g.10gb (nvidia.com/mig-1g.10gb) and it needs 3: it never fits"
     e = estimate(snap, slice_demand("team-a"), now=T0, slack=SLACK)
     assert not e.bounded and e.basis == "team-b/b1 (running) has no maxRuntime"
+
+
+def test_the_clock_says_date_and_zone(monkeypatch) -> None:
+    """`starts by 15:02` read tomorrow or from another zone is wrong: the time carries both (issue 42)."""
+    from gpuctl.domain.estimate import clock_text
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        t = 1_796_000_000.5  # 2026-11-30 00:53:20.5 UTC
+        assert clock_text(t)(t) == "2026-11-30 00:54 UTC"
+        assert clock_text(t)(t + 3 * 86400) == "2026-12-03 00:54 UTC"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

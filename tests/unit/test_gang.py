@@ -175,7 +175,7 @@ def test_topology_level_names() -> None:
     ("resources", "kind", "field", "words"),
     [
         ({"replicas": 2}, "training", "resources.replicas", "resources.nodes: N"),
-        ({"nodes": 2}, "inference", "resources.nodes", "only `kind: training`"),
+        ({"nodes": 2}, "notebook", "resources.nodes", "only `kind: training` and `kind: inference`"),
         ({"topology": "rack"}, "compute", "resources.topology", "only `kind: training`"),
         ({"nodes": 0}, "training", "resources.nodes", "at least 1"),
         ({"topology": "rack"}, "training", "resources.topology", "one node"),

@@ -12,11 +12,12 @@ import pytest
 
 import gpuctl.domain.status as status_module
 from gpuctl.domain.status import State
-from gpuctl.service.inventory import Inventory
+from gpuctl.service.inventory import CONTROLLER_KINDS, Inventory
 from gpuctl.service.jobs import collect_jobs, find_job, list_job_rows
 from tests.unit.test_consistency import CASES, NS, Case, FakeApiServer, _team_objects
 
-CONTROLLERS = ("Job", "Deployment", "StatefulSet")
+CONTROLLERS = CONTROLLER_KINDS
+N = len(CONTROLLERS)
 
 
 @pytest.fixture(params=CASES, ids=[c.id for c in CASES])
@@ -61,15 +62,15 @@ def test_one_job_by_name_is_read_alone_and_in_the_listings_state(case: Case, nam
     assert [p["metadata"]["uid"] for p in job.pods] == [p["metadata"]["uid"] for p in listed.pods]
     assert job.workload == listed.workload
     # A list per controller kind, the job's pods, its Workloads: whatever else the namespace holds.
-    assert fake.listed[:5] == [*CONTROLLERS, "Pod", "Workload"]
+    assert fake.listed[: N + 2] == [*CONTROLLERS, "Pod", "Workload"]
     uid = job.obj["metadata"]["uid"]
-    assert [f"metadata.name={name}" in s for s in fake.selectors[:3]] == [True] * 3
-    assert f"={name}" in fake.selectors[3] and uid in fake.selectors[4], fake.selectors
+    assert [f"metadata.name={name}" in s for s in fake.selectors[:N]] == [True] * N
+    assert f"={name}" in fake.selectors[N] and uid in fake.selectors[N + 1], fake.selectors
     # A job in the queue also reads its position: its team queue, then (no visibility API here) its Workloads.
     if job.status in (State.QUEUED, State.PREEMPTED):
-        assert fake.listed[5:] == ["ClusterQueue", "Workload"], fake.listed
+        assert fake.listed[N + 2 :] == ["ClusterQueue", "Workload"], fake.listed
     else:
-        assert len(fake.listed) == 5, fake.listed
+        assert len(fake.listed) == N + 2, fake.listed
 
 
 def test_a_job_is_found_by_the_name_of_its_pod() -> None:
@@ -78,7 +79,7 @@ def test_a_job_is_found_by_the_name_of_its_pod() -> None:
     job = find_job(fake, "svc-7d9f-x1", NS)
     assert (job.name, job.status) == ("svc", "QuotaReserved")
     # No job has the pod's name: the pod names its owner, whose job is then read.
-    assert fake.listed[:9] == [*CONTROLLERS, "Pod", *CONTROLLERS, "Pod", "Workload"]
+    assert fake.listed[: 2 * N + 3] == [*CONTROLLERS, "Pod", *CONTROLLERS, "Pod", "Workload"]
 
 
 def test_a_listing_decides_each_pods_word_once(monkeypatch) -> None:

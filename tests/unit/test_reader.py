@@ -226,9 +226,9 @@ def _template(gpus: int) -> dict:
 
 
 def controller(
-    kind: str, name: str, ns: str, job_type: str, *, suspend: bool = False, ready: int = 0
+    kind: str, name: str, ns: str, job_type: str, *, suspend: bool = False, ready: int = 0, replicas: int = 1
 ) -> dict:
-    api = "batch/v1" if kind == "Job" else "apps/v1"
+    api = {"Job": "batch/v1", "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1"}.get(kind, "apps/v1")
     extra = {} if kind == "Job" else {Labels.APP: name}
     spec: dict[str, Any] = {"template": _template(2)}
     status: dict[str, Any] = {}
@@ -236,8 +236,11 @@ def controller(
         spec["suspend"] = suspend
         status = {"ready": ready, "active": ready}
     else:
-        spec["replicas"] = 1
-        status = {"replicas": 1, "readyReplicas": ready}
+        spec["replicas"] = replicas
+        status = {"replicas": replicas, "readyReplicas": ready}
+    if kind == "LeaderWorkerSet":  # groups of 2 pods
+        t = spec.pop("template")
+        spec["leaderWorkerTemplate"] = {"size": 2, "leaderTemplate": t, "workerTemplate": t}
     return {
         "apiVersion": api,
         "kind": kind,
@@ -320,6 +323,29 @@ def cluster_objects() -> dict[str, list[dict]]:
     gated = controller("Job", "gated", "team-a", "training")
     infer = controller("Deployment", "infer", "team-a", "inference")
     nb = controller("StatefulSet", "nb", "team-b", "notebook")
+    # A service of 2-pod replicas (issue 44): replica 0 runs (leader and worker), replica 1 is queued.
+    llm = controller("LeaderWorkerSet", "llm", "team-a", "inference", ready=1, replicas=2)
+    group = {"leaderworkerset.sigs.k8s.io/name": "llm"}
+    lws_pods = [
+        job_pod(
+            f"llm-{g}{'-1' if r else ''}",
+            "team-a",
+            llm,
+            ready=g == 0,
+            gated=g == 1,
+            phase="Running" if g == 0 else "Pending",
+        )
+        for g, r in ((0, 0), (0, 1), (1, 0), (1, 1))
+    ]
+    for p, (g, r) in zip(lws_pods, ((0, 0), (0, 1), (1, 0), (1, 1)), strict=True):
+        p["metadata"]["labels"].update(
+            {
+                **group,
+                "leaderworkerset.sigs.k8s.io/group-index": str(g),
+                "leaderworkerset.sigs.k8s.io/worker-index": str(r),
+                "kueue.x-k8s.io/pod-group-name": f"lws-llm-{g}",
+            }
+        )
     infer_pod = job_pod(
         "infer-7d9-x", "team-a", infer, phase="Pending",
         state={"waiting": {"reason": "ImagePullBackOff", "message": "back-off pulling image"}},
@@ -330,6 +356,7 @@ def cluster_objects() -> dict[str, list[dict]]:
         infer_pod,
         job_pod("nb-0", "team-b", nb, state={"terminated": {"reason": "OOMKilled", "exitCode": 137}}),
         pod("not-gpuctl", "team-a"),
+        *lws_pods,
     ]
     admitted = [("QuotaReserved", "True", "QuotaReserved"), ("Admitted", "True", "Admitted")]
     pending = [("QuotaReserved", "False", "Pending")]
@@ -341,11 +368,16 @@ def cluster_objects() -> dict[str, list[dict]]:
                                                         ("Preempted", "True", "InClusterQueue")]),
         workload("job-gated", "team-a", gated, pending),
         workload("pod-infer", "team-a", infer_pod, pending),
+        workload("lws-llm-0", "team-a", llm, admitted),
+        workload("lws-llm-1", "team-a", llm, pending, prio=10),
     ]  # fmt: skip
+    for i, wl in enumerate(workloads[-2:]):
+        wl["metadata"]["annotations"]["kueue.x-k8s.io/component-workload-index"] = str(i)
     return {
         "Job": [train, queued, queued2, preempted, gated],
         "Deployment": [infer],
         "StatefulSet": [nb],
+        "LeaderWorkerSet": [llm],
         "Pod": pods,
         "Workload": workloads,
     }
@@ -380,6 +412,11 @@ def test_job_rows_from_the_trimmed_cache_equal_rows_from_full_objects(namespace,
         assert by_id["gated-1"].status == "Queued"
         assert by_id["preempted"].status == "Preempted"
         assert by_id["train-abc"].ready == "1/1" and by_id["train-abc"].gpus == 2
+        # One row for the service of 2-pod replicas: 1 of 2 replicas ready, the GPUs of the admitted group
+        # (2 pods x 2; the waiting group's pods ask for 4 more and hold none).
+        assert [r.job_id for r in want if r.name == "llm"] == ["llm"]
+        assert (by_id["llm"].ready, by_id["llm"].gpus, by_id["llm"].kind) == ("1/2", 4, "inference")
+        assert by_id["llm"].status == "Partially Running"
     if namespace in (None, "team-b"):
         assert by_id["nb-0"].status == "OOMKilled"
     if positions and namespace is None:

@@ -22,6 +22,7 @@ KINDS = {
     "jobs": "Job",
     "deployments": "Deployment",
     "statefulsets": "StatefulSet",
+    "leaderworkersets": "LeaderWorkerSet",
     "services": "Service",
     "resourceflavors": "ResourceFlavor",
     "clusterqueues": "ClusterQueue",
@@ -154,8 +155,9 @@ def test_one_job_reads_its_team_its_pool_and_the_other_job_kinds() -> None:
     c = cluster()
     results = submit(c, jobs("one"), "default", action="create")
     assert [r.error for r in results] == [None]
-    # Its own kind is the create's own 409; the other two job kinds are one GET each.
-    assert c.reads() == ["list ClusterQueue", "list ResourceFlavor", "get Deployment", "get StatefulSet"]
+    # Its own kind is the create's own 409; the other three job kinds are one GET each.
+    others = ["get Deployment", "get StatefulSet", "get LeaderWorkerSet"]
+    assert c.reads() == ["list ClusterQueue", "list ResourceFlavor", *others]
     assert c.writes() == ["create Job"]
 
 
@@ -165,11 +167,11 @@ def test_a_sweep_costs_the_same_reads_whatever_its_size() -> None:
     results = submit(many, jobs(*(f"s{i}" for i in range(150))), "default", action="create")
     assert all(r.error is None for r in results)
     expected = ["list ClusterQueue", "list ResourceFlavor", "metadata Job", "metadata Deployment"]
-    assert many.reads() == few.reads() == [*expected, "metadata StatefulSet"]
+    assert many.reads() == few.reads() == [*expected, "metadata StatefulSet", "metadata LeaderWorkerSet"]
     assert many.writes() == ["create Job"] * 150
 
 
-@pytest.mark.parametrize("taken_kind", ["Job", "Deployment", "StatefulSet"])
+@pytest.mark.parametrize("taken_kind", ["Job", "Deployment", "StatefulSet", "LeaderWorkerSet"])
 def test_a_taken_name_in_a_sweep_stops_it_before_the_first_write(taken_kind: str) -> None:
     c = cluster(managed(taken_kind, "s7", NS, **{Labels.JOB_TYPE: "compute"}))
     results = submit(c, jobs(*(f"s{i}" for i in range(10))), "default", action="create")
