@@ -7,6 +7,9 @@ print what users wait for and what the GPUs do.
                           [--only gpuctl|baseline|earlier ...] [--grace-seconds 1] [--any-pool] [--json]
                           [--features off,any-pool,defrag,both] [--estimate-slack 3] [--nudge-kueue-stops]
     python bench/trace.py --offline 1-40  # no cluster: the bound and the offline models of 40 days
+    python bench/trace.py --day serving [--seed 7] [--json]
+                          # issue 44's day: services on a daily curve beside training, fixed (sized for
+                          # the peak) against autoscaled (a model: bench/trace_serving.py; docs/serving.md)
     python bench/trace.py --kubeconfig <run>/kubeconfig --day gangs|slices [--day-seconds 480] [--seed 7]
                           # issue 31's day of multi-node jobs, issue 32's day of GPU slices
                           # (bench/trace_days.py, bench/trace_days_replay.py; docs/queueing.md)
@@ -1769,13 +1772,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--day",
-        choices=("mixed", "gangs", "slices"),
+        choices=("mixed", "gangs", "slices", "serving"),
         default="mixed",
         help="mixed: this day (issues 15/23); gangs: multi-node jobs on 8-GPU nodes in racks (issue 31); "
         "slices: notebooks and small inference on MIG slices vs whole GPUs (issue 32); "
-        "bench/trace_days.py and bench/trace_days_replay.py",
+        "bench/trace_days.py and bench/trace_days_replay.py; serving: services on a daily curve beside "
+        "training, fixed against autoscaled (issue 44; a model, no cluster: bench/trace_serving.py)",
     )
     args = ap.parse_args(argv)
+    if args.day == "serving":
+        from bench.trace_serving import main as serving_main  # lazy: the model needs nothing of the replay
+
+        return serving_main(["--seed", str(args.seed), *(["--json"] if args.json else [])])
     if args.day != "mixed":
         if not args.kubeconfig:
             ap.error("--kubeconfig is required for --day gangs|slices")

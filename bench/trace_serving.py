@@ -510,10 +510,9 @@ def _cell(values: list[float], fmt: str) -> str:
 def table(days: list[dict[str, Any]]) -> list[str]:
     """The markdown table: median (min-max) over the days, per design."""
     seeds = ", ".join(str(d["seed"]) for d in days)
+    title = f"seed {seeds}" if len(days) == 1 else f"seeds {seeds}: median (min-max)"
     out = [
-        f"| serving day, seeds {seeds}: median (min-max) | "
-        + " | ".join(DESIGN_TITLES[d] for d in DESIGNS)
-        + " |",
+        f"| serving day, {title} | " + " | ".join(DESIGN_TITLES[d] for d in DESIGNS) + " |",
         "|---|" + "---|" * len(DESIGNS),
     ]
     for label, key, fmt in ROWS:
