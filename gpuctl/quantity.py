@@ -11,7 +11,14 @@ import re
 from decimal import Context, Decimal, InvalidOperation
 from functools import lru_cache
 
-__all__ = ["QuantityError", "format_bytes", "format_quantity", "is_quantity", "parse_quantity"]
+__all__ = [
+    "QuantityError",
+    "format_bytes",
+    "format_quantity",
+    "is_quantity",
+    "parse_duration",
+    "parse_quantity",
+]
 
 # <signedNumber><suffix> where suffix is a binary SI suffix, a decimal SI suffix or a decimal exponent
 # (k8s.io/apimachinery/pkg/api/resource/quantity.go). The exponent is tried first so that `1E3` is 1000 while
@@ -95,3 +102,26 @@ def format_bytes(value: object) -> str:
             q = (b / Decimal(size)).quantize(Decimal("0.1"))
             return f"{q.normalize():f}{unit}"
     return f"{b.normalize():f}"
+
+
+# A duration as gpuctl's YAML and flags write it: 2h, 90m, 1h30m, 45s, 1d, or whole seconds.
+_DURATION_RE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def parse_duration(value: object) -> int | None:
+    """`2h`, `90m`, `1h30m`, `45s`, `1d` or whole seconds (3600, "3600") -> seconds; None for anything
+    else (callers say what is wrong, naming their field or flag). Zero is a duration ("0s")."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    text = value.strip().lower().replace(" ", "")
+    if text.isdigit():
+        return int(text)
+    m = _DURATION_RE.fullmatch(text)
+    if not text or m is None:
+        return None
+    d, h, mi, sec = (int(g or 0) for g in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + sec

@@ -1,7 +1,7 @@
 """`unknown-key`, `job-type` and `priority`: what gpuctl's labels and annotations say, said right.
 
 - `unknown-key`  no `runwhere.ai/` label or annotation key gpuctl does not know
-                 (`constants.KNOWN_RUNWHERE_KEYS` + `EXTRA_RUNWHERE_KEYS` + `AUDIT_RUNWHERE_KEYS`): a typo
+                 (`constants.KNOWN_RUNWHERE_KEYS` + `EXTRA_`, `AUDIT_`, `IDLE_RUNWHERE_KEYS`): a typo
                  would otherwise be silently ignored. On workloads and on Nodes.
 - `job-type`     `runwhere.ai/job-type` is one of gpuctl's four job kinds.
 - `priority`     `runwhere.ai/priority` is high/medium/low, the same on object and pod template, and agrees
@@ -31,6 +31,7 @@ from admission.work import Work
 from gpuctl.constants import (
     AUDIT_RUNWHERE_KEYS,
     EXTRA_RUNWHERE_KEYS,
+    IDLE_RUNWHERE_KEYS,
     JOB_KINDS,
     KNOWN_RUNWHERE_KEYS,
     PRIORITY_CLASS,
@@ -59,7 +60,7 @@ __all__ = [
 
 PRIORITY_VALUES: Final = tuple(p.value for p in Priority)
 JOB_TYPES: Final = tuple(k.value for k in JOB_KINDS)
-_ALL_KEYS: Final = (*KNOWN_RUNWHERE_KEYS, *EXTRA_RUNWHERE_KEYS, *AUDIT_RUNWHERE_KEYS)
+_ALL_KEYS: Final = (*KNOWN_RUNWHERE_KEYS, *EXTRA_RUNWHERE_KEYS, *AUDIT_RUNWHERE_KEYS, *IDLE_RUNWHERE_KEYS)
 KNOWN_KEYS: Final = frozenset(_ALL_KEYS)
 _KNOWN_SUFFIXES: Final = tuple(k.removeprefix(Labels.PREFIX) for k in _ALL_KEYS)
 PRIORITY_CLASSES: Final = frozenset(PRIORITY_CLASS.values())

@@ -19,6 +19,7 @@ from gpuctl.cli.terminal import escape_terminal
 if TYPE_CHECKING:
     from gpuctl.cluster import Cluster
     from gpuctl.cluster.config import Overrides
+    from gpuctl.service.prometheus import Prometheus
 
 
 def connect(args: argparse.Namespace) -> Cluster:
@@ -119,3 +120,35 @@ def quota_gpu(q: dict[str, Any]) -> str:
     g = q["gpu"]
     total = "unlimited" if g["quota"] is None else g["quota"]
     return f"{g['used']}/{total}"
+
+
+# ----------------------------------------------------------------------------- GPU use (issue 40)
+NO_PROMETHEUS = (
+    "no Prometheus to read GPU use from: pass --prometheus-url URL, or set $GPUCTL_PROMETHEUS_URL or "
+    "prometheusURL in ~/.config/gpuctl/config.yaml (docs/utilisation.md)"
+)
+
+
+def add_prometheus_flag(p: argparse.ArgumentParser) -> None:
+    """--prometheus-url: where `top`, `describe job` and `get jobs -o wide` read GPU use."""
+    p.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        help="the Prometheus that scrapes dcgm-exporter, for GPU use (default: $GPUCTL_PROMETHEUS_URL, "
+        "else prometheusURL in the config file $GPUCTL_CONFIG or ~/.config/gpuctl/config.yaml)",
+    )
+
+
+def prometheus_of(args: argparse.Namespace, *, required: bool = True) -> Prometheus | None:
+    """The Prometheus to read GPU use from (gpuctl.service.prometheus.configured). None when none is set
+    and not `required` (describe and get -o wide then show none); required: a CommandError naming how."""
+    from gpuctl.service.errors import ServiceError  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.prometheus import configured  # noqa: PLC0415 - lazy: CLI start-up
+
+    try:
+        prom = configured(getattr(args, "prometheus_url", None))
+    except ServiceError as e:
+        raise CommandError(str(e)) from None
+    if prom is None and required:
+        raise CommandError(NO_PROMETHEUS)
+    return prom

@@ -232,7 +232,7 @@ def _positional(verb: str, positional: list[str], names: Names) -> list[str]:
         if not positional:
             return sorted(types)
         return names.of_type(positional[0]) if len(positional) == 1 else []
-    if verb in ("logs", "stop", "resume", "history"):
+    if verb in ("logs", "stop", "resume", "history", "keep", "top"):
         return names.jobs()
     if verb == "wait":
         return ["job"] if not positional else names.jobs()

@@ -8,7 +8,18 @@ from __future__ import annotations
 
 import argparse
 
-from gpuctl.cli.cmdutil import connect, guard, job_object_name, kv, note, or_dash, quota_gpu, scope
+from gpuctl.cli.cmdutil import (
+    add_prometheus_flag,
+    connect,
+    guard,
+    job_object_name,
+    kv,
+    note,
+    or_dash,
+    prometheus_of,
+    quota_gpu,
+    scope,
+)
 from gpuctl.cli.terminal import escape_terminal
 
 TYPES = {
@@ -36,6 +47,7 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     )
     p.add_argument("type", choices=sorted(TYPES), metavar="TYPE")
     p.add_argument("name", metavar="NAME")
+    add_prometheus_flag(p)  # a job's GPU use (issue 40)
     p.set_defaults(run=run)
 
 
@@ -57,7 +69,8 @@ def describe_job(args: argparse.Namespace) -> int:
     from gpuctl.domain.workload import format_duration  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
 
-    d = views_svc.describe_job(connect(args), args.name, scope(args))
+    prom = prometheus_of(args, required=False)
+    d = views_svc.describe_job(connect(args), args.name, scope(args), prom=prom)
     data = d.as_dict()
     if print_one(args, data, job_object_name(d.kind, d.name)):
         return 0
@@ -98,6 +111,7 @@ def describe_job(args: argparse.Namespace) -> int:
         for e in data["env"]:
             ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
             print(escape_terminal(f"  {e.get('name')}={e.get('value', '')}" + (f"<{ref}>" if ref else "")))
+    _print_gpu_use(d.gpu_use, d.gpu_use_error)
     print(escape_terminal(f"Kueue Workload: {data['workload'] or '<none yet>'}"))
     if data["conditions"]:
         table(
@@ -134,6 +148,54 @@ def describe_job(args: argparse.Namespace) -> int:
     for p in data["pods"]:
         print(escape_terminal(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}"))
     return 0
+
+
+def _print_gpu_use(use: dict | None, error: str | None) -> None:
+    """GPU use (issue 40): the job's figures, then one line per device of each pod (rank, replica, MIG
+    slice), as `gpuctl top` reads them."""
+    from gpuctl.cli.output import table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.constants import USE_LOOKBACK_SECONDS, USE_WINDOW_SECONDS  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.domain.utilisation import (  # noqa: PLC0415 - lazy: CLI start-up
+        SOURCE_NAMES,
+        gpus_text,
+        idle_text,
+        memory_text,
+        percent_text,
+    )
+    from gpuctl.domain.workload import format_duration  # noqa: PLC0415 - lazy: CLI start-up
+
+    if error:
+        kv([("GPU use", f"not read: {error}")])
+        return
+    if use is None:
+        return
+    if not use["measured"]:
+        kv([("GPU use", f"{gpus_text(use['gpus'])} GPU(s) held, nothing measured (no dcgm-exporter series)")])
+        return
+    idle = idle_text(use["idle_seconds"], use["idle_at_least"], USE_LOOKBACK_SECONDS)
+    mean = f"{percent_text(use['activity'])} (mean over {format_duration(USE_WINDOW_SECONDS)})"
+    held = f"{gpus_text(use['gpus'])} GPU(s) held"
+    kv([("GPU use", f"{held}, activity {mean}, memory {memory_text(use['memory_mib'])}, idle for {idle}")])
+    rows = []
+    for p in use["pods"]:
+        where = "-" if p["rank"] is None else str(p["rank"])
+        if p.get("replica") is not None:  # a multi-node replica (LeaderWorkerSet group)
+            where = f"{p['replica']}/{where}"
+        for dev in p["devices"] or [None]:
+            if dev is None:
+                rows.append([f"  {p['pod']}", where, "<not measured>", "-", "-", "-"])
+                continue
+            rows.append(
+                [
+                    f"  {p['pod']}",
+                    where,
+                    dev["device"],
+                    percent_text(dev["activity"]),
+                    memory_text(dev["memory_mib"]),
+                    SOURCE_NAMES.get(dev["source"], dev["source"]) or "-",
+                ]
+            )
+    table(["  POD", "RANK", "DEVICE", "ACTIVITY", "MEMORY", "SOURCE"], rows)
 
 
 def _autoscaling(a: dict) -> None:

@@ -11,12 +11,14 @@ import argparse
 import threading
 
 from gpuctl.cli.cmdutil import (
+    add_prometheus_flag,
     connect,
     guard,
     interruptible,
     job_object_name,
     note,
     or_dash,
+    prometheus_of,
     quota_gpu,
     scope,
 )
@@ -64,13 +66,14 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p.add_argument(
         "--pods", action="store_true", help=argparse.SUPPRESS
     )  # earlier gpuctl; rows are pods anyway
+    add_prometheus_flag(p)  # jobs -o wide: GPU use (issue 40)
     p.set_defaults(run=run)
 
 
 # The type-specific flags each type honours; any other given is refused, never ignored. The listing
 # flags (-o, --no-headers, --sort-by, --field-selector) work on every type (gpuctl.cli.printers).
 HONOURS: dict[str, set[str]] = {
-    "jobs": {"pool", "kind", "selector", "watch", "show_labels", "all_namespaces"},
+    "jobs": {"pool", "kind", "selector", "watch", "show_labels", "all_namespaces", "prometheus_url"},
     "pools": set(),
     "nodes": {"pool", "gpu_type"},
     "labels": {"key"},
@@ -86,6 +89,7 @@ FLAG_NAMES = {
     "all_namespaces": "-A/--all-namespaces",
     "gpu_type": "--gpu-type",
     "key": "--key",
+    "prometheus_url": "--prometheus-url",
 }
 
 
@@ -117,18 +121,20 @@ def not_found(kind: str, name: str) -> CommandError:
 # ----------------------------------------------------------------------------- get jobs
 JOB_COLUMNS = ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"]
 WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "REASON"]
+# -o wide with a Prometheus configured (issue 40): each row's GPU use, as `gpuctl top` reads it.
+USE_COLUMNS = ["GPUS", "ACTIVITY", "GPU MEMORY", "IDLE FOR"]
 
 
-def _job_columns(rows, wide: bool) -> list[str]:
+def _job_columns(rows, wide: bool, use: bool = False) -> list[str]:
     """The job table's headers: CLUSTER (before NODE) when some job runs through MultiKueue
-    (docs/multicluster.md)."""
+    (docs/multicluster.md); -o wide's, and the GPU use columns (issue 40) when they were read."""
     cols = list(JOB_COLUMNS)
     if any(r.cluster for r in rows):
         cols.insert(cols.index("NODE"), "CLUSTER")
-    return cols + (WIDE_COLUMNS if wide else [])
+    return cols + (WIDE_COLUMNS if wide else []) + (USE_COLUMNS if wide and use else [])
 
 
-def _job_cells(r, wide: bool, cluster_column: bool = False) -> list:
+def _job_cells(r, wide: bool, cluster_column: bool = False, use: dict | None = None) -> list:
     from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
 
     cells = [r.job_id, r.name, r.namespace, r.kind, r.status, r.ready, r.node, r.ip, age(r.age)]
@@ -136,6 +142,40 @@ def _job_cells(r, wide: bool, cluster_column: bool = False) -> list:
         cells.insert(JOB_COLUMNS.index("NODE"), r.cluster or "-")
     if wide:
         cells += [r.pool, r.priority, r.queue, r.position if r.position else "-", r.reason or "-"]
+    if wide and use is not None:
+        cells += use.get((r.namespace, r.job_id)) or [or_dash(r.gpus), "-", "-", "-"]
+    return cells
+
+
+def _use_cells(prom, rows) -> dict | None:
+    """-o wide's GPU use cells per row (namespace, JOB ID): one reading of Prometheus for the rows'
+    namespaces (gpuctl.service.gpu_use.row_use); None when it could not be read (a note says why)."""
+    import time  # noqa: PLC0415 - lazy: CLI start-up
+
+    from gpuctl.domain.utilisation import (  # noqa: PLC0415 - lazy: CLI start-up
+        gpus_text,
+        idle_text,
+        memory_text,
+        percent_text,
+    )
+    from gpuctl.service.errors import ServiceError  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.gpu_use import Span, by_pod, read_devices, row_use  # noqa: PLC0415 - lazy: CLI start-up
+
+    span, now = Span(), time.time()
+    try:
+        devices = by_pod(read_devices(prom, sorted({r.namespace for r in rows}), span, now))
+    except ServiceError as e:
+        note(f"GPU use not read: {e}")
+        return None
+    cells = {}
+    for r in rows:
+        f = row_use(r.namespace, r.job_id, r.name, devices, span, now, r.age)
+        held = gpus_text(r.gpus) if r.gpus is not None else "-"
+        if f is not None:
+            idle = idle_text(f.idle_seconds, f.idle_at_least, span.lookback)
+            cells[(r.namespace, r.job_id)] = [held, percent_text(f.activity), memory_text(f.memory_mib), idle]
+        else:
+            cells[(r.namespace, r.job_id)] = [held, "-", "-", "-"]
     return cells
 
 
@@ -150,6 +190,7 @@ def get_jobs(args: argparse.Namespace) -> int:
     namespace = scope(args)
     wide = args.output == "wide"
     full = structured(args.output) or bool(args.sort_by or args.field_selector)
+    prom = prometheus_of(args, required=False) if wide and not args.watch else None
     rows = list_job_rows(
         cluster,
         namespace,
@@ -157,20 +198,21 @@ def get_jobs(args: argparse.Namespace) -> int:
         kind=args.kind,
         selector=args.selector,
         positions=wide or full,
-        gpus=full,  # tables show no GPU column: pods come as Table rows
+        gpus=full or prom is not None,  # tables show no GPU column but -o wide's GPU use: pods as Table rows
     )
     if args.name:
         rows = [r for r in rows if r.name == args.name]
         if not rows:
             raise not_found("jobs", args.name)
     cluster_column = any(r.cluster for r in rows)
+    use = _use_cells(prom, rows) if prom is not None and rows else None
     emit(
         args,
         Listing(
             items=rows,
             doc=lambda r: r.as_dict(),
-            headers=_job_columns(rows, wide),
-            rows=[_job_cells(r, wide, cluster_column) for r in rows],
+            headers=_job_columns(rows, wide, use is not None),
+            rows=[_job_cells(r, wide, cluster_column, use) for r in rows],
             name=lambda r: job_object_name(r.kind, r.name),
             labels=lambda r: r.labels,
             empty="No jobs found." if not namespace else f"No jobs found in {namespace} namespace.",

@@ -97,9 +97,12 @@ def workload_slices(wl: Mapping[str, Any]) -> tuple[int, dict[str, int]]:
 
 
 def workload_demand(wl: Mapping[str, Any]) -> Demand:
-    """A Workload's demand (its first GPU pod set decides pods x GPUs)."""
+    """A Workload's demand: its first GPU pod set decides GPUs per pod, and the pods are those of every pod
+    set asking for as many (a LeaderWorkerSet group's leader and workers, admitted whole)."""
     sets = _pod_sets(wl) or [(1, 0, {})]
     pods, gpus, spec = next((s for s in sets if s[1]), sets[0])
+    if gpus:
+        pods = sum(p for p, g, _ in sets if g == gpus)
     m = meta(wl)
     reserved = condition(wl, "QuotaReserved")
     podsets = (wl.get("spec") or {}).get("podSets") or [{}]

@@ -36,7 +36,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.gpus import pod_spec_gpus
 from gpuctl.domain.objects import annotations, controller_ref, labels, meta, name, owner_ref, pod_finished
-from gpuctl.domain.status import pod_node, workload_word
+from gpuctl.domain.status import is_gated, pod_node, workload_word
 
 # The well-known node labels of network levels, as hierarchies outermost first: a pool document that names
 # no `topology` gets the first hierarchy every one of its nodes carries entirely (none: the node only).
@@ -166,6 +166,18 @@ def replica_groups(pods: Iterable[Mapping[str, Any]]) -> dict[int, list[Mapping[
         if g is not None:
             out.setdefault(g, []).append(p)
     return {g: by_rank(ps) for g, ps in sorted(out.items())}
+
+
+def groups_waiting(groups: Mapping[int, Sequence[Mapping[str, Any]]]) -> int:
+    """How many of a LeaderWorkerSet's replicas wait at Kueue's gate: a group not admitted has its pods
+    gated (Kueue admits a group whole), holding no GPU."""
+    return sum(1 for pods in groups.values() if any(is_gated(p) for p in pods))
+
+
+def groups_gpus(groups: Mapping[int, Sequence[Mapping[str, Any]]]) -> int:
+    """The GPUs of a LeaderWorkerSet's admitted replicas (what Kueue charges the team for them): a waiting
+    group's pods ask for GPUs and hold none."""
+    return sum(pod_spec_gpus(p.get("spec")) for pods in groups.values() for p in pods if not is_gated(p))
 
 
 def by_rank(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -20,6 +20,9 @@ Actions (source -> actor; the table with the reasons is in docs/audit.md):
   became ready in time, an admission check such as MultiKueue's withdrew, the queue was stopped, a node
   failed) -> kueue, with Kueue's reason and message;
 - moved: runwhere.ai/moved-for + moved-at, Event GpuctlDefragMove -> gpuctl-serve (defrag);
+- stopped by idleness: runwhere.ai/idle-stopped + idle-stopped-at on the Workload, Event GpuctlIdleStopped;
+  scaled (a service scaled down), idle (due but only reported): Events GpuctlIdleScaled, GpuctlIdle ->
+  gpuctl-serve (idle), the reason carrying the measured evidence (issue 40);
 - finished: condition Finished -> the job itself; deleted: deletionTimestamp or the DELETED watch event
   -> unknown (no API object records who deletes; the API server's audit log does).
 """
@@ -36,6 +39,7 @@ from typing import Any
 
 from gpuctl.constants import (
     ACTOR_DEFRAG,
+    ACTOR_IDLE,
     ACTOR_KUEUE,
     AUDIT_ACTIVE_MANAGER_PREFIX,
     AUDIT_ACTIVE_SET_BY_ANNOTATION,
@@ -50,6 +54,11 @@ from gpuctl.constants import (
     HISTORY_MAX_BYTES,
     HISTORY_MAX_RECORDS,
     HISTORY_SAME_SECONDS,
+    IDLE_REPORTED_REASON,
+    IDLE_SCALED_REASON,
+    IDLE_STOPPED_ANNOTATION,
+    IDLE_STOPPED_AT_ANNOTATION,
+    IDLE_STOPPED_REASON,
     SERVING_CLASS,
     Tier,
 )
@@ -65,6 +74,8 @@ class Action(StrEnum):
     STOPPED = "stopped"
     RESUMED = "resumed"
     MOVED = "moved"
+    SCALED = "scaled"  # a service scaled down for idleness (issue 40)
+    IDLE = "idle"  # idle by its policy, only reported (a dry run, report only, kept)
     FINISHED = "finished"
     DELETED = "deleted"
 
@@ -366,7 +377,10 @@ def _stopped_resumed(wl: Mapping[str, Any], moved: tuple[str, float] | None) -> 
         deact = ev
     if deact is not None and not part_of_move(deact.get("lastTransitionTime")):
         reason = str(deact.get("reason") or "")
-        if reason == DEACTIVATED_MAX_RUNTIME:
+        idle = _idle_stop(wl, deact.get("lastTransitionTime"))
+        if idle is not None:
+            actor, why = ACTOR_IDLE, idle
+        elif reason == DEACTIVATED_MAX_RUNTIME:
             actor, why = ACTOR_KUEUE, "it ran its maxRuntime"
         elif reason == DEACTIVATED_REQUEUE_LIMIT:
             actor, why = ACTOR_KUEUE, "requeued too often (its pods never all became ready)"
@@ -380,6 +394,16 @@ def _stopped_resumed(wl: Mapping[str, Any], moved: tuple[str, float] | None) -> 
     ):
         out.append((Action.RESUMED, req.get("lastTransitionTime"), active_manager(wl)[0], "spec.active=true"))
     return out
+
+
+def _idle_stop(wl: Mapping[str, Any], ts: str | None) -> str | None:
+    """The evidence of serve's idle stop when this deactivation is it (runwhere.ai/idle-stopped-at within
+    a minute before it), else None."""
+    notes = annotations(wl)
+    at, t = parse_time(notes.get(IDLE_STOPPED_AT_ANNOTATION)), parse_time(ts)
+    if at is None or t is None or not -5.0 <= t - at <= 60.0:
+        return None
+    return f"idle, {notes.get(IDLE_STOPPED_ANNOTATION) or 'GPUs idle'}"
 
 
 def event_time(ev: Mapping[str, Any]) -> str:
@@ -436,7 +460,18 @@ def event_records(
         return [Record(t, ns, job, Action.ADMITTED.value, ACTOR_KUEUE, why, wuid)]
     if reason == DEFRAG_EVENT_REASON:
         return [Record(t, ns, job, Action.MOVED.value, ACTOR_DEFRAG, msg, wuid)]
+    idle = _IDLE_ACTIONS.get(reason)
+    if idle is not None:  # the message: what was done, then the evidence (gpuctl.server.idle)
+        text = msg.split(": ", 1)[1] if idle is Action.STOPPED and ": " in msg else msg
+        return [Record(t, ns, job, idle.value, ACTOR_IDLE, text, wuid)]
     return []
+
+
+_IDLE_ACTIONS = {
+    IDLE_STOPPED_REASON: Action.STOPPED,
+    IDLE_SCALED_REASON: Action.SCALED,
+    IDLE_REPORTED_REASON: Action.IDLE,
+}
 
 
 # ----------------------------------------------------------------------------- the ring

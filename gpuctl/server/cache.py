@@ -42,6 +42,10 @@ from gpuctl.constants import (
     DEFRAG_MOVED_ANNOTATION,
     DEFRAG_MOVED_AT_ANNOTATION,
     DEFRAG_REACTIVATE_ANNOTATION,
+    IDLE_REPLICAS_ANNOTATION,
+    IDLE_STOPPED_ANNOTATION,
+    IDLE_STOPPED_AT_ANNOTATION,
+    KEEP_UNTIL_ANNOTATION,
     KUEUE_WORKLOAD_ANNOTATION,
     SERVICE_STOPPED_ANNOTATION,
     SET_ASIDE_FOR_ANNOTATION,
@@ -52,7 +56,12 @@ from gpuctl.domain.gang import tolerates_set_aside
 from gpuctl.domain.history import stamp_time
 
 DEFRAG_KEYS = (DEFRAG_MOVED_ANNOTATION, DEFRAG_MOVED_AT_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION)
-WORKLOAD_KEYS = frozenset((*DEFRAG_KEYS, AUDIT_ACTIVE_SET_BY_ANNOTATION))
+WORKLOAD_KEYS = frozenset(
+    (*DEFRAG_KEYS, AUDIT_ACTIVE_SET_BY_ANNOTATION, IDLE_STOPPED_ANNOTATION, IDLE_STOPPED_AT_ANNOTATION)
+)
+# Of a job controller's annotations, what serve's idle reclaimer reads (issue 40: a keep, the replicas a
+# service had before it was scaled down for idleness).
+CONTROLLER_KEYS = frozenset((KEEP_UNTIL_ANNOTATION, IDLE_REPLICAS_ANNOTATION))
 
 
 class Cache:
@@ -439,10 +448,15 @@ def trim_controller(raw: dict) -> dict:
     if status.get("conditions"):
         out_status["conditions"] = _conditions(status["conditions"], message=True, times=True)
     meta = _meta(raw)
-    # Of the annotations, only a stopped autoscaled service's (its status word: docs/serving.md).
-    stopped = ((raw.get("metadata") or {}).get("annotations") or {}).get(SERVICE_STOPPED_ANNOTATION)
-    if stopped is not None:
-        meta["annotations"] = {SERVICE_STOPPED_ANNOTATION: stopped}
+    # Of the annotations, a stopped autoscaled service's (its status word: docs/serving.md) and what serve's
+    # idle reclaimer reads (issue 40: a keep, the replicas a service had before it was scaled down).
+    notes = {
+        k: v
+        for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items()
+        if k in CONTROLLER_KEYS or k == SERVICE_STOPPED_ANNOTATION
+    }
+    if notes:
+        meta["annotations"] = notes
     return {
         "apiVersion": raw.get("apiVersion"),
         "kind": raw.get("kind"),

@@ -10,6 +10,7 @@ import os
 import sys
 
 from gpuctl.cluster.tls import CertReloader
+from gpuctl.constants import PROMETHEUS_URL_ENV
 
 API_KEYS_ENV = "GPUCTL_API_KEYS_FILE"
 API_THREADS = 64  # worker threads for the API's cluster calls (gpuctl.server.api.deps.THREADS)
@@ -56,6 +57,18 @@ def add_api_auth(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--threads", type=int, default=API_THREADS, help=f"worker threads for cluster calls ({API_THREADS})"
+    )
+
+
+def add_prometheus(p: argparse.ArgumentParser) -> None:
+    """--prometheus-url (dest prometheus_url): the Prometheus that scrapes dcgm-exporter, where the REST
+    API reads GPU use and `gpuctl serve --idle` its evidence (issue 40; docs/utilisation.md)."""
+    p.add_argument(
+        "--prometheus-url",
+        default=os.environ.get(PROMETHEUS_URL_ENV) or None,
+        metavar="URL",
+        help=f"the Prometheus that scrapes dcgm-exporter (default ${PROMETHEUS_URL_ENV}): the API's GPU use, "
+        "evidence for --idle",
     )
 
 

@@ -13,9 +13,11 @@ from typing import Any, Protocol
 from prometheus_client.core import GaugeMetricFamily
 
 from gpuctl.constants import LOCAL_QUEUE_NAME, METRIC_JOB_LABEL, Labels
+from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpu_requests
 from gpuctl.domain.objects import labels
 from gpuctl.domain.pools import NODE_STATES, PoolFacts
 from gpuctl.domain.teams import team_from_cluster_queue, team_usage
+from gpuctl.domain.utilisation import pod_job
 from gpuctl.domain.workload import NO_PRIORITY, PRIORITIES
 
 ANY_POOL = "*"
@@ -305,6 +307,28 @@ def team_families(
             fams["borrow"].add_metric([ns, p], usage.pool_borrowed.get(p, 0))
             fams["alloc"].add_metric([ns, p], allocated.get((ns, p), 0.0))
     yield from fams.values()
+
+
+def job_pod_family(pods: Iterable[Mapping[str, Any]], node_pool: Mapping[str, str]) -> GaugeMetricFamily:
+    """gpuctl_job_pod_info (issue 40): which job, kind and pool each bound pod of a gpuctl job holding GPUs
+    belongs to, so PromQL joins dcgm-exporter's per-pod series to jobs (rules.yaml's per-job recording
+    rule and alert; the job by gpuctl.domain.utilisation.pod_job)."""
+    g = GaugeMetricFamily(
+        "gpuctl_job_pod_info",
+        "1 per pod of a gpuctl job that holds GPUs on a node: its job (gpuctl_job), kind and pool; join "
+        "dcgm-exporter's per-pod series on (namespace, pod)",
+        labels=["namespace", "pod", METRIC_JOB_LABEL, "kind", "pool"],
+    )
+    for p in pods:
+        kind = labels(p).get(Labels.JOB_TYPE)
+        if not kind or not pod_holds_gpus(p) or not pod_spec_gpu_requests(p.get("spec")):
+            continue
+        meta = p.get("metadata") or {}
+        node = (p.get("spec") or {}).get("nodeName") or ""
+        g.add_metric(
+            [meta.get("namespace", ""), meta.get("name", ""), pod_job(p), kind, node_pool.get(node, "")], 1
+        )
+    return g
 
 
 def service_families(scales: Mapping[tuple[str, str], Any]) -> Iterator[GaugeMetricFamily]:

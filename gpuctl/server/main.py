@@ -56,6 +56,7 @@ from gpuctl.cluster.tls import CertReloader, with_reloader
 from gpuctl.constants import (
     DEFRAG_MOVES_PER_HOUR,
     DEFRAG_SETTLE_SECONDS,
+    IDLE_INTERVAL_SECONDS,
     UNCOVERED_EVICT_AFTER_SECONDS,
     UNCOVERED_GRACE_SECONDS,
 )
@@ -64,6 +65,7 @@ from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache
 from gpuctl.server.defrag import Defragmenter, cache_source, parse_pools
 from gpuctl.server.history import HistoryRecorder
+from gpuctl.server.idle import IdleReclaimer
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, LeaderElector, default_namespace
 from gpuctl.server.metrics import GpuctlCollector, WorkloadTracker, build_registry
 from gpuctl.server.multicluster import GangServiceMirror
@@ -72,6 +74,7 @@ from gpuctl.server.reconciler import Reconciler
 from gpuctl.server.setaside import SetAside
 from gpuctl.server.setaside import cache_source as set_aside_source
 from gpuctl.server.wiring import OPTIONAL_CONTROLLERS, default_cache
+from gpuctl.service.prometheus import configured
 
 log = logging.getLogger("gpuctl.server")
 
@@ -96,6 +99,7 @@ class ServerContext:
     # a gang's Service copied to its MultiKueue worker (docs/distributed.md, Across clusters)
     mirror: GangServiceMirror | None = None
     history: HistoryRecorder | None = None
+    idle: IdleReclaimer | None = None  # issue 40: idle GPUs back to the queue (with --idle)
     elector: LeaderElector | None = None
     reloader: CertReloader | None = None
     stop: threading.Event = field(default_factory=threading.Event)
@@ -156,9 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_parts(p)
     _add_backstop(p)
     _add_defrag(p)
+    _add_idle(p)
     _add_leader_election(p)
     flags.add_tls(p)
     flags.add_api_auth(p)  # with --api
+    flags.add_prometheus(p)  # the API's GPU use, --idle's evidence (issue 40)
     _add_clusters(p)
     flags.add_log_level(p)
     return p
@@ -245,6 +251,28 @@ def _add_defrag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_idle(p: argparse.ArgumentParser) -> None:
+    """Idle GPUs back to the queue (issue 40, docs/utilisation.md): the policies of pools and quotas."""
+    p.add_argument(
+        "--idle",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="act on jobs whose GPUs are idle by their pool's or quota's idle policy (stop a notebook, scale "
+        "a service to its floor, report training); needs --prometheus-url (default off)",
+    )
+    p.add_argument(
+        "--idle-dry-run",
+        action="store_true",
+        help="with --idle: only report (Event, history, metric) what the policies would do",
+    )
+    p.add_argument(
+        "--idle-interval",
+        type=float,
+        default=IDLE_INTERVAL_SECONDS,
+        help=f"seconds between idle passes ({IDLE_INTERVAL_SECONDS:g})",
+    )
+
+
 def _add_leader_election(p: argparse.ArgumentParser) -> None:
     """The replicas' Lease."""
     p.add_argument(
@@ -319,18 +347,20 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
     defrag_pools = parse_pools(getattr(args, "defrag", ""))
     defrag = defrag_pools != []
     history = getattr(args, "history", False)
+    idle = getattr(args, "idle", False)
     cache = default_cache(
         cluster,
         metrics=args.metrics,
         api=args.api,
         backstop=backstop or defrag,
         history=history,
-        optional=served_controllers(cluster) if args.api else (),
+        idle=idle,
+        optional=served_controllers(cluster) if args.api or idle else (),
     )
     ctx = ServerContext(cluster=cluster, cache=cache, options=args)
     leader = None
     if getattr(args, "leader_elect", False) and (
-        args.reconcile or args.metrics or backstop or defrag or history
+        args.reconcile or args.metrics or backstop or defrag or history or idle
     ):
         ctx.elector = LeaderElector(
             cluster,
@@ -376,6 +406,16 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             leader=leader,
             identity=ctx.elector.identity if ctx.elector is not None else "",
         )
+    if idle:
+        ctx.idle = IdleReclaimer(
+            cluster,
+            cache,
+            configured(args.prometheus_url),
+            interval=args.idle_interval,
+            dry_run=args.idle_dry_run,
+            leader=leader,
+            identity=ctx.elector.identity if ctx.elector is not None else "",
+        )
     if history:
         ctx.history = HistoryRecorder(cluster, cache, leader=leader)
         ctx.history.attach()
@@ -389,6 +429,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             ctx.registry.register(ctx.set_aside)
         if ctx.history is not None:
             ctx.registry.register(ctx.history)
+        if ctx.idle is not None:
+            ctx.registry.register(ctx.idle)
     return ctx
 
 
@@ -453,6 +495,14 @@ def usage_error(args: argparse.Namespace) -> int:
     if args.evict_uncovered and not args.backstop:
         print("error: --evict-uncovered needs the backstop (drop --no-backstop)", file=sys.stderr)
         return 2
+    if args.idle and not args.prometheus_url:
+        print(
+            "error: --idle needs --prometheus-url (or $GPUCTL_PROMETHEUS_URL): its evidence", file=sys.stderr
+        )
+        return 2
+    if args.idle_dry_run and not args.idle:
+        print("error: --idle-dry-run goes with --idle", file=sys.stderr)
+        return 2
     if args.evict_after < args.uncovered_grace:
         print(
             f"error: --evict-after ({args.evict_after:g}) must be at least --uncovered-grace "
@@ -466,7 +516,16 @@ def usage_error(args: argparse.Namespace) -> int:
 def start_parts(ctx: ServerContext) -> None:
     """Start the cache and every background part built for these flags."""
     ctx.cache.start()
-    parts = (ctx.elector, ctx.reconciler, ctx.backstop, ctx.defrag, ctx.set_aside, ctx.mirror, ctx.history)
+    parts = (
+        ctx.elector,
+        ctx.reconciler,
+        ctx.backstop,
+        ctx.defrag,
+        ctx.set_aside,
+        ctx.mirror,
+        ctx.history,
+        ctx.idle,
+    )
     for part in parts:
         if part is not None:
             part.start(ctx.stop)
@@ -484,6 +543,7 @@ def log_serving(args: argparse.Namespace, ctx: ServerContext) -> None:
             ("backstop" + (" with eviction" if args.evict_uncovered else ""), args.backstop),
             (f"defrag ({args.defrag})", bool(args.defrag)),
             ("history", args.history),
+            ("idle" + (" (dry run)" if args.idle_dry_run else ""), args.idle),
         )
         if on
     ]

@@ -65,6 +65,7 @@ from gpuctl.server.gauges import (
     ANY_POOL,
     WorkloadSums,
     gang_families,
+    job_pod_family,
     pool_families,
     service_families,
     team_families,
@@ -317,6 +318,8 @@ class GpuctlCollector(Collector):
         yield from workload_families(sums, teams)
         yield from gang_families(sums, sorted(facts))
         yield from team_families(cqs, sorted(facts), team_allocated)
+        node_pool = {n: p for p, f in facts.items() for n in f.nodes}
+        yield job_pod_family(self._list("Pod"), node_pool)  # issue 40: dcgm-exporter's pods -> jobs
         # Autoscaled services (docs/serving.md): replicas desired, running, waiting.
         yield from service_families(
             services(self._list("Deployment"), self._list("Pod"), self._list("HorizontalPodAutoscaler"))

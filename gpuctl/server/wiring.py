@@ -29,6 +29,7 @@ def default_cache(
     api: bool = False,
     backstop: bool = False,
     history: bool = False,
+    idle: bool = False,
     optional: tuple[str, ...] = OPTIONAL_CONTROLLERS,
 ) -> Cache:
     """The informers `gpuctl serve` runs.
@@ -48,15 +49,15 @@ def default_cache(
     cache.add("ResourceFlavor", label_selector=MANAGED_SELECTOR)
     cache.add("ClusterQueue", label_selector=MANAGED_SELECTOR)
     cache.add("Cohort", field_selector=f"metadata.name={COHORT_NAME}")
-    if metrics or api or backstop:
+    if metrics or api or backstop or idle:
         cache.add("Pod", transform=trim_pod)  # GPU sums: metrics.PodGpus, from the events
-    if metrics or api or backstop or history:
+    if metrics or api or backstop or history or idle:
         cache.add("Workload", transform=trim_workload, summarize=workload_summary)
-    if metrics or api or backstop:
+    if metrics or api or backstop or idle:
         cache.add("LocalQueue")
     if history:
         cache.add("Event", field_selector=EVENT_FIELD_SELECTOR, transform=trim_event)
-    if api:
+    if api or idle:  # the idle reclaimer (issue 40) reads jobs as the API does, keeps from their controllers
         for kind in (*JOB_CONTROLLERS, *(k for k in OPTIONAL_CONTROLLERS if k in optional)):
             cache.add(kind, label_selector=JOB_SELECTOR, transform=trim_controller)
     if metrics or api:

@@ -19,12 +19,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from gpuctl.cluster import Cluster, path
-from gpuctl.constants import AUDIT_ACTIVE_MANAGER_PREFIX, AUDIT_ACTIVE_SET_BY_ANNOTATION, LWS_GROUP
+from gpuctl.constants import (
+    AUDIT_ACTIVE_MANAGER_PREFIX,
+    AUDIT_ACTIVE_SET_BY_ANNOTATION,
+    IDLE_REPLICAS_ANNOTATION,
+    LWS_GROUP,
+)
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.workload import WorkloadState, workload_state
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import ServiceError
-from gpuctl.service.jobs import find_job
+from gpuctl.service.jobs import Job, find_job
 from gpuctl.service.serving import set_service_active
 
 _GROUP = {"Job": "batch", "Deployment": "apps", "StatefulSet": "apps", "LeaderWorkerSet": LWS_GROUP}
@@ -75,6 +80,7 @@ def set_active(
     perms: Permissions | None = None,
     actor: str | None = None,
     on_behalf: bool = False,
+    notes: dict[str, str] | None = None,
 ) -> Activation:
     """Stop (active=False) or resume (active=True) the job `name`. CLIENT reads only; SERVER sends the
     patch with dryRun=All; nothing is sent when spec.active already says so. actor: who asks (the CLI's
@@ -87,17 +93,13 @@ def set_active(
     verb = "resume" if active else "stop"
     job = find_job(cluster, name, namespace, perms=perms)
     if job.autoscaled:  # the whole service: both Deployments and the HPA (docs/serving.md)
-        changed = set_service_active(cluster, job, active, dry_run=dry_run)
-        return Activation(
-            name=job.name,
-            namespace=job.namespace,
-            kind=job.kind,
-            resource=job.resource,
-            workload="",
-            active=active,
-            changed=changed,
-            status=job.status,
-        )
+        return _service_activation(job, active, set_service_active(cluster, job, active, dry_run=dry_run))
+    if (
+        job.resource == "Deployment"
+        and active
+        and IDLE_REPLICAS_ANNOTATION in (job.obj["metadata"].get("annotations") or {})
+    ):
+        return _restore_replicas(cluster, job, dry_run)
     if job.resource in ("Deployment", "LeaderWorkerSet"):
         unit = "pods" if job.resource == "Deployment" else "replicas (groups of pods)"
         raise ServiceError(
@@ -118,6 +120,8 @@ def set_active(
     changed = was_active != active
     wl_meta = wl["metadata"]
     stamp = {"annotations": {AUDIT_ACTIVE_SET_BY_ANNOTATION: actor}} if on_behalf and actor else {}
+    if notes:
+        stamp = {"annotations": {**stamp.get("annotations", {}), **notes}}
     if changed and dry_run.writes:
         cluster.merge_patch(
             path("Workload", wl_meta["name"], wl_meta["namespace"]),
@@ -132,6 +136,39 @@ def set_active(
         kind=job.kind,
         resource=job.resource,
         workload=wl_meta["name"],
+        active=active,
+        changed=changed,
+        status=job.status,
+    )
+
+
+def _restore_replicas(cluster: Cluster, job: Job, dry_run: DryRun) -> Activation:
+    """`resume` of a service serve scaled down for idle GPUs (issue 40, gpuctl.server.idle): the replicas
+    runwhere.ai/idle-replicas kept, the annotation removed, in one patch (uid as precondition)."""
+    meta = job.obj["metadata"]
+    raw = (meta.get("annotations") or {}).get(IDLE_REPLICAS_ANNOTATION) or ""
+    if not raw.isdigit():
+        raise ServiceError(f"job {job.name}: {IDLE_REPLICAS_ANNOTATION}={raw!r} is not a replica count")
+    if dry_run.writes:
+        cluster.merge_patch(
+            path("Deployment", job.name, job.namespace),
+            {
+                "metadata": {"uid": meta["uid"], "annotations": {IDLE_REPLICAS_ANNOTATION: None}},
+                "spec": {"replicas": int(raw)},
+            },
+            dry_run=dry_run is DryRun.SERVER,
+        )
+    return _service_activation(job, True, True)
+
+
+def _service_activation(job: Job, active: bool, changed: bool) -> Activation:
+    """The outcome for a service (a Deployment: no Workload of its own was patched)."""
+    return Activation(
+        name=job.name,
+        namespace=job.namespace,
+        kind=job.kind,
+        resource=job.resource,
+        workload="",
         active=active,
         changed=changed,
         status=job.status,

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import LWS_GROUP, SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, replica_groups
+from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, groups_gpus, groups_waiting, replica_groups
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, owner_refs, pod_finished
@@ -26,6 +26,7 @@ from gpuctl.domain.status import (
     pod_node,
     pod_ready,
     pod_status,
+    workload_word,
 )
 from gpuctl.domain.workload import IN_QUEUE, job_pool, stop_reason, workload_state
 from gpuctl.service.access import Permissions
@@ -310,17 +311,24 @@ def _service_row(job: Job, one: dict, *, gpus: bool, pod_rows: list[JobRow]) -> 
 
 def _lws_row(job: Job, live: list[dict], why: _Reasons, *, gpus: bool, one: dict) -> JobRow:
     """The one row of a service of multi-node replicas (a LeaderWorkerSet): READY its ready replicas of
-    those asked for (a replica is ready when its whole group is), its nodes, the GPUs its pods hold."""
+    those asked for (a replica is ready when its whole group is), its nodes, the GPUs of its admitted
+    groups, and in REASON how many replicas wait at Kueue's gate and why (the least advanced group's)."""
     spec, st = job.obj.get("spec") or {}, job.obj.get("status") or {}
     desired = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
-    ranked = [p for group in replica_groups(live).values() for p in group]
+    groups = replica_groups(live)
+    ranked = [p for group in groups.values() for p in group]
+    reason = why(job.workload, job.status)
+    if waiting := groups_waiting(groups):
+        # The service may be Running while a group waits: why the least advanced group (its Workload) does.
+        reason = why(job.workload, workload_word(job.workload) or job.status)
+        reason = f"{waiting} of {desired} replicas waiting for GPUs" + (f": {reason}" if reason else "")
     return JobRow(
         status=gang_status(job.status, [job.pod_words[p["metadata"]["uid"]] for p in ranked]),
         ready=f"{int(st.get('readyReplicas') or 0)}/{desired}",
         node=",".join(dict.fromkeys(n for p in ranked if (n := pod_node(p)))) or "<none>",
         ip=(pod_ip(ranked[0]) if ranked else "") or "<none>",
-        gpus=sum(pod_gpus(p) for p in ranked) if gpus else None,
-        reason=why(job.workload, job.status),
+        gpus=groups_gpus(groups) if gpus else None,
+        reason=reason,
         **one,
     )
 

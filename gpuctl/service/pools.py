@@ -15,12 +15,13 @@ from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import (
     BUDGET_FLAVOR,
     DEFAULT_POOL,
+    IDLE_POLICY_ANNOTATION,
     Labels,
 )
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gang import default_topology, nodes_missing_levels, pool_topology
 from gpuctl.domain.gpus import workload_gpus
-from gpuctl.domain.objects import is_gpuctl_object
+from gpuctl.domain.objects import annotations, is_gpuctl_object
 from gpuctl.domain.pools import (
     desired_flavor,
     flavor_immutable,
@@ -49,6 +50,7 @@ from gpuctl.domain.workload import (
 from gpuctl.service.access import Permissions
 from gpuctl.service.convert import node_label_patch
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
+from gpuctl.service.idle_policy import flavor_annotations
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, collect_jobs
 from gpuctl.service.node_pools import LEFT_POOL, patch_node_pool, pool_taint_change
@@ -244,6 +246,8 @@ class _PoolPlan:
         rf = desired_flavor(name, members, _pool_levels(spec, members, flavor))
         if spec.pool.description:
             rf["metadata"].setdefault("annotations", {})[Labels.DESCRIPTION] = spec.pool.description
+        if idle := flavor_annotations(spec.idle, name):  # issue 40: the pool's idle policy
+            rf["metadata"].setdefault("annotations", {}).update(idle)
         return cls(
             name=name,
             nodes=nodes,
@@ -267,6 +271,9 @@ class _PoolPlan:
     def lines(self) -> list[str]:
         name = self.name
         lines = [f"pool/{name} {'created' if self.flavor is None else 'configured'}"]
+        was, now = (annotations(f).get(IDLE_POLICY_ANNOTATION) for f in (self.flavor, self.desired))
+        if was != now:
+            lines.append(f"pool/{name} idle policy {'set' if now else 'removed'}")
         if self.retolerate:
             how = (
                 " (re-created: Kueue keeps a topology flavor immutable)"

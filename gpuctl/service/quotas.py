@@ -25,6 +25,7 @@ from gpuctl.domain.teams import cores, team_from_cluster_queue, team_usage
 from gpuctl.quantity import QuantityError, format_quantity, parse_quantity
 from gpuctl.service.convert import team_limit_range, team_quotas
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
+from gpuctl.service.idle_policy import write_queue_policy
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.multicluster import remove_worker_team, sync_workers
 from gpuctl.service.pool_sync import ensure_bootstrap, sync_cohort
@@ -141,7 +142,10 @@ def _write_team(
             changed |= _sync_limit_range(cluster, t.namespace, spec.entries()[t.namespace], dry_run=dry_run)
     word = "created" if not was else "configured" if changed else "unchanged"
     lines.append(f"quota/{spec.quota.name} {word} for namespace {t.namespace}")
-    return lines
+    idle = write_queue_policy(  # issue 40: the quota's idle policy, on the team's ClusterQueue
+        cluster, t.namespace, spec.idle, inv.team_queues.get(t.namespace), spec.quota.name, dry_run=dry_run
+    )
+    return lines + ([idle] if idle else [])
 
 
 def _differs(before: dict | None, after: dict) -> bool:

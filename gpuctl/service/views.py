@@ -30,8 +30,10 @@ from gpuctl.domain.status import State
 from gpuctl.domain.workload import max_runtime_seconds
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound, ServiceError
+from gpuctl.service.gpu_use import job_use_now
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, find_job, read_worker_pods
+from gpuctl.service.prometheus import Prometheus
 from gpuctl.service.quotas import quota_rows
 from gpuctl.service.serving import autoscaling_view
 from gpuctl.service.waiting import explain, job_estimate, snapshot_inventory
@@ -128,9 +130,23 @@ class JobDescription:
     # An autoscaled service (docs/serving.md, gpuctl.service.serving.autoscaling_view): floor, burst,
     # desired, running and waiting replicas, the HPA's metric and target, each waiting replica's reason.
     autoscaling: dict[str, Any] | None = None
+    # GPU use (issue 40, gpuctl.domain.utilisation.JobUse.as_dict: per pod and device) when a Prometheus is
+    # configured; gpu_use_error: why it was not read (Prometheus down or refusing).
+    gpu_use: dict[str, Any] | None = None
+    gpu_use_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _gpu_use(job: Job, prom: Prometheus | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The job's GPU use and, when Prometheus could not be read, why (describe still answers)."""
+    if prom is None:
+        return None, None
+    try:
+        return job_use_now(job, prom).as_dict(), None
+    except ServiceError as e:
+        return None, str(e)
 
 
 def _moved(wl: dict | None) -> str | None:
@@ -148,11 +164,13 @@ def describe_job(
     perms: Permissions | None = None,
     *,
     job: Job | None = None,
+    prom: Prometheus | None = None,
 ) -> JobDescription:
     """A job found by its name (or the name of one of its pods, as `get jobs` prints them), with
     the one-line answer to "why is it not running" (per node, or by count for a caller who may not
     list every pod: gpuctl.service.waiting.snapshot). job: the job when the caller has just found it
-    (the API finds it first to check who may read it), so it is not read again."""
+    (the API finds it first to check who may read it), so it is not read again. prom: where to read its
+    GPU use (gpuctl.service.gpu_use), when one is configured."""
     found = None
     if job is None:
         found = Inventory(cluster, namespace, perms=perms)
@@ -173,6 +191,7 @@ def describe_job(
     c = tmpl["containers"][0]
     wl = job.workload
     where = placement(wl)
+    use, use_error = _gpu_use(job, prom)
     return JobDescription(
         job_id=job.name,
         name=job.name,
@@ -215,6 +234,8 @@ def describe_job(
         gang=gang_view(job.member or cluster, job.obj, job.pods, job.pool),
         replicas=replicas_view(job.obj, job.replica_workloads, job.pods),
         autoscaling=autoscaling_view(job, inv),
+        gpu_use=use,
+        gpu_use_error=use_error,
     )
 
 

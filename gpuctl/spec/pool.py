@@ -20,6 +20,7 @@ from gpuctl.spec.fields import (
     none_to_empty_dict_values,
     show,
 )
+from gpuctl.spec.idle import IdleSpec
 from gpuctl.spec.names import is_label_key
 
 
@@ -82,6 +83,8 @@ class PoolSpec(KindModel):
     pool: PoolMeta
     nodes: Annotated[dict[NodeName, PoolNode], BeforeValidator(none_to_empty_dict_values)] = {}
     topology: Annotated[list[str], BeforeValidator(_one_or_list)] | None = None
+    # When its jobs count as idle and what `gpuctl serve --idle` does then (issue 40); None: off.
+    idle: IdleSpec | None = None
 
     @field_validator("topology")
     @classmethod

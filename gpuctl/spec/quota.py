@@ -22,6 +22,7 @@ from gpuctl.spec.fields import (
     fail,
     none_to_empty_dict_values,
 )
+from gpuctl.spec.idle import IdleSpec
 
 
 class QuotaMeta(SpecModel):
@@ -151,6 +152,9 @@ class QuotaSpec(KindModel):
         {}, validation_alias=aliases("namespace", "namespaces")
     )
     default: QuotaEntry | None = None
+    # When its teams' jobs count as idle, in any pool, and what `gpuctl serve --idle` does (issue 40); None:
+    # the pools' policies apply.
+    idle: IdleSpec | None = None
 
     @field_validator("default")
     @classmethod

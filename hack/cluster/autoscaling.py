@@ -3,7 +3,9 @@
     autoscaling.py prometheus API_URL PKI_DIR FAKE_ADDR INTERVAL [yes|no]   prometheus.yml
     autoscaling.py apiservice HOST_IP PORT CA_B64                     prometheus-adapter's APIService
 
-prometheus.yml is manifests/prometheus/serving-scrape.yaml as shipped for real clusters, with two local
+prometheus.yml is manifests/prometheus/serving-scrape.yaml and dcgm-scrape.yaml (issue 40: dcgm-exporter's
+job, its one target the fake exporter's DCGM family over HTTP service discovery, which gives it the meta
+labels of an exporter pod in the GPU Operator's namespace) as shipped for real clusters, with two local
 changes and nothing else: the pods are discovered by Kubernetes service discovery given the API server's
 address and the admin client certificate (a Prometheus inside a cluster uses its ServiceAccount) or, for
 Debian's `prometheus`, which is built without it, by HTTP service discovery from fake_exporter.py, which
@@ -26,6 +28,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRAPE = ROOT / "manifests/prometheus/serving-scrape.yaml"
+# dcgm-exporter's job (issue 40), as shipped; locally its one target is fake_exporter.py's DCGM family.
+DCGM_SCRAPE = ROOT / "manifests/prometheus/dcgm-scrape.yaml"
 # The pod IPs KWOK gives pods of fake nodes (up.sh: kwok --cidr=10.244.0.0/16).
 FAKE_POD_IP = r"10\.244\.\d+\.\d+"
 ADAPTER_NS, ADAPTER_NAME = "custom-metrics", "prometheus-adapter"
@@ -76,6 +80,11 @@ def prometheus(api_url: str, pki: str, fake_addr: str, interval: str, kubernetes
         elif job.pop("kubernetes_sd_configs", None):
             job["http_sd_configs"] = [{"url": f"http://{fake_addr}/sd/pods", "refresh_interval": interval}]
         job["relabel_configs"] = [*job.get("relabel_configs", []), *fake_node_rules(fake_addr)]
+    for job in yaml.safe_load(DCGM_SCRAPE.read_text())["scrape_configs"]:
+        job["scrape_interval"] = interval
+        job.pop("kubernetes_sd_configs", None)  # no exporter pod runs here: the fake exporter is its target
+        job["http_sd_configs"] = [{"url": f"http://{fake_addr}/sd/dcgm", "refresh_interval": interval}]
+        jobs.append(job)
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": jobs,

@@ -34,9 +34,10 @@ local Prometheus finds the pods through HTTP service discovery here instead:
                      on what they would read in a cluster. Kept current by a watch (gpuctl.cluster.informer).
 
 Families (FAMILIES below) are the series of one kind of exporter. `vllm` is per pod (vLLM's /metrics,
-scraped at the pod). A node-level exporter whose series name the pod in labels, such as dcgm-exporter
-(DCGM_FI_DEV_GPU_UTIL{gpu, UUID, namespace, pod, container, GPU_I_PROFILE, ...}), is added as another
-family with its own path and label set (GPU use per job); the set API and the text writer are shared.
+scraped at the pod). dcgm-exporter's, a node-level exporter whose series name the pod in labels
+(DCGM_FI_DEV_GPU_UTIL{gpu, UUID, namespace, pod, container, GPU_I_PROFILE, ...}), is hack/cluster/
+fake_dcgm.py (issue 40): set through the same API, served for every fake node's GPUs at /dcgm/metrics
+(GET /sd/dcgm discovers it as the GPU Operator's exporter pod, for manifests/prometheus/dcgm-scrape.yaml).
 """
 
 from __future__ import annotations
@@ -44,11 +45,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import sys
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # fake_dcgm beside it, however loaded
+import fake_dcgm  # issue 40: dcgm-exporter's family, hack/cluster/fake_dcgm.py
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,9 @@ VLLM = Family(
 )
 FAMILIES = {f.name: f for f in (VLLM,)}
 KNOWN = {s.name: s for f in FAMILIES.values() for s in f.series}
+# dcgm-exporter's series (issue 40, hack/cluster/fake_dcgm.py): set per pod like the others, served for every
+# node's GPUs at fake_dcgm.PATH, as a real cluster's exporter serves them (the pod in labels).
+KNOWN.update({n: Series(n, "gauge", "") for n in fake_dcgm.SETTABLE})
 
 
 @dataclass
@@ -137,6 +146,14 @@ class Store:
             return {
                 f"{ns}/{pod}": {n: (v.value(now) if isinstance(v, Counter) else v) for n, v in vals.items()}
                 for (ns, pod), vals in self.pods.items()
+            }
+
+    def gauges(self) -> dict[tuple[str, str], dict[str, float]]:
+        """Every pod's gauge values (what fake_dcgm serves)."""
+        with self.lock:
+            return {
+                k: {n: v for n, v in vals.items() if not isinstance(v, Counter)}
+                for k, vals in self.pods.items()
             }
 
     def exposition(self, family: Family, key: tuple[str, str]) -> str:
@@ -197,7 +214,15 @@ class Handler(BaseHTTPRequestHandler):
             if not ns or not pod:
                 self._send(400, "namespace and pod parameters are required\n", "text/plain")
                 return
-            self._send(200, STORE.exposition(VLLM, (ns, pod)), "text/plain; version=0.0.4")
+            text = STORE.exposition(VLLM, (ns, pod)) + fake_dcgm.own_metrics(
+                ns, pod, STORE.gauges().get((ns, pod))
+            )
+            self._send(200, text, "text/plain; version=0.0.4")
+        elif url.path == fake_dcgm.PATH:
+            pods = GPU_PODS.list() if GPU_PODS is not None else []
+            self._send(200, fake_dcgm.exposition(pods, STORE.gauges()), "text/plain; version=0.0.4")
+        elif url.path == fake_dcgm.SD_PATH:
+            self._send(200, json.dumps(fake_dcgm.sd_targets(LISTEN)))
         else:
             self._send(404, json.dumps({"error": f"no such path {url.path}"}))
 
@@ -229,6 +254,8 @@ class Handler(BaseHTTPRequestHandler):
 # --------------------------------------------------------------------------- pod discovery (--kubeconfig)
 SD_SELECTOR = "runwhere.ai/serving-tier"
 PODS = None  # the pod informer, when --kubeconfig is given
+GPU_PODS = None  # every pod (fake_dcgm serves the GPUs of those bound to a node), when --kubeconfig is given
+LISTEN = ""  # --listen: the address fake_dcgm's target names
 
 
 def _sanitize(name: str) -> str:
@@ -288,14 +315,16 @@ def pod_targets(pod: dict) -> list[dict]:
 
 
 def _watch_pods(kubeconfig: str) -> None:
-    global PODS
+    global PODS, GPU_PODS
     # Only with --kubeconfig: the venv's gpuctl (hack/ is not a package the layers contract checks).
     from gpuctl.cluster import Cluster, path
     from gpuctl.cluster.informer import Informer
 
-    PODS = Informer(Cluster.connect(kubeconfig=kubeconfig), "Pod", path("Pod"), label_selector=SD_SELECTOR,
-                    transform=lambda pod: pod)  # fmt: skip
+    cluster = Cluster.connect(kubeconfig=kubeconfig)
+    PODS = Informer(cluster, "Pod", path("Pod"), label_selector=SD_SELECTOR, transform=lambda pod: pod)
     PODS.start()
+    GPU_PODS = Informer(cluster, "Pod", path("Pod"), transform=lambda pod: pod)
+    GPU_PODS.start()
 
 
 def main() -> None:
@@ -303,6 +332,8 @@ def main() -> None:
     ap.add_argument("--listen", required=True, help="HOST:PORT")
     ap.add_argument("--kubeconfig", help="serve /sd/pods from this cluster's pods")
     args = ap.parse_args()
+    global LISTEN
+    LISTEN = args.listen
     if args.kubeconfig:
         _watch_pods(args.kubeconfig)
     host, _, port = args.listen.rpartition(":")

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, UNCOVERED_EVENT_REASON, Labels
@@ -33,6 +32,7 @@ from gpuctl.domain.workload import HOLDING_QUOTA, workload_state
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
 from queues import TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.metrics_stack import scrape
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_metrics import _clear_gpu_work, _free_port, _job, _service_account_kubeconfig
 
@@ -57,13 +57,7 @@ class Env:
     proc: subprocess.Popen
 
     def metrics(self) -> dict[str, dict[tuple, float]]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        out: dict[str, dict[tuple, float]] = {}
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
-        return out
+        return scrape(f"http://127.0.0.1:{self.port}/metrics")
 
     def uncovered(self) -> dict[str, float]:
         """reason -> pods reported in the pool (leader's series)."""

@@ -153,11 +153,18 @@ def test_a_two_pod_per_replica_service_is_admitted_group_by_group(team, kube, tm
     assert env["PET_NPROC_PER_NODE"] == "4" and env["WORLD_SIZE"] == "2"
 
     # get jobs: one row for the service; describe job: each replica, its state and its pods by rank.
-    p = m.gpuctl("get", "jobs", "-o", "json")
-    assert p.returncode == 0, p.stderr
-    rows = [r for r in json.loads(p.stdout)["items"] if r["name"] == "llm"]
-    assert len(rows) == 1, rows
-    assert rows[0]["ready"] in ("0/2", "1/2") and rows[0]["kind"] == "inference"
+    # READY counts the running group once its pods are ready; GPUS is what the admitted group holds (the
+    # waiting group's pods ask for 8 more and hold none); REASON says how many replicas wait, and why.
+    def rows() -> list[dict]:
+        p = m.gpuctl("get", "jobs", "-o", "json")
+        assert p.returncode == 0, p.stderr
+        return [r for r in json.loads(p.stdout)["items"] if r["name"] == "llm"]
+
+    (row,) = wait_until(lambda: (r := rows()) and r[0]["ready"] == "1/2" and r, 60, what="READY 1/2")
+    assert row["kind"] == "inference" and row["gpus"] == 8, row
+    # The waiting group's Workload asks for its leader's and its worker's GPUs: 2 x 4.
+    assert row["reason"].startswith("1 of 2 replicas waiting for GPUs: "), row
+    assert row["reason"].endswith("this job needs 8"), row
     p = m.gpuctl("describe", "job", "llm")
     assert p.returncode == 0, p.stderr
     assert "2 replicas x 2 nodes x 4 GPUs = 16 GPUs" in p.stdout

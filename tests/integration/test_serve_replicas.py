@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import BUDGET_FLAVOR, COHORT_NAME, GPU_RESOURCE, GPU_UNITS, QUOTA_GPU, Labels
@@ -34,6 +33,7 @@ from gpuctl.domain.pools import pool_capacities
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
 from queues import desired_objects
 from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.metrics_stack import scrape as read_metrics
 from tests.integration.test_metrics import _service_account_kubeconfig
 
 pytestmark = pytest.mark.integration
@@ -58,13 +58,7 @@ class Replica:
     proc: subprocess.Popen | None = None
 
     def scrape(self) -> dict[str, dict[tuple, float]]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        out: dict[str, dict[tuple, float]] = {}
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
-        return out
+        return read_metrics(f"http://127.0.0.1:{self.port}/metrics")
 
     def leading(self) -> bool | None:
         try:

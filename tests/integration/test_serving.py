@@ -16,10 +16,6 @@ quota decision alone, no fragmentation between nodes), and each test its own tea
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -35,9 +31,9 @@ from gpuctl.domain.status import is_gated
 from gpuctl.domain.teams import team_usage
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 from tests.integration.fake_nodes import fake_node
+from tests.integration.metrics_stack import metrics_stack
 
 ROOT = Path(__file__).resolve().parents[2]
-STACK = ROOT / "hack/cluster/autoscaling.sh"
 POOL_GPUS = 8
 
 
@@ -63,27 +59,17 @@ def _ready(kube, name: str) -> bool:
 
 @pytest.fixture(scope="module")
 def stack(cluster, kube, tmp_path_factory) -> Iterator[Stack]:
-    if shutil.which("prometheus") is None and not os.path.exists("/usr/bin/prometheus"):
-        msg = "Prometheus is not installed: apt-get install -y prometheus"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    env = {**os.environ, "GPUCTL_TESTBED_RUN": str(Path(cluster).parent), "GPUCTL_PYTHON": sys.executable}
-    up = subprocess.run([str(STACK), "up"], env=env, capture_output=True, text=True)
-    if up.returncode != 0:
-        subprocess.run([str(STACK), "down"], env=env, capture_output=True)
-        pytest.fail(f"hack/cluster/autoscaling.sh up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}")
-    urls = dict(
-        line.split("=", 1)
-        for line in subprocess.run(
-            [str(STACK), "env"], env=env, capture_output=True, text=True
-        ).stdout.split()
-    )
     reset_gpuctl_state(kube)
     sfx = uuid.uuid4().hex[:5]
     pool = f"serve-{sfx}"
     nodes = [f"serve-{sfx}-1"]
     tmp = tmp_path_factory.mktemp("serving")
+    with metrics_stack(cluster) as urls:
+        yield from _pool(cluster, kube, pool, nodes, urls, tmp)
+
+
+def _pool(cluster, kube, pool: str, nodes: list[str], urls: dict[str, str], tmp: Path) -> Iterator[Stack]:
+    """The module's pool of fake nodes, removed after."""
     try:
         for n in nodes:
             kube.create(fake_node(n, gpus={GPU_RESOURCE: str(POOL_GPUS)}))
@@ -103,7 +89,6 @@ def stack(cluster, kube, tmp_path_factory) -> Iterator[Stack]:
             except ApiError as e:
                 if e.status != 404:
                     raise
-        subprocess.run([str(STACK), "down"], env=env, capture_output=True)
 
 
 @pytest.fixture

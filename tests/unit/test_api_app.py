@@ -305,3 +305,38 @@ def test_history_is_read_only_by_who_may_get_the_teams_configmap(client, kube):
         "name": "gpuctl-history",
     }
     assert client.get("/api/v1/history/team-a?job=Not_A_Name", headers=GOOD).status_code in (400, 422)
+
+
+class CountingPrometheus:
+    """Stands in for Prometheus' HTTP API: records every query, answers none (nothing may be asked here)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def query(self, expr: str, at: float) -> dict:
+        self.asked.append(expr)
+        return {"resultType": "vector", "result": []}
+
+    def query_range(self, expr: str, start: float, end: float, step: int) -> dict:
+        self.asked.append(expr)
+        return {"resultType": "matrix", "result": []}
+
+
+def test_gpu_use_is_read_for_the_namespaces_the_caller_may_list_only(kube):
+    """GET /api/v1/usage (issue 40): another team's namespace is refused before Prometheus is asked; without
+    a configured Prometheus the route says so (503)."""
+    prom = CountingPrometheus()
+    app = create_app(lambda: kube, Authenticator(lambda: kube), spec_config=SpecConfig(), prometheus=prom)
+    c = TestClient(app, raise_server_exceptions=False)
+    kube.grants = [{"verb": "list", "resource": "jobs", "namespace": "team-a"}]
+    r = c.get("/api/v1/usage?namespace=team-b", headers=GOOD)
+    assert r.status_code == 403 and prom.asked == []
+    assert "team-b" in r.json()["error"]
+    r = c.get("/api/v1/usage?namespace=team-a&window=soon", headers=GOOD)
+    assert r.status_code == 400 and "window" in r.json()["error"]
+    bare = TestClient(
+        create_app(lambda: kube, Authenticator(lambda: kube), spec_config=SpecConfig()),
+        raise_server_exceptions=False,
+    )
+    r = bare.get("/api/v1/usage?namespace=team-a", headers=GOOD)
+    assert r.status_code == 503 and "--prometheus-url" in r.json()["error"]

@@ -10,7 +10,8 @@ import pytest
 
 from gpuctl.builders import build
 from gpuctl.cluster import ApiError
-from gpuctl.domain.gang import gang_note, replica_rows
+from gpuctl.domain.demand import workload_demand
+from gpuctl.domain.gang import gang_note, groups_gpus, groups_waiting, replica_groups, replica_rows
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.lifecycle import submit
 from gpuctl.spec import SpecError, load_text
@@ -154,3 +155,33 @@ def test_replica_rows_pair_each_groups_workload_and_pods():
         (1, "Queued", ["llm-1"]),
     ]
     assert rows[0]["pods"][1] == {"rank": 1, "pod": "llm-0-1", "node": "n2"}
+
+
+def test_a_waiting_group_counts_as_waiting_and_holds_no_gpus():
+    def pod(group: int, rank: int, gated: bool) -> dict:
+        labels = {"leaderworkerset.sigs.k8s.io/group-index": str(group)}
+        labels["leaderworkerset.sigs.k8s.io/worker-index"] = str(rank)
+        spec = {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "4"}}}]}
+        if gated:
+            spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+        else:
+            spec["nodeName"] = f"n{group}{rank}"
+        return {"metadata": {"name": f"llm-{group}-{rank}", "labels": labels}, "spec": spec, "status": {}}
+
+    groups = replica_groups([pod(0, 0, False), pod(0, 1, False), pod(1, 0, True), pod(1, 1, True)])
+    assert groups_waiting(groups) == 1
+    assert groups_gpus(groups) == 8  # the admitted group's 2 x 4; the gated group's 8 are asked, not held
+    assert groups_waiting(replica_groups([pod(0, 0, False)])) == 0
+
+
+def test_a_groups_workload_needs_the_gpus_of_its_leader_and_its_workers():
+    def pod_set(name: str, count: int) -> dict:
+        spec = {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "4"}}}]}
+        return {"name": name, "count": count, "template": {"spec": spec}}
+
+    wl = {
+        "metadata": {"name": "w", "namespace": NS},
+        "spec": {"podSets": [pod_set("leader", 1), pod_set("workers", 2)]},
+    }
+    d = workload_demand(wl)
+    assert (d.pods, d.gpus) == (3, 4)  # the leader's pod set alone said 1 x 4

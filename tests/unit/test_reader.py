@@ -412,9 +412,10 @@ def test_job_rows_from_the_trimmed_cache_equal_rows_from_full_objects(namespace,
         assert by_id["gated-1"].status == "Queued"
         assert by_id["preempted"].status == "Preempted"
         assert by_id["train-abc"].ready == "1/1" and by_id["train-abc"].gpus == 2
-        # One row for the service of 2-pod replicas: 1 of 2 replicas ready, its 4 pods' GPUs.
+        # One row for the service of 2-pod replicas: 1 of 2 replicas ready, the GPUs of the admitted group
+        # (2 pods x 2; the waiting group's pods ask for 4 more and hold none).
         assert [r.job_id for r in want if r.name == "llm"] == ["llm"]
-        assert (by_id["llm"].ready, by_id["llm"].gpus, by_id["llm"].kind) == ("1/2", 8, "inference")
+        assert (by_id["llm"].ready, by_id["llm"].gpus, by_id["llm"].kind) == ("1/2", 4, "inference")
         assert by_id["llm"].status == "Partially Running"
     if namespace in (None, "team-b"):
         assert by_id["nb-0"].status == "OOMKilled"

@@ -293,9 +293,17 @@ def test_the_local_prometheus_runs_the_shipped_job_plus_only_the_fake_node_redir
     ]
     (ship,) = shipped
     n = len(ship["relabel_configs"])
+    (dcgm,) = yaml.safe_load((ROOT / "manifests/prometheus/dcgm-scrape.yaml").read_text())["scrape_configs"]
     for sd in ("yes", "no"):
         cfg = auto.prometheus("https://127.0.0.1:36443", "/pki", "127.0.0.1:34090", "1s", sd)
-        (job,) = cfg["scrape_configs"]
+        job, local_dcgm = cfg["scrape_configs"]
+        # dcgm-exporter's job (issue 40) as shipped, its one target the fake exporter's DCGM family.
+        assert {k: v for k, v in local_dcgm.items() if k not in ("scrape_interval", "http_sd_configs")} == {
+            k: v for k, v in dcgm.items() if k not in ("scrape_interval", "kubernetes_sd_configs")
+        }
+        assert local_dcgm["http_sd_configs"] == [
+            {"url": "http://127.0.0.1:34090/sd/dcgm", "refresh_interval": "1s"}
+        ]
         assert job["relabel_configs"][:n] == ship["relabel_configs"], (
             "the real cluster's rules, unchanged, first"
         )
@@ -308,7 +316,7 @@ def test_the_local_prometheus_runs_the_shipped_job_plus_only_the_fake_node_redir
         }
         assert all(r["source_labels"][0] == "__meta_kubernetes_pod_ip" for r in extra)
     # A Prometheus with Kubernetes discovery reads the API server; Debian's gets the same pods over HTTP SD.
-    (job,) = auto.prometheus("https://127.0.0.1:36443", "/pki", "127.0.0.1:34090", "1s", "yes")[
+    job, _ = auto.prometheus("https://127.0.0.1:36443", "/pki", "127.0.0.1:34090", "1s", "yes")[
         "scrape_configs"
     ]
     assert job["kubernetes_sd_configs"] == [
@@ -322,7 +330,7 @@ def test_the_local_prometheus_runs_the_shipped_job_plus_only_the_fake_node_redir
             },
         }
     ]
-    (job,) = auto.prometheus("https://127.0.0.1:36443", "/pki", "127.0.0.1:34090", "1s")["scrape_configs"]
+    job, _ = auto.prometheus("https://127.0.0.1:36443", "/pki", "127.0.0.1:34090", "1s")["scrape_configs"]
     assert "kubernetes_sd_configs" not in job
     assert job["http_sd_configs"] == [{"url": "http://127.0.0.1:34090/sd/pods", "refresh_interval": "1s"}]
     (api,) = [o for o in auto.apiservice("192.0.2.2", "35443", "Q0E=") if o["kind"] == "APIService"]

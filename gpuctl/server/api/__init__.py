@@ -12,6 +12,7 @@ from gpuctl.server.api import deps
 from gpuctl.server.api.app import create_app
 from gpuctl.server.api.auth import ApiKeys, Authenticator
 from gpuctl.server.cache import CacheReader
+from gpuctl.service.prometheus import configured
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -36,7 +37,8 @@ def mount(app: FastAPI, ctx: ServerContext) -> None:
     )
     reader = CacheReader(ctx.cache, ctx.cluster)
     # Mounted at the root after serve's own routes (/metrics, /healthz, /readyz), which keep priority.
-    app.mount("", create_app(lambda: ctx.cluster, auth, reader_factory=lambda: reader))
+    prometheus = configured(getattr(opts, "prometheus_url", None))  # serve's --prometheus-url (issue 40)
+    app.mount("", create_app(lambda: ctx.cluster, auth, reader_factory=lambda: reader, prometheus=prometheus))
 
 
 __all__ = ["ApiKeys", "Authenticator", "create_app", "mount"]

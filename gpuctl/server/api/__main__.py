@@ -2,7 +2,7 @@
 
 python -m gpuctl.server.api [--port 8080] [--address 0.0.0.0] [--kubeconfig K] [--context C]
                             [--api-keys-file F] [--auth-cache-seconds 10] [--audience A]
-                            [--tls-cert C --tls-key K] [--workers-threads 64]
+                            [--tls-cert C --tls-key K] [--workers-threads 64] [--prometheus-url URL]
 python -m gpuctl.server.api --new-api-key NAME     # print a key and its entry for the keys file
 """
 
@@ -21,6 +21,8 @@ from gpuctl.server import flags
 from gpuctl.server.api import deps
 from gpuctl.server.api.app import create_app
 from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
+from gpuctl.service.errors import ServiceError
+from gpuctl.service.prometheus import configured
 from gpuctl.spec import SpecError
 
 
@@ -31,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     flags.add_cluster(p)
     flags.add_api_auth(p)
     flags.add_tls(p)
+    flags.add_prometheus(p)
     flags.add_log_level(p)
     p.add_argument(
         "--new-api-key", metavar="NAME", help="print a new API key and its keys-file entry, then exit"
@@ -69,10 +72,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         auth = Authenticator(
             lambda: cluster, api_keys=keys, ttl=args.auth_cache_seconds, audiences=args.audience
         )
-        app = create_app(lambda: cluster, auth)
+        app = create_app(lambda: cluster, auth, prometheus=configured(args.prometheus_url))
         if reloader is not None:
             app.router.lifespan_context = with_reloader(app.router.lifespan_context, reloader)
-    except (ConnectionError, FileNotFoundError, OSError, ValueError, SpecError) as e:
+    except (ConnectionError, FileNotFoundError, OSError, ValueError, SpecError, ServiceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     logging.getLogger("gpuctl.api").info(

@@ -18,7 +18,8 @@ from gpuctl.cluster.reader import Reader
 from gpuctl.server.api.auth import Authenticator
 from gpuctl.server.api.deps import ApiState, AuthMiddleware, BodyLimitMiddleware
 from gpuctl.server.api.errors import GuardMiddleware, install
-from gpuctl.server.api.routes import health, history, jobs, namespaces, nodes, pools, quotas
+from gpuctl.server.api.routes import health, history, jobs, namespaces, nodes, pools, quotas, usage
+from gpuctl.service.prometheus import Prometheus
 from gpuctl.spec import SpecConfig
 
 DESCRIPTION = """\
@@ -40,10 +41,11 @@ def create_app(
     *,
     spec_config: SpecConfig | None = None,
     reader_factory: Callable[[], Reader] | None = None,
+    prometheus: Prometheus | None = None,
 ) -> FastAPI:
     """The API app. `spec_config` (allowed hostPaths) defaults to the server's environment, never the
     caller's. `reader_factory` gives the list views a cached source (see deps.ApiState); without it
-    they read the cluster."""
+    they read the cluster. `prometheus`: where GPU use is read (issue 40), None for none."""
     app = FastAPI(
         title="gpuctl API",
         version=__version__,
@@ -52,7 +54,9 @@ def create_app(
         redoc_url=None,
         openapi_url="/openapi.json",
     )
-    app.state.api = ApiState(cluster_factory, auth, spec_config or SpecConfig.from_env(), reader_factory)
+    app.state.api = ApiState(
+        cluster_factory, auth, spec_config or SpecConfig.from_env(), reader_factory, prometheus
+    )
     install(app)
     app.include_router(health.router)
     app.include_router(jobs.router)
@@ -62,6 +66,7 @@ def create_app(
     app.include_router(quotas.router)
     app.include_router(namespaces.router)
     app.include_router(history.router)
+    app.include_router(usage.router)
     # Added last = outermost: the guard also catches what authentication raises, and authentication
     # comes before anything reads the body.
     app.add_middleware(BodyLimitMiddleware)

@@ -28,6 +28,7 @@ from gpuctl.server.api.auth import MISS, Access, Authenticator, AuthError, Calle
 from gpuctl.server.api.errors import error
 from gpuctl.server.flags import API_THREADS
 from gpuctl.service.access import forbidden_message
+from gpuctl.service.prometheus import Prometheus
 from gpuctl.spec import SpecConfig
 
 T = TypeVar("T")
@@ -66,6 +67,8 @@ class ApiState:
     auth: Authenticator
     spec_config: SpecConfig
     reader_factory: Callable[[], Reader] | None = None
+    # Where GPU use is read (issue 40: --prometheus-url); None: the API shows none.
+    prometheus: Prometheus | None = None
 
     def cluster(self) -> Cluster:
         return self.cluster_factory()

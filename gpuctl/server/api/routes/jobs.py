@@ -159,7 +159,8 @@ async def list_jobs(
 async def get_job(request: Request, caller: Me, jobId: JobName, namespace: NamespaceQ = None) -> JSON:
     job = await resolve(request, caller, jobId, namespace)
     perms = permissions(request, caller)  # why it waits: from what the caller may read, as in the CLI
-    d = await run(describe_job, state(request).cluster(), job.name, job.namespace, perms, job=job)
+    st = state(request)
+    d = await run(describe_job, st.cluster(), job.name, job.namespace, perms, job=job, prom=st.prometheus)
     return JSON(d.as_dict())
 
 
