@@ -476,6 +476,10 @@ HISTORY_FLUSH_SECONDS: Final = 2.0
 # The actor of what Kueue and gpuctl serve decide themselves.
 ACTOR_KUEUE: Final = "kueue"
 ACTOR_DEFRAG: Final = "gpuctl-serve (defrag)"
+# An autoscaled service's scale (docs/serving.md): the HPA controller, which runs in kube-controller-manager
+# and writes the HPA's status under this field manager.
+ACTOR_HPA: Final = "horizontal-pod-autoscaler"
+HPA_STATUS_MANAGER: Final = "kube-controller-manager"
 
 # ----------------------------------------------------------------------------- metrics across clusters
 # `gpuctl serve --cluster NAME` adds this label, =NAME, to every series it exports (docs/metrics.md,
