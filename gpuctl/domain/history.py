@@ -486,9 +486,10 @@ def hpa_records(hpa: Mapping[str, Any]) -> list[Record]:
     metric = hpa_metric(hpa)
     reading = ""
     if metric is not None and metric.current is not None:
+        # the HPA's AverageValue reading: the load above the floor's share, per replica it then had
         reading = (
-            f"; its {metric.metric} above the floor's {metric.floor_load} read {metric.current}, "
-            f"target {metric.target} a replica"
+            f"; {metric.metric} above the floor's {metric.floor_load}: {metric.current} a replica, "
+            f"target {metric.target}"
         )
     why = f"burst {moved} replica(s){reading}"
     return [Record(t, namespace(hpa), name(hpa), Action.SCALED.value, _scaler(hpa), why, uid(hpa))]

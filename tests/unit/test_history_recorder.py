@@ -226,10 +226,7 @@ def test_a_services_scale_is_a_record_of_the_hpa_controller():
     assert rec.flush() == 1
     (r,) = scaled()
     assert (r["job"], r["time"], r["actor"]) == ("chat", "2026-11-29T10:00:00Z", "horizontal-pod-autoscaler")
-    assert (
-        r["reason"]
-        == "burst 0 -> 2 replica(s); its concurrency above the floor's 20 read 15, target 10 a replica"
-    )
+    assert r["reason"] == "burst 0 -> 2 replica(s); concurrency above the floor's 20: 15 a replica, target 10"
     # the controller's next status write (the burst caught up) is the same scale: nothing new
     cache["HorizontalPodAutoscaler"].apply_event("MODIFIED", _hpa("3", "2026-11-29T10:00:00Z", 2, 2))
     assert rec.flush() == 0 and len(scaled()) == 1
