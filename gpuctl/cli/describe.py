@@ -241,7 +241,8 @@ def _autoscaling(a: dict) -> None:
     )
     m, hpa = a.get("metric"), a.get("autoscaler")
     if m:
-        now = m["current"] if m["current"] is not None else "<not read yet>"
+        idle = "<none: no burst replica to average over>" if not a["burst"]["replicas"] else "<not read yet>"
+        now = m["current"] if m["current"] is not None else idle
         kv(
             [
                 (
