@@ -7,9 +7,11 @@ print what users wait for and what the GPUs do.
                           [--only gpuctl|baseline|earlier ...] [--grace-seconds 1] [--any-pool] [--json]
                           [--features off,any-pool,defrag,both] [--estimate-slack 3] [--nudge-kueue-stops]
     python bench/trace.py --offline 1-40  # no cluster: the bound and the offline models of 40 days
-    python bench/trace.py --day idle [--seed 7] [--json]
-                          # issue 40's day: idle notebooks and waiting training, with and without the
-                          # idle policy (a model: bench/trace_idle.py; docs/utilisation.md)
+    python bench/trace.py --day idle|serving [--seed 7] [--json]
+                          # models, no cluster: issue 40's day of idle notebooks and waiting training,
+                          # with and without the idle policy (bench/trace_idle.py; docs/utilisation.md);
+                          # issue 44's day of services on a daily curve beside training, fixed (sized
+                          # for the peak) against autoscaled (bench/trace_serving.py; docs/serving.md)
     python bench/trace.py --kubeconfig <run>/kubeconfig --day gangs|slices [--day-seconds 480] [--seed 7]
                           # issue 31's day of multi-node jobs, issue 32's day of GPU slices
                           # (bench/trace_days.py, bench/trace_days_replay.py; docs/queueing.md)
@@ -93,6 +95,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import heapq
+import importlib
 import itertools
 import json
 import math
@@ -1692,6 +1695,10 @@ def print_features(results: list[Result], day: float, trace: list[Item]) -> None
         )
 
 
+# The days played by a model of their own (no cluster): --day -> its module, whose main takes --seed, --json.
+MODEL_DAYS = {"idle": "bench.trace_idle", "serving": "bench.trace_serving"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kubeconfig", help="the cluster to replay on (required unless --offline)")
@@ -1772,19 +1779,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--day",
-        choices=("mixed", "gangs", "slices", "idle"),
+        choices=("mixed", "gangs", "slices", *MODEL_DAYS),
         default="mixed",
         help="mixed: this day (issues 15/23); gangs: multi-node jobs on 8-GPU nodes in racks (issue 31); "
         "slices: notebooks and small inference on MIG slices vs whole GPUs (issue 32); "
-        "bench/trace_days.py and bench/trace_days_replay.py; idle: notebooks idle most of the day and "
-        "training waiting, with and without gpuctl's idle policy (issue 40; a model, no cluster: "
-        "bench/trace_idle.py)",
+        "bench/trace_days.py and bench/trace_days_replay.py; models, no cluster: idle: notebooks idle most "
+        "of the day and training waiting, with and without gpuctl's idle policy (issue 40; "
+        "bench/trace_idle.py); serving: services on a daily curve beside training, fixed against "
+        "autoscaled (issue 44; bench/trace_serving.py)",
     )
     args = ap.parse_args(argv)
-    if args.day == "idle":
-        from bench.trace_idle import main as idle_main  # lazy: the model needs nothing of the replay
-
-        return idle_main(["--seed", str(args.seed), *(["--json"] if args.json else [])])
+    if args.day in MODEL_DAYS:
+        # lazy: a model needs nothing of the replay
+        model = importlib.import_module(MODEL_DAYS[args.day])
+        return model.main(["--seed", str(args.seed), *(["--json"] if args.json else [])])
     if args.day != "mixed":
         if not args.kubeconfig:
             ap.error("--kubeconfig is required for --day gangs|slices")

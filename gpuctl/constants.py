@@ -480,6 +480,10 @@ HISTORY_FLUSH_SECONDS: Final = 2.0
 # The actor of what Kueue and gpuctl serve decide themselves.
 ACTOR_KUEUE: Final = "kueue"
 ACTOR_DEFRAG: Final = "gpuctl-serve (defrag)"
+# An autoscaled service's scale (docs/serving.md): the HPA controller, which runs in kube-controller-manager
+# and writes the HPA's status under this field manager.
+ACTOR_HPA: Final = "horizontal-pod-autoscaler"
+HPA_STATUS_MANAGER: Final = "kube-controller-manager"
 ACTOR_BACKSTOP: Final = "gpuctl-serve (backstop)"
 ACTOR_SET_ASIDE: Final = "gpuctl-serve (set-aside)"
 

@@ -38,7 +38,7 @@ from gpuctl.domain.demand import Demand, demand_of_pod_template, pod_demand, wor
 from gpuctl.domain.gang import gang_wait_message
 from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool
 from gpuctl.domain.sharing import profile_of_resource, units_to_gpus
-from gpuctl.domain.snapshot import ClusterSnapshot, _fits, _place, _Team
+from gpuctl.domain.snapshot import ClusterSnapshot, _fits, _Holder, _place, _Team
 from gpuctl.quantity import format_bytes, format_quantity
 
 __all__ = [
@@ -273,7 +273,14 @@ def _preempt_or_capacity(
     snap: Snapshot, demand: Demand, within: bool, free: Mapping[str, int], pool_nodes: Mapping[str, int]
 ) -> tuple[str, str, tuple[str, ...]]:
     # 3. Preemption: what Kueue may evict for it (docs/queueing.md, rules 3 and 4).
-    over_teams = {ns for ns, t in snap.teams.items() if t.quota is not None and t.used > t.quota}
+    # Units each team holds beyond its quota: another team's work is a candidate only while its team is
+    # still beyond (Kueue re-checks after every victim: classical/candidate_generator.go, candidateIsValid).
+    excess = {
+        ns: t.used_units - t.quota * GPU_UNITS
+        for ns, t in snap.teams.items()
+        if t.quota is not None and t.used_units > t.quota * GPU_UNITS
+    }
+    over_teams = set(excess)
     victims = []
     for h in snap.holders:
         if h.pool != demand.pool:
@@ -292,14 +299,24 @@ def _preempt_or_capacity(
             victims.append(h)
     victims.sort(key=lambda h: (h.namespace == demand.namespace, h.priority, -h.gpus))
     sim = dict(free)
-    chosen: list[str] = []
+    chosen: list[_Holder] = []
     for h in victims:
-        for n, g in h.nodes.items():
-            if n in sim:
-                sim[n] += g
-        chosen.append(h.label)
+        if h.namespace != demand.namespace:
+            if excess.get(h.namespace, 0) <= 0:
+                continue  # its team is back within its quota: Kueue takes no more of it
+            excess[h.namespace] -= h.units or h.gpus * GPU_UNITS
+        _give(sim, h, +1)
+        chosen.append(h)
         if snap.fits(sim, demand):
-            return PREEMPTION, "", tuple(chosen)
+            # Kueue's fill-back (preemption.go, fillBackWorkloads): each victim but the last, newest choice
+            # first, stays when the job fits without its GPUs.
+            for v in reversed(chosen[:-1]):
+                _give(sim, v, -1)
+                if snap.fits(sim, demand):
+                    chosen.remove(v)
+                else:
+                    _give(sim, v, +1)
+            return PREEMPTION, "", tuple(v.label for v in chosen)
 
     # 4. Capacity or fragmentation; a gang (docs/distributed.md) says how many nodes it needs and how many
     # have room.
@@ -322,6 +339,13 @@ def _preempt_or_capacity(
         f"{total_free} free in all",
         (),
     )
+
+
+def _give(free: dict[str, int], h: _Holder, sign: int) -> None:
+    """Free (sign +1) or take back (-1) the GPUs a holder has on the nodes in `free`."""
+    for n, g in h.nodes.items():
+        if n in free:
+            free[n] += sign * g
 
 
 def _names(labels: Sequence[str]) -> str:

@@ -45,6 +45,7 @@ from typing import Any
 from gpuctl.constants import (
     ACTOR_BACKSTOP,
     ACTOR_DEFRAG,
+    ACTOR_HPA,
     ACTOR_IDLE,
     ACTOR_KUEUE,
     ACTOR_SET_ASIDE,
@@ -61,6 +62,7 @@ from gpuctl.constants import (
     HISTORY_MAX_BYTES,
     HISTORY_MAX_RECORDS,
     HISTORY_SAME_SECONDS,
+    HPA_STATUS_MANAGER,
     IDLE_REPORTED_REASON,
     IDLE_SCALED_REASON,
     IDLE_STOPPED_ANNOTATION,
@@ -73,6 +75,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import annotations, condition, meta, name, namespace, owner_ref, parse_time, uid
+from gpuctl.domain.serving import hpa_metric
 
 
 class Action(StrEnum):
@@ -83,7 +86,7 @@ class Action(StrEnum):
     STOPPED = "stopped"
     RESUMED = "resumed"
     MOVED = "moved"
-    SCALED = "scaled"  # a service scaled down for idleness (issue 40)
+    SCALED = "scaled"  # a service scaled down for idleness (issue 40), or its burst by its HPA (issue 44)
     IDLE = "idle"  # idle by its policy, only reported (a dry run, report only, kept)
     FINISHED = "finished"
     DELETED = "deleted"
@@ -479,6 +482,43 @@ def event_records(
         text = msg.split(": ", 1)[1] if idle is Action.STOPPED and ": " in msg else msg
         return [Record(t, ns, job, idle.value, ACTOR_IDLE, text, wuid)]
     return []
+
+
+def hpa_records(hpa: Mapping[str, Any]) -> list[Record]:
+    """The last scale of an autoscaled service's burst (docs/serving.md), from gpuctl's HPA of the service:
+    its status.lastScaleTime, from currentReplicas (what the HPA controller found when it scaled) to
+    desiredReplicas, with the metric it read. The HPA keeps only its last scale: serve records each one it
+    sees. Its actor is the HPA controller when kube-controller-manager last wrote lastScaleTime (its
+    managedFields); a team member may patch the status too (gpuctl-user has horizontalpodautoscalers/status
+    for the ScaledToZero condition), so another writer is named as it calls itself, unverified."""
+    st = hpa.get("status") or {}
+    t = _norm_time(st.get("lastScaleTime"))
+    if not t or st.get("desiredReplicas") is None:
+        return []
+    want, had = int(st["desiredReplicas"]), st.get("currentReplicas")
+    moved = f"{had} -> {want}" if had is not None and int(had) != want else f"to {want}"
+    metric = hpa_metric(hpa)
+    reading = ""
+    if metric is not None and metric.current is not None:
+        # the HPA's AverageValue reading: the load above the floor's share, per replica it then had
+        reading = (
+            f"; {metric.metric} above the floor's {metric.floor_load}: {metric.current} a replica, "
+            f"target {metric.target}"
+        )
+    why = f"burst {moved} replica(s){reading}"
+    return [Record(t, namespace(hpa), name(hpa), Action.SCALED.value, _scaler(hpa), why, uid(hpa))]
+
+
+def _scaler(hpa: Mapping[str, Any]) -> str:
+    """Who last wrote the HPA's status.lastScaleTime (its managedFields)."""
+    writer = ""
+    for f in meta(hpa).get("managedFields") or []:
+        status = ((f.get("fieldsV1") or {}).get("f:status")) or {}
+        if "f:lastScaleTime" in status:
+            writer = str(f.get("manager") or "")
+    if writer in ("", HPA_STATUS_MANAGER):
+        return ACTOR_HPA
+    return f"via {writer}{CLAIMED}"
 
 
 _IDLE_ACTIONS = {

@@ -434,6 +434,20 @@ def trim_workload(raw: dict) -> dict:
     }
 
 
+def trim_hpa(raw: dict) -> dict:
+    """gpuctl's HPA of an autoscaled service: the object, and of its managedFields only who last wrote
+    status.lastScaleTime (the audit trail's scale record: gpuctl.domain.history.hpa_records)."""
+    meta = dict(raw.get("metadata") or {})
+    scaler = [
+        {"manager": f.get("manager"), "fieldsV1": {"f:status": {"f:lastScaleTime": {}}}}
+        for f in meta.pop("managedFields", None) or []
+        if "f:lastScaleTime" in (((f.get("fieldsV1") or {}).get("f:status")) or {})
+    ]
+    if scaler:
+        meta["managedFields"] = scaler
+    return {**raw, "metadata": meta}
+
+
 _CONTROLLER_SPEC = ("suspend", "replicas", "parallelism", "completions")
 _CONTROLLER_STATUS = (
     "active",

@@ -30,6 +30,7 @@ from gpuctl.domain.history import (
     ACTOR_UNKNOWN,
     Record,
     event_records,
+    hpa_records,
     job_name,
     owner_kind,
     submitter,
@@ -100,6 +101,8 @@ class HistoryRecorder:
     def attach(self) -> None:
         self.cache["Workload"].add_handler(self.on_workload)
         self.cache["Event"].add_handler(self.on_event)
+        if "HorizontalPodAutoscaler" in self.cache:
+            self.cache["HorizontalPodAutoscaler"].add_handler(self.on_hpa)
 
     def _keep(self, kind: str, obj: Mapping[str, Any], deleted_at: float | None) -> None:
         key = (kind, f"{namespace(obj)}/{name(obj)}", str(meta(obj).get("resourceVersion") or ""))
@@ -117,6 +120,10 @@ class HistoryRecorder:
     def on_event(self, etype: str, old: Any, new: Any) -> None:
         if new is not None and etype != "DELETED":
             self._keep("Event", new, None)
+
+    def on_hpa(self, etype: str, old: Any, new: Any) -> None:
+        if new is not None and etype != "DELETED":
+            self._keep("HorizontalPodAutoscaler", new, None)
 
     def note(self, record: Record) -> None:
         """A record serve made itself (the backstop's `reclaimed`: no object shows it), stored at the next
@@ -175,6 +182,8 @@ class HistoryRecorder:
                 if any(r.action == "submitted" and r.key not in written for r in recs):
                     who = self._submitter(obj)
                     recs = [r if r.action != "submitted" else _with_actor(r, who) for r in recs]
+            elif kind == "HorizontalPodAutoscaler":
+                recs = hpa_records(obj)
             else:
                 recs = event_records(obj, lambda n, w: workloads.get(f"{n}/{w}"), uids)
             out.setdefault(ns, []).extend(recs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from gpuctl.cluster.informer import Transport
 from gpuctl.constants import COHORT_NAME, MANAGED_BY_VALUE, Labels
 from gpuctl.domain.pools import node_facts
-from gpuctl.server.cache import Cache, trim_controller, trim_node, trim_pod, trim_workload
+from gpuctl.server.cache import Cache, trim_controller, trim_hpa, trim_node, trim_pod, trim_workload
 from gpuctl.server.history import EVENT_FIELD_SELECTOR, trim_event
 from gpuctl.server.metrics import workload_summary
 
@@ -39,8 +39,9 @@ def default_cache(
     With metrics, the API or the backstop: every Pod and Workload (GPU sums, queue state, which pods an
     admitted Workload covers: gpuctl.server.backstop) and LocalQueues. With the
     API: the controllers of gpuctl jobs, so `GET /api/v1/jobs` is answered from memory
-    (gpuctl.server.cache.CacheReader). With the history (gpuctl.server.history): Workloads, and the
-    Events on Workloads (Kueue's Preempted/Admitted, gpuctl's GpuctlDefragMove). With metrics or the
+    (gpuctl.server.cache.CacheReader). With the history (gpuctl.server.history): Workloads, the
+    Events on Workloads (Kueue's Preempted/Admitted, gpuctl's GpuctlDefragMove) and gpuctl's HPAs (a
+    service's scales). With metrics or the
     API: autoscaled services' Deployments and gpuctl's HorizontalPodAutoscalers. `optional`: the
     OPTIONAL_CONTROLLERS the cluster serves (an informer of an API not served would never sync).
     """
@@ -65,5 +66,7 @@ def default_cache(
         # gpuctl's HPAs, for gpuctl_service_*_replicas.
         if "Deployment" not in cache.informers:
             cache.add("Deployment", label_selector=Labels.SERVING_TIER, transform=trim_controller)
-        cache.add("HorizontalPodAutoscaler", label_selector=JOB_SELECTOR)
+        cache.add("HorizontalPodAutoscaler", label_selector=JOB_SELECTOR, transform=trim_hpa)
+    if history and "HorizontalPodAutoscaler" not in cache.informers:  # a service's scales
+        cache.add("HorizontalPodAutoscaler", label_selector=JOB_SELECTOR, transform=trim_hpa)
     return cache

@@ -16,6 +16,7 @@ quota decision alone, no fragmentation between nodes), and each test its own tea
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -27,8 +28,10 @@ import pytest
 from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import GPU_RESOURCE, Labels
+from gpuctl.domain.history import hpa_records
 from gpuctl.domain.status import is_gated
 from gpuctl.domain.teams import team_usage
+from gpuctl.server.cache import trim_hpa
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 from tests.integration.fake_nodes import fake_node
 from tests.integration.metrics_stack import metrics_stack
@@ -212,6 +215,12 @@ def test_a_service_at_its_maximum_on_a_capped_team_runs_the_cap_and_the_rest_wai
     hpa = kube.get(path("HorizontalPodAutoscaler", "llm", ns))
     assert hpa["status"]["desiredReplicas"] == 4
     assert _running(_pods(kube, ns, "llm", "floor")) == floor
+    # The scale is an audit record by the HPA controller: kube-controller-manager wrote lastScaleTime (the
+    # HPA's managedFields, as serve's cache keeps them).
+    (scaled,) = hpa_records(trim_hpa(hpa))
+    assert (scaled.job, scaled.action, scaled.actor) == ("llm", "scaled", "horizontal-pod-autoscaler"), scaled
+    # (what it scaled from is in the status only until the controller's next write: serve sees that one)
+    assert re.fullmatch(r"burst (\d+ -> |to )4 replica\(s\)", scaled.reason.split(";")[0]), scaled.reason
 
     rows = {r["job_id"]: r for r in _job_rows(stack, capsys, ns)}
     service = rows["llm"]

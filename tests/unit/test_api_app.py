@@ -372,3 +372,38 @@ def test_gpu_use_is_read_for_the_namespaces_the_caller_may_list_only(kube):
     )
     r = bare.get("/api/v1/usage?namespace=team-a", headers=GOOD)
     assert r.status_code == 503 and "--prometheus-url" in r.json()["error"]
+
+
+def test_create_takes_autoscaling_and_gpu_memory(client, kube):
+    """Issue 44: POST /api/v1/jobs takes `service.autoscaling` and `resources.gpuMemory` as the CLI does:
+    the floor and burst Deployments, the HPA and the Service; gpuMemory is sized when applied (a client dry
+    run cannot read the pool) and says so."""
+    kube.grants = [{"verb": "create", "namespace": "team-b"}]
+    text = (
+        "kind: inference\njob: {name: chat, namespace: team-b}\nenvironment: {image: vllm}\n"
+        "resources: {pool: p, gpuMemory: 140Gi, cpu: 8, memory: 32Gi}\n"
+        "service: {port: 8000, autoscaling: {minReplicas: 1, maxReplicas: 4, targetConcurrency: 10}}\n"
+    )
+    r = client.post("/api/v1/jobs", headers=GOOD, json={"yamlContent": text, "dryRun": "client"})
+    assert r.status_code == 200, r.text
+    objs = r.json()["objects"]
+    assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
+        ("Deployment", "chat"),
+        ("Deployment", "chat-burst"),
+        ("HorizontalPodAutoscaler", "chat"),
+        ("Service", "svc-chat"),
+    ]
+    assert (objs[0]["spec"]["replicas"], objs[1]["spec"]["replicas"], objs[2]["spec"]["maxReplicas"]) == (
+        1,
+        0,
+        3,
+    )
+    assert (
+        objs[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"].get("nvidia.com/gpu")
+        is None
+    )
+    # the client dry run says why the container asks no GPU, as the CLI's note does
+    (note,) = r.json()["notes"]
+    assert note.startswith(
+        "<request>: job chat: gpuMemory 140Gi becomes the GPUs (or the MIG slice) of its pool"
+    ), note

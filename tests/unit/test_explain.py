@@ -162,6 +162,31 @@ def test_within_quota_reclaims_over_quota_work_of_any_priority(other: str) -> No
     assert v.summary(POOL).startswith("would start now on pool training-pool after preempting team-a/a")
 
 
+def test_reclaim_stops_once_the_other_team_is_back_within_its_quota() -> None:
+    # team-a (quota 12) holds 16: 4 beyond. Kueue re-checks after every victim (candidateIsValid): once a1
+    # is gone team-a is within its quota and a3 is no candidate, so an 8-GPU job of team-b cannot start.
+    wls = [
+        wl("team-a", "a1", 4, priority="low", on={"gpu-node-1": 1}),
+        wl("team-a", "a3", 4, priority="low", on={"gpu-node-1": 1}),
+        wl("team-a", "a2", 8, on={"gpu-node-2": 1}),
+    ]
+    v = ex.blocking_reason(demand("team-b", 8), workloads=wls, **state([TeamQuota("team-a", "q", gpu=12), B]))
+    assert (v.starts, v.cause, v.preempts) == (False, "capacity", ())
+
+
+def test_reclaim_keeps_the_victims_it_does_not_need() -> None:
+    # a1 (low) comes first and frees only 2 GPUs of a full node; a2 frees a whole node: Kueue's fill-back
+    # gives a1 back, the job preempts a2 alone.
+    wls = [
+        wl("team-a", "a1", 2, priority="low", on={"gpu-node-1": 1}),
+        wl("team-a", "a2", 8, on={"gpu-node-2": 1}),
+        wl("team-b", "b1", 6, on={"gpu-node-1": 1}),
+    ]
+    teams = [TeamQuota("team-a", "q", gpu=4), TeamQuota("team-b", "q", gpu=12)]
+    v = ex.blocking_reason(demand("team-b", 6), workloads=wls, **state(teams))
+    assert (v.starts, v.cause, v.preempts) == (True, "preemption", ("team-a/a2",))
+
+
 def test_over_quota_high_does_not_take_from_a_team_within_its_quota() -> None:
     wls = [
         wl("team-a", "a1", 8, priority="low", on={"gpu-node-1": 1}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from gpuctl.builders import build
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import HISTORY_CONFIGMAP, HISTORY_DATA_KEY
 from gpuctl.domain.history import workload_records
@@ -11,6 +12,7 @@ from gpuctl.domain.multicluster import placement
 from gpuctl.server.cache import trim_workload
 from gpuctl.server.history import HistoryRecorder, trim_event
 from gpuctl.server.wiring import default_cache
+from gpuctl.spec import load_text
 from tests.unit.test_history import PREEMPT_MSG, dispatched, wl
 from tests.unit.test_metrics import NoCluster
 
@@ -171,6 +173,72 @@ def test_records_erased_from_the_store_are_written_again_with_the_next_write():
     assert rec.flush() == first + 1
     after = store.cms[cm]["data"][HISTORY_DATA_KEY].splitlines()
     assert set(before) < set(after) and len(after) == len(before) + 1
+
+
+# ----------------------------------------------------------------------------- issue 44: a service's scales
+def _hpa(
+    rv: str, scaled_at: str | None, current: int, desired: int, manager: str = "kube-controller-manager"
+):
+    """gpuctl's HPA of an autoscaled service (floor 2 x target 10) as the HPA controller leaves it."""
+    text = (
+        "kind: inference\njob: {name: chat, namespace: team-a}\nenvironment: {image: vllm}\n"
+        "resources: {pool: p, gpu: 1, cpu: 4, memory: 16Gi}\n"
+        "service: {port: 8000, autoscaling: {minReplicas: 2, maxReplicas: 6, targetConcurrency: 10}}\n"
+    )
+    (doc,) = load_text(text, "hpa")
+    hpa = next(o for o in build(doc.spec, "team-a") if o["kind"] == "HorizontalPodAutoscaler")
+    hpa["metadata"] |= {"uid": "hpa-1", "resourceVersion": rv}
+    hpa["metadata"]["managedFields"] = [
+        {"manager": "gpuctl", "operation": "Update", "fieldsV1": {"f:spec": {}}},
+        {
+            "manager": manager,
+            "operation": "Update",
+            "subresource": "status",
+            "fieldsV1": {"f:status": {"f:lastScaleTime": {}, "f:desiredReplicas": {}}},
+        },
+    ]
+    metric = hpa["spec"]["metrics"][0]["external"]["metric"]
+    hpa["status"] = {
+        "currentReplicas": current,
+        "desiredReplicas": desired,
+        "currentMetrics": [
+            {"type": "External", "external": {"metric": metric, "current": {"averageValue": "15"}}}
+        ],
+    }
+    if scaled_at:
+        hpa["status"]["lastScaleTime"] = scaled_at
+    return hpa
+
+
+def test_a_services_scale_is_a_record_of_the_hpa_controller():
+    store = StoreCluster()
+    cache, rec = _recorder(store)
+    assert "HorizontalPodAutoscaler" in cache.informers  # with the history alone
+    cm = path("ConfigMap", HISTORY_CONFIGMAP, "team-a")
+
+    def scaled() -> list[dict]:
+        lines = store.cms[cm]["data"][HISTORY_DATA_KEY].splitlines() if cm in store.cms else []
+        return [r for r in map(json.loads, lines) if r["action"] == "scaled"]
+
+    cache["HorizontalPodAutoscaler"].apply_event("ADDED", _hpa("1", None, 0, 0))
+    assert rec.flush() == 0 and scaled() == []  # never scaled yet
+    cache["HorizontalPodAutoscaler"].apply_event("MODIFIED", _hpa("2", "2026-11-29T10:00:00Z", 0, 2))
+    assert rec.flush() == 1
+    (r,) = scaled()
+    assert (r["job"], r["time"], r["actor"]) == ("chat", "2026-11-29T10:00:00Z", "horizontal-pod-autoscaler")
+    assert r["reason"] == "burst 0 -> 2 replica(s); concurrency above the floor's 20: 15 a replica, target 10"
+    # the controller's next status write (the burst caught up) is the same scale: nothing new
+    cache["HorizontalPodAutoscaler"].apply_event("MODIFIED", _hpa("3", "2026-11-29T10:00:00Z", 2, 2))
+    assert rec.flush() == 0 and len(scaled()) == 1
+    # a scale time another writer put in the status is that writer's word
+    cache["HorizontalPodAutoscaler"].apply_event(
+        "MODIFIED", _hpa("4", "2026-11-29T10:05:00Z", 2, 4, manager="kubectl-patch")
+    )
+    assert rec.flush() == 1
+    assert [(r["actor"], r["reason"].split(";")[0]) for r in scaled()] == [
+        ("horizontal-pod-autoscaler", "burst 0 -> 2 replica(s)"),
+        ("via kubectl-patch (unverified)", "burst 2 -> 4 replica(s)"),
+    ]
 
 
 def test_a_record_serve_made_itself_is_stored_in_team_namespaces_only_and_retried():

@@ -88,7 +88,8 @@ async def submit_cluster_documents(
     objects for a client dry run, else lifecycle.submit's results (201 on create)."""
     mode = dry_run_mode(dry_run)
     if mode is DryRun.CLIENT:
-        return JSON({"dryRun": "client", "objects": plan_documents(docs, "default").objects})
+        plan = plan_documents(docs, "default")
+        return JSON({"dryRun": "client", "objects": plan.objects, "notes": plan.notes})
     results: list[Result] = await run(
         submit, state(request).cluster(), docs, "default", action=action, dry_run=mode
     )

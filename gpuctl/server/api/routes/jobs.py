@@ -198,7 +198,13 @@ async def _submit(
     await require(request, caller, *_create_accesses(plan.objects, action))
     mode = dry_run_mode(body.dryRun)
     if mode is DryRun.CLIENT:
-        return 200, {"dryRun": "client", "objects": plan.objects, "warnings": warnings(docs)}
+        # notes: what only the cluster knows (gpuMemory's GPUs, gpu-share's slice, nodeTypes' pools)
+        return 200, {
+            "dryRun": "client",
+            "objects": plan.objects,
+            "warnings": warnings(docs),
+            "notes": plan.notes,
+        }
     results: list[Result] = await run(
         submit,
         st.cluster(),
