@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, Labels
+from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, GPU_RESOURCE, SET_ASIDE_ENDED_ANNOTATION, Labels
 from gpuctl.domain.defrag import moved_reason
 from gpuctl.domain.gang import (
     gang_nodes,
@@ -23,11 +23,11 @@ from gpuctl.domain.gang import (
     replica_rows,
     replicas_text,
 )
-from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
+from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, labels, meta, pod_template
 from gpuctl.domain.status import State
-from gpuctl.domain.workload import max_runtime_seconds
+from gpuctl.domain.workload import IN_QUEUE, max_runtime_seconds, workload_state
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.gpu_use import job_use_now
@@ -36,17 +36,19 @@ from gpuctl.service.jobs import Job, find_job, read_worker_pods
 from gpuctl.service.prometheus import Prometheus
 from gpuctl.service.quotas import quota_rows
 from gpuctl.service.serving import autoscaling_view
-from gpuctl.service.waiting import explain, job_estimate, snapshot_inventory
+from gpuctl.service.waiting import explain, job_estimate, snapshot_inventory, waiting_workload
 
 
 # ----------------------------------------------------------------------------- a gang's part
 def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -> dict[str, Any] | None:
-    """None for a job of one pod; else {nodes, gpus_per_node, text, topology, ranks}. The pool's levels and
-    the pods' nodes are read when the caller may (a team member may not read nodes: domains show "-")."""
+    """None for a job of one pod; else {nodes, gpus_per_node, slices_per_node, text, topology, ranks}
+    (slices_per_node: a pod's GPU resources other than whole GPUs, e.g. {"nvidia.com/mig-1g.10gb": 1}).
+    The pool's levels and the pods' nodes are read when the caller may (a team member may not read
+    nodes: domains show "-")."""
     nodes = gang_nodes(obj)
     if nodes == 1:
         return None
-    per_node = pod_spec_gpus(obj["spec"]["template"].get("spec") or {})
+    per_node = pod_spec_gpu_requests(obj["spec"]["template"].get("spec") or {})
     levels: tuple[str, ...] = ()
     node_objs: dict[str, dict] = {}
     try:
@@ -61,28 +63,38 @@ def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -
             raise
     return {
         "nodes": nodes,
-        "gpus_per_node": per_node,
+        "gpus_per_node": per_node.get(GPU_RESOURCE, 0),
+        "slices_per_node": {r: n for r, n in per_node.items() if r != GPU_RESOURCE},
         "text": gang_text(nodes, per_node),
         "topology": list(levels),
         "ranks": rank_rows(gang_pods(obj, pods) or pods, node_objs, levels),
     }
 
 
-def replicas_view(obj: dict, workloads: list[dict], pods: list[dict]) -> dict[str, Any] | None:
+def replicas_view(
+    obj: dict, workloads: list[dict], pods: list[dict], inv: Inventory | None = None
+) -> dict[str, Any] | None:
     """None unless the job is a service of multi-node replicas (a LeaderWorkerSet, docs/serving.md); else
     {replicas, nodes, gpus_per_node, text ("2 replicas x 2 nodes x 8 GPUs = 32 GPUs"), groups: per replica
-    its Workload's word and its pods by rank}."""
+    its Workload's word and its pods by rank, and for a replica waiting in Kueue's queue what it waits for
+    and when it runs at the latest (`waits_for`, `runs_by`; judged against the command's snapshot `inv`)}."""
     size = group_size(obj)
     if size == 1:
         return None
     replicas = int((obj.get("spec") or {}).get("replicas", 1))
     per_node = pod_spec_gpus(pod_template(obj).get("spec") or {})
+    groups = replica_rows(workloads, pods)
+    by_name = {meta(w).get("name"): w for w in workloads}
+    for g in groups:
+        wl = by_name.get(g["workload"])
+        if inv is not None and wl is not None and workload_state(wl) in IN_QUEUE:
+            g["waits_for"], g["runs_by"] = waiting_workload(inv, wl)
     return {
         "replicas": replicas,
         "nodes": size,
         "gpus_per_node": per_node,
         "text": replicas_text(replicas, size, per_node),
-        "groups": replica_rows(workloads, pods),
+        "groups": groups,
     }
 
 
@@ -130,6 +142,9 @@ class JobDescription:
     # An autoscaled service (docs/serving.md, gpuctl.service.serving.autoscaling_view): floor, burst,
     # desired, running and waiting replicas, the HPA's metric and target, each waiting replica's reason.
     autoscaling: dict[str, Any] | None = None
+    # When and why the nodes `gpuctl serve --defrag` set aside for it were given back by the set-aside's
+    # time limits (runwhere.ai/set-aside-ended, docs/distributed.md); None if that never happened.
+    set_aside_ended: str | None = None
     # GPU use (issue 40, gpuctl.domain.utilisation.JobUse.as_dict: per pod and device) when a Prometheus is
     # configured; gpu_use_error: why it was not read (Prometheus down or refusing).
     gpu_use: dict[str, Any] | None = None
@@ -228,11 +243,12 @@ def describe_job(
         max_runtime=max_runtime_seconds(wl) if wl else max_runtime_seconds(job.obj),
         estimate=est.as_dict() if est is not None else None,
         moved=_moved(wl),
+        set_aside_ended=(meta(wl).get("annotations") or {}).get(SET_ASIDE_ENDED_ANNOTATION) if wl else None,
         cluster=where.text if where else None,
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,
         gang=gang_view(job.member or cluster, job.obj, job.pods, job.pool),
-        replicas=replicas_view(job.obj, job.replica_workloads, job.pods),
+        replicas=replicas_view(job.obj, job.replica_workloads, job.pods, inv),
         autoscaling=autoscaling_view(job, inv),
         gpu_use=use,
         gpu_use_error=use_error,
