@@ -7,6 +7,7 @@ here; module level imports only the standard library and the CLI's light modules
 from __future__ import annotations
 
 import argparse
+import sys
 
 from gpuctl.cli.cmdutil import (
     add_prometheus_flag,
@@ -46,12 +47,16 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
         parents=[common["cluster"], common["output"](DESCRIBE_OUTPUTS)],
     )
     p.add_argument("type", choices=sorted(TYPES), metavar="TYPE")
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("names", nargs="+", metavar="NAME", help="one or more (TYPE/NAME too, as kubectl)")
     add_prometheus_flag(p)  # a job's GPU use (issue 40)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Each NAME described in turn, a blank line between (kubectl describe); one that fails prints its
+    error and the others are still described, exit 1. -o prints one object: several names are refused."""
+    from gpuctl.cli.errors import CommandError  # noqa: PLC0415 - lazy: CLI start-up
+
     handlers = {
         "job": describe_job,
         "pool": describe_pool,
@@ -59,7 +64,22 @@ def run(args: argparse.Namespace) -> int:
         "quota": describe_quota,
         "namespace": describe_namespace,
     }
-    return handlers[TYPES[args.type]](args)
+    handler = handlers[TYPES[args.type]]
+    if len(args.names) > 1 and getattr(args, "output", None):
+        raise CommandError(f"describe -o {args.output} takes one NAME; `gpuctl get` lists several")
+    if len(args.names) == 1:
+        args.name = args.names[0]
+        return handler(args)
+    rc = 0
+    for i, name in enumerate(args.names):
+        if i:
+            print()
+        try:
+            rc = max(rc, handler(argparse.Namespace(**{**vars(args), "name": name})))
+        except CommandError as e:
+            print(e.line(), file=sys.stderr)
+            rc = max(rc, e.code)
+    return rc
 
 
 @guard

@@ -12,3 +12,7 @@ class CommandError(Exception):
         super().__init__(message)
         self.reason = reason
         self.code = code
+
+    def line(self) -> str:
+        """What the user reads on stderr."""
+        return f"error: {self}" if self.reason is None else f"Error from server ({self.reason}): {self}"

@@ -290,16 +290,19 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
 # ----------------------------------------------------------------------------- get pools
 @guard
 def get_pools(args: argparse.Namespace) -> int:
-    from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.service.multicluster import list_pools_everywhere  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.usage import list_pools_everywhere  # noqa: PLC0415 - lazy: CLI start-up
 
-    pools = list_pools_everywhere(connect(args))
+    wide = args.output == "wide"
+    # GPU QUEUED (the waiting Workloads: an access review and Kueue's visibility API) only where it is
+    # printed or selected on: -o wide, the documents, --sort-by, --field-selector.
+    queued = wide or structured(args.output) or bool(args.sort_by or args.field_selector)
+    pools = list_pools_everywhere(connect(args), queued=queued)
     if args.name:
         pools = [p for p in pools if p.name == args.name]
         if not pools:
             raise not_found("pools", args.name)
     headers = ["POOL NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "NODE COUNT"]
-    wide = args.output == "wide"
     if wide:
         headers += ["GPU RESERVED", "GPU QUEUED", "GPU TYPES", "SHARING"]
         partial = next((p.queued_namespaces for p in pools if p.queued_namespaces is not None), None)

@@ -196,6 +196,10 @@ def verb_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+# The verbs whose TYPE NAME arguments may also be written TYPE/NAME, as kubectl's.
+TYPE_NAME_VERBS = frozenset({"get", "describe", "delete"})
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The CLI's parser. only: register just this verb's subparser (the one a command runs; the other
     verb modules are not imported); the whole tree when it is None or no verb (so that --help lists
@@ -238,6 +242,13 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
     verb = verb_of(argv)
     parser = build_parser(only=verb)
     parser.usage_hint = f"gpuctl {verb}" if verb in VERBS else "gpuctl"  # type: ignore[attr-defined]
+    if verb in TYPE_NAME_VERBS:  # kubectl's TYPE/NAME arguments (gpuctl.cli.typenames)
+        from gpuctl.cli.typenames import split_type_names  # noqa: PLC0415 - lazy: CLI start-up
+
+        try:
+            argv = split_type_names(argv, verb, parser, importlib.import_module(VERBS[verb]).TYPES)
+        except CommandError as e:
+            parser.error(str(e))
     args = parser.parse_args(argv)
     args.services = dict(services or {})
     for _, name, _, _ in GLOBAL_FLAGS:
@@ -250,7 +261,7 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
     try:
         return int(args.run(args) or 0)
     except CommandError as e:
-        print(f"error: {e}" if e.reason is None else f"Error from server ({e.reason}): {e}", file=sys.stderr)
+        print(e.line(), file=sys.stderr)
         return e.code
     except KeyboardInterrupt:
         return 130

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,22 +34,34 @@ from gpuctl.cli.terminal import escape_terminal
 LIST_HEADER = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}}
 
 
-@dataclass
+def _itself(item: Any) -> Any:
+    return item
+
+
 class Listing:
     """What a read verb lists. items: the documents -o json|yaml|jsonpath|custom-columns see; rows:
-    their table cells (same order); name: an item's TYPE/NAME (-o name)."""
+    their table cells (same order); name: an item's TYPE/NAME (-o name). (A plain class: a dataclass
+    compiles its methods when the module loads, and every read loads this one.)"""
 
-    items: list[Any]
-    headers: list[str]
-    rows: list[list[Any]]
-    name: Callable[[Any], str]
-    labels: Callable[[Any], dict] | None = None  # None: the items carry no labels
-    # An item's document, made only when an output or a flag reads documents (a plain table of 2,000
-    # job rows does not pay for 2,000 dataclasses.asdict): items are their own documents by default.
-    doc: Callable[[Any], dict] = lambda item: item
-    single: bool = False  # one named object: -o json prints the item, not a List
-    empty: str = "No resources found."
-    notes: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        *,
+        items: list[Any],
+        headers: list[str],
+        rows: list[list[Any]],
+        name: Callable[[Any], str],
+        labels: Callable[[Any], dict] | None = None,
+        doc: Callable[[Any], dict] = _itself,
+        single: bool = False,
+        empty: str = "No resources found.",
+    ):
+        self.items, self.headers, self.rows, self.name = items, headers, rows, name
+        self.labels = labels  # None: the items carry no labels
+        # An item's document, made only when an output or a flag reads documents (a plain table of
+        # 2,000 job rows does not pay for 2,000 as_dict calls): items are their own documents by default.
+        self.doc = doc
+        self.single = single  # one named object: -o json prints the item, not a List
+        self.empty = empty
 
 
 def fmt_of(output: str | None) -> tuple[str | None, str]:

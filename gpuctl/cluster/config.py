@@ -34,16 +34,12 @@ import json
 import os
 import re
 import ssl
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from gpuctl.cluster import kubeyaml
@@ -78,8 +74,9 @@ def in_cluster() -> bool:
 
 
 # ----------------------------------------------------------------------------- merging (pure)
-@dataclass(frozen=True)
-class Entry:
+# The classes of this module are plain classes and NamedTuples, not dataclasses: every command builds
+# its connection here, and a dataclass costs a compile of its generated methods at import (bench/reads.py).
+class Entry(NamedTuple):
     """One named cluster, user or context, with the directory of the file that defined it."""
 
     name: str
@@ -87,15 +84,15 @@ class Entry:
     base: Path
 
 
-@dataclass
 class KubeConfig:
     """Several kubeconfig files merged the way kubectl merges $KUBECONFIG."""
 
-    clusters: dict[str, Entry] = field(default_factory=dict)
-    users: dict[str, Entry] = field(default_factory=dict)
-    contexts: dict[str, Entry] = field(default_factory=dict)
-    current_context: str = ""
-    files: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.clusters: dict[str, Entry] = {}
+        self.users: dict[str, Entry] = {}
+        self.contexts: dict[str, Entry] = {}
+        self.current_context = ""
+        self.files: list[str] = []
 
     def add(self, doc: Mapping[str, Any], source: str) -> None:
         base = Path(source).resolve().parent
@@ -197,9 +194,9 @@ class Auth:
         return False
 
 
-@dataclass
 class StaticAuth(Auth):
-    value: str | None
+    def __init__(self, value: str | None):
+        self.value = value
 
     def header(self) -> str | None:
         return self.value
@@ -261,6 +258,8 @@ class ExecAuth(Auth):
             info["spec"]["cluster"] = dict(self.cluster)
         env = {**os.environ, **{e["name"]: e["value"] for e in self.spec.get("env") or []}}
         env["KUBERNETES_EXEC_INFO"] = json.dumps(info)
+        import subprocess  # noqa: PLC0415 - lazy: CLI start-up (exec plugins only)
+
         try:
             p = subprocess.run(
                 self._command(),
@@ -293,6 +292,8 @@ class ExecAuth(Auth):
                 f"expected {self.spec['apiVersion']}"
             )
         exp = status.get("expirationTimestamp")
+        from datetime import datetime  # noqa: PLC0415 - lazy: CLI start-up (exec plugins only)
+
         self._expires = datetime.fromisoformat(exp.replace("Z", "+00:00")).timestamp() if exp else None
         self._status = status
         return status
@@ -314,19 +315,29 @@ class ExecAuth(Auth):
 
 
 # ----------------------------------------------------------------------------- the connection
-@dataclass
 class Connection:
     """How to reach one API server: where, TLS, credentials, and the context's namespace."""
 
-    host: str
-    namespace: str | None = None
-    ssl_context: ssl.SSLContext | None = None
-    server_hostname: str | None = None
-    proxy: str | None = None
-    auth: Auth = field(default_factory=Auth)
-    # Impersonation headers (--as, --as-group, --as-uid): name -> values, a header line per value.
-    impersonate: dict[str, list[str]] = field(default_factory=dict)
-    request_timeout: float | None = None  # --request-timeout: seconds one answer may take (None: 30)
+    def __init__(
+        self,
+        host: str,
+        namespace: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        proxy: str | None = None,
+        auth: Auth | None = None,
+        impersonate: dict[str, list[str]] | None = None,
+        request_timeout: float | None = None,
+    ):
+        self.host = host
+        self.namespace = namespace
+        self.ssl_context = ssl_context
+        self.server_hostname = server_hostname
+        self.proxy = proxy
+        self.auth = auth if auth is not None else Auth()
+        # Impersonation headers (--as, --as-group, --as-uid): name -> values, a header line per value.
+        self.impersonate = impersonate if impersonate is not None else {}
+        self.request_timeout = request_timeout  # --request-timeout: seconds one answer may take (None: 30)
 
     def pool(self, maxsize: int = POOL_SIZE) -> Pool:
         """Keep-alive connections to the API server (gpuctl.cluster.transport), at most `maxsize` idle.
@@ -341,8 +352,7 @@ class Connection:
         )
 
 
-@dataclass(frozen=True)
-class Overrides:
+class Overrides(NamedTuple):
     """kubectl's global flags over the kubeconfig (clientcmd's ConfigOverrides)."""
 
     server: str | None = None
@@ -408,18 +418,40 @@ def _tls(ca: bytes | None, cert: bytes | None, key: bytes | None, insecure: bool
     else:
         ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
     if cert and key:
-        # ssl only loads a key pair from files: write them to a private temporary directory, load, remove.
-        with tempfile.TemporaryDirectory(prefix="gpuctl-tls-") as d:
-            cf, kf = Path(d, "cert"), Path(d, "key")
-            for p, data in ((cf, cert), (kf, key)):
-                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-            try:
-                ctx.load_cert_chain(str(cf), str(kf))
-            except ssl.SSLError as e:
-                raise ConfigError(f"kubeconfig: client certificate and key do not load: {e}") from None
+        try:
+            _load_key_pair(ctx, cert, key)
+        except ssl.SSLError as e:
+            raise ConfigError(f"kubeconfig: client certificate and key do not load: {e}") from None
     return ctx
+
+
+def _load_key_pair(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """ssl loads a client key pair from files only. On Linux the files are anonymous memory (memfd,
+    opened by OpenSSL through /proc/self/fd): nothing touches the disk. Elsewhere a private temporary
+    directory, removed after loading."""
+    memfd = getattr(os, "memfd_create", None)
+    if memfd is not None and os.path.isdir("/proc/self/fd"):
+        fds: list[int] = []
+        try:
+            for data in (cert, key):
+                fds.append(memfd("gpuctl-tls"))
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fds[-1], view) :]
+            ctx.load_cert_chain(f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}")
+            return
+        finally:
+            for fd in fds:
+                os.close(fd)
+    import tempfile  # noqa: PLC0415 - lazy: CLI start-up (no memfd)
+
+    with tempfile.TemporaryDirectory(prefix="gpuctl-tls-") as d:
+        cf, kf = Path(d, "cert"), Path(d, "key")
+        for p, data in ((cf, cert), (kf, key)):
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        ctx.load_cert_chain(str(cf), str(kf))
 
 
 def _auth(user: Entry, cluster: Entry) -> tuple[Auth, bytes | None, bytes | None]:

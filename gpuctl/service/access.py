@@ -21,8 +21,7 @@ import re
 import threading
 import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from gpuctl.cluster.client import ApiError
 from gpuctl.cluster.reader import ClusterReader
@@ -135,9 +134,9 @@ def readable_namespaces(
 
 
 # ----------------------------------------------------------------------------- the shipped roles
-@dataclass(frozen=True)
-class Grant:
-    """One rule of a shipped caller role (manifests/api/rbac.yaml)."""
+class Grant(NamedTuple):
+    """One rule of a shipped caller role (manifests/api/rbac.yaml). (A NamedTuple: a dataclass compiles
+    its methods when the module loads, and every read loads this one.)"""
 
     role: str
     group: str

@@ -4,7 +4,6 @@ waits: gpuctl.service.waiting; its logs: gpuctl.service.logs."""
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import LWS_GROUP, SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
@@ -35,66 +34,122 @@ from gpuctl.service.inventory import Inventory
 from gpuctl.service.members import worker
 from gpuctl.service.waiting import snapshot
 
+# JobRow and Job are plain classes: a dataclass compiles its generated methods when the module loads,
+# and every `get jobs` loads this one (bench/reads.py).
+ROW_FIELDS = (
+    "job_id",
+    "name",
+    "namespace",
+    "kind",
+    "status",
+    "ready",
+    "node",
+    "ip",
+    "age",
+    "pool",
+    "priority",
+    "queue",
+    "position",
+    "gpus",
+    "reason",
+    "cluster",
+    "labels",
+    "replicas",
+)
 
-@dataclass
+
 class JobRow:
-    """One row of `get jobs`: a pod, or a job that has no pod yet (queued). Earlier gpuctl's JSON keys."""
+    """One row of `get jobs`: a pod, or a job that has no pod yet (queued). Earlier gpuctl's JSON keys
+    (ROW_FIELDS, in their order)."""
 
-    job_id: str
-    name: str
-    namespace: str
-    kind: str
-    status: str
-    ready: str
-    node: str
-    ip: str
-    age: float | None
-    pool: str = ""
-    priority: str = ""
-    queue: str = ""
-    position: int | None = None
-    gpus: int | None = 0  # None: not read (list_job_rows(gpus=False))
-    # Why a waiting job waits (gpuctl.domain.explain), when positions are computed (-o wide/json).
-    reason: str = ""
-    # A MultiKueue manager's job: the worker cluster running it, or the clusters it is offered to.
-    cluster: str = ""
-    # The job's own labels (its controller's), what -l selects on and --show-labels prints.
-    labels: dict[str, str] = field(default_factory=dict)
-    # An autoscaled service's own row (gpuctl.domain.serving.Scale.as_dict: minReplicas, maxReplicas,
-    # desired, ready, running, waiting); None on every other row.
-    replicas: dict | None = None
+    __slots__ = ROW_FIELDS
+
+    def __init__(
+        self,
+        job_id: str,
+        name: str,
+        namespace: str,
+        kind: str,
+        status: str,
+        ready: str,
+        node: str,
+        ip: str,
+        age: float | None,
+        pool: str = "",
+        priority: str = "",
+        queue: str = "",
+        position: int | None = None,
+        gpus: int | None = 0,
+        reason: str = "",
+        cluster: str = "",
+        labels: dict[str, str] | None = None,
+        replicas: dict | None = None,
+    ):
+        self.job_id, self.name, self.namespace, self.kind = job_id, name, namespace, kind
+        self.status, self.ready, self.node, self.ip, self.age = status, ready, node, ip, age
+        self.pool, self.priority, self.queue, self.position = pool, priority, queue, position
+        self.gpus = gpus  # None: not read (list_job_rows(gpus=False))
+        # Why a waiting job waits (gpuctl.domain.explain), when positions are computed (-o wide/json).
+        self.reason = reason
+        # A MultiKueue manager's job: the worker cluster running it, or the clusters it is offered to.
+        self.cluster = cluster
+        # The job's own labels (its controller's), what -l selects on and --show-labels prints.
+        self.labels: dict[str, str] = labels if labels is not None else {}
+        # An autoscaled service's own row (gpuctl.domain.serving.Scale.as_dict: minReplicas, maxReplicas,
+        # desired, ready, running, waiting); None on every other row.
+        self.replicas = replicas
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """Its fields in order (the earlier gpuctl's JSON keys), what dataclasses.asdict gave."""
+        d = {k: getattr(self, k) for k in ROW_FIELDS}
+        d["labels"] = dict(self.labels)
+        if self.replicas is not None:
+            d["replicas"] = dict(self.replicas)
+        return d
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobRow) and all(getattr(self, k) == getattr(other, k) for k in ROW_FIELDS)
+
+    def __repr__(self) -> str:
+        return f"JobRow({', '.join(f'{k}={getattr(self, k)!r}' for k in ROW_FIELDS)})"
 
 
-@dataclass
 class Job:
     """A gpuctl job: its controller, Kueue Workload, pods, Service."""
 
-    kind: str  # training | inference | notebook | compute
-    resource: str  # Job | Deployment | StatefulSet | LeaderWorkerSet
-    obj: dict
-    workload: dict | None
-    pods: list[dict]
-    status: str
-    reason: str = ""
-    position: int | None = None
-    service: dict | None = None
-    # The worker cluster that runs it (a MultiKueue manager's job, docs/multicluster.md) and the connection
-    # its pods were read through (find_job); None: this cluster.
-    cluster: str | None = None
-    member: Cluster | None = None
-    # Pod uid -> its status word (pod_status with the pod's own Workload), computed once per pod.
-    pod_words: dict[str, str] = field(default_factory=dict)
-    # A LeaderWorkerSet's Workloads, one per replica (group); [] for other kinds.
-    replica_workloads: list[dict] = field(default_factory=list)
-    # An autoscaled service (docs/serving.md): `obj` is its floor Deployment, this its burst Deployment
-    # (its pods are among `pods`: both tiers carry app=<name>); the HPA when read (find_job).
-    burst: dict | None = None
-    autoscaler: dict | None = None
-    # Pod uid -> the Workload it is judged by (a Deployment's pod: its own).
-    pod_workloads: dict[str, dict | None] = field(default_factory=dict)
+    def __init__(
+        self,
+        kind: str,  # training | inference | notebook | compute
+        resource: str,  # Job | Deployment | StatefulSet | LeaderWorkerSet
+        obj: dict,
+        workload: dict | None,
+        pods: list[dict],
+        status: str,
+        reason: str = "",
+        position: int | None = None,
+        service: dict | None = None,
+        cluster: str | None = None,
+        member: Cluster | None = None,
+        pod_words: dict[str, str] | None = None,
+        replica_workloads: list[dict] | None = None,
+        burst: dict | None = None,
+        autoscaler: dict | None = None,
+        pod_workloads: dict[str, dict | None] | None = None,
+    ):
+        self.kind, self.resource, self.obj, self.workload, self.pods = kind, resource, obj, workload, pods
+        self.status, self.reason, self.position, self.service = status, reason, position, service
+        # The worker cluster that runs it (a MultiKueue manager's job, docs/multicluster.md) and the
+        # connection its pods were read through (find_job); None: this cluster.
+        self.cluster, self.member = cluster, member
+        # Pod uid -> its status word (pod_status with the pod's own Workload), computed once per pod.
+        self.pod_words: dict[str, str] = pod_words if pod_words is not None else {}
+        # A LeaderWorkerSet's Workloads, one per replica (group); [] for other kinds.
+        self.replica_workloads: list[dict] = replica_workloads if replica_workloads is not None else []
+        # An autoscaled service (docs/serving.md): `obj` is its floor Deployment, this its burst Deployment
+        # (its pods are among `pods`: both tiers carry app=<name>); the HPA when read (find_job).
+        self.burst, self.autoscaler = burst, autoscaler
+        # Pod uid -> the Workload it is judged by (a Deployment's pod: its own).
+        self.pod_workloads: dict[str, dict | None] = pod_workloads if pod_workloads is not None else {}
 
     @property
     def autoscaled(self) -> bool:

@@ -42,14 +42,12 @@ from gpuctl.domain.multicluster import (
 )
 from gpuctl.domain.pools import pool_names
 from gpuctl.domain.teams import team_from_cluster_queue
-from gpuctl.service.access import Permissions
 from gpuctl.service.errors import Conflict, NotFound, ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.members import worker
 from gpuctl.service.node_pools import LEFT_POOL, patch_node_pool
 from gpuctl.service.pool_sync import ensure_bootstrap, sync_cohort, sync_queues
-from gpuctl.service.pools import apply_pool, delete_pool, existing_flavor, list_pools
-from gpuctl.service.usage import PoolUsage, pool_usage
+from gpuctl.service.pools import apply_pool, delete_pool, existing_flavor
 from queues import (
     TeamQuota,
     cluster_queue,
@@ -423,72 +421,3 @@ def delete_pool_everywhere(
             with contextlib.suppress(ServiceError, ApiError):
                 sync_worker(cluster, c, member)
     return lines
-
-
-def list_pools_everywhere(cluster: Cluster, perms: Permissions | None = None) -> list[PoolUsage]:
-    """`get pools`: on a manager, a pool in worker clusters has their nodes' GPUs (capacity and nodes
-    summed, and per cluster in `clusters`), read through the caller's context of each worker; what the
-    manager's Kueue reserved there (the team quotas' view) stays its used GPUs. A worker gpuctl cannot
-    read leaves its figures out and says why, the pool shows degraded."""
-    inv = Inventory(cluster, None, perms=perms)
-    pools = list_pools(cluster, perms, inv)
-    remote = remote_pools(inv.flavors)
-    if not remote:
-        return pools
-    seen: dict[str, dict[str, PoolUsage] | str] = {}
-    down = kueue_disconnected(cluster)
-    for c in sorted({c for cs in remote.values() for c in cs}):
-        try:
-            seen[c] = pool_usage(Inventory(worker(cluster, c), None))
-        except (ServiceError, ApiError, OSError) as e:
-            seen[c] = str(e)
-    for u in pools:
-        for c in remote.get(u.name, []):
-            there = seen[c]
-            if isinstance(there, str):
-                u.clusters[c] = {"error": there}
-                continue
-            w = there.get(u.name)
-            if w is None:
-                u.clusters[c] = {"error": f"pool {u.name} not found in cluster {c}"}
-                continue
-            u.capacity += w.capacity
-            u.total += w.total
-            u.nodes_ready += w.nodes_ready
-            u.nodes += [f"{c}/{n}" for n in w.nodes]
-            u.gpu_types += [t for t in w.gpu_types if t not in u.gpu_types]
-            u.clusters[c] = {
-                "gpu_total": w.capacity,
-                "gpu_used": w.taken,
-                "gpu_free": w.free,
-                "nodes": len(w.nodes),
-            }
-            if c in down:  # its nodes are there, but no job reaches them
-                u.clusters[c]["disconnected"] = f"the manager's Kueue cannot reach it: {down[c]}"
-        if u.name in remote:
-            unreadable = any("error" in v or "disconnected" in v for v in u.clusters.values())
-            u.status = (
-                "empty"
-                if not u.nodes and not unreadable
-                else "degraded"
-                if unreadable or u.nodes_ready < len(u.nodes)
-                else "active"
-            )
-    return pools
-
-
-def kueue_disconnected(cluster: Cluster) -> dict[str, str]:
-    """Worker -> why the manager's Kueue is not connected to it (its MultiKueueCluster's Active condition:
-    an outage, a rotated or wrong credential). Empty for a caller who may not read MultiKueueClusters."""
-    try:
-        found = cluster.list(path("MultiKueueCluster"), label_selector=f"{Labels.MANAGED_BY}=gpuctl")
-    except ApiError:
-        return {}
-    out = {}
-    for m in found:
-        cond = next(
-            (c for c in (m.get("status") or {}).get("conditions") or [] if c.get("type") == "Active"), None
-        )
-        if cond is not None and cond.get("status") != "True":
-            out[m["metadata"]["name"]] = f"{cond.get('reason', '')}: {cond.get('message', '')}"
-    return out

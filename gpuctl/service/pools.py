@@ -62,7 +62,9 @@ from gpuctl.service.pool_sync import (
     sync_queues,
     wait_flavor_gone,
 )
-from gpuctl.service.usage import PoolUsage, pool_usage
+from gpuctl.service.usage import PoolUsage as PoolUsage  # usage's; the API's routes import it from here
+from gpuctl.service.usage import list_pools as list_pools  # usage's; the API's routes import it from here
+from gpuctl.service.usage import pool_usage
 from queues import (
     topology,
     topology_name,
@@ -70,15 +72,6 @@ from queues import (
 
 if TYPE_CHECKING:  # annotations only: a read (`get pools`, `describe job`) never loads pydantic
     from gpuctl.spec import PoolSpec
-
-
-def list_pools(
-    cluster: Cluster, perms: Permissions | None = None, inv: Inventory | None = None
-) -> list[PoolUsage]:
-    """`get pools`: nodes, flavors and ClusterQueues (what pool viewers read), and the waiting
-    Workloads the caller may read; no pod. `inv`: the caller's cluster-wide inventory, when it has one."""
-    usage = pool_usage(inv or Inventory(cluster, None, perms=perms))
-    return [usage[p] for p in sorted(usage)]
 
 
 def readable_jobs(cluster: Cluster, inv: Inventory) -> tuple[list[Job], list[str] | None]:

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +52,11 @@ class Prometheus:
         )
 
     def _post(self, api: str, form: dict[str, str]) -> dict[str, Any]:
+        # urllib.request loads http.client and the email package: only when Prometheus is asked, not in
+        # every describe (test_cli_startup: a read imports no http or email).
+        import urllib.error  # noqa: PLC0415 - lazy
+        import urllib.request  # noqa: PLC0415 - lazy
+
         url = self.url.rstrip("/") + api
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
         if self.token:

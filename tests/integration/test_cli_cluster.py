@@ -171,6 +171,28 @@ def test_pool_delete_refuses_while_used_and_spares_foreign_objects(pools, teams,
     assert Labels.POOL not in kube.get(path("Node", "gpu-node-5"))["metadata"]["labels"]
 
 
+def test_type_slash_name_and_several_names(pools, teams, gpuctl, kube, tmp_path):
+    """kubectl's grammar: `describe job/a job/b`, what `-o name` prints read back, `delete job/a job/b`;
+    a missing one among several is an error that does not stop the others (issue 42)."""
+    a, _ = teams
+    for n in ("sl-1", "sl-2"):
+        rc, _, err = gpuctl("create", "-f", _training(tmp_path, n, a, 1, pool="dev-pool"))
+        assert rc == 0, err
+    rc, out, err = gpuctl("describe", "job/sl-1", "job/sl-2", "-n", a)
+    assert rc == 0 and out.count("Name:") == 2 and "sl-1" in out and "sl-2" in out, out + err
+    rc, names, err = gpuctl("get", "jobs", "-n", a, "-o", "name")
+    assert rc == 0 and "job.batch/sl-1" in names, names + err
+    rc, out, err = gpuctl("describe", "job.batch/sl-1", "job/nope", "-n", a)
+    assert rc == 1 and "sl-1" in out and "nope" in err, out + err
+    rc, out, err = gpuctl("delete", "job/sl-1", "job/sl-2", "-n", a)
+    assert rc == 0, err
+    wait_until(
+        lambda: not {"sl-1", "sl-2"} & {j["metadata"]["name"] for j in kube.list(path("Job", namespace=a))},
+        60,
+        what="both jobs deleted",
+    )
+
+
 # ----------------------------------------------------------------------------- quotas and queueing
 def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, kube, tmp_path):
     a, b = teams

@@ -195,7 +195,12 @@ def test_client_certificate_from_files_relative_to_the_kubeconfig(pki, server) -
     assert server.seen[-1] == ("alice", None)
 
 
-def test_client_certificate_and_ca_as_data(pki, server, tmp_path) -> None:
+@pytest.mark.parametrize("memfd", [True, False], ids=["memfd", "temporary-files"])
+def test_client_certificate_and_ca_as_data(pki, server, tmp_path, monkeypatch, memfd) -> None:
+    """The key pair is loaded from anonymous memory where the system has it, else from private
+    temporary files: both reach the server as the client certificate."""
+    if not memfd:
+        monkeypatch.delattr("os.memfd_create", raising=False)
     b64 = {
         n: base64.b64encode((pki / n).read_bytes()).decode() for n in ("client.crt", "client.key", "ca.crt")
     }
@@ -208,6 +213,7 @@ def test_client_certificate_and_ca_as_data(pki, server, tmp_path) -> None:
         ),
     )
     assert _cluster(kc).server_version() == "v-test"
+    assert server.seen[-1] == ("alice", None)
 
 
 def test_the_server_certificate_is_verified(pki, server, tmp_path) -> None:

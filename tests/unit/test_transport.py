@@ -16,13 +16,13 @@ from gpuctl.cluster.transport import Pool, ReadTimeout, TransportError
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    connections: set[int] = set()
+    connections: set[tuple] = set()
 
     def log_message(self, *args) -> None:
         pass
 
     def do_GET(self) -> None:
-        Handler.connections.add(id(self.connection))
+        Handler.connections.add(self.client_address)  # (host, port): one per connection
         if self.path == "/stream":
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
@@ -43,6 +43,21 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(3.0)
             self.wfile.write(b"{}")
+            return
+        if self.path == "/until-close":  # no length, no chunks: the body ends with the connection
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b'{"all": "of it"}')
+            self.close_connection = True
+            return
+        if self.path == "/chunks":  # a chunk extension and a trailer, then a header given twice
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("X-Twice", "first")
+            self.send_header("x-twice", "second")
+            self.end_headers()
+            self.wfile.write(b"3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n")
             return
         if self.path == "/cut":
             self.send_response(200)
@@ -98,6 +113,27 @@ def test_an_error_answer_has_its_body(server) -> None:
     r = Pool(url(server)).request("GET", "/missing")
     assert (r.status, r.data) == (404, b'{"message": "nope"}')
     assert r.headers.get("content-type") == "application/json"
+
+
+def test_bodies_framed_by_chunks_or_by_the_end_of_the_connection(server) -> None:
+    pool = Pool(url(server))
+    r = pool.request("GET", "/chunks")
+    assert (r.data, r.headers.get("X-TWICE"), "x-twice" in r.headers) == (b"abcde", "first", True)
+    assert len(pool._idle) == 1  # read to its end (trailer included): the connection is kept
+    r = pool.request("GET", "/until-close")
+    assert r.data == b'{"all": "of it"}'
+    assert pool._idle == []  # the server closed it: not reused
+    assert pool.request("GET", "/x").data == b'{"ok": true}'
+    assert len(Handler.connections) == 2
+
+
+def test_a_target_or_header_that_would_split_the_request_is_refused(server) -> None:
+    pool = Pool(url(server))
+    with pytest.raises(ValueError, match="space or control"):
+        pool.request("GET", "/x HTTP/1.1\r\nX-Evil: 1")
+    with pytest.raises(ValueError, match="line break"):
+        pool.request("GET", "/x", headers={"Authorization": "Bearer t\r\nX-Evil: 1"})
+    assert Handler.connections == set()  # nothing was sent
 
 
 def test_a_connection_the_server_closed_is_replaced(server) -> None:
