@@ -163,6 +163,13 @@ def describe_job(args: argparse.Namespace) -> int:
                 head = [f"  {g['replica']}", g["state"]] if i == 0 else ["  ", ""]
                 rows.append([*head, str(p["rank"]), p["pod"], p["node"] or "<unscheduled>"])
         table(["  REPLICA", "STATE", "RANK", "POD", "NODE"], rows)
+        waiting = [g for g in d.replicas["groups"] if "waits_for" in g]
+        if waiting:
+            print("Waiting replicas:")
+            table(
+                ["  REPLICA", "WAITS FOR", "RUNS AT THE LATEST"],
+                [[f"  {g['replica']}", g["waits_for"], g["runs_by"] or "-"] for g in waiting],
+            )
         return 0
     print("Pods:" if d.pods else "Pods: <none>")
     for p in data["pods"]:
@@ -234,7 +241,8 @@ def _autoscaling(a: dict) -> None:
     )
     m, hpa = a.get("metric"), a.get("autoscaler")
     if m:
-        now = m["current"] if m["current"] is not None else "<not read yet>"
+        idle = "<none: no burst replica to average over>" if not a["burst"]["replicas"] else "<not read yet>"
+        now = m["current"] if m["current"] is not None else idle
         kv(
             [
                 (

@@ -140,8 +140,7 @@ def autoscaling_view(job: Job, inv: Inventory | None) -> dict | None:
     `inv`; None when the service waits for nothing)."""
     if not job.autoscaled:
         return None
-    from gpuctl.domain.explain import workload_demand  # noqa: PLC0415 - lazy: describe of a service
-    from gpuctl.service.waiting import when, workload_estimate  # noqa: PLC0415 - lazy: as above
+    from gpuctl.service.waiting import waiting_workload  # noqa: PLC0415 - lazy: describe of a service
 
     sc = scale(job.obj, job.burst, job.pods, job.autoscaler)
     out = sc.as_dict()
@@ -159,9 +158,7 @@ def autoscaling_view(job: Job, inv: Inventory | None) -> dict | None:
             "when": None,
         }
         if inv is not None and wl is not None:
-            entry["reason"] = when(inv, workload_demand(wl)).message or "being admitted"
-            est = workload_estimate(inv, wl)
-            entry["when"] = est.summary() if est is not None else None
+            entry["reason"], entry["when"] = waiting_workload(inv, wl)
         elif wl is None:
             entry["reason"] = "waiting for Kueue to create its Workload"
         waiting.append(entry)

@@ -27,7 +27,7 @@ from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, labels, meta, pod_template
 from gpuctl.domain.status import State
-from gpuctl.domain.workload import max_runtime_seconds
+from gpuctl.domain.workload import IN_QUEUE, max_runtime_seconds, workload_state
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.gpu_use import job_use_now
@@ -36,7 +36,7 @@ from gpuctl.service.jobs import Job, find_job, read_worker_pods
 from gpuctl.service.prometheus import Prometheus
 from gpuctl.service.quotas import quota_rows
 from gpuctl.service.serving import autoscaling_view
-from gpuctl.service.waiting import explain, job_estimate, snapshot_inventory
+from gpuctl.service.waiting import explain, job_estimate, snapshot_inventory, waiting_workload
 
 
 # ----------------------------------------------------------------------------- a gang's part
@@ -68,21 +68,30 @@ def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -
     }
 
 
-def replicas_view(obj: dict, workloads: list[dict], pods: list[dict]) -> dict[str, Any] | None:
+def replicas_view(
+    obj: dict, workloads: list[dict], pods: list[dict], inv: Inventory | None = None
+) -> dict[str, Any] | None:
     """None unless the job is a service of multi-node replicas (a LeaderWorkerSet, docs/serving.md); else
     {replicas, nodes, gpus_per_node, text ("2 replicas x 2 nodes x 8 GPUs = 32 GPUs"), groups: per replica
-    its Workload's word and its pods by rank}."""
+    its Workload's word and its pods by rank, and for a replica waiting in Kueue's queue what it waits for
+    and when it runs at the latest (`waits_for`, `runs_by`; judged against the command's snapshot `inv`)}."""
     size = group_size(obj)
     if size == 1:
         return None
     replicas = int((obj.get("spec") or {}).get("replicas", 1))
     per_node = pod_spec_gpus(pod_template(obj).get("spec") or {})
+    groups = replica_rows(workloads, pods)
+    by_name = {meta(w).get("name"): w for w in workloads}
+    for g in groups:
+        wl = by_name.get(g["workload"])
+        if inv is not None and wl is not None and workload_state(wl) in IN_QUEUE:
+            g["waits_for"], g["runs_by"] = waiting_workload(inv, wl)
     return {
         "replicas": replicas,
         "nodes": size,
         "gpus_per_node": per_node,
         "text": replicas_text(replicas, size, per_node),
-        "groups": replica_rows(workloads, pods),
+        "groups": groups,
     }
 
 
@@ -232,7 +241,7 @@ def describe_job(
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,
         gang=gang_view(job.member or cluster, job.obj, job.pods, job.pool),
-        replicas=replicas_view(job.obj, job.replica_workloads, job.pods),
+        replicas=replicas_view(job.obj, job.replica_workloads, job.pods, inv),
         autoscaling=autoscaling_view(job, inv),
         gpu_use=use,
         gpu_use_error=use_error,

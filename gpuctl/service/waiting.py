@@ -160,6 +160,16 @@ def workload_estimate(inv: Inventory, wl: dict | None, now: float | None = None)
     return estimate(snap, demand, now=time.time() if now is None else now, verdict=snap.verdict(demand))
 
 
+def waiting_workload(inv: Inventory, wl: dict) -> tuple[str, str | None]:
+    """What one waiting Workload (an autoscaled service's replica, a LeaderWorkerSet's group) waits for
+    and when it runs at the latest (Estimate.summary; None without a bound), from the command's snapshot."""
+    from gpuctl.domain.explain import workload_demand  # noqa: PLC0415 - lazy: waiting replicas only
+
+    est = workload_estimate(inv, wl)
+    reason = when(inv, workload_demand(wl)).message or "being admitted"
+    return reason, est.summary() if est is not None else None
+
+
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"

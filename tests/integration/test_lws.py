@@ -169,6 +169,10 @@ def test_a_two_pod_per_replica_service_is_admitted_group_by_group(team, kube, tm
     assert p.returncode == 0, p.stderr
     assert "2 replicas x 2 nodes x 4 GPUs = 16 GPUs" in p.stdout
     assert "Replicas:" in p.stdout and "Queued" in p.stdout
+    # The waiting replica: what it waits for (its whole group's GPUs) and when it runs at the latest.
+    waiting = p.stdout.split("Waiting replicas:\n", 1)[1].splitlines()
+    assert waiting[0].split() == ["REPLICA", "WAITS", "FOR", "RUNS", "AT", "THE", "LATEST"], p.stdout
+    assert waiting[1].split()[0] == wait and "this job needs 8" in waiting[1], p.stdout
 
     # A budget of 16: Kueue admits the second group whole.
     team_quota = Path(team.quota_file).read_text().replace("gpu: 8,", "gpu: 16,")
