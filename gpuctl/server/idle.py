@@ -9,9 +9,8 @@ their GPUs' activity over the policy's window from Prometheus (gpuctl.service.gp
   path every client uses (gpuctl.service.activation.set_active), with the evidence on the Workload
   (runwhere.ai/idle-stopped, -stopped-at). Kueue evicts its pods and gives its quota to the head of the
   queue; a notebook's volume and Service stay; `gpuctl resume` brings it back;
-- floor / zero (inference, compute): the Deployment (or, for replicas that span nodes, the
-  LeaderWorkerSet) scaled to its floor (1 replica) or to zero, the replicas it had kept in
-  runwhere.ai/idle-replicas for `gpuctl resume`;
+- floor / zero (inference, compute): the Deployment scaled to its floor (1 replica) or to zero, the
+  replicas it had kept in runwhere.ai/idle-replicas for `gpuctl resume`;
 - report (training and gangs by default), or any action under a dry-run policy or `--idle-dry-run`: only
   reported, once per idle stretch.
 
@@ -216,9 +215,7 @@ class IdleReclaimer(Periodic):
         evidence = decision.verdict.evidence()
         try:
             if decision.action == IdleAction.STOP:
-                if (
-                    job.resource in PER_REPLICA_KINDS
-                ):  # a service is scaled, never stopped (Kueue cannot hold it)
+                if job.resource in PER_REPLICA_KINDS:  # a service is scaled, never stopped
                     return ""
                 notes = {IDLE_STOPPED_ANNOTATION: evidence, IDLE_STOPPED_AT_ANNOTATION: rfc3339(now)}
                 done = set_active(self.cluster, job.name, job.namespace, False, actor=ACTOR_IDLE, notes=notes)
@@ -244,7 +241,7 @@ class IdleReclaimer(Periodic):
             return ""
         before = (job.obj["metadata"].get("annotations") or {}).get(IDLE_REPLICAS_ANNOTATION) or str(replicas)
         self.cluster.merge_patch(
-            path(job.resource, job.name, job.namespace),
+            path(job.resource, job.name, job.namespace),  # a Deployment, or a LeaderWorkerSet's groups
             {
                 "metadata": {
                     "uid": job.obj["metadata"]["uid"],
