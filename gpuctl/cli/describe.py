@@ -123,6 +123,8 @@ def describe_job(args: argparse.Namespace) -> int:
         _autoscaling(d.autoscaling)
     if d.moved:
         kv([("Moved", d.moved)])
+    if d.set_aside_ended:
+        kv([("Set-aside ended", d.set_aside_ended)])
     if data["service"]:
         s = data["service"]
         kv([("Service", _service_line(s))])
@@ -241,7 +243,8 @@ def _autoscaling(a: dict) -> None:
     )
     m, hpa = a.get("metric"), a.get("autoscaler")
     if m:
-        now = m["current"] if m["current"] is not None else "<not read yet>"
+        idle = "<none: no burst replica to average over>" if not a["burst"]["replicas"] else "<not read yet>"
+        now = m["current"] if m["current"] is not None else idle
         kv(
             [
                 (

@@ -117,6 +117,10 @@ def hpa_metric(hpa: Mapping[str, Any] | None) -> Metric | None:
             if (cext.get("metric") or {}).get("name") == name:
                 cur = cext.get("current") or {}
                 current = cur.get("averageValue") or cur.get("value")
+                # With no burst replica the HPA divides by zero and reports int64's minimum
+                # ("-9223372036854775808m"): no reading, not a load. A load is never negative.
+                if str(current or "").startswith("-"):
+                    current = None
         return Metric(
             metric=_METRIC_OF[name],
             target=str((ext.get("target") or {}).get("averageValue") or ""),

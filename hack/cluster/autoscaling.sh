@@ -14,7 +14,9 @@
 #   hack/cluster/autoscaling.sh down   stop them (hack/cluster/down.sh also does)
 #   hack/cluster/autoscaling.sh env    print PROMETHEUS_URL=, FAKE_EXPORTER_URL= for that cluster
 # up.sh runs `up` itself with GPUCTL_TESTBED_AUTOSCALING=1; a test module on a running cluster calls it.
-# Ports (plus the cluster's port offset): Prometheus 33090, fake exporter 34090, adapter 35443.
+# Ports (plus the cluster's port offset): Prometheus 12090, fake exporter 13090, adapter 14443: below Linux's
+# ephemeral range (32768-60999), where any client connection of the machine may hold the port a moment
+# (at 33090/34090/35443 + 860, 2 of 4 demo runs on the shared machine failed "address already in use").
 set -Eeuo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -24,7 +26,7 @@ RUN="${GPUCTL_TESTBED_RUN:-$CACHE/run}"
 PY="${GPUCTL_PYTHON:-$(command -v python3)}"
 # The port offset the cluster was started with (up.sh writes it), else the environment's.
 OFF="$(cat "$RUN/offset" 2>/dev/null || echo "${GPUCTL_TESTBED_PORT_OFFSET:-0}")"
-P_PROM=$((33090 + OFF)); P_FAKE=$((34090 + OFF)); P_ADAPTER=$((35443 + OFF))
+P_PROM=$((12090 + OFF)); P_FAKE=$((13090 + OFF)); P_ADAPTER=$((14443 + OFF))
 KUBECTL="$CACHE/bin/k8s-$K8S_VERSION/kubectl"
 ADAPTER="$CACHE/bin/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION/adapter"
 KC="$RUN/kubeconfig"

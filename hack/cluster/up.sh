@@ -24,6 +24,11 @@
 #   GPUCTL_TESTBED_LWS=1     also the LeaderWorkerSet controller (sigs.k8s.io/lws, built by build.sh), the
 #                          same way: multi-node inference replicas (resources.nodes on kind: inference;
 #                          tests/integration/test_lws.py needs it)
+#   GPUCTL_TESTBED_FAKE_RUNTIME  how long a Job's pod runs on a KWOK node before it succeeds (default 10m;
+#                          e.g. 90s, 30m, 2h): the fake nodes' default, so no example carries a test knob.
+#                          hack/demo.sh starts its cluster with 30m. A pod may still say otherwise (tests and
+#                          bench/ do): annotation pod-complete.stage.kwok.x-k8s.io/delay, or the test-only env
+#                          var GPUCTL_FAKE_RUNTIME in its first container (hack/cluster/kwok/pod-complete.yaml)
 #   GPUCTL_TESTBED_AUTOSCALING=1  also the autoscaling stack of hack/cluster/autoscaling.sh: Prometheus,
 #                          prometheus-adapter (external.metrics.k8s.io) and the fake exporter of the fake
 #                          nodes' pods. Off by default (about 150 MiB); a test module that needs it on a
@@ -253,8 +258,20 @@ spec:
   - logsFile: "$RUN/kwok/container.log"
     follow: false
 EOF
+# The fake nodes' default run time of a Job's pod (GPUCTL_TESTBED_FAKE_RUNTIME) into this run's copy of the stage.
+FAKE_RUNTIME="${GPUCTL_TESTBED_FAKE_RUNTIME:-10m}"
+case "$FAKE_RUNTIME" in
+  *ms) FAKE_MS=${FAKE_RUNTIME%ms} ;; *s) FAKE_MS=$(( ${FAKE_RUNTIME%s} * 1000 )) ;;
+  *m) FAKE_MS=$(( ${FAKE_RUNTIME%m} * 60000 )) ;; *h) FAKE_MS=$(( ${FAKE_RUNTIME%h} * 3600000 )) ;;
+  *) echo "up: GPUCTL_TESTBED_FAKE_RUNTIME=$FAKE_RUNTIME: write a duration such as 90s, 30m or 2h" >&2; exit 2 ;;
+esac
+sed "s/durationMilliseconds: 600000/durationMilliseconds: $FAKE_MS/" "$HERE/kwok/pod-complete.yaml" >"$RUN/kwok/pod-complete.yaml"
+grep -q "durationMilliseconds: $FAKE_MS\$" "$RUN/kwok/pod-complete.yaml"
 KWOK_CFG=()
-for f in "$HERE"/kwok/*.yaml "$RUN/kwok/logs.yaml"; do KWOK_CFG+=(--config "$f"); done
+for f in "$HERE"/kwok/*.yaml "$RUN/kwok/logs.yaml"; do
+  [[ "$(basename "$f")" == pod-complete.yaml && "$f" == "$HERE"/* ]] && f="$RUN/kwok/pod-complete.yaml"
+  KWOK_CFG+=(--config "$f")
+done
 start kwok "$KWOK" --kubeconfig="$KC" "${KWOK_CFG[@]}" \
   --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --manage-nodes-with-label-selector= --manage-single-node= \

@@ -271,6 +271,17 @@ def test_a_services_replicas_desired_running_waiting() -> None:
     assert (found[("u", "x")].desired, found[("u", "x")].running, found[("u", "x")].metric) == (2, 0, None)
 
 
+def test_the_hpas_average_over_zero_burst_replicas_is_no_reading() -> None:
+    # What the HPA controller writes with the burst at 0 replicas (seen on the demo's cluster).
+    hpa = json.loads(json.dumps(HPA))
+    hpa["status"]["currentMetrics"][0]["external"]["current"] = {"averageValue": "-9223372036854775808m"}
+    m = hpa_metric(hpa)
+    assert m is not None and m.current is None
+    hpa["status"]["currentMetrics"][0]["external"]["current"] = {"averageValue": "20"}
+    m = hpa_metric(hpa)
+    assert m is not None and m.current == "20"
+
+
 def test_an_hpa_without_gpuctls_metric_is_not_read_as_one() -> None:
     assert hpa_metric(None) is None
     cpu = {"spec": {"metrics": [{"type": "Resource", "resource": {"name": "cpu"}}]}}
