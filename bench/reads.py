@@ -12,13 +12,15 @@ port offset $GPUCTL_BENCH_PORT_OFFSET (default 520); a cluster already running t
 left running (--keep also leaves one this run started; hack/cluster/down.sh stops it).
 
 What is measured: the CPU time (user + sys, of the process and its threads, from os.wait4) of whole
-processes, as a user runs them: the console script of this venv and the kubectl binary
-hack/cluster/build.sh builds. The machine is shared, so wall time says little and even CPU time drifts
-with the load (caches, frequency): every round runs each command once, in a shuffled order, after two
-warm-up rounds, and each gpuctl command's CPU is divided by the CPU of the `kubectl get pods -A` of the
-same round. The figure is the median of those paired ratios, with their 25th and 75th percentiles as
-the spread; the ratio of the medians is printed beside it. (`perf stat -e instructions`, steadier than
-CPU time, is not available on this VM: the counter reads <not supported>.)
+processes, as a user runs them: gpuctl as `pip install .` installs it (this venv's console script and
+packages, without the editable finder `pip install -e` adds to every process: installed(); --editable
+measures the dev venv as it is) and the kubectl binary hack/cluster/build.sh builds. The machine is
+shared, so wall time says little and even CPU time drifts with the load (caches, frequency): every round
+runs each command once, in a shuffled order, after two warm-up rounds, and each gpuctl command's CPU is
+divided by the CPU of the `kubectl get pods -A` of the same round. The figure is the median of those
+paired ratios, with their 25th and 75th percentiles as the spread; the ratio of the medians is printed
+beside it. (`perf stat -e instructions`, steadier than CPU time, is not available on this VM: the
+counter reads <not supported>.)
 
 References beside the targets: `kubectl create -f --dry-run=server` of the very objects gpuctl's create
 sends (its `--dry-run=client -o json`), and the floors of a Python command: `python -c pass`, `import
@@ -85,7 +87,12 @@ def stop_demo() -> None:
 
 
 def commands(
-    gpuctl: list[str], kubectl: Path, kc: str, work: Path, baseline: str | None = None
+    gpuctl: list[str],
+    kubectl: Path,
+    kc: str,
+    work: Path,
+    baseline: str | None = None,
+    py: str = sys.executable,
 ) -> dict[str, list[str]]:
     job = work / "job.yaml"
     job.write_text(DRY_RUN_JOB)
@@ -97,7 +104,7 @@ def commands(
         check=True,
     ).stdout
     (work / "objects.json").write_text(objects)
-    k, py = [str(kubectl), "--kubeconfig", kc], sys.executable
+    k = [str(kubectl), "--kubeconfig", kc]
     cmds = {
         REFERENCE: [*k, "get", "pods", "-A"],
         "gpuctl get jobs -A": [*gpuctl, "get", "jobs", "-A", "--kubeconfig", kc],
@@ -128,12 +135,47 @@ def commands(
     return cmds
 
 
-def checkout_of(script: str) -> Path:
-    """The source tree a gpuctl console script runs (asked of its own interpreter, from its shebang)."""
+def installed(script: str, work: Path) -> str:
+    """A console script that runs `script`'s gpuctl as `pip install .` would: a venv of the same
+    interpreter whose one .pth puts the checkout and the dev venv's site-packages on sys.path. A dev
+    venv's `pip install -e .` adds setuptools' editable finder, which every process of that venv imports
+    at start-up (pathlib, importlib.util, fnmatch: ~14 ms of CPU here, a sixth of a read) and which no
+    installed gpuctl (a wheel, the image) has."""
+    python = _python_of(script)
+    dev_site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    root = checkout_of(script)
+    venv = work / f"installed-{abs(hash(str(root)))}"
+    subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = subprocess.run(
+        [str(venv / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(site) / "gpuctl-bench.pth").write_text(f"{root}\n{dev_site}\n")
+    body = Path(script).read_text().split("\n", 1)[1]  # pip's console script, under a new shebang
+    out = venv / "bin/gpuctl"
+    out.write_text(f"#!{venv / 'bin/python'}\n{body}")
+    out.chmod(0o755)
+    return str(out)
+
+
+def _python_of(script: str) -> str:
     first = Path(script).read_bytes().split(b"\n", 1)[0].decode()
-    python = first[2:].strip() if first.startswith("#!") else sys.executable
+    return first[2:].strip() if first.startswith("#!") else sys.executable
+
+
+def checkout_of(script: str) -> Path:
+    """The source tree a gpuctl console script runs (asked of its own interpreter, from its shebang; -P:
+    not the current directory's gpuctl)."""
+    python = _python_of(script)
     code = "import gpuctl, pathlib; print(pathlib.Path(gpuctl.__file__).resolve().parents[1])"
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([python, "-P", "-c", code], capture_output=True, text=True, check=True).stdout
     return Path(out.strip())
 
 
@@ -328,6 +370,11 @@ def main() -> int:
     ap.add_argument("--kubectl", help="kubectl binary (default: the one hack/cluster/build.sh builds)")
     ap.add_argument("--baseline", metavar="GPUCTL", help="also another checkout's gpuctl (before/after)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    ap.add_argument(
+        "--editable",
+        action="store_true",
+        help="the dev venv's scripts as they are (editable finder too)",
+    )
     args = ap.parse_args()
 
     kubectl = Path(args.kubectl) if args.kubectl else default_kubectl()
@@ -350,7 +397,12 @@ def main() -> int:
                 look("profile", args.profile, args.top)
             return 0
         with tempfile.TemporaryDirectory() as d:
-            cmds = commands(gpuctl, kubectl, kc, Path(d), args.baseline)
+            baseline, py = args.baseline, sys.executable
+            if not args.editable and len(gpuctl) == 1:  # as `pip install .` runs it (installed())
+                gpuctl = [installed(gpuctl[0], Path(d))]
+                baseline = baseline and installed(baseline, Path(d))
+                py = str(Path(gpuctl[0]).with_name("python"))
+            cmds = commands(gpuctl, kubectl, kc, Path(d), baseline, py)
             if args.only:
                 cmds = {n: c for n, c in cmds.items() if n == REFERENCE or any(o in n for o in args.only)}
             print(f"gpuctl: {' '.join(gpuctl)}\nkubectl: {kubectl}")
