@@ -60,6 +60,14 @@ P_JS_HOOK=$((28443 + OFF)); P_JS_HEALTH=$((28081 + OFF))
 JOBSET="${GPUCTL_TESTBED_JOBSET:-0}"
 P_LWS_HOOK=$((26443 + OFF)); P_LWS_HEALTH=$((26081 + OFF))
 LWS="${GPUCTL_TESTBED_LWS:-0}"
+# The API server's port (36443 + offset) lies in Linux's range for outgoing connections' local ports
+# (32768-60999): an etcd or webhook client of another cluster on the machine may hold it, and the API
+# server then fails "address already in use" at random. Reserve the ports of every offset (0-999) from
+# that range where we may (root; what the cluster itself binds is unaffected).
+RESERVED=/proc/sys/net/ipv4/ip_local_reserved_ports
+if [[ -w $RESERVED ]] && ! grep -q "36443-37443" "$RESERVED"; then
+  cur=$(cat "$RESERVED"); echo "${cur:+$cur,}36443-37443" >"$RESERVED" 2>/dev/null || true
+fi
 AUTOSCALING="${GPUCTL_TESTBED_AUTOSCALING:-0}"
 # HPAScaleToZero (alpha in 1.36, beta from 1.37): an HPA may keep its Deployment at 0 replicas and scale it
 # from there on an External metric. gpuctl's autoscaled services need it for their burst (docs/serving.md).
