@@ -26,7 +26,7 @@
 #                                     hack/cluster/pause/main.go and this recipe (no registry here)
 #     bin/coredns-<v>/coredns         the real node's cluster DNS, same switch: CoreDNS's own main with only the
 #                                     plugins hack/cluster/real-node.sh's Corefile uses (kubernetes, errors,
-#                                     health, ready, cache, log), as CoreDNS documents for custom builds
+#                                     health, ready, log), as CoreDNS documents for custom builds
 #     src/<component>-<v>/            scratch Go modules
 #     dirs.env                        module source dirs of kueue and kwok (CRDs, webhooks, stages)
 # A flock on $CACHE/build.lock makes two concurrent builds safe: the second waits, then skips.
@@ -127,7 +127,6 @@ build_coredns() {
 package main
 
 import (
-	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
@@ -139,7 +138,7 @@ import (
 
 func main() { coremain.Run() }
 EOG
-  go get "$p/coremain@v$COREDNS_VERSION" "$p/plugin/cache@v$COREDNS_VERSION" "$p/plugin/errors@v$COREDNS_VERSION" \
+  go get "$p/coremain@v$COREDNS_VERSION" "$p/plugin/errors@v$COREDNS_VERSION" \
     "$p/plugin/health@v$COREDNS_VERSION" "$p/plugin/kubernetes@v$COREDNS_VERSION" "$p/plugin/log@v$COREDNS_VERSION" \
     "$p/plugin/ready@v$COREDNS_VERSION"
   go build -ldflags "-s -w" -o "$bin/coredns" .
