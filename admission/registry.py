@@ -387,10 +387,10 @@ REGISTRY: Final[tuple[Rule, ...]] = (
     ),
     Rule(
         SET_ASIDE_TOLERATION,
-        "a toleration of the set-aside taint on anything but a multi-node job",
+        "a toleration of a set-aside taint on anything but a multi-node job, or of another job's set-aside",
         "set_aside",
         set_aside.FIX,
-        ((WORK, lambda r: set_aside.check_set_aside_toleration(r.w)),),
+        ((WORK, lambda r: set_aside.check_set_aside_toleration(r.w, r.ns)),),
         set_aside.CEL,
         TEAM_POLICY,
     ),

@@ -27,14 +27,20 @@ class Work:
     has_template: bool
     obj_spec: Mapping[str, Any]  # the object's own spec (a Job's suspend); a Pod's: the pod spec
     tmpl_path: str = "spec.template"  # where the pod template is (a JobSet's: in its replicated job)
+    name: str = ""  # the object's metadata.name ("" under generateName: not known at admission)
 
 
 def reduce(kind: str, obj: Mapping[str, Any], where: str) -> Work:
     """The Work of `obj` (at `where`: request.object or request.oldObject); Malformed for a mistyped part."""
     labels, annotations, spec = _head(obj, where)
     if kind == "Pod":
-        return Work(kind, labels, annotations, EMPTY, EMPTY, spec, "spec", False, spec)
-    return _with_template(kind, labels, annotations, spec, spec, where, "spec")
+        w = Work(kind, labels, annotations, EMPTY, EMPTY, spec, "spec", False, spec)
+    else:
+        w = _with_template(kind, labels, annotations, spec, spec, where, "spec")
+    meta = obj.get("metadata")
+    name = meta.get("name") if type(meta) is dict else None
+    w.name = name if type(name) is str else ""
+    return w
 
 
 def reduce_all(kind: str, obj: Mapping[str, Any], where: str) -> list[Work]:

@@ -205,8 +205,9 @@ TRANSIENT_TAINT_KEYS: Final = frozenset(
         "DeletionCandidateOfClusterAutoscaler",
         "karpenter.sh/disrupted",
         "karpenter.sh/disruption",
-        # SET_ASIDE_TAINT_KEY (docs/distributed.md): never tolerated by a pool's flavor
+        # SET_ASIDE_TAINT_KEYS (docs/distributed.md, "No starvation"): never tolerated by a pool's flavor
         "runwhere.ai/set-aside",
+        "runwhere.ai/set-aside-job",
     }
 )
 # The taint gpuctl puts on every pool node (docs/adoption.md, the pool taint):
@@ -296,10 +297,6 @@ KUEUE_WORKLOAD_ANNOTATION: Final = "kueue.x-k8s.io/workload"
 # How long a GPU pod on a pool node may stay uncovered before `gpuctl serve` reports it: longer than the
 # healthy windows (watch events of a pod and its Workload arriving out of order; see also the allowance).
 UNCOVERED_GRACE_SECONDS: Final = 60.0
-# A pod being deleted is given its termination grace period (until its deletionTimestamp), at most this
-# long, before that grace starts: a deleted Job's or a preempted Workload's pods shut down after Kueue
-# stopped counting them. A longer terminationGracePeriodSeconds does not buy more time off Kueue's books.
-UNCOVERED_TERMINATION_ALLOWANCE_SECONDS: Final = 300.0
 # The longest terminationGracePeriodSeconds a pod (or pod template) in a team namespace may ask for
 # (admission's termination-grace rule, the webhook's --max-termination-grace, the chart's
 # maxTerminationGraceSeconds; `gpuctl create` refuses more). Kueue stops counting a pod once it is
@@ -307,6 +304,12 @@ UNCOVERED_TERMINATION_ALLOWANCE_SECONDS: Final = 300.0
 # backstop evicts a terminating pod that still holds uncharged GPUs past it (docs/security.md). 300 s: time
 # for a training job to write a checkpoint on SIGTERM; Kubernetes' own default is 30 s.
 MAX_TERMINATION_GRACE_SECONDS: Final = 300
+# A pod being deleted is given its termination grace period (until its deletionTimestamp), at most this
+# long, before the grace above starts: a deleted Job's or a preempted Workload's pods shut down after Kueue
+# stopped counting them. A longer terminationGracePeriodSeconds (one admitted before the cap, or past it)
+# buys no more time off Kueue's books: past allowance + grace the backstop ends the termination
+# (`gpuctl serve --termination-allowance`; docs/security.md, "The bound"). The cap admission enforces.
+UNCOVERED_TERMINATION_ALLOWANCE_SECONDS: Final = float(MAX_TERMINATION_GRACE_SECONDS)
 # Extended resources a team pod may request though Kueue does not charge them (admission's
 # extended-resource rule, the webhook's --allowed-extended-resource, the chart's allowedExtendedResources):
 # devices that are no accelerator. `name` or `prefix*`. RDMA devices (the RDMA shared device plugin's
@@ -320,6 +323,7 @@ UNCOVERED_EVICT_AFTER_SECONDS: Final = 120.0
 # The reason of the Kubernetes Events `gpuctl serve` posts on such pods, and the component it names.
 UNCOVERED_EVENT_REASON: Final = "GpuctlUncoveredGPUs"
 UNCOVERED_EVICTED_REASON: Final = "GpuctlEvictedUncovered"
+UNCOVERED_TERMINATION_ENDED_REASON: Final = "GpuctlEndedTermination"
 SERVE_COMPONENT: Final = "gpuctl-serve"
 
 # ---------------------------------------------------------------------------- reads (docs/security.md, 1)
@@ -476,6 +480,8 @@ HISTORY_FLUSH_SECONDS: Final = 2.0
 # The actor of what Kueue and gpuctl serve decide themselves.
 ACTOR_KUEUE: Final = "kueue"
 ACTOR_DEFRAG: Final = "gpuctl-serve (defrag)"
+ACTOR_BACKSTOP: Final = "gpuctl-serve (backstop)"
+ACTOR_SET_ASIDE: Final = "gpuctl-serve (set-aside)"
 
 # ----------------------------------------------------------------------------- metrics across clusters
 # `gpuctl serve --cluster NAME` adds this label, =NAME, to every series it exports (docs/metrics.md,
@@ -522,6 +528,11 @@ YAML_MAX_BYTES: Final = 1024 * 1024
 # Aliases can make a 1 KB document expand into billions of nodes ("billion laughs"): count the expanded
 # size before constructing anything (10 nested levels took 28 s and 2.2 GB before the limit).
 YAML_MAX_EXPANDED_NODES: Final = 200_000
+
+# The REST API's logs (GET .../logs and its WebSocket): the largest `tail` and `rank` accepted (a larger
+# tail is the API server's 400 from its integer parser; no gang has 100,000 ranks). Beyond: 422 naming it.
+LOG_TAIL_MAX: Final = 1_000_000
+LOG_RANK_MAX: Final = 100_000
 
 # --------------------------------------------------------------------------------- trust (docs/security.md)
 # gpuctl serve's ServiceAccount as the API server names it (manifests/serve/rbac.yaml; the chart rewrites
@@ -579,20 +590,35 @@ POOL_TOPOLOGY_ANNOTATION: Final = "runwhere.ai/topology"
 # hash of the levels, so pools with the same levels share one and a Topology (immutable) never changes.
 TOPOLOGY_PREFIX: Final = "gpuctl-topology-"
 # No starvation (docs/distributed.md, "No starvation"): `gpuctl serve --defrag POOLS` sets whole nodes aside
-# for the oldest waiting multi-node job of each pool, with this NoSchedule taint (value: the gang's
-# namespace). Kueue places nothing new there but a gang (every gang's pods tolerate it); what runs there
-# keeps running (the Kueue configuration turns TASReplaceNodeOnNodeTaints off). The node annotation names
-# the gang; serve removes both once the gang holds quota or stops waiting.
+# for the oldest waiting multi-node job of each pool, with two NoSchedule taints naming that one gang:
+# runwhere.ai/set-aside=<its namespace> and runwhere.ai/set-aside-job=<its Job's name> (one gang's nodes,
+# no other gang's; taint values are label values, so the two names go in two taints, never
+# truncated). Kueue places nothing new there but that gang (only its pods tolerate both,
+# gpuctl.domain.gang.set_aside_tolerations); what runs there keeps running (the Kueue configuration turns
+# TASReplaceNodeOnNodeTaints off). The node annotations name the gang and when its set-aside began; serve
+# removes all of it once the gang holds quota, stops waiting, or its time is up.
 SET_ASIDE_TAINT_KEY: Final = "runwhere.ai/set-aside"
+SET_ASIDE_JOB_TAINT_KEY: Final = "runwhere.ai/set-aside-job"
+SET_ASIDE_TAINT_KEYS: Final = (SET_ASIDE_TAINT_KEY, SET_ASIDE_JOB_TAINT_KEY)
 SET_ASIDE_FOR_ANNOTATION: Final = "runwhere.ai/set-aside-for"
+SET_ASIDE_SINCE_ANNOTATION: Final = "runwhere.ai/set-aside-since"
 # A gang must have waited this long (Kueue had its cycles) before nodes are set aside for it.
 SET_ASIDE_SETTLE_SECONDS: Final = 30.0
-# The Event on a Workload requeued because Kueue admitted it onto a node just set aside for a gang
-# (gpuctl.domain.setaside.stranded).
+# A set-aside ends, whatever its gang does, once its nodes have been free of other GPU work this
+# long without Kueue admitting the gang (then something else than those nodes keeps it waiting), or once it
+# has lasted SET_ASIDE_MAX_SECONDS (the work on its nodes outlasts any fair hold). Its gang then gets no
+# set-aside for SET_ASIDE_COOLDOWN_SECONDS (on its Workload: runwhere.ai/set-aside-ended), so the next
+# waiting gang and other work get their turn.
+SET_ASIDE_IDLE_SECONDS: Final = 120.0
+SET_ASIDE_MAX_SECONDS: Final = 7200.0
+SET_ASIDE_COOLDOWN_SECONDS: Final = 600.0
+SET_ASIDE_ENDED_ANNOTATION: Final = "runwhere.ai/set-aside-ended"
+# The Events on a gang's Workload when nodes are set aside for it and when that ends (the audit trail
+# records both), and on a Workload requeued because Kueue admitted it onto a node just set aside for a gang
+# (gpuctl.domain.setaside.stranded) or because its pods sat on another gang's nodes (squatters).
+SET_ASIDE_EVENT_REASON: Final = "GpuctlSetAside"
+SET_ASIDE_ENDED_REASON: Final = "GpuctlSetAsideEnded"
 SET_ASIDE_REQUEUE_REASON: Final = "GpuctlSetAsideRequeue"
-# docs/distributed.md, "No starvation": a multi-node job's pods tolerate the taint of the nodes set aside for
-# the oldest waiting gang (gpuctl.domain.setaside); nothing else may (the webhook's set-aside-toleration).
-GANG_TOLERATION: Final = {"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 # A gang's placement without a required level: preferred one node, so Kueue's Topology Aware Scheduling tries
 # one node, then one domain of each level up (rack, block), then spreads the pods over the pool. Every pool's
 # Topology has kubernetes.io/hostname as its lowest level, so this is valid in any pool without knowing its

@@ -39,8 +39,8 @@ from admission.policies.skeleton import (
 )
 from gpuctl.constants import (
     GANG_PLACEMENT,
-    GANG_TOLERATION,
     LOCAL_QUEUE_NAME,
+    SET_ASIDE_TAINT_KEYS,
     TAS_REQUEST_KEYS,
     TAS_UNCONSTRAINED,
     Labels,
@@ -101,7 +101,9 @@ def _gang_conditions() -> list[dict]:
 
 def _gang_patches() -> str:
     """CEL JSONPatch list: gpuctl's gang topology annotation where the template asks Kueue for none, and the
-    set-aside toleration where it has none (gpuctl.builders.gang: what `gpuctl create` renders)."""
+    tolerations of the job's own set-aside (runwhere.ai/set-aside=<its namespace>, set-aside-job=<its name>:
+    gpuctl.domain.gang.set_aside_tolerations, what `gpuctl create` renders) for each key it has none of; none
+    under generateName (no name yet: set-aside-toleration lets such a gang tolerate no set-aside)."""
     tmpl = "object.spec.template"
     ((key, value),) = GANG_PLACEMENT.items()
     ann = f"{{{q(key)}: {q(value)}}}"
@@ -114,13 +116,24 @@ def _gang_patches() -> str:
         f"{cel_list(TAS_REQUEST_KEYS)}.exists(k, k in {tmpl}.metadata.annotations) ? [] :\n"
         f"[JSONPatch{{op: 'add', path: '/spec/template/metadata/annotations/{escaped}', value: {q(value)}}}]"
     )
-    tol = "{" + ", ".join(f"{q(k)}: {q(v)}" for k, v in GANG_TOLERATION.items()) + "}"
-    key_t = q(GANG_TOLERATION["key"])
+    # (string(): in a JSONPatch value a map literal is typed by its entries, and metadata.name is dyn.)
+    own = zip(
+        SET_ASIDE_TAINT_KEYS, ("string(request.namespace)", "string(object.metadata.name)"), strict=True
+    )
+    tols = [
+        (q(k), f"{{'key': {q(k)}, 'operator': 'Equal', 'value': {v}, 'effect': 'NoSchedule'}}")
+        for k, v in own
+    ]
+    each = " +\n".join(
+        f"({tmpl}.spec.tolerations.exists(t, has(t.key) && t.key == {key}) ? [] : "
+        f"[JSONPatch{{op: 'add', path: '/spec/template/spec/tolerations/-', value: {tol}}}])"
+        for key, tol in tols
+    )
     tolerate = (
+        "!has(object.metadata.name) || object.metadata.name == '' ? [] :\n"
         f"!has({tmpl}.spec.tolerations) ? [JSONPatch{{op: 'add', path: '/spec/template/spec/tolerations', "
-        f"value: [{tol}]}}] :\n"
-        f"{tmpl}.spec.tolerations.exists(t, has(t.key) && t.key == {key_t}) ? [] :\n"
-        f"[JSONPatch{{op: 'add', path: '/spec/template/spec/tolerations/-', value: {tol}}}]"
+        f"value: [{', '.join(t for _, t in tols)}]}}] :\n"
+        f"{each}"
     )
     return f"({annotate}) +\n({tolerate})"
 

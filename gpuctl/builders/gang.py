@@ -30,8 +30,8 @@ from gpuctl.constants import (
     GANG_PLACEMENT,
     GANG_PORT_NAME,
     GANG_RANK_ENV,
-    GANG_TOLERATION,
     JOB_COMPLETION_INDEX_ANNOTATION,
+    SET_ASIDE_TAINT_KEYS,
     TAS_REQUIRED,
     TAS_UNCONSTRAINED,
     Labels,
@@ -117,7 +117,7 @@ def topology_annotation(spec: TrainingSpec | InferenceSpec, pool: TargetPool) ->
     return dict(GANG_PLACEMENT)
 
 
-def gang_job_spec(spec: TrainingSpec, pool: TargetPool, template: dict) -> dict:
+def gang_job_spec(spec: TrainingSpec, namespace: str, pool: TargetPool, template: dict) -> dict:
     """The Job spec of the gang of spec.resources.nodes pods, from the one-pod template the training builder
     made (gpuctl.builders.common.pod_template), which is read, not changed: a new spec and template."""
     nodes = spec.resources.nodes
@@ -129,13 +129,14 @@ def gang_job_spec(spec: TrainingSpec, pool: TargetPool, template: dict) -> dict:
         "backoffLimit": 0,
         "podFailurePolicy": copy.deepcopy(POD_FAILURE_POLICY),
         "podReplacementPolicy": "Failed",
-        "template": gang_template(spec, pool, template),
+        "template": gang_template(spec, namespace, pool, template),
     }
 
 
-def gang_template(spec: TrainingSpec, pool: TargetPool, template: dict) -> dict:
+def gang_template(spec: TrainingSpec, namespace: str, pool: TargetPool, template: dict) -> dict:
     """A rank's pod template: `template` plus the placement annotation (instead of "no topology"), the
-    Service's subdomain, the set-aside toleration, the launcher environment and the rendezvous port."""
+    Service's subdomain, the tolerations of the gang's own set-aside, the launcher environment and the
+    rendezvous port."""
     meta, pod = template["metadata"], template["spec"]
     annotations = {k: v for k, v in meta["annotations"].items() if k != TAS_UNCONSTRAINED}
     container, *others = pod["containers"]
@@ -146,8 +147,16 @@ def gang_template(spec: TrainingSpec, pool: TargetPool, template: dict) -> dict:
         "spec": {
             **pod,
             "subdomain": service_name(spec.job.name),
-            # Nodes `gpuctl serve --defrag` set aside for the oldest waiting gang (docs/distributed.md).
-            "tolerations": [*(pod.get("tolerations") or []), dict(GANG_TOLERATION)],
+            # Nodes `gpuctl serve --defrag` sets aside for this gang, and no other's (docs/distributed.md,
+            # "No starvation"): the tolerations of gpuctl.domain.gang.set_aside_taints (a unit test keeps
+            # them equal).
+            "tolerations": [
+                *(pod.get("tolerations") or []),
+                *(
+                    {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
+                    for key, value in zip(SET_ASIDE_TAINT_KEYS, (namespace, spec.job.name), strict=True)
+                ),
+            ],
             "containers": [
                 {
                     **container,

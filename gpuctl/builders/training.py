@@ -13,7 +13,7 @@ BACKOFF_LIMIT = 3
 def build(spec: TrainingSpec, namespace: str, pool: TargetPool = WHOLE_GPUS) -> list[dict]:
     template = pod_template(spec, namespace, app_label=False, restart_policy="Never", pool=pool)
     if spec.resources.nodes > 1:
-        job_spec = gang_job_spec(spec, pool, template)
+        job_spec = gang_job_spec(spec, namespace, pool, template)
     else:
         job_spec = {
             # Kueue's webhook would set it anyway; saying it keeps the intent visible in dry runs.

@@ -123,6 +123,8 @@ def describe_job(args: argparse.Namespace) -> int:
         _autoscaling(d.autoscaling)
     if d.moved:
         kv([("Moved", d.moved)])
+    if d.set_aside_ended:
+        kv([("Set-aside ended", d.set_aside_ended)])
     if data["service"]:
         s = data["service"]
         kv([("Service", _service_line(s))])

@@ -40,8 +40,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gpuctl.constants import KUEUE_WORKLOAD_ANNOTATION
+from gpuctl.constants import KUEUE_WORKLOAD_ANNOTATION, Labels
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus
+from gpuctl.domain.history import job_name
 from gpuctl.domain.objects import controller_ref, meta, owner_refs, parse_time
 from gpuctl.domain.workload import HOLDING_QUOTA, reserved_gpus, workload_state
 
@@ -71,6 +72,8 @@ class Uncovered:
     workload: str  # the Workload it is linked to ("" for no_workload)
     terminating: bool  # deletionTimestamp set: it is already going away
     deleting_at: float | None = None  # its deletionTimestamp (epoch seconds): the end of its termination
+    deletion_grace: int | None = None  # the grace it was deleted with (deletionGracePeriodSeconds)
+    job: str = ""  # the job it belongs to (its Workload's, else its controller's name, else the pod's)
 
     @property
     def key(self) -> str:
@@ -117,8 +120,19 @@ def _links(pod: Mapping[str, Any], by_owner: _Index, by_name: _Index) -> list[Ma
     return out
 
 
+def _job(pod: Mapping[str, Any], wl: Mapping[str, Any] | None) -> str:
+    if wl is not None:
+        return job_name(wl)
+    m = meta(pod)
+    owner = controller_ref(pod)
+    return str(
+        (owner or {}).get("name") or (m.get("labels") or {}).get(Labels.JOB_NAME) or m.get("name") or ""
+    )
+
+
 def _entry(pod: Mapping[str, Any], node: str, pool: str, gpus: int, reason: Reason, wl: Any) -> Uncovered:
     m = meta(pod)
+    grace = m.get("deletionGracePeriodSeconds")
     return Uncovered(
         namespace=m.get("namespace") or "",
         name=m.get("name") or "",
@@ -130,6 +144,8 @@ def _entry(pod: Mapping[str, Any], node: str, pool: str, gpus: int, reason: Reas
         workload=(meta(wl).get("name") or "") if wl is not None else "",
         terminating=bool(m.get("deletionTimestamp")),
         deleting_at=parse_time(m.get("deletionTimestamp")),
+        deletion_grace=grace if type(grace) is int else None,
+        job=_job(pod, wl),
     )
 
 

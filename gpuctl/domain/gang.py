@@ -26,15 +26,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpuctl.constants import (
+    GPU_RESOURCE,
     HOSTNAME_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
     LWS_GROUP_INDEX_LABEL,
     LWS_WORKER_INDEX_LABEL,
     POOL_TOPOLOGY_ANNOTATION,
     SET_ASIDE_FOR_ANNOTATION,
+    SET_ASIDE_JOB_TAINT_KEY,
     SET_ASIDE_TAINT_KEY,
+    SET_ASIDE_TAINT_KEYS,
 )
-from gpuctl.domain.gpus import pod_spec_gpus
+from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpus
 from gpuctl.domain.objects import annotations, controller_ref, labels, meta, name, owner_ref, pod_finished
 from gpuctl.domain.status import is_gated, pod_node, workload_word
 
@@ -110,9 +113,18 @@ def workload_gang(wl: Mapping[str, Any] | None) -> tuple[int, int] | None:
     return pods, pod_spec_gpus(template.get("spec") or {})
 
 
-def gang_text(nodes: int, gpus_per_node: int) -> str:
-    """ "2 nodes x 8 GPUs = 16 GPUs" (what `describe job` and a dry run say of a gang)."""
-    return f"{nodes} nodes x {gpus_per_node} GPUs = {nodes * gpus_per_node} GPUs"
+def _amounts(per_pod: Mapping[str, int], times: int) -> str:
+    """ "16 GPUs", "2 nvidia.com/mig-1g.10gb", "8 GPUs + 2 nvidia.com/gpu.shared": whole GPUs first."""
+    parts = [f"{n * times} GPUs" for r, n in per_pod.items() if r == GPU_RESOURCE]
+    parts += [f"{n * times} {r}" for r, n in sorted(per_pod.items()) if r != GPU_RESOURCE]
+    return " + ".join(parts) or "0 GPUs"
+
+
+def gang_text(nodes: int, per_node: Mapping[str, int]) -> str:
+    """ "2 nodes x 8 GPUs = 16 GPUs" (what `describe job` and a dry run say of a gang); a gang of slices
+    names them (it said "0 GPUs"): "2 nodes x 1 nvidia.com/mig-1g.10gb = 2 nvidia.com/mig-1g.10gb".
+    `per_node`: one pod's GPU resources (gpuctl.domain.gpus.pod_spec_gpu_requests)."""
+    return f"{nodes} nodes x {_amounts(per_node, 1)} = {_amounts(per_node, nodes)}"
 
 
 def replicas_text(replicas: int, nodes: int, gpus_per_node: int) -> str:
@@ -140,7 +152,7 @@ def gang_note(obj: Mapping[str, Any]) -> str:
     nodes = gang_nodes(obj)
     if nodes == 1:
         return ""
-    return f" ({gang_text(nodes, pod_spec_gpus((obj['spec']['template'] or {}).get('spec') or {}))})"
+    return f" ({gang_text(nodes, pod_spec_gpu_requests((obj['spec']['template'] or {}).get('spec') or {}))})"
 
 
 def pod_rank(pod: Mapping[str, Any]) -> int | None:
@@ -308,14 +320,87 @@ def set_aside_start(
 
 
 def tolerates_set_aside(pod_spec: Mapping[str, Any] | None) -> bool:
-    """Whether a pod spec tolerates gpuctl's set-aside taint (runwhere.ai/set-aside:NoSchedule): a toleration
-    of that key, or of every key (`operator: Exists` without a key), for NoSchedule or every effect."""
+    """Whether a pod spec tolerates some set-aside taint (runwhere.ai/set-aside or set-aside-job, NoSchedule):
+    a toleration of either key, whatever its value, or of every key (`operator: Exists` without a key), for
+    NoSchedule or every effect. Only a gang may, and only its own (`own_set_aside_tolerations`)."""
+    return bool(set_aside_tolerations_of(pod_spec))
+
+
+def set_aside_tolerations_of(pod_spec: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The pod spec's tolerations that tolerate some set-aside taint (`tolerates_set_aside`)."""
+    out = []
     for t in (pod_spec or {}).get("tolerations") or []:
         if not isinstance(t, Mapping) or t.get("effect") not in (None, "", "NoSchedule"):
             continue
-        if t.get("key") == SET_ASIDE_TAINT_KEY or (not t.get("key") and t.get("operator") == "Exists"):
+        if t.get("key") in SET_ASIDE_TAINT_KEYS or (not t.get("key") and t.get("operator") == "Exists"):
+            out.append(t)
+    return out
+
+
+def set_aside_taints(gang: str) -> list[dict]:
+    """The taints of the nodes set aside for `gang` (namespace/job): its namespace and its Job's name, each
+    a label value as a taint value must be, in two taints (constants.SET_ASIDE_TAINT_KEYS, in that order;
+    gpuctl.builders.gang writes the gang's tolerations of exactly these)."""
+    ns, _, job = gang.partition("/")
+    own = zip(SET_ASIDE_TAINT_KEYS, (ns, job), strict=True)
+    return [{"key": k, "value": v, "effect": "NoSchedule"} for k, v in own]
+
+
+def set_aside_tolerations(namespace: str, job: str) -> list[dict]:
+    """What gang `namespace`/`job` tolerates of set-asides: its own taints and no other gang's."""
+    return [{**t, "operator": "Equal"} for t in set_aside_taints(f"{namespace}/{job}")]
+
+
+def foreign_set_aside_tolerations(
+    pod_spec: Mapping[str, Any] | None, namespace: str, job: str
+) -> list[Mapping[str, Any]]:
+    """The pod spec's set-aside tolerations (`set_aside_tolerations_of`) that are not gang namespace/job's
+    own: its own are operator Equal (or unset, or empty: Kubernetes' default) with the value its namespace
+    (runwhere.ai/set-aside) or its name (runwhere.ai/set-aside-job; a job without a name has none).
+    admission.validators.set_aside refuses them on a gang (its CEL reads the same)."""
+
+    def own(t: Mapping[str, Any]) -> bool:
+        if (t.get("operator") or "Equal") != "Equal":
+            return False
+        value = t.get("value") or ""
+        return (t.get("key") == SET_ASIDE_TAINT_KEY and value == namespace) or (
+            t.get("key") == SET_ASIDE_JOB_TAINT_KEY and job != "" and value == job
+        )
+
+    return [t for t in set_aside_tolerations_of(pod_spec) if not own(t)]
+
+
+def own_set_aside_tolerations(pod_spec: Mapping[str, Any] | None, namespace: str, job: str) -> bool:
+    """Whether pods with this spec may use the nodes set aside for gang namespace/job and no other gang's:
+    both of its taints tolerated, and no set-aside toleration that is not its own."""
+    return tolerates_gangs_set_aside(pod_spec, f"{namespace}/{job}") and not foreign_set_aside_tolerations(
+        pod_spec, namespace, job
+    )
+
+
+def tolerates_taint(tolerations: Iterable[Mapping[str, Any]] | None, taint: Mapping[str, Any]) -> bool:
+    """Whether some toleration tolerates `taint`, by Kubernetes' rule (k8s.io/api core/v1
+    Toleration.ToleratesTaint): the effect matches or is empty; a key-less `Exists` matches every key;
+    else the key matches and `Exists` or an equal value (`Equal`, the default operator)."""
+    for t in tolerations or []:
+        if not isinstance(t, Mapping) or t.get("effect") not in (None, "", taint.get("effect")):
+            continue
+        op = t.get("operator") or "Equal"
+        if not t.get("key"):
+            if op == "Exists":
+                return True
+            continue
+        if t.get("key") != taint.get("key"):
+            continue
+        if op == "Exists" or (op == "Equal" and (t.get("value") or "") == (taint.get("value") or "")):
             return True
     return False
+
+
+def tolerates_gangs_set_aside(pod_spec: Mapping[str, Any] | None, gang: str) -> bool:
+    """Whether pods with this spec may be scheduled on nodes set aside for `gang` (all its taints)."""
+    tolerations = (pod_spec or {}).get("tolerations") or []
+    return all(tolerates_taint(tolerations, t) for t in set_aside_taints(gang))
 
 
 def gang_never_fits(

@@ -184,6 +184,26 @@ def workload_gpus(wl: Mapping[str, Any] | None) -> int:
     return total
 
 
+def slices_held(specs: Iterable[tuple[Mapping[str, Any] | None, int]]) -> dict[str, int]:
+    """GPU resources other than whole GPUs (MIG instances, shared replicas) that pods with these specs
+    hold together, each spec counted `times`: what a job of slices shows beside its 0 whole GPUs."""
+    out: dict[str, int] = {}
+    for spec, times in specs:
+        for r, n in pod_spec_gpu_requests(spec).items():
+            if r != GPU_RESOURCE:
+                out[r] = out.get(r, 0) + n * times
+    return out
+
+
+def workload_slices(wl: Mapping[str, Any] | None) -> dict[str, int]:
+    """Slices a Kueue Workload asks for: over its pod sets, count x the template's (`slices_held`)."""
+    sets = ((wl or {}).get("spec") or {}).get("podSets") or []
+    return slices_held(
+        ((ps.get("template") or {}).get("spec"), 1 if ps.get("count") is None else int(ps["count"]))
+        for ps in sets
+    )
+
+
 def gpu_requests_by_pool(
     pods: Iterable[Mapping[str, Any]], node_pool: Mapping[str, str]
 ) -> dict[str, dict[str, int]]:

@@ -20,11 +20,16 @@ Actions (source -> actor; the table with the reasons is in docs/audit.md):
   became ready in time, an admission check such as MultiKueue's withdrew, the queue was stopped, a node
   failed) -> kueue, with Kueue's reason and message;
 - moved: runwhere.ai/moved-for + moved-at, Event GpuctlDefragMove -> gpuctl-serve (defrag);
+- set-aside, set-aside-ended: Events GpuctlSetAside, GpuctlSetAsideEnded -> gpuctl-serve (set-aside):
+  nodes held for a waiting gang, and given back by the set-aside's time limits (docs/distributed.md);
 - stopped by idleness: runwhere.ai/idle-stopped + idle-stopped-at on the Workload, Event GpuctlIdleStopped;
   scaled (a service scaled down), idle (due but only reported): Events GpuctlIdleScaled, GpuctlIdle ->
   gpuctl-serve (idle), the reason carrying the measured evidence (issue 40);
 - finished: condition Finished -> the job itself; deleted: deletionTimestamp or the DELETED watch event
-  -> unknown (no API object records who deletes; the API server's audit log does).
+  -> unknown (no API object records who deletes; the API server's audit log does);
+- reclaimed: gpuctl serve's backstop ended a pod's termination (gracePeriodSeconds 0) because it held GPUs
+  Kueue no longer counted past the bound (docs/security.md) -> gpuctl-serve (backstop); written by serve
+  itself (`reclaimed`), not read from an object.
 """
 
 from __future__ import annotations
@@ -38,9 +43,11 @@ from enum import StrEnum
 from typing import Any
 
 from gpuctl.constants import (
+    ACTOR_BACKSTOP,
     ACTOR_DEFRAG,
     ACTOR_IDLE,
     ACTOR_KUEUE,
+    ACTOR_SET_ASIDE,
     AUDIT_ACTIVE_MANAGER_PREFIX,
     AUDIT_ACTIVE_SET_BY_ANNOTATION,
     AUDIT_SUBMITTED_BY_ANNOTATION,
@@ -60,6 +67,8 @@ from gpuctl.constants import (
     IDLE_STOPPED_AT_ANNOTATION,
     IDLE_STOPPED_REASON,
     SERVING_CLASS,
+    SET_ASIDE_ENDED_REASON,
+    SET_ASIDE_EVENT_REASON,
     Tier,
 )
 from gpuctl.domain.multicluster import placement
@@ -78,6 +87,9 @@ class Action(StrEnum):
     IDLE = "idle"  # idle by its policy, only reported (a dry run, report only, kept)
     FINISHED = "finished"
     DELETED = "deleted"
+    SET_ASIDE = "set-aside"  # serve set nodes aside for this gang (its Event GpuctlSetAside)
+    SET_ASIDE_ENDED = "set-aside-ended"  # ... and gave them back by its time limits (GpuctlSetAsideEnded)
+    RECLAIMED = "reclaimed"  # the backstop ended a pod's termination: it held GPUs Kueue did not count
 
 
 ACTOR_UNKNOWN = "unknown"
@@ -460,6 +472,8 @@ def event_records(
         return [Record(t, ns, job, Action.ADMITTED.value, ACTOR_KUEUE, why, wuid)]
     if reason == DEFRAG_EVENT_REASON:
         return [Record(t, ns, job, Action.MOVED.value, ACTOR_DEFRAG, msg, wuid)]
+    if reason in _SET_ASIDE_ACTIONS:
+        return [Record(t, ns, job, _SET_ASIDE_ACTIONS[reason].value, ACTOR_SET_ASIDE, msg, wuid)]
     idle = _IDLE_ACTIONS.get(reason)
     if idle is not None:  # the message: what was done, then the evidence (gpuctl.server.idle)
         text = msg.split(": ", 1)[1] if idle is Action.STOPPED and ": " in msg else msg
@@ -472,6 +486,17 @@ _IDLE_ACTIONS = {
     IDLE_SCALED_REASON: Action.SCALED,
     IDLE_REPORTED_REASON: Action.IDLE,
 }
+
+
+_SET_ASIDE_ACTIONS = {
+    SET_ASIDE_EVENT_REASON: Action.SET_ASIDE,
+    SET_ASIDE_ENDED_REASON: Action.SET_ASIDE_ENDED,
+}
+
+
+def reclaimed(namespace: str, job: str, pod_uid: str, at: float, why: str) -> Record:
+    """The record of a pod whose termination serve's backstop ended (keyed by the pod's UID: one per pod)."""
+    return Record(rfc3339(at), namespace, job, Action.RECLAIMED.value, ACTOR_BACKSTOP, why, pod_uid)
 
 
 # ----------------------------------------------------------------------------- the ring

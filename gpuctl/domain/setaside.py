@@ -7,26 +7,40 @@ case), so a stream of 1-GPU jobs can keep two whole nodes from ever being free a
 stops that without preempting anything:
 
 - **Who.** Per pool, the first waiting gang (a Workload in Kueue's queue whose pod set counts more than one
-  pod) in Kueue's own order (priority, then age), that has waited `settle` seconds and whose team is within
-  its GPU quota with it (a team can hold back others only for work its quota entitles it to). One gang per
-  pool at a time; nothing for a gang that no domain of its pool could ever hold.
+  pod) in Kueue's own order (priority, then age), that has waited `settle` seconds, whose pods tolerate
+  its own set-aside, and that Kueue could admit on its team's own quota for every resource it charges:
+  GPU equivalents, CPU and memory (a gang within its GPU quota but over its CPU quota can never be
+  admitted, yet it held a whole pool). A team holds back others only for work its quota entitles it to.
+  One gang per pool at a time; nothing for a gang that no domain of its pool could ever hold.
 - **Which nodes.** N Ready nodes with room for one pod each when empty, inside one domain of the gang's
   required level (else of the smallest level that has N, else anywhere in the pool), those that become free
   first: the latest known end (maxRuntime) of what runs there, then the fewest GPUs in use, then by name.
-- **What it does.** A NoSchedule taint (runwhere.ai/set-aside) that only gangs tolerate: Kueue admits no new
-  non-gang work there, what runs there runs to its end, and the gang is admitted as soon as they are free.
-- **Given back** when the gang holds quota, is deleted or stopped, or another gang now comes first.
+- **What it does.** Two NoSchedule taints naming that one gang (runwhere.ai/set-aside=<namespace>,
+  runwhere.ai/set-aside-job=<job>: gpuctl.domain.gang.set_aside_taints) that only its own pods tolerate:
+  Kueue admits no other work there, another gang included, what runs there runs to its end, and
+  the gang is admitted as soon as they are free.
+- **Given back** when the gang holds quota, is deleted or stopped. A gang that comes first later (a higher
+  priority) waits for the set-aside to end, as every other gang does (a high-priority 2 x 1-GPU
+  gang that no free domain could hold displaced a 2 x 8 gang's set-aside and was admitted onto its nodes).
+- **Ended** when its nodes have been free of other GPU work for `idle` seconds and Kueue still
+  did not admit the gang (something else keeps it waiting), or when it has lasted `max_hold` seconds; the
+  gang then gets no set-aside for `cooldown` seconds (its Workload's runwhere.ai/set-aside-ended), so the
+  next gang and other work get their turn. Both ends are said: an Event on the Workload, its audit trail.
 - **Stranded jobs requeued.** Kueue may admit a job onto a node in the moment the taint is being set (its
   scheduler decides from a cache the node's update reaches a little later), or have admitted it just
   before without its pod bound yet. Such a pod is pinned to the node (Kueue's nodeSelector) and can never
   be scheduled there while the taint stays, and its Workload holds that node's capacity in Kueue's books:
   the gang would wait for it and it for the gang, until its maxRuntime or waitForPodsReady's timeout.
-  A non-gang pod that is unbound, pinned to a set-aside node and reported Unschedulable by the scheduler
-  therefore has its Workload requeued (`stranded`): it never started, nothing is lost, it keeps its place.
+  A pod that is unbound, pinned to a set-aside node, does not tolerate that gang's taints and is reported
+  Unschedulable by the scheduler therefore has its Workload requeued (`stranded`): it never started,
+  nothing is lost, it keeps its place. Another gang's pods included.
+- **Squatters moved.** A pod holding GPUs on a node set aside for a gang that tolerates that
+  gang's taints without being that gang's (a toleration of every set-aside, from before per-gang taints or
+  past admission) has its Workload requeued the same way, whatever its priority (`squatters`).
 
 The bound: a gang starts at most `settle` + one reconcile interval + the longest remaining run time of the
-jobs on the chosen nodes after it became the first waiting gang of its pool (plus Kueue's admission step);
-jobs without a maxRuntime make that bound unknown.
+jobs on the chosen nodes after it became the first waiting gang of its pool (plus Kueue's admission step),
+within `max_hold`; jobs without a maxRuntime make that bound unknown.
 """
 
 from __future__ import annotations
@@ -34,15 +48,31 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from gpuctl.constants import (
     HOSTNAME_LABEL,
     KUEUE_WORKLOAD_ANNOTATION,
+    QUOTA_CPU,
+    QUOTA_CPU_PER_CORE,
+    QUOTA_GPU,
+    QUOTA_MEMORY,
+    SET_ASIDE_COOLDOWN_SECONDS,
+    SET_ASIDE_ENDED_ANNOTATION,
+    SET_ASIDE_IDLE_SECONDS,
+    SET_ASIDE_MAX_SECONDS,
+    SET_ASIDE_SINCE_ANNOTATION,
     TAS_REQUIRED,
 )
-from gpuctl.domain.gang import level_domains, set_aside_for, tolerates_set_aside, workload_gang
-from gpuctl.domain.gpus import pod_gpus
+from gpuctl.domain.gang import (
+    level_domains,
+    own_set_aside_tolerations,
+    set_aside_for,
+    tolerates_gangs_set_aside,
+    workload_gang,
+)
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_units, pod_spec_request
 from gpuctl.domain.objects import (
     annotations,
     condition,
@@ -50,17 +80,19 @@ from gpuctl.domain.objects import (
     name,
     namespace,
     owner_ref,
+    owner_refs,
     parse_time,
     pod_finished,
 )
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready
-from gpuctl.domain.teams import team_budgets, team_reserved_gpus
+from gpuctl.domain.teams import budget_shortfall, team_queues
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
     IN_QUEUE,
     job_pool,
     pod_release_deadline,
     priority_value,
+    topology_nodes,
     workload_state,
 )
 
@@ -77,6 +109,8 @@ class Gang:
     priority: int
     since: float
     level: str = ""  # required topology level ("": none)
+    workload: str = ""  # namespace/name of its Workload
+    blocked: str = ""  # why it gets no set-aside ("": it may)
 
 
 @dataclass(frozen=True)
@@ -84,31 +118,85 @@ class Plan:
     hold: dict[str, str]  # node -> gang key: nodes to set aside (already or newly)
     release: tuple[str, ...]  # nodes set aside for a gang that no longer needs them
     why: dict[str, str]  # pool -> the decision, for logs and the metric
-    requeue: dict[str, str] = field(default_factory=dict)  # Workload ns/name -> why (`stranded`)
+    requeue: dict[str, str] = field(default_factory=dict)  # Workload ns/name -> why (stranded, squatters)
+    started: dict[str, tuple[str, ...]] = field(default_factory=dict)  # gang Workload ns/name -> new nodes
+    ended: dict[str, str] = field(default_factory=dict)  # gang Workload ns/name -> why its set-aside ended
+    idle_since: dict[str, float] = field(default_factory=dict)  # held gang -> since when its nodes are free
+    since: dict[str, float] = field(default_factory=dict)  # held gang -> when its set-aside began
+
+
+def ended_at(wl: Mapping[str, Any]) -> float | None:
+    """When the Workload's last set-aside ended (runwhere.ai/set-aside-ended: "<RFC 3339> <why>")."""
+    return parse_time((annotations(wl).get(SET_ASIDE_ENDED_ANNOTATION) or "").split(" ", 1)[0])
+
+
+def ended_note(at: float, why: str, rfc3339: Any) -> str:
+    """The runwhere.ai/set-aside-ended value (`ended_at` reads its time back)."""
+    return f"{rfc3339(at)} {why}"
+
+
+def _last_end(wl: Mapping[str, Any], ended: Mapping[str, float] | None) -> float | None:
+    times = [t for t in (ended_at(wl), (ended or {}).get(f"{namespace(wl)}/{name(wl)}")) if t is not None]
+    return max(times) if times else None
+
+
+def gang_budget(pods: int, spec: Mapping[str, Any] | None) -> dict[str, Decimal]:
+    """What Kueue charges a team's budget for `pods` pods of this spec, in the ClusterQueue's units (the
+    Kueue configuration's transformations: GPU equivalents in 1/840 GPU, milli-CPU, bytes)."""
+    return {
+        QUOTA_GPU: Decimal(pods * pod_spec_gpu_units(spec)),
+        QUOTA_CPU: pods * pod_spec_request(spec, "cpu") * QUOTA_CPU_PER_CORE,
+        QUOTA_MEMORY: pods * pod_spec_request(spec, "memory"),
+    }
 
 
 def waiting_gangs(
-    workloads: Iterable[Mapping[str, Any]], cluster_queues: Sequence[Mapping[str, Any]]
+    workloads: Iterable[Mapping[str, Any]],
+    cluster_queues: Sequence[Mapping[str, Any]],
+    *,
+    now: float | None = None,
+    cooldown: float = SET_ASIDE_COOLDOWN_SECONDS,
+    ended: Mapping[str, float] | None = None,
 ) -> list[Gang]:
-    """Waiting gangs whose team is within its GPU quota with them, in Kueue's order."""
-    budgets, used = team_budgets(cluster_queues), team_reserved_gpus(cluster_queues)
+    """Waiting gangs in Kueue's order, each with why it may get no set-aside (`Gang.blocked`): its pods do
+    not tolerate its own set-aside, its team's quota cannot take it (any resource), or its last set-aside
+    ended less than `cooldown` seconds before `now` (its Workload's annotation, or `ended`: Workload
+    ns/name -> when)."""
+    teams = team_queues(cluster_queues)
     out = []
     for wl in workloads:
         gang = workload_gang(wl)
         if workload_state(wl) not in IN_QUEUE or gang is None:
             continue
         template = wl["spec"]["podSets"][0].get("template") or {}
-        if not tolerates_set_aside(template.get("spec")):
-            continue  # its pods could not use the nodes set aside (a raw Indexed Job the policy missed)
         pods, gpus = gang
-        ns = meta(wl).get("namespace", "")
-        quota = budgets[ns].gpu if ns in budgets else 0
-        if gpus <= 0 or (quota is not None and used.get(ns, 0) + pods * gpus > quota):
+        if gpus <= 0:
             continue
-        key = f"{ns}/{(owner_ref(wl) or {}).get('name') or name(wl)}"
+        ns = namespace(wl)
+        job = (owner_ref(wl) or {}).get("name") or name(wl)
+        blocked = ""
+        if not own_set_aside_tolerations(template.get("spec"), ns, job):
+            blocked = "its pods do not tolerate its own set-aside (a raw Indexed Job the policy missed)"
+        elif short := budget_shortfall(teams.get(ns), gang_budget(pods, template.get("spec"))):
+            blocked = f"over its team's quota, {short}: Kueue cannot admit it on its quota"
+        elif now is not None and (t := _last_end(wl, ended)) is not None and now < t + cooldown:
+            blocked = f"its last set-aside ended {now - t:.0f}s ago; none again for {cooldown:.0f}s"
         since = parse_time(meta(wl).get("creationTimestamp")) or 0.0
         level = annotations(template).get(TAS_REQUIRED, "")
-        out.append(Gang(key, ns, job_pool(wl) or "", pods, gpus, priority_value(wl), since, level))
+        out.append(
+            Gang(
+                f"{ns}/{job}",
+                ns,
+                job_pool(wl) or "",
+                pods,
+                gpus,
+                priority_value(wl),
+                since,
+                level,
+                f"{ns}/{name(wl)}",
+                blocked,
+            )
+        )
     return sorted(out, key=lambda g: (-g.priority, g.since, g.key))
 
 
@@ -142,6 +230,20 @@ def choose_nodes(
     return None
 
 
+def _held_since(
+    nodes: Sequence[Mapping[str, Any]], marked: Mapping[str, str], now: float
+) -> dict[str, float]:
+    """Gang -> when its set-aside began: the earliest runwhere.ai/set-aside-since of its nodes (a node set
+    aside before that annotation existed counts from now)."""
+    out: dict[str, float] = {}
+    for n in nodes:
+        gang = marked.get(name(n))
+        if gang is not None:
+            t = parse_time(annotations(n).get(SET_ASIDE_SINCE_ANNOTATION)) or now
+            out[gang] = min(out.get(gang, t), t)
+    return out
+
+
 def plan_set_aside(
     nodes: Sequence[Mapping[str, Any]],
     pods: Iterable[Mapping[str, Any]],
@@ -152,51 +254,186 @@ def plan_set_aside(
     pools: Sequence[str] | None,
     now: float,
     settle: float,
+    idle: float = SET_ASIDE_IDLE_SECONDS,
+    max_hold: float = SET_ASIDE_MAX_SECONDS,
+    cooldown: float = SET_ASIDE_COOLDOWN_SECONDS,
+    idle_since: Mapping[str, float] | None = None,
+    recently_ended: Mapping[str, float] | None = None,
 ) -> Plan:
     """Which nodes to hold for which gang, and which to give back (module docstring). `levels`: each
-    pool's topology levels above the node (gpuctl.domain.gang.pool_topology); `pools`: None for all."""
+    pool's topology levels above the node (gpuctl.domain.gang.pool_topology); `pools`: None for all;
+    `idle_since`: the last plan's (gang -> since when its held nodes are free: the caller keeps it);
+    `recently_ended`: Workload ns/name -> when the caller ended its set-aside (its annotation may not have
+    reached the caller's cache yet)."""
     pods_on: dict[str, list[Mapping[str, Any]]] = {}
     for p in pods:  # by node; "" holds the pods not bound yet
         if not pod_finished(p):
             pods_on.setdefault((p.get("spec") or {}).get("nodeName") or "", []).append(p)
     marked = {name(n): g for n in nodes if (g := set_aside_for(n))}
-    first: dict[str, Gang] = {}
-    for g in waiting_gangs(workloads, cluster_queues):
+    began = _held_since(nodes, marked, now)
+    arriving = _arriving(workloads, pods_on)
+    by_pool: dict[str, list[Gang]] = {}
+    refused: dict[str, Gang] = {}
+    for g in waiting_gangs(workloads, cluster_queues, now=now, cooldown=cooldown, ended=recently_ended):
         if g.pool and (pools is None or g.pool in pools):
-            first.setdefault(g.pool, g)
+            if g.blocked:
+                refused.setdefault(g.pool, g)
+            else:
+                by_pool.setdefault(g.pool, []).append(g)
     hold: dict[str, str] = {}
-    why: dict[str, str] = {}
-    for pool, g in sorted(first.items()):
-        if now - g.since < settle:
+    why: dict[str, str] = {
+        pool: f"{g.key} gets no set-aside: {g.blocked}" for pool, g in refused.items() if pool not in by_pool
+    }
+    started: dict[str, tuple[str, ...]] = {}
+    ended: dict[str, str] = {}
+    idle_now: dict[str, float] = {}
+    for pool, gangs in sorted(by_pool.items()):
+        ready = [g for g in gangs if now - g.since >= settle]
+        if not ready:
+            g = gangs[0]
             why[pool] = f"{g.key} waits {now - g.since:.0f}s of {settle:.0f}s before nodes are set aside"
             continue
-        kept = [n for n, k in marked.items() if k == g.key]
-        if len(kept) >= g.pods:
-            hold.update(dict.fromkeys(kept, g.key))
-            why[pool] = f"holding {', '.join(sorted(kept))} for {g.key}"
+        # A set-aside, once made, is its gang's until it ends: a gang that comes first later (a higher
+        # priority) waits for that, as every other gang does (no gang takes another's nodes).
+        holder = next((g for g in ready if sum(1 for k in marked.values() if k == g.key) >= g.pods), None)
+        if holder is not None:
+            kept = sorted(n for n, k in marked.items() if k == holder.key)
+            end = _end(
+                holder, kept, pods_on, now, began.get(holder.key, now), idle, max_hold, idle_since or {},
+                idle_now,
+            )  # fmt: skip
+            if not end:
+                hold.update(dict.fromkeys(kept, holder.key))
+                first = "" if ready[0] is holder else f"; {ready[0].key}, first in Kueue's order, waits"
+                why[pool] = f"holding {', '.join(kept)} for {holder.key}{first}"
+                continue
+            ended[holder.workload] = end
+            why[pool] = f"set-aside of {', '.join(kept)} for {holder.key} ended: {end}"
             continue
-        candidates = [
-            n
-            for n in nodes
-            if node_pool(n) == pool and node_ready(n) and marked.get(name(n)) in (None, g.key)
-        ]
-        chosen = choose_nodes(g, candidates, levels.get(pool, ()), pods_on)
-        if chosen is None:
-            why[pool] = f"no domain of {pool} can hold {g.key} ({g.pods} nodes with {g.gpus} GPUs)"
-            continue
-        hold.update(dict.fromkeys(chosen, g.key))
-        why[pool] = f"set aside {', '.join(chosen)} for {g.key}"
+        for g in ready:  # the first gang some domain of the pool can hold, in Kueue's order
+            candidates = [
+                n
+                for n in nodes
+                if node_pool(n) == pool
+                and node_ready(n)
+                and marked.get(name(n)) in (None, g.key)
+                and (name(n) not in arriving or marked.get(name(n)) == g.key)
+            ]
+            chosen = choose_nodes(g, candidates, levels.get(pool, ()), pods_on)
+            if chosen is None:
+                why.setdefault(
+                    pool, f"no domain of {pool} can hold {g.key} ({g.pods} nodes with {g.gpus} GPUs)"
+                )
+                continue
+            hold.update(dict.fromkeys(chosen, g.key))
+            started[g.workload] = tuple(chosen)
+            began[g.key] = now
+            why[pool] = f"set aside {', '.join(chosen)} for {g.key}"
+            break
     release = tuple(sorted(n for n in marked if n not in hold))
     held = {n: g for n, g in marked.items() if hold.get(n) == g}
-    return Plan(hold, release, why, stranded(pods_on.get("", []), workloads, held))
+    requeue = {**squatters(pods_on, workloads, held), **stranded(pods_on.get("", []), workloads, held)}
+    since = {g: t for g, t in began.items() if g in hold.values()}
+    return Plan(hold, release, why, requeue, started, ended, idle_now, since)
+
+
+def _arriving(
+    workloads: Iterable[Mapping[str, Any]], pods_on: Mapping[str, list[Mapping[str, Any]]]
+) -> set[str]:
+    """Nodes where Kueue placed pods of a gang's Workload holding quota (its topology assignment) that are not
+    bound there yet: they look free, but a set-aside made there now would keep those pods off (a gang
+    admitted the moment its own set-aside was given back would be stranded by the next gang's). One-pod
+    work is not waited for: a stream of it would keep every node "arriving" (test_starvation saw the
+    gang's nodes split over two racks); such a pod, if stranded, is requeued before it started."""
+    bound: dict[tuple[str, str], int] = {}
+    for node, ps in pods_on.items():
+        for p in ps if node else ():
+            key = (f"{namespace(p)}/{annotations(p).get(KUEUE_WORKLOAD_ANNOTATION)}", node)
+            bound[key] = bound.get(key, 0) + 1
+    out = set()
+    for w in workloads:
+        if workload_state(w) in HOLDING_QUOTA and workload_gang(w) is not None:
+            wkey = f"{namespace(w)}/{name(w)}"
+            out.update(n for n, count in topology_nodes(w).items() if bound.get((wkey, n), 0) < count)
+    return out
+
+
+def _end(
+    g: Gang,
+    kept: Sequence[str],
+    pods_on: Mapping[str, list[Mapping[str, Any]]],
+    now: float,
+    began: float,
+    idle: float,
+    max_hold: float,
+    idle_since: Mapping[str, float],
+    idle_now: dict[str, float],
+) -> str:
+    """Why gang g's set-aside of `kept` ends now ("" while it holds); notes in `idle_now` since when its
+    nodes are free of other GPU work."""
+    if now - began >= max_hold:
+        return f"it lasted {now - began:.0f}s, the most a set-aside lasts ({max_hold:.0f}s)"
+    if any(pod_gpus(p) for n in kept for p in pods_on.get(n, [])):
+        return ""
+    free_from = idle_now[g.key] = idle_since.get(g.key, now)
+    if now - free_from >= idle:
+        return (
+            f"its nodes were free for {now - free_from:.0f}s and Kueue did not admit it (something else "
+            "keeps it waiting: see `gpuctl describe job`)"
+        )
+    return ""
+
+
+def _workload_of(pod: Mapping[str, Any], by_key: Mapping[str, Mapping[str, Any]], by_owner: Mapping) -> Any:
+    """The Workload a pod runs for: Kueue's annotation (TAS), else its controller's Workload."""
+    ns = namespace(pod)
+    wl = by_key.get(f"{ns}/{annotations(pod).get(KUEUE_WORKLOAD_ANNOTATION)}")
+    if wl is None:
+        for o in owner_refs(pod):
+            wl = by_owner.get((ns, o.get("uid")))
+            if wl is not None:
+                break
+    return wl
+
+
+def _gang_of(wl: Mapping[str, Any]) -> str:
+    return f"{namespace(wl)}/{(owner_ref(wl) or {}).get('name') or name(wl)}"
+
+
+def squatters(
+    pods_on: Mapping[str, list[Mapping[str, Any]]],
+    workloads: Iterable[Mapping[str, Any]],
+    held: Mapping[str, str],
+) -> dict[str, str]:
+    """Workloads (ns/name -> why) holding quota whose pod holds GPUs on a node set aside for a gang (`held`:
+    node -> gang) and tolerates that gang's taints without being that gang's: moved, whatever its priority
+    (module docstring, "Squatters moved"). Pods that do not tolerate the taints ran there before the
+    set-aside: they run to their end."""
+    wls = list(workloads)
+    by_key = {f"{namespace(w)}/{name(w)}": w for w in wls}
+    by_owner = {(namespace(w), o.get("uid")): w for w in wls for o in owner_refs(w)}
+    out: dict[str, str] = {}
+    for node, gang in held.items():
+        for p in pods_on.get(node, []):
+            if not pod_gpus(p) or not tolerates_gangs_set_aside(p.get("spec"), gang):
+                continue
+            wl = _workload_of(p, by_key, by_owner)
+            if wl is None or _gang_of(wl) == gang or workload_state(wl) not in HOLDING_QUOTA:
+                continue
+            out[f"{namespace(wl)}/{name(wl)}"] = (
+                f"requeued by gpuctl: its pod {name(p)} ran on {node}, set aside for {gang}, whose taints it "
+                "tolerates without being that job's; it keeps its place in the queue"
+            )
+    return out
 
 
 def stranded(
     pods: Iterable[Mapping[str, Any]], workloads: Iterable[Mapping[str, Any]], held: Mapping[str, str]
 ) -> dict[str, str]:
     """Workloads (ns/name -> why) holding quota whose pod Kueue pinned to a node set aside (`held`: node ->
-    gang), that the scheduler reports Unschedulable there: not a gang (gangs tolerate the taint), never
-    started. Requeuing them is the only way out (module docstring, "Stranded jobs requeued")."""
+    gang), that the scheduler reports Unschedulable there and that does not tolerate that gang's taints
+    (another gang's pods included), never started. Requeuing them is the only way out (module docstring,
+    "Stranded jobs requeued")."""
     by_key = {f"{namespace(w)}/{name(w)}": w for w in workloads}
     out: dict[str, str] = {}
     for p in pods:
@@ -210,7 +447,7 @@ def stranded(
             or workload_state(wl) not in HOLDING_QUOTA
             or scheduled.get("status") != "False"
             or scheduled.get("reason") != "Unschedulable"
-            or workload_gang(wl) is not None
+            or tolerates_gangs_set_aside(p.get("spec"), held[node])
         ):
             continue
         out[f"{namespace(wl)}/{name(wl)}"] = (

@@ -31,7 +31,7 @@ from gpuctl.domain.gpus import quantity_gpus
 from gpuctl.domain.objects import annotations, condition, is_gpuctl_object, labels, name
 from gpuctl.domain.pools import pool_capacities, pool_names
 from gpuctl.domain.sharing import units_to_gpus
-from gpuctl.quantity import QuantityError, parse_quantity
+from gpuctl.quantity import QuantityError, format_bytes, format_quantity, parse_quantity
 from queues.model import PoolGuarantee, TeamQuota
 from queues.objects import cohort
 
@@ -225,6 +225,40 @@ def flavor_reserved(cluster_queues: Iterable[Mapping[str, Any]], flavor: str) ->
             except QuantityError:
                 return True  # unreadable: assume held (the caller then reads the Workloads)
     return False
+
+
+# How a budget resource reads in words (budget_shortfall): its name, and its amount in the ClusterQueue's
+# units (1/840 GPU, milli-CPU, bytes) as people write it.
+_BUDGET_WORDS = {
+    QUOTA_GPU: ("GPU", lambda v: f"{units_to_gpus(int(v))} GPUs"),
+    QUOTA_CPU: ("CPU", lambda v: f"{format_quantity(v / QUOTA_CPU_PER_CORE)} cores"),
+    QUOTA_MEMORY: ("memory", lambda v: format_bytes(v)),
+}
+
+
+def budget_shortfall(cq: Mapping[str, Any] | None, need: Mapping[str, Decimal]) -> str:
+    """Why a team cannot take `need` more on its own quota ("" when it can): `need` is budget resource ->
+    amount in the ClusterQueue's units (QUOTA_GPU in 1/840 GPU, QUOTA_CPU in milli-CPU, QUOTA_MEMORY in
+    bytes, what Kueue's transformations charge), compared with the nominal quota of the budget flavor less
+    what its Workloads hold (status.flavorsReservation). Borrowing is not counted: this is what the quota
+    entitles the team to. A resource without quota (gpuctl's UNLIMITED) never falls short."""
+    if cq is None:
+        return "its namespace has no team quota"
+    budget = _resources(cq, flavor_is_budget=True).get(BUDGET_FLAVOR, {})
+    held = flavors_reservation(cq).get(BUDGET_FLAVOR, {})
+    out = []
+    for res, amount in need.items():
+        nominal = (budget.get(res) or {}).get("nominalQuota")
+        if amount <= 0 or nominal is None or str(nominal) == UNLIMITED.get(res):
+            continue
+        try:
+            left = parse_quantity(str(nominal)) - parse_quantity(str((held.get(res) or {}).get("total", "0")))
+        except QuantityError:
+            continue
+        if amount > left:
+            word, show = _BUDGET_WORDS.get(res, (res, str))
+            out.append(f"{word}: needs {show(amount)}, {show(max(left, Decimal(0)))} of its quota left")
+    return "; ".join(out)
 
 
 def team_budgets(cluster_queues: Iterable[Mapping[str, Any]]) -> dict[str, TeamQuota]:

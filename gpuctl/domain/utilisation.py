@@ -29,6 +29,7 @@ from gpuctl.constants import (
     DCGM_FB_USED,
     DCGM_GPU_UTIL,
     GPU_UNITS,
+    LWS_NAME_LABEL,
     USE_MIN_STEP_SECONDS,
     USE_POINTS,
 )
@@ -240,8 +241,13 @@ POD_TEMPLATE_HASH = "pod-template-hash"  # the ReplicaSet controller's label: <d
 
 def pod_job(pod: Mapping[str, Any]) -> str:
     """The job (controller) a pod belongs to, from its owner (gpuctl.domain.objects.owner_ref): a Job's,
-    StatefulSet's or LeaderWorkerSet's name; for a ReplicaSet's pod, its Deployment's (the ReplicaSet's
-    name less its pod-template-hash, Kubernetes' naming rule); "" for a pod of no owner."""
+    StatefulSet's name; for a ReplicaSet's pod, its Deployment's (the ReplicaSet's name less its
+    pod-template-hash, Kubernetes' naming rule); for a LeaderWorkerSet's pod, the LeaderWorkerSet's (its
+    name label: a group's workers belong to a StatefulSet <name>-<group> the leader pod controls); "" for a
+    pod of no owner."""
+    group_of = object_labels(pod).get(LWS_NAME_LABEL)
+    if group_of:
+        return group_of
     owner = owner_ref(pod)
     if not owner:
         return ""

@@ -15,11 +15,20 @@ gpuctl.domain.coverage.uncovered_pods; this module runs it over serve's watch ca
   at most `termination_allowance` (5 minutes), then the grace. A report is a log line per pod, a
   Warning Event on the pod (reason GpuctlUncoveredGPUs), and the metrics gpuctl_pool_uncovered_gpus{pool}
   and gpuctl_uncovered_pods{pool,reason} (exported by the collector);
-- with `evict` (off by default, `gpuctl serve --evict-uncovered`), a reported pod uncovered for
-  `evict_after` seconds is evicted through the Eviction API (policy/v1 pods/eviction: PodDisruptionBudgets
-  are respected, the pod gets its termination grace period), with its uid as a precondition so a pod
-  re-created under the same name is never hit. A pod already terminating is left to finish. A refused
-  eviction (429: a PDB) is tried again after `EVICT_RETRY_SECONDS`.
+- a reported pod that is already terminating (a stopped or deleted job's, a preempted one's: Kueue freed
+  its quota at once, the pod keeps its GPUs for the grace its tenant chose) has had its bound: its
+  termination grace up to `termination_allowance`, then the grace. With `evict_terminating` (on by
+  default, `gpuctl serve --no-evict-terminating` turns it off) its termination is ended there: an
+  eviction with deleteOptions.gracePeriodSeconds 0 and its uid as a precondition (the Eviction API
+  skips PodDisruptionBudgets for a pod being deleted and deletes it with the options given; RBAC
+  `create pods/eviction`, manifests/serve/evict/rbac.yaml, which the chart installs for this by default),
+  with a Warning Event (GpuctlEndedTermination), a log line, gpuctl_uncovered_terminations_ended_total
+  {result} and a `reclaimed` record in the team's audit trail (docs/security.md, "The bound");
+- with `evict` (off by default, `gpuctl serve --evict-uncovered`), a reported pod that is not terminating,
+  uncovered for `evict_after` seconds, is evicted through the Eviction API (policy/v1 pods/eviction:
+  PodDisruptionBudgets are respected, the pod gets its termination grace period, after which the rule
+  above ends it), with its uid as a precondition so a pod re-created under the same name is never hit. A
+  refused eviction (429: a PDB) is tried again after `EVICT_RETRY_SECONDS`.
 
 Everything starts over when this replica stops leading (the next leader measures its own grace).
 """
@@ -42,8 +51,10 @@ from gpuctl.constants import (
     UNCOVERED_EVICTED_REASON,
     UNCOVERED_GRACE_SECONDS,
     UNCOVERED_TERMINATION_ALLOWANCE_SECONDS,
+    UNCOVERED_TERMINATION_ENDED_REASON,
 )
 from gpuctl.domain.coverage import REASONS, Uncovered, uncovered_pods
+from gpuctl.domain.history import Record, reclaimed
 from gpuctl.domain.pools import node_pool
 from gpuctl.server.cache import Cache
 from gpuctl.server.events import post_event
@@ -58,6 +69,7 @@ EVENTS_PER_SCAN = 50
 # rescan of 20,000 GPU pods costs ~0.2-0.3 s of CPU; at most ~2 % of a core goes to the backstop).
 MAX_SCAN_SHARE = 0.02
 EVICTION_RESULTS = ("evicted", "blocked", "gone", "error")
+TERMINATION_RESULTS = ("ended", "gone", "error")
 NEEDS = ("Node", "Pod", "Workload")
 
 
@@ -78,6 +90,8 @@ class Backstop:
         evict_after: float = UNCOVERED_EVICT_AFTER_SECONDS,
         interval: float | None = None,
         termination_allowance: float = UNCOVERED_TERMINATION_ALLOWANCE_SECONDS,
+        evict_terminating: bool = True,
+        record: Callable[[Record], None] | None = None,
         events: bool = True,
         identity: str = "",
         leader: Callable[[], bool] | None = None,
@@ -96,6 +110,8 @@ class Backstop:
         self.evict_after = evict_after
         self.interval = interval if interval is not None else default_interval(grace)
         self.termination_allowance = termination_allowance
+        self.evict_terminating = evict_terminating
+        self.record = record  # the audit trail's (gpuctl.server.history.HistoryRecorder.note)
         self.events = events
         self.identity = identity or SERVE_COMPONENT
         self.leader = leader
@@ -107,6 +123,7 @@ class Backstop:
         self._evict_tried: dict[str, float] = {}  # pod uid -> last eviction attempt
         self._evented: set[str] = set()  # pod uids with their report Event posted
         self.evictions: dict[str, int] = dict.fromkeys(EVICTION_RESULTS, 0)
+        self.terminations_ended: dict[str, int] = dict.fromkeys(TERMINATION_RESULTS, 0)
         self.scans = 0
         self.last_scan = 0.0  # wall time of the last scan
         self._thread: threading.Thread | None = None
@@ -188,29 +205,64 @@ class Backstop:
             log.warning("uncovered: %s", u.describe())
         for u in to_event:
             self._event(u, UNCOVERED_EVENT_REASON, self._event_message(u))
-        if self.evict:
-            for u in due.values():
+        for u in due.values():
+            if u.terminating and self.evict_terminating:
+                self._maybe_end_termination(u, now)
+            elif self.evict and not u.terminating:
                 self._maybe_evict(u, now)
         return list(due.values())
 
     def _event_message(self, u: Uncovered) -> str:
         msg = f"gpuctl serve: {u.describe()}. Pool GPUs run only Kueue-admitted work"
-        if self.evict:
+        if u.terminating and self.evict_terminating:
+            msg += "; its termination is ended now"
+        elif self.evict and not u.terminating:
             msg += f"; it will be evicted after {self.evict_after:.0f} s uncovered"
         return msg + " (docs/security.md)."
 
     # ---------------------------------------------------------------- acting
-    def _maybe_evict(self, u: Uncovered, now: float) -> None:
-        if u.terminating:
-            return  # already going away; an eviction would change nothing
+    def _may_try(self, u: Uncovered, now: float, after: float) -> float | None:
+        """Seconds `u` has been uncovered when an attempt is due (uncovered `after` seconds, not tried in the
+        last EVICT_RETRY_SECONDS), recording the attempt; else None."""
         with self._lock:
             first = self._first_seen.get(u.uid)
             tried = self._evict_tried.get(u.uid)
-            if first is None or now - first < self.evict_after:
-                return
+            if first is None or now - first < after:
+                return None
             if tried is not None and now - tried < EVICT_RETRY_SECONDS:
-                return
+                return None
             self._evict_tried[u.uid] = now
+            return now - first
+
+    def _maybe_end_termination(self, u: Uncovered, now: float) -> None:
+        """A terminating pod reported (past its bound): end its termination (module docstring)."""
+        held = self._may_try(u, now, 0.0)
+        if held is None:
+            return
+        result = self.end_termination(u)
+        self.terminations_ended[result] += 1
+        if result != "ended":
+            return
+        grace = f"a {u.deletion_grace} s" if u.deletion_grace is not None else "its"
+        why = (
+            f"gpuctl serve ended the termination of pod {u.name} (gracePeriodSeconds 0): it held {u.gpus} "
+            f"GPU(s) on node {u.node} that Kueue no longer counted for {held:.0f} s of {grace} termination "
+            f"grace; the bound is the grace up to {self.termination_allowance:.0f} s, then "
+            f"{self.grace:.0f} s (docs/security.md)"
+        )
+        log.warning("%s (%s)", why, u.key)
+        self._event(u, UNCOVERED_TERMINATION_ENDED_REASON, why + ".")
+        if self.record is not None:
+            self.record(reclaimed(u.namespace, u.job or u.name, u.uid, self.wall(), why))
+
+    def end_termination(self, u: Uncovered) -> str:
+        """ended | gone | error: an eviction of the terminating pod with gracePeriodSeconds 0 (the Eviction
+        API deletes a pod being deleted with the options given, PodDisruptionBudgets aside)."""
+        return self._post_eviction(u, {"gracePeriodSeconds": 0}, ok="ended")
+
+    def _maybe_evict(self, u: Uncovered, now: float) -> None:
+        if self._may_try(u, now, self.evict_after) is None:
+            return
         result = self.evict_pod(u)
         self.evictions[result] += 1
         if result == "evicted":
@@ -223,21 +275,32 @@ class Backstop:
 
     def evict_pod(self, u: Uncovered) -> str:
         """One eviction through policy/v1; evicted | blocked (a PodDisruptionBudget: 429) | gone | error."""
+        return self._post_eviction(u, {}, ok="evicted")
+
+    def _post_eviction(self, u: Uncovered, options: dict[str, Any], *, ok: str) -> str:
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": u.name, "namespace": u.namespace},
-            "deleteOptions": {"preconditions": {"uid": u.uid}},
+            "deleteOptions": {**options, "preconditions": {"uid": u.uid}},
         }
         try:
             self.cluster.request("POST", path("Pod", u.name, u.namespace, "eviction"), body=body)
-            return "evicted"
+            return ok
         except ApiError as e:
             if e.status == 429:
                 log.warning("eviction of pod %s refused (will retry): %s", u.key, e.message or e)
                 return "blocked"
             if e.status in (404, 409):  # gone, or another pod now has the name (uid precondition)
                 return "gone"
+            if e.status == 403:
+                log.error(
+                    "eviction of pod %s forbidden: %s; grant manifests/serve/evict/rbac.yaml (Helm: "
+                    "serve.backstop.evictTerminating) or run with --no-evict-terminating",
+                    u.key,
+                    e.message or e,
+                )
+                return "error"
             log.error("eviction of pod %s failed: %s", u.key, e)
             return "error"
         except Exception as e:  # the API server may be unreachable: try again later
@@ -323,6 +386,15 @@ class Backstop:
         for r in EVICTION_RESULTS:
             ev.add_metric([r], self.evictions[r])
         yield ev
+        ended = CounterMetricFamily(
+            "gpuctl_uncovered_terminations_ended",
+            "Terminating pods holding GPUs Kueue no longer counted whose termination the backstop ended "
+            "past the bound (gracePeriodSeconds 0), by result (ended, gone, error)",
+            labels=["result"],
+        )
+        for r in TERMINATION_RESULTS:
+            ended.add_metric([r], self.terminations_ended[r])
+        yield ended
         last = GaugeMetricFamily(
             "gpuctl_backstop_last_scan_timestamp_seconds",
             "When this replica last scanned for uncovered pods (it scans only while leading)",

@@ -48,17 +48,25 @@ from gpuctl.constants import (
     KEEP_UNTIL_ANNOTATION,
     KUEUE_WORKLOAD_ANNOTATION,
     SERVICE_STOPPED_ANNOTATION,
+    SET_ASIDE_ENDED_ANNOTATION,
     SET_ASIDE_FOR_ANNOTATION,
-    SET_ASIDE_TAINT_KEY,
+    SET_ASIDE_SINCE_ANNOTATION,
     TAS_REQUIRED,
 )
-from gpuctl.domain.gang import tolerates_set_aside
+from gpuctl.domain.gang import set_aside_tolerations_of
 from gpuctl.domain.history import stamp_time
 
 DEFRAG_KEYS = (DEFRAG_MOVED_ANNOTATION, DEFRAG_MOVED_AT_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION)
 WORKLOAD_KEYS = frozenset(
-    (*DEFRAG_KEYS, AUDIT_ACTIVE_SET_BY_ANNOTATION, IDLE_STOPPED_ANNOTATION, IDLE_STOPPED_AT_ANNOTATION)
+    (
+        *DEFRAG_KEYS,
+        AUDIT_ACTIVE_SET_BY_ANNOTATION,
+        SET_ASIDE_ENDED_ANNOTATION,
+        IDLE_STOPPED_ANNOTATION,
+        IDLE_STOPPED_AT_ANNOTATION,
+    )
 )
+NODE_KEYS = (SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_SINCE_ANNOTATION)
 # Of a job controller's annotations, what serve's idle reclaimer reads (issue 40: a keep, the replicas a
 # service had before it was scaled down for idleness).
 CONTROLLER_KEYS = frozenset((KEEP_UNTIL_ANNOTATION, IDLE_REPLICAS_ANNOTATION))
@@ -230,9 +238,11 @@ def trim_node(raw: dict) -> dict:
     status = raw.get("status") or {}
     out_spec = {k: spec[k] for k in ("unschedulable", "taints") if spec.get(k)}
     node_meta = _meta(raw)
-    gang = ((raw.get("metadata") or {}).get("annotations") or {}).get(SET_ASIDE_FOR_ANNOTATION)
-    if gang:  # which gang the node is set aside for (gpuctl.server.setaside)
-        node_meta["annotations"] = {SET_ASIDE_FOR_ANNOTATION: gang}
+    notes = (raw.get("metadata") or {}).get("annotations") or {}
+    if notes.get(
+        SET_ASIDE_FOR_ANNOTATION
+    ):  # which gang the node is set aside for, since when (server.setaside)
+        node_meta["annotations"] = {k: notes[k] for k in NODE_KEYS if k in notes}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -301,7 +311,7 @@ def trim_pod(raw: dict) -> dict:
     """A pod as the service uses it: where it runs, what it requests, its phase, owner and Kueue Workload
     annotation (the backstop, gpuctl.domain.coverage), and what a `get jobs` row shows (container
     states, readiness, IP, Kueue's scheduling gate, conditions)."""
-    meta = _owners(raw, _meta(raw))
+    meta = _owners(raw, _meta(raw, "deletionGracePeriodSeconds"))
     # Of the annotations, only the Workload Kueue admitted the pod for (gpuctl.domain.coverage).
     wl_name = ((raw.get("metadata") or {}).get("annotations") or {}).get(KUEUE_WORKLOAD_ANNOTATION)
     if wl_name:
@@ -316,6 +326,9 @@ def trim_pod(raw: dict) -> dict:
             out_spec[k] = _intern(spec[k])
     if spec.get("nodeSelector"):
         out_spec["nodeSelector"] = _interned_map(spec["nodeSelector"])
+    tolerated = set_aside_tolerations_of(spec)
+    if tolerated:  # nodes set aside for which gang it may be on (gpuctl.domain.setaside.squatters)
+        out_spec["tolerations"] = [dict(t) for t in tolerated]
     gates = spec.get("schedulingGates")
     if gates:
         out_spec["schedulingGates"] = [{"name": _intern(g.get("name") or "")} for g in gates]
@@ -353,8 +366,9 @@ def trim_workload(raw: dict) -> dict:
             item["template"]["spec"]["initContainers"] = _containers(tspec["initContainers"])
         if tspec.get("nodeSelector"):
             item["template"]["spec"]["nodeSelector"] = _interned_map(tspec["nodeSelector"])
-        if tolerates_set_aside(tspec):  # a gang whose pods may use nodes set aside (gpuctl.domain.setaside)
-            item["template"]["spec"]["tolerations"] = [{"key": SET_ASIDE_TAINT_KEY, "operator": "Exists"}]
+        tolerated = set_aside_tolerations_of(tspec)
+        if tolerated:  # which gang's set-aside nodes its pods may use (gpuctl.domain.setaside)
+            item["template"]["spec"]["tolerations"] = [dict(t) for t in tolerated]
         level = (((ps.get("template") or {}).get("metadata") or {}).get("annotations") or {}).get(
             TAS_REQUIRED
         )
@@ -372,7 +386,11 @@ def trim_workload(raw: dict) -> dict:
         out_status["admission"] = {
             "clusterQueue": adm.get("clusterQueue"),
             "podSetAssignments": [
-                {k: a[k] for k in ("name", "flavors", "resourceUsage", "count") if k in a}
+                {
+                    k: a[k]
+                    for k in ("name", "flavors", "resourceUsage", "count", "topologyAssignment")
+                    if k in a
+                }
                 for a in adm.get("podSetAssignments") or []
             ],
         }

@@ -89,6 +89,7 @@ class HistoryRecorder:
         # namespace -> records this leader wrote or found there, by key (written again if erased)
         self._written: dict[str, dict[str, Record]] = {}
         self._submitters: dict[str, str] = {}
+        self._noted: list[Record] = []  # records serve made itself (the backstop's), for the next flush
         self._was_leader = False
         self.written = 0  # records added to the store by this process (rebuilt ones included)
         self.failures = 0
@@ -116,6 +117,13 @@ class HistoryRecorder:
     def on_event(self, etype: str, old: Any, new: Any) -> None:
         if new is not None and etype != "DELETED":
             self._keep("Event", new, None)
+
+    def note(self, record: Record) -> None:
+        """A record serve made itself (the backstop's `reclaimed`: no object shows it), stored at the next
+        flush like the rest (team namespaces only, retried while the write fails)."""
+        with self._lock:
+            self._noted.append(record)
+            del self._noted[:-MAX_PENDING]
 
     # ---------------------------------------------------------------- writing (the leader)
     def teams(self) -> set[str]:
@@ -184,11 +192,17 @@ class HistoryRecorder:
         with self._lock:
             changes = [(k[0], obj, d) for k, (obj, d) in self._pending.items()]
             self._pending.clear()
-        if not changes:
+            noted, self._noted = self._noted, []
+        if not changes and not noted:
             return 0
-        self._seed({namespace(obj) for _, obj, _ in changes} & self.teams())
+        teams = self.teams()
+        self._seed(({namespace(obj) for _, obj, _ in changes} | {r.namespace for r in noted}) & teams)
+        by_ns = self.records(changes)
+        for r in noted:
+            if r.namespace in teams:
+                by_ns.setdefault(r.namespace, []).append(r)
         added = 0
-        for ns, recs in self.records(changes).items():
+        for ns, recs in by_ns.items():
             written = self._written.setdefault(ns, {})
             fresh = [r for r in recs if r.key not in written]
             if not fresh:
@@ -202,6 +216,9 @@ class HistoryRecorder:
                 for kind, obj, d in changes:  # keep this namespace's changes for the next flush
                     if namespace(obj) == ns:
                         self._keep(kind, obj, d)
+                for r in noted:
+                    if r.namespace == ns:
+                        self.note(r)
                 continue
             self.last_success = self.wall()
             if len(written) + len(fresh) > MAX_REMEMBERED:

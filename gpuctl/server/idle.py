@@ -67,7 +67,7 @@ from gpuctl.service.activation import set_active
 from gpuctl.service.errors import ServiceError
 from gpuctl.service.gpu_use import Span, by_pod, read_devices, use_of
 from gpuctl.service.idle_policy import job_policy
-from gpuctl.service.inventory import Inventory
+from gpuctl.service.inventory import PER_REPLICA_KINDS, Inventory
 from gpuctl.service.jobs import Job, collect_jobs
 from gpuctl.service.prometheus import Prometheus
 
@@ -215,7 +215,7 @@ class IdleReclaimer(Periodic):
         evidence = decision.verdict.evidence()
         try:
             if decision.action == IdleAction.STOP:
-                if job.resource == "Deployment":  # a service is scaled, never stopped (Kueue cannot hold it)
+                if job.resource in PER_REPLICA_KINDS:  # a service is scaled, never stopped
                     return ""
                 notes = {IDLE_STOPPED_ANNOTATION: evidence, IDLE_STOPPED_AT_ANNOTATION: rfc3339(now)}
                 done = set_active(self.cluster, job.name, job.namespace, False, actor=ACTOR_IDLE, notes=notes)
@@ -226,7 +226,7 @@ class IdleReclaimer(Periodic):
                 )
                 self._count(job, decision.action, "acted")
                 return "stopped"
-            if decision.action in (IdleAction.FLOOR, IdleAction.ZERO) and job.resource == "Deployment":
+            if decision.action in (IdleAction.FLOOR, IdleAction.ZERO) and job.resource in PER_REPLICA_KINDS:
                 return self._scale(job, decision, pol, now)
         except (ApiError, ServiceError, OSError) as e:
             self.errors += 1
@@ -241,7 +241,7 @@ class IdleReclaimer(Periodic):
             return ""
         before = (job.obj["metadata"].get("annotations") or {}).get(IDLE_REPLICAS_ANNOTATION) or str(replicas)
         self.cluster.merge_patch(
-            path("Deployment", job.name, job.namespace),
+            path(job.resource, job.name, job.namespace),  # a Deployment, or a LeaderWorkerSet's groups
             {
                 "metadata": {
                     "uid": job.obj["metadata"]["uid"],

@@ -2,7 +2,8 @@
 
     gpuctl serve [--kubeconfig K] [--context C] [--address 0.0.0.0] [--metrics-port 9090]
                  [--metrics/--no-metrics] [--reconcile/--no-reconcile] [--api/--no-api]
-                 [--backstop/--no-backstop] [--uncovered-grace 60] [--evict-uncovered] [--evict-after 120]
+                 [--backstop/--no-backstop] [--uncovered-grace 60] [--termination-allowance 300]
+                 [--no-evict-terminating] [--evict-uncovered] [--evict-after 120]
                  [--leader-elect/--no-leader-elect] [--lease-namespace NS] [--lease-name gpuctl-serve]
                  [--tls-cert F --tls-key F] [--cluster NAME] [--worker-kubeconfig NAME=PATH ...]
 
@@ -57,8 +58,11 @@ from gpuctl.constants import (
     DEFRAG_MOVES_PER_HOUR,
     DEFRAG_SETTLE_SECONDS,
     IDLE_INTERVAL_SECONDS,
+    SET_ASIDE_IDLE_SECONDS,
+    SET_ASIDE_MAX_SECONDS,
     UNCOVERED_EVICT_AFTER_SECONDS,
     UNCOVERED_GRACE_SECONDS,
+    UNCOVERED_TERMINATION_ALLOWANCE_SECONDS,
 )
 from gpuctl.server import flags
 from gpuctl.server.backstop import Backstop
@@ -213,6 +217,22 @@ def _add_backstop(p: argparse.ArgumentParser) -> None:
         help=f"seconds a pod may stay uncovered before it is reported ({UNCOVERED_GRACE_SECONDS:.0f})",
     )
     p.add_argument(
+        "--termination-allowance",
+        type=float,
+        default=UNCOVERED_TERMINATION_ALLOWANCE_SECONDS,
+        help="a terminating pod holding GPUs Kueue no longer counts is given its termination grace, at most "
+        f"this many seconds, before the grace starts ({UNCOVERED_TERMINATION_ALLOWANCE_SECONDS:.0f}; "
+        "docs/security.md)",
+    )
+    p.add_argument(
+        "--evict-terminating",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="end the termination (gracePeriodSeconds 0, through the Eviction API) of a terminating pod "
+        "still holding GPUs Kueue no longer counts once reported: after its grace up to "
+        "--termination-allowance, then --uncovered-grace (default on; needs manifests/serve/evict/rbac.yaml)",
+    )
+    p.add_argument(
         "--evict-uncovered",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -248,6 +268,19 @@ def _add_defrag(p: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFRAG_SETTLE_SECONDS,
         help=f"seconds a job waits before a move is made for it ({DEFRAG_SETTLE_SECONDS:g})",
+    )
+    p.add_argument(
+        "--set-aside-idle",
+        type=float,
+        default=SET_ASIDE_IDLE_SECONDS,
+        help="a set-aside ends once its nodes were free this many seconds without Kueue admitting its gang "
+        f"({SET_ASIDE_IDLE_SECONDS:g}; docs/distributed.md, No starvation)",
+    )
+    p.add_argument(
+        "--set-aside-max",
+        type=float,
+        default=SET_ASIDE_MAX_SECONDS,
+        help=f"a set-aside ends after this many seconds at most ({SET_ASIDE_MAX_SECONDS:g})",
     )
 
 
@@ -385,6 +418,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             grace=args.uncovered_grace,
             evict=args.evict_uncovered,
             evict_after=max(args.evict_after, args.uncovered_grace),
+            termination_allowance=args.termination_allowance,
+            evict_terminating=args.evict_terminating,
             identity=ctx.elector.identity if ctx.elector is not None else "",
             leader=leader,
         )
@@ -403,6 +438,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             set_aside_source(cache),
             pools=defrag_pools,
             settle=args.defrag_settle,
+            idle=args.set_aside_idle,
+            max_hold=args.set_aside_max,
             leader=leader,
             identity=ctx.elector.identity if ctx.elector is not None else "",
         )
@@ -419,6 +456,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
     if history:
         ctx.history = HistoryRecorder(cluster, cache, leader=leader)
         ctx.history.attach()
+        if ctx.backstop is not None:
+            ctx.backstop.record = ctx.history.note
     if args.metrics:
         ctx.registry, ctx.collector, ctx.tracker = build_registry(
             cache, ctx.reconciler, leader=leader, backstop=ctx.backstop, cluster=args.cluster
@@ -540,7 +579,12 @@ def log_serving(args: argparse.Namespace, ctx: ServerContext) -> None:
             ("metrics", args.metrics),
             ("reconcile", args.reconcile),
             ("api", args.api),
-            ("backstop" + (" with eviction" if args.evict_uncovered else ""), args.backstop),
+            (
+                "backstop"
+                + (" ending terminations past the bound" if args.evict_terminating else "")
+                + (" with eviction" if args.evict_uncovered else ""),
+                args.backstop,
+            ),
             (f"defrag ({args.defrag})", bool(args.defrag)),
             ("history", args.history),
             ("idle" + (" (dry run)" if args.idle_dry_run else ""), args.idle),

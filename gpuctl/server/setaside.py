@@ -2,14 +2,19 @@
 gpuctl.domain.setaside's plans (docs/distributed.md, "No starvation").
 
 Every `interval` seconds, over serve's watch cache (Nodes, Pods, Workloads, ClusterQueues, flavors): nodes
-to hold get the taint runwhere.ai/set-aside=<gang namespace>:NoSchedule and the annotation
-runwhere.ai/set-aside-for=<namespace>/<job>; nodes to give back lose both. Each write is a merge patch of
-the node carrying the resourceVersion it was computed from (a concurrent change of the node, such as a
+to hold get the gang's taints (runwhere.ai/set-aside=<namespace>, runwhere.ai/set-aside-job=<job>, both
+NoSchedule: gpuctl.domain.gang.set_aside_taints) and the annotations runwhere.ai/set-aside-for=<namespace>/
+<job> and set-aside-since=<when it began>; nodes to give back lose all of them. Each write is a merge patch
+of the node carrying the resourceVersion it was computed from (a concurrent change of the node, such as a
 cordon or another taint, fails it with 409 and the next step recomputes), and touches only gpuctl's own
-taint. A Workload Kueue admitted onto a held node whose pod cannot start there (gpuctl.domain.setaside.
-stranded) is requeued the way defragmentation moves a job (gpuctl.server.defrag.deactivate: deactivated
-with the reactivate marker; the Defragmenter, which runs beside this under the same `--defrag` flag,
-reactivates it once Kueue has evicted it). Gauge gpuctl_set_aside_nodes{pool} is exported.
+taints. A new set-aside and its end are said on the gang's Workload: a Normal Event (GpuctlSetAside,
+GpuctlSetAsideEnded; the audit trail records both) and, for the end, the annotation
+runwhere.ai/set-aside-ended ("<when> <why>": no set-aside again for the cooldown; `describe job` shows it).
+A Workload Kueue admitted onto a held node whose pod cannot start there (gpuctl.domain.setaside.stranded),
+or whose pod squats a gang's nodes (squatters), is requeued the way defragmentation moves a job
+(gpuctl.server.defrag.deactivate: deactivated with the reactivate marker; the Defragmenter, which runs
+beside this under the same `--defrag` flag, reactivates it once Kueue has evicted it). Gauge
+gpuctl_set_aside_nodes{pool} is exported.
 """
 
 from __future__ import annotations
@@ -24,16 +29,25 @@ from prometheus_client.core import GaugeMetricFamily
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import (
     DEFRAG_MOVED_ANNOTATION,
+    KUEUE_API_VERSION,
+    SET_ASIDE_COOLDOWN_SECONDS,
+    SET_ASIDE_ENDED_ANNOTATION,
+    SET_ASIDE_ENDED_REASON,
+    SET_ASIDE_EVENT_REASON,
     SET_ASIDE_FOR_ANNOTATION,
+    SET_ASIDE_IDLE_SECONDS,
+    SET_ASIDE_MAX_SECONDS,
     SET_ASIDE_REQUEUE_REASON,
     SET_ASIDE_SETTLE_SECONDS,
-    SET_ASIDE_TAINT_KEY,
+    SET_ASIDE_SINCE_ANNOTATION,
+    SET_ASIDE_TAINT_KEYS,
 )
-from gpuctl.domain.gang import pool_topology
-from gpuctl.domain.objects import meta, name, namespace
+from gpuctl.domain.gang import pool_topology, set_aside_taints
+from gpuctl.domain.objects import annotations, meta, name, namespace
 from gpuctl.domain.pools import node_pool
-from gpuctl.domain.setaside import Plan, plan_set_aside
+from gpuctl.domain.setaside import Plan, ended_note, plan_set_aside
 from gpuctl.server.defrag import deactivate
+from gpuctl.server.events import post_event, rfc3339
 from gpuctl.server.periodic import Periodic
 
 log = logging.getLogger(__name__)
@@ -43,7 +57,24 @@ Source = Callable[[], tuple[Iterable[Mapping[str, Any]], ...]]
 
 
 def _taints_without(node: Mapping[str, Any]) -> list[dict]:
-    return [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != SET_ASIDE_TAINT_KEY]
+    return [
+        t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") not in SET_ASIDE_TAINT_KEYS
+    ]
+
+
+def _held_as_planned(node: Mapping[str, Any], gang: str) -> bool:
+    """The node already carries gang's set-aside: its taints (both, exactly), annotations and start."""
+    notes = annotations(node)
+    ours = [
+        {k: t.get(k) or "" for k in ("key", "value", "effect")}
+        for t in (node.get("spec") or {}).get("taints") or []
+        if t.get("key") in SET_ASIDE_TAINT_KEYS
+    ]
+    return (
+        notes.get(SET_ASIDE_FOR_ANNOTATION) == gang
+        and bool(notes.get(SET_ASIDE_SINCE_ANNOTATION))
+        and sorted(ours, key=str) == sorted(set_aside_taints(gang), key=str)
+    )
 
 
 class SetAside(Periodic):
@@ -56,6 +87,9 @@ class SetAside(Periodic):
         *,
         pools: list[str] | None,
         settle: float = SET_ASIDE_SETTLE_SECONDS,
+        idle: float = SET_ASIDE_IDLE_SECONDS,
+        max_hold: float = SET_ASIDE_MAX_SECONDS,
+        cooldown: float = SET_ASIDE_COOLDOWN_SECONDS,
         interval: float = 5.0,
         leader: Callable[[], bool] | None = None,
         wall: Callable[[], float] = time.time,
@@ -63,27 +97,54 @@ class SetAside(Periodic):
     ):
         self.cluster, self.source, self.pools, self.identity = cluster, source, pools, identity
         self.settle, self.interval, self.leader, self.wall = settle, interval, leader, wall
+        self.idle, self.max_hold, self.cooldown = idle, max_hold, cooldown
         self.held: dict[str, int] = {}  # pool -> nodes set aside now
         self.last: dict[str, str] = {}
+        self.idle_since: dict[str, float] = {}  # held gang -> since when its nodes are free (this leader's)
+        self.ended: dict[str, float] = {}  # Workload -> when this process ended its set-aside (cooldown)
 
     def step(self) -> Plan | None:
         if self.leader is not None and not self.leader():
+            self.idle_since = {}  # the next leadership measures its own
             return None
         nodes, pods, workloads, cqs, flavors = (list(x) for x in self.source())
         levels = {name(f): pool_topology(f) for f in flavors}
+        now = self.wall()
         plan = plan_set_aside(
-            nodes, pods, workloads, cqs, levels, pools=self.pools, now=self.wall(), settle=self.settle
+            nodes,
+            pods,
+            workloads,
+            cqs,
+            levels,
+            pools=self.pools,
+            now=now,
+            settle=self.settle,
+            idle=self.idle,
+            max_hold=self.max_hold,
+            cooldown=self.cooldown,
+            idle_since=self.idle_since,
+            recently_ended=self.ended,
         )
+        self.idle_since = dict(plan.idle_since)
+        self.ended = {k: t for k, t in self.ended.items() if now - t < self.cooldown}
+        self.ended.update(dict.fromkeys(plan.ended, now))
         by_name = {name(n): n for n in nodes}
         for node in plan.release:
             self._patch(by_name[node], None)
         for node, gang in sorted(plan.hold.items()):
-            current = by_name[node]
-            if (meta(current).get("annotations") or {}).get(SET_ASIDE_FOR_ANNOTATION) != gang or not any(
-                t.get("key") == SET_ASIDE_TAINT_KEY for t in (current.get("spec") or {}).get("taints") or []
-            ):
-                self._patch(current, gang)
+            if not _held_as_planned(by_name[node], gang):
+                self._patch(by_name[node], gang, plan.since.get(gang, now))
         by_key = {f"{namespace(w)}/{name(w)}": w for w in workloads}
+        for key, nodes_of in sorted(plan.started.items()):
+            until = rfc3339(now + self.max_hold)
+            self._say(
+                by_key[key],
+                SET_ASIDE_EVENT_REASON,
+                f"gpuctl serve set nodes {', '.join(nodes_of)} aside for this job: only its pods may start "
+                f"there; given back once it is admitted, or at the latest at {until} (docs/distributed.md)",
+            )
+        for key, why in sorted(plan.ended.items()):
+            self._end(by_key[key], why, now)
         for key, why in sorted(plan.requeue.items()):
             notes = {DEFRAG_MOVED_ANNOTATION: why}
             if deactivate(
@@ -105,16 +166,44 @@ class SetAside(Periodic):
         self.last = dict(plan.why)
         return plan
 
-    def _patch(self, node: Mapping[str, Any], gang: str | None) -> None:
-        """Set the node aside for `gang` (None: give it back): gpuctl's taint and annotation only."""
+    def _say(self, wl: Mapping[str, Any], reason: str, message: str) -> None:
+        """A Normal Event on the gang's Workload (the audit trail records it); best effort."""
+        obj = {"apiVersion": KUEUE_API_VERSION, "kind": "Workload", "metadata": meta(wl)}
+        try:
+            post_event(
+                self.cluster, obj, type_="Normal", reason=reason, message=message, identity=self.identity,
+                now=self.wall(),
+            )  # fmt: skip
+        except Exception as e:
+            log.warning("set-aside: could not post an Event on %s/%s: %s", namespace(wl), name(wl), e)
+
+    def _end(self, wl: Mapping[str, Any], why: str, now: float) -> None:
+        """A set-aside ended by its time (gpuctl.domain.setaside): the Workload's annotation (its cooldown,
+        `describe job`), then the Event."""
+        body = {"metadata": {"annotations": {SET_ASIDE_ENDED_ANNOTATION: ended_note(now, why, rfc3339)}}}
+        try:
+            self.cluster.merge_patch(path("Workload", name(wl), namespace(wl)), body)
+        except ApiError as e:
+            log.warning("set-aside: could not annotate %s/%s: %s", namespace(wl), name(wl), e)
+        again = rfc3339(now + self.cooldown)
+        log.info("set-aside: %s/%s ended: %s", namespace(wl), name(wl), why)
+        self._say(
+            wl,
+            SET_ASIDE_ENDED_REASON,
+            f"gpuctl serve gave back the nodes set aside for this job: {why}; none are set aside for it "
+            f"again before {again} (docs/distributed.md)",
+        )
+
+    def _patch(self, node: Mapping[str, Any], gang: str | None, since: float = 0.0) -> None:
+        """Set the node aside for `gang` (None: give it back): gpuctl's taints and annotations only."""
         taints = _taints_without(node)
         if gang is not None:
-            taints.append({"key": SET_ASIDE_TAINT_KEY, "value": gang.split("/")[0], "effect": "NoSchedule"})
+            taints += set_aside_taints(gang)
+        notes: dict[str, str | None] = {SET_ASIDE_FOR_ANNOTATION: gang, SET_ASIDE_SINCE_ANNOTATION: None}
+        if gang is not None:
+            notes[SET_ASIDE_SINCE_ANNOTATION] = rfc3339(since)
         body = {
-            "metadata": {
-                "resourceVersion": meta(node).get("resourceVersion"),
-                "annotations": {SET_ASIDE_FOR_ANNOTATION: gang},
-            },
+            "metadata": {"resourceVersion": meta(node).get("resourceVersion"), "annotations": notes},
             "spec": {"taints": taints or None},
         }
         try:

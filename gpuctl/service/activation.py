@@ -29,6 +29,7 @@ from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.workload import WorkloadState, workload_state
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import ServiceError
+from gpuctl.service.inventory import PER_REPLICA_KINDS
 from gpuctl.service.jobs import Job, find_job
 from gpuctl.service.serving import set_service_active
 
@@ -95,7 +96,7 @@ def set_active(
     if job.autoscaled:  # the whole service: both Deployments and the HPA (docs/serving.md)
         return _service_activation(job, active, set_service_active(cluster, job, active, dry_run=dry_run))
     if (
-        job.resource == "Deployment"
+        job.resource in PER_REPLICA_KINDS
         and active
         and IDLE_REPLICAS_ANNOTATION in (job.obj["metadata"].get("annotations") or {})
     ):
@@ -151,7 +152,7 @@ def _restore_replicas(cluster: Cluster, job: Job, dry_run: DryRun) -> Activation
         raise ServiceError(f"job {job.name}: {IDLE_REPLICAS_ANNOTATION}={raw!r} is not a replica count")
     if dry_run.writes:
         cluster.merge_patch(
-            path("Deployment", job.name, job.namespace),
+            path(job.resource, job.name, job.namespace),
             {
                 "metadata": {"uid": meta["uid"], "annotations": {IDLE_REPLICAS_ANNOTATION: None}},
                 "spec": {"replicas": int(raw)},

@@ -9,7 +9,7 @@ from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import LWS_GROUP, SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, groups_gpus, groups_waiting, replica_groups
-from gpuctl.domain.gpus import pod_gpus, workload_gpus
+from gpuctl.domain.gpus import pod_gpus, slices_held, workload_gpus, workload_slices
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, owner_refs, pod_finished
 from gpuctl.domain.serving import combined, is_burst, scale, service_of, tier
@@ -51,6 +51,7 @@ ROW_FIELDS = (
     "queue",
     "position",
     "gpus",
+    "slices",
     "reason",
     "cluster",
     "labels",
@@ -80,6 +81,7 @@ class JobRow:
         queue: str = "",
         position: int | None = None,
         gpus: int | None = 0,
+        slices: dict[str, int] | None = None,
         reason: str = "",
         cluster: str = "",
         labels: dict[str, str] | None = None,
@@ -89,6 +91,9 @@ class JobRow:
         self.status, self.ready, self.node, self.ip, self.age = status, ready, node, ip, age
         self.pool, self.priority, self.queue, self.position = pool, priority, queue, position
         self.gpus = gpus  # None: not read (list_job_rows(gpus=False))
+        # GPU slices beside the whole GPUs (MIG instances, shared replicas: {"nvidia.com/mig-1g.10gb": 2}),
+        # read with the GPUs: a job of slices holds 0 whole GPUs.
+        self.slices = slices
         # Why a waiting job waits (gpuctl.domain.explain), when positions are computed (-o wide/json).
         self.reason = reason
         # A MultiKueue manager's job: the worker cluster running it, or the clusters it is offered to.
@@ -103,8 +108,9 @@ class JobRow:
         """Its fields in order (the earlier gpuctl's JSON keys), what dataclasses.asdict gave."""
         d = {k: getattr(self, k) for k in ROW_FIELDS}
         d["labels"] = dict(self.labels)
-        if self.replicas is not None:
-            d["replicas"] = dict(self.replicas)
+        for k in ("slices", "replicas"):
+            if d[k] is not None:
+                d[k] = dict(d[k])
         return d
 
     def __eq__(self, other: object) -> bool:
@@ -316,10 +322,18 @@ def _job_rows(inv: Inventory, job: Job, why: _Reasons, *, positions: bool, gpus:
     if not shown:
         ready = _remote_ready(job) if where is not None else "0/0"
         count = (workload_gpus(job.workload) if job.workload else 0) if gpus else None
+        held = workload_slices(job.workload) if gpus else None
         reason = why(job.workload, job.status)
         return [
             JobRow(
-                status=job.status, ready=ready, node="<none>", ip="<none>", gpus=count, reason=reason, **one
+                status=job.status,
+                ready=ready,
+                node="<none>",
+                ip="<none>",
+                gpus=count,
+                slices=held,
+                reason=reason,
+                **one,
             )
         ]
     if job.resource == "LeaderWorkerSet":
@@ -333,6 +347,7 @@ def _job_rows(inv: Inventory, job: Job, why: _Reasons, *, positions: bool, gpus:
                 node=",".join(dict.fromkeys(n for p in ranked if (n := pod_node(p)))) or "<none>",
                 ip=pod_ip(ranked[0]) or "<none>",
                 gpus=sum(pod_gpus(p) for p in ranked) if gpus else None,
+                slices=slices_held((p.get("spec"), 1) for p in ranked) if gpus else None,
                 reason=why(job.workload, job.status),
                 **one,
             )
@@ -412,6 +427,7 @@ def _pod_row(
         age=age_seconds(pod),
         position=position,
         gpus=pod_gpus(pod) if gpus else None,
+        slices=slices_held([(pod.get("spec"), 1)]) if gpus else None,
         reason=why(pod_wl, st, pod),
         **common,
     )

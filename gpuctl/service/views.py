@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, Labels
+from gpuctl.constants import DEFRAG_MOVED_AT_ANNOTATION, GPU_RESOURCE, SET_ASIDE_ENDED_ANNOTATION, Labels
 from gpuctl.domain.defrag import moved_reason
 from gpuctl.domain.gang import (
     gang_nodes,
@@ -23,7 +23,7 @@ from gpuctl.domain.gang import (
     replica_rows,
     replicas_text,
 )
-from gpuctl.domain.gpus import pod_spec_gpus, workload_gpus
+from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, labels, meta, pod_template
 from gpuctl.domain.status import State
@@ -41,12 +41,14 @@ from gpuctl.service.waiting import explain, job_estimate, snapshot_inventory, wa
 
 # ----------------------------------------------------------------------------- a gang's part
 def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -> dict[str, Any] | None:
-    """None for a job of one pod; else {nodes, gpus_per_node, text, topology, ranks}. The pool's levels and
-    the pods' nodes are read when the caller may (a team member may not read nodes: domains show "-")."""
+    """None for a job of one pod; else {nodes, gpus_per_node, slices_per_node, text, topology, ranks}
+    (slices_per_node: a pod's GPU resources other than whole GPUs, e.g. {"nvidia.com/mig-1g.10gb": 1}).
+    The pool's levels and the pods' nodes are read when the caller may (a team member may not read
+    nodes: domains show "-")."""
     nodes = gang_nodes(obj)
     if nodes == 1:
         return None
-    per_node = pod_spec_gpus(obj["spec"]["template"].get("spec") or {})
+    per_node = pod_spec_gpu_requests(obj["spec"]["template"].get("spec") or {})
     levels: tuple[str, ...] = ()
     node_objs: dict[str, dict] = {}
     try:
@@ -61,7 +63,8 @@ def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -
             raise
     return {
         "nodes": nodes,
-        "gpus_per_node": per_node,
+        "gpus_per_node": per_node.get(GPU_RESOURCE, 0),
+        "slices_per_node": {r: n for r, n in per_node.items() if r != GPU_RESOURCE},
         "text": gang_text(nodes, per_node),
         "topology": list(levels),
         "ranks": rank_rows(gang_pods(obj, pods) or pods, node_objs, levels),
@@ -139,6 +142,9 @@ class JobDescription:
     # An autoscaled service (docs/serving.md, gpuctl.service.serving.autoscaling_view): floor, burst,
     # desired, running and waiting replicas, the HPA's metric and target, each waiting replica's reason.
     autoscaling: dict[str, Any] | None = None
+    # When and why the nodes `gpuctl serve --defrag` set aside for it were given back by the set-aside's
+    # time limits (runwhere.ai/set-aside-ended, docs/distributed.md); None if that never happened.
+    set_aside_ended: str | None = None
     # GPU use (issue 40, gpuctl.domain.utilisation.JobUse.as_dict: per pod and device) when a Prometheus is
     # configured; gpu_use_error: why it was not read (Prometheus down or refusing).
     gpu_use: dict[str, Any] | None = None
@@ -237,6 +243,7 @@ def describe_job(
         max_runtime=max_runtime_seconds(wl) if wl else max_runtime_seconds(job.obj),
         estimate=est.as_dict() if est is not None else None,
         moved=_moved(wl),
+        set_aside_ended=(meta(wl).get("annotations") or {}).get(SET_ASIDE_ENDED_ANNOTATION) if wl else None,
         cluster=where.text if where else None,
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,

@@ -169,6 +169,19 @@ def _quantity_text(value: object) -> object:
     return scalar_text(value)
 
 
+def _not_a_boolean(value: object, info: ValidationInfo) -> object:
+    """YAML's true/yes/on are booleans, which pydantic would take as 1: `nodes: true` is a mistake, not one
+    node. Counts are whole numbers only."""
+    if isinstance(value, bool):
+        field = info.field_name or "value"
+        raise fail(
+            "not_a_number",
+            f"{str(value).lower()} is a boolean, not a whole number",
+            f"write a number, e.g. {field}: {2 if field == 'nodes' else 1}",
+        )
+    return value
+
+
 def _non_negative_int(value: int, info: ValidationInfo) -> int:
     if value < 0:
         if info.field_name == "gpu":
@@ -235,9 +248,9 @@ NodeName = Annotated[str, BeforeValidator(_name_text), AfterValidator(_dns_subdo
 LabelValue = Annotated[str, BeforeValidator(scalar_text), AfterValidator(_label_value)]
 PositiveQuantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(_positive_quantity)]
 NonNegQuantity = Annotated[str, BeforeValidator(_quantity_text), AfterValidator(_non_negative_quantity)]
-NonNegInt = Annotated[int, AfterValidator(_non_negative_int)]
-PositiveInt = Annotated[int, AfterValidator(_positive_int)]
-Port = Annotated[int, AfterValidator(_port)]
+NonNegInt = Annotated[int, BeforeValidator(_not_a_boolean), AfterValidator(_non_negative_int)]
+PositiveInt = Annotated[int, BeforeValidator(_not_a_boolean), AfterValidator(_positive_int)]
+Port = Annotated[int, BeforeValidator(_not_a_boolean), AfterValidator(_port)]
 
 
 def aliases(*names: str) -> AliasChoices:

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from gpuctl.constants import DEFAULT_POOL, SET_ASIDE_TAINT_KEY
+from gpuctl.constants import DEFAULT_POOL, SET_ASIDE_TAINT_KEYS
 from gpuctl.spec.fields import (
     DnsLabel,
     LabelValue,
@@ -55,10 +55,10 @@ class Toleration(SpecModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Toleration:
-        if self.key == SET_ASIDE_TAINT_KEY:
+        if self.key in SET_ASIDE_TAINT_KEYS:
             raise fail(
                 "toleration",
-                f"{SET_ASIDE_TAINT_KEY} marks nodes set aside for a waiting multi-node job",
+                f"{self.key} marks nodes set aside for a waiting multi-node job",
                 "remove this toleration; gpuctl gives it to multi-node jobs (resources.nodes) only",
             )
         if self.operator == "Exists" and self.value:

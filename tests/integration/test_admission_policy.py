@@ -31,6 +31,7 @@ from admission.policies import deletes, team
 from admission.rules import AdmissionConfig, review
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import PRIORITY_CLASS, SET_ASIDE_TAINT_KEY, Labels, Priority
+from gpuctl.domain.gang import set_aside_tolerations
 from tests.integration.conftest import wait_until
 from tests.integration.test_admission_webhook import TESTBED_LABEL, _job, _pod
 from tests.unit.test_admission_fixtures import gpuctl_workload, state
@@ -303,8 +304,12 @@ def _tenant_corpus(ns: str, hi: dict) -> dict[str, dict]:
         }
     ]
     set_aside = [{"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
-    gang = job_with(tolerations=set_aside)
-    gang["spec"].update(completionMode="Indexed", parallelism=2, completions=2)
+
+    def gang_with(tolerations: list) -> dict:
+        g = job_with(tolerations=tolerations)
+        g["spec"].update(completionMode="Indexed", parallelism=2, completions=2)
+        return g
+
     by_daemonset = copy.deepcopy(owned)
     by_daemonset["metadata"]["ownerReferences"][0].update(apiVersion="apps/v1", kind="DaemonSet")
     return {
@@ -349,7 +354,11 @@ def _tenant_corpus(ns: str, hi: dict) -> dict[str, dict]:
         # set-aside-toleration (issue 31): only a gang may tolerate the set-aside taint.
         "set-aside-pod": _pod("a", ns, tolerations=set_aside),
         "set-aside-every-taint-job": job_with(tolerations=[{"operator": "Exists"}]),
-        "set-aside-gang": gang,
+        # Issue 43: a gang tolerates its own set-aside only (its namespace and its name, job "a").
+        "set-aside-gang": gang_with(set_aside),
+        "set-aside-gang-own": gang_with(set_aside_tolerations(ns, "a")),
+        "set-aside-gang-other-team": gang_with(set_aside_tolerations("other-team", "a")),
+        "set-aside-gang-other-job": gang_with(set_aside_tolerations(ns, "b")),
         "set-aside-other-taint": _pod("a", ns, tolerations=[{"key": "example.com/x", "operator": "Exists"}]),
     }
 

@@ -34,7 +34,13 @@ from queues import TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 from tests.integration.metrics_stack import scrape
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
-from tests.integration.test_metrics import _clear_gpu_work, _free_port, _job, _service_account_kubeconfig
+from tests.integration.test_metrics import (
+    _clear_gpu_work,
+    _free_port,
+    _job,
+    _remove_serve_rbac,
+    _service_account_kubeconfig,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -213,12 +219,7 @@ def env(
             90,
             what="the test's namespaces deleted",
         )
-        for f in ("evict/rbac.yaml", "rbac.yaml"):
-            subprocess.run(
-                [kubectl_bin, "--kubeconfig", cluster, "delete", "--ignore-not-found", "-f",
-                 str(ROOT / "manifests/serve" / f)],
-                capture_output=True,
-            )  # fmt: skip
+        _remove_serve_rbac(kubectl_bin, cluster, "evict/rbac.yaml")
         reset_gpuctl_state(kube)
 
 

@@ -441,7 +441,15 @@ def test_backstop_values_become_flags_and_eviction_brings_its_rbac() -> None:
     plain = by_key(render())
     args = plain[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert not [a for a in args if "uncovered" in a or "backstop" in a or "evict" in a]  # gpuctl's defaults
-    assert ("ClusterRole", "gpuctl-serve-evict") not in plain
+    # Issue 43: ending terminations past the bound is on by default and brings the eviction right with it.
+    assert ("ClusterRole", "gpuctl-serve-evict") in plain
+    report_only = by_key(
+        render("gpuctl-system", "--set", "serve.backstop.evictTerminating=false",
+               "--set", "serve.backstop.terminationAllowance=120")
+    )  # fmt: skip
+    args = report_only[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--no-evict-terminating", "--termination-allowance=120"} <= set(args)
+    assert ("ClusterRole", "gpuctl-serve-evict") not in report_only
     docs = by_key(
         render("gpuctl-system", "--set", "serve.backstop.evict=true", "--set", "serve.backstop.grace=0",
                "--set", "serve.backstop.evictAfter=300")
@@ -452,8 +460,9 @@ def test_backstop_values_become_flags_and_eviction_brings_its_rbac() -> None:
     assert evict["rules"] == [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
     assert docs[("ClusterRoleBinding", "gpuctl-serve-evict")]["subjects"][0]["name"] == "gpuctl-serve"
     off = by_key(
-        render("gpuctl-system", "--set", "serve.backstop.enabled=false", "--set", "serve.backstop.evict=true")
-    )
+        render("gpuctl-system", "--set", "serve.backstop.enabled=false", "--set", "serve.backstop.evict=true",
+               "--set", "serve.backstop.evictTerminating=true")
+    )  # fmt: skip
     args = off[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--no-backstop" in args and "--evict-uncovered" not in args
     assert ("ClusterRole", "gpuctl-serve-evict") not in off

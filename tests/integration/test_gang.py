@@ -17,7 +17,8 @@ import pytest
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, path
-from gpuctl.constants import GANG_PLACEMENT, GANG_TOLERATION, GPU_RESOURCE, TAS_REQUEST_KEYS, Labels
+from gpuctl.constants import GANG_PLACEMENT, GPU_RESOURCE, TAS_REQUEST_KEYS, Labels
+from gpuctl.domain.gang import set_aside_tolerations
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
 from gpuctl.domain.teams import team_usage
 from gpuctl.domain.workload import WorkloadState, workload_state
@@ -482,9 +483,12 @@ def test_a_raw_indexed_job_a_team_member_applies_is_queued_as_the_same_gang(
             return {k: v for k, v in t["metadata"]["annotations"].items() if k in TAS_REQUEST_KEYS}
 
         assert placement(tmpl) == placement(ref) == GANG_PLACEMENT
-        assert (
-            GANG_TOLERATION in tmpl["spec"]["tolerations"] and GANG_TOLERATION in ref["spec"]["tolerations"]
-        )
+        # Issue 43: the job's own set-aside only (its namespace and name), as gpuctl's builder writes it.
+        own = set_aside_tolerations(racks.ns, "rawgang")
+        assert all(t in tmpl["spec"]["tolerations"] for t in own)
+        assert set_aside_tolerations(racks.ns, "ref") == [
+            t for t in ref["spec"]["tolerations"] if t["key"].startswith("runwhere.ai/set-aside")
+        ]
         wl = wait_until(lambda: _workload(kube, racks.ns, "rawgang"), 30, what="rawgang's Workload")
         assert [ps["count"] for ps in wl["spec"]["podSets"]] == [2]
         wait_until(

@@ -203,6 +203,16 @@ def _service_account_kubeconfig(
     return out
 
 
+def _remove_serve_rbac(kubectl_bin: str, cluster_kubeconfig: str, *extra_rbac: str) -> None:
+    """Undo _service_account_kubeconfig's RBAC: `extra_rbac` files of manifests/serve/, then rbac.yaml."""
+    for f in (*extra_rbac, "rbac.yaml"):
+        subprocess.run(
+            [kubectl_bin, "--kubeconfig", cluster_kubeconfig, "delete", "--ignore-not-found", "-f",
+             str(ROOT / "manifests/serve" / f)],
+            capture_output=True,
+        )  # fmt: skip
+
+
 def _restore_node(kube: Cluster, name: str, gpus: str) -> None:
     """Give the node back to KWOK (which reports it Ready) with its GPUs."""
     kube.merge_patch(path("Node", name), {"metadata": {"annotations": {"kwok.x-k8s.io/node": "fake"}}})

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.integration.applied import applied
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import require_controller, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -210,6 +210,55 @@ def test_no_pod_they_start_in_a_team_namespace_reads_its_secrets(confined, kubec
         assert f"{said} ({named} in" in p.stderr
     p = as_(kubectl, who, "-n", team, "create", "--dry-run=server", "-f", "-", obj=_reads_a_secret("pull"))
     assert p.returncode == 0, p.stderr
+
+
+def _lws(name: str, leader: dict | None = None, worker: dict | None = None) -> dict:
+    """A LeaderWorkerSet (what the API makes of a service of multi-node replicas), its templates' pod specs
+    extended by `leader` and `worker`."""
+
+    def spec(extra: dict | None) -> dict:
+        return {"containers": [{"name": "c", "image": "busybox"}], **(extra or {})}
+
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "leaderWorkerTemplate": {
+                "size": 2,
+                "leaderTemplate": {"spec": spec(leader)},
+                "workerTemplate": {"spec": spec(worker)},
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize("who", [API, SERVE], ids=["api", "serve"])
+def test_no_leader_worker_set_they_make_reads_a_secret_either(
+    confined, kubectl, kube, team, who: str
+) -> None:
+    """The API's role may create LeaderWorkerSets: a Secret in either template is refused, naming it."""
+    require_controller(
+        kube, "leaderworkersets.leaderworkerset.x-k8s.io", "LeaderWorkerSet", "GPUCTL_TESTBED_LWS"
+    )
+    p = as_(kubectl, who, "-n", team, "create", "--dry-run=server", "-f", "-", obj=_lws("clean"))
+    assert p.returncode == 0, p.stderr
+    env = [
+        {
+            "name": "T",
+            "image": "busybox",
+            "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "t"}}}],
+        }
+    ]
+    for obj, named in (
+        (_lws("w", worker={"containers": env}), "secretKeyRef in container T"),
+        (_lws("w2", worker={"volumes": [{"name": "s", "secret": {"secretName": "hf-token"}}]}), "volume s"),
+        (_lws("l", leader={"serviceAccountName": "ci-bot"}), "serviceAccountName ci-bot"),
+    ):
+        p = as_(kubectl, who, "-n", team, "create", "--dry-run=server", "-f", "-", obj=obj)
+        assert p.returncode == 1 and REFUSED in p.stderr, (named, p.stderr)
+        assert f"({named} in leaderworkersets {team}/" in p.stderr, p.stderr
 
 
 def test_a_workload_made_with_a_secret_by_its_owner_is_still_patched_by_the_services(

@@ -29,6 +29,7 @@ from gpuctl.constants import (
     DEFRAG_MOVED_ANNOTATION,
     KUEUE_WORKLOAD_ANNOTATION,
     SET_ASIDE_TAINT_KEY,
+    SET_ASIDE_TAINT_KEYS,
 )
 from gpuctl.domain.objects import condition
 from gpuctl.domain.workload import HOLDING_QUOTA, WorkloadState, topology_nodes, workload_state
@@ -252,7 +253,7 @@ def test_a_gang_starts_within_the_bound_despite_a_stream_of_small_jobs(
             proc.wait(timeout=20)
         for n in _tainted(kube, racks.nodes):  # a failed run must not leave the pool held
             node = kube.get(path("Node", n))
-            taints = [t for t in node["spec"].get("taints") or [] if t["key"] != SET_ASIDE_TAINT_KEY]
+            taints = [t for t in node["spec"].get("taints") or [] if t["key"] not in SET_ASIDE_TAINT_KEYS]
             kube.merge_patch(path("Node", n), {"spec": {"taints": taints or None}})
         for job in kube.list(path("Job", namespace=racks.ns)):
             kube.delete(path("Job", job["metadata"]["name"], racks.ns), propagation="Background")

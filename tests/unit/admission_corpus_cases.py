@@ -13,6 +13,7 @@ from typing import Any
 
 from admission.identities import JOBSET_USER, KUEUE_USER, POD_MAKERS
 from gpuctl.constants import SET_ASIDE_TAINT_KEY, Labels
+from gpuctl.domain.gang import set_aside_tolerations
 from tests.unit.test_admission_fixtures import PLAIN, TEAM, queued_pod, raw_pod, review, training_job
 
 __all__ = ["requests"]
@@ -95,6 +96,23 @@ def _set_aside() -> list[dict]:
     )
     single = _job(queued_pod("single", tolerations=[SET_ASIDE]), parallelism=2, completions=2)
     return [review(o)["request"] for o in (pod, every, gang, single)]
+
+
+def _own_set_aside() -> list[dict]:
+    """Issue 43: a gang tolerates its own set-aside only (its namespace and its name). (Not under
+    generateName: the team policy's message for an object without a name fails to evaluate, whatever the
+    rule: "failed expression: ..." instead of gpuctl's words; test_admission_gangs.py has that case.)"""
+
+    def gang(name: str, tolerations: list[dict]) -> dict:
+        obj = _job(
+            queued_pod(name, tolerations=tolerations), completionMode="Indexed", parallelism=2, completions=2
+        )
+        return obj
+
+    own = gang("own", set_aside_tolerations(TEAM, "own"))
+    theirs = gang("theirs", set_aside_tolerations("team-b", "theirs"))
+    other = gang("other", set_aside_tolerations(TEAM, "someone"))
+    return [review(o)["request"] for o in (own, theirs, other)]
 
 
 def _kueue_gate() -> list[dict]:
@@ -301,6 +319,7 @@ def requests() -> list[dict]:
         *_isolation(),
         _jobset(),
         *_issue_43(),
+        *_own_set_aside(),
     ]
     for i, request in enumerate(out):
         request["uid"] = f"00000000-0000-4000-8000-{i:012d}"

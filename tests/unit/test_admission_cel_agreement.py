@@ -119,7 +119,7 @@ WORDS: Final[dict[str, Words]] = {
         f"webhook names the new object's, the policy the old label's; {TEXT}",
     ),
     GPU_RESOURCE_RULE: Words(DIFFER, SAME, f"the policy names the container, the webhook not; {TEXT}"),
-    SET_ASIDE_TOLERATION: Words(DIFFER, SAME, f"'a multi-node job' vs 'the oldest waiting ...'; {TEXT}"),
+    SET_ASIDE_TOLERATION: Words(),
     ORPHAN_DELETE: Words(DIFFER, SAME, f"'Orphan' quoted by the webhook only; {TEXT}"),
     POOL_TOLERATION: Words(),
     POOL_SELECTION: Words(),

@@ -16,13 +16,14 @@ from gpuctl.constants import (
     TAS_REQUIRED,
     Labels,
 )
-from gpuctl.domain.gang import gang_never_fits
+from gpuctl.domain.gang import gang_never_fits, set_aside_tolerations
 from tests.unit.test_admission_fixtures import TEAM, cluster_objects, state
 from tests.unit.test_admission_fixtures import review as admission_review
 
 STATE = state()
 ENFORCE = AdmissionConfig()
-SET_ASIDE = {"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+SET_ASIDE = {"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}  # every gang's
+OWN = set_aside_tolerations(TEAM, "big")  # what gpuctl gives gang TEAM/big
 
 
 def job(
@@ -36,7 +37,7 @@ def job(
         "nodeSelector": {Labels.POOL: "a100"},
         "restartPolicy": "Never",
         "containers": [{"name": "main", "image": "x", "resources": {"limits": {GPU_RESOURCE: str(gpus)}}}],
-        "tolerations": tolerations if tolerations is not None else [SET_ASIDE],
+        "tolerations": tolerations if tolerations is not None else OWN,
     }
     return {
         "apiVersion": "batch/v1",
@@ -80,22 +81,41 @@ def test_gang_never_fits_is_not_judged_where_another_rule_speaks() -> None:
     assert "hold 2 such pods" in gang_never_fits("p", nodes, 3, 8)
 
 
+def _named(obj: dict, name: str | None) -> dict:
+    """`obj` under another name (None: generateName, no name yet at admission)."""
+    obj["metadata"].pop("name")
+    obj["metadata"].update({"name": name} if name else {"generateName": "big-"})
+    return obj
+
+
 @pytest.mark.parametrize(
     ("obj", "refused"),
     [
-        (job(2, 4), False),  # a gang: gpuctl gives it the toleration
+        (job(2, 4), False),  # a gang with its own set-aside's tolerations, as gpuctl gives them
+        (job(2, 4, tolerations=OWN[:1]), False),  # half of its own: it just cannot use its nodes
         (job(2, 4, indexed=False), True),  # not Indexed: no ranks, not one gang of nodes
         (job(1, 4), True),  # one pod
         (job(1, 4, tolerations=[{"operator": "Exists"}]), True),  # every taint, so this one too
         (job(1, 4, tolerations=[{"key": "runwhere.ai/pool", "operator": "Exists"}]), False),
+        # Issue 43, attack 7: a gang tolerating every set-aside, or another gang's, squats its nodes.
+        (job(2, 4, tolerations=[SET_ASIDE]), True),
+        (job(2, 4, tolerations=[*OWN, {"operator": "Exists"}]), True),
+        (job(2, 4, tolerations=set_aside_tolerations("team-b", "big")), True),  # another team's
+        (job(2, 4, tolerations=set_aside_tolerations(TEAM, "other")), True),  # another of this team's
+        (_named(job(2, 4), "other"), True),  # named otherwise than its toleration says
+        (_named(job(2, 4), None), True),  # generateName: its name is not known, so none is its own
+        (_named(job(2, 4, tolerations=[]), None), False),
+        (job(2, 4, tolerations=[{**OWN[1], "operator": "Exists", "value": ""}]), True),
     ],
 )
-def test_only_a_gang_may_tolerate_the_set_aside_taint(obj: dict, refused: bool) -> None:
+def test_only_a_gang_may_tolerate_a_set_aside_and_only_its_own(obj: dict, refused: bool) -> None:
     v = judge(obj)
     assert ("set-aside-toleration" in v.rules) is refused, v.message()
     if refused:
         assert not v.allowed
-        assert f"spec.template.spec.tolerations tolerates {SET_ASIDE_TAINT_KEY}" in v.message()
+        assert "spec.template.spec.tolerations tolerates a taint of nodes set aside for a multi-node job" in (
+            v.message()
+        )
         assert "Fix: remove that toleration" in v.message()
 
 

@@ -242,6 +242,38 @@ def test_websocket_refuses_before_the_handshake(client):
     assert "only one of pod or rank" in e.value.json()["error"]
 
 
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("rank=abc", "query.rank"),
+        ("rank=-1", "query.rank"),
+        ("rank=100001", "query.rank"),
+        ("tail=abc", "query.tail"),
+        ("tail=-2", "query.tail"),
+        ("tail=99999999999999999999", "query.tail"),
+        ("tail=1000001", "query.tail"),
+        ("timestamps=maybe", "query.timestamps"),
+        ("pod=Bad_Pod", "query.pod"),
+        ("namespace=Bad_NS", "query.namespace"),
+    ],
+)
+def test_log_parameters_are_judged_alike_over_http_and_the_websocket(client, query, field):
+    """Issue 43: the WebSocket answered `rank=abc` with an empty 403 and passed any tail on to the API
+    server (a huge one its 400); both routes now answer the same 422 naming the field, before any
+    cluster call."""
+    r = client.get(f"/api/v1/jobs/j1/logs?{query}", headers=GOOD)
+    assert r.status_code == 422, r.text
+    with (
+        pytest.raises(WebSocketDenialResponse) as e,
+        client.websocket_connect(f"/api/v1/jobs/j1/logs/ws?{query}", headers=GOOD),
+    ):
+        pass
+    assert e.value.status_code == 422
+    ws = e.value.json()
+    assert field in ws["error"] and ws["error"] == r.json()["error"]
+    assert ws["detail"] == r.json()["detail"]
+
+
 def test_mounted_into_gpuctl_serve(kube):
     ctx = ServerContext(cluster=kube, cache=SimpleNamespace(informers={}), options=argparse.Namespace())
     client = TestClient(create_serve_app(ctx, [mount]))

@@ -196,10 +196,23 @@ class Clock:
         return self.t
 
 
-def make_backstop(evict: bool = False, evict_status: int = 201, leader=None):
+def make_backstop(
+    evict: bool = False, evict_status: int = 201, leader=None, evict_terminating: bool = True, record=None
+):
     c, clock = Recorder(evict_status), Clock()
     cache = default_cache(c, metrics=False, backstop=True)
-    b = Backstop(c, cache, grace=10, evict=evict, evict_after=30, leader=leader, clock=clock, wall=clock)
+    b = Backstop(
+        c,
+        cache,
+        grace=10,
+        evict=evict,
+        evict_after=30,
+        leader=leader,
+        clock=clock,
+        wall=clock,
+        evict_terminating=evict_terminating,
+        record=record,
+    )
     for inf in cache.informers.values():
         inf.relist()
     feed(cache, "Node", node_obj("g1", POOL), node_obj("g2", POOL), node_obj("cpu", None))
@@ -290,8 +303,9 @@ def _deleting(name: str, at: float) -> dict:
 
 def test_a_pod_being_deleted_gets_its_termination_grace_then_the_grace_and_is_never_evicted():
     """A deleted Job's pod shuts down after its Workload is gone: its deletionTimestamp (30 s away here)
-    is waited for, then the 10 s grace."""
-    c, cache, b, clock = make_backstop(evict=True)
+    is waited for, then the 10 s grace. With the termination rule off (--no-evict-terminating) it is
+    only reported, whatever --evict-uncovered says."""
+    c, cache, b, clock = make_backstop(evict=True, evict_terminating=False)
     feed(cache, "Pod", _deleting("leaving", clock.t + 30))
     b.scan()
     clock.t += 39
@@ -300,6 +314,51 @@ def test_a_pod_being_deleted_gets_its_termination_grace_then_the_grace_and_is_ne
     assert len(b.scan()) == 1
     clock.t += 600
     assert len(b.scan()) == 1 and c.evictions() == []  # already going away: never evicted
+
+
+def test_a_terminating_pod_past_its_bound_has_its_termination_ended_recorded_and_counted():
+    """Issue 43, attack 2: a stopped job's pod deleted with terminationGracePeriodSeconds 7200 keeps its
+    GPUs while Kueue counts none. By default its termination is ended once reported (the allowance,
+    300 s, then the 10 s grace): an eviction with gracePeriodSeconds 0 and its uid, a Warning Event, a
+    `reclaimed` record for the audit trail and gpuctl_uncovered_terminations_ended_total."""
+    records = []
+    c, cache, b, clock = make_backstop(record=records.append)
+    pod = _deleting("slow", clock.t + 7200)
+    pod["metadata"]["deletionGracePeriodSeconds"] = 7200
+    pod["metadata"]["labels"] = {"job-name": "train"}
+    feed(cache, "Pod", pod)
+    b.scan()
+    clock.t += 309
+    assert b.scan() == [] and c.evictions() == []
+    clock.t += 2
+    (u,) = b.scan()
+    assert (u.deletion_grace, u.job) == (7200, "train")
+    (path,) = c.evictions()
+    assert path == "/api/v1/namespaces/default/pods/slow/eviction"
+    body = next(bd for p, bd in c.posts if p == path)
+    assert body["deleteOptions"] == {"gracePeriodSeconds": 0, "preconditions": {"uid": "uid-default-slow"}}
+    assert [e["reason"] for e in c.events()] == ["GpuctlUncoveredGPUs", "GpuctlEndedTermination"]
+    assert "its termination is ended now" in c.events()[0]["message"]
+    (r,) = records
+    assert (r.namespace, r.job, r.action, r.actor, r.uid) == (
+        "default",
+        "train",
+        "reclaimed",
+        "gpuctl-serve (backstop)",
+        "uid-default-slow",
+    )
+    assert "held 4 GPU(s) on node g1" in r.reason and "311 s of a 7200 s termination grace" in r.reason
+    assert b.terminations_ended == {"ended": 1, "gone": 0, "error": 0}
+    counter = next(f for f in b.own_families() if f.name == "gpuctl_uncovered_terminations_ended")
+    assert {s.labels["result"]: s.value for s in counter.samples} == {"ended": 1, "gone": 0, "error": 0}
+    clock.t += 5
+    b.scan()
+    assert len(c.evictions()) == 1  # not hammered while the API server's delete reaches the cache
+    # Gone meanwhile (404): counted as such, no Event, no record.
+    c.evict_status = 404
+    clock.t += 30
+    b.scan()
+    assert b.terminations_ended["gone"] == 1 and len(records) == 1 and len(c.events()) == 2
 
 
 def test_a_long_termination_grace_buys_at_most_the_allowance():

@@ -92,10 +92,11 @@ def test_builders_return_what_they_build_and_change_nothing_they_are_given() -> 
     )
     template = pod_template(doc.spec, "team-a", app_label=False, restart_policy="Never")
     before = copy.deepcopy(template)
-    spec = gang_job_spec(doc.spec, TargetPool(name="training-pool"), template)
+    spec = gang_job_spec(doc.spec, "team-a", TargetPool(name="training-pool"), template)
     assert template == before
     tmpl = spec["template"]
-    assert tmpl["spec"]["subdomain"] == "svc-llama" and len(tmpl["spec"]["tolerations"]) == 2
+    # The user's toleration and the two of the gang's own set-aside.
+    assert tmpl["spec"]["subdomain"] == "svc-llama" and len(tmpl["spec"]["tolerations"]) == 3
     assert TAS_UNCONSTRAINED not in tmpl["metadata"]["annotations"]
     service = {"metadata": {"name": "s", "labels": {"a": "1"}}, "spec": {}}
     assert with_labels(service, {"b": "2"})["metadata"]["labels"] == {"a": "1", "b": "2"}
@@ -364,3 +365,50 @@ def test_estimate_of_a_gang_whose_nodes_are_set_aside() -> None:
 )
 def test_tolerates_set_aside(tolerations: list, expected: bool) -> None:
     assert tolerates_set_aside({"tolerations": tolerations}) is expected
+
+
+def test_a_gang_of_slices_reports_its_slices_not_0_gpus() -> None:
+    """Issue 43: `nodes: 2` with `gpu-share` said "2 nodes x 0 GPUs = 0 GPUs" in create/dry-run lines and
+    describe, and get jobs' gang row counted 0 GPUs with nothing else."""
+    from gpuctl.domain.gang import gang_text
+
+    mig = "nvidia.com/mig-1g.10gb"
+    pool = TargetPool(name="training-pool", slice_resource=mig)
+    job, _svc = _build({"nodes": 2, "gpu": 1, "gpu-share": "1g.10gb"}, pool)
+    res = job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert res[mig] == "1" and "nvidia.com/gpu" not in res
+    assert gang_note(job) == f" (2 nodes x 1 {mig} = 2 {mig})"
+    assert gang_text(2, {"nvidia.com/gpu": 8}) == "2 nodes x 8 GPUs = 16 GPUs"
+    assert gang_text(3, {}) == "3 nodes x 0 GPUs = 0 GPUs"
+    assert gang_text(2, {"nvidia.com/gpu": 1, "nvidia.com/gpu.shared": 2}) == (
+        "2 nodes x 1 GPUs + 2 nvidia.com/gpu.shared = 2 GPUs + 4 nvidia.com/gpu.shared"
+    )
+
+
+def test_a_gang_tolerates_its_own_set_aside_and_no_other() -> None:
+    """Issue 43: gpuctl's builder writes what gpuctl.domain.gang.set_aside_taints puts on the nodes held for
+    this gang, exactly (the builder cannot import the domain: the two are kept equal here)."""
+    from gpuctl.domain.gang import (
+        own_set_aside_tolerations,
+        set_aside_taints,
+        set_aside_tolerations,
+        tolerates_gangs_set_aside,
+    )
+
+    job, _svc = _build({"nodes": 2})
+    spec = job["spec"]["template"]["spec"]
+    assert [t for t in spec["tolerations"] if "set-aside" in t["key"]] == set_aside_tolerations(
+        "team-a", "llama"
+    )
+    assert own_set_aside_tolerations(spec, "team-a", "llama")
+    assert tolerates_gangs_set_aside(spec, "team-a/llama")
+    assert not tolerates_gangs_set_aside(spec, "team-a/other") and not tolerates_gangs_set_aside(
+        spec, "b/llama"
+    )
+    assert [t["value"] for t in set_aside_taints("team-a/llama")] == ["team-a", "llama"]
+    # Every set-aside (the topology policy's toleration before issue 43) is not its own.
+    legacy = {"tolerations": [{"key": SET_ASIDE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]}
+    assert not own_set_aside_tolerations(legacy, "team-a", "llama")
+    assert not own_set_aside_tolerations(
+        {"tolerations": [*spec["tolerations"], {"operator": "Exists"}]}, "team-a", "llama"
+    )

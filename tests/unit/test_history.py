@@ -379,3 +379,29 @@ def test_an_event_about_another_namespaces_workload_writes_nothing():
     same_ns = {**ev, "metadata": {"name": "x", "namespace": "team-b"}}
     (rec,) = event_records(same_ns, workloads)
     assert (rec.namespace, rec.uid, rec.action) == ("team-b", "u-b", "admitted")
+
+
+def test_serve_set_aside_events_are_records_of_the_gang():
+    """Issue 43: a set-aside and its end are said on the gang's Workload, and the audit trail keeps both."""
+    w = wl(uid="u-gang")
+    find = {("team-a", w["metadata"]["name"]): w}.get
+    base = {
+        "metadata": {"namespace": "team-a", "name": "e"},
+        "involvedObject": {"kind": "Workload", "name": w["metadata"]["name"], "namespace": "team-a"},
+        "lastTimestamp": "2026-11-25T11:00:00Z",
+    }
+    out = [
+        event_records({**base, "reason": reason, "message": msg}, lambda ns, n: find((ns, n)))
+        for reason, msg in (
+            ("GpuctlSetAside", "gpuctl serve set nodes n1, n2 aside for this job"),
+            (
+                "GpuctlSetAsideEnded",
+                "gpuctl serve gave back the nodes set aside for this job: it lasted 7200s",
+            ),
+        )
+    ]
+    assert [(r.action, r.actor, r.job, r.uid) for (r,) in out] == [
+        ("set-aside", "gpuctl-serve (set-aside)", "train", "u-gang"),
+        ("set-aside-ended", "gpuctl-serve (set-aside)", "train", "u-gang"),
+    ]
+    assert "it lasted 7200s" in out[1][0].reason

@@ -171,3 +171,28 @@ def test_records_erased_from_the_store_are_written_again_with_the_next_write():
     assert rec.flush() == first + 1
     after = store.cms[cm]["data"][HISTORY_DATA_KEY].splitlines()
     assert set(before) < set(after) and len(after) == len(before) + 1
+
+
+def test_a_record_serve_made_itself_is_stored_in_team_namespaces_only_and_retried():
+    """The backstop's `reclaimed` record (issue 43: no object shows that serve ended a pod's termination)
+    goes through the same store, at the next flush, kept while the store refuses it."""
+    from gpuctl.domain.history import reclaimed
+
+    store = StoreCluster()
+    _, rec = _recorder(store)
+    rec.note(reclaimed("team-a", "train", "pod-uid", 1_800_000_000.0, "gpuctl serve ended the termination"))
+    rec.note(reclaimed("not-a-team", "x", "pod-uid-2", 1_800_000_000.0, "outside team namespaces"))
+    cm = path("ConfigMap", HISTORY_CONFIGMAP, "team-a")
+    store.cms[cm] = {"metadata": {"name": HISTORY_CONFIGMAP, "namespace": "team-a"}, "immutable": True}
+    assert rec.flush() == 0 and rec.flush() == 0
+    del store.cms[cm]["immutable"]
+    assert rec.flush() == 1
+    (line,) = store.cms[cm]["data"][HISTORY_DATA_KEY].splitlines()
+    r = json.loads(line)
+    assert (r["job"], r["action"], r["actor"], r["uid"]) == (
+        "train",
+        "reclaimed",
+        "gpuctl-serve (backstop)",
+        "pod-uid",
+    )
+    assert path("ConfigMap", HISTORY_CONFIGMAP, "not-a-team") not in store.cms

@@ -113,3 +113,30 @@ def test_rows_without_reasons_judge_none() -> None:
         (r.job_id, r.status, r.position) for r in judged
     ]
     assert "Node" not in fake.listed  # no snapshot of the cluster was built
+
+
+def test_a_gang_of_slices_shows_its_slices_in_get_jobs_the_api_and_describe(monkeypatch) -> None:
+    """Issue 43: a 2-node job of one MIG slice per node (`nodes: 2`, `gpu-share`) showed 0 GPUs and
+    nothing else: get jobs -o json and the API's rows now carry its slices, describe names them."""
+    from gpuctl.constants import JOB_COMPLETION_INDEX_ANNOTATION
+    from gpuctl.service.views import describe_job
+    from tests.unit.test_consistency import api_rows, cli_rows, cond, job_obj, node_obj, pod_obj, workload_obj
+
+    mig = "nvidia.com/mig-1g.10gb"
+    spec = {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {mig: "1"}}}]}
+    job = job_obj("slices", spec, suspend=False, parallelism=2)
+    job["spec"].update(completions=2, completionMode="Indexed")
+    pods = []
+    for rank in (0, 1):
+        p = pod_obj(f"slices-{rank}-x", job, spec, gated=False, node="gpu-node-1", phase="Running")
+        p["metadata"]["annotations"] = {JOB_COMPLETION_INDEX_ANNOTATION: str(rank)}
+        pods.append(p)
+    wl = workload_obj("job-slices", job, spec, [cond("QuotaReserved"), cond("Admitted")], reserved=0, count=2)
+    fake = Server([*_team_objects(), node_obj(), job, wl, *pods])
+    (row,) = [r for r in cli_rows(monkeypatch, fake) if r["name"] == "slices"]
+    assert (row["gpus"], row["slices"]) == (0, {mig: 2})
+    (api,) = [r for r in api_rows(fake) if r["name"] == "slices"]
+    assert (api["gpus"], api["slices"]) == (0, {mig: 2})
+    view = describe_job(fake, "slices", NS)
+    assert view.gang["text"] == f"2 nodes x 1 {mig} = 2 {mig}"
+    assert (view.gang["gpus_per_node"], view.gang["slices_per_node"]) == (0, {mig: 1})

@@ -12,6 +12,9 @@ from gpuctl.builders import build
 from gpuctl.cluster import ApiError
 from gpuctl.domain.demand import workload_demand
 from gpuctl.domain.gang import gang_note, groups_gpus, groups_waiting, replica_groups, replica_rows
+from gpuctl.domain.utilisation import pod_job
+from gpuctl.service.activation import set_active
+from gpuctl.service.errors import ServiceError
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.lifecycle import submit
 from gpuctl.spec import SpecError, load_text
@@ -185,3 +188,46 @@ def test_a_groups_workload_needs_the_gpus_of_its_leader_and_its_workers():
     }
     d = workload_demand(wl)
     assert (d.pods, d.gpus) == (3, 4)  # the leader's pod set alone said 1 x 4
+
+
+def test_a_groups_pods_are_the_services_in_gpu_use():
+    """The per-job GPU series (gpuctl_job_pod_info) name the LeaderWorkerSet for the leader (its
+    StatefulSet <name>) and for the workers (their StatefulSet <name>-<group>, under the leader pod)."""
+
+    def pod(name: str, owner: str) -> dict:
+        ref = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": owner, "controller": True}
+        labels = {"leaderworkerset.sigs.k8s.io/name": "llm", "app": "llm"}
+        return {"metadata": {"name": name, "labels": labels, "ownerReferences": [ref]}}
+
+    assert [pod_job(pod("llm-0", "llm")), pod_job(pod("llm-0-1", "llm-0"))] == ["llm", "llm"]
+
+
+def test_resume_gives_back_the_groups_serve_scaled_down_for_idle_gpus():
+    """gpuctl serve --idle scales an idle service to its floor (issue 40) keeping its replicas in
+    runwhere.ai/idle-replicas; resume restores them on the LeaderWorkerSet as on a Deployment (and stop
+    stays refused)."""
+
+    class Patching(RecordingCluster):
+        def merge_patch(self, api_path: str, body: dict, **_) -> dict:
+            self.calls.append(f"patch {api_path}")
+            self.patches.append(body)
+            return body
+
+    lws, _ = build(_spec().spec, NS)
+    lws["metadata"].update(uid="u-llm", annotations={"runwhere.ai/idle-replicas": "2"})
+    lws["spec"]["replicas"] = 1
+    c = Patching(cluster(lws).objects)
+    c.patches = []
+    with pytest.raises(ServiceError, match="cannot be held by stop"):
+        set_active(c, "llm", NS, False)
+    done = set_active(c, "llm", NS, True)
+    assert done.changed and done.resource == "LeaderWorkerSet"
+    assert [x for x in c.calls if x.startswith("patch")] == [
+        f"patch /apis/leaderworkerset.x-k8s.io/v1/namespaces/{NS}/leaderworkersets/llm"
+    ]
+    assert c.patches == [
+        {
+            "metadata": {"uid": "u-llm", "annotations": {"runwhere.ai/idle-replicas": None}},
+            "spec": {"replicas": 2},
+        }
+    ]

@@ -248,7 +248,8 @@ def test_cluster_role_is_least_privilege() -> None:
         ("", "configmaps"),
         ("autoscaling", "horizontalpodautoscalers"),  # autoscaled services (docs/serving.md)
     }
-    # Eviction (--evict-uncovered) only through its own file, applied where it is switched on.
+    # Eviction (--evict-terminating, the default, and --evict-uncovered) only through its own file, applied
+    # where it is switched on.
     assert "pods/eviction" not in (SERVE / "rbac.yaml").read_text()
     (evict,) = [d for d in _docs(SERVE / "evict/rbac.yaml") if d["kind"] == "ClusterRole"]
     assert evict["rules"] == [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]

@@ -336,6 +336,24 @@ def test_tab_indentation_hint() -> None:
         (job_yaml(resources="cpu: yes, memory: 1Gi"), ("resources.cpu: expected a quantity, got True",)),
         (job_yaml().replace("{name: j}", "{name: true}"), ("job.name: expected a name", "lowercase letters")),
         (job_yaml().replace("{name: j}", "{name: j, epochs: 0}"), ("job.epochs: 0 must be at least 1",)),
+        # Issue 43: YAML's true is a boolean that pydantic would read as 1 (`nodes: true` ran one node).
+        (
+            job_yaml(resources="cpu: 1, memory: 1Gi, gpu: 1, nodes: true"),
+            ("resources.nodes: true is a boolean, not a whole number", "nodes: 2"),
+        ),
+        (job_yaml(resources="cpu: 1, memory: 1Gi, gpu: yes"), ("resources.gpu: true is a boolean", "gpu: 1")),
+        (
+            job_yaml(kind="inference", extra="service: {replicas: on}\n"),
+            ("service.replicas: true is a boolean",),
+        ),
+        # Issue 43: neither set-aside key may be tolerated through gpuctl (a gang gets its own from gpuctl).
+        *(
+            (
+                job_yaml(resources=f"cpu: 1, memory: 1Gi, tolerations: ['{key}=x:NoSchedule']"),
+                (f"{key} marks nodes set aside for a waiting multi-node job", "gpuctl gives it"),
+            )
+            for key in ("runwhere.ai/set-aside", "runwhere.ai/set-aside-job")
+        ),
         (
             job_yaml().replace("{image: busybox}", "{image: busybox, env: 7}"),
             ("environment.env", "NCCL_DEBUG"),

@@ -66,6 +66,11 @@ def _validation_message(errors: list[dict]) -> str:
     return "invalid request: " + "; ".join(parts) + more
 
 
+def validation_error(errors: list[dict]) -> JSON:
+    """422 for invalid parameters or bodies, naming each field (the WebSocket logs route sends the same)."""
+    return error(422, _validation_message(errors), detail=_jsonable_errors(errors))
+
+
 def _jsonable_errors(errors: list[dict]) -> list[dict]:
     """Pydantic's error dicts may hold the offending input or an exception (ctx): keep plain fields."""
     return [
@@ -104,8 +109,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, e: RequestValidationError) -> Response:
-        errors = list(e.errors())
-        return error(422, _validation_message(errors), detail=_jsonable_errors(errors))
+        return validation_error(list(e.errors()))
 
     @app.exception_handler(ConnectionError)
     async def _unreachable(_: Request, e: ConnectionError) -> Response:

@@ -12,15 +12,18 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import re
-from typing import Annotated, Any
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, Final
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request, WebSocket
+from fastapi.exceptions import RequestValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from gpuctl.cluster import ApiError, Cluster
-from gpuctl.constants import JOB_KINDS, Kind
+from gpuctl.constants import JOB_KINDS, LOG_RANK_MAX, LOG_TAIL_MAX, Kind
 from gpuctl.domain.gang import pod_rank
 from gpuctl.domain.objects import short_age
 from gpuctl.server.api import perms
@@ -37,7 +40,7 @@ from gpuctl.server.api.deps import (
     visible,
 )
 from gpuctl.server.api.documents import check_results, delete_named, load, message, now, only_kinds, warnings
-from gpuctl.server.api.errors import JSON, ApiProblem, api_error_status, error
+from gpuctl.server.api.errors import JSON, ApiProblem, api_error_status, error, validation_error
 from gpuctl.server.api.logstream import start_reader
 from gpuctl.server.api.models import (
     DNS_LABEL,
@@ -96,6 +99,7 @@ def row_item(r: JobRow) -> dict:
         "queue": r.queue,
         "position": r.position,
         "gpus": r.gpus,
+        "slices": r.slices or {},
     }
 
 
@@ -414,11 +418,42 @@ PodQ = Annotated[
         description="one pod of the job (default: the first running)",
     ),
 ]
-TailQ = Annotated[int, Query(ge=-1, le=1_000_000, description="lines from the end; -1 for all")]
+TailQ = Annotated[int, Query(ge=-1, le=LOG_TAIL_MAX, description="lines from the end; -1 for all")]
 RankQ = Annotated[
     int | None,
-    Query(ge=0, le=100_000, description="a multi-node job's rank (its completion index; default 0)"),
+    Query(ge=0, le=LOG_RANK_MAX, description="a multi-node job's rank (its completion index; default 0)"),
 ]
+# The logs' query parameters, as GET .../logs declares them: the WebSocket route judges its own query
+# string by these same types (FastAPI answers a WebSocket's invalid parameter with a bare 403 close).
+_WS_LOG_QUERY: Final = {
+    "namespace": (TypeAdapter(NamespaceQ), None),
+    "tail": (TypeAdapter(TailQ), 100),
+    "pod": (TypeAdapter(PodQ), None),
+    "rank": (TypeAdapter(RankQ), None),
+    "timestamps": (TypeAdapter(bool), True),
+}
+_JOB_ID: Final = TypeAdapter(JobName)
+
+
+def ws_log_query(job_id: str, params: Mapping[str, str]) -> dict[str, Any]:
+    """The WebSocket logs route's parameters, validated as the HTTP route's are: RequestValidationError
+    with every error located at ("path"|"query", name), so both answer the same 422 naming the field."""
+    errors: list[dict[str, Any]] = []
+    out: dict[str, Any] = {}
+    for name, value, (adapter, loc) in [
+        ("jobId", job_id, (_JOB_ID, "path")),
+        *((n, params.get(n), (a, "query")) for n, (a, _) in _WS_LOG_QUERY.items()),
+    ]:
+        if value is None:
+            out[name] = _WS_LOG_QUERY[name][1]
+            continue
+        try:
+            out[name] = adapter.validate_python(value)
+        except ValidationError as e:
+            errors += [{**err, "loc": (loc, name, *err.get("loc", ()))} for err in e.errors()]
+    if errors:
+        raise RequestValidationError(errors)
+    return out
 
 
 @router.get("/{jobId}/logs", responses=COMMON_ERRORS, summary="A job's recent log lines (as `gpuctl logs`)")
@@ -468,12 +503,14 @@ def ws_token(ws: WebSocket) -> tuple[str | None, str | None]:
     return token, (LOG_PROTOCOL if LOG_PROTOCOL in offered else None)
 
 
-async def _deny(ws: WebSocket, status: int, message: str) -> None:
-    """Refuse the handshake with an HTTP status when the server can (ASGI denial response), else
-    accept and close with 4000+status after one error message."""
+async def _deny(ws: WebSocket, status: int, message: str, response: JSON | None = None) -> None:
+    """Refuse the handshake with an HTTP status when the server can (ASGI denial response: `response`,
+    else an error naming `message`), else accept and close with 4000+status after one error message."""
+    if response is not None:
+        message = json.loads(response.body)["error"]
     if "websocket.http.response" in (ws.scope.get("extensions") or {}):
         headers = {"WWW-Authenticate": 'Bearer realm="gpuctl"'} if status == 401 else None
-        await ws.send_denial_response(error(status, message, headers=headers))
+        await ws.send_denial_response(response or error(status, message, headers=headers))
         return
     await ws.accept()
     await ws.send_json({"type": "error", "status": status, "message": message})
@@ -481,31 +518,17 @@ async def _deny(ws: WebSocket, status: int, message: str) -> None:
 
 
 @ws_router.websocket("/api/v1/jobs/{jobId}/logs/ws")
-async def follow_logs(
-    ws: WebSocket,
-    jobId: str,
-    namespace: str | None = None,
-    tail: int = 100,
-    pod: str | None = None,
-    timestamps: bool = True,
-    rank: int | None = None,
-) -> None:
+async def follow_logs(ws: WebSocket, jobId: str) -> None:
     """Stream a job's log: `{"type": "log", "data": line, "pod": name}` per line, in order and once
-    each, then `{"type": "end"}` when the pod's log ends (or `{"type": "error", ...}`)."""
+    each, then `{"type": "end"}` when the pod's log ends (or `{"type": "error", ...}`). The query
+    parameters are GET .../logs's (namespace, tail, pod, rank, timestamps), judged by the same types."""
     st = ws.app.state.api
-    # The same rules as the HTTP routes' parameters (FastAPI does not apply Query patterns here).
-    bad = [
-        what
-        for what, value, pattern in (
-            ("jobId", jobId, DNS_LABEL),
-            ("namespace", namespace, DNS_LABEL),
-            ("pod", pod, POD),
-        )
-        if value is not None and (len(value) > 253 or not re.match(pattern, value))
-    ]
-    if bad or tail < -1 or (rank is not None and rank < 0):
-        await _deny(ws, 422, f"invalid {', '.join(bad) or ('tail' if tail < -1 else 'rank')}")
+    try:
+        q = ws_log_query(jobId, ws.query_params)
+    except RequestValidationError as e:
+        await _deny(ws, 422, "", validation_error(list(e.errors())))
         return
+    namespace, tail, pod, rank, timestamps = q["namespace"], q["tail"], q["pod"], q["rank"], q["timestamps"]
     token, subprotocol = ws_token(ws)
     try:
         caller = await authenticate(st.auth, token)
