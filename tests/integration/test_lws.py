@@ -197,6 +197,19 @@ def test_a_two_pod_per_replica_service_is_admitted_group_by_group(team, kube, tm
         60,
         what="READY 2/2",
     )
+    # apply with 3 replicas: the LeaderWorkerSet grows by one group, which waits whole (16 of 16 held).
+    f.write_text(f.read_text().replace("replicas: 2,", "replicas: 3,"))
+    p = m.gpuctl("apply", "-f", str(f))
+    assert p.returncode == 0, p.stderr
+    assert "leaderworkerset.leaderworkerset.x-k8s.io/llm configured" in p.stdout, p.stdout
+    held = wait_until(
+        lambda: (g := _by_group(kube, team.ns).get("2")) and all(map(_gated, g)) and g,
+        60,
+        what="group 2 gated",
+    )
+    assert all(not p["spec"].get("nodeName") for p in held)
+    (row,) = wait_until(lambda: (r := rows()) and r[0]["ready"] == "2/3" and r, 60, what="READY 2/3")
+    assert row["gpus"] == 16 and row["reason"].startswith("1 of 3 replicas waiting for GPUs: "), row
     p = m.gpuctl("delete", "job", "llm")
     assert p.returncode == 0, p.stderr
     wait_until(lambda: not _pods(kube, team.ns), 120, what="the service's pods gone")
