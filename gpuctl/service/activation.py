@@ -101,7 +101,7 @@ def set_active(
         and IDLE_REPLICAS_ANNOTATION in (job.obj["metadata"].get("annotations") or {})
     ):
         return _restore_replicas(cluster, job, dry_run)
-    if job.resource in ("Deployment", "LeaderWorkerSet"):
+    if job.resource in PER_REPLICA_KINDS:
         unit = "pods" if job.resource == "Deployment" else "replicas (groups of pods)"
         raise ServiceError(
             f"job {job.name} ({job.kind}) is a {job.resource}: Kueue queues each of its {unit} with a "

@@ -149,9 +149,9 @@ def submit(
                 )
             r.action = "created" if action == "create" else "applied"
         except (ServiceError, ApiError, OSError) as e:
-            r.error = (
-                f"{doc.source}: {r.kind} {r.name}: {describe_exception(e) if isinstance(e, ApiError) else e}"
-            )
+            text = describe_exception(e) if isinstance(e, ApiError) else str(e)
+            said = f"{r.kind} {r.name}: "  # once: the quota and pool services name their document too
+            r.error = f"{doc.source}: {text if text.startswith(said) else said + text}"
             r.error_status = getattr(e, "status", None)
             results.append(r)
             break

@@ -1163,12 +1163,30 @@ def test_the_termination_bound_and_extended_resources_reach_webhook_and_policy(t
             {v["name"]: v["expression"] for v in policy},
         )
 
-    grace, extended, variables = places(by_key(render()))
+    def bound_elsewhere(docs: dict) -> tuple[list[str], list[str]]:
+        """The delete policy's compiled bound (`kubectl delete --grace-period`), serve's allowance."""
+        deletes = docs[("ValidatingAdmissionPolicy", "gpuctl-admission-delete")]["spec"]["variables"]
+        args = docs[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
+        return (
+            [v["expression"] for v in deletes if v["name"] == "maxTerminationGrace"],
+            [a for a in args if a.startswith("--termination-allowance=")],
+        )
+
+    docs = by_key(render())
+    grace, extended, variables = places(docs)
     assert grace == ["--max-termination-grace=300"] and variables["maxTerminationGrace"] == "300"
+    assert bound_elsewhere(docs) == (["300"], ["--termination-allowance=300"])
     assert extended == ["--allowed-extended-resource=rdma/*", "--allowed-extended-resource=hugepages-*"]
     assert variables["allowedExtendedResources"] == "['rdma/*', 'hugepages-*']"
     values = tmp_path / "v.yaml"
-    values.write_text("maxTerminationGraceSeconds: 60\nallowedExtendedResources: []\n")
-    grace, extended, variables = places(by_key(render("gpuctl-system", "-f", str(values))))
-    assert grace == ["--max-termination-grace=60"] and variables["maxTerminationGrace"] == "60"
+    values.write_text("maxTerminationGraceSeconds: 600\nallowedExtendedResources: []\n")
+    docs = by_key(render("gpuctl-system", "-f", str(values)))
+    grace, extended, variables = places(docs)
+    assert grace == ["--max-termination-grace=600"] and variables["maxTerminationGrace"] == "600"
+    # A cap the admin raised is the backstop's allowance too: a pod within it is never cut short.
+    assert bound_elsewhere(docs) == (["600"], ["--termination-allowance=600"])
     assert extended == ["--allowed-extended-resource="] and variables["allowedExtendedResources"] == "[]"
+    own = by_key(
+        render("gpuctl-system", "-f", str(values), "--set", "serve.backstop.terminationAllowance=120")
+    )
+    assert bound_elsewhere(own) == (["600"], ["--termination-allowance=120"])

@@ -193,6 +193,19 @@ def test_type_slash_name_and_several_names(pools, teams, gpuctl, kube, tmp_path)
     )
 
 
+def test_a_quota_naming_a_missing_pool_says_so_once_and_creates_nothing(pools, gpuctl, kube, tmp_path):
+    """The file, the document once (it read `quota q: quota q:`), the field's fix; no namespace made."""
+    f, ns = tmp_path / "q.yaml", f"miss-{uuid.uuid4().hex[:6]}"
+    f.write_text(
+        f"kind: quota\nquota: {{name: q-miss}}\nnamespace:\n"
+        f"  {ns}: {{gpu: 2, pools: {{no-pool: {{gpu: 1}}}}}}\n"
+    )
+    rc, _, err = gpuctl("create", "-f", str(f))
+    assert rc == 1 and err.count("quota q-miss:") == 1 and "pool no-pool does not exist" in err, err
+    assert f"{f}: quota q-miss:" in err, err
+    assert kube.get_or_none(path("Namespace", ns)) is None
+
+
 # ----------------------------------------------------------------------------- quotas and queueing
 def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, kube, tmp_path):
     a, b = teams

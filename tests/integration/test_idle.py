@@ -14,6 +14,8 @@ same pass was acted on.
   Service and volume kept, and the job waiting for its GPUs is admitted; `gpuctl resume` brings it back;
 - a busy notebook is not stopped; a kept one is not until its keep ends; a keep past keepMax is refused;
 - an idle service goes to its floor (`resume` gives its replicas back); an idle gang is only reported;
+  a service whose replicas span nodes (a LeaderWorkerSet) goes to its floor of one group, the other
+  group's Workload and GPUs handed back;
 - `gpuctl top` as a team member shows its own team's jobs only, busiest first, with GPU_UTIL where
   profiling is missing;
 - a tenant cannot steer serve against another team: no policy, keep or series of another team is theirs
@@ -46,15 +48,17 @@ from gpuctl.constants import (
     IDLE_STOPPED_AT_ANNOTATION,
     IDLE_STOPPED_REASON,
     KEEP_UNTIL_ANNOTATION,
+    LWS_NAME_LABEL,
     Labels,
 )
 from gpuctl.domain.objects import parse_time
 from gpuctl.domain.workload import HOLDING_QUOTA, workload_state
 from tests.integration.admission_stack import AdmissionStack
-from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
+from tests.integration.conftest import delete_namespaces, require_controller, reset_gpuctl_state, wait_until
 from tests.integration.fake_nodes import fake_node
 from tests.integration.metrics_stack import metrics_stack, scrape
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
+from tests.integration.test_gang import _held_gpus, _team_gpus
 from tests.integration.test_metrics import _free_port, _service_account_kubeconfig
 
 pytestmark = pytest.mark.integration
@@ -168,7 +172,7 @@ def _env(cluster: str, kube: Cluster, kubectl_bin: str, tmp: Path, urls: dict[st
     reset_gpuctl_state(kube)
     sfx = uuid.uuid4().hex[:5]
     pool, nodes = f"idle-{sfx}", [f"idle-{sfx}-{i}" for i in (1, 2)]
-    spaces = {t: f"id-{sfx}-{t}" for t in ("a", "b", "k", "s")}
+    spaces = {t: f"id-{sfx}-{t}" for t in ("a", "b", "k", "s", "l")}
     stack = None
     proc = None
     log = tmp / "serve.log"
@@ -183,7 +187,7 @@ def _env(cluster: str, kube: Cluster, kubectl_bin: str, tmp: Path, urls: dict[st
         )
         assert main(["create", "-f", str(tmp / "pool.yaml"), "--kubeconfig", cluster]) == 0
         for t, ns in spaces.items():
-            (tmp / f"quota-{t}.yaml").write_text(_quota(ns, 4 if t == "a" else 6))
+            (tmp / f"quota-{t}.yaml").write_text(_quota(ns, 4 if t in ("a", "l") else 6))
             assert main(["create", "-f", str(tmp / f"quota-{t}.yaml"), "--kubeconfig", cluster]) == 0
         apply_caller_roles(kube)
         stack = AdmissionStack.install(kube, kubectl_bin, cluster, list(spaces.values()), tmp)
@@ -220,10 +224,11 @@ def _env(cluster: str, kube: Cluster, kubectl_bin: str, tmp: Path, urls: dict[st
         if stack is not None:
             stack.remove()
         for ns in spaces.values():
-            for kind in ("StatefulSet", "Deployment", "Job"):
-                for o in kube.list(path(kind, namespace=ns)):
-                    with _gone():
-                        kube.delete(path(kind, o["metadata"]["name"], ns), propagation="Background")
+            for kind in ("StatefulSet", "Deployment", "Job", "LeaderWorkerSet"):
+                with _gone():  # a cluster without the LeaderWorkerSet API: nothing of it to delete
+                    for o in kube.list(path(kind, namespace=ns)):
+                        with _gone():
+                            kube.delete(path(kind, o["metadata"]["name"], ns), propagation="Background")
             main(["delete", "quota", f"q-{ns}", "--delete-namespace", "--kubeconfig", cluster])
         delete_namespaces(kube, list(spaces.values()))  # and wait: the pool is in use until its pods go
         main(["delete", "pool", pool, "--kubeconfig", cluster])
@@ -366,6 +371,52 @@ def test_an_idle_service_goes_to_its_floor_and_a_gang_is_only_reported(env: Env)
     assert deployment()["spec"]["replicas"] == 2 and IDLE_REPLICAS_ANNOTATION not in deployment()[
         "metadata"
     ].get("annotations", {})
+
+
+def test_an_idle_service_of_multi_node_replicas_goes_to_its_floor(env: Env) -> None:
+    """A LeaderWorkerSet (issue 44): 2 replicas, each a group of 2 pods x 1 GPU, each group its own Kueue
+    Workload. Idle, it is scaled to one group: the other group's pods and Workload go, its 2 GPUs back."""
+    require_controller(
+        env.kube, "leaderworkersets.leaderworkerset.x-k8s.io", "LeaderWorkerSet", "GPUCTL_TESTBED_LWS"
+    )
+    ns, member = _ns(env, "l"), env.teams["l"]
+    env.create(
+        f"{ns}-llm",
+        f"kind: inference\njob: {{name: llm, namespace: {ns}}}\n"
+        "environment: {image: vllm/vllm-openai:v0.12.0}\nservice: {port: 8000, replicas: 2}\n"
+        f"resources: {{pool: {env.pool}, nodes: 2, gpu: 1, cpu: 1, memory: 1Gi}}\n",
+    )
+
+    def lws() -> dict:
+        return env.kube.get_or_none(path("LeaderWorkerSet", "llm", ns)) or {}
+
+    def running() -> list[str]:
+        return sorted(
+            p["metadata"]["name"]
+            for p in env.kube.list(path("Pod", namespace=ns), label_selector=f"{LWS_NAME_LABEL}=llm")
+            if _running(env, ns, p["metadata"]["name"]) and not p["metadata"].get("deletionTimestamp")
+        )
+
+    wait_until(lambda: len(running()) == 4, 120, what="both groups' 4 pods running")
+    wait_until(lambda: lws()["spec"]["replicas"] == 1, WINDOW + 90, 1, what="the service at its floor")
+    assert lws()["metadata"]["annotations"][IDLE_REPLICAS_ANNOTATION] == "2"
+    scaled = env.events(ns, IDLE_SCALED_REASON)
+    assert len(scaled) == 1, scaled
+    assert scaled[0]["message"].startswith("scaled from 2 to 1 replica(s): idle, GPU activity")
+    assert "on 4 device(s), 4 GPU(s)" in scaled[0]["message"], scaled[0]["message"]
+    # The second group goes whole (LWS deletes its pods; Kueue's Workload of the group with them): the
+    # team's Kueue usage is the one group's 2 GPUs.
+    wait_until(lambda: running() == ["llm-0", "llm-0-1"], 60, what="one group left")
+    wait_until(
+        lambda: _team_gpus(env.kube, ns) == _held_gpus(env.kube, ns) == 2,
+        60,
+        what="the team's Kueue usage and its pods' GPUs at 2",
+    )
+    # `gpuctl resume` gives it its replicas back.
+    p = member.gpuctl("resume", "llm")
+    assert p.returncode == 0, p.stderr
+    assert lws()["spec"]["replicas"] == 2
+    assert IDLE_REPLICAS_ANNOTATION not in (lws()["metadata"].get("annotations") or {})
 
 
 # ----------------------------------------------------------------------------- who sees what

@@ -162,27 +162,38 @@ def test_gpuctl_priority_classes_are_held_at_preemption_never_cluster_wide():
     assert f"'{PRIORITY_CLASS_PREEMPTION}'" in vap["validations"][0]["expression"]
 
 
-def _variable(text: str, name: str) -> str:
+def _variable(text: str, name: str, policy: str = team.NAME) -> str:
     spec = next(
         d
         for d in yaml.safe_load_all(text)
-        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == team.NAME
+        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == policy
     )["spec"]
     return next(v["expression"] for v in spec["variables"] if v["name"] == name)
 
 
+def _args(deployment: Path) -> list[str]:
+    dep = next(x for x in yaml.safe_load_all(deployment.read_text()) if x and x["kind"] == "Deployment")
+    return dep["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def _flag(args: list[str], flag: str) -> list[str]:
+    return [a.split("=", 1)[1] for a in args if a.startswith(f"{flag}=")]
+
+
 def test_the_termination_bound_and_extended_resources_are_compiled_in_as_the_webhook_deployment_says():
-    assert _variable(team.render_manifest((), 60, ("rdma/*",)), "maxTerminationGrace") == "60"
-    assert _variable(team.render_manifest((), 60, ("rdma/*",)), "allowedExtendedResources") == "['rdma/*']"
-    dep = next(
-        x
-        for x in yaml.safe_load_all((DIR / "deployment.yaml").read_text())
-        if x and x["kind"] == "Deployment"
-    )
-    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
-    grace = [a.split("=", 1)[1] for a in args if a.startswith("--max-termination-grace=")]
-    extended = [a.split("=", 1)[1] for a in args if a.startswith("--allowed-extended-resource=")]
+    """One bound in every place of the plain manifests: the webhook's --max-termination-grace, both policies
+    that judge it (the team policy's pods, the delete policy's `kubectl delete --grace-period`), and serve's
+    --termination-allowance (a pod within the cap is never cut short by the backstop)."""
+    rendered = team.render_manifest((), 60, ("rdma/*",))
+    assert _variable(rendered, "maxTerminationGrace") == "60"
+    assert _variable(rendered, "maxTerminationGrace", deletes.NAME) == "60"
+    assert _variable(rendered, "allowedExtendedResources") == "['rdma/*']"
+    args = _args(DIR / "deployment.yaml")
+    grace = _flag(args, "--max-termination-grace")
+    extended = _flag(args, "--allowed-extended-resource")
     shipped = (DIR / "policy.yaml").read_text()
     assert grace == [_variable(shipped, "maxTerminationGrace")] == [str(MAX_TERMINATION_GRACE_SECONDS)]
+    assert grace == [_variable(shipped, "maxTerminationGrace", deletes.NAME)]
+    assert grace == _flag(_args(DIR.parent / "serve" / "deployment.yaml"), "--termination-allowance")
     assert cel_list(extended) == _variable(shipped, "allowedExtendedResources")
     assert tuple(extended) == DEFAULT_ALLOWED_EXTENDED_RESOURCES
