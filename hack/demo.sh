@@ -191,6 +191,28 @@ if [[ -n "$FAKE_EXPORTER_URL" ]]; then
   $G describe job llm-serving -n team-a | grep -E '^(Replicas|Autoscaler):'
 fi
 
+# ---- GPU use per job (docs/utilisation.md): dcgm-exporter's series through Prometheus ----
+if [[ -n "$FAKE_EXPORTER_URL" ]]; then
+  echo; echo "# what dcgm-exporter reports for the GPUs of a few pods (the fake exporter stands in for the GPU Operator's)"
+  set_activity() { # set_activity NAMESPACE POD RATIO MIB: each GPU of the pod that busy, that much memory used
+    local body="{\"DCGM_FI_PROF_GR_ENGINE_ACTIVE\": $3, \"DCGM_FI_DEV_FB_USED\": $4}"
+    echo "\$ curl -X PUT $FAKE_EXPORTER_URL/v1/pods/$1/$2 -d '$body'"
+    curl -fsS -X PUT "$FAKE_EXPORTER_URL/v1/pods/$1/$2" -d "$body" >/dev/null
+  }
+  for pod in $(kc -n team-c get pods -l batch.kubernetes.io/job-name=llama-pretrain -o name); do
+    set_activity team-c "${pod#pod/}" 0.87 71680
+  done
+  set_activity team-a "$(kc -n team-a get pods -l batch.kubernetes.io/job-name=pretrain-a -o jsonpath='{.items[0].metadata.name}')" 0.93 65536
+  set_activity team-c carol-notebook-0 0.35 6144
+  export GPUCTL_PROMETHEUS_URL="$PROMETHEUS_URL"
+  for _ in $(seq 1 40); do   # 10 s of samples at the new values (Prometheus scrapes every second)
+    $G top llama-pretrain -n team-c --window 10s --no-headers 2>/dev/null | grep -q ' 87% ' && break
+    sleep 1
+  done
+  echo; echo "\$ GPUCTL_PROMETHEUS_URL=$PROMETHEUS_URL gpuctl top -A --window 10s   # busiest first; alice-notebook's GPU is idle"
+  $G top -A --window 10s
+fi
+
 # ---- a team member: only the roles gpuctl ships, the team's namespace as the context's ----
 # alice is a ServiceAccount in team-a bound to gpuctl-user (RoleBinding) and gpuctl-pool-viewer
 # (ClusterRoleBinding), the chart's roles; her kubeconfig holds her token only and names team-a as its
@@ -269,5 +291,6 @@ echo "  export KUBECONFIG=$KUBECONFIG     # the cluster admin; KUBECONFIG=$AK is
 echo "  gpuctl describe job ablation-a -n team-a      # why it waits, and when it starts at the latest"
 echo "  gpuctl create -f examples/training-multinode.yaml   # a gang of your own (edit its pool and team first)"
 echo "  gpuctl stop pretrain-a -n team-a && gpuctl get jobs -A   # the queue moves up"
+[[ -n "$FAKE_EXPORTER_URL" ]] && echo "  GPUCTL_PROMETHEUS_URL=$PROMETHEUS_URL gpuctl top -A   # GPU use per job (docs/utilisation.md)"
 echo "  gpuctl history -n team-a    # who submitted, stopped, preempted what: written by gpuctl serve only"
 echo "  hack/cluster/down.sh        # stops all of it"

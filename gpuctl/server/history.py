@@ -168,9 +168,13 @@ class HistoryRecorder:
         teams = self.teams()
         workloads = self.cache["Workload"]
         uids = {uid(w): (namespace(w), job_name(w)) for w in workloads.list()}
-        for kind, obj, _ in changes:  # deleted Workloads still name preemptors
+        # Workloads this flush saw, deleted ones too: they still name preemptors, and the job of an Event on
+        # a Workload gone before the flush (serve --idle's scale Event on the replica it scaled away).
+        seen: dict[str, Mapping[str, Any]] = {}
+        for kind, obj, _ in changes:
             if kind == "Workload":
                 uids.setdefault(uid(obj), (namespace(obj), job_name(obj)))
+                seen[f"{namespace(obj)}/{name(obj)}"] = obj
         out: dict[str, list[Record]] = {}
         for kind, obj, deleted_at in changes:
             ns = namespace(obj)
@@ -185,7 +189,9 @@ class HistoryRecorder:
             elif kind == "HorizontalPodAutoscaler":
                 recs = hpa_records(obj)
             else:
-                recs = event_records(obj, lambda n, w: workloads.get(f"{n}/{w}"), uids)
+                recs = event_records(
+                    obj, lambda n, w: workloads.get(f"{n}/{w}") or seen.get(f"{n}/{w}"), uids
+                )
             out.setdefault(ns, []).extend(recs)
         return out
 

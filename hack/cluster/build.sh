@@ -24,6 +24,9 @@
 #     bin/kubelet-<v>/kubelet         only with GPUCTL_BUILD_REAL_NODE=1 (hack/cluster/up.sh --real-node)
 #     bin/pause-<key>/{pause,pause.oci.tar}  the real node's sandbox image, same switch; key = sha256 of
 #                                     hack/cluster/pause/main.go and this recipe (no registry here)
+#     bin/coredns-<v>/coredns         the real node's cluster DNS, same switch: CoreDNS's own main with only the
+#                                     plugins hack/cluster/real-node.sh's Corefile uses (kubernetes, errors,
+#                                     health, ready, log), as CoreDNS documents for custom builds
 #     src/<component>-<v>/            scratch Go modules
 #     dirs.env                        module source dirs of kueue and kwok (CRDs, webhooks, stages)
 # A flock on $CACHE/build.lock makes two concurrent builds safe: the second waits, then skips.
@@ -110,6 +113,36 @@ build_pause() {
   go build -ldflags "-s -w" -o "$bin/pause" .
   python3 "$HERE/oci_archive.py" --binary "$bin/pause" --name "$PAUSE_IMAGE" --out "$bin/pause.oci.tar" >"$bin/digest"
   echo "pause image $PAUSE_IMAGE@$(cat "$bin/digest")"
+}
+
+build_coredns() {
+  # CoreDNS (github.com/coredns/coredns, no replace directives) from a scratch module whose main is
+  # coredns.go without the import of every plugin (core/plugin pulls every cloud SDK): coremain plus the
+  # plugins the real node's Corefile names. The directive order stays CoreDNS's (core/dnsserver).
+  local bin=$1 w="$CACHE/src/coredns-$COREDNS_VERSION" p=github.com/coredns/coredns
+  mkdir -p "$w"; cd "$w"
+  [[ -f go.mod ]] || go mod init gpuctl.local/corednsbuild >/dev/null
+  cat >main.go <<'EOG'
+// The local cluster's CoreDNS: coremain and the plugins hack/cluster/real-node.sh's Corefile uses.
+package main
+
+import (
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/ready"
+
+	"github.com/coredns/coredns/coremain"
+)
+
+func main() { coremain.Run() }
+EOG
+  go get "$p/coremain@v$COREDNS_VERSION" "$p/plugin/errors@v$COREDNS_VERSION" \
+    "$p/plugin/health@v$COREDNS_VERSION" "$p/plugin/kubernetes@v$COREDNS_VERSION" "$p/plugin/log@v$COREDNS_VERSION" \
+    "$p/plugin/ready@v$COREDNS_VERSION"
+  go build -ldflags "-s -w" -o "$bin/coredns" .
+  "$bin/coredns" -version | head -1
 }
 
 build_etcd() {
@@ -270,6 +303,7 @@ lane_kueue() {
   step "prometheus-adapter $PROMETHEUS_ADAPTER_VERSION" "$CACHE/bin/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION" build_prometheus_adapter
   if [[ "${GPUCTL_BUILD_REAL_NODE:-0}" == 1 ]]; then
     step "pause image $PAUSE_KEY" "$CACHE/bin/pause-$PAUSE_KEY" build_pause
+    step "coredns $COREDNS_VERSION" "$CACHE/bin/coredns-$COREDNS_VERSION" build_coredns
   fi
 }
 # Every hack/cluster/up.sh runs this script (the suite starts up to seven clusters, three at once): when

@@ -48,6 +48,7 @@ POD_CIDR="10.$((96 + X)).$Y.0/24"
 HOST_IF="gpuctl-rn$OFF"
 CG="gpuctl-rn-$OFF"
 KUBELET="$CACHE/bin/kubelet-$K8S_VERSION/kubelet"
+COREDNS="$CACHE/bin/coredns-$COREDNS_VERSION/coredns"
 IMAGE_ARCHIVE="${GPUCTL_IMAGE_ARCHIVE:-$ROOT/build/image/gpuctl.oci.tar}"
 SOCK="$N/containerd.sock"
 
@@ -76,6 +77,7 @@ cmd_check() {
   grep -qw overlay /proc/filesystems || die "the kernel has no overlay filesystem (containerd's overlayfs snapshotter needs it)"
   [[ -n "$(cgroup_mounts | awk '$1 == "cgroup"')" ]] || die "no cgroup v1 hierarchy mounted (this testbed's kubelet runs with cgroupfs on v1)"
   [[ -x "$KUBELET" ]] || die "$KUBELET is missing: GPUCTL_BUILD_REAL_NODE=1 hack/cluster/build.sh"
+  [[ -x "$COREDNS" ]] || die "$COREDNS is missing: GPUCTL_BUILD_REAL_NODE=1 hack/cluster/build.sh"
   [[ -f "${PAUSE_DIR:-/nonexistent}/pause.oci.tar" ]] || die "the pause image is missing: GPUCTL_BUILD_REAL_NODE=1 hack/cluster/build.sh"
   [[ -f "$IMAGE_ARCHIVE" ]] || die "$IMAGE_ARCHIVE is missing: build the image first (sudo hack/image.sh), or set GPUCTL_IMAGE_ARCHIVE"
   if ip link show "$HOST_IF" >/dev/null 2>&1; then
@@ -103,6 +105,49 @@ write_config() {
     --client-key="$pki/node.key" --embed-certs=true >/dev/null
   "$KUBECTL" config --kubeconfig="$kc" set-context testbed --cluster=testbed --user=node >/dev/null
   "$KUBECTL" config --kubeconfig="$kc" use-context testbed >/dev/null
+
+  # CoreDNS: its own ServiceAccount with the read-only role kubeadm gives it (system:coredns), a kubeconfig
+  # holding that token only; the Corefile answers the cluster domain from Services and EndpointSlices (a
+  # headless Service's pods by host name: <job>-0.svc-<job>.<ns>.svc.cluster.local), nothing else (no
+  # upstream: the machine may have none). No cache: a rank asking before its peer's endpoint exists would
+  # keep the negative answer.
+  "$KUBECTL" --kubeconfig="$KC" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: ServiceAccount, metadata: {name: coredns, namespace: kube-system}}
+- apiVersion: rbac.authorization.k8s.io/v1
+  kind: ClusterRole
+  metadata: {name: "system:coredns"}
+  rules:
+  - {apiGroups: [""], resources: [endpoints, services, pods, namespaces], verbs: [list, watch]}
+  - {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch]}
+- apiVersion: rbac.authorization.k8s.io/v1
+  kind: ClusterRoleBinding
+  metadata: {name: "system:coredns"}
+  roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:coredns"}
+  subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
+EOF
+  kc="$N/coredns.kubeconfig"
+  "$KUBECTL" config --kubeconfig="$kc" set-cluster testbed --server="https://$LINK_HOST:$P_API" \
+    --certificate-authority="$PKI/ca.crt" --embed-certs=true >/dev/null
+  "$KUBECTL" config --kubeconfig="$kc" set-credentials coredns \
+    --token="$("$KUBECTL" --kubeconfig="$KC" -n kube-system create token coredns --duration=8760h)" >/dev/null
+  "$KUBECTL" config --kubeconfig="$kc" set-context testbed --cluster=testbed --user=coredns >/dev/null
+  "$KUBECTL" config --kubeconfig="$kc" use-context testbed >/dev/null
+  chmod 600 "$kc"
+  cat >"$N/Corefile" <<EOF
+.:53 {
+    errors
+    log
+    health 127.0.0.1:8080
+    ready 127.0.0.1:8181
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $kc testbed
+        fallthrough in-addr.arpa ip6.arpa
+    }
+}
+EOF
 
   cat >"$N/containerd.toml" <<EOF
 version = 2
@@ -160,7 +205,10 @@ authentication:
   x509: {clientCAFile: $PKI/ca.crt}
 authorization: {mode: Webhook}
 registerWithTaints: [{key: $PLATFORM_KEY, value: "true", effect: NoSchedule}]
-# No cluster DNS here: pods reach the API server by the kubernetes Service's IP.
+# The cluster DNS: CoreDNS in the node's network namespace at the node's address (ns-init starts it);
+# pods reach the API server by the kubernetes Service's IP. No resolv.conf of the machine's.
+clusterDNS: [$LINK_NODE]
+clusterDomain: cluster.local
 resolvConf: ""
 failSwapOn: false
 # No registry: an image garbage-collected could never be pulled again.
@@ -204,6 +252,7 @@ cmd_ns_init() {
   iptables -t nat -A GPUCTL-KUBERNETES -d 10.0.0.1/32 -p tcp --dport 443 -j DNAT --to-destination "$LINK_HOST:$P_API"
   iptables -t nat -A PREROUTING -j GPUCTL-KUBERNETES
   iptables -t nat -A OUTPUT -j GPUCTL-KUBERNETES
+  "$COREDNS" -conf "$N/Corefile" >"$RUN/logs/coredns.log" 2>&1 &
   containerd --config "$N/containerd.toml" >"$RUN/logs/containerd.log" 2>&1 &
   end=$(( $(date +%s) + 60 ))
   until ctr -a "$SOCK" version >/dev/null 2>&1; do
@@ -268,7 +317,13 @@ cmd_up() {
     (( $(date +%s) < end )) || die "node $NODE_NAME not Ready within 180s (logs/kubelet.log)"
     sleep 0.5
   done
-  log "node $NODE_NAME Ready at $LINK_NODE, pods in $POD_CIDR ($(( $(date +%s) - t0 ))s)"
+  end=$(( $(date +%s) + 30 ))
+  until nsenter -t "$init" -n curl -fs http://127.0.0.1:8181/ready >/dev/null 2>&1; do
+    kill -0 "$u" 2>/dev/null || die "the node's init exited: $(tail -20 "$RUN/logs/real-node.log")"
+    (( $(date +%s) < end )) || die "CoreDNS not ready within 30s (logs/coredns.log)"
+    sleep 0.2
+  done
+  log "node $NODE_NAME Ready at $LINK_NODE, pods in $POD_CIDR, cluster DNS (CoreDNS) at $LINK_NODE:53 ($(( $(date +%s) - t0 ))s)"
 }
 
 in_node() { # run a command in the node's mount and network namespaces

@@ -250,8 +250,14 @@ def _headline_features(out: str) -> None:
     assert "floor 2 (never preempted within quota), burst 0 of at most 2" in out
     assert "floor 2 (never preempted within quota), burst 2 of at most 2" in out
     assert "-9223372036854775808" not in out  # the HPA's average over zero replicas is no reading
+    # GPU use per job (`gpuctl top`): busiest first, as dcgm-exporter reported it; an idle notebook at 0 %.
+    top = out.split("gpuctl top -A --window 10s")[1].split("\n$ ")[0]
+    rows = {r[1]: r for r in (line.split() for line in top.splitlines()) if r and r[0].startswith("team-")}
+    assert list(rows)[:3] == ["pretrain-a", "llama-pretrain", "carol-notebook"], top
+    assert [rows[j][5] for j in ("pretrain-a", "llama-pretrain", "carol-notebook")] == ["93%", "87%", "35%"]
+    assert rows["llama-pretrain"][4] == "16" and rows["alice-notebook"][5] == "0%", top
     # What to try next, last.
-    assert "Try next:" in out.strip().splitlines()[-7], out.strip().splitlines()[-8:]
+    assert "Try next:" in out.strip().splitlines()[-8], out.strip().splitlines()[-9:]
 
 
 def test_demo_is_the_chart_shows_the_platform_and_down_stops_it(tmp_path: Path) -> None:

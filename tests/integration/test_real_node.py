@@ -756,3 +756,145 @@ def test_helm_uninstall_keeps_kueue_objects_and_team_queues_and_removes_the_webh
     wait_until(lambda: not n_pods(node), 60, 1, what="gpuctl's pods gone")
     # With no webhook configuration behind, writes in team namespaces go on (nothing calls a missing webhook).
     node.kube.create(_job(team["ns"], team["pool"]), dry_run=True)
+
+
+# ------------------------------------------------------------------------------------- real ranks rendezvous
+# Two ranks of a `gpuctl create` gang as real containers of the project's image: rank 1 finds rank 0 by the
+# name gpuctl gives it (MASTER_ADDR = <job>-0.svc-<job>: the Indexed Job's host name in the headless
+# Service, answered by the cluster DNS, CoreDNS), connects to MASTER_PORT, both exchange their ranks and
+# exit 0. torchrun's c10d rendezvous does the same first step; NCCL then needs what docs/distributed.md lists.
+RANKS = """
+import os, socket, sys, time
+rank, addr, port = int(os.environ["NODE_RANK"]), os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+if rank == 0:
+    if os.environ.get("RANK0_LISTENS") == "no":
+        time.sleep(600)
+    srv = socket.create_server(("", port))
+    srv.settimeout(180)
+    conn, peer = srv.accept()
+else:
+    end = time.monotonic() + float(os.environ.get("REACH_WITHIN", "120"))
+    while True:
+        try:
+            ip = socket.gethostbyname(addr)
+            conn = socket.create_connection((ip, port), timeout=5)
+            break
+        except OSError as e:
+            if time.monotonic() > end:
+                sys.exit(f"rank {rank}: cannot reach rank 0 at {addr}:{port}: {e}")
+            time.sleep(1)
+    print(f"rank {rank}: {addr} is {ip}", flush=True)
+conn.sendall(str(rank).encode())
+other = conn.recv(16).decode()
+print(f"rank {rank} of {os.environ['WORLD_SIZE']}: rank {other} answered", flush=True)
+sys.exit(0 if other == str(1 - rank) else 1)
+"""
+
+
+def _image_name() -> str:
+    """The name the node's containerd holds the built image under (real-node.sh import_image)."""
+    import tarfile
+
+    with tarfile.open(ARCHIVE) as t:
+        index = json.load(t.extractfile("index.json"))  # type: ignore[arg-type]
+    return index["manifests"][0]["annotations"]["io.containerd.image.name"]
+
+
+def _gang(name: str, ns: str, pool: str, env: dict[str, str]) -> dict:
+    return {
+        "kind": "training",
+        "version": "v0.1",
+        "job": {"name": name, "namespace": ns},
+        "environment": {
+            "image": _image_name(),
+            "command": ["python3.11", "-c", RANKS],
+            "env": [{"name": k, "value": v} for k, v in env.items()],
+        },
+        "resources": {"pool": pool, "nodes": 2, "gpu": 0, "cpu": "250m", "memory": "128Mi"},
+    }
+
+
+def _job_conditions(n: RealNode, ns: str, name: str) -> dict[str, dict]:
+    job = n.kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{name}")
+    return {c["type"]: c for c in job.get("status", {}).get("conditions", []) if c["status"] == "True"}
+
+
+@pytest.fixture
+def rendezvous_team(node: RealNode, tmp_path: Path) -> Iterator[dict]:
+    """A CPU pool on the real node and a team with a quota in it; the platform taint lifted meanwhile (the
+    node is the chart's; gpuctl's pool taint keeps other pods off it)."""
+    sfx = uuid.uuid4().hex[:6]
+    pool, ns = f"rn-cpu-{sfx}", f"rn-ranks-{sfx}"
+    spec = tmp_path / "team.yaml"
+    spec.write_text(
+        yaml.safe_dump_all(
+            [
+                {"kind": "pool", "version": "v0.1", "pool": {"name": pool},
+                 "nodes": {NODE: {"gpu-type": ""}}},
+                {"kind": "quota", "version": "v0.1", "quota": {"name": f"rn-ranks-{sfx}"},
+                 "namespace": {ns: {"cpu": 2, "memory": "2Gi", "gpu": 0}}},
+            ]
+        )
+    )  # fmt: skip
+    node.kubectl("taint", "node", NODE, "gpuctl.runwhere.ai/platform-")
+    gpuctl = str(ROOT / ".venv/bin/gpuctl") if (ROOT / ".venv/bin/gpuctl").exists() else "gpuctl"
+    p = subprocess.run([gpuctl, "--kubeconfig", node.kubeconfig, "create", "-f", str(spec)],
+                       capture_output=True, text=True)  # fmt: skip
+    try:
+        assert p.returncode == 0, p.stdout + p.stderr
+        yield {"pool": pool, "ns": ns, "gpuctl": gpuctl}
+    finally:
+        node.kube.delete(f"/api/v1/namespaces/{ns}")
+        subprocess.run([gpuctl, "--kubeconfig", node.kubeconfig, "delete", "pool", pool],
+                       capture_output=True, text=True)  # fmt: skip
+        node.kubectl("taint", "node", NODE, "gpuctl.runwhere.ai/platform=true:NoSchedule", "--overwrite")
+
+
+def test_a_gangs_real_ranks_find_rank_0_by_name_and_exchange_ranks(
+    node: RealNode, rendezvous_team: dict, tmp_path: Path
+) -> None:
+    ns, pool, gpuctl = rendezvous_team["ns"], rendezvous_team["pool"], rendezvous_team["gpuctl"]
+    f = tmp_path / "ranks.yaml"
+    f.write_text(yaml.safe_dump(_gang("ranks", ns, pool, {})) + "---\n" + yaml.safe_dump(
+        _gang("lonely", ns, pool, {"RANK0_LISTENS": "no", "REACH_WITHIN": "15"})))  # fmt: skip
+    p = subprocess.run([gpuctl, "--kubeconfig", node.kubeconfig, "create", "-f", str(f)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+
+    def finished(name: str) -> dict | None:
+        conds = _job_conditions(node, ns, name)
+        return conds if {"Complete", "Failed"} & set(conds) else None
+
+    try:
+        done = wait_until(lambda: finished("ranks"), 300, 2, what="the 2-rank gang finished")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{node.kubectl('-n', ns, 'get', 'pods,events', check=False).stdout}\n"
+                             f"{node.logs()}") from None  # fmt: skip
+    pods = node.kube.list(
+        f"/api/v1/namespaces/{ns}/pods", label_selector="batch.kubernetes.io/job-name=ranks"
+    )
+    logs = {p["metadata"]["name"]: node.kubectl("-n", ns, "logs", p["metadata"]["name"]).stdout for p in pods}
+    assert "Complete" in done, (done, logs)
+    assert {p["spec"]["nodeName"] for p in pods} == {NODE}
+    text = "\n".join(logs.values())
+    assert f"rank 1: ranks-0.svc-ranks is {_pod_ip(pods, 0)}" in text, logs
+    assert "rank 0 of 2: rank 1 answered" in text and "rank 1 of 2: rank 0 answered" in text, logs
+    # A rank that cannot reach rank 0 fails the whole gang (podFailurePolicy FailJob): rank 0 is stopped.
+    failed = wait_until(lambda: finished("lonely"), 300, 2, what="the unreachable gang finished")
+    assert failed.get("Failed", {}).get("reason") == "PodFailurePolicy", failed
+    wait_until(
+        lambda: all(
+            p["status"].get("phase") in ("Succeeded", "Failed")
+            for p in node.kube.list(f"/api/v1/namespaces/{ns}/pods",
+                                    label_selector="batch.kubernetes.io/job-name=lonely")
+        ),
+        120, 2, what="rank 0 of the failed gang stopped",
+    )  # fmt: skip
+
+
+def _pod_ip(pods: list[dict], rank: int) -> str:
+    (pod,) = [
+        p for p in pods
+        if p["metadata"]["annotations"].get("batch.kubernetes.io/job-completion-index") == str(rank)
+    ]  # fmt: skip
+    return pod["status"].get("podIP", "")

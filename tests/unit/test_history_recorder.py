@@ -264,3 +264,41 @@ def test_a_record_serve_made_itself_is_stored_in_team_namespaces_only_and_retrie
         "pod-uid",
     )
     assert path("ConfigMap", HISTORY_CONFIGMAP, "not-a-team") not in store.cms
+
+
+# ----------------------------------------------------------------------------- issue 40: a scaled service
+def test_an_idle_scale_names_the_service_when_the_workload_it_hangs_on_goes_before_the_flush():
+    """serve --idle posts GpuctlIdleScaled on the service's Workload, which may be the replica's that the
+    scale removes: Kueue deletes that Workload with its pod, often before the next flush. The record still
+    names the service (from the deleted Workload the same flush saw), not the Workload."""
+    from gpuctl.constants import IDLE_SCALED_REASON
+
+    store = StoreCluster()
+    cache, rec = _recorder(store)
+    replica = wl(
+        [("Admitted", "True", "Admitted", "", "2026-11-25T10:00:03Z")],
+        owner=("Pod", "svc-7c9f8d6b5-x2x4q"),
+        uid="u-replica",
+        resourceVersion="3",
+    )
+    cache["Workload"].apply_event("ADDED", replica)
+    assert rec.flush() > 0  # its submission and admission
+    event = {
+        "metadata": {"name": "svc.1", "namespace": "team-a", "resourceVersion": "4"},
+        "involvedObject": {"kind": "Workload", "name": replica["metadata"]["name"], "uid": "u-replica"},
+        "reason": IDLE_SCALED_REASON,
+        "message": "scaled from 2 to 1 replica(s): idle, GPU activity peak 0.2%",
+        "lastTimestamp": "2026-11-25T11:00:00Z",
+    }
+    cache["Event"].apply_event("ADDED", event)
+    cache["Workload"].apply_event(
+        "DELETED", {**replica, "metadata": {**replica["metadata"], "resourceVersion": "5"}}
+    )
+    rec.flush()
+    cm = path("ConfigMap", HISTORY_CONFIGMAP, "team-a")
+    scaled = [
+        r
+        for r in map(json.loads, store.cms[cm]["data"][HISTORY_DATA_KEY].splitlines())
+        if r["action"] == "scaled"
+    ]
+    assert [(r["job"], r["uid"]) for r in scaled] == [("svc", "u-replica")], scaled

@@ -12,10 +12,13 @@ from gpuctl.builders import build
 from gpuctl.cluster import ApiError
 from gpuctl.domain.demand import workload_demand
 from gpuctl.domain.gang import gang_note, groups_gpus, groups_waiting, replica_groups, replica_rows
+from gpuctl.domain.idle import Decision, IdleAction, IdlePolicy, Verdict
 from gpuctl.domain.utilisation import pod_job
+from gpuctl.server.idle import IdleReclaimer
 from gpuctl.service.activation import set_active
 from gpuctl.service.errors import ServiceError
 from gpuctl.service.inventory import Inventory
+from gpuctl.service.jobs import Job
 from gpuctl.service.lifecycle import submit
 from gpuctl.spec import SpecError, load_text
 from tests.unit.test_submit_reads import NS, POOL, RecordingCluster, cluster
@@ -231,3 +234,35 @@ def test_resume_gives_back_the_groups_serve_scaled_down_for_idle_gpus():
             "spec": {"replicas": 2},
         }
     ]
+
+
+def test_serve_idle_scales_a_leader_worker_set_service_by_its_groups():
+    """gpuctl serve --idle (issue 40): an idle service of multi-node replicas goes to its floor (1 group)
+    on its LeaderWorkerSet, keeping its replicas in runwhere.ai/idle-replicas; never stopped."""
+
+    class Patching(RecordingCluster):
+        def merge_patch(self, api_path: str, body: dict, **_) -> dict:
+            self.calls.append(f"patch {api_path}")
+            self.patches.append(body)
+            return body
+
+    lws, _ = build(_spec(service="replicas: 3").spec, NS)
+    lws["metadata"]["uid"] = "u-llm"
+    c = Patching(cluster(lws).objects)
+    c.patches = []
+    job = Job("inference", "LeaderWorkerSet", lws, None, [], "Running")
+    verdict = Verdict(
+        idle=True, window=3600, floor=0.05, peak=0.0, mean=0.0, coverage=1.0, devices=16, gpus=16
+    )
+    reclaimer = IdleReclaimer(c, None, None)
+    pol = IdlePolicy(rules={}, source="pool p")
+    assert reclaimer._act(job, Decision(action=IdleAction.STOP, acts=True, verdict=verdict), pol, 1e9) == ""
+    assert c.patches == []
+    assert reclaimer._act(job, Decision(action=IdleAction.FLOOR, acts=True, verdict=verdict), pol, 1e9) == (
+        "scaled to 1"
+    )
+    assert [x for x in c.calls if x.startswith("patch")] == [
+        f"patch /apis/leaderworkerset.x-k8s.io/v1/namespaces/{NS}/leaderworkersets/llm"
+    ]
+    assert c.patches[0]["spec"] == {"replicas": 1}
+    assert c.patches[0]["metadata"]["annotations"] == {"runwhere.ai/idle-replicas": "3"}
