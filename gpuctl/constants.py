@@ -304,6 +304,9 @@ UNCOVERED_GRACE_SECONDS: Final = 60.0
 # backstop evicts a terminating pod that still holds uncharged GPUs past it (docs/security.md). 300 s: time
 # for a training job to write a checkpoint on SIGTERM; Kubernetes' own default is 30 s.
 MAX_TERMINATION_GRACE_SECONDS: Final = 300
+# The same bound for gpuctl's own checks (`gpuctl create`, the REST API): the chart sets it from
+# maxTerminationGraceSeconds on the API's containers, as the webhook's --max-termination-grace.
+GRACE_ENV: Final = "GPUCTL_MAX_TERMINATION_GRACE"
 # A pod being deleted is given its termination grace period (until its deletionTimestamp), at most this
 # long, before the grace above starts: a deleted Job's or a preempted Workload's pods shut down after Kueue
 # stopped counting them. A longer terminationGracePeriodSeconds (one admitted before the cap, or past it)

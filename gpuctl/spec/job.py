@@ -5,9 +5,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
-from gpuctl.constants import MAX_TERMINATION_GRACE_SECONDS, Priority
+from gpuctl.constants import GRACE_ENV, MAX_TERMINATION_GRACE_SECONDS, Priority
 from gpuctl.spec.fields import (
     DnsLabel,
     Duration,
@@ -41,8 +41,9 @@ class JobMeta(SpecModel):
         None, validation_alias=aliases("maxRuntime", "max_runtime", "max-runtime")
     )
     # The pods' terminationGracePeriodSeconds (time to checkpoint on SIGTERM), at most what admission
-    # allows a team pod (constants.MAX_TERMINATION_GRACE_SECONDS, the webhook's default): Kueue stops
-    # counting a terminating pod's GPUs. None: Kubernetes' 30 s.
+    # allows a team pod (SpecConfig.max_termination_grace: $GPUCTL_MAX_TERMINATION_GRACE, else
+    # constants.MAX_TERMINATION_GRACE_SECONDS, the webhook's default): Kueue stops counting a terminating
+    # pod's GPUs. None: Kubernetes' 30 s.
     termination_grace: int | None = Field(
         None,
         validation_alias=aliases(
@@ -54,21 +55,23 @@ class JobMeta(SpecModel):
 
     @field_validator("termination_grace", mode="before")
     @classmethod
-    def _termination_grace(cls, value: Any) -> Any:
+    def _termination_grace(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:
             return None
+        cap = (info.context or {}).get("max_termination_grace", MAX_TERMINATION_GRACE_SECONDS)
         if type(value) is not int or value < 0:
             raise fail(
                 "termination_grace",
                 f"{show(value)} is not a number of seconds",
-                f"use a whole number of seconds from 0 to {MAX_TERMINATION_GRACE_SECONDS}",
+                f"use a whole number of seconds from 0 to {cap}",
             )
-        if value > MAX_TERMINATION_GRACE_SECONDS:
+        if value > cap:
             raise fail(
                 "termination_grace",
-                f"{value} s is longer than the {MAX_TERMINATION_GRACE_SECONDS} s a team pod may take to stop "
+                f"{value} s is longer than the {cap} s a team pod may take to stop "
                 "(Kueue stops counting a stopping pod's GPUs)",
-                f"use at most {MAX_TERMINATION_GRACE_SECONDS} (checkpoint within it), or ask an admin",
+                f"use at most {cap} (checkpoint within it), or ask an admin to raise the bound "
+                f"(maxTerminationGraceSeconds; ${GRACE_ENV} for gpuctl)",
             )
         return value
 

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from gpuctl.constants import KIND_ALIASES, Kind
+from gpuctl.constants import GRACE_ENV, KIND_ALIASES, MAX_TERMINATION_GRACE_SECONDS, Kind
 from gpuctl.quantity import QuantityError, parse_quantity
 from gpuctl.spec.error_fixes import show, translate
 from gpuctl.spec.limits import limit_problem
@@ -89,10 +89,13 @@ class SpecError(Exception):
 
 @dataclass(frozen=True)
 class SpecConfig:
-    """Site settings that change validation: extra hostPaths an admin allows, and strict unknown keys."""
+    """Site settings that change validation: extra hostPaths an admin allows, strict unknown keys, and the
+    termination-grace cap (admission's, from the environment)."""
 
     allowed_host_paths: tuple[str, ...] = ()
     strict: bool = False  # unknown keys become errors
+    # The longest terminationGracePeriodSeconds a job may ask: admission's cap ($GPUCTL_MAX_TERMINATION_GRACE)
+    max_termination_grace: int = MAX_TERMINATION_GRACE_SECONDS
 
     @classmethod
     def from_env(cls, strict: bool = False) -> SpecConfig:
@@ -117,9 +120,10 @@ class SpecConfig:
             found, config_issues = _read_config_paths(config_path)
             paths.extend(found)
             issues.extend(config_issues)
+        grace = _grace_from_env(issues)
         if issues:
             raise SpecError(issues)
-        return cls(allowed_host_paths=tuple(dict.fromkeys(paths)), strict=strict)
+        return cls(allowed_host_paths=tuple(dict.fromkeys(paths)), strict=strict, max_termination_grace=grace)
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,20 @@ class Document:
     index: int
     spec: AnySpec
     warnings: tuple[str, ...] = ()
+
+
+def _grace_from_env(issues: list[SpecIssue]) -> int:
+    """`$GPUCTL_MAX_TERMINATION_GRACE` (the admin's termination-grace cap, as the webhook's
+    --max-termination-grace), else the default; a value that is no whole number of seconds is an issue."""
+    raw = os.environ.get(GRACE_ENV, "").strip()
+    if not raw:
+        return MAX_TERMINATION_GRACE_SECONDS
+    if not raw.isdigit():
+        issues.append(
+            SpecIssue(f"${GRACE_ENV}", None, "", f"{raw!r} is not a whole number of seconds", "e.g. 300")
+        )
+        return MAX_TERMINATION_GRACE_SECONDS
+    return int(raw)
 
 
 def _read_config_paths(path: str) -> tuple[list[str], list[SpecIssue]]:
@@ -300,7 +318,11 @@ def _load_one(
             warnings.append(f"{prefix}: unknown key '{path}' ignored" + (f"; {hint}" if hint else ""))
 
     try:
-        spec = model.model_validate(raw, context={"allowed_host_paths": config.allowed_host_paths})
+        context = {
+            "allowed_host_paths": config.allowed_host_paths,
+            "max_termination_grace": config.max_termination_grace,
+        }
+        spec = model.model_validate(raw, context=context)
     except ValidationError as exc:
         for err in exc.errors(include_url=False):
             issues.append(SpecIssue(source, index, *translate(err, raw)))

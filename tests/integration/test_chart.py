@@ -123,7 +123,11 @@ def test_every_manifest_object_is_rendered_with_only_the_documented_changes() ->
                 assert c["args"][-3:] == ["--api", *SERVE_TLS_ARGS]
                 del c["args"][-3:]
                 own = want["spec"]["template"]["spec"]["containers"][0].pop("env", [])  # POD_NAMESPACE
-                assert c.pop("env") == [*own, {"name": "GPUCTL_ALLOWED_HOST_PATHS", "value": ""}]
+                assert c.pop("env") == [
+                    *own,
+                    {"name": "GPUCTL_ALLOWED_HOST_PATHS", "value": ""},
+                    {"name": "GPUCTL_MAX_TERMINATION_GRACE", "value": "300"},
+                ]
                 assert c.pop("volumeMounts") == [{"name": "tmp", "mountPath": "/tmp"}, TLS_MOUNT]
                 assert tpl["spec"].pop("volumes") == [{"name": "tmp", "emptyDir": {}}, TLS_VOLUME]
                 for probe in ("readinessProbe", "livenessProbe"):  # the port speaks HTTPS
@@ -1163,30 +1167,40 @@ def test_the_termination_bound_and_extended_resources_reach_webhook_and_policy(t
             {v["name"]: v["expression"] for v in policy},
         )
 
-    def bound_elsewhere(docs: dict) -> tuple[list[str], list[str]]:
-        """The delete policy's compiled bound (`kubectl delete --grace-period`), serve's allowance."""
+    def bound_elsewhere(docs: dict) -> tuple[list[str], list[str], list[str]]:
+        """The delete policy's compiled bound (`kubectl delete --grace-period`), serve's allowance, and the
+        bound gpuctl's own check reads in serve's API and the standalone API (`gpuctl create` there)."""
         deletes = docs[("ValidatingAdmissionPolicy", "gpuctl-admission-delete")]["spec"]["variables"]
-        args = docs[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]["args"]
+        serve = docs[("Deployment", "gpuctl-serve")]["spec"]["template"]["spec"]["containers"][0]
+        api = docs[("Deployment", "gpuctl-api")]["spec"]["template"]["spec"]["containers"][0]
         return (
             [v["expression"] for v in deletes if v["name"] == "maxTerminationGrace"],
-            [a for a in args if a.startswith("--termination-allowance=")],
+            [a for a in serve["args"] if a.startswith("--termination-allowance=")],
+            [
+                e["value"]
+                for c in (serve, api)
+                for e in c["env"]
+                if e["name"] == "GPUCTL_MAX_TERMINATION_GRACE"
+            ],
         )
 
-    docs = by_key(render())
+    docs = by_key(render("gpuctl-system", "--set", "api.enabled=true"))
     grace, extended, variables = places(docs)
     assert grace == ["--max-termination-grace=300"] and variables["maxTerminationGrace"] == "300"
-    assert bound_elsewhere(docs) == (["300"], ["--termination-allowance=300"])
+    assert bound_elsewhere(docs) == (["300"], ["--termination-allowance=300"], ["300", "300"])
     assert extended == ["--allowed-extended-resource=rdma/*", "--allowed-extended-resource=hugepages-*"]
     assert variables["allowedExtendedResources"] == "['rdma/*', 'hugepages-*']"
     values = tmp_path / "v.yaml"
     values.write_text("maxTerminationGraceSeconds: 600\nallowedExtendedResources: []\n")
-    docs = by_key(render("gpuctl-system", "-f", str(values)))
+    docs = by_key(render("gpuctl-system", "-f", str(values), "--set", "api.enabled=true"))
     grace, extended, variables = places(docs)
     assert grace == ["--max-termination-grace=600"] and variables["maxTerminationGrace"] == "600"
-    # A cap the admin raised is the backstop's allowance too: a pod within it is never cut short.
-    assert bound_elsewhere(docs) == (["600"], ["--termination-allowance=600"])
+    # A cap the admin raised is the backstop's allowance too (a pod within it is never cut short), and
+    # gpuctl's own check in both APIs no longer refuses what the webhook admits.
+    assert bound_elsewhere(docs) == (["600"], ["--termination-allowance=600"], ["600", "600"])
     assert extended == ["--allowed-extended-resource="] and variables["allowedExtendedResources"] == "[]"
     own = by_key(
-        render("gpuctl-system", "-f", str(values), "--set", "serve.backstop.terminationAllowance=120")
-    )
-    assert bound_elsewhere(own) == (["600"], ["--termination-allowance=120"])
+        render("gpuctl-system", "-f", str(values), "--set", "serve.backstop.terminationAllowance=120",
+               "--set", "api.enabled=true")
+    )  # fmt: skip
+    assert bound_elsewhere(own) == (["600"], ["--termination-allowance=120"], ["600", "600"])

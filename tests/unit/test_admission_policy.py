@@ -23,6 +23,7 @@ from gpuctl.constants import (
     DENIED_HOST_PATHS,
     DEVICE_HOST_PATHS,
     GC_USER,
+    GRACE_ENV,
     MAX_TERMINATION_GRACE_SECONDS,
     NVIDIA_DEVICE_ENV,
     PRIORITY_CLASS,
@@ -171,9 +172,13 @@ def _variable(text: str, name: str, policy: str = team.NAME) -> str:
     return next(v["expression"] for v in spec["variables"] if v["name"] == name)
 
 
-def _args(deployment: Path) -> list[str]:
+def _container(deployment: Path) -> dict:
     dep = next(x for x in yaml.safe_load_all(deployment.read_text()) if x and x["kind"] == "Deployment")
-    return dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    return dep["spec"]["template"]["spec"]["containers"][0]
+
+
+def _args(deployment: Path) -> list[str]:
+    return _container(deployment)["args"]
 
 
 def _flag(args: list[str], flag: str) -> list[str]:
@@ -182,8 +187,9 @@ def _flag(args: list[str], flag: str) -> list[str]:
 
 def test_the_termination_bound_and_extended_resources_are_compiled_in_as_the_webhook_deployment_says():
     """One bound in every place of the plain manifests: the webhook's --max-termination-grace, both policies
-    that judge it (the team policy's pods, the delete policy's `kubectl delete --grace-period`), and serve's
-    --termination-allowance (a pod within the cap is never cut short by the backstop)."""
+    that judge it (the team policy's pods, the delete policy's `kubectl delete --grace-period`), serve's
+    --termination-allowance (a pod within the cap is never cut short by the backstop) and the standalone
+    API's $GPUCTL_MAX_TERMINATION_GRACE (gpuctl's own check of a job's grace)."""
     rendered = team.render_manifest((), 60, ("rdma/*",))
     assert _variable(rendered, "maxTerminationGrace") == "60"
     assert _variable(rendered, "maxTerminationGrace", deletes.NAME) == "60"
@@ -195,5 +201,7 @@ def test_the_termination_bound_and_extended_resources_are_compiled_in_as_the_web
     assert grace == [_variable(shipped, "maxTerminationGrace")] == [str(MAX_TERMINATION_GRACE_SECONDS)]
     assert grace == [_variable(shipped, "maxTerminationGrace", deletes.NAME)]
     assert grace == _flag(_args(DIR.parent / "serve" / "deployment.yaml"), "--termination-allowance")
+    env = _container(DIR.parent / "api" / "deployment.yaml")["env"]
+    assert grace == [e["value"] for e in env if e["name"] == GRACE_ENV]  # gpuctl create in the API
     assert cel_list(extended) == _variable(shipped, "allowedExtendedResources")
     assert tuple(extended) == DEFAULT_ALLOWED_EXTENDED_RESOURCES

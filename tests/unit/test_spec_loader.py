@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuctl.constants import HOST_PATH_ROOTS
+from gpuctl.constants import GRACE_ENV, HOST_PATH_ROOTS, MAX_TERMINATION_GRACE_SECONDS
 from gpuctl.spec import (
     ComputeSpec,
     InferenceSpec,
@@ -211,7 +211,7 @@ def test_tab_indentation_hint() -> None:
         (job_yaml("inference", name="a" * 60), ("job.name", "60 characters", "at most 59")),
         (job_yaml("notebook", name="a" * 53), ("job.name", "53 characters", "at most 52")),
         (
-            job_yaml(extra="").replace("{name: j}", "{name: j, namespace: Team_A}"),
+            job_yaml().replace("{name: j}", "{name: j, namespace: Team_A}"),
             ("job.namespace", "e.g. team-a"),
         ),
         (
@@ -611,6 +611,7 @@ def test_config_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
 def test_config_from_home_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("GPUCTL_CONFIG", raising=False)
     monkeypatch.delenv("GPUCTL_ALLOWED_HOST_PATHS", raising=False)
+    monkeypatch.delenv(GRACE_ENV, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert SpecConfig.from_env() == SpecConfig()
     (tmp_path / ".config" / "gpuctl").mkdir(parents=True)
@@ -648,4 +649,25 @@ def test_relative_env_host_path_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp
     (tmp_path / "none.yaml").write_text("")
     monkeypatch.setenv("GPUCTL_ALLOWED_HOST_PATHS", "data")
     with pytest.raises(SpecError, match="GPUCTL_ALLOWED_HOST_PATHS"):
+        SpecConfig.from_env()
+
+
+def test_the_termination_grace_bound_is_the_admins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 43: `gpuctl create` and the REST API refuse a grace above admission's cap, the admin's one
+    ($GPUCTL_MAX_TERMINATION_GRACE, as the webhook's --max-termination-grace; the chart sets both from
+    maxTerminationGraceSeconds): a cap the admin raised is not refused by gpuctl's own check."""
+    (tmp_path / "none.yaml").write_text("")
+    monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "none.yaml"))
+    monkeypatch.delenv("GPUCTL_ALLOWED_HOST_PATHS", raising=False)
+    text = job_yaml().replace("job: {name: j}", "job: {name: j, terminationGracePeriodSeconds: 400}")
+    monkeypatch.delenv(GRACE_ENV, raising=False)
+    assert SpecConfig.from_env().max_termination_grace == MAX_TERMINATION_GRACE_SECONDS == 300
+    assert_issue(error_of(text, config=SpecConfig.from_env()), "400 s is longer than the 300 s", GRACE_ENV)
+    monkeypatch.setenv(GRACE_ENV, "600")
+    config = SpecConfig.from_env()
+    assert config.max_termination_grace == 600
+    assert load_text(text, "f.yaml", config)[0].spec.job.termination_grace == 400
+    assert_issue(error_of(text.replace("400", "601"), config=config), "601 s is longer than the 600 s")
+    monkeypatch.setenv(GRACE_ENV, "5m")
+    with pytest.raises(SpecError, match=f"{GRACE_ENV}.*'5m' is not a whole number of seconds"):
         SpecConfig.from_env()

@@ -7,6 +7,7 @@ caller), and submitted through gpuctl.service.lifecycle.submit, so the API appli
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +27,7 @@ def load(text: str, config: SpecConfig, *, strict: bool = False, source: str = "
     """Validate every document (SpecError -> 400 with every problem listed; the size and alias limits are
     the loader's, gpuctl.spec.limits, as for `gpuctl create -f`). Blocking: CPU-bound."""
     if strict:
-        config = SpecConfig(allowed_host_paths=config.allowed_host_paths, strict=True)
+        config = dataclasses.replace(config, strict=True)
     docs = load_text(text, source, config)
     if not docs:
         raise ApiProblem(400, f"{source}: no YAML document (only comments, `---` or blank)")
