@@ -61,7 +61,8 @@ JOBSET_USER: Final = f"{SA_PREFIX}{JOBSET_NAMESPACE}:jobset-controller-manager"
 # reviews JobSets); anyone else's Job claiming such an owner is `owner-claim`'s (Kueue would not queue it).
 JOB_MAKERS: Final = {("jobset.x-k8s.io", "JobSet"): JOBSET_USER}
 # The LeaderWorkerSet controller (LWS's own manifests: ServiceAccount lws-controller-manager in lws-system;
-# issue 44). It makes each LeaderWorkerSet's leader StatefulSet (controlled by the LeaderWorkerSet) and each
+# docs/serving.md). It makes each LeaderWorkerSet's leader StatefulSet (controlled by the LeaderWorkerSet)
+# and each
 # group's workers' StatefulSet (controlled by the group's leader pod), from the LeaderWorkerSet's templates,
 # which the webhook reviews; the StatefulSets carry no queue label (Kueue queues the LeaderWorkerSet's
 # groups through their pods).

@@ -62,7 +62,7 @@ def reduce_all(kind: str, obj: Mapping[str, Any], where: str) -> list[Work]:
 
 def _groups(obj: Mapping[str, Any], where: str) -> list[Work]:
     """A LeaderWorkerSet's Works: its leader template (when it has one) and its worker template, under its
-    own labels and spec (Kueue queues each group of the LeaderWorkerSet, built from both: issue 44)."""
+    own labels and spec (Kueue queues each group of the LeaderWorkerSet, built from both: docs/serving.md)."""
     labels, annotations, spec = _head(obj, where)
     at = "spec.leaderWorkerTemplate"
     lwt = obj_at(spec, "leaderWorkerTemplate", f"{where}.spec")

@@ -632,7 +632,7 @@ SET_ASIDE_REQUEUE_REASON: Final = "GpuctlSetAsideRequeue"
 # levels: gpuctl's builder and the topology MutatingAdmissionPolicy (a raw Indexed Job) write the same.
 GANG_PLACEMENT: Final = {TAS_PREFERRED: HOSTNAME_LABEL}
 
-# ----------------------------------------------------------------------------- GPU use (issue 40)
+# ----------------------------------------------------------------------------- GPU use (docs/utilisation.md)
 # docs/utilisation.md. What gpuctl reads of NVIDIA's dcgm-exporter through Prometheus (its real names, in
 # its default counters file): the graphics engine's active ratio (0-1, the idle signal), the kernel-time
 # percentage where profiling metrics are missing (0-100, coarse: NVIDIA/DCGM#226, dcgm-exporter#341) and

@@ -1,4 +1,4 @@
-"""A service whose replicas span nodes (`kind: inference`, `resources.nodes: N` > 1; issue 44,
+"""A service whose replicas span nodes (`kind: inference`, `resources.nodes: N` > 1; docs/serving.md,
 docs/serving.md "Replicas bigger than a node"): a LeaderWorkerSet and the Service svc-<name> in front of
 its leaders. Pure, like every builder.
 

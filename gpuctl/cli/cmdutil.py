@@ -122,7 +122,7 @@ def quota_gpu(q: dict[str, Any]) -> str:
     return f"{g['used']}/{total}"
 
 
-# ----------------------------------------------------------------------------- GPU use (issue 40)
+# ----------------------------------------------------------------------------- GPU use (docs/utilisation.md)
 NO_PROMETHEUS = (
     "no Prometheus to read GPU use from: pass --prometheus-url URL, or set $GPUCTL_PROMETHEUS_URL or "
     "prometheusURL in ~/.config/gpuctl/config.yaml (docs/utilisation.md)"

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     )
     p.add_argument("type", choices=sorted(TYPES), metavar="TYPE")
     p.add_argument("names", nargs="+", metavar="NAME", help="one or more (TYPE/NAME too, as kubectl)")
-    add_prometheus_flag(p)  # a job's GPU use (issue 40)
+    add_prometheus_flag(p)  # a job's GPU use (docs/utilisation.md)
     p.set_defaults(run=run)
 
 
@@ -180,7 +180,8 @@ def describe_job(args: argparse.Namespace) -> int:
 
 
 def _print_gpu_use(use: dict | None, error: str | None) -> None:
-    """GPU use (issue 40): the job's figures, then one line per device of each pod (rank, replica, MIG
+    """GPU use (docs/utilisation.md): the job's figures, then one line per device of each pod (rank, replica,
+    MIG
     slice), as `gpuctl top` reads them."""
     from gpuctl.cli.output import table  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.constants import USE_LOOKBACK_SECONDS, USE_WINDOW_SECONDS  # noqa: PLC0415 - lazy: CLI start-up

@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p.add_argument(
         "--pods", action="store_true", help=argparse.SUPPRESS
     )  # earlier gpuctl; rows are pods anyway
-    add_prometheus_flag(p)  # jobs -o wide: GPU use (issue 40)
+    add_prometheus_flag(p)  # jobs -o wide: GPU use (docs/utilisation.md)
     p.set_defaults(run=run)
 
 
@@ -121,13 +121,13 @@ def not_found(kind: str, name: str) -> CommandError:
 # ----------------------------------------------------------------------------- get jobs
 JOB_COLUMNS = ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"]
 WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "REASON"]
-# -o wide with a Prometheus configured (issue 40): each row's GPU use, as `gpuctl top` reads it.
+# -o wide with a Prometheus configured (docs/utilisation.md): each row's GPU use, as `gpuctl top` reads it.
 USE_COLUMNS = ["GPUS", "ACTIVITY", "GPU MEMORY", "IDLE FOR"]
 
 
 def _job_columns(rows, wide: bool, use: bool = False) -> list[str]:
     """The job table's headers: CLUSTER (before NODE) when some job runs through MultiKueue
-    (docs/multicluster.md); -o wide's, and the GPU use columns (issue 40) when they were read."""
+    (docs/multicluster.md); -o wide's, and the GPU use columns (docs/utilisation.md) when they were read."""
     cols = list(JOB_COLUMNS)
     if any(r.cluster for r in rows):
         cols.insert(cols.index("NODE"), "CLUSTER")

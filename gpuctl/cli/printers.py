@@ -333,7 +333,7 @@ def field_filter(selector: str, items: Sequence[dict]) -> Callable[[dict], bool]
 
 def _has_path(item: dict, key: str) -> bool:
     """Whether a dotted field path names a field of the item (`status.phase` does not where `status` is a
-    word: issue 42, it matched nothing in silence)."""
+    word: docs/cli.md, it matched nothing in silence)."""
     v: Any = item
     for k in key.split("."):
         if not isinstance(v, dict) or k not in v:

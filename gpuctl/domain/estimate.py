@@ -52,7 +52,7 @@ Clock = Callable[[float], str]  # epoch seconds -> what users read ("2026-11-29 
 
 def clock_text(now: float) -> Clock:
     """Local wall-clock time rounded up to the minute, always with its date and zone
-    ("2026-11-29 14:20 UTC"): a bare "14:20" read on another day or from another zone is wrong (issue 42).
+    ("2026-11-29 14:20 UTC"): a bare "14:20" read on another day or from another zone is wrong (docs/cli.md).
     `now` is kept for callers that render relative to the present."""
 
     def text(ts: float) -> str:

@@ -24,7 +24,7 @@ Actions (source -> actor; the table with the reasons is in docs/audit.md):
   nodes held for a waiting gang, and given back by the set-aside's time limits (docs/distributed.md);
 - stopped by idleness: runwhere.ai/idle-stopped + idle-stopped-at on the Workload, Event GpuctlIdleStopped;
   scaled (a service scaled down), idle (due but only reported): Events GpuctlIdleScaled, GpuctlIdle ->
-  gpuctl-serve (idle), the reason carrying the measured evidence (issue 40);
+  gpuctl-serve (idle), the reason carrying the measured evidence (docs/utilisation.md);
 - finished: condition Finished -> the job itself; deleted: deletionTimestamp or the DELETED watch event
   -> unknown (no API object records who deletes; the API server's audit log does);
 - reclaimed: gpuctl serve's backstop ended a pod's termination (gracePeriodSeconds 0) because it held GPUs
@@ -86,7 +86,8 @@ class Action(StrEnum):
     STOPPED = "stopped"
     RESUMED = "resumed"
     MOVED = "moved"
-    SCALED = "scaled"  # a service scaled down for idleness (issue 40), or its burst by its HPA (issue 44)
+    # a service scaled down for idleness (docs/utilisation.md), or its burst by its HPA (docs/serving.md)
+    SCALED = "scaled"
     IDLE = "idle"  # idle by its policy, only reported (a dry run, report only, kept)
     FINISHED = "finished"
     DELETED = "deleted"

@@ -1,4 +1,4 @@
-"""Idle reclamation's rules (issue 40, docs/utilisation.md). Pure: the policy an admin sets on a pool or a
+"""Idle reclamation's rules (docs/utilisation.md). Pure: the policy an admin sets on a pool or a
 quota, which one a job falls under, whether the job is idle by it (with the measured evidence), whether a
 keep holds it, and what is done. gpuctl serve's reclaimer (gpuctl.server.idle) reads the cluster and
 Prometheus, and acts.

@@ -1,4 +1,4 @@
-"""`resources.gpuMemory` and `placementConstraints.nodeTypes` (issue 44, docs/serving.md): how many GPUs of a
+"""`resources.gpuMemory` and `placementConstraints.nodeTypes` (docs/serving.md): how many GPUs of a
 pool, or which slice of one, hold the memory a job asks for, and which pools have the GPU models a job
 lists. Pure: over plain Node dicts; gpuctl.service.sizing reads the nodes, and `gpuctl create`, its
 dry runs and the REST API all size through `size` (one rule).

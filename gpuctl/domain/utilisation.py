@@ -1,4 +1,4 @@
-"""GPU use per job (issue 40, docs/utilisation.md): what NVIDIA's dcgm-exporter measured, read through
+"""GPU use per job (docs/utilisation.md): what NVIDIA's dcgm-exporter measured, read through
 Prometheus, turned into a job's GPUs held, activity, memory used and idle time. Pure: the PromQL text of
 every query gpuctl sends, Prometheus' JSON answers in, `JobUse` out. gpuctl.service.gpu_use sends the
 queries (scoped to what the caller may read) and joins the answers to the jobs of gpuctl.service.jobs.

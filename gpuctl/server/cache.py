@@ -67,7 +67,8 @@ WORKLOAD_KEYS = frozenset(
     )
 )
 NODE_KEYS = (SET_ASIDE_FOR_ANNOTATION, SET_ASIDE_SINCE_ANNOTATION)
-# Of a job controller's annotations, what serve's idle reclaimer reads (issue 40: a keep, the replicas a
+# Of a job controller's annotations, what serve's idle reclaimer reads (docs/utilisation.md: a keep, the
+# replicas a
 # service had before it was scaled down for idleness).
 CONTROLLER_KEYS = frozenset((KEEP_UNTIL_ANNOTATION, IDLE_REPLICAS_ANNOTATION))
 
@@ -481,7 +482,8 @@ def trim_controller(raw: dict) -> dict:
         out_status["conditions"] = _conditions(status["conditions"], message=True, times=True)
     meta = _meta(raw)
     # Of the annotations, a stopped autoscaled service's (its status word: docs/serving.md) and what serve's
-    # idle reclaimer reads (issue 40: a keep, the replicas a service had before it was scaled down).
+    # idle reclaimer reads (docs/utilisation.md: a keep, the replicas a service had before it was scaled
+    # down).
     notes = {
         k: v
         for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items()

@@ -62,7 +62,7 @@ def add_api_auth(p: argparse.ArgumentParser) -> None:
 
 def add_prometheus(p: argparse.ArgumentParser) -> None:
     """--prometheus-url (dest prometheus_url): the Prometheus that scrapes dcgm-exporter, where the REST
-    API reads GPU use and `gpuctl serve --idle` its evidence (issue 40; docs/utilisation.md)."""
+    API reads GPU use and `gpuctl serve --idle` its evidence (docs/utilisation.md)."""
     p.add_argument(
         "--prometheus-url",
         default=os.environ.get(PROMETHEUS_URL_ENV) or None,

@@ -310,7 +310,8 @@ def team_families(
 
 
 def job_pod_family(pods: Iterable[Mapping[str, Any]], node_pool: Mapping[str, str]) -> GaugeMetricFamily:
-    """gpuctl_job_pod_info (issue 40): which job, kind and pool each bound pod of a gpuctl job holding GPUs
+    """gpuctl_job_pod_info (docs/utilisation.md): which job, kind and pool each bound pod of a gpuctl job
+    holding GPUs
     belongs to, so PromQL joins dcgm-exporter's per-pod series to jobs (rules.yaml's per-job recording
     rule and alert; the job by gpuctl.domain.utilisation.pod_job)."""
     g = GaugeMetricFamily(

@@ -1,4 +1,4 @@
-"""Idle GPUs back to the queue (issue 40, docs/utilisation.md): `gpuctl serve --idle`'s reclaimer.
+"""Idle GPUs back to the queue (docs/utilisation.md): `gpuctl serve --idle`'s reclaimer.
 
 Every `interval` seconds the leader reads gpuctl's running jobs from serve's cache, finds the idle policy
 each falls under (its team quota's, else its pool's: gpuctl.service.idle_policy; none: left alone), reads

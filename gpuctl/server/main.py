@@ -103,7 +103,7 @@ class ServerContext:
     # a gang's Service copied to its MultiKueue worker (docs/distributed.md, Across clusters)
     mirror: GangServiceMirror | None = None
     history: HistoryRecorder | None = None
-    idle: IdleReclaimer | None = None  # issue 40: idle GPUs back to the queue (with --idle)
+    idle: IdleReclaimer | None = None  # docs/utilisation.md: idle GPUs back to the queue (with --idle)
     elector: LeaderElector | None = None
     reloader: CertReloader | None = None
     stop: threading.Event = field(default_factory=threading.Event)
@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_leader_election(p)
     flags.add_tls(p)
     flags.add_api_auth(p)  # with --api
-    flags.add_prometheus(p)  # the API's GPU use, --idle's evidence (issue 40)
+    flags.add_prometheus(p)  # the API's GPU use, --idle's evidence (docs/utilisation.md)
     _add_clusters(p)
     flags.add_log_level(p)
     return p
@@ -285,7 +285,7 @@ def _add_defrag(p: argparse.ArgumentParser) -> None:
 
 
 def _add_idle(p: argparse.ArgumentParser) -> None:
-    """Idle GPUs back to the queue (issue 40, docs/utilisation.md): the policies of pools and quotas."""
+    """Idle GPUs back to the queue (docs/utilisation.md): the policies of pools and quotas."""
     p.add_argument(
         "--idle",
         action=argparse.BooleanOptionalAction,

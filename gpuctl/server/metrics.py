@@ -319,7 +319,8 @@ class GpuctlCollector(Collector):
         yield from gang_families(sums, sorted(facts))
         yield from team_families(cqs, sorted(facts), team_allocated)
         node_pool = {n: p for p, f in facts.items() for n in f.nodes}
-        yield job_pod_family(self._list("Pod"), node_pool)  # issue 40: dcgm-exporter's pods -> jobs
+        # docs/utilisation.md: dcgm-exporter's pods -> jobs
+        yield job_pod_family(self._list("Pod"), node_pool)
         # Autoscaled services (docs/serving.md): replicas desired, running, waiting.
         yield from service_families(
             services(self._list("Deployment"), self._list("Pod"), self._list("HorizontalPodAutoscaler"))

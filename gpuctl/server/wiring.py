@@ -17,7 +17,8 @@ from gpuctl.server.metrics import workload_summary
 MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
 JOB_SELECTOR = Labels.JOB_TYPE  # every gpuctl job's controller and pods (gpuctl.service.inventory)
 JOB_CONTROLLERS = ("Job", "Deployment", "StatefulSet")
-# Controllers of gpuctl jobs whose API a cluster may not serve (a CRD: LeaderWorkerSet, issue 44), cached
+# Controllers of gpuctl jobs whose API a cluster may not serve (a CRD: LeaderWorkerSet, docs/serving.md),
+# cached
 # only where it does; elsewhere the Inventory lists them from the API server (gpuctl.service.inventory).
 OPTIONAL_CONTROLLERS = ("LeaderWorkerSet",)
 
@@ -58,7 +59,8 @@ def default_cache(
         cache.add("LocalQueue")
     if history:
         cache.add("Event", field_selector=EVENT_FIELD_SELECTOR, transform=trim_event)
-    if api or idle:  # the idle reclaimer (issue 40) reads jobs as the API does, keeps from their controllers
+    # the idle reclaimer (docs/utilisation.md) reads jobs as the API does, keeps from their controllers
+    if api or idle:
         for kind in (*JOB_CONTROLLERS, *(k for k in OPTIONAL_CONTROLLERS if k in optional)):
             cache.add(kind, label_selector=JOB_SELECTOR, transform=trim_controller)
     if metrics or api:

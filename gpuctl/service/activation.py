@@ -144,7 +144,8 @@ def set_active(
 
 
 def _restore_replicas(cluster: Cluster, job: Job, dry_run: DryRun) -> Activation:
-    """`resume` of a service serve scaled down for idle GPUs (issue 40, gpuctl.server.idle): the replicas
+    """`resume` of a service serve scaled down for idle GPUs (docs/utilisation.md, gpuctl.server.idle): the
+    replicas
     runwhere.ai/idle-replicas kept, the annotation removed, in one patch (uid as precondition)."""
     meta = job.obj["metadata"]
     raw = (meta.get("annotations") or {}).get(IDLE_REPLICAS_ANNOTATION) or ""

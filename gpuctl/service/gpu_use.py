@@ -1,4 +1,4 @@
-"""GPU use per job, read (issue 40, docs/utilisation.md): the queries of gpuctl.domain.utilisation sent to
+"""GPU use per job, read (docs/utilisation.md): the queries of gpuctl.domain.utilisation sent to
 Prometheus (gpuctl.service.prometheus), scoped to the namespaces whose jobs the caller could list, and the
 answers joined to gpuctl's jobs (gpuctl.service.jobs). Shared by `gpuctl top`, `get jobs -o wide`,
 `describe job`, the REST API and serve's idle reclaimer.

@@ -1,4 +1,4 @@
-"""The idle policies (issue 40, docs/utilisation.md): written from `idle:` of the pool and quota documents
+"""The idle policies (docs/utilisation.md): written from `idle:` of the pool and quota documents
 onto the Kueue objects that stand for them, read back for serve's reclaimer, `describe job` and `keep`.
 
 Where: the pool's ResourceFlavor and each team's ClusterQueue carry the policy as JSON under

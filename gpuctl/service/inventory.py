@@ -37,7 +37,7 @@ MANAGED_SELECTOR = f"{Labels.MANAGED_BY}={MANAGED_BY_VALUE}"
 UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 CONTROLLER_KINDS = ("Job", "Deployment", "StatefulSet", "LeaderWorkerSet")
 # Kinds whose API a cluster may not serve (a CRD not installed, or roles from before gpuctl made them):
-# listed as none rather than failing every `get jobs` (issue 44: LeaderWorkerSets).
+# listed as none rather than failing every `get jobs` (docs/serving.md: LeaderWorkerSets).
 OPTIONAL_KINDS = ("LeaderWorkerSet",)
 # Controllers whose replicas Kueue admits one at a time, each with a Workload of its own (a Deployment's
 # pods, a LeaderWorkerSet's groups): the job's Workload is the least advanced of them.

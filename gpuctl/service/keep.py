@@ -1,4 +1,4 @@
-"""`gpuctl keep JOB --for 4h` (issue 40, docs/utilisation.md): hold a job back from the idle policy for a
+"""`gpuctl keep JOB --for 4h` (docs/utilisation.md): hold a job back from the idle policy for a
 bounded time, shared by the CLI (and any client: it is one annotation).
 
 The keep is runwhere.ai/keep-until (RFC 3339) on the job's controller (its Job, StatefulSet or Deployment),

@@ -239,7 +239,7 @@ class _PoolPlan:
         rf = desired_flavor(name, members, _pool_levels(spec, members, flavor))
         if spec.pool.description:
             rf["metadata"].setdefault("annotations", {})[Labels.DESCRIPTION] = spec.pool.description
-        if idle := flavor_annotations(spec.idle, name):  # issue 40: the pool's idle policy
+        if idle := flavor_annotations(spec.idle, name):  # docs/utilisation.md: the pool's idle policy
             rf["metadata"].setdefault("annotations", {}).update(idle)
         return cls(
             name=name,

@@ -1,4 +1,5 @@
-"""Prometheus' HTTP query API (issue 40): where it is, and the two calls gpuctl makes (an instant query and
+"""Prometheus' HTTP query API (docs/utilisation.md): where it is, and the two calls gpuctl makes (an instant
+query and
 a range query, each evaluated at a time gpuctl chooses, so one reading is one instant).
 
 Where (the first that is set): the CLI's `--prometheus-url`, `$GPUCTL_PROMETHEUS_URL`, `prometheusURL:` in

@@ -142,7 +142,7 @@ def _write_team(
             changed |= _sync_limit_range(cluster, t.namespace, spec.entries()[t.namespace], dry_run=dry_run)
     word = "created" if not was else "configured" if changed else "unchanged"
     lines.append(f"quota/{spec.quota.name} {word} for namespace {t.namespace}")
-    idle = write_queue_policy(  # issue 40: the quota's idle policy, on the team's ClusterQueue
+    idle = write_queue_policy(  # docs/utilisation.md: the quota's idle policy, on the team's ClusterQueue
         cluster, t.namespace, spec.idle, inv.team_queues.get(t.namespace), spec.quota.name, dry_run=dry_run
     )
     return lines + ([idle] if idle else [])

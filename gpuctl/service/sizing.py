@@ -1,4 +1,4 @@
-"""`resources.gpuMemory` and `placementConstraints.nodeTypes` at submission (issue 44, docs/serving.md): the
+"""`resources.gpuMemory` and `placementConstraints.nodeTypes` at submission (docs/serving.md): the
 pools' nodes read, the rules of gpuctl.domain.sizing applied, a refusal turned into the error a user sees
 (file, job, field, fix). Used by gpuctl.service.prechecks, so by `create`, `apply`, their server dry runs
 and the REST API alike. Nothing here writes."""

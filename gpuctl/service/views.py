@@ -136,7 +136,7 @@ class JobDescription:
     pods_error: str | None = None
     # A multi-node job (docs/distributed.md; gang_view): its size and ranks; None for one pod.
     gang: dict[str, Any] | None = None
-    # A service of multi-node replicas (issue 44, a LeaderWorkerSet): {replicas, nodes, gpus_per_node,
+    # A service of multi-node replicas (docs/serving.md, a LeaderWorkerSet): {replicas, nodes, gpus_per_node,
     # text, groups: per replica its Workload's word and its pods by rank}; None for other jobs.
     replicas: dict[str, Any] | None = None
     # An autoscaled service (docs/serving.md, gpuctl.service.serving.autoscaling_view): floor, burst,
@@ -145,7 +145,8 @@ class JobDescription:
     # When and why the nodes `gpuctl serve --defrag` set aside for it were given back by the set-aside's
     # time limits (runwhere.ai/set-aside-ended, docs/distributed.md); None if that never happened.
     set_aside_ended: str | None = None
-    # GPU use (issue 40, gpuctl.domain.utilisation.JobUse.as_dict: per pod and device) when a Prometheus is
+    # GPU use (docs/utilisation.md, gpuctl.domain.utilisation.JobUse.as_dict: per pod and device) when a
+    # Prometheus is
     # configured; gpu_use_error: why it was not read (Prometheus down or refusing).
     gpu_use: dict[str, Any] | None = None
     gpu_use_error: str | None = None

@@ -1,4 +1,4 @@
-"""`idle:` of `kind: pool` and `kind: quota` (issue 40, docs/utilisation.md): when a job counts as idle and
+"""`idle:` of `kind: pool` and `kind: quota` (docs/utilisation.md): when a job counts as idle and
 what `gpuctl serve --idle` does then. Off without the block; with it, every job kind gets its default
 (notebook: stop, inference and compute: floor, training: report) unless the block says otherwise:
 

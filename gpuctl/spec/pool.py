@@ -83,7 +83,7 @@ class PoolSpec(KindModel):
     pool: PoolMeta
     nodes: Annotated[dict[NodeName, PoolNode], BeforeValidator(none_to_empty_dict_values)] = {}
     topology: Annotated[list[str], BeforeValidator(_one_or_list)] | None = None
-    # When its jobs count as idle and what `gpuctl serve --idle` does then (issue 40); None: off.
+    # When its jobs count as idle and what `gpuctl serve --idle` does then (docs/utilisation.md); None: off.
     idle: IdleSpec | None = None
 
     @field_validator("topology")

@@ -152,7 +152,8 @@ class QuotaSpec(KindModel):
         {}, validation_alias=aliases("namespace", "namespaces")
     )
     default: QuotaEntry | None = None
-    # When its teams' jobs count as idle, in any pool, and what `gpuctl serve --idle` does (issue 40); None:
+    # When its teams' jobs count as idle, in any pool, and what `gpuctl serve --idle` does
+    # (docs/utilisation.md); None:
     # the pools' policies apply.
     idle: IdleSpec | None = None
 

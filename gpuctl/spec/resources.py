@@ -106,7 +106,7 @@ class Resources(SpecModel):
     )
     tolerations: list[Toleration] = []
     # The job's placementConstraints.nodeTypes (set by the job document, gpuctl.spec.kinds): GPU models
-    # it may run on, any pool of them (issue 44). Not a key of `resources`.
+    # it may run on, any pool of them (docs/serving.md). Not a key of `resources`.
     _node_types: tuple[str, ...] = PrivateAttr(default=())
 
     # Why `resources.nodes` / `resources.topology` mean nothing for this kind (None: the kind takes them).
@@ -284,7 +284,8 @@ class TrainingResources(GangResources):
 
 
 class InferenceResources(GangResources):
-    """`resources:` of `kind: inference` (issue 44): `nodes: N` makes each replica of the service a group
+    """`resources:` of `kind: inference` (docs/serving.md): `nodes: N` makes each replica of the service a
+    group
     of N pods, one per node, rank 0 the leader that serves (a LeaderWorkerSet, gpuctl.builders.inference);
     every amount is per pod."""
 
@@ -311,7 +312,7 @@ _PLACEMENT_ELSEWHERE = {
 
 
 class PlacementConstraints(SpecModel):
-    """`placementConstraints:` (the product documents' words, issue 44). `nodeTypes: [a10g, a100]`: the
+    """`placementConstraints:` (the product documents' words, docs/serving.md). `nodeTypes: [a10g, a100]`: the
     job may run in any pool whose GPU model is listed (gpuctl.domain.gpumodels.names_model: a100 is any
     A100, a100-80gb one of 80 GB), through the any-pool machinery (docs/queueing.md)."""
 

@@ -37,7 +37,8 @@ def mount(app: FastAPI, ctx: ServerContext) -> None:
     )
     reader = CacheReader(ctx.cache, ctx.cluster)
     # Mounted at the root after serve's own routes (/metrics, /healthz, /readyz), which keep priority.
-    prometheus = configured(getattr(opts, "prometheus_url", None))  # serve's --prometheus-url (issue 40)
+    # serve's --prometheus-url (docs/utilisation.md)
+    prometheus = configured(getattr(opts, "prometheus_url", None))
     app.mount("", create_app(lambda: ctx.cluster, auth, reader_factory=lambda: reader, prometheus=prometheus))
 
 

@@ -45,7 +45,7 @@ def create_app(
 ) -> FastAPI:
     """The API app. `spec_config` (allowed hostPaths) defaults to the server's environment, never the
     caller's. `reader_factory` gives the list views a cached source (see deps.ApiState); without it
-    they read the cluster. `prometheus`: where GPU use is read (issue 40), None for none."""
+    they read the cluster. `prometheus`: where GPU use is read (docs/utilisation.md), None for none."""
     app = FastAPI(
         title="gpuctl API",
         version=__version__,

@@ -67,7 +67,7 @@ class ApiState:
     auth: Authenticator
     spec_config: SpecConfig
     reader_factory: Callable[[], Reader] | None = None
-    # Where GPU use is read (issue 40: --prometheus-url); None: the API shows none.
+    # Where GPU use is read (docs/utilisation.md: --prometheus-url); None: the API shows none.
     prometheus: Prometheus | None = None
 
     def cluster(self) -> Cluster:

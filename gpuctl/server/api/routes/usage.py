@@ -1,4 +1,4 @@
-"""/api/v1/usage: GPU use per job (issue 40; as `gpuctl top -o json`).
+"""/api/v1/usage: GPU use per job (docs/utilisation.md; as `gpuctl top -o json`).
 
 serve reads Prometheus (its --prometheus-url) for the caller, asking only about the namespaces where the
 caller may list jobs (a SubjectAccessReview each, as `GET /api/v1/jobs`): a team member sees its own
