@@ -142,7 +142,7 @@ EOG
     "$p/plugin/health@v$COREDNS_VERSION" "$p/plugin/kubernetes@v$COREDNS_VERSION" "$p/plugin/log@v$COREDNS_VERSION" \
     "$p/plugin/ready@v$COREDNS_VERSION"
   go build -ldflags "-s -w" -o "$bin/coredns" .
-  "$bin/coredns" -version | head -1
+  "$bin/coredns" -version | sed -n 1p  # sed reads it all: head would end the pipe early (SIGPIPE, exit 141 under pipefail)
 }
 
 build_etcd() {
