@@ -266,15 +266,20 @@ def _preemption_reason(cond_reason: str, message: str) -> str:
 
 # ----------------------------------------------------------------------------- decoding
 def _admitted_reason(wl: Mapping[str, Any]) -> str:
-    adm = (wl.get("status") or {}).get("admission") or {}
-    cq = adm.get("clusterQueue") or ""
-    pools = []
+    cq = (((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")) or ""
+    where = _in_pools(wl)
+    return f"admitted by ClusterQueue {cq}{where}{_in_cluster(wl)}" if cq else "admitted" + _in_cluster(wl)
+
+
+def _in_pools(wl: Mapping[str, Any] | None) -> str:
+    """` in pool P` of an admitted Workload's GPU flavors ("" when none): from its condition or its Event."""
+    adm = (((wl or {}).get("status") or {}).get("admission")) or {}
+    pools: list[str] = []
     for a in adm.get("podSetAssignments") or []:
         f = (a.get("flavors") or {}).get(GPU_RESOURCE)
         if f and f not in pools:
             pools.append(f)
-    where = f" in pool {', '.join(pools)}" if pools else ""
-    return f"admitted by ClusterQueue {cq}{where}{_in_cluster(wl)}" if cq else "admitted" + _in_cluster(wl)
+    return f" in pool {', '.join(pools)}" if pools else ""
 
 
 def _in_cluster(wl: Mapping[str, Any] | None) -> str:
@@ -472,7 +477,7 @@ def event_records(
             )
         ]
     if reason == "Admitted":
-        why = msg.split(",", 1)[0] + _in_cluster(wl)
+        why = msg.split(",", 1)[0] + _in_pools(wl) + _in_cluster(wl)
         return [Record(t, ns, job, Action.ADMITTED.value, ACTOR_KUEUE, why, wuid)]
     if reason == DEFRAG_EVENT_REASON:
         return [Record(t, ns, job, Action.MOVED.value, ACTOR_DEFRAG, msg, wuid)]

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 ID = uuid.uuid4().hex[:6]
 SYSTEM_NS = f"ht-{ID}"  # plays gpuctl-system
-MARK = {"gpuctl.runwhere.ai/history-trust-test": ID}
+# a bare hex ID such as 1e5432 reads as a number in YAML: the label value starts with letters
+MARK = {"gpuctl.runwhere.ai/history-trust-test": f"id-{ID}"}
 TENANT = f"eve-{ID}"
 KUEUE = "system:serviceaccount:kueue-system:kueue-controller-manager"
 CLUSTER_KINDS = (

@@ -232,7 +232,7 @@ def test_admitted_on_a_multikueue_manager_names_the_worker_cluster():
         "lastTimestamp": "2026-11-25T10:00:03Z",
     }
     (a,) = event_records(event, lambda ns, n: w)
-    assert a.reason == "Admitted by ClusterQueue team-a in cluster worker-a"
+    assert a.reason == "Admitted by ClusterQueue team-a in pool a100 in cluster worker-a"
     # Not dispatched (a local cluster's Workload): no cluster named.
     local = wl([("Admitted", "True", "Admitted", "", "2026-11-25T10:00:03Z")])
     assert next(r for r in workload_records(local) if r.action == "admitted").reason.endswith("in pool a100")
