@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import json
 import subprocess
 import time
@@ -231,7 +232,10 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
         )
         from gpuctl.cli.main import main
 
-        assert main(["create", "-f", str(pools), "-f", str(quota), "--kubeconfig", cluster]) == 0
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = main(["create", "-f", str(pools), "-f", str(quota), "--kubeconfig", cluster])
+        assert rc == 0, err.getvalue()
         in_default = TeamMember.create(kube, "default", roles=("edit",))
         members.append(in_default)
         in_other = TeamMember.create(kube, other, roles=("edit",))
