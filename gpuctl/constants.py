@@ -722,3 +722,7 @@ TAS_GROUP_NAME: Final = "kueue.x-k8s.io/podset-group-name"
 KUEUE_POD_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
 # The pod-set group name both templates of a group carry (any name; the same on both).
 LWS_TAS_GROUP: Final = "replica"
+
+# The apiVersion of the objects `get` and `history` print with -o json|yaml (gpuctl.cli.objects,
+# docs/cli.md): a view gpuctl computes from Kubernetes and Kueue objects, not an API the server stores.
+VIEW_API_VERSION: Final = "gpuctl.runwhere.ai/v1alpha1"

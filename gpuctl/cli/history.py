@@ -53,6 +53,7 @@ class HistoryOptions:
 
     def run(self) -> int:
         from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cli.objects import history_object  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.service import history  # noqa: PLC0415 - lazy: CLI start-up
 
@@ -66,16 +67,24 @@ class HistoryOptions:
         every = self.namespace is None
         where = f"namespace {self.namespace}" if self.namespace else "any namespace"
         what = f" of job {self.args.job}" if self.args.job else ""
+        objs = [history_object(r) for r in records]
         return emit(
             self.args,
             Listing(
-                items=[r.as_dict() for r in records],
+                items=objs,
                 headers=[*(["NAMESPACE"] if every else []), "TIME", "JOB", "ACTION", "ACTOR", "REASON"],
                 rows=[
-                    [*([r.namespace] if every else []), r.time, r.job, r.action, r.actor, r.reason]
-                    for r in records
+                    [
+                        *([o["metadata"]["namespace"]] if every else []),
+                        o["metadata"]["creationTimestamp"],
+                        o["spec"]["job"],
+                        o["spec"]["action"],
+                        o["spec"]["actor"],
+                        o["spec"]["reason"],
+                    ]
+                    for o in objs
                 ],
-                name=lambda item: f"job/{item['job']}",  # the jobs that have records, each once
+                name=lambda item: f"job/{item['spec']['job']}",  # the jobs that have records, each once
                 empty=f"No history{what} in {where} (gpuctl serve --history writes it; docs/audit.md)",
             ),
         )

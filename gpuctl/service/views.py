@@ -291,6 +291,7 @@ class NamespaceRow:
     age: float | None
     created_at: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    uid: str = ""  # not in as_dict (the API's shape); `get ns -o json` prints it
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -310,6 +311,7 @@ def _namespace_row(n: dict) -> NamespaceRow:
         age=age_seconds(n),
         created_at=meta(n).get("creationTimestamp"),
         labels=dict(labels(n)),
+        uid=meta(n).get("uid", ""),
     )
 
 
