@@ -367,4 +367,4 @@ def _has_path(item: dict, key: str) -> bool:
         if not isinstance(v, dict) or k not in v:
             return False
         v = v[k]
-    return True
+    return not isinstance(v, (dict, list))  # `status` of an object is no value to compare
