@@ -22,7 +22,7 @@ from gpuctl.cli.cmdutil import (
     quota_gpu,
     scope,
 )
-from gpuctl.cli.errors import CommandError
+from gpuctl.cli.errors import CommandError, not_found
 from gpuctl.constants import JOB_KINDS
 
 TYPES = {
@@ -111,11 +111,6 @@ def run(args: argparse.Namespace) -> int:
             + (f" (only get {' and get '.join(takers)} does)" if takers else "")
         )
     return handlers[kind](args)
-
-
-def not_found(kind: str, name: str) -> CommandError:
-    """kubectl's `Error from server (NotFound): pods "x" not found`, exit 1."""
-    return CommandError(f'{kind} "{name}" not found', reason="NotFound")
 
 
 # ----------------------------------------------------------------------------- get jobs

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpuctl.cli.errors import not_found
+
 
 def print_lines(args: argparse.Namespace, lines: list[str]) -> None:
     """kubectl's lines, each with " (dry run)" or " (server dry run)" when nothing was stored."""
@@ -22,7 +24,9 @@ def print_results(args: argparse.Namespace, results: list) -> int:
         print_data([r.as_dict() for r in results], args.output)
     else:
         for r in results:
-            if r.error:
+            if r.missing:
+                print(not_found(r.missing, r.name).line(), file=sys.stderr)
+            elif r.error:
                 print(f"error: {r.error}", file=sys.stderr)
             else:
                 print_lines(args, r.lines)

@@ -547,7 +547,7 @@ def find_job(
     matches = matching_jobs(collect_jobs(inv, positions=positions), name)
     if not matches:
         where = f" in namespace {namespace}" if namespace else ""
-        raise NotFound(f"job {name} not found{where}")
+        raise NotFound(f"job {name} not found{where}", resource="jobs", name=name)
     if len(matches) > 1:
         where = ", ".join(sorted(f"{j.namespace} ({j.kind})" for j in matches))
         raise ServiceError(f"job {name} exists in several places: {where}; pass -n NAMESPACE")

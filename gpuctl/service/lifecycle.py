@@ -65,6 +65,9 @@ class Result:
     # HTTP-style status of the error (ServiceError.status, or the API server's for ApiError), so the
     # REST API can answer 404/409/403 instead of a blanket 400; None for other errors.
     error_status: int | None = None
+    # The plural of the named object that does not exist (a NotFound's resource): the CLI prints kubectl's
+    # NotFound text for it (gpuctl.cli.errors.not_found).
+    missing: str | None = None
     objects: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -454,6 +457,7 @@ def delete_by_name(
         except (ServiceError, ApiError) as e:
             r.error = describe_exception(e) if isinstance(e, ApiError) else str(e)
             r.error_status = e.status
+            r.missing = getattr(e, "resource", None)
         results.append(r)
     return results
 
@@ -463,7 +467,7 @@ def _delete_namespace(cluster: Cluster, name: str, *, dry_run: DryRun) -> list[s
 
     ns = cluster.get_or_none(path("Namespace", name))
     if ns is None:
-        raise NotFound(f"namespace {name} not found")
+        raise NotFound(f"namespace {name} not found", resource="namespaces", name=name)
     if (ns["metadata"].get("labels") or {}).get(Labels.MANAGED_BY) != MANAGED_BY_VALUE:
         raise Conflict(f"namespace {name} was not created by gpuctl; gpuctl does not delete it")
     lines = []

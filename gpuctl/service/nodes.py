@@ -80,7 +80,7 @@ def list_nodes(
 def get_node(cluster: Cluster, name: str) -> dict:
     node = cluster.get_or_none(path("Node", name))
     if node is None:
-        raise NotFound(f"node {name} not found")
+        raise NotFound(f"node {name} not found", resource="nodes", name=name)
     return node
 
 

@@ -238,7 +238,7 @@ def delete_quota(
         and (namespaces is None or cq["metadata"]["name"] in namespaces)
     ]
     if not cqs:
-        raise NotFound(f"quota {name} not found")
+        raise NotFound(f"quota {name} not found", resource="quotas", name=name)
     workers = worker_clusters(inv.flavors) if dry_run.persists else []  # MultiKueue's (docs/multicluster.md)
     lines = []
     for cq in cqs:

@@ -255,3 +255,45 @@ def test_quota_and_history_objects() -> None:
         "labels": {},
     }
     assert (h["spec"]["action"], h["spec"]["actor"], h["spec"]["reason"]) == ("submitted", "alice", "created")
+
+
+# ----------------------------------------------------------------------------- one NotFound text
+NOT_FOUND_CASES = [
+    (["get", "jobs", "nope", "-n", "NS"], "jobs"),
+    (["describe", "job", "nope", "-n", "NS"], "jobs"),
+    (["describe", "job", "nope", "-n", "NS", "-o", "json"], "jobs"),
+    (["delete", "job", "nope", "-n", "NS"], "jobs"),
+    (["logs", "nope", "-n", "NS"], "jobs"),
+    (["stop", "nope", "-n", "NS", "--dry-run=client"], "jobs"),  # (the fake server names no caller)
+    (["resume", "nope", "-n", "NS", "--dry-run=client"], "jobs"),
+    (["keep", "nope", "--for", "1h", "-n", "NS"], "jobs"),
+    (["wait", "job", "nope", "-n", "NS", "--for=running", "--timeout=1s"], "jobs"),
+    (["get", "pools", "nope"], "pools"),
+    (["describe", "pool", "nope"], "pools"),
+    (["delete", "pool", "nope"], "pools"),
+    (["get", "nodes", "nope"], "nodes"),
+    (["describe", "node", "nope"], "nodes"),
+    (["get", "labels", "nope"], "nodes"),
+    (["label", "nope", "a=b"], "nodes"),
+    (["get", "quotas", "nope"], "quotas"),
+    (["describe", "quota", "nope"], "quotas"),
+    (["delete", "quota", "nope"], "quotas"),
+    (["get", "ns", "nope"], "namespaces"),
+    (["describe", "ns", "nope"], "namespaces"),
+    (["delete", "ns", "nope"], "namespaces"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "resource"), NOT_FOUND_CASES, ids=lambda v: " ".join(v[:2]) if isinstance(v, list) else v
+)
+def test_every_verb_says_not_found_in_one_text(argv, resource, monkeypatch, capsys) -> None:
+    """kubectl's `Error from server (NotFound): jobs "x" not found`, exit 1, whatever the verb."""
+    from gpuctl.cli.main import main
+    from gpuctl.cluster import Cluster
+    from tests.unit.test_consistency import NS, FakeApiServer, _team_objects
+
+    fake = FakeApiServer(_team_objects())
+    monkeypatch.setattr(Cluster, "connect", classmethod(lambda cls, **_: fake))
+    assert main([a.replace("NS", NS) for a in argv]) == 1
+    assert capsys.readouterr().err == f'Error from server (NotFound): {resource} "nope" not found\n'
