@@ -297,3 +297,35 @@ def test_every_verb_says_not_found_in_one_text(argv, resource, monkeypatch, caps
     monkeypatch.setattr(Cluster, "connect", classmethod(lambda cls, **_: fake))
     assert main([a.replace("NS", NS) for a in argv]) == 1
     assert capsys.readouterr().err == f'Error from server (NotFound): {resource} "nope" not found\n'
+
+
+def test_history_name_prints_the_real_kind(monkeypatch, capsys) -> None:
+    """`history -o name` pipes to kubectl: a notebook's records name its StatefulSet, a service's its
+    Deployment; a record from before records kept the kind is named by the job's live object."""
+    from gpuctl.cli.main import main
+    from gpuctl.cluster import Cluster
+    from gpuctl.constants import HISTORY_CONFIGMAP, HISTORY_DATA_KEY
+    from tests.unit.test_consistency import NS, FakeApiServer, _team_objects
+
+    lines = [
+        Record("2026-11-29T08:00:00Z", NS, "nb", "submitted", "alice", "", "u1", "StatefulSet").line(),
+        Record("2026-11-29T08:00:01Z", NS, "web", "submitted", "alice", "", "u2", "Deployment").line(),
+        Record("2026-11-29T08:00:02Z", NS, "old", "submitted", "alice", "", "u3").line(),  # no kind kept
+        Record("2026-11-29T08:00:03Z", NS, "gone", "submitted", "alice", "", "u4").line(),
+    ]
+    store = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": HISTORY_CONFIGMAP, "namespace": NS},
+        "data": {HISTORY_DATA_KEY: "\n".join(lines)},
+    }
+    live = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "old", "namespace": NS}}
+    fake = FakeApiServer([*_team_objects(), store, live])
+    monkeypatch.setattr(Cluster, "connect", classmethod(lambda cls, **_: fake))
+    assert main(["history", "-n", NS, "-o", "name"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "statefulset.apps/nb",
+        "deployment.apps/web",
+        "statefulset.apps/old",
+        "job.batch/gone",
+    ]
