@@ -329,3 +329,37 @@ def test_history_name_prints_the_real_kind(monkeypatch, capsys) -> None:
         "statefulset.apps/old",
         "job.batch/gone",
     ]
+
+
+# ----------------------------------------------------------------------------- create|apply -o json|yaml
+def test_create_with_output_prints_the_objects_written_not_summaries(capsys) -> None:
+    """kubectl's create -o yaml: each object as the API server answered (no managedFields); the earlier
+    --json keeps its summaries; a failure is said on stderr, exit 1."""
+    import yaml
+
+    from gpuctl.cli.report import print_results
+    from gpuctl.domain.dryrun import DryRun
+    from gpuctl.service.lifecycle import Result
+
+    answer = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "a",
+            "namespace": "t",
+            "uid": "server-made",
+            "managedFields": [{"manager": "x"}],
+        },
+        "spec": {"completionMode": "NonIndexed"},
+    }
+    ok = Result(kind="training", name="a", action="created", lines=["job.batch/a created"], written=[answer])
+    bad = Result(kind="training", name="b", error="b.yaml: training b: refused")
+    a = argparse.Namespace(output="yaml", json=False, dry_run=DryRun.SERVER)
+    assert print_results(a, [ok, bad], objects=True) == 1
+    out = capsys.readouterr()
+    (doc,) = list(yaml.safe_load_all(out.out))
+    assert doc["metadata"] == {"name": "a", "namespace": "t", "uid": "server-made"}
+    assert out.err == "error: b.yaml: training b: refused\n"
+    a = argparse.Namespace(output="json", json=True, dry_run=DryRun.SERVER)
+    assert print_results(a, [ok], objects=True) == 0
+    assert json.loads(capsys.readouterr().out)[0]["status"] == "created"
