@@ -15,7 +15,6 @@ from gpuctl.cli.cmdutil import (
     connect,
     guard,
     interruptible,
-    job_object_name,
     note,
     or_dash,
     prometheus_of,
@@ -181,6 +180,7 @@ def _use_cells(prom, rows) -> dict | None:
 
 @guard
 def get_jobs(args: argparse.Namespace) -> int:
+    from gpuctl.cli.objects import object_type_name  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
 
@@ -215,7 +215,8 @@ def get_jobs(args: argparse.Namespace) -> int:
             headers=headers,
             rows=[[list(c.values()) for c in named] for _, _, named in jobs],
             grouped=True,
-            name=lambda o: job_object_name(o["spec"]["kind"], o["metadata"]["name"]),
+            # its own kind's TYPE/NAME (a LeaderWorkerSet's too), as kubectl reads it back
+            name=lambda o: object_type_name(o["spec"]["resource"] or "Job", o["metadata"]["name"]),
             labels=lambda o: o["metadata"]["labels"],
             legacy=[r.as_dict() for r in rows] if args.json else None,
             single=bool(args.name),
