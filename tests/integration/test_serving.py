@@ -229,7 +229,7 @@ def test_a_service_at_its_maximum_on_a_capped_team_runs_the_cap_and_the_rest_wai
     assert service["replicas"]["desired"] == 5
     assert (service["replicas"]["running"], service["replicas"]["waiting"]) == (3, 2)
     for name in _gated(burst):
-        assert rows[name]["status"] == "Queued" and rows[name]["priority"] == "burst"
+        assert rows[name]["phase"] == "Queued" and rows[name]["priority"] == "burst"
         assert f"{ns} uses 3 of its 3 GPUs" in rows[name]["reason"], rows[name]["reason"]
     capsys.readouterr()
     assert _cli(stack.cluster, "describe", "job", "llm", "-n", ns, "-o", "json") == 0
