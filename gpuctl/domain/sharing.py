@@ -161,11 +161,21 @@ def model_named(product: str | None) -> Model | None:
     p = product.upper().replace("_", "-")
     for m in MODELS:
         # A product name starts a word: H200 is not GH200 (a Grace Hopper, whose profiles differ).
-        if m.name.upper() == p or any(
-            re.search(rf"(^|[^A-Z0-9]){re.escape(s.upper())}", p) for s in m.products
-        ):
+        if m.name.upper() == p or any(_starts_a_word(p, s.upper()) for s in m.products):
             return m
     return None
+
+
+_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def _starts_a_word(text: str, word: str) -> bool:
+    """`word` occurs in `text` at its start or after a character other than A-Z, 0-9 (the regex
+    `(^|[^A-Z0-9])word`, without compiling one pattern per product name: a read pays each compile)."""
+    at = text.find(word)
+    while at > 0 and text[at - 1] in _WORD:
+        at = text.find(word, at + 1)
+    return at >= 0
 
 
 def model_by_memory(mib: int) -> Model | None:

@@ -81,7 +81,8 @@ class LimitRange(SpecModel):
 
     enabled: bool = True
     default_request: LimitRangeResources = Field(
-        default_factory=_default_request, validation_alias=aliases("defaultRequest", "default_request", "default-request")
+        default_factory=_default_request,
+        validation_alias=aliases("defaultRequest", "default_request", "default-request"),
     )
     default_limit: LimitRangeResources | None = Field(
         None, validation_alias=aliases("default", "defaultLimit", "default_limit", "default-limit")

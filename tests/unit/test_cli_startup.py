@@ -352,6 +352,8 @@ def test_a_read_imports_no_pydantic_and_no_other_verb(command, tmp_path) -> None
     if command in ("get jobs", "get pools"):  # a table without PyYAML, and no write path of pools
         writes = {"yaml", "gpuctl.service.multicluster", "gpuctl.service.pool_sync"}
         assert sorted(writes & set(modules)) == []
+        # the read path's records are NamedTuples: `import dataclasses` (inspect, ast, dis) costs ~12 ms
+        assert sorted({"dataclasses", "inspect"} & set(modules)) == []
     others = {m for v, m in cli.VERBS.items() if v != command.split()[0]}
     assert sorted(others & set(modules)) == []
     if command in ("get jobs", "logs x"):  # no waiting job to judge yet: no explain or estimate models
@@ -376,3 +378,27 @@ def test_logging_is_configured_only_with_verbose(verbose, handlers, tmp_path) ->
     )
     assert p.returncode == 0, p.stderr[-2000:]
     assert int(p.stdout.splitlines()[-1]) == handlers
+
+
+def test_importing_the_spec_builds_no_model() -> None:
+    """The spec models are built on first use (`defer_build`), so `create -f` builds only its document's
+    kind: no model instance made at import (a default written as an instance builds that model's validator
+    and runs pydantic's plugin lookup, importlib.metadata)."""
+    code = (
+        "import sys\n"
+        "import pydantic\n"
+        "import gpuctl.spec\n"
+        "models, todo = set(), [pydantic.BaseModel]\n"
+        "while todo:\n"
+        "    for c in todo.pop().__subclasses__():\n"
+        "        models.add(c)\n"
+        "        todo.append(c)\n"
+        "spec = sorted(c.__name__ for c in models if c.__module__.startswith('gpuctl.spec'))\n"
+        "assert len(spec) > 20, spec  # the walk found the models\n"
+        "built = sorted(c.__name__ for c in models if c.__module__.startswith('gpuctl.spec')\n"
+        "               and c.__pydantic_complete__)\n"
+        "assert built == [], built\n"
+        "assert 'importlib.metadata' not in sys.modules, 'plugin lookup at import'\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
