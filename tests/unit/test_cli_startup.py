@@ -73,6 +73,12 @@ def imported_modules(*argv: str, tmp_path: Path) -> set[str]:
     return modules
 
 
+def python_ok(code: str) -> None:
+    """`code` runs in a fresh interpreter (nothing imported yet) and its asserts hold."""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+
+
 def heavy_in(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
 
@@ -195,8 +201,7 @@ def test_a_table_or_json_never_imports_yaml() -> None:
         "assert 'yaml' not in sys.modules, 'yaml imported'\n"
         "assert to_yaml({'a': 1}) == 'a: 1\\n' and 'yaml' in sys.modules\n"
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-2000:]
+    python_ok(code)
 
 
 # ----------------------------------------------------------------------------- one verb per command
@@ -400,5 +405,4 @@ def test_importing_the_spec_builds_no_model() -> None:
         "assert built == [], built\n"
         "assert 'importlib.metadata' not in sys.modules, 'plugin lookup at import'\n"
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-2000:]
+    python_ok(code)
