@@ -180,8 +180,8 @@ def _use_cells(prom, rows) -> dict | None:
 
 @guard
 def get_jobs(args: argparse.Namespace) -> int:
-    from gpuctl.cli.objects import object_type_name  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cluster.paths import type_name  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
 
     if args.watch and args.output not in (None, "wide"):
@@ -216,7 +216,7 @@ def get_jobs(args: argparse.Namespace) -> int:
             rows=[[list(c.values()) for c in named] for _, _, named in jobs],
             grouped=True,
             # its own kind's TYPE/NAME (a LeaderWorkerSet's too), as kubectl reads it back
-            name=lambda o: object_type_name(o["spec"]["resource"] or "Job", o["metadata"]["name"]),
+            name=lambda o: type_name(o["spec"]["resource"] or "Job", o["metadata"]["name"]),
             labels=lambda o: o["metadata"]["labels"],
             legacy=[r.as_dict() for r in rows] if args.json else None,
             single=bool(args.name),

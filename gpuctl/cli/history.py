@@ -53,12 +53,13 @@ class HistoryOptions:
 
     def run(self) -> int:
         from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
-        from gpuctl.cli.objects import history_object, object_type_name  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cli.objects import history_object  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.cli.printers import (  # noqa: PLC0415 - lazy: CLI start-up
             Listing,
             emit,
             fmt_of,
         )
+        from gpuctl.cluster.paths import type_name  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.service import history  # noqa: PLC0415 - lazy: CLI start-up
 
         if self.args.show_labels:
@@ -90,7 +91,7 @@ class HistoryOptions:
                     for o in objs
                 ],
                 # the jobs that have records, each once, as kubectl reads them (statefulset.apps/x)
-                name=lambda item: object_type_name(item["spec"]["resource"] or "Job", item["spec"]["job"]),
+                name=lambda item: type_name(item["spec"]["resource"] or "Job", item["spec"]["job"]),
                 empty=f"No history{what} in {where} (gpuctl serve --history writes it; docs/audit.md)",
             ),
         )

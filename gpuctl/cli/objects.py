@@ -283,16 +283,6 @@ def labels_object(r: dict) -> dict[str, Any]:
     return view("NodeLabels", r["node"], None, {"labels": r["labels"]}, {}, {})
 
 
-def object_type_name(kind: str, name: str) -> str:
-    """kubectl's TYPE/NAME of a Kubernetes object of a gpuctl job (`job.batch/x`, `statefulset.apps/y`,
-    `leaderworkerset.leaderworkerset.x-k8s.io/z`), as `-o name` prints it and kubectl reads it back."""
-    from gpuctl.cluster.paths import RESOURCES  # noqa: PLC0415 - lazy: CLI start-up
-
-    version = RESOURCES[kind].api_version
-    group = version.split("/", 1)[0] if "/" in version else ""
-    return f"{kind.lower()}.{group}/{name}" if group else f"{kind.lower()}/{name}"
-
-
 def history_object(rec: Any, resource: str = "") -> dict[str, Any]:
     """One record of the audit trail (gpuctl.domain.history.Record) as kind HistoryRecord: metadata names
     the job (its Workload's uid), creationTimestamp the record's time; spec the action, actor, reason."""
