@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from gpuctl.builders import build
+from gpuctl.builders.gang import set_aside_tolerations
 from gpuctl.cli.output import to_yaml
 from gpuctl.spec import SpecError, load_file, load_text
 
@@ -94,6 +95,7 @@ def test_job_tolerations_from_yaml_in_both_forms() -> None:
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
         {"key": "spot", "operator": "Exists"},
         {"key": "x", "operator": "Exists"},
+        *set_aside_tolerations("default", "t"),  # its own set-aside (issue 45), after the user's
     ]
 
 
