@@ -10,7 +10,8 @@ value or operator, or every key: `operator: Exists` without a key), and a gang t
 `Exists` (every gang once tolerated every set-aside, and one team's 2 x 1-GPU gang took the nodes held
 for another team's 2 x 8 gang), would let its tenant take nodes held for someone else's gang. Stateless:
 the ValidatingAdmissionPolicy holds it too (`cel_variables` below, the team policy's `setAside`). The
-object's own name is its Job's: under `generateName` it is not known at admission, so such a gang may tolerate no set-aside.
+object's own name is its Job's: under `generateName` it is not known at admission, so such a job may
+tolerate no set-aside.
 Issue 45: serve also sets a node aside for a one-pod Job near the start bound it was shown (docs/queueing.md,
 "A bound gpuctl keeps"), so every Job may tolerate its own pair (gpuctl's training builder gives it).
 """

@@ -37,7 +37,6 @@ from gpuctl.constants import (
     SET_ASIDE_TAINT_KEY,
     SET_ASIDE_TAINT_KEYS,
 )
-from gpuctl.builders.gang import set_aside_tolerations  # noqa: F401  (one definition: the builders write them)
 from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpus
 from gpuctl.domain.objects import annotations, controller_ref, labels, meta, name, owner_ref, pod_finished
 from gpuctl.domain.status import is_gated, pod_node, workload_word
@@ -345,6 +344,12 @@ def set_aside_taints(gang: str) -> list[dict]:
     ns, _, job = gang.partition("/")
     own = zip(SET_ASIDE_TAINT_KEYS, (ns, job), strict=True)
     return [{"key": k, "value": v, "effect": "NoSchedule"} for k, v in own]
+
+
+def set_aside_tolerations(namespace: str, job: str) -> list[dict]:
+    """What job `namespace`/`job` tolerates of set-asides: its own taints and no other job's (the builders
+    write the same: gpuctl.builders.gang.set_aside_tolerations; a unit test keeps them equal)."""
+    return [{**t, "operator": "Equal"} for t in set_aside_taints(f"{namespace}/{job}")]
 
 
 def foreign_set_aside_tolerations(

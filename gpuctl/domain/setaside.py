@@ -93,6 +93,7 @@ from gpuctl.domain.objects import (
     pod_finished,
 )
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready
+from gpuctl.domain.promise import one_pod_job
 from gpuctl.domain.teams import budget_shortfall, team_queues
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
@@ -221,9 +222,7 @@ def promised(wl: Mapping[str, Any]) -> float | None:
     """The start bound a one-pod Job's Workload was shown (runwhere.ai/starts-by), else None: what serve
     holds a node for (module docstring). Only a Job of one pod set of one pod: a Deployment's or a
     StatefulSet's pods do not tolerate a set-aside."""
-    spec = wl.get("spec") or {}
-    sets = spec.get("podSets") or []
-    if len(sets) != 1 or int(sets[0].get("count") or 1) != 1 or (owner_ref(wl) or {}).get("kind") != "Job":
+    if not one_pod_job(wl):
         return None
     return parse_time(annotations(wl).get(STARTS_BY_ANNOTATION))
 

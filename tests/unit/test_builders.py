@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from gpuctl.builders import build
-from gpuctl.builders.gang import set_aside_tolerations
 from gpuctl.cli.output import to_yaml
+from gpuctl.domain.gang import set_aside_tolerations
 from gpuctl.spec import SpecError, load_file, load_text
 
 ROOT = Path(__file__).resolve().parents[2]
