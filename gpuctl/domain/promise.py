@@ -9,7 +9,7 @@ whose start has no bound gets no promise (the estimate says why); a later estima
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from gpuctl.constants import ESTIMATE_STEP_SLACK_SECONDS, STARTS_BY_ANNOTATION
@@ -31,14 +31,15 @@ def new_promises(
     pods: Sequence[Mapping[str, Any]],
     workloads: Sequence[Mapping[str, Any]],
     cluster_queues: Sequence[Mapping[str, Any]],
-    cohort: Mapping[str, Any] | None,
+    cohort: Callable[[], Mapping[str, Any] | None],
     *,
     pools: Collection[str] | None,
     now: float,
     slack: float = ESTIMATE_STEP_SLACK_SECONDS,
 ) -> dict[str, float]:
     """Workload ns/name -> the start bound to record: each waiting one-pod Job of `pools` (None: all) that
-    has none yet and whose start the estimate bounds (not one Kueue is admitting now)."""
+    has none yet and whose start the estimate bounds (not one Kueue is admitting now). `cohort`: read only
+    when there is such a job."""
     todo = [
         w
         for w in workloads
@@ -54,7 +55,7 @@ def new_promises(
     from gpuctl.domain.explain import Snapshot  # noqa: PLC0415
 
     snap = Snapshot.build(
-        nodes=nodes, pods=pods, workloads=workloads, cluster_queues=cluster_queues, cohort=cohort
+        nodes=nodes, pods=pods, workloads=workloads, cluster_queues=cluster_queues, cohort=cohort()
     )
     out: dict[str, float] = {}
     for w in todo:
