@@ -50,7 +50,7 @@ import uvicorn
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.cluster import ApiError, Cluster
 from gpuctl.cluster.paths import RESOURCES
 from gpuctl.cluster.tls import CertReloader, with_reloader
 from gpuctl.constants import COHORT_NAME
@@ -225,7 +225,7 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             leader=leader,
             identity=ctx.elector.identity if ctx.elector is not None else "",
             lead=args.bound_lead,
-            cohort=lambda: cluster.get_or_none(path("Cohort", COHORT_NAME)),
+            cohort=lambda: cache["Cohort"].get(COHORT_NAME),
         )
     if idle:
         ctx.idle = IdleReclaimer(

@@ -111,7 +111,8 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
         admitted_at = parse_time(condition(wl, "QuotaReserved").get("lastTransitionTime"))
         assert admitted_at is not None and admitted_at <= shown, (admitted_at, shown, log.read_text())
         print(
-            f"bound {shown - admitted_at:.0f}s after the start; {stream.submitted - during} stream jobs meanwhile"
+            f"started {shown - admitted_at:.0f}s before its bound; "
+            f"{stream.submitted - during} stream jobs submitted meanwhile"
         )
         assert stream.submitted > during  # later, lower-priority jobs kept arriving
         # the bound stays what it was (the first shown), and the node is given back once it runs
