@@ -70,7 +70,7 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
     stream.thread.start()
     proc = None
     try:
-        wait_until(lambda: stream.in_flight() >= 27, 60, what="the stream fills the pool")
+        wait_until(lambda: stream.in_flight() >= 27, 180, what="the stream fills the pool")
         f = tmp_path / "big.yaml"
         f.write_text(
             f"kind: training\njob: {{name: big, namespace: {racks.ns}, priority: medium, maxRuntime: 600}}\n"
