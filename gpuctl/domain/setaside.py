@@ -315,7 +315,10 @@ def plan_set_aside(
     for p in pods:  # by node; "" holds the pods not bound yet
         if not pod_finished(p):
             pods_on.setdefault((p.get("spec") or {}).get("nodeName") or "", []).append(p)
-    marked = {name(n): g for n in nodes if (g := set_aside_for(n))}
+    # Only its pools' nodes: another serve (other --defrag pools) holds the others.
+    marked = {
+        name(n): g for n in nodes if (g := set_aside_for(n)) and (pools is None or node_pool(n) in pools)
+    }
     began = _held_since(nodes, marked, now)
     arriving = _arriving(workloads, pods_on)
     by_pool: dict[str, list[Gang]] = {}

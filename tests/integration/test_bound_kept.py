@@ -86,6 +86,7 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
             time.sleep(1)
         assert stream.submitted > before
         proc, log = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool)
+        during = stream.submitted
         # serve records the bound it is shown; `describe job` shows it
         shown = wait_until(
             lambda: parse_time(
@@ -100,7 +101,6 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
         assert "at the latest" in text, text
         held = wait_until(lambda: _tainted(kube, racks.nodes) or None, 60, what=f"a node set aside: {log}")
         assert len(held) == 1, held
-        during = stream.submitted
         wait_until(
             lambda: workload_state(_workload(kube, racks.ns, "big")) == WorkloadState.ADMITTED,
             max(shown - time.time(), 0) + 30,
@@ -112,7 +112,7 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
         assert admitted_at is not None and admitted_at <= shown, (admitted_at, shown, log.read_text())
         print(
             f"started {shown - admitted_at:.0f}s before its bound; "
-            f"{stream.submitted - during} stream jobs submitted meanwhile"
+            f"{stream.submitted - during} stream jobs submitted since serve started"
         )
         assert stream.submitted > during  # later, lower-priority jobs kept arriving
         # the bound stays what it was (the first shown), and the node is given back once it runs

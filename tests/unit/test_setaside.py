@@ -449,3 +449,12 @@ def test_a_held_one_pod_job_keeps_its_node_while_it_has_no_room_and_gives_it_bac
     assert plan.hold == {"n1": "ta/small"} and plan.release == ()
     admitted = _promised("small", NOW + 60, gpus=6, state="admitted")
     assert _plan(nodes=nodes, pods=pods, workloads=[admitted]).release == ("n1",)
+
+
+def test_a_serve_of_other_pools_leaves_a_set_aside_alone() -> None:
+    """Two serves with different --defrag pools (or the bench beside a test): each gives back only its own
+    pools' nodes; before, a serve of pool q released the node another serve held in pool p."""
+    nodes = [_node("n1", "r1", gang="ta/small", since=NOW - 10), _node("m1", "r1", pool="q")]
+    plan = plan_set_aside(nodes, [], [], CQS, {}, pools=["q"], now=NOW, settle=30.0)
+    assert plan.release == ()
+    assert plan_set_aside(nodes, [], [], CQS, {}, pools=None, now=NOW, settle=30.0).release == ("n1",)
