@@ -12,7 +12,7 @@ for another team's 2 x 8 gang), would let its tenant take nodes held for someone
 the ValidatingAdmissionPolicy holds it too (`cel_variables` below, the team policy's `setAside`). The
 object's own name is its Job's: under `generateName` it is not known at admission, so such a job may
 tolerate no set-aside.
-Issue 45: serve also sets a node aside for a one-pod Job near the start bound it was shown (docs/queueing.md,
+Since serve also sets a node aside for a one-pod Job near the start bound it was shown (docs/queueing.md,
 "A bound gpuctl keeps"), so every Job may tolerate its own pair (gpuctl's training builder gives it).
 """
 

@@ -15,7 +15,7 @@ def build(spec: TrainingSpec, namespace: str, pool: TargetPool = WHOLE_GPUS) -> 
     if spec.resources.nodes > 1:
         job_spec = gang_job_spec(spec, namespace, pool, template)
     else:
-        # The node `gpuctl serve` may set aside for it once it was shown a start bound (issue 45; the
+        # The node `gpuctl serve` may set aside for it once it was shown a start bound (the
         # set-aside of gangs, docs/queueing.md "A bound gpuctl keeps"): its own set-aside, no other's.
         template["spec"]["tolerations"] = [
             *(template["spec"].get("tolerations") or []),

@@ -70,7 +70,7 @@ SET_ASIDE_ENDED_ANNOTATION: Final = "runwhere.ai/set-aside-ended"
 SET_ASIDE_EVENT_REASON: Final = "GpuctlSetAside"
 SET_ASIDE_ENDED_REASON: Final = "GpuctlSetAsideEnded"
 SET_ASIDE_REQUEUE_REASON: Final = "GpuctlSetAsideRequeue"
-# Issue 45, a bound gpuctl keeps: the start bound a waiting job was shown ("starts by ... at the latest"),
+# A bound gpuctl keeps (docs/queueing.md): the start bound a waiting job was first shown,
 # RFC 3339, on its Workload; the first shown stays (the promise), `describe job` shows it beside the current
 # estimate. From SET_ASIDE_BOUND_LEAD_SECONDS before it, serve sets a node aside for a one-pod Job so shown
 # (docs/queueing.md, "A bound gpuctl keeps"): the set-aside of gangs, for any Job.

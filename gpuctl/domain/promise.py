@@ -1,4 +1,4 @@
-"""A bound gpuctl keeps (issue 45, docs/queueing.md "A bound gpuctl keeps"): the start bounds `gpuctl serve`
+"""A bound gpuctl keeps (docs/queueing.md "A bound gpuctl keeps"): the start bounds `gpuctl serve`
 records on waiting one-pod Jobs (pure).
 
 The first bound a waiting Job gets ("starts by ... at the latest", gpuctl.domain.estimate) is written on its

@@ -38,7 +38,7 @@ stops that without preempting anything:
   gang's taints without being that gang's (a toleration of every set-aside, from before per-gang taints or
   past admission) has its Workload requeued the same way, whatever its priority (`squatters`).
 
-**Any job shown a bound (issue 45, docs/queueing.md "A bound gpuctl keeps").** A one-pod Job whose
+**Any job shown a bound (docs/queueing.md "A bound gpuctl keeps").** A one-pod Job whose
 Workload carries the start bound it was shown (runwhere.ai/starts-by) is held the same way from `lead`
 seconds before that bound (not after `settle`): one node, the one where room for its pod comes first by the
 known ends of what runs there. Same rules: one set-aside per pool at a time, in Kueue's order, its team's

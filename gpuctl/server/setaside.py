@@ -16,7 +16,7 @@ or whose pod squats a gang's nodes (squatters), is requeued the way defragmentat
 beside this under the same `--defrag` flag, reactivates it once Kueue has evicted it). Gauge
 gpuctl_set_aside_nodes{pool} is exported.
 
-Issue 45 (docs/queueing.md, "A bound gpuctl keeps"): each step also records on every waiting one-pod Job of
+A bound gpuctl keeps (docs/queueing.md): each step also records on every waiting one-pod Job of
 its pools the first start bound it gets (runwhere.ai/starts-by, gpuctl.domain.promise), and the plan holds
 a node for such a job from `lead` seconds before that bound.
 """
