@@ -940,7 +940,7 @@ def replay(
     day: float,
     grace: int | None = GRACE_SECONDS,
     nudge: bool = False,
-    defrag: Defragmenter | None = None,
+    defrag: Defragmenter | SetAside | None = None,
     est_slack: float = 3.0,
     nudge_stops: bool = False,
 ) -> Result:
@@ -1349,7 +1349,7 @@ def replay(
             mover.join(timeout=30)
     end = now()
     res = Result(design)
-    if defrag is not None:
+    if isinstance(defrag, Defragmenter):  # (feature holds runs serve's set-aside instead: no moves)
         res.moves = sum(defrag.moves.values())
         res.reactivated = defrag.reactivated
     res.util = sum(gpu_seconds.values()) / (CAPACITY * day)
