@@ -87,16 +87,17 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
         assert stream.submitted > before
         proc, log = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool)
         during = stream.submitted
+
         # serve records the bound it is shown; `describe job` shows it
-        shown = wait_until(
-            lambda: parse_time(
-                ((_workload(kube, racks.ns, "big") or {}).get("metadata", {}).get("annotations") or {}).get(
-                    STARTS_BY_ANNOTATION
-                )
-            ),
-            60,
-            what=f"the bound recorded: {log}",
-        )
+        def recorded() -> float | None:
+            wl = _workload(kube, racks.ns, "big") or {}
+            return parse_time((wl.get("metadata", {}).get("annotations") or {}).get(STARTS_BY_ANNOTATION))
+
+        try:
+            shown = wait_until(recorded, 120, what="the bound recorded")
+        except AssertionError:
+            print(log.read_text()[-4000:])
+            raise
         text = _describe(cluster, racks.ns, "big")
         assert "at the latest" in text, text
         held = wait_until(lambda: _tainted(kube, racks.nodes) or None, 60, what=f"a node set aside: {log}")
