@@ -336,11 +336,18 @@ def plan_set_aside(
     started: dict[str, tuple[str, ...]] = {}
     ended: dict[str, str] = {}
     idle_now: dict[str, float] = {}
-    for pool, gangs in sorted(by_pool.items()):
+    # Gangs and one-pod jobs shown a bound apart: one set-aside of each per pool (a stream of one-pod holds
+    # must not keep a gang from its nodes, nor a gang's a job from its bound), gangs' first.
+    groups: dict[tuple[str, bool], list[Gang]] = {}
+    for pool, gangs in by_pool.items():
+        for g in gangs:
+            groups.setdefault((pool, g.by is not None), []).append(g)
+    for (pool, bound), gangs in sorted(groups.items()):
+        at = f"{pool} (start bounds)" if bound else pool  # the decision's key in `why`
         ready = [g for g in gangs if g.ready(now, settle, lead)]
         if not ready:
             g = gangs[0]
-            why[pool] = (
+            why[at] = (
                 f"{g.key} waits {now - g.since:.0f}s of {settle:.0f}s before nodes are set aside"
                 if g.by is None
                 else f"{g.key} is held from {lead:.0f}s before its start bound, in {g.by - lead - now:.0f}s"
@@ -358,10 +365,10 @@ def plan_set_aside(
             if not end:
                 hold.update(dict.fromkeys(kept, holder.key))
                 first = "" if ready[0] is holder else f"; {ready[0].key}, first in Kueue's order, waits"
-                why[pool] = f"holding {', '.join(kept)} for {holder.key}{first}"
+                why[at] = f"holding {', '.join(kept)} for {holder.key}{first}"
                 continue
             ended[holder.workload] = end
-            why[pool] = f"set-aside of {', '.join(kept)} for {holder.key} ended: {end}"
+            why[at] = f"set-aside of {', '.join(kept)} for {holder.key} ended: {end}"
             continue
         for g in ready:  # the first gang some domain of the pool can hold, in Kueue's order
             candidates = [
@@ -370,18 +377,19 @@ def plan_set_aside(
                 if node_pool(n) == pool
                 and node_ready(n)
                 and marked.get(name(n)) in (None, g.key)
+                and hold.get(name(n)) in (None, g.key)
                 and (name(n) not in arriving or marked.get(name(n)) == g.key)
             ]
             chosen = choose_nodes(g, candidates, levels.get(pool, ()), pods_on)
             if chosen is None:
                 why.setdefault(
-                    pool, f"no domain of {pool} can hold {g.key} ({g.pods} nodes with {g.gpus} GPUs)"
+                    at, f"no domain of {pool} can hold {g.key} ({g.pods} nodes with {g.gpus} GPUs)"
                 )
                 continue
             hold.update(dict.fromkeys(chosen, g.key))
             started[g.workload] = tuple(chosen)
             began[g.key] = now
-            why[pool] = f"set aside {', '.join(chosen)} for {g.key}"
+            why[at] = f"set aside {', '.join(chosen)} for {g.key}"
             break
     release = tuple(sorted(n for n in marked if n not in hold))
     held = {n: g for n, g in marked.items() if hold.get(n) == g}

@@ -429,7 +429,7 @@ def test_a_one_pod_job_shown_a_bound_gets_the_node_where_room_comes_first_from_l
     wl = _promised("small", NOW + 100, gpus=4)
     early = plan_set_aside(NODES, pods, [wl], CQS, {"p": (RACK,)}, pools=None, now=NOW, settle=30.0, lead=60)
     assert early.hold == {}
-    assert "held from 60s before its start bound, in 40s" in early.why["p"]
+    assert "held from 60s before its start bound, in 40s" in early.why["p (start bounds)"]
     plan = plan_set_aside(NODES, pods, [wl], CQS, {"p": (RACK,)}, pools=None, now=NOW, settle=30.0, lead=200)
     assert plan.hold == {"n2": "ta/small"}
     assert plan.started == {"ta/job-small": ("n2",)}
@@ -458,3 +458,15 @@ def test_a_serve_of_other_pools_leaves_a_set_aside_alone() -> None:
     plan = plan_set_aside(nodes, [], [], CQS, {}, pools=["q"], now=NOW, settle=30.0)
     assert plan.release == ()
     assert plan_set_aside(nodes, [], [], CQS, {}, pools=None, now=NOW, settle=30.0).release == ("n1",)
+
+
+def test_a_gang_and_a_job_shown_a_bound_each_get_a_set_aside_gangs_first() -> None:
+    """A stream of one-pod jobs shown a bound, older than the gang (first in Kueue's order), must not keep
+    the gang from its nodes (test_starvation's stream is such jobs once serve records their bounds): one
+    set-aside of each kind per pool, on different nodes."""
+    pods = [_pod("n1", 1, ends_in=50), _pod("n2", 2, ends_in=20), _pod("n3", 6, ends_in=5)]
+    small = _promised("small", NOW + 100, gpus=1, age=2000)
+    plan = _plan(pods=pods, workloads=[small, _wl("old", age=900)])
+    assert plan.hold == {"n1": "ta/old", "n2": "ta/old", "n3": "ta/small"}
+    assert "set aside n1, n2 for ta/old" in plan.why["p"]
+    assert "set aside n3 for ta/small" in plan.why["p (start bounds)"]
