@@ -128,6 +128,15 @@ def describe_job(args: argparse.Namespace) -> int:
     if data["service"]:
         s = data["service"]
         kv([("Service", _service_line(s))])
+        # The way in from a laptop (gpuctl.cli.port_forward): the Service's target port on localhost.
+        kv(
+            [
+                (
+                    "Port-forward",
+                    f"gpuctl port-forward -n {d.namespace} {d.name} {s['targetPort'] or s['port']}",
+                )
+            ]
+        )
     if data["env"]:
         print("Env:")
         for e in data["env"]:

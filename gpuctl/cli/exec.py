@@ -59,7 +59,7 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     )
     add_pod_flags(p)
     add_stream_flags(p)
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
+    p.add_argument("command", nargs="*", metavar="-- COMMAND [ARG...]")
     p.set_defaults(run=run)
 
 

@@ -203,6 +203,10 @@ def verb_of(argv: Sequence[str]) -> str | None:
 TYPE_NAME_VERBS = frozenset({"get", "describe", "delete"})
 
 
+# The verbs that run a command given after `--` (gpuctl.cli.exec).
+COMMAND_VERBS = frozenset({"exec"})
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The CLI's parser. only: register just this verb's subparser (the one a command runs; the other
     verb modules are not imported); the whole tree when it is None or no verb (so that --help lists
@@ -252,7 +256,14 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
             argv = split_type_names(argv, verb, parser, importlib.import_module(VERBS[verb]).TYPES)
         except CommandError as e:
             parser.error(str(e))
+    # `gpuctl exec JOB [flags] -- CMD ARG...`: the words after `--` are the command's, flags or not (kubectl).
+    command = None
+    if verb in COMMAND_VERBS and "--" in argv:
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    if command is not None:
+        args.command = command
     args.services = dict(services or {})
     for _, name, _, _ in GLOBAL_FLAGS:
         if getattr(args, name, None) is None and getattr(args, f"global_{name}", None) is not None:

@@ -284,7 +284,7 @@ def open_stream(
             assert conn.sock is not None
             conn.sock.settimeout(timeout)
             conn.sock.sendall(_handshake_head(cluster, target, key, protocols))
-            _version, status, reason, headers = _read_head(conn.fp)
+            _version, status, reason, headers = _read_head(conn.fp, upgrade=True)
             if status == 401 and attempt == 0 and cluster.connection.auth.refresh():
                 conn.close()
                 continue
