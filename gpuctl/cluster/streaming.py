@@ -231,6 +231,7 @@ class WebSocket:
 
 def _handshake_head(cluster: Cluster, target: str, key: str, protocols: Iterable[str]) -> bytes:
     headers: dict[str, str | list[str]] = dict(cluster._headers())
+    headers.pop("Accept", None)  # the kubelet's streaming server answers 406 to `Accept: application/json`
     headers.update(
         {
             "Connection": "Upgrade",

@@ -119,9 +119,13 @@ def running_pod(
 def _wait_for_pods(cluster: Cluster, namespace: str, seconds: float) -> None:
     """Until one pod of the namespace changes (the job's first among them, since its pod does not exist
     yet or is not running) or `seconds` pass."""
+    pods = path("Pod", namespace=namespace)
     try:
+        # From now: a watch without a resourceVersion would first replay every pod as ADDED.
+        since = (cluster.get(pods, limit=1).get("metadata") or {}).get("resourceVersion")
         for _ in cluster.watch(
-            path("Pod", namespace=namespace),
+            pods,
+            resource_version=since,
             timeout_seconds=max(1, int(seconds + 0.999)),
             read_timeout=seconds + 5,
         ):

@@ -214,6 +214,7 @@ def test_an_exec_session_copies_the_streams_and_returns_the_commands_exit_code(c
     assert server.header("Impersonate-User") == ["jane"]
     assert server.header("Impersonate-Group") == ["team-a", "devs"]
     assert server.header("Sec-WebSocket-Protocol") == ["v5.channel.k8s.io, v4.channel.k8s.io"]
+    assert server.header("Accept") == []  # the kubelet's streaming server answers 406 to application/json
     assert server.received[-1][0] == OP_CLOSE
 
 
