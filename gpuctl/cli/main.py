@@ -100,6 +100,17 @@ class Parser(argparse.ArgumentParser):
         self.exit(1, f"error: {message}\nSee '{hint} --help' for usage.\n")
 
 
+class _VerbsHelp(argparse.HelpFormatter):
+    """argparse measures the verbs without the indent it prints them at, so the longest (`port-forward`)
+    would have its help on the next line: count the indent."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction) and action.help is not argparse.SUPPRESS:
+            longest = max((len(c) for c in action.choices), default=0)
+            self._action_max_length = max(self._action_max_length, longest + self._current_indent + 2)
+
+
 def _add_flag(g: Any, flags: tuple[str, ...], dest: str, valued: bool, text: str, *, hidden: bool) -> None:
     helptext = argparse.SUPPRESS if hidden else text
     if not valued:
@@ -214,6 +225,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="gpuctl",
         description="Queued, pooled, multi-team GPUs on Kubernetes, built on Kueue.",
+        formatter_class=_VerbsHelp,
     )
     parser.add_argument("--version", action="version", version=f"gpuctl {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log API calls (-vv: more)")
