@@ -5,9 +5,9 @@ tests/integration/test_real_node.py), as a team member with only the roles gpuct
 The admin makes a CPU pool of the real node and a quota for a team; the member submits a `compute` job
 (the built gpuctl image, which has Python and no shell, serving `python3 -m http.server`) that tolerates
 the node's platform taint, then: exec prints what the command printed and exits with its exit code, stdin
-reaches the command and its end of file ends the command's read (v5's close signal), port-forward carries
-two HTTP requests (one WebSocket each) to the pod's port. Refusals are proved on KWOK
-(tests/integration/test_exec.py).
+reaches the command and its end of file ends the command's read (v5's close signal), attach streams what
+the server process prints, port-forward carries two HTTP requests (one WebSocket each) to the pod's port.
+Refusals are proved on KWOK (tests/integration/test_exec.py).
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ import contextlib
 import io
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
 import tarfile
+import threading
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -151,6 +153,40 @@ def test_port_forward_carries_connections_to_the_pods_port(team: Team) -> None:
             assert r.status == 200
             assert "Directory listing for /" in body, body[:500]
         assert proc.stdout.readline() == f"Handling connection for {local}\n"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_attach_streams_what_the_main_process_prints(team: Team) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuctl.main", "attach", team.job],
+        env=team.member.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=rn.ROOT,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stderr is not None
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        path_asked = f"/attached-{uuid.uuid4().hex[:6]}"
+        url = f"http://127.0.0.1:{PORT}{path_asked}"
+        ask = f"import urllib.request as u, urllib.error as e\ntry: u.urlopen('{url}')\nexcept e.HTTPError: pass"
+
+        def logged() -> bool:
+            # http.server logs each request on stderr; attach is live from when it connects, so ask again
+            # until a request made after it attached shows up.
+            team.member.gpuctl("exec", team.job, "--", PYTHON, "-c", ask)
+            try:
+                while True:
+                    if path_asked in lines.get(timeout=3):
+                        return True
+            except queue.Empty:
+                return False
+
+        wait_until(logged, 90, 0, what=f"attach to print the server's log of GET {path_asked}")
     finally:
         proc.terminate()
         proc.wait(10)
