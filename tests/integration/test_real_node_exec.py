@@ -173,7 +173,7 @@ def test_attach_streams_what_the_main_process_prints(team: Team) -> None:
     try:
         path_asked = f"/attached-{uuid.uuid4().hex[:6]}"
         url = f"http://127.0.0.1:{PORT}{path_asked}"
-        ask = f"import urllib.request as u, urllib.error as e\ntry: u.urlopen('{url}')\nexcept e.HTTPError: pass"
+        ask = f"import urllib.request as u, urllib.error as e\ntry: u.urlopen('{url}')\nexcept e.HTTPError: 0"
 
         def logged() -> bool:
             # http.server logs each request on stderr; attach is live from when it connects, so ask again
