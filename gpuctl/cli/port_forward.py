@@ -42,6 +42,13 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
     p.set_defaults(run=run)
 
 
+def forward_command(namespace: str, name: str, service: dict) -> str:
+    """What `describe job` of a notebook or service prints as the way in from a laptop: the Service's
+    target port (the pod's), forwarded from the same local port."""
+    port = service.get("targetPort") or service.get("port")
+    return f"gpuctl port-forward -n {namespace} {name} {port}"
+
+
 def parse_ports(specs: list[str]) -> list[tuple[int | None, str]]:
     """(local port: None = the remote's number, 0 = any free one; remote: a number or a port name) of each
     `[LOCAL:]REMOTE`, as kubectl reads them."""

@@ -133,6 +133,8 @@ def test_stdin_reaches_the_command_and_its_end_ends_the_read(team: Team) -> None
 
 
 def test_port_forward_carries_connections_to_the_pods_port(team: Team) -> None:
+    described = team.member.gpuctl("describe", "job", team.job)
+    assert f"gpuctl port-forward -n {team.namespace} {team.job} {PORT}\n" in described.stdout, dump(described)
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuctl.main", "port-forward", team.job, f":{PORT}"],
         env=team.member.env(),

@@ -16,7 +16,7 @@ import pytest
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.exec import command_of, container_of, pod_running_timeout, run_session
 from gpuctl.cli.main import build_parser, main
-from gpuctl.cli.port_forward import addresses, parse_ports
+from gpuctl.cli.port_forward import addresses, forward_command, parse_ports
 from gpuctl.cluster import ApiError, Cluster
 from gpuctl.cluster.config import Connection, StaticAuth
 from gpuctl.cluster.streaming import (
@@ -363,3 +363,12 @@ def test_the_default_port_is_the_services_target_port_else_the_first_container_p
     bare = _pod("t-0", "Running")
     with pytest.raises(ServiceError, match="declares no port"):
         remote_port(_job([bare]), bare, None)
+
+
+def test_describe_prints_the_port_forward_command_of_a_notebook_or_service() -> None:
+    service = {"name": "svc-nb", "type": "NodePort", "port": 80, "targetPort": 8888, "nodePort": 30888}
+    assert (
+        forward_command("team-b", "alice-notebook", service)
+        == "gpuctl port-forward -n team-b alice-notebook 8888"
+    )
+    assert forward_command("a", "web", {"port": 80, "targetPort": None}) == "gpuctl port-forward -n a web 80"
