@@ -2,7 +2,7 @@
 the roles gpuctl ships (docs/cli.md, "Into a running job"): a job that does not exist, a job still queued
 when --pod-running-timeout runs out, another team's job; and what the shipped gpuctl-user role grants, asked
 of the API server itself (SubjectAccessReview). KWOK's pods run nothing, so the sessions themselves are
-proved on the real node (tests/integration/test_real_node_exec.py).
+proved on the real node (tests/integration/real_node_exec.py, run by test_real_node.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`gpuctl exec` and `gpuctl port-forward` into a real pod (a real kubelet and containerd, the real node of
+"""`gpuctl exec`, `attach` and `port-forward` into a real pod (a real kubelet and containerd, the real node of
 tests/integration/test_real_node.py), as a team member with only the roles gpuctl ships (docs/cli.md,
 "Into a running job").
 
@@ -8,6 +8,9 @@ the node's platform taint, then: exec prints what the command printed and exits 
 reaches the command and its end of file ends the command's read (v5's close signal), attach streams what
 the server process prints, port-forward carries two HTTP requests (one WebSocket each) to the pod's port.
 Refusals are proved on KWOK (tests/integration/test_exec.py).
+
+Its tests run in tests/integration/test_real_node.py's module (imported there), on that module's real-node
+cluster: one cluster for both, where a module of their own would start a second one in CI.
 """
 
 from __future__ import annotations
@@ -36,9 +39,6 @@ from tests.integration import test_real_node as rn
 from tests.integration.conftest import wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, dump
 
-pytestmark = pytest.mark.real_node  # hack/test.sh --real-node runs this module; the default run deselects it
-
-node = rn.node  # the module's real-node cluster (the session's, when it has the real node)
 PYTHON = "/usr/bin/python3.11"  # the image's interpreter (hack/image.sh: Debian's python3.11, no shell)
 PORT = 8000
 PLATFORM_TAINT = "gpuctl.runwhere.ai/platform=true:NoSchedule"  # real-node.sh's taint of the node
@@ -70,7 +70,7 @@ def _admin(n: rn.RealNode, *args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def team(node: rn.RealNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
+def exec_team(node: rn.RealNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     tmp = tmp_path_factory.mktemp("exec")
     s = uuid.uuid4().hex[:6]
     ns, pool, quota, job = f"rx-{s}", f"rn-{s}", f"q-{s}", "web"
@@ -109,35 +109,37 @@ def team(node: rn.RealNode, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         _admin(node, "delete", "pool", pool)
 
 
-def test_exec_prints_the_commands_output_and_exits_with_its_code(team: Team) -> None:
+def test_exec_prints_the_commands_output_and_exits_with_its_code(exec_team: Team) -> None:
     # The first command waits for the pod to run on the real node (the image is already imported).
-    p = team.member.gpuctl(
-        "exec", team.job, "--pod-running-timeout", "3m", "--", PYTHON, "-c", "print('hello from', 'the pod')",
-        timeout=240,
-    )  # fmt: skip
-    assert (p.returncode, p.stdout) == (0, "hello from the pod\n"), dump(p) + "\n" + team.node.logs()
-    p = team.member.gpuctl("exec", team.job, "--", PYTHON, "-c", "import sys; print('bye'); sys.exit(3)")
+    hello = ("--", PYTHON, "-c", "print('hello from', 'the pod')")
+    p = exec_team.member.gpuctl("exec", exec_team.job, "--pod-running-timeout", "3m", *hello, timeout=240)
+    assert (p.returncode, p.stdout) == (0, "hello from the pod\n"), dump(p) + "\n" + exec_team.node.logs()
+    p = exec_team.member.gpuctl(
+        "exec", exec_team.job, "--", PYTHON, "-c", "import sys; print('bye'); sys.exit(3)"
+    )
     assert p.returncode == 3, dump(p)
     assert p.stdout == "bye\n", dump(p)
     assert "command terminated with exit code 3" in p.stderr, dump(p)
-    p = team.member.gpuctl("exec", team.job, "--", "/no/such/binary")
+    p = exec_team.member.gpuctl("exec", exec_team.job, "--", "/no/such/binary")
     assert p.returncode != 0 and "no/such/binary" in p.stderr, dump(p)
 
 
-def test_stdin_reaches_the_command_and_its_end_ends_the_read(team: Team) -> None:
+def test_stdin_reaches_the_command_and_its_end_ends_the_read(exec_team: Team) -> None:
     text = "round trip\n" * 2000  # ~22 kB: several WebSocket messages
     code = "import sys; data = sys.stdin.read(); sys.stdout.write(data.upper()); sys.exit(len(data) % 256)"
-    p = team.member.gpuctl("exec", "-i", team.job, "--", PYTHON, "-c", code, input=text)
+    p = exec_team.member.gpuctl("exec", "-i", exec_team.job, "--", PYTHON, "-c", code, input=text)
     assert p.stdout == text.upper(), dump(p)
     assert p.returncode == len(text) % 256, dump(p)
 
 
-def test_port_forward_carries_connections_to_the_pods_port(team: Team) -> None:
-    described = team.member.gpuctl("describe", "job", team.job)
-    assert f"gpuctl port-forward -n {team.namespace} {team.job} {PORT}\n" in described.stdout, dump(described)
+def test_port_forward_carries_connections_to_the_pods_port(exec_team: Team) -> None:
+    described = exec_team.member.gpuctl("describe", "job", exec_team.job)
+    assert f"gpuctl port-forward -n {exec_team.namespace} {exec_team.job} {PORT}\n" in described.stdout, dump(
+        described
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.main", "port-forward", team.job, f":{PORT}"],
-        env=team.member.env(),
+        [sys.executable, "-m", "gpuctl.main", "port-forward", exec_team.job, f":{PORT}"],
+        env=exec_team.member.env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -160,10 +162,10 @@ def test_port_forward_carries_connections_to_the_pods_port(team: Team) -> None:
         proc.wait(10)
 
 
-def test_attach_streams_what_the_main_process_prints(team: Team) -> None:
+def test_attach_streams_what_the_main_process_prints(exec_team: Team) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.main", "attach", team.job],
-        env=team.member.env(),
+        [sys.executable, "-m", "gpuctl.main", "attach", exec_team.job, "--pod-running-timeout", "3m"],
+        env=exec_team.member.env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -180,7 +182,7 @@ def test_attach_streams_what_the_main_process_prints(team: Team) -> None:
         def logged() -> bool:
             # http.server logs each request on stderr; attach is live from when it connects, so ask again
             # until a request made after it attached shows up.
-            team.member.gpuctl("exec", team.job, "--", PYTHON, "-c", ask)
+            exec_team.member.gpuctl("exec", exec_team.job, "--", PYTHON, "-c", ask)
             try:
                 while True:
                     if path_asked in lines.get(timeout=3):
