@@ -19,6 +19,7 @@ from gpuctl.cli.main import main
 from gpuctl.cluster import Cluster, path
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, dump
+from tests.integration.test_team_member import _sar  # a SubjectAccessReview's answer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,16 +45,6 @@ class Teams:
             f"resources: {{pool: training-pool, gpu: {gpus}, cpu: 1, memory: 1Gi}}\n"
         )
         return str(f)
-
-
-def _sar(kube: Cluster, user: str, **attrs: str) -> bool:
-    body = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SubjectAccessReview",
-        "spec": {"user": user, "resourceAttributes": attrs},
-    }
-    review = kube.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body)
-    return bool(review["status"].get("allowed", False))
 
 
 @pytest.fixture(scope="module")
