@@ -130,6 +130,9 @@ def describe_job(args: argparse.Namespace) -> int:
     if data["service"]:
         s = data["service"]
         kv([("Service", _service_line(s))])
+        from gpuctl.cli.port_forward import forward_command  # noqa: PLC0415 - lazy: CLI start-up
+
+        kv([("Port-forward", forward_command(d.namespace, d.name, s))])
     if data["env"]:
         print("Env:")
         for e in data["env"]:
