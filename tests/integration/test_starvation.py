@@ -153,6 +153,22 @@ def _requeued(kube, ns: str) -> dict[str, str]:
     }
 
 
+def _wind_up(kube, racks, stream: Stream, proc: subprocess.Popen | None) -> None:  # noqa: F811 - racks: a Racks
+    """The end of a run with a stream and serve: both stopped, no node left set aside (a failed run must
+    not leave the pool held), the team's Jobs deleted."""
+    stream.stop.set()
+    stream.thread.join(10)
+    if proc is not None:
+        proc.terminate()
+        proc.wait(timeout=20)
+    for n in _tainted(kube, racks.nodes):
+        node = kube.get(path("Node", n))
+        taints = [t for t in node["spec"].get("taints") or [] if t["key"] not in SET_ASIDE_TAINT_KEYS]
+        kube.merge_patch(path("Node", n), {"spec": {"taints": taints or None}})
+    for job in kube.list(path("Job", namespace=racks.ns)):
+        kube.delete(path("Job", job["metadata"]["name"], racks.ns), propagation="Background")
+
+
 def test_a_gang_starts_within_the_bound_despite_a_stream_of_small_jobs(
     racks,  # noqa: F811
     stream_team,
@@ -246,14 +262,4 @@ def test_a_gang_starts_within_the_bound_despite_a_stream_of_small_jobs(
                 or wl["metadata"]["name"] in requeued
             ), evicted
     finally:
-        stream.stop.set()
-        stream.thread.join(10)
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=20)
-        for n in _tainted(kube, racks.nodes):  # a failed run must not leave the pool held
-            node = kube.get(path("Node", n))
-            taints = [t for t in node["spec"].get("taints") or [] if t["key"] not in SET_ASIDE_TAINT_KEYS]
-            kube.merge_patch(path("Node", n), {"spec": {"taints": taints or None}})
-        for job in kube.list(path("Job", namespace=racks.ns)):
-            kube.delete(path("Job", job["metadata"]["name"], racks.ns), propagation="Background")
+        _wind_up(kube, racks, stream, proc)
