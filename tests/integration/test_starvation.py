@@ -110,7 +110,9 @@ def stream_team(racks, cluster, kube, tmp_path) -> Iterator[str]:  # noqa: F811
     wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 180, what=f"{ns} gone")
 
 
-def _serve(kube, kubectl_bin, cluster, tmp_path: Path, pool: str) -> tuple[subprocess.Popen, Path]:
+def _serve(
+    kube, kubectl_bin, cluster, tmp_path: Path, pool: str, *flags: str
+) -> tuple[subprocess.Popen, Path]:
     sa = _service_account_kubeconfig(
         kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig", "defrag/rbac.yaml"
     )
@@ -120,7 +122,7 @@ def _serve(kube, kubectl_bin, cluster, tmp_path: Path, pool: str) -> tuple[subpr
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
          "--metrics-port", str(_free_port()), "--no-backstop", "--no-leader-elect", "--defrag", pool,
-         "--defrag-settle", str(SETTLE), "--defrag-moves-per-hour", "0"],
+         "--defrag-settle", str(SETTLE), "--defrag-moves-per-hour", "0", *flags],
         stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
     )  # fmt: skip
     return proc, log
