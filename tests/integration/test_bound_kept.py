@@ -16,7 +16,8 @@ import uuid
 
 from gpuctl.builders import build
 from gpuctl.cli.main import main
-from gpuctl.constants import STARTS_BY_ANNOTATION
+from gpuctl.cluster import path
+from gpuctl.constants import SET_ASIDE_TAINT_KEYS, STARTS_BY_ANNOTATION
 from gpuctl.domain.objects import condition, parse_time
 from gpuctl.domain.workload import WorkloadState, workload_state
 from gpuctl.spec import load_text
@@ -28,7 +29,6 @@ from tests.integration.test_starvation import (  # noqa: F401 - fixture
     Stream,
     _serve,
     _tainted,
-    _wind_up,
     stream_team,
 )
 
@@ -68,7 +68,7 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
 ):
     stream = LowStream(kube, racks.pool, stream_team)
     stream.thread.start()
-    proc = None
+    serve = None
     try:
         wait_until(lambda: stream.in_flight() >= 27, 180, what="the stream fills the pool")
         f = tmp_path / "big.yaml"
@@ -85,7 +85,8 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
             assert workload_state(_workload(kube, racks.ns, "big")) != WorkloadState.ADMITTED, "not passed?"
             time.sleep(1)
         assert stream.submitted > before
-        proc, log = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool, "--hold-bounds")
+        serve = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool, "--hold-bounds")
+        log = serve.log
         during = stream.submitted
 
         # serve records the bound it is shown; `describe job` shows it
@@ -121,4 +122,13 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
         assert parse_time(notes.get(STARTS_BY_ANNOTATION)) == shown
         wait_until(lambda: _tainted(kube, racks.nodes) == [], 30, what="set-aside given back")
     finally:
-        _wind_up(kube, racks, stream, proc)
+        stream.stop.set()
+        stream.thread.join(10)
+        if serve is not None:
+            serve.stop(20)
+        for n in _tainted(kube, racks.nodes):  # a failed run must not leave the pool held
+            node = kube.get(path("Node", n))
+            taints = [t for t in node["spec"].get("taints") or [] if t["key"] not in SET_ASIDE_TAINT_KEYS]
+            kube.merge_patch(path("Node", n), {"spec": {"taints": taints or None}})
+        for job in kube.list(path("Job", namespace=racks.ns)):
+            kube.delete(path("Job", job["metadata"]["name"], racks.ns), propagation="Background")
