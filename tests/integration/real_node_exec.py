@@ -37,7 +37,7 @@ from gpuctl.cli.main import main
 from gpuctl.cluster import path
 from tests.integration import test_real_node as rn
 from tests.integration.conftest import MANAGED, MANAGED_KINDS, wait_until
-from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, dump
+from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, caller_roles, dump
 
 PYTHON = "/usr/bin/python3.11"  # the image's interpreter (hack/image.sh: Debian's python3.11, no shell)
 PORT = 8000
@@ -96,6 +96,8 @@ def exec_team(node: rn.RealNode, tmp_path_factory: pytest.TempPathFactory) -> It
         f" tolerations: ['{PLATFORM_TAINT}']}}\n"
     )
     before = _managed(node)
+    roles = [r["metadata"]["name"] for r in caller_roles()]
+    had_roles = {r for r in roles if node.kube.get_or_none(path("ClusterRole", r))}
     _admin(node, "create", "-f", str(tmp / "pool.yaml"))
     _admin(node, "create", "-f", str(tmp / "quota.yaml"))
     apply_caller_roles(node.kube)
@@ -120,6 +122,8 @@ def exec_team(node: rn.RealNode, tmp_path_factory: pytest.TempPathFactory) -> It
         _admin(node, "delete", "pool", pool)
         for kind, name in _managed(node) - before:
             node.kube.delete(path(kind, name))
+        for role in set(roles) - had_roles:  # the chart installs them: helm cannot adopt ours
+            node.kube.delete(path("ClusterRole", role))
 
 
 def test_exec_prints_the_commands_output_and_exits_with_its_code(exec_team: Team) -> None:
