@@ -1,0 +1,144 @@
+"""Issue 44: an autoscaled service of multi-node replicas (`service.autoscaling` with `resources.nodes` >
+1, docs/serving.md): the floor and burst LeaderWorkerSets gpuctl builds, the HPA on the burst's scale
+subresource, the Service in front of both tiers' leaders, the spec's refusals, and how the service's
+groups read back (desired, ready, running, waiting: in groups). The real controllers:
+tests/integration/test_lws_autoscaled.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuctl.builders import build
+from gpuctl.constants import LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, Labels
+from gpuctl.domain.serving import scale
+from gpuctl.spec import SpecError, load_text
+
+AUTO = "autoscaling: {minReplicas: 1, maxReplicas: 3, targetConcurrency: 10}"
+
+
+def _spec(name: str = "llm", service: str = AUTO, resources: str = "gpu: 8, nodes: 2"):
+    (doc,) = load_text(
+        f"kind: inference\njob: {{name: {name}, namespace: team-a}}\nenvironment: {{image: vllm}}\n"
+        f"service: {{{service}, port: 8000, healthCheck: /health}}\n"
+        f"resources: {{pool: training-pool, {resources}, cpu: 4, memory: 8Gi}}\n",
+        "svc.yaml",
+    )
+    return doc.spec
+
+
+def test_floor_and_burst_are_leader_worker_sets_and_the_hpa_scales_the_bursts_groups():
+    floor, burst, hpa, svc = build(_spec(), "team-a")
+    assert [o["kind"] for o in (floor, burst, hpa, svc)] == [
+        "LeaderWorkerSet",
+        "LeaderWorkerSet",
+        "HorizontalPodAutoscaler",
+        "Service",
+    ]
+    assert (floor["metadata"]["name"], floor["spec"]["replicas"]) == ("llm", 1)
+    assert (burst["metadata"]["name"], burst["spec"]["replicas"]) == ("llm-burst", 0)
+    for lws, tier in ((floor, "floor"), (burst, "burst")):
+        assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+        labels = lws["metadata"]["labels"]
+        # Kueue queues each group at its tier's priority: floor inside the guarantee, burst first to yield.
+        assert labels[Labels.KUEUE_PRIORITY] == f"gpuctl-serving-{tier}"
+        assert labels[Labels.KUEUE_QUEUE] == "default"
+        assert (labels[Labels.SERVING_TIER], labels[Labels.APP]) == (tier, "llm")
+        assert Labels.PRIORITY not in labels
+        lwt = lws["spec"]["leaderWorkerTemplate"]
+        for t in (lwt["leaderTemplate"], lwt["workerTemplate"]):
+            # (Kueue's LeaderWorkerSet webhook copies the set's priority class onto both templates.)
+            tl = t["metadata"]["labels"]
+            assert (tl[Labels.SERVING_TIER], tl[Labels.APP]) == (tier, "llm")
+            assert Labels.PRIORITY not in tl and tl.get(Labels.KUEUE_PRIORITY) in (
+                None,
+                f"gpuctl-serving-{tier}",
+            )
+            assert t["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+            assert t["metadata"]["annotations"]["kueue.x-k8s.io/podset-group-name"] == "replica"
+    spec = hpa["spec"]
+    assert spec["scaleTargetRef"] == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "name": "llm-burst",
+    }
+    assert (spec["minReplicas"], spec["maxReplicas"]) == (0, 2)  # groups, not pods
+    assert spec["metrics"][0]["external"]["metric"]["selector"]["matchLabels"] == {
+        "gpuctl_job": "llm",
+        "floor": "10",
+    }
+    # Requests go to the leaders of both tiers.
+    assert svc["spec"]["selector"] == {"app": "llm", LWS_WORKER_INDEX_LABEL: "0"}
+
+
+def test_a_fixed_size_multi_node_service_is_still_one_leader_worker_set():
+    lws, svc = build(_spec(service="replicas: 2"), "team-a")
+    assert lws["kind"] == "LeaderWorkerSet" and Labels.SERVING_TIER not in lws["metadata"]["labels"]
+    assert Labels.APP not in lws["metadata"]["labels"]
+
+
+@pytest.mark.parametrize(
+    ("name", "service", "words"),
+    [
+        # Two LeaderWorkerSets, <name> and <name>-burst: Kueue's 39 characters hold the burst's name.
+        ("x" * 34, AUTO, "shorten job.name to at most 33"),
+        ("llm", AUTO.replace("minReplicas: 1", "minReplicas: 3"), "not above minReplicas"),
+        ("llm", AUTO.replace("autoscaling:", "replicas: 2, autoscaling:"), "service.replicas"),
+    ],
+)
+def test_spec_refusals(name, service, words):
+    with pytest.raises(SpecError, match=words):
+        _spec(name, service)
+
+
+def test_a_name_of_33_characters_is_taken():
+    floor, burst, *_ = build(_spec("x" * 33), "team-a")
+    assert len(burst["metadata"]["name"]) == 39
+
+
+def _lws(name: str, tier: str, want: int, ready: int) -> dict:
+    return {
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "labels": {"app": "llm", Labels.SERVING_TIER: tier},
+        },
+        "spec": {"replicas": want, "leaderWorkerTemplate": {"size": 2}},
+        "status": {"readyReplicas": ready},
+    }
+
+
+def _pod(lws: str, group: int, rank: int, gated: bool) -> dict:
+    spec: dict = {"containers": [{"name": "c"}]}
+    if gated:
+        spec["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    return {
+        "metadata": {
+            "name": f"{lws}-{group}" + (f"-{rank}" if rank else ""),
+            "namespace": "team-a",
+            "uid": f"{lws}-{group}-{rank}",
+            "labels": {
+                "app": "llm",
+                LWS_NAME_LABEL: lws,
+                LWS_GROUP_INDEX_LABEL: str(group),
+                LWS_WORKER_INDEX_LABEL: str(rank),
+            },
+        },
+        "spec": spec,
+        "status": {"phase": "Pending" if gated else "Running"},
+    }
+
+
+def test_a_services_replicas_are_counted_in_groups():
+    # Floor group 0 runs; burst groups 0 and 1: 0 runs, 1 waits (both its pods gated: admitted whole).
+    floor, burst = _lws("llm", "floor", 1, 1), _lws("llm-burst", "burst", 2, 1)
+    pods = [
+        _pod("llm", 0, 0, False),
+        _pod("llm", 0, 1, False),
+        _pod("llm-burst", 0, 0, False),
+        _pod("llm-burst", 0, 1, False),
+        _pod("llm-burst", 1, 0, True),
+        _pod("llm-burst", 1, 1, True),
+    ]
+    sc = scale(floor, burst, pods)
+    assert (sc.floor, sc.desired, sc.ready, sc.running, sc.waiting) == (1, 3, 2, 2, 1)
