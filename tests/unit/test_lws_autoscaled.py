@@ -71,7 +71,7 @@ def test_floor_and_burst_are_leader_worker_sets_and_the_hpa_scales_the_bursts_gr
 
 
 def test_a_fixed_size_multi_node_service_is_still_one_leader_worker_set():
-    lws, svc = build(_spec(service="replicas: 2"), "team-a")
+    lws, _ = build(_spec(service="replicas: 2"), "team-a")
     assert lws["kind"] == "LeaderWorkerSet" and Labels.SERVING_TIER not in lws["metadata"]["labels"]
     assert Labels.APP not in lws["metadata"]["labels"]
 
@@ -91,7 +91,7 @@ def test_spec_refusals(name, service, words):
 
 
 def test_a_name_of_33_characters_is_taken():
-    floor, burst, *_ = build(_spec("x" * 33), "team-a")
+    _, burst, *_ = build(_spec("x" * 33), "team-a")
     assert len(burst["metadata"]["name"]) == 39
 
 
