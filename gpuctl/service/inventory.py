@@ -522,7 +522,7 @@ class Inventory:
         uid = obj["metadata"]["uid"]
         direct = self.workloads_by_owner_uid.get(uid)
         if direct and kind in PER_REPLICA_KINDS:  # a LeaderWorkerSet's groups
-            return _least_advanced(direct)
+            return least_advanced(direct)
         if direct:
             return direct[0]
         if kind == "Deployment":
@@ -532,7 +532,7 @@ class Inventory:
                 for w in self.workloads_by_owner_uid.get(p["metadata"]["uid"], [])
             ]
             if wls:
-                return _least_advanced(wls)
+                return least_advanced(wls)
         return None
 
     def workloads_of(self, kind: str, obj: dict, pods: list[dict] | None = None) -> list[dict]:
@@ -548,7 +548,7 @@ class Inventory:
         return own if kind in PER_REPLICA_KINDS else own[:1]
 
 
-def _least_advanced(wls: list[dict]) -> dict:
+def least_advanced(wls: list[dict]) -> dict:
     """Of a job's per-replica Workloads, the one its status speaks for: a waiting one, else the first."""
     pending = [w for w in wls if not is_true(w, "Admitted")]
     return pending[0] if pending else wls[0]
