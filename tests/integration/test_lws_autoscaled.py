@@ -172,3 +172,5 @@ def test_an_autoscaled_service_of_two_pod_replicas_scales_by_whole_groups(stack:
         for lws in kube.list(path("LeaderWorkerSet", namespace=ns)):
             kube.delete(path("LeaderWorkerSet", lws["metadata"]["name"], ns))
         _cli(stack.cluster, "delete", "quota", f"q-{ns}", "--delete-namespace")
+        # Its Workloads go with the namespace; the pool is deleted (module teardown) only after.
+        wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")

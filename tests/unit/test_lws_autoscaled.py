@@ -142,3 +142,21 @@ def test_a_services_replicas_are_counted_in_groups():
     ]
     sc = scale(floor, burst, pods)
     assert (sc.floor, sc.desired, sc.ready, sc.running, sc.waiting) == (1, 3, 2, 2, 1)
+
+
+def test_the_shipped_scrape_reads_a_group_at_its_leaders_service_port_only():
+    """Prometheus' pod discovery makes a target per container port: the leader's rendezvous port would
+    count its load twice, and the workers serve no requests."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from gpuctl.constants import GANG_PORT_NAME
+
+    root = Path(__file__).resolve().parents[2]
+    (job,) = yaml.safe_load((root / "manifests/prometheus/serving-scrape.yaml").read_text())["scrape_configs"]
+    drops = {r["source_labels"][0]: r["regex"] for r in job["relabel_configs"] if r.get("action") == "drop"}
+    worker = "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", LWS_WORKER_INDEX_LABEL)
+    assert re.fullmatch(drops[worker], "1") and not re.fullmatch(drops[worker], "0")
+    assert re.fullmatch(drops["__meta_kubernetes_pod_container_port_name"], GANG_PORT_NAME)
