@@ -340,11 +340,11 @@ class Inventory:
         self.__dict__["workloads"] = self._workloads_of(uids, namespace)
 
     def _with_tiers(self, controllers: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-        """An autoscaled service is both its Deployments (docs/serving.md): named by its burst
-        (`<name>-burst`), the floor too; named by its floor, the burst too (one GET each)."""
+        """An autoscaled service is both its Deployments, or LeaderWorkerSets (docs/serving.md): named by
+        its burst (`<name>-burst`), the floor too; named by its floor, the burst too (one GET each)."""
         out = list(controllers)
         for kind, o in controllers:
-            if kind != "Deployment" or tier(o) is None:
+            if kind not in PER_REPLICA_KINDS or tier(o) is None:
                 continue
             ns = o["metadata"]["namespace"]
             other = service_of(o) if is_burst(o) else o["metadata"]["name"] + BURST_SUFFIX
@@ -353,9 +353,9 @@ class Inventory:
                 for k, x in out
             ):
                 continue
-            found = self.reader.get("Deployment", other, ns)
+            found = self.reader.get(kind, other, ns)
             if found is not None and tier(found) is not None:
-                out.append(("Deployment", found))
+                out.append((kind, found))
         return out
 
     def _controllers_named(self, name: str) -> list[tuple[str, dict]]:
