@@ -145,14 +145,14 @@ def test_an_autoscaled_service_of_two_pod_replicas_scales_by_whole_groups(stack:
         assert waiting["tier"] == "burst" and f"{ns} uses 8 of its 8 GPUs" in waiting["reason"], waiting
 
         # stop: the whole service, floor and burst, goes to zero groups and gives its GPUs back.
-        assert _cli(stack.cluster, "stop", "job", "llm", "-n", ns) == 0
+        assert _cli(stack.cluster, "stop", "llm", "-n", ns) == 0
         wait_until(
             lambda: not _groups(kube, ns, "llm") and not _groups(kube, ns, "llm-burst"),
             120,
             what="no group left",
         )
         wait_until(lambda: _team_gpus(kube, ns) == 0, 60, what="the team's GPUs given back")
-        assert _cli(stack.cluster, "resume", "job", "llm", "-n", ns) == 0
+        assert _cli(stack.cluster, "resume", "llm", "-n", ns) == 0
         _wait_groups(kube, ns, "llm", running=1, gated=0)
 
         # delete: both LeaderWorkerSets, the HPA and the Service.

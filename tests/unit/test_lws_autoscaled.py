@@ -160,3 +160,65 @@ def test_the_shipped_scrape_reads_a_group_at_its_leaders_service_port_only():
     worker = "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", LWS_WORKER_INDEX_LABEL)
     assert re.fullmatch(drops[worker], "1") and not re.fullmatch(drops[worker], "0")
     assert re.fullmatch(drops["__meta_kubernetes_pod_container_port_name"], GANG_PORT_NAME)
+
+
+# ----------------------------------------------------------------------------- admission
+def _admission_objects() -> list[dict]:
+    """What `gpuctl create` makes of an autoscaled service of 2-pod replicas (4 GPUs a pod) on the admission
+    fixtures' pool a100."""
+    from tests.unit.test_admission_fixtures import TEAM
+
+    (doc,) = load_text(
+        f"kind: inference\njob: {{name: llm, namespace: {TEAM}}}\nenvironment: {{image: vllm}}\n"
+        "service: {autoscaling: {minReplicas: 1, maxReplicas: 3, targetConcurrency: 10}}\n"
+        "resources: {pool: a100, nodes: 2, gpu: 4, cpu: 1, memory: 1Gi}\n",
+        "svc.yaml",
+    )
+    return build(doc.spec, TEAM)
+
+
+def test_the_webhook_passes_gpuctls_floor_burst_and_hpa():
+    from admission.rules import AdmissionConfig
+    from admission.rules import review as judge
+    from tests.unit.test_admission_fixtures import review, state
+
+    st = state()
+    for obj in _admission_objects()[:3]:
+        v = judge(review(obj)["request"], st, AdmissionConfig())
+        assert v.allowed and not v.violations and not v.warnings, (obj["kind"], v.message())
+
+
+def test_an_hpa_of_a_leader_worker_set_is_judged_like_one_of_a_deployment():
+    """hpa-queued: an HPA of a GPU LeaderWorkerSet Kueue does not queue is refused; one of gpuctl's burst
+    is warned when floor + burst groups x the group's GPUs (2 pods x 4) pass the team's cap."""
+    from dataclasses import replace
+
+    from admission.rules import AdmissionConfig
+    from admission.rules import review as judge
+    from admission.state import CachedDeployment, ClusterState, TeamCap
+    from tests.unit.test_admission_fixtures import TEAM, cluster_objects, review
+
+    floor, burst, hpa, _ = _admission_objects()
+    raw = {**floor, "metadata": {**floor["metadata"], "name": "raw", "labels": {}}}
+    st = ClusterState.from_objects([*cluster_objects(), floor, burst, raw])
+    assert st.leader_worker_sets[(TEAM, "llm")] == CachedDeployment(8, 1, "floor", "llm", "default")
+    assert (TEAM, "llm") not in st.deployments
+    st = replace(st, team_caps={**st.team_caps, TEAM: TeamCap(16, 8)})
+
+    def judged(target: str, high: int):
+        h = {**hpa, "spec": {**hpa["spec"], "maxReplicas": high}}
+        h["spec"]["scaleTargetRef"] = {**hpa["spec"]["scaleTargetRef"], "name": target}
+        return judge(review(h)["request"], st, AdmissionConfig())
+
+    refused = judged("raw", 2)
+    assert not refused.allowed
+    assert (
+        "scales LeaderWorkerSet raw, whose replicas (groups of pods) request 8 GPU(s) each"
+        in refused.message()
+    )
+    # floor 1 + burst 2 = 3 groups x 8 = 24 GPUs: the team's 16 + 8 it may borrow, silently.
+    assert judged("llm-burst", 2).warnings == ()
+    (warning,) = judged("llm-burst", 3).warnings
+    assert "with its service's floor of 1" in warning and "4 replicas x 8 GPU(s) = 32 GPUs" in warning, (
+        warning
+    )
