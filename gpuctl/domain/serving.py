@@ -174,7 +174,8 @@ def services(
     deployments: list[Mapping[str, Any]], pods: list[Mapping[str, Any]], hpas: list[Mapping[str, Any]]
 ) -> dict[tuple[str, str], Scale]:
     """(namespace, job) -> Scale of every autoscaled service among these objects (the metrics' reading:
-    every Deployment, pod and HPA of the cluster, whatever else they hold)."""
+    every Deployment, pod and HPA of the cluster, whatever else they hold; `deployments` may hold
+    LeaderWorkerSets too, the floors and bursts of multi-node replicas: counted in groups)."""
     floors: dict[tuple[str, str], Mapping[str, Any]] = {}
     bursts: dict[tuple[str, str], Mapping[str, Any]] = {}
     for d in deployments:

@@ -119,6 +119,7 @@ def _pod(lws: str, group: int, rank: int, gated: bool) -> dict:
             "uid": f"{lws}-{group}-{rank}",
             "labels": {
                 "app": "llm",
+                Labels.SERVING_TIER: "burst" if lws.endswith("-burst") else "floor",
                 LWS_NAME_LABEL: lws,
                 LWS_GROUP_INDEX_LABEL: str(group),
                 LWS_WORKER_INDEX_LABEL: str(rank),
@@ -222,3 +223,13 @@ def test_an_hpa_of_a_leader_worker_set_is_judged_like_one_of_a_deployment():
     assert "with its service's floor of 1" in warning and "4 replicas x 8 GPU(s) = 32 GPUs" in warning, (
         warning
     )
+
+
+def test_the_metrics_count_a_multi_node_services_groups():
+    from gpuctl.domain.serving import services
+
+    floor, burst = _lws("llm", "floor", 1, 1), _lws("llm-burst", "burst", 1, 0)
+    pods = [_pod("llm", 0, 0, False), _pod("llm", 0, 1, False), _pod("llm-burst", 0, 0, True)]
+    pods.append(_pod("llm-burst", 0, 1, True))
+    (sc,) = services([floor, burst], pods, []).values()
+    assert (sc.desired, sc.running, sc.waiting) == (2, 1, 1)
