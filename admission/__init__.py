@@ -2,5 +2,5 @@
 
 - `admission.rules`  pure rule functions (`review(request, state, config) -> Verdict`)
 - `admission.state`  the cluster snapshot and the watch-driven cache that keeps it current
-- `admission.server` the HTTPS server and `main(argv)` behind `gpuctl admission serve`
+- `admission.server` the HTTPS server; `admission.command` its `main(argv)`, behind `gpuctl admission serve`
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from admission.server import main
+from admission.command import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

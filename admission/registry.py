@@ -449,8 +449,8 @@ REGISTRY: Final[tuple[Rule, ...]] = (
     ),
     Rule(
         HPA_QUEUED,
-        "an HPA scaling a GPU Deployment or LeaderWorkerSet Kueue does not queue (its replicas past the quota "
-        "would not wait)",
+        "an HPA scaling a GPU Deployment or LeaderWorkerSet Kueue does not queue (its replicas past the "
+        "quota would not wait)",
         "autoscaling",
         autoscaling.FIX,
         ((SCALE, lambda r: autoscaling.check_hpa_queued(r.obj, r.ns, r.state, r.warn)),),

@@ -2,7 +2,7 @@
 
 Those three are independent siblings (the import contract forbids any import between them); only this
 module knows all of them. `gpuctl serve ...` goes to gpuctl.server.main, `gpuctl admission serve ...`
-to admission.server and `gpuctl api serve ...` to gpuctl.server.api (the REST API alone, what
+to admission.command and `gpuctl api serve ...` to gpuctl.server.api (the REST API alone, what
 `python -m gpuctl.server.api` runs), with everything after the verb untouched (their own argparse owns
 those flags, `--help` included); every other command goes to gpuctl.cli.main, which also gets them as
 `services` (for `gpuctl -v serve ...`). The server, the API and the webhook are imported only when they
@@ -27,7 +27,7 @@ def serve(argv: list[str]) -> int:
 
 def admission_serve(argv: list[str]) -> int:
     """`gpuctl admission serve ...`: the validating admission webhook."""
-    from admission.server import main as admission_main  # noqa: PLC0415 - lazy: CLI start-up
+    from admission.command import main as admission_main  # noqa: PLC0415 - lazy: CLI start-up
 
     return int(admission_main(argv) or 0)
 

@@ -62,7 +62,9 @@ if (( SUITE )); then
   # The real node has its own run (it starts its own cluster with a kubelet node and a Prometheus; README,
   # "Install on a cluster"): deselected here, by marker, and pytest reports it as deselected.
   (( REAL_NODE )) || echo "test: tests/integration/test_real_node.py runs in hack/test.sh --real-node or --all" >&2
-  .venv/bin/python -m pytest -n "$workers" --dist loadfile -m "not real_node" "$@"
+  # --durations: the slowest tests in CI's output; build/junit.xml: every test's time (bench/suite_times.py
+  # sums them per file), where the suite's minutes go.
+  .venv/bin/python -m pytest -n "$workers" --dist loadfile -m "not real_node" --durations=30 --junitxml=build/junit.xml "$@"
 fi
 # After the suite, not beside it: on 2 cores the suite's two workers keep both busy, and both halves have
 # timed claims (the real node's failover within a lease duration).

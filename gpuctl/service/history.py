@@ -1,7 +1,7 @@
 """The audit trail's store (docs/audit.md, "The store, and why"): one ConfigMap `gpuctl-history` per team
-namespace, a bounded ring of records (gpuctl.domain.history.merge: the newest HISTORY_MAX_RECORDS, at most
-HISTORY_MAX_BYTES), written by the leader of `gpuctl serve` (gpuctl.server.history) and read by `gpuctl
-history` and `GET /api/v1/history/{namespace}`.
+namespace, a bounded ring of records (gpuctl.domain.history_ring.merge: the newest HISTORY_MAX_RECORDS,
+at most HISTORY_MAX_BYTES), written by the leader of `gpuctl serve` (gpuctl.server.history) and read by
+`gpuctl history` and `GET /api/v1/history/{namespace}`.
 
 Why a ConfigMap in the team's namespace: the team reads it with its namespace-scoped role (gpuctl-user:
 `get configmaps` by this one name), so RBAC, not gpuctl, keeps another team out; it lives and dies with
@@ -25,7 +25,8 @@ from gpuctl.constants import (
     ROLE_USER,
     Labels,
 )
-from gpuctl.domain.history import Record, dump, for_job, load, merge, order
+from gpuctl.domain.history import Record
+from gpuctl.domain.history_ring import dump, for_job, load, merge, order
 from gpuctl.service.errors import Forbidden, ServiceError
 
 WRITE_ATTEMPTS = 5

@@ -1,13 +1,12 @@
-"""Jobs: listing (`get jobs` rows), finding by job.name, deleting. Shared by the CLI and the API. Why a job
-waits: gpuctl.service.waiting; its logs: gpuctl.service.logs."""
+"""Jobs: listing (`get jobs` rows), finding by job.name. Shared by the CLI and the API. Deleting one:
+gpuctl.service.jobs_delete; why a job waits: gpuctl.service.waiting; its logs: gpuctl.service.logs."""
 
 from __future__ import annotations
 
 import re
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.constants import LWS_GROUP, SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
-from gpuctl.domain.dryrun import DryRun
+from gpuctl.constants import SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
 from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, groups_gpus, groups_waiting, replica_groups
 from gpuctl.domain.gpus import pod_gpus, slices_held, workload_gpus, workload_slices
 from gpuctl.domain.multicluster import placement
@@ -553,74 +552,10 @@ def read_worker_pods(cluster: Cluster, job: Job) -> None:
         ) from None
 
 
-# ----------------------------------------------------------------------------- delete
-def delete_job(
-    cluster: Cluster,
-    name: str,
-    namespace: str | None,
-    *,
-    force: bool = False,
-    dry_run: DryRun = DryRun.NONE,
-    perms: Permissions | None = None,
-) -> list[str]:
-    """Delete a gpuctl job and its Service. Only objects carrying gpuctl's labels are touched.
-
-    CLIENT: find the job (reads only) and say what would go; SERVER: the deletes with dryRun=All."""
-    dry_run = DryRun(dry_run)
-    server_dry = dry_run is DryRun.SERVER
-    job = find_job(cluster, name, namespace, perms=perms, positions=False)
-    done = []
-    grace = 0 if force else None
-    if dry_run is DryRun.CLIENT or cluster.delete(
-        path(job.resource, job.name, job.namespace),
-        propagation="Background",
-        grace_seconds=grace,
-        dry_run=server_dry,
-        precondition_uid=job.obj["metadata"]["uid"],
-    ):
-        done.append(f"{job.resource.lower()}.{_group(job.resource)}/{job.name} deleted")
-    for kind, obj in _autoscaled_parts(job):  # an autoscaled service's HPA (first: it scales) and burst
-        meta = obj["metadata"]
-        if dry_run is DryRun.CLIENT or cluster.delete(
-            path(kind, meta["name"], job.namespace),
-            propagation="Background",
-            grace_seconds=grace,
-            dry_run=server_dry,
-            precondition_uid=meta["uid"],
-        ):
-            done.append(f"{kind.lower()}.{_GROUPS[kind]}/{meta['name']} deleted")
-    svc = job.service
-    ours = svc is not None and (svc["metadata"].get("labels") or {}).get(Labels.JOB_TYPE)
-    if ours and (
-        dry_run is DryRun.CLIENT
-        or cluster.delete(path("Service", svc["metadata"]["name"], job.namespace), dry_run=server_dry)
-    ):
-        done.append(f"service/{svc['metadata']['name']} deleted")
-    if force and dry_run.persists:
-        for pod in job.pods:
-            cluster.delete(path("Pod", pod["metadata"]["name"], job.namespace), grace_seconds=0)
-    return done
-
-
-def _group(resource: str) -> str:
-    return {"Job": "batch", "LeaderWorkerSet": LWS_GROUP}.get(resource, "apps")
-
-
-_GROUPS = {"HorizontalPodAutoscaler": "autoscaling", "Deployment": "apps", "LeaderWorkerSet": LWS_GROUP}
-
-
-def _autoscaled_parts(job: Job) -> list[tuple[str, dict]]:
-    """The objects of an autoscaled service beside its floor Deployment that gpuctl made (its labels):
-    the HPA, then the burst Deployment."""
-    parts = [("HorizontalPodAutoscaler", job.autoscaler), (job.resource, job.burst)]
-    return [(k, o) for k, o in parts if o and (o["metadata"].get("labels") or {}).get(Labels.JOB_TYPE)]
-
-
 __all__ = [
     "Job",
     "JobRow",
     "collect_jobs",
-    "delete_job",
     "find_job",
     "list_job_rows",
 ]

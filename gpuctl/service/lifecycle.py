@@ -388,7 +388,7 @@ def _delete_doc(
     keep_running: bool = False,
     delete_namespace: bool = False,
 ) -> Result:
-    from gpuctl.service.jobs import delete_job  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.jobs_delete import delete_job  # noqa: PLC0415 - lazy: job create
     from gpuctl.service.multicluster import delete_pool_everywhere  # noqa: PLC0415 - lazy: job create
     from gpuctl.service.quotas import delete_quota  # noqa: PLC0415 - lazy: job create
 
@@ -431,7 +431,7 @@ def delete_by_name(
     keep_running: bool = False,
 ) -> list[Result]:
     """`delete job|pool|quota|namespace NAME...`: each name on its own; CLIENT only reads."""
-    from gpuctl.service.jobs import delete_job  # noqa: PLC0415 - lazy: job create
+    from gpuctl.service.jobs_delete import delete_job  # noqa: PLC0415 - lazy: job create
     from gpuctl.service.multicluster import delete_pool_everywhere  # noqa: PLC0415 - lazy: job create
     from gpuctl.service.quotas import delete_quota  # noqa: PLC0415 - lazy: job create
 

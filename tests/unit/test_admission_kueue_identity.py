@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from admission import server
+from admission import command
 from admission.identities import KUEUE_USER
 from admission.isolation import review_isolation
 from admission.policies import skeleton
@@ -77,12 +77,12 @@ def test_orphaning_delete_by_the_configured_kueue_only() -> None:
 
 
 def test_the_webhook_flag_sets_the_identity_and_refuses_a_non_serviceaccount(tmp_path: Path, capsys) -> None:
-    args = server._parser().parse_args(["--tls-cert=c", "--tls-key=k", f"--kueue-user={OTHER}"])
+    args = command._parser().parse_args(["--tls-cert=c", "--tls-key=k", f"--kueue-user={OTHER}"])
     assert args.kueue_user == OTHER
-    assert server._parser().parse_args(["--tls-cert=c", "--tls-key=k"]).kueue_user == KUEUE_USER
+    assert command._parser().parse_args(["--tls-cert=c", "--tls-key=k"]).kueue_user == KUEUE_USER
     for f in ("c", "k"):
         (tmp_path / f).write_text("x")
-    rc = server.main(
+    rc = command.main(
         ["serve", f"--tls-cert={tmp_path / 'c'}", f"--tls-key={tmp_path / 'k'}", "--kueue-user=kueue"]
     )
     assert rc == 2
@@ -97,7 +97,7 @@ def test_the_shipped_deployment_passes_the_identity_every_manifest_skips() -> No
         for d in yaml.safe_load_all((ROOT / "manifests/admission/deployment.yaml").read_text())
         if d and d["kind"] == "Deployment"
     ]
-    args = server._parser().parse_args(dep["spec"]["template"]["spec"]["containers"][0]["args"])
+    args = command._parser().parse_args(dep["spec"]["template"]["spec"]["containers"][0]["args"])
     assert args.kueue_user == KUEUE_USER
     namespace = KUEUE_USER.split(":")[2]
     assert namespace in skeleton.SYSTEM_NAMESPACES

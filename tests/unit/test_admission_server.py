@@ -22,11 +22,14 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from admission import command
 from admission import metrics as metrics_mod
 from admission import server as server_mod
+from admission.command import allowed_host_paths
 from admission.rules import AdmissionConfig, Mode, Verdict
-from admission.server import AdmissionApp, CertReloader, allowed_host_paths, parse_review, response_body
+from admission.server import AdmissionApp, CertReloader, parse_review, response_body
 from admission.state import ClusterState, StaticState
+from admission.tuning import request_sched_slice
 from tests.unit.test_admission_fixtures import cluster_objects, queued_pod, raw_pod, review, state
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -449,14 +452,14 @@ def test_cert_reloader_serves_the_new_certificate_on_new_connections(tmp_path):
 def test_main_rejects_relative_allowed_host_paths(tmp_path, capsys):
     crt = tmp_path / "c"
     crt.write_text("x")
-    code = server_mod.main(
+    code = command.main(
         ["serve", "--tls-cert", str(crt), "--tls-key", str(crt), "--allowed-host-path", "rel"]
     )
     assert code == 2 and "not absolute" in capsys.readouterr().err
 
 
 def test_main_rejects_unreadable_tls_files(tmp_path, capsys):
-    code = server_mod.main(["--tls-cert", str(tmp_path / "none"), "--tls-key", str(tmp_path / "none")])
+    code = command.main(["--tls-cert", str(tmp_path / "none"), "--tls-key", str(tmp_path / "none")])
     assert code == 2 and "cannot read" in capsys.readouterr().err
 
 
@@ -465,7 +468,7 @@ def test_main_reports_an_unusable_kubeconfig(tmp_path, capsys):
     crt.write_text("x")
     bad = tmp_path / "kubeconfig"
     bad.write_text("not: [a kubeconfig")
-    code = server_mod.main(["serve", "--tls-cert", str(crt), "--tls-key", str(crt), "--kubeconfig", str(bad)])
+    code = command.main(["serve", "--tls-cert", str(crt), "--tls-key", str(crt), "--kubeconfig", str(bad)])
     assert code == 2 and "cannot load the cluster configuration" in capsys.readouterr().err
 
 
@@ -490,7 +493,7 @@ def test_sched_slice_is_requested_for_the_calling_thread_only_at_unchanged_prior
     got: dict[str, str] = {}
 
     def worker() -> None:
-        got["error"] = server_mod.request_sched_slice(250)
+        got["error"] = request_sched_slice(250)
         got["sched"] = Path("/proc/thread-self/sched").read_text()
 
     before = os.getpriority(os.PRIO_PROCESS, 0)

@@ -128,7 +128,7 @@ def test_services_get_their_flags_untouched(monkeypatch) -> None:
     seen = {}
     # By name: the server and the webhook are imported only here, as gpuctl.main does.
     monkeypatch.setattr("gpuctl.server.main.main", lambda argv: seen.setdefault("serve", argv) and 0)
-    monkeypatch.setattr("admission.server.main", lambda argv: seen.setdefault("admission", argv) and 0)
+    monkeypatch.setattr("admission.command.main", lambda argv: seen.setdefault("admission", argv) and 0)
     assert gpuctl.main.main(["serve", "--metrics-port", "9090", "--no-reconcile"]) == 0
     assert gpuctl.main.main(["admission", "serve", "--port", "8443", "--mode", "warn"]) == 0
     assert seen == {

@@ -14,15 +14,13 @@ from gpuctl.domain.history import (
     ACTOR_UNKNOWN,
     Record,
     active_manager,
-    dump,
     event_records,
     job_name,
-    load,
-    merge,
     preemptor,
     submitter,
     workload_records,
 )
+from gpuctl.domain.history_ring import dump, load, merge
 
 PREEMPT_MSG = (
     "Preempted to accommodate a workload (UID: u-high, JobUID: j-high) due to prioritization in the "
