@@ -17,13 +17,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuctl.cluster import ApiError, path
+from gpuctl.cluster import path
 from gpuctl.constants import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
 from gpuctl.domain.status import is_gated
 from tests.integration.conftest import require_controller, wait_until
-from tests.integration.fake_nodes import fake_node
 from tests.integration.metrics_stack import metrics_stack
-from tests.integration.test_serving import POOL_GPUS, Stack, _cli, _ready, _set_load, _team_gpus
+from tests.integration.test_serving import Stack, _cli, _pool, _set_load, _team_gpus
 
 GPUS_PER_POD = 2
 
@@ -37,25 +36,7 @@ def stack(cluster, kube, tmp_path_factory) -> Iterator[Stack]:
     pool, nodes = f"lwsa-{sfx}", [f"lwsa-{sfx}-1", f"lwsa-{sfx}-2"]
     tmp = tmp_path_factory.mktemp("lws-autoscaled")
     with metrics_stack(cluster) as urls:
-        try:
-            for n in nodes:
-                kube.create(fake_node(n, gpus={"nvidia.com/gpu": str(POOL_GPUS)}))
-            for n in nodes:
-                wait_until(lambda n=n: _ready(kube, n), 60, what=f"node {n} Ready")
-            (tmp / "pool.yaml").write_text(
-                f"kind: pool\npool: {{name: {pool}}}\nnodes:\n"
-                + "".join(f"  {n}: {{gpu-type: A100}}\n" for n in nodes)
-            )
-            assert _cli(cluster, "create", "-f", str(tmp / "pool.yaml")) == 0
-            yield Stack(cluster, pool, urls["FAKE_EXPORTER_URL"], urls["PROMETHEUS_URL"], tmp)
-        finally:
-            _cli(cluster, "delete", "pool", pool)
-            for n in nodes:
-                try:
-                    kube.delete(path("Node", n))
-                except ApiError as e:
-                    if e.status != 404:
-                        raise
+        yield from _pool(cluster, kube, pool, nodes, urls, tmp)  # test_serving's: 2 fake 8-GPU nodes
 
 
 def _groups(kube, ns: str, lws: str) -> dict[str, list[dict]]:
