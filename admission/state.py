@@ -373,6 +373,9 @@ def served(cluster: Transport, resources: Iterable[Resource]) -> list[Resource]:
             if e.status != 404:
                 log.warning("cannot tell whether the cluster serves %s: %s", r.kind, e)
             continue
+        except Exception as e:  # the transport's own failure: not watched (a restart asks again)
+            log.warning("cannot tell whether the cluster serves %s: %s: %s", r.kind, type(e).__name__, e)
+            continue
         out.append(r)
     return out
 

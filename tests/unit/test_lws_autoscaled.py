@@ -233,3 +233,23 @@ def test_the_metrics_count_a_multi_node_services_groups():
     pods.append(_pod("llm-burst", 0, 1, True))
     (sc,) = services([floor, burst], pods, []).values()
     assert (sc.desired, sc.running, sc.waiting) == (2, 1, 1)
+
+
+def test_the_webhook_watches_leader_worker_sets_only_where_the_cluster_serves_them():
+    from admission.state import OPTIONAL_RESOURCES, served
+    from gpuctl.cluster import ApiError
+
+    class Discovery:
+        def __init__(self, serves: bool):
+            self.serves, self.asked = serves, []
+
+        def get(self, api_path: str, **_):
+            self.asked.append(api_path)
+            if not self.serves:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return {"kind": "APIResourceList"}
+
+    yes, no = Discovery(True), Discovery(False)
+    assert [r.kind for r in served(yes, OPTIONAL_RESOURCES)] == ["LeaderWorkerSet"]
+    assert served(no, OPTIONAL_RESOURCES) == []
+    assert yes.asked == ["/apis/leaderworkerset.x-k8s.io/v1"]
