@@ -253,3 +253,12 @@ def test_the_webhook_watches_leader_worker_sets_only_where_the_cluster_serves_th
     assert [r.kind for r in served(yes, OPTIONAL_RESOURCES)] == ["LeaderWorkerSet"]
     assert served(no, OPTIONAL_RESOURCES) == []
     assert yes.asked == ["/apis/leaderworkerset.x-k8s.io/v1"]
+
+
+def test_serve_metrics_watch_the_services_leader_worker_sets_where_served():
+    from gpuctl.server.wiring import default_cache
+    from tests.unit.test_metrics import NoCluster
+
+    served = default_cache(NoCluster(), metrics=True, api=False, optional=("LeaderWorkerSet",))
+    assert served.informers["LeaderWorkerSet"].label_selector == Labels.SERVING_TIER
+    assert "LeaderWorkerSet" not in default_cache(NoCluster(), metrics=True, api=False, optional=()).informers
