@@ -70,10 +70,10 @@ def scope(args: argparse.Namespace) -> str | None:
 def job_object_name(kind: str, name: str) -> str:
     """kubectl's TYPE/NAME of a job's Kubernetes object (job.batch/x, deployment.apps/y,
     statefulset.apps/z), as `-o name` and `wait` print it and kubectl reads it back."""
+    from gpuctl.cluster.paths import type_name  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.constants import KIND_TO_RESOURCE  # noqa: PLC0415 - lazy: CLI start-up
 
-    resource = KIND_TO_RESOURCE.get(kind, "Job")  # type: ignore[call-overload]
-    return f"{resource.lower()}.{'batch' if resource == 'Job' else 'apps'}/{name}"
+    return type_name(KIND_TO_RESOURCE.get(kind, "Job"), name)  # type: ignore[call-overload]
 
 
 def note(text: str) -> None:

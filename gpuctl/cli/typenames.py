@@ -9,23 +9,22 @@ and NAME arguments (`delete job/a job/b` -> `delete job a b`). Options' values a
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Mapping, Sequence
 
 from gpuctl.cli.errors import CommandError
 
-# The Kubernetes objects a gpuctl job is, as `-o name` and kubectl print them.
-JOB_RESOURCES = frozenset(
-    {
-        "job.batch",
-        "jobs.batch",
-        "deployment.apps",
-        "deployments.apps",
-        "statefulset.apps",
-        "statefulsets.apps",
-        "leaderworkerset.leaderworkerset.x-k8s.io",
-        "leaderworkersets.leaderworkerset.x-k8s.io",
-    }
-)
+
+@functools.cache
+def job_resources() -> frozenset[str]:
+    """The Kubernetes objects a gpuctl job is, as `-o name` (gpuctl.cluster.type_name) and kubectl print them,
+    singular and plural: each kind's object (constants.KIND_TO_RESOURCE) and a multi-node service's
+    LeaderWorkerSet."""
+    from gpuctl.cluster.paths import RESOURCES, api_group  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.constants import KIND_TO_RESOURCE  # noqa: PLC0415 - lazy: CLI start-up
+
+    kinds = {*KIND_TO_RESOURCE.values(), "LeaderWorkerSet"}
+    return frozenset(f"{w}.{api_group(k)}" for k in kinds for w in (k.lower(), RESOURCES[k].plural))
 
 
 def _valued_options(parsers: Sequence[argparse.ArgumentParser]) -> set[str]:
@@ -36,7 +35,7 @@ def _type_of(word: str, types: Mapping[str, str]) -> str | None:
     """The verb's TYPE a `TYPE/` prefix names (None: not one of its types)."""
     if word in types:
         return word
-    if word.lower() in JOB_RESOURCES and "job" in types:
+    if word.lower() in job_resources() and "job" in types:
         return "job"
     return None
 

@@ -55,6 +55,19 @@ RESOURCES: dict[str, Resource] = {
 }
 
 
+def api_group(kind: str) -> str:
+    """The API group of a kind ("" for the core group): `Job` -> "batch"."""
+    v = RESOURCES[kind].api_version
+    return v.split("/", 1)[0] if "/" in v else ""
+
+
+def type_name(kind: str, name: str) -> str:
+    """kubectl's TYPE/NAME of an object, as `-o name` prints it and kubectl reads it back: `job.batch/x`,
+    `leaderworkerset.leaderworkerset.x-k8s.io/y`, `service/z`."""
+    group = api_group(kind)
+    return f"{kind.lower()}.{group}/{name}" if group else f"{kind.lower()}/{name}"
+
+
 def path(
     kind: str, name: str | None = None, namespace: str | None = None, subresource: str | None = None
 ) -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from gpuctl.constants import LOCAL_QUEUE_NAME, METRIC_JOB_LABEL, Labels
 from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpu_requests
@@ -189,30 +189,43 @@ def pool_families(
     yield nodes_g
 
 
+F = TypeVar("F", bound=Metric)
+
+
+def family(
+    cls: type[F], name: str, doc: str, labels: list[str], samples: Mapping[tuple[str, ...], float]
+) -> F:
+    """A metric family (GaugeMetricFamily, CounterMetricFamily) with one sample per label-value tuple of
+    `samples`, in sorted order."""
+    fam = cls(name, doc, labels=labels)
+    for values, n in sorted(samples.items()):
+        fam.add_metric(list(values), n)
+    return fam
+
+
 def workload_families(sums: WorkloadSums, teams: Iterable[str]) -> Iterator[GaugeMetricFamily]:
     """gpuctl_workloads (a zero series per team and state, so "no queued work" is a 0, not an absent series)
     and gpuctl_queue_oldest_pending_seconds."""
-    wl = GaugeMetricFamily(
+    wl = family(
+        GaugeMetricFamily,
         "gpuctl_workloads",
         "Kueue Workloads by pool, team namespace, priority and state (queued, admitted, running, "
         "preempted, inactive); finished ones are not counted",
-        labels=["pool", "namespace", "priority", "state"],
+        ["pool", "namespace", "priority", "state"],
+        sums.count,
     )
-    for (p, ns, prio, st), n in sorted(sums.count.items()):
-        wl.add_metric([p, ns, prio, st], n)
     for ns in sorted(teams):
         for st in ("queued", "admitted", "running", "preempted"):
             if not any(k[1] == ns and k[3] == st for k in sums.count):
                 wl.add_metric([ANY_POOL, ns, NO_PRIORITY, st], 0)
     yield wl
-    old = GaugeMetricFamily(
+    yield family(
+        GaugeMetricFamily,
         "gpuctl_queue_oldest_pending_seconds",
         "Age of the oldest Workload waiting for quota (since creation or its last eviction)",
-        labels=["pool", "priority"],
+        ["pool", "priority"],
+        sums.oldest,
     )
-    for (p, prio), age in sorted(sums.oldest.items()):
-        old.add_metric([p, prio], age)
-    yield old
 
 
 def gang_families(sums: WorkloadSums, pools: list[str]) -> Iterator[GaugeMetricFamily]:

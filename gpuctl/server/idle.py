@@ -62,6 +62,7 @@ from gpuctl.domain.status import State
 from gpuctl.domain.utilisation import pod_started
 from gpuctl.server.cache import Cache, CacheReader
 from gpuctl.server.events import post_event
+from gpuctl.server.gauges import family
 from gpuctl.server.periodic import Periodic
 from gpuctl.service.activation import set_active
 from gpuctl.service.errors import ServiceError
@@ -306,24 +307,22 @@ class IdleReclaimer(Periodic):
         return []
 
     def collect(self) -> Iterator[Any]:
-        actions = CounterMetricFamily(
+        yield family(
+            CounterMetricFamily,
             "gpuctl_idle_actions",
             "Idle jobs gpuctl serve acted on (mode=acted: stopped or scaled) or reported (mode=reported: "
             "a dry run, a report-only action, a kept job), by namespace, job kind and the policy's action",
-            labels=["namespace", "kind", "action", "mode"],
+            ["namespace", "kind", "action", "mode"],
+            self.actions,
         )
-        for (ns, kind, action, mode), n in sorted(self.actions.items()):
-            actions.add_metric([ns, kind, action, mode], n)
-        yield actions
-        due = GaugeMetricFamily(
+        yield family(
+            GaugeMetricFamily,
             "gpuctl_idle_job_window_seconds",
             "Jobs whose GPUs have been idle for their policy's whole window (the window, in seconds), "
             "acted on or not, per job (gpuctl_job: its name)",
-            labels=["namespace", "gpuctl_job", "kind", "pool"],
+            ["namespace", "gpuctl_job", "kind", "pool"],
+            self.idle_jobs,
         )
-        for (ns, job, kind, pool), window in sorted(self.idle_jobs.items()):
-            due.add_metric([ns, job, kind, pool], window)
-        yield due
         errors = CounterMetricFamily(
             "gpuctl_idle_errors",
             "Idle passes or actions that failed (Prometheus unreadable, a write refused)",

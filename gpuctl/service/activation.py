@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from gpuctl.cluster import Cluster, path
+from gpuctl.cluster import Cluster, path, type_name
 from gpuctl.constants import (
     AUDIT_ACTIVE_MANAGER_PREFIX,
     AUDIT_ACTIVE_SET_BY_ANNOTATION,
     IDLE_REPLICAS_ANNOTATION,
-    LWS_GROUP,
 )
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.workload import WorkloadState, workload_state
@@ -32,8 +31,6 @@ from gpuctl.service.errors import ServiceError
 from gpuctl.service.inventory import PER_REPLICA_KINDS
 from gpuctl.service.jobs import Job, find_job
 from gpuctl.service.serving import set_service_active
-
-_GROUP = {"Job": "batch", "Deployment": "apps", "StatefulSet": "apps", "LeaderWorkerSet": LWS_GROUP}
 
 
 @dataclass
@@ -52,7 +49,7 @@ class Activation:
     @property
     def object_name(self) -> str:
         """kubectl's TYPE/NAME of the job (`-o name`)."""
-        return f"{self.resource.lower()}.{_GROUP[self.resource]}/{self.name}"
+        return type_name(self.resource, self.name)
 
     def line(self) -> str:
         verb = "resumed" if self.active else "stopped"

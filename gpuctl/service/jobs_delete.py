@@ -3,8 +3,8 @@ service's HPA and burst Deployment, its Service; only objects carrying gpuctl's 
 
 from __future__ import annotations
 
-from gpuctl.cluster import Cluster, path
-from gpuctl.constants import LWS_GROUP, Labels
+from gpuctl.cluster import Cluster, path, type_name
+from gpuctl.constants import Labels
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.service.access import Permissions
 from gpuctl.service.jobs import Job, find_job
@@ -34,7 +34,7 @@ def delete_job(
         dry_run=server_dry,
         precondition_uid=job.obj["metadata"]["uid"],
     ):
-        done.append(f"{job.resource.lower()}.{_group(job.resource)}/{job.name} deleted")
+        done.append(f"{type_name(job.resource, job.name)} deleted")
     for kind, obj in _autoscaled_parts(job):  # an autoscaled service's HPA (first: it scales) and burst
         meta = obj["metadata"]
         if dry_run is DryRun.CLIENT or cluster.delete(
@@ -44,25 +44,18 @@ def delete_job(
             dry_run=server_dry,
             precondition_uid=meta["uid"],
         ):
-            done.append(f"{kind.lower()}.{_GROUPS[kind]}/{meta['name']} deleted")
+            done.append(f"{type_name(kind, meta['name'])} deleted")
     svc = job.service
     ours = svc is not None and (svc["metadata"].get("labels") or {}).get(Labels.JOB_TYPE)
     if ours and (
         dry_run is DryRun.CLIENT
         or cluster.delete(path("Service", svc["metadata"]["name"], job.namespace), dry_run=server_dry)
     ):
-        done.append(f"service/{svc['metadata']['name']} deleted")
+        done.append(f"{type_name('Service', svc['metadata']['name'])} deleted")
     if force and dry_run.persists:
         for pod in job.pods:
             cluster.delete(path("Pod", pod["metadata"]["name"], job.namespace), grace_seconds=0)
     return done
-
-
-def _group(resource: str) -> str:
-    return {"Job": "batch", "LeaderWorkerSet": LWS_GROUP}.get(resource, "apps")
-
-
-_GROUPS = {"HorizontalPodAutoscaler": "autoscaling", "Deployment": "apps", "LeaderWorkerSet": LWS_GROUP}
 
 
 def _autoscaled_parts(job: Job) -> list[tuple[str, dict]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from gpuctl.cluster import Cluster, path
+from gpuctl.cluster import Cluster, path, type_name
 from gpuctl.constants import IDLE_KEEP_MAX_SECONDS, KEEP_UNTIL_ANNOTATION
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.history import rfc3339
@@ -22,8 +22,6 @@ from gpuctl.service.access import Permissions
 from gpuctl.service.errors import ServiceError
 from gpuctl.service.idle_policy import job_policy
 from gpuctl.service.jobs import find_job
-
-_GROUP = {"Job": "batch", "Deployment": "apps", "StatefulSet": "apps"}
 
 
 @dataclass
@@ -40,7 +38,7 @@ class Kept:
 
     @property
     def object_name(self) -> str:
-        return f"{self.resource.lower()}.{_GROUP.get(self.resource, 'apps')}/{self.name}"
+        return type_name(self.resource, self.name)
 
     def line(self) -> str:
         if self.until is None:

@@ -53,3 +53,15 @@ def test_describe_takes_several_names_but_one_with_o() -> None:
     with pytest.raises(CommandError, match="takes one NAME"):
         args.output = "json"
         args.run(args)
+
+
+@pytest.mark.parametrize("resource", ["Job", "Deployment", "StatefulSet", "LeaderWorkerSet"])
+def test_what_every_job_object_prints_as_its_name_is_read_back(resource: str) -> None:
+    """`-o name`, `delete`, `stop`, `keep` print gpuctl.cluster.type_name; the TYPE/NAME reader takes it
+    back (and kubectl's plural form) for every object a gpuctl job is (one table: gpuctl.cluster.paths)."""
+    from gpuctl.cluster import type_name
+    from gpuctl.cluster.paths import RESOURCES, api_group
+
+    plural = f"{RESOURCES[resource].plural}.{api_group(resource)}/x"
+    for printed in (type_name(resource, "x"), plural):
+        assert split(["describe", printed], "describe", describe.TYPES) == ["describe", "job", "x"], printed

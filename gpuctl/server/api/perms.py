@@ -10,16 +10,14 @@ cannot grant them), so only admins change pools and quotas.
 
 from __future__ import annotations
 
-from gpuctl.cluster.paths import RESOURCES
+from gpuctl.cluster.paths import RESOURCES, api_group
 from gpuctl.constants import KUEUE_GROUP
 from gpuctl.server.api.auth import Access
 
 
 def group_of(kind: str) -> tuple[str, str]:
     """(API group, plural) of a kind gpuctl knows (`Job` -> ("batch", "jobs"))."""
-    r = RESOURCES[kind]
-    group = r.api_version.split("/", 1)[0] if "/" in r.api_version else ""
-    return group, r.plural
+    return api_group(kind), RESOURCES[kind].plural
 
 
 def on_object(verb: str, obj: dict) -> Access:
