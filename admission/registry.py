@@ -387,7 +387,7 @@ REGISTRY: Final[tuple[Rule, ...]] = (
     ),
     Rule(
         SET_ASIDE_TOLERATION,
-        "a toleration of a set-aside taint on anything but a multi-node job, or of another job's set-aside",
+        "a toleration of a set-aside taint on anything but a Job, or of another job's set-aside",
         "set_aside",
         set_aside.FIX,
         ((WORK, lambda r: set_aside.check_set_aside_toleration(r.w, r.ns)),),

@@ -24,7 +24,9 @@ counter reads <not supported>.)
 
 References beside the targets: `kubectl create -f --dry-run=server` of the very objects gpuctl's create
 sends (its `--dry-run=client -o json`), and the floors of a Python command: `python -c pass`, `import
-pydantic`, `import gpuctl.spec` (the YAML models create validates with). Targets (issue 39): get jobs
+pydantic`, one pydantic model validated once (PYDANTIC_FLOOR: what any command that validates with pydantic
+pays, its first validator's build and plugin lookup included), `import gpuctl.spec` (the YAML models create
+validates with, built lazily: defer_build). Targets (issue 39): get jobs
 -A and get pools <= 1.5x kubectl get pods -A; `--check` exits 1 when one is missed.
 """
 
@@ -58,6 +60,18 @@ DRY_RUN_JOB = (
     "  image: pytorch/pytorch:2.2.0-cuda12.1-cudnn8-runtime\n"
     '  command: ["torchrun", "train.py"]\n'
     "resources: {pool: training-pool, gpu: 8, cpu: 8, memory: 64Gi}\n"
+)
+
+# The floor of a command that validates a document with pydantic: one model with one validator, built and
+# used once (pydantic's schema machinery and plugin lookup load on the first build).
+PYDANTIC_FLOOR = (
+    "from pydantic import BaseModel, field_validator\n"
+    "class M(BaseModel):\n"
+    "    name: str\n"
+    "    @field_validator('name')\n"
+    "    @classmethod\n"
+    "    def _name(cls, v): return v\n"
+    "M.model_validate({'name': 'x'})\n"
 )
 
 
@@ -127,6 +141,7 @@ def commands(
         ],
         "python -c pass": [py, "-c", "pass"],
         "python -c 'import pydantic'": [py, "-c", "import pydantic"],
+        "python: one pydantic model validated": [py, "-c", PYDANTIC_FLOOR],
         "python -c 'import gpuctl.spec'": [py, "-c", "import gpuctl.spec"],
     }
     if baseline:  # another checkout's gpuctl in the same rounds: before and after, paired alike

@@ -126,13 +126,18 @@ from gpuctl.constants import (  # noqa: E402
     HOSTNAME_LABEL,
     MANAGED_BY_VALUE,
     NAMESPACE_MARKER_VALUE,
+    SET_ASIDE_BOUND_LEAD_SECONDS,
+    SET_ASIDE_COOLDOWN_SECONDS,
+    SET_ASIDE_IDLE_SECONDS,
+    SET_ASIDE_MAX_SECONDS,
+    STARTS_BY_ANNOTATION,
     TAS_UNCONSTRAINED,
     Labels,
 )
 from gpuctl.domain.estimate import estimate  # noqa: E402
 from gpuctl.domain.explain import Snapshot, workload_demand  # noqa: E402
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus, quantity_gpus, workload_gpus  # noqa: E402
-from gpuctl.domain.objects import condition, labels, meta, parse_time  # noqa: E402
+from gpuctl.domain.objects import annotations, condition, labels, meta, parse_time  # noqa: E402
 from gpuctl.domain.objects import name as name_of  # noqa: E402
 from gpuctl.domain.objects import namespace as namespace_of  # noqa: E402
 from gpuctl.domain.teams import team_usage  # noqa: E402
@@ -145,6 +150,7 @@ from gpuctl.domain.workload import (  # noqa: E402
     workload_state,
 )
 from gpuctl.server.defrag import Defragmenter, list_source  # noqa: E402
+from gpuctl.server.setaside import SetAside  # noqa: E402
 from gpuctl.spec import load_text  # noqa: E402
 from queues import pool_toleration  # noqa: E402
 
@@ -773,6 +779,7 @@ class JobTrack:
     est_by_bench: float | None = None
     est_basis: str = ""
     est_now: bool = False  # "starts now (Kueue is admitting it)": no "at the latest" claim
+    promised: bool = False  # est_by is the bound serve recorded on its Workload (runwhere.ai/starts-by)
     est_kueue: str = ""  # Kueue's word on it when estimated (its Workload's QuotaReserved message)
     last_kueue: str = ""  # and the last before its first admission
     kueue_said: list[str] = field(default_factory=list)  # Kueue's distinct messages while entitled
@@ -933,7 +940,7 @@ def replay(
     day: float,
     grace: int | None = GRACE_SECONDS,
     nudge: bool = False,
-    defrag: Defragmenter | None = None,
+    defrag: Defragmenter | SetAside | None = None,
     est_slack: float = 3.0,
     nudge_stops: bool = False,
 ) -> Result:
@@ -1038,6 +1045,12 @@ def replay(
                     if st in IN_QUEUE:
                         queued[key] = w
                         tr_w = tracks.get(key)
+                        shown = parse_time(annotations(w).get(STARTS_BY_ANNOTATION))
+                        fresh_promise = tr_w is not None and not tr_w.promised and tr_w.admitted is None
+                        if fresh_promise and shown is not None:
+                            # serve's recorded bound (feature holds) is the one users are shown: measured
+                            tr_w.promised, tr_w.est_by, tr_w.est_now = True, shown, False
+                            tr_w.est_at = tr_w.est_at or time.time()
                         said_now = condition(w, "QuotaReserved").get("message", "")
                         if tr_w is not None and tr_w.admitted is None and said_now:
                             tr_w.last_kueue = said_now
@@ -1336,7 +1349,7 @@ def replay(
             mover.join(timeout=30)
     end = now()
     res = Result(design)
-    if defrag is not None:
+    if isinstance(defrag, Defragmenter):  # (feature holds runs serve's set-aside instead: no moves)
         res.moves = sum(defrag.moves.values())
         res.reactivated = defrag.reactivated
     res.util = sum(gpu_seconds.values()) / (CAPACITY * day)
@@ -1552,7 +1565,7 @@ def print_table(
                 )
 
 
-FEATURES = ("off", "any-pool", "defrag", "both")
+FEATURES = ("off", "any-pool", "defrag", "both", "holds")
 PRIORITY_RANK = {"low": 0, "medium": 1, "high": 2}
 
 
@@ -1697,6 +1710,29 @@ def print_features(results: list[Result], day: float, trace: list[Item]) -> None
 
 # The days played by a model of their own (no cluster): --day -> its module, whose main takes --seed, --json.
 MODEL_DAYS = {"idle": "bench.trace_idle", "serving": "bench.trace_serving"}
+
+
+def bound_holds(kube: Cluster, day: float, settle: float) -> SetAside:
+    """`gpuctl serve --defrag` on every GPU pool of the day (feature `holds`, issue 45): it records each
+    waiting one-pod Job's first start bound (runwhere.ai/starts-by, with the product's step slack) and sets a
+    node aside for it from the lead before that bound, gangs' set-asides as before. Its times compressed
+    with the day (lead 30 min = 10 s, a set-aside at most 2 h = 40 s, cooldown 10 min), but the idle end no
+    shorter than 3 s (Kueue's latency is not compressed)."""
+    k = day / REAL_DAY
+    return SetAside(
+        kube,
+        lambda: tuple(
+            kube.list(path(kind)) for kind in ("Node", "Pod", "Workload", "ClusterQueue", "ResourceFlavor")
+        ),
+        pools=list(POOLS),
+        settle=settle,
+        idle=max(SET_ASIDE_IDLE_SECONDS * k, 3.0),
+        max_hold=SET_ASIDE_MAX_SECONDS * k,
+        cooldown=SET_ASIDE_COOLDOWN_SECONDS * k,
+        lead=SET_ASIDE_BOUND_LEAD_SECONDS * k,
+        interval=1.0,
+        cohort=lambda: kube.get_or_none(path("Cohort", COHORT_NAME)),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1876,7 +1912,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         title = f"{TITLES[design]} ({feat})" if feat else TITLES[design]
         print(f"{title}: replaying ...", flush=True)
-        mover = None
+        mover: Any = None
+        if feat == "holds":  # issue 45: serve's recorded bounds and set-aside, in process, on the day's clock
+            mover = bound_holds(kube, args.day_seconds, args.defrag_settle)
         if feat in ("defrag", "both"):
             k = args.day_seconds / REAL_DAY
             mover = Defragmenter(

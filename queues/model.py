@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import NamedTuple
+
+# NamedTuples, not dataclasses: `gpuctl get` reads these and `import dataclasses` alone costs a read ~12 ms
+# (it imports inspect, ast and dis); tests/unit/test_cli_startup.py keeps the reads without it.
+_NO_POOLS: Mapping[str, PoolGuarantee] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
-class PoolCapacity:
+class PoolCapacity(NamedTuple):
     """A pool and the sum of its Ready nodes' allocatable resources (quantities as strings)."""
 
     name: str
@@ -16,8 +21,7 @@ class PoolCapacity:
     nodes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class PoolGuarantee:
+class PoolGuarantee(NamedTuple):
     """Resources reserved for one team in one pool; Kueue reclaims them from borrowers."""
 
     gpu: int = 0
@@ -25,8 +29,7 @@ class PoolGuarantee:
     memory: str = "0"
 
 
-@dataclass(frozen=True)
-class TeamQuota:
+class TeamQuota(NamedTuple):
     """A team namespace's quota. None means unlimited."""
 
     namespace: str
@@ -36,5 +39,5 @@ class TeamQuota:
     memory: str | None = None
     # GPUs beyond `gpu` the team may borrow while others are idle; None = no limit, 0 = hard cap.
     borrowing_limit: int | None = None
-    pools: dict[str, PoolGuarantee] = field(default_factory=dict)
+    pools: Mapping[str, PoolGuarantee] = _NO_POOLS  # read-only when not given
     description: str | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -83,6 +82,8 @@ def topology_name(levels: Sequence[str] = ()) -> str:
     a hash of the levels (a Topology is immutable: other levels are another Topology)."""
     if not levels:
         return TOPOLOGY_NAME
+    import hashlib  # noqa: PLC0415 - lazy: a read (`gpuctl get`) imports this module and names no Topology
+
     return TOPOLOGY_PREFIX + hashlib.sha256("\n".join(levels).encode()).hexdigest()[:10]
 
 

@@ -133,6 +133,16 @@ def gang_job_spec(spec: TrainingSpec, namespace: str, pool: TargetPool, template
     }
 
 
+def set_aside_tolerations(namespace: str, job: str) -> list[dict]:
+    """The tolerations of job `namespace`/`job`'s own set-aside and no other's (gpuctl.domain.gang.
+    set_aside_taints; a unit test keeps them equal): a gang's nodes (docs/distributed.md, "No starvation"),
+    a one-pod Job's node near its start bound (docs/queueing.md, "A bound gpuctl keeps")."""
+    return [
+        {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
+        for key, value in zip(SET_ASIDE_TAINT_KEYS, (namespace, job), strict=True)
+    ]
+
+
 def gang_template(spec: TrainingSpec, namespace: str, pool: TargetPool, template: dict) -> dict:
     """A rank's pod template: `template` plus the placement annotation (instead of "no topology"), the
     Service's subdomain, the tolerations of the gang's own set-aside, the launcher environment and the
@@ -152,10 +162,7 @@ def gang_template(spec: TrainingSpec, namespace: str, pool: TargetPool, template
             # them equal).
             "tolerations": [
                 *(pod.get("tolerations") or []),
-                *(
-                    {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
-                    for key, value in zip(SET_ASIDE_TAINT_KEYS, (namespace, spec.job.name), strict=True)
-                ),
+                *set_aside_tolerations(namespace, spec.job.name),
             ],
             "containers": [
                 {

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from gpuctl.builders.common import WHOLE_GPUS, TargetPool, job_labels, metadata, pod_template
-from gpuctl.builders.gang import gang_job_spec, headless_service
+from gpuctl.builders.gang import gang_job_spec, headless_service, set_aside_tolerations
 from gpuctl.spec import TrainingSpec
 
 BACKOFF_LIMIT = 3
@@ -15,6 +15,12 @@ def build(spec: TrainingSpec, namespace: str, pool: TargetPool = WHOLE_GPUS) -> 
     if spec.resources.nodes > 1:
         job_spec = gang_job_spec(spec, namespace, pool, template)
     else:
+        # The node `gpuctl serve` may set aside for it once it was shown a start bound (the
+        # set-aside of gangs, docs/queueing.md "A bound gpuctl keeps"): its own set-aside, no other's.
+        template["spec"]["tolerations"] = [
+            *(template["spec"].get("tolerations") or []),
+            *set_aside_tolerations(namespace, spec.job.name),
+        ]
         job_spec = {
             # Kueue's webhook would set it anyway; saying it keeps the intent visible in dry runs.
             "suspend": True,

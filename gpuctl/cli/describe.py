@@ -119,6 +119,8 @@ def describe_job(args: argparse.Namespace) -> int:
         kv([("Why not running", d.why)])
     if d.estimate:
         kv([("When", d.estimate["summary"])])
+    if d.starts_by and d.estimate:  # waiting in the queue
+        kv([("Bound kept", f"{d.starts_by}, the start bound it was first shown (docs/queueing.md)")])
     if d.autoscaling:
         _autoscaling(d.autoscaling)
     if d.moved:
@@ -128,6 +130,9 @@ def describe_job(args: argparse.Namespace) -> int:
     if data["service"]:
         s = data["service"]
         kv([("Service", _service_line(s))])
+        from gpuctl.cli.port_forward import forward_command  # noqa: PLC0415 - lazy: CLI start-up
+
+        kv([("Port-forward", forward_command(d.namespace, d.name, s))])
     if data["env"]:
         print("Env:")
         for e in data["env"]:

@@ -40,6 +40,9 @@ VERBS: dict[str, str] = {
     "get": "gpuctl.cli.get",
     "describe": "gpuctl.cli.describe",
     "logs": "gpuctl.cli.logs",
+    "exec": "gpuctl.cli.exec",
+    "attach": "gpuctl.cli.attach",
+    "port-forward": "gpuctl.cli.port_forward",
     "wait": "gpuctl.cli.wait",
     "history": "gpuctl.cli.history",
     "top": "gpuctl.cli.top",
@@ -95,6 +98,17 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         hint = getattr(self, "usage_hint", None) or self.prog
         self.exit(1, f"error: {message}\nSee '{hint} --help' for usage.\n")
+
+
+class _VerbsHelp(argparse.HelpFormatter):
+    """argparse measures the verbs without the indent it prints them at, so the longest (`port-forward`)
+    would have its help on the next line: count the indent."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction) and action.help is not argparse.SUPPRESS:
+            longest = max((len(c) for c in action.choices), default=0)
+            self._action_max_length = max(self._action_max_length, longest + self._current_indent + 2)
 
 
 def _add_flag(g: Any, flags: tuple[str, ...], dest: str, valued: bool, text: str, *, hidden: bool) -> None:
@@ -200,6 +214,10 @@ def verb_of(argv: Sequence[str]) -> str | None:
 TYPE_NAME_VERBS = frozenset({"get", "describe", "delete"})
 
 
+# The verbs that run a command given after `--` (gpuctl.cli.exec).
+COMMAND_VERBS = frozenset({"exec"})
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The CLI's parser. only: register just this verb's subparser (the one a command runs; the other
     verb modules are not imported); the whole tree when it is None or no verb (so that --help lists
@@ -207,6 +225,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="gpuctl",
         description="Queued, pooled, multi-team GPUs on Kubernetes, built on Kueue.",
+        formatter_class=_VerbsHelp,
     )
     parser.add_argument("--version", action="version", version=f"gpuctl {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log API calls (-vv: more)")
@@ -249,7 +268,14 @@ def main(argv: Sequence[str] | None = None, services: Services | None = None) ->
             argv = split_type_names(argv, verb, parser, importlib.import_module(VERBS[verb]).TYPES)
         except CommandError as e:
             parser.error(str(e))
+    # `gpuctl exec JOB [flags] -- CMD ARG...`: the words after `--` are the command's, flags or not (kubectl).
+    command = None
+    if verb in COMMAND_VERBS and "--" in argv:
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    if command is not None:
+        args.command = command
     args.services = dict(services or {})
     for _, name, _, _ in GLOBAL_FLAGS:
         if getattr(args, name, None) is None and getattr(args, f"global_{name}", None) is not None:

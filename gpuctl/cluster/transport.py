@@ -81,8 +81,9 @@ class Headers:
         return list(self.pairs)
 
 
-def _read_head(fp) -> tuple[str, int, str, Headers]:
-    """(version, status, reason, headers) of one answer; 1xx interim answers are skipped."""
+def _read_head(fp, *, upgrade: bool = False) -> tuple[str, int, str, Headers]:
+    """(version, status, reason, headers) of one answer; 1xx interim answers are skipped, but for an
+    `upgrade` request's 101 Switching Protocols (gpuctl.cluster.streaming's WebSocket)."""
     while True:
         line = _readline(fp)
         if not line:
@@ -101,7 +102,7 @@ def _read_head(fp) -> tuple[str, int, str, Headers]:
             name, sep, value = h.decode("latin-1").partition(":")
             if sep:
                 pairs.append((name.strip(), value.strip()))
-        if not 100 <= int(code) < 200:
+        if not 100 <= int(code) < 200 or (upgrade and int(code) == 101):
             return version, int(code), reason.strip(), Headers(pairs)
 
 

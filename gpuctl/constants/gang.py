@@ -70,6 +70,12 @@ SET_ASIDE_ENDED_ANNOTATION: Final = "runwhere.ai/set-aside-ended"
 SET_ASIDE_EVENT_REASON: Final = "GpuctlSetAside"
 SET_ASIDE_ENDED_REASON: Final = "GpuctlSetAsideEnded"
 SET_ASIDE_REQUEUE_REASON: Final = "GpuctlSetAsideRequeue"
+# A bound gpuctl keeps (docs/queueing.md): the start bound a waiting job was first shown,
+# RFC 3339, on its Workload; the first shown stays (the promise), `describe job` shows it beside the current
+# estimate. From SET_ASIDE_BOUND_LEAD_SECONDS before it, serve sets a node aside for a one-pod Job so shown
+# (docs/queueing.md, "A bound gpuctl keeps"): the set-aside of gangs, for any Job.
+STARTS_BY_ANNOTATION: Final = "runwhere.ai/starts-by"
+SET_ASIDE_BOUND_LEAD_SECONDS: Final = 1800.0
 # A gang's placement without a required level: preferred one node, so Kueue's Topology Aware Scheduling tries
 # one node, then one domain of each level up (rack, block), then spreads the pods over the pool. Every pool's
 # Topology has kubernetes.io/hostname as its lowest level, so this is valid in any pool without knowing its

@@ -347,7 +347,8 @@ def set_aside_taints(gang: str) -> list[dict]:
 
 
 def set_aside_tolerations(namespace: str, job: str) -> list[dict]:
-    """What gang `namespace`/`job` tolerates of set-asides: its own taints and no other gang's."""
+    """What job `namespace`/`job` tolerates of set-asides: its own taints and no other job's (the builders
+    write the same: gpuctl.builders.gang.set_aside_tolerations; a unit test keeps them equal)."""
     return [{**t, "operator": "Equal"} for t in set_aside_taints(f"{namespace}/{job}")]
 
 

@@ -13,8 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuctl.constants import (
     MULTICLUSTER_KINDS,
@@ -110,8 +109,7 @@ def kubeconfig_problem(doc: Any) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     """Where MultiKueue put a job: `cluster` (status.clusterName) once a worker admitted it, else the
     clusters it was offered to; the state and message of the manager's MultiKueue check."""
 

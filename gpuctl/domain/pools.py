@@ -7,7 +7,6 @@ against it could not run.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -339,8 +338,7 @@ class ResourceFacts(NamedTuple):
 _NO_RESOURCES: Mapping[str, ResourceFacts] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
-class PoolFacts:
+class PoolFacts(NamedTuple):
     """A pool's facts, aggregated once from its nodes (`pool_facts`) and, given by the caller, what Kueue
     reserved there: the one source of `get pools`, `describe pool`, the API's pools, the Cohort's capacity
     (`pool_capacities`) and the metrics' pool gauges, which only print it.
@@ -352,7 +350,7 @@ class PoolFacts:
     name: str
     registered: bool = True  # a gpuctl pool flavor exists (else only nodes are labelled with it)
     nodes: tuple[str, ...] = ()  # every node labelled into the pool, sorted
-    node_states: Mapping[str, int] = field(default_factory=dict)  # ready | not_ready | cordoned -> nodes
+    node_states: Mapping[str, int] = MappingProxyType({})  # ready | not_ready | cordoned -> nodes
     capacity_gpus: int = 0  # installed (status.capacity), Ready or not
     allocatable_gpus: int = 0  # of Ready, schedulable nodes: the pool's Kueue capacity
     cpu: Decimal = Decimal(0)  # allocatable cores of Ready nodes
@@ -361,8 +359,8 @@ class PoolFacts:
     untainted_nodes: int = 0  # nodes without the pool taint (NodeFacts.untainted)
     reserved_gpus: float = 0  # what Kueue reserved there (the caller's count: ClusterQueues' or Workloads')
     # docs/sharing.md: (MIG profile or "shared", resource) -> slices its Ready nodes offer (NodeFacts.slices).
-    slices: Mapping[tuple[str, str], int] = field(default_factory=dict)
-    resources: Mapping[str, ResourceFacts] = field(default_factory=lambda: _NO_RESOURCES)
+    slices: Mapping[tuple[str, str], int] = MappingProxyType({})
+    resources: Mapping[str, ResourceFacts] = _NO_RESOURCES
 
     @property
     def nodes_ready(self) -> int:

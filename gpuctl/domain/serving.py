@@ -9,8 +9,7 @@ replicas of both; waiting = replicas at Kueue's gate (no GPU held), running = th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuctl.constants import AUTOSCALING_METRICS, LWS_NAME_LABEL, METRIC_FLOOR_LABEL, Labels, Tier
 from gpuctl.domain.gang import group_size, replica_groups
@@ -55,8 +54,7 @@ def combined(floor: Mapping[str, Any], burst: Mapping[str, Any] | None) -> dict:
     return out
 
 
-@dataclass(frozen=True)
-class Metric:
+class Metric(NamedTuple):
     """What the HPA reads and aims at: the metric (concurrency | rps), its target per replica, the load
     above the floor it last read (None: not read yet) and the floor's share (minReplicas x target)."""
 
@@ -66,8 +64,7 @@ class Metric:
     floor_load: str
 
 
-@dataclass(frozen=True)
-class Scale:
+class Scale(NamedTuple):
     """An autoscaled service's replicas."""
 
     floor: int  # minReplicas (the floor Deployment's replicas)

@@ -38,6 +38,12 @@ stops that without preempting anything:
   gang's taints without being that gang's (a toleration of every set-aside, from before per-gang taints or
   past admission) has its Workload requeued the same way, whatever its priority (`squatters`).
 
+**Any job shown a bound (docs/queueing.md "A bound gpuctl keeps").** A one-pod Job whose
+Workload carries the start bound it was shown (runwhere.ai/starts-by) is held the same way from `lead`
+seconds before that bound (not after `settle`): one node, the one where room for its pod comes first by the
+known ends of what runs there. Same rules: one set-aside per pool at a time, in Kueue's order, its team's
+quota must take it, the same ends (admitted, `idle`, `max_hold`, cooldown).
+
 The bound: a gang starts at most `settle` + one reconcile interval + the longest remaining run time of the
 jobs on the chosen nodes after it became the first waiting gang of its pool (plus Kueue's admission step),
 within `max_hold`; jobs without a maxRuntime make that bound unknown.
@@ -58,11 +64,13 @@ from gpuctl.constants import (
     QUOTA_CPU_PER_CORE,
     QUOTA_GPU,
     QUOTA_MEMORY,
+    SET_ASIDE_BOUND_LEAD_SECONDS,
     SET_ASIDE_COOLDOWN_SECONDS,
     SET_ASIDE_ENDED_ANNOTATION,
     SET_ASIDE_IDLE_SECONDS,
     SET_ASIDE_MAX_SECONDS,
     SET_ASIDE_SINCE_ANNOTATION,
+    STARTS_BY_ANNOTATION,
     TAS_REQUIRED,
 )
 from gpuctl.domain.gang import (
@@ -72,7 +80,7 @@ from gpuctl.domain.gang import (
     tolerates_gangs_set_aside,
     workload_gang,
 )
-from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_units, pod_spec_request
+from gpuctl.domain.gpus import pod_gpus, pod_spec_gpu_units, pod_spec_gpus, pod_spec_request
 from gpuctl.domain.objects import (
     annotations,
     condition,
@@ -85,6 +93,7 @@ from gpuctl.domain.objects import (
     pod_finished,
 )
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready
+from gpuctl.domain.promise import one_pod_job
 from gpuctl.domain.teams import budget_shortfall, team_queues
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
@@ -111,6 +120,11 @@ class Gang:
     level: str = ""  # required topology level ("": none)
     workload: str = ""  # namespace/name of its Workload
     blocked: str = ""  # why it gets no set-aside ("": it may)
+    by: float | None = None  # a one-pod job: the start bound it was shown (runwhere.ai/starts-by)
+
+    def ready(self, now: float, settle: float, lead: float) -> bool:
+        """May it be held now: a gang once it has waited `settle`, a job shown a bound from `lead` before."""
+        return now - self.since >= settle if self.by is None else now >= self.by - lead
 
 
 @dataclass(frozen=True)
@@ -166,6 +180,9 @@ def waiting_gangs(
     out = []
     for wl in workloads:
         gang = workload_gang(wl)
+        by = promised(wl) if gang is None else None
+        if by is not None:
+            gang = 1, pod_spec_gpus((wl["spec"]["podSets"][0].get("template") or {}).get("spec") or {})
         if workload_state(wl) not in IN_QUEUE or gang is None:
             continue
         template = wl["spec"]["podSets"][0].get("template") or {}
@@ -195,9 +212,19 @@ def waiting_gangs(
                 level,
                 f"{ns}/{name(wl)}",
                 blocked,
+                by,
             )
         )
     return sorted(out, key=lambda g: (-g.priority, g.since, g.key))
+
+
+def promised(wl: Mapping[str, Any]) -> float | None:
+    """The start bound a one-pod Job's Workload was shown (runwhere.ai/starts-by), else None: what serve
+    holds a node for (module docstring). Only a Job of one pod set of one pod: a Deployment's or a
+    StatefulSet's pods do not tolerate a set-aside."""
+    if not one_pod_job(wl):
+        return None
+    return parse_time(annotations(wl).get(STARTS_BY_ANNOTATION))
 
 
 def _node_cost(node: str, pods_on: Mapping[str, list[Mapping[str, Any]]]) -> tuple[float, int, str]:
@@ -208,11 +235,29 @@ def _node_cost(node: str, pods_on: Mapping[str, list[Mapping[str, Any]]]) -> tup
     return end, sum(pod_gpus(p) for p in holding), node
 
 
+def _room_at(node: Mapping[str, Any], gpus: int, pods_on: Mapping[str, list]) -> tuple[float, int, str]:
+    """When `gpus` GPUs are free on the node at the latest (inf: unknown), by the known ends of what runs
+    there (earliest first), then GPUs in use, then its name: a one-pod job's node."""
+    holding = [p for p in pods_on.get(name(node), []) if pod_gpus(p)]
+    free = node_gpus(node) - sum(pod_gpus(p) for p in holding)
+    at = 0.0
+    for end, g in sorted(
+        ((e if e is not None else math.inf), pod_gpus(p)) for p in holding for e in [pod_release_deadline(p)]
+    ):
+        if free >= gpus:
+            break
+        free, at = free + g, end
+    return at, node_gpus(node) - free, name(node)
+
+
 def choose_nodes(
     gang: Gang, nodes: Sequence[Mapping[str, Any]], levels: Sequence[str], pods_on: Mapping[str, list]
 ) -> list[str] | None:
-    """The gang's N nodes (module docstring), or None when no domain could ever hold it."""
+    """The gang's N nodes (module docstring), or None when no domain could ever hold it; a one-pod job's
+    node: where room for it comes first (`_room_at`)."""
     fit = [n for n in nodes if node_gpus(n) >= gang.gpus]
+    if gang.pods == 1:
+        return [min(_room_at(n, gang.gpus, pods_on) for n in fit)[2]] if fit else None
     # The levels a domain may be taken from, smallest first: inside the required level, else any.
     if gang.level:
         ladder = list(levels[levels.index(gang.level) :][::-1]) if gang.level in levels else [gang.level]
@@ -259,6 +304,7 @@ def plan_set_aside(
     cooldown: float = SET_ASIDE_COOLDOWN_SECONDS,
     idle_since: Mapping[str, float] | None = None,
     recently_ended: Mapping[str, float] | None = None,
+    lead: float = SET_ASIDE_BOUND_LEAD_SECONDS,
 ) -> Plan:
     """Which nodes to hold for which gang, and which to give back (module docstring). `levels`: each
     pool's topology levels above the node (gpuctl.domain.gang.pool_topology); `pools`: None for all;
@@ -269,7 +315,10 @@ def plan_set_aside(
     for p in pods:  # by node; "" holds the pods not bound yet
         if not pod_finished(p):
             pods_on.setdefault((p.get("spec") or {}).get("nodeName") or "", []).append(p)
-    marked = {name(n): g for n in nodes if (g := set_aside_for(n))}
+    # Only its pools' nodes: another serve (other --defrag pools) holds the others.
+    marked = {
+        name(n): g for n in nodes if (g := set_aside_for(n)) and (pools is None or node_pool(n) in pools)
+    }
     began = _held_since(nodes, marked, now)
     arriving = _arriving(workloads, pods_on)
     by_pool: dict[str, list[Gang]] = {}
@@ -287,11 +336,22 @@ def plan_set_aside(
     started: dict[str, tuple[str, ...]] = {}
     ended: dict[str, str] = {}
     idle_now: dict[str, float] = {}
-    for pool, gangs in sorted(by_pool.items()):
-        ready = [g for g in gangs if now - g.since >= settle]
+    # Gangs and one-pod jobs shown a bound apart: one set-aside of each per pool (a stream of one-pod holds
+    # must not keep a gang from its nodes, nor a gang's a job from its bound), gangs' first.
+    groups: dict[tuple[str, bool], list[Gang]] = {}
+    for pool, gangs in by_pool.items():
+        for g in gangs:
+            groups.setdefault((pool, g.by is not None), []).append(g)
+    for (pool, bound), gangs in sorted(groups.items()):
+        at = f"{pool} (start bounds)" if bound else pool  # the decision's key in `why`
+        ready = [g for g in gangs if g.ready(now, settle, lead)]
         if not ready:
             g = gangs[0]
-            why[pool] = f"{g.key} waits {now - g.since:.0f}s of {settle:.0f}s before nodes are set aside"
+            why[at] = (
+                f"{g.key} waits {now - g.since:.0f}s of {settle:.0f}s before nodes are set aside"
+                if g.by is None
+                else f"{g.key} is held from {lead:.0f}s before its start bound, in {g.by - lead - now:.0f}s"
+            )
             continue
         # A set-aside, once made, is its gang's until it ends: a gang that comes first later (a higher
         # priority) waits for that, as every other gang does (no gang takes another's nodes).
@@ -300,15 +360,15 @@ def plan_set_aside(
             kept = sorted(n for n, k in marked.items() if k == holder.key)
             end = _end(
                 holder, kept, pods_on, now, began.get(holder.key, now), idle, max_hold, idle_since or {},
-                idle_now,
+                idle_now, {name(n): node_gpus(n) for n in nodes},
             )  # fmt: skip
             if not end:
                 hold.update(dict.fromkeys(kept, holder.key))
                 first = "" if ready[0] is holder else f"; {ready[0].key}, first in Kueue's order, waits"
-                why[pool] = f"holding {', '.join(kept)} for {holder.key}{first}"
+                why[at] = f"holding {', '.join(kept)} for {holder.key}{first}"
                 continue
             ended[holder.workload] = end
-            why[pool] = f"set-aside of {', '.join(kept)} for {holder.key} ended: {end}"
+            why[at] = f"set-aside of {', '.join(kept)} for {holder.key} ended: {end}"
             continue
         for g in ready:  # the first gang some domain of the pool can hold, in Kueue's order
             candidates = [
@@ -317,18 +377,19 @@ def plan_set_aside(
                 if node_pool(n) == pool
                 and node_ready(n)
                 and marked.get(name(n)) in (None, g.key)
+                and hold.get(name(n)) in (None, g.key)
                 and (name(n) not in arriving or marked.get(name(n)) == g.key)
             ]
             chosen = choose_nodes(g, candidates, levels.get(pool, ()), pods_on)
             if chosen is None:
                 why.setdefault(
-                    pool, f"no domain of {pool} can hold {g.key} ({g.pods} nodes with {g.gpus} GPUs)"
+                    at, f"no domain of {pool} can hold {g.key} ({g.pods} nodes with {g.gpus} GPUs)"
                 )
                 continue
             hold.update(dict.fromkeys(chosen, g.key))
             started[g.workload] = tuple(chosen)
             began[g.key] = now
-            why[pool] = f"set aside {', '.join(chosen)} for {g.key}"
+            why[at] = f"set aside {', '.join(chosen)} for {g.key}"
             break
     release = tuple(sorted(n for n in marked if n not in hold))
     held = {n: g for n, g in marked.items() if hold.get(n) == g}
@@ -368,12 +429,18 @@ def _end(
     max_hold: float,
     idle_since: Mapping[str, float],
     idle_now: dict[str, float],
+    capacity: Mapping[str, int] | None = None,
 ) -> str:
     """Why gang g's set-aside of `kept` ends now ("" while it holds); notes in `idle_now` since when its
-    nodes are free of other GPU work."""
+    nodes are free of other GPU work (a one-pod job's: have room for it; `capacity`: node -> GPUs)."""
+    capacity = capacity or {}
     if now - began >= max_hold:
         return f"it lasted {now - began:.0f}s, the most a set-aside lasts ({max_hold:.0f}s)"
-    if any(pod_gpus(p) for n in kept for p in pods_on.get(n, [])):
+    if g.pods == 1:  # a one-pod job's node: room for it, not free of all work
+        node_gpus_of = {n: sum(pod_gpus(p) for p in pods_on.get(n, [])) for n in kept}
+        if any(capacity.get(n, 0) - used < g.gpus for n, used in node_gpus_of.items()):
+            return ""
+    elif any(pod_gpus(p) for n in kept for p in pods_on.get(n, [])):
         return ""
     free_from = idle_now[g.key] = idle_since.get(g.key, now)
     if now - free_from >= idle:

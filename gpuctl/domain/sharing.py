@@ -28,9 +28,9 @@ import json
 import math
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
 
 from gpuctl.constants import (
     GPU_RESOURCE,
@@ -78,8 +78,7 @@ class Mode(enum.StrEnum):
         return self is not Mode.TIME_SLICING
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(NamedTuple):
     """One MIG profile of one GPU model."""
 
     name: str  # as NVIDIA writes it: 1g.10gb, 1g.10gb+me
@@ -103,8 +102,7 @@ class Profile:
         return self.name.endswith("+me")
 
 
-@dataclass(frozen=True)
-class Model:
+class Model(NamedTuple):
     """A MIG-capable GPU model."""
 
     name: str  # gpuctl's short name, shown in pool views
@@ -163,11 +161,21 @@ def model_named(product: str | None) -> Model | None:
     p = product.upper().replace("_", "-")
     for m in MODELS:
         # A product name starts a word: H200 is not GH200 (a Grace Hopper, whose profiles differ).
-        if m.name.upper() == p or any(
-            re.search(rf"(^|[^A-Z0-9]){re.escape(s.upper())}", p) for s in m.products
-        ):
+        if m.name.upper() == p or any(_starts_a_word(p, s.upper()) for s in m.products):
             return m
     return None
+
+
+_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def _starts_a_word(text: str, word: str) -> bool:
+    """`word` occurs in `text` at its start or after a character other than A-Z, 0-9 (the regex
+    `(^|[^A-Z0-9])word`, without compiling one pattern per product name: a read pays each compile)."""
+    at = text.find(word)
+    while at > 0 and text[at - 1] in _WORD:
+        at = text.find(word, at + 1)
+    return at >= 0
 
 
 def model_by_memory(mib: int) -> Model | None:
@@ -268,14 +276,13 @@ def units_as_gpus(units: int | str) -> str:
 # --- what a node advertises ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NodeSharing:
+class NodeSharing(NamedTuple):
     """How one node shares its GPUs, from its labels and allocatable."""
 
     mode: Mode
     model: Model | None
     whole: int  # GPUs handed out whole (allocatable nvidia.com/gpu, but not MIG single's slices)
-    slices: dict[str, int] = field(default_factory=dict)  # profile name (or "shared") -> allocatable
+    slices: Mapping[str, int] = MappingProxyType({})  # profile name (or "shared") -> allocatable
     shared_gpus: int = 0  # physical GPUs cut into the slices
     replicas: int = 0  # time-slicing / MPS replicas per GPU
 
@@ -364,8 +371,7 @@ def slice_resource(mode: Mode, profile: str) -> str:
     return GPU_RESOURCE  # MIG single: the slices are nvidia.com/gpu
 
 
-@dataclass(frozen=True)
-class PoolSharing:
+class PoolSharing(NamedTuple):
     """How a pool's Ready nodes share their GPUs, summed: the mode (MIG mixed if any node is, then MIG
     single, then time-slicing / MPS), the GPU model of its MIG nodes, and per slice kind (a MIG profile,
     or "shared" for a replica) how many the nodes offer."""
@@ -374,7 +380,7 @@ class PoolSharing:
     model: Model | None = None
     whole: int = 0  # GPUs handed out whole
     shared_gpus: int = 0  # GPUs cut into slices
-    slices: dict[str, int] = field(default_factory=dict)  # profile -> allocatable
+    slices: Mapping[str, int] = MappingProxyType({})  # profile -> allocatable
     replicas: int = 0  # time-slicing / MPS replicas per GPU (the largest of the nodes')
 
     @property
@@ -509,8 +515,7 @@ def smallest_profile(model: Model, memory: int) -> Profile | None:
     return min(fits, key=lambda p: (p.share, p.memory_gb), default=None)
 
 
-@dataclass(frozen=True)
-class Slice:
+class Slice(NamedTuple):
     """What a `gpu-share` asks for on one pool: the resource and one of it, and what it means."""
 
     resource: str

@@ -10,9 +10,8 @@ Order of authority:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuctl.constants import CONTAINER_WAITING_REASONS
 from gpuctl.domain.objects import TABLE, condition, meta, pod_finished
@@ -250,8 +249,7 @@ def unschedulable_message(pod: Mapping[str, Any]) -> str | None:
 
 
 # ----------------------------------------------------------------------------- jobs
-@dataclass(frozen=True)
-class JobStatus:
+class JobStatus(NamedTuple):
     state: str
     reason: str = ""  # the pod-level reason that explains the state, if any
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from gpuctl.constants import (
     BUDGET_FLAVOR,
@@ -134,15 +134,14 @@ def team_from_cluster_queue(cq: Mapping[str, Any]) -> TeamQuota:
     )
 
 
-@dataclass(frozen=True)
-class TeamUsage:
+class TeamUsage(NamedTuple):
     """Kueue's accounting of a team ClusterQueue (status.flavorsReservation: quota held by Workloads
     that reserved it, which is what keeps others out)."""
 
-    budget_used: dict[str, str] = field(default_factory=dict)  # quota-* resource -> total
-    budget_borrowed: dict[str, str] = field(default_factory=dict)  # quota-* resource -> beyond nominal
-    pool_gpus: dict[str, int] = field(default_factory=dict)  # pool -> GPUs reserved
-    pool_borrowed: dict[str, int] = field(default_factory=dict)  # pool -> GPUs beyond its guarantee
+    budget_used: Mapping[str, str] = MappingProxyType({})  # quota-* resource -> total
+    budget_borrowed: Mapping[str, str] = MappingProxyType({})  # quota-* resource -> beyond nominal
+    pool_gpus: Mapping[str, int] = MappingProxyType({})  # pool -> GPUs reserved
+    pool_borrowed: Mapping[str, int] = MappingProxyType({})  # pool -> GPUs beyond its guarantee
     pending: int = 0
     admitted: int = 0
     active: bool = False

@@ -51,6 +51,7 @@ from gpuctl.constants import (
     SET_ASIDE_ENDED_ANNOTATION,
     SET_ASIDE_FOR_ANNOTATION,
     SET_ASIDE_SINCE_ANNOTATION,
+    STARTS_BY_ANNOTATION,
     TAS_REQUIRED,
 )
 from gpuctl.domain.gang import set_aside_tolerations_of
@@ -62,6 +63,7 @@ WORKLOAD_KEYS = frozenset(
         *DEFRAG_KEYS,
         AUDIT_ACTIVE_SET_BY_ANNOTATION,
         SET_ASIDE_ENDED_ANNOTATION,
+        STARTS_BY_ANNOTATION,  # the bound serve keeps (gpuctl.domain.promise): recorded once
         IDLE_STOPPED_ANNOTATION,
         IDLE_STOPPED_AT_ANNOTATION,
     )
@@ -376,7 +378,9 @@ def trim_workload(raw: dict) -> dict:
         if level:  # a gang's required topology level (gpuctl.domain.setaside)
             item["template"]["metadata"] = {"annotations": {TAS_REQUIRED: level}}
         pod_sets.append(item)
-    out_spec = {k: spec[k] for k in ("queueName", "priority", "priorityClassRef", "active") if k in spec}
+    # maximumExecutionTimeSeconds: when a holder ends, for the set-aside's estimates (gpuctl.domain.promise)
+    keep = ("queueName", "priority", "priorityClassRef", "active", "maximumExecutionTimeSeconds")
+    out_spec = {k: spec[k] for k in keep if k in spec}
     out_spec["podSets"] = pod_sets
     out_status: dict[str, Any] = {"conditions": _conditions(status.get("conditions"), message=False)}
     for kept, raw_c in zip(out_status["conditions"], status.get("conditions") or [], strict=False):
@@ -397,6 +401,8 @@ def trim_workload(raw: dict) -> dict:
         }
     if status.get("schedulingStats"):
         out_status["schedulingStats"] = status["schedulingStats"]
+    if status.get("accumulatedPastExecutionTimeSeconds"):
+        out_status["accumulatedPastExecutionTimeSeconds"] = status["accumulatedPastExecutionTimeSeconds"]
     # On a MultiKueue manager: the worker it was dispatched to and the check's word on it
     # (gpuctl.domain.multicluster.placement; the audit trail's admission, the API's CLUSTER column).
     if status.get("clusterName"):

@@ -53,6 +53,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from gpuctl.cluster import ApiError, Cluster
 from gpuctl.cluster.paths import RESOURCES
 from gpuctl.cluster.tls import CertReloader, with_reloader
+from gpuctl.constants import COHORT_NAME
 from gpuctl.server import flags
 from gpuctl.server.backstop import Backstop
 from gpuctl.server.cache import Cache
@@ -223,6 +224,8 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             max_hold=args.set_aside_max,
             leader=leader,
             identity=ctx.elector.identity if ctx.elector is not None else "",
+            lead=args.bound_lead,
+            cohort=lambda: cache["Cohort"].get(COHORT_NAME),
         )
     if idle:
         ctx.idle = IdleReclaimer(

@@ -12,6 +12,7 @@ from gpuctl.constants import (
     DEFRAG_MOVES_PER_HOUR,
     DEFRAG_SETTLE_SECONDS,
     IDLE_INTERVAL_SECONDS,
+    SET_ASIDE_BOUND_LEAD_SECONDS,
     SET_ASIDE_IDLE_SECONDS,
     SET_ASIDE_MAX_SECONDS,
     UNCOVERED_EVICT_AFTER_SECONDS,
@@ -151,6 +152,13 @@ def _add_defrag(p: argparse.ArgumentParser) -> None:
         type=float,
         default=SET_ASIDE_MAX_SECONDS,
         help=f"a set-aside ends after this many seconds at most ({SET_ASIDE_MAX_SECONDS:g})",
+    )
+    p.add_argument(
+        "--bound-lead",
+        type=float,
+        default=SET_ASIDE_BOUND_LEAD_SECONDS,
+        help="a one-pod job shown a start bound gets a node set aside this many seconds before that bound "
+        f"({SET_ASIDE_BOUND_LEAD_SECONDS:g}; docs/queueing.md, A bound gpuctl keeps)",
     )
 
 

@@ -15,11 +15,16 @@ or whose pod squats a gang's nodes (squatters), is requeued the way defragmentat
 (gpuctl.server.defrag.deactivate: deactivated with the reactivate marker; the Defragmenter, which runs
 beside this under the same `--defrag` flag, reactivates it once Kueue has evicted it). Gauge
 gpuctl_set_aside_nodes{pool} is exported.
+
+A bound gpuctl keeps (docs/queueing.md): each step also records on every waiting one-pod Job of
+its pools the first start bound it gets (runwhere.ai/starts-by, gpuctl.domain.promise), and the plan holds
+a node for such a job from `lead` seconds before that bound.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -29,7 +34,9 @@ from prometheus_client.core import GaugeMetricFamily
 from gpuctl.cluster import ApiError, path
 from gpuctl.constants import (
     DEFRAG_MOVED_ANNOTATION,
+    ESTIMATE_STEP_SLACK_SECONDS,
     KUEUE_API_VERSION,
+    SET_ASIDE_BOUND_LEAD_SECONDS,
     SET_ASIDE_COOLDOWN_SECONDS,
     SET_ASIDE_ENDED_ANNOTATION,
     SET_ASIDE_ENDED_REASON,
@@ -41,10 +48,12 @@ from gpuctl.constants import (
     SET_ASIDE_SETTLE_SECONDS,
     SET_ASIDE_SINCE_ANNOTATION,
     SET_ASIDE_TAINT_KEYS,
+    STARTS_BY_ANNOTATION,
 )
 from gpuctl.domain.gang import pool_topology, set_aside_taints
 from gpuctl.domain.objects import annotations, meta, name, namespace
 from gpuctl.domain.pools import node_pool
+from gpuctl.domain.promise import new_promises
 from gpuctl.domain.setaside import Plan, ended_note, plan_set_aside
 from gpuctl.server.defrag import deactivate
 from gpuctl.server.events import post_event, rfc3339
@@ -94,10 +103,14 @@ class SetAside(Periodic):
         leader: Callable[[], bool] | None = None,
         wall: Callable[[], float] = time.time,
         identity: str = "",
+        lead: float = SET_ASIDE_BOUND_LEAD_SECONDS,
+        slack: float = ESTIMATE_STEP_SLACK_SECONDS,
+        cohort: Callable[[], Mapping[str, Any] | None] = lambda: None,
     ):
         self.cluster, self.source, self.pools, self.identity = cluster, source, pools, identity
         self.settle, self.interval, self.leader, self.wall = settle, interval, leader, wall
         self.idle, self.max_hold, self.cooldown = idle, max_hold, cooldown
+        self.lead, self.slack, self.cohort = lead, slack, cohort
         self.held: dict[str, int] = {}  # pool -> nodes set aside now
         self.last: dict[str, str] = {}
         self.idle_since: dict[str, float] = {}  # held gang -> since when its nodes are free (this leader's)
@@ -110,6 +123,7 @@ class SetAside(Periodic):
         nodes, pods, workloads, cqs, flavors = (list(x) for x in self.source())
         levels = {name(f): pool_topology(f) for f in flavors}
         now = self.wall()
+        workloads = self._promise(nodes, pods, workloads, cqs, now)
         plan = plan_set_aside(
             nodes,
             pods,
@@ -124,6 +138,7 @@ class SetAside(Periodic):
             cooldown=self.cooldown,
             idle_since=self.idle_since,
             recently_ended=self.ended,
+            lead=self.lead,
         )
         self.idle_since = dict(plan.idle_since)
         self.ended = {k: t for k, t in self.ended.items() if now - t < self.cooldown}
@@ -165,6 +180,28 @@ class SetAside(Periodic):
                 log.info("set-aside: %s: %s", pool, why)
         self.last = dict(plan.why)
         return plan
+
+    def _promise(self, nodes: list, pods: list, workloads: list, cqs: list, now: float) -> list:
+        """Record the first start bound of each waiting one-pod Job (gpuctl.domain.promise) on its Workload;
+        the Workloads as this step plans with them (with the bounds just recorded)."""
+        made = new_promises(
+            nodes, pods, workloads, cqs, self.cohort, pools=self.pools, now=now, slack=self.slack
+        )
+        for key, by in sorted(made.items()):
+            ns, _, wl_name = key.partition("/")
+            body = {"metadata": {"annotations": {STARTS_BY_ANNOTATION: rfc3339(math.ceil(by))}}}
+            try:
+                self.cluster.merge_patch(path("Workload", wl_name, ns), body)
+            except ApiError as e:  # gone, or changed: the next step sees it again
+                log.warning("set-aside: could not record the start bound of %s: %s", key, e)
+        out = []
+        for w in workloads:  # copies: the lists may be serve's watch cache
+            by = made.get(f"{namespace(w)}/{name(w)}")
+            if by is not None:
+                notes = {**annotations(w), STARTS_BY_ANNOTATION: rfc3339(math.ceil(by))}
+                w = {**w, "metadata": {**meta(w), "annotations": notes}}
+            out.append(w)
+        return out
 
     def _say(self, wl: Mapping[str, Any], reason: str, message: str) -> None:
         """A Normal Event on the gang's Workload (the audit trail records it); best effort."""

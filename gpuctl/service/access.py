@@ -163,6 +163,9 @@ GRANTS: tuple[Grant, ...] = (
     Grant(ROLE_USER, "", ("services",), READ + WRITE),
     Grant(ROLE_USER, "", ("pods",), (*READ, "delete")),
     Grant(ROLE_USER, "", ("pods/log",), ("get",)),
+    # `gpuctl exec`, `attach`, `port-forward` (and kubectl's): WebSocket upgrades are a GET that the API
+    # server also authorizes as create (docs/cli.md, "Into a running job").
+    Grant(ROLE_USER, "", ("pods/exec", "pods/attach", "pods/portforward"), ("create", "get")),
     # Through a RoleBinding, `get namespaces` covers the binding's own namespace only.
     Grant(ROLE_USER, "", ("namespaces",), ("get",)),
     Grant(ROLE_USER, KUEUE_GROUP, ("localqueues", "workloads"), READ),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -210,13 +209,12 @@ def with_proportional_guarantees(team: TeamQuota, capacity: dict) -> TeamQuota:
         cap = capacity.get(name)
         if cap and cap.gpu and g.gpu and parse_quantity(g.cpu) == 0 and parse_quantity(g.memory) == 0:
             share = Decimal(g.gpu) / Decimal(cap.gpu)
-            g = replace(
-                g,
+            g = g._replace(
                 cpu=format_quantity(parse_quantity(cap.cpu) * share),
                 memory=format_quantity(parse_quantity(cap.memory) * share),
             )
         pools[name] = g
-    return replace(team, pools=pools)
+    return team._replace(pools=pools)
 
 
 def delete_quota(

@@ -16,6 +16,7 @@ from gpuctl.constants import (
     GPU_RESOURCE,
     LWS_NAME_LABEL,
     SET_ASIDE_ENDED_ANNOTATION,
+    STARTS_BY_ANNOTATION,
     Labels,
 )
 from gpuctl.domain.defrag import moved_reason
@@ -169,6 +170,9 @@ class JobDescription:
     # When and why the nodes `gpuctl serve --defrag` set aside for it were given back by the set-aside's
     # time limits (runwhere.ai/set-aside-ended, docs/distributed.md); None if that never happened.
     set_aside_ended: str | None = None
+    # The start bound it was first shown, which `gpuctl serve --defrag` keeps by setting a node aside for it
+    # (runwhere.ai/starts-by, RFC 3339; docs/queueing.md "A bound gpuctl keeps"); None: none recorded.
+    starts_by: str | None = None
     # GPU use (docs/utilisation.md, gpuctl.domain.utilisation.JobUse.as_dict: per pod and device) when a
     # Prometheus is
     # configured; gpu_use_error: why it was not read (Prometheus down or refusing).
@@ -269,6 +273,7 @@ def describe_job(
         estimate=est.as_dict() if est is not None else None,
         moved=_moved(wl),
         set_aside_ended=(meta(wl).get("annotations") or {}).get(SET_ASIDE_ENDED_ANNOTATION) if wl else None,
+        starts_by=(meta(wl).get("annotations") or {}).get(STARTS_BY_ANNOTATION) if wl else None,
         cluster=where.text if where else None,
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,

@@ -25,7 +25,7 @@ class _JobKind(KindModel):
     environment: Environment
     resources: Resources
     placement_constraints: PlacementConstraints = Field(
-        PlacementConstraints(),
+        default_factory=PlacementConstraints,
         validation_alias=aliases("placementConstraints", "placement_constraints", "placement-constraints"),
     )
 
@@ -95,7 +95,7 @@ class TrainingSpec(_JobKind):
 
     kind: Literal["training"] = "training"
     resources: TrainingResources
-    storage: Storage = Storage()
+    storage: Storage = Field(default_factory=Storage)
 
     @model_validator(mode="after")
     def _gang_name(self) -> TrainingSpec:
@@ -123,8 +123,8 @@ class InferenceSpec(_JobKind):
 
     kind: Literal["inference"] = "inference"
     resources: InferenceResources
-    service: Service = Service()
-    storage: Storage = Storage()
+    service: Service = Field(default_factory=Service)
+    storage: Storage = Field(default_factory=Storage)
     model: dict[str, Any] | None = None
 
     _name_max: ClassVar[int] = SERVICE_NAME_MAX
@@ -155,8 +155,8 @@ class NotebookSpec(_JobKind):
     """`kind: notebook` → a one-replica StatefulSet and a NodePort Service on the notebook port."""
 
     kind: Literal["notebook"] = "notebook"
-    service: NotebookService = NotebookService()
-    storage: Storage = Storage()
+    service: NotebookService = Field(default_factory=NotebookService)
+    storage: Storage = Field(default_factory=Storage)
 
     _name_max: ClassVar[int] = NOTEBOOK_NAME_MAX
     _name_why: ClassVar[str] = f"a notebook's StatefulSet pods break above {NOTEBOOK_NAME_MAX}"
@@ -166,8 +166,8 @@ class ComputeSpec(_JobKind):
     """`kind: compute` → a Deployment and a NodePort Service (CPU or GPU services)."""
 
     kind: Literal["compute"] = "compute"
-    service: Service = Service()
-    storage: Storage = Storage()
+    service: Service = Field(default_factory=Service)
+    storage: Storage = Field(default_factory=Storage)
 
     _name_max: ClassVar[int] = SERVICE_NAME_MAX
     _name_why: ClassVar[str] = _SERVICE_WHY

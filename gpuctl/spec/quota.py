@@ -60,7 +60,10 @@ class LimitRangeResources(SpecModel):
         return {k: v for k, v in (("cpu", self.cpu), ("memory", self.memory)) if v is not None}
 
 
-DEFAULT_REQUEST = LimitRangeResources(cpu="100m", memory="256Mi")
+def _default_request() -> LimitRangeResources:
+    """cpu 100m, memory 256Mi. A factory, not a module constant: an instance built at import builds the
+    model's validator, which `defer_build` leaves to the first document of its kind (bench/reads.py)."""
+    return LimitRangeResources(cpu="100m", memory="256Mi")
 
 
 def _limit_range_switch(value: Any) -> Any:
@@ -78,7 +81,8 @@ class LimitRange(SpecModel):
 
     enabled: bool = True
     default_request: LimitRangeResources = Field(
-        DEFAULT_REQUEST, validation_alias=aliases("defaultRequest", "default_request", "default-request")
+        default_factory=_default_request,
+        validation_alias=aliases("defaultRequest", "default_request", "default-request"),
     )
     default_limit: LimitRangeResources | None = Field(
         None, validation_alias=aliases("default", "defaultLimit", "default_limit", "default-limit")
@@ -113,7 +117,7 @@ class QuotaEntry(SpecModel):
     )
     pools: Annotated[dict[DnsLabelKey, PoolGuarantee], BeforeValidator(_pool_shorthand)] = {}
     limit_range: Annotated[LimitRange, BeforeValidator(_limit_range_switch)] = Field(
-        LimitRange(), validation_alias=aliases("limitRange", "limit_range", "limit-range")
+        default_factory=LimitRange, validation_alias=aliases("limitRange", "limit_range", "limit-range")
     )
 
     @model_validator(mode="after")

@@ -898,3 +898,14 @@ def _pod_ip(pods: list[dict], rank: int) -> str:
         if p["metadata"]["annotations"].get("batch.kubernetes.io/job-completion-index") == str(rank)
     ]  # fmt: skip
     return pod["status"].get("podIP", "")
+
+
+# `gpuctl exec`, `attach` and `port-forward` into a real pod as a team member (docs/cli.md, "Into a running
+# job"), on this module's cluster: collected here, after the chart's tests.
+from tests.integration.real_node_exec import (  # noqa: E402
+    exec_team,  # noqa: F401 - its fixture
+    test_attach_streams_what_the_main_process_prints,  # noqa: F401
+    test_exec_prints_the_commands_output_and_exits_with_its_code,  # noqa: F401
+    test_port_forward_carries_connections_to_the_pods_port,  # noqa: F401
+    test_stdin_reaches_the_command_and_its_end_ends_the_read,  # noqa: F401
+)

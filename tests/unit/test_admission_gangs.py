@@ -93,8 +93,10 @@ def _named(obj: dict, name: str | None) -> dict:
     [
         (job(2, 4), False),  # a gang with its own set-aside's tolerations, as gpuctl gives them
         (job(2, 4, tolerations=OWN[:1]), False),  # half of its own: it just cannot use its nodes
-        (job(2, 4, indexed=False), True),  # not Indexed: no ranks, not one gang of nodes
-        (job(1, 4), True),  # one pod
+        # Issue 45: any Job's own set-aside (serve holds a node for a one-pod Job near its shown bound).
+        (job(2, 4, indexed=False), False),
+        (job(1, 4), False),  # one pod, its own
+        (job(1, 4, tolerations=set_aside_tolerations("team-b", "big")), True),  # another team's
         (job(1, 4, tolerations=[{"operator": "Exists"}]), True),  # every taint, so this one too
         (job(1, 4, tolerations=[{"key": "runwhere.ai/pool", "operator": "Exists"}]), False),
         # Issue 43, attack 7: a gang tolerating every set-aside, or another gang's, squats its nodes.
@@ -108,12 +110,12 @@ def _named(obj: dict, name: str | None) -> dict:
         (job(2, 4, tolerations=[{**OWN[1], "operator": "Exists", "value": ""}]), True),
     ],
 )
-def test_only_a_gang_may_tolerate_a_set_aside_and_only_its_own(obj: dict, refused: bool) -> None:
+def test_only_a_job_may_tolerate_a_set_aside_and_only_its_own(obj: dict, refused: bool) -> None:
     v = judge(obj)
     assert ("set-aside-toleration" in v.rules) is refused, v.message()
     if refused:
         assert not v.allowed
-        assert "spec.template.spec.tolerations tolerates a taint of nodes set aside for a multi-node job" in (
+        assert "spec.template.spec.tolerations tolerates a taint of nodes set aside for a job" in (
             v.message()
         )
         assert "Fix: remove that toleration" in v.message()

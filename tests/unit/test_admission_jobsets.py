@@ -13,7 +13,7 @@ from admission.identities import JOB_MAKERS, JOBSET_USER, KCM_USER, KUEUE_USER
 from admission.rule_names import GPU_QUEUE, GPU_TOPOLOGY, HOST_PATH, KUEUE_GATE, OWNER_CLAIM, POOL_EXISTS
 from admission.rules import AdmissionConfig, Malformed, Verdict
 from admission.rules import review as judge
-from gpuctl.constants import TAS_UNCONSTRAINED, Labels
+from gpuctl.constants import SET_ASIDE_TAINT_KEYS, TAS_UNCONSTRAINED, Labels
 from tests.unit.test_admission_fixtures import review, state, training_job
 
 STATE = state()
@@ -26,9 +26,13 @@ def check(obj: dict, **kw) -> Verdict:
 
 def jobset(*names: str) -> dict:
     """A JobSet of gpuctl's training Job template (queued in LocalQueue default, pool a100, a topology
-    request), one replicated job per name."""
+    request), one replicated job per name; without the Job's own set-aside tolerations (issue 45: the
+    JobSet's Jobs have other names, so they would be another job's)."""
     job = training_job()
     tmpl = copy.deepcopy(job["spec"]["template"])
+    tmpl["spec"]["tolerations"] = [
+        t for t in tmpl["spec"].get("tolerations") or [] if t.get("key") not in SET_ASIDE_TAINT_KEYS
+    ]
     replicated = [
         {"name": n, "replicas": 1, "template": {"spec": {"parallelism": 1, "template": copy.deepcopy(tmpl)}}}
         for n in names

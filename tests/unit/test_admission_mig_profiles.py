@@ -4,6 +4,8 @@ the field and the profiles they have; `gpu-share` gives the same refusal at `gpu
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from admission.rules import AdmissionConfig, review
@@ -161,3 +163,16 @@ def test_a_grace_hopper_is_not_an_h200() -> None:
     assert sharing.model_named("NVIDIA-GH200-480GB") is None
     assert sharing.model_named("NVIDIA-H200").name == "H200-141GB"
     assert sharing.model_named("NVIDIA-H200-NVL").name == "H200-141GB"
+    assert sharing.model_named("H200").name == "H200-141GB"  # at the start
+    assert sharing.model_named("NVIDIA-GH200-H200").name == "H200-141GB"  # a later occurrence starts a word
+    assert sharing.model_named("NVIDIA GH200 480GB") is None
+
+
+@pytest.mark.parametrize(
+    "text", ["NVIDIA-A100-SXM4-80GB", "GH200", "XH200-H200", "A100A100", "1A100", "-H100", "ÉH100", "H100 X"]
+)
+def test_a_product_name_starts_a_word_as_the_regex_said(text) -> None:
+    words = [s.upper() for m in sharing.MODELS for s in m.products]
+    for word in words:
+        regex = re.search(rf"(^|[^A-Z0-9]){re.escape(word)}", text) is not None
+        assert sharing._starts_a_word(text, word) is regex, (text, word)

@@ -10,6 +10,7 @@ import yaml
 
 from gpuctl.builders import build
 from gpuctl.cli.output import to_yaml
+from gpuctl.domain.gang import set_aside_tolerations
 from gpuctl.spec import SpecError, load_file, load_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +95,7 @@ def test_job_tolerations_from_yaml_in_both_forms() -> None:
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
         {"key": "spot", "operator": "Exists"},
         {"key": "x", "operator": "Exists"},
+        *set_aside_tolerations("default", "t"),  # its own set-aside (issue 45), after the user's
     ]
 
 

@@ -73,6 +73,12 @@ def imported_modules(*argv: str, tmp_path: Path) -> set[str]:
     return modules
 
 
+def python_ok(code: str) -> None:
+    """`code` runs in a fresh interpreter (nothing imported yet) and its asserts hold."""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+
+
 def heavy_in(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
 
@@ -195,8 +201,7 @@ def test_a_table_or_json_never_imports_yaml() -> None:
         "assert 'yaml' not in sys.modules, 'yaml imported'\n"
         "assert to_yaml({'a': 1}) == 'a: 1\\n' and 'yaml' in sys.modules\n"
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-2000:]
+    python_ok(code)
 
 
 # ----------------------------------------------------------------------------- one verb per command
@@ -352,6 +357,9 @@ def test_a_read_imports_no_pydantic_and_no_other_verb(command, tmp_path) -> None
     if command in ("get jobs", "get pools"):  # a table without PyYAML, and no write path of pools
         writes = {"yaml", "gpuctl.service.multicluster", "gpuctl.service.pool_sync"}
         assert sorted(writes & set(modules)) == []
+        # the read path's records are NamedTuples: `import dataclasses` (inspect, ast, dis) costs ~12 ms;
+        # hashlib only names a Topology (queues.objects.topology_name), which no read does
+        assert sorted({"dataclasses", "inspect", "hashlib"} & set(modules)) == []
     others = {m for v, m in cli.VERBS.items() if v != command.split()[0]}
     assert sorted(others & set(modules)) == []
     if command in ("get jobs", "logs x"):  # no waiting job to judge yet: no explain or estimate models
@@ -376,3 +384,26 @@ def test_logging_is_configured_only_with_verbose(verbose, handlers, tmp_path) ->
     )
     assert p.returncode == 0, p.stderr[-2000:]
     assert int(p.stdout.splitlines()[-1]) == handlers
+
+
+def test_importing_the_spec_builds_no_model() -> None:
+    """The spec models are built on first use (`defer_build`), so `create -f` builds only its document's
+    kind: no model instance made at import (a default written as an instance builds that model's validator
+    and runs pydantic's plugin lookup, importlib.metadata)."""
+    code = (
+        "import sys\n"
+        "import pydantic\n"
+        "import gpuctl.spec\n"
+        "models, todo = set(), [pydantic.BaseModel]\n"
+        "while todo:\n"
+        "    for c in todo.pop().__subclasses__():\n"
+        "        models.add(c)\n"
+        "        todo.append(c)\n"
+        "spec = sorted(c.__name__ for c in models if c.__module__.startswith('gpuctl.spec'))\n"
+        "assert len(spec) > 20, spec  # the walk found the models\n"
+        "built = sorted(c.__name__ for c in models if c.__module__.startswith('gpuctl.spec')\n"
+        "               and c.__pydantic_complete__)\n"
+        "assert built == [], built\n"
+        "assert 'importlib.metadata' not in sys.modules, 'plugin lookup at import'\n"
+    )
+    python_ok(code)

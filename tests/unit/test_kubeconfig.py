@@ -20,13 +20,13 @@ from gpuctl.cluster import Cluster
 from gpuctl.cluster.client import MAX_RETRIES, VISIBILITY_VERSIONS, ApiError, retry_after
 from gpuctl.cluster.config import (
     ConfigError,
-    TokenFileAuth,
     default_namespace,
     from_service_account,
     load,
     namespace_scope,
     read_kubeconfig,
 )
+from gpuctl.cluster.credentials import TokenFileAuth
 
 
 def _write(path: Path, doc: dict) -> str:

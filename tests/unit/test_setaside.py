@@ -9,6 +9,7 @@ from gpuctl.constants import (
     SET_ASIDE_FOR_ANNOTATION,
     SET_ASIDE_SINCE_ANNOTATION,
     SET_ASIDE_TAINT_KEY,
+    STARTS_BY_ANNOTATION,
 )
 from gpuctl.domain.gang import set_aside_for, set_aside_start, set_aside_taints, set_aside_tolerations
 from gpuctl.domain.setaside import plan_set_aside, squatters, stranded, waiting_gangs
@@ -411,3 +412,61 @@ def test_a_one_pod_job_kueue_just_placed_does_not_keep_its_node_from_a_set_aside
     one = _placed(_wl("one", ns="tb", pods=1, gpus=1, state="admitted"), ["n1"])
     plan = _plan(workloads=[one, _wl("big")])
     assert plan.hold == {"n1": "ta/big", "n2": "ta/big"}
+
+
+def _promised(job: str, by: float, **kw) -> dict:
+    """A one-pod Job's Workload that was shown the start bound `by` (issue 45)."""
+    wl = _wl(job, pods=1, **kw)
+    wl["metadata"].setdefault("annotations", {})[STARTS_BY_ANNOTATION] = _ts(by)
+    return wl
+
+
+def test_a_one_pod_job_shown_a_bound_gets_the_node_where_room_comes_first_from_lead_before_it() -> None:
+    """Issue 45: a 4-GPU job shown "starts by NOW+100" is held from `lead` before its bound, on the node
+    whose work frees 4 GPUs first (n2: its 6-GPU job ends in 20 s; n1's 7 GPUs run 50 s more), not before;
+    a one-pod job without a bound, or whose pods do not tolerate its set-aside, is never held."""
+    pods = [_pod("n1", 7, ends_in=50), _pod("n2", 6, ends_in=20), _pod("n3", 8)]
+    wl = _promised("small", NOW + 100, gpus=4)
+    early = plan_set_aside(NODES, pods, [wl], CQS, {"p": (RACK,)}, pools=None, now=NOW, settle=30.0, lead=60)
+    assert early.hold == {}
+    assert "held from 60s before its start bound, in 40s" in early.why["p (start bounds)"]
+    plan = plan_set_aside(NODES, pods, [wl], CQS, {"p": (RACK,)}, pools=None, now=NOW, settle=30.0, lead=200)
+    assert plan.hold == {"n2": "ta/small"}
+    assert plan.started == {"ta/job-small": ("n2",)}
+    assert _plan(pods=pods, workloads=[_wl("small", pods=1, gpus=4)]).hold == {}  # shown no bound
+    untolerated = _promised("small", NOW + 100, gpus=4, tolerates=False)
+    assert _plan(pods=pods, workloads=[untolerated]).hold == {}
+
+
+def test_a_held_one_pod_job_keeps_its_node_while_it_has_no_room_and_gives_it_back_once_admitted() -> None:
+    """The node stays held while the work on it leaves the job no room (4 of 8 GPUs still in use for a
+    6-GPU job), whoever else waits; once Kueue admitted the job (it holds quota), the node is given back."""
+    nodes = [_node("n1", "r1", gang="ta/small", since=NOW - 10), _node("n2", "r1"), _node("n3", "r2")]
+    pods = [_pod("n1", 4, ends_in=30)]
+    waiting = _promised("small", NOW + 60, gpus=6)
+    other = _wl("later", ns="tb", pods=1, gpus=1, age=1, prio=500)
+    plan = _plan(nodes=nodes, pods=pods, workloads=[waiting, other])
+    assert plan.hold == {"n1": "ta/small"} and plan.release == ()
+    admitted = _promised("small", NOW + 60, gpus=6, state="admitted")
+    assert _plan(nodes=nodes, pods=pods, workloads=[admitted]).release == ("n1",)
+
+
+def test_a_serve_of_other_pools_leaves_a_set_aside_alone() -> None:
+    """Two serves with different --defrag pools (or the bench beside a test): each gives back only its own
+    pools' nodes; before, a serve of pool q released the node another serve held in pool p."""
+    nodes = [_node("n1", "r1", gang="ta/small", since=NOW - 10), _node("m1", "r1", pool="q")]
+    plan = plan_set_aside(nodes, [], [], CQS, {}, pools=["q"], now=NOW, settle=30.0)
+    assert plan.release == ()
+    assert plan_set_aside(nodes, [], [], CQS, {}, pools=None, now=NOW, settle=30.0).release == ("n1",)
+
+
+def test_a_gang_and_a_job_shown_a_bound_each_get_a_set_aside_gangs_first() -> None:
+    """A stream of one-pod jobs shown a bound, older than the gang (first in Kueue's order), must not keep
+    the gang from its nodes (test_starvation's stream is such jobs once serve records their bounds): one
+    set-aside of each kind per pool, on different nodes."""
+    pods = [_pod("n1", 1, ends_in=50), _pod("n2", 2, ends_in=20), _pod("n3", 6, ends_in=5)]
+    small = _promised("small", NOW + 100, gpus=1, age=2000)
+    plan = _plan(pods=pods, workloads=[small, _wl("old", age=900)])
+    assert plan.hold == {"n1": "ta/old", "n2": "ta/old", "n3": "ta/small"}
+    assert "set aside n1, n2 for ta/old" in plan.why["p"]
+    assert "set aside n3 for ta/small" in plan.why["p (start bounds)"]
