@@ -14,7 +14,6 @@ other accelerators of its bound pods, terminating ones included.
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,11 +22,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
 from tests.integration.admission_stack import AdmissionStack
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import require_controller, wait_until
+from tests.integration.own_pool import JOBSETS, delete_jobsets, own_pool, rack_node
 from tests.integration.tenancy import (
     EDIT_ROLES,
     SHIPPED_ROLES,
@@ -35,13 +34,10 @@ from tests.integration.tenancy import (
     apply_caller_roles,
     bind_jobset_editor,
 )
-from tests.integration.test_gang import _node, _ready, _remove_team
 from tests.integration.test_tenant_attacks import kueue_gpus
 
 pytestmark = pytest.mark.integration
 
-JOBSET_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io"
-JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
 QUOTA = 8
 DELAY = {"pod-complete.stage.kwok.x-k8s.io/delay": "3600s"}  # KWOK: pods keep running
 ACCELERATORS = ("habana.ai/gaudi", "nvidia.com/GA100_A100_SXM4_80GB")
@@ -175,74 +171,41 @@ def _delete_jobset(env: Env, name: str) -> None:
 
 @pytest.fixture(scope="module")
 def env(cluster, kube, kubectl_bin, tmp_path_factory) -> Iterator[Env]:
-    if kube.get_or_none(JOBSET_CRD) is None:
-        msg = (
-            "the cluster runs no JobSet controller: start it with GPUCTL_TESTBED_JOBSET=1 hack/cluster/up.sh"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_controller(kube, "jobsets.jobset.x-k8s.io", "JobSet", "GPUCTL_TESTBED_JOBSET")
     sfx = uuid.uuid4().hex[:5]
     nodes = [f"holes-{sfx}-1", f"holes-{sfx}-2"]
     pool, ns = f"holes-{sfx}", f"holes-team-{sfx}"
     tmp = tmp_path_factory.mktemp("holes")
     members: list[TeamMember] = []
     stack = None
-    for n in nodes:
-        kube.create(_node(n, "r1"))
-    try:
-        for n in nodes:
-            wait_until(lambda n=n: _ready(kube, n), 60, what=f"node {n} Ready")
-        (tmp / "pool.yaml").write_text(
-            f"kind: pool\npool: {{name: {pool}}}\nnodes:\n"
-            + "".join(f"  {n}: {{gpu-type: A100}}\n" for n in nodes)
-        )
-        (tmp / "quota.yaml").write_text(
-            f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace:\n"
-            f"  {ns}: {{cpu: 32, memory: 64Gi, gpu: {QUOTA}, borrowingLimit: 0}}\n"
-        )
-        assert (
-            main(
-                [
-                    "create",
-                    "-f",
-                    str(tmp / "pool.yaml"),
-                    "-f",
-                    str(tmp / "quota.yaml"),
-                    "--kubeconfig",
-                    cluster,
-                ]
-            )
-            == 0
-        )
-        stack = AdmissionStack.install(kube, kubectl_bin, cluster, [ns], tmp)
-        probe = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "probe", "namespace": ns},
-            "spec": {**_pod_spec(pool, 0), "terminationGracePeriodSeconds": 7200},
-        }
-        stack.wait_active(probe, "[termination-grace]")
-        apply_caller_roles(kube)
-        member = TeamMember.create(kube, ns, roles=SHIPPED_ROLES)
-        members.append(member)
-        js_member = TeamMember.create(kube, ns, roles=SHIPPED_ROLES)
-        members.append(js_member)
-        bind_jobset_editor(kube, ns, js_member)
-        editor = TeamMember.create(kube, ns, roles=EDIT_ROLES)
-        members.append(editor)
-        yield Env(kube, kubectl_bin, cluster, ns, pool, member, js_member, editor)
-    finally:
-        if kube.get_or_none(path("Namespace", ns)):
-            for js in kube.list(JOBSETS.format(ns=ns)):
+    objs = {n: rack_node(n, "r1") for n in nodes}
+    quota = f"{{cpu: 32, memory: 64Gi, gpu: {QUOTA}, borrowingLimit: 0}}"
+    with own_pool(kube, cluster, tmp, pool=pool, ns=ns, nodes=objs, quota=quota):
+        try:
+            stack = AdmissionStack.install(kube, kubectl_bin, cluster, [ns], tmp)
+            probe = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "probe", "namespace": ns},
+                "spec": {**_pod_spec(pool, 0), "terminationGracePeriodSeconds": 7200},
+            }
+            stack.wait_active(probe, "[termination-grace]")
+            apply_caller_roles(kube)
+            member = TeamMember.create(kube, ns, roles=SHIPPED_ROLES)
+            members.append(member)
+            js_member = TeamMember.create(kube, ns, roles=SHIPPED_ROLES)
+            members.append(js_member)
+            bind_jobset_editor(kube, ns, js_member)
+            editor = TeamMember.create(kube, ns, roles=EDIT_ROLES)
+            members.append(editor)
+            yield Env(kube, kubectl_bin, cluster, ns, pool, member, js_member, editor)
+        finally:  # before the team and its pool go (own_pool)
+            delete_jobsets(kube, ns)
+            if stack is not None:
+                stack.remove()
+            for m in members:
                 with contextlib.suppress(ApiError):
-                    kube.delete(f"{JOBSETS.format(ns=ns)}/{js['metadata']['name']}", propagation="Background")
-        if stack is not None:
-            stack.remove()
-        _remove_team(kube, cluster, ns, pool, nodes)
-        for m in members:
-            with contextlib.suppress(ApiError):
-                m.delete()
+                    m.delete()
 
 
 # ---------------------------------------------------------------------------------------------------------

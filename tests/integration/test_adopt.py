@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 
-import httpx
 import pytest
 import yaml
 
@@ -21,8 +18,8 @@ from gpuctl.constants import Labels
 from gpuctl.domain.pools import is_pool_taint, pool_toleration
 from gpuctl.service.pool_sync import set_flavor_tolerations
 from tests.integration.conftest import wait_until
+from tests.integration.serve_process import service_account_kubeconfig, start_serve
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
-from tests.integration.test_metrics import ROOT, _free_port, _service_account_kubeconfig
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
@@ -465,13 +462,6 @@ def test_delete_pool_keep_running_leaves_running_jobs_and_refuses_new_work(
 
 
 # ----------------------------------------------------------------------------- the serve reconciler
-def _ready(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
     clean_cluster, tainted, gpuctl, kube, kubectl_bin, cluster, tmp_path
 ):
@@ -482,14 +472,8 @@ def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
     assert gpuctl("create", "-f", str(pool))[0] == 0
     own = pool_toleration("followed")  # the pool's own taint: tolerated from the start, never changed
     assert kube.get(path("ResourceFlavor", "followed"))["spec"]["tolerations"] == [own]
-    sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig")
-    log = (tmp_path / "serve.log").open("w")
-    port = _free_port()
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
-         "--metrics-port", str(port), "--no-leader-elect", "--resync", "30"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-    )  # fmt: skip
+    sa = service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig")
+    serve = start_serve(sa, tmp_path / "serve.log", "--no-leader-elect", "--resync", "30")
 
     def tolerations() -> list | None:
         """None while serve re-creates the flavor (a TAS flavor's tolerations are immutable)."""
@@ -498,7 +482,7 @@ def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
 
     try:
         # serve has listed every resource and watches (its /readyz: every informer listed once).
-        wait_until(lambda: _ready(port), 30, what="serve ready")
+        serve.wait_ready(30)
         t0 = time.monotonic()
         tainted("gpu-node-3")
         wait_until(lambda: tolerations() == [own, GPU_TOLERATION], 30, what="serve adds the toleration")
@@ -511,7 +495,6 @@ def test_gpuctl_serve_keeps_pool_tolerations_in_step_with_node_taints(
             f"\nserve reconciler: taint added -> flavor tolerates it in {added:.2f}s; "
             f"removed in {removed:.2f}s"
         )
-        assert serve.poll() is None, (tmp_path / "serve.log").read_text()
+        serve.alive()
     finally:
-        serve.terminate()
-        serve.wait(10)
+        serve.stop()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -29,22 +28,20 @@ from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, UNCOVERED_EVENT_REASON, Labels
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.domain.workload import HOLDING_QUOTA, workload_state
-from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
 from queues import TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 from tests.integration.metrics_stack import scrape
-from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
-from tests.integration.test_metrics import (
-    _clear_gpu_work,
-    _free_port,
-    _job,
-    _remove_serve_rbac,
-    _service_account_kubeconfig,
+from tests.integration.serve_process import (
+    drop_leader_lease,
+    remove_serve_rbac,
+    service_account_kubeconfig,
+    start_serve,
 )
+from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
+from tests.integration.test_metrics import _clear_gpu_work, _job
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 POOL = "backstop-pool"
 NODES = ["gpu-node-1", "gpu-node-2"]  # 8 GPUs each
 GRACE, EVICT_AFTER = 4, 30
@@ -179,17 +176,19 @@ def env(
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": outside}})
     apply_caller_roles(kube)
     member = TeamMember.create(kube, team, roles=SHIPPED_ROLES)
-    sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig", "evict/rbac.yaml")
-    kube.delete(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))  # a holder left by another module
-    port = _free_port()
-    log = tmp / "serve.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
-         "--metrics-port", str(port), "--uncovered-grace", str(GRACE), "--evict-uncovered",
-         "--evict-after", str(EVICT_AFTER)],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
-    )  # fmt: skip
-    e = Env(kube, kubectl_bin, team, outside, member, port, log, proc)
+    sa = service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig", "evict/rbac.yaml")
+    drop_leader_lease(kube)
+    serve = start_serve(
+        sa,
+        tmp / "serve.log",
+        "--uncovered-grace",
+        str(GRACE),
+        "--evict-uncovered",
+        "--evict-after",
+        str(EVICT_AFTER),
+    )
+    port, log = serve.port, serve.log
+    e = Env(kube, kubectl_bin, team, outside, member, port, log, serve.proc)
 
     def ready() -> bool:
         e.alive()
@@ -203,11 +202,7 @@ def env(
         wait_until(ready, 60, 0.5, what="gpuctl serve synced and leading")
         yield e
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        serve.stop()
         print(f"\n----- gpuctl serve log (tail)\n{log.read_text()[-3000:]}")
         member.delete()
         for ns in (team, outside):
@@ -219,7 +214,7 @@ def env(
             90,
             what="the test's namespaces deleted",
         )
-        _remove_serve_rbac(kubectl_bin, cluster, "evict/rbac.yaml")
+        remove_serve_rbac(kubectl_bin, cluster, "evict/rbac.yaml")
         reset_gpuctl_state(kube)
 
 

@@ -68,7 +68,7 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
 ):
     stream = LowStream(kube, racks.pool, stream_team)
     stream.thread.start()
-    proc = None
+    serve = None
     try:
         wait_until(lambda: stream.in_flight() >= 27, 180, what="the stream fills the pool")
         f = tmp_path / "big.yaml"
@@ -85,7 +85,8 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
             assert workload_state(_workload(kube, racks.ns, "big")) != WorkloadState.ADMITTED, "not passed?"
             time.sleep(1)
         assert stream.submitted > before
-        proc, log = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool)
+        serve = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool)
+        log = serve.log
         during = stream.submitted
 
         # serve records the bound it is shown; `describe job` shows it
@@ -123,9 +124,8 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
     finally:
         stream.stop.set()
         stream.thread.join(10)
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=20)
+        if serve is not None:
+            serve.stop(20)
         for n in _tainted(kube, racks.nodes):  # a failed run must not leave the pool held
             node = kube.get(path("Node", n))
             taints = [t for t in node["spec"].get("taints") or [] if t["key"] not in SET_ASIDE_TAINT_KEYS]

@@ -9,8 +9,6 @@ defrag/rbac.yaml), fake jobs that run 30 minutes."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -21,11 +19,10 @@ import pytest
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import DEFRAG_MOVED_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION
 from gpuctl.domain.workload import HOLDING_QUOTA, job_pool, topology_nodes, workload_state
-from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
 from tests.integration.conftest import wait_until
+from tests.integration.serve_process import drop_leader_lease, service_account_kubeconfig, start_serve
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_cli_cluster import gpuctl, pools  # noqa: F401 - fixtures
-from tests.integration.test_metrics import ROOT, _free_port, _service_account_kubeconfig
 
 ALL_POOLS = "[dev-pool, inference-pool, training-pool]"
 
@@ -127,34 +124,19 @@ def test_any_pool_job_lands_in_the_first_pool_with_room(team, kube, tmp_path):
 
 @pytest.fixture
 def serve(kube, kubectl_bin, cluster, tmp_path) -> Iterator[tuple[int, Path]]:
-    sa = _service_account_kubeconfig(
+    sa = service_account_kubeconfig(
         kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig", "defrag/rbac.yaml"
     )
-    if kube.get_or_none(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE)):
-        kube.delete(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))
-    port = _free_port()
-    log = tmp_path / "serve.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
-         "--metrics-port", str(port), "--no-backstop", "--no-leader-elect", "--defrag", "training-pool",
-         "--defrag-settle", "2", "--defrag-moves-per-hour", "2"],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
+    drop_leader_lease(kube)
+    s = start_serve(
+        sa, tmp_path / "serve.log", "--no-backstop", "--no-leader-elect", "--defrag", "training-pool",
+        "--defrag-settle", "2", "--defrag-moves-per-hour", "2",
     )  # fmt: skip
     try:
-        wait_until(lambda: _ready(port, proc, log), 60, what="gpuctl serve ready")
-        yield port, log
+        s.wait_ready()
+        yield s.port, s.log
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-
-
-def _ready(port: int, proc: subprocess.Popen, log: Path) -> bool:
-    assert proc.poll() is None, log.read_text()
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
-            return r.status == 200
-    except OSError:
-        return False
+        s.stop(20)
 
 
 def _moves(port: int) -> float:

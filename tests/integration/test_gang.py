@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
-from gpuctl.cli.main import main
-from gpuctl.cluster import ApiError, path
+from gpuctl.cluster import path
 from gpuctl.constants import GANG_PLACEMENT, GPU_RESOURCE, TAS_REQUEST_KEYS, Labels
 from gpuctl.domain.gang import set_aside_tolerations
 from gpuctl.domain.gpus import pod_gpus, workload_gpus
@@ -24,12 +23,11 @@ from gpuctl.domain.teams import team_usage
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.integration.admission_stack import AdmissionStack
 from tests.integration.conftest import wait_until
-from tests.integration.fake_nodes import fake_node
+from tests.integration.own_pool import BLOCK, RACK, node_ready, own_pool, rack_node
 from tests.integration.tenancy import EDIT_ROLES, TeamMember
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
 from tests.integration.test_raw_kubectl import topology_policies
 
-BLOCK, RACK = "example.com/block", "example.com/rack"
 INDEX = "batch.kubernetes.io/job-completion-index"
 KWOK_MANAGED = "kwok.x-k8s.io/node"
 
@@ -41,69 +39,17 @@ class Racks:
     nodes: dict[str, str]  # node -> rack
 
 
-def _node(name: str, rack: str) -> dict:
-    return fake_node(name, {BLOCK: "b1", RACK: rack}, {GPU_RESOURCE: "8"})
-
-
-def _ready(kube, name: str) -> bool:
-    node = kube.get_or_none(path("Node", name)) or {}
-    return any(
-        c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", [])
-    )
-
-
 @pytest.fixture(scope="module")
 def racks(cluster, kube, tmp_path_factory) -> Iterator[Racks]:
     sfx = uuid.uuid4().hex[:5]
     nodes = {f"gang-{sfx}-1": "r1", f"gang-{sfx}-2": "r1", f"gang-{sfx}-3": "r2"}
-    tmp = tmp_path_factory.mktemp("gang")
     pool, ns = f"racks-{sfx}", f"gang-{sfx}"
-    for name, rack in nodes.items():
-        kube.create(_node(name, rack))
-    try:
-        for name in nodes:
-            wait_until(lambda name=name: _ready(kube, name), 60, what=f"node {name} Ready")
-        (tmp / "pool.yaml").write_text(
-            f"kind: pool\npool: {{name: {pool}}}\ntopology: [{BLOCK}, {RACK}]\nnodes:\n"
-            + "".join(f"  {n}: {{gpu-type: A100}}\n" for n in nodes)
-        )
-        (tmp / "quota.yaml").write_text(
-            f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace:\n  {ns}: {{gpu: 24}}\n"
-        )
-        assert (
-            main(
-                [
-                    "create",
-                    "-f",
-                    str(tmp / "pool.yaml"),
-                    "-f",
-                    str(tmp / "quota.yaml"),
-                    "--kubeconfig",
-                    cluster,
-                ]
-            )
-            == 0
-        )
+    objs = {n: rack_node(n, rack) for n, rack in nodes.items()}
+    tmp = tmp_path_factory.mktemp("gang")
+    with own_pool(
+        kube, cluster, tmp, pool=pool, ns=ns, nodes=objs, quota="{gpu: 24}", topology=f"[{BLOCK}, {RACK}]"
+    ):
         yield Racks(pool, ns, nodes)
-    finally:
-        _remove_team(kube, cluster, ns, pool, nodes)
-
-
-def _remove_team(kube, cluster: str, ns: str, pool: str, nodes: Iterable[str]) -> None:
-    """Undo a team on its own pool of fake nodes: its Jobs, its quota and namespace, the pool, the nodes.
-    Jobs first: a deleted namespace's gang pods wait for the Job controller (podReplacementPolicy Failed
-    keeps their tracking finalizer until they end, which KWOK's pods never do on their own)."""
-    for job in kube.list(path("Job", namespace=ns)):
-        kube.delete(path("Job", job["metadata"]["name"], ns), propagation="Background")
-    main(["delete", "quota", f"q-{ns}", "--delete-namespace", "--kubeconfig", cluster])
-    wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
-    main(["delete", "pool", pool, "--kubeconfig", cluster])
-    for name in nodes:
-        try:
-            kube.delete(path("Node", name))
-        except ApiError as e:
-            if e.status != 404:
-                raise
 
 
 def _job_file(
@@ -421,7 +367,7 @@ def test_with_a_node_not_ready_gpuctl_and_the_webhook_give_one_answer(
         rc, _, err = gpuctl("create", "-f", f, "--dry-run=server")
         assert rc == 0, err
         _set_ready(kube, down, False)
-        wait_until(lambda: not _ready(kube, down), 30, what=f"{down} NotReady")
+        wait_until(lambda: not node_ready(kube, down), 30, what=f"{down} NotReady")
         # The webhook sees the node's condition through its watch cache a moment later.
         p = wait_until(lambda: (q := by_kubectl()).returncode != 0 and q, 30, what="the webhook refuses")
         words = (
@@ -438,7 +384,7 @@ def test_with_a_node_not_ready_gpuctl_and_the_webhook_give_one_answer(
         _set_ready(kube, down, True)
         stack.remove()
         member.delete()
-        wait_until(lambda: _ready(kube, down), 60, what=f"{down} Ready again")
+        wait_until(lambda: node_ready(kube, down), 60, what=f"{down} Ready again")
         taints = lambda: kube.get(path("Node", down))["spec"].get("taints") or []  # noqa: E731
         wait_until(
             lambda: not [t for t in taints() if t["key"].startswith("node.kubernetes.io/")],

@@ -10,8 +10,6 @@ About 1-2 minutes: one `gpuctl serve` started twice, fake 8-GPU jobs on training
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -28,10 +26,16 @@ from gpuctl.domain.workload import HOLDING_QUOTA, workload_state
 from gpuctl.service import history
 from tests.integration.admission_stack import submitted_by_policy
 from tests.integration.conftest import wait_until
+from tests.integration.serve_process import (
+    ROOT,
+    ServeProcess,
+    free_port,
+    service_account_kubeconfig,
+    start_serve,
+)
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_cli_cluster import gpuctl, pools  # noqa: F401 - fixtures
-from tests.integration.test_defrag_anypool import _ready, _workload
-from tests.integration.test_metrics import ROOT, _free_port, _service_account_kubeconfig
+from tests.integration.test_defrag_anypool import _workload
 
 
 def _job_yaml(name: str, ns: str, priority: str) -> str:
@@ -69,22 +73,17 @@ class Serve:
     replica)."""
 
     def __init__(self, sa: Path, log: Path):
-        self.sa, self.log, self.port = sa, log, _free_port()
-        self.proc: subprocess.Popen | None = None
+        self.sa, self.log, self.port = sa, log, free_port()
+        self.process: ServeProcess | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(self.sa),
-             "--address", "127.0.0.1", "--metrics-port", str(self.port),
-             "--no-backstop", "--no-leader-elect", "--no-metrics", "--api"],
-            stdout=self.log.open("a"), stderr=subprocess.STDOUT, cwd=ROOT,
-        )  # fmt: skip
-        wait_until(lambda: _ready(self.port, self.proc, self.log), 60, what="gpuctl serve ready")
+        flags = ("--no-backstop", "--no-leader-elect", "--no-metrics", "--api")
+        self.process = start_serve(self.sa, self.log, *flags, port=self.port, append=True)
+        self.process.wait_ready()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
+        if self.process is not None:
+            self.process.stop(20)
 
 
 # serve --api as the chart runs it (serve.api): serve's ServiceAccount also holds the API's ClusterRole and
@@ -97,7 +96,7 @@ API_BINDINGS = (
 
 @pytest.fixture
 def serve(kube, kubectl_bin, cluster, tmp_path) -> Iterator[Serve]:
-    sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig", "rbac-api.yaml")
+    sa = service_account_kubeconfig(kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig", "rbac-api.yaml")
     api_role = next(
         d for d in yaml.safe_load_all((ROOT / "manifests/api/rbac.yaml").read_text())
         if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "gpuctl-api"

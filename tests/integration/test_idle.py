@@ -57,13 +57,12 @@ from tests.integration.admission_stack import AdmissionStack
 from tests.integration.conftest import delete_namespaces, require_controller, reset_gpuctl_state, wait_until
 from tests.integration.fake_nodes import fake_node
 from tests.integration.metrics_stack import metrics_stack, scrape
+from tests.integration.serve_process import ROOT, service_account_kubeconfig, start_serve
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_gang import _held_gpus, _team_gpus
-from tests.integration.test_metrics import _free_port, _service_account_kubeconfig
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 30  # seconds: the teams' policy `after`
 ENGINE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -174,8 +173,7 @@ def _env(cluster: str, kube: Cluster, kubectl_bin: str, tmp: Path, urls: dict[st
     pool, nodes = f"idle-{sfx}", [f"idle-{sfx}-{i}" for i in (1, 2)]
     spaces = {t: f"id-{sfx}-{t}" for t in ("a", "b", "k", "s", "l")}
     stack = None
-    proc = None
-    log = tmp / "serve.log"
+    serve = None
     try:
         for n in nodes:
             kube.create(fake_node(n, gpus={GPU_RESOURCE: "8"}))
@@ -191,36 +189,20 @@ def _env(cluster: str, kube: Cluster, kubectl_bin: str, tmp: Path, urls: dict[st
             assert main(["create", "-f", str(tmp / f"quota-{t}.yaml"), "--kubeconfig", cluster]) == 0
         apply_caller_roles(kube)
         stack = AdmissionStack.install(kube, kubectl_bin, cluster, list(spaces.values()), tmp)
-        sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig", "idle/rbac.yaml")
-        port = _free_port()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
-             "--metrics-port", str(port), "--no-leader-elect", "--no-backstop", "--idle", "--idle-interval",
-             "2", "--prometheus-url", urls["PROMETHEUS_URL"]],
-            stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
+        sa = service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig", "idle/rbac.yaml")
+        serve = start_serve(
+            sa, tmp / "serve.log", "--no-leader-elect", "--no-backstop", "--idle", "--idle-interval", "2",
+            "--prometheus-url", urls["PROMETHEUS_URL"],
         )  # fmt: skip
         prom, fake = urls["PROMETHEUS_URL"], urls["FAKE_EXPORTER_URL"]
-        e = Env(kube, cluster, kubectl_bin, pool, prom, fake, tmp, port, proc, log, spaces)
+        e = Env(kube, cluster, kubectl_bin, pool, prom, fake, tmp, serve.port, serve.proc, serve.log, spaces)
         e.teams = {t: TeamMember.create(kube, ns, roles=SHIPPED_ROLES) for t, ns in spaces.items()}
-
-        def ready() -> bool:
-            e.alive()
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-
-        wait_until(ready, 90, 0.5, what="gpuctl serve synced")
+        serve.wait_ready(90)
         yield e
     finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            print(f"\n----- gpuctl serve log (tail)\n{log.read_text()[-4000:]}")
+        if serve is not None:
+            serve.stop()
+            print(f"\n----- gpuctl serve log (tail)\n{serve.log.read_text()[-4000:]}")
         if stack is not None:
             stack.remove()
         for ns in spaces.values():

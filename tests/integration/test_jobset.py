@@ -18,17 +18,15 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from gpuctl.cli.main import main
 from gpuctl.cluster import path
 from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, Labels
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.integration.admission_stack import AdmissionStack
 from tests.integration.conftest import require_controller, wait_until
+from tests.integration.own_pool import JOBSETS, delete_jobsets, own_pool, rack_node
 from tests.integration.tenancy import TeamMember, bind_jobset_editor
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
-from tests.integration.test_gang import _held_gpus, _node, _ready, _remove_team, _team_gpus
-
-JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+from tests.integration.test_gang import _held_gpus, _team_gpus
 
 
 @dataclass(frozen=True)
@@ -45,39 +43,16 @@ def team(cluster, kube, tmp_path_factory) -> Iterator[Team]:
     nodes = [f"js-{sfx}-1", f"js-{sfx}-2"]
     pool, ns = f"js-{sfx}", f"js-team-{sfx}"
     tmp = tmp_path_factory.mktemp("jobset")
-    for n in nodes:
-        kube.create(_node(n, "r1"))
-    member = None
-    try:
-        for n in nodes:
-            wait_until(lambda n=n: _ready(kube, n), 60, what=f"node {n} Ready")
-        (tmp / "pool.yaml").write_text(
-            f"kind: pool\npool: {{name: {pool}}}\nnodes:\n"
-            + "".join(f"  {n}: {{gpu-type: A100}}\n" for n in nodes)
-        )
-        (tmp / "quota.yaml").write_text(
-            f"kind: quota\nquota: {{name: q-{ns}}}\nnamespace:\n  {ns}: {{gpu: 16}}\n"
-        )
-        args = [
-            "create",
-            "-f",
-            str(tmp / "pool.yaml"),
-            "-f",
-            str(tmp / "quota.yaml"),
-            "--kubeconfig",
-            cluster,
-        ]
-        assert main(args) == 0
+    objs = {n: rack_node(n, "r1") for n in nodes}
+    with own_pool(kube, cluster, tmp, pool=pool, ns=ns, nodes=objs, quota="{gpu: 16}"):
         # A team member as a plain kubectl tenant (Kubernetes' `edit` in the namespace) whom the admin also
         # lets manage JobSets (what JobSet's own jobset-editor-role grants).
         member = TeamMember.create(kube, ns, roles=("edit",))
-        bind_jobset_editor(kube, ns, member)
-        yield Team(pool, ns, member)
-    finally:
-        for js in kube.list(JOBSETS.format(ns=ns)) if kube.get_or_none(f"/api/v1/namespaces/{ns}") else []:
-            kube.delete(f"{JOBSETS.format(ns=ns)}/{js['metadata']['name']}", propagation="Background")
-        _remove_team(kube, cluster, ns, pool, nodes)
-        if member is not None:
+        try:
+            bind_jobset_editor(kube, ns, member)
+            yield Team(pool, ns, member)
+        finally:
+            delete_jobsets(kube, ns)
             member.delete()
 
 

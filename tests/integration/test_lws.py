@@ -24,8 +24,9 @@ from gpuctl.cluster import path
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.integration.conftest import require_controller, wait_until
 from tests.integration.fake_nodes import fake_node
+from tests.integration.own_pool import node_ready, remove_team
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
-from tests.integration.test_gang import _held_gpus, _ready, _remove_team, _team_gpus
+from tests.integration.test_gang import _held_gpus, _team_gpus
 
 LWS = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets"
 GATE = "kueue.x-k8s.io/admission"
@@ -54,7 +55,7 @@ def team(cluster, kube, tmp_path_factory) -> Iterator[Team]:
     member = None
     try:
         for n in nodes:
-            wait_until(lambda n=n: _ready(kube, n), 60, what=f"node {n} Ready")
+            wait_until(lambda n=n: node_ready(kube, n), 60, what=f"node {n} Ready")
         (tmp / "pool.yaml").write_text(
             f"kind: pool\npool: {{name: {pool}}}\nnodes:\n" + "".join(f"  {n}: {{}}\n" for n in nodes)
         )
@@ -72,7 +73,7 @@ def team(cluster, kube, tmp_path_factory) -> Iterator[Team]:
                 kube.delete(f"{LWS.format(ns=ns)}/{lws['metadata']['name']}", propagation="Background")
         if member is not None:
             member.delete()
-        _remove_team(kube, cluster, ns, pool, nodes)
+        remove_team(kube, cluster, ns, pool, nodes)
 
 
 def _pods(kube, ns: str) -> list[dict]:

@@ -14,16 +14,13 @@ finally every query of every dashboard is evaluated against this Prometheus.
 
 from __future__ import annotations
 
-import base64
 import http.server
 import json
 import math
 import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -44,19 +41,12 @@ from gpuctl.service.node_pools import patch_node_pool
 from gpuctl.spec import load_text
 from queues import PoolGuarantee, TeamQuota, desired_objects, local_queue, team_namespace
 from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.serve_process import ROOT, free_port, service_account_kubeconfig, start_serve
 
-ROOT = Path(__file__).resolve().parents[2]
 TRAINING, INFERENCE = "training-pool", "inference-pool"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-SERVE_NS, SERVE_SA = "gpuctl-system", "gpuctl-serve"
 # How long a node change may take to reach the Cohort (debounce 0.5 s + watch + apply).
 RECONCILE_DEADLINE = 5.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _job(
@@ -155,64 +145,6 @@ class Stack:
         return None
 
 
-def _service_account_kubeconfig(
-    kube: Cluster, kubectl_bin: str, cluster_kubeconfig: str, out: Path, *extra_rbac: str
-) -> Path:
-    """Apply manifests/serve/rbac.yaml (and `extra_rbac` files of manifests/serve/) and write a kubeconfig
-    that authenticates as its ServiceAccount."""
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SERVE_NS}})
-    for f in ("rbac.yaml", *extra_rbac):
-        subprocess.run(
-            [
-                kubectl_bin,
-                "--kubeconfig",
-                cluster_kubeconfig,
-                "apply",
-                "-f",
-                str(ROOT / "manifests/serve" / f),
-            ],
-            check=True,
-            capture_output=True,
-        )
-    token = kube.request(
-        "POST",
-        path("ServiceAccount", SERVE_SA, SERVE_NS, "token"),
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 7200},
-        },
-    )["status"]["token"]
-    admin = yaml.safe_load(Path(cluster_kubeconfig).read_text())
-    cl = admin["clusters"][0]["cluster"]
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": cl}],
-        "users": [{"name": SERVE_SA, "user": {"token": token}}],
-        # The ServiceAccount's own namespace, as in a pod: gpuctl serve puts its Lease there by default
-        # (kubectl's namespace rule), where manifests/serve/rbac.yaml's Role lets it.
-        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": SERVE_SA, "namespace": SERVE_NS}}],
-        "current-context": "sa",
-    }
-    if "certificate-authority" in cl:  # make the file self-contained
-        cl["certificate-authority-data"] = base64.b64encode(
-            Path(cl.pop("certificate-authority")).read_bytes()
-        ).decode()
-    out.write_text(yaml.safe_dump(cfg))
-    return out
-
-
-def _remove_serve_rbac(kubectl_bin: str, cluster_kubeconfig: str, *extra_rbac: str) -> None:
-    """Undo _service_account_kubeconfig's RBAC: `extra_rbac` files of manifests/serve/, then rbac.yaml."""
-    for f in (*extra_rbac, "rbac.yaml"):
-        subprocess.run(
-            [kubectl_bin, "--kubeconfig", cluster_kubeconfig, "delete", "--ignore-not-found", "-f",
-             str(ROOT / "manifests/serve" / f)],
-            capture_output=True,
-        )  # fmt: skip
-
-
 def _restore_node(kube: Cluster, name: str, gpus: str) -> None:
     """Give the node back to KWOK (which reports it Ready) with its GPUs."""
     kube.merge_patch(path("Node", name), {"metadata": {"annotations": {"kwok.x-k8s.io/node": "fake"}}})
@@ -292,15 +224,9 @@ def stack(
     ]:
         kube.apply(obj)
 
-    sa_kubeconfig = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig")
-    port = _free_port()
-    log_path = tmp / "serve.log"
-    log_file = log_path.open("w")
-    service = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa_kubeconfig),
-         "--address", "127.0.0.1", "--metrics-port", str(port), "--resync", "10"],
-        stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT,
-    )  # fmt: skip
+    sa_kubeconfig = service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig")
+    serve = start_serve(sa_kubeconfig, tmp / "serve.log", "--resync", "10")
+    service, port, log_path = serve.proc, serve.port, serve.log
 
     # A stand-in dcgm-exporter: one GPU of gpu-node-1, busy 60 %, labelled with the pod's pool the way
     # dcgm-exporter --kubernetes-enable-pod-labels copies runwhere.ai/pool.
@@ -321,7 +247,7 @@ def stack(
     dcgm = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _DcgmHandler)
     threading.Thread(target=dcgm.serve_forever, daemon=True).start()
 
-    prom_port = _free_port()
+    prom_port = free_port()
     (tmp / "prometheus.yml").write_text(
         yaml.safe_dump(
             {
@@ -373,15 +299,13 @@ def stack(
         wait_until(up, 60, 0.5, what="Prometheus scraping a synced gpuctl serve")
         yield st
     finally:
-        for proc in (service, prom):
-            proc.terminate()
-        for proc in (service, prom):
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        prom.terminate()
+        serve.stop()
+        try:
+            prom.wait(10)
+        except subprocess.TimeoutExpired:
+            prom.kill()
         dcgm.shutdown()
-        log_file.close()
         prom_log.close()
         if st.latencies:
             print("\nreconcile latency node change -> Cohort updated:", json.dumps(st.latencies))

@@ -37,9 +37,9 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.objects import is_true
 from tests.integration.conftest import wait_until
+from tests.integration.serve_process import free_port as _free_port
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_api_cluster import _token
-from tests.integration.test_metrics import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTI = ROOT / "hack" / "cluster" / "multi.sh"

@@ -14,10 +14,8 @@ served without a restart.
 from __future__ import annotations
 
 import signal
-import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,27 +25,26 @@ from pathlib import Path
 
 import pytest
 
-from gpuctl.cluster import ApiError, Cluster, path
+from gpuctl.cluster import Cluster, path
 from gpuctl.constants import BUDGET_FLAVOR, COHORT_NAME, GPU_RESOURCE, GPU_UNITS, QUOTA_GPU, Labels
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
 from queues import desired_objects
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 from tests.integration.metrics_stack import scrape as read_metrics
-from tests.integration.test_metrics import _service_account_kubeconfig
+from tests.integration.serve_process import (
+    drop_leader_lease,
+    free_port,
+    remove_serve_rbac,
+    service_account_kubeconfig,
+    start_serve,
+)
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 POOL = "replica-pool"
 NODES = ("gpu-node-1", "gpu-node-2")
 LEASE = ["--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -74,11 +71,7 @@ class Pair:
     replicas: list[Replica] = field(default_factory=list)
 
     def start(self, r: Replica) -> None:
-        r.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(self.kubeconfig),
-             "--address", "127.0.0.1", "--metrics-port", str(r.port), "--resync", "5", *LEASE],
-            stdout=r.log.open("a"), stderr=subprocess.STDOUT, cwd=ROOT,
-        )  # fmt: skip
+        r.proc = start_serve(self.kubeconfig, r.log, "--resync", "5", *LEASE, port=r.port, append=True).proc
 
     def leader(self) -> Replica | None:
         states = [(r, r.leading()) for r in self.replicas if r.proc and r.proc.poll() is None]
@@ -105,13 +98,9 @@ def pair(cluster: str, kube: Cluster, kubectl_bin: str, tmp_path_factory) -> Ite
     kube.merge_patch(path("Node", NODES[0]), {"metadata": {"labels": {Labels.POOL: POOL}}})
     for obj in desired_objects(pool_capacities(kube.list(path("Node")), [POOL]), []):
         kube.apply(obj)
-    sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig")
-    try:
-        kube.delete(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))
-    except ApiError as e:
-        if e.status != 404:
-            raise
-    p = Pair(kube, sa, [Replica(n, _free_port(), tmp / f"{n}.log") for n in ("a", "b")])
+    sa = service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig")
+    drop_leader_lease(kube)
+    p = Pair(kube, sa, [Replica(n, free_port(), tmp / f"{n}.log") for n in ("a", "b")])
     for r in p.replicas:
         p.start(r)
     try:
@@ -127,11 +116,7 @@ def pair(cluster: str, kube: Cluster, kubectl_bin: str, tmp_path_factory) -> Ite
         for r in p.replicas:
             print(f"----- {r.name}\n{r.log.read_text()[-2500:]}")
         reset_gpuctl_state(kube)
-        subprocess.run(
-            [kubectl_bin, "--kubeconfig", cluster, "delete", "--ignore-not-found", "-f",
-             str(ROOT / "manifests/serve/rbac.yaml")],
-            capture_output=True,
-        )  # fmt: skip
+        remove_serve_rbac(kubectl_bin, cluster)
 
 
 def _capacity(m: dict) -> float:
@@ -229,13 +214,9 @@ def test_default_flags_out_of_cluster_lead_in_the_contexts_namespace(
     """The bug of issue 26: with an admin kubeconfig (no namespace in its context) gpuctl serve waited
     forever for a Lease in gpuctl-system, exported no pool series and said ready. Now the Lease goes to
     the context's namespace, `default` here, like kubectl, and the replica leads."""
-    r = Replica("adhoc", _free_port(), tmp_path / "adhoc.log")
+    r = Replica("adhoc", free_port(), tmp_path / "adhoc.log")
     lease = f"gpuctl-serve-adhoc-{r.port}"
-    r.proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", cluster, "--address", "127.0.0.1",
-         "--metrics-port", str(r.port), "--lease-name", lease, *LEASE],
-        stdout=r.log.open("a"), stderr=subprocess.STDOUT, cwd=ROOT,
-    )  # fmt: skip
+    r.proc = start_serve(cluster, r.log, "--lease-name", lease, *LEASE, port=r.port, append=True).proc
     try:
         wait_until(lambda: r.leading(), 60, 0.3, what="the out-of-cluster replica leading")
         assert pair_lease_holder(kube, "default", lease)
@@ -254,12 +235,9 @@ def pair_lease_holder(kube: Cluster, ns: str, name: str) -> str:
 
 
 def test_a_lease_that_cannot_be_acquired_is_not_ready_and_says_why(cluster: str, tmp_path: Path) -> None:
-    r = Replica("nowhere", _free_port(), tmp_path / "nowhere.log")
-    r.proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", cluster, "--address", "127.0.0.1",
-         "--metrics-port", str(r.port), "--lease-namespace", "no-such-namespace", *LEASE],
-        stdout=r.log.open("a"), stderr=subprocess.STDOUT, cwd=ROOT,
-    )  # fmt: skip
+    r = Replica("nowhere", free_port(), tmp_path / "nowhere.log")
+    flags = ("--lease-namespace", "no-such-namespace", *LEASE)
+    r.proc = start_serve(cluster, r.log, *flags, port=r.port, append=True).proc
     try:
         wait_until(lambda: r.leading() is False and _readyz(r.port)[0] == 503, 60, 0.3, what="not ready")
         _, text = _readyz(r.port)
@@ -309,13 +287,9 @@ def test_tls_serves_https_only_and_a_rotated_certificate_without_a_restart(
     certificate rotated on disk (cert-manager renewing the mounted Secret) is served to new connections
     within the reload interval (30 s), no restart."""
     ca, crt, key = _make_cert(tmp_path / "tls", "first")
-    r = Replica("tls", _free_port(), tmp_path / "tls.log")
-    r.proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", cluster, "--address", "127.0.0.1",
-         "--metrics-port", str(r.port), "--lease-name", f"gpuctl-serve-tls-{r.port}", "--api",
-         "--tls-cert", str(crt), "--tls-key", str(key), *LEASE],
-        stdout=r.log.open("a"), stderr=subprocess.STDOUT, cwd=ROOT,
-    )  # fmt: skip
+    r = Replica("tls", free_port(), tmp_path / "tls.log")
+    flags = ("--lease-name", f"gpuctl-serve-tls-{r.port}", "--api", "--tls-cert", str(crt), "--tls-key")
+    r.proc = start_serve(cluster, r.log, *flags, str(key), *LEASE, port=r.port, append=True).proc
     try:
         verify = ssl.create_default_context(cafile=str(ca))
         wait_until(lambda: _try(lambda: _readyz(r.port, "https", verify)[0] == 200), 60, 0.5, what="https up")

@@ -17,7 +17,6 @@ Each ends with every team's Kueue reservation equal to the GPUs of its bound pod
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -37,11 +36,11 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.gang import set_aside_taints
 from gpuctl.domain.workload import HOLDING_QUOTA, WorkloadState, workload_state
-from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
 from tests.integration.conftest import wait_until
+from tests.integration.serve_process import drop_leader_lease, service_account_kubeconfig, start_serve
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, dump
 from tests.integration.test_gang import Racks, _workload, racks  # noqa: F401 - fixture
-from tests.integration.test_metrics import ROOT, _free_port, _job, _service_account_kubeconfig
+from tests.integration.test_metrics import _job
 from tests.integration.test_tenant_attacks import kueue_gpus
 from tests.integration.test_termination import bound_gpus
 
@@ -113,21 +112,17 @@ def env(racks, cluster, kube, kubectl_bin, tmp_path_factory) -> Iterator[Env]:  
     assert main(["create", "-f", str(tmp / "quota.yaml"), "--kubeconfig", cluster]) == 0
     apply_caller_roles(kube)
     teams = {ns: TeamMember.create(kube, ns, roles=SHIPPED_ROLES) for ns in (racks.ns, over, squat, fill)}
-    sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig", "defrag/rbac.yaml")
-    if kube.get_or_none(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE)):
-        kube.delete(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))
-    log = tmp / "serve.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
-         "--metrics-port", str(_free_port()), "--no-backstop", "--no-leader-elect", "--defrag", racks.pool,
-         "--defrag-settle", str(SETTLE), "--defrag-moves-per-hour", "0"],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
+    sa = service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig", "defrag/rbac.yaml")
+    drop_leader_lease(kube)
+    serve = start_serve(
+        sa, tmp / "serve.log", "--no-backstop", "--no-leader-elect", "--defrag", racks.pool,
+        "--defrag-settle", str(SETTLE), "--defrag-moves-per-hour", "0",
     )  # fmt: skip
+    log = serve.log
     try:
-        yield Env(kube, cluster, racks, teams, log, proc, tmp)
+        yield Env(kube, cluster, racks, teams, log, serve.proc, tmp)
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        serve.stop(20)
         print(f"\n----- gpuctl serve log (tail)\n{log.read_text()[-4000:]}")
         for m in teams.values():
             m.delete()

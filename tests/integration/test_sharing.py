@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,6 +27,7 @@ from gpuctl.server.api import create_app
 from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
 from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.fake_nodes import fake_node
+from tests.integration.serve_process import start_serve
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 
 MIG, SINGLE, TS, PLAIN = "share-mig", "share-single", "share-ts", "share-plain"
@@ -157,22 +156,15 @@ def budget_reserved(kube, ns: str) -> int:
 
 
 @contextlib.contextmanager
-def serve_metrics(kubeconfig: str, *, reconcile: bool = False) -> Iterator[Callable[[], str]]:
+def serve_metrics(kubeconfig: str, log: Path, *, reconcile: bool = False) -> Iterator[Callable[[], str]]:
     """`gpuctl serve` (metrics, and with `reconcile` the reconciler, which writes the slices in use on the
     pool flavors) as a subprocess; yields a function returning its /metrics text."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", kubeconfig, "--address", "127.0.0.1",
-         "--metrics-port", str(port), *(() if reconcile else ("--no-reconcile",)), "--no-api",
-         "--no-leader-elect", "--no-history"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    flags = (*(() if reconcile else ("--no-reconcile",)), "--no-api", "--no-leader-elect", "--no-history")
+    serve = start_serve(kubeconfig, log, *flags)
 
     def scrape() -> str:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{serve.port}/metrics", timeout=5) as r:
                 return r.read().decode()
         except OSError:
             return ""
@@ -180,8 +172,7 @@ def serve_metrics(kubeconfig: str, *, reconcile: bool = False) -> Iterator[Calla
     try:
         yield scrape
     finally:
-        proc.terminate()
-        proc.wait(10)
+        serve.stop()
 
 
 def quota_row(gpuctl, ns: str) -> dict:
@@ -341,7 +332,7 @@ def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path, clus
         # pool's flavor, where a team member (who may not list other teams' pods) reads them.
         apply_caller_roles(kube)
         member = TeamMember.create(kube, ns, roles=SHIPPED_ROLES)
-        with serve_metrics(cluster, reconcile=True) as scrape:
+        with serve_metrics(cluster, tmp_path / "serve.log", reconcile=True) as scrape:
             wait_until(
                 lambda: (
                     metric(scrape(), f'gpuctl_team_budget_used_gpus{{namespace="{ns}"}}')

@@ -25,8 +25,8 @@ from gpuctl.server.api import create_app
 from gpuctl.server.api.auth import ApiKeys, Authenticator, hash_key, new_api_key
 from tests.integration.conftest import wait_until
 from tests.integration.fake_nodes import fake_node
+from tests.integration.own_pool import node_ready, remove_team
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
-from tests.integration.test_gang import _ready, _remove_team
 
 A100_80 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.memory": "81920"}
 A10G = {"nvidia.com/gpu.product": "NVIDIA-A10G", "nvidia.com/gpu.memory": "23028"}
@@ -61,7 +61,7 @@ def pools(cluster, kube, tmp_path_factory) -> Iterator[Pools]:
     member = None
     try:
         for n in nodes:
-            wait_until(lambda n=n: _ready(kube, n), 60, what=f"node {n} Ready")
+            wait_until(lambda n=n: node_ready(kube, n), 60, what=f"node {n} Ready")
         (tmp / "pools.yaml").write_text(
             "\n---\n".join(
                 f"kind: pool\npool: {{name: {names[k]}}}\nnodes:\n"
@@ -79,7 +79,7 @@ def pools(cluster, kube, tmp_path_factory) -> Iterator[Pools]:
             member.delete()
         for k in ("a10g", "mig", "unknown"):
             main(["delete", "pool", names[k], "--kubeconfig", cluster])
-        _remove_team(kube, cluster, ns, names["a100"], nodes)
+        remove_team(kube, cluster, ns, names["a100"], nodes)
 
 
 def _file(tmp: Path, name: str, pools: Pools, resources: str, extra: str = "") -> str:

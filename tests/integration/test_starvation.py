@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import io
 import random
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -33,11 +31,15 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.objects import condition
 from gpuctl.domain.workload import HOLDING_QUOTA, WorkloadState, topology_nodes, workload_state
-from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
 from gpuctl.spec import load_text
 from tests.integration.conftest import wait_until
+from tests.integration.serve_process import (
+    ServeProcess,
+    drop_leader_lease,
+    service_account_kubeconfig,
+    start_serve,
+)
 from tests.integration.test_gang import Racks, _job_file, _workload, racks  # noqa: F401 - fixture
-from tests.integration.test_metrics import ROOT, _free_port, _service_account_kubeconfig
 
 STREAM_IN_FLIGHT = 27  # the pool holds 24 one-GPU jobs: a few always wait behind the gang
 STREAM_MIN_SECONDS, STREAM_MAX_SECONDS = 8, 20
@@ -110,20 +112,15 @@ def stream_team(racks, cluster, kube, tmp_path) -> Iterator[str]:  # noqa: F811
     wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 180, what=f"{ns} gone")
 
 
-def _serve(kube, kubectl_bin, cluster, tmp_path: Path, pool: str) -> tuple[subprocess.Popen, Path]:
-    sa = _service_account_kubeconfig(
+def _serve(kube, kubectl_bin, cluster, tmp_path: Path, pool: str) -> ServeProcess:
+    sa = service_account_kubeconfig(
         kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig", "defrag/rbac.yaml"
     )
-    if kube.get_or_none(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE)):
-        kube.delete(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))
-    log = tmp_path / "serve.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
-         "--metrics-port", str(_free_port()), "--no-backstop", "--no-leader-elect", "--defrag", pool,
-         "--defrag-settle", str(SETTLE), "--defrag-moves-per-hour", "0"],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
+    drop_leader_lease(kube)
+    return start_serve(
+        sa, tmp_path / "serve.log", "--no-backstop", "--no-leader-elect", "--defrag", pool,
+        "--defrag-settle", str(SETTLE), "--defrag-moves-per-hour", "0",
     )  # fmt: skip
-    return proc, log
 
 
 def _tainted(kube, nodes) -> list[str]:
@@ -163,7 +160,7 @@ def test_a_gang_starts_within_the_bound_despite_a_stream_of_small_jobs(
 ):
     stream = Stream(kube, racks.pool, stream_team)
     stream.thread.start()
-    proc = None
+    serve = None
     try:
         wait_until(lambda: stream.in_flight() >= STREAM_IN_FLIGHT, 60, what="the stream fills the pool")
         assert main(["create", "-f", _job_file(tmp_path, racks, "big", 2), "--kubeconfig", cluster]) == 0
@@ -174,7 +171,8 @@ def test_a_gang_starts_within_the_bound_despite_a_stream_of_small_jobs(
             time.sleep(1)
         ended_before = stream.submitted
         # With it: two nodes of one rack set aside, the gang admitted within the bound.
-        proc, log = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool)
+        serve = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool)
+        log = serve.log
         started = time.monotonic()
         held = wait_until(  # (serve patches the nodes one by one: wait for both)
             lambda: t if len(t := _tainted(kube, racks.nodes)) >= 2 else None, 60, what=f"set aside: {log}"
@@ -248,9 +246,8 @@ def test_a_gang_starts_within_the_bound_despite_a_stream_of_small_jobs(
     finally:
         stream.stop.set()
         stream.thread.join(10)
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=20)
+        if serve is not None:
+            serve.stop(20)
         for n in _tainted(kube, racks.nodes):  # a failed run must not leave the pool held
             node = kube.get(path("Node", n))
             taints = [t for t in node["spec"].get("taints") or [] if t["key"] not in SET_ASIDE_TAINT_KEYS]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -37,17 +36,16 @@ from gpuctl.constants import (
     UNCOVERED_TERMINATION_ENDED_REASON,
 )
 from gpuctl.domain.gpus import pod_spec_gpus
-from gpuctl.server.leader import DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE
 from tests.integration.conftest import reset_gpuctl_state, wait_until
 from tests.integration.fake_nodes import fake_node
-from tests.integration.tenancy import EDIT_ROLES, SHIPPED_ROLES, TeamMember, apply_caller_roles, dump
-from tests.integration.test_metrics import (
-    ROOT,
-    _free_port,
-    _job,
-    _remove_serve_rbac,
-    _service_account_kubeconfig,
+from tests.integration.serve_process import (
+    drop_leader_lease,
+    remove_serve_rbac,
+    service_account_kubeconfig,
+    start_serve,
 )
+from tests.integration.tenancy import EDIT_ROLES, SHIPPED_ROLES, TeamMember, apply_caller_roles, dump
+from tests.integration.test_metrics import _job
 from tests.integration.test_tenant_attacks import kueue_gpus
 
 pytestmark = pytest.mark.integration
@@ -130,7 +128,7 @@ def env(
     node, pool, team, other = f"term-{sfx}", f"term-{sfx}", f"term-{sfx}-a", f"term-{sfx}-b"
     kube.create(fake_node(node, None, {GPU_RESOURCE: "8"}))
     members: list[TeamMember] = []
-    proc = None
+    serve = None
     try:
         (tmp / "setup.yaml").write_text(
             f"kind: pool\npool: {{name: {pool}}}\nnodes:\n  {node}: {{gpu-type: A100}}\n---\n"
@@ -145,23 +143,17 @@ def env(
         members.append(editor)
         rival = TeamMember.create(kube, other, roles=SHIPPED_ROLES)
         members.append(rival)
-        sa = _service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig", "evict/rbac.yaml")
-        if kube.get_or_none(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE)):
-            kube.delete(path("Lease", DEFAULT_LEASE_NAME, SYSTEM_NAMESPACE))
-        port = _free_port()
-        log = tmp / "serve.log"
+        sa = service_account_kubeconfig(kube, kubectl_bin, cluster, tmp / "sa-kubeconfig", "evict/rbac.yaml")
+        drop_leader_lease(kube)
         # The defaults but for the two times (the chart's: backstop on, ending terminations on).
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuctl.server.main", "--kubeconfig", str(sa), "--address", "127.0.0.1",
-             "--metrics-port", str(port), "--uncovered-grace", str(GRACE),
-             "--termination-allowance", str(ALLOWANCE)],
-            stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT,
-        )  # fmt: skip
-        e = Env(kube, kubectl_bin, node, pool, team, other, member, editor, rival, port, log, proc)
+        serve = start_serve(
+            sa, tmp / "serve.log", "--uncovered-grace", str(GRACE), "--termination-allowance", str(ALLOWANCE)
+        )
+        port, log = serve.port, serve.log
+        e = Env(kube, kubectl_bin, node, pool, team, other, member, editor, rival, port, log, serve.proc)
 
         def ready() -> bool:
-            if proc.poll() is not None:
-                pytest.fail(f"gpuctl serve exited:\n{log.read_text()[-4000:]}")
+            serve.alive()
             try:
                 return e.metric("gpuctl_serve_leader") == 1
             except OSError:
@@ -170,12 +162,8 @@ def env(
         wait_until(ready, 60, 0.5, what="gpuctl serve synced and leading")
         yield e
     finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        if serve is not None:
+            serve.stop()
             print(f"\n----- gpuctl serve log (tail)\n{(tmp / 'serve.log').read_text()[-3000:]}")
         for m in members:
             m.delete()
@@ -195,7 +183,7 @@ def env(
         except ApiError as e:
             if e.status != 404:
                 raise
-        _remove_serve_rbac(kubectl_bin, cluster, "evict/rbac.yaml")
+        remove_serve_rbac(kubectl_bin, cluster, "evict/rbac.yaml")
         reset_gpuctl_state(kube)
 
 
