@@ -196,20 +196,12 @@ def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
         if resource in PER_REPLICA_KINDS and is_burst(obj):
             continue
         pods = inv.pods_of(resource, obj)
-        burst = (
-            bursts.get((resource, obj["metadata"]["namespace"], obj["metadata"]["name"]))
-            if tier(obj)
-            else None
-        )
-        groups_wls: list[dict] = []
-        if resource == "LeaderWorkerSet":  # its groups' Workloads (and its burst's: a set of their own)
-            groups_wls = inv.workloads_of(resource, obj, pods)
-            groups_wls += inv.workloads_of(resource, burst, pods) if burst is not None else []
-        wl = (
-            least_advanced(groups_wls)
-            if burst is not None and groups_wls
-            else inv.workload_of(resource, obj, pods)
-        )
+        key = (resource, obj["metadata"]["namespace"], obj["metadata"]["name"])
+        burst = bursts.get(key) if tier(obj) else None
+        # A LeaderWorkerSet's groups' Workloads (and its burst's: a set of their own).
+        sets = [] if resource != "LeaderWorkerSet" else [o for o in (obj, burst) if o is not None]
+        groups_wls = [w for o in sets for w in inv.workloads_of(resource, o, pods)]
+        wl = least_advanced(groups_wls) if burst and groups_wls else inv.workload_of(resource, obj, pods)
         pod_wls = {p["metadata"]["uid"]: inv.pod_workload(p, wl) for p in pods}
         words = {uid: pod_status(p, pod_wls[uid]) for p in pods for uid in [p["metadata"]["uid"]]}
         seen = combined(obj, burst) if tier(obj) else obj
