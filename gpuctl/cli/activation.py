@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import ClassVar, Self
 
+from gpuctl.cli.cmdutil import command_error
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.files import add_dry_run_flag
 
@@ -72,7 +73,7 @@ class ActivationOptions:
                     )
                 )
             except ServiceError as e:
-                print(f"error: {e}", file=sys.stderr)
+                print(command_error(e).line(), file=sys.stderr)
                 failed += 1
         self.print(done)
         return 1 if failed else 0

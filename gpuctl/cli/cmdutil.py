@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gpuctl.cli.errors import CommandError
+from gpuctl.cli.errors import CommandError, not_found
 from gpuctl.cli.terminal import escape_terminal
 
 if TYPE_CHECKING:
@@ -89,11 +89,20 @@ def guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespa
         try:
             return fn(args)
         except ServiceError as e:
-            raise CommandError(str(e)) from None
+            raise command_error(e) from None
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper
+
+
+def command_error(e: Exception) -> CommandError:
+    """A service error as the CLI reports it: a named object that does not exist in kubectl's one
+    NotFound text (gpuctl.cli.errors.not_found), any other as its message."""
+    resource = getattr(e, "resource", None)
+    if resource is not None:
+        return not_found(resource, getattr(e, "name", None) or "")
+    return CommandError(str(e))
 
 
 def interruptible() -> None:

@@ -16,3 +16,9 @@ class CommandError(Exception):
     def line(self) -> str:
         """What the user reads on stderr."""
         return f"error: {self}" if self.reason is None else f"Error from server ({self.reason}): {self}"
+
+
+def not_found(resource: str, name: str) -> CommandError:
+    """The one NotFound every verb prints, kubectl's: `Error from server (NotFound): jobs "x" not found`
+    (resource: the plural kubectl names, jobs, pools, nodes, quotas, namespaces), exit 1."""
+    return CommandError(f'{resource} "{name}" not found', reason="NotFound")

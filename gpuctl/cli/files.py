@@ -172,4 +172,4 @@ class FileOptions:
             dry_run=self.args.dry_run,
             **self.submit_flags(),
         )
-        return print_results(self.args, results)
+        return print_results(self.args, results, objects=self.action in ("create", "apply"))

@@ -15,14 +15,13 @@ from gpuctl.cli.cmdutil import (
     connect,
     guard,
     interruptible,
-    job_object_name,
     note,
     or_dash,
     prometheus_of,
     quota_gpu,
     scope,
 )
-from gpuctl.cli.errors import CommandError
+from gpuctl.cli.errors import CommandError, not_found
 from gpuctl.constants import JOB_KINDS
 
 TYPES = {
@@ -113,13 +112,10 @@ def run(args: argparse.Namespace) -> int:
     return handlers[kind](args)
 
 
-def not_found(kind: str, name: str) -> CommandError:
-    """kubectl's `Error from server (NotFound): pods "x" not found`, exit 1."""
-    return CommandError(f'{kind} "{name}" not found', reason="NotFound")
-
-
 # ----------------------------------------------------------------------------- get jobs
-JOB_COLUMNS = ["JOB ID", "NAME", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"]
+# The job table's columns (a job's own row, or one per pod): each a field of the job's object
+# (gpuctl.cli.objects.job_cells). JOB ID is the job's name, stable from queued to finished; POD its pod.
+JOB_COLUMNS = ["JOB ID", "POD", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"]
 WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "REASON"]
 # -o wide with a Prometheus configured (docs/utilisation.md): each row's GPU use, as `gpuctl top` reads it.
 USE_COLUMNS = ["GPUS", "ACTIVITY", "GPU MEMORY", "IDLE FOR"]
@@ -134,22 +130,25 @@ def _job_columns(rows, wide: bool, use: bool = False) -> list[str]:
     return cols + (WIDE_COLUMNS if wide else []) + (USE_COLUMNS if wide and use else [])
 
 
-def _job_cells(r, wide: bool, cluster_column: bool = False, use: dict | None = None) -> list:
-    from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
+def _job_table(rows, headers: list[str], use: dict | None = None) -> list[tuple[dict, list, list]]:
+    """(the job's object, its rows, their cells by column name) per job, cells read from the object."""
+    from gpuctl.cli.objects import job_cells, job_objects, job_row_pairs  # noqa: PLC0415 - lazy: CLI start-up
 
-    cells = [r.job_id, r.name, r.namespace, r.kind, r.status, r.ready, r.node, r.ip, age(r.age)]
-    if cluster_column:
-        cells.insert(JOB_COLUMNS.index("NODE"), r.cluster or "-")
-    if wide:
-        cells += [r.pool, r.priority, r.queue, r.position if r.position else "-", r.reason or "-"]
-    if wide and use is not None:
-        cells += use.get((r.namespace, r.job_id)) or [or_dash(r.gpus), "-", "-", "-"]
-    return cells
+    out = []
+    for obj, rs in job_objects(rows):
+        named = []
+        for r, pod in job_row_pairs(obj, rs):
+            cells = job_cells(obj, pod)
+            if use is not None:
+                cells.update(zip(USE_COLUMNS, use.get((r.namespace, r.job_id)) or ["-"] * 4, strict=True))
+            named.append({h: cells[h] for h in headers})
+        out.append((obj, rs, named))
+    return out
 
 
 def _use_cells(prom, rows) -> dict | None:
-    """-o wide's GPU use cells per row (namespace, JOB ID): one reading of Prometheus for the rows'
-    namespaces (gpuctl.service.gpu_use.row_use); None when it could not be read (a note says why)."""
+    """-o wide's GPU use cells per row (namespace, pod or job name): one reading of Prometheus for the
+    rows' namespaces (gpuctl.service.gpu_use.row_use); None when it could not be read (a note says why)."""
     import time  # noqa: PLC0415 - lazy: CLI start-up
 
     from gpuctl.domain.utilisation import (  # noqa: PLC0415 - lazy: CLI start-up
@@ -182,6 +181,7 @@ def _use_cells(prom, rows) -> dict | None:
 @guard
 def get_jobs(args: argparse.Namespace) -> int:
     from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cluster.paths import type_name  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
 
     if args.watch and args.output not in (None, "wide"):
@@ -199,22 +199,27 @@ def get_jobs(args: argparse.Namespace) -> int:
         selector=args.selector,
         positions=wide or full,
         gpus=full or prom is not None,  # tables show no GPU column but -o wide's GPU use: pods as Table rows
+        estimates=full and not args.json,
     )
     if args.name:
         rows = [r for r in rows if r.name == args.name]
         if not rows:
             raise not_found("jobs", args.name)
-    cluster_column = any(r.cluster for r in rows)
     use = _use_cells(prom, rows) if prom is not None and rows else None
+    headers = _job_columns(rows, wide, use is not None)
+    jobs = _job_table(rows, headers, use)
     emit(
         args,
         Listing(
-            items=rows,
-            doc=lambda r: r.as_dict(),
-            headers=_job_columns(rows, wide, use is not None),
-            rows=[_job_cells(r, wide, cluster_column, use) for r in rows],
-            name=lambda r: job_object_name(r.kind, r.name),
-            labels=lambda r: r.labels,
+            items=[obj for obj, _, _ in jobs],
+            headers=headers,
+            rows=[[list(c.values()) for c in named] for _, _, named in jobs],
+            grouped=True,
+            # its own kind's TYPE/NAME (a LeaderWorkerSet's too), as kubectl reads it back
+            name=lambda o: type_name(o["spec"]["resource"] or "Job", o["metadata"]["name"]),
+            labels=lambda o: o["metadata"]["labels"],
+            legacy=[r.as_dict() for r in rows] if args.json else None,
+            single=bool(args.name),
             empty="No jobs found." if not namespace else f"No jobs found in {namespace} namespace.",
         ),
     )
@@ -243,13 +248,16 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
     from gpuctl.service.inventory import JOB_SELECTOR  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
 
-    col = any(r.cluster for r in rows)
     headers = _job_columns(rows, wide)
 
-    def named(r) -> dict[str, object]:
-        return dict(zip(headers, _job_cells(r, wide, col), strict=True))
+    def named(rows) -> dict[tuple[str, str], dict[str, object]]:
+        return {
+            (r.namespace, r.job_id): cells
+            for _, rs, cells_of in _job_table(rows, headers)
+            for r, cells in zip(rs, cells_of, strict=True)
+        }
 
-    seen = {(r.namespace, r.job_id): named(r) for r in rows}
+    seen = named(rows)
     changed = threading.Event()
     pods = Informer(
         cluster,
@@ -265,7 +273,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
         while True:
             changed.wait()
             changed.clear()
-            for r in list_job_rows(
+            now = list_job_rows(
                 cluster,
                 namespace,
                 pool=args.pool,
@@ -273,11 +281,8 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
                 selector=args.selector,
                 positions=wide,
                 gpus=False,
-            ):
-                if args.name and r.name != args.name:
-                    continue
-                cells = named(r)
-                key = (r.namespace, r.job_id)
+            )
+            for key, cells in named([r for r in now if not args.name or r.name == args.name]).items():
                 if changed_cells(seen.get(key), cells):
                     print("   ".join(str(c) for c in cells.values()), flush=True)
                 seen[key] = cells
@@ -290,6 +295,7 @@ def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
 # ----------------------------------------------------------------------------- get pools
 @guard
 def get_pools(args: argparse.Namespace) -> int:
+    from gpuctl.cli.objects import pool_object  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.usage import list_pools_everywhere  # noqa: PLC0415 - lazy: CLI start-up
 
@@ -314,13 +320,21 @@ def get_pools(args: argparse.Namespace) -> int:
     multi = wide and any(p.clusters for p in pools)
     if multi:
         headers.append("CLUSTERS (FREE/TOTAL)")
+    objs = [pool_object(p) for p in pools]
     rows = []
-    for p in pools:
-        r = [p.name, p.status, p.capacity, p.taken, p.free, len(p.nodes)]
+    for o in objs:
+        st = o["status"]
+        r = [o["metadata"]["name"], st["phase"], st["gpus"]["total"], st["gpus"]["used"], st["gpus"]["free"]]
+        r.append(st["nodes"]["total"])
         if wide:
-            r += [p.reserved, p.queued, ",".join(p.gpu_types) or "-", p.shared or "-"]
+            r += [
+                st["gpus"]["reserved"],
+                st["gpus"]["queued"],
+                ",".join(st["gpuTypes"]) or "-",
+                st["shared"] or "-",
+            ]
         if multi:
-            r.append(_clusters_cell(p.clusters))
+            r.append(_clusters_cell(st["clusters"]))
         rows.append(r)
     for p in pools:
         for c, v in p.clusters.items():
@@ -331,10 +345,11 @@ def get_pools(args: argparse.Namespace) -> int:
     return emit(
         args,
         Listing(
-            items=[p.as_dict() for p in pools],
+            items=objs,
             headers=headers,
             rows=rows,
-            name=lambda item: f"pool/{item['name']}",
+            name=lambda item: f"pool/{item['metadata']['name']}",
+            legacy=[p.as_dict() for p in pools] if args.json else None,
             single=bool(args.name),
             empty="No pools found: create one with `gpuctl create -f pool.yaml`.",
         ),
@@ -359,10 +374,11 @@ def _clusters_cell(clusters: dict[str, dict]) -> str:
 
 @guard
 def get_nodes(args: argparse.Namespace) -> int:
-    from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.objects import node_object  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.nodes import list_nodes  # noqa: PLC0415 - lazy: CLI start-up
 
-    rows = list_nodes(connect(args), pool=args.pool, gpu_type=args.gpu_type)
+    rows = list_nodes(connect(args), pool=args.pool, gpu_type=args.gpu_type, metadata=structured(args.output))
     if args.name:
         rows = [r for r in rows if r["name"] == args.name]
         if not rows:
@@ -372,32 +388,35 @@ def get_nodes(args: argparse.Namespace) -> int:
             "GPU USED and GPU FREE per node need a role that may list every pod (gpuctl-admin); "
             "a pool's use, as Kueue counts it, is in `gpuctl get pools`"
         )
+    objs = [node_object(r) for r in rows]
     return emit(
         args,
         Listing(
-            items=rows,
+            items=objs,
             headers=["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "IP", "POOL"],
             rows=[
                 [
-                    r["name"],
-                    r["status"],
-                    r["gpu_total"],
-                    or_dash(r["gpu_used"]),
-                    or_dash(r["gpu_free"]),
-                    r["gpu_type"] or "-",
-                    r["ip"],
-                    r["pool"] or "-",
+                    o["metadata"]["name"],
+                    o["status"]["phase"],
+                    o["status"]["gpus"]["total"],
+                    or_dash(o["status"]["gpus"]["used"]),
+                    or_dash(o["status"]["gpus"]["free"]),
+                    o["spec"]["gpuType"] or "-",
+                    o["status"]["ip"],
+                    o["spec"]["pool"] or "-",
                 ]
-                for r in rows
+                for o in objs
             ],
-            name=lambda item: f"node/{item['name']}",
+            name=lambda item: f"node/{item['metadata']['name']}",
             single=bool(args.name),
+            legacy=rows if args.json else None,
         ),
     )
 
 
 @guard
 def get_labels(args: argparse.Namespace) -> int:
+    from gpuctl.cli.objects import labels_object  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.printers import Listing, emit, labels_cell  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.nodes import node_labels  # noqa: PLC0415 - lazy: CLI start-up
@@ -410,13 +429,15 @@ def get_labels(args: argparse.Namespace) -> int:
         for k, v in rows[0]["labels"].items():
             print(f"{args.name} {k}={v}")
         return 0
+    objs = [labels_object(r) for r in rows]
     return emit(
         args,
         Listing(
-            items=rows,
+            items=objs,
             headers=["NODE", "LABELS"],
-            rows=[[r["node"], labels_cell(r["labels"])] for r in rows],
-            name=lambda item: f"node/{item['node']}",
+            rows=[[o["metadata"]["name"], labels_cell(o["metadata"]["labels"])] for o in objs],
+            name=lambda item: f"node/{item['metadata']['name']}",
+            legacy=rows if args.json else None,
         ),
     )
 
@@ -426,17 +447,20 @@ def get_labels(args: argparse.Namespace) -> int:
 
 @guard
 def get_quotas(args: argparse.Namespace) -> int:
-    from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.objects import quota_object  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.quantity import format_bytes  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.quotas import quota_rows  # noqa: PLC0415 - lazy: CLI start-up
 
-    rows = quota_rows(connect(args), args.name or scope(args))
+    rows = quota_rows(connect(args), args.name or scope(args), metadata=structured(args.output))
     if args.name and not rows:
         raise not_found("quotas", args.name)
+    objs = [quota_object(q) for q in rows]
     return emit(
         args,
         Listing(
-            items=rows,
+            items=objs,
+            legacy=rows if args.json else None,
             headers=[
                 "QUOTA NAME",
                 "NAMESPACE",
@@ -450,19 +474,19 @@ def get_quotas(args: argparse.Namespace) -> int:
             ],
             rows=[
                 [
-                    q["name"],
-                    q["namespace"],
-                    quota_gpu(q),
-                    q["gpu"]["borrowed"],
-                    "none" if q["gpu"]["borrowing_limit"] is None else q["gpu"]["borrowing_limit"],
-                    f"{q['cpu']['used']}/{q['cpu']['quota'] or 'unlimited'}",
-                    f"{format_bytes(q['memory']['used'])}/{q['memory']['quota'] or 'unlimited'}",
-                    q["pending_workloads"],
-                    q["status"],
+                    o["metadata"]["name"],
+                    o["metadata"]["namespace"],
+                    quota_gpu({"gpu": {"used": o["status"]["gpus"]["used"], "quota": o["spec"]["gpus"]}}),
+                    o["status"]["gpus"]["borrowed"],
+                    "none" if o["spec"]["borrowingLimit"] is None else o["spec"]["borrowingLimit"],
+                    f"{o['status']['cpu']['used']}/{o['spec']['cpu'] or 'unlimited'}",
+                    f"{format_bytes(o['status']['memory']['used'])}/{o['spec']['memory'] or 'unlimited'}",
+                    o["status"]["pendingWorkloads"],
+                    o["status"]["phase"],
                 ]
-                for q in rows
+                for o in objs
             ],
-            name=lambda item: f"quota/{item['name']}",
+            name=lambda item: f"quota/{item['metadata']['name']}",
             empty="No quotas found.",
         ),
     )
@@ -470,6 +494,7 @@ def get_quotas(args: argparse.Namespace) -> int:
 
 @guard
 def get_namespaces(args: argparse.Namespace) -> int:
+    from gpuctl.cli.objects import age_of, namespace_object  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
@@ -479,14 +504,24 @@ def get_namespaces(args: argparse.Namespace) -> int:
         rows = [r for r in rows if r.name == args.name]
         if not rows:
             raise not_found("namespaces", args.name)
+    objs = [namespace_object(r) for r in rows]
     return emit(
         args,
         Listing(
-            items=[{**r.as_dict(), "labels": r.labels} for r in rows],
+            items=objs,
             headers=["NAME", "STATUS", "QUOTA", "AGE"],
-            rows=[[r.name, r.status, r.quota, age(r.age)] for r in rows],
-            name=lambda item: f"namespace/{item['name']}",
-            labels=lambda item: item["labels"],
+            rows=[
+                [
+                    o["metadata"]["name"],
+                    o["status"]["phase"],
+                    o["spec"]["quota"],
+                    age(age_of(o["metadata"]["creationTimestamp"])),
+                ]
+                for o in objs
+            ],
+            name=lambda item: f"namespace/{item['metadata']['name']}",
+            labels=lambda item: item["metadata"]["labels"],
+            legacy=[{**r.as_dict(), "labels": r.labels} for r in rows] if args.json else None,
             single=bool(args.name),
         ),
     )

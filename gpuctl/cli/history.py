@@ -53,7 +53,13 @@ class HistoryOptions:
 
     def run(self) -> int:
         from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
-        from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cli.objects import history_object  # noqa: PLC0415 - lazy: CLI start-up
+        from gpuctl.cli.printers import (  # noqa: PLC0415 - lazy: CLI start-up
+            Listing,
+            emit,
+            fmt_of,
+        )
+        from gpuctl.cluster.paths import type_name  # noqa: PLC0415 - lazy: CLI start-up
         from gpuctl.service import history  # noqa: PLC0415 - lazy: CLI start-up
 
         if self.args.show_labels:
@@ -66,16 +72,42 @@ class HistoryOptions:
         every = self.namespace is None
         where = f"namespace {self.namespace}" if self.namespace else "any namespace"
         what = f" of job {self.args.job}" if self.args.job else ""
+        kinds = _live_kinds(cluster, records) if fmt_of(self.args.output)[0] == "name" else {}
+        objs = [history_object(r, r.kind or kinds.get((r.namespace, r.job), "")) for r in records]
         return emit(
             self.args,
             Listing(
-                items=[r.as_dict() for r in records],
+                items=objs,
                 headers=[*(["NAMESPACE"] if every else []), "TIME", "JOB", "ACTION", "ACTOR", "REASON"],
                 rows=[
-                    [*([r.namespace] if every else []), r.time, r.job, r.action, r.actor, r.reason]
-                    for r in records
+                    [
+                        *([o["metadata"]["namespace"]] if every else []),
+                        o["metadata"]["creationTimestamp"],
+                        o["spec"]["job"],
+                        o["spec"]["action"],
+                        o["spec"]["actor"],
+                        o["spec"]["reason"],
+                    ]
+                    for o in objs
                 ],
-                name=lambda item: f"job/{item['job']}",  # the jobs that have records, each once
+                # the jobs that have records, each once, as kubectl reads them (statefulset.apps/x)
+                name=lambda item: type_name(item["spec"]["resource"] or "Job", item["spec"]["job"]),
                 empty=f"No history{what} in {where} (gpuctl serve --history writes it; docs/audit.md)",
             ),
         )
+
+
+def _live_kinds(cluster, records) -> dict[tuple[str, str], str]:
+    """The kind of each job whose records were written before records kept it (Record.kind ""), read
+    from the job's object if it still exists (Job, then StatefulSet, Deployment, LeaderWorkerSet): for
+    `-o name`. A job gone and unrecorded stays a Job."""
+    from gpuctl.cluster import path  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.inventory import CONTROLLER_KINDS  # noqa: PLC0415 - lazy: CLI start-up
+
+    out: dict[tuple[str, str], str] = {}
+    for ns, job in dict.fromkeys((r.namespace, r.job) for r in records if not r.kind):
+        for kind in CONTROLLER_KINDS:
+            if cluster.get_or_none(path(kind, job, namespace=ns)) is not None:
+                out[(ns, job)] = kind
+                break
+    return out

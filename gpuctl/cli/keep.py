@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Self
 
+from gpuctl.cli.cmdutil import command_error
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.files import add_dry_run_flag
 
@@ -76,7 +77,7 @@ class KeepOptions:
                     keep_job(cluster, name, self.namespace, self.seconds or 0, dry_run=self.args.dry_run)
                 )
             except ServiceError as e:
-                print(f"error: {e}", file=sys.stderr)
+                print(command_error(e).line(), file=sys.stderr)
                 failed += 1
         fmt = self.args.output
         if fmt in ("json", "yaml"):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-from gpuctl.cli.errors import CommandError
 from gpuctl.cli.files import add_dry_run_flag
 from gpuctl.cli.report import print_lines
 
@@ -29,7 +28,7 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuctl.cli.cmdutil import connect  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.cmdutil import command_error, connect  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.errors import ServiceError  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.nodes import label_nodes, parse_label_args  # noqa: PLC0415 - lazy: CLI start-up
 
@@ -37,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         nodes, changes = parse_label_args(args.args, args.delete)
         lines = label_nodes(connect(args), nodes, changes, overwrite=args.overwrite, dry_run=args.dry_run)
     except ServiceError as e:
-        raise CommandError(str(e)) from None
+        raise command_error(e) from None
     if args.output in ("json", "yaml"):
         from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
 

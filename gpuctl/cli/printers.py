@@ -54,6 +54,8 @@ class Listing:
         doc: Callable[[Any], dict] = _itself,
         single: bool = False,
         empty: str = "No resources found.",
+        grouped: bool = False,
+        legacy: list[Any] | None = None,
     ):
         self.items, self.headers, self.rows, self.name = items, headers, rows, name
         self.labels = labels  # None: the items carry no labels
@@ -62,6 +64,10 @@ class Listing:
         self.doc = doc
         self.single = single  # one named object: -o json prints the item, not a List
         self.empty = empty
+        # grouped: rows[i] is the list of table rows of items[i] (a job and its pods), not one row.
+        self.grouped = grouped
+        # What the earlier gpuctl's --json prints (its flat rows, its bare array); None: the documents.
+        self.legacy = legacy
 
 
 def fmt_of(output: str | None) -> tuple[str | None, str]:
@@ -97,7 +103,12 @@ def emit(args: Any, listing: Listing) -> int:
     items = [i for i, _ in pairs]
     originals = [keys.get(id(i), i) for i in items]  # what name and labels read
     if fmt == "json" and getattr(args, "json", False):
-        print_data(items, "json")  # the earlier gpuctl's --json: the bare array its scripts read
+        if listing.legacy is not None and (selector or sort_by):
+            raise CommandError(
+                "--json prints the earlier gpuctl's rows: use -o json with --sort-by or --field-selector"
+            )
+        # the earlier gpuctl's --json: the bare array of its rows, which its scripts read
+        print_data(listing.legacy if listing.legacy is not None else items, "json")
     elif fmt in ("json", "yaml"):
         print_data(items[0] if listing.single and len(items) == 1 else {**LIST_HEADER, "items": items}, fmt)
     elif fmt == "name":
@@ -112,10 +123,15 @@ def emit(args: Any, listing: Listing) -> int:
     elif not pairs:
         print(listing.empty, file=sys.stderr)
     else:
-        headers, rows = listing.headers, [r for _, r in pairs]
+        headers = listing.headers
+        groups = [g if listing.grouped else [g] for _, g in pairs]
         if getattr(args, "show_labels", False) and listing.labels is not None:
             headers = [*headers, "LABELS"]
-            rows = [[*r, labels_cell(listing.labels(i))] for i, r in zip(originals, rows, strict=True)]
+            groups = [
+                [[*r, labels_cell(listing.labels(i))] for r in g]
+                for i, g in zip(originals, groups, strict=True)
+            ]
+        rows = [r for g in groups for r in g]
         table([] if getattr(args, "no_headers", False) else headers, rows)
     return 0
 
@@ -302,7 +318,7 @@ def _less(a: Any, b: Any) -> bool:
 def field_filter(selector: str, items: Sequence[dict]) -> Callable[[dict], bool]:
     """`k=v`, `k==v`, `k!=v` joined by commas, on the items' fields (a dotted path for nested ones)."""
     terms = []
-    known = {k for i in items for k in i} if items else set()
+    known = {k for i in items for k in _scalar_paths(i)} if items else set()
     for part in selector.split(","):
         part = part.strip()
         if "!=" in part:
@@ -331,6 +347,18 @@ def field_filter(selector: str, items: Sequence[dict]) -> Callable[[dict], bool]
     return lambda item: all((value_of(item, k) == v) == want for k, v, want in terms)
 
 
+def _scalar_paths(item: dict, prefix: str = "") -> list[str]:
+    """The dotted paths of an item's scalar fields (`metadata.name`, `status.phase`): what a field
+    selector can name."""
+    out = []
+    for k, v in item.items():
+        if isinstance(v, dict):
+            out += _scalar_paths(v, f"{prefix}{k}.") if k != "labels" else []
+        elif not isinstance(v, list):
+            out.append(prefix + k)
+    return out
+
+
 def _has_path(item: dict, key: str) -> bool:
     """Whether a dotted field path names a field of the item (`status.phase` does not where `status` is a
     word: docs/cli.md, it matched nothing in silence)."""
@@ -339,4 +367,4 @@ def _has_path(item: dict, key: str) -> bool:
         if not isinstance(v, dict) or k not in v:
             return False
         v = v[k]
-    return True
+    return not isinstance(v, (dict, list))  # `status` of an object is no value to compare

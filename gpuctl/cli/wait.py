@@ -23,7 +23,7 @@ import sys
 import time
 
 from gpuctl.cli.cmdutil import connect, interruptible, job_object_name, scope
-from gpuctl.cli.errors import CommandError
+from gpuctl.cli.errors import CommandError, not_found
 
 FOR = ("admitted", "running", "complete", "failed", "deleted")  # gpuctl.domain.status.WAIT_FOR + deleted
 DEFAULT_TIMEOUT = "30s"
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                         print(f"{shown[name]} condition met", flush=True)
                     pending.remove(name)
                     continue
-                raise CommandError(f'jobs "{name}" not found', reason="NotFound") from None
+                raise not_found("jobs", name) from None
             except ServiceError as e:
                 raise CommandError(str(e)) from None
             shown[name] = job_object_name(job.kind, job.name)

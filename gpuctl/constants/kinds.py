@@ -46,3 +46,7 @@ PRIORITY_VALUE: Final = {Priority.HIGH: 1_000_000, Priority.MEDIUM: 500_000, Pri
 # Work that borrows from other teams may preempt their borrowed work only up to this priority
 # (Kueue's borrowWithinCohort.maxPriorityThreshold): medium and low can be taken back, high never.
 BORROW_PREEMPT_THRESHOLD: Final = PRIORITY_VALUE[Priority.MEDIUM]
+
+# The apiVersion of the objects `get` and `history` print with -o json|yaml (gpuctl.cli.objects,
+# docs/cli.md): a view gpuctl computes from Kubernetes and Kueue objects, not an API the server stores.
+VIEW_API_VERSION: Final = "gpuctl.runwhere.ai/v1alpha1"

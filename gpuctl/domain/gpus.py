@@ -219,3 +219,32 @@ def gpu_requests_by_pool(
         for r, n in pod_spec_gpu_requests(spec).items():
             held[r] = held.get(r, 0) + n
     return out
+
+
+def controller_asks(resource: str, obj: Mapping[str, Any]) -> tuple[int, int, int]:
+    """What a job's controller asks for: (GPU budget units of all its pods, whole GPUs and slices alike
+    as pod_spec_gpu_units counts them; nodes of one gang or one multi-node replica; replicas). A Job's
+    pods are its parallelism (one gang of them when Indexed, gpuctl.domain.gang); a Deployment's and a
+    StatefulSet's, replicas x 1; a LeaderWorkerSet's, replicas x its group size (leader and workers)."""
+    spec = obj.get("spec") or {}
+
+    def count(v: Any, default: int = 1) -> int:
+        return default if v is None else int(v)
+
+    def tmpl(t: Any) -> Mapping[str, Any] | None:
+        return (t or {}).get("spec") if isinstance(t, dict) else None
+
+    if resource == "LeaderWorkerSet":
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        size, replicas = count(lwt.get("size")), count(spec.get("replicas"))
+        worker = pod_spec_gpu_units(tmpl(lwt.get("workerTemplate")))
+        leader = pod_spec_gpu_units(tmpl(lwt.get("leaderTemplate"))) if lwt.get("leaderTemplate") else worker
+        return replicas * (leader + worker * (size - 1)), size, replicas
+    per_pod = pod_spec_gpu_units(tmpl(spec.get("template")))
+    if resource == "Job":
+        from gpuctl.domain.gang import gang_nodes  # noqa: PLC0415 - gang imports this module
+
+        pods = count(spec.get("parallelism"))
+        return per_pod * pods, gang_nodes(obj), pods
+    replicas = count(spec.get("replicas"))
+    return per_pod * replicas, 1, replicas

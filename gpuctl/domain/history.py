@@ -116,6 +116,9 @@ class Record:
     actor: str
     reason: str
     uid: str = ""
+    # The Kubernetes kind of the job's controller (Job, Deployment, StatefulSet, LeaderWorkerSet), what
+    # `history -o name` prints (statefulset.apps/x); "" in records written before it was kept.
+    kind: str = ""
 
     @property
     def key(self) -> str:
@@ -172,6 +175,8 @@ def _owner_pod(wl: Mapping[str, Any]) -> str:
 
 
 def owner_kind(wl: Mapping[str, Any]) -> str:
+    """The Kubernetes kind of the job a Workload belongs to (job_name's object): its owner's kind; a
+    pod's own Workload is a Deployment's (gpuctl queues a Deployment's pods one by one)."""
     owner = owner_ref(wl)
     if not owner:
         return ""

@@ -152,3 +152,14 @@ def pod_template(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """A controller's pod template (a LeaderWorkerSet's: its workers'); {} when it has none."""
     found = pod_templates(obj)
     return found[-1] if found else {}
+
+
+def identity(obj: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The metadata a gpuctl view of an object carries of it (gpuctl.cli.objects, docs/cli.md): its uid,
+    creationTimestamp and labels."""
+    m = meta(obj)
+    return {
+        "uid": m.get("uid", ""),
+        "creationTimestamp": m.get("creationTimestamp"),
+        "labels": dict(labels(obj)),
+    }

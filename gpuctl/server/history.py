@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -185,14 +186,19 @@ class HistoryRecorder:
                 recs = workload_records(obj, uids=uids, deleted_at=deleted_at)
                 if any(r.action == "submitted" and r.key not in written for r in recs):
                     who = self._submitter(obj)
-                    recs = [r if r.action != "submitted" else _with_actor(r, who) for r in recs]
+                    recs = [r if r.action != "submitted" else replace(r, actor=who) for r in recs]
+                job = owner_kind(obj)
             elif kind == "HorizontalPodAutoscaler":
                 recs = hpa_records(obj)
+                job = str(((obj.get("spec") or {}).get("scaleTargetRef") or {}).get("kind") or "")
             else:
-                recs = event_records(
-                    obj, lambda n, w: workloads.get(f"{n}/{w}") or seen.get(f"{n}/{w}"), uids
-                )
-            out.setdefault(ns, []).extend(recs)
+                find = lambda n, w: workloads.get(f"{n}/{w}") or seen.get(f"{n}/{w}")  # noqa: E731
+                recs = event_records(obj, find, uids)
+                regarding = obj.get("regarding") or obj.get("involvedObject") or {}
+                wl = find(ns, str(regarding.get("name") or ""))
+                job = owner_kind(wl) if wl is not None else ""
+            # The job's kind on every record (what `history -o name` prints: statefulset.apps/x).
+            out.setdefault(ns, []).extend(r if r.kind or not job else replace(r, kind=job) for r in recs)
         return out
 
     def flush(self) -> int:
@@ -281,7 +287,3 @@ class HistoryRecorder:
             except Exception:
                 log.exception("history flush failed")
             stop.wait(self.interval)
-
-
-def _with_actor(r: Record, actor: str) -> Record:
-    return Record(r.time, r.namespace, r.job, r.action, actor, r.reason, r.uid)

@@ -14,7 +14,15 @@ class ServiceError(Exception):
 
 
 class NotFound(ServiceError):
+    """resource (kubectl's plural: jobs, pools, nodes, quotas, namespaces) and name: the object asked for
+    by name that does not exist; the CLI prints kubectl's `Error from server (NotFound): jobs "x" not
+    found` for every verb (gpuctl.cli.errors.not_found); the message stays the API's text."""
+
     status = 404
+
+    def __init__(self, message: str, *, resource: str | None = None, name: str | None = None):
+        super().__init__(message)
+        self.resource, self.name = resource, name
 
 
 class Conflict(ServiceError):

@@ -8,7 +8,7 @@ import re
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
 from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, groups_gpus, groups_waiting, replica_groups
-from gpuctl.domain.gpus import pod_gpus, slices_held, workload_gpus, workload_slices
+from gpuctl.domain.gpus import controller_asks, pod_gpus, slices_held, workload_gpus, workload_slices
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, owner_refs, pod_finished
 from gpuctl.domain.serving import combined, is_burst, scale, service_of, tier, tier_groups
@@ -31,7 +31,7 @@ from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.inventory import PER_REPLICA_KINDS, Inventory, least_advanced
 from gpuctl.service.members import worker
-from gpuctl.service.waiting import snapshot
+from gpuctl.service.waiting import job_estimate, snapshot
 
 # JobRow and Job are plain classes: a dataclass compiles its generated methods when the module loads,
 # and every `get jobs` loads this one (bench/reads.py).
@@ -62,7 +62,9 @@ class JobRow:
     """One row of `get jobs`: a pod, or a job that has no pod yet (queued). Earlier gpuctl's JSON keys
     (ROW_FIELDS, in their order)."""
 
-    __slots__ = ROW_FIELDS
+    # owner: the facts of the job the row belongs to (JobFacts: its object's uid and creationTimestamp,
+    # what it asked), shared by a job's rows; not a row field (the API's and --json's rows leave it out).
+    __slots__ = (*ROW_FIELDS, "owner")
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class JobRow:
         # An autoscaled service's own row (gpuctl.domain.serving.Scale.as_dict: minReplicas, maxReplicas,
         # desired, ready, running, waiting); None on every other row.
         self.replicas = replicas
+        self.owner: JobFacts | None = None
 
     def as_dict(self) -> dict:
         """Its fields in order (the earlier gpuctl's JSON keys), what dataclasses.asdict gave."""
@@ -117,6 +120,32 @@ class JobRow:
 
     def __repr__(self) -> str:
         return f"JobRow({', '.join(f'{k}={getattr(self, k)!r}' for k in ROW_FIELDS)})"
+
+
+class JobFacts:
+    """What every row of one job shares (what `get jobs -o json` prints per job, gpuctl.cli.objects):
+    its object's uid and creationTimestamp, its resource (Job, Deployment, StatefulSet, LeaderWorkerSet),
+    what it asked (GPUs as budget units, whole GPUs and slices alike; nodes of a gang; replicas), its
+    status word and reason, and when it starts at the latest (an Estimate's startsBy, RFC 3339) when
+    estimates were asked."""
+
+    __slots__ = (
+        "created",
+        "nodes",
+        "position",
+        "replicas",
+        "resource",
+        "starts_by",
+        "status",
+        "uid",
+        "units",
+    )
+
+    def __init__(self, job: Job, starts_by: str | None = None):
+        m = job.obj["metadata"]
+        self.uid, self.created, self.resource = m.get("uid", ""), m.get("creationTimestamp"), job.resource
+        self.units, self.nodes, self.replicas = controller_asks(job.resource, job.obj)
+        self.status, self.position, self.starts_by = job.status, job.position, starts_by
 
 
 class Job:
@@ -238,6 +267,7 @@ def list_job_rows(
     gpus: bool = True,
     reasons: bool = True,
     perms: Permissions | None = None,
+    estimates: bool = False,
 ) -> list[JobRow]:
     """Rows of `get jobs`: every pod of every gpuctl job, plus one row per job without pods.
 
@@ -247,6 +277,8 @@ def list_job_rows(
     reasons=False leaves REASON empty, for a caller that does not print it (the API's rows): no
     snapshot of the cluster is built to judge why each waiting job waits. inventory: the command's
     reading of the cluster, when the caller has one (else one is made here, read as the table needs).
+    Every row carries its job's JobFacts (`owner`); estimates=True adds when a waiting job starts at the
+    latest (gpuctl.service.waiting.job_estimate, against the snapshot its reason was judged on).
     """
     inv = inventory or _rows_inventory(cluster, namespace, positions=positions, gpus=gpus, perms=perms)
     wanted = _selector_filter(selector)
@@ -255,9 +287,18 @@ def list_job_rows(
     for job in collect_jobs(inv, positions=positions):
         if (kind and job.kind != kind) or (pool and (job.pool or "") != pool) or not wanted(job.labels):
             continue
-        rows += _job_rows(inv, job, why, positions=positions, gpus=gpus)
+        mine = _job_rows(inv, job, why, positions=positions, gpus=gpus)
+        facts = JobFacts(job, _starts_by(inv, job) if estimates else None)
+        for r in mine:
+            r.owner = facts
+        rows += mine
     rows.sort(key=lambda r: (r.namespace, r.name, r.job_id))
     return rows
+
+
+def _starts_by(inv: Inventory, job: Job) -> str | None:
+    est = job_estimate(inv, job)
+    return None if est is None else est.as_dict()["startsBy"]
 
 
 def _rows_inventory(
@@ -512,7 +553,7 @@ def find_job(
     matches = matching_jobs(collect_jobs(inv, positions=positions), name)
     if not matches:
         where = f" in namespace {namespace}" if namespace else ""
-        raise NotFound(f"job {name} not found{where}")
+        raise NotFound(f"job {name} not found{where}", resource="jobs", name=name)
     if len(matches) > 1:
         where = ", ".join(sorted(f"{j.namespace} ({j.kind})" for j in matches))
         raise ServiceError(f"job {name} exists in several places: {where}; pass -n NAMESPACE")

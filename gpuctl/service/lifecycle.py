@@ -65,6 +65,13 @@ class Result:
     # HTTP-style status of the error (ServiceError.status, or the API server's for ApiError), so the
     # REST API can answer 404/409/403 instead of a blanket 400; None for other errors.
     error_status: int | None = None
+    # The plural of the named object that does not exist (a NotFound's resource): the CLI prints kubectl's
+    # NotFound text for it (gpuctl.cli.errors.not_found).
+    missing: str | None = None
+    # What was written, as the API server answered (a server dry run: its answer, defaults and mutating
+    # policies applied); a pool's or a quota's: the objects gpuctl sent. What `create|apply -o json|yaml`
+    # prints (kubectl's create -o yaml).
+    written: list[dict] = field(default_factory=list)
     objects: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -130,10 +137,12 @@ def submit(
             require_admin(cluster, spec.kind, action, dry_run, perms)
             if isinstance(spec, PoolSpec):
                 r.lines = _apply_pool(cluster, spec, doc.source, create=action == "create", dry_run=dry_run)
+                r.written = _sent(doc, default_ns)
             elif isinstance(spec, QuotaSpec):
                 from gpuctl.service.quotas import apply_quota  # noqa: PLC0415 - lazy: job create
 
                 r.lines = apply_quota(cluster, spec, create=action == "create", dry_run=dry_run)
+                r.written = _sent(doc, default_ns)
             else:
                 r.namespace = spec_namespace(spec, default_ns)
                 r.objects = planned[i]
@@ -146,6 +155,7 @@ def submit(
                     when=when,
                     source=doc.source,
                     submitted_by=submitted_by,
+                    answers=r.written,
                 )
             r.action = "created" if action == "create" else "applied"
         except (ServiceError, ApiError, OSError) as e:
@@ -157,6 +167,13 @@ def submit(
             break
         results.append(r)
     return results
+
+
+def _sent(doc: Document, default_ns: str) -> list[dict]:
+    """The objects a pool's or a quota's document writes, as gpuctl sends them (gpuctl.service.plan)."""
+    from gpuctl.service.plan import plan_documents  # noqa: PLC0415 - lazy: -o json|yaml only
+
+    return plan_documents([doc], default_ns).objects
 
 
 def _apply_pool(cluster: Cluster, spec: PoolSpec, source: str, *, create: bool, dry_run: DryRun) -> list[str]:
@@ -269,9 +286,17 @@ def _write_job(
     when: _When | None = None,
     source: str | None = None,
     submitted_by: str | None = None,
+    answers: list[dict] | None = None,
 ) -> list[str]:
     lines = _write_objects(
-        cluster, objs, action=action, dry_run=dry_run, force=force, source=source, submitted_by=submitted_by
+        cluster,
+        objs,
+        action=action,
+        dry_run=dry_run,
+        force=force,
+        source=source,
+        submitted_by=submitted_by,
+        answers=answers,
     )
     if dry_run is DryRun.SERVER and when is not None and objs and objs[0]["kind"] in CONTROLLER_KINDS:
         lines.append(when.line(objs[0]))
@@ -287,7 +312,11 @@ def _write_objects(
     force: bool,
     source: str | None = None,
     submitted_by: str | None = None,
+    answers: list[dict] | None = None,
 ) -> list[str]:
+    """Create or apply a job's objects; `answers` gets each object as the API server answered (the
+    object itself when nothing was sent: a client dry run; the stored one when unchanged)."""
+    answers = [] if answers is None else answers
     for o in objs:
         o["metadata"].setdefault("annotations", {})[SPEC_HASH] = _spec_hash(o)
         if submitted_by and o["kind"] in CONTROLLER_KINDS:
@@ -299,13 +328,15 @@ def _write_objects(
             for o in objs:
                 if writes:
                     try:
-                        cluster.create(o, dry_run=server_dry)
+                        answers.append(cluster.create(o, dry_run=server_dry))
                     except ApiError as e:
                         if e.status == 409 and o["kind"] in CONTROLLER_KINDS:
                             raise taken_name(o, o["kind"], source) from None
                         if o["kind"] == HPA:
                             raise hpa_refused(o, e) from None
                         raise
+                else:
+                    answers.append(o)
                 done.append(o)
                 if dry_run.persists and o["kind"] == HPA:
                     start_burst_at_zero(cluster, o)
@@ -321,24 +352,28 @@ def _write_objects(
         existing = cluster.get_or_none(path(o["kind"], meta["name"], meta["namespace"]))
         if existing is None:
             if writes:
-                cluster.create(o, dry_run=server_dry)
+                answers.append(cluster.create(o, dry_run=server_dry))
                 if dry_run.persists and o["kind"] == HPA:
                     start_burst_at_zero(cluster, o)
+            else:
+                answers.append(o)
             lines.append(f"{_label(o)} created{gang_note(o)}")
             continue
         if (existing["metadata"].get("annotations") or {}).get(SPEC_HASH) == meta["annotations"][SPEC_HASH]:
+            answers.append(existing)
             lines.append(f"{_label(o)} unchanged")
             continue
         first = (existing["metadata"].get("annotations") or {}).get(AUDIT_SUBMITTED_BY_ANNOTATION)
         if first and o["kind"] != "Job":  # a changed Deployment or notebook keeps who submitted it
             meta["annotations"][AUDIT_SUBMITTED_BY_ANNOTATION] = first
         if o["kind"] == "Job":  # re-created: a new submission, by this caller
-            lines.append(_replace_job(cluster, existing, o, dry_run=dry_run, force=force))
+            lines.append(_replace_job(cluster, existing, o, dry_run=dry_run, force=force, answers=answers))
         elif not writes:
+            answers.append(o)
             lines.append(f"{_label(o)} configured")
         else:
             try:
-                cluster.apply(o, dry_run=server_dry)
+                answers.append(cluster.apply(o, dry_run=server_dry))
                 lines.append(f"{_label(o)} configured")
             except ApiError as e:
                 if o["kind"] == "StatefulSet" and e.status in (400, 403, 422):
@@ -351,7 +386,9 @@ def _write_objects(
     return lines
 
 
-def _replace_job(cluster: Cluster, existing: dict, desired: dict, *, dry_run: DryRun, force: bool) -> str:
+def _replace_job(
+    cluster: Cluster, existing: dict, desired: dict, *, dry_run: DryRun, force: bool, answers: list[dict]
+) -> str:
     """A Job's pod template is immutable: re-create it, but not while it runs unless forced."""
     meta = desired["metadata"]
     st = existing.get("status") or {}
@@ -368,6 +405,7 @@ def _replace_job(cluster: Cluster, existing: dict, desired: dict, *, dry_run: Dr
             cluster.delete(
                 p, propagation="Foreground", precondition_uid=existing["metadata"]["uid"], dry_run=True
             )
+        answers.append(desired)  # the create cannot be asked while the old Job exists
         return f"{_label(desired)} replaced"
     cluster.delete(p, propagation="Foreground", precondition_uid=existing["metadata"]["uid"])
     deadline = time.monotonic() + 60
@@ -375,7 +413,7 @@ def _replace_job(cluster: Cluster, existing: dict, desired: dict, *, dry_run: Dr
         if time.monotonic() > deadline:
             raise ServiceError(f"job {meta['name']}: the old Job was not gone after 60s; try again")
         time.sleep(0.3)
-    cluster.create(desired)
+    answers.append(cluster.create(desired))
     return f"{_label(desired)} replaced"
 
 
@@ -454,6 +492,7 @@ def delete_by_name(
         except (ServiceError, ApiError) as e:
             r.error = describe_exception(e) if isinstance(e, ApiError) else str(e)
             r.error_status = e.status
+            r.missing = getattr(e, "resource", None)
         results.append(r)
     return results
 
@@ -463,7 +502,7 @@ def _delete_namespace(cluster: Cluster, name: str, *, dry_run: DryRun) -> list[s
 
     ns = cluster.get_or_none(path("Namespace", name))
     if ns is None:
-        raise NotFound(f"namespace {name} not found")
+        raise NotFound(f"namespace {name} not found", resource="namespaces", name=name)
     if (ns["metadata"].get("labels") or {}).get(Labels.MANAGED_BY) != MANAGED_BY_VALUE:
         raise Conflict(f"namespace {name} was not created by gpuctl; gpuctl does not delete it")
     lines = []

@@ -13,6 +13,7 @@ from gpuctl.cluster import Cluster, path
 from gpuctl.constants import Labels
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.gpus import pod_gpus, pod_holds_gpus
+from gpuctl.domain.objects import identity
 from gpuctl.domain.pools import node_gpu_type, node_gpus, node_pool, node_ready
 from gpuctl.service.access import Permissions, permissions_of
 from gpuctl.service.errors import Conflict, NotFound, ServiceError, require
@@ -59,10 +60,16 @@ def list_nodes(
     pool: str | None = None,
     gpu_type: str | None = None,
     perms: Permissions | None = None,
+    metadata: bool = False,
 ) -> list[dict]:
+    """`get nodes`' rows; metadata=True adds each node's uid, creationTimestamp and labels (`metadata`:
+    gpuctl.domain.objects.identity), what `get nodes -o json` prints."""
     inv = Inventory(cluster, perms=perms)
     used = gpus_by_node(inv.bound_pods) if inv.sees_every_pod else None
     rows = [node_row(n, None if used is None else used.get(n["metadata"]["name"], 0)) for n in inv.nodes]
+    if metadata:
+        for r, n in zip(rows, inv.nodes, strict=True):
+            r["metadata"] = identity(n)
     if pool:
         rows = [r for r in rows if r["pool"] == pool]
     if gpu_type:
@@ -73,7 +80,7 @@ def list_nodes(
 def get_node(cluster: Cluster, name: str) -> dict:
     node = cluster.get_or_none(path("Node", name))
     if node is None:
-        raise NotFound(f"node {name} not found")
+        raise NotFound(f"node {name} not found", resource="nodes", name=name)
     return node
 
 

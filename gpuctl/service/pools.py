@@ -89,7 +89,7 @@ def describe_pool(cluster: Cluster, name: str, perms: Permissions | None = None)
     every pod; jobs of the namespaces the caller may read (`jobs_namespaces`; None: every one)."""
     inv = Inventory(cluster, None, perms=perms)
     if name not in inv.pools:
-        raise NotFound(f"pool {name} not found")
+        raise NotFound(f"pool {name} not found", resource="pools", name=name)
     u = pool_usage(inv, with_pods=inv.sees_every_pod)[name]
     nodes = [n for n in inv.nodes if node_pool(n) == name]
     teams = []
@@ -388,7 +388,7 @@ def isolate_pool(
     inv = inv or Inventory(cluster, None)
     flavor = inv.flavor(name)
     if flavor is None or not is_gpuctl_object(flavor):
-        raise NotFound(f"pool {name} not found")
+        raise NotFound(f"pool {name} not found", resource="pools", name=name)
     lines = []
     want = pool_tolerations(inv.nodes, name)
     if flavor_tolerations(flavor) != want:
@@ -436,7 +436,7 @@ def delete_pool(
     if flavor is None:
         if name == DEFAULT_POOL:
             raise NotFound("pool default has not been created (jobs without a pool wait for it)")
-        raise NotFound(f"pool {name} not found")
+        raise NotFound(f"pool {name} not found", resource="pools", name=name)
     if not is_gpuctl_object(flavor):
         raise Conflict(f"ResourceFlavor {name} was not created by gpuctl; gpuctl leaves it alone")
     users = jobs_using_pool(inv, name)

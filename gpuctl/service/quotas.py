@@ -17,7 +17,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.dryrun import DryRun
 from gpuctl.domain.multicluster import team_checks, worker_clusters
-from gpuctl.domain.objects import is_gpuctl_object
+from gpuctl.domain.objects import identity, is_gpuctl_object
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.domain.sharing import units_to_gpus
 from gpuctl.domain.teams import cores, team_from_cluster_queue, team_usage
@@ -236,7 +236,7 @@ def delete_quota(
         and (namespaces is None or cq["metadata"]["name"] in namespaces)
     ]
     if not cqs:
-        raise NotFound(f"quota {name} not found")
+        raise NotFound(f"quota {name} not found", resource="quotas", name=name)
     workers = worker_clusters(inv.flavors) if dry_run.persists else []  # MultiKueue's (docs/multicluster.md)
     lines = []
     for cq in cqs:
@@ -272,8 +272,10 @@ def delete_quota(
     return lines
 
 
-def quota_rows(cluster: Cluster, namespace: str | None = None) -> list[dict]:
-    """One row per team: budget and Kueue's usage (reserved), borrowing, guarantees."""
+def quota_rows(cluster: Cluster, namespace: str | None = None, *, metadata: bool = False) -> list[dict]:
+    """One row per team: budget and Kueue's usage (reserved), borrowing, guarantees. metadata=True adds
+    the team's ClusterQueue's uid, creationTimestamp and labels (`metadata`), what `get quotas -o json`
+    prints."""
     inv = Inventory(cluster, None)
     rows = []
     for ns, cq in sorted(inv.team_queues.items()):
@@ -303,4 +305,6 @@ def quota_rows(cluster: Cluster, namespace: str | None = None) -> list[dict]:
                 "description": t.description,
             }
         )
+        if metadata:
+            rows[-1]["metadata"] = identity(cq)
     return rows

@@ -15,7 +15,7 @@ from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SLICES_USED_ANNOTATION, Labels
 from gpuctl.domain.gpus import gpu_requests_by_pool, pod_gpus, pod_holds_gpus, workload_gpus
 from gpuctl.domain.multicluster import remote_pools
-from gpuctl.domain.objects import annotations, name
+from gpuctl.domain.objects import annotations, identity, name
 from gpuctl.domain.pools import gpus_free, gpus_taken, pool_facts, pools_sharing
 from gpuctl.domain.sharing import Mode, describe_pool_sharing, slice_view, slices_used
 from gpuctl.domain.teams import pool_reservations
@@ -50,7 +50,7 @@ class PoolUsage:
     loads, and every `get pools` loads this one.) as_dict: the fields in POOL_FIELDS' order, then the
     gpu_* figures."""
 
-    __slots__ = POOL_FIELDS
+    __slots__ = (*POOL_FIELDS, "meta")
 
     def __init__(
         self,
@@ -92,6 +92,9 @@ class PoolUsage:
         self.sharing = sharing
         self.shared = shared
         self.slices: dict[str, dict] = slices if slices is not None else {}
+        # Its ResourceFlavor's uid, creationTimestamp and labels (gpuctl.domain.objects.identity): what
+        # `get pools -o json` prints as the pool's metadata; not in as_dict (the API's shape).
+        self.meta: dict = {}
 
     @property
     def taken(self) -> int:
@@ -125,6 +128,7 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False, queued: bool = True) 
     pools = list(inv.pools)
     facts = pool_facts(inv.nodes, pools, reserved=pool_reservations(inv.all_cluster_queues))
     descr = {name(f): annotations(f).get(Labels.DESCRIPTION, "") for f in inv.flavors}
+    ids = {name(f): identity(f) for f in inv.flavors}
     out = {
         p: PoolUsage(
             name=p,
@@ -139,6 +143,8 @@ def pool_usage(inv: Inventory, *, with_pods: bool = False, queued: bool = True) 
         )
         for p in pools
     }
+    for p, u in out.items():
+        u.meta = ids.get(p) or {}
     # Slices in use: counted from every pod by a caller who may list them, else as gpuctl serve counted
     # them (the pool flavor's SLICES_USED_ANNOTATION; docs/sharing.md), else unknown (totals only).
     held: dict[str, dict[str, int] | None] = {

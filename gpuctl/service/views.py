@@ -321,6 +321,7 @@ class NamespaceRow:
     age: float | None
     created_at: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    uid: str = ""  # not in as_dict (the API's shape); `get ns -o json` prints it
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -340,6 +341,7 @@ def _namespace_row(n: dict) -> NamespaceRow:
         age=age_seconds(n),
         created_at=meta(n).get("creationTimestamp"),
         labels=dict(labels(n)),
+        uid=meta(n).get("uid", ""),
     )
 
 
@@ -371,7 +373,7 @@ class NamespaceDescription:
 def describe_namespace(cluster: Cluster, name: str) -> NamespaceDescription:
     n = cluster.get_or_none(path("Namespace", name))
     if n is None:
-        raise NotFound(f"namespace {name} not found")
+        raise NotFound(f"namespace {name} not found", resource="namespaces", name=name)
     rows = quota_rows(cluster, name)
     return NamespaceDescription(_namespace_row(n), rows[0] if rows else None)
 
@@ -381,5 +383,7 @@ def describe_quota(cluster: Cluster, name: str) -> list[dict[str, Any]]:
     """The teams of a quota, found by quota name or by team namespace."""
     rows = [q for q in quota_rows(cluster) if name in (q["namespace"], q["name"])]
     if not rows:
-        raise NotFound(f"quota {name} not found (give a team namespace or a quota name)")
+        raise NotFound(
+            f"quota {name} not found (give a team namespace or a quota name)", resource="quotas", name=name
+        )
     return rows

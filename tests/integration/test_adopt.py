@@ -341,8 +341,8 @@ def test_adopt_switches_an_earlier_gpuctl_cluster_over_without_touching_running_
     rq = kube.get(path("ResourceQuota", f"q-{team}", team))
     assert rq["spec"]["hard"] == {"pods": "20"}  # never both enforcing GPUs: only pods is left
     rc, out, _ = gpuctl("get", "quotas", "-o", "json")
-    rows = {r["namespace"]: r for r in json.loads(out)["items"]}
-    assert rows[team]["gpu"]["quota"] == 4 and rows[team]["name"] == "q"
+    rows = {r["metadata"]["namespace"]: r for r in json.loads(out)["items"]}
+    assert rows[team]["spec"]["gpus"] == 4 and rows[team]["metadata"]["name"] == "q"
     assert "default" in rows
 
     # Running work untouched: the same pods, still Running, on the same nodes.
@@ -352,9 +352,9 @@ def test_adopt_switches_an_earlier_gpuctl_cluster_over_without_touching_running_
 
     # The earlier user's commands and YAML, unchanged.
     rc, out, _ = gpuctl("get", "pools", "-o", "json")
-    pools = {p["name"]: p for p in json.loads(out)["items"]}
+    pools = {p["metadata"]["name"]: p for p in json.loads(out)["items"]}
     assert set(pools) >= {"training-pool", "default"}
-    assert sorted(pools["default"]["nodes"]) == ["gpu-node-3", "gpu-node-4", "gpu-node-5"]
+    assert sorted(pools["default"]["spec"]["nodes"]) == ["gpu-node-3", "gpu-node-4", "gpu-node-5"]
     # A job without a pool runs in pool default (the tainted node included); gpuType matches the old key.
     assert gpuctl("create", "-f", _job(tmp_path, "nopool", None, 4))[0] == 0
     # A node labelled with the earlier internal key only (as kubectl users did) is selected by gpuType.

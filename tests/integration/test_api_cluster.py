@@ -374,7 +374,11 @@ def test_api_list_and_describe_are_the_clis(env):
     wait_until(lambda: all(_job_status(admin, n, env.b) == "Running" for n in names), 60, what="jobs Running")
     rc, out = _gpuctl(env.kubeconfig, "get", "jobs", "-n", env.b, "-o", "json")
     assert rc == 0
-    cli_rows = {(r["job_id"], r["name"], r["status"], r["pool"], r["gpus"]) for r in json.loads(out)["items"]}
+    cli_rows = {  # one object per job; the API's rows are its pods
+        (p["name"], j["metadata"]["name"], p["phase"], j["spec"]["pool"], p["gpus"])
+        for j in json.loads(out)["items"]
+        for p in j["status"]["pods"]
+    }
     api_rows = {
         (r["jobId"], r["name"], r["status"], r["pool"], r["gpus"])
         for r in admin.get("/api/v1/jobs", params={"namespace": env.b, "pageSize": 100}).json()["items"]
@@ -571,7 +575,14 @@ def test_only_admins_change_pools_quotas_labels_and_namespaces(env):
     )
     rc, out = _gpuctl(env.kubeconfig, "get", "pools", "-o", "json")
     assert rc == 0
-    cli = {p["name"]: (p["gpu_total"], p["gpu_used"], p["gpu_free"]) for p in json.loads(out)["items"]}
+    cli = {
+        p["metadata"]["name"]: (
+            p["status"]["gpus"]["total"],
+            p["status"]["gpus"]["used"],
+            p["status"]["gpus"]["free"],
+        )
+        for p in json.loads(out)["items"]
+    }
     api = {p["name"]: (p["gpuTotal"], p["gpuUsed"], p["gpuFree"]) for p in admin.get("/api/v1/pools").json()}
     assert api == cli
     assert admin.delete("/api/v1/pools/api-pool").status_code == 200

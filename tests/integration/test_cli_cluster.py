@@ -70,7 +70,7 @@ def _cohort_budget(kube) -> int:
 def _pool_gpus(gpuctl) -> dict[str, int]:
     rc, out, err = gpuctl("get", "pools", "-o", "json")
     assert rc == 0, err
-    return {p["name"]: p["gpu_total"] for p in json.loads(out)["items"]}
+    return {p["metadata"]["name"]: p["status"]["gpus"]["total"] for p in json.loads(out)["items"]}
 
 
 def _training(
@@ -106,7 +106,10 @@ def test_four_pools_capacity_and_node_moves(pools, gpuctl, kube):
     assert Labels.GPU_TYPE not in nodes["cpu-node-2"]
     assert _cohort_budget(kube) == 28  # no quotas yet: every GPU is lendable
     rc, out, _ = gpuctl("get", "pools", "-o", "json")
-    got = {p["name"]: (p["gpu_total"], len(p["nodes"])) for p in json.loads(out)["items"]}
+    got = {
+        p["metadata"]["name"]: (p["status"]["gpus"]["total"], len(p["spec"]["nodes"]))
+        for p in json.loads(out)["items"]
+    }
     assert got == {
         "compute-pool": (0, 2),
         "dev-pool": (4, 1),
@@ -251,12 +254,16 @@ def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, 
 
     def reasons() -> dict[str, str] | None:
         rc, out, _ = gpuctl("get", "jobs", "-A", "-o", "json")
-        rows = [r for r in json.loads(out)["items"] if r["namespace"] == b and r["name"] in ("web", "huge")]
-        if rc != 0 or len(rows) != 2 or any(r["status"] != "Queued" for r in rows):
+        rows = [
+            j
+            for j in json.loads(out)["items"]
+            if j["metadata"]["namespace"] == b and j["metadata"]["name"] in ("web", "huge")
+        ]
+        if rc != 0 or len(rows) != 2 or any(j["status"]["phase"] != "Queued" for j in rows):
             return None
         rc, wide, _ = gpuctl("get", "jobs", "-A", "-o", "wide")
         cells = [ln.split() for ln in wide.splitlines()[1:]]
-        lines = {c[1]: " ".join(c) for c in cells if c[2] == b and c[1] in ("web", "huge")}
+        lines = {c[0]: " ".join(c) for c in cells if c[2] == b and c[0] in ("web", "huge")}  # JOB ID, POD, NS
         return lines if rc == 0 and len(lines) == 2 else None
 
     lines = wait_until(reasons, 30, what="web and huge Queued")
@@ -272,15 +279,15 @@ def test_job_runs_only_on_its_pool_and_waits_for_capacity(pools, teams, gpuctl, 
 
     def pool_numbers() -> dict[str, int] | None:
         rc, out, _ = gpuctl("get", "pools", "-o", "json")
-        row = next(r for r in json.loads(out)["items"] if r["name"] == "training-pool")
-        got = {"reserved": row["gpu_reserved"], "queued": row["gpu_queued"]}
+        row = next(r for r in json.loads(out)["items"] if r["metadata"]["name"] == "training-pool")
+        got = {"reserved": row["status"]["gpus"]["reserved"], "queued": row["status"]["gpus"]["queued"]}
         return got if rc == 0 and got == expected else None
 
     wait_until(pool_numbers, 30, what=f"get pools shows training-pool {expected}")
     # Used is what pods hold or Kueue reserved, whichever is more: the same in get and describe.
     rc, out, _ = gpuctl("get", "pools", "-o", "json")
-    row = next(r for r in json.loads(out)["items"] if r["name"] == "training-pool")
-    assert (row["gpu_used"], row["gpu_free"]) == (16, 0), row
+    row = next(r for r in json.loads(out)["items"] if r["metadata"]["name"] == "training-pool")
+    assert (row["status"]["gpus"]["used"], row["status"]["gpus"]["free"]) == (16, 0), row
     rc, out, _ = gpuctl("describe", "pool", "training-pool")
     assert rc == 0 and "GPU Used:" in out and "GPU Allocated:" in out, out
     used = next(line for line in out.splitlines() if line.startswith("GPU Used:"))

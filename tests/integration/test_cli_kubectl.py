@@ -27,6 +27,7 @@ import yaml
 
 from gpuctl.cli.printers import custom_columns, print_custom_columns, run_jsonpath, sort_pairs
 from gpuctl.cluster import path
+from gpuctl.constants import VIEW_API_VERSION
 from tests.integration.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,20 +190,102 @@ def test_get_jobs_is_a_list_with_names_and_jsonpath(team) -> None:
     wait_until(lambda: "Running" in gpuctl("get", "jobs", "-n", team).stdout, 90, what="long Running")
     doc = json.loads(gpuctl("get", "jobs", "-n", team, "-o", "json").stdout)
     assert doc["apiVersion"] == "v1" and doc["kind"] == "List"
-    long_rows = [i for i in doc["items"] if i["name"] == "long"]
-    assert long_rows and long_rows[0]["labels"]["runwhere.ai/job-type"] == "training"
+    (long,) = [i for i in doc["items"] if i["metadata"]["name"] == "long"]
+    assert (long["apiVersion"], long["kind"]) == (VIEW_API_VERSION, "Job")
+    assert long["metadata"]["labels"]["runwhere.ai/job-type"] == "training"
+    assert (long["spec"]["kind"], long["spec"]["resource"], long["status"]["phase"]) == (
+        "training",
+        "Job",
+        "Running",
+    )
     assert yaml.safe_load(gpuctl("get", "jobs", "-n", team, "-o", "yaml").stdout)["kind"] == "List"
     assert "job.batch/long" in gpuctl("get", "jobs", "-n", team, "-o", "name").stdout.splitlines()
+    p = gpuctl("get", "jobs", "long", "-n", team, "-o", "jsonpath={.metadata.name}:{.status.phase}")
+    assert p.stdout == "long:Running", p.stderr  # one named job: the object itself, as kubectl's get pod x
     p = gpuctl(
-        "get", "jobs", "long", "-n", team, "-o", 'jsonpath={range .items[*]}{.name}:{.status}{"\\n"}{end}'
+        "get", "jobs", "-n", team, "--field-selector", "metadata.name=long,status.phase=Running", "-o", "name"
     )
-    assert p.stdout == "long:Running\n", p.stderr
-    p = gpuctl("get", "jobs", "-n", team, "-o", "custom-columns=JOB:.name,POOL:.pool", "--sort-by=.name")
-    assert p.stdout.splitlines()[0].split() == ["JOB", "POOL"] and "training-pool" in p.stdout
-    p = gpuctl("get", "jobs", "-n", team, "--field-selector", "name=long,status=Running", "-o", "name")
     assert p.stdout == "job.batch/long\n", p.stderr
-    p = gpuctl("get", "jobs", "-n", team, "--field-selector", "name!=long", "-o", "name")
+    p = gpuctl("get", "jobs", "-n", team, "--field-selector", "metadata.name!=long", "-o", "name")
     assert p.returncode == 0 and "job.batch/long" not in p.stdout, p.stderr
+    p = gpuctl("get", "jobs", "-n", team, "--field-selector", "status=Running")
+    assert p.returncode == 1 and "field label not supported: status " in p.stderr, p.stderr
+
+
+def test_the_objects_are_kubernetes_objects_and_the_job_id_is_stable(team, kube) -> None:
+    """Each object's metadata is the Kubernetes object's it stands for; JOB ID is the job's name."""
+    wait_until(lambda: "Running" in gpuctl("get", "jobs", "long", "-n", team).stdout, 90, what="long Running")
+    (obj,) = [
+        i
+        for i in json.loads(gpuctl("get", "jobs", "-n", team, "-o", "json").stdout)["items"]
+        if i["metadata"]["name"] == "long"
+    ]
+    real = kube.get(path("Job", "long", namespace=team))
+    for k in ("uid", "creationTimestamp"):
+        assert obj["metadata"][k] == real["metadata"][k], k
+    assert obj["metadata"]["labels"] == real["metadata"]["labels"]
+    (pod,) = obj["status"]["pods"]
+    assert pod["name"].startswith("long-") and pod["phase"] == "Running"
+    rows = [r.split() for r in gpuctl("get", "jobs", "long", "-n", team).stdout.splitlines()]
+    assert rows[0][:4] == ["JOB", "ID", "POD", "NAMESPACE"]
+    assert [r[0] for r in rows[1:]] == ["long"] and rows[1][1] == pod["name"]
+    pools = json.loads(gpuctl("get", "pools", "-o", "json").stdout)["items"]
+    flavor = kube.get(path("ResourceFlavor", pools[0]["metadata"]["name"]))
+    assert pools[0]["metadata"]["uid"] == flavor["metadata"]["uid"]
+    ns = json.loads(gpuctl("get", "ns", team, "-o", "json").stdout)
+    assert ns["metadata"]["uid"] == kube.get(path("Namespace", team))["metadata"]["uid"]
+
+
+# kubectl's recipes, on every get type (docs/cli.md, "The objects of `get`").
+GET_TYPES = [("jobs",), ("pools",), ("nodes",), ("quotas",), ("ns",), ("labels",)]
+
+
+@pytest.mark.parametrize("what", GET_TYPES, ids=lambda w: w[0])
+def test_kubectl_recipes_on_every_get_type(team, what) -> None:
+    wait_until(lambda: "Running" in gpuctl("get", "jobs", "-n", team).stdout, 90, what="long Running")
+    where = ("-n", team) if what[0] in ("jobs", "quotas") else ()
+    doc = json.loads(gpuctl("get", *what, *where, "-o", "json").stdout)
+    names = [i["metadata"]["name"] for i in doc["items"]]
+    assert names and all(i["apiVersion"] == VIEW_API_VERSION for i in doc["items"])
+    p = gpuctl("get", *what, *where, "-o", "jsonpath={.items[*].metadata.name}")
+    assert (p.returncode, p.stdout) == (0, " ".join(names)), p.stderr
+    p = gpuctl(
+        "get", *what, *where, "-o",
+        'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}:{.status.phase}{"\\n"}{end}',
+    )  # fmt: skip
+    want = [
+        f"{i['metadata'].get('namespace', '')}/{i['metadata']['name']}:{i['status'].get('phase', '')}"
+        for i in doc["items"]
+    ]
+    assert (p.returncode, p.stdout.splitlines()) == (0, want), p.stderr
+    if what[0] != "labels":  # NodeLabels carry no creationTimestamp (docs/cli.md)
+        p = gpuctl("get", *what, *where, "--sort-by=.metadata.creationTimestamp", "-o", "name")
+        stamps = {i["metadata"]["name"]: i["metadata"]["creationTimestamp"] for i in doc["items"]}
+        assert p.returncode == 0, p.stderr
+        got = [n.split("/", 1)[1] for n in p.stdout.splitlines()]
+        assert [stamps[n] for n in got] == sorted(stamps.values())
+    p = gpuctl("get", *what, *where, "-o", "custom-columns=NAME:.metadata.name,POOL:.spec.pool")
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and lines[0].split() == ["NAME", "POOL"], p.stderr
+    assert [line.split()[0] for line in lines[1:]] == names
+    if what[0] == "jobs":
+        assert "training-pool" in p.stdout
+
+
+def test_the_earlier_clients_json_keeps_its_rows(team) -> None:
+    """--json (the earlier gpuctl's flag) prints its bare array of flat rows, as its scripts read them."""
+    wait_until(lambda: "Running" in gpuctl("get", "jobs", "long", "-n", team).stdout, 90, what="long Running")
+    rows = json.loads(gpuctl("get", "jobs", "-n", team, "--json").stdout)
+    assert isinstance(rows, list)
+    (row,) = [r for r in rows if r["name"] == "long"]
+    assert {"job_id", "name", "namespace", "kind", "status", "ready", "node", "ip", "age"} <= set(row)
+    assert row["job_id"].startswith("long-") and row["status"] == "Running"
+    pools = json.loads(gpuctl("get", "pools", "--json").stdout)
+    assert isinstance(pools, list) and {"name", "gpu_total", "gpu_used", "gpu_free"} <= set(pools[0])
+
+
+def test_describe_and_show_labels(team) -> None:
+    wait_until(lambda: "Running" in gpuctl("get", "jobs", "long", "-n", team).stdout, 90, what="long Running")
     assert "LABELS" in gpuctl("get", "jobs", "-n", team, "--show-labels").stdout.splitlines()[0]
     # describe: one object; -o name and jsonpath on its document
     assert gpuctl("describe", "job", "long", "-n", team, "-o", "name").stdout == "job.batch/long\n"

@@ -90,7 +90,7 @@ def _wide_pool(member: TeamMember, name: str) -> str:
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     start = lines[0].index("POOL")  # columns are fixed-width: cut the row where the header puts POOL
-    row = next(line for line in lines[1:] if line.split()[1] == name)
+    row = next(line for line in lines[1:] if line.split()[0] == name)  # JOB ID: the job's name
     return row[start:].split()[0]
 
 

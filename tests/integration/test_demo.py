@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from admission.policies.catalog import POLICY_KINDS
-from gpuctl.constants import ACTOR_HPA
+from gpuctl.constants import ACTOR_HPA, VIEW_API_VERSION
 from tests.integration.test_chart import CACHE, VERSIONS, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,7 +179,9 @@ def _namespace_admin_cannot_rewrite_the_trail(kubeconfig: Path) -> None:
         [str(gpuctl), "--kubeconfig", str(kubeconfig), "history", "-n", "team-a", "-o", "json"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    records = json.loads(p.stdout)["items"]
+    items = json.loads(p.stdout)["items"]  # HistoryRecord objects (docs/cli.md): the record in spec
+    assert {(i["apiVersion"], i["kind"]) for i in items} == {(VIEW_API_VERSION, "HistoryRecord")}, items
+    records = [i["spec"] for i in items]
     jobs = {"pretrain-a", "finetune-a", "ablation-a", "llm-serving"}
     assert records and {r["job"] for r in records} <= jobs, records
     # The demo's autoscaled service scales: its records name the HPA controller (docs/audit.md), never a

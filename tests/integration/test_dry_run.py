@@ -8,6 +8,7 @@ and deleting the last pool works (gpuctl's Cohort goes, the next pool brings it 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -251,6 +252,29 @@ def test_dry_run_with_output_prints_objects_and_changes_nothing(world, request, 
     assert "Job" in kinds and "ResourceFlavor" in kinds and "Node" in kinds
     rc, out, err = cli("apply", "-f", str(f["web-changed"]), "--dry-run=server", "-o", "json")
     assert rc == 0, err
+    # The server's answer, not gpuctl's summary or what it sent: the stored Deployment with the change
+    # (its uid and generation are the server's), the unchanged Service as stored; no managedFields.
+    doc = json.loads(out)
+    assert doc["kind"] == "List", doc
+    deploy, svc = doc["items"]
+    stored = kube.get(path("Deployment", "web", world["team"]))
+    assert (deploy["kind"], deploy["metadata"]["uid"]) == ("Deployment", stored["metadata"]["uid"])
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:2"
+    # a default only the API server fills in
+    assert (
+        deploy["spec"]["template"]["spec"]["containers"][0]["terminationMessagePath"]
+        == "/dev/termination-log"
+    )
+    assert svc["kind"] == "Service" and svc["spec"]["clusterIP"]
+    assert not any("managedFields" in o["metadata"] for o in doc["items"])
+    # A server dry run of a create: the server's new object (a uid the server made up; nothing stored).
+    rc, out, err = cli("create", "-f", str(f["new-job"]), "--dry-run=server", "-o", "yaml")
+    assert rc == 0, err
+    (job,) = list(yaml.safe_load_all(out))
+    assert job["kind"] == "Job" and job["metadata"]["uid"]
+    assert (
+        job["spec"]["template"]["spec"]["containers"][0]["terminationMessagePath"] == "/dev/termination-log"
+    )
     assert diff(before, snapshot(kube)) == []
 
 

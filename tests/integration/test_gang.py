@@ -144,11 +144,12 @@ def test_a_two_node_job_is_one_workload_placed_in_one_rack(gpuctl, kube, racks, 
     def pair_row() -> dict | None:  # KWOK marks the bound pods Ready a moment later
         rc, out, err = gpuctl("get", "jobs", "-n", racks.ns, "-o", "json")
         assert rc == 0, err
-        (row,) = [r for r in json.loads(out)["items"] if r["name"] == "pair"]
-        return row if row["ready"] == "2/2" else None
+        (job,) = [j for j in json.loads(out)["items"] if j["metadata"]["name"] == "pair"]
+        return job if job["status"]["ready"] == "2/2" else None
 
-    row = wait_until(pair_row, 30, what="get jobs shows pair 2/2 ready")
-    assert (row["job_id"], row["ready"], row["node"].split(",")) == ("pair", "2/2", used)
+    job = wait_until(pair_row, 30, what="get jobs shows pair 2/2 ready")
+    assert (job["status"]["ready"], job["status"]["nodes"]) == ("2/2", used)
+    assert (job["spec"]["gpus"], job["spec"]["nodes"], job["status"]["gpus"]) == (16, 2, 16)
     rc, out, err = gpuctl("describe", "job", "pair", "-n", racks.ns)
     assert rc == 0, err
     assert "2 nodes x 8 GPUs = 16 GPUs" in out
@@ -250,8 +251,8 @@ def test_a_killed_rank_fails_the_whole_gang_and_frees_its_quota(gpuctl, kube, ra
         is True
     )
     rc, out, _ = gpuctl("get", "jobs", "-n", racks.ns, "-o", "json")
-    (row,) = [r for r in json.loads(out)["items"] if r["name"] == "crash"]
-    assert row["status"] == "Failed"
+    (job,) = [j for j in json.loads(out)["items"] if j["metadata"]["name"] == "crash"]
+    assert job["status"]["phase"] == "Failed"
     assert gpuctl("delete", "job", "crash", "-n", racks.ns)[0] == 0
 
 

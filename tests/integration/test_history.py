@@ -142,7 +142,13 @@ def _api(serve: Serve, member: TeamMember, url: str) -> tuple[int, dict]:
 def _history(member: TeamMember, *args: str) -> list[dict]:
     r = member.gpuctl("history", *args, "-o", "json")
     assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(r.stdout)["items"]
+    return [_record(i) for i in json.loads(r.stdout)["items"]]
+
+
+def _record(obj: dict) -> dict:
+    """A HistoryRecord object (docs/cli.md) as the record it stands for."""
+    m = obj["metadata"]
+    return {**obj["spec"], "namespace": m["namespace"], "time": m["creationTimestamp"], "uid": m["uid"]}
 
 
 def _find(records: list[dict], job: str, action: str) -> dict | None:
@@ -237,7 +243,7 @@ def test_history_of_submission_admission_preemption_stop_and_delete(
     # An admin reads every team's (-A: one list of the ConfigMaps by name).
     rc, out, err = gpuctl("history", "-A", "-o", "json")
     assert rc == 0, err
-    assert {r["namespace"] for r in json.loads(out)["items"]} >= {ns}
+    assert {r["metadata"]["namespace"] for r in json.loads(out)["items"]} >= {ns}
     # The same through the REST API: the member reads its team's, the other team's member is refused.
     code, body = _api(serve, a, f"/api/v1/history/{ns}?job={victim}")
     assert code == 200 and [r["action"] for r in body["items"]][:3] == [

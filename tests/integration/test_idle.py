@@ -268,7 +268,8 @@ def test_an_idle_notebook_is_stopped_and_the_waiting_job_gets_its_gpus(env: Env)
 
     def stopped_record() -> list:
         p = env.teams["a"].gpuctl("history", "nb", "-o", "json")
-        return [r for r in json.loads(p.stdout or '{"items": []}')["items"] if r["action"] == "stopped"]
+        items = json.loads(p.stdout or '{"items": []}')["items"]  # HistoryRecord objects: the record in spec
+        return [i["spec"] for i in items if i["spec"]["action"] == "stopped"]
 
     records = wait_until(stopped_record, 30, what="the audit trail's record")
     assert records[0]["actor"] == ACTOR_IDLE and "GPU activity peak 0.2%" in records[0]["reason"]

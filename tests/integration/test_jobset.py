@@ -159,7 +159,8 @@ def test_a_team_members_jobset_is_queued_and_charged(gpuctl, kube, kubectl_bin, 
     rc, out, err = gpuctl("get", "quotas", ns, "-o", "json")
     assert rc == 0, err
     (quota,) = json.loads(out)["items"]
-    assert (quota["gpu"]["used"], quota["gpu"]["free"], quota["admitted_workloads"]) == (16, 0, 1)
+    st = quota["status"]
+    assert (st["gpus"]["used"], st["gpus"]["free"], st["admittedWorkloads"]) == (16, 0, 1)
     # Deleted by its owner: its Jobs and pods go, and the team's quota is free again.
     p = team.member.kubectl(kubectl_bin, "delete", "jobset", "pair", "--wait=false")
     assert p.returncode == 0, p.stderr

@@ -159,10 +159,15 @@ def test_a_two_pod_per_replica_service_is_admitted_group_by_group(team, kube, tm
     def rows() -> list[dict]:
         p = m.gpuctl("get", "jobs", "-o", "json")
         assert p.returncode == 0, p.stderr
-        return [r for r in json.loads(p.stdout)["items"] if r["name"] == "llm"]
+        return [j for j in json.loads(p.stdout)["items"] if j["metadata"]["name"] == "llm"]
 
-    (row,) = wait_until(lambda: (r := rows()) and r[0]["ready"] == "1/2" and r, 60, what="READY 1/2")
-    assert row["kind"] == "inference" and row["gpus"] == 8, row
+    (job,) = wait_until(
+        lambda: (r := rows()) and r[0]["status"]["ready"] == "1/2" and r, 60, what="READY 1/2"
+    )
+    row = job["status"]
+    assert job["spec"]["kind"] == "inference" and row["gpus"] == 8, job
+    # Asked: 2 replicas of a 2-node group of 4 GPUs each.
+    assert (job["spec"]["gpus"], job["spec"]["nodes"], job["spec"]["replicas"]) == (16, 2, 2), job
     # The waiting group's Workload asks for its leader's and its worker's GPUs: 2 x 4.
     assert row["reason"].startswith("1 of 2 replicas waiting for GPUs: "), row
     assert row["reason"].endswith("this job needs 8"), row
@@ -192,8 +197,8 @@ def test_a_two_pod_per_replica_service_is_admitted_group_by_group(team, kube, tm
     wait_until(lambda: _team_gpus(kube, team.ns) == _held_gpus(kube, team.ns) == 16, 60, what="16 GPUs held")
     wait_until(
         lambda: any(
-            r["name"] == "llm" and r["ready"] == "2/2"
-            for r in json.loads(m.gpuctl("get", "jobs", "-o", "json").stdout)["items"]
+            j["metadata"]["name"] == "llm" and j["status"]["ready"] == "2/2"
+            for j in json.loads(m.gpuctl("get", "jobs", "-o", "json").stdout)["items"]
         ),
         60,
         what="READY 2/2",

@@ -222,13 +222,14 @@ def test_a_service_at_its_maximum_on_a_capped_team_runs_the_cap_and_the_rest_wai
     # (what it scaled from is in the status only until the controller's next write: serve sees that one)
     assert re.fullmatch(r"burst (\d+ -> |to )4 replica\(s\)", scaled.reason.split(";")[0]), scaled.reason
 
-    rows = {r["job_id"]: r for r in _job_rows(stack, capsys, ns)}
-    service = rows["llm"]
+    (job,) = [j for j in _job_rows(stack, capsys, ns) if j["metadata"]["name"] == "llm"]
+    service = job["status"]  # the service's own row; its replicas are its pods
+    rows = {p["name"]: p for p in service["pods"]}
     assert service["ready"] == "3/5"
     assert service["replicas"]["desired"] == 5
     assert (service["replicas"]["running"], service["replicas"]["waiting"]) == (3, 2)
     for name in _gated(burst):
-        assert rows[name]["status"] == "Queued" and rows[name]["priority"] == "burst"
+        assert rows[name]["phase"] == "Queued" and rows[name]["priority"] == "burst"
         assert f"{ns} uses 3 of its 3 GPUs" in rows[name]["reason"], rows[name]["reason"]
     capsys.readouterr()
     assert _cli(stack.cluster, "describe", "job", "llm", "-n", ns, "-o", "json") == 0

@@ -176,7 +176,8 @@ def serve_metrics(kubeconfig: str, log: Path, *, reconcile: bool = False) -> Ite
 
 
 def quota_row(gpuctl, ns: str) -> dict:
-    """`gpuctl get quotas -n NS -o json`: the team's row (a v1 List of one, as kubectl prints a list)."""
+    """`gpuctl get quotas -n NS -o json`: the team's Quota object (a v1 List of one, as kubectl prints a
+    list): spec.gpus its budget, status.gpus what it uses."""
     rc, out, err = gpuctl("get", "quotas", "-n", ns, "-o", "json")
     assert rc == 0, err
     (row,) = json.loads(out)["items"]
@@ -220,7 +221,11 @@ def test_gpu_share_is_the_smallest_profile_or_a_replica_for_every_kind(
     wait_until(lambda: running_on(kube, ns, NODE[MIG]) == 2, 90, what="both MIG slices running")
     wait_until(lambda: budget_reserved(kube, ns) == 120 + 420 + 210, 60, what="Kueue's reservation 750")
     row = quota_row(gpuctl, ns)
-    assert row["gpu"] == {**row["gpu"], "used": 0.89, "quota": 1, "free": 0.11}
+    assert (row["status"]["gpus"]["used"], row["spec"]["gpus"], row["status"]["gpus"]["free"]) == (
+        0.89,
+        1,
+        0.11,
+    )
     assert running_on(kube, ns, NODE[SINGLE]) == 0
 
 
@@ -287,7 +292,15 @@ def test_a_one_gpu_team_runs_seven_1g10gb_and_the_eighth_waits(shared_pools, tea
     # 14 slices exist on the node: the 8th waits for the budget, not for a free 1g.10gb.
     assert running_on(kube, ns, NODE[MIG]) == 7
     row = quota_row(gpuctl, ns)
-    assert (row["gpu"]["used"], row["gpu"]["free"], row["pending_workloads"]) == (1, 0, 1)
+    assert (
+        row["status"]["gpus"]["used"],
+        row["status"]["gpus"]["free"],
+        row["status"]["pendingWorkloads"],
+    ) == (
+        1,
+        0,
+        1,
+    )
 
 
 def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path, cluster):
@@ -354,8 +367,8 @@ def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path, clus
                 wait_until(lambda: member_sees() == want, 60, what="the member sees the slices in use")
                 p = member.gpuctl("get", "pools", "-o", "json")
                 assert p.returncode == 0, p.stderr
-                (row,) = [r for r in json.loads(p.stdout)["items"] if r["name"] == MIG]
-                assert row["slices"] == want
+                (row,) = [r for r in json.loads(p.stdout)["items"] if r["metadata"]["name"] == MIG]
+                assert row["status"]["slices"] == want
                 # The member may not list the pods these numbers come from.
                 with pytest.raises(ApiError) as denied:
                     member.client().get("/api/v1/pods")
@@ -373,14 +386,14 @@ def test_whole_gpus_and_slices_add_up(shared_pools, gpuctl, kube, tmp_path, clus
         }
         rc, out, err = gpuctl("get", "pools", "-o", "json")
         assert rc == 0, err
-        shared = {p["name"]: p["shared"] for p in json.loads(out)["items"]}
+        shared = {p["metadata"]["name"]: p["status"]["shared"] for p in json.loads(out)["items"]}
         assert shared[TS] == "2 GPUs as 8 x shared (time-slicing, memory not isolated)"
         assert shared[SINGLE] == "2 GPUs as 14 x 1g.10gb (MIG single)"
         assert shared[PLAIN] == ""
         pod = kube.get(path("Pod", "raw-mig", ns))
         assert pod["metadata"]["labels"].get(Labels.KUEUE_QUEUE) == "default"
         row = quota_row(gpuctl, ns)
-        assert (row["gpu"]["used"], row["gpu"]["free"]) == (
+        assert (row["status"]["gpus"]["used"], row["status"]["gpus"]["free"]) == (
             round(expected / GPU_UNITS, 2),
             round(2 - expected / GPU_UNITS, 2),
         )
@@ -456,7 +469,7 @@ def test_a_namespace_admins_raw_job_on_time_sliced_mig_is_charged_its_quarter(
         wait_until(lambda: running_on(kube, ns, node) == 4, 90, what="4 replicas running on the node")
         wait_until(lambda: budget_reserved(kube, ns) == 4 * 30, 60, what="Kueue's reservation 4 x 30")
         row = quota_row(gpuctl, ns)
-        assert (row["gpu"]["used"], row["gpu"]["free"]) == (
+        assert (row["status"]["gpus"]["used"], row["status"]["gpus"]["free"]) == (
             round(120 / GPU_UNITS, 2),
             round(1 - 120 / GPU_UNITS, 2),
         )

@@ -109,7 +109,7 @@ def job_pods(kube: Cluster, ns: str, selector: str) -> list[dict]:
 
 def wide_row(member: TeamMember, name: str) -> str:
     out = ok(member.gpuctl("get", "jobs", "-o", "wide"))
-    rows = [line for line in out.splitlines() if line.split()[1:2] == [name]]
+    rows = [line for line in out.splitlines() if line.split()[:1] == [name]]  # JOB ID: the job's name
     assert rows, out
     return rows[0]
 

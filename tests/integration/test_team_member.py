@@ -162,8 +162,8 @@ def test_read_verbs_work_in_the_context_namespace(world: World) -> None:
     assert _json(m.gpuctl("get", "jobs", "-o", "json")) == []
     ok(m.gpuctl("get", "jobs", "-n", a))
 
-    pools = {p["name"]: p for p in _json(m.gpuctl("get", "pools", "-o", "json"))}
-    assert {n: p["gpu_total"] for n, p in pools.items()} == {
+    pools = {p["metadata"]["name"]: p for p in _json(m.gpuctl("get", "pools", "-o", "json"))}
+    assert {n: p["status"]["gpus"]["total"] for n, p in pools.items()} == {
         "compute-pool": 0,
         "dev-pool": 4,
         "inference-pool": 8,
@@ -176,9 +176,10 @@ def test_read_verbs_work_in_the_context_namespace(world: World) -> None:
     assert (d["gpu_total"], d["gpu_allocated"], d["jobs_namespaces"]) == (16, None, [a])
     assert "GPU Allocated:" in ok(m.gpuctl("describe", "pool", "training-pool"))
 
-    nodes = {n["name"]: n for n in _json(m.gpuctl("get", "nodes", "-o", "json"))}
-    assert (nodes["gpu-node-1"]["gpu_total"], nodes["gpu-node-1"]["pool"]) == (8, "training-pool")
-    assert nodes["gpu-node-1"]["gpu_used"] is None  # not guessed: the member may not read every pod
+    nodes = {n["metadata"]["name"]: n for n in _json(m.gpuctl("get", "nodes", "-o", "json"))}
+    node1 = nodes["gpu-node-1"]
+    assert (node1["status"]["gpus"]["total"], node1["spec"]["pool"]) == (8, "training-pool")
+    assert node1["status"]["gpus"]["used"] is None  # not guessed: the member may not read every pod
     p = m.gpuctl("get", "nodes")
     assert "gpu-node-1" in ok(p) and "GPU USED and GPU FREE per node need" in p.stderr
     d = _json(m.gpuctl("describe", "node", "gpu-node-1", "-o", "json"))
@@ -189,11 +190,11 @@ def test_read_verbs_work_in_the_context_namespace(world: World) -> None:
 
     # Its own quota by default (the context's namespace), a named one, and describe.
     rows = _json(m.gpuctl("get", "quotas", "-o", "json"))
-    assert [(q["namespace"], q["gpu"]["quota"]) for q in rows] == [(a, 24)]
+    assert [(q["metadata"]["namespace"], q["spec"]["gpus"]) for q in rows] == [(a, 24)]
     assert a in ok(m.gpuctl("get", "quotas"))
     assert _json(m.gpuctl("describe", "quota", a, "-o", "json"))["gpu"]["quota"] == 24
     assert "Quota:" in ok(m.gpuctl("describe", "quota", world.quota))
-    assert [n["name"] for n in _json(m.gpuctl("get", "ns", "-o", "json"))] == [a]
+    assert [n["metadata"]["name"] for n in _json(m.gpuctl("get", "ns", "-o", "json"))] == [a]
     assert _json(m.gpuctl("describe", "ns", a, "-o", "json"))["quota"]["namespace"] == a
 
     v = _json(m.gpuctl("version", "-o", "json"))
@@ -238,7 +239,9 @@ def test_job_lifecycle_as_a_team_member(world: World) -> None:
     assert "job.batch/life created" in ok(m.gpuctl("create", "-f", f))
     wait_until(lambda: _status(m, "life")["status"] == "Running", 60, what="life Running")
     rows = _json(m.gpuctl("get", "jobs", "-o", "json"))
-    assert {(r["name"], r["namespace"], r["gpus"]) for r in rows} == {("life", a, 1)}
+    assert {(j["metadata"]["name"], j["metadata"]["namespace"], j["status"]["gpus"]) for j in rows} == {
+        ("life", a, 1)
+    }
     assert "life" in ok(m.gpuctl("get", "jobs", "-o", "wide"))
     d = _status(m, "life")
     assert (d["namespace"], d["pool"], d["gpus"], d["why"]) == (a, "training-pool", 1, "")
@@ -317,7 +320,7 @@ def test_why_a_job_waits_without_reading_other_teams(world: World) -> None:
         assert json.loads(out)["why"].startswith("no node in training-pool has 4 free GPUs"), out
 
         wide = ok(m.gpuctl("get", "jobs", "-o", "wide"))
-        line = next(ln for ln in wide.splitlines() if ln.split()[1] == "d2")
+        line = next(ln for ln in wide.splitlines() if ln.split()[0] == "d2")  # JOB ID: the job's name
         assert capacity in line, wide
         out = ok(m.gpuctl("create", "-f", world.job("d3", 1, "dev-pool"), "--dry-run=server"))
         assert "would wait" in out and "dev-pool has 0 of 4 GPUs free, this job needs 1" in out, out
@@ -325,7 +328,14 @@ def test_why_a_job_waits_without_reading_other_teams(world: World) -> None:
         # The pools read the same to the member and the admin (Kueue's count), and the member's GPU
         # QUEUED counts its own waiting jobs, which here are all of them.
         def numbers(rows: list[dict]) -> dict:
-            return {p["name"]: (p["gpu_used"], p["gpu_free"], p["gpu_queued"]) for p in rows}
+            return {
+                p["metadata"]["name"]: (
+                    p["status"]["gpus"]["used"],
+                    p["status"]["gpus"]["free"],
+                    p["status"]["gpus"]["queued"],
+                )
+                for p in rows
+            }
 
         rc, out, _ = world.admin("get", "pools", "-o", "json")
         admin_pools = numbers(json.loads(out)["items"])

@@ -591,12 +591,22 @@ def _cli_cluster(monkeypatch, fake: FakeApiServer) -> Iterator[None]:
 # --------------------------------------------------------------------------------------------- consumers
 
 
-def cli_rows(monkeypatch, fake: FakeApiServer, argv: tuple[str, ...] = ("-o", "json")) -> list[dict]:
-    """`gpuctl get jobs -A` rows, printed as JSON."""
+def cli_jobs(monkeypatch, fake: FakeApiServer, argv: tuple[str, ...] = ("-o", "json")) -> list[dict]:
+    """`gpuctl get jobs -A -o json`'s items: one object per job."""
     out = io.StringIO()
     with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
         assert cli_main(["get", "jobs", "-A", *argv]) == 0
     return json.loads(out.getvalue())["items"]
+
+
+def cli_rows(monkeypatch, fake: FakeApiServer, argv: tuple[str, ...] = ("-o", "json")) -> list[dict]:
+    """`gpuctl get jobs -A -o json`, one row per pod (a job without pods: its own), as the table lists
+    them: each job object's pods (status.pods) with the job's pool (spec.pool)."""
+    return [
+        {"status": p["phase"], "gpus": p["gpus"], "pool": job["spec"]["pool"]}
+        for job in cli_jobs(monkeypatch, fake, argv)
+        for p in job["status"]["pods"] or [job["status"]]
+    ]
 
 
 def serve_cache(fake: FakeApiServer) -> Cache:
@@ -771,7 +781,8 @@ def test_pool_reserved_used_and_free_agree_in_steady_state(
     out = io.StringIO()
     with _cli_cluster(monkeypatch, fake), contextlib.redirect_stdout(out):
         assert cli_main(["get", "pools", "-o", "json"]) == 0
-    (cli,) = [p for p in json.loads(out.getvalue())["items"] if p["name"] == pool]
+    (cli,) = [p for p in json.loads(out.getvalue())["items"] if p["metadata"]["name"] == pool]
+    g = cli["status"]["gpus"]
     app = create_app(lambda: fake, Authenticator(lambda: fake), spec_config=SpecConfig())
     with TestClient(app) as client:
         r = client.get("/api/v1/pools", headers={"Authorization": "Bearer t"})
@@ -782,17 +793,20 @@ def test_pool_reserved_used_and_free_agree_in_steady_state(
         _sum(m, "gpuctl_pool_reserved_gpus", pool=pool),
         _sum(m, "gpuctl_pool_free_gpus", pool=pool),
     )
-    assert (cli["gpu_reserved"], api["gpuReserved"], reserved) == (used,) * 3
+    assert (g["reserved"], api["gpuReserved"], reserved) == (used,) * 3
     # The pool's facts (gpuctl.domain.pools.PoolFacts): one aggregation for the views and the gauges.
-    assert cli["gpu_total"] == api["gpuTotal"] == _sum(m, "gpuctl_pool_allocatable_gpus", pool=pool) == 8
-    assert cli["total"] == _sum(m, "gpuctl_pool_capacity_gpus", pool=pool) == 8
+    assert g["total"] == api["gpuTotal"] == _sum(m, "gpuctl_pool_allocatable_gpus", pool=pool) == 8
+    assert g["allNodes"] == _sum(m, "gpuctl_pool_capacity_gpus", pool=pool) == 8
     assert (
-        cli["nodes_ready"] == _sum(m, "gpuctl_pool_nodes", pool=pool, state="ready") == len(cli["nodes"]) == 1
+        cli["status"]["nodes"]["ready"]
+        == _sum(m, "gpuctl_pool_nodes", pool=pool, state="ready")
+        == len(cli["spec"]["nodes"])
+        == 1
     )
     metric_nodes = sorted(dict(k)["node"] for k in m["gpuctl_node_pool_info"] if dict(k)["pool"] == pool)
-    assert cli["nodes"] == api["nodes"] == metric_nodes
-    assert cli["gpu_types"] == api["gpuType"]
-    assert (cli["gpu_used"], cli["gpu_free"]) == (api["gpuUsed"], api["gpuFree"]) == (used, 8 - used)
+    assert cli["spec"]["nodes"] == api["nodes"] == metric_nodes
+    assert cli["status"]["gpuTypes"] == api["gpuType"]
+    assert (g["used"], g["free"]) == (api["gpuUsed"], api["gpuFree"]) == (used, 8 - used)
     assert free == 8 - used
 
 

@@ -302,3 +302,18 @@ def test_an_idle_scale_names_the_service_when_the_workload_it_hangs_on_goes_befo
         if r["action"] == "scaled"
     ]
     assert [(r["job"], r["uid"]) for r in scaled] == [("svc", "u-replica")], scaled
+
+
+def test_records_keep_the_kind_of_the_jobs_object():
+    """Each record names its job's Kubernetes kind (`history -o name` prints statefulset.apps/x, not
+    job/x): a Workload's owner (a pod's own Workload: a Deployment's), an HPA's target."""
+    _, rec = _recorder(StoreCluster())
+    admitted = [("Admitted", "True", "Admitted", "", "2026-11-25T10:01:00Z")]
+    changes = [
+        ("Workload", wl(admitted, owner=("StatefulSet", "nb"), uid="u1"), None),
+        ("Workload", wl(admitted, owner=("Pod", "web-7d9f8-abcde"), uid="u2"), None),
+        ("Workload", wl(admitted, owner=("Job", "train"), uid="u3"), None),
+        ("HorizontalPodAutoscaler", _hpa("2", "2026-11-29T10:00:00Z", 0, 2), None),
+    ]
+    got = {(r.job, r.kind) for r in rec.records(changes)["team-a"]}
+    assert got == {("nb", "StatefulSet"), ("web", "Deployment"), ("train", "Job"), ("chat", "Deployment")}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 import gpuctl.domain.status as status_module
+from gpuctl.domain.sharing import resource_units, units_to_gpus
 from gpuctl.domain.status import State
 from gpuctl.service.inventory import CONTROLLER_KINDS, Inventory
 from gpuctl.service.jobs import collect_jobs, find_job, list_job_rows
@@ -120,7 +121,7 @@ def test_a_gang_of_slices_shows_its_slices_in_get_jobs_the_api_and_describe(monk
     nothing else: get jobs -o json and the API's rows now carry its slices, describe names them."""
     from gpuctl.constants import JOB_COMPLETION_INDEX_ANNOTATION
     from gpuctl.service.views import describe_job
-    from tests.unit.test_consistency import api_rows, cli_rows, cond, job_obj, node_obj, pod_obj, workload_obj
+    from tests.unit.test_consistency import api_rows, cli_jobs, cond, job_obj, node_obj, pod_obj, workload_obj
 
     mig = "nvidia.com/mig-1g.10gb"
     spec = {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {mig: "1"}}}]}
@@ -133,8 +134,11 @@ def test_a_gang_of_slices_shows_its_slices_in_get_jobs_the_api_and_describe(monk
         pods.append(p)
     wl = workload_obj("job-slices", job, spec, [cond("QuotaReserved"), cond("Admitted")], reserved=0, count=2)
     fake = Server([*_team_objects(), node_obj(), job, wl, *pods])
-    (row,) = [r for r in cli_rows(monkeypatch, fake) if r["name"] == "slices"]
-    assert (row["gpus"], row["slices"]) == (0, {mig: 2})
+    # -o json: GPUs as one number, slices included, asked (spec) and held (status) alike.
+    (obj,) = [j for j in cli_jobs(monkeypatch, fake) if j["metadata"]["name"] == "slices"]
+    both = units_to_gpus(2 * resource_units(mig))
+    assert 0 < both < 1
+    assert (obj["spec"]["gpus"], obj["status"]["gpus"], obj["spec"]["nodes"]) == (both, both, 2)
     (api,) = [r for r in api_rows(fake) if r["name"] == "slices"]
     assert (api["gpus"], api["slices"]) == (0, {mig: 2})
     view = describe_job(fake, "slices", NS)
