@@ -114,10 +114,16 @@ def test_an_autoscaled_service_of_two_pod_replicas_scales_by_whole_groups(stack:
 
         capsys.readouterr()
         assert _cli(stack.cluster, "get", "jobs", "-n", ns, "-o", "json") == 0
-        (row,) = [r for r in json.loads(capsys.readouterr().out)["items"] if r["name"] == "llm"]
+        items = json.loads(capsys.readouterr().out)["items"]
+        (row,) = [j["status"] for j in items if j["metadata"]["name"] == "llm"]  # the service's own row
         assert row["ready"].endswith("/3"), row
         assert row["reason"].startswith("1 of 3 replicas waiting for GPUs"), row["reason"]
         assert row["gpus"] == 8
+        assert (row["replicas"]["desired"], row["replicas"]["running"], row["replicas"]["waiting"]) == (
+            3,
+            2,
+            1,
+        )
         assert _cli(stack.cluster, "describe", "job", "llm", "-n", ns, "-o", "json") == 0
         auto = json.loads(capsys.readouterr().out)["autoscaling"]
         assert (auto["minReplicas"], auto["maxReplicas"], auto["desired"]) == (1, 3, 3), auto
