@@ -170,7 +170,7 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
         backstop=backstop or defrag,
         history=history,
         idle=idle,
-        optional=served_controllers(cluster) if args.api or idle else (),
+        optional=served_controllers(cluster) if args.api or idle or args.metrics else (),
     )
     ctx = ServerContext(cluster=cluster, cache=cache, options=args)
     leader = None
