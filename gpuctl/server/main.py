@@ -225,6 +225,7 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             leader=leader,
             identity=ctx.elector.identity if ctx.elector is not None else "",
             lead=args.bound_lead,
+            bounds=args.hold_bounds,
             cohort=lambda: cache["Cohort"].get(COHORT_NAME),
         )
     if idle:
