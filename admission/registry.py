@@ -449,11 +449,13 @@ REGISTRY: Final[tuple[Rule, ...]] = (
     ),
     Rule(
         HPA_QUEUED,
-        "an HPA scaling a GPU Deployment Kueue does not queue (its replicas past the quota would not wait)",
+        "an HPA scaling a GPU Deployment or LeaderWorkerSet Kueue does not queue (its replicas past the "
+        "quota would not wait)",
         "autoscaling",
         autoscaling.FIX,
         ((SCALE, lambda r: autoscaling.check_hpa_queued(r.obj, r.ns, r.state, r.warn)),),
-        webhook_only="reads the target Deployment and the team's ClusterQueue from the webhook's cache",
+        webhook_only="reads the target Deployment or LeaderWorkerSet and the team's ClusterQueue from the "
+        "webhook's cache",
     ),
     Rule(
         POOL_TOLERATION,

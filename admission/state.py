@@ -25,10 +25,20 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Protocol
 
-from gpuctl.cluster import Cluster
+from gpuctl.cluster import ApiError, Cluster
 from gpuctl.cluster.informer import Gone, Informer, Transport
-from gpuctl.constants import KUEUE_GROUP, KUEUE_VERSION, MANAGED_BY_VALUE, NAMESPACE_MARKER_VALUE, Labels
+from gpuctl.constants import (
+    KUEUE_GROUP,
+    KUEUE_VERSION,
+    LWS_API_VERSION,
+    LWS_GROUP,
+    MANAGED_BY_VALUE,
+    NAMESPACE_MARKER_VALUE,
+    Labels,
+)
+from gpuctl.domain.gang import group_size
 from gpuctl.domain.gpus import pod_spec_gpus
+from gpuctl.domain.objects import pod_template
 from gpuctl.domain.pools import is_pool_flavor, node_gpus, node_ready
 from gpuctl.domain.shape import ShapeError
 from gpuctl.domain.teams import cluster_queue_flavors, team_from_cluster_queue
@@ -93,6 +103,9 @@ class ClusterState:
     generation: int = 0
     # (namespace, name) -> a Deployment that requests GPUs or is an autoscaled service's (hpa-queued)
     deployments: Mapping[tuple[str, str], CachedDeployment] = field(default_factory=_empty)
+    # The same of LeaderWorkerSets (multi-node replicas; GPUs per replica: its group's), where the cluster
+    # serves them
+    leader_worker_sets: Mapping[tuple[str, str], CachedDeployment] = field(default_factory=_empty)
     team_caps: Mapping[str, TeamCap] = field(default_factory=_empty)  # ClusterQueue -> its GPU cap
 
     @classmethod
@@ -108,6 +121,7 @@ class ClusterState:
         generation: int = 0,
         deployments: Mapping[tuple[str, str], CachedDeployment] | None = None,
         team_caps: Mapping[str, TeamCap] | None = None,
+        leader_worker_sets: Mapping[tuple[str, str], CachedDeployment] | None = None,
     ) -> ClusterState:
         """A snapshot from already-reduced parts (the cache and tests both build states this way)."""
         node_map = {n.name: n for n in nodes}
@@ -130,6 +144,7 @@ class ClusterState:
             namespaces=MappingProxyType(dict(namespaces or {})),
             generation=generation,
             deployments=MappingProxyType(dict(deployments or {})),
+            leader_worker_sets=MappingProxyType(dict(leader_worker_sets or {})),
             team_caps=MappingProxyType(dict(team_caps or {})),
         )
 
@@ -137,8 +152,8 @@ class ClusterState:
     def from_objects(cls, objects: Iterable[Mapping[str, Any]], *, synced: bool = True) -> ClusterState:
         """A snapshot from raw Kubernetes objects of the watched kinds (for tests, benchmarks and
         `--static-state`); other kinds are ignored."""
-        stores: dict[str, dict] = {r.name: {} for r in RESOURCES}
-        by_kind = {r.kind: r for r in RESOURCES}
+        stores: dict[str, dict] = {r.name: {} for r in (*RESOURCES, *OPTIONAL_RESOURCES)}
+        by_kind = {r.kind: r for r in (*RESOURCES, *OPTIONAL_RESOURCES)}
         for obj in objects:
             r = by_kind.get(obj.get("kind", ""))
             if r is None:
@@ -196,15 +211,16 @@ def reduce_cluster_queue(obj: Mapping[str, Any]) -> tuple[str, tuple[frozenset[s
 
 
 def reduce_deployment(obj: Mapping[str, Any]) -> tuple[tuple[str, str], CachedDeployment | None]:
-    """A Deployment `hpa-queued` may be asked about: one whose pods request GPUs, or an autoscaled service's.
-    Others reduce to None (not kept). Malformed fields read as none: the object's own review judges them."""
+    """A Deployment (or LeaderWorkerSet) `hpa-queued` may be asked about: one whose pods request GPUs, or
+    an autoscaled service's. Others reduce to None (not kept). Malformed fields read as none: the object's
+    own review judges them. A LeaderWorkerSet's GPUs are a replica's: every pod of its group's."""
     meta, labels = _meta(obj), _labels(obj)
     key = (meta.get("namespace", ""), meta.get("name", ""))
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    tmpl = spec.get("template") if isinstance(spec.get("template"), dict) else {}
     try:
-        gpus = pod_spec_gpus(tmpl.get("spec") if isinstance(tmpl.get("spec"), dict) else {})
-    except ShapeError:
+        tmpl = pod_template(obj)
+        gpus = pod_spec_gpus(tmpl.get("spec") if isinstance(tmpl.get("spec"), dict) else {}) * group_size(obj)
+    except (ShapeError, ValueError, TypeError, AttributeError):
         gpus = 0
     tier = labels.get(Labels.SERVING_TIER)
     if not gpus and tier is None:
@@ -248,6 +264,17 @@ RESOURCES: Final = (
     Resource("namespaces", "Namespace", reduce_namespace),
     Resource("deployments", "Deployment", reduce_deployment, ("apps", "v1", "deployments")),
 )
+# Kinds watched only where the cluster serves their API (a CRD; an informer of an API not served would
+# never sync, and the webhook would never be ready): checked when the webhook starts, so one installed
+# later is read after the webhook restarts.
+OPTIONAL_RESOURCES: Final = (
+    Resource(
+        "leaderworkersets",
+        "LeaderWorkerSet",
+        reduce_deployment,
+        (LWS_GROUP, LWS_API_VERSION.split("/")[1], "leaderworkersets"),
+    ),
+)
 
 
 def compose(stores: Mapping[str, Mapping[Any, Any]], *, synced: bool, generation: int = 0) -> ClusterState:
@@ -265,6 +292,7 @@ def compose(stores: Mapping[str, Mapping[Any, Any]], *, synced: bool, generation
         synced=synced,
         generation=generation,
         deployments=stores.get("deployments", {}),
+        leader_worker_sets=stores.get("leaderworkersets", {}),
         team_caps={k: cap for k, (_, cap) in cqs.items()},
     )
 
@@ -334,6 +362,24 @@ def informer(cluster: Transport, resource: Resource, **kwargs: Any) -> Informer:
     )
 
 
+def served(cluster: Transport, resources: Iterable[Resource]) -> list[Resource]:
+    """Those of `resources` whose API the cluster serves now (its discovery document answers)."""
+    out = []
+    for r in resources:
+        group, version, _ = r.custom or ("", "v1", "")
+        try:
+            cluster.get(f"/apis/{group}/{version}")
+        except ApiError as e:
+            if e.status != 404:
+                log.warning("cannot tell whether the cluster serves %s: %s", r.kind, e)
+            continue
+        except Exception as e:  # the transport's own failure: not watched (a restart asks again)
+            log.warning("cannot tell whether the cluster serves %s: %s: %s", r.kind, type(e).__name__, e)
+            continue
+        out.append(r)
+    return out
+
+
 class WatchCache:
     """Informers for every kind the rules read, publishing one ClusterState after every change.
 
@@ -347,7 +393,7 @@ class WatchCache:
         self._state = ClusterState()
         self._listeners: list[Callable[[ClusterState], None]] = []
         self.informers: dict[str, Informer] = {}
-        for r in RESOURCES:
+        for r in (*RESOURCES, *served(cluster, OPTIONAL_RESOURCES)):
             inf = informer(cluster, r, watch_timeout=watch_timeout, **informer_kwargs)
             inf.add_listener(self._changed)
             self.informers[r.name] = inf
@@ -412,6 +458,7 @@ class WatchCache:
 
 
 __all__ = [
+    "OPTIONAL_RESOURCES",
     "RESOURCES",
     "CachedNode",
     "ClusterState",

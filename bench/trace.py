@@ -1730,6 +1730,7 @@ def bound_holds(kube: Cluster, day: float, settle: float) -> SetAside:
         max_hold=SET_ASIDE_MAX_SECONDS * k,
         cooldown=SET_ASIDE_COOLDOWN_SECONDS * k,
         lead=SET_ASIDE_BOUND_LEAD_SECONDS * k,
+        bounds=True,
         interval=1.0,
         cohort=lambda: kube.get_or_none(path("Cohort", COHORT_NAME)),
     )

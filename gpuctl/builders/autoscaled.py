@@ -24,9 +24,11 @@ from gpuctl.builders.common import (
     pod_template,
     service_port,
 )
+from gpuctl.builders.inference_lws import leader_worker_set, leaders_service
 from gpuctl.constants import (
     AUTOSCALING_METRICS,
     BURST_SUFFIX,
+    LWS_API_VERSION,
     METRIC_FLOOR_LABEL,
     METRIC_JOB_LABEL,
     SERVING_CLASS,
@@ -85,9 +87,16 @@ def _deployment(
     }
 
 
-def autoscaler(spec: InferenceSpec | ComputeSpec, namespace: str, auto: Autoscaling) -> dict:
+def autoscaler(
+    spec: InferenceSpec | ComputeSpec,
+    namespace: str,
+    auto: Autoscaling,
+    target: tuple[str, str] = ("apps/v1", "Deployment"),
+) -> dict:
     """The HPA of the burst: minReplicas 0 (HPAScaleToZero), the external metric of the service's load
-    above the floor's, AverageValue target = the target per replica, so burst = ceil(above / target)."""
+    above the floor's, AverageValue target = the target per replica, so burst = ceil(above / target).
+    `target`: the burst's (apiVersion, kind): its Deployment, or its LeaderWorkerSet (multi-node replicas,
+    whose scale subresource counts groups)."""
     labels = {
         k: v
         for k, v in job_labels(spec, namespace).items()
@@ -101,8 +110,8 @@ def autoscaler(spec: InferenceSpec | ComputeSpec, namespace: str, auto: Autoscal
         "metadata": metadata(spec, namespace, labels),
         "spec": {
             "scaleTargetRef": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
+                "apiVersion": target[0],
+                "kind": target[1],
                 "name": burst_name(spec.job.name),
             },
             "minReplicas": 0,
@@ -133,8 +142,31 @@ def build_autoscaled(
     floor first: a create's first object is the job's controller)."""
     auto = spec.service.autoscaling
     assert auto is not None
+    if isinstance(spec, InferenceSpec) and spec.resources.nodes > 1:
+        return _build_groups(spec, namespace, extra_labels, pool, auto)
     floor = _deployment(spec, namespace, extra_labels, pool, Tier.FLOOR, auto.min_replicas)
     burst = _deployment(spec, namespace, extra_labels, pool, Tier.BURST, 0)
     service = node_port_service(spec, namespace)
     service["metadata"]["labels"].update(extra_labels)
     return [floor, burst, autoscaler(spec, namespace, auto), service]
+
+
+def _build_groups(
+    spec: InferenceSpec, namespace: str, extra_labels: dict[str, str], pool: TargetPool, auto: Autoscaling
+) -> list[dict]:
+    """Replicas that span nodes (`resources.nodes` > 1): the same floor and burst, each a LeaderWorkerSet
+    of N-pod groups (gpuctl.builders.inference_lws; Kueue admits a group whole at its tier's priority), the
+    HPA on the burst LeaderWorkerSet's scale subresource (it counts groups), svc-<name> in front of the
+    leaders of both."""
+
+    def relabel(tier: Tier):
+        return lambda labels: tier_labels({**labels, **extra_labels}, tier)
+
+    floor = leader_worker_set(spec, namespace, pool, replicas=auto.min_replicas, relabel=relabel(Tier.FLOOR))
+    burst = leader_worker_set(
+        spec, namespace, pool, name=burst_name(spec.job.name), replicas=0, relabel=relabel(Tier.BURST)
+    )
+    hpa = autoscaler(spec, namespace, auto, (LWS_API_VERSION, "LeaderWorkerSet"))
+    service = leaders_service(spec, namespace)
+    service["metadata"]["labels"].update(extra_labels)
+    return [floor, burst, hpa, service]

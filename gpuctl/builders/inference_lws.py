@@ -19,6 +19,8 @@ its leaders. Pure, like every builder.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gpuctl.builders.common import (
     TargetPool,
     job_labels,
@@ -60,19 +62,35 @@ def _group_template(template: dict, spec: InferenceSpec, pool: TargetPool) -> di
     return template
 
 
-def build_leader_worker_set(spec: InferenceSpec, namespace: str, pool: TargetPool) -> list[dict]:
+def leader_worker_set(
+    spec: InferenceSpec,
+    namespace: str,
+    pool: TargetPool,
+    *,
+    name: str | None = None,
+    replicas: int | None = None,
+    relabel: Callable[[dict[str, str]], dict[str, str]] | None = None,
+) -> dict:
+    """The LeaderWorkerSet of `spec` (named `name`, of `replicas` groups: the spec's own by default);
+    `relabel` rewrites its labels and both templates' (an autoscaled service's tier, gpuctl.builders.
+    autoscaled)."""
     _, target = service_port(spec)
     leader = _group_template(
         pod_template(spec, namespace, app_label=True, container_port=target, pool=pool), spec, pool
     )
     worker = pod_template(spec, namespace, app_label=True, pool=pool)  # no Service port, no probes
     worker = _group_template(worker, spec, pool)
-    lws = {
+    labels = job_labels(spec, namespace)
+    if relabel is not None:
+        labels = relabel({**labels, Labels.APP: spec.job.name})
+        for t in (leader, worker):
+            t["metadata"]["labels"] = relabel(t["metadata"]["labels"])
+    return {
         "apiVersion": LWS_API_VERSION,
         "kind": "LeaderWorkerSet",
-        "metadata": metadata(spec, namespace, job_labels(spec, namespace)),
+        "metadata": metadata(spec, namespace, labels, name=name),
         "spec": {
-            "replicas": spec.service.replicas,
+            "replicas": spec.service.replicas if replicas is None else replicas,
             "startupPolicy": "LeaderCreated",
             "rolloutStrategy": {
                 "type": "RollingUpdate",
@@ -87,7 +105,14 @@ def build_leader_worker_set(spec: InferenceSpec, namespace: str, pool: TargetPoo
             },
         },
     }
+
+
+def leaders_service(spec: InferenceSpec, namespace: str) -> dict:
+    """svc-<name> in front of the leaders of every group (worker index 0); the workers serve their leader."""
     service = node_port_service(spec, namespace)
-    # Requests go to the leaders only (worker index 0); the workers serve their leader.
     service["spec"]["selector"] = {Labels.APP: spec.job.name, LWS_WORKER_INDEX_LABEL: "0"}
-    return [lws, service]
+    return service
+
+
+def build_leader_worker_set(spec: InferenceSpec, namespace: str, pool: TargetPool) -> list[dict]:
+    return [leader_worker_set(spec, namespace, pool), leaders_service(spec, namespace)]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from gpuctl.constants import AUTOSCALING_METRICS, METRIC_FLOOR_LABEL, Labels, Tier
+from gpuctl.constants import AUTOSCALING_METRICS, LWS_NAME_LABEL, METRIC_FLOOR_LABEL, Labels, Tier
+from gpuctl.domain.gang import group_size, replica_groups
 from gpuctl.domain.objects import labels, pod_finished
 from gpuctl.domain.status import is_gated
 
@@ -136,7 +137,9 @@ def scale(
     f_want, f_ready = _replicas(floor)
     b_want, b_ready = _replicas(burst)
     live = [p for p in pods if not pod_finished(p) and not (p.get("metadata") or {}).get("deletionTimestamp")]
-    waiting = sum(1 for p in live if is_gated(p))
+    replicas = tier_groups(live) if group_size(floor) > 1 else [[p] for p in live]
+    # A replica of N pods (a LeaderWorkerSet group, admitted whole) waits while any of its pods is gated.
+    waiting = sum(1 for r in replicas if any(is_gated(p) for p in r))
     burst_max = int(((hpa or {}).get("spec") or {}).get("maxReplicas") or 0)
     hpa_desired = None
     if hpa and (hpa.get("status") or {}).get("desiredReplicas") is not None:
@@ -146,18 +149,30 @@ def scale(
         burst_max=burst_max,
         desired=f_want + b_want,
         ready=f_ready + b_ready,
-        running=len(live) - waiting,
+        running=len(replicas) - waiting,
         waiting=waiting,
         hpa_desired=hpa_desired,
         metric=hpa_metric(hpa),
     )
 
 
+def tier_groups(pods: list[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """An autoscaled service's multi-node replicas: its pods by group (floor and burst are two
+    LeaderWorkerSets, each numbering its groups from 0: a group is its LeaderWorkerSet and index), each
+    group in rank order, floor groups first."""
+    by_set: dict[str, list[Mapping[str, Any]]] = {}
+    for p in pods:
+        by_set.setdefault(labels(p).get(LWS_NAME_LABEL, ""), []).append(p)
+    ordered = sorted(by_set.items(), key=lambda kv: (tier(kv[1][0]) is not Tier.FLOOR, kv[0]))
+    return [g for _, ps in ordered for g in replica_groups(ps).values()]
+
+
 def services(
     deployments: list[Mapping[str, Any]], pods: list[Mapping[str, Any]], hpas: list[Mapping[str, Any]]
 ) -> dict[tuple[str, str], Scale]:
     """(namespace, job) -> Scale of every autoscaled service among these objects (the metrics' reading:
-    every Deployment, pod and HPA of the cluster, whatever else they hold)."""
+    every Deployment, pod and HPA of the cluster, whatever else they hold; `deployments` may hold
+    LeaderWorkerSets too, the floors and bursts of multi-node replicas: counted in groups)."""
     floors: dict[tuple[str, str], Mapping[str, Any]] = {}
     bursts: dict[tuple[str, str], Mapping[str, Any]] = {}
     for d in deployments:

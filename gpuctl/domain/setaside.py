@@ -305,12 +305,13 @@ def plan_set_aside(
     idle_since: Mapping[str, float] | None = None,
     recently_ended: Mapping[str, float] | None = None,
     lead: float = SET_ASIDE_BOUND_LEAD_SECONDS,
+    bounds: bool = True,
 ) -> Plan:
     """Which nodes to hold for which gang, and which to give back (module docstring). `levels`: each
     pool's topology levels above the node (gpuctl.domain.gang.pool_topology); `pools`: None for all;
     `idle_since`: the last plan's (gang -> since when its held nodes are free: the caller keeps it);
     `recently_ended`: Workload ns/name -> when the caller ended its set-aside (its annotation may not have
-    reached the caller's cache yet)."""
+    reached the caller's cache yet); `bounds`: also hold for one-pod jobs shown a bound (`lead` before it)."""
     pods_on: dict[str, list[Mapping[str, Any]]] = {}
     for p in pods:  # by node; "" holds the pods not bound yet
         if not pod_finished(p):
@@ -324,7 +325,7 @@ def plan_set_aside(
     by_pool: dict[str, list[Gang]] = {}
     refused: dict[str, Gang] = {}
     for g in waiting_gangs(workloads, cluster_queues, now=now, cooldown=cooldown, ended=recently_ended):
-        if g.pool and (pools is None or g.pool in pools):
+        if g.pool and (pools is None or g.pool in pools) and (bounds or g.by is None):
             if g.blocked:
                 refused.setdefault(g.pool, g)
             else:

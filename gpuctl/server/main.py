@@ -170,7 +170,7 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
         backstop=backstop or defrag,
         history=history,
         idle=idle,
-        optional=served_controllers(cluster) if args.api or idle else (),
+        optional=served_controllers(cluster) if args.api or idle or args.metrics else (),
     )
     ctx = ServerContext(cluster=cluster, cache=cache, options=args)
     leader = None
@@ -225,6 +225,7 @@ def build_context(args: argparse.Namespace, cluster: Any) -> ServerContext:
             leader=leader,
             identity=ctx.elector.identity if ctx.elector is not None else "",
             lead=args.bound_lead,
+            bounds=args.hold_bounds,
             cohort=lambda: cache["Cohort"].get(COHORT_NAME),
         )
     if idle:

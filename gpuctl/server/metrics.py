@@ -323,7 +323,11 @@ class GpuctlCollector(Collector):
         yield job_pod_family(self._list("Pod"), node_pool)
         # Autoscaled services (docs/serving.md): replicas desired, running, waiting.
         yield from service_families(
-            services(self._list("Deployment"), self._list("Pod"), self._list("HorizontalPodAutoscaler"))
+            services(
+                [*self._list("Deployment"), *self._list("LeaderWorkerSet")],
+                self._list("Pod"),
+                self._list("HorizontalPodAutoscaler"),
+            )
         )
         # The backstop: GPUs pods hold that Kueue does not count (gpuctl.domain.coverage).
         if self.backstop is not None:

@@ -154,6 +154,12 @@ def _add_defrag(p: argparse.ArgumentParser) -> None:
         help=f"a set-aside ends after this many seconds at most ({SET_ASIDE_MAX_SECONDS:g})",
     )
     p.add_argument(
+        "--hold-bounds",
+        action="store_true",
+        help="with --defrag: record each waiting one-pod job's first start bound and set a node aside for it "
+        "before that bound (docs/queueing.md, A bound gpuctl keeps; off by default: not yet better measured)",
+    )
+    p.add_argument(
         "--bound-lead",
         type=float,
         default=SET_ASIDE_BOUND_LEAD_SECONDS,

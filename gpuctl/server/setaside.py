@@ -16,9 +16,9 @@ or whose pod squats a gang's nodes (squatters), is requeued the way defragmentat
 beside this under the same `--defrag` flag, reactivates it once Kueue has evicted it). Gauge
 gpuctl_set_aside_nodes{pool} is exported.
 
-A bound gpuctl keeps (docs/queueing.md): each step also records on every waiting one-pod Job of
-its pools the first start bound it gets (runwhere.ai/starts-by, gpuctl.domain.promise), and the plan holds
-a node for such a job from `lead` seconds before that bound.
+A bound gpuctl keeps (docs/queueing.md), with `--hold-bounds`: each step also records on every waiting
+one-pod Job of its pools the first start bound it gets (runwhere.ai/starts-by, gpuctl.domain.promise), and
+the plan holds a node for such a job from `lead` seconds before that bound.
 """
 
 from __future__ import annotations
@@ -104,13 +104,14 @@ class SetAside(Periodic):
         wall: Callable[[], float] = time.time,
         identity: str = "",
         lead: float = SET_ASIDE_BOUND_LEAD_SECONDS,
+        bounds: bool = False,
         slack: float = ESTIMATE_STEP_SLACK_SECONDS,
         cohort: Callable[[], Mapping[str, Any] | None] = lambda: None,
     ):
         self.cluster, self.source, self.pools, self.identity = cluster, source, pools, identity
         self.settle, self.interval, self.leader, self.wall = settle, interval, leader, wall
         self.idle, self.max_hold, self.cooldown = idle, max_hold, cooldown
-        self.lead, self.slack, self.cohort = lead, slack, cohort
+        self.lead, self.bounds, self.slack, self.cohort = lead, bounds, slack, cohort
         self.held: dict[str, int] = {}  # pool -> nodes set aside now
         self.last: dict[str, str] = {}
         self.idle_since: dict[str, float] = {}  # held gang -> since when its nodes are free (this leader's)
@@ -123,7 +124,8 @@ class SetAside(Periodic):
         nodes, pods, workloads, cqs, flavors = (list(x) for x in self.source())
         levels = {name(f): pool_topology(f) for f in flavors}
         now = self.wall()
-        workloads = self._promise(nodes, pods, workloads, cqs, now)
+        if self.bounds:  # --hold-bounds
+            workloads = self._promise(nodes, pods, workloads, cqs, now)
         plan = plan_set_aside(
             nodes,
             pods,
@@ -139,6 +141,7 @@ class SetAside(Periodic):
             idle_since=self.idle_since,
             recently_ended=self.ended,
             lead=self.lead,
+            bounds=self.bounds,
         )
         self.idle_since = dict(plan.idle_since)
         self.ended = {k: t for k, t in self.ended.items() if now - t < self.cooldown}

@@ -68,6 +68,9 @@ def default_cache(
         # gpuctl's HPAs, for gpuctl_service_*_replicas.
         if "Deployment" not in cache.informers:
             cache.add("Deployment", label_selector=Labels.SERVING_TIER, transform=trim_controller)
+        # ... and LeaderWorkerSets (multi-node replicas) where the cluster serves them.
+        if "LeaderWorkerSet" in optional and "LeaderWorkerSet" not in cache.informers:
+            cache.add("LeaderWorkerSet", label_selector=Labels.SERVING_TIER, transform=trim_controller)
         cache.add("HorizontalPodAutoscaler", label_selector=JOB_SELECTOR, transform=trim_hpa)
     if history and "HorizontalPodAutoscaler" not in cache.informers:  # a service's scales
         cache.add("HorizontalPodAutoscaler", label_selector=JOB_SELECTOR, transform=trim_hpa)

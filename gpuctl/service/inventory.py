@@ -340,11 +340,11 @@ class Inventory:
         self.__dict__["workloads"] = self._workloads_of(uids, namespace)
 
     def _with_tiers(self, controllers: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-        """An autoscaled service is both its Deployments (docs/serving.md): named by its burst
-        (`<name>-burst`), the floor too; named by its floor, the burst too (one GET each)."""
+        """An autoscaled service is both its Deployments, or LeaderWorkerSets (docs/serving.md): named by
+        its burst (`<name>-burst`), the floor too; named by its floor, the burst too (one GET each)."""
         out = list(controllers)
         for kind, o in controllers:
-            if kind != "Deployment" or tier(o) is None:
+            if kind not in PER_REPLICA_KINDS or tier(o) is None:
                 continue
             ns = o["metadata"]["namespace"]
             other = service_of(o) if is_burst(o) else o["metadata"]["name"] + BURST_SUFFIX
@@ -353,9 +353,9 @@ class Inventory:
                 for k, x in out
             ):
                 continue
-            found = self.reader.get("Deployment", other, ns)
+            found = self.reader.get(kind, other, ns)
             if found is not None and tier(found) is not None:
-                out.append(("Deployment", found))
+                out.append((kind, found))
         return out
 
     def _controllers_named(self, name: str) -> list[tuple[str, dict]]:
@@ -522,7 +522,7 @@ class Inventory:
         uid = obj["metadata"]["uid"]
         direct = self.workloads_by_owner_uid.get(uid)
         if direct and kind in PER_REPLICA_KINDS:  # a LeaderWorkerSet's groups
-            return _least_advanced(direct)
+            return least_advanced(direct)
         if direct:
             return direct[0]
         if kind == "Deployment":
@@ -532,7 +532,7 @@ class Inventory:
                 for w in self.workloads_by_owner_uid.get(p["metadata"]["uid"], [])
             ]
             if wls:
-                return _least_advanced(wls)
+                return least_advanced(wls)
         return None
 
     def workloads_of(self, kind: str, obj: dict, pods: list[dict] | None = None) -> list[dict]:
@@ -548,7 +548,7 @@ class Inventory:
         return own if kind in PER_REPLICA_KINDS else own[:1]
 
 
-def _least_advanced(wls: list[dict]) -> dict:
+def least_advanced(wls: list[dict]) -> dict:
     """Of a job's per-replica Workloads, the one its status speaks for: a waiting one, else the first."""
     pending = [w for w in wls if not is_true(w, "Admitted")]
     return pending[0] if pending else wls[0]

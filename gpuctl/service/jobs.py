@@ -11,7 +11,7 @@ from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, groups_gpus, grou
 from gpuctl.domain.gpus import controller_asks, pod_gpus, slices_held, workload_gpus, workload_slices
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, owner_refs, pod_finished
-from gpuctl.domain.serving import combined, is_burst, scale, service_of, tier
+from gpuctl.domain.serving import combined, is_burst, scale, service_of, tier, tier_groups
 from gpuctl.domain.status import (
     WAITING_STATES,
     JobStatus,
@@ -29,7 +29,7 @@ from gpuctl.domain.status import (
 from gpuctl.domain.workload import IN_QUEUE, job_pool, stop_reason, workload_state
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import NotFound, ServiceError
-from gpuctl.service.inventory import Inventory
+from gpuctl.service.inventory import PER_REPLICA_KINDS, Inventory, least_advanced
 from gpuctl.service.members import worker
 from gpuctl.service.waiting import job_estimate, snapshot
 
@@ -213,21 +213,26 @@ def _kind_of(obj: dict) -> str:
 
 
 def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
-    """One Job per gpuctl job; an autoscaled service's burst Deployment is part of its floor's job."""
+    """One Job per gpuctl job; an autoscaled service's burst (Deployment, or LeaderWorkerSet of multi-node
+    replicas) is part of its floor's job."""
     bursts = {
-        (o["metadata"]["namespace"], service_of(o)): o
+        (kind, o["metadata"]["namespace"], service_of(o)): o
         for kind, o in inv.controllers
-        if kind == "Deployment" and is_burst(o)
+        if kind in PER_REPLICA_KINDS and is_burst(o)
     }
     jobs = []
     for resource, obj in inv.controllers:
-        if resource == "Deployment" and is_burst(obj):
+        if resource in PER_REPLICA_KINDS and is_burst(obj):
             continue
         pods = inv.pods_of(resource, obj)
-        wl = inv.workload_of(resource, obj, pods)
+        key = (resource, obj["metadata"]["namespace"], obj["metadata"]["name"])
+        burst = bursts.get(key) if tier(obj) else None
+        # A LeaderWorkerSet's groups' Workloads (and its burst's: a set of their own).
+        sets = [] if resource != "LeaderWorkerSet" else [o for o in (obj, burst) if o is not None]
+        groups_wls = [w for o in sets for w in inv.workloads_of(resource, o, pods)]
+        wl = least_advanced(groups_wls) if burst and groups_wls else inv.workload_of(resource, obj, pods)
         pod_wls = {p["metadata"]["uid"]: inv.pod_workload(p, wl) for p in pods}
         words = {uid: pod_status(p, pod_wls[uid]) for p in pods for uid in [p["metadata"]["uid"]]}
-        burst = bursts.get((obj["metadata"]["namespace"], obj["metadata"]["name"])) if tier(obj) else None
         seen = combined(obj, burst) if tier(obj) else obj
         st = job_status(resource, seen, wl, pods, list(words.values()))
         if tier(obj) and SERVICE_STOPPED_ANNOTATION in (obj["metadata"].get("annotations") or {}):
@@ -237,8 +242,7 @@ def collect_jobs(inv: Inventory, *, positions: bool = True) -> list[Job]:
             _kind_of(obj), resource, obj, wl, pods, st.state, st.reason, pos, pod_words=words, burst=burst
         )
         job.pod_workloads = pod_wls
-        if resource == "LeaderWorkerSet":
-            job.replica_workloads = inv.workloads_of(resource, obj, pods)
+        job.replica_workloads = groups_wls
         jobs.append(job)
     return jobs
 
@@ -423,9 +427,11 @@ def _lws_row(job: Job, live: list[dict], why: _Reasons, *, gpus: bool, one: dict
     """The one row of a service of multi-node replicas (a LeaderWorkerSet): READY its ready replicas of
     those asked for (a replica is ready when its whole group is), its nodes, the GPUs of its admitted
     groups, and in REASON how many replicas wait at Kueue's gate and why (the least advanced group's)."""
-    spec, st = job.obj.get("spec") or {}, job.obj.get("status") or {}
+    seen = combined(job.obj, job.burst) if job.autoscaled else job.obj  # floor and burst: one service
+    spec, st = seen.get("spec") or {}, seen.get("status") or {}
     desired = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
-    groups = replica_groups(live)
+    # An autoscaled service's floor and burst number their groups each from 0: a group is set + index.
+    groups = dict(enumerate(tier_groups(live))) if job.autoscaled else replica_groups(live)
     ranked = [p for group in groups.values() for p in group]
     reason = why(job.workload, job.status)
     if waiting := groups_waiting(groups):
@@ -439,6 +445,7 @@ def _lws_row(job: Job, live: list[dict], why: _Reasons, *, gpus: bool, one: dict
         ip=(pod_ip(ranked[0]) if ranked else "") or "<none>",
         gpus=groups_gpus(groups) if gpus else None,
         reason=reason,
+        replicas=scale(job.obj, job.burst, job.pods).as_dict() if job.autoscaled else None,
         **one,
     )
 

@@ -59,9 +59,9 @@ def delete_job(
 
 
 def _autoscaled_parts(job: Job) -> list[tuple[str, dict]]:
-    """The objects of an autoscaled service beside its floor Deployment that gpuctl made (its labels):
-    the HPA, then the burst Deployment."""
-    parts = [("HorizontalPodAutoscaler", job.autoscaler), ("Deployment", job.burst)]
+    """The objects of an autoscaled service beside its floor that gpuctl made (its labels): the HPA, then
+    the burst (a Deployment, or a LeaderWorkerSet of multi-node replicas: the floor's kind)."""
+    parts = [("HorizontalPodAutoscaler", job.autoscaler), (job.resource, job.burst)]
     return [(k, o) for k, o in parts if o and (o["metadata"].get("labels") or {}).get(Labels.JOB_TYPE)]
 
 

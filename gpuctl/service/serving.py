@@ -9,8 +9,10 @@ from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.cluster.reader import Reader
 from gpuctl.constants import SERVICE_STOPPED_ANNOTATION, Labels, Tier
 from gpuctl.domain.dryrun import DryRun
+from gpuctl.domain.gang import group_size
 from gpuctl.domain.gpus import pod_spec_gpus
-from gpuctl.domain.serving import floor_beyond_quota, scale, tier
+from gpuctl.domain.objects import pod_template
+from gpuctl.domain.serving import floor_beyond_quota, scale, tier, tier_groups
 from gpuctl.domain.status import is_gated
 from gpuctl.domain.teams import team_from_cluster_queue
 from gpuctl.service.errors import ServiceError
@@ -89,7 +91,7 @@ def set_service_active(cluster: Cluster, job: Job, active: bool, *, dry_run: Dry
     server_dry = dry_run is DryRun.SERVER
     if not dry_run.writes:
         return True
-    fp = path("Deployment", job.name, job.namespace)
+    fp = path(job.resource, job.name, job.namespace)  # a Deployment, or a LeaderWorkerSet of groups
     uid = floor["metadata"]["uid"]
     if not active:
         replicas = int((floor.get("spec") or {}).get("replicas") or 0)
@@ -103,7 +105,7 @@ def set_service_active(cluster: Cluster, job: Job, active: bool, *, dry_run: Dry
         )
         if job.burst is not None:
             cluster.merge_patch(
-                path("Deployment", job.burst["metadata"]["name"], job.namespace),
+                path(job.resource, job.burst["metadata"]["name"], job.namespace),
                 {"metadata": {"uid": job.burst["metadata"]["uid"]}, "spec": {"replicas": 0}},
                 dry_run=server_dry,
             )
@@ -147,9 +149,7 @@ def autoscaling_view(job: Job, inv: Inventory | None) -> dict | None:
     out["burst"] = {"replicas": sc.desired - sc.floor, "max": sc.burst_max}
     out["autoscaler"] = _hpa_view(job.autoscaler)
     waiting = []
-    for pod in sorted(job.pods, key=lambda p: p["metadata"]["name"]):
-        if not is_gated(pod) or (pod["metadata"].get("deletionTimestamp")):
-            continue
+    for pod in _waiting_replicas(job):
         wl = job.pod_workloads.get(pod["metadata"]["uid"])
         entry: dict = {
             "pod": pod["metadata"]["name"],
@@ -164,6 +164,17 @@ def autoscaling_view(job: Job, inv: Inventory | None) -> dict | None:
         waiting.append(entry)
     out["waitingReplicas"] = waiting
     return out
+
+
+def _waiting_replicas(job: Job) -> list[dict]:
+    """The waiting replicas of an autoscaled service, each by one pod: a gated pod, or the leader of a
+    group at Kueue's gate (multi-node replicas: the group's Workload is the leader's too)."""
+    live = [p for p in job.pods if not p["metadata"].get("deletionTimestamp")]
+    if group_size(job.obj) > 1:
+        firsts = [g[0] for g in tier_groups(live) if any(is_gated(p) for p in g)]
+    else:
+        firsts = [p for p in live if is_gated(p)]
+    return sorted(firsts, key=lambda p: p["metadata"]["name"])
 
 
 def _hpa_view(hpa: dict | None) -> dict | None:
@@ -195,17 +206,35 @@ def check_autoscaled(reader: Reader, where: str, objs: list[dict], cluster_queue
     if cq is None:
         return
     team = team_from_cluster_queue(cq)
-    gpus = pod_spec_gpus(floor["spec"]["template"]["spec"])
+    gpus = _replica_gpus(floor)
     low = int(floor["spec"]["replicas"])
     if not low or not gpus or team.gpu is None:
         return
     others = sum(
-        pod_spec_gpus(d["spec"]["template"]["spec"]) * int(d["spec"].get("replicas") or 0)
-        for d in reader.list("Deployment", ns, label_selector=f"{Labels.SERVING_TIER}={Tier.FLOOR.value}")
-        if d["metadata"]["name"] != name
+        _replica_gpus(d) * int(d["spec"].get("replicas") or 0)
+        for kind, d in _floors(reader, ns)
+        if (kind, d["metadata"]["name"]) != (floor["kind"], name)
         and SERVICE_STOPPED_ANNOTATION not in (d["metadata"].get("annotations") or {})
     )
     found = floor_beyond_quota(f"service {name}", low * gpus, ns, team.gpu, others)
     if found is not None:
         message, fix = found
         raise ServiceError(f"{where}: {message}; {fix}")
+
+
+def _replica_gpus(obj: dict) -> int:
+    """GPUs of one replica of a floor: its pod's, times a LeaderWorkerSet's group size."""
+    return pod_spec_gpus(pod_template(obj).get("spec") or {}) * group_size(obj)
+
+
+def _floors(reader: Reader, ns: str) -> list[tuple[str, dict]]:
+    """(kind, object) of every autoscaled service's floor in `ns`: Deployments, and LeaderWorkerSets
+    where the cluster serves (and the caller may list) them."""
+    selector = f"{Labels.SERVING_TIER}={Tier.FLOOR.value}"
+    out = [("Deployment", d) for d in reader.list("Deployment", ns, label_selector=selector)]
+    try:
+        out += [("LeaderWorkerSet", d) for d in reader.list("LeaderWorkerSet", ns, label_selector=selector)]
+    except ApiError as e:
+        if e.status not in (403, 404):
+            raise
+    return out

@@ -14,6 +14,7 @@ from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import (
     DEFRAG_MOVED_AT_ANNOTATION,
     GPU_RESOURCE,
+    LWS_NAME_LABEL,
     SET_ASIDE_ENDED_ANNOTATION,
     STARTS_BY_ANNOTATION,
     Labels,
@@ -31,7 +32,8 @@ from gpuctl.domain.gang import (
 )
 from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
-from gpuctl.domain.objects import age_seconds, labels, meta, pod_template
+from gpuctl.domain.objects import age_seconds, labels, meta, owner_refs, pod_template
+from gpuctl.domain.serving import tier
 from gpuctl.domain.status import State
 from gpuctl.domain.workload import IN_QUEUE, max_runtime_seconds, workload_state
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
@@ -78,18 +80,35 @@ def gang_view(cluster: Cluster, obj: dict, pods: list[dict], pool: str | None) -
 
 
 def replicas_view(
-    obj: dict, workloads: list[dict], pods: list[dict], inv: Inventory | None = None
+    obj: dict,
+    workloads: list[dict],
+    pods: list[dict],
+    inv: Inventory | None = None,
+    burst: dict | None = None,
 ) -> dict[str, Any] | None:
     """None unless the job is a service of multi-node replicas (a LeaderWorkerSet, docs/serving.md); else
     {replicas, nodes, gpus_per_node, text ("2 replicas x 2 nodes x 8 GPUs = 32 GPUs"), groups: per replica
     its Workload's word and its pods by rank, and for a replica waiting in Kueue's queue what it waits for
-    and when it runs at the latest (`waits_for`, `runs_by`; judged against the command's snapshot `inv`)}."""
+    and when it runs at the latest (`waits_for`, `runs_by`; judged against the command's snapshot `inv`)}.
+    An autoscaled one (`burst`: its burst LeaderWorkerSet) lists the floor's groups, then the burst's,
+    numbered on (each row says its `tier`)."""
     size = group_size(obj)
     if size == 1:
         return None
-    replicas = int((obj.get("spec") or {}).get("replicas", 1))
+    sets = [obj] if burst is None else [obj, burst]
+    replicas = sum(int((o.get("spec") or {}).get("replicas", 1)) for o in sets)
     per_node = pod_spec_gpus(pod_template(obj).get("spec") or {})
-    groups = replica_rows(workloads, pods)
+    groups: list[dict] = []
+    for o in sets:
+        uid, own = meta(o).get("uid"), meta(o).get("name")
+        rows = replica_rows(
+            [w for w in workloads if any(r.get("uid") == uid for r in owner_refs(w))] if burst else workloads,
+            [p for p in pods if labels(p).get(LWS_NAME_LABEL) == own] if burst else pods,
+        )
+        for r in rows:
+            if burst is not None:
+                r = {**r, "replica": len(groups), "tier": str(tier(o) or "")}
+            groups.append(r)
     by_name = {meta(w).get("name"): w for w in workloads}
     for g in groups:
         wl = by_name.get(g["workload"])
@@ -259,7 +278,7 @@ def describe_job(
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,
         gang=gang_view(job.member or cluster, job.obj, job.pods, job.pool),
-        replicas=replicas_view(job.obj, job.replica_workloads, job.pods, inv),
+        replicas=replicas_view(job.obj, job.replica_workloads, job.pods, inv, job.burst),
         autoscaling=autoscaling_view(job, inv),
         gpu_use=use,
         gpu_use_error=use_error,
@@ -270,8 +289,9 @@ def _replicas(job: Job) -> int:
     """Pods the job asks for: a Job's parallelism, a controller's replicas (times a LeaderWorkerSet's
     group size)."""
     spec = job.obj["spec"]
-    if job.burst is not None:  # an autoscaled service: its floor's and its burst's
-        return int(spec.get("replicas") or 0) + int((job.burst.get("spec") or {}).get("replicas") or 0)
+    if job.burst is not None:  # an autoscaled service: its floor's and its burst's (pods of their groups)
+        burst = int((job.burst.get("spec") or {}).get("replicas") or 0)
+        return (int(spec.get("replicas") or 0) + burst) * group_size(job.obj)
     if job.resource == "Job":
         return int(spec.get("parallelism") or 1)
     return (int(spec["replicas"]) if spec.get("replicas") is not None else 1) * group_size(job.obj)

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gpuctl.constants import SERVICE_PREFIX
+from gpuctl.constants import BURST_SUFFIX, SERVICE_PREFIX
 from gpuctl.spec.fields import KindModel, aliases, fail, show
 from gpuctl.spec.job import Environment, JobMeta
 from gpuctl.spec.resources import InferenceResources, PlacementConstraints, Resources, TrainingResources
@@ -132,22 +132,16 @@ class InferenceSpec(_JobKind):
 
     @model_validator(mode="after")
     def _group_name(self) -> InferenceSpec:
-        if self.resources.nodes > 1 and len(self.job.name) > LWS_NAME_MAX:
+        # An autoscaled one is two LeaderWorkerSets, <name> and <name>-burst: the longer is the limit.
+        most = LWS_NAME_MAX - (len(BURST_SUFFIX) if self.service.autoscaling is not None else 0)
+        if self.resources.nodes > 1 and len(self.job.name) > most:
+            also = f" (and its burst, {show(self.job.name + BURST_SUFFIX)})" if most < LWS_NAME_MAX else ""
             raise fail(
                 "name_length",
                 f"{show(self.job.name)} is {len(self.job.name)} characters; a service of multi-node "
-                f"replicas is a LeaderWorkerSet, whose name Kueue limits to {LWS_NAME_MAX}",
-                f"shorten job.name to at most {LWS_NAME_MAX} characters",
+                f"replicas is a LeaderWorkerSet{also}, whose name Kueue limits to {LWS_NAME_MAX}",
+                f"shorten job.name to at most {most} characters",
                 at="job.name",
-            )
-        if self.resources.nodes > 1 and self.service.autoscaling is not None:
-            raise fail(
-                "autoscaling_groups",
-                "service.autoscaling scales Deployments of one-pod replicas; a service of multi-node "
-                "replicas (resources.nodes > 1, a LeaderWorkerSet) has a fixed number of them",
-                "set service.replicas: R instead of service.autoscaling (scale it with kubectl scale "
-                "leaderworkerset NAME --replicas=R), or resources.nodes: 1 (docs/serving.md)",
-                at="service.autoscaling",
             )
         return self
 

@@ -36,8 +36,8 @@ import pytest
 from gpuctl.cli.main import main
 from gpuctl.cluster import path
 from tests.integration import test_real_node as rn
-from tests.integration.conftest import wait_until
-from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, dump
+from tests.integration.conftest import MANAGED, MANAGED_KINDS, wait_until
+from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, caller_roles, dump
 
 PYTHON = "/usr/bin/python3.11"  # the image's interpreter (hack/image.sh: Debian's python3.11, no shell)
 PORT = 8000
@@ -69,6 +69,16 @@ def _admin(n: rn.RealNode, *args: str) -> None:
     assert rc == 0, f"gpuctl {' '.join(args)}: {out.getvalue()}{err.getvalue()}"
 
 
+def _managed(n: rn.RealNode) -> set[tuple[str, str]]:
+    """gpuctl's cluster-scoped Kueue objects (a first pool also makes the Topology, a first quota the
+    budget flavor): what this module adds it removes, and nothing of the chart's tests."""
+    return {
+        (k, o["metadata"]["name"])
+        for k in MANAGED_KINDS
+        for o in n.kube.list(path(k), label_selector=MANAGED)
+    }
+
+
 @pytest.fixture(scope="module")
 def exec_team(node: rn.RealNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     tmp = tmp_path_factory.mktemp("exec")
@@ -85,6 +95,9 @@ def exec_team(node: rn.RealNode, tmp_path_factory: pytest.TempPathFactory) -> It
         f"resources: {{pool: {pool}, gpu: 0, cpu: 100m, memory: 64Mi,"
         f" tolerations: ['{PLATFORM_TAINT}']}}\n"
     )
+    before = _managed(node)
+    roles = [r["metadata"]["name"] for r in caller_roles()]
+    had_roles = {r for r in roles if node.kube.get_or_none(path("ClusterRole", r))}
     _admin(node, "create", "-f", str(tmp / "pool.yaml"))
     _admin(node, "create", "-f", str(tmp / "quota.yaml"))
     apply_caller_roles(node.kube)
@@ -107,6 +120,10 @@ def exec_team(node: rn.RealNode, tmp_path_factory: pytest.TempPathFactory) -> It
         _admin(node, "delete", "quota", quota, "--delete-namespace")
         wait_until(lambda: node.kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
         _admin(node, "delete", "pool", pool)
+        for kind, name in _managed(node) - before:
+            node.kube.delete(path(kind, name))
+        for role in set(roles) - had_roles:  # the chart installs them: helm cannot adopt ours
+            node.kube.delete(path("ClusterRole", role))
 
 
 def test_exec_prints_the_commands_output_and_exits_with_its_code(exec_team: Team) -> None:

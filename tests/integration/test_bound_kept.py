@@ -85,7 +85,7 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
             assert workload_state(_workload(kube, racks.ns, "big")) != WorkloadState.ADMITTED, "not passed?"
             time.sleep(1)
         assert stream.submitted > before
-        serve = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool)
+        serve = _serve(kube, kubectl_bin, cluster, tmp_path, racks.pool, "--hold-bounds")
         log = serve.log
         during = stream.submitted
 

@@ -112,14 +112,14 @@ def stream_team(racks, cluster, kube, tmp_path) -> Iterator[str]:  # noqa: F811
     wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 180, what=f"{ns} gone")
 
 
-def _serve(kube, kubectl_bin, cluster, tmp_path: Path, pool: str) -> ServeProcess:
+def _serve(kube, kubectl_bin, cluster, tmp_path: Path, pool: str, *flags: str) -> ServeProcess:
     sa = service_account_kubeconfig(
         kube, kubectl_bin, cluster, tmp_path / "sa-kubeconfig", "defrag/rbac.yaml"
     )
     drop_leader_lease(kube)
     return start_serve(
         sa, tmp_path / "serve.log", "--no-backstop", "--no-leader-elect", "--defrag", pool,
-        "--defrag-settle", str(SETTLE), "--defrag-moves-per-hour", "0",
+        "--defrag-settle", str(SETTLE), "--defrag-moves-per-hour", "0", *flags,
     )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ from admission.identities import CONTROLLER_USERS, JOB_MAKERS, KCM_USER, KUEUE_U
 from admission.policies import deletes
 from admission.policies.skeleton import not_a_jobsets_job, not_an_lws_statefulset
 from admission.server import DEFAULT_PORT
-from admission.state import RESOURCES
+from admission.state import OPTIONAL_RESOURCES, RESOURCES
 from admission.validators.orphan_delete import ORPHAN_KINDS
 
 DIR = Path(__file__).resolve().parents[2] / "manifests" / "admission"
@@ -215,7 +215,7 @@ def test_deployment_is_highly_available_and_probed_on_readiness():
 def test_rbac_is_list_and_watch_of_exactly_the_watched_kinds():
     role = one("ClusterRole")
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    watched = {(r.custom[0] if r.custom else "", r.name) for r in RESOURCES}
+    watched = {(r.custom[0] if r.custom else "", r.name) for r in (*RESOURCES, *OPTIONAL_RESOURCES)}
     assert granted == watched
     assert all(sorted(rule["verbs"]) == ["list", "watch"] for rule in role["rules"])
     binding = one("ClusterRoleBinding")

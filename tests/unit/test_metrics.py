@@ -37,6 +37,9 @@ class NoCluster:
     def get(self, api_path: str, **query: Any) -> dict:
         return {"items": [], "metadata": {"resourceVersion": "1"}}
 
+    def get_or_none(self, api_path: str, **query: Any) -> dict | None:
+        return None  # serves no optional API (LeaderWorkerSet: gpuctl.server.main.served_controllers)
+
     def watch(self, api_path: str, **kw: Any) -> Iterator[tuple[str, dict]]:
         return iter(())
 
