@@ -685,13 +685,13 @@ def test_a_team_member_reads_the_same_through_the_api_and_the_cli(env):
             d_cli = cli(kubeconfig, "describe", "job", names[1], "-n", env.a)
             d_api = c.get(f"/api/v1/jobs/{names[1]}", params={"namespace": env.a}).json()
             assert d_api["why"] == d_cli["why"] and why in d_api["why"], (who, d_api["why"], d_cli["why"])
-            pools_cli = {
-                p["name"]: (
-                    p["gpu_total"],
-                    p["gpu_used"],
-                    p["gpu_free"],
-                    p["gpu_queued"],
-                    p["queued_namespaces"],
+            pools_cli = {  # Pool objects (docs/cli.md): the figures in status
+                p["metadata"]["name"]: (
+                    p["status"]["gpus"]["total"],
+                    p["status"]["gpus"]["used"],
+                    p["status"]["gpus"]["free"],
+                    p["status"]["gpus"]["queued"],
+                    p["status"].get("queuedNamespaces"),
                 )
                 for p in cli(kubeconfig, "get", "pools")
             }
@@ -707,7 +707,10 @@ def test_a_team_member_reads_the_same_through_the_api_and_the_cli(env):
             }
             assert pools_api == pools_cli, who
             assert pools_cli["dev-pool"][1:3] == (4, 0), pools_cli
-            nodes_cli = {n["name"]: (n["gpu_used"], n["gpu_free"]) for n in cli(kubeconfig, "get", "nodes")}
+            nodes_cli = {
+                n["metadata"]["name"]: (n["status"]["gpus"]["used"], n["status"]["gpus"]["free"])
+                for n in cli(kubeconfig, "get", "nodes")
+            }
             nodes_api = {
                 n["nodeName"]: (n["gpuUsed"], n["gpuFree"])
                 for n in c.get("/api/v1/nodes", params={"pageSize": 100}).json()["items"]
