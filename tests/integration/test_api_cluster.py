@@ -722,13 +722,13 @@ def test_a_team_member_reads_the_same_through_the_api_and_the_cli(env):
                 assert node_api[k] == node_cli[k], (who, k)
         # What differs is what each may read: the member no per-node use, and its own queue only.
         member_nodes = cli(member, "get", "nodes")
-        assert {n["gpu_used"] for n in member_nodes} == {None}
+        assert {n["status"]["gpus"]["used"] for n in member_nodes} == {None}
         assert cli(member, "describe", "node", "gpu-node-5")["pods_namespaces"] == [env.a]
-        quotas_cli = sorted(q["namespace"] for q in cli(member, "get", "quotas", "-A"))
+        quotas_cli = sorted(q["metadata"]["namespace"] for q in cli(member, "get", "quotas", "-A"))
         quotas_api = sorted(q["namespace"] for q in a.get("/api/v1/quotas").json()["items"])
         assert quotas_api == quotas_cli and env.a in quotas_cli
-        assert [q["namespace"] for q in cli(member, "get", "quotas")] == [env.a]  # the context's
-        assert [n["name"] for n in cli(member, "get", "ns")] == [
+        assert [q["metadata"]["namespace"] for q in cli(member, "get", "quotas")] == [env.a]  # the context's
+        assert [n["metadata"]["name"] for n in cli(member, "get", "ns")] == [
             n["name"] for n in a.get("/api/v1/namespaces").json()["items"]
         ]
     finally:
