@@ -69,6 +69,7 @@ from gpuctl.server.serve_flags import API_MODULE, build_parser
 from gpuctl.server.setaside import SetAside
 from gpuctl.server.setaside import cache_source as set_aside_source
 from gpuctl.server.wiring import OPTIONAL_CONTROLLERS, default_cache
+from gpuctl.service.access import SelfReview
 from gpuctl.service.prometheus import configured
 
 log = logging.getLogger("gpuctl.server")
@@ -144,15 +145,29 @@ def readiness(ctx: ServerContext) -> tuple[str, int]:
 
 
 def served_controllers(cluster: Any) -> tuple[str, ...]:
-    """The OPTIONAL_CONTROLLERS whose API the cluster serves now (its discovery document answers); one
-    installed later is read from the API server until serve restarts."""
+    """The OPTIONAL_CONTROLLERS whose API the cluster serves now (its discovery document answers) and
+    that serve's identity may list and watch in every namespace (an informer it may not list never
+    syncs, and serve would never be ready: a role from before gpuctl watched them); one installed or
+    granted later is read from the API server until serve restarts."""
     out = []
+    review = SelfReview(cluster)
     for kind in OPTIONAL_CONTROLLERS:
+        res = RESOURCES[kind]
         try:
-            if cluster.get_or_none(f"/apis/{RESOURCES[kind].api_version}") is not None:
-                out.append(kind)
+            if cluster.get_or_none(f"/apis/{res.api_version}") is None:
+                continue
         except ApiError as e:
             log.warning("cannot tell whether the cluster serves %s: %s", kind, e)
+            continue
+        group = res.api_version.partition("/")[0]
+        if all(review.allows(verb, res.plural, group) for verb in ("list", "watch")):
+            out.append(kind)
+        else:
+            log.warning(
+                "not watching %s: this identity may not list and watch %s.%s in every namespace "
+                "(the chart's serve role grants it: manifests/serve/rbac.yaml)",
+                kind, res.plural, group,
+            )  # fmt: skip
     return tuple(out)
 
 
