@@ -110,9 +110,9 @@ def test_the_shipped_role_opens_the_teams_own_pods_only(teams: Teams, kube: Clus
 
 
 def test_a_job_that_does_not_exist_is_refused(teams: Teams) -> None:
-    _refused(teams.member.gpuctl("exec", "no-such-job", "--", "echo", "hi"), "job no-such-job not found")
-    _refused(teams.member.gpuctl("port-forward", "no-such-job", "8888"), "job no-such-job not found")
-    _refused(teams.member.gpuctl("attach", "no-such-job"), "job no-such-job not found")
+    _refused(teams.member.gpuctl("exec", "no-such-job", "--", "echo", "hi"), 'jobs "no-such-job" not found')
+    _refused(teams.member.gpuctl("port-forward", "no-such-job", "8888"), 'jobs "no-such-job" not found')
+    _refused(teams.member.gpuctl("attach", "no-such-job"), 'jobs "no-such-job" not found')
 
 
 def test_a_queued_job_is_refused_when_the_timeout_runs_out(teams: Teams) -> None:

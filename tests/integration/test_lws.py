@@ -214,8 +214,10 @@ def test_a_two_pod_per_replica_service_is_admitted_group_by_group(team, kube, tm
         what="group 2 gated",
     )
     assert all(not p["spec"].get("nodeName") for p in held)
-    (row,) = wait_until(lambda: (r := rows()) and r[0]["ready"] == "2/3" and r, 60, what="READY 2/3")
-    assert row["gpus"] == 16 and row["reason"].startswith("1 of 3 replicas waiting for GPUs: "), row
+    ready = lambda r: r[0]["status"]["ready"] == "2/3"  # noqa: E731
+    (row,) = wait_until(lambda: (r := rows()) and ready(r) and r, 60, what="READY 2/3")
+    st = row["status"]
+    assert st["gpus"] == 16 and st["reason"].startswith("1 of 3 replicas waiting for GPUs: "), row
     p = m.gpuctl("delete", "job", "llm")
     assert p.returncode == 0, p.stderr
     wait_until(lambda: not _pods(kube, team.ns), 120, what="the service's pods gone")
