@@ -260,10 +260,23 @@ def preemptor(message: str, uids: Mapping[str, tuple[str, str]], ns: str) -> str
     return ACTOR_KUEUE
 
 
+# Kueue's preemption reasons by the words its messages use (pkg/scheduler/preemption): an Event carries only
+# the words, the Workload's Preempted condition both; one record reads the same from either.
+_REASON_OF_WORDS = {
+    "prioritization in the ClusterQueue": "InClusterQueue",
+    "reclamation within the cohort": "InCohortReclamation",
+    "Fair Sharing within the cohort": "InCohortFairSharing",
+    "reclamation within the cohort while borrowing": "InCohortReclaimWhileBorrowing",
+}
+
+
 def _preemption_reason(cond_reason: str, message: str) -> str:
     why = _PREEMPTION_DUE.search(message or "")
     text = why.group("why").strip() if why else ""
-    return f"{cond_reason}: {text}" if text else cond_reason or "Preempted"
+    cond_reason = cond_reason or _REASON_OF_WORDS.get(text, "")
+    if text and cond_reason:
+        return f"{cond_reason}: {text}"
+    return text or cond_reason or "Preempted"
 
 
 # ----------------------------------------------------------------------------- decoding
