@@ -16,8 +16,7 @@ import uuid
 
 from gpuctl.builders import build
 from gpuctl.cli.main import main
-from gpuctl.cluster import path
-from gpuctl.constants import SET_ASIDE_TAINT_KEYS, STARTS_BY_ANNOTATION
+from gpuctl.constants import STARTS_BY_ANNOTATION
 from gpuctl.domain.objects import condition, parse_time
 from gpuctl.domain.workload import WorkloadState, workload_state
 from gpuctl.spec import load_text
@@ -27,6 +26,7 @@ from tests.integration.test_starvation import (  # noqa: F401 - fixture
     STREAM_MAX_SECONDS,
     STREAM_MIN_SECONDS,
     Stream,
+    _release,
     _serve,
     _tainted,
     stream_team,
@@ -122,13 +122,4 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
         assert parse_time(notes.get(STARTS_BY_ANNOTATION)) == shown
         wait_until(lambda: _tainted(kube, racks.nodes) == [], 30, what="set-aside given back")
     finally:
-        stream.stop.set()
-        stream.thread.join(10)
-        if serve is not None:
-            serve.stop(20)
-        for n in _tainted(kube, racks.nodes):  # a failed run must not leave the pool held
-            node = kube.get(path("Node", n))
-            taints = [t for t in node["spec"].get("taints") or [] if t["key"] not in SET_ASIDE_TAINT_KEYS]
-            kube.merge_patch(path("Node", n), {"spec": {"taints": taints or None}})
-        for job in kube.list(path("Job", namespace=racks.ns)):
-            kube.delete(path("Job", job["metadata"]["name"], racks.ns), propagation="Background")
+        _release(kube, racks, stream, serve)

@@ -244,13 +244,19 @@ def test_a_gang_starts_within_the_bound_despite_a_stream_of_small_jobs(
                 or wl["metadata"]["name"] in requeued
             ), evicted
     finally:
-        stream.stop.set()
-        stream.thread.join(10)
-        if serve is not None:
-            serve.stop(20)
-        for n in _tainted(kube, racks.nodes):  # a failed run must not leave the pool held
-            node = kube.get(path("Node", n))
-            taints = [t for t in node["spec"].get("taints") or [] if t["key"] not in SET_ASIDE_TAINT_KEYS]
-            kube.merge_patch(path("Node", n), {"spec": {"taints": taints or None}})
-        for job in kube.list(path("Job", namespace=racks.ns)):
-            kube.delete(path("Job", job["metadata"]["name"], racks.ns), propagation="Background")
+        _release(kube, racks, stream, serve)
+
+
+def _release(kube, pool: Racks, stream, serve) -> None:
+    """A stream test's teardown: the stream and serve stopped, no set-aside taint left on the pool (a
+    failed run must not leave it held), the namespace's Jobs deleted."""
+    stream.stop.set()
+    stream.thread.join(10)
+    if serve is not None:
+        serve.stop(20)
+    for n in _tainted(kube, pool.nodes):  # a failed run must not leave the pool held
+        node = kube.get(path("Node", n))
+        taints = [t for t in node["spec"].get("taints") or [] if t["key"] not in SET_ASIDE_TAINT_KEYS]
+        kube.merge_patch(path("Node", n), {"spec": {"taints": taints or None}})
+    for job in kube.list(path("Job", namespace=pool.ns)):
+        kube.delete(path("Job", job["metadata"]["name"], pool.ns), propagation="Background")
