@@ -8,6 +8,9 @@ type's handler imports its service call and the printers when it runs.
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Callable
+from typing import Any
 
 from gpuctl.cli.cmdutil import (
     add_prometheus_flag,
@@ -92,9 +95,7 @@ FLAG_NAMES = {
 
 @guard
 def run(args: argparse.Namespace) -> int:
-    """List (a Listing per type, printed by gpuctl.cli.printers.emit); -w: then watch (gpuctl.cli.watch)."""
-    from gpuctl.cli.printers import emit  # noqa: PLC0415 - lazy: CLI start-up
-
+    """The type's handler (get_jobs, get_pools, ...), after refusing a flag the type cannot honour."""
     handlers = {
         "jobs": get_jobs,
         "pools": get_pools,
@@ -111,13 +112,30 @@ def run(args: argparse.Namespace) -> int:
             f"get {kind} does not take {FLAG_NAMES[given[0]]}"
             + (f" (only get {' and get '.join(takers)} does)" if takers else "")
         )
-    cluster = connect(args)
-    listing = handlers[kind](args, cluster)
-    if listing is None:  # printed in its own shape (get labels NODE)
-        return 0
-    if not args.watch:
-        return emit(args, listing)
-    return _watch(args, cluster, kind, listing, lambda: handlers[kind](args, cluster))
+    return handlers[kind](args)
+
+
+def _lists(
+    build: Callable[[argparse.Namespace, Callable[[], Any]], Any],
+) -> Callable[[argparse.Namespace], int]:
+    """A type's handler from its listing: build(args, cluster) -> a Listing (None: printed in its own
+    shape, get labels NODE), printed by gpuctl.cli.printers.emit; -w: then watched (_watch). cluster() is
+    the connection, made once, when build has imported its service call (start-up: a read's imports come
+    before the connection, tests/unit/test_cli_startup.py)."""
+
+    @functools.wraps(build)
+    def handler(args: argparse.Namespace) -> int:
+        from gpuctl.cli.printers import emit  # noqa: PLC0415 - lazy: CLI start-up
+
+        cluster = functools.cache(lambda: connect(args))
+        listing = build(args, cluster)
+        if listing is None:
+            return 0
+        if not args.watch:
+            return emit(args, listing)
+        return _watch(args, cluster(), TYPES[args.type], listing, lambda: build(args, cluster))
+
+    return handler
 
 
 def _watch(args, cluster, kind: str, listing, build) -> int:
@@ -145,7 +163,16 @@ def _watch(args, cluster, kind: str, listing, build) -> int:
         "quotas": [queues],
         "namespaces": [("Namespace", path("Namespace"), f"{Labels.NAMESPACE}=true"), queues],
     }[kind]
-    watch(cluster, sources, lambda: entries(args, build(), objects=printer.objects), shown, printer)
+
+    def read() -> list:
+        try:
+            return entries(args, build(), objects=printer.objects)
+        except CommandError as e:  # the one named object is gone: kubectl's -w then prints nothing
+            if e.reason != "NotFound":
+                raise
+            return []
+
+    watch(cluster, sources, read, shown, printer)
     return 0
 
 
@@ -215,7 +242,8 @@ def _use_cells(prom, rows) -> dict | None:
     return cells
 
 
-def get_jobs(args: argparse.Namespace, cluster):
+@_lists
+def get_jobs(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.printers import Listing, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cluster.paths import type_name  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
@@ -225,7 +253,7 @@ def get_jobs(args: argparse.Namespace, cluster):
     full = structured(args.output) or bool(args.sort_by or args.field_selector)
     prom = prometheus_of(args, required=False) if wide and not args.watch else None
     rows = list_job_rows(
-        cluster,
+        connection(),
         namespace,
         pool=args.pool,
         kind=args.kind,
@@ -256,7 +284,8 @@ def get_jobs(args: argparse.Namespace, cluster):
 
 
 # ----------------------------------------------------------------------------- get pools
-def get_pools(args: argparse.Namespace, cluster):
+@_lists
+def get_pools(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.objects import pool_object  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.printers import Listing, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.usage import list_pools_everywhere  # noqa: PLC0415 - lazy: CLI start-up
@@ -265,7 +294,7 @@ def get_pools(args: argparse.Namespace, cluster):
     # GPU QUEUED (the waiting Workloads: an access review and Kueue's visibility API) only where it is
     # printed or selected on: -o wide, the documents, --sort-by, --field-selector.
     queued = wide or structured(args.output) or bool(args.sort_by or args.field_selector)
-    pools = list_pools_everywhere(cluster, queued=queued)
+    pools = list_pools_everywhere(connection(), queued=queued)
     if args.name:
         pools = [p for p in pools if p.name == args.name]
         if not pools:
@@ -331,12 +360,13 @@ def _clusters_cell(clusters: dict[str, dict]) -> str:
 # ----------------------------------------------------------------------------- get nodes / labels
 
 
-def get_nodes(args: argparse.Namespace, cluster):
+@_lists
+def get_nodes(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.objects import node_object  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.printers import Listing, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.nodes import list_nodes  # noqa: PLC0415 - lazy: CLI start-up
 
-    rows = list_nodes(cluster, pool=args.pool, gpu_type=args.gpu_type, metadata=structured(args.output))
+    rows = list_nodes(connection(), pool=args.pool, gpu_type=args.gpu_type, metadata=structured(args.output))
     if args.name:
         rows = [r for r in rows if r["name"] == args.name]
         if not rows:
@@ -369,13 +399,14 @@ def get_nodes(args: argparse.Namespace, cluster):
     )
 
 
-def get_labels(args: argparse.Namespace, cluster):
+@_lists
+def get_labels(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.objects import labels_object  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.printers import Listing, labels_cell  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.nodes import node_labels  # noqa: PLC0415 - lazy: CLI start-up
 
-    rows = node_labels(cluster, args.name, args.key)
+    rows = node_labels(connection(), args.name, args.key)
     if args.name and args.output in ("json", "yaml") and not args.watch:
         print_data(rows[0]["labels"], args.output)  # the earlier gpuctl's shape: the node's labels
         return None
@@ -396,13 +427,14 @@ def get_labels(args: argparse.Namespace, cluster):
 # ----------------------------------------------------------------------------- get quotas / ns
 
 
-def get_quotas(args: argparse.Namespace, cluster):
+@_lists
+def get_quotas(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.objects import quota_object  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.printers import Listing, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.quantity import format_bytes  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.quotas import quota_rows  # noqa: PLC0415 - lazy: CLI start-up
 
-    rows = quota_rows(cluster, args.name or scope(args), metadata=structured(args.output))
+    rows = quota_rows(connection(), args.name or scope(args), metadata=structured(args.output))
     if args.name and not rows:
         raise not_found("quotas", args.name)
     objs = [quota_object(q) for q in rows]
@@ -439,13 +471,14 @@ def get_quotas(args: argparse.Namespace, cluster):
     )
 
 
-def get_namespaces(args: argparse.Namespace, cluster):
+@_lists
+def get_namespaces(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.objects import age_of, namespace_object  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.printers import Listing  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
 
-    rows = views_svc.list_namespaces(cluster)
+    rows = views_svc.list_namespaces(connection())
     if args.name:
         rows = [r for r in rows if r.name == args.name]
         if not rows:

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from gpuctl.cli import get, watch
+from gpuctl.cli import watch
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.main import main
 from gpuctl.cli.printers import Listing, emit
@@ -199,7 +199,7 @@ def test_help_tells_where_reads_look(capsys) -> None:
 
 def test_watch_compares_cells_by_column_name() -> None:
     row = {"JOB ID": "p", "CLUSTER": "w1", "NODE": "n", "IP": "10.0.0.1", "AGE": "1m"}
-    assert not get.changed_cells(row, {**row, "AGE": "2m"})  # an AGE tick alone prints nothing
+    assert not watch.changed_cells(row, {**row, "AGE": "2m"})  # an AGE tick alone prints nothing
     assert watch.changed_cells(row, {**row, "IP": "10.0.0.2"})  # an IP change (9th column with CLUSTER)
     assert watch.changed_cells(None, row)
 
