@@ -29,6 +29,7 @@ from gpuctl.cli.printers import custom_columns, print_custom_columns, run_jsonpa
 from gpuctl.cluster import path
 from gpuctl.constants import VIEW_API_VERSION
 from tests.integration.conftest import wait_until
+from tests.unit.test_cli_objects import json_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -564,27 +565,19 @@ def test_watch_streams_changed_objects_on_every_get_type(team, tmp_path) -> None
             p = subprocess.Popen([str(BIN / "gpuctl"), *args], stdout=f, stderr=subprocess.PIPE, text=True)
         return p, out
 
-    def objects(text: str) -> list[dict]:
-        found, i, dec = [], 0, json.JSONDecoder()
-        while i < len(text):
-            if text[i].isspace():
-                i += 1
-                continue
-            obj, i = dec.raw_decode(text, i)
-            found.append(obj)
-        return found
-
     quotas, qout = stream("get", "quotas", "-n", team, "-w", "-o", "json")
     pools, pout = stream("get", "pools", "-w", "-o", "name")
     try:
-        (q,) = wait_until(lambda: objects(qout.read_text()) or None, 60, what="the quota listed")
+        (q,) = wait_until(lambda: json_documents(qout.read_text()) or None, 60, what="the quota listed")
         assert (q["kind"], q["metadata"]["namespace"], q["spec"]["gpus"]) == ("Quota", team, 8)
         wait_until(lambda: "pool/training-pool" in pout.read_text(), 60, what="the pools listed")
         f = tmp_path / "q9.yaml"
         f.write_text(_quota(team, 9))
         assert gpuctl("apply", "-f", str(f)).returncode == 0
         changed = wait_until(
-            lambda: (o := objects(qout.read_text()))[1:] and o, 60, what="the changed quota printed again"
+            lambda: (o := json_documents(qout.read_text()))[1:] and o,
+            60,
+            what="the changed quota printed again",
         )
         assert changed[-1]["spec"]["gpus"] == 9 and changed[-1]["metadata"]["name"] == f"q-{team}"
     finally:

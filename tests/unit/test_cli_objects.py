@@ -366,6 +366,18 @@ def test_create_with_output_prints_the_objects_written_not_summaries(capsys) -> 
 
 
 # ----------------------------------------------------------------------------- -w on every get type
+def json_documents(text: str) -> list[dict]:
+    """The JSON documents of a watch stream (`get -w -o json`: objects one after another, no List)."""
+    found, i, dec = [], 0, json.JSONDecoder()
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+            continue
+        doc, i = dec.raw_decode(text, i)
+        found.append(doc)
+    return found
+
+
 def _pool_listing(gpus_used: int) -> Listing:
     from gpuctl.cli.objects import view
 
@@ -421,13 +433,7 @@ def test_watch_prints_each_object_alone_then_what_changed(monkeypatch, capsys) -
         return w.entries(a, listing, objects=True)
 
     w.watch(None, [("Node", "/api/v1/nodes", None)], read, shown, printer)
-    dec, text, docs, i = json.JSONDecoder(), capsys.readouterr().out, [], 0
-    while i < len(text):
-        if text[i].isspace():
-            i += 1
-            continue
-        doc, i = dec.raw_decode(text, i)
-        docs.append(doc)
+    docs = json_documents(capsys.readouterr().out)
     assert [(d["kind"], d["metadata"]["name"], d["status"]["gpus"]["used"]) for d in docs] == [
         ("Pool", "a", 1),
         ("Pool", "b", 0),
