@@ -41,6 +41,7 @@ from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.gpu_use import job_use_now
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, find_job, read_worker_pods
+from gpuctl.service.lifetime import lifetime, read_events
 from gpuctl.service.prometheus import Prometheus
 from gpuctl.service.quotas import quota_rows
 from gpuctl.service.serving import autoscaling_view
@@ -178,6 +179,13 @@ class JobDescription:
     # configured; gpu_use_error: why it was not read (Prometheus down or refusing).
     gpu_use: dict[str, Any] | None = None
     gpu_use_error: str | None = None
+    # When it started and ended, how its containers last ended (gpuctl.service.lifetime.lifetime), and the
+    # Events about it, oldest first (read_events; None: not asked for); events_error: why not read.
+    started: str | None = None
+    ended: str | None = None
+    exit: dict[str, Any] | None = None
+    events: list[dict[str, Any]] | None = None
+    events_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -209,12 +217,14 @@ def describe_job(
     *,
     job: Job | None = None,
     prom: Prometheus | None = None,
+    events: bool = False,
 ) -> JobDescription:
     """A job found by its name (or the name of one of its pods, as `get jobs` prints them), with
     the one-line answer to "why is it not running" (per node, or by count for a caller who may not
     list every pod: gpuctl.service.waiting.snapshot). job: the job when the caller has just found it
     (the API finds it first to check who may read it), so it is not read again. prom: where to read its
-    GPU use (gpuctl.service.gpu_use), when one is configured."""
+    GPU use (gpuctl.service.gpu_use), when one is configured. events: read the Events about it too
+    (`describe job`; the REST API's describe leaves them out)."""
     found = None
     if job is None:
         found = Inventory(cluster, namespace, perms=perms)
@@ -236,6 +246,7 @@ def describe_job(
     wl = job.workload
     where = placement(wl)
     use, use_error = _gpu_use(job, prom)
+    evs, evs_error = read_events(cluster, job) if events else (None, None)
     return JobDescription(
         job_id=job.name,
         name=job.name,
@@ -282,6 +293,9 @@ def describe_job(
         autoscaling=autoscaling_view(job, inv),
         gpu_use=use,
         gpu_use_error=use_error,
+        **lifetime(job),
+        events=evs,
+        events_error=evs_error,
     )
 
 
