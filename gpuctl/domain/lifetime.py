@@ -114,9 +114,11 @@ def job_events(events: Iterable[Mapping[str, Any]], uids: Collection[str]) -> li
 
 
 def event_source(ev: Mapping[str, Any]) -> str:
-    """kubectl describe's FROM: the reporting component (core/v1 source.component, else the
-    reportingController of an event written through events.k8s.io)."""
-    return (ev.get("source") or {}).get("component") or ev.get("reportingController") or ""
+    """kubectl describe's FROM: the reporting component (core/v1 source.component, else the reporting
+    controller of an Event written through events.k8s.io: core/v1's reportingComponent, events.k8s.io's
+    reportingController)."""
+    src = (ev.get("source") or {}).get("component")
+    return src or ev.get("reportingComponent") or ev.get("reportingController") or ""
 
 
 __all__ = ["Exit", "Times", "event_source", "event_times", "job_events", "job_exit", "job_times", "regarding"]

@@ -8,7 +8,7 @@ import io
 import re
 
 from gpuctl.cli.main import main as cli_main
-from gpuctl.domain.lifetime import Times, event_times, job_events, job_exit, job_times
+from gpuctl.domain.lifetime import Times, event_source, event_times, job_events, job_exit, job_times
 from tests.unit.test_consistency import NS, FakeApiServer, _cli_cluster, _team_objects, cond, job_obj, pod_obj
 
 SPEC = {
@@ -87,7 +87,7 @@ def test_events_about_the_job_oldest_first_with_their_counts() -> None:
             "involvedObject": {"kind": "Workload", "uid": "uid-w"},
             "eventTime": "2026-01-01T00:00:02.000000Z",
             "series": {"count": 4, "lastObservedTime": "2026-01-01T00:00:03.000000Z"},
-            "reportingController": "kueue",
+            "reportingComponent": "kueue",
             "reason": "QuotaReserved",
         },
     ]
@@ -95,6 +95,7 @@ def test_events_about_the_job_oldest_first_with_their_counts() -> None:
     assert [e["reason"] for e in mine] == ["QuotaReserved", "SuccessfulCreate", "Completed"]
     first, last, count = event_times(mine[0])
     assert (last - first, count) == (1.0, 4)
+    assert event_source(mine[0]) == "kueue"  # core/v1's reportingComponent (events.k8s.io's controller)
 
 
 def test_describe_job_prints_start_end_duration_exit_code_and_events(monkeypatch) -> None:
