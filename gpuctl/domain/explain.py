@@ -262,7 +262,8 @@ def _quota_check(snap: Snapshot, team: _Team, demand: Demand) -> bool | str:
         else:  # what it borrows already, and so how much more it may: never the limit as if none were used
             more = max(team.borrowing_limit * GPU_UNITS - borrowed, 0)
             may = f"borrows {gpus(borrowed)} of the {team.borrowing_limit} it may borrow ({gpus(more)} more)"
-        return f"{demand.namespace} uses {team.used} of its {team.quota} GPUs and {may}; this job needs {gpus(need)}"
+        used = f"{demand.namespace} uses {team.used} of its {team.quota} GPUs"
+        return f"{used} and {may}; this job needs {gpus(need)}"
     idle = budget_total - budget_used + own
     if idle < need - max(quota - team.used_units + own, 0):
         return (
