@@ -106,7 +106,7 @@ def describe_job(args: argparse.Namespace) -> int:
             ("Priority", d.priority or ("floor/burst (docs/serving.md)" if d.autoscaling else "-")),
             ("Queue", d.queue),
             ("Position", d.position or "-"),
-            ("GPUs", d.gang["text"] if d.gang else d.replicas["text"] if d.replicas else d.gpus),
+            ("GPUs", d.gang["text"] if d.gang else d.replicas["text"] if d.replicas else d.gpus_text),
             ("Max runtime", format_duration(d.max_runtime) if d.max_runtime else "none"),
             ("Image", d.image),
             ("Requests", ", ".join(f"{k}={v}" for k, v in d.resources.items())),
@@ -140,6 +140,8 @@ def describe_job(args: argparse.Namespace) -> int:
             ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
             print(escape_terminal(f"  {e.get('name')}={e.get('value', '')}" + (f"<{ref}>" if ref else "")))
     _print_gpu_use(d.gpu_use, d.gpu_use_error)
+    if len(d.workloads) > 1:  # a Deployment's, one per pod; a LeaderWorkerSet's, one per replica
+        print(escape_terminal(f"Kueue Workloads: {len(d.workloads)}: {', '.join(d.workloads)}"))
     print(escape_terminal(f"Kueue Workload: {data['workload'] or '<none yet>'}"))
     if data["conditions"]:
         table(
@@ -401,8 +403,15 @@ def describe_pool(args: argparse.Namespace) -> int:
     if d["teams"]:
         print("Teams:")
         table(
-            ["  TEAM", "GPUS IN USE", "GUARANTEED"],
-            [[f"  {t['team']}", t["gpus_in_use"], t["guaranteed"]] for t in d["teams"]],
+            ["  TEAM", "GPUS IN USE", "GUARANTEED (ANY POOL)"],
+            [
+                [
+                    f"  {t['team']}",
+                    t["gpus_in_use"],
+                    "unlimited" if t["guaranteed"] is None else t["guaranteed"],
+                ]
+                for t in d["teams"]
+            ],
         )
     if d["jobs_namespaces"] is not None:
         note(
