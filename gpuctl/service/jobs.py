@@ -4,6 +4,7 @@ gpuctl.service.jobs_delete; why a job waits: gpuctl.service.waiting; its logs: g
 from __future__ import annotations
 
 import re
+import time
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
@@ -11,6 +12,7 @@ from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, groups_gpus, grou
 from gpuctl.domain.gpus import controller_asks, pod_gpus, slices_held, workload_gpus, workload_slices
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, owner_refs, pod_finished
+from gpuctl.domain.promise import recorded_bound
 from gpuctl.domain.serving import combined, is_burst, scale, service_of, tier, tier_groups
 from gpuctl.domain.status import (
     WAITING_STATES,
@@ -126,10 +128,11 @@ class JobFacts:
     """What every row of one job shares (what `get jobs -o json` prints per job, gpuctl.cli.objects):
     its object's uid and creationTimestamp, its resource (Job, Deployment, StatefulSet, LeaderWorkerSet),
     what it asked (GPUs as budget units, whole GPUs and slices alike; nodes of a gang; replicas), its
-    status word and reason, and when it starts at the latest (an Estimate's startsBy, RFC 3339) when
-    estimates were asked."""
+    status word and reason, when it starts at the latest (an Estimate's startsBy, RFC 3339) when
+    estimates were asked, and the bound serve recorded for it (gpuctl.domain.promise.recorded_bound)."""
 
     __slots__ = (
+        "bound",
         "created",
         "nodes",
         "position",
@@ -141,8 +144,9 @@ class JobFacts:
         "units",
     )
 
-    def __init__(self, job: Job, starts_by: str | None = None):
+    def __init__(self, job: Job, starts_by: str | None = None, now: float | None = None):
         m = job.obj["metadata"]
+        self.bound = recorded_bound(job.workload, time.time() if now is None else now)
         self.uid, self.created, self.resource = m.get("uid", ""), m.get("creationTimestamp"), job.resource
         self.units, self.nodes, self.replicas = controller_asks(job.resource, job.obj)
         self.status, self.position, self.starts_by = job.status, job.position, starts_by
@@ -284,11 +288,12 @@ def list_job_rows(
     wanted = _selector_filter(selector)
     why = _Reasons(inv, enabled=positions and reasons)
     rows: list[JobRow] = []
+    now = time.time()  # one instant for every job's bound
     for job in collect_jobs(inv, positions=positions):
         if (kind and job.kind != kind) or (pool and (job.pool or "") != pool) or not wanted(job.labels):
             continue
         mine = _job_rows(inv, job, why, positions=positions, gpus=gpus)
-        facts = JobFacts(job, _starts_by(inv, job) if estimates else None)
+        facts = JobFacts(job, _starts_by(inv, job) if estimates else None, now)
         for r in mine:
             r.owner = facts
         rows += mine
