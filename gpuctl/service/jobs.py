@@ -309,12 +309,13 @@ def _starts_by(inv: Inventory, job: Job) -> str | None:
 def _rows_inventory(
     cluster: Cluster, namespace: str | None, *, positions: bool, gpus: bool, perms: Permissions | None
 ) -> Inventory:
-    """The reading of the cluster a `get jobs` table needs: without GPU counts (the plain or wide table),
-    pods as Table rows and only the Workloads a status word needs; positions come from Kueue."""
+    """A `get jobs` table's reading: no GPU counts, pods as Table rows, only the Workloads a status word
+    needs (-o wide: every one, for BOUND: each job's recorded bound); positions come from Kueue."""
     inv = Inventory(cluster, namespace, pod_rows=not gpus, perms=perms)
     if not gpus:
-        inv.use_workloads_of_suspended_jobs()
-        if positions and inv.positions:
+        if not positions:
+            inv.use_workloads_of_suspended_jobs()
+        elif inv.positions:
             # Some job waits: its REASON needs every pod's spec (GPUs per node, the gated pods' demands),
             # so gpuctl's pods come in full once instead of as Table rows and then in full again.
             inv.pod_rows = False
