@@ -14,13 +14,11 @@ before it, missed when it did so after it or the Workload still waits past it, p
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuctl.constants import ESTIMATE_STEP_SLACK_SECONDS, STARTS_BY_ANNOTATION
-from gpuctl.domain.history import rfc3339
-from gpuctl.domain.objects import annotations, name, namespace, owner_ref, parse_time
+from gpuctl.domain.objects import annotations, name, namespace, owner_ref, parse_time, rfc3339
 from gpuctl.domain.workload import IN_QUEUE, job_pool, quota_reserved_at, workload_state
 
 
@@ -43,8 +41,7 @@ def bound_outcome(starts_by: float, reserved_at: float | None, waiting: bool, no
     return Outcome.MISSED if now > starts_by else Outcome.PENDING
 
 
-@dataclass(frozen=True)
-class RecordedBound:
+class RecordedBound(NamedTuple):
     """The start bound a Workload was first shown (runwhere.ai/starts-by) and what became of it."""
 
     starts_by: float

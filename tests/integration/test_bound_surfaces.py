@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuctl.cli.main import main
 from gpuctl.cluster import path
 from gpuctl.constants import GPU_RESOURCE, STARTS_BY_ANNOTATION
-from gpuctl.domain.history import rfc3339
+from gpuctl.domain.objects import rfc3339
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.integration.conftest import wait_until
 from tests.integration.fake_nodes import fake_node
