@@ -73,7 +73,7 @@ def _pod(r: Any) -> dict[str, Any]:
         "ready": r.ready,
         "node": r.node,
         "ip": r.ip,
-        "creationTimestamp": _timestamp(r.age),
+        "creationTimestamp": r.created or _timestamp(r.age),
         "gpus": gpus(row_units(r)),
         "priority": r.priority,
         "position": r.position,

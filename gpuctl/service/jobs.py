@@ -66,7 +66,7 @@ class JobRow:
 
     # owner: the facts of the job the row belongs to (JobFacts: its object's uid and creationTimestamp,
     # what it asked), shared by a job's rows; not a row field (the API's and --json's rows leave it out).
-    __slots__ = (*ROW_FIELDS, "owner")
+    __slots__ = (*ROW_FIELDS, "owner", "created")
 
     def __init__(
         self,
@@ -107,6 +107,7 @@ class JobRow:
         # desired, ready, running, waiting); None on every other row.
         self.replicas = replicas
         self.owner: JobFacts | None = None
+        self.created: str | None = None  # a pod's row: the pod's creationTimestamp
 
     def as_dict(self) -> dict:
         """Its fields in order (the earlier gpuctl's JSON keys), what dataclasses.asdict gave."""
@@ -471,7 +472,7 @@ def _pod_row(
         position = inv.positions.get(pod["metadata"]["uid"]) or _position(inv, pod_wl) or job.position
     if job.autoscaled:  # a replica's tier is its priority (floor | burst)
         common = {**common, "priority": str(tier(pod) or "")}
-    return JobRow(
+    row = JobRow(
         job_id=pod["metadata"]["name"],
         status=st,
         ready=f"{r}/{t}",
@@ -484,6 +485,8 @@ def _pod_row(
         reason=why(pod_wl, st, pod),
         **common,
     )
+    row.created = pod["metadata"].get("creationTimestamp")
+    return row
 
 
 def _remote_ready(job: Job) -> str:
