@@ -129,8 +129,7 @@ class JobFacts:
     """What every row of one job shares (what `get jobs -o json` prints per job, gpuctl.cli.objects):
     its object's uid and creationTimestamp, its resource (Job, Deployment, StatefulSet, LeaderWorkerSet),
     what it asked (GPUs as budget units, whole GPUs and slices alike; nodes of a gang; replicas), its
-    status word and reason, when it starts at the latest (an Estimate's startsBy, RFC 3339) when
-    estimates were asked, and the bound serve recorded for it (gpuctl.domain.promise.recorded_bound)."""
+    status word and reason, its start bound (an Estimate's startsBy when asked; serve's recorded one)."""
 
     __slots__ = (
         "bound",
@@ -283,8 +282,7 @@ def list_job_rows(
     snapshot of the cluster is built to judge why each waiting job waits. inventory: the command's
     reading of the cluster, when the caller has one (else one is made here, read as the table needs).
     Every row carries its job's JobFacts (`owner`); estimates=True adds when a waiting job starts at the
-    latest (gpuctl.service.waiting.job_estimate, against the snapshot its reason was judged on).
-    """
+    latest (gpuctl.service.waiting.job_estimate, against the snapshot its reason was judged on)."""
     inv = inventory or _rows_inventory(cluster, namespace, positions=positions, gpus=gpus, perms=perms)
     wanted = _selector_filter(selector)
     why = _Reasons(inv, enabled=positions and reasons)
@@ -313,13 +311,12 @@ def _rows_inventory(
     """A `get jobs` table's reading: no GPU counts, pods as Table rows, only the Workloads a status word
     needs (-o wide: every one, for BOUND: each job's recorded bound); positions come from Kueue."""
     inv = Inventory(cluster, namespace, pod_rows=not gpus, perms=perms)
-    if not gpus:
-        if not positions:
-            inv.use_workloads_of_suspended_jobs()
-        elif inv.positions:
-            # Some job waits: its REASON needs every pod's spec (GPUs per node, the gated pods' demands),
-            # so gpuctl's pods come in full once instead of as Table rows and then in full again.
-            inv.pod_rows = False
+    if not gpus and not positions:
+        inv.use_workloads_of_suspended_jobs()
+    if not gpus and positions and inv.positions:
+        # Some job waits: its REASON needs every pod's spec (GPUs per node, the gated pods' demands),
+        # so gpuctl's pods come in full once instead of as Table rows and then in full again.
+        inv.pod_rows = False
     return inv
 
 
