@@ -180,7 +180,8 @@ def _watch(args, cluster, kind: str, listing, build) -> int:
 # The job table's columns (a job's own row, or one per pod): each a field of the job's object
 # (gpuctl.cli.objects.job_cells). JOB ID is the job's name, stable from queued to finished; POD its pod.
 JOB_COLUMNS = ["JOB ID", "POD", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"]
-WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "REASON"]
+# BOUND: the start bound serve recorded and whether it was kept (docs/queueing.md "A bound gpuctl keeps").
+WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "BOUND", "REASON"]
 # -o wide with a Prometheus configured (docs/utilisation.md): each row's GPU use, as `gpuctl top` reads it.
 USE_COLUMNS = ["GPUS", "ACTIVITY", "GPU MEMORY", "IDLE FOR"]
 

@@ -7,6 +7,7 @@ data is assembled.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,7 +17,6 @@ from gpuctl.constants import (
     GPU_RESOURCE,
     LWS_NAME_LABEL,
     SET_ASIDE_ENDED_ANNOTATION,
-    STARTS_BY_ANNOTATION,
     Labels,
 )
 from gpuctl.domain.defrag import moved_reason
@@ -34,6 +34,7 @@ from gpuctl.domain.gang import (
 from gpuctl.domain.gpus import controller_asks, pod_spec_gpu_requests, pod_spec_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, labels, meta, owner_refs, pod_template
+from gpuctl.domain.promise import RecordedBound, recorded_bound
 from gpuctl.domain.serving import tier
 from gpuctl.domain.sharing import units_to_gpus
 from gpuctl.domain.status import State
@@ -175,19 +176,21 @@ class JobDescription:
     set_aside_ended: str | None = None
     # The start bound it was first shown, which `gpuctl serve --defrag` keeps by setting a node aside for it
     # (runwhere.ai/starts-by, RFC 3339; docs/queueing.md "A bound gpuctl keeps"); None: none recorded.
+    # bound: Pending, Kept or Missed (gpuctl.domain.promise.recorded_bound, as `get jobs -o wide`).
     starts_by: str | None = None
+    bound: str | None = None
     # GPU use (docs/utilisation.md, gpuctl.domain.utilisation.JobUse.as_dict: per pod and device) when a
     # Prometheus is
     # configured; gpu_use_error: why it was not read (Prometheus down or refusing).
     gpu_use: dict[str, Any] | None = None
     gpu_use_error: str | None = None
-    # When it started and ended, how its containers last ended (gpuctl.service.lifetime.lifetime), and the
-    # Events about it, oldest first (read_events; None: not asked for); events_error: why not read.
     # describe's GPUs line: the charge, then what it is of ("3 (3 replicas x 1 GPUs)", gpuctl.domain.gang).
     gpus_text: str = ""
     # Every Kueue Workload of the job (a Deployment's: one per pod; a LeaderWorkerSet's: one per replica);
     # `workload` is the one whose conditions describe shows.
     workloads: list[str] = field(default_factory=list)
+    # When it started and ended, how its containers last ended (gpuctl.service.lifetime.lifetime), and the
+    # Events about it, oldest first (read_events; None: not asked for); events_error: why not read.
     started: str | None = None
     ended: str | None = None
     exit: dict[str, Any] | None = None
@@ -255,6 +258,7 @@ def describe_job(
     use, use_error = _gpu_use(job, prom)
     evs, evs_error = read_events(cluster, job) if events else (None, None)
     gpus, gpus_text = _asked(job, tmpl)
+    bound = RecordedBound.fields(recorded_bound(wl, time.time()))
     return JobDescription(
         job_id=job.name,
         name=job.name,
@@ -295,7 +299,8 @@ def describe_job(
         estimate=est.as_dict() if est is not None else None,
         moved=_moved(wl),
         set_aside_ended=(meta(wl).get("annotations") or {}).get(SET_ASIDE_ENDED_ANNOTATION) if wl else None,
-        starts_by=(meta(wl).get("annotations") or {}).get(STARTS_BY_ANNOTATION) if wl else None,
+        starts_by=bound["startsBy"],
+        bound=bound["bound"],
         cluster=where.text if where else None,
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,

@@ -29,6 +29,7 @@ class _Job:
 
     def __init__(self, resource: str, obj: dict, status: str = "Running", position: int | None = None):
         self.resource, self.obj, self.status, self.position = resource, obj, status, position
+        self.workload: dict | None = None
 
 
 def _template(gpus: int = 0, slices: dict | None = None) -> dict:
