@@ -76,6 +76,11 @@ def parse_time(ts: str | None) -> float | None:
         return None
 
 
+def rfc3339(t: float) -> str:
+    """Epoch seconds -> RFC 3339 in UTC, whole seconds, as the API server writes them."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def age_seconds(obj: Mapping[str, Any], now: float | None = None) -> float | None:
     """Seconds since the object's creationTimestamp."""
     t = parse_time(meta(obj).get("creationTimestamp"))
