@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuctl.cluster import path
 from gpuctl.constants import SERVE_COMPONENT
-from gpuctl.domain.objects import rfc3339
+from gpuctl.domain.objects import rfc3339  # one rule: the API server's time format
 
 
 def post_event(
