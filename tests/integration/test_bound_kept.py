@@ -105,6 +105,7 @@ def test_a_job_shown_a_bound_starts_by_it_while_later_lower_priority_jobs_arrive
             shown = wait_until(recorded, 120, what="the bound recorded")
         except AssertionError:
             print(log.read_text()[-4000:])
+            print(_describe(cluster, racks.ns, "big"))  # its "When" line says why it has no bound
             raise
         text = _describe(cluster, racks.ns, "big")
         if "\nWhen: " in text:  # still waiting: the recorded bound, and a bound now ("no bound" failed in CI)
