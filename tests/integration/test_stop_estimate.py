@@ -31,7 +31,7 @@ from gpuctl.constants import MAX_EXEC_TIME_LABEL
 from gpuctl.domain.objects import condition, parse_time
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.conftest import CACHE
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, caller_roles
 from tests.integration.test_api_cluster import env  # noqa: F401 - the API fixture
 from tests.integration.test_cli_cluster import gpuctl, pools  # noqa: F401 - fixtures
@@ -70,7 +70,7 @@ def team(pools, gpuctl, kube, tmp_path):  # noqa: F811
         for r in added:
             kube.delete(r)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
-        wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 90, what=f"namespace {ns} gone")
+        delete_namespaces(kube, [ns], 90)
 
 
 def write(tmp: Path, text: str) -> str:
