@@ -120,7 +120,8 @@ def describe_job(args: argparse.Namespace) -> int:
     if d.estimate:
         kv([("When", d.estimate["summary"])])
     if d.starts_by and d.estimate:  # waiting in the queue
-        kv([("Bound kept", f"{d.starts_by}, the start bound it was first shown (docs/queueing.md)")])
+        word = "Bound missed" if d.bound == "Missed" else "Bound kept"
+        kv([(word, f"{d.starts_by}, the start bound it was first shown (docs/queueing.md)")])
     if d.autoscaling:
         _autoscaling(d.autoscaling)
     if d.moved:

@@ -8,13 +8,14 @@ type's handler imports its service call and the printers when it runs.
 from __future__ import annotations
 
 import argparse
-import threading
+import functools
+from collections.abc import Callable
+from typing import Any
 
 from gpuctl.cli.cmdutil import (
     add_prometheus_flag,
     connect,
     guard,
-    interruptible,
     note,
     or_dash,
     prometheus_of,
@@ -73,11 +74,11 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
 # flags (-o, --no-headers, --sort-by, --field-selector) work on every type (gpuctl.cli.printers).
 HONOURS: dict[str, set[str]] = {
     "jobs": {"pool", "kind", "selector", "watch", "show_labels", "all_namespaces", "prometheus_url"},
-    "pools": set(),
-    "nodes": {"pool", "gpu_type"},
-    "labels": {"key"},
-    "quotas": {"all_namespaces"},
-    "namespaces": {"show_labels"},
+    "pools": {"watch"},
+    "nodes": {"pool", "gpu_type", "watch"},
+    "labels": {"key", "watch"},
+    "quotas": {"all_namespaces", "watch"},
+    "namespaces": {"show_labels", "watch"},
 }
 FLAG_NAMES = {
     "pool": "--pool",
@@ -92,7 +93,9 @@ FLAG_NAMES = {
 }
 
 
+@guard
 def run(args: argparse.Namespace) -> int:
+    """The type's handler (get_jobs, get_pools, ...), after refusing a flag the type cannot honour."""
     handlers = {
         "jobs": get_jobs,
         "pools": get_pools,
@@ -112,11 +115,73 @@ def run(args: argparse.Namespace) -> int:
     return handlers[kind](args)
 
 
+def _lists(
+    build: Callable[[argparse.Namespace, Callable[[], Any]], Any],
+) -> Callable[[argparse.Namespace], int]:
+    """A type's handler from its listing: build(args, cluster) -> a Listing (None: printed in its own
+    shape, get labels NODE), printed by gpuctl.cli.printers.emit; -w: then watched (_watch). cluster() is
+    the connection, made once, when build has imported its service call (start-up: a read's imports come
+    before the connection, tests/unit/test_cli_startup.py)."""
+
+    @functools.wraps(build)
+    def handler(args: argparse.Namespace) -> int:
+        from gpuctl.cli.printers import emit  # noqa: PLC0415 - lazy: CLI start-up
+
+        cluster = functools.cache(lambda: connect(args))
+        listing = build(args, cluster)
+        if listing is None:
+            return 0
+        if not args.watch:
+            return emit(args, listing)
+        return _watch(args, cluster(), TYPES[args.type], listing, lambda: build(args, cluster))
+
+    return handler
+
+
+def _watch(args, cluster, kind: str, listing, build) -> int:
+    """-w on every type: the listing (with -o json|yaml|...: each object on its own, kubectl's watch
+    stream), then what changes (gpuctl.cli.watch)."""
+    from gpuctl.cli.printers import emit  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.watch import Printer, entries, first, watch  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cluster import path  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.constants import Labels  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.service.inventory import JOB_SELECTOR  # noqa: PLC0415 - lazy: CLI start-up
+
+    printer = Printer(args, listing.name)
+    shown = entries(args, listing, objects=printer.objects)
+    if printer.objects:
+        first(printer, shown, headers=not args.no_headers)
+    else:
+        emit(args, listing)
+    # What wakes it: the objects each type is read from.
+    nodes, queues = ("Node", path("Node"), None), ("ClusterQueue", path("ClusterQueue"), None)
+    sources = {
+        "jobs": [("Pod", path("Pod", namespace=scope(args)), JOB_SELECTOR)],
+        "pools": [nodes, queues],
+        "nodes": [nodes],
+        "labels": [nodes],
+        "quotas": [queues],
+        "namespaces": [("Namespace", path("Namespace"), f"{Labels.NAMESPACE}=true"), queues],
+    }[kind]
+
+    def read() -> list:
+        try:
+            return entries(args, build(), objects=printer.objects)
+        except CommandError as e:  # the one named object is gone: kubectl's -w then prints nothing
+            if e.reason != "NotFound":
+                raise
+            return []
+
+    watch(cluster, sources, read, shown, printer)
+    return 0
+
+
 # ----------------------------------------------------------------------------- get jobs
 # The job table's columns (a job's own row, or one per pod): each a field of the job's object
 # (gpuctl.cli.objects.job_cells). JOB ID is the job's name, stable from queued to finished; POD its pod.
 JOB_COLUMNS = ["JOB ID", "POD", "NAMESPACE", "KIND", "STATUS", "READY", "NODE", "IP", "AGE"]
-WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "REASON"]
+# BOUND: the start bound serve recorded and whether it was kept (docs/queueing.md "A bound gpuctl keeps").
+WIDE_COLUMNS = ["POOL", "PRIORITY", "QUEUE", "POSITION", "BOUND", "REASON"]
 # -o wide with a Prometheus configured (docs/utilisation.md): each row's GPU use, as `gpuctl top` reads it.
 USE_COLUMNS = ["GPUS", "ACTIVITY", "GPU MEMORY", "IDLE FOR"]
 
@@ -178,21 +243,18 @@ def _use_cells(prom, rows) -> dict | None:
     return cells
 
 
-@guard
-def get_jobs(args: argparse.Namespace) -> int:
-    from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
+@_lists
+def get_jobs(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
+    from gpuctl.cli.printers import Listing, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cluster.paths import type_name  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
 
-    if args.watch and args.output not in (None, "wide"):
-        raise CommandError(f"-w prints table rows: it does not take -o {args.output}")
-    cluster = connect(args)
     namespace = scope(args)
     wide = args.output == "wide"
     full = structured(args.output) or bool(args.sort_by or args.field_selector)
     prom = prometheus_of(args, required=False) if wide and not args.watch else None
     rows = list_job_rows(
-        cluster,
+        connection(),
         namespace,
         pool=args.pool,
         kind=args.kind,
@@ -208,102 +270,32 @@ def get_jobs(args: argparse.Namespace) -> int:
     use = _use_cells(prom, rows) if prom is not None and rows else None
     headers = _job_columns(rows, wide, use is not None)
     jobs = _job_table(rows, headers, use)
-    emit(
-        args,
-        Listing(
-            items=[obj for obj, _, _ in jobs],
-            headers=headers,
-            rows=[[list(c.values()) for c in named] for _, _, named in jobs],
-            grouped=True,
-            # its own kind's TYPE/NAME (a LeaderWorkerSet's too), as kubectl reads it back
-            name=lambda o: type_name(o["spec"]["resource"] or "Job", o["metadata"]["name"]),
-            labels=lambda o: o["metadata"]["labels"],
-            legacy=[r.as_dict() for r in rows] if args.json else None,
-            single=bool(args.name),
-            empty="No jobs found." if not namespace else f"No jobs found in {namespace} namespace.",
-        ),
+    return Listing(
+        items=[obj for obj, _, _ in jobs],
+        headers=headers,
+        rows=[[list(c.values()) for c in named] for _, _, named in jobs],
+        grouped=True,
+        # its own kind's TYPE/NAME (a LeaderWorkerSet's too), as kubectl reads it back
+        name=lambda o: type_name(o["spec"]["resource"] or "Job", o["metadata"]["name"]),
+        labels=lambda o: o["metadata"]["labels"],
+        legacy=[r.as_dict() for r in rows] if args.json else None,
+        single=bool(args.name),
+        empty="No jobs found." if not namespace else f"No jobs found in {namespace} namespace.",
     )
-    if args.watch:
-        _watch_jobs(args, cluster, namespace, rows, wide)
-    return 0
-
-
-def changed_cells(old: dict[str, object] | None, new: dict[str, object]) -> bool:
-    """A watched row is printed again when a cell other than AGE changed (compared by column name,
-    so that an added column such as CLUSTER shifts nothing)."""
-    return old is None or {k: v for k, v in old.items() if k != "AGE"} != {
-        k: v for k, v in new.items() if k != "AGE"
-    }
-
-
-def _watch_jobs(args, cluster, namespace, rows, wide) -> None:
-    """Like kubectl -w: after the list, print a job's row again whenever it changes.
-
-    An informer on gpuctl's pods (gpuctl.cluster.informer: list, watch, 410 -> list again, back-off)
-    wakes us; rows are then recomputed through the same service call as the list, so -w shows
-    exactly what `get jobs` would.
-    """
-    from gpuctl.cluster import path  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.cluster.informer import Informer  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.service.inventory import JOB_SELECTOR  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.service.jobs import list_job_rows  # noqa: PLC0415 - lazy: CLI start-up
-
-    headers = _job_columns(rows, wide)
-
-    def named(rows) -> dict[tuple[str, str], dict[str, object]]:
-        return {
-            (r.namespace, r.job_id): cells
-            for _, rs, cells_of in _job_table(rows, headers)
-            for r, cells in zip(rs, cells_of, strict=True)
-        }
-
-    seen = named(rows)
-    changed = threading.Event()
-    pods = Informer(
-        cluster,
-        "Pod",
-        path("Pod", namespace=namespace),
-        label_selector=JOB_SELECTOR,
-        transform=lambda pod: pod["metadata"].get("resourceVersion"),  # a wake-up: keep nothing else
-    )
-    pods.add_listener(lambda _informer: changed.set())
-    interruptible()
-    pods.start()
-    try:
-        while True:
-            changed.wait()
-            changed.clear()
-            now = list_job_rows(
-                cluster,
-                namespace,
-                pool=args.pool,
-                kind=args.kind,
-                selector=args.selector,
-                positions=wide,
-                gpus=False,
-            )
-            for key, cells in named([r for r in now if not args.name or r.name == args.name]).items():
-                if changed_cells(seen.get(key), cells):
-                    print("   ".join(str(c) for c in cells.values()), flush=True)
-                seen[key] = cells
-    except KeyboardInterrupt:
-        return
-    finally:
-        pods.stop()  # and abort its watch
 
 
 # ----------------------------------------------------------------------------- get pools
-@guard
-def get_pools(args: argparse.Namespace) -> int:
+@_lists
+def get_pools(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.objects import pool_object  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.usage import list_pools_everywhere  # noqa: PLC0415 - lazy: CLI start-up
 
     wide = args.output == "wide"
     # GPU QUEUED (the waiting Workloads: an access review and Kueue's visibility API) only where it is
     # printed or selected on: -o wide, the documents, --sort-by, --field-selector.
     queued = wide or structured(args.output) or bool(args.sort_by or args.field_selector)
-    pools = list_pools_everywhere(connect(args), queued=queued)
+    pools = list_pools_everywhere(connection(), queued=queued)
     if args.name:
         pools = [p for p in pools if p.name == args.name]
         if not pools:
@@ -342,17 +334,14 @@ def get_pools(args: argparse.Namespace) -> int:
                 note(f"pool {p.name}: cluster {c} not read: {v['error']}")
             elif "disconnected" in v:
                 note(f"pool {p.name}: cluster {c} (*): {v['disconnected']}; jobs wait or go elsewhere")
-    return emit(
-        args,
-        Listing(
-            items=objs,
-            headers=headers,
-            rows=rows,
-            name=lambda item: f"pool/{item['metadata']['name']}",
-            legacy=[p.as_dict() for p in pools] if args.json else None,
-            single=bool(args.name),
-            empty="No pools found: create one with `gpuctl create -f pool.yaml`.",
-        ),
+    return Listing(
+        items=objs,
+        headers=headers,
+        rows=rows,
+        name=lambda item: f"pool/{item['metadata']['name']}",
+        legacy=[p.as_dict() for p in pools] if args.json else None,
+        single=bool(args.name),
+        empty="No pools found: create one with `gpuctl create -f pool.yaml`.",
     )
 
 
@@ -372,13 +361,13 @@ def _clusters_cell(clusters: dict[str, dict]) -> str:
 # ----------------------------------------------------------------------------- get nodes / labels
 
 
-@guard
-def get_nodes(args: argparse.Namespace) -> int:
+@_lists
+def get_nodes(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.objects import node_object  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.nodes import list_nodes  # noqa: PLC0415 - lazy: CLI start-up
 
-    rows = list_nodes(connect(args), pool=args.pool, gpu_type=args.gpu_type, metadata=structured(args.output))
+    rows = list_nodes(connection(), pool=args.pool, gpu_type=args.gpu_type, metadata=structured(args.output))
     if args.name:
         rows = [r for r in rows if r["name"] == args.name]
         if not rows:
@@ -389,139 +378,127 @@ def get_nodes(args: argparse.Namespace) -> int:
             "a pool's use, as Kueue counts it, is in `gpuctl get pools`"
         )
     objs = [node_object(r) for r in rows]
-    return emit(
-        args,
-        Listing(
-            items=objs,
-            headers=["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "IP", "POOL"],
-            rows=[
-                [
-                    o["metadata"]["name"],
-                    o["status"]["phase"],
-                    o["status"]["gpus"]["total"],
-                    or_dash(o["status"]["gpus"]["used"]),
-                    or_dash(o["status"]["gpus"]["free"]),
-                    o["spec"]["gpuType"] or "-",
-                    o["status"]["ip"],
-                    o["spec"]["pool"] or "-",
-                ]
-                for o in objs
-            ],
-            name=lambda item: f"node/{item['metadata']['name']}",
-            single=bool(args.name),
-            legacy=rows if args.json else None,
-        ),
+    return Listing(
+        items=objs,
+        headers=["NODE NAME", "STATUS", "GPU TOTAL", "GPU USED", "GPU FREE", "GPU TYPE", "IP", "POOL"],
+        rows=[
+            [
+                o["metadata"]["name"],
+                o["status"]["phase"],
+                o["status"]["gpus"]["total"],
+                or_dash(o["status"]["gpus"]["used"]),
+                or_dash(o["status"]["gpus"]["free"]),
+                o["spec"]["gpuType"] or "-",
+                o["status"]["ip"],
+                o["spec"]["pool"] or "-",
+            ]
+            for o in objs
+        ],
+        name=lambda item: f"node/{item['metadata']['name']}",
+        single=bool(args.name),
+        legacy=rows if args.json else None,
     )
 
 
-@guard
-def get_labels(args: argparse.Namespace) -> int:
+@_lists
+def get_labels(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.objects import labels_object  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.cli.output import print_data  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.cli.printers import Listing, emit, labels_cell  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, labels_cell  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.nodes import node_labels  # noqa: PLC0415 - lazy: CLI start-up
 
-    rows = node_labels(connect(args), args.name, args.key)
-    if args.name and args.output in ("json", "yaml"):
+    rows = node_labels(connection(), args.name, args.key)
+    if args.name and args.output in ("json", "yaml") and not args.watch:
         print_data(rows[0]["labels"], args.output)  # the earlier gpuctl's shape: the node's labels
-        return 0
-    if args.name and args.key and not args.output:
+        return None
+    if args.name and args.key and not args.output and not args.watch:
         for k, v in rows[0]["labels"].items():
             print(f"{args.name} {k}={v}")
-        return 0
+        return None
     objs = [labels_object(r) for r in rows]
-    return emit(
-        args,
-        Listing(
-            items=objs,
-            headers=["NODE", "LABELS"],
-            rows=[[o["metadata"]["name"], labels_cell(o["metadata"]["labels"])] for o in objs],
-            name=lambda item: f"node/{item['metadata']['name']}",
-            legacy=rows if args.json else None,
-        ),
+    return Listing(
+        items=objs,
+        headers=["NODE", "LABELS"],
+        rows=[[o["metadata"]["name"], labels_cell(o["metadata"]["labels"])] for o in objs],
+        name=lambda item: f"node/{item['metadata']['name']}",
+        legacy=rows if args.json else None,
     )
 
 
 # ----------------------------------------------------------------------------- get quotas / ns
 
 
-@guard
-def get_quotas(args: argparse.Namespace) -> int:
+@_lists
+def get_quotas(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.objects import quota_object  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.cli.printers import Listing, emit, structured  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing, structured  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.quantity import format_bytes  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service.quotas import quota_rows  # noqa: PLC0415 - lazy: CLI start-up
 
-    rows = quota_rows(connect(args), args.name or scope(args), metadata=structured(args.output))
+    rows = quota_rows(connection(), args.name or scope(args), metadata=structured(args.output))
     if args.name and not rows:
         raise not_found("quotas", args.name)
     objs = [quota_object(q) for q in rows]
-    return emit(
-        args,
-        Listing(
-            items=objs,
-            legacy=rows if args.json else None,
-            headers=[
-                "QUOTA NAME",
-                "NAMESPACE",
-                "GPU (USED/QUOTA)",
-                "BORROWED",
-                "BORROW LIMIT",
-                "CPU",
-                "MEMORY",
-                "PENDING",
-                "STATUS",
-            ],
-            rows=[
-                [
-                    o["metadata"]["name"],
-                    o["metadata"]["namespace"],
-                    quota_gpu({"gpu": {"used": o["status"]["gpus"]["used"], "quota": o["spec"]["gpus"]}}),
-                    o["status"]["gpus"]["borrowed"],
-                    "none" if o["spec"]["borrowingLimit"] is None else o["spec"]["borrowingLimit"],
-                    f"{o['status']['cpu']['used']}/{o['spec']['cpu'] or 'unlimited'}",
-                    f"{format_bytes(o['status']['memory']['used'])}/{o['spec']['memory'] or 'unlimited'}",
-                    o["status"]["pendingWorkloads"],
-                    o["status"]["phase"],
-                ]
-                for o in objs
-            ],
-            name=lambda item: f"quota/{item['metadata']['name']}",
-            empty="No quotas found.",
-        ),
+    return Listing(
+        items=objs,
+        legacy=rows if args.json else None,
+        headers=[
+            "QUOTA NAME",
+            "NAMESPACE",
+            "GPU (USED/QUOTA)",
+            "BORROWED",
+            "BORROW LIMIT",
+            "CPU",
+            "MEMORY",
+            "PENDING",
+            "STATUS",
+        ],
+        rows=[
+            [
+                o["metadata"]["name"],
+                o["metadata"]["namespace"],
+                quota_gpu({"gpu": {"used": o["status"]["gpus"]["used"], "quota": o["spec"]["gpus"]}}),
+                o["status"]["gpus"]["borrowed"],
+                "none" if o["spec"]["borrowingLimit"] is None else o["spec"]["borrowingLimit"],
+                f"{o['status']['cpu']['used']}/{o['spec']['cpu'] or 'unlimited'}",
+                f"{format_bytes(o['status']['memory']['used'])}/{o['spec']['memory'] or 'unlimited'}",
+                o["status"]["pendingWorkloads"],
+                o["status"]["phase"],
+            ]
+            for o in objs
+        ],
+        name=lambda item: f"quota/{item['metadata']['name']}",
+        empty="No quotas found.",
     )
 
 
-@guard
-def get_namespaces(args: argparse.Namespace) -> int:
+@_lists
+def get_namespaces(args: argparse.Namespace, connection: Callable[[], Any]) -> Any:
     from gpuctl.cli.objects import age_of, namespace_object  # noqa: PLC0415 - lazy: CLI start-up
-    from gpuctl.cli.printers import Listing, emit  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.cli.printers import Listing  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.domain.objects import short_age as age  # noqa: PLC0415 - lazy: CLI start-up
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
 
-    rows = views_svc.list_namespaces(connect(args))
+    rows = views_svc.list_namespaces(connection())
     if args.name:
         rows = [r for r in rows if r.name == args.name]
         if not rows:
             raise not_found("namespaces", args.name)
     objs = [namespace_object(r) for r in rows]
-    return emit(
-        args,
-        Listing(
-            items=objs,
-            headers=["NAME", "STATUS", "QUOTA", "AGE"],
-            rows=[
-                [
-                    o["metadata"]["name"],
-                    o["status"]["phase"],
-                    o["spec"]["quota"],
-                    age(age_of(o["metadata"]["creationTimestamp"])),
-                ]
-                for o in objs
-            ],
-            name=lambda item: f"namespace/{item['metadata']['name']}",
-            labels=lambda item: item["metadata"]["labels"],
-            legacy=[{**r.as_dict(), "labels": r.labels} for r in rows] if args.json else None,
-            single=bool(args.name),
-        ),
+    return Listing(
+        items=objs,
+        headers=["NAME", "STATUS", "QUOTA", "AGE"],
+        rows=[
+            [
+                o["metadata"]["name"],
+                o["status"]["phase"],
+                o["spec"]["quota"],
+                age(age_of(o["metadata"]["creationTimestamp"])),
+            ]
+            for o in objs
+        ],
+        name=lambda item: f"namespace/{item['metadata']['name']}",
+        labels=lambda item: item["metadata"]["labels"],
+        legacy=[{**r.as_dict(), "labels": r.labels} for r in rows] if args.json else None,
+        single=bool(args.name),
     )

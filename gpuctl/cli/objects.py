@@ -73,7 +73,7 @@ def _pod(r: Any) -> dict[str, Any]:
         "ready": r.ready,
         "node": r.node,
         "ip": r.ip,
-        "creationTimestamp": _timestamp(r.age),
+        "creationTimestamp": r.created or _timestamp(r.age),
         "gpus": gpus(row_units(r)),
         "priority": r.priority,
         "position": r.position,
@@ -93,7 +93,8 @@ def job_objects(rows: list[Any]) -> list[tuple[dict, list[Any]]]:
     """`get jobs` rows (gpuctl.service.jobs.JobRow, a job's rows together) as one object per job, with
     its rows: kind Job; spec: kind, resource, pool, priority, queue, gpus (asked, slices included),
     nodes, replicas; status: phase, ready, nodes, ip, position, reason, estimate (RFC 3339, when asked),
-    gpus (held), cluster, replicas (an autoscaled service's scale), pods (one per pod row)."""
+    startsBy and bound (the recorded start bound, RFC 3339, and Pending, Kept or Missed), gpus (held),
+    cluster, replicas (an autoscaled service's scale), pods (one per pod row)."""
     groups: dict[tuple[str, str], list[Any]] = {}
     for r in rows:
         groups.setdefault((r.namespace, r.name), []).append(r)
@@ -101,6 +102,8 @@ def job_objects(rows: list[Any]) -> list[tuple[dict, list[Any]]]:
 
 
 def _job_object(rows: list[Any]) -> dict[str, Any]:
+    from gpuctl.domain.promise import RecordedBound  # noqa: PLC0415 - lazy: CLI start-up
+
     first, facts = rows[0], rows[0].owner
     own = next((r for r in rows if r.job_id == first.name), None)  # the job's own row (no pod, a gang)
     pods = [r for r in rows if r is not own]
@@ -123,6 +126,8 @@ def _job_object(rows: list[Any]) -> dict[str, Any]:
         "position": position if position is not None else (facts.position if facts else None),
         "reason": reason,
         "estimate": facts.starts_by if facts else None,
+        # The bound serve recorded and keeps (docs/queueing.md "A bound gpuctl keeps"), and its outcome.
+        **RecordedBound.fields(facts.bound if facts else None),
         "gpus": gpus(held),
         "cluster": first.cluster,
         "pods": [_pod(r) for r in pods],
@@ -182,6 +187,7 @@ def job_cells(obj: dict, pod: dict | None) -> dict[str, Any]:
         "PRIORITY": pod["priority"] if pod is not None else spec["priority"],
         "QUEUE": spec["queue"],
         "POSITION": position if position else "-",
+        "BOUND": " ".join(v for v in (st["startsBy"], st["bound"]) if v) or "-",
         "REASON": src["reason"] or "-",
     }
 

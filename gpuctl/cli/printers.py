@@ -116,7 +116,7 @@ def emit(args: Any, listing: Listing) -> int:
             print(name)
     elif fmt in ("jsonpath", "jsonpath-file"):
         doc = items[0] if listing.single and len(items) == 1 else {**LIST_HEADER, "items": items}
-        sys.stdout.write(run_jsonpath(_template(fmt, arg), doc))
+        sys.stdout.write(run_jsonpath(template_of(fmt, arg), doc))
     elif fmt in ("custom-columns", "custom-columns-file"):
         columns = custom_columns(arg) if fmt == "custom-columns" else custom_columns_file(arg)
         print_custom_columns(columns, items, headers=not getattr(args, "no_headers", False))
@@ -145,7 +145,7 @@ def print_one(args: Any, doc: Any, name: str) -> bool:
     elif fmt == "name":
         print(name)
     elif fmt in ("jsonpath", "jsonpath-file"):
-        sys.stdout.write(run_jsonpath(_template(fmt, arg), doc))
+        sys.stdout.write(run_jsonpath(template_of(fmt, arg), doc))
     else:
         return False
     return True
@@ -156,7 +156,7 @@ def labels_cell(labels: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>"
 
 
-def _template(fmt: str, arg: str) -> str:
+def template_of(fmt: str, arg: str) -> str:
     if fmt == "jsonpath":
         if not arg:
             raise CommandError("template format specified but no template given")

@@ -38,7 +38,6 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -71,7 +70,17 @@ from gpuctl.constants import (
     Tier,
 )
 from gpuctl.domain.multicluster import placement
-from gpuctl.domain.objects import annotations, condition, meta, name, namespace, owner_ref, parse_time, uid
+from gpuctl.domain.objects import (
+    annotations,
+    condition,
+    meta,
+    name,
+    namespace,
+    owner_ref,
+    parse_time,
+    rfc3339,
+    uid,
+)
 from gpuctl.domain.serving import hpa_metric
 
 
@@ -138,10 +147,6 @@ class Record:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Record:
         return cls(**{k: str(d.get(k) or "") for k in cls.__dataclass_fields__})
-
-
-def rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _norm_time(ts: str | None) -> str:

@@ -66,6 +66,11 @@ def is_gpuctl_object(obj: Mapping[str, Any] | None) -> bool:
     return labels(obj).get(Labels.MANAGED_BY) == MANAGED_BY_VALUE
 
 
+def rfc3339(t: float) -> str:
+    """Epoch seconds -> RFC 3339 UTC to the second, as the API server writes times."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def parse_time(ts: str | None) -> float | None:
     """RFC 3339 as the API server writes it -> epoch seconds (None when absent or unreadable)."""
     if not ts:

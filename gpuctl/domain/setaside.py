@@ -70,7 +70,6 @@ from gpuctl.constants import (
     SET_ASIDE_IDLE_SECONDS,
     SET_ASIDE_MAX_SECONDS,
     SET_ASIDE_SINCE_ANNOTATION,
-    STARTS_BY_ANNOTATION,
     TAS_REQUIRED,
 )
 from gpuctl.domain.gang import (
@@ -93,7 +92,7 @@ from gpuctl.domain.objects import (
     pod_finished,
 )
 from gpuctl.domain.pools import node_gpus, node_pool, node_ready
-from gpuctl.domain.promise import one_pod_job
+from gpuctl.domain.promise import one_pod_job, starts_by_of
 from gpuctl.domain.teams import budget_shortfall, team_queues
 from gpuctl.domain.workload import (
     HOLDING_QUOTA,
@@ -224,7 +223,7 @@ def promised(wl: Mapping[str, Any]) -> float | None:
     StatefulSet's pods do not tolerate a set-aside."""
     if not one_pod_job(wl):
         return None
-    return parse_time(annotations(wl).get(STARTS_BY_ANNOTATION))
+    return starts_by_of(wl)
 
 
 def _node_cost(node: str, pods_on: Mapping[str, list[Mapping[str, Any]]]) -> tuple[float, int, str]:

@@ -4,15 +4,11 @@ Workloads): one shape, as kubectl describe reads them (core/v1, source and repor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from gpuctl.cluster import path
 from gpuctl.constants import SERVE_COMPONENT
-
-
-def rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+from gpuctl.domain.objects import rfc3339  # one rule: the API server's time format
 
 
 def post_event(

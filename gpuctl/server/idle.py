@@ -45,7 +45,6 @@ from gpuctl.constants import (
     IDLE_STOPPED_REASON,
     KEEP_UNTIL_ANNOTATION,
 )
-from gpuctl.domain.history import rfc3339
 from gpuctl.domain.idle import (
     Decision,
     IdleAction,
@@ -57,7 +56,7 @@ from gpuctl.domain.idle import (
     keep_until,
     target_replicas,
 )
-from gpuctl.domain.objects import condition, parse_time
+from gpuctl.domain.objects import condition, parse_time, rfc3339
 from gpuctl.domain.status import State
 from gpuctl.domain.utilisation import pod_started
 from gpuctl.server.cache import Cache, CacheReader

@@ -19,8 +19,9 @@ Labels are bounded and join with Kueue and DCGM (docs/metrics.md):
 - `cluster` on every series, only with `gpuctl serve --cluster NAME` (`ClusterRegistry`): a MultiKueue
   manager and its workers each run a serve, and one Prometheus tells their series apart.
 
-Two event-driven series are kept by `WorkloadTracker`: the queue-wait histogram (observed once per
-Workload UID, the first time it is seen holding quota) and the preemption counter.
+Three event-driven series are kept by `WorkloadTracker`: the queue-wait histogram (observed once per
+Workload UID, the first time it is seen holding quota), the preemption counter and the start bounds kept
+and missed (each Workload counted once, when its recorded bound is decided: gpuctl.domain.promise).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from gpuctl.domain.gpus import pod_holds_gpus, pod_spec_gpus, workload_gpus
 from gpuctl.domain.objects import annotations, is_gpuctl_object, name, parse_time
 from gpuctl.domain.pools import NodeFacts, PoolFacts, pool_facts
 from gpuctl.domain.pools import pool_names as flavor_pool_names
+from gpuctl.domain.promise import Outcome, bound_outcome, starts_by_of
 from gpuctl.domain.serving import services
 from gpuctl.domain.sharing import slices_used
 from gpuctl.domain.workload import (
@@ -156,6 +158,13 @@ class WorkloadInfo(NamedTuple):
     preemptions: int
     preempt_reason: str
     gang_pods: int = 0  # pods of a gang (gpuctl.domain.gang.workload_gang), 0 for any other Workload
+    starts_by: float | None = None  # the start bound serve recorded (gpuctl.domain.promise)
+
+    def bound(self, now: float) -> Outcome | None:
+        """What became of its recorded bound at `now` (gpuctl.domain.promise.bound_outcome); None: none."""
+        if self.starts_by is None:
+            return None
+        return bound_outcome(self.starts_by, self.reserved_at, self.state in ("queued", "preempted"), now)
 
 
 def workload_summary(wl: dict) -> WorkloadInfo:
@@ -176,6 +185,7 @@ def workload_summary(wl: dict) -> WorkloadInfo:
         preemptions=n,
         preempt_reason=reason,
         gang_pods=gang[0] if (gang := workload_gang(wl)) else 0,
+        starts_by=starts_by_of(wl),
     )
 
 
@@ -183,13 +193,21 @@ def workload_summary(wl: dict) -> WorkloadInfo:
 class _LeaderOnly(Collector):
     """Yields its collectors' series only while `leader()` is true (always when leader is None)."""
 
-    def __init__(self, collectors: list, leader: Callable[[], bool] | None):
+    def __init__(
+        self,
+        collectors: list,
+        leader: Callable[[], bool] | None,
+        before: Callable[[], None] | None = None,
+    ):
         self.collectors = collectors
         self.leader = leader
+        self.before = before  # brings them up to date first (a scrape's clock)
 
     def collect(self) -> Iterator:
         if self.leader is not None and not self.leader():
             return
+        if self.before is not None:
+            self.before()
         for c in self.collectors:
             yield from c.collect()
 
@@ -201,6 +219,10 @@ class WorkloadTracker:
     it holding quota, including those already admitted when it starts (a restart re-observes the
     currently admitted ones). Preemptions that happened before the process started are not counted:
     the counter starts at the informer's first list.
+
+    Start bounds (gpuctl.domain.promise): a Workload is counted kept or missed once, when an event shows
+    its quota reserved, or at a scrape that finds it still waiting past its bound. As with the wait
+    histogram, finished Workloads are not counted (a restart would count them again).
     """
 
     def __init__(
@@ -222,12 +244,38 @@ class WorkloadTracker:
             ["pool", "namespace", "priority", "reason"],
             registry=None,
         )
+        self.bounds = Counter(
+            "gpuctl_start_bounds_total",
+            "Start bounds gpuctl serve recorded for waiting jobs, by outcome: kept (quota reserved by the"
+            " bound) or missed (reserved after it, or still waiting past it); each job counted once",
+            ["pool", "outcome"],
+            registry=None,
+        )
         # Cluster facts: with several replicas only the leader exports them (gpuctl.server.leader).
-        registry.register(_LeaderOnly([self.wait, self.preemptions], leader))
+        registry.register(_LeaderOnly([self.wait, self.preemptions, self.bounds], leader, self.sweep))
         self.informer = informer
         self._observed: set[str] = set()
         self._preempted: dict[str, int] = {}
+        self._bounded: set[str] = set()  # UIDs whose bound was counted
         self._lock = threading.Lock()
+
+    def _count_bound(self, info: WorkloadInfo, now: float) -> None:
+        """Count the Workload's bound once it is decided (under the lock)."""
+        if info.starts_by is None or info.state is None or info.uid in self._bounded:
+            return
+        outcome = info.bound(now)
+        if outcome in (Outcome.KEPT, Outcome.MISSED):
+            self._bounded.add(info.uid)
+            self.bounds.labels(info.pool or ANY_POOL, str(outcome).lower()).inc()
+
+    def sweep(self, now: float | None = None) -> None:
+        """Count the bounds passed while their Workloads wait: no event marks that moment."""
+        if self.informer is None:
+            return
+        at = time.time() if now is None else now
+        with self._lock:
+            for info in self.informer.summaries():
+                self._count_bound(info, at)
 
     def handle(self, etype: str, old: dict | None, new: dict | None) -> None:
         if new is None:
@@ -235,6 +283,7 @@ class WorkloadTracker:
             with self._lock:
                 self._observed.discard(uid)
                 self._preempted.pop(uid, None)
+                self._bounded.discard(uid)
             return
         info = workload_summary(new)
         pool = info.pool or ANY_POOL
@@ -253,6 +302,7 @@ class WorkloadTracker:
                     info.preemptions - before
                 )
             self._preempted[info.uid] = max(info.preemptions, before)
+            self._count_bound(info, time.time())
 
 
 # -------------------------------------------------------------------- the collector

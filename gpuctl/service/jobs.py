@@ -4,6 +4,7 @@ gpuctl.service.jobs_delete; why a job waits: gpuctl.service.waiting; its logs: g
 from __future__ import annotations
 
 import re
+import time
 
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import SERVICE_PREFIX, SERVICE_STOPPED_ANNOTATION, Kind, Labels, Tier
@@ -11,6 +12,7 @@ from gpuctl.domain.gang import by_rank, gang_nodes, gang_pods, groups_gpus, grou
 from gpuctl.domain.gpus import controller_asks, pod_gpus, slices_held, workload_gpus, workload_slices
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, owner_refs, pod_finished
+from gpuctl.domain.promise import recorded_bound
 from gpuctl.domain.serving import combined, is_burst, scale, service_of, tier, tier_groups
 from gpuctl.domain.status import (
     WAITING_STATES,
@@ -64,7 +66,7 @@ class JobRow:
 
     # owner: the facts of the job the row belongs to (JobFacts: its object's uid and creationTimestamp,
     # what it asked), shared by a job's rows; not a row field (the API's and --json's rows leave it out).
-    __slots__ = (*ROW_FIELDS, "owner")
+    __slots__ = (*ROW_FIELDS, "owner", "created")
 
     def __init__(
         self,
@@ -105,6 +107,7 @@ class JobRow:
         # desired, ready, running, waiting); None on every other row.
         self.replicas = replicas
         self.owner: JobFacts | None = None
+        self.created: str | None = None  # a pod's row: the pod's creationTimestamp
 
     def as_dict(self) -> dict:
         """Its fields in order (the earlier gpuctl's JSON keys), what dataclasses.asdict gave."""
@@ -126,10 +129,10 @@ class JobFacts:
     """What every row of one job shares (what `get jobs -o json` prints per job, gpuctl.cli.objects):
     its object's uid and creationTimestamp, its resource (Job, Deployment, StatefulSet, LeaderWorkerSet),
     what it asked (GPUs as budget units, whole GPUs and slices alike; nodes of a gang; replicas), its
-    status word and reason, and when it starts at the latest (an Estimate's startsBy, RFC 3339) when
-    estimates were asked."""
+    status word and reason, its start bound (an Estimate's startsBy when asked; serve's recorded one)."""
 
     __slots__ = (
+        "bound",
         "created",
         "nodes",
         "position",
@@ -141,8 +144,9 @@ class JobFacts:
         "units",
     )
 
-    def __init__(self, job: Job, starts_by: str | None = None):
+    def __init__(self, job: Job, starts_by: str | None = None, now: float | None = None):
         m = job.obj["metadata"]
+        self.bound = recorded_bound(job.workload, time.time() if now is None else now)
         self.uid, self.created, self.resource = m.get("uid", ""), m.get("creationTimestamp"), job.resource
         self.units, self.nodes, self.replicas = controller_asks(job.resource, job.obj)
         self.status, self.position, self.starts_by = job.status, job.position, starts_by
@@ -278,17 +282,17 @@ def list_job_rows(
     snapshot of the cluster is built to judge why each waiting job waits. inventory: the command's
     reading of the cluster, when the caller has one (else one is made here, read as the table needs).
     Every row carries its job's JobFacts (`owner`); estimates=True adds when a waiting job starts at the
-    latest (gpuctl.service.waiting.job_estimate, against the snapshot its reason was judged on).
-    """
+    latest (gpuctl.service.waiting.job_estimate, against the snapshot its reason was judged on)."""
     inv = inventory or _rows_inventory(cluster, namespace, positions=positions, gpus=gpus, perms=perms)
     wanted = _selector_filter(selector)
     why = _Reasons(inv, enabled=positions and reasons)
     rows: list[JobRow] = []
+    now = time.time()  # one instant for every job's bound
     for job in collect_jobs(inv, positions=positions):
         if (kind and job.kind != kind) or (pool and (job.pool or "") != pool) or not wanted(job.labels):
             continue
         mine = _job_rows(inv, job, why, positions=positions, gpus=gpus)
-        facts = JobFacts(job, _starts_by(inv, job) if estimates else None)
+        facts = JobFacts(job, _starts_by(inv, job) if estimates else None, now)
         for r in mine:
             r.owner = facts
         rows += mine
@@ -304,15 +308,15 @@ def _starts_by(inv: Inventory, job: Job) -> str | None:
 def _rows_inventory(
     cluster: Cluster, namespace: str | None, *, positions: bool, gpus: bool, perms: Permissions | None
 ) -> Inventory:
-    """The reading of the cluster a `get jobs` table needs: without GPU counts (the plain or wide table),
-    pods as Table rows and only the Workloads a status word needs; positions come from Kueue."""
+    """A `get jobs` table's reading: no GPU counts, pods as Table rows, only the Workloads a status word
+    needs (-o wide: every one, for BOUND: each job's recorded bound); positions come from Kueue."""
     inv = Inventory(cluster, namespace, pod_rows=not gpus, perms=perms)
-    if not gpus:
+    if not gpus and not positions:
         inv.use_workloads_of_suspended_jobs()
-        if positions and inv.positions:
-            # Some job waits: its REASON needs every pod's spec (GPUs per node, the gated pods' demands),
-            # so gpuctl's pods come in full once instead of as Table rows and then in full again.
-            inv.pod_rows = False
+    if not gpus and positions and inv.positions:
+        # Some job waits: its REASON needs every pod's spec (GPUs per node, the gated pods' demands),
+        # so gpuctl's pods come in full once instead of as Table rows and then in full again.
+        inv.pod_rows = False
     return inv
 
 
@@ -465,7 +469,7 @@ def _pod_row(
         position = inv.positions.get(pod["metadata"]["uid"]) or _position(inv, pod_wl) or job.position
     if job.autoscaled:  # a replica's tier is its priority (floor | burst)
         common = {**common, "priority": str(tier(pod) or "")}
-    return JobRow(
+    row = JobRow(
         job_id=pod["metadata"]["name"],
         status=st,
         ready=f"{r}/{t}",
@@ -478,6 +482,8 @@ def _pod_row(
         reason=why(pod_wl, st, pod),
         **common,
     )
+    row.created = pod["metadata"].get("creationTimestamp")
+    return row
 
 
 def _remote_ready(job: Job) -> str:

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from gpuctl.cluster import Cluster, path, type_name
 from gpuctl.constants import IDLE_KEEP_MAX_SECONDS, KEEP_UNTIL_ANNOTATION
 from gpuctl.domain.dryrun import DryRun
-from gpuctl.domain.history import rfc3339
 from gpuctl.domain.idle import keep_until
+from gpuctl.domain.objects import rfc3339
 from gpuctl.domain.workload import format_duration
 from gpuctl.service.access import Permissions
 from gpuctl.service.errors import ServiceError

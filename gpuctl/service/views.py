@@ -7,6 +7,7 @@ data is assembled.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,7 +17,6 @@ from gpuctl.constants import (
     GPU_RESOURCE,
     LWS_NAME_LABEL,
     SET_ASIDE_ENDED_ANNOTATION,
-    STARTS_BY_ANNOTATION,
     Labels,
 )
 from gpuctl.domain.defrag import moved_reason
@@ -33,6 +33,7 @@ from gpuctl.domain.gang import (
 from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpus, workload_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, labels, meta, owner_refs, pod_template
+from gpuctl.domain.promise import RecordedBound, recorded_bound
 from gpuctl.domain.serving import tier
 from gpuctl.domain.status import State
 from gpuctl.domain.workload import IN_QUEUE, max_runtime_seconds, workload_state
@@ -172,7 +173,9 @@ class JobDescription:
     set_aside_ended: str | None = None
     # The start bound it was first shown, which `gpuctl serve --defrag` keeps by setting a node aside for it
     # (runwhere.ai/starts-by, RFC 3339; docs/queueing.md "A bound gpuctl keeps"); None: none recorded.
+    # bound: Pending, Kept or Missed (gpuctl.domain.promise.recorded_bound, as `get jobs -o wide`).
     starts_by: str | None = None
+    bound: str | None = None
     # GPU use (docs/utilisation.md, gpuctl.domain.utilisation.JobUse.as_dict: per pod and device) when a
     # Prometheus is
     # configured; gpu_use_error: why it was not read (Prometheus down or refusing).
@@ -236,6 +239,7 @@ def describe_job(
     wl = job.workload
     where = placement(wl)
     use, use_error = _gpu_use(job, prom)
+    bound = RecordedBound.fields(recorded_bound(wl, time.time()))
     return JobDescription(
         job_id=job.name,
         name=job.name,
@@ -273,7 +277,8 @@ def describe_job(
         estimate=est.as_dict() if est is not None else None,
         moved=_moved(wl),
         set_aside_ended=(meta(wl).get("annotations") or {}).get(SET_ASIDE_ENDED_ANNOTATION) if wl else None,
-        starts_by=(meta(wl).get("annotations") or {}).get(STARTS_BY_ANNOTATION) if wl else None,
+        starts_by=bound["startsBy"],
+        bound=bound["bound"],
         cluster=where.text if where else None,
         multikueue={"state": where.state, "message": where.message} if where else None,
         pods_error=pods_error,

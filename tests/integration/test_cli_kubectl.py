@@ -29,6 +29,7 @@ from gpuctl.cli.printers import custom_columns, print_custom_columns, run_jsonpa
 from gpuctl.cluster import path
 from gpuctl.constants import VIEW_API_VERSION
 from tests.integration.conftest import delete_namespaces, wait_until
+from tests.unit.test_cli_objects import json_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -307,8 +308,8 @@ def test_not_found_and_usage_errors_exit_like_kubectl(team, kubectl) -> None:
     theirs = kubectl("get", "jobs", "--bogus", check=False)
     assert ours.returncode == theirs.returncode == 1
     assert ours.stderr.endswith("See 'gpuctl get --help' for usage.\n")
-    p = gpuctl("get", "pools", "-w")
-    assert p.returncode == 1 and "get pools does not take -w/--watch" in p.stderr
+    p = gpuctl("get", "pools", "-l", "a=b")
+    assert p.returncode == 1 and "get pools does not take -l/--selector" in p.stderr
 
 
 def test_logs_flags(team) -> None:
@@ -545,3 +546,45 @@ def test_request_timeout_bounds_a_silent_server(tmp_path) -> None:
     assert p.returncode == 1 and "timed out" in p.stderr.lower(), p.stderr
     p = gpuctl("get", "nodes", "--request-timeout", "soon", env=env)
     assert p.returncode == 1 and "invalid --request-timeout" in p.stderr
+
+
+def _quota(team: str, gpus: int) -> str:
+    """The team fixture's quota (q-NS, 64 CPUs, 256Gi) with this many GPUs."""
+    body = f"{team}: {{cpu: 64, memory: 256Gi, gpu: {gpus}}}"
+    return f"kind: quota\nquota: {{name: q-{team}}}\nnamespace:\n  {body}\n"
+
+
+def test_watch_streams_changed_objects_on_every_get_type(team, tmp_path) -> None:
+    """`get quotas -w -o json`: each object on its own (no List), then the quota again when it changes;
+    `get pools -w -o name`: the pools' names; Ctrl-C ends both (docs/cli.md, -w)."""
+    import signal
+
+    def stream(*args: str) -> tuple[subprocess.Popen, Path]:
+        out = tmp_path / f"{args[1]}-{uuid.uuid4().hex[:4]}.out"
+        with out.open("w") as f:
+            p = subprocess.Popen([str(BIN / "gpuctl"), *args], stdout=f, stderr=subprocess.PIPE, text=True)
+        return p, out
+
+    quotas, qout = stream("get", "quotas", "-n", team, "-w", "-o", "json")
+    pools, pout = stream("get", "pools", "-w", "-o", "name")
+    try:
+        (q,) = wait_until(lambda: json_documents(qout.read_text()) or None, 60, what="the quota listed")
+        assert (q["kind"], q["metadata"]["namespace"], q["spec"]["gpus"]) == ("Quota", team, 8)
+        wait_until(lambda: "pool/training-pool" in pout.read_text(), 60, what="the pools listed")
+        f = tmp_path / "q9.yaml"
+        f.write_text(_quota(team, 9))
+        assert gpuctl("apply", "-f", str(f)).returncode == 0
+        changed = wait_until(
+            lambda: (o := json_documents(qout.read_text()))[1:] and o,
+            60,
+            what="the changed quota printed again",
+        )
+        assert changed[-1]["spec"]["gpus"] == 9 and changed[-1]["metadata"]["name"] == f"q-{team}"
+    finally:
+        for p in (quotas, pools):
+            p.send_signal(signal.SIGINT)
+        for p in (quotas, pools):
+            assert p.wait(30) == 0, p.stderr.read() if p.stderr else ""
+        f = tmp_path / "q8.yaml"
+        f.write_text(_quota(team, 8))
+        gpuctl("apply", "-f", str(f))

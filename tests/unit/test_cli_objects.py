@@ -29,6 +29,7 @@ class _Job:
 
     def __init__(self, resource: str, obj: dict, status: str = "Running", position: int | None = None):
         self.resource, self.obj, self.status, self.position = resource, obj, status, position
+        self.workload: dict | None = None
 
 
 def _template(gpus: int = 0, slices: dict | None = None) -> dict:
@@ -363,3 +364,96 @@ def test_create_with_output_prints_the_objects_written_not_summaries(capsys) -> 
     a = argparse.Namespace(output="json", json=True, dry_run=DryRun.SERVER)
     assert print_results(a, [ok], objects=True) == 0
     assert json.loads(capsys.readouterr().out)[0]["status"] == "created"
+
+
+# ----------------------------------------------------------------------------- -w on every get type
+def json_documents(text: str) -> list[dict]:
+    """The JSON documents of a watch stream (`get -w -o json`: objects one after another, no List)."""
+    found, i, dec = [], 0, json.JSONDecoder()
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+            continue
+        doc, i = dec.raw_decode(text, i)
+        found.append(doc)
+    return found
+
+
+def _pool_listing(gpus_used: int) -> Listing:
+    from gpuctl.cli.objects import view
+
+    objs = [
+        view("Pool", n, None, {"uid": n}, {"nodes": []}, {"phase": "active", "gpus": {"used": u}})
+        for n, u in (("a", gpus_used), ("b", 0))
+    ]
+    return Listing(
+        items=objs,
+        headers=["POOL NAME", "GPU USED", "AGE"],
+        rows=[[o["metadata"]["name"], o["status"]["gpus"]["used"], "1m"] for o in objs],
+        name=lambda o: f"pool/{o['metadata']['name']}",
+    )
+
+
+def test_watch_prints_each_object_alone_then_what_changed(monkeypatch, capsys) -> None:
+    """kubectl's watch stream: -o json prints each object on its own (no List), then an object again
+    when a field changed; an unchanged one is not printed again. Woken by its informers."""
+    from gpuctl.cli import watch as w
+    from gpuctl.cluster import informer
+
+    fakes = []
+
+    class FakeInformer:
+        def __init__(self, *_a, **_kw):
+            self.listeners = []
+            fakes.append(self)
+
+        def add_listener(self, fn):
+            self.listeners.append(fn)
+
+        def start(self):
+            for fn in self.listeners:
+                fn(self)
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(informer, "Informer", FakeInformer)
+    base = {"output": "json", "field_selector": None, "no_headers": False}
+    a = argparse.Namespace(**base)
+    printer = w.Printer(a, lambda o: o["metadata"]["name"])
+    shown = w.entries(a, _pool_listing(1), objects=True)
+    w.first(printer, shown, headers=True)
+    reads = iter([_pool_listing(3)])
+
+    def read():
+        try:
+            listing = next(reads)
+        except StopIteration:
+            raise KeyboardInterrupt from None
+        fakes[0].start()  # the next change wakes it again: then the reads end (Ctrl-C)
+        return w.entries(a, listing, objects=True)
+
+    w.watch(None, [("Node", "/api/v1/nodes", None)], read, shown, printer)
+    docs = json_documents(capsys.readouterr().out)
+    assert [(d["kind"], d["metadata"]["name"], d["status"]["gpus"]["used"]) for d in docs] == [
+        ("Pool", "a", 1),
+        ("Pool", "b", 0),
+        ("Pool", "a", 3),  # changed: printed again; b did not change
+    ]
+
+
+def test_watch_of_a_table_prints_a_changed_row_and_yaml_separates_documents(capsys) -> None:
+    from gpuctl.cli import watch as w
+
+    table = argparse.Namespace(output=None, field_selector=None, no_headers=False)
+    before = w.entries(table, _pool_listing(1), objects=False)
+    after = w.entries(table, _pool_listing(2), objects=False)
+    assert [k for k, _, _ in before] == [(None, "a", 0), (None, "b", 0)]
+    assert w.changed_cells(before[0][2], after[0][2]) and not w.changed_cells(before[1][2], after[1][2])
+    y = w.Printer(argparse.Namespace(output="yaml"), lambda o: o["metadata"]["name"])
+    for _, obj, cells in after:
+        y(obj, cells)
+    assert capsys.readouterr().out.count("\n---\n") == 1
+    n = w.Printer(argparse.Namespace(output="name"), lambda o: f"pool/{o['metadata']['name']}")
+    n(after[0][1], after[0][2])
+    assert capsys.readouterr().out == "pool/a\n"

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from gpuctl.cli import get
+from gpuctl.cli import watch
 from gpuctl.cli.errors import CommandError
 from gpuctl.cli.main import main
 from gpuctl.cli.printers import Listing, emit
@@ -149,15 +149,13 @@ def no_cluster(monkeypatch, tmp_path):
     ("argv", "message"),
     [
         (["get", "pools", "-l", "a=b"], "get pools does not take -l/--selector (only get jobs does)"),
-        (["get", "nodes", "-w"], "get nodes does not take -w/--watch (only get jobs does)"),
-        (["get", "quotas", "-w"], "get quotas does not take -w/--watch"),
+        (["get", "quotas", "--key", "k"], "get quotas does not take --key (only get labels does)"),
         (
             ["get", "pools", "--pool", "p"],
             "get pools does not take --pool (only get jobs and get nodes does)",
         ),
         (["get", "jobs", "--gpu-type", "a100"], "get jobs does not take --gpu-type (only get nodes does)"),
         (["get", "nodes", "--show-labels"], "get nodes does not take --show-labels"),
-        (["get", "jobs", "-w", "-o", "json"], "-w prints table rows: it does not take -o json"),
     ],
 )
 def test_a_flag_a_type_cannot_honour_is_refused(no_cluster, capsys, argv, message) -> None:
@@ -201,9 +199,9 @@ def test_help_tells_where_reads_look(capsys) -> None:
 
 def test_watch_compares_cells_by_column_name() -> None:
     row = {"JOB ID": "p", "CLUSTER": "w1", "NODE": "n", "IP": "10.0.0.1", "AGE": "1m"}
-    assert not get.changed_cells(row, {**row, "AGE": "2m"})  # an AGE tick alone prints nothing
-    assert get.changed_cells(row, {**row, "IP": "10.0.0.2"})  # an IP change (9th column with CLUSTER)
-    assert get.changed_cells(None, row)
+    assert not watch.changed_cells(row, {**row, "AGE": "2m"})  # an AGE tick alone prints nothing
+    assert watch.changed_cells(row, {**row, "IP": "10.0.0.2"})  # an IP change (9th column with CLUSTER)
+    assert watch.changed_cells(None, row)
 
 
 # ----------------------------------------------------------------------------- wait

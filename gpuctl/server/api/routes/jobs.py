@@ -26,6 +26,7 @@ from gpuctl.cluster import ApiError, Cluster
 from gpuctl.constants import JOB_KINDS, LOG_RANK_MAX, LOG_TAIL_MAX, Kind
 from gpuctl.domain.gang import pod_rank
 from gpuctl.domain.objects import short_age
+from gpuctl.domain.promise import RecordedBound
 from gpuctl.server.api import perms
 from gpuctl.server.api.auth import Access, AuthError, Caller
 from gpuctl.server.api.deps import (
@@ -100,6 +101,8 @@ def row_item(r: JobRow) -> dict:
         "position": r.position,
         "gpus": r.gpus,
         "slices": r.slices or {},
+        # The job's recorded start bound and its outcome, as `get jobs -o wide`.
+        **RecordedBound.fields(r.owner.bound if r.owner else None),
     }
 
 
