@@ -4,13 +4,15 @@ Each Workload gets the start bound `gpuctl serve` records (runwhere.ai/starts-by
 writes it: that serve records it is test_bound_kept's), the first one well after its admission (kept),
 the second a few seconds ahead while it waits (pending, then missed). `get jobs -o wide|json` and a real
 `gpuctl serve`'s gpuctl_start_bounds_total (its own ServiceAccount, manifests/serve/rbac.yaml) agree on
-both, the missed one counted by a scrape once its bound passed, each once. About 40 s."""
+both, the missed one counted by a scrape once its bound passed, each once; `describe job` says missed.
+About 60 s."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+import re
 import time
 import urllib.request
 import uuid
@@ -132,5 +134,10 @@ def test_a_bound_kept_and_one_missed_show_in_get_jobs_and_serve_counts_each_once
         }
         assert (items["second"]["startsBy"], items["second"]["bound"]) == (rfc3339(soon), "Missed")
         assert items["first"]["bound"] == "Kept"
+        described = io.StringIO()
+        with contextlib.redirect_stdout(described):
+            assert main(["describe", "job", "second", "-n", ns, "--kubeconfig", cluster]) == 0
+        text = described.getvalue()
+        assert re.search(rf"^Bound missed:\s+{re.escape(rfc3339(soon))},", text, re.M), text
     finally:
         serve.stop()
