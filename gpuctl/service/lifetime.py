@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.cluster import ApiError, Cluster, path
-from gpuctl.domain.history import rfc3339
 from gpuctl.domain.lifetime import event_source, event_times, job_events, job_exit, job_times, regarding
-from gpuctl.domain.objects import owner_refs, uid
+from gpuctl.domain.objects import owner_refs, rfc3339, uid
 from gpuctl.service.errors import describe_exception
 from gpuctl.service.jobs import Job
 
