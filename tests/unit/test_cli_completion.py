@@ -68,21 +68,21 @@ def test_completion_takes_the_global_flags_as_every_verb(capsys) -> None:
     assert "gpuctl __complete" in capsys.readouterr().out
 
 
-def test_bash_completes_through_the_script(tmp_path) -> None:
-    """The script sourced in bash, asked as bash asks at <TAB>."""
-    bash = shutil.which("bash")
-    assert bash
-    bindir = Path(sys.executable).parent
+def _bash(tmp_path, *asks: tuple[str, int]) -> list[str]:
+    """The script sourced in bash, asked as bash asks at <TAB>: each (COMP_WORDS, COMP_CWORD)'s COMPREPLY."""
     script = (
         "source <(gpuctl completion bash)\n"
-        'show() { _gpuctl_complete; printf "%s\\n" "${COMPREPLY[@]}"; }\n'
-        "COMP_WORDS=(gpuctl get jobs --sort); COMP_CWORD=3; show\n"
-        "COMP_WORDS=(gpuctl wai); COMP_CWORD=1; show\n"
+        + 'show() { _gpuctl_complete; printf "%s\\n" "${COMPREPLY[@]}"; }\n'
     )
-    env = {"PATH": f"{bindir}:/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
-    p = subprocess.run([bash, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    script += "".join(f"COMP_WORDS=({words}); COMP_CWORD={cword}; show\n" for words, cword in asks)
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines() == ["--sort-by", "wait"]
+    return p.stdout.splitlines()
+
+
+def test_bash_completes_through_the_script(tmp_path) -> None:
+    assert shutil.which("bash")
+    assert _bash(tmp_path, ("gpuctl get jobs --sort", 3), ("gpuctl wai", 1)) == ["--sort-by", "wait"]
 
 
 def _env(tmp_path) -> dict:
@@ -147,12 +147,5 @@ def test_rejoin_undoes_bashs_split_at_equals() -> None:
 
 def test_bash_completes_a_flags_value_after_equals(tmp_path) -> None:
     """`gpuctl wait job x --for=<TAB>` as bash asks: it completed file names."""
-    script = (
-        "source <(gpuctl completion bash)\n"
-        'show() { _gpuctl_complete; printf "%s\\n" "${COMPREPLY[@]}"; }\n'
-        "COMP_WORDS=(gpuctl wait job x --for =); COMP_CWORD=5; show\n"
-        "COMP_WORDS=(gpuctl wait job x --for = ru); COMP_CWORD=6; show\n"
-    )
-    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines() == ["admitted", "running", "complete", "failed", "deleted", "running"]
+    asks = [("gpuctl wait job x --for =", 5), ("gpuctl wait job x --for = ru", 6)]
+    assert _bash(tmp_path, *asks) == ["admitted", "running", "complete", "failed", "deleted", "running"]
