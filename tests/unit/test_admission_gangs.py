@@ -11,6 +11,7 @@ from admission.state import ClusterState
 from gpuctl.constants import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
+    SERVE_USER,
     SET_ASIDE_TAINT_KEY,
     TAS_PREFERRED,
     TAS_REQUIRED,
@@ -162,3 +163,48 @@ def test_gang_never_fits_counts_only_the_nodes_that_count() -> None:
         "(2 with 8 GPUs; 1 more NotReady or cordoned, not counted)"
     )
     assert gang_never_fits("p", [("n1", 8, {}, False)], 3, 8) == ""  # no node counts: not judged
+
+
+# Backfill (issue 45, docs/queueing.md "A bound gpuctl keeps"): serve grants a waiting Job a held job's pair.
+HELD = set_aside_tolerations(TEAM, "held")  # the pair of the one-pod job TEAM/held, held near its bound
+
+
+def _update(new: dict, old: dict, user: str):
+    return review(admission_review(new, op="UPDATE", old=old, username=user)["request"], STATE, ENFORCE)
+
+
+def test_serve_may_grant_and_withdraw_another_jobs_pair_and_later_updates_keep_it() -> None:
+    plain = job(1, 4)
+    granted = job(1, 4, tolerations=[*OWN, *HELD])
+    assert _update(granted, plain, SERVE_USER).allowed  # serve's grant
+    assert _update(plain, granted, SERVE_USER).allowed  # and its withdrawal
+    assert not judge(granted).allowed  # a tenant may not write it
+    assert not _update(granted, plain, "alice").allowed
+    again = job(1, 4, tolerations=[*OWN, *HELD])
+    again["metadata"]["labels"]["note"] = "x"
+    assert _update(again, granted, "alice").allowed  # an update keeping exactly the granted pair
+    assert _update(plain, granted, "alice").allowed  # giving it up
+
+
+@pytest.mark.parametrize(
+    "widened",
+    [
+        [*OWN, {"operator": "Exists"}],  # every taint in place of the pair
+        [*OWN, {**HELD[1], "operator": "Exists", "value": ""}],  # every job's name
+        [*OWN, *set_aside_tolerations(TEAM, "other")],  # another held job's pair
+    ],
+)
+def test_a_tenant_may_not_widen_or_swap_a_granted_pair(widened: list) -> None:
+    v = _update(job(1, 4, tolerations=widened), job(1, 4, tolerations=[*OWN, *HELD]), "alice")
+    assert not v.allowed and v.rules == ("set-aside-toleration",), v.message()
+
+
+def test_serve_may_not_write_a_set_aside_toleration_on_a_pod() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": TEAM},
+        "spec": {"containers": [{"name": "c", "image": "x"}], "tolerations": HELD},
+    }
+    v = review(admission_review(pod, username=SERVE_USER)["request"], STATE, ENFORCE)
+    assert not v.allowed and "runwhere.ai/set-aside-job=held" in v.message(), v.message()
