@@ -59,12 +59,12 @@ from gpuctl.domain.gang import (
     set_aside_taints,
     set_aside_tolerations,
 )
-from gpuctl.domain.objects import annotations, meta, name, namespace
+from gpuctl.domain.objects import annotations, meta, name, namespace, rfc3339
 from gpuctl.domain.pools import node_pool
 from gpuctl.domain.promise import new_promises
 from gpuctl.domain.setaside import Plan, ended_note, plan_set_aside
 from gpuctl.server.defrag import deactivate
-from gpuctl.server.events import post_event, rfc3339
+from gpuctl.server.events import post_event
 from gpuctl.server.periodic import Periodic
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from pathlib import Path
 from gpuctl.cli.main import main
 from gpuctl.cluster import ApiError, Cluster, path
 from gpuctl.constants import GPU_RESOURCE
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.fake_nodes import fake_node
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
@@ -73,7 +73,7 @@ def remove_team(kube: Cluster, cluster: str, ns: str, pool: str, nodes: Iterable
     for job in kube.list(path("Job", namespace=ns)):
         kube.delete(path("Job", job["metadata"]["name"], ns), propagation="Background")
     main(["delete", "quota", f"q-{ns}", "--delete-namespace", "--kubeconfig", cluster])
-    wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
+    delete_namespaces(kube, [ns], 120)
     main(["delete", "pool", pool, "--kubeconfig", cluster])
     for name in nodes:
         try:

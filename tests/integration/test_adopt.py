@@ -17,7 +17,7 @@ from gpuctl.cluster import ApiError, path
 from gpuctl.constants import Labels
 from gpuctl.domain.pools import is_pool_taint, pool_toleration
 from gpuctl.service.pool_sync import set_flavor_tolerations
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.serve_process import service_account_kubeconfig, start_serve
 from tests.integration.test_cli_cluster import gpuctl  # noqa: F401 - fixture
 
@@ -78,7 +78,7 @@ def _status(gpuctl, name: str, ns: str) -> dict:
 def _wait_gone(kube, ns: str) -> None:
     """Wait for a namespace (and so its jobs' pods and Workloads) to be gone, so the next test starts
     on a quiet cluster with its GPUs free."""
-    wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"namespace {ns} gone")
+    delete_namespaces(kube, [ns], 120)
 
 
 def _pods(kube, ns: str, job: str) -> list[dict]:

@@ -29,7 +29,7 @@ from gpuctl.constants import GPU_RESOURCE, TAS_UNCONSTRAINED, UNCOVERED_EVENT_RE
 from gpuctl.domain.pools import pool_capacities
 from gpuctl.domain.workload import HOLDING_QUOTA, workload_state
 from queues import TeamQuota, desired_objects, local_queue, team_namespace
-from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 from tests.integration.metrics_stack import scrape
 from tests.integration.serve_process import (
     drop_leader_lease,
@@ -205,15 +205,7 @@ def env(
         serve.stop()
         print(f"\n----- gpuctl serve log (tail)\n{log.read_text()[-3000:]}")
         member.delete()
-        for ns in (team, outside):
-            for pod in kube.list(path("Pod", namespace=ns)):
-                kube.delete(path("Pod", pod["metadata"]["name"], ns), grace_seconds=0)
-            kube.delete(path("Namespace", ns))
-        wait_until(
-            lambda: not any(kube.get_or_none(path("Namespace", ns)) for ns in (team, outside)),
-            90,
-            what="the test's namespaces deleted",
-        )
+        delete_namespaces(kube, [team, outside], 90)
         remove_serve_rbac(kubectl_bin, cluster, "evict/rbac.yaml")
         reset_gpuctl_state(kube)
 

@@ -13,7 +13,7 @@ from gpuctl.cluster import path
 from gpuctl.constants import COHORT_NAME, GPU_UNITS, QUOTA_GPU, Labels
 from gpuctl.domain.gpus import workload_gpus
 from gpuctl.domain.workload import IN_QUEUE, job_pool, reserved_gpus, workload_state
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,10 +47,7 @@ def teams(tmp_path, gpuctl, kube):
     assert rc == 0, err
     yield a, b
     gpuctl("delete", "quota", f"q-{a}", "--delete-namespace")
-    for ns in (a, b):
-        wait_until(
-            lambda ns=ns: kube.get_or_none(path("Namespace", ns)) is None, 60, what=f"namespace {ns} gone"
-        )
+    delete_namespaces(kube, [a, b], 60)
 
 
 @pytest.fixture
@@ -437,7 +434,7 @@ def test_delete_quota_file_with_delete_namespace_removes_only_the_namespaces_gpu
         assert rc == 0, err
         assert f"namespace/{made} deleted" in out, out
         assert f"namespace/{existing} kept" in out, out
-        wait_until(lambda: kube.get_or_none(path("Namespace", made)) is None, 60, what=f"{made} gone")
+        delete_namespaces(kube, [made], 60, delete=False)  # gpuctl deleted it
         kept = kube.get(path("Namespace", existing))
         assert kept["metadata"].get("deletionTimestamp") is None
         assert Labels.NAMESPACE not in (kept["metadata"].get("labels") or {})

@@ -28,7 +28,7 @@ import yaml
 from gpuctl.cli.printers import custom_columns, print_custom_columns, run_jsonpath, sort_pairs
 from gpuctl.cluster import path
 from gpuctl.constants import VIEW_API_VERSION
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 from tests.unit.test_cli_objects import json_documents
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,7 +158,7 @@ def team(cluster, kube, tmp_path_factory) -> Iterator[str]:
         assert p.returncode == 0, p.stderr
     yield ns
     gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
-    wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"namespace {ns} gone")
+    delete_namespaces(kube, [ns], 120)
     reset_gpuctl_state(kube)
 
 

@@ -14,7 +14,7 @@ import pytest
 from gpuctl.cluster import path
 from gpuctl.constants import Labels
 from gpuctl.service.nodes import label_nodes
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.test_cli_cluster import gpuctl, pools, teams  # noqa: F401 - fixtures
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -75,8 +75,7 @@ def foreign(kube) -> Iterator[dict]:
         }
     )
     yield names
-    kube.delete(path("Namespace", names["ns"]))
-    wait_until(lambda: kube.get_or_none(path("Namespace", names["ns"])) is None, 90, what="namespace gone")
+    delete_namespaces(kube, [names["ns"]], 90)
     for kind, n in (("ClusterQueue", names["cq"]), ("ResourceFlavor", names["rf"])):
         obj = kube.get_or_none(path(kind, n))
         if obj and obj["metadata"].get("finalizers"):

@@ -19,7 +19,7 @@ import pytest
 from gpuctl.cluster import Cluster, path
 from gpuctl.constants import DEFRAG_MOVED_ANNOTATION, DEFRAG_REACTIVATE_ANNOTATION
 from gpuctl.domain.workload import HOLDING_QUOTA, job_pool, topology_nodes, workload_state
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.serve_process import drop_leader_lease, service_account_kubeconfig, start_serve
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles
 from tests.integration.test_cli_cluster import gpuctl, pools  # noqa: F401 - fixtures
@@ -69,7 +69,7 @@ def team(pools, kube, gpuctl, tmp_path) -> Iterator[tuple[str, TeamMember]]:  # 
     yield ns, member
     member.delete()
     gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
-    wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
+    delete_namespaces(kube, [ns], 120)
 
 
 def _create(member: TeamMember, tmp_path: Path, text: str, name: str) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from gpuctl.cli.main import main
-from gpuctl.cluster import Cluster, path
-from tests.integration.conftest import reset_gpuctl_state, wait_until
+from gpuctl.cluster import Cluster
+from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, dump
 from tests.integration.test_team_member import _sar  # a SubjectAccessReview's answer
 
@@ -84,8 +84,7 @@ def teams(cluster: str, kube: Cluster, tmp_path_factory: pytest.TempPathFactory)
             if m is not None:
                 m.delete()
         t.admin("delete", "quota", t.quota, "--delete-namespace")
-        for ns in (t.a, t.b):
-            wait_until(lambda ns=ns: kube.get_or_none(path("Namespace", ns)) is None, 90, what=f"{ns} gone")
+        delete_namespaces(kube, [t.a, t.b], 90)
         reset_gpuctl_state(kube)
 
 

@@ -25,7 +25,7 @@ from gpuctl.constants import AUDIT_SUBMITTED_BY_ANNOTATION, HISTORY_CONFIGMAP
 from gpuctl.domain.workload import HOLDING_QUOTA, workload_state
 from gpuctl.service import history
 from tests.integration.admission_stack import submitted_by_policy
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.serve_process import (
     ROOT,
     ServeProcess,
@@ -64,8 +64,7 @@ def teams(pools, kube, kubectl_bin, cluster, gpuctl, tmp_path) -> Iterator[tuple
     for m in members:
         m.delete()
     gpuctl("delete", "quota", f"q-{a}", "--delete-namespace")
-    for ns in (a, b):
-        wait_until(lambda ns=ns: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
+    delete_namespaces(kube, [a, b], 120)
 
 
 class Serve:

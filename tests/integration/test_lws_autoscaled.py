@@ -20,7 +20,7 @@ import pytest
 from gpuctl.cluster import path
 from gpuctl.constants import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
 from gpuctl.domain.status import is_gated
-from tests.integration.conftest import require_controller, wait_until
+from tests.integration.conftest import delete_namespaces, require_controller, wait_until
 from tests.integration.metrics_stack import metrics_stack
 from tests.integration.test_serving import Stack, _cli, _pool, _set_load, _team_gpus
 
@@ -160,4 +160,4 @@ def test_an_autoscaled_service_of_two_pod_replicas_scales_by_whole_groups(stack:
             kube.delete(path("LeaderWorkerSet", lws["metadata"]["name"], ns))
         _cli(stack.cluster, "delete", "quota", f"q-{ns}", "--delete-namespace")
         # Its Workloads go with the namespace; the pool is deleted (module teardown) only after.
-        wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
+        delete_namespaces(kube, [ns], 120)

@@ -40,7 +40,7 @@ from gpuctl.domain.pools import pool_capacities
 from gpuctl.service.node_pools import patch_node_pool
 from gpuctl.spec import load_text
 from queues import PoolGuarantee, TeamQuota, desired_objects, local_queue, team_namespace
-from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 from tests.integration.serve_process import ROOT, free_port, service_account_kubeconfig, start_serve
 
 TRAINING, INFERENCE = "training-pool", "inference-pool"
@@ -312,16 +312,9 @@ def stack(
         _restore_node(kube, "gpu-node-4", "4")
         # Leave no pod holding GPUs behind: once the ClusterQueues are gone Kueue no longer counts
         # them, and the next module's admitted pods would find their nodes full for the pods' 30 s
-        # grace period (test_trace_short saw it as fragmentation).
-        for ns in (team_a, team_b):
-            for pod in kube.list(path("Pod", namespace=ns)):
-                kube.delete(path("Pod", pod["metadata"]["name"], ns), grace_seconds=0)
-            kube.delete(path("Namespace", ns))
-        wait_until(
-            lambda: not any(kube.get_or_none(path("Namespace", ns)) for ns in (team_a, team_b)),
-            90,
-            what="the test's team namespaces deleted",
-        )
+        # grace period (test_trace_short saw it as fragmentation): delete_namespaces deletes them with
+        # grace 0 and waits.
+        delete_namespaces(kube, [team_a, team_b], 90)
         reset_gpuctl_state(kube)
         subprocess.run(
             [kubectl_bin, "--kubeconfig", cluster, "delete", "--ignore-not-found", "-f",

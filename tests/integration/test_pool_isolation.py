@@ -32,7 +32,7 @@ from gpuctl.cluster import ApiError, path
 from gpuctl.constants import GPU_RESOURCE, POOL_TAINT_KEY, Labels
 from gpuctl.domain.pools import pool_taint, pool_toleration
 from queues import resource_flavor
-from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 from tests.integration.earlier_client import earlier_gpuctl
 from tests.integration.tenancy import TeamMember, dump
 from tests.integration.test_admission_webhook import _certs, _free_port, _start_server
@@ -278,13 +278,7 @@ def env(cluster: str, kube, kubectl_bin: str, tmp_path_factory) -> Iterator[Env]
             for p in reversed(e.cleanup):
                 with contextlib.suppress(ApiError):
                     kube.delete(p)
-            for ns in (e.team_a, e.team_b, e.other):
-                with contextlib.suppress(ApiError):
-                    kube.delete(path("Namespace", ns))
-            for ns in (e.team_a, e.team_b, e.other):
-                wait_until(
-                    lambda ns=ns: kube.get_or_none(path("Namespace", ns)) is None, 180, what=f"{ns} gone"
-                )
+            delete_namespaces(kube, [e.team_a, e.team_b, e.other])
         _kubectl(kubectl_bin, cluster, "delete", "--ignore-not-found", "priorityclass", CRITICAL)
         reset_gpuctl_state(kube)
         log = tmp / "webhook.log"

@@ -24,7 +24,7 @@ from gpuctl.cli.main import main
 from gpuctl.cluster import Cluster, path
 from gpuctl.domain.workload import IN_QUEUE, workload_state
 from gpuctl.service.inventory import Inventory
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
@@ -164,7 +164,7 @@ def test_each_command_lists_each_collection_once(clean_cluster, counted, kube, t
                 what="the second job's Workload waiting in the queue",
             )
         if what == "delete pool":
-            wait_until(lambda: kube.get_or_none(path("Namespace", team)) is None, 120, what="namespace gone")
+            delete_namespaces(kube, [team], 120, delete=False)  # `delete quota --delete-namespace` deleted it
         seen[what] = counted(*argv)
     if os.environ.get("GPUCTL_READS_TABLE"):
         print("\n| command | before its first write | after it |")

@@ -11,7 +11,7 @@ import pytest
 
 from gpuctl.cluster import path
 from gpuctl.domain.workload import WorkloadState, topology_nodes, workload_state
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.test_cli_cluster import _training, gpuctl, pools  # noqa: F401 - fixtures
 
 
@@ -25,8 +25,7 @@ def quota(tmp_path, gpuctl, kube) -> Iterator[tuple[str, str]]:  # noqa: F811
     assert rc == 0, err
     yield a, b
     gpuctl("delete", "quota", f"q-{a}", "--delete-namespace")
-    for ns in (a, b):
-        wait_until(lambda ns=ns: kube.get_or_none(path("Namespace", ns)) is None, 90, what=f"{ns} gone")
+    delete_namespaces(kube, [a, b], 90)
 
 
 def _submit(gpuctl, tmp_path, name: str, ns: str, gpus: int, priority: str) -> None:  # noqa: F811
@@ -148,4 +147,4 @@ def test_eight_gpu_pod_waits_for_one_free_node(pools, tmp_path, gpuctl, kube):  
         wait_until(lambda: _running(kube, ns, "big"), 60, what="big admitted once a node is free")
     finally:
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
-        wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 90, what=f"{ns} gone")
+        delete_namespaces(kube, [ns], 90)

@@ -32,7 +32,7 @@ from gpuctl.domain.history import hpa_records
 from gpuctl.domain.status import is_gated
 from gpuctl.domain.teams import team_usage
 from gpuctl.server.cache import trim_hpa
-from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 from tests.integration.fake_nodes import fake_node
 from tests.integration.metrics_stack import metrics_stack
 
@@ -115,8 +115,7 @@ def teams(stack: Stack, kube) -> Iterator[callable]:
         for j in kube.list(path("Job", namespace=ns)):
             kube.delete(path("Job", j["metadata"]["name"], ns), propagation="Background")
         _cli(stack.cluster, "delete", "quota", f"q-{ns}", "--delete-namespace")
-    for ns in made:
-        wait_until(lambda ns=ns: kube.get_or_none(path("Namespace", ns)) is None, 120, what=f"{ns} gone")
+    delete_namespaces(kube, made, 120)
 
 
 def _service(stack: Stack, ns: str, name: str, lo: int, hi: int, target: int = 10) -> None:

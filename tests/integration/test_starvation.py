@@ -32,7 +32,7 @@ from gpuctl.constants import (
 from gpuctl.domain.objects import condition
 from gpuctl.domain.workload import HOLDING_QUOTA, WorkloadState, topology_nodes, workload_state
 from gpuctl.spec import load_text
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.serve_process import (
     ServeProcess,
     drop_leader_lease,
@@ -109,7 +109,7 @@ def stream_team(racks, cluster, kube, tmp_path) -> Iterator[str]:  # noqa: F811
     for job in kube.list(path("Job", namespace=ns)):
         kube.delete(path("Job", job["metadata"]["name"], ns), propagation="Background")
     main(["delete", "quota", f"q-{ns}", "--delete-namespace", "--kubeconfig", cluster])
-    wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 180, what=f"{ns} gone")
+    delete_namespaces(kube, [ns], 180)
 
 
 def _serve(kube, kubectl_bin, cluster, tmp_path: Path, pool: str, *flags: str) -> ServeProcess:

@@ -31,7 +31,7 @@ from gpuctl.constants import MAX_EXEC_TIME_LABEL
 from gpuctl.domain.objects import condition, parse_time
 from gpuctl.domain.workload import WorkloadState, workload_state
 from tests.conftest import CACHE
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import delete_namespaces, wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, caller_roles
 from tests.integration.test_api_cluster import env  # noqa: F401 - the API fixture
 from tests.integration.test_cli_cluster import gpuctl, pools  # noqa: F401 - fixtures
@@ -70,7 +70,7 @@ def team(pools, gpuctl, kube, tmp_path):  # noqa: F811
         for r in added:
             kube.delete(r)
         gpuctl("delete", "quota", f"q-{ns}", "--delete-namespace")
-        wait_until(lambda: kube.get_or_none(path("Namespace", ns)) is None, 90, what=f"namespace {ns} gone")
+        delete_namespaces(kube, [ns], 90)
 
 
 def write(tmp: Path, text: str) -> str:
@@ -259,26 +259,32 @@ def test_kueuectl_and_gpuctl_read_the_same(team, kube, tmp_path):
 def test_an_estimate_holds(team, kube, tmp_path):
     """Fill training-pool (2 nodes x 8 GPUs) with jobs whose maxRuntime is short and that would run for
     30 minutes: Kueue stops each at its deadline. The next two 8-GPU jobs are admitted no later than
-    their estimates' "at the latest"."""
+    their estimates' "at the latest": next-1 when fill-1 ends, next-2 when next-1 ends (before fill-2
+    does), so next-2's estimate goes through a queued job.
+
+    fill-1's 60 s must outlast the setup up to both estimates (55-62 s on a loaded 2-core machine with
+    50 s, which failed there); next-1's 30 s ends before fill-2's 120 s. (next-1 and fill-2 had 60 and
+    150 s: next-2 then waited for next-1 until about 120 s after the start, now about 90 s.)"""
     ns = team.namespace
     # Different deadlines: fill-1 frees gpu-node-1 first.
+    t0 = time.monotonic()
     ok(team.gpuctl("create", "-f", write(tmp_path, training("fill-1", 8, max_runtime="60s"))))
     time.sleep(2)
-    ok(team.gpuctl("create", "-f", write(tmp_path, training("fill-2", 8, max_runtime="150s"))))
+    ok(team.gpuctl("create", "-f", write(tmp_path, training("fill-2", 8, max_runtime="120s"))))
     for name in ("fill-1", "fill-2"):
         wait_until(lambda name=name: describe(team, name)["status"] == "Running", 90, what=f"{name} Running")
     assert job_pods(kube, ns, "job-name=fill-1")[0]["metadata"]["labels"][MAX_EXEC_TIME_LABEL] == "60"
 
     # A server dry run says when it would start, and writes nothing.
     before = {j["metadata"]["name"] for j in kube.list(path("Job", namespace=ns))}
-    next_1 = write(tmp_path, training("next-1", 8, max_runtime="60s"))
+    next_1 = write(tmp_path, training("next-1", 8, max_runtime="30s"))
     out = ok(team.gpuctl("create", "-f", next_1, "--dry-run=server"))
     assert "would wait" in out and "starts by" in out and "at the latest (fill-1 ends by" in out, out
     assert {j["metadata"]["name"] for j in kube.list(path("Job", namespace=ns))} == before
 
     ok(team.gpuctl("create", "-f", next_1))
     time.sleep(1.1)  # creation timestamps have whole seconds: next-1 is older
-    ok(team.gpuctl("create", "-f", write(tmp_path, training("next-2", 8, max_runtime="60s"))))
+    ok(team.gpuctl("create", "-f", write(tmp_path, training("next-2", 8, max_runtime="30s"))))
     estimates = {}
     for name in ("next-1", "next-2"):
         d = wait_until(
@@ -289,7 +295,7 @@ def test_an_estimate_holds(team, kube, tmp_path):
         e = d["estimate"]
         assert e["bounded"], e
         estimates[name] = parse_time(e["startsBy"])
-        print(f"estimate {name}: {e['summary']}")
+        print(f"estimate {name}: {e['summary']} (read {time.monotonic() - t0:.0f} s after fill-1's create)")
     assert "fill-1 ends by" in describe(team, "next-1")["estimate"]["basis"]
 
     for name in ("next-1", "next-2"):

@@ -25,7 +25,7 @@ import yaml
 
 from gpuctl.cli.main import main
 from gpuctl.cluster import Cluster, path
-from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 from tests.integration.tenancy import SHIPPED_ROLES, TeamMember, apply_caller_roles, dump
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,8 +121,7 @@ def world(cluster: str, kube: Cluster, tmp_path_factory: pytest.TempPathFactory)
             if m is not None:
                 m.delete()
         w.admin("delete", "quota", w.quota, "--delete-namespace")
-        for ns in (a, b):
-            wait_until(lambda ns=ns: kube.get_or_none(path("Namespace", ns)) is None, 90, what=f"{ns} gone")
+        delete_namespaces(kube, [a, b], 90)
         reset_gpuctl_state(kube)
 
 

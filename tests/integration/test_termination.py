@@ -36,7 +36,7 @@ from gpuctl.constants import (
     UNCOVERED_TERMINATION_ENDED_REASON,
 )
 from gpuctl.domain.gpus import pod_spec_gpus
-from tests.integration.conftest import reset_gpuctl_state, wait_until
+from tests.integration.conftest import delete_namespaces, reset_gpuctl_state, wait_until
 from tests.integration.fake_nodes import fake_node
 from tests.integration.serve_process import (
     drop_leader_lease,
@@ -170,13 +170,8 @@ def env(
         for ns in (team, other):
             for j in kube.list(path("Job", namespace=ns)):
                 kube.delete(path("Job", j["metadata"]["name"], ns), propagation="Background")
-            for p in kube.list(path("Pod", namespace=ns)):
-                kube.delete(path("Pod", p["metadata"]["name"], ns), grace_seconds=0)
         main(["delete", "quota", f"q-{sfx}", "--delete-namespace", "--kubeconfig", cluster])
-        wait_until(
-            lambda: not [ns for ns in (team, other) if kube.get_or_none(path("Namespace", ns))], 180,
-            what="the test's namespaces gone",
-        )  # fmt: skip
+        delete_namespaces(kube, [team, other])
         main(["delete", "pool", pool, "--kubeconfig", cluster])
         try:
             kube.delete(path("Node", node))
