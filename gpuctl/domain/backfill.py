@@ -18,7 +18,7 @@ Kueue) would delay the held job and is requeued like any squatter (gpuctl.domain
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,15 +72,23 @@ def ran_in_time(wl: Mapping[str, Any], bound: float) -> bool:
 
 
 def plan_backfill(
-    workloads: Iterable[Mapping[str, Any]], hold: Mapping[str, str], *, now: float, slack: float
+    workloads: Iterable[Mapping[str, Any]],
+    hold: Mapping[str, str],
+    *,
+    now: float,
+    slack: float,
+    pools: Collection[str] | None = None,
 ) -> Backfill:
-    """Which waiting Jobs get a held job's pair now, and which lose the one they have (module docstring)."""
+    """Which waiting Jobs of `pools` (None: all; another serve's pools are its own) get a held job's pair
+    now, and which lose the one they have (module docstring)."""
     wls = list(workloads)
     bounds = held_bounds(wls, hold)
     grant: dict[str, tuple[str, str]] = {}
     withdraw: dict[str, tuple[str, str]] = {}
     for w in wls:
         if workload_state(w) not in IN_QUEUE or not one_pod_job(w):
+            continue
+        if pools is not None and job_pool(w) not in pools:
             continue
         key, job = f"{namespace(w)}/{name(w)}", (owner_ref(w) or {}).get("name") or ""
         spec = ((w["spec"]["podSets"][0].get("template") or {}).get("spec")) or {}

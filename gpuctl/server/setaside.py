@@ -218,7 +218,7 @@ class SetAside(Periodic):
 
     def _backfill(self, workloads: list, hold: Mapping[str, str], now: float) -> None:
         """Grant and withdraw held jobs' tolerations (gpuctl.domain.backfill) on waiting Jobs."""
-        plan = plan_backfill(workloads, hold, now=now, slack=self.slack)
+        plan = plan_backfill(workloads, hold, now=now, slack=self.slack, pools=self.pools)
         for key, (job, held) in sorted(plan.grant.items()):
             self._tolerate(key.partition("/")[0], job, held)
         for key, (job, _) in sorted(plan.withdraw.items()):

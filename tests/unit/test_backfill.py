@@ -67,3 +67,10 @@ def test_backfill_that_ends_by_the_bound_is_no_squatter_and_one_admitted_too_lat
     assert squatters({"n1": [pod]}, [held, admitted_at(NOW + 15)], HOLD) == {}  # ends at NOW + 100
     late = squatters({"n1": [pod]}, [held, admitted_at(NOW + 16)], HOLD)
     assert list(late) == ["tb/job-short"]
+
+
+def test_a_serve_of_other_pools_leaves_their_grants_alone() -> None:
+    held = _promised("held", NOW + 100, gpus=8)
+    short = _granted(_waiting("short", 85))  # granted by the serve of pool p, whose hold this one cannot see
+    assert plan_backfill([held, short], {}, now=NOW, slack=SLACK, pools=["q"]).withdraw == {}
+    assert plan_backfill([held, short], {}, now=NOW, slack=SLACK, pools=["p"]).withdraw != {}
