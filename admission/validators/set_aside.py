@@ -14,11 +14,11 @@ object's own name is its Job's: under `generateName` it is not known at admissio
 tolerate no set-aside.
 Since serve also sets a node aside for a one-pod Job near the start bound it was shown (docs/queueing.md,
 "A bound gpuctl keeps"), so every Job may tolerate its own pair (gpuctl's training builder gives it).
-Backfill (issue 45): `gpuctl serve` itself (SERVE_USER) may write another job's pair on a Job (it grants a
-waiting Job whose maxRuntime ends before the held job's bound the right to run on the held node, and takes
-it back). Each finding names the toleration, so a later UPDATE (Kueue's, the Job controller's, a tenant's)
-may keep exactly the tolerations the object already had, never add or widen one (an `Exists` in place of
-the granted pair is a new finding).
+Backfill (docs/queueing.md, "Backfill by maxRuntime"): `gpuctl serve` itself (SERVE_USER) may write
+another job's pair on a Job (it grants a waiting Job whose maxRuntime ends before the held job's bound the
+right to run on the held node, and takes it back). Each finding names the toleration, so a later UPDATE
+(Kueue's, the Job controller's, a tenant's) may keep exactly the tolerations the object already had, never
+add or widen one (an `Exists` in place of the granted pair is a new finding).
 """
 
 from __future__ import annotations

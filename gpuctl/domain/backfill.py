@@ -1,4 +1,4 @@
-"""Backfill by maxRuntime onto a node held for a start bound (issue 45; docs/queueing.md "A bound gpuctl
+"""Backfill by maxRuntime onto a node held for a start bound (docs/queueing.md "A bound gpuctl
 keeps", "Backfill by maxRuntime"). Pure: objects in, a decision out; gpuctl.server.setaside writes it.
 
 A node held for a one-pod job near the start bound it was shown carries two NoSchedule taints naming that
