@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuctl.constants import VIEW_API_VERSION
+from gpuctl.domain.objects import rfc3339
 
 
 def view(
@@ -86,7 +87,7 @@ def _timestamp(age: float | None) -> str | None:
 
     if age is None:
         return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - age))
+    return rfc3339(time.time() - age)
 
 
 def job_objects(rows: list[Any]) -> list[tuple[dict, list[Any]]]:

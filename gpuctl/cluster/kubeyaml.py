@@ -322,7 +322,7 @@ class _Parser:
         lines = self.lines
         while i < len(lines):
             line = lines[i]
-            if not line:
+            if not line.strip(" "):  # blank, or spaces only (however few: still inside the scalar)
                 blank_seen = True
                 i += 1
                 continue

@@ -45,6 +45,7 @@ from gpuctl.domain.explain import (
     _place,
 )
 from gpuctl.domain.gang import set_aside_start
+from gpuctl.domain.objects import rfc3339
 from gpuctl.domain.sharing import profile_of_resource, units_to_gpus
 
 Clock = Callable[[float], str]  # epoch seconds -> what users read ("2026-11-29 14:20 UTC")
@@ -82,11 +83,7 @@ class Estimate:
         return self.text
 
     def as_dict(self) -> dict[str, Any]:
-        iso = (
-            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.starts_by))
-            if self.starts_by is not None
-            else None
-        )
+        iso = rfc3339(self.starts_by) if self.starts_by is not None else None
         return {
             "startsBy": iso,
             "bounded": self.bounded,

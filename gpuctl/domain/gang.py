@@ -39,6 +39,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpus
 from gpuctl.domain.objects import annotations, controller_ref, labels, meta, name, owner_ref, pod_finished
+from gpuctl.domain.shape import EMPTY, item, list_at
 from gpuctl.domain.status import is_gated, pod_node, workload_word
 
 # The well-known node labels of network levels, as hierarchies outermost first: a pool document that names
@@ -329,8 +330,9 @@ def tolerates_set_aside(pod_spec: Mapping[str, Any] | None) -> bool:
 def set_aside_tolerations_of(pod_spec: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     """The pod spec's tolerations that tolerate some set-aside taint (`tolerates_set_aside`)."""
     out = []
-    for t in (pod_spec or {}).get("tolerations") or []:
-        if not isinstance(t, Mapping) or t.get("effect") not in (None, "", "NoSchedule"):
+    for i, t in enumerate(list_at(pod_spec or EMPTY, "tolerations", "spec")):
+        t = item(t, f"spec.tolerations[{i}]")  # the webhook's input: a wrong shape is Malformed, not a 500
+        if t.get("effect") not in (None, "", "NoSchedule"):
             continue
         if t.get("key") in SET_ASIDE_TAINT_KEYS or (not t.get("key") and t.get("operator") == "Exists"):
             out.append(t)

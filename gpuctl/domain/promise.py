@@ -113,7 +113,7 @@ def new_promises(
     from gpuctl.domain.explain import Snapshot  # noqa: PLC0415
 
     snap = Snapshot.build(
-        nodes=nodes, pods=pods, workloads=workloads, cluster_queues=cluster_queues, cohort=cohort()
+        nodes=nodes, pods=pods, workloads=workloads, cluster_queues=cluster_queues, cohort=cohort(), now=now
     )
     out: dict[str, float] = {}
     for w in todo:

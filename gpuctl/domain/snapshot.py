@@ -125,6 +125,7 @@ class ClusterSnapshot:
         cohort: Mapping[str, Any] | None,
         pool_reserved: Mapping[str, int] | None = None,
         slices_published: Mapping[str, Mapping[str, int] | None] | None = None,
+        now: float | None = None,
     ) -> Self:
         """pods: every unfinished pod bound to a node (GPU use per node, and which job holds it) and the
         pods waiting at Kueue's gate; with pool_reserved (pool -> GPUs Kueue reserved there,
@@ -132,10 +133,11 @@ class ClusterSnapshot:
         count (the module docstring). workloads: those at hand, not necessarily all (listing every
         Workload costs several times more than listing every pod: CRDs are served as JSON); a waiting
         one orders its team's queue, a holding one adds its TAS placement of pods not bound yet. A
-        team's use is its ClusterQueue's status (Kueue's count), else the sum of what its jobs hold."""
+        team's use is its ClusterQueue's status (Kueue's count), else the sum of what its jobs hold. now:
+        when the pods were read (a bound pod without a startTime yet ends by now plus its maxRuntime)."""
         holders, waiting, tas_used, known = _from_workloads(workloads)
         pool_of = {name(n): node_pool(n) or "" for n in nodes}
-        pods_seen = _from_pods(pods, pool_of, known)
+        pods_seen = _from_pods(pods, pool_of, known, now)
         holders += pods_seen.held.values()
         for group in pods_seen.gated.values():
             d = pod_demand(group[0], len(group))
@@ -298,7 +300,9 @@ class _PodsSeen:
     )  # resource -> node -> ns -> n
 
 
-def _from_pods(pods: Sequence[Mapping[str, Any]], pool_of: Mapping[str, str], known: set[str]) -> _PodsSeen:
+def _from_pods(
+    pods: Sequence[Mapping[str, Any]], pool_of: Mapping[str, str], known: set[str], now: float | None
+) -> _PodsSeen:
     """What the unfinished pods say: GPUs bound per node, slices per node and namespace, the holders no
     Workload at hand describes (ending with their last pod's maxRuntime), and the gated pods by job."""
     out = _PodsSeen()
@@ -325,7 +329,7 @@ def _from_pods(pods: Sequence[Mapping[str, Any]], pool_of: Mapping[str, str], kn
                     label, ns, labelled_priority_value(p), 0, {}, pool_of.get(node, ""), -math.inf
                 )
             # A job's end: its last pod's (a pod without a maxRuntime: unknown).
-            end = pod_release_deadline(p)
+            end = pod_release_deadline(p, now)
             h.ends_by = None if end is None or h.ends_by is None else max(h.ends_by, end)
             h.gpus += g
             if g:

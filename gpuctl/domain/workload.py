@@ -346,12 +346,15 @@ def release_deadline(wl: Mapping[str, Any]) -> float | None:
     return since + limit - past
 
 
-def pod_release_deadline(pod: Mapping[str, Any]) -> float | None:
+def pod_release_deadline(pod: Mapping[str, Any], now: float | None = None) -> float | None:
     """The latest end of a running pod's job, from the pod alone: its start (a pod starts after its
     Workload's admission, so this is never earlier than Kueue's deadline) plus the maxRuntime label
-    gpuctl puts on every pod template."""
+    gpuctl puts on every pod template. A pod bound to a node that has no startTime yet (the kubelet has
+    not reported it) starts after `now`, and was admitted before it: `now` plus the limit then, when given."""
     limit = max_runtime_seconds(pod)
     started = parse_time((pod.get("status") or {}).get("startTime"))
+    if started is None and now is not None and (pod.get("spec") or {}).get("nodeName"):
+        started = now
     if limit is None or started is None:
         return None
     return started + limit

@@ -48,8 +48,8 @@ from gpuctl.constants import (
     DEFRAG_WINDOW_SECONDS,
 )
 from gpuctl.domain.defrag import Plan, inputs_from_objects, moved_at, moved_for_team, plan_move, to_reactivate
-from gpuctl.domain.objects import meta, name, namespace
-from gpuctl.server.events import post_event, rfc3339
+from gpuctl.domain.objects import meta, name, namespace, rfc3339
+from gpuctl.server.events import post_event
 from gpuctl.server.periodic import Periodic
 
 log = logging.getLogger(__name__)

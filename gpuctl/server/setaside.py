@@ -51,12 +51,12 @@ from gpuctl.constants import (
     STARTS_BY_ANNOTATION,
 )
 from gpuctl.domain.gang import pool_topology, set_aside_taints
-from gpuctl.domain.objects import annotations, meta, name, namespace
+from gpuctl.domain.objects import annotations, meta, name, namespace, rfc3339
 from gpuctl.domain.pools import node_pool
 from gpuctl.domain.promise import new_promises
 from gpuctl.domain.setaside import Plan, ended_note, plan_set_aside
 from gpuctl.server.defrag import deactivate
-from gpuctl.server.events import post_event, rfc3339
+from gpuctl.server.events import post_event
 from gpuctl.server.periodic import Periodic
 
 log = logging.getLogger(__name__)

@@ -123,6 +123,7 @@ def _build_snapshot(inv: Inventory) -> Snapshot:
 
     every = inv.sees_every_pod  # per node; else by count, with the pools' use as Kueue reserved it
     return Snapshot.build(
+        now=time.time(),
         nodes=inv.nodes,
         pods=inv.snapshot_pods if every else inv.pods,
         workloads=inv.workloads,

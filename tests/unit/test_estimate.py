@@ -9,7 +9,7 @@ from dataclasses import replace
 from gpuctl.constants import MAX_EXEC_TIME_LABEL
 from gpuctl.domain import explain as ex
 from gpuctl.domain.estimate import estimate
-from gpuctl.domain.workload import release_deadline
+from gpuctl.domain.workload import pod_release_deadline, release_deadline
 from queues import TeamQuota
 from tests.unit.test_explain import NODES, A, B, by_count, demand, node, pod, reserving, state, wl
 
@@ -180,6 +180,20 @@ def test_pods_carry_the_max_runtime_when_no_workload_is_at_hand() -> None:
     assert {h.label: h.ends_by for h in snap.holders} == {"team-a/a1": T0 + 500, "team-b/b1": None}
     e = estimate(snap, demand("team-a", 8), now=T0, slack=SLACK)
     assert e.starts_by == T0 + 500 + SLACK
+
+
+def test_a_pod_bound_but_not_started_yet_ends_by_now_plus_its_max_runtime() -> None:
+    # The kubelet (KWOK here) has not reported startTime yet: the pod starts after `now` and its Workload
+    # was admitted before it, so now + maxRuntime bounds Kueue's deadline; without `now`, unknown.
+    p = pod("team-b", "b1-x", 8, node="gpu-node-2", job="b1")
+    p["metadata"]["labels"][MAX_EXEC_TIME_LABEL] = "40"
+    p["status"].pop("startTime", None)
+    base = {**state([A, B]), "pods": [p]}
+    assert [h.ends_by for h in ex.Snapshot.build(workloads=[], **base).holders] == [None]
+    assert [h.ends_by for h in ex.Snapshot.build(workloads=[], now=T0, **base).holders] == [T0 + 40]
+    unbound = pod("team-b", "b2-x", 8, node="", job="b2")
+    unbound["metadata"]["labels"][MAX_EXEC_TIME_LABEL] = "40"
+    assert pod_release_deadline(unbound, T0) is None
 
 
 def test_a_dry_run_job_queues_behind_the_waiting_work_of_its_priority() -> None:

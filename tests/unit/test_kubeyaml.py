@@ -323,6 +323,7 @@ UNSUPPORTED = {
     "multi-line quoted": 'a: "one\n  two"\n',
     "keep block scalar": "a: |+\n  x\n\nb: 1\n",
     "block scalar with blank line": "a: |\n  x\n\n  y\n",
+    "block scalar with a less-indented space-only line": "c: |\n  a:\n \n  # c\n",
     "indented folded": "a: >\n  x\n    y\n",
     "CRLF": "a: 1\r\nb: 2\r\n",
     "top-level scalar": "hello\n",

@@ -247,6 +247,7 @@ def test_cluster_role_is_least_privilege() -> None:
         ("", "services"),
         ("", "configmaps"),
         ("autoscaling", "horizontalpodautoscalers"),  # autoscaled services (docs/serving.md)
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),  # ... of multi-node replicas
     }
     # Eviction (--evict-terminating, the default, and --evict-uncovered) only through its own file, applied
     # where it is switched on.
