@@ -90,7 +90,7 @@ def describe_job(args: argparse.Namespace) -> int:
     from gpuctl.service import views as views_svc  # noqa: PLC0415 - lazy: CLI start-up
 
     prom = prometheus_of(args, required=False)
-    d = views_svc.describe_job(connect(args), args.name, scope(args), prom=prom)
+    d = views_svc.describe_job(connect(args), args.name, scope(args), prom=prom, events=True)
     data = d.as_dict()
     if print_one(args, data, job_object_name(d.kind, d.name)):
         return 0
@@ -101,11 +101,12 @@ def describe_job(args: argparse.Namespace) -> int:
             ("Kind", d.kind),
             ("Resource", f"{d.resource_type}/{d.name}"),
             ("Status", d.status),
+            *_lifetime(d),
             ("Pool", d.pool),
             ("Priority", d.priority or ("floor/burst (docs/serving.md)" if d.autoscaling else "-")),
             ("Queue", d.queue),
             ("Position", d.position or "-"),
-            ("GPUs", d.gang["text"] if d.gang else d.replicas["text"] if d.replicas else d.gpus),
+            ("GPUs", d.gang["text"] if d.gang else d.replicas["text"] if d.replicas else d.gpus_text),
             ("Max runtime", format_duration(d.max_runtime) if d.max_runtime else "none"),
             ("Image", d.image),
             ("Requests", ", ".join(f"{k}={v}" for k, v in d.resources.items())),
@@ -140,6 +141,8 @@ def describe_job(args: argparse.Namespace) -> int:
             ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
             print(escape_terminal(f"  {e.get('name')}={e.get('value', '')}" + (f"<{ref}>" if ref else "")))
     _print_gpu_use(d.gpu_use, d.gpu_use_error)
+    if len(d.workloads) > 1:  # a Deployment's, one per pod; a LeaderWorkerSet's, one per replica
+        print(escape_terminal(f"Kueue Workloads: {len(d.workloads)}: {', '.join(d.workloads)}"))
     print(escape_terminal(f"Kueue Workload: {data['workload'] or '<none yet>'}"))
     if data["conditions"]:
         table(
@@ -149,9 +152,18 @@ def describe_job(args: argparse.Namespace) -> int:
                 for x in data["conditions"]
             ],
         )
+    _job_pods(d, data)
+    _events(d.events, d.events_error)
+    return 0
+
+
+def _job_pods(d, data: dict) -> None:
+    """A job's pods: its ranks (a gang), its replicas' groups (a LeaderWorkerSet), or one line each."""
+    from gpuctl.cli.output import table  # noqa: PLC0415 - lazy: CLI start-up
+
     if d.pods_error:
         print(escape_terminal(f"Pods: not read: {d.pods_error}"))
-        return 0
+        return
     if d.gang and d.pods:  # a multi-node job: rank -> pod -> node -> its topology domains
         levels = d.gang["topology"]
         print("Ranks:")
@@ -162,7 +174,7 @@ def describe_job(args: argparse.Namespace) -> int:
                 for r in d.gang["ranks"]
             ],
         )
-        return 0
+        return
     if d.replicas:  # a service of multi-node replicas: replica -> its state -> rank -> pod -> node
         print("Replicas:")
         rows = []
@@ -178,11 +190,80 @@ def describe_job(args: argparse.Namespace) -> int:
                 ["  REPLICA", "WAITS FOR", "RUNS AT THE LATEST"],
                 [[f"  {g['replica']}", g["waits_for"], g["runs_by"] or "-"] for g in waiting],
             )
-        return 0
+        return
     print("Pods:" if d.pods else "Pods: <none>")
     for p in data["pods"]:
         print(escape_terminal(f"  {p['name']}  {p['phase']}  {p['node'] or '<unscheduled>'}"))
-    return 0
+
+
+def _lifetime(d) -> list[tuple[str, str]]:
+    """kubectl describe's Start Time, Completed At (here Failed At too) and Duration, and how its containers
+    last ended (gpuctl.domain.lifetime), as lines of the describe block; none before it started."""
+    import time  # noqa: PLC0415 - lazy: CLI start-up
+
+    from gpuctl.domain.lifetime import Times  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.domain.workload import format_duration  # noqa: PLC0415 - lazy: CLI start-up
+
+    out = []
+    if d.started:
+        out.append(("Start Time", _when(d.started)))
+    if d.ended:
+        out.append(("Failed At" if d.status == "Failed" else "Completed At", _when(d.ended)))
+    seconds, running = Times(d.started, d.ended).duration(time.time())
+    if seconds is not None:
+        out.append(("Duration", format_duration(seconds) + (" (running)" if running else "")))
+    if d.exit:
+        e = d.exit
+        out.append(
+            (
+                "Exit Code",
+                f"{e['code']} ({e['reason'] or 'ended'}: pod {e['pod']}, container {e['container']})",
+            )
+        )
+    return out
+
+
+def _when(ts: str) -> str:
+    """A time as kubectl's describe prints one (RFC 1123 with the zone offset, local time)."""
+    import time  # noqa: PLC0415 - lazy: CLI start-up
+
+    from gpuctl.domain.objects import parse_time  # noqa: PLC0415 - lazy: CLI start-up
+
+    t = parse_time(ts)
+    return ts if t is None else time.strftime("%a, %d %b %Y %H:%M:%S %z", time.localtime(t))
+
+
+def _events(events: list[dict] | None, error: str | None) -> None:
+    """kubectl describe's Events table: Type, Reason, Age ("5m (x3 over 10m)" for a repeated one), From,
+    Message; oldest first."""
+    import time  # noqa: PLC0415 - lazy: CLI start-up
+
+    from gpuctl.cli.output import table  # noqa: PLC0415 - lazy: CLI start-up
+    from gpuctl.domain.objects import parse_time, short_age  # noqa: PLC0415 - lazy: CLI start-up
+
+    if error:
+        print(escape_terminal(f"Events: not read: {error}"))
+        return
+    if not events:
+        print("Events: <none>")
+        return
+    now = time.time()
+
+    def age(ts: str | None) -> str:
+        t = parse_time(ts)
+        return short_age(now - t) if t is not None else "<unknown>"
+
+    rows = []
+    for e in events:
+        when = age(e["firstTimestamp"])
+        if e["count"] > 1:
+            when = f"{age(e['lastTimestamp'])} (x{e['count']} over {when})"
+        rows.append([f"  {e['type']}", e["reason"], when, e["from"], e["message"]])
+    print("Events:")
+    table(
+        ["  Type", "Reason", "Age", "From", "Message"],
+        [["  ----", "------", "----", "----", "-------"], *rows],
+    )
 
 
 def _print_gpu_use(use: dict | None, error: str | None) -> None:
@@ -323,8 +404,15 @@ def describe_pool(args: argparse.Namespace) -> int:
     if d["teams"]:
         print("Teams:")
         table(
-            ["  TEAM", "GPUS IN USE", "GUARANTEED"],
-            [[f"  {t['team']}", t["gpus_in_use"], t["guaranteed"]] for t in d["teams"]],
+            ["  TEAM", "GPUS IN USE", "GUARANTEED (ANY POOL)"],
+            [
+                [
+                    f"  {t['team']}",
+                    t["gpus_in_use"],
+                    "unlimited" if t["guaranteed"] is None else t["guaranteed"],
+                ]
+                for t in d["teams"]
+            ],
         )
     if d["jobs_namespaces"] is not None:
         note(

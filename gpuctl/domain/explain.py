@@ -256,10 +256,14 @@ def _quota_check(snap: Snapshot, team: _Team, demand: Demand) -> bool | str:
     over = team.used_units - own + need - quota
     gpus = units_to_gpus
     if team.borrowing_limit is not None and over > team.borrowing_limit * GPU_UNITS:
-        return (
-            f"{demand.namespace} uses {team.used} of its {team.quota} GPUs and may borrow "
-            f"{team.borrowing_limit}; this job needs {gpus(need)}"
-        )
+        borrowed = max(team.used_units - quota, 0)
+        if not borrowed:
+            may = f"may borrow {team.borrowing_limit}"
+        else:  # what it borrows already, and so how much more it may: never the limit as if none were used
+            more = max(team.borrowing_limit * GPU_UNITS - borrowed, 0)
+            may = f"borrows {gpus(borrowed)} of the {team.borrowing_limit} it may borrow ({gpus(more)} more)"
+        used = f"{demand.namespace} uses {team.used} of its {team.quota} GPUs"
+        return f"{used} and {may}; this job needs {gpus(need)}"
     idle = budget_total - budget_used + own
     if idle < need - max(quota - team.used_units + own, 0):
         return (

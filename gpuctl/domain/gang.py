@@ -128,6 +128,17 @@ def gang_text(nodes: int, per_node: Mapping[str, int]) -> str:
     return f"{nodes} nodes x {_amounts(per_node, 1)} = {_amounts(per_node, nodes)}"
 
 
+def asked_text(pods: int, per_pod: Mapping[str, int], charged: int | float, word: str = "replicas") -> str:
+    """What `describe job` says a job of `pods` pods asks (not a gang: gang_text; not multi-node replicas:
+    replicas_text), led by what its team's quota is charged for it, `charged` (GPUs, slices at their
+    share: gpuctl.domain.gpus.controller_asks as get jobs' spec.gpus reads it): "1", "3 (3 replicas x 1
+    GPUs)", "0.14 (1 nvidia.com/gpu.shared)", "0.43 (3 replicas x 1 nvidia.com/mig-1g.10gb)"."""
+    whole = set(per_pod) <= {GPU_RESOURCE}
+    if pods == 1:
+        return str(charged) if whole else f"{charged} ({_amounts(per_pod, 1)})"
+    return f"{charged} ({pods} {word} x {_amounts(per_pod, 1)})"
+
+
 def replicas_text(replicas: int, nodes: int, gpus_per_node: int) -> str:
     """ "2 replicas x 2 nodes x 8 GPUs = 32 GPUs" (a service of multi-node replicas, at full size)."""
     return (

@@ -163,6 +163,8 @@ GRANTS: tuple[Grant, ...] = (
     Grant(ROLE_USER, "", ("services",), READ + WRITE),
     Grant(ROLE_USER, "", ("pods",), (*READ, "delete")),
     Grant(ROLE_USER, "", ("pods/log",), ("get",)),
+    # `describe job`: the Events about the job, its pods and its Workloads.
+    Grant(ROLE_USER, "", ("events",), READ),
     # `gpuctl exec`, `attach`, `port-forward` (and kubectl's): WebSocket upgrades are a GET that the API
     # server also authorizes as create (docs/cli.md, "Into a running job").
     Grant(ROLE_USER, "", ("pods/exec", "pods/attach", "pods/portforward"), ("create", "get")),

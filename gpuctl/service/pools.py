@@ -92,16 +92,17 @@ def describe_pool(cluster: Cluster, name: str, perms: Permissions | None = None)
         raise NotFound(f"pool {name} not found", resource="pools", name=name)
     u = pool_usage(inv, with_pods=inv.sees_every_pod)[name]
     nodes = [n for n in inv.nodes if node_pool(n) == name]
-    teams = []
-    for ns, cq in inv.team_queues.items():
-        guaranteed = team_from_cluster_queue(cq).pools.get(name)
-        teams.append(
-            {
-                "team": ns,
-                "gpus_in_use": team_usage(cq).pool_gpus.get(name, 0),
-                "guaranteed": guaranteed.gpu if guaranteed else 0,
-            }
-        )
+    # A team's guarantee is its whole quota, in any mix of pools (what Kueue reclaims for it: the budget's
+    # nominal quota, docs/queueing.md rule 3); a quota's per-pool `pools:` entry is display only
+    # (`describe quota`) and guarantees nothing here. None: an unlimited quota.
+    teams = [
+        {
+            "team": ns,
+            "gpus_in_use": team_usage(cq).pool_gpus.get(name, 0),
+            "guaranteed": team_from_cluster_queue(cq).gpu,
+        }
+        for ns, cq in inv.team_queues.items()
+    ]
     found, spaces = readable_jobs(cluster, inv)
     return {
         **u.as_dict(),

@@ -21,6 +21,7 @@ from gpuctl.constants import (
 )
 from gpuctl.domain.defrag import moved_reason
 from gpuctl.domain.gang import (
+    asked_text,
     gang_nodes,
     gang_pods,
     gang_text,
@@ -30,11 +31,12 @@ from gpuctl.domain.gang import (
     replica_rows,
     replicas_text,
 )
-from gpuctl.domain.gpus import pod_spec_gpu_requests, pod_spec_gpus, workload_gpus
+from gpuctl.domain.gpus import controller_asks, pod_spec_gpu_requests, pod_spec_gpus
 from gpuctl.domain.multicluster import placement
 from gpuctl.domain.objects import age_seconds, labels, meta, owner_refs, pod_template
 from gpuctl.domain.promise import RecordedBound, recorded_bound
 from gpuctl.domain.serving import tier
+from gpuctl.domain.sharing import units_to_gpus
 from gpuctl.domain.status import State
 from gpuctl.domain.workload import IN_QUEUE, max_runtime_seconds, workload_state
 from gpuctl.service.access import Permissions, permissions_of, readable_namespaces
@@ -42,6 +44,7 @@ from gpuctl.service.errors import NotFound, ServiceError
 from gpuctl.service.gpu_use import job_use_now
 from gpuctl.service.inventory import Inventory
 from gpuctl.service.jobs import Job, find_job, read_worker_pods
+from gpuctl.service.lifetime import lifetime, read_events
 from gpuctl.service.prometheus import Prometheus
 from gpuctl.service.quotas import quota_rows
 from gpuctl.service.serving import autoscaling_view
@@ -141,7 +144,7 @@ class JobDescription:
     queue: str | None
     image: str | None
     resources: dict[str, Any]
-    gpus: int
+    gpus: int | float  # what its team's quota is charged for it, slices at their share (get jobs' spec.gpus)
     workload: str | None
     conditions: list[dict[str, Any]]
     pods: list[dict[str, Any]]
@@ -181,6 +184,18 @@ class JobDescription:
     # configured; gpu_use_error: why it was not read (Prometheus down or refusing).
     gpu_use: dict[str, Any] | None = None
     gpu_use_error: str | None = None
+    # describe's GPUs line: the charge, then what it is of ("3 (3 replicas x 1 GPUs)", gpuctl.domain.gang).
+    gpus_text: str = ""
+    # Every Kueue Workload of the job (a Deployment's: one per pod; a LeaderWorkerSet's: one per replica);
+    # `workload` is the one whose conditions describe shows.
+    workloads: list[str] = field(default_factory=list)
+    # When it started and ended, how its containers last ended (gpuctl.service.lifetime.lifetime), and the
+    # Events about it, oldest first (read_events; None: not asked for); events_error: why not read.
+    started: str | None = None
+    ended: str | None = None
+    exit: dict[str, Any] | None = None
+    events: list[dict[str, Any]] | None = None
+    events_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -212,12 +227,14 @@ def describe_job(
     *,
     job: Job | None = None,
     prom: Prometheus | None = None,
+    events: bool = False,
 ) -> JobDescription:
     """A job found by its name (or the name of one of its pods, as `get jobs` prints them), with
     the one-line answer to "why is it not running" (per node, or by count for a caller who may not
     list every pod: gpuctl.service.waiting.snapshot). job: the job when the caller has just found it
     (the API finds it first to check who may read it), so it is not read again. prom: where to read its
-    GPU use (gpuctl.service.gpu_use), when one is configured."""
+    GPU use (gpuctl.service.gpu_use), when one is configured. events: read the Events about it too
+    (`describe job`; the REST API's describe leaves them out)."""
     found = None
     if job is None:
         found = Inventory(cluster, namespace, perms=perms)
@@ -239,6 +256,8 @@ def describe_job(
     wl = job.workload
     where = placement(wl)
     use, use_error = _gpu_use(job, prom)
+    evs, evs_error = read_events(cluster, job) if events else (None, None)
+    gpus, gpus_text = _asked(job, tmpl)
     bound = RecordedBound.fields(recorded_bound(wl, time.time()))
     return JobDescription(
         job_id=job.name,
@@ -255,9 +274,12 @@ def describe_job(
         queue=lb.get(Labels.KUEUE_QUEUE),
         image=c.get("image"),
         resources=(c.get("resources") or {}).get("requests") or {},
-        # The Workload's count when Kueue made one; else what the pods would ask for.
-        gpus=workload_gpus(wl) if wl and not job.replica_workloads else pod_spec_gpus(tmpl) * _replicas(job),
+        gpus=gpus,
+        gpus_text=gpus_text,
         workload=wl["metadata"]["name"] if wl else None,
+        workloads=sorted(
+            {meta(w).get("name") for w in (wl, *job.replica_workloads, *job.pod_workloads.values()) if w}
+        ),
         conditions=[
             {k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
             for cond in ((wl or {}).get("status") or {}).get("conditions") or []
@@ -287,7 +309,23 @@ def describe_job(
         autoscaling=autoscaling_view(job, inv),
         gpu_use=use,
         gpu_use_error=use_error,
+        **lifetime(job),
+        events=evs,
+        events_error=evs_error,
     )
+
+
+def _asked(job: Job, tmpl: dict) -> tuple[int | float, str]:
+    """What the job asks, as GPUs its team's quota is charged (slices at their share; get jobs' spec.gpus,
+    gpuctl.domain.gpus.controller_asks) and as describe's words (every replica counted). An autoscaled
+    service: its floor's and its burst's replicas, whole GPUs (docs/serving.md; its Autoscaling section)."""
+    if job.burst is not None:
+        n = pod_spec_gpus(tmpl) * _replicas(job)
+        return n, str(n)
+    units, _, pods = controller_asks(job.resource, job.obj)
+    charged = units_to_gpus(units)
+    word = "pods" if job.resource == "Job" else "replicas"
+    return charged, asked_text(pods, pod_spec_gpu_requests(tmpl), charged, word)
 
 
 def _replicas(job: Job) -> int:

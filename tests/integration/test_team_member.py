@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -366,3 +367,41 @@ def test_another_teams_member_does_not_see_the_jobs(world: World) -> None:
         assert _status(m, "mine")["status"] == "Running"
     finally:
         m.gpuctl("delete", "job", "mine", "--force")
+
+
+def test_describe_job_tells_start_end_exit_and_events(world: World) -> None:
+    """kubectl describe's Start Time, Completed At, Duration and Events, with the exit code, read as a team
+    member (gpuctl-user lists the namespace's Events): the Events of the job's Job (job-controller), its
+    pod (default-scheduler) and its Workload (Kueue), and of no other job."""
+    m = world.member
+    f = world.tmp / "brief.yaml"
+    f.write_text(
+        "kind: training\njob: {name: brief}\n"
+        "environment: {image: busybox, env: [{GPUCTL_FAKE_RUNTIME: 2s}]}\n"
+        "resources: {pool: training-pool, gpu: 1, cpu: 1, memory: 1Gi}\n"
+    )
+    ok(m.gpuctl("create", "-f", str(f)))
+    try:
+        wait_until(lambda: _status(m, "brief")["status"] == "Succeeded", 90, what="brief Succeeded")
+        d = _status(m, "brief")
+        assert d["started"] and d["ended"] and d["events_error"] is None, d
+        assert (d["exit"]["code"], d["exit"]["reason"], d["exit"]["container"]) == (0, "Completed", "main"), d
+        froms = {(e["object"].split("/")[0], e["reason"], e["from"]) for e in d["events"]}
+        assert ("Job", "SuccessfulCreate", "job-controller") in froms, froms
+        assert ("Pod", "Scheduled", "default-scheduler") in froms, froms
+        assert any(k == "Workload" and r == "QuotaReserved" for k, r, _ in froms), froms
+        assert all(
+            e["object"].split("/")[1].startswith("brief") or "Workload/" in e["object"] for e in d["events"]
+        )
+        text = ok(m.gpuctl("describe", "job", "brief"))
+        assert (
+            "\nStart Time:" in text and "\nCompleted At:" in text and "\nExit Code:    0 (Completed" in text
+        ), text
+        assert re.search(r"\nDuration:\s+\d+s\n", text), text
+        table = text[text.index("\nEvents:\n") :].splitlines()[2:]
+        assert table[0].split() == ["Type", "Reason", "Age", "From", "Message"], table
+        assert {"SuccessfulCreate", "Scheduled", "QuotaReserved"} <= {
+            line.split()[1] for line in table[2:]
+        }, table
+    finally:
+        m.gpuctl("delete", "job", "brief", "--force")

@@ -206,6 +206,24 @@ def test_borrowing_limit_is_a_quota_reason() -> None:
     assert v.message == "team-a uses 8 of its 8 GPUs and may borrow 0; this job needs 4"
 
 
+def test_a_team_borrowing_all_it_may_is_not_told_it_may_borrow_more() -> None:
+    """Issue 42: "uses 16 of its 8 GPUs and may borrow 8" read as 8 more to borrow when 0 more may be."""
+    lend = TeamQuota("team-a", "q", gpu=8, borrowing_limit=8)
+    wls = [wl("team-a", "a1", 8, on={"gpu-node-1": 1}), wl("team-a", "a2", 8, on={"gpu-node-2": 1})]
+    v = ex.blocking_reason(demand("team-a", 4), workloads=wls, **state([lend, B]))
+    assert (v.starts, v.cause) == (False, "quota")
+    assert (
+        v.message
+        == "team-a uses 16 of its 8 GPUs and borrows 8 of the 8 it may borrow (0 more); this job needs 4"
+    )
+    half = [wl("team-a", "a1", 8, on={"gpu-node-1": 1}), wl("team-a", "a2", 4, on={"gpu-node-2": 1})]
+    v = ex.blocking_reason(demand("team-a", 6), workloads=half, **state([lend, B]))
+    assert (
+        v.message
+        == "team-a uses 12 of its 8 GPUs and borrows 4 of the 8 it may borrow (4 more); this job needs 6"
+    )
+
+
 def test_jobs_ahead_in_the_team_queue_take_the_room_first() -> None:
     wls = [
         wl("team-a", "a1", 8, on={"gpu-node-1": 1}),
