@@ -18,6 +18,8 @@ from gpuctl.constants import (
     Labels,
 )
 from gpuctl.domain.gang import gang_never_fits, set_aside_tolerations
+from tests.unit import celeval
+from tests.unit.test_admission_cel_agreement import _load, _namespaces, _policies
 from tests.unit.test_admission_fixtures import TEAM, cluster_objects, state
 from tests.unit.test_admission_fixtures import review as admission_review
 
@@ -208,3 +210,29 @@ def test_serve_may_not_write_a_set_aside_toleration_on_a_pod() -> None:
     }
     v = review(admission_review(pod, username=SERVE_USER)["request"], STATE, ENFORCE)
     assert not v.allowed and "runwhere.ai/set-aside-job=held" in v.message(), v.message()
+
+
+def test_the_policy_agrees_serve_may_grant_and_a_tenant_may_keep_but_not_widen() -> None:
+    """The CEL twin (the gpuctl-admission policy in kube-apiserver's own evaluator, tests/unit/celeval.py)
+    on the requests above: the recorded corpus has no request of serve's."""
+    plain, granted = job(1, 4), job(1, 4, tolerations=[*OWN, *HELD])
+    kept = job(1, 4, tolerations=[*OWN, *HELD])
+    kept["metadata"]["labels"]["note"] = "x"
+    widened = job(1, 4, tolerations=[*OWN, {"operator": "Exists"}])
+    cases = {  # request -> refused by set-aside-toleration
+        "serve grants": (admission_review(granted, op="UPDATE", old=plain, username=SERVE_USER), False),
+        "serve withdraws": (admission_review(plain, op="UPDATE", old=granted, username=SERVE_USER), False),
+        "tenant adds": (admission_review(granted, op="UPDATE", old=plain), True),
+        "tenant keeps": (admission_review(kept, op="UPDATE", old=granted), False),
+        "tenant widens": (admission_review(widened, op="UPDATE", old=granted), True),
+        "tenant creates": (admission_review(granted), True),
+    }
+    vap, binding = _policies()["team"]
+    lines = [{"namespaces": _namespaces(_load()[0])}, {"define": "t", "policy": vap, "binding": binding}]
+    lines += [{"review": r["request"], "policies": ["t"]} for r, _ in cases.values()]
+    answers = celeval.evaluate(lines)[2:]
+    for (what, (_, refused)), answer in zip(cases.items(), answers, strict=True):
+        [result] = answer["results"]
+        assert result["matched"], (what, result)
+        denials = [v["message"] for v in result["validations"] if not v["passed"]]
+        assert any("set-aside-toleration" in m for m in denials) is refused, (what, denials)
