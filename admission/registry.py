@@ -121,13 +121,15 @@ ISOLATION_POLICY: Final = "gpuctl-isolation"
 
 
 class WorkReview:
-    """What a WORK check reads: one Work, its namespace, the cache, the config; the GPUs and placement read
-    once; `warn` collects warnings (never denials)."""
+    """What a WORK check reads: one Work, its namespace, the cache, the config, who sends it; the GPUs and
+    placement read once; `warn` collects warnings (never denials)."""
 
-    __slots__ = ("config", "gpus", "ns", "placement", "state", "w", "warn")
+    __slots__ = ("config", "gpus", "ns", "placement", "state", "user", "w", "warn")
 
-    def __init__(self, w: Work, ns: str, state: ClusterState, config: AdmissionConfig) -> None:
-        self.w, self.ns, self.state, self.config = w, ns, state, config
+    def __init__(
+        self, w: Work, ns: str, state: ClusterState, config: AdmissionConfig, user: str = ""
+    ) -> None:
+        self.w, self.ns, self.state, self.config, self.user = w, ns, state, config, user
         self.warn: list[str] = []
         self.gpus = pod_spec_gpus(w.spec, w.spec_path)
         self.placement = placement.placement_of(w, state)
@@ -390,7 +392,7 @@ REGISTRY: Final[tuple[Rule, ...]] = (
         "a toleration of a set-aside taint on anything but a Job, or of another job's set-aside",
         "set_aside",
         set_aside.FIX,
-        ((WORK, lambda r: set_aside.check_set_aside_toleration(r.w, r.ns)),),
+        ((WORK, lambda r: set_aside.check_set_aside_toleration(r.w, r.ns, r.user)),),
         set_aside.CEL,
         TEAM_POLICY,
     ),

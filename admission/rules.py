@@ -89,11 +89,11 @@ _SCALE_CHECKS: Final = checks(SCALE)
 
 
 def violations(
-    w: Work, ns: str, state: ClusterState, config: AdmissionConfig
+    w: Work, ns: str, state: ClusterState, config: AdmissionConfig, user: str = ""
 ) -> tuple[list[Violation], list[str]]:
-    """What the WORK checks find in one workload (object and pod template), and the warnings they give: the
-    findings an UPDATE's old object is compared by."""
-    r = WorkReview(w, ns, state, config)
+    """What the WORK checks find in one workload (object and pod template) sent by `user`, and the warnings
+    they give: the findings an UPDATE's old object is compared by."""
+    r = WorkReview(w, ns, state, config, user)
     out: list[Violation] = []
     for check in _WORK_CHECKS:
         out += check(r)
@@ -174,7 +174,7 @@ def _review_work(
     checks find in the update itself)."""
     kind, old = env.kind, env.old
     works = reduce_all(kind, obj, "request.object")
-    found, warn = _all_violations(works, ns, state, config)
+    found, warn = _all_violations(works, ns, state, config, env.user)
     r = ObjectReview(env, obj, "request.object", works)
     if old and kind in ("Job", "Pod", "JobSet", "LeaderWorkerSet"):
         with suppress(Malformed):  # a malformed old object: the new one is judged on its own
@@ -189,7 +189,7 @@ def _review_work(
     def before() -> list[Violation]:
         assert old is not None
         was = r.old_works if r.old_works is not None else reduce_all(kind, old, "request.oldObject")
-        out, _ = _all_violations(was, ns, state, config)
+        out, _ = _all_violations(was, ns, state, config, env.user)
         then = ObjectReview(env, old, "request.oldObject", was, was)
         for check in _CLAIM_CHECKS:
             out += check(then)
@@ -199,15 +199,15 @@ def _review_work(
 
 
 def _all_violations(
-    works: list[Work], ns: str, state: ClusterState, config: AdmissionConfig
+    works: list[Work], ns: str, state: ClusterState, config: AdmissionConfig, user: str = ""
 ) -> tuple[list[Violation], list[str]]:
     """violations() of each Work of one object (a JobSet has one per replicated job), in order."""
     if len(works) == 1:
-        return violations(works[0], ns, state, config)
+        return violations(works[0], ns, state, config, user)
     found: list[Violation] = []
     warn: list[str] = []
     for w in works:
-        f, wn = violations(w, ns, state, config)
+        f, wn = violations(w, ns, state, config, user)
         found += [v for v in f if v not in found]  # the JobSet's own labels judged once
         warn += [x for x in wn if x not in warn]
     return found, warn

@@ -14,17 +14,23 @@ object's own name is its Job's: under `generateName` it is not known at admissio
 tolerate no set-aside.
 Since serve also sets a node aside for a one-pod Job near the start bound it was shown (docs/queueing.md,
 "A bound gpuctl keeps"), so every Job may tolerate its own pair (gpuctl's training builder gives it).
+Backfill (docs/queueing.md, "Backfill by maxRuntime"): `gpuctl serve` itself (SERVE_USER) may write
+another job's pair on a Job (it grants a waiting Job whose maxRuntime ends before the held job's bound the
+right to run on the held node, and takes it back). Each finding names the toleration, so a later UPDATE
+(Kueue's, the Job controller's, a tenant's) may keep exactly the tolerations the object already had, never
+add or widen one (an `Exists` in place of the granted pair is a new finding).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from admission.policies.cel import POD_SPEC_PATH, TeamCel, cel_list, old_skip, pod_spec, q, var_name
 from admission.rule_names import SET_ASIDE_TOLERATION
 from admission.verdict import Violation
 from admission.work import Work
-from gpuctl.constants import SET_ASIDE_JOB_TAINT_KEY, SET_ASIDE_TAINT_KEY, SET_ASIDE_TAINT_KEYS
+from gpuctl.constants import SERVE_USER, SET_ASIDE_JOB_TAINT_KEY, SET_ASIDE_TAINT_KEY, SET_ASIDE_TAINT_KEYS
 from gpuctl.domain.gang import foreign_set_aside_tolerations, set_aside_tolerations_of
 
 __all__ = ["CEL", "FIX", "check_set_aside_toleration"]
@@ -36,18 +42,29 @@ FIX: Final = (
 )
 _TEXT: Final = (
     f".tolerations tolerates a taint of nodes set aside for a job ({SET_ASIDE_TAINT_KEY}, "
-    f"{SET_ASIDE_JOB_TAINT_KEY}) that is not this one: only that job may run there"
+    f"{SET_ASIDE_JOB_TAINT_KEY}) that is not this one ("
 )
+_END: Final = "): only that job may run there"
+_EVERY: Final = "every taint: operator Exists without a key"
 
 
-def check_set_aside_toleration(w: Work, ns: str) -> list[Violation]:
+def _named(t: Mapping[str, Any]) -> str:
+    """The toleration as a finding names it (its CEL twin: `cel_variables`)."""
+    if not t.get("key"):
+        return _EVERY
+    if t.get("operator") == "Exists":
+        return f"{t['key']} with operator Exists"
+    return f"{t['key']}={t.get('value') or ''}"
+
+
+def check_set_aside_toleration(w: Work, ns: str, user: str = "") -> list[Violation]:
     if w.kind == "Job":
+        if user == SERVE_USER:  # serve's grant of a held node's pair (backfill), or its withdrawal
+            return []
         found = foreign_set_aside_tolerations(w.spec, ns, w.name)
     else:
         found = set_aside_tolerations_of(w.spec)
-    if not found:
-        return []
-    return [Violation(SET_ASIDE_TOLERATION, f"{w.spec_path}{_TEXT}", FIX, SET_ASIDE_TOLERATION)]
+    return [Violation(SET_ASIDE_TOLERATION, f"{w.spec_path}{_TEXT}{_named(t)}{_END}", FIX) for t in found]
 
 
 def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
@@ -67,12 +84,19 @@ def cel_variables(root: str, pre: str) -> list[tuple[str, str]]:
         f"(t.key == {q(SET_ASIDE_TAINT_KEY)} && {value} == request.namespace) || "
         f"(t.key == {q(SET_ASIDE_JOB_TAINT_KEY)} && {name} != '' && {value} == {name}))"
     )
+    named = (
+        f"((!has(t.key) || t.key == '') ? {q(_EVERY)} : "
+        "(has(t.operator) && t.operator == 'Exists') ? t.key + ' with operator Exists' : "
+        f"t.key + '=' + {value})"
+    )
+    job = "request.kind.kind == 'Job'"
     return [
         (
             var_name(pre, "setAside"),
-            f"{old_skip(root)}!has({spec}.tolerations) ? [] :\n"
-            f"{spec}.tolerations.exists(t, {tolerates} && !(request.kind.kind == 'Job' && {own})) ?\n"
-            f"[{POD_SPEC_PATH} + {q(_TEXT)}] : []",
+            f"{old_skip(root)}!has({spec}.tolerations) || "
+            f"({job} && request.userInfo.username == {q(SERVE_USER)}) ? [] :\n"
+            f"{spec}.tolerations.filter(t, {tolerates} && !({job} && {own})).map(t,\n"
+            f"{POD_SPEC_PATH} + {q(_TEXT)} + {named} + {q(_END)})",
         )
     ]
 

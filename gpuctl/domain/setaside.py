@@ -72,6 +72,7 @@ from gpuctl.constants import (
     SET_ASIDE_SINCE_ANNOTATION,
     TAS_REQUIRED,
 )
+from gpuctl.domain.backfill import held_bounds, ran_in_time
 from gpuctl.domain.gang import (
     level_domains,
     own_set_aside_tolerations,
@@ -474,9 +475,11 @@ def squatters(
 ) -> dict[str, str]:
     """Workloads (ns/name -> why) holding quota whose pod holds GPUs on a node set aside for a gang (`held`:
     node -> gang) and tolerates that gang's taints without being that gang's: moved, whatever its priority
-    (module docstring, "Squatters moved"). Pods that do not tolerate the taints ran there before the
-    set-aside: they run to their end."""
+    (module docstring, "Squatters moved"), but for backfill serve granted onto a node held for a start bound
+    that ends by it (gpuctl.domain.backfill.ran_in_time). Pods that do not tolerate the taints ran there
+    before the set-aside: they run to their end."""
     wls = list(workloads)
+    bounds = held_bounds(wls, held)
     by_key = {f"{namespace(w)}/{name(w)}": w for w in wls}
     by_owner = {(namespace(w), o.get("uid")): w for w in wls for o in owner_refs(w)}
     out: dict[str, str] = {}
@@ -486,6 +489,8 @@ def squatters(
                 continue
             wl = _workload_of(p, by_key, by_owner)
             if wl is None or _gang_of(wl) == gang or workload_state(wl) not in HOLDING_QUOTA:
+                continue
+            if gang in bounds and ran_in_time(wl, bounds[gang][1]):  # backfill: ends before the bound
                 continue
             out[f"{namespace(wl)}/{name(wl)}"] = (
                 f"requeued by gpuctl: its pod {name(p)} ran on {node}, set aside for {gang}, whose taints it "

@@ -18,7 +18,9 @@ gpuctl_set_aside_nodes{pool} is exported.
 
 A bound gpuctl keeps (docs/queueing.md), with `--hold-bounds`: each step also records on every waiting
 one-pod Job of its pools the first start bound it gets (runwhere.ai/starts-by, gpuctl.domain.promise), and
-the plan holds a node for such a job from `lead` seconds before that bound.
+the plan holds a node for such a job from `lead` seconds before that bound, and waiting Jobs whose maxRuntime
+ends before that bound get the held job's tolerations (backfill, gpuctl.domain.backfill), withdrawn from a
+still-suspended Job once it would no longer end in time.
 """
 
 from __future__ import annotations
@@ -50,7 +52,13 @@ from gpuctl.constants import (
     SET_ASIDE_TAINT_KEYS,
     STARTS_BY_ANNOTATION,
 )
-from gpuctl.domain.gang import pool_topology, set_aside_taints
+from gpuctl.domain.backfill import plan_backfill
+from gpuctl.domain.gang import (
+    foreign_set_aside_tolerations,
+    pool_topology,
+    set_aside_taints,
+    set_aside_tolerations,
+)
 from gpuctl.domain.objects import annotations, meta, name, namespace, rfc3339
 from gpuctl.domain.pools import node_pool
 from gpuctl.domain.promise import new_promises
@@ -143,6 +151,8 @@ class SetAside(Periodic):
             lead=self.lead,
             bounds=self.bounds,
         )
+        if self.bounds:
+            self._backfill(workloads, plan.hold, now)
         self.idle_since = dict(plan.idle_since)
         self.ended = {k: t for k, t in self.ended.items() if now - t < self.cooldown}
         self.ended.update(dict.fromkeys(plan.ended, now))
@@ -205,6 +215,42 @@ class SetAside(Periodic):
                 w = {**w, "metadata": {**meta(w), "annotations": notes}}
             out.append(w)
         return out
+
+    def _backfill(self, workloads: list, hold: Mapping[str, str], now: float) -> None:
+        """Grant and withdraw held jobs' tolerations (gpuctl.domain.backfill) on waiting Jobs."""
+        plan = plan_backfill(workloads, hold, now=now, slack=self.slack, pools=self.pools)
+        for key, (job, held) in sorted(plan.grant.items()):
+            self._tolerate(key.partition("/")[0], job, held)
+        for key, (job, _) in sorted(plan.withdraw.items()):
+            self._tolerate(key.partition("/")[0], job, "")
+
+    def _tolerate(self, ns: str, job: str, held: str) -> None:
+        """The suspended Job keeps its own tolerations and gets held job `held`'s pair ("": none of another
+        job's): a merge patch of its pod template's tolerations with the resourceVersion it was computed
+        from (Kueue un-suspending it meanwhile fails it with 409: a started Job keeps what it ran with)."""
+        try:
+            obj = self.cluster.get(path("Job", job, ns))
+            spec = obj["spec"]["template"]["spec"]
+            if not obj["spec"].get("suspend"):
+                return
+            foreign = foreign_set_aside_tolerations(spec, ns, job)
+            keep = [t for t in spec.get("tolerations") or [] if t not in foreign]
+            if held:
+                keep += set_aside_tolerations(*held.split("/", 1))
+            body = {
+                "metadata": {"resourceVersion": meta(obj).get("resourceVersion")},
+                "spec": {"template": {"spec": {"tolerations": keep}}},
+            }
+            self.cluster.merge_patch(path("Job", job, ns), body)
+        except ApiError as e:  # gone, changed or started: the next step sees it again
+            log.warning("set-aside: could not change the tolerations of Job %s/%s: %s", ns, job, e)
+            return
+        if held:
+            log.info(
+                "set-aside: %s/%s may run on the node held for %s: it ends before its bound", ns, job, held
+            )
+        else:
+            log.info("set-aside: %s/%s no longer tolerates a node held for another job", ns, job)
 
     def _say(self, wl: Mapping[str, Any], reason: str, message: str) -> None:
         """A Normal Event on the gang's Workload (the audit trail records it); best effort."""

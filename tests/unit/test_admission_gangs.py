@@ -11,12 +11,15 @@ from admission.state import ClusterState
 from gpuctl.constants import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
+    SERVE_USER,
     SET_ASIDE_TAINT_KEY,
     TAS_PREFERRED,
     TAS_REQUIRED,
     Labels,
 )
 from gpuctl.domain.gang import gang_never_fits, set_aside_tolerations
+from tests.unit import celeval
+from tests.unit.test_admission_cel_agreement import _load, _namespaces, _policies
 from tests.unit.test_admission_fixtures import TEAM, cluster_objects, state
 from tests.unit.test_admission_fixtures import review as admission_review
 
@@ -162,3 +165,74 @@ def test_gang_never_fits_counts_only_the_nodes_that_count() -> None:
         "(2 with 8 GPUs; 1 more NotReady or cordoned, not counted)"
     )
     assert gang_never_fits("p", [("n1", 8, {}, False)], 3, 8) == ""  # no node counts: not judged
+
+
+# Backfill (issue 45, docs/queueing.md "A bound gpuctl keeps"): serve grants a waiting Job a held job's pair.
+HELD = set_aside_tolerations(TEAM, "held")  # the pair of the one-pod job TEAM/held, held near its bound
+
+
+def _update(new: dict, old: dict, user: str):
+    return review(admission_review(new, op="UPDATE", old=old, username=user)["request"], STATE, ENFORCE)
+
+
+def test_serve_may_grant_and_withdraw_another_jobs_pair_and_later_updates_keep_it() -> None:
+    plain = job(1, 4)
+    granted = job(1, 4, tolerations=[*OWN, *HELD])
+    assert _update(granted, plain, SERVE_USER).allowed  # serve's grant
+    assert _update(plain, granted, SERVE_USER).allowed  # and its withdrawal
+    assert not judge(granted).allowed  # a tenant may not write it
+    assert not _update(granted, plain, "alice").allowed
+    again = job(1, 4, tolerations=[*OWN, *HELD])
+    again["metadata"]["labels"]["note"] = "x"
+    assert _update(again, granted, "alice").allowed  # an update keeping exactly the granted pair
+    assert _update(plain, granted, "alice").allowed  # giving it up
+
+
+@pytest.mark.parametrize(
+    "widened",
+    [
+        [*OWN, {"operator": "Exists"}],  # every taint in place of the pair
+        [*OWN, {**HELD[1], "operator": "Exists", "value": ""}],  # every job's name
+        [*OWN, *set_aside_tolerations(TEAM, "other")],  # another held job's pair
+    ],
+)
+def test_a_tenant_may_not_widen_or_swap_a_granted_pair(widened: list) -> None:
+    v = _update(job(1, 4, tolerations=widened), job(1, 4, tolerations=[*OWN, *HELD]), "alice")
+    assert not v.allowed and v.rules == ("set-aside-toleration",), v.message()
+
+
+def test_serve_may_not_write_a_set_aside_toleration_on_a_pod() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": TEAM},
+        "spec": {"containers": [{"name": "c", "image": "x"}], "tolerations": HELD},
+    }
+    v = review(admission_review(pod, username=SERVE_USER)["request"], STATE, ENFORCE)
+    assert not v.allowed and "runwhere.ai/set-aside-job=held" in v.message(), v.message()
+
+
+def test_the_policy_agrees_serve_may_grant_and_a_tenant_may_keep_but_not_widen() -> None:
+    """The CEL twin (the gpuctl-admission policy in kube-apiserver's own evaluator, tests/unit/celeval.py)
+    on the requests above: the recorded corpus has no request of serve's."""
+    plain, granted = job(1, 4), job(1, 4, tolerations=[*OWN, *HELD])
+    kept = job(1, 4, tolerations=[*OWN, *HELD])
+    kept["metadata"]["labels"]["note"] = "x"
+    widened = job(1, 4, tolerations=[*OWN, {"operator": "Exists"}])
+    cases = {  # request -> refused by set-aside-toleration
+        "serve grants": (admission_review(granted, op="UPDATE", old=plain, username=SERVE_USER), False),
+        "serve withdraws": (admission_review(plain, op="UPDATE", old=granted, username=SERVE_USER), False),
+        "tenant adds": (admission_review(granted, op="UPDATE", old=plain), True),
+        "tenant keeps": (admission_review(kept, op="UPDATE", old=granted), False),
+        "tenant widens": (admission_review(widened, op="UPDATE", old=granted), True),
+        "tenant creates": (admission_review(granted), True),
+    }
+    vap, binding = _policies()["team"]
+    lines = [{"namespaces": _namespaces(_load()[0])}, {"define": "t", "policy": vap, "binding": binding}]
+    lines += [{"review": r["request"], "policies": ["t"]} for r, _ in cases.values()]
+    answers = celeval.evaluate(lines)[2:]
+    for (what, (_, refused)), answer in zip(cases.items(), answers, strict=True):
+        [result] = answer["results"]
+        assert result["matched"], (what, result)
+        denials = [v["message"] for v in result["validations"] if not v["passed"]]
+        assert any("set-aside-toleration" in m for m in denials) is refused, (what, denials)
