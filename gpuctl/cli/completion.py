@@ -26,6 +26,7 @@ READ_TIMEOUT = (2.0, 2.0)  # connect, read
 BASH = r"""# gpuctl bash completion: source <(gpuctl completion bash)
 _gpuctl_complete() {
     local cur="${COMP_WORDS[COMP_CWORD]}"
+    [[ $cur == "=" ]] && cur=""  # --flag=<TAB>: bash made "=" a word of its own (COMP_WORDBREAKS)
     local IFS=$'\n'
     COMPREPLY=($(compgen -W "$(gpuctl __complete "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null)" -- "$cur"))
 }
@@ -59,6 +60,7 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
         help="print a shell completion script (bash, zsh, fish)",
         description="Print a completion script: `source <(gpuctl completion bash)` in ~/.bashrc; "
         "zsh: `source <(gpuctl completion zsh)`; fish: `gpuctl completion fish | source`.",
+        parents=[common["cluster"]],  # kubectl's global flags, taken on every verb (the script ignores them)
     )
     p.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
     p.set_defaults(run=lambda args: print(SCRIPTS[args.shell], end="") or 0)
@@ -182,23 +184,58 @@ class Names:
         }.get(kind or "", list)()
 
 
+def _values(flag: str, names: Names) -> list[str] | None:
+    """The values of a flag gpuctl can name (namespaces, -o formats, pools, --for states); None: not
+    such a flag."""
+    from gpuctl.cli.main import OUTPUT_FORMATS  # noqa: PLC0415 - lazy: CLI start-up
+
+    if flag in ("-n", "--namespace"):
+        return names.namespaces()
+    if flag in ("-o", "--output"):
+        return [f"{f}=" if f.startswith(("jsonpath", "custom-columns")) else f for f in OUTPUT_FORMATS]
+    if flag == "--pool":
+        return names.pools()
+    if flag == "--for":
+        from gpuctl.cli.wait import FOR  # noqa: PLC0415 - lazy: CLI start-up
+
+        return list(FOR)
+    return None
+
+
+def rejoin(words: Sequence[str]) -> tuple[list[str], bool]:
+    """The words with each `--flag=value` whole, and whether the last one was split. bash splits it at
+    `=` (a COMP_WORDBREAKS character: `--for`, `=`, `ru`, or `=` alone while the value is empty) and
+    then replaces only what follows `=`; zsh and fish pass it whole and replace the whole word."""
+    out: list[str] = []
+    split = False
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w == "=" and out and out[-1].startswith("-") and "=" not in out[-1]:
+            value = words[i + 1] if i + 1 < len(words) else ""
+            split = i + 1 >= len(words) - 1  # the value (maybe still empty) is the word being completed
+            out[-1] = f"{out[-1]}={value}"
+            i += 2
+            continue
+        out.append(w)
+        i += 1
+    return out, split
+
+
 def candidates(words: Sequence[str]) -> list[str]:
-    """What may come in place of words[-1], given the words before it."""
-    from gpuctl.cli.main import GLOBAL_FLAGS, OUTPUT_FORMATS, VERBS, verb_of  # noqa: PLC0415 - lazy: CLI start-up
+    """What may come in place of words[-1], given the words before it (`--flag=value` words whole:
+    rejoin)."""
+    from gpuctl.cli.main import GLOBAL_FLAGS, VERBS, verb_of  # noqa: PLC0415 - lazy: CLI start-up
 
     *before, cur = list(words) or [""]
     prev = before[-1] if before else ""
     names = Names(before)
-    if prev in ("-n", "--namespace"):
-        return names.namespaces()
-    if prev in ("-o", "--output"):
-        return [f"{f}=" if f.startswith(("jsonpath", "custom-columns")) else f for f in OUTPUT_FORMATS]
-    if prev == "--pool":
-        return names.pools()
-    if prev == "--for":
-        from gpuctl.cli.wait import FOR  # noqa: PLC0415 - lazy: CLI start-up
-
-        return list(FOR)
+    if cur.startswith("-") and "=" in cur:  # --flag=<TAB>: the flag's values, after it
+        flag = cur.split("=", 1)[0]
+        return [f"{flag}={v}" for v in _values(flag, names) or []]
+    values = _values(prev, names)
+    if values is not None:
+        return values
     verb = verb_of(before)
     if verb is None or verb not in VERBS:
         if cur.startswith("-"):
@@ -246,11 +283,14 @@ def _positional(verb: str, positional: list[str], names: Names) -> list[str]:
 
 
 def complete(words: Sequence[str]) -> int:
-    """`gpuctl __complete WORDS...`: the candidates that start with the last word, one per line."""
-    cur = words[-1] if words else ""
-    for c in candidates(words):
+    """`gpuctl __complete WORDS...`: the candidates that start with the last word, one per line; of a
+    `--flag=value` bash split, the part after `=` (what bash replaces)."""
+    whole, split = rejoin(words)
+    cur = whole[-1] if whole else ""
+    cut = len(cur.split("=", 1)[0]) + 1 if split else 0
+    for c in candidates(whole):
         if c.startswith(cur):
-            print(c)
+            print(c[cut:])
     return 0
 
 

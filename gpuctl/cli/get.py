@@ -54,7 +54,12 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
         "type", choices=sorted(TYPES), metavar="TYPE", help="jobs, pools, nodes, labels, quotas or ns"
     )
     p.add_argument("name", nargs="?", help="a node (labels), a namespace (quotas), or one object")
-    p.add_argument("-A", "--all-namespaces", action="store_true", help="jobs in every team namespace")
+    p.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="jobs and quotas of every namespace (cluster-scoped types take it and list as without it)",
+    )
     p.add_argument("--pool", help="only this pool (jobs, nodes)")
     p.add_argument("--kind", choices=[k.value for k in JOB_KINDS], help="only this job kind (jobs)")
     p.add_argument("-l", "--selector", help="label selector, e.g. runwhere.ai/priority=high (jobs)")
@@ -74,11 +79,12 @@ def register(sub: argparse._SubParsersAction, common: dict) -> None:
 # flags (-o, --no-headers, --sort-by, --field-selector) work on every type (gpuctl.cli.printers).
 HONOURS: dict[str, set[str]] = {
     "jobs": {"pool", "kind", "selector", "watch", "show_labels", "all_namespaces", "prometheus_url"},
-    "pools": {"watch"},
-    "nodes": {"pool", "gpu_type", "watch"},
-    "labels": {"key", "watch"},
+    # -A on a cluster-scoped type changes nothing, as kubectl's `get nodes -A` (accepted, not refused)
+    "pools": {"watch", "all_namespaces"},
+    "nodes": {"pool", "gpu_type", "watch", "all_namespaces"},
+    "labels": {"key", "watch", "all_namespaces"},
     "quotas": {"all_namespaces", "watch"},
-    "namespaces": {"show_labels", "watch"},
+    "namespaces": {"show_labels", "watch", "all_namespaces"},
 }
 FLAG_NAMES = {
     "pool": "--pool",

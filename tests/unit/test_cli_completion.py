@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuctl.cli.completion import candidates
+from gpuctl.cli.completion import candidates, complete, rejoin
 from gpuctl.cli.main import VERBS, main
 
 
@@ -62,21 +62,27 @@ def test_completion_prints_a_script(shell, capsys) -> None:
     assert "gpuctl __complete" in capsys.readouterr().out
 
 
-def test_bash_completes_through_the_script(tmp_path) -> None:
-    """The script sourced in bash, asked as bash asks at <TAB>."""
-    bash = shutil.which("bash")
-    assert bash
-    bindir = Path(sys.executable).parent
+def test_completion_takes_the_global_flags_as_every_verb(capsys) -> None:
+    """`completion bash --kubeconfig F` was a usage error (issue 42); kubectl takes its global flags."""
+    assert main(["completion", "bash", "--kubeconfig", "/nowhere", "--context", "c", "-n", "x"]) == 0
+    assert "gpuctl __complete" in capsys.readouterr().out
+
+
+def _bash(tmp_path, *asks: tuple[str, int]) -> list[str]:
+    """The script sourced in bash, asked as bash asks at <TAB>: each (COMP_WORDS, COMP_CWORD)'s COMPREPLY."""
     script = (
         "source <(gpuctl completion bash)\n"
-        'show() { _gpuctl_complete; printf "%s\\n" "${COMPREPLY[@]}"; }\n'
-        "COMP_WORDS=(gpuctl get jobs --sort); COMP_CWORD=3; show\n"
-        "COMP_WORDS=(gpuctl wai); COMP_CWORD=1; show\n"
+        + 'show() { _gpuctl_complete; printf "%s\\n" "${COMPREPLY[@]}"; }\n'
     )
-    env = {"PATH": f"{bindir}:/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
-    p = subprocess.run([bash, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    script += "".join(f"COMP_WORDS=({words}); COMP_CWORD={cword}; show\n" for words, cword in asks)
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines() == ["--sort-by", "wait"]
+    return p.stdout.splitlines()
+
+
+def test_bash_completes_through_the_script(tmp_path) -> None:
+    assert shutil.which("bash")
+    assert _bash(tmp_path, ("gpuctl get jobs --sort", 3), ("gpuctl wai", 1)) == ["--sort-by", "wait"]
 
 
 def _env(tmp_path) -> dict:
@@ -105,3 +111,41 @@ def test_zsh_completes_through_the_script(tmp_path) -> None:
     p = subprocess.run(["zsh", "-c", script], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == ["wait", "--sort-by"]
+
+
+# ----------------------------------------------------------------------------- --flag=value (issue 42)
+@pytest.mark.parametrize(
+    ("words", "printed"),
+    [
+        # zsh and fish pass the word whole and replace it whole
+        (
+            ["wait", "job", "x", "--for="],
+            ["--for=admitted", "--for=running", "--for=complete", "--for=failed", "--for=deleted"],
+        ),
+        (["wait", "job", "x", "--for=r"], ["--for=running"]),
+        (["get", "jobs", "--output=ya"], ["--output=yaml"]),
+        # bash splits it at "=" (COMP_WORDBREAKS) and replaces only what follows "="
+        (["wait", "job", "x", "--for", "="], ["admitted", "running", "complete", "failed", "deleted"]),
+        (["wait", "job", "x", "--for", "=", "r"], ["running"]),
+        (["get", "jobs", "-o", "=", "ya"], ["yaml"]),
+        # a --flag=value earlier on the line is one word: the TYPE is still the first positional
+        (["describe", "--namespace", "=", "team-a", "j"], ["job", "jobs"]),
+        (["describe", "--namespace=team-a", "j"], ["job", "jobs"]),
+    ],
+)
+def test_flag_equals_value_completes_the_flags_values(words, printed, capsys) -> None:
+    assert complete(words) == 0
+    assert capsys.readouterr().out.splitlines() == printed
+
+
+def test_rejoin_undoes_bashs_split_at_equals() -> None:
+    assert rejoin(["get", "-n", "=", "a", "jobs"]) == (["get", "-n=a", "jobs"], False)
+    assert rejoin(["wait", "--for", "="]) == (["wait", "--for="], True)
+    assert rejoin(["wait", "--for", "=", "ru"]) == (["wait", "--for=ru"], True)
+    assert rejoin(["x", "=", "y"]) == (["x", "=", "y"], False)  # not a flag: left alone
+
+
+def test_bash_completes_a_flags_value_after_equals(tmp_path) -> None:
+    """`gpuctl wait job x --for=<TAB>` as bash asks: it completed file names."""
+    asks = [("gpuctl wait job x --for =", 5), ("gpuctl wait job x --for = ru", 6)]
+    assert _bash(tmp_path, *asks) == ["admitted", "running", "complete", "failed", "deleted", "running"]

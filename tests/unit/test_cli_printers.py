@@ -279,3 +279,14 @@ def test_wait_refuses_an_unknown_state(no_cluster, capsys) -> None:
         e.value.code == 1
         and "use one of admitted, running, complete, failed, deleted" in capsys.readouterr().err
     )
+
+
+def test_all_namespaces_is_accepted_by_cluster_scoped_gets_as_kubectl_accepts_it(monkeypatch) -> None:
+    """`kubectl get nodes -A` lists the nodes (a cluster-scoped type ignores -A); gpuctl refused it."""
+    from tests.unit.test_consistency import FakeApiServer, _cli_out, _team_objects
+
+    fake = FakeApiServer(_team_objects())
+    for kind in ("pools", "nodes", "labels", "ns"):
+        assert _cli_out(monkeypatch, fake, ["get", kind, "-A"]) == _cli_out(
+            monkeypatch, fake, ["get", kind]
+        ), kind
