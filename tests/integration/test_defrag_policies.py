@@ -29,7 +29,8 @@ from tests.integration.test_defrag_anypool import (
 
 ROOT = Path(__file__).resolve().parents[2]
 ID = uuid.uuid4().hex[:6]
-MARK = {"gpuctl.runwhere.ai/defrag-policies-test": ID}
+# a bare hex ID such as 5e3210 reads as a number in YAML ("cannot unmarshal number"): starts with letters
+MARK = {"gpuctl.runwhere.ai/defrag-policies-test": f"id-{ID}"}
 
 
 def _policies(ns: str) -> list[dict]:

@@ -703,7 +703,7 @@ def _ca_bundles(n: RealNode) -> set[str]:
 def test_helm_upgrade_keeps_the_tls_certificates(node: RealNode, team: dict, release: dict) -> None:
     before, bundles = _tls(node), _ca_bundles(node)
     old = {p["metadata"]["name"] for p in n_pods(node)}
-    marker = uuid.uuid4().hex[:8]
+    marker = f"m{uuid.uuid4().hex[:8]}"  # never all digits: helm --set would make it a number
     node.helm(
         "upgrade", "gpuctl", str(CHART), *release["args"],
         "--set", f"webhook.podAnnotations.upgrade={marker}",
