@@ -32,7 +32,7 @@ if (( ${#apt[@]} )) && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; the
     || echo "test: could not install ${apt[*]}; the tests that use them will fail" >&2
 fi
 # Every local cluster's Kueue, kube-apiserver and KWOK take inotify instances; the suite starts up to
-# seven clusters (two workers, the demo, MultiKueue's three, the real node) and the kernel's default of
+# eight clusters (three workers, the demo, MultiKueue's three, the real node) and the kernel's default of
 # 128 per user ran out ("couldn't initialize inotify: too many open files"). Raised as root, never lowered.
 if [[ $(id -u) == 0 ]] && (( $(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 1024) < 1024 )); then
   sysctl -qw fs.inotify.max_user_instances=1024 || echo "test: could not raise fs.inotify.max_user_instances" >&2
@@ -54,9 +54,11 @@ built=0; wait "$build" || built=$?
 cat build/cluster-build.log
 if (( built != 0 )); then echo "test: hack/cluster/build.sh failed (exit $built)" >&2; exit "$built"; fi
 if (( image != 0 )); then echo "test: hack/image.sh failed (exit $image)" >&2; exit "$image"; fi
-# Two workers, each with its own cluster (tests/conftest.py), whole files per worker (module fixtures);
+# Three workers, each with its own cluster (tests/conftest.py), whole files per worker (module fixtures);
 # one when GPUCTL_TEST_KUBECONFIG names a shared cluster. GPUCTL_TEST_WORKERS=0 runs in this process.
-workers=${GPUCTL_TEST_WORKERS:-2}
+# The suite waits more than it computes (one worker used ~0.46 of a core): on 2 cores, from a clean clone
+# with cached binaries, 3 workers took 1340 s and 2 took 1903 s (README, "Tests").
+workers=${GPUCTL_TEST_WORKERS:-3}
 [[ -n ${GPUCTL_TEST_KUBECONFIG:-} ]] && workers=0
 if (( SUITE )); then
   # The real node has its own run (it starts its own cluster with a kubelet node and a Prometheus; README,
@@ -66,7 +68,7 @@ if (( SUITE )); then
   # sums them per file), where the suite's minutes go.
   .venv/bin/python -m pytest -n "$workers" --dist loadfile -m "not real_node" --durations=30 --junitxml=build/junit.xml "$@"
 fi
-# After the suite, not beside it: on 2 cores the suite's two workers keep both busy, and both halves have
+# After the suite, not beside it: on 2 cores the suite's workers keep both busy, and both halves have
 # timed claims (the real node's failover within a lease duration).
 if (( REAL_NODE )); then
   .venv/bin/python -m pytest tests/integration/test_real_node.py "$@"

@@ -3,7 +3,7 @@
 Integration tests (tests/integration, marker `integration`) run against the local cluster of
 hack/cluster/up.sh: the `cluster` fixture reuses the cluster that $GPUCTL_TEST_KUBECONFIG (or
 $KUBECONFIG, when it points at that cluster's file) names, else starts one for the session in its own
-run directory and stops it at the end. Under pytest-xdist (hack/test.sh runs two workers) each worker
+run directory and stops it at the end. Under pytest-xdist (hack/test.sh runs three workers) each worker
 starts its own cluster (run directory and port offset by worker), since tests own cluster-wide state
 (pools, node labels and taints, Kueue's cluster objects). Nothing is built inside a test: up.sh
 builds only what hack/cluster/build.sh has not cached (CI runs the build first).
