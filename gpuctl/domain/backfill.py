@@ -22,6 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuctl.domain.demand import job_label
 from gpuctl.domain.gang import foreign_set_aside_tolerations, tolerates_gangs_set_aside
 from gpuctl.domain.objects import name, namespace, owner_ref
 from gpuctl.domain.promise import one_pod_job, starts_by_of
@@ -39,10 +40,6 @@ class Backfill:
     withdraw: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
-def _job_key(wl: Mapping[str, Any]) -> str:
-    return f"{namespace(wl)}/{(owner_ref(wl) or {}).get('name') or name(wl)}"
-
-
 def held_bounds(
     workloads: Iterable[Mapping[str, Any]], hold: Mapping[str, str]
 ) -> dict[str, tuple[str, float]]:
@@ -51,7 +48,7 @@ def held_bounds(
     held = set(hold.values())
     out: dict[str, tuple[str, float]] = {}
     for w in workloads:
-        key = _job_key(w)
+        key = job_label(w)
         by = starts_by_of(w) if key in held and one_pod_job(w) else None
         if by is not None:
             out[key] = (job_pool(w) or "", by)

@@ -63,8 +63,9 @@ def slice_of(spec: Mapping[str, Any]) -> str:
     return next((r for r in pod_spec_gpu_requests(spec) if r != GPU_RESOURCE), "")
 
 
-def _job_label(wl: Mapping[str, Any]) -> str:
-    """namespace/job of a Workload: its owner's name (gpuctl.domain.objects.owner_ref), else its own."""
+def job_label(wl: Mapping[str, Any]) -> str:
+    """namespace/job of a Workload: its owner's name (gpuctl.domain.objects.owner_ref), else its own. The one
+    key a Workload's job goes by (estimates, set-asides, backfill)."""
     m = meta(wl)
     owner = owner_ref(wl)
     return f"{m.get('namespace', '')}/{owner.get('name') if owner else m.get('name', '')}"
@@ -121,14 +122,14 @@ def workload_demand(wl: Mapping[str, Any]) -> Demand:
         priority=priority_value(wl),
         created=m.get("creationTimestamp", ""),
         uid=m.get("uid", ""),
-        label=_job_label(wl),
+        label=job_label(wl),
         any_of=pool_choice(wl)[0],
         gpu_types=pool_choice(wl)[1],
     )
 
 
 def pod_owner_label(pod: Mapping[str, Any]) -> str:
-    """namespace/job as Workloads are labelled (_job_label): a Job's or StatefulSet's pods share their
+    """namespace/job as Workloads are labelled (job_label): a Job's or StatefulSet's pods share their
     controller's Workload (gpuctl.domain.objects.controller_ref); any other pod (a Deployment's) has a
     Workload of its own."""
     m = meta(pod)

@@ -73,6 +73,7 @@ from gpuctl.constants import (
     TAS_REQUIRED,
 )
 from gpuctl.domain.backfill import held_bounds, ran_in_time
+from gpuctl.domain.demand import job_label
 from gpuctl.domain.gang import (
     level_domains,
     own_set_aside_tolerations,
@@ -464,10 +465,6 @@ def _workload_of(pod: Mapping[str, Any], by_key: Mapping[str, Mapping[str, Any]]
     return wl
 
 
-def _gang_of(wl: Mapping[str, Any]) -> str:
-    return f"{namespace(wl)}/{(owner_ref(wl) or {}).get('name') or name(wl)}"
-
-
 def squatters(
     pods_on: Mapping[str, list[Mapping[str, Any]]],
     workloads: Iterable[Mapping[str, Any]],
@@ -488,7 +485,7 @@ def squatters(
             if not pod_gpus(p) or not tolerates_gangs_set_aside(p.get("spec"), gang):
                 continue
             wl = _workload_of(p, by_key, by_owner)
-            if wl is None or _gang_of(wl) == gang or workload_state(wl) not in HOLDING_QUOTA:
+            if wl is None or job_label(wl) == gang or workload_state(wl) not in HOLDING_QUOTA:
                 continue
             if gang in bounds and ran_in_time(wl, bounds[gang][1]):  # backfill: ends before the bound
                 continue

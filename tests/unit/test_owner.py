@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuctl.domain.defrag import _job_name, _owner_kind
-from gpuctl.domain.demand import _job_label, pod_owner_label
+from gpuctl.domain.demand import job_label, pod_owner_label
 from gpuctl.domain.history import job_name, owner_kind
 from gpuctl.domain.objects import controller_ref, owner_ref
 
@@ -66,7 +66,7 @@ def test_every_workload_reader_names_the_statefulset() -> None:
     assert job_name(wl) == "nb" and owner_kind(wl) == "StatefulSet"
     assert _job_name(wl) == "team-a/nb" and _owner_kind(wl) == "StatefulSet"
     pod = obj(ref("StatefulSet", "nb", controller=True), name="nb-0")
-    assert _job_label(wl) == pod_owner_label(pod) == "team-a/nb"
+    assert job_label(wl) == pod_owner_label(pod) == "team-a/nb"
 
 
 def test_a_deployments_pod_workload_is_the_deployments_job() -> None:
